@@ -1,0 +1,180 @@
+// inspect, generate and logits.
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "common/error.h"
+#include "model/family.h"
+#include "model/safetensors.h"
+#include "model/synthetic.h"
+#include "runtime/forward.h"
+#include "runtime/generation.h"
+#include "runtime/threads.h"
+
+namespace fs = std::filesystem;
+
+namespace mosaic::cli {
+namespace {
+
+std::vector<std::int64_t> parse_ids(const std::string& text) {
+  std::vector<std::int64_t> ids;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size())
+      throw InvalidArgument("--ids", "'" + item + "'", "is not an integer token id", "write ids as 1,2,3");
+    ids.push_back(v);
+  }
+  if (ids.empty()) throw InvalidArgument("--ids", "", "is empty", "write ids as 1,2,3");
+  return ids;
+}
+
+std::string join(const std::vector<std::int64_t>& ids) {
+  std::string s;
+  for (std::size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+  return s;
+}
+
+std::string human_bytes(std::uint64_t b) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(b < 1024 ? 0 : 2);
+  if (b < 1024) o << b << " B";
+  else if (b < (1u << 20)) o << b / 1024.0 << " KiB";
+  else if (b < (1u << 30)) o << b / 1048576.0 << " MiB";
+  else o << b / 1073741824.0 << " GiB";
+  return o.str();
+}
+
+// A folder is a checkpoint when it holds config.json; otherwise its checkpoint subfolders are a family.
+std::vector<std::pair<std::string, fs::path>> variants_in(const std::vector<fs::path>& dirs) {
+  std::vector<std::pair<std::string, fs::path>> out;
+  for (const fs::path& d : dirs) {
+    if (fs::exists(d / "config.json") || !fs::is_directory(d)) {
+      out.emplace_back(d.filename().empty() ? d.parent_path().filename().string() : d.filename().string(), d);
+      continue;
+    }
+    std::vector<fs::path> subs;
+    for (const auto& e : fs::directory_iterator(d))
+      if (e.is_directory() && fs::exists(e.path() / "config.json")) subs.push_back(e.path());
+    if (subs.empty())
+      throw MissingError(d.string(), "", "holds no config.json and no checkpoint subfolders",
+                         "point at a checkpoint folder or a folder of variants");
+    std::sort(subs.begin(), subs.end());
+    for (const auto& s : subs) out.emplace_back(s.filename().string(), s);
+  }
+  return out;
+}
+
+void print_checkpoint(const Checkpoint& ck) {
+  const ModelSpec& s = ck.spec();
+  std::map<std::string, int> dtypes;
+  for (const Weight& w : ck.weights()) ++dtypes[std::string(dtype_name(w.dtype))];
+  std::cout << "  architecture    " << s.model_type() << ": " << s.num_layers << " layers ("
+            << s.num_sparse_layers() << " MoE), hidden " << s.hidden_size << ", " << s.num_heads << " heads / "
+            << s.num_kv_heads << " kv heads of " << s.head_dim << ", vocab " << s.vocab_size << "\n"
+            << "  experts         " << s.num_experts << " per MoE layer, top-" << s.top_k
+            << (s.norm_topk_prob ? " renormalized" : "") << ", width " << s.expert_intermediate;
+  if (s.shared_expert_intermediate) std::cout << ", shared expert width " << s.shared_expert_intermediate;
+  std::cout << "\n  parameters      " << parameter_count(s) << " total, " << active_parameter_count(s)
+            << " active per token\n  dtypes          ";
+  for (const auto& [name, count] : dtypes) std::cout << name << " (" << count << " tensors) ";
+  std::cout << "\n  bytes           " << human_bytes(ck.total_bytes()) << " total, " << human_bytes(ck.non_expert_bytes())
+            << " non-expert\n  expert bytes    per layer:";
+  for (std::int64_t l = 0; l < s.num_layers; ++l) {
+    std::uint64_t b = 0;
+    for (std::int64_t e = 0; e < s.num_experts; ++e) b += s.is_sparse(l) ? ck.expert_bytes(l, e) : 0;
+    std::cout << " " << human_bytes(b);
+  }
+  std::cout << "\n";
+  if (s.num_experts > 0 && s.num_sparse_layers() > 0) {
+    std::int64_t l = 0;
+    while (!s.is_sparse(l)) ++l;
+    std::cout << "  one expert      " << human_bytes(ck.expert_bytes(l, 0)) << "\n";
+  }
+  const auto unused = ck.unused_tensors();
+  if (!unused.empty()) std::cout << "  unused tensors  " << unused.size() << " (first: " << unused.front() << ")\n";
+}
+
+std::unique_ptr<Model> load_model(const fs::path& dir, int threads) {
+  configure_threads(threads);
+  const Checkpoint ck(dir);
+  return Model::load(ck);
+}
+
+}  // namespace
+
+void add_inspect_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("inspect", "Describe a checkpoint, or a family of variants, and check they match");
+  auto dirs = std::make_shared<std::vector<fs::path>>();
+  cmd->add_option("DIR", *dirs, "checkpoint folders, or a folder of variant folders")->required();
+  cmd->callback([dirs] {
+    Family family;
+    for (const auto& [name, dir] : variants_in(*dirs)) {
+      const Variant& v = family.add(name, dir);
+      std::cout << "variant " << v.name << "  (" << dir.string() << ")\n";
+      print_checkpoint(*v.checkpoint);
+    }
+    if (family.size() > 1)
+      std::cout << "family: " << family.size() << " variants of one " << family.spec().model_type() << " model, all match\n";
+  });
+}
+
+void add_generate_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("generate", "Generate token ids from a prompt of ids (CPU reference engine)");
+  struct Opts { fs::path model; std::string ids; GenerationRequest req; std::string stop; int threads = 0; bool eos = false; };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("--model", o->model, "checkpoint folder")->required();
+  cmd->add_option("--ids", o->ids, "prompt token ids, e.g. 1,2,3")->required();
+  cmd->add_option("--max-new", o->req.max_new_tokens, "tokens to generate")->default_val(16);
+  cmd->add_option("--temperature", o->req.sampling.temperature, "0 = greedy")->default_val(0.0);
+  cmd->add_option("--top-p", o->req.sampling.top_p, "nucleus probability mass")->default_val(1.0);
+  cmd->add_option("--top-k", o->req.sampling.top_k, "0 = no limit")->default_val(0);
+  cmd->add_option("--seed", o->req.sampling.seed, "sampling seed")->default_val(0);
+  cmd->add_option("--stop", o->stop, "stop ids, e.g. 2,7");
+  cmd->add_flag("--stop-at-eos", o->eos, "also stop at the config's eos_token_id");
+  cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
+  cmd->callback([o] {
+    const auto model = load_model(o->model, o->threads);
+    o->req.prompt = parse_ids(o->ids);
+    if (!o->stop.empty()) o->req.stop_ids = parse_ids(o->stop);
+    if (o->eos) o->req.stop_ids.insert(o->req.stop_ids.end(), model->spec().eos_token_ids.begin(), model->spec().eos_token_ids.end());
+    const GenerationResult r = generate(*model, o->req);
+    std::cout << join(r.tokens) << "\n";
+    std::cerr << r.tokens.size() << " tokens, finish: "
+              << (r.finish == Finish::Stop ? "stop" : r.finish == Finish::Length ? "length" : "cancelled")
+              << ", prefill " << r.prefill_seconds * 1e3 << " ms, decode " << r.decode_seconds * 1e3 << " ms\n";
+  });
+}
+
+void add_logits_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("logits", "Write float32 logits [T, vocab] of a prompt to a safetensors file (key 'logits')");
+  struct Opts { fs::path model, out; std::string ids; int threads = 0; };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("--model", o->model, "checkpoint folder")->required();
+  cmd->add_option("--ids", o->ids, "token ids, e.g. 1,2,3")->required();
+  cmd->add_option("--out", o->out, "output .safetensors file")->required();
+  cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
+  cmd->callback([o] {
+    const auto model = load_model(o->model, o->threads);
+    const auto ids = parse_ids(o->ids);
+    KvCache cache(model->spec(), 1, static_cast<std::int64_t>(ids.size()));
+    const Logits logits = forward(*model, cache, ids, LogitsFor::AllPositions);
+    const TensorBytes t{"logits", DType::F32, {logits.rows, logits.vocab},
+                        std::as_bytes(std::span<const float>(logits.values))};
+    write_safetensors(o->out, std::span<const TensorBytes>(&t, 1), {{"format", "pt"}, {"model", o->model.string()}});
+    std::cout << "wrote logits [" << logits.rows << ", " << logits.vocab << "] to " << o->out.string() << "\n";
+  });
+}
+
+}  // namespace mosaic::cli

@@ -1,0 +1,11 @@
+#pragma once
+// Each mosaic-cli subcommand registers itself on the app; its callback throws mosaic::Error on bad
+// input, which main() reports.
+#include <CLI/CLI.hpp>
+
+namespace mosaic::cli {
+void add_inspect_command(CLI::App& app);
+void add_generate_command(CLI::App& app);
+void add_logits_command(CLI::App& app);
+void add_bench_forward_command(CLI::App& app);
+}  // namespace mosaic::cli

@@ -1,0 +1,27 @@
+#include "model/arch.h"
+
+#include <array>
+
+namespace mosaic {
+namespace {
+constexpr std::array<ArchInfo, 4> kArchs{{
+    {Arch::Mixtral, "mixtral", "block_sparse_moe.", "w1", "w3", "w2", QkNorm::None,
+     /*always_norm_topk=*/true, /*shared=*/false, /*qkv_bias=*/false, 1e-5, 1e6, 4096 * 32},
+    {Arch::Qwen2Moe, "qwen2_moe", "mlp.", "gate_proj", "up_proj", "down_proj", QkNorm::None, false,
+     true, true, 1e-6, 10000.0, 32768},
+    {Arch::Qwen3Moe, "qwen3_moe", "mlp.", "gate_proj", "up_proj", "down_proj", QkNorm::PerHead, false,
+     false, false, 1e-6, 10000.0, 32768},
+    {Arch::Olmoe, "olmoe", "mlp.", "gate_proj", "up_proj", "down_proj", QkNorm::Whole, false, false,
+     false, 1e-5, 10000.0, 4096},
+}};
+}  // namespace
+
+const ArchInfo* find_arch(std::string_view model_type) {
+  for (const ArchInfo& a : kArchs)
+    if (a.model_type == model_type) return &a;
+  return nullptr;
+}
+const ArchInfo& arch_info(Arch arch) { return kArchs[static_cast<std::size_t>(arch)]; }
+std::span<const ArchInfo> supported_archs() { return kArchs; }
+
+}  // namespace mosaic

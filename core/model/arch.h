@@ -1,0 +1,32 @@
+#pragma once
+// Per-architecture facts, kept in one table rather than in branches through the forward pass:
+// the model_type string, tensor-name fragments, and the config defaults of transformers' classes.
+#include <span>
+#include <string_view>
+
+namespace mosaic {
+
+enum class Arch { Mixtral, Qwen2Moe, Qwen3Moe, Olmoe };
+enum class QkNorm { None, Whole, PerHead };  // RMSNorm over all of q/k (OLMoE) or per head (Qwen3)
+
+struct ArchInfo {
+  Arch arch;
+  std::string_view model_type;
+  // Tensor names below "model.layers.N.".
+  std::string_view moe_prefix;     // holds the router ("gate") and the experts
+  std::string_view expert_gate, expert_up, expert_down;
+  // Semantics fixed by the architecture.
+  QkNorm qk_norm;
+  bool always_norm_topk;            // Mixtral renormalizes top-k weights unconditionally
+  bool has_shared_expert;
+  bool qkv_bias_default;            // Qwen2-MoE: q/k/v biases unless the config says otherwise
+  // transformers' config defaults for optional fields.
+  double default_rms_eps, default_rope_theta;
+  long default_max_positions;
+};
+
+const ArchInfo* find_arch(std::string_view model_type);  // nullptr if unsupported
+const ArchInfo& arch_info(Arch arch);
+std::span<const ArchInfo> supported_archs();
+
+}  // namespace mosaic

@@ -1,0 +1,54 @@
+#pragma once
+// A HuggingFace checkpoint folder: config.json plus model.safetensors, or shards listed in
+// model.safetensors.index.json. Opening one validates every tensor the config requires (present,
+// floating point, the right shape); the weights stay memory-mapped, nothing is copied.
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/model_spec.h"
+#include "model/safetensors.h"
+#include "model/weight_names.h"
+
+namespace mosaic {
+
+// One required tensor as found in the checkpoint.
+struct Weight {
+  ExpectedTensor expected;
+  DType dtype = DType::F32;
+  const SafetensorsFile* file = nullptr;
+  const TensorInfo* info = nullptr;
+  std::uint64_t bytes() const { return info->nbytes(); }
+  std::span<const std::byte> data() const { return file->data(*info); }
+};
+
+class Checkpoint {
+ public:
+  explicit Checkpoint(const std::filesystem::path& dir);  // throws mosaic::Error subclasses
+  ~Checkpoint();
+  Checkpoint(Checkpoint&&) noexcept;
+  Checkpoint& operator=(Checkpoint&&) noexcept;
+
+  const std::filesystem::path& dir() const { return dir_; }
+  const ModelSpec& spec() const { return spec_; }
+  const std::vector<Weight>& weights() const { return weights_; }  // expected_tensors(spec) order
+  const Weight& weight(const std::string& name) const;             // throws MissingError
+  const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
+  std::vector<std::string> unused_tensors() const;  // stored but not required by the config
+
+  std::uint64_t non_expert_bytes() const;
+  std::uint64_t expert_bytes(std::int64_t layer, std::int64_t expert) const;
+  std::uint64_t total_bytes() const;
+
+ private:
+  std::filesystem::path dir_;
+  ModelSpec spec_;
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::vector<Weight> weights_;
+  std::vector<std::uint64_t> expert_bytes_;  // [layer * num_experts + expert]
+};
+
+}  // namespace mosaic

@@ -1,0 +1,26 @@
+#pragma once
+#include <cstddef>
+#include <filesystem>
+#include <span>
+
+namespace mosaic {
+
+// A read-only memory map of a whole file. Move-only; unmapped on destruction.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::filesystem::path& path);  // throws IoError
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+
+  std::span<const std::byte> bytes() const { return {data_, size_}; }
+  std::size_t size() const { return size_; }
+
+ private:
+  const std::byte* data_ = nullptr;
+  std::size_t size_ = 0;
+};
+
+}  // namespace mosaic

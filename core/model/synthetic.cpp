@@ -1,0 +1,116 @@
+#include "model/synthetic.h"
+
+#include <bit>
+#include <cstring>
+#include <random>
+
+#include "common/atomic_file.h"
+#include "common/error.h"
+#include "model/safetensors.h"
+#include "model/weight_names.h"
+
+namespace mosaic {
+namespace {
+
+std::uint16_t to_bf16(float f) {  // round to nearest even
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+std::uint16_t to_f16(float f) {  // round to nearest; normal range only (weights here are small)
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  const std::uint32_t sign = (u >> 16) & 0x8000u;
+  const int exp = static_cast<int>((u >> 23) & 0xff) - 127 + 15;
+  std::uint32_t mant = u & 0x7fffffu;
+  if (exp <= 0) return static_cast<std::uint16_t>(sign);  // flush tiny values to zero
+  if (exp >= 31) return static_cast<std::uint16_t>(sign | 0x7c00u);
+  std::uint32_t h = sign | (static_cast<std::uint32_t>(exp) << 10) | (mant >> 13);
+  if ((mant & 0x1fffu) > 0x1000u || ((mant & 0x1fffu) == 0x1000u && (h & 1u))) ++h;
+  return static_cast<std::uint16_t>(h);
+}
+
+bool is_norm(const std::string& name) { return name.find("norm.weight") != std::string::npos; }
+
+}  // namespace
+
+void write_synthetic_checkpoint(const std::filesystem::path& dir, const ModelSpec& spec, DType dtype,
+                                std::uint64_t seed) {
+  if (dtype != DType::BF16 && dtype != DType::F16 && dtype != DType::F32)
+    throw InvalidArgument(dir.string(), "dtype", "synthetic weights are written as BF16, F16 or F32");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw IoError(dir.string(), "", "cannot create folder: " + ec.message());
+
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  const auto expected = expected_tensors(spec);
+  std::vector<std::vector<std::byte>> storage;
+  std::vector<TensorBytes> tensors;
+  storage.reserve(expected.size());
+  for (const ExpectedTensor& e : expected) {
+    std::int64_t numel = 1;
+    for (auto d : e.shape) numel *= d;
+    auto& buf = storage.emplace_back(static_cast<std::size_t>(numel) * dtype_size(dtype));
+    const float base = is_norm(e.name) ? 1.0f : 0.0f;
+    for (std::int64_t i = 0; i < numel; ++i) {
+      const float v = base + normal(rng);
+      if (dtype == DType::F32) {
+        std::memcpy(buf.data() + 4 * i, &v, 4);
+      } else {
+        const std::uint16_t h = dtype == DType::BF16 ? to_bf16(v) : to_f16(v);
+        std::memcpy(buf.data() + 2 * i, &h, 2);
+      }
+    }
+    tensors.push_back({e.name, dtype, e.shape, buf});
+  }
+  write_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
+  const std::string config = to_config_json(spec);
+  write_file_atomically(dir / "config.json", [&](std::ostream& out) { out << config; });
+}
+
+ModelSpec mixtral_like_spec(std::int64_t vocab, std::int64_t hidden, std::int64_t intermediate,
+                            std::int64_t layers, std::int64_t experts) {
+  ModelSpec s;
+  s.arch = Arch::Mixtral;
+  s.vocab_size = vocab;
+  s.hidden_size = hidden;
+  s.num_layers = layers;
+  s.head_dim = 64;
+  s.num_heads = hidden / s.head_dim;
+  s.num_kv_heads = std::max<std::int64_t>(1, s.num_heads / 4);
+  s.num_experts = experts;
+  s.top_k = 2;
+  s.norm_topk_prob = true;
+  s.expert_intermediate = intermediate;
+  s.rope_theta = 1e6;
+  s.rms_norm_eps = 1e-5;
+  s.max_position_embeddings = 4096;
+  s.sparse_layers.assign(static_cast<std::size_t>(layers), true);
+  s.bos_token_id = 1;
+  s.eos_token_ids = {2};
+  return s;
+}
+
+std::int64_t parameter_count(const ModelSpec& spec) {
+  std::int64_t n = 0;
+  for (const ExpectedTensor& e : expected_tensors(spec)) {
+    std::int64_t k = 1;
+    for (auto d : e.shape) k *= d;
+    n += k;
+  }
+  return n;
+}
+
+std::int64_t active_parameter_count(const ModelSpec& spec) {
+  std::int64_t expert = 0;
+  for (const ExpectedTensor& e : expected_tensors(spec)) {
+    if (!e.is_expert()) continue;
+    std::int64_t k = 1;
+    for (auto d : e.shape) k *= d;
+    expert += k;
+  }
+  const std::int64_t per_expert = spec.num_experts ? expert / (spec.num_sparse_layers() * spec.num_experts) : 0;
+  return parameter_count(spec) - expert + per_expert * spec.num_sparse_layers() * spec.top_k;
+}
+
+}  // namespace mosaic

@@ -1,0 +1,25 @@
+#pragma once
+// Random-weight checkpoints of any ModelSpec, for benchmarks and tests that need sizes or
+// architectures no fixture has. Written through the same safetensors writer as everything else.
+#include <cstdint>
+#include <filesystem>
+
+#include "model/dtype.h"
+#include "model/model_spec.h"
+
+namespace mosaic {
+
+// Writes config.json and model.safetensors into `dir` (created if absent). Weights ~ N(0, 0.02²),
+// norm weights ~ 1 + N(0, 0.02²); `dtype` is BF16, F16 or F32. Deterministic for a given seed.
+void write_synthetic_checkpoint(const std::filesystem::path& dir, const ModelSpec& spec, DType dtype,
+                                std::uint64_t seed);
+
+// A Mixtral-architecture spec (SwiGLU experts, top-2 of `experts`, GQA 4:1).
+ModelSpec mixtral_like_spec(std::int64_t vocab, std::int64_t hidden, std::int64_t intermediate,
+                            std::int64_t layers, std::int64_t experts);
+
+std::int64_t parameter_count(const ModelSpec& spec);
+// Parameters one token touches: everything but the experts it is not routed to.
+std::int64_t active_parameter_count(const ModelSpec& spec);
+
+}  // namespace mosaic

@@ -1,0 +1,33 @@
+#pragma once
+// The CPU backend's fp32 weight tensors. Internal: include only from backend .cpp files.
+#include <ATen/ATen.h>
+
+#include <vector>
+
+namespace mosaic {
+
+struct MlpWeights {
+  at::Tensor gate_up;  // [2*I, H]: gate rows then up rows, so one GEMM feeds SwiGLU
+  at::Tensor down;     // [H, I]
+};
+
+struct LayerWeights {
+  at::Tensor input_norm, post_norm;        // [H]
+  at::Tensor wq, wk, wv, wo;               // [nh*hd, H], [kvh*hd, H] ×2, [H, nh*hd]
+  at::Tensor bq, bk, bv, bo;               // undefined when the model has no such bias
+  at::Tensor q_norm, k_norm;               // undefined unless the arch normalizes q/k
+  at::Tensor router;                       // [E, H]; undefined in dense layers
+  std::vector<MlpWeights> experts;         // [E]; empty in dense layers
+  MlpWeights shared;                       // shared expert (Qwen2-MoE) or dense MLP; else undefined
+  at::Tensor shared_gate;                  // [1, H]; undefined unless a shared expert exists
+};
+
+struct ModelWeights {
+  at::Tensor embed;       // [V, H]
+  at::Tensor final_norm;  // [H]
+  at::Tensor lm_head;     // [V, H] (the embedding itself when tied)
+  at::Tensor inv_freq;    // [hd/2] rotary frequencies, as transformers computes them
+  std::vector<LayerWeights> layers;
+};
+
+}  // namespace mosaic

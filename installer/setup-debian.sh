@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs every build and test dependency of Mosaic from Debian 12's own packages.
+# Idempotent and non-interactive: a second run installs nothing new. Nothing is fetched from
+# anywhere but Debian's archive. Run as root, or as a user with sudo.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config git
+  # engine: LibTorch (CPU) with an optimized BLAS — without libopenblas0-openmp LibTorch falls
+  # back to reference BLAS and runs ~14x slower
+  libtorch-dev libopenblas0-openmp
+  libsqlite3-dev sqlite3 nlohmann-json3-dev libcli11-dev
+  # workbench: Qt 6 Widgets/Test/Svg and QCustomPlot's Qt 6 build
+  qt6-base-dev qt6-base-dev-tools qt6-svg-dev libqcustomplot-dev libqcustomplot2.1-qt6
+  libgl-dev
+  # headless GUI tests and screenshots
+  xvfb xauth
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "setup-debian: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+
+sudo=()
+if ((EUID != 0)); then
+  command -v sudo >/dev/null || { echo "setup-debian: run as root or install sudo" >&2; exit 1; }
+  sudo=(sudo)
+fi
+
+echo "setup-debian: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "setup-debian: done"
