@@ -5,7 +5,7 @@ target_compile_features(mosaic_settings INTERFACE cxx_std_20)
 # QT_NO_KEYWORDS: LibTorch and Qt clash on `slots` in one translation unit.
 target_compile_definitions(mosaic_settings INTERFACE QT_NO_KEYWORDS QT_NO_CAST_FROM_ASCII)
 target_compile_options(mosaic_settings INTERFACE
-  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>)
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers>)
 
 # Sanitizer builds (presets `asan`, `tsan`): -DMOSAIC_SANITIZE=address,undefined or thread.
 set(MOSAIC_SANITIZE "" CACHE STRING "Comma-separated -fsanitize= list (empty: none)")

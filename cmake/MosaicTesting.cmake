@@ -1,0 +1,15 @@
+# mosaic_add_test(NAME SOURCES … [LIBS …] [LABELS …])
+# One Qt Test executable per suite, registered with CTest. A suite labelled `gpu` exits 77 when
+# no device is present, which CTest reports as skipped.
+function(mosaic_add_test name)
+  cmake_parse_arguments(T "" "" "SOURCES;LIBS;LABELS" ${ARGN})
+  add_executable(${name} ${T_SOURCES})
+  target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+  set_target_properties(${name} PROPERTIES AUTOMOC ON)
+  target_link_libraries(${name} PRIVATE Mosaic::settings Mosaic::core Qt6::Test nlohmann_json::nlohmann_json ${T_LIBS})
+  target_compile_definitions(${name} PRIVATE MOSAIC_TEST_DATA="${CMAKE_CURRENT_SOURCE_DIR}/data")
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES
+    LABELS "${T_LABELS}" SKIP_RETURN_CODE 77 TIMEOUT 600
+    ENVIRONMENT "QT_QPA_PLATFORM=offscreen")
+endfunction()

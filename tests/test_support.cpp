@@ -1,0 +1,88 @@
+#include "test_support.h"
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace mosaic::test {
+
+fs::path copy_checkpoint(const fs::path& from, const fs::path& to) {
+  fs::create_directories(to);
+  for (const auto& e : fs::directory_iterator(from)) {
+    fs::copy_file(e.path(), to / e.path().filename(), fs::copy_options::overwrite_existing);
+    fs::permissions(to / e.path().filename(), fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add);
+  }
+  return to;
+}
+
+void rewrite_weights(const fs::path& dir, const std::function<bool(const TensorInfo&)>& keep,
+                     const std::function<void(const TensorInfo&, std::vector<std::byte>&)>& edit) {
+  std::vector<std::vector<std::byte>> storage;
+  std::vector<TensorBytes> out;
+  {
+    const SafetensorsFile in(dir / "model.safetensors");
+    storage.reserve(in.tensors().size());
+    for (const TensorInfo& t : in.tensors()) {
+      if (!keep(t)) continue;
+      const auto bytes = in.data(t);
+      auto& buf = storage.emplace_back(bytes.begin(), bytes.end());
+      if (edit) edit(t, buf);
+      out.push_back({t.name, t.dtype, t.shape, buf});
+    }
+  }
+  write_safetensors(dir / "model.safetensors", out, {{"format", "pt"}});
+}
+
+void write_raw_safetensors(const fs::path& path, const std::string& header, std::size_t data_bytes,
+                           std::uint64_t declared) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  const std::uint64_t n = declared ? declared : header.size();
+  for (int i = 0; i < 8; ++i) out.put(static_cast<char>((n >> (8 * i)) & 0xff));
+  out << header;
+  out << std::string(data_bytes, '\0');
+}
+
+namespace {
+template <class T>
+std::vector<T> read_as(const SafetensorsFile& f, const std::string& name, DType want) {
+  const TensorInfo* t = f.find(name);
+  if (!t || t->dtype != want) throw std::runtime_error("test data lacks tensor " + name);
+  std::vector<T> v(static_cast<std::size_t>(t->numel()));
+  std::memcpy(v.data(), f.data(*t).data(), t->nbytes());
+  return v;
+}
+}  // namespace
+
+std::vector<float> read_f32(const SafetensorsFile& f, const std::string& name) { return read_as<float>(f, name, DType::F32); }
+std::vector<std::int64_t> read_i64(const SafetensorsFile& f, const std::string& name) {
+  return read_as<std::int64_t>(f, name, DType::I64);
+}
+
+std::string qwen3_moe_config() {
+  return nlohmann::json{{"model_type", "qwen3_moe"}, {"vocab_size", 320}, {"hidden_size", 64}, {"num_hidden_layers", 4},
+                        {"num_attention_heads", 4}, {"num_key_value_heads", 2}, {"head_dim", 32}, {"intermediate_size", 128},
+                        {"moe_intermediate_size", 48}, {"num_experts", 8}, {"num_experts_per_tok", 2}, {"norm_topk_prob", true},
+                        {"mlp_only_layers", {1}}, {"decoder_sparse_step", 1}, {"rms_norm_eps", 1e-6},
+                        {"rope_theta", 1000000.0}, {"attention_bias", false}, {"hidden_act", "silu"}, {"use_sliding_window", false}}
+      .dump();
+}
+
+double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return INFINITY;
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
+void expect_mentions(const std::string& message, std::initializer_list<std::string_view> parts) {
+  for (std::string_view p : parts) {
+    const std::string why = "message \"" + message + "\" does not mention \"" + std::string(p) + "\"";
+    QVERIFY2(message.find(p) != std::string::npos, why.c_str());
+  }
+}
+
+}  // namespace mosaic::test

@@ -1,0 +1,69 @@
+#pragma once
+// Helpers shared by the suites: where the fixtures are, scratch copies of them, reading
+// reference tensors, and checking typed errors together with their messages.
+#include <QTest>
+
+#include <filesystem>
+#include <functional>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "model/safetensors.h"
+
+namespace mosaic::test {
+
+namespace fs = std::filesystem;
+
+inline fs::path data_dir() { return MOSAIC_TEST_DATA; }
+inline fs::path fixture(const std::string& family, const std::string& variant = {}) {
+  return variant.empty() ? data_dir() / "hf-tiny" / family : data_dir() / "hf-tiny" / family / variant;
+}
+inline const std::vector<std::string>& families() {
+  static const std::vector<std::string> f{"mixtral", "qwen2_moe", "olmoe"};
+  return f;
+}
+inline const std::vector<std::string>& variants() {
+  static const std::vector<std::string> v{"base", "ft1", "ft2", "ft3", "esft1", "esft2"};
+  return v;
+}
+
+// Copies a checkpoint folder into `to` (writable), returning `to`.
+fs::path copy_checkpoint(const fs::path& from, const fs::path& to);
+
+// Rewrites `dir/model.safetensors` keeping each tensor for which `keep` is true, after letting
+// `edit` change its bytes (as stored). Uses the project's own writer.
+void rewrite_weights(const fs::path& dir, const std::function<bool(const TensorInfo&)>& keep,
+                     const std::function<void(const TensorInfo&, std::vector<std::byte>&)>& edit = {});
+
+// Writes a file of an 8-byte length, `header` verbatim and `data`, for malformed-file tests.
+void write_raw_safetensors(const fs::path& path, const std::string& header, std::size_t data_bytes,
+                           std::uint64_t declared_header_length = 0);
+
+std::vector<float> read_f32(const SafetensorsFile& f, const std::string& name);
+std::vector<std::int64_t> read_i64(const SafetensorsFile& f, const std::string& name);
+
+// config.json of a small Qwen3-MoE (no fixture exists): head_dim 32 ≠ hidden/heads, layer 1 dense.
+std::string qwen3_moe_config();
+
+// ‖a − b‖ / ‖b‖
+double relative_error(const std::vector<float>& a, const std::vector<float>& b);
+
+// Runs `f`; returns the message of the E it threw, or a description of what happened instead.
+template <class E, class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("<wrong exception type> ") + e.what();
+  }
+  return "<no exception>";
+}
+
+// Fails the current test unless `message` contains every part.
+void expect_mentions(const std::string& message, std::initializer_list<std::string_view> parts);
+
+}  // namespace mosaic::test

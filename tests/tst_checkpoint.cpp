@@ -1,0 +1,129 @@
+// Checkpoints against their configs, weight groups, and families of variants.
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "model/family.h"
+#include "model/synthetic.h"
+#include "test_support.h"
+
+using namespace mosaic;
+using namespace mosaic::test;
+
+class TestCheckpoint : public QObject {
+  Q_OBJECT
+  QTemporaryDir tmp_;
+  fs::path scratch(const std::string& name) const { return fs::path(tmp_.path().toStdString()) / name; }
+  void patch_config(const fs::path& dir, const char* key, const nlohmann::json& value) {
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(dir / "config.json"));
+    j[key] = value;
+    std::ofstream(dir / "config.json") << j.dump(1);
+  }
+
+ private Q_SLOTS:
+  void initTestCase() { QVERIFY(tmp_.isValid()); }
+
+  void weightGroupsCoverTheFile_data() {
+    QTest::addColumn<QString>("family");
+    for (const auto& f : families()) QTest::newRow(f.c_str()) << QString::fromStdString(f);
+  }
+  void weightGroupsCoverTheFile() {
+    QFETCH(QString, family);
+    const Checkpoint ck(fixture(family.toStdString(), "ft2"));
+    const ModelSpec& s = ck.spec();
+    QVERIFY(ck.unused_tensors().empty());
+    QCOMPARE(ck.total_bytes(), ck.files().front()->data_bytes());  // every stored byte is classified
+    std::uint64_t experts = 0;
+    const std::uint64_t elem = s.arch == Arch::Mixtral ? 2 : 4;  // the mixtral fixture is bf16
+    for (std::int64_t l = 0; l < s.num_layers; ++l)
+      for (std::int64_t e = 0; e < s.num_experts; ++e) {
+        QCOMPARE(ck.expert_bytes(l, e), std::uint64_t(3 * s.hidden_size * s.expert_intermediate) * elem);
+        experts += ck.expert_bytes(l, e);
+      }
+    QCOMPARE(ck.non_expert_bytes() + experts, ck.total_bytes());
+    // The shared expert of Qwen2-MoE is a non-expert weight: it runs for every token.
+    for (const Weight& w : ck.weights())
+      if (w.expected.name.find("shared_expert") != std::string::npos) QVERIFY(!w.expected.is_expert());
+    QCOMPARE(parameter_count(s) * static_cast<std::int64_t>(elem), static_cast<std::int64_t>(ck.total_bytes()));
+  }
+
+  void familiesOfAllVariantsLoad() {
+    for (const auto& f : families()) {
+      Family family;
+      for (const auto& v : variants()) family.add(v, fixture(f, v));
+      QCOMPARE(family.size(), variants().size());
+      QCOMPARE(family.spec().model_type(), std::string_view(f == "mixtral" ? "mixtral" : f == "olmoe" ? "olmoe" : "qwen2_moe"));
+      QVERIFY(family.find("esft1"));
+      QVERIFY(!family.find("ft9"));
+    }
+  }
+
+  void mismatchedVariants() {
+    Family family;
+    family.add("base", fixture("mixtral", "base"));
+    expect_mentions(error_of<MismatchError>([&] { family.add("other", fixture("olmoe", "base")); }),
+                    {"variant 'other'", "does not match variant 'base'", "model_type: mixtral vs olmoe"});
+    const fs::path dir = copy_checkpoint(fixture("mixtral", "ft1"), scratch("rope"));
+    patch_config(dir, "rope_parameters", {{"rope_type", "default"}, {"rope_theta", 500000.0}});
+    expect_mentions(error_of<MismatchError>([&] { family.add("ft1", dir); }), {dir.string(), "rope_theta"});
+    QCOMPARE(family.size(), std::size_t(1));  // a refused variant leaves the family as it was
+    expect_mentions(error_of<InvalidArgument>([&] { family.add("base", fixture("mixtral", "ft1")); }), {"'base'", "already"});
+  }
+
+  void missingTensor() {
+    const fs::path dir = copy_checkpoint(fixture("qwen2_moe", "esft1"), scratch("missing"));
+    rewrite_weights(dir, [](const TensorInfo& t) { return t.name != "model.layers.2.mlp.experts.5.up_proj.weight"; });
+    expect_mentions(error_of<MissingError>([&] { Checkpoint c(dir); }),
+                    {dir.string(), "model.layers.2.mlp.experts.5.up_proj.weight", "absent"});
+  }
+
+  void shapeDisagreesWithConfig() {
+    const fs::path dir = copy_checkpoint(fixture("mixtral", "base"), scratch("shape"));
+    patch_config(dir, "intermediate_size", 80);
+    expect_mentions(error_of<MismatchError>([&] { Checkpoint c(dir); }),
+                    {"model.safetensors", "experts.0.w1.weight", "[96, 64]", "[80, 64]"});
+  }
+
+  void integerWeightsRefused() {
+    const fs::path dir = copy_checkpoint(fixture("olmoe", "base"), scratch("int"));
+    std::vector<TensorBytes> tensors;
+    {
+      const SafetensorsFile src(dir / "model.safetensors");
+      std::vector<std::vector<std::byte>> keep;
+      keep.reserve(src.tensors().size());  // spans below point into these buffers
+      for (const TensorInfo& t : src.tensors()) {
+        auto& b = keep.emplace_back(src.data(t).begin(), src.data(t).end());
+        tensors.push_back({t.name, t.name == "model.norm.weight" ? DType::I32 : t.dtype, t.shape, b});
+      }
+      write_safetensors(dir / "model.safetensors", tensors);
+    }
+    expect_mentions(error_of<FormatError>([&] { Checkpoint c(dir); }), {"model.norm.weight", "I32", "floating point"});
+  }
+
+  void folderProblems() {
+    expect_mentions(error_of<MissingError>([&] { Checkpoint c(scratch("nowhere")); }), {"nowhere", "not a folder"});
+    const fs::path dir = copy_checkpoint(fixture("mixtral", "base"), scratch("noweights"));
+    fs::remove(dir / "model.safetensors");
+    expect_mentions(error_of<MissingError>([&] { Checkpoint c(dir); }), {"noweights", "neither model.safetensors"});
+    fs::remove(dir / "config.json");
+    expect_mentions(error_of<MissingError>([&] { Checkpoint c(dir); }), {"config.json"});
+  }
+
+  void syntheticCheckpointLoads() {
+    ModelSpec s = mixtral_like_spec(500, 128, 192, 2, 4);
+    const fs::path dir = scratch("synthetic");
+    write_synthetic_checkpoint(dir, s, DType::F16, 3);
+    const Checkpoint ck(dir);
+    QVERIFY(!first_difference(s, ck.spec()));
+    QCOMPARE(ck.weights().front().dtype, DType::F16);
+    QCOMPARE(static_cast<std::int64_t>(ck.total_bytes()), parameter_count(s) * 2);
+    // Active: everything but the experts a token is not routed to (top-2 of 4 in each of 2 layers).
+    QCOMPARE(parameter_count(s) - active_parameter_count(s), std::int64_t(2 * 2 * 3 * 128 * 192));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestCheckpoint)
+#include "tst_checkpoint.moc"

@@ -1,0 +1,169 @@
+// config.json → ModelSpec: the fixtures' exact semantics, Qwen3-MoE from its definition, and every
+// option the engine refuses rather than computing a silently wrong model.
+#include <QTest>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "model/model_spec.h"
+#include "test_support.h"
+
+using namespace mosaic;
+using namespace mosaic::test;
+using nlohmann::json;
+
+namespace {
+json qwen3_config() { return json::parse(qwen3_moe_config()); }
+ModelSpec parse(const json& j) { return parse_model_spec(j.dump(), "config.json"); }
+json fixture_config(const std::string& family) {
+  std::ifstream in(fixture(family, "base") / "config.json");
+  return json::parse(in);
+}
+}  // namespace
+
+class TestModelSpec : public QObject {
+  Q_OBJECT
+ private Q_SLOTS:
+  void mixtralFixture() {
+    const ModelSpec s = load_model_spec(fixture("mixtral", "base") / "config.json");
+    QCOMPARE(s.arch, Arch::Mixtral);
+    QCOMPARE(s.num_experts, 8);
+    QCOMPARE(s.top_k, 2);
+    QVERIFY(s.norm_topk_prob);  // Mixtral always renormalizes, whatever the config says
+    QCOMPARE(s.expert_intermediate, 96);
+    QCOMPARE(s.head_dim, 16);   // head_dim: null → hidden / heads
+    QCOMPARE(s.rope_theta, 10000.0);  // from transformers 5's rope_parameters, not Mixtral's 1e6 default
+    QCOMPARE(s.rms_norm_eps, 1e-6);
+    QCOMPARE(s.bos_token_id.value_or(-1), 1);
+    QCOMPARE(s.eos_token_ids, std::vector<std::int64_t>{2});
+    QVERIFY(!s.qkv_bias && !s.o_bias && s.qk_norm == QkNorm::None && s.shared_expert_intermediate == 0);
+    QCOMPARE(s.num_sparse_layers(), 3);
+  }
+
+  void qwen2MoeFixture() {
+    const ModelSpec s = load_model_spec(fixture("qwen2_moe", "base") / "config.json");
+    QCOMPARE(s.arch, Arch::Qwen2Moe);
+    QVERIFY(!s.norm_topk_prob);
+    QCOMPARE(s.expert_intermediate, 48);
+    QCOMPARE(s.shared_expert_intermediate, 96);
+    QVERIFY(s.qkv_bias && !s.o_bias);
+    QCOMPARE(s.num_sparse_layers(), 3);
+    QCOMPARE(s.dense_intermediate, 0);  // no dense layers
+  }
+
+  void olmoeFixture() {
+    const ModelSpec s = load_model_spec(fixture("olmoe", "base") / "config.json");
+    QCOMPARE(s.arch, Arch::Olmoe);
+    QCOMPARE(s.qk_norm, QkNorm::Whole);
+    QVERIFY(!s.clip_qkv);
+    QCOMPARE(s.expert_intermediate, 48);
+    QCOMPARE(s.eos_token_ids, std::vector<std::int64_t>{50279});
+  }
+
+  void qwen3MoeFromDefinition() {
+    const ModelSpec s = parse(qwen3_config());
+    QCOMPARE(s.arch, Arch::Qwen3Moe);
+    QCOMPARE(s.head_dim, 32);  // explicit, not hidden / heads = 16
+    QCOMPARE(s.q_width(), 128);
+    QCOMPARE(s.qk_norm, QkNorm::PerHead);
+    QVERIFY(s.norm_topk_prob);
+    QCOMPARE(s.sparse_layers, (std::vector<bool>{true, false, true, true}));
+    QCOMPARE(s.dense_intermediate, 128);
+    QCOMPARE(s.rope_theta, 1e6);
+
+    json j = qwen3_config();
+    j.erase("head_dim");
+    expect_mentions(error_of<MissingError>([&] { parse(j); }), {"config.json", "'head_dim'"});
+  }
+
+  void decoderSparseStep() {
+    json j = qwen3_config();
+    j["decoder_sparse_step"] = 2;
+    j["mlp_only_layers"] = json::array();
+    QCOMPARE(parse(j).sparse_layers, (std::vector<bool>{false, true, false, true}));
+    j["mlp_only_layers"] = {7};
+    expect_mentions(error_of<FormatError>([&] { parse(j); }), {"'mlp_only_layers'", "layer 7"});
+  }
+
+  void olmoeClipAndBias() {
+    json j = fixture_config("olmoe");
+    j["clip_qkv"] = 8.0;
+    j["attention_bias"] = true;
+    const ModelSpec s = parse(j);
+    QCOMPARE(s.clip_qkv.value_or(0), 8.0);
+    QVERIFY(s.qkv_bias && s.o_bias);
+  }
+
+  void refusesUnimplemented_data() {
+    QTest::addColumn<QString>("family");
+    QTest::addColumn<QString>("patch");  // JSON merged into the fixture's config
+    QTest::addColumn<QString>("field");
+    QTest::newRow("llama") << "mixtral" << R"({"model_type": "llama"})" << "'model_type'";
+    QTest::newRow("deepseek") << "mixtral" << R"({"model_type": "deepseek_v2"})" << "deepseek_v2";
+    QTest::newRow("no model_type") << "olmoe" << R"({"model_type": null})" << "'model_type'";
+    QTest::newRow("mixtral sliding window") << "mixtral" << R"({"sliding_window": 4096})" << "'sliding_window'";
+    QTest::newRow("qwen sliding window") << "qwen2_moe" << R"({"use_sliding_window": true})" << "'use_sliding_window'";
+    QTest::newRow("sliding layers") << "qwen2_moe" << R"({"layer_types": ["full_attention", "sliding_attention", "full_attention"]})" << "'layer_types'";
+    QTest::newRow("rope scaling v4") << "olmoe" << R"({"rope_scaling": {"type": "yarn", "factor": 4.0}})" << "'rope_scaling'";
+    QTest::newRow("rope type v5") << "olmoe" << R"({"rope_parameters": {"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0}})" << "rope_type";
+    QTest::newRow("partial rotary") << "mixtral" << R"({"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}})" << "partial_rotary_factor";
+    QTest::newRow("gelu") << "mixtral" << R"({"hidden_act": "gelu"})" << "'hidden_act'";
+  }
+  void refusesUnimplemented() {
+    QFETCH(QString, family);
+    QFETCH(QString, patch);
+    QFETCH(QString, field);
+    json j = fixture_config(family.toStdString());
+    j.merge_patch(json::parse(patch.toStdString()));
+    if (j.contains("model_type") && j["model_type"].is_null()) j.erase("model_type");
+    expect_mentions(error_of<UnsupportedError>([&] { parse(j); }), {"config.json", field.toStdString()});
+  }
+
+  void rejectsMalformed_data() {
+    QTest::addColumn<QString>("patch");
+    QTest::addColumn<QString>("field");
+    QTest::newRow("negative size") << R"({"hidden_size": -64})" << "'hidden_size'";
+    QTest::newRow("string size") << R"({"num_hidden_layers": "3"})" << "'num_hidden_layers'";
+    QTest::newRow("kv heads") << R"({"num_key_value_heads": 3})" << "'num_key_value_heads'";
+    QTest::newRow("top-k") << R"({"num_experts_per_tok": 9})" << "'num_experts_per_tok'";
+    QTest::newRow("eps") << R"({"rms_norm_eps": "small"})" << "'rms_norm_eps'";
+  }
+  void rejectsMalformed() {
+    QFETCH(QString, patch);
+    QFETCH(QString, field);
+    json j = fixture_config("mixtral");
+    j.merge_patch(json::parse(patch.toStdString()));
+    expect_mentions(error_of<FormatError>([&] { parse(j); }), {"config.json", field.toStdString()});
+  }
+
+  void missingAndBrokenFiles() {
+    json j = fixture_config("mixtral");
+    j.erase("hidden_size");
+    expect_mentions(error_of<MissingError>([&] { parse(j); }), {"'hidden_size'", "required"});
+    expect_mentions(error_of<FormatError>([] { parse_model_spec("{\"model_type\": ", "x/config.json"); }), {"x/config.json", "not valid JSON"});
+    expect_mentions(error_of<MissingError>([] { load_model_spec("/nonexistent/config.json"); }), {"/nonexistent/config.json"});
+  }
+
+  void configJsonRoundTrips() {
+    std::vector<ModelSpec> specs{parse(qwen3_config())};
+    for (const auto& f : families()) specs.push_back(parse(fixture_config(f)));
+    for (const ModelSpec& s : specs) {
+      const ModelSpec back = parse_model_spec(to_config_json(s), "roundtrip");
+      const auto diff = first_difference(s, back);
+      QVERIFY2(!diff, diff ? diff->c_str() : "");
+    }
+  }
+
+  void firstDifferenceNamesTheField() {
+    const ModelSpec a = parse(fixture_config("mixtral"));
+    json j = fixture_config("mixtral");
+    j["intermediate_size"] = 80;
+    QCOMPARE(first_difference(a, parse(j)).value_or(""), std::string("moe_intermediate_size: 96 vs 80"));
+    QCOMPARE(first_difference(a, parse(fixture_config("olmoe"))).value_or(""), std::string("model_type: mixtral vs olmoe"));
+    QVERIFY(!first_difference(a, a));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestModelSpec)
+#include "tst_model_spec.moc"
