@@ -3,7 +3,6 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <sstream>
 
 #include "common/error.h"
@@ -95,6 +94,7 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
     if (!is_floating(info->dtype))
       throw FormatError(it->second->path().string(), "tensor '" + e.name + "'",
                         "is " + std::string(dtype_name(info->dtype)) + "; weights must be floating point", "re-save the checkpoint");
+    by_name_.emplace(e.name, weights_.size());
     weights_.push_back({e, info->dtype, it->second, info});
     if (e.is_expert()) expert_bytes_[e.layer * spec_.num_experts + e.expert] += info->nbytes();
   }
@@ -105,18 +105,15 @@ Checkpoint::Checkpoint(Checkpoint&&) noexcept = default;
 Checkpoint& Checkpoint::operator=(Checkpoint&&) noexcept = default;
 
 const Weight& Checkpoint::weight(const std::string& name) const {
-  for (const Weight& w : weights_)
-    if (w.expected.name == name) return w;
+  if (const auto it = by_name_.find(name); it != by_name_.end()) return weights_[it->second];
   throw MissingError(dir_.string(), "tensor '" + name + "'", "is not a weight of this model");
 }
 
 std::vector<std::string> Checkpoint::unused_tensors() const {
-  std::set<std::string> used;
-  for (const Weight& w : weights_) used.insert(w.expected.name);
   std::vector<std::string> out;
   for (const auto& f : files_)
     for (const TensorInfo& t : f->tensors())
-      if (!used.count(t.name)) out.push_back(t.name);
+      if (!by_name_.count(t.name)) out.push_back(t.name);
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <unordered_map>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,6 +49,7 @@ class Checkpoint {
   ModelSpec spec_;
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::vector<Weight> weights_;
+  std::unordered_map<std::string, std::size_t> by_name_;  // into weights_
   std::vector<std::uint64_t> expert_bytes_;  // [layer * num_experts + expert]
 };
 

@@ -81,7 +81,7 @@ class ConfigReader {
 };
 
 // Options that change the computation and that the engine does not implement are refused.
-void refuse_unimplemented(const ConfigReader& c, const ArchInfo& arch, const json& j) {
+void refuse_unimplemented(const ConfigReader& c, const ArchInfo& arch) {
   if (c.string("hidden_act", "silu") != "silu")
     throw c.unsupported("hidden_act", "is '" + c.string("hidden_act", "") + "'; only 'silu' (SwiGLU) is implemented");
 
@@ -115,7 +115,6 @@ void refuse_unimplemented(const ConfigReader& c, const ArchInfo& arch, const jso
       if (!t.is_string() || t.get<std::string>() != "full_attention")
         throw c.unsupported("layer_types", "only 'full_attention' layers are implemented");
   }
-  (void)j;
 }
 
 }  // namespace
@@ -145,7 +144,7 @@ ModelSpec parse_model_spec(std::string_view text, const std::string& source) {
                            model_type.empty() ? "is missing" : "'" + model_type + "' is not supported",
                            "Mosaic serves " + known);
   }
-  refuse_unimplemented(c, *arch, j);
+  refuse_unimplemented(c, *arch);
 
   ModelSpec s;
   s.arch = arch->arch;

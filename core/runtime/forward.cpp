@@ -19,8 +19,9 @@ KvCache::KvCache(const ModelSpec& s, std::int64_t batch, std::int64_t capacity) 
   impl_->batch = batch;
   impl_->capacity = capacity;
   for (std::int64_t l = 0; l < s.num_layers; ++l) {
-    impl_->k.push_back(at::zeros({batch, s.num_kv_heads, capacity, s.head_dim}, at::kFloat));
-    impl_->v.push_back(at::zeros({batch, s.num_kv_heads, capacity, s.head_dim}, at::kFloat));
+    // Uninitialized: attention reads only the prefix [0, position) that forward() has written.
+    impl_->k.push_back(at::empty({batch, s.num_kv_heads, capacity, s.head_dim}, at::kFloat));
+    impl_->v.push_back(at::empty({batch, s.num_kv_heads, capacity, s.head_dim}, at::kFloat));
   }
 }
 KvCache::~KvCache() = default;
