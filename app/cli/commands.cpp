@@ -150,7 +150,7 @@ void add_generate_command(CLI::App& app) {
     if (!o->stop.empty()) o->req.stop_ids = parse_ids(o->stop);
     if (o->eos) o->req.stop_ids.insert(o->req.stop_ids.end(), model->spec().eos_token_ids.begin(), model->spec().eos_token_ids.end());
     const GenerationResult r = generate(*model, o->req);
-    std::cout << join(r.tokens) << "\n";
+    std::cout << join(r.tokens) << std::endl;  // before the stderr summary on a shared terminal
     std::cerr << r.tokens.size() << " tokens, finish: "
               << (r.finish == Finish::Stop ? "stop" : r.finish == Finish::Length ? "length" : "cancelled")
               << ", prefill " << r.prefill_seconds * 1e3 << " ms, decode " << r.decode_seconds * 1e3 << " ms\n";
