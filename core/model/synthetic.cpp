@@ -1,33 +1,16 @@
 #include "model/synthetic.h"
 
-#include <bit>
 #include <cstring>
 #include <random>
 
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "model/dtype_convert.h"
 #include "model/safetensors.h"
 #include "model/weight_names.h"
 
 namespace mosaic {
 namespace {
-
-std::uint16_t to_bf16(float f) {  // round to nearest even
-  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
-  return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
-std::uint16_t to_f16(float f) {  // round to nearest; normal range only (weights here are small)
-  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
-  const std::uint32_t sign = (u >> 16) & 0x8000u;
-  const int exp = static_cast<int>((u >> 23) & 0xff) - 127 + 15;
-  std::uint32_t mant = u & 0x7fffffu;
-  if (exp <= 0) return static_cast<std::uint16_t>(sign);  // flush tiny values to zero
-  if (exp >= 31) return static_cast<std::uint16_t>(sign | 0x7c00u);
-  std::uint32_t h = sign | (static_cast<std::uint32_t>(exp) << 10) | (mant >> 13);
-  if ((mant & 0x1fffu) > 0x1000u || ((mant & 0x1fffu) == 0x1000u && (h & 1u))) ++h;
-  return static_cast<std::uint16_t>(h);
-}
 
 bool is_norm(const std::string& name) { return name.find("norm.weight") != std::string::npos; }
 
@@ -57,7 +40,7 @@ void write_synthetic_checkpoint(const std::filesystem::path& dir, const ModelSpe
       if (dtype == DType::F32) {
         std::memcpy(buf.data() + 4 * i, &v, 4);
       } else {
-        const std::uint16_t h = dtype == DType::BF16 ? to_bf16(v) : to_f16(v);
+        const std::uint16_t h = dtype == DType::BF16 ? float_to_bf16(v) : float_to_f16(v);
         std::memcpy(buf.data() + 2 * i, &h, 2);
       }
     }

@@ -1,0 +1,111 @@
+#include "analysis/expert_distance.h"
+
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <mutex>
+#include <thread>
+
+#include "common/error.h"
+#include "model/dtype_convert.h"
+
+namespace mosaic {
+namespace {
+
+constexpr std::size_t kChunk = 16384;  // elements per variant per step: 64 KiB of fp32, stays in L2
+
+// Squared L2 distances of every variant pair for one (layer, expert), streamed chunk by chunk.
+void position_distances(const std::vector<const Checkpoint*>& ck, std::int64_t layer, std::int64_t expert,
+                        std::vector<std::vector<float>>& buf, std::vector<double>& sq) {
+  const std::size_t n = ck.size();
+  std::fill(sq.begin(), sq.end(), 0.0);
+  const WeightNames names(ck.front()->spec());
+  for (ExpertRole role : {ExpertRole::Gate, ExpertRole::Up, ExpertRole::Down}) {
+    const std::string name = names.expert(layer, expert, role);
+    std::vector<const Weight*> w(n);
+    for (std::size_t v = 0; v < n; ++v) w[v] = &ck[v]->weight(name);
+    const auto numel = static_cast<std::size_t>(w[0]->info->numel());
+    for (std::size_t off = 0; off < numel; off += kChunk) {
+      const std::size_t len = std::min(kChunk, numel - off);
+      for (std::size_t v = 0; v < n; ++v)
+        to_float(w[v]->dtype, w[v]->data().data() + off * dtype_size(w[v]->dtype), std::span(buf[v].data(), len));
+      std::size_t p = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = i + 1; j < n; ++j, ++p) {
+          const float* a = buf[i].data();
+          const float* b = buf[j].data();
+          float s = 0.0f;  // fp32 within a chunk vectorizes; chunks add up in double
+          for (std::size_t k = 0; k < len; ++k) s += (a[k] - b[k]) * (a[k] - b[k]);
+          sq[p] += s;
+        }
+    }
+  }
+}
+
+}  // namespace
+
+std::int64_t ExpertDistances::pair_index(std::int64_t i, std::int64_t j) const {
+  if (i > j) std::swap(i, j);
+  return i * variants - i * (i + 1) / 2 + (j - i - 1);
+}
+
+std::optional<ExpertDistances> expert_distances(const Family& family, const AnalysisProgress& progress, int threads) {
+  if (family.size() < 2)
+    throw InvalidArgument("expert distances", "family", "has " + std::to_string(family.size()) + " variant(s)",
+                          "distances need at least two variants");
+  const ModelSpec& s = family.spec();
+  ExpertDistances d;
+  d.layers = s.num_layers;
+  d.experts = s.num_experts;
+  d.variants = static_cast<std::int64_t>(family.size());
+  const std::size_t cells = static_cast<std::size_t>(d.layers * d.experts);
+  d.position.assign(cells, std::numeric_limits<double>::quiet_NaN());
+  d.pairs.assign(static_cast<std::size_t>(d.pair_count()) * cells, std::numeric_limits<double>::quiet_NaN());
+
+  std::vector<const Checkpoint*> ck;
+  for (const Variant& v : family.variants()) ck.push_back(v.checkpoint.get());
+  std::vector<std::pair<std::int64_t, std::int64_t>> todo;
+  for (std::int64_t l = 0; l < d.layers; ++l)
+    if (s.is_sparse(l))
+      for (std::int64_t e = 0; e < d.experts; ++e) todo.emplace_back(l, e);
+
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> cancelled{false};
+  std::mutex report;
+  std::int64_t done = 0;
+  std::exception_ptr failure;
+  auto work = [&] {
+    std::vector<std::vector<float>> buf(ck.size(), std::vector<float>(kChunk));
+    std::vector<double> sq(static_cast<std::size_t>(d.pair_count()));
+    try {
+      for (std::size_t t; !cancelled && (t = next++) < todo.size();) {
+        const auto [l, e] = todo[t];
+        position_distances(ck, l, e, buf, sq);
+        double sum = 0;
+        for (std::int64_t p = 0; p < d.pair_count(); ++p) {
+          const double dist = std::sqrt(sq[p]);
+          d.pairs[(p * d.layers + l) * d.experts + e] = dist;  // each cell written by one thread
+          sum += dist;
+        }
+        d.position[l * d.experts + e] = sum;
+        std::lock_guard lock(report);
+        ++done;
+        if (progress && !progress(done, static_cast<std::int64_t>(todo.size()))) cancelled = true;
+      }
+    } catch (...) {
+      std::lock_guard lock(report);
+      if (!failure) failure = std::current_exception();
+      cancelled = true;
+    }
+  };
+  const unsigned n = threads > 0 ? static_cast<unsigned>(threads) : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (unsigned i = 1; i < n; ++i) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  if (failure) std::rethrow_exception(failure);
+  if (cancelled) return std::nullopt;
+  return d;
+}
+
+}  // namespace mosaic

@@ -1,0 +1,60 @@
+#include "model/dtype_convert.h"
+
+#include <bit>
+#include <cstring>
+
+namespace mosaic {
+namespace {
+
+float bf16_to_float(std::uint16_t h) { return std::bit_cast<float>(static_cast<std::uint32_t>(h) << 16); }
+
+float f16_to_float(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp == 0) {  // zero or subnormal: mant · 2^-24
+    const float v = static_cast<float>(mant) * 5.9604644775390625e-8f;
+    return sign ? -v : v;
+  }
+  if (exp == 31) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));  // inf / nan
+  return std::bit_cast<float>(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
+template <class T, class F>
+void convert(const std::byte* in, std::span<float> out, F f) {
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    T v;
+    std::memcpy(&v, in + i * sizeof(T), sizeof(T));  // mapped data may be unaligned
+    out[i] = f(v);
+  }
+}
+
+}  // namespace
+
+void to_float(DType dtype, const std::byte* in, std::span<float> out) {
+  switch (dtype) {
+    case DType::BF16: return convert<std::uint16_t>(in, out, bf16_to_float);
+    case DType::F16: return convert<std::uint16_t>(in, out, f16_to_float);
+    case DType::F32: std::memcpy(out.data(), in, out.size_bytes()); return;
+    case DType::F64: return convert<double>(in, out, [](double d) { return static_cast<float>(d); });
+    default: return;  // callers pass weights, which Checkpoint admits only as floating point
+  }
+}
+
+std::uint16_t float_to_bf16(float f) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+std::uint16_t float_to_f16(float f) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
+  const std::uint32_t sign = (u >> 16) & 0x8000u;
+  const int exp = static_cast<int>((u >> 23) & 0xff) - 127 + 15;
+  const std::uint32_t mant = u & 0x7fffffu;
+  if (exp <= 0) return static_cast<std::uint16_t>(sign);
+  if (exp >= 31) return static_cast<std::uint16_t>(sign | 0x7c00u);
+  std::uint32_t h = sign | (static_cast<std::uint32_t>(exp) << 10) | (mant >> 13);
+  if ((mant & 0x1fffu) > 0x1000u || ((mant & 0x1fffu) == 0x1000u && (h & 1u))) ++h;
+  return static_cast<std::uint16_t>(h);
+}
+
+}  // namespace mosaic

@@ -1,0 +1,18 @@
+#pragma once
+// Floating-point element conversion without LibTorch, for code that streams weights (analysis,
+// synthetic checkpoints).
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "model/dtype.h"
+
+namespace mosaic {
+
+// Converts `out.size()` elements of a floating dtype (BF16, F16, F32, F64) starting at `in` to fp32.
+void to_float(DType dtype, const std::byte* in, std::span<float> out);
+
+std::uint16_t float_to_bf16(float f);  // round to nearest even
+std::uint16_t float_to_f16(float f);   // round to nearest even; tiny values flush to zero
+
+}  // namespace mosaic
