@@ -11,6 +11,8 @@ packages=(
   # back to reference BLAS and runs ~14x slower
   libtorch-dev libopenblas0-openmp
   libsqlite3-dev sqlite3 nlohmann-json3-dev libcli11-dev
+  # checkpoint content hashes (SHA-256)
+  libssl-dev
   # workbench: Qt 6 Widgets/Test/Svg and QCustomPlot's Qt 6 build
   qt6-base-dev qt6-base-dev-tools qt6-svg-dev libqcustomplot-dev libqcustomplot2.1-qt6
   libgl-dev

@@ -4,15 +4,16 @@
 #include <cmath>
 #include <limits>
 #include <mutex>
-#include <thread>
 
+#include "analysis/squared_distance.h"
 #include "common/error.h"
+#include "common/parallel.h"
 #include "model/dtype_convert.h"
 
 namespace mosaic {
 namespace {
 
-constexpr std::size_t kChunk = 16384;  // elements per variant per step: 64 KiB of fp32, stays in L2
+constexpr std::size_t kChunk = 65536;  // elements per variant per step: 256 KiB of fp32, in L2 with a few variants
 
 // Squared L2 distances of every variant pair for one (layer, expert), streamed chunk by chunk.
 void position_distances(const std::vector<const Checkpoint*>& ck, std::int64_t layer, std::int64_t expert,
@@ -34,9 +35,7 @@ void position_distances(const std::vector<const Checkpoint*>& ck, std::int64_t l
         for (std::size_t j = i + 1; j < n; ++j, ++p) {
           const float* a = buf[i].data();
           const float* b = buf[j].data();
-          float s = 0.0f;  // fp32 within a chunk vectorizes; chunks add up in double
-          for (std::size_t k = 0; k < len; ++k) s += (a[k] - b[k]) * (a[k] - b[k]);
-          sq[p] += s;
+          sq[p] += squared_distance(a, b, len);  // fp32 within a chunk; chunks add up in double
         }
     }
   }
@@ -69,41 +68,30 @@ std::optional<ExpertDistances> expert_distances(const Family& family, const Anal
     if (s.is_sparse(l))
       for (std::int64_t e = 0; e < d.experts; ++e) todo.emplace_back(l, e);
 
-  std::atomic<std::size_t> next{0};
   std::atomic<bool> cancelled{false};
   std::mutex report;
   std::int64_t done = 0;
-  std::exception_ptr failure;
-  auto work = [&] {
-    std::vector<std::vector<float>> buf(ck.size(), std::vector<float>(kChunk));
-    std::vector<double> sq(static_cast<std::size_t>(d.pair_count()));
-    try {
-      for (std::size_t t; !cancelled && (t = next++) < todo.size();) {
+  const unsigned workers = thread_count(threads);
+  // Per thread: a chunk of every variant, and the pair sums.
+  std::vector<std::vector<std::vector<float>>> buf(workers, std::vector<std::vector<float>>(ck.size(), std::vector<float>(kChunk)));
+  std::vector<std::vector<double>> sq(workers, std::vector<double>(static_cast<std::size_t>(d.pair_count())));
+  parallel_for(
+      todo.size(), workers,
+      [&](std::size_t t, unsigned w) {
         const auto [l, e] = todo[t];
-        position_distances(ck, l, e, buf, sq);
+        position_distances(ck, l, e, buf[w], sq[w]);
         double sum = 0;
         for (std::int64_t p = 0; p < d.pair_count(); ++p) {
-          const double dist = std::sqrt(sq[p]);
-          d.pairs[(p * d.layers + l) * d.experts + e] = dist;  // each cell written by one thread
+          const double dist = std::sqrt(sq[w][static_cast<std::size_t>(p)]);
+          d.pairs[static_cast<std::size_t>((p * d.layers + l) * d.experts + e)] = dist;  // one writer per cell
           sum += dist;
         }
-        d.position[l * d.experts + e] = sum;
+        d.position[static_cast<std::size_t>(l * d.experts + e)] = sum;
         std::lock_guard lock(report);
         ++done;
         if (progress && !progress(done, static_cast<std::int64_t>(todo.size()))) cancelled = true;
-      }
-    } catch (...) {
-      std::lock_guard lock(report);
-      if (!failure) failure = std::current_exception();
-      cancelled = true;
-    }
-  };
-  const unsigned n = threads > 0 ? static_cast<unsigned>(threads) : std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::thread> pool;
-  for (unsigned i = 1; i < n; ++i) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
-  if (failure) std::rethrow_exception(failure);
+      },
+      [&] { return cancelled.load(); });
   if (cancelled) return std::nullopt;
   return d;
 }

@@ -12,6 +12,9 @@ namespace mosaic {
 // Converts `out.size()` elements of a floating dtype (BF16, F16, F32, F64) starting at `in` to fp32.
 void to_float(DType dtype, const std::byte* in, std::span<float> out);
 
+// Converts fp32 elements to a floating dtype (BF16, F16, F32, F64) at `out`, rounding to nearest even.
+void from_float(DType dtype, std::span<const float> in, std::byte* out);
+
 std::uint16_t float_to_bf16(float f);  // round to nearest even
 std::uint16_t float_to_f16(float f);   // round to nearest even; tiny values flush to zero
 

@@ -147,22 +147,22 @@ std::span<const std::byte> SafetensorsFile::data(const TensorInfo& t) const {
   return data_.subspan(t.begin, t.nbytes());
 }
 
-void write_safetensors(const std::filesystem::path& path, std::span<const TensorBytes> tensors,
-                       const std::map<std::string, std::string>& metadata) {
+std::uint64_t TensorEntry::nbytes() const {
+  std::uint64_t numel = 1;
+  for (auto d : shape) numel *= static_cast<std::uint64_t>(d);
+  return numel * dtype_size(dtype);
+}
+
+void write_safetensors(const std::filesystem::path& path, std::span<const TensorEntry> entries,
+                       const TensorSource& source, const std::map<std::string, std::string>& metadata) {
   json header = json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::uint64_t offset = 0;
-  for (const TensorBytes& t : tensors) {
-    std::uint64_t numel = 1;
-    for (auto d : t.shape) numel *= static_cast<std::uint64_t>(d);
-    if (numel * dtype_size(t.dtype) != t.bytes.size())
-      throw InvalidArgument(path.string(), "tensor '" + t.name + "'",
-                            std::to_string(t.bytes.size()) + " bytes given for a shape of " +
-                                std::to_string(numel) + " elements of " + std::string(dtype_name(t.dtype)));
+  for (const TensorEntry& t : entries) {
     header[t.name] = {{"dtype", dtype_name(t.dtype)},
                       {"shape", t.shape},
-                      {"data_offsets", {offset, offset + t.bytes.size()}}};
-    offset += t.bytes.size();
+                      {"data_offsets", {offset, offset + t.nbytes()}}};
+    offset += t.nbytes();
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // keep the data section 8-byte aligned
@@ -172,9 +172,23 @@ void write_safetensors(const std::filesystem::path& path, std::span<const Tensor
     for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((n >> (8 * i)) & 0xff);
     out.write(len, 8);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    for (const TensorBytes& t : tensors)
-      out.write(reinterpret_cast<const char*>(t.bytes.data()), static_cast<std::streamsize>(t.bytes.size()));
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const auto bytes = source(i);
+      if (bytes.size() != entries[i].nbytes())
+        throw InvalidArgument(path.string(), "tensor '" + entries[i].name + "'",
+                              std::to_string(bytes.size()) + " bytes given for a shape of " +
+                                  std::to_string(entries[i].nbytes() / dtype_size(entries[i].dtype)) +
+                                  " elements of " + std::string(dtype_name(entries[i].dtype)));
+      out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    }
   });
+}
+
+void write_safetensors(const std::filesystem::path& path, std::span<const TensorBytes> tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  std::vector<TensorEntry> entries;
+  for (const TensorBytes& t : tensors) entries.push_back({t.name, t.dtype, t.shape});
+  write_safetensors(path, entries, [&](std::size_t i) { return tensors[i].bytes; }, metadata);
 }
 
 }  // namespace mosaic

@@ -3,6 +3,7 @@
 // tensor (dtype, shape, [begin, end) within the data section), then the data section.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
@@ -48,7 +49,15 @@ class SafetensorsFile {
   std::map<std::string, std::string> metadata_;
 };
 
-// One tensor to write: its bytes must already be in `dtype`, row-major.
+// The header entry of one tensor to write.
+struct TensorEntry {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<std::int64_t> shape;
+  std::uint64_t nbytes() const;
+};
+
+// One tensor to write with its bytes, already in `dtype`, row-major.
 struct TensorBytes {
   std::string name;
   DType dtype = DType::F32;
@@ -56,8 +65,14 @@ struct TensorBytes {
   std::span<const std::byte> bytes;
 };
 
+// Gives tensor `index`'s bytes when the writer reaches it; the span must stay valid until the next
+// call. Lets a checkpoint larger than memory be written one tensor at a time.
+using TensorSource = std::function<std::span<const std::byte>(std::size_t index)>;
+
 // Writes a safetensors file atomically (all or nothing). Throws InvalidArgument when a tensor's
 // byte count disagrees with its shape, IoError when the file cannot be written.
+void write_safetensors(const std::filesystem::path& path, std::span<const TensorEntry> entries,
+                       const TensorSource& source, const std::map<std::string, std::string>& metadata = {});
 void write_safetensors(const std::filesystem::path& path, std::span<const TensorBytes> tensors,
                        const std::map<std::string, std::string>& metadata = {});
 

@@ -1,0 +1,66 @@
+#include "model/content_hash.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "common/atomic_file.h"
+#include "common/error.h"
+#include "common/sha256.h"
+
+namespace fs = std::filesystem;
+
+namespace mosaic {
+
+FileHashMemo::FileHashMemo(fs::path store) : store_(std::move(store)) {
+  std::ifstream in(store_, std::ios::binary);
+  if (!in) return;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const auto j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return;
+  for (const auto& [path, e] : j.items()) {
+    if (!e.is_object() || !e.contains("size") || !e.contains("mtime_ns") || !e.contains("sha256")) continue;
+    if (!e["size"].is_number_unsigned() || !e["mtime_ns"].is_number_integer() || !e["sha256"].is_string()) continue;
+    entries_[path] = {e["size"].get<std::uintmax_t>(), e["mtime_ns"].get<long long>(), e["sha256"].get<std::string>()};
+  }
+}
+
+std::string FileHashMemo::hash(const fs::path& file) {
+  std::error_code ec;
+  const fs::path abs = fs::absolute(file, ec).lexically_normal();
+  const auto size = fs::file_size(abs, ec);
+  if (ec) throw IoError(file.string(), "", "cannot be read: " + ec.message());
+  const long long mtime = fs::last_write_time(abs, ec).time_since_epoch().count();
+  if (ec) throw IoError(file.string(), "", "cannot be read: " + ec.message());
+  const auto it = entries_.find(abs.string());
+  if (it != entries_.end() && it->second.size == size && it->second.mtime_ns == mtime) return it->second.sha256;
+  std::string h = sha256_file(abs);
+  ++computed_;
+  entries_[abs.string()] = {size, mtime, h};
+  return h;
+}
+
+void FileHashMemo::save() const {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [path, e] : entries_) j[path] = {{"size", e.size}, {"mtime_ns", e.mtime_ns}, {"sha256", e.sha256}};
+  std::error_code ec;
+  fs::create_directories(store_.parent_path(), ec);
+  write_file_atomically(store_, [&](std::ostream& out) { out << j.dump(1) << "\n"; });
+}
+
+std::string checkpoint_sha256(const Checkpoint& checkpoint, FileHashMemo* memo) {
+  std::set<fs::path> files{checkpoint.dir() / "config.json"};
+  for (const auto& f : checkpoint.files()) files.insert(f->path());
+  if (fs::exists(checkpoint.dir() / "model.safetensors.index.json"))
+    files.insert(checkpoint.dir() / "model.safetensors.index.json");
+  Sha256 listing;
+  for (const fs::path& f : files) {
+    const std::string h = memo ? memo->hash(f) : sha256_file(f);
+    listing.update(h + "  " + f.filename().string() + "\n");
+  }
+  return listing.hex();
+}
+
+}  // namespace mosaic
