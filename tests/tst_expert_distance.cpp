@@ -1,5 +1,6 @@
 // Expert distances: hand-made families with exact answers, the ESFT fixtures (untouched experts are
-// exactly zero apart), an independent double-precision recomputation, and progress / cancel.
+// exactly zero apart), an independent double-precision recomputation, progress / cancel, and the
+// cross-position matrix of a pair.
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -8,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "analysis/cross_distance.h"
 #include "analysis/expert_distance.h"
 #include "common/error.h"
 #include "model/synthetic.h"
@@ -26,6 +28,20 @@ void shift(const fs::path& dir, const std::string& name, float delta) {
   });
 }
 bool near(double a, double b, double rel = 1e-6) { return std::abs(a - b) <= rel * std::max(1.0, std::abs(b)); }
+
+// ‖A(l, e) − B(l2, e2)‖ in double, straight from two qwen2_moe fixture files.
+double reference_distance(const SafetensorsFile& a, std::int64_t l, std::int64_t e, const SafetensorsFile& b,
+                          std::int64_t l2, std::int64_t e2) {
+  double sq = 0;
+  for (const char* role : {"gate_proj", "up_proj", "down_proj"}) {
+    auto name = [&](std::int64_t layer, std::int64_t expert) {
+      return "model.layers." + std::to_string(layer) + ".mlp.experts." + std::to_string(expert) + "." + role + ".weight";
+    };
+    const auto x = read_f32(a, name(l, e)), y = read_f32(b, name(l2, e2));
+    for (std::size_t k = 0; k < x.size(); ++k) sq += (double(x[k]) - y[k]) * (double(x[k]) - y[k]);
+  }
+  return std::sqrt(sq);
+}
 }  // namespace
 
 class TestExpertDistance : public QObject {
@@ -128,6 +144,59 @@ class TestExpertDistance : public QObject {
     Family one;
     one.add("base", fixture("olmoe", "base"));
     expect_mentions(error_of<InvalidArgument>([&] { expert_distances(one); }), {"at least two variants"});
+  }
+
+  // Figure 2 of the paper on the fixtures: a fine-tune stays close to its base at the same position
+  // and far from every other position's expert.
+  void crossPositionMatrix() {
+    const Checkpoint base(fixture("qwen2_moe", "base")), ft1(fixture("qwen2_moe", "ft1"));
+    const auto cross = cross_position_distances(base, ft1, std::nullopt, {}, 2);
+    QVERIFY(cross);
+    QCOMPARE(cross->size(), std::size_t(3 * 8));
+    const SafetensorsFile a(fixture("qwen2_moe", "base") / "model.safetensors"), b(fixture("qwen2_moe", "ft1") / "model.safetensors");
+    for (std::size_t r : {0u, 5u, 13u, 23u})
+      for (std::size_t c : {0u, 7u, 13u, 22u}) {
+        const auto [l, e] = cross->positions[r];
+        const auto [l2, e2] = cross->positions[c];
+        QVERIFY(near(cross->at(r, c), reference_distance(a, l, e, b, l2, e2), 1e-5));
+      }
+    // The diagonal is the pair distance of Algorithm 1.
+    Family f;
+    f.add("base", fixture("qwen2_moe", "base"));
+    f.add("ft1", fixture("qwen2_moe", "ft1"));
+    const auto d = expert_distances(f);
+    double worst_ratio = 0;
+    for (std::size_t r = 0; r < cross->size(); ++r) {
+      const auto [l, e] = cross->positions[r];
+      QVERIFY(near(cross->at(r, r), d->pair(0, 1, l, e), 1e-6));
+      for (std::size_t c = 0; c < cross->size(); ++c)
+        if (c != r) worst_ratio = std::max(worst_ratio, cross->at(r, r) / cross->at(r, c));
+    }
+    QVERIFY2(worst_ratio < 0.5, qPrintable(QString::number(worst_ratio)));  // every same-position distance is smallest
+
+    // One layer: the matching block of the full matrix.
+    const auto one = cross_position_distances(base, ft1, 1, {}, 1);
+    QVERIFY(one);
+    QCOMPARE(one->size(), std::size_t(8));
+    for (std::size_t r = 0; r < 8; ++r)
+      for (std::size_t c = 0; c < 8; ++c) QCOMPARE(one->at(r, c), cross->at(8 + r, 8 + c));
+
+    // A checkpoint against itself: symmetric with a zero diagonal.
+    const auto self = cross_position_distances(base, base, 2, {}, 2);
+    for (std::size_t r = 0; r < 8; ++r) {
+      QCOMPARE(self->at(r, r), 0.0);
+      for (std::size_t c = 0; c < 8; ++c) QCOMPARE(self->at(r, c), self->at(c, r));
+    }
+  }
+
+  void crossPositionErrorsAndCancel() {
+    const Checkpoint base(fixture("qwen2_moe", "base")), ft1(fixture("qwen2_moe", "ft1"));
+    expect_mentions(error_of<InvalidArgument>([&] { cross_position_distances(base, ft1, 3); }), {"layer 3", "not an MoE layer"});
+    const Checkpoint other(fixture("olmoe", "base"));
+    expect_mentions(error_of<InvalidArgument>([&] { cross_position_distances(base, other); }), {"is not a variant of"});
+    int calls = 0;
+    QVERIFY(!cross_position_distances(base, ft1, std::nullopt, [&](std::int64_t, std::int64_t) { return ++calls < 2; }, 1));
+    QCOMPARE(calls, 2);
   }
 };
 

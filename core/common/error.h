@@ -29,6 +29,8 @@ class UnsupportedError : public Error { using Error::Error; };
 class MismatchError : public Error { using Error::Error; };
 // A required piece is absent: a tensor, a config field, a file of a checkpoint.
 class MissingError : public Error { using Error::Error; };
+// A memory budget too small for what must be resident.
+class BudgetError : public Error { using Error::Error; };
 // A request the caller made that cannot be served as asked (ids out of range, too many tokens).
 class InvalidArgument : public Error { using Error::Error; };
 

@@ -1,0 +1,92 @@
+#include "analysis/capacity.h"
+
+#include <algorithm>
+
+#include "common/byte_size.h"
+#include "common/error.h"
+
+namespace mosaic {
+
+std::uint64_t CapacityPlan::reserve_bytes() const {
+  std::uint64_t n = 0;
+  for (const ReserveItem& r : reserve) n += r.bytes;
+  return n;
+}
+
+std::vector<ReserveItem> plan_reserve(const ModelSpec& s, std::uint64_t bytes_per_expert, const ReserveSpec& r) {
+  auto check = [](std::int64_t v, const char* field) {
+    if (v < 0) throw InvalidArgument("reserve", field, "is negative", "give a count of zero or more");
+  };
+  check(r.context_tokens, "context tokens");
+  check(r.requests, "requests");
+  check(r.prefill_chunk, "prefill chunk");
+  check(r.kv_bytes, "kv bytes");
+  if (r.miss_slots < -1) throw InvalidArgument("reserve", "miss slots", "is negative", "give -1 for top_k, or a count");
+  const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+  std::vector<ReserveItem> items;
+
+  const std::uint64_t kv = 2 * u(s.num_layers) * u(s.kv_width()) * u(r.context_tokens) * u(r.requests) * u(r.kv_bytes);
+  items.push_back({"kv cache", kv,
+                   "2 (K,V) × " + std::to_string(s.num_layers) + " layers × " + std::to_string(s.kv_width()) +
+                       " × " + std::to_string(r.context_tokens) + " tokens × " + std::to_string(r.requests) +
+                       " requests × " + std::to_string(r.kv_bytes) + " B"});
+
+  // fp32 working set of one prefill step, per token: residual stream and its normed copy, attention
+  // input/output, q/k/v, one row of attention scores over the context, the routed experts' gate/up/
+  // down activations, the shared expert's, router logits, and the vocabulary logits.
+  const std::int64_t per_token = 4 * s.hidden_size + s.q_width() + 2 * s.kv_width() + s.num_heads * r.context_tokens +
+                                 3 * s.top_k * s.expert_intermediate + 3 * s.shared_expert_intermediate +
+                                 3 * s.dense_intermediate + s.num_experts + s.vocab_size;
+  items.push_back({"activations", u(per_token) * u(r.prefill_chunk) * 4,
+                   std::to_string(per_token) + " fp32 values per token × " + std::to_string(r.prefill_chunk) +
+                       " tokens per step"});
+
+  const std::int64_t slots = r.miss_slots < 0 ? s.top_k : r.miss_slots;
+  items.push_back({"miss slots", u(slots) * bytes_per_expert,
+                   std::to_string(slots) + " experts loaded on demand × " + format_bytes(bytes_per_expert)});
+  return items;
+}
+
+std::int64_t moe_positions(const ModelSpec& spec) { return spec.num_sparse_layers() * spec.num_experts; }
+
+std::int64_t clamp_capacity(std::int64_t capacity, const ModelSpec& spec) {
+  return std::clamp<std::int64_t>(capacity, 0, moe_positions(spec));
+}
+
+CapacityPlan plan_capacity(const ModelSpec& spec, std::uint64_t non_expert_bytes, std::uint64_t bytes_per_expert,
+                           std::uint64_t budget_bytes, const ReserveSpec& reserve) {
+  if (bytes_per_expert == 0)
+    throw InvalidArgument("budget", "model", "has no routed experts", "a dense model needs no consolidation");
+  CapacityPlan p;
+  p.budget_bytes = budget_bytes;
+  p.non_expert_bytes = non_expert_bytes;
+  p.bytes_per_expert = bytes_per_expert;
+  p.reserve = plan_reserve(spec, bytes_per_expert, reserve);
+  p.positions = moe_positions(spec);
+  if (budget_bytes < p.minimum_budget()) {
+    std::string items;
+    for (const ReserveItem& r : p.reserve) items += ", " + r.name + " " + format_bytes(r.bytes);
+    throw BudgetError("budget", format_bytes(budget_bytes),
+                      "is below the minimum of " + format_bytes(p.minimum_budget()) + " (" +
+                          std::to_string(p.minimum_budget()) + " bytes): non-expert weights " +
+                          format_bytes(non_expert_bytes) + items,
+                      "raise the budget, or shorten the context / fewer requests / fewer miss slots");
+  }
+  const std::uint64_t experts = (budget_bytes - p.minimum_budget()) / bytes_per_expert;
+  p.capacity = static_cast<std::int64_t>(std::min<std::uint64_t>(experts, static_cast<std::uint64_t>(p.positions)));
+  return p;
+}
+
+CapacityPlan plan_capacity(const Family& family, std::uint64_t budget_bytes, const ReserveSpec& reserve) {
+  const ModelSpec& s = family.spec();
+  std::uint64_t non_expert = 0, per_expert = 0;
+  for (const Variant& v : family.variants()) {
+    non_expert = std::max(non_expert, v.checkpoint->non_expert_bytes());
+    for (std::int64_t l = 0; l < s.num_layers; ++l)
+      if (s.is_sparse(l))
+        for (std::int64_t e = 0; e < s.num_experts; ++e) per_expert = std::max(per_expert, v.checkpoint->expert_bytes(l, e));
+  }
+  return plan_capacity(s, non_expert, per_expert, budget_bytes, reserve);
+}
+
+}  // namespace mosaic

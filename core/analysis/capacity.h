@@ -1,0 +1,52 @@
+#pragma once
+// How many experts a memory budget holds (Multi-MoE §4): what is left of the budget after one
+// variant's non-expert weights and an itemized reserve, divided by the bytes of one expert.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/family.h"
+
+namespace mosaic {
+
+// What the reserve must hold while serving. Defaults suit one chat session of a 4K context.
+struct ReserveSpec {
+  std::int64_t context_tokens = 4096;  // KV cache length of each request
+  std::int64_t requests = 1;           // requests holding a KV cache at once
+  std::int64_t prefill_chunk = 512;    // tokens per forward step: sizes the activation workspace
+  std::int64_t miss_slots = -1;        // expert slots kept free for on-demand loads; -1: top_k
+  std::int64_t kv_bytes = 2;           // bytes per cached K/V element (bf16)
+};
+
+struct ReserveItem {
+  std::string name;    // "kv cache", "activations", "miss slots"
+  std::uint64_t bytes = 0;
+  std::string detail;  // how it was computed, for people to check
+};
+
+struct CapacityPlan {
+  std::uint64_t budget_bytes = 0;
+  std::uint64_t non_expert_bytes = 0;   // one variant's resident non-expert weights
+  std::uint64_t bytes_per_expert = 0;
+  std::vector<ReserveItem> reserve;
+  std::int64_t positions = 0;           // MoE positions: sparse layers × experts
+  std::int64_t capacity = 0;            // resident experts, in [0, positions]
+
+  std::uint64_t reserve_bytes() const;
+  std::uint64_t minimum_budget() const { return non_expert_bytes + reserve_bytes(); }
+};
+
+std::vector<ReserveItem> plan_reserve(const ModelSpec& spec, std::uint64_t bytes_per_expert, const ReserveSpec& r);
+
+// C = ⌊(budget − non-expert − reserve) / bytes per expert⌋ clamped to [0, positions]. Throws
+// BudgetError stating the minimum when the budget does not cover non-expert bytes plus reserve.
+CapacityPlan plan_capacity(const ModelSpec& spec, std::uint64_t non_expert_bytes, std::uint64_t bytes_per_expert,
+                           std::uint64_t budget_bytes, const ReserveSpec& reserve = {});
+// The same for a family: the largest variant's non-expert and expert bytes.
+CapacityPlan plan_capacity(const Family& family, std::uint64_t budget_bytes, const ReserveSpec& reserve = {});
+
+// Number of MoE positions of a spec, and a capacity given directly, clamped to it.
+std::int64_t moe_positions(const ModelSpec& spec);
+std::int64_t clamp_capacity(std::int64_t capacity, const ModelSpec& spec);
+
+}  // namespace mosaic

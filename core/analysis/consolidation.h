@@ -1,0 +1,45 @@
+#pragma once
+// Similarity-based consolidation (Multi-MoE §4.1): rank the MoE positions by ascending position
+// distance and keep one shared copy resident at the first C of them. Which variant's copy is kept
+// is the policy: the paper's round-robin, or (beyond it) the medoid copy or traffic-weighted turns.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "analysis/expert_distance.h"
+
+namespace mosaic {
+
+enum class Policy {
+  RoundRobin,  // rank order, first-ranked to the first variant, then the next, …
+  Medoid,      // each resident position keeps the copy closest to all the others
+  Weighted,    // turns follow expected traffic shares: variant i gets ≈ shares[i] · C positions
+};
+
+std::string_view policy_name(Policy p);  // "round-robin", "medoid", "weighted"
+std::optional<Policy> parse_policy(std::string_view name);
+
+struct ConsolidationPlan {
+  std::int64_t layers = 0, experts = 0, variants = 0;
+  std::int64_t capacity = 0;      // resident positions (already clamped)
+  Policy policy = Policy::RoundRobin;
+  std::vector<double> shares;     // Weighted: normalized traffic shares per variant; else empty
+  std::vector<int> map;           // [layers * experts]: variant whose copy is resident, -1 if none
+  std::vector<std::int64_t> rank; // [layers * experts]: 0-based rank by ascending d; -1 in dense layers
+  std::vector<double> distance;   // [layers * experts]: d(l, e); NaN in dense layers
+
+  int resident(std::int64_t layer, std::int64_t expert) const { return map[layer * experts + expert]; }
+  std::vector<std::int64_t> resident_counts() const;  // per variant
+};
+
+// Positions in rank order: ascending d, ties by layer then expert; dense layers left out.
+std::vector<std::int64_t> rank_positions(const ExpertDistances& d);
+
+// `capacity` is clamped to [0, MoE positions]. Weighted needs one positive share per variant
+// (normalized here); the others ignore shares. Throws InvalidArgument for bad shares.
+ConsolidationPlan plan_consolidation(const ExpertDistances& d, std::int64_t capacity, Policy policy,
+                                     std::span<const double> shares = {});
+
+}  // namespace mosaic

@@ -1,0 +1,232 @@
+#include "analysis/layout.h"
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "common/atomic_file.h"
+#include "common/error.h"
+
+namespace mosaic {
+namespace {
+
+using json = nlohmann::json;
+constexpr const char* kRemake = "re-create it with `mosaic-cli consolidate`";
+
+template <class T, class F>
+json grid(const ConsolidationPlan& p, const std::vector<T>& cells, F&& cell) {
+  json rows = json::array();
+  for (std::int64_t l = 0; l < p.layers; ++l) {
+    json row = json::array();
+    for (std::int64_t e = 0; e < p.experts; ++e) row.push_back(cell(cells[static_cast<std::size_t>(l * p.experts + e)]));
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+// Reads fields of a layout file, turning every type or shape problem into a FormatError naming it.
+class Reader {
+ public:
+  Reader(const std::filesystem::path& path, const json& root) : file_(path.string()), root_(root) {}
+
+  const json& get(const json& obj, const std::string& key, json::value_t type, const std::string& what) const {
+    if (!obj.contains(key)) throw FormatError(file_, "field '" + key + "'", "is missing", kRemake);
+    const json& v = obj[key];
+    const bool ok = v.type() == type || (type == json::value_t::number_integer && v.is_number_unsigned()) ||
+                    (type == json::value_t::number_float && v.is_number());
+    if (!ok) throw FormatError(file_, "field '" + key + "'", "must be " + what, kRemake);
+    return v;
+  }
+
+  // An L × E grid of numbers; `cell` converts one (null allowed only when `allow_null`).
+  template <class T, class F>
+  std::vector<T> grid(const std::string& key, std::int64_t layers, std::int64_t experts, F&& cell) const {
+    const json& rows = get(root_, key, json::value_t::array, "an array of layers");
+    if (static_cast<std::int64_t>(rows.size()) != layers)
+      throw FormatError(file_, "field '" + key + "'",
+                        "has " + std::to_string(rows.size()) + " layers where 'map' has " + std::to_string(layers),
+                        kRemake);
+    std::vector<T> out;
+    for (std::int64_t l = 0; l < layers; ++l) {
+      const json& row = rows[static_cast<std::size_t>(l)];
+      if (!row.is_array() || static_cast<std::int64_t>(row.size()) != experts)
+        throw FormatError(file_, "field '" + key + "[" + std::to_string(l) + "]'",
+                          "must be an array of " + std::to_string(experts) + " experts", kRemake);
+      for (std::int64_t e = 0; e < experts; ++e) {
+        const std::string where = key + "[" + std::to_string(l) + "][" + std::to_string(e) + "]";
+        out.push_back(cell(row[static_cast<std::size_t>(e)], where));
+      }
+    }
+    return out;
+  }
+
+  [[noreturn]] void fail(const std::string& field, const std::string& problem) const {
+    throw FormatError(file_, "field '" + field + "'", problem, kRemake);
+  }
+
+ private:
+  std::string file_;
+  const json& root_;
+};
+
+}  // namespace
+
+int Layout::variant_index(const std::string& name) const {
+  for (std::size_t i = 0; i < variants.size(); ++i)
+    if (variants[i].name == name) return static_cast<int>(i);
+  return -1;
+}
+
+void save_layout(const Layout& layout, const std::filesystem::path& path) {
+  const ConsolidationPlan& p = layout.plan;
+  nlohmann::ordered_json j;  // fields in the order people read them: schema first
+  j["schema"] = Layout::kSchema;
+  j["variants"] = json::array();
+  for (const LayoutVariant& v : layout.variants) j["variants"].push_back({{"name", v.name}, {"path", v.path}, {"sha256", v.sha256}});
+  j["budget_bytes"] = layout.budget_bytes ? json(*layout.budget_bytes) : json(nullptr);
+  j["reserve"] = json::array();
+  for (const ReserveItem& r : layout.reserve) j["reserve"].push_back({{"name", r.name}, {"bytes", r.bytes}, {"detail", r.detail}});
+  j["capacity"] = p.capacity;
+  j["policy"] = std::string(policy_name(p.policy));
+  j["shares"] = p.shares;
+  j["resident_per_variant"] = p.resident_counts();
+  j["map"] = grid(p, p.map, [](int v) { return json(v); });
+  j["rank"] = grid(p, p.rank, [](std::int64_t r) { return json(r); });
+  j["distance"] = grid(p, p.distance, [](double d) { return std::isnan(d) ? json(nullptr) : json(d); });
+  const std::string text = j.dump(1);
+  write_file_atomically(path, [&](std::ostream& out) { out << text << "\n"; });
+}
+
+Layout load_layout(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(path.string(), "", "cannot be read", "check the path of the layout file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  json root;
+  try {
+    root = json::parse(ss.str());
+  } catch (const json::parse_error& e) {
+    throw FormatError(path.string(), "", std::string("is not valid JSON: ") + e.what(), kRemake);
+  }
+  if (!root.is_object()) throw FormatError(path.string(), "", "is not a JSON object", kRemake);
+  const Reader r(path, root);
+  using T = json::value_t;
+
+  const std::string schema = r.get(root, "schema", T::string, "a string").get<std::string>();
+  if (schema != Layout::kSchema)
+    throw UnsupportedError(path.string(), "field 'schema'",
+                           "is '" + schema + "'; this build reads '" + std::string(Layout::kSchema) + "'", kRemake);
+
+  Layout layout;
+  for (const json& v : r.get(root, "variants", T::array, "an array of variants")) {
+    if (!v.is_object()) r.fail("variants", "must hold objects with name, path and sha256");
+    LayoutVariant lv;
+    lv.name = r.get(v, "name", T::string, "a string").get<std::string>();
+    lv.path = r.get(v, "path", T::string, "a string").get<std::string>();
+    lv.sha256 = r.get(v, "sha256", T::string, "a string").get<std::string>();
+    if (layout.variant_index(lv.name) >= 0) r.fail("variants", "names '" + lv.name + "' twice");
+    layout.variants.push_back(std::move(lv));
+  }
+  if (layout.variants.empty()) r.fail("variants", "is empty");
+  const auto nvar = static_cast<std::int64_t>(layout.variants.size());
+
+  if (!root.contains("budget_bytes")) r.fail("budget_bytes", "is missing (null when the capacity was given)");
+  if (!root["budget_bytes"].is_null())
+    layout.budget_bytes = r.get(root, "budget_bytes", T::number_unsigned, "a byte count or null").get<std::uint64_t>();
+  if (root.contains("reserve") && root["reserve"].is_array())
+    for (const json& item : root["reserve"]) {
+      if (!item.is_object()) r.fail("reserve", "must hold objects with name, bytes and detail");
+      layout.reserve.push_back({r.get(item, "name", T::string, "a string").get<std::string>(),
+                                r.get(item, "bytes", T::number_unsigned, "a byte count").get<std::uint64_t>(),
+                                item.value("detail", std::string())});
+    }
+
+  ConsolidationPlan& p = layout.plan;
+  p.variants = nvar;
+  const json& capacity = r.get(root, "capacity", T::number_integer, "an integer");
+  if (capacity.get<std::int64_t>() < 0) r.fail("capacity", "is negative");
+  p.capacity = capacity.get<std::int64_t>();
+  const std::string policy = r.get(root, "policy", T::string, "a string").get<std::string>();
+  const auto parsed = parse_policy(policy);
+  if (!parsed) r.fail("policy", "is '" + policy + "'; expected round-robin, medoid or weighted");
+  p.policy = *parsed;
+  if (root.contains("shares") && root["shares"].is_array())
+    for (const json& s : root["shares"]) {
+      if (!s.is_number()) r.fail("shares", "must hold numbers");
+      p.shares.push_back(s.get<double>());
+    }
+  if (p.policy == Policy::Weighted && static_cast<std::int64_t>(p.shares.size()) != nvar)
+    r.fail("shares", "must give one share per variant for the weighted policy");
+
+  const json& map = r.get(root, "map", T::array, "an array of layers");
+  p.layers = static_cast<std::int64_t>(map.size());
+  if (p.layers == 0 || !map[0].is_array() || map[0].empty()) r.fail("map", "must be a non-empty array of layers");
+  p.experts = static_cast<std::int64_t>(map[0].size());
+  p.map = r.grid<int>("map", p.layers, p.experts, [&](const json& c, const std::string& where) {
+    if (!c.is_number_integer() || c.get<std::int64_t>() < -1 || c.get<std::int64_t>() >= nvar)
+      r.fail(where, "must be -1 or a variant index below " + std::to_string(nvar));
+    return c.get<int>();
+  });
+  p.rank = r.grid<std::int64_t>("rank", p.layers, p.experts, [&](const json& c, const std::string& where) {
+    if (!c.is_number_integer() || c.get<std::int64_t>() < -1) r.fail(where, "must be -1 or a rank ≥ 0");
+    return c.get<std::int64_t>();
+  });
+  p.distance = r.grid<double>("distance", p.layers, p.experts, [&](const json& c, const std::string& where) {
+    if (c.is_null()) return std::nan("");
+    if (!c.is_number() || c.get<double>() < 0) r.fail(where, "must be a distance ≥ 0 or null");
+    return c.get<double>();
+  });
+
+  std::int64_t residents = 0;
+  for (int v : p.map) residents += v >= 0;
+  if (residents > p.capacity)
+    r.fail("map", "makes " + std::to_string(residents) + " experts resident, more than the capacity of " +
+                      std::to_string(p.capacity));
+  std::set<std::int64_t> ranks;
+  for (std::int64_t rank : p.rank)
+    if (rank >= 0 && !ranks.insert(rank).second) r.fail("rank", "gives rank " + std::to_string(rank) + " twice");
+  return layout;
+}
+
+std::vector<int> match_layout(const Layout& layout, const Family& family, const std::vector<std::string>& sha256,
+                              const std::string& source) {
+  const ModelSpec& s = family.spec();
+  const ConsolidationPlan& p = layout.plan;
+  if (p.layers != s.num_layers || p.experts != s.num_experts)
+    throw MismatchError(source, "field 'map'",
+                        "is " + std::to_string(p.layers) + " layers × " + std::to_string(p.experts) +
+                            " experts, but the model has " + std::to_string(s.num_layers) + " × " +
+                            std::to_string(s.num_experts),
+                        "the layout was made for another model; re-run consolidate on these variants");
+  std::vector<int> index;
+  for (const LayoutVariant& v : layout.variants) {
+    const Variant* found = family.find(v.name);
+    if (!found)
+      throw MismatchError(source, "variant '" + v.name + "'", "is not among the variants given",
+                          "give the variants the layout was made for, under the same names");
+    const auto i = static_cast<std::size_t>(found - family.variants().data());
+    if (sha256.at(i) != v.sha256)
+      throw MismatchError(source, "variant '" + v.name + "'",
+                          "checkpoint " + found->checkpoint->dir().string() + " has changed since the layout was made (sha256 " +
+                              sha256[i].substr(0, 12) + "… vs " + v.sha256.substr(0, 12) + "…)",
+                          "re-run consolidate against the current checkpoints");
+    index.push_back(static_cast<int>(i));
+  }
+  if (layout.variants.size() != family.size())
+    for (const Variant& v : family.variants())
+      if (layout.variant_index(v.name) < 0)
+        throw MismatchError(source, "variant '" + v.name + "'", "is not in the layout",
+                            "re-run consolidate including this variant");
+  for (std::int64_t l = 0; l < p.layers; ++l)
+    if (!s.is_sparse(l))
+      for (std::int64_t e = 0; e < p.experts; ++e)
+        if (p.resident(l, e) >= 0)
+          throw MismatchError(source, "field 'map[" + std::to_string(l) + "][" + std::to_string(e) + "]'",
+                              "makes an expert resident in dense layer " + std::to_string(l),
+                              "use -1 for every expert of a dense layer");
+  return index;
+}
+
+}  // namespace mosaic

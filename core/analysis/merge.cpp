@@ -1,0 +1,116 @@
+#include "analysis/merge.h"
+
+#include <unistd.h>
+
+#include "common/error.h"
+#include "model/dtype_convert.h"
+#include "model/safetensors.h"
+
+namespace fs = std::filesystem;
+
+namespace mosaic {
+namespace {
+
+constexpr std::size_t kChunk = 1 << 16;  // elements converted per step
+
+// Writes `out` as a checkpoint folder: the source's files other than weights (config, tokenizer,
+// generation config) and one model.safetensors, all in a temporary folder renamed into place.
+void write_checkpoint_folder(const fs::path& out, const Checkpoint& source, const std::vector<TensorEntry>& entries,
+                             const TensorSource& tensors) {
+  std::error_code ec;
+  if (fs::exists(out, ec) && (!fs::is_directory(out, ec) || !fs::is_empty(out, ec)))
+    throw InvalidArgument(out.string(), "", "already exists and is not an empty folder",
+                          "choose a new output folder or remove this one");
+  fs::path tmp = out;
+  tmp += ".tmp-" + std::to_string(::getpid());
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  if (ec) throw IoError(tmp.string(), "", "cannot create folder: " + ec.message(), "check that the parent folder is writable");
+  try {
+    for (const auto& f : fs::directory_iterator(source.dir())) {
+      const std::string name = f.path().filename().string();
+      if (!f.is_regular_file() || name.ends_with(".safetensors") || name == "model.safetensors.index.json") continue;
+      fs::copy_file(f.path(), tmp / name, ec);
+      if (ec) throw IoError((tmp / name).string(), "", "cannot copy from " + f.path().string() + ": " + ec.message());
+    }
+    write_safetensors(tmp / "model.safetensors", entries, tensors, {{"format", "pt"}});
+    if (fs::exists(out, ec)) fs::remove(out, ec);  // an empty folder
+    fs::rename(tmp, out, ec);
+    if (ec) throw IoError(out.string(), "", "cannot move the finished checkpoint into place: " + ec.message());
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+std::vector<TensorEntry> entries_of(const Checkpoint& ck) {
+  std::vector<TensorEntry> entries;
+  for (const Weight& w : ck.weights()) entries.push_back({w.expected.name, w.dtype, w.expected.shape});
+  return entries;
+}
+
+// `w`'s elements in `dtype`: its mapped bytes when the dtypes agree, else converted into `scratch`.
+std::span<const std::byte> as_dtype(const Weight& w, DType dtype, std::vector<std::byte>& scratch) {
+  if (w.dtype == dtype) return w.data();
+  const auto numel = static_cast<std::size_t>(w.info->numel());
+  scratch.resize(numel * dtype_size(dtype));
+  std::vector<float> buf(kChunk);
+  for (std::size_t off = 0; off < numel; off += kChunk) {
+    const std::span<float> part(buf.data(), std::min(kChunk, numel - off));
+    to_float(w.dtype, w.data().data() + off * dtype_size(w.dtype), part);
+    from_float(dtype, part, scratch.data() + off * dtype_size(dtype));
+  }
+  return scratch;
+}
+
+}  // namespace
+
+void write_averaged(const Family& family, const fs::path& out) {
+  if (family.empty()) throw InvalidArgument("averaging", "variants", "none given", "give at least one variant");
+  const Checkpoint& first = *family.variants().front().checkpoint;
+  const auto entries = entries_of(first);
+  std::vector<std::byte> result;
+  std::vector<float> part(kChunk);
+  std::vector<double> sum(kChunk);
+  write_checkpoint_folder(out, first, entries, [&](std::size_t i) {
+    const Weight& w0 = first.weights()[i];
+    const auto numel = static_cast<std::size_t>(w0.info->numel());
+    result.resize(numel * dtype_size(w0.dtype));
+    for (std::size_t off = 0; off < numel; off += kChunk) {
+      const std::size_t len = std::min(kChunk, numel - off);
+      std::fill_n(sum.begin(), len, 0.0);
+      for (const Variant& v : family.variants()) {
+        const Weight& w = v.checkpoint->weights()[i];
+        to_float(w.dtype, w.data().data() + off * dtype_size(w.dtype), std::span(part.data(), len));
+        for (std::size_t k = 0; k < len; ++k) sum[k] += part[k];
+      }
+      for (std::size_t k = 0; k < len; ++k) part[k] = static_cast<float>(sum[k] / static_cast<double>(family.size()));
+      from_float(w0.dtype, std::span(part.data(), len), result.data() + off * dtype_size(w0.dtype));
+    }
+    return std::span<const std::byte>(result);
+  });
+}
+
+void write_consolidated(const Family& family, const Layout& layout, const std::string& target, const fs::path& out) {
+  const Variant* t = family.find(target);
+  if (!t)
+    throw InvalidArgument("consolidated merge", "target '" + target + "'", "is not one of the variants given",
+                          "name the target by its variant name");
+  const ConsolidationPlan& plan = layout.plan;
+  const Checkpoint& own = *t->checkpoint;
+  std::vector<std::byte> scratch;
+  write_checkpoint_folder(out, own, entries_of(own), [&](std::size_t i) {
+    const Weight& w = own.weights()[i];
+    const ExpectedTensor& x = w.expected;
+    if (!x.is_expert()) return w.data();
+    const int resident = plan.resident(x.layer, x.expert);
+    if (resident < 0) return w.data();
+    const Variant* holder = family.find(layout.variants.at(static_cast<std::size_t>(resident)).name);
+    if (!holder)
+      throw MismatchError("layout", "variant '" + layout.variants[static_cast<std::size_t>(resident)].name + "'",
+                          "is not among the variants given", "give the variants the layout was made for");
+    return as_dtype(holder->checkpoint->weight(x.name), w.dtype, scratch);
+  });
+}
+
+}  // namespace mosaic
