@@ -3,6 +3,12 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+#include "analysis/layout.h"
+#include "model/checkpoint.h"
 #include "test_support.h"
 
 using namespace mosaic;
@@ -20,6 +26,11 @@ Run cli(const QStringList& args) {
   return {p.exitCode(), QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
 }
 QString path(const fs::path& p) { return QString::fromStdString(p.string()); }
+QStringList args(std::initializer_list<const char*> list) {
+  QStringList out;
+  for (const char* a : list) out << QString::fromUtf8(a);
+  return out;
+}
 const QString kPrompt = QStringLiteral("165,299,204,8,63,73,11,261,79,192,208,129");
 }  // namespace
 
@@ -81,6 +92,67 @@ class TestCli : public QObject {
                          QStringLiteral("--ids"), QStringLiteral("1,x,3")});
     QCOMPARE(ids.code, 2);
     QVERIFY2(ids.err.contains(QStringLiteral("'x'")), qPrintable(ids.err));
+  }
+
+  // analyze → consolidate → merge on the olmoe family, with a private cache.
+  void analyzeConsolidateMerge() {
+    const QString cache = path(scratch("cache"));
+    const QStringList variants{QStringLiteral("--variants"), path(fixture("olmoe", "base")), path(fixture("olmoe", "ft1")),
+                               path(fixture("olmoe", "ft2"))};
+    const fs::path analysis = scratch("analysis.json");
+    Run r = cli(args({"analyze"}) + variants + args({"--pair", "base", "ft1", "--layer", "1", "--out"}) << path(analysis)
+                << QStringLiteral("--cache-dir") << cache);
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(r.err.contains(QStringLiteral("distances computed")), qPrintable(r.err));
+    const auto j = nlohmann::json::parse(std::ifstream(analysis));
+    QCOMPARE(j["schema"].get<std::string>(), std::string("mosaic.analysis/1"));
+    QCOMPARE(j["distance"].size(), std::size_t(3));
+    QCOMPARE(j["distance"][0].size(), std::size_t(8));
+    QCOMPARE(j["pairs"].size(), std::size_t(3));
+    QCOMPARE(j["cross"]["matrix"].size(), std::size_t(8));
+    QCOMPARE(j["variants"][2]["sha256"].get<std::string>().size(), std::size_t(64));
+
+    // A budget below the non-expert bytes plus reserve: exit 2, the minimum stated, no file.
+    const fs::path layout = scratch("layout.json");
+    r = cli(args({"consolidate"}) + variants + args({"--budget", "100KiB", "--out"}) << path(layout) << QStringLiteral("--cache-dir") << cache);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("below the minimum of")), qPrintable(r.err));
+    QVERIFY(!fs::exists(layout));
+
+    // A workable budget: the capacity follows from it, and the distances come from the cache.
+    const Checkpoint base(fixture("olmoe", "base"));
+    std::uint64_t reserve = 0;
+    for (const auto& item : plan_reserve(base.spec(), base.expert_bytes(0, 0), {.context_tokens = 64, .prefill_chunk = 16, .miss_slots = 0}))
+      reserve += item.bytes;
+    const std::uint64_t budget = base.non_expert_bytes() + reserve + 9 * base.expert_bytes(0, 0) + 1;
+    r = cli(args({"consolidate"}) + variants +
+            args({"--context", "64", "--prefill-chunk", "16", "--miss-slots", "0", "--policy", "medoid", "--budget"})
+            << QString::number(budget) << QStringLiteral("--out") << path(layout) << QStringLiteral("--cache-dir") << cache);
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(r.err.contains(QStringLiteral("read from the cache")), qPrintable(r.err));
+    const Layout l = load_layout(layout);
+    QCOMPARE(l.budget_bytes, std::optional<std::uint64_t>(budget));
+    QCOMPARE(l.plan.capacity, std::int64_t(9));
+    QCOMPARE(l.plan.policy, Policy::Medoid);
+    QVERIFY(r.out.contains(QStringLiteral("resident per variant:")));
+
+    const fs::path merged = scratch("merged-ft1");
+    r = cli(args({"merge"}) + variants + args({"--method", "consolidated", "--target", "ft1", "--layout"}) << path(layout)
+            << QStringLiteral("--out") << path(merged) << QStringLiteral("--no-cache"));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QCOMPARE(Checkpoint(merged).spec().num_experts, std::int64_t(8));
+
+    // The same layout against a changed ft2 is refused.
+    const fs::path ft2 = copy_checkpoint(fixture("olmoe", "ft2"), scratch("ft2"));
+    rewrite_weights(ft2, [](const TensorInfo&) { return true; }, [](const TensorInfo& t, std::vector<std::byte>& b) {
+      if (t.name == "model.norm.weight") b[0] ^= std::byte{1};
+    });
+    r = cli(args({"merge", "--variants"}) << path(fixture("olmoe", "base")) << path(fixture("olmoe", "ft1")) << path(ft2)
+            << args({"--method", "consolidated", "--target", "ft1", "--layout"}) << path(layout) << QStringLiteral("--out")
+            << path(scratch("merged-again")) << QStringLiteral("--cache-dir") << cache);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("has changed since the layout was made")), qPrintable(r.err));
+    QVERIFY(!fs::exists(scratch("merged-again")));
   }
 };
 

@@ -1,12 +1,13 @@
 // inspect, generate and logits.
 #include <filesystem>
-#include <iomanip>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/family_args.h"
+#include "common/byte_size.h"
 #include "common/error.h"
 #include "model/family.h"
 #include "model/safetensors.h"
@@ -46,36 +47,6 @@ std::string join(const std::vector<std::int64_t>& ids) {
   return s;
 }
 
-std::string human_bytes(std::uint64_t b) {
-  std::ostringstream o;
-  o << std::fixed << std::setprecision(b < 1024 ? 0 : 2);
-  if (b < 1024) o << b << " B";
-  else if (b < (1u << 20)) o << b / 1024.0 << " KiB";
-  else if (b < (1u << 30)) o << b / 1048576.0 << " MiB";
-  else o << b / 1073741824.0 << " GiB";
-  return o.str();
-}
-
-// A folder is a checkpoint when it holds config.json; otherwise its checkpoint subfolders are a family.
-std::vector<std::pair<std::string, fs::path>> variants_in(const std::vector<fs::path>& dirs) {
-  std::vector<std::pair<std::string, fs::path>> out;
-  for (const fs::path& d : dirs) {
-    if (fs::exists(d / "config.json") || !fs::is_directory(d)) {
-      out.emplace_back(d.filename().empty() ? d.parent_path().filename().string() : d.filename().string(), d);
-      continue;
-    }
-    std::vector<fs::path> subs;
-    for (const auto& e : fs::directory_iterator(d))
-      if (e.is_directory() && fs::exists(e.path() / "config.json")) subs.push_back(e.path());
-    if (subs.empty())
-      throw MissingError(d.string(), "", "holds no config.json and no checkpoint subfolders",
-                         "point at a checkpoint folder or a folder of variants");
-    std::sort(subs.begin(), subs.end());
-    for (const auto& s : subs) out.emplace_back(s.filename().string(), s);
-  }
-  return out;
-}
-
 void print_checkpoint(const Checkpoint& ck) {
   const ModelSpec& s = ck.spec();
   std::map<std::string, int> dtypes;
@@ -89,18 +60,18 @@ void print_checkpoint(const Checkpoint& ck) {
   std::cout << "\n  parameters      " << parameter_count(s) << " total, " << active_parameter_count(s)
             << " active per token\n  dtypes          ";
   for (const auto& [name, count] : dtypes) std::cout << name << " (" << count << " tensors) ";
-  std::cout << "\n  bytes           " << human_bytes(ck.total_bytes()) << " total, " << human_bytes(ck.non_expert_bytes())
+  std::cout << "\n  bytes           " << format_bytes(ck.total_bytes()) << " total, " << format_bytes(ck.non_expert_bytes())
             << " non-expert\n  expert bytes    per layer:";
   for (std::int64_t l = 0; l < s.num_layers; ++l) {
     std::uint64_t b = 0;
     for (std::int64_t e = 0; e < s.num_experts; ++e) b += s.is_sparse(l) ? ck.expert_bytes(l, e) : 0;
-    std::cout << " " << human_bytes(b);
+    std::cout << " " << format_bytes(b);
   }
   std::cout << "\n";
   if (s.num_experts > 0 && s.num_sparse_layers() > 0) {
     std::int64_t l = 0;
     while (!s.is_sparse(l)) ++l;
-    std::cout << "  one expert      " << human_bytes(ck.expert_bytes(l, 0)) << "\n";
+    std::cout << "  one expert      " << format_bytes(ck.expert_bytes(l, 0)) << "\n";
   }
   const auto unused = ck.unused_tensors();
   if (!unused.empty()) std::cout << "  unused tensors  " << unused.size() << " (first: " << unused.front() << ")\n";
@@ -119,7 +90,7 @@ void add_inspect_command(CLI::App& app) {
   auto dirs = std::make_shared<std::vector<fs::path>>();
   cmd->add_option("DIR", *dirs, "checkpoint folders, or a folder of variant folders")->required();
   cmd->callback([dirs] {
-    Family family;
+    Family family;  // added one by one, so each variant is printed before a later one is refused
     for (const auto& [name, dir] : variants_in(*dirs)) {
       const Variant& v = family.add(name, dir);
       std::cout << "variant " << v.name << "  (" << dir.string() << ")\n";

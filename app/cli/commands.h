@@ -8,4 +8,8 @@ void add_inspect_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_logits_command(CLI::App& app);
 void add_bench_forward_command(CLI::App& app);
+void add_analyze_command(CLI::App& app);
+void add_consolidate_command(CLI::App& app);
+void add_merge_command(CLI::App& app);
+void add_bench_analysis_command(CLI::App& app);
 }  // namespace mosaic::cli

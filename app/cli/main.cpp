@@ -10,7 +10,11 @@ int main(int argc, char** argv) {
   mosaic::cli::add_inspect_command(app);
   mosaic::cli::add_generate_command(app);
   mosaic::cli::add_logits_command(app);
+  mosaic::cli::add_analyze_command(app);
+  mosaic::cli::add_consolidate_command(app);
+  mosaic::cli::add_merge_command(app);
   mosaic::cli::add_bench_forward_command(app);
+  mosaic::cli::add_bench_analysis_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
