@@ -123,7 +123,7 @@ void add_generate_command(CLI::App& app) {
     const GenerationResult r = generate(*model, o->req);
     std::cout << join(r.tokens) << std::endl;  // before the stderr summary on a shared terminal
     std::cerr << r.tokens.size() << " tokens, finish: "
-              << (r.finish == Finish::Stop ? "stop" : r.finish == Finish::Length ? "length" : "cancelled")
+              << finish_name(r.finish)
               << ", prefill " << r.prefill_seconds * 1e3 << " ms, decode " << r.decode_seconds * 1e3 << " ms\n";
   });
 }

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "common/error.h"
-#include "runtime/cpu_weights.h"
+#include "runtime/forward_core.h"
 
 namespace mosaic {
 
@@ -93,7 +93,9 @@ at::Tensor attention(const ModelSpec& s, const LayerWeights& L, KvCache::Impl& c
   return affine(out.reshape({B, nh, T, hd}).transpose(1, 2).reshape({B, T, nh * hd}), L.wo, L.bo);
 }
 
-at::Tensor moe(const ModelSpec& s, const LayerWeights& L, const at::Tensor& h) {
+// Router → top-k → the caller's routed experts → plus the shared expert, on [B, T, H].
+at::Tensor moe(const ModelSpec& s, std::int64_t layer, const LayerWeights& L, const at::Tensor& h,
+               const RoutedExperts& experts) {
   const at::Tensor x = h.reshape({-1, s.hidden_size});  // [N, H]
   const std::int64_t N = x.size(0);
   const at::Tensor probs = at::softmax(affine(x, L.router), -1);  // [N, E]
@@ -103,32 +105,43 @@ at::Tensor moe(const ModelSpec& s, const LayerWeights& L, const at::Tensor& h) {
   top_i = top_i.contiguous();
 
   // Group (token, weight) pairs by expert on the host: E small lists instead of E masked passes.
-  std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(s.num_experts));
-  std::vector<std::vector<float>> weights(static_cast<std::size_t>(s.num_experts));
+  ExpertGroups groups;
+  groups.rows.resize(static_cast<std::size_t>(s.num_experts));
+  groups.weights.resize(static_cast<std::size_t>(s.num_experts));
   const auto* ti = top_i.data_ptr<std::int64_t>();
   const auto* tw = top_w.data_ptr<float>();
   for (std::int64_t i = 0; i < N * s.top_k; ++i) {
-    rows[ti[i]].push_back(i / s.top_k);
-    weights[ti[i]].push_back(tw[i]);
+    groups.rows[static_cast<std::size_t>(ti[i])].push_back(i / s.top_k);
+    groups.weights[static_cast<std::size_t>(ti[i])].push_back(tw[i]);
   }
   at::Tensor out = at::zeros_like(x);
-  for (std::int64_t e = 0; e < s.num_experts; ++e) {
-    auto& r = rows[e];
-    if (r.empty()) continue;
-    const auto n = static_cast<std::int64_t>(r.size());
-    const at::Tensor idx = at::from_blob(r.data(), {n}, at::kLong);
-    const at::Tensor w = at::from_blob(weights[e].data(), {n, 1}, at::kFloat);
-    out.index_add_(0, idx, swiglu(x.index_select(0, idx), L.experts[e]) * w);
-  }
+  experts(layer, x, groups, out);
   if (L.shared_gate.defined()) out += at::sigmoid(affine(x, L.shared_gate)) * swiglu(x, L.shared);
   return out.view(h.sizes());
 }
 
 }  // namespace
 
+void add_expert(const at::Tensor& x, const std::vector<std::int64_t>& rows, const std::vector<float>& weights,
+                const MlpWeights& m, at::Tensor& out) {
+  const auto n = static_cast<std::int64_t>(rows.size());
+  const at::Tensor idx = at::from_blob(const_cast<std::int64_t*>(rows.data()), {n}, at::kLong);
+  const at::Tensor w = at::from_blob(const_cast<float*>(weights.data()), {n, 1}, at::kFloat);
+  out.index_add_(0, idx, swiglu(x.index_select(0, idx), m) * w);
+}
+
 Logits forward(const Model& model, KvCache& kv, std::span<const std::int64_t> ids, LogitsFor which) {
-  const ModelSpec& s = model.spec();
   const ModelWeights& W = model.weights();
+  return forward_with(model.spec(), W, kv, ids, which,
+                      [&](std::int64_t layer, const at::Tensor& x, const ExpertGroups& g, at::Tensor& out) {
+                        const auto& experts = W.layers[static_cast<std::size_t>(layer)].experts;
+                        for (std::size_t e = 0; e < g.rows.size(); ++e)
+                          if (!g.rows[e].empty()) add_expert(x, g.rows[e], g.weights[e], experts[e], out);
+                      });
+}
+
+Logits forward_with(const ModelSpec& s, const ModelWeights& W, KvCache& kv, std::span<const std::int64_t> ids,
+                    LogitsFor which, const RoutedExperts& experts) {
   KvCache::Impl& cache = kv.impl();
   const std::int64_t B = cache.batch;
   if (ids.empty() || static_cast<std::int64_t>(ids.size()) % B != 0)
@@ -148,13 +161,13 @@ Logits forward(const Model& model, KvCache& kv, std::span<const std::int64_t> id
   const at::Tensor id_t = at::from_blob(const_cast<std::int64_t*>(ids.data()), {B * T}, at::kLong);
   at::Tensor x = W.embed.index_select(0, id_t).view({B, T, s.hidden_size});
 
-  const at::Tensor pos = at::arange(p0, p0 + T, at::kLong).to(at::kFloat);
-  const at::Tensor freqs = at::outer(pos, W.inv_freq);  // [T, hd/2]
+  const at::Tensor positions = at::arange(p0, p0 + T, at::kLong);
+  const at::Tensor freqs = at::outer(positions.to(at::kFloat), W.inv_freq);  // [T, hd/2]
   const at::Tensor emb = at::cat({freqs, freqs}, -1);    // [T, hd]
   const at::Tensor cos = emb.cos(), sin = emb.sin();
   at::Tensor mask;  // true where query i (position p0+i) must not see key j
   if (T > 1) {
-    const at::Tensor qpos = at::arange(p0, p0 + T, at::kLong).unsqueeze(1);
+    const at::Tensor qpos = positions.unsqueeze(1);
     const at::Tensor kpos = at::arange(0, p0 + T, at::kLong).unsqueeze(0);
     mask = kpos > qpos;  // [T, S]
   }
@@ -163,7 +176,7 @@ Logits forward(const Model& model, KvCache& kv, std::span<const std::int64_t> id
     const LayerWeights& L = W.layers[l];
     x = x + attention(s, L, cache, l, rms_norm(x, L.input_norm, s.rms_norm_eps), cos, sin, mask);
     const at::Tensor h = rms_norm(x, L.post_norm, s.rms_norm_eps);
-    x = x + (s.is_sparse(l) ? moe(s, L, h) : swiglu(h, L.shared));
+    x = x + (s.is_sparse(l) ? moe(s, l, L, h, experts) : swiglu(h, L.shared));
   }
   cache.position += T;
 

@@ -4,6 +4,7 @@
 #include <functional>
 #include <vector>
 
+#include "runtime/forward.h"
 #include "runtime/model.h"
 #include "runtime/sampler.h"
 
@@ -16,7 +17,8 @@ struct GenerationRequest {
   std::vector<std::int64_t> stop_ids;  // generation ends after emitting one of these
 };
 
-enum class Finish { Length, Stop, Cancelled };  // Cancelled is an outcome, not an error
+enum class Finish { Length, Stop, Cancelled, Failed };  // Cancelled is an outcome, not an error
+const char* finish_name(Finish f);  // "length", "stop", "cancelled", "failed"
 
 struct GenerationResult {
   std::vector<std::int64_t> tokens;  // generated ids only, the stop id included
@@ -28,5 +30,11 @@ struct GenerationResult {
 using TokenCallback = std::function<bool(std::int64_t token, std::int64_t index)>;
 
 GenerationResult generate(const Model& model, const GenerationRequest& request, const TokenCallback& on_token = {});
+
+// The same loop over any forward pass: `step` runs ids after what `cache` holds (the multi-variant
+// runtime passes its own). The cache is sized for the prompt plus max_new_tokens.
+using ForwardStep = std::function<Logits(KvCache& cache, std::span<const std::int64_t> ids, LogitsFor which)>;
+GenerationResult generate(const ModelSpec& spec, const ForwardStep& step, const GenerationRequest& request,
+                          const TokenCallback& on_token = {});
 
 }  // namespace mosaic
