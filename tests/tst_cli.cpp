@@ -40,7 +40,10 @@ class TestCli : public QObject {
   fs::path scratch(const std::string& name) const { return fs::path(tmp_.path().toStdString()) / name; }
 
  private Q_SLOTS:
-  void initTestCase() { QVERIFY(tmp_.isValid()); }
+  void initTestCase() {
+    QVERIFY(tmp_.isValid());
+    qputenv("MOSAIC_CACHE_DIR", QByteArray::fromStdString(scratch("default-cache").string()));  // not ~/.cache
+  }
 
   void inspectFamily() {
     const Run r = cli({QStringLiteral("inspect"), path(fixture("qwen2_moe"))});
@@ -153,6 +156,51 @@ class TestCli : public QObject {
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains(QStringLiteral("has changed since the layout was made")), qPrintable(r.err));
     QVERIFY(!fs::exists(scratch("merged-again")));
+  }
+  // logits and generate through the multi-variant runtime agree with the consolidated-merge model.
+  void serveSeveralVariants() {
+    const QStringList variants{QStringLiteral("--variants"), path(fixture("mixtral", "base")), path(fixture("mixtral", "ft1")),
+                               path(fixture("mixtral", "ft2"))};
+    const fs::path layout = scratch("serve-layout.json");
+    Run r = cli(args({"consolidate"}) + variants + args({"--capacity", "7", "--out"}) << path(layout));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    const fs::path merged = scratch("serve-merged-ft2");
+    r = cli(args({"merge"}) + variants + args({"--method", "consolidated", "--target", "ft2", "--layout"}) << path(layout)
+            << QStringLiteral("--out") << path(merged));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+
+    const fs::path served = scratch("served.safetensors"), reference = scratch("merged.safetensors"), stats = scratch("stats.json");
+    r = cli(args({"logits"}) + variants + args({"--layout"}) << path(layout) << args({"--target", "ft2", "--miss", "lru", "--ids"})
+            << kPrompt << QStringLiteral("--out") << path(served) << QStringLiteral("--stats") << path(stats));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    r = cli(args({"logits", "--model"}) << path(merged) << QStringLiteral("--ids") << kPrompt << QStringLiteral("--out") << path(reference));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY(relative_error(read_f32(SafetensorsFile(served), "logits"), read_f32(SafetensorsFile(reference), "logits")) <= 1e-4);
+    const auto j = nlohmann::json::parse(std::ifstream(stats));
+    QCOMPARE(j["target"].get<std::string>(), std::string("ft2"));
+    QCOMPARE(j["miss"].get<std::string>(), std::string("lru"));
+    QCOMPARE(j["hits"].get<std::int64_t>() + j["misses"].get<std::int64_t>(), std::int64_t(12 * 2 * 3));  // tokens × top-2 × layers
+    QCOMPARE(j["layers"].size(), std::size_t(3));
+    QCOMPARE(j["swaps"].get<int>(), 1);
+
+    r = cli(args({"generate"}) + variants + args({"--layout"}) << path(layout) << args({"--target", "ft2", "--max-new", "5", "--ids"})
+            << kPrompt << QStringLiteral("--stats") << path(stats));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    const Run plain = cli(args({"generate", "--model"}) << path(merged) << args({"--max-new", "5", "--ids"}) << kPrompt);
+    QCOMPARE(r.out.trimmed(), plain.out.trimmed());
+    const auto g = nlohmann::json::parse(std::ifstream(stats));
+    QCOMPARE(g["request"]["generated_tokens"].get<int>(), 5);
+    QVERIFY(g["request"]["ttft_seconds"].get<double>() > 0);
+
+    // Refusals: no source, both sources, no layout, an unknown policy.
+    for (const QStringList& bad : {args({"generate", "--ids", "1,2"}),
+                                   args({"generate", "--ids", "1,2", "--model"}) << path(merged) << variants,
+                                   args({"generate", "--ids", "1,2", "--target", "ft1"}) << variants,
+                                   args({"generate", "--ids", "1,2", "--target", "ft1", "--hit", "maybe", "--layout"}) << path(layout) << variants}) {
+      const Run e = cli(bad);
+      QCOMPARE(e.code, 2);
+      QVERIFY2(e.err.startsWith(QStringLiteral("error: ")), qPrintable(e.err));
+    }
   }
 };
 

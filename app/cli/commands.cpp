@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/family_args.h"
+#include "cli/serving_args.h"
 #include "common/byte_size.h"
 #include "common/error.h"
 #include "model/family.h"
@@ -77,6 +78,16 @@ void print_checkpoint(const Checkpoint& ck) {
   if (!unused.empty()) std::cout << "  unused tensors  " << unused.size() << " (first: " << unused.front() << ")\n";
 }
 
+// Exactly one of --model (one checkpoint) and --variants (the multi-variant runtime).
+void require_one_source(const fs::path& model, const ServingArgs& serve) {
+  if (model.empty() == serve.active()) return;
+  throw InvalidArgument("arguments", "--model / --variants",
+                        model.empty() ? "neither was given" : "both were given",
+                        "give --model DIR for one checkpoint, or --variants … --layout … --target … to serve several");
+}
+
+void append(std::vector<std::int64_t>& to, const std::vector<std::int64_t>& more) { to.insert(to.end(), more.begin(), more.end()); }
+
 std::unique_ptr<Model> load_model(const fs::path& dir, int threads) {
   configure_threads(threads);
   const Checkpoint ck(dir);
@@ -103,9 +114,10 @@ void add_inspect_command(CLI::App& app) {
 
 void add_generate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("generate", "Generate token ids from a prompt of ids (CPU reference engine)");
-  struct Opts { fs::path model; std::string ids; GenerationRequest req; std::string stop; int threads = 0; bool eos = false; };
+  struct Opts { fs::path model; std::string ids; GenerationRequest req; std::string stop; int threads = 0; bool eos = false; ServingArgs serve; };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--model", o->model, "checkpoint folder")->required();
+  cmd->add_option("--model", o->model, "checkpoint folder");
+  o->serve.add_to(cmd);
   cmd->add_option("--ids", o->ids, "prompt token ids, e.g. 1,2,3")->required();
   cmd->add_option("--max-new", o->req.max_new_tokens, "tokens to generate")->default_val(16);
   cmd->add_option("--temperature", o->req.sampling.temperature, "0 = greedy")->default_val(0.0);
@@ -116,10 +128,27 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--stop-at-eos", o->eos, "also stop at the config's eos_token_id");
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
   cmd->callback([o] {
-    const auto model = load_model(o->model, o->threads);
+    require_one_source(o->model, o->serve);
     o->req.prompt = parse_ids(o->ids);
     if (!o->stop.empty()) o->req.stop_ids = parse_ids(o->stop);
-    if (o->eos) o->req.stop_ids.insert(o->req.stop_ids.end(), model->spec().eos_token_ids.begin(), model->spec().eos_token_ids.end());
+    if (o->serve.active()) {
+      configure_threads(o->threads);
+      const auto session = open_serving(o->serve);
+      if (o->eos) append(o->req.stop_ids, session->store->spec().eos_token_ids);
+      Engine engine(*session->runtime);
+      const auto request = engine.submit({session->store->name(session->target), o->req});
+      const RequestResult& r = request->wait();
+      if (r.finish == Finish::Failed) throw InvalidArgument("generate", "request", r.error);
+      std::cout << join(r.tokens) << std::endl;
+      const LayerCounts t = r.stats.counters.total();
+      std::cerr << r.tokens.size() << " tokens, finish: " << finish_name(r.finish) << ", TTFT " << r.stats.ttft_seconds * 1e3
+                << " ms, TPOT " << r.stats.tpot_seconds * 1e3 << " ms, " << t.hits << " hits, " << t.misses << " misses, "
+                << t.loads << " loads, " << r.stats.counters.swaps << " swaps\n";
+      if (!o->serve.stats.empty()) write_serving_stats(o->serve.stats, *session, r.stats.counters, &r.stats);
+      return;
+    }
+    const auto model = load_model(o->model, o->threads);
+    if (o->eos) append(o->req.stop_ids, model->spec().eos_token_ids);
     const GenerationResult r = generate(*model, o->req);
     std::cout << join(r.tokens) << std::endl;  // before the stderr summary on a shared terminal
     std::cerr << r.tokens.size() << " tokens, finish: "
@@ -130,20 +159,32 @@ void add_generate_command(CLI::App& app) {
 
 void add_logits_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("logits", "Write float32 logits [T, vocab] of a prompt to a safetensors file (key 'logits')");
-  struct Opts { fs::path model, out; std::string ids; int threads = 0; };
+  struct Opts { fs::path model, out; std::string ids; int threads = 0; ServingArgs serve; };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--model", o->model, "checkpoint folder")->required();
+  cmd->add_option("--model", o->model, "checkpoint folder");
+  o->serve.add_to(cmd);
   cmd->add_option("--ids", o->ids, "token ids, e.g. 1,2,3")->required();
   cmd->add_option("--out", o->out, "output .safetensors file")->required();
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
   cmd->callback([o] {
-    const auto model = load_model(o->model, o->threads);
+    require_one_source(o->model, o->serve);
     const auto ids = parse_ids(o->ids);
-    KvCache cache(model->spec(), 1, static_cast<std::int64_t>(ids.size()));
-    const Logits logits = forward(*model, cache, ids, LogitsFor::AllPositions);
+    Logits logits;
+    if (o->serve.active()) {
+      configure_threads(o->threads);
+      const auto session = open_serving(o->serve);
+      KvCache cache(session->store->spec(), 1, static_cast<std::int64_t>(ids.size()));
+      RuntimeCounters counters = session->runtime->new_counters();
+      logits = session->runtime->forward(session->target, cache, ids, LogitsFor::AllPositions, counters);
+      if (!o->serve.stats.empty()) write_serving_stats(o->serve.stats, *session, counters);
+    } else {
+      const auto model = load_model(o->model, o->threads);
+      KvCache cache(model->spec(), 1, static_cast<std::int64_t>(ids.size()));
+      logits = forward(*model, cache, ids, LogitsFor::AllPositions);
+    }
     const TensorBytes t{"logits", DType::F32, {logits.rows, logits.vocab},
                         std::as_bytes(std::span<const float>(logits.values))};
-    write_safetensors(o->out, std::span<const TensorBytes>(&t, 1), {{"format", "pt"}, {"model", o->model.string()}});
+    write_safetensors(o->out, std::span<const TensorBytes>(&t, 1), {{"format", "pt"}, {"model", o->serve.active() ? o->serve.target : o->model.string()}});
     std::cout << "wrote logits [" << logits.rows << ", " << logits.vocab << "] to " << o->out.string() << "\n";
   });
 }
