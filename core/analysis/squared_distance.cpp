@@ -1,8 +1,10 @@
 #include "analysis/squared_distance.h"
 
+#include "common/simd_clones.h"
+
 namespace mosaic {
 
-__attribute__((target_clones("arch=x86-64-v3", "default")))
+MOSAIC_SIMD_CLONES
 float squared_distance(const float* a, const float* b, std::size_t n) {
   constexpr std::size_t kLanes = 16;
   float acc[kLanes] = {};

@@ -3,6 +3,8 @@
 #include <bit>
 #include <cstring>
 
+#include "common/simd_clones.h"
+
 namespace mosaic {
 namespace {
 
@@ -37,7 +39,7 @@ void convert_back(std::span<const float> in, std::byte* out, F f) {
 }
 
 // The hot case when streaming checkpoints: vectorized for AVX2 when the CPU has it.
-__attribute__((target_clones("arch=x86-64-v3", "default")))
+MOSAIC_SIMD_CLONES
 void bf16_to_float_n(const std::byte* in, float* out, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {
     std::uint16_t h;
