@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   mosaic::cli::add_merge_command(app);
   mosaic::cli::add_bench_forward_command(app);
   mosaic::cli::add_bench_analysis_command(app);
+  mosaic::cli::add_bench_runtime_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
