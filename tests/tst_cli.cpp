@@ -192,6 +192,11 @@ class TestCli : public QObject {
     QCOMPARE(g["request"]["generated_tokens"].get<int>(), 5);
     QVERIFY(g["request"]["ttft_seconds"].get<double>() > 0);
 
+    // Without a layout file, --capacity plans the same round-robin layout on the spot.
+    r = cli(args({"generate"}) + variants + args({"--capacity", "7", "--target", "ft2", "--max-new", "5", "--ids"}) << kPrompt);
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QCOMPARE(r.out.trimmed(), plain.out.trimmed());
+
     // Refusals: no source, both sources, no layout, an unknown policy.
     for (const QStringList& bad : {args({"generate", "--ids", "1,2"}),
                                    args({"generate", "--ids", "1,2", "--model"}) << path(merged) << variants,

@@ -37,8 +37,7 @@ class TestEngine : public QObject {
     for (const char* v : {"base", "ft1", "ft2", "ft3"}) family_.add(v, fixture("qwen2_moe", v));
     store_ = std::make_unique<HostStore>(family_);
     const auto a = analyze_family(family_);
-    for (std::size_t i = 0; i < family_.size(); ++i) layout_.variants.push_back({family_.variants()[i].name, "", a->sha256[i]});
-    layout_.plan = plan_consolidation(a->distances, 9, Policy::RoundRobin);
+    layout_ = make_layout(family_, a->sha256, plan_consolidation(a->distances, 9, Policy::RoundRobin));
     to_store_ = match_layout(layout_, family_, a->sha256, "layout");
   }
 

@@ -25,13 +25,10 @@ class TestLayout : public QObject {
   // A layout planned from the olmoe fixtures base, ft1 and ft2.
   static Layout planned(const Family& f, Policy policy = Policy::RoundRobin) {
     const auto a = analyze_family(f);
-    Layout layout;
-    for (std::size_t i = 0; i < f.size(); ++i)
-      layout.variants.push_back({f.variants()[i].name, f.variants()[i].checkpoint->dir().string(), a->sha256[i]});
+    const double shares[] = {2, 1, 1};
+    Layout layout = make_layout(f, a->sha256, plan_consolidation(a->distances, 10, policy, shares));
     layout.budget_bytes = 123456789;
     layout.reserve = {{"kv cache", 1000, "2 × …"}, {"miss slots", 2000, "2 experts"}};
-    const double shares[] = {2, 1, 1};
-    layout.plan = plan_consolidation(a->distances, 10, policy, shares);
     return layout;
   }
   static void open(Family& f) {
@@ -93,9 +90,7 @@ class TestLayout : public QObject {
       f.add("v" + std::to_string(v), scratch("q3-" + std::to_string(v)));
     }
     const auto a = analyze_family(f);
-    Layout layout;
-    for (std::size_t i = 0; i < f.size(); ++i) layout.variants.push_back({f.variants()[i].name, "", a->sha256[i]});
-    layout.plan = plan_consolidation(a->distances, 1000, Policy::RoundRobin);
+    const Layout layout = make_layout(f, a->sha256, plan_consolidation(a->distances, 1000, Policy::RoundRobin));
     const json j = saved(layout, "dense.json");
     QVERIFY(j["distance"][1][0].is_null());
     QCOMPARE(j["rank"][1][0].get<int>(), -1);

@@ -108,10 +108,7 @@ class TestMerge : public QObject {
     Family f;
     for (const char* v : {"base", "ft1", "ft2", "ft3"}) f.add(v, fixture("olmoe", v));
     const auto a = analyze_family(f);
-    Layout layout;
-    for (std::size_t i = 0; i < f.size(); ++i)
-      layout.variants.push_back({f.variants()[i].name, f.variants()[i].checkpoint->dir().string(), a->sha256[i]});
-    layout.plan = plan_consolidation(a->distances, 11, Policy::RoundRobin);
+    const Layout layout = make_layout(f, a->sha256, plan_consolidation(a->distances, 11, Policy::RoundRobin));
     QCOMPARE(layout.plan.resident_counts(), (std::vector<std::int64_t>{3, 3, 3, 2}));
 
     const fs::path out = scratch("olmoe-consolidated-ft2");

@@ -31,10 +31,7 @@ std::vector<float> logits(Runtime& rt, int target, RuntimeCounters& counters) {
 }
 
 Layout layout_for(const Family& f, const ExpertDistances& d, const std::vector<std::string>& sha256, std::int64_t capacity) {
-  Layout layout;
-  for (std::size_t i = 0; i < f.size(); ++i) layout.variants.push_back({f.variants()[i].name, "", sha256[i]});
-  layout.plan = plan_consolidation(d, capacity, Policy::RoundRobin);
-  return layout;
+  return make_layout(f, sha256, plan_consolidation(d, capacity, Policy::RoundRobin));
 }
 
 // Any variant's copy (or none) at each position, uniformly at random.

@@ -202,7 +202,7 @@ void add_consolidate_command(CLI::App& app) {
     if (!policy) throw InvalidArgument("--policy", "'" + o->policy + "'", "is not a policy", "use round-robin, medoid or weighted");
     Family family;
     open_family(family, o->variants);
-    Layout layout;
+    std::optional<CapacityPlan> from_budget;
     std::int64_t capacity = o->capacity;
     if (!o->budget.empty()) {
       const auto bytes = parse_byte_size(o->budget);
@@ -214,15 +214,14 @@ void add_consolidate_command(CLI::App& app) {
         std::cout << "  " << std::left << std::setw(16) << r.name << std::right << format_bytes(r.bytes) << "  = " << r.detail << "\n";
       std::cout << "  experts         " << plan.capacity << " of " << plan.positions << " positions × "
                 << format_bytes(plan.bytes_per_expert) << "\n";
-      layout.budget_bytes = plan.budget_bytes;
-      layout.reserve = plan.reserve;
       capacity = plan.capacity;
+      from_budget = plan;
     }
     const FamilyAnalysis a = analyze(family, *o);
-    layout.plan = plan_consolidation(a.distances, capacity, *policy, o->shares);
-    for (std::size_t i = 0; i < family.size(); ++i) {
-      const Variant& v = family.variants()[i];
-      layout.variants.push_back({v.name, fs::absolute(v.checkpoint->dir()).lexically_normal().string(), a.sha256[i]});
+    Layout layout = make_layout(family, a.sha256, plan_consolidation(a.distances, capacity, *policy, o->shares));
+    if (from_budget) {
+      layout.budget_bytes = from_budget->budget_bytes;
+      layout.reserve = from_budget->reserve;
     }
     const auto counts = layout.plan.resident_counts();
     std::cout << "capacity " << layout.plan.capacity << " of " << moe_positions(family.spec()) << " positions, policy "

@@ -13,6 +13,7 @@ namespace mosaic::cli {
 void ServingArgs::add_to(CLI::App* cmd) {
   cmd->add_option("--variants", variants, "serve these variants with the multi-variant runtime (instead of --model)");
   cmd->add_option("--layout", layout, "with --variants: the layout file (mosaic-cli consolidate)");
+  cmd->add_option("--capacity", capacity, "with --variants and no --layout: plan a round-robin layout with this many resident experts");
   cmd->add_option("--target", target, "with --variants: the variant to run");
   cmd->add_option("--hit", hit, "consolidated (any resident copy serves) | strict (only the target's own)")
       ->default_val("consolidated");
@@ -23,9 +24,9 @@ void ServingArgs::add_to(CLI::App* cmd) {
 }
 
 std::unique_ptr<ServingSession> open_serving(const ServingArgs& a) {
-  if (a.layout.empty() || a.target.empty())
-    throw InvalidArgument("--variants", "--layout / --target", "serving several variants needs a layout and a target",
-                          "make a layout with `mosaic-cli consolidate` and name the variant to run");
+  if ((a.layout.empty() && a.capacity < 0) || a.target.empty())
+    throw InvalidArgument("--variants", "--layout / --capacity / --target", "serving several variants needs a layout and a target",
+                          "give a layout from `mosaic-cli consolidate` (or --capacity N to plan one) and name the variant to run");
   RuntimeOptions options;
   const auto hit = parse_hit_policy(a.hit);
   if (!hit) throw InvalidArgument("--hit", "'" + a.hit + "'", "is not a hit policy", "use consolidated or strict");
@@ -40,8 +41,15 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a) {
   }
   auto s = std::make_unique<ServingSession>();
   open_family(s->family, a.variants);
-  s->layout = load_layout(a.layout);
-  const auto to_store = match_layout(s->layout, s->family, family_sha256(s->family, default_cache_dir()), a.layout.string());
+  std::vector<int> to_store;
+  if (a.layout.empty()) {  // plan one now, as `consolidate --capacity` would
+    const auto analysis = analyze_family(s->family, {default_cache_dir(), 0, {}});
+    s->layout = make_layout(s->family, analysis->sha256, plan_consolidation(analysis->distances, a.capacity, Policy::RoundRobin));
+    to_store = match_layout(s->layout, s->family, analysis->sha256, "planned layout");
+  } else {
+    s->layout = load_layout(a.layout);
+    to_store = match_layout(s->layout, s->family, family_sha256(s->family, default_cache_dir()), a.layout.string());
+  }
   s->store = std::make_unique<HostStore>(s->family);
   s->target = s->store->index(a.target);
   if (s->target < 0)

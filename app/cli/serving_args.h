@@ -1,6 +1,7 @@
 #pragma once
 // The options that make `logits` and `generate` run the multi-variant runtime instead of one
-// checkpoint: --variants D… --layout L --target NAME [--hit …] [--miss …] [--budget …] [--stats F].
+// checkpoint: --variants D… (--layout L | --capacity N) --target NAME [--hit …] [--miss …]
+// [--budget …] [--stats F].
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
@@ -17,6 +18,7 @@ struct ServingArgs {
   std::filesystem::path layout, stats;
   std::string target, hit = "consolidated", miss = "transient", budget;
   std::int64_t miss_slots = -1;
+  std::int64_t capacity = -1;  // without --layout: plan one (round-robin) with this many resident experts
 
   void add_to(CLI::App* cmd);
   bool active() const { return !variants.empty(); }

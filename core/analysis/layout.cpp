@@ -79,6 +79,16 @@ int Layout::variant_index(const std::string& name) const {
   return -1;
 }
 
+Layout make_layout(const Family& family, const std::vector<std::string>& sha256, ConsolidationPlan plan) {
+  Layout layout;
+  for (std::size_t i = 0; i < family.size(); ++i) {
+    const Variant& v = family.variants()[i];
+    layout.variants.push_back({v.name, std::filesystem::absolute(v.checkpoint->dir()).lexically_normal().string(), sha256.at(i)});
+  }
+  layout.plan = std::move(plan);
+  return layout;
+}
+
 void save_layout(const Layout& layout, const std::filesystem::path& path) {
   const ConsolidationPlan& p = layout.plan;
   nlohmann::ordered_json j;  // fields in the order people read them: schema first

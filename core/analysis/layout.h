@@ -32,6 +32,9 @@ struct Layout {
   int variant_index(const std::string& name) const;  // -1 when absent
 };
 
+// A layout for `family` from its content hashes and a plan: variants named and located as opened.
+Layout make_layout(const Family& family, const std::vector<std::string>& sha256, ConsolidationPlan plan);
+
 // Atomic. Throws IoError.
 void save_layout(const Layout& layout, const std::filesystem::path& path);
 
