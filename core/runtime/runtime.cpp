@@ -1,6 +1,7 @@
 #include "runtime/runtime.h"
 
 #include <chrono>
+#include <thread>
 
 #include "common/error.h"
 #include "runtime/cpu_slots.h"
@@ -11,6 +12,14 @@ namespace {
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::int64_t moe_positions_of(const ModelSpec& s) { return s.num_sparse_layers() * s.num_experts; }
+
+std::int64_t first_sparse_layer(const ModelSpec& s) {
+  std::int64_t l = 0;
+  while (l < s.num_layers && !s.is_sparse(l)) ++l;
+  return l;
 }
 
 std::uint64_t kv_bytes(const ModelSpec& s, std::int64_t tokens) {
@@ -106,6 +115,45 @@ Runtime::Runtime(const HostStore& store, const Layout& layout, const std::vector
     pools_[static_cast<std::size_t>(l)] = std::move(pool);
     tables_[static_cast<std::size_t>(l)] = std::move(table);
   }
+  if (options.follow_target) {
+    if (pinned_total != moe_positions_of(s))
+      throw InvalidArgument("runtime", "time-sharing", "needs every expert position pinned",
+                            "use a layout that makes every position resident");
+    expert_owner_ = to_store.empty() ? -1 : to_store[static_cast<std::size_t>(plan.resident(first_sparse_layer(s), 0))];
+    for (auto& table : tables_)  // the pinned slots serve only their owner
+      if (table)
+        for (int t = 0; t < store.variants(); ++t)
+          for (std::int64_t e = 0; e < s.num_experts; ++e)
+            if (t != expert_owner_) table->set(t, e, RerouteTable::kMiss);
+  }
+  if (!options.swap_non_expert) reconfigurer_.ensure(to_store.at(0));  // fixed for the runtime's life
+}
+
+double Runtime::throttle(double copy_seconds) const {
+  if (options_.copy_slowdown <= 1.0) return copy_seconds;
+  const double extra = copy_seconds * (options_.copy_slowdown - 1.0);
+  std::this_thread::sleep_for(std::chrono::duration<double>(extra));
+  return copy_seconds + extra;
+}
+
+void Runtime::reload_pinned(int target, RuntimeCounters& counters) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::uint64_t bytes = 0;
+  for (std::size_t l = 0; l < pools_.size(); ++l) {
+    if (!pools_[l]) continue;
+    SlotPool& pool = *pools_[l];
+    RerouteTable& table = *tables_[l];
+    for (std::int64_t slot = 0; slot < pool.count(SlotPool::Role::Pinned); ++slot) {
+      const std::int64_t e = pool.source(slot).expert;
+      bytes += pool.storage().load(slot, store_.model(target).weights().layers[l].experts[static_cast<std::size_t>(e)]);
+      pool.fill(slot, ExpertSource::full(target, e));
+      table.set(expert_owner_, e, RerouteTable::kMiss);
+      table.set(target, e, static_cast<std::int32_t>(slot));
+    }
+  }
+  expert_owner_ = target;
+  counters.swap_bytes += bytes;
+  counters.swap_seconds += throttle(seconds_since(t0));
 }
 
 Runtime::~Runtime() { budget_.release(slot_bytes_); }
@@ -119,11 +167,14 @@ RuntimeCounters Runtime::new_counters() const {
 void Runtime::reconfigure(int target, RuntimeCounters& counters) {
   if (target < 0 || target >= store_.variants())
     throw InvalidArgument("runtime", "target " + std::to_string(target), "is not a variant of the store");
-  const SwapRecord r = reconfigurer_.ensure(target);
-  if (!r.swapped) return;
+  if (!options_.swap_non_expert && !(options_.follow_target && target != expert_owner_)) return;
+  const SwapRecord r = options_.swap_non_expert ? reconfigurer_.ensure(target) : SwapRecord{};
+  const bool experts = options_.follow_target && target != expert_owner_;
+  if (!r.swapped && !experts) return;
   ++counters.swaps;
   counters.swap_bytes += r.bytes;
-  counters.swap_seconds += r.seconds;
+  counters.swap_seconds += throttle(r.seconds);
+  if (experts) reload_pinned(target, counters);
 }
 
 Logits Runtime::forward(int target, KvCache& cache, std::span<const std::int64_t> ids, LogitsFor which,
@@ -153,7 +204,7 @@ Logits Runtime::forward(int target, KvCache& cache, std::span<const std::int64_t
             const auto t0 = std::chrono::steady_clock::now();
             count.load_bytes += pool.storage().load(
                 slot, store_.model(target).weights().layers[static_cast<std::size_t>(layer)].experts[e]);
-            count.load_seconds += seconds_since(t0);
+            count.load_seconds += throttle(seconds_since(t0));
             ++count.loads;
             pool.fill(slot, ExpertSource::full(target, expert));
             if (options_.miss == MissPolicy::Lru) table.set(target, expert, slot);

@@ -29,6 +29,12 @@ struct RuntimeOptions {
   std::optional<std::uint64_t> budget_bytes;
   std::int64_t miss_slots = -1;         // per MoE layer: scratch (transient) or at least this many spares (lru); -1: top_k
   std::int64_t kv_reserve_tokens = 4096; // with a budget and lru: KV room kept before spares take the rest
+  // Strategy knobs (serving/strategy): the paper's baselines are these settings of one runtime.
+  bool swap_non_expert = true;  // false (no-reconfig): layout variant 0's non-expert set stays resident
+  bool follow_target = false;   // time-sharing: the pinned slots hold the requested variant's own experts,
+                                // all reloaded (and counted as swap) when the variant changes
+  double copy_slowdown = 1.0;   // space-sharing: each copy takes this many times as long, as if the
+                                // host-to-device bandwidth were split that many ways
 };
 
 // Per MoE layer, per routed (token, expert) pair: served from a slot (hit) or not (miss), and the
@@ -79,6 +85,10 @@ class Runtime {
   std::vector<std::unique_ptr<SlotPool>> pools_;      // [num_layers]; null in dense layers
   std::vector<std::unique_ptr<RerouteTable>> tables_; // [num_layers]; null in dense layers
   std::uint64_t slot_bytes_ = 0;
+  int expert_owner_ = -1;  // follow_target: whose experts the pinned slots hold
+
+  double throttle(double copy_seconds) const;  // copy_slowdown: waits out the rest, returns the total
+  void reload_pinned(int target, RuntimeCounters& counters);
 };
 
 }  // namespace mosaic

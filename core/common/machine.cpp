@@ -1,0 +1,51 @@
+#include "common/machine.h"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <ctime>
+#include <fstream>
+#include <thread>
+
+#include "common/byte_size.h"
+
+namespace mosaic {
+
+std::string machine_description() {
+  std::string cpu = "unknown CPU";
+  std::ifstream info("/proc/cpuinfo");
+  for (std::string line; std::getline(info, line);)
+    if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+      cpu = line.substr(line.find(':') + 2);
+      break;
+    }
+  const auto pages = static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES));
+  const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  utsname u{};
+  ::uname(&u);
+  return cpu + ", " + std::to_string(std::thread::hardware_concurrency()) + " cores, " + format_bytes(pages * page) +
+         ", " + u.sysname + " " + u.release + " " + u.machine;
+}
+
+std::string build_description() {
+#ifndef MOSAIC_VERSION
+#define MOSAIC_VERSION "dev"
+#endif
+#ifdef NDEBUG
+  const char* mode = "optimized";
+#else
+  const char* mode = "debug";
+#endif
+  return std::string("Mosaic ") + MOSAIC_VERSION + ", compiler " + __VERSION__ + ", " + mode;
+}
+
+std::string utc_timestamp() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace mosaic

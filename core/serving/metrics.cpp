@@ -1,0 +1,77 @@
+#include "serving/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace mosaic {
+
+Percentiles percentiles(std::vector<double> v) {
+  Percentiles p;
+  if (v.empty()) return p;
+  std::sort(v.begin(), v.end());
+  auto rank = [&](double q) {  // nearest rank: the smallest value with at least q of the sample at or below it
+    const auto k = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size())));
+    return v[std::clamp<std::size_t>(k, 1, v.size()) - 1];
+  };
+  p.p50 = rank(0.50);
+  p.p90 = rank(0.90);
+  p.p99 = rank(0.99);
+  double sum = 0;
+  for (double x : v) sum += x;
+  p.mean = sum / static_cast<double>(v.size());
+  return p;
+}
+
+RunSummary summarize(const std::vector<RequestRecord>& records) {
+  RunSummary s;
+  std::vector<double> ttft, turnaround, wait, tpot;
+  std::vector<std::int64_t> hits, misses;
+  double first = std::numeric_limits<double>::infinity(), last = 0;
+  for (const RequestRecord& r : records) {
+    ++s.requests;
+    first = std::min(first, r.arrival);
+    last = std::max(last, r.finish);
+    s.swaps += r.counters.swaps;
+    s.swap_seconds += r.counters.swap_seconds;
+    s.swap_bytes += r.counters.swap_bytes;
+    const LayerCounts t = r.counters.total();
+    s.load_seconds += t.load_seconds;
+    s.load_bytes += t.load_bytes;
+    hits.resize(std::max(hits.size(), r.counters.layers.size()));
+    misses.resize(hits.size());
+    for (std::size_t l = 0; l < r.counters.layers.size(); ++l) {
+      hits[l] += r.counters.layers[l].hits;
+      misses[l] += r.counters.layers[l].misses;
+    }
+    if (r.outcome == Finish::Failed) {
+      ++s.failed;
+      continue;
+    }
+    s.output_tokens += r.output_tokens;
+    wait.push_back(r.queue_wait());
+    turnaround.push_back(r.turnaround());
+    if (r.output_tokens > 0) ttft.push_back(r.ttft());
+    if (r.output_tokens > 1) tpot.push_back(r.tpot());
+  }
+  s.makespan_seconds = s.requests ? last - first : 0;
+  if (s.makespan_seconds > 0) {
+    s.requests_per_minute = 60.0 * static_cast<double>(s.requests - s.failed) / s.makespan_seconds;
+    s.tokens_per_second = static_cast<double>(s.output_tokens) / s.makespan_seconds;
+  }
+  s.ttft = percentiles(ttft);
+  s.turnaround = percentiles(turnaround);
+  s.queue_wait = percentiles(wait);
+  s.tpot = percentiles(tpot);
+  std::int64_t all_hits = 0, all = 0;
+  for (std::size_t l = 0; l < hits.size(); ++l) {
+    const std::int64_t n = hits[l] + misses[l];
+    s.hit_rate_per_layer.push_back(n ? static_cast<double>(hits[l]) / static_cast<double>(n) : std::nan(""));
+    all_hits += hits[l];
+    all += n;
+  }
+  s.hit_rate = all ? static_cast<double>(all_hits) / static_cast<double>(all) : std::nan("");
+  return s;
+}
+
+}  // namespace mosaic

@@ -1,0 +1,261 @@
+#include "store/recorder.h"
+
+#include <sqlite3.h>
+
+#include "common/error.h"
+#include "common/machine.h"
+
+namespace mosaic {
+namespace {
+
+// One prepared statement, finalized on scope exit.
+class Statement {
+ public:
+  Statement(sqlite3* db, const std::string& sql, const std::string& file) : db_(db), file_(file) {
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &stmt_, nullptr) != SQLITE_OK) fail("prepare");
+  }
+  ~Statement() { sqlite3_finalize(stmt_); }
+  Statement(const Statement&) = delete;
+  Statement& operator=(const Statement&) = delete;
+
+  Statement& bind(int i, std::int64_t v) { return check(sqlite3_bind_int64(stmt_, i, v)); }
+  Statement& bind(int i, double v) { return check(sqlite3_bind_double(stmt_, i, v)); }
+  Statement& bind(int i, const std::string& v) {
+    return check(sqlite3_bind_text(stmt_, i, v.c_str(), static_cast<int>(v.size()), SQLITE_TRANSIENT));
+  }
+  bool step() {
+    const int rc = sqlite3_step(stmt_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc != SQLITE_DONE) fail("step");
+    return false;
+  }
+  void run() {
+    step();
+    sqlite3_reset(stmt_);
+  }
+  std::int64_t i64(int c) const { return sqlite3_column_int64(stmt_, c); }
+  double f64(int c) const { return sqlite3_column_double(stmt_, c); }
+  std::string text(int c) const {
+    const auto* t = sqlite3_column_text(stmt_, c);
+    return t ? reinterpret_cast<const char*>(t) : "";
+  }
+
+ private:
+  Statement& check(int rc) {
+    if (rc != SQLITE_OK) fail("bind");
+    return *this;
+  }
+  [[noreturn]] void fail(const char* what) const {
+    throw IoError(file_, "", std::string("SQLite ") + what + " failed: " + sqlite3_errmsg(db_));
+  }
+  sqlite3* db_;
+  std::string file_;
+  sqlite3_stmt* stmt_ = nullptr;
+};
+
+}  // namespace
+
+const std::vector<std::string>& Recorder::migrations() {
+  static const std::vector<std::string> m = {
+      // 1: runs and the requests' timings.
+      R"sql(
+CREATE TABLE runs (id INTEGER PRIMARY KEY, started_at TEXT NOT NULL, strategy TEXT NOT NULL, config_json TEXT NOT NULL);
+CREATE TABLE requests (
+  run_id INTEGER NOT NULL REFERENCES runs(id), idx INTEGER NOT NULL, target TEXT NOT NULL,
+  arrival REAL NOT NULL, start REAL NOT NULL, first_token REAL NOT NULL, finish REAL NOT NULL,
+  output_tokens INTEGER NOT NULL, PRIMARY KEY (run_id, idx));
+)sql",
+      // 2: machine and build per run, run status, counters per request and per layer, samples, views.
+      R"sql(
+ALTER TABLE runs ADD COLUMN machine TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN build TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN finished_at TEXT NOT NULL DEFAULT '';
+ALTER TABLE runs ADD COLUMN status TEXT NOT NULL DEFAULT 'unknown';
+ALTER TABLE requests ADD COLUMN lane INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE requests ADD COLUMN prompt_tokens INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE requests ADD COLUMN outcome TEXT NOT NULL DEFAULT 'length';
+ALTER TABLE requests ADD COLUMN error TEXT NOT NULL DEFAULT '';
+ALTER TABLE requests ADD COLUMN swaps INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE requests ADD COLUMN swap_seconds REAL NOT NULL DEFAULT 0;
+ALTER TABLE requests ADD COLUMN swap_bytes INTEGER NOT NULL DEFAULT 0;
+CREATE TABLE request_layers (
+  run_id INTEGER NOT NULL, idx INTEGER NOT NULL, layer INTEGER NOT NULL,
+  hits INTEGER NOT NULL, misses INTEGER NOT NULL, loads INTEGER NOT NULL,
+  load_bytes INTEGER NOT NULL, load_seconds REAL NOT NULL,
+  PRIMARY KEY (run_id, idx, layer), FOREIGN KEY (run_id, idx) REFERENCES requests(run_id, idx));
+CREATE TABLE samples (run_id INTEGER NOT NULL REFERENCES runs(id), t REAL NOT NULL, name TEXT NOT NULL, value REAL NOT NULL);
+CREATE INDEX samples_by_run ON samples(run_id, name, t);
+CREATE VIEW request_metrics AS
+  SELECT run_id, idx, target, lane, outcome, prompt_tokens, output_tokens,
+         start - arrival AS queue_wait, first_token - arrival AS ttft, finish - arrival AS turnaround,
+         CASE WHEN output_tokens > 1 THEN (finish - first_token) / (output_tokens - 1) END AS tpot,
+         swap_seconds, swap_bytes
+  FROM requests;
+CREATE VIEW run_summary AS
+  SELECT r.id AS run_id, r.strategy, r.status, COUNT(m.idx) AS requests, SUM(m.output_tokens) AS output_tokens,
+         AVG(m.ttft) AS mean_ttft, AVG(m.turnaround) AS mean_turnaround, SUM(m.swap_seconds) AS swap_seconds,
+         r.machine, r.started_at
+  FROM runs r LEFT JOIN request_metrics m ON m.run_id = r.id GROUP BY r.id;
+CREATE VIEW layer_hit_rates AS
+  SELECT run_id, layer, SUM(hits) AS hits, SUM(misses) AS misses,
+         CAST(SUM(hits) AS REAL) / NULLIF(SUM(hits) + SUM(misses), 0) AS hit_rate
+  FROM request_layers GROUP BY run_id, layer;
+)sql"};
+  return m;
+}
+
+Recorder::Recorder(const std::filesystem::path& path) : path_(path) {
+  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
+    const std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw IoError(path.string(), "", "cannot be opened as a database: " + msg, "check the path and its permissions");
+  }
+  sqlite3_busy_timeout(db_, 5000);
+  try {
+    int version = schema_version();  // also fails here when the file is not SQLite at all
+    if (version > kSchemaVersion)
+      throw FormatError(path.string(), "schema version " + std::to_string(version),
+                        "was written by a newer Mosaic (this one reads up to " + std::to_string(kSchemaVersion) + ")",
+                        "open it with a newer build, or record to a new file");
+    if (version == 0) {
+      Statement tables(db_, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'", path.string());
+      tables.step();
+      if (tables.i64(0) > 0)
+        throw FormatError(path.string(), "", "is an SQLite database but not a Mosaic record (no schema version)",
+                          "record to a new file");
+    }
+    exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;");
+    for (; version < kSchemaVersion; ++version)  // each step all or nothing
+      exec("BEGIN IMMEDIATE;" + migrations()[static_cast<std::size_t>(version)] + "PRAGMA user_version = " +
+           std::to_string(version + 1) + "; COMMIT;");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw;
+  }
+}
+
+Recorder::~Recorder() { sqlite3_close(db_); }
+
+void Recorder::exec(const std::string& sql) const {
+  char* err = nullptr;
+  if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+    const std::string msg = err ? err : sqlite3_errmsg(db_);
+    sqlite3_free(err);
+    if (sqlite3_get_autocommit(db_) == 0) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw IoError(path_.string(), "", "SQLite: " + msg, "is the file a Mosaic record, and is the disk full?");
+  }
+}
+
+int Recorder::schema_version() const {
+  Statement s(db_, "PRAGMA user_version", path_.string());
+  s.step();
+  return static_cast<int>(s.i64(0));
+}
+
+std::int64_t Recorder::begin_run(const std::string& strategy, const std::string& config_json) {
+  Statement s(db_, "INSERT INTO runs (started_at, strategy, config_json, machine, build, status) VALUES (?, ?, ?, ?, ?, 'running')",
+              path_.string());
+  s.bind(1, utc_timestamp()).bind(2, strategy).bind(3, config_json).bind(4, machine_description()).bind(5, build_description());
+  s.run();
+  return sqlite3_last_insert_rowid(db_);
+}
+
+void Recorder::record(std::int64_t run, const RequestRecord& r) {
+  exec("BEGIN IMMEDIATE");
+  try {
+    Statement q(db_,
+                "INSERT INTO requests (run_id, idx, target, arrival, start, first_token, finish, output_tokens, lane,"
+                " prompt_tokens, outcome, error, swaps, swap_seconds, swap_bytes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                path_.string());
+    q.bind(1, run).bind(2, r.index).bind(3, r.target).bind(4, r.arrival).bind(5, r.start).bind(6, r.first_token);
+    q.bind(7, r.finish).bind(8, r.output_tokens).bind(9, static_cast<std::int64_t>(r.lane)).bind(10, r.prompt_tokens);
+    q.bind(11, std::string(finish_name(r.outcome))).bind(12, r.error).bind(13, r.counters.swaps);
+    q.bind(14, r.counters.swap_seconds).bind(15, static_cast<std::int64_t>(r.counters.swap_bytes));
+    q.run();
+    Statement l(db_,
+                "INSERT INTO request_layers (run_id, idx, layer, hits, misses, loads, load_bytes, load_seconds)"
+                " VALUES (?,?,?,?,?,?,?,?)",
+                path_.string());
+    for (std::size_t layer = 0; layer < r.counters.layers.size(); ++layer) {
+      const LayerCounts& c = r.counters.layers[layer];
+      l.bind(1, run).bind(2, r.index).bind(3, static_cast<std::int64_t>(layer)).bind(4, c.hits).bind(5, c.misses);
+      l.bind(6, c.loads).bind(7, static_cast<std::int64_t>(c.load_bytes)).bind(8, c.load_seconds);
+      l.run();
+    }
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
+void Recorder::sample(std::int64_t run, double t, const std::string& name, double value) {
+  Statement s(db_, "INSERT INTO samples (run_id, t, name, value) VALUES (?, ?, ?, ?)", path_.string());
+  s.bind(1, run).bind(2, t).bind(3, name).bind(4, value);
+  s.run();
+}
+
+void Recorder::finish_run(std::int64_t run, const std::string& status) {
+  Statement s(db_, "UPDATE runs SET finished_at = ?, status = ? WHERE id = ?", path_.string());
+  s.bind(1, utc_timestamp()).bind(2, status).bind(3, run);
+  s.run();
+}
+
+std::vector<RunInfo> Recorder::runs() const {
+  Statement s(db_, "SELECT id, strategy, config_json, machine, build, started_at, finished_at, status FROM runs ORDER BY id",
+              path_.string());
+  std::vector<RunInfo> out;
+  while (s.step()) out.push_back({s.i64(0), s.text(1), s.text(2), s.text(3), s.text(4), s.text(5), s.text(6), s.text(7)});
+  return out;
+}
+
+std::vector<RequestRecord> Recorder::requests(std::int64_t run) const {
+  std::vector<RequestRecord> out;
+  {
+    Statement s(db_,
+                "SELECT idx, target, lane, arrival, start, first_token, finish, prompt_tokens, output_tokens, outcome, error,"
+                " swaps, swap_seconds, swap_bytes FROM requests WHERE run_id = ? ORDER BY idx",
+                path_.string());
+    s.bind(1, run);
+    while (s.step()) {
+      RequestRecord r;
+      r.index = s.i64(0);
+      r.target = s.text(1);
+      r.lane = static_cast<std::size_t>(s.i64(2));
+      r.arrival = s.f64(3);
+      r.start = s.f64(4);
+      r.first_token = s.f64(5);
+      r.finish = s.f64(6);
+      r.prompt_tokens = s.i64(7);
+      r.output_tokens = s.i64(8);
+      const std::string outcome = s.text(9);
+      for (Finish f : {Finish::Length, Finish::Stop, Finish::Cancelled, Finish::Failed})
+        if (outcome == finish_name(f)) r.outcome = f;
+      r.error = s.text(10);
+      r.swap_seconds = s.f64(12);
+      r.counters.swaps = s.i64(11);
+      r.counters.swap_seconds = s.f64(12);
+      r.counters.swap_bytes = static_cast<std::uint64_t>(s.i64(13));
+      out.push_back(std::move(r));
+    }
+  }
+  Statement l(db_,
+              "SELECT idx, layer, hits, misses, loads, load_bytes, load_seconds FROM request_layers WHERE run_id = ?"
+              " ORDER BY idx, layer",
+              path_.string());
+  l.bind(1, run);
+  std::size_t at = 0;
+  while (l.step()) {
+    while (at < out.size() && out[at].index < l.i64(0)) ++at;
+    if (at == out.size() || out[at].index != l.i64(0)) continue;
+    auto& layers = out[at].counters.layers;
+    layers.resize(std::max(layers.size(), static_cast<std::size_t>(l.i64(1)) + 1));
+    layers[static_cast<std::size_t>(l.i64(1))] = {l.i64(2), l.i64(3), l.i64(4), static_cast<std::uint64_t>(l.i64(5)), l.f64(6)};
+  }
+  return out;
+}
+
+}  // namespace mosaic

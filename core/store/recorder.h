@@ -1,0 +1,54 @@
+#pragma once
+// The SQLite record of QoS runs: each run with its full config, machine and build; each finished
+// request with its timings, counters and per-layer hits; time-series samples for the dashboard.
+// WAL journal, one transaction per finished request, so a crash loses at most the requests in
+// flight. The schema is versioned (PRAGMA user_version) and migrated forward on open; views
+// (request_metrics, run_summary, layer_hit_rates) make the file pleasant in the sqlite3 shell.
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "serving/metrics.h"
+
+struct sqlite3;
+
+namespace mosaic {
+
+struct RunInfo {
+  std::int64_t id = 0;
+  std::string strategy, config_json, machine, build, started_at, finished_at, status;
+};
+
+class Recorder {
+ public:
+  static constexpr int kSchemaVersion = 2;
+
+  // Opens or creates the database and migrates it to kSchemaVersion. Throws IoError when it cannot
+  // be opened, FormatError when it is not a Mosaic database or was written by a newer version.
+  explicit Recorder(const std::filesystem::path& path);
+  ~Recorder();
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  std::int64_t begin_run(const std::string& strategy, const std::string& config_json);  // status "running"
+  void record(std::int64_t run, const RequestRecord& request);  // one transaction
+  void sample(std::int64_t run, double t, const std::string& name, double value);
+  void finish_run(std::int64_t run, const std::string& status);  // "finished", "stopped", "failed"
+
+  std::vector<RunInfo> runs() const;
+  std::vector<RequestRecord> requests(std::int64_t run) const;  // in workload order, with per-layer counters
+  int schema_version() const;
+
+  // The schema scripts, version by version (index 0 creates version 1); exposed so tests can build
+  // a database of an older version.
+  static const std::vector<std::string>& migrations();
+
+ private:
+  void exec(const std::string& sql) const;
+  std::filesystem::path path_;
+  sqlite3* db_ = nullptr;
+};
+
+}  // namespace mosaic

@@ -1,0 +1,190 @@
+// The SQLite record: what is written reads back, the views answer in plain SQL, a version-1 file
+// migrates, foreign and newer files are refused, and a process killed in the middle of a run
+// leaves a database that opens and holds every request it had finished.
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "analysis/family_analysis.h"
+#include "common/error.h"
+#include "serving/runner.h"
+#include "store/recorder.h"
+#include "test_support.h"
+
+using namespace mosaic;
+using namespace mosaic::test;
+
+namespace {
+// Runs `sql` on the file with the plain SQLite API and returns the first column of the first row.
+std::string query(const fs::path& db, const std::string& sql) {
+  sqlite3* h = nullptr;
+  sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READWRITE, nullptr);
+  sqlite3_stmt* s = nullptr;
+  std::string out = "<error>";
+  if (sqlite3_prepare_v2(h, sql.c_str(), -1, &s, nullptr) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW) {
+    const auto* t = sqlite3_column_text(s, 0);
+    out = t ? reinterpret_cast<const char*>(t) : "NULL";
+  }
+  sqlite3_finalize(s);
+  sqlite3_close(h);
+  return out;
+}
+
+RequestRecord sample_record(std::int64_t index) {
+  RequestRecord r{.index = index, .target = "ft1", .lane = 0, .arrival = 1.0 * index, .start = 1.5 * index,
+                  .first_token = 1.5 * index + 0.25, .finish = 1.5 * index + 1, .swap_seconds = 0.01,
+                  .prompt_tokens = 20, .output_tokens = 25};
+  r.counters.swaps = 1;
+  r.counters.swap_seconds = 0.01;
+  r.counters.swap_bytes = 4096;
+  r.counters.layers = {{.hits = 30, .misses = 10, .loads = 4, .load_bytes = 1000, .load_seconds = 0.002},
+                       {.hits = 40, .misses = 0}};
+  return r;
+}
+}  // namespace
+
+class TestRecorder : public QObject {
+  Q_OBJECT
+  QTemporaryDir tmp_;
+  fs::path scratch(const std::string& name) const { return fs::path(tmp_.path().toStdString()) / name; }
+
+ private Q_SLOTS:
+  void initTestCase() { QVERIFY(tmp_.isValid()); }
+
+  void recordsReadBackAndViewsAnswer() {
+    const fs::path db = scratch("runs.sqlite");
+    std::int64_t run = 0;
+    {
+      Recorder rec(db);
+      QCOMPARE(rec.schema_version(), Recorder::kSchemaVersion);
+      run = rec.begin_run("consolidated", R"({"capacity": 12})");
+      for (int i = 0; i < 3; ++i) rec.record(run, sample_record(i));
+      rec.sample(run, 0.5, "queue_length", 2);
+      rec.finish_run(run, "finished");
+    }
+    Recorder rec(db);
+    const auto runs = rec.runs();
+    QCOMPARE(runs.size(), std::size_t(1));
+    QCOMPARE(runs[0].strategy, std::string("consolidated"));
+    QCOMPARE(runs[0].config_json, std::string(R"({"capacity": 12})"));
+    QCOMPARE(runs[0].status, std::string("finished"));
+    QVERIFY(runs[0].machine.find("cores") != std::string::npos && runs[0].build.find("Mosaic") != std::string::npos);
+    const auto back = rec.requests(run);
+    QCOMPARE(back.size(), std::size_t(3));
+    const RequestRecord want = sample_record(2);
+    QCOMPARE(back[2].finish, want.finish);
+    QCOMPARE(back[2].first_token, want.first_token);
+    QCOMPARE(back[2].counters.swap_bytes, std::uint64_t(4096));
+    QCOMPARE(back[2].counters.layers.size(), std::size_t(2));
+    QCOMPARE(back[2].counters.layers[0].misses, std::int64_t(10));
+    QCOMPARE(back[2].counters.layers[0].load_bytes, std::uint64_t(1000));
+    QCOMPARE(summarize(back).hit_rate, summarize({want, sample_record(0), sample_record(1)}).hit_rate);
+    // The views, as someone in the sqlite3 shell would use them.
+    QCOMPARE(query(db, "SELECT requests FROM run_summary"), std::string("3"));
+    QCOMPARE(query(db, "SELECT ttft FROM request_metrics WHERE idx = 2"), std::string("1.25"));
+    QCOMPARE(query(db, "SELECT hit_rate FROM layer_hit_rates WHERE layer = 0"), std::string("0.75"));
+    QCOMPARE(query(db, "PRAGMA journal_mode"), std::string("wal"));
+  }
+
+  void migratesAVersionOneFile() {
+    const fs::path db = scratch("v1.sqlite");
+    {
+      sqlite3* h = nullptr;
+      sqlite3_open(db.c_str(), &h);
+      const std::string v1 = Recorder::migrations()[0] + "PRAGMA user_version = 1;"
+                             "INSERT INTO runs VALUES (1, '2026-01-01T00:00:00Z', 'single', '{}');"
+                             "INSERT INTO requests VALUES (1, 0, 'base', 0.0, 0.5, 0.75, 2.0, 25);";
+      QCOMPARE(sqlite3_exec(h, v1.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+      sqlite3_close(h);
+    }
+    Recorder rec(db);
+    QCOMPARE(rec.schema_version(), 2);
+    const auto old = rec.requests(1);
+    QCOMPARE(old.size(), std::size_t(1));
+    QCOMPARE(old[0].output_tokens, std::int64_t(25));
+    QCOMPARE(old[0].first_token, 0.75);
+    QCOMPARE(rec.runs()[0].status, std::string("unknown"));  // a column version 1 did not have
+    const auto run = rec.begin_run("consolidated", "{}");    // and new runs go in beside it
+    rec.record(run, sample_record(0));
+    QCOMPARE(query(db, "SELECT COUNT(*) FROM request_metrics"), std::string("2"));
+  }
+
+  void refusesForeignAndNewerFiles() {
+    std::ofstream(scratch("text.sqlite")) << "this is not a database at all, just some text that is long enough";
+    expect_mentions(error_of<IoError>([&] { Recorder r(scratch("text.sqlite")); }), {"text.sqlite"});
+    const fs::path other = scratch("other.sqlite");
+    {
+      sqlite3* h = nullptr;
+      sqlite3_open(other.c_str(), &h);
+      sqlite3_exec(h, "CREATE TABLE notes (x TEXT);", nullptr, nullptr, nullptr);
+      sqlite3_close(h);
+    }
+    expect_mentions(error_of<FormatError>([&] { Recorder r(other); }), {"not a Mosaic record"});
+    const fs::path newer = scratch("newer.sqlite");
+    { Recorder r(newer); }
+    query(newer, "PRAGMA user_version = 9");
+    expect_mentions(error_of<FormatError>([&] { Recorder r(newer); }), {"schema version 9", "newer Mosaic"});
+    expect_mentions(error_of<IoError>([&] { Recorder r(scratch("no/such/folder/x.sqlite")); }), {"cannot be opened"});
+  }
+
+  // A child runs a real workload, recording each finished request; the parent kills it after the
+  // third and opens what is left.
+  void killedMidRunKeepsFinishedRequests() {
+    const fs::path db = scratch("killed.sqlite");
+    int pipefd[2];
+    QCOMPARE(::pipe(pipefd), 0);
+    const pid_t child = ::fork();
+    QVERIFY(child >= 0);
+    if (child == 0) {
+      ::close(pipefd[0]);
+      try {
+        Family f;
+        for (const char* v : {"base", "ft1"}) f.add(v, fixture("olmoe", v));
+        const HostStore store(f);
+        const auto analysis = analyze_family(f);
+        StrategyServer server({.kind = StrategyKind::Consolidated, .capacity = 8}, f, store, *analysis, scratch(""));
+        Recorder rec(db);
+        const auto run = rec.begin_run("consolidated", "{}");
+        std::vector<WorkloadRequest> w(1000, WorkloadRequest{0, "ft1", {1, 2, 3}, 2});
+        for (std::size_t i = 0; i < w.size(); ++i) w[i].target = i % 2 ? "ft1" : "base";
+        int finished = 0;
+        run_workload(server, w, {.on_finished = [&](const RequestRecord& r) {
+                                   rec.record(run, r);
+                                   if (++finished == 3) (void)!::write(pipefd[1], "3", 1);
+                                   if (finished >= 3) ::pause();  // wait here to be killed
+                                 }});
+      } catch (...) {
+      }
+      ::_exit(1);
+    }
+    ::close(pipefd[1]);
+    char c = 0;
+    QCOMPARE(::read(pipefd[0], &c, 1), ssize_t(1));
+    ::kill(child, SIGKILL);
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    ::close(pipefd[0]);
+    QVERIFY(WIFSIGNALED(status));
+
+    Recorder rec(db);
+    const auto runs = rec.runs();
+    QCOMPARE(runs.size(), std::size_t(1));
+    QCOMPARE(runs[0].status, std::string("running"));  // never finished, and the file says so
+    const auto requests = rec.requests(runs[0].id);
+    QCOMPARE(requests.size(), std::size_t(3));
+    for (std::int64_t i = 0; i < 3; ++i) {
+      QCOMPARE(requests[static_cast<std::size_t>(i)].index, i);
+      QCOMPARE(requests[static_cast<std::size_t>(i)].counters.layers.size(), std::size_t(3));
+    }
+    QCOMPARE(query(db, "PRAGMA integrity_check"), std::string("ok"));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestRecorder)
+#include "tst_recorder.moc"
