@@ -9,6 +9,7 @@
 
 #include "analysis/layout.h"
 #include "model/checkpoint.h"
+#include "store/recorder.h"
 #include "test_support.h"
 
 using namespace mosaic;
@@ -206,6 +207,32 @@ class TestCli : public QObject {
       QCOMPARE(e.code, 2);
       QVERIFY2(e.err.startsWith(QStringLiteral("error: ")), qPrintable(e.err));
     }
+  }
+  // A small sweep end to end: recorded runs and requests, a table on stdout; a bad config refused.
+  void benchSweep() {
+    const fs::path cfg = scratch("sweep.json"), db = scratch("sweep.sqlite");
+    const nlohmann::json sweep = {
+        {"schema", "mosaic.sweep/1"},
+        {"variants", {fixture("olmoe", "base").string(), fixture("olmoe", "ft1").string()}},
+        {"rates", {4}}, {"duration_seconds", 2}, {"prompt", {4, 6}}, {"output", {2, 3}},
+        {"strategies", {{{"kind", "consolidated"}, {"capacity", 6}}, {{"kind", "time-sharing"}}}}};
+    std::ofstream(cfg) << sweep.dump();
+    Run r = cli(args({"bench", "--config"}) << path(cfg) << QStringLiteral("--db") << path(db));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY(r.out.contains(QStringLiteral("consolidated")) && r.out.contains(QStringLiteral("time-sharing")));
+    const Recorder rec(db);
+    const auto runs = rec.runs();
+    QCOMPARE(runs.size(), std::size_t(2));
+    for (const auto& run : runs) {
+      QCOMPARE(run.status, std::string("finished"));
+      QVERIFY(!rec.requests(run.id).empty());
+      QVERIFY(nlohmann::json::parse(run.config_json)["rate"] == 4);
+    }
+    std::ofstream(cfg) << R"({"schema": "mosaic.sweep/1", "variants": ["x", "y"], "rates": [-1], "strategies": []})";
+    r = cli(args({"bench", "--config"}) << path(cfg) << QStringLiteral("--db") << path(scratch("never.sqlite")));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("'rates'")), qPrintable(r.err));
+    QVERIFY(!fs::exists(scratch("never.sqlite")));
   }
 };
 

@@ -9,6 +9,7 @@
 #include "analysis/merge.h"
 #include "common/error.h"
 #include "serving/runner.h"
+#include "serving/sweep.h"
 #include "test_support.h"
 
 using namespace mosaic;
@@ -238,6 +239,25 @@ class TestServing : public QObject {
     QCOMPARE(s.tpot.p50, 0.5);         // (3-1)/4 = 0.5 and (7-4)/6 = 0.5
     QCOMPARE(s.hit_rate_per_layer[0], 0.5);
     QVERIFY(std::isnan(s.hit_rate_per_layer[1]));
+  }
+  void sweepConfigs() {
+    const fs::path cfg = fs::path(MOSAIC_TEST_DATA).parent_path().parent_path() / "sample_configs" / "paper-qos.json";
+    const SweepConfig c = load_sweep_config(cfg);
+    QCOMPARE(c.variants.size(), std::size_t(4));
+    QVERIFY(fs::exists(c.variants[0] / "config.json"));  // resolved against the config's folder
+    QCOMPARE(c.strategies.size(), std::size_t(6));
+    QCOMPARE(c.workload.prompt.min, std::int64_t(20));
+    QCOMPARE(c.workload.output.max, std::int64_t(25));
+    auto bad = [&](const std::string& text) {
+      std::ofstream(scratch("sweep.json")) << text;
+      return error_of<Error>([&] { load_sweep_config(scratch("sweep.json")); });
+    };
+    const std::string head = R"({"schema": "mosaic.sweep/1", "variants": ["a", "b"], "rates": [1], )";
+    expect_mentions(bad(head + R"("strategies": [{"kind": "magic"}]})"), {"sweep.json", "strategies[0].kind", "magic"});
+    expect_mentions(bad(head + R"("strategies": [{"kind": "consolidated", "budget": "lots"}]})"), {"strategies[0].budget"});
+    expect_mentions(bad(head + R"("prompt": [5, 2], "strategies": [{"kind": "single"}]})"), {"'prompt'", "min ≤ max"});
+    expect_mentions(bad(R"({"schema": "mosaic.sweep/1", "variants": ["a"], "rates": [1], "strategies": []})"), {"'variants'"});
+    expect_mentions(bad(R"({"schema": "mosaic.sweep/9"})"), {"mosaic.sweep/9"});
   }
 };
 

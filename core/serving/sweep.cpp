@@ -1,0 +1,94 @@
+#include "serving/sweep.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/byte_size.h"
+#include "common/error.h"
+
+namespace mosaic {
+
+SweepConfig load_sweep_config(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw IoError(path.string(), "", "cannot be read", "check the path of the sweep config");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  SweepConfig c;
+  c.text = ss.str();
+  const auto j = nlohmann::json::parse(c.text, nullptr, /*allow_exceptions=*/false);
+  const std::string file = path.string();
+  auto fail = [&](const std::string& field, const std::string& problem) -> void {
+    throw FormatError(file, "field '" + field + "'", problem, "see sample_configs/paper-qos.json");
+  };
+  if (!j.is_object()) throw FormatError(file, "", "is not a JSON object", "see sample_configs/paper-qos.json");
+  if (j.value("schema", "") != "mosaic.sweep/1")
+    throw UnsupportedError(file, "field 'schema'", "is '" + j.value("schema", std::string("(missing)")) + "', not 'mosaic.sweep/1'");
+
+  if (!j.contains("variants") || !j["variants"].is_array() || j["variants"].size() < 2)
+    fail("variants", "must list at least two checkpoint folders");
+  for (const auto& v : j["variants"]) {
+    if (!v.is_string()) fail("variants", "must hold folder paths");
+    const std::filesystem::path p = v.get<std::string>();
+    c.variants.push_back(p.is_absolute() ? p : path.parent_path() / p);
+  }
+  const std::string clock = j.value("clock", "virtual");
+  if (clock != "virtual" && clock != "real") fail("clock", "is '" + clock + "'; use virtual or real");
+  c.clock = clock == "real" ? RunClock::Real : RunClock::Virtual;
+  if (!j.contains("rates") || !j["rates"].is_array() || j["rates"].empty()) fail("rates", "must list total arrival rates");
+  for (const auto& r : j["rates"]) {
+    if (!r.is_number() || r.get<double>() <= 0) fail("rates", "must hold positive requests per second");
+    c.rates.push_back(r.get<double>());
+  }
+  auto number = [&](const char* key, double fallback, double min) {
+    if (!j.contains(key)) return fallback;
+    if (!j[key].is_number() || j[key].get<double>() < min) fail(key, "must be a number ≥ " + std::to_string(min));
+    return j[key].get<double>();
+  };
+  c.repeats = static_cast<int>(number("repeats", 1, 1));
+  c.workload.seed = static_cast<std::uint64_t>(number("seed", 1, 0));
+  c.workload.alpha = number("alpha", 0, 0);
+  c.workload.duration_seconds = number("duration_seconds", 60, 0);
+  auto range = [&](const char* key, LengthRange fallback) {
+    if (!j.contains(key)) return fallback;
+    const auto& r = j[key];
+    if (!r.is_array() || r.size() != 2 || !r[0].is_number_integer() || !r[1].is_number_integer() || r[0].get<int>() < 1 ||
+        r[1].get<int>() < r[0].get<int>())
+      fail(key, "must be [min, max] with 1 ≤ min ≤ max");
+    return LengthRange{r[0].get<std::int64_t>(), r[1].get<std::int64_t>()};
+  };
+  c.workload.prompt = range("prompt", {20, 20});
+  c.workload.output = range("output", {25, 25});
+
+  if (!j.contains("strategies") || !j["strategies"].is_array() || j["strategies"].empty())
+    fail("strategies", "must list at least one strategy");
+  for (std::size_t i = 0; i < j["strategies"].size(); ++i) {
+    const auto& s = j["strategies"][i];
+    const std::string where = "strategies[" + std::to_string(i) + "]";
+    if (!s.is_object()) fail(where, "must be an object with a kind");
+    StrategyConfig sc;
+    const auto kind = parse_strategy(s.value("kind", ""));
+    if (!kind) fail(where + ".kind", "is '" + s.value("kind", "") + "'; use consolidated, no-reconfig, single, time-sharing, space-sharing or averaging");
+    sc.kind = *kind;
+    if (s.contains("capacity")) {
+      if (!s["capacity"].is_number_integer() || s["capacity"].get<std::int64_t>() < 0) fail(where + ".capacity", "must be an integer ≥ 0");
+      sc.capacity = s["capacity"].get<std::int64_t>();
+    }
+    if (s.contains("budget")) {
+      const auto b = s["budget"].is_string() ? parse_byte_size(s["budget"].get<std::string>()) : std::nullopt;
+      if (!b) fail(where + ".budget", "must be a byte size such as \"2GiB\"");
+      sc.budget_bytes = b;
+    }
+    const auto hit = parse_hit_policy(s.value("hit", "consolidated"));
+    const auto miss = parse_miss_policy(s.value("miss", "transient"));
+    if (!hit) fail(where + ".hit", "must be consolidated or strict");
+    if (!miss) fail(where + ".miss", "must be transient or lru");
+    sc.hit = *hit;
+    sc.miss = *miss;
+    sc.single_target = s.value("single_target", "");
+    c.strategies.push_back(sc);
+  }
+  return c;
+}
+
+}  // namespace mosaic

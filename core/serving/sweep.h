@@ -1,0 +1,31 @@
+#pragma once
+// A QoS sweep: strategies × total arrival rates × repeats over one family, as a JSON config
+// ("mosaic.sweep/1") that `mosaic-cli bench --config` runs and records:
+//   {"schema": "mosaic.sweep/1", "variants": [dirs, relative to the config file],
+//    "clock": "virtual" | "real", "rates": [requests/s], "repeats": n, "seed": s,
+//    "alpha": skew, "duration_seconds": t, "prompt": [min, max], "output": [min, max],
+//    "strategies": [{"kind": "consolidated", "capacity": n, "budget": "12GiB", "hit": …, "miss": …,
+//                    "single_target": name}, …]}
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "serving/runner.h"
+
+namespace mosaic {
+
+struct SweepConfig {
+  std::vector<std::filesystem::path> variants;
+  RunClock clock = RunClock::Virtual;
+  std::vector<double> rates;
+  int repeats = 1;
+  WorkloadSpec workload;  // targets, rates and vocabulary are filled in per run
+  std::vector<StrategyConfig> strategies;
+  std::string text;       // the config as written, recorded with every run
+};
+
+// Throws IoError, FormatError naming the field (and what is allowed), or UnsupportedError for
+// another schema version.
+SweepConfig load_sweep_config(const std::filesystem::path& path);
+
+}  // namespace mosaic
