@@ -228,6 +228,15 @@ class TestCli : public QObject {
       QVERIFY(!rec.requests(run.id).empty());
       QVERIFY(nlohmann::json::parse(run.config_json)["rate"] == 4);
     }
+    // The report of what was recorded: tables always, charts and pages in a GUI build.
+    r = cli(args({"report", "--db"}) << path(db) << QStringLiteral("--out") << path(scratch("sweep-report")));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY(fs::exists(scratch("sweep-report/runs.csv")) && fs::exists(scratch("sweep-report/report.json")));
+    QVERIFY(r.out.contains(QStringLiteral("wrote 2 runs")));
+    r = cli(args({"report", "--db"}) << path(scratch("absent.sqlite")) << QStringLiteral("--out") << path(scratch("r2")));
+    QCOMPARE(r.code, 2);
+    QVERIFY(!fs::exists(scratch("absent.sqlite")));
+
     std::ofstream(cfg) << R"({"schema": "mosaic.sweep/1", "variants": ["x", "y"], "rates": [-1], "strategies": []})";
     r = cli(args({"bench", "--config"}) << path(cfg) << QStringLiteral("--db") << path(scratch("never.sqlite")));
     QCOMPARE(r.code, 2);

@@ -14,4 +14,5 @@ void add_merge_command(CLI::App& app);
 void add_bench_analysis_command(CLI::App& app);
 void add_bench_runtime_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_report_command(CLI::App& app);
 }  // namespace mosaic::cli

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   mosaic::cli::add_consolidate_command(app);
   mosaic::cli::add_merge_command(app);
   mosaic::cli::add_bench_command(app);
+  mosaic::cli::add_report_command(app);
   mosaic::cli::add_bench_forward_command(app);
   mosaic::cli::add_bench_analysis_command(app);
   mosaic::cli::add_bench_runtime_command(app);

@@ -1,0 +1,51 @@
+// report: CSV and JSON of every metric of recorded runs, and (in a GUI build) the HTML and PDF
+// report with charts drawn off screen.
+#include <cstdlib>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "common/error.h"
+#include "store/report_data.h"
+
+#ifdef MOSAIC_REPORT_CHARTS
+#include <QApplication>
+
+#include "report/report_renderer.h"
+#endif
+
+namespace fs = std::filesystem;
+
+namespace mosaic::cli {
+
+void add_report_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("report", "Tables (CSV, JSON) and an HTML/PDF report with charts of recorded QoS runs");
+  struct Opts { fs::path db = "mosaic-runs.sqlite", out; std::vector<std::int64_t> runs; };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("RUN", o->runs, "run ids to include (default: every run in the database)");
+  cmd->add_option("--db", o->db, "the SQLite record written by `mosaic-cli bench`")->default_val("mosaic-runs.sqlite");
+  cmd->add_option("--out", o->out, "report folder")->required();
+  cmd->callback([o] {
+    if (!fs::exists(o->db))
+      throw MissingError(o->db.string(), "", "does not exist", "record runs with `mosaic-cli bench --db FILE` first");
+    const Recorder recorder(o->db);
+    const ReportData data = load_report_data(recorder, o->runs, o->db.filename().string());
+    write_report_tables(recorder, data, o->out);
+#ifdef MOSAIC_REPORT_CHARTS
+    // Charts need a QApplication; without a display the offscreen platform draws them.
+    if (!std::getenv("QT_QPA_PLATFORM") && !std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY"))
+      ::setenv("QT_QPA_PLATFORM", "offscreen", 1);
+    int argc = 1;
+    char name[] = "mosaic-cli";
+    char* argv[] = {name, nullptr};
+    QApplication qt(argc, argv);
+    const auto files = ui::render_report(data, o->out);
+    std::cout << "wrote " << data.runs.size() << " runs: tables, " << files.size() << " chart and report files in "
+              << o->out.string() << " (open report.html)\n";
+#else
+    std::cout << "wrote " << data.runs.size() << " runs as CSV and JSON in " << o->out.string()
+              << " (this build has no GUI: configure with -DMOSAIC_GUI=ON for the charts and the HTML/PDF report)\n";
+#endif
+  });
+}
+
+}  // namespace mosaic::cli

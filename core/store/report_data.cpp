@@ -1,0 +1,185 @@
+#include "store/report_data.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/atomic_file.h"
+#include "common/error.h"
+
+namespace mosaic {
+namespace {
+
+std::string num(double v) {
+  if (std::isnan(v)) return "";
+  std::ostringstream o;
+  o.precision(9);
+  o << v;
+  return o.str();
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+void write_csv(const std::filesystem::path& path, const std::vector<std::string>& header,
+               const std::vector<std::vector<std::string>>& rows) {
+  write_file_atomically(path, [&](std::ostream& out) {
+    for (std::size_t i = 0; i < header.size(); ++i) out << (i ? "," : "") << header[i];
+    out << "\n";
+    for (const auto& row : rows) {
+      for (std::size_t i = 0; i < row.size(); ++i) out << (i ? "," : "") << csv_field(row[i]);
+      out << "\n";
+    }
+  });
+}
+
+nlohmann::json nan_as_null(double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); }
+
+}  // namespace
+
+ReportData load_report_data(const Recorder& recorder, const std::vector<std::int64_t>& run_ids,
+                            const std::string& database_name) {
+  ReportData d;
+  d.database = database_name;
+  const auto all = recorder.runs();
+  for (std::int64_t id : run_ids)
+    if (std::none_of(all.begin(), all.end(), [&](const RunInfo& r) { return r.id == id; }))
+      throw InvalidArgument(database_name, "run " + std::to_string(id), "is not in this database",
+                            "list the runs with `sqlite3 FILE 'SELECT * FROM run_summary'`");
+  std::map<std::string, std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>> layer_counts;  // hits, totals
+  for (const RunInfo& info : all) {
+    if (!run_ids.empty() && std::find(run_ids.begin(), run_ids.end(), info.id) == run_ids.end()) continue;
+    ReportRun run;
+    run.info = info;
+    const auto config = nlohmann::json::parse(info.config_json, nullptr, /*allow_exceptions=*/false);
+    if (config.is_object()) {
+      if (config.contains("rate") && config["rate"].is_number()) run.rate = config["rate"].get<double>();
+      if (config.contains("repeat") && config["repeat"].is_number_integer()) run.repeat = config["repeat"].get<int>();
+    }
+    const auto requests = recorder.requests(info.id);
+    run.summary = summarize(requests);
+    if (std::find(d.strategies.begin(), d.strategies.end(), info.strategy) == d.strategies.end()) d.strategies.push_back(info.strategy);
+    auto& [hits, totals] = layer_counts[info.strategy];
+    for (const RequestRecord& r : requests) {
+      hits.resize(std::max(hits.size(), r.counters.layers.size()));
+      totals.resize(hits.size());
+      for (std::size_t l = 0; l < r.counters.layers.size(); ++l) {
+        hits[l] += r.counters.layers[l].hits;
+        totals[l] += r.counters.layers[l].hits + r.counters.layers[l].misses;
+      }
+    }
+    d.runs.push_back(std::move(run));
+  }
+  for (const std::string& s : d.strategies) {
+    std::vector<double> rates;
+    for (const ReportRun& r : d.runs)
+      if (r.info.strategy == s && std::find(rates.begin(), rates.end(), r.rate) == rates.end()) rates.push_back(r.rate);
+    std::sort(rates.begin(), rates.end());
+    for (double rate : rates) {
+      ReportPoint p;
+      p.strategy = s;
+      p.rate = rate;
+      for (const ReportRun& r : d.runs) {
+        if (r.info.strategy != s || r.rate != rate) continue;
+        ++p.runs;
+        const RunSummary& m = r.summary;
+        p.requests_per_minute += m.requests_per_minute;
+        p.tokens_per_second += m.tokens_per_second;
+        p.ttft_mean += m.ttft.mean;
+        p.ttft_p90 += m.ttft.p90;
+        p.turnaround_mean += m.turnaround.mean;
+        p.turnaround_p90 += m.turnaround.p90;
+        p.hit_rate += std::isnan(m.hit_rate) ? 0 : m.hit_rate;
+        p.swap_seconds += m.swap_seconds;
+      }
+      for (double* v : {&p.requests_per_minute, &p.tokens_per_second, &p.ttft_mean, &p.ttft_p90, &p.turnaround_mean,
+                        &p.turnaround_p90, &p.hit_rate, &p.swap_seconds})
+        *v /= p.runs;
+      d.points.push_back(p);
+    }
+    const auto& [hits, totals] = layer_counts[s];
+    auto& per_layer = d.layer_hit_rates[s];
+    for (std::size_t l = 0; l < hits.size(); ++l)
+      per_layer.push_back(totals[l] ? static_cast<double>(hits[l]) / static_cast<double>(totals[l]) : std::nan(""));
+  }
+  return d;
+}
+
+void write_report_tables(const Recorder& recorder, const ReportData& d, const std::filesystem::path& dir) {
+  std::vector<std::vector<std::string>> runs, points, layers, requests;
+  nlohmann::ordered_json j;
+  j["database"] = d.database;
+  j["runs"] = nlohmann::ordered_json::array();
+  for (const ReportRun& r : d.runs) {
+    const RunSummary& s = r.summary;
+    runs.push_back({std::to_string(r.info.id), r.info.strategy, num(r.rate), std::to_string(r.repeat), std::to_string(s.requests),
+                    std::to_string(s.failed), num(s.makespan_seconds), num(s.requests_per_minute), num(s.tokens_per_second),
+                    num(s.ttft.p50), num(s.ttft.p90), num(s.ttft.p99), num(s.ttft.mean), num(s.turnaround.p50),
+                    num(s.turnaround.p90), num(s.turnaround.p99), num(s.turnaround.mean), num(s.queue_wait.mean),
+                    num(s.tpot.mean), num(s.hit_rate), std::to_string(s.swaps), num(s.swap_seconds),
+                    std::to_string(s.swap_bytes), std::to_string(s.load_bytes), r.info.machine, r.info.started_at});
+    j["runs"].push_back({{"id", r.info.id}, {"strategy", r.info.strategy}, {"rate", r.rate}, {"repeat", r.repeat},
+                         {"requests", s.requests}, {"failed", s.failed}, {"requests_per_minute", s.requests_per_minute},
+                         {"tokens_per_second", s.tokens_per_second},
+                         {"ttft", {{"p50", s.ttft.p50}, {"p90", s.ttft.p90}, {"p99", s.ttft.p99}, {"mean", s.ttft.mean}}},
+                         {"turnaround", {{"p50", s.turnaround.p50}, {"p90", s.turnaround.p90}, {"p99", s.turnaround.p99},
+                                         {"mean", s.turnaround.mean}}},
+                         {"hit_rate", nan_as_null(s.hit_rate)}, {"swaps", s.swaps}, {"swap_seconds", s.swap_seconds},
+                         {"machine", r.info.machine}, {"build", r.info.build}, {"started_at", r.info.started_at}});
+    for (const RequestRecord& q : recorder.requests(r.info.id)) {
+      const LayerCounts t = q.counters.total();
+      requests.push_back({std::to_string(r.info.id), std::to_string(q.index), q.target, std::to_string(q.lane), num(q.arrival),
+                          num(q.start), num(q.first_token), num(q.finish), num(q.queue_wait()), num(q.ttft()),
+                          num(q.tpot()), num(q.turnaround()), std::to_string(q.output_tokens), std::to_string(t.hits),
+                          std::to_string(t.misses), num(q.swap_seconds), std::to_string(q.bytes_moved()),
+                          finish_name(q.outcome)});
+    }
+  }
+  j["points"] = nlohmann::ordered_json::array();
+  for (const ReportPoint& p : d.points) {
+    points.push_back({p.strategy, num(p.rate), std::to_string(p.runs), num(p.requests_per_minute), num(p.tokens_per_second),
+                      num(p.ttft_mean), num(p.ttft_p90), num(p.turnaround_mean), num(p.turnaround_p90), num(p.hit_rate),
+                      num(p.swap_seconds)});
+    j["points"].push_back({{"strategy", p.strategy}, {"rate", p.rate}, {"runs", p.runs},
+                           {"requests_per_minute", p.requests_per_minute}, {"tokens_per_second", p.tokens_per_second},
+                           {"ttft_mean", p.ttft_mean}, {"ttft_p90", p.ttft_p90}, {"turnaround_mean", p.turnaround_mean},
+                           {"turnaround_p90", p.turnaround_p90}, {"hit_rate", p.hit_rate}, {"swap_seconds", p.swap_seconds}});
+  }
+  j["layer_hit_rates"] = nlohmann::ordered_json::object();
+  for (const auto& s : d.strategies) {
+    const auto& rates = d.layer_hit_rates.at(s);
+    nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+    for (std::size_t l = 0; l < rates.size(); ++l) {
+      layers.push_back({s, std::to_string(l), num(rates[l])});
+      arr.push_back(std::isnan(rates[l]) ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(rates[l]));
+    }
+    j["layer_hit_rates"][s] = arr;
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw IoError(dir.string(), "", "cannot create the report folder: " + ec.message());
+  write_csv(dir / "runs.csv",
+            {"run", "strategy", "rate", "repeat", "requests", "failed", "makespan_s", "requests_per_minute", "tokens_per_s",
+             "ttft_p50", "ttft_p90", "ttft_p99", "ttft_mean", "turnaround_p50", "turnaround_p90", "turnaround_p99",
+             "turnaround_mean", "queue_wait_mean", "tpot_mean", "hit_rate", "swaps", "swap_s", "swap_bytes", "load_bytes",
+             "machine", "started_at"},
+            runs);
+  write_csv(dir / "points.csv",
+            {"strategy", "rate", "runs", "requests_per_minute", "tokens_per_s", "ttft_mean", "ttft_p90", "turnaround_mean",
+             "turnaround_p90", "hit_rate", "swap_s"},
+            points);
+  write_csv(dir / "layer_hit_rates.csv", {"strategy", "layer", "hit_rate"}, layers);
+  write_csv(dir / "requests.csv",
+            {"run", "index", "target", "lane", "arrival", "start", "first_token", "finish", "queue_wait", "ttft", "tpot",
+             "turnaround", "output_tokens", "hits", "misses", "swap_s", "bytes_moved", "outcome"},
+            requests);
+  const std::string text = j.dump(1);
+  write_file_atomically(dir / "report.json", [&](std::ostream& out) { out << text << "\n"; });
+}
+
+}  // namespace mosaic

@@ -1,0 +1,47 @@
+#pragma once
+// The numbers a QoS report shows, read back from the SQLite record: one row per run, the runs of a
+// (strategy, arrival rate) averaged over repeats — the paper's Figure 4 and Table 2 — and per-layer
+// hit rates per strategy (its Table 1). CSV and JSON writers for all of it.
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "store/recorder.h"
+
+namespace mosaic {
+
+struct ReportRun {
+  RunInfo info;
+  double rate = 0;  // total arrival rate (requests/s) from the run's config; 0 when unknown
+  int repeat = 0;
+  RunSummary summary;
+};
+
+// The runs of one strategy at one arrival rate, averaged over repeats.
+struct ReportPoint {
+  std::string strategy;
+  double rate = 0;
+  int runs = 0;
+  double requests_per_minute = 0, tokens_per_second = 0;
+  double ttft_mean = 0, ttft_p90 = 0, turnaround_mean = 0, turnaround_p90 = 0;
+  double hit_rate = 0, swap_seconds = 0;
+};
+
+struct ReportData {
+  std::string database;
+  std::vector<ReportRun> runs;
+  std::vector<ReportPoint> points;  // by strategy (first-seen order), then rate
+  std::vector<std::string> strategies;
+  std::map<std::string, std::vector<double>> layer_hit_rates;  // strategy → per layer, over all its runs
+};
+
+// `run_ids` empty: every run in the file. Throws InvalidArgument for an id that is not there.
+ReportData load_report_data(const Recorder& recorder, const std::vector<std::int64_t>& run_ids,
+                            const std::string& database_name);
+
+// runs.csv, points.csv, layer_hit_rates.csv and requests.csv, plus report.json, into `dir`.
+void write_report_tables(const Recorder& recorder, const ReportData& data, const std::filesystem::path& dir);
+
+}  // namespace mosaic

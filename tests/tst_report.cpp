@@ -1,0 +1,119 @@
+// Reports: a real sweep of two strategies recorded to SQLite becomes CSV and JSON tables with the
+// expected rows, and charts (PNG, SVG, PDF), an HTML page and a PDF report drawn off screen.
+#include <QApplication>
+#include <QFile>
+#include <QImage>
+#include <QSet>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "analysis/family_analysis.h"
+#include "common/error.h"
+#include "report/report_renderer.h"
+#include "serving/runner.h"
+#include "store/report_data.h"
+#include "test_support.h"
+
+using namespace mosaic;
+using namespace mosaic::test;
+
+namespace {
+std::size_t lines_of(const fs::path& p) {
+  std::ifstream in(p);
+  std::size_t n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  return n;
+}
+QByteArray head_of(const fs::path& p, int n) {
+  QFile f(QString::fromStdString(p.string()));
+  return f.open(QIODevice::ReadOnly) ? f.read(n) : QByteArray();
+}
+}  // namespace
+
+class TestReport : public QObject {
+  Q_OBJECT
+  QTemporaryDir tmp_;
+  fs::path scratch(const std::string& name) const { return fs::path(tmp_.path().toStdString()) / name; }
+
+ private Q_SLOTS:
+  void initTestCase() {
+    QVERIFY(tmp_.isValid());
+    // Two strategies × two rates × two repeats of a real (small) workload, recorded.
+    Family f;
+    for (const char* v : {"base", "ft1", "ft2"}) f.add(v, fixture("olmoe", v));
+    const HostStore store(f);
+    const auto analysis = analyze_family(f);
+    Recorder rec(scratch("runs.sqlite"));
+    for (StrategyKind kind : {StrategyKind::Consolidated, StrategyKind::TimeSharing}) {
+      StrategyServer server({.kind = kind, .capacity = 9}, f, store, *analysis, scratch(""));
+      for (double rate : {2.0, 8.0})
+        for (int rep = 0; rep < 2; ++rep) {
+          const auto w = generate_workload({.targets = {"base", "ft1", "ft2"}, .total_rate = rate, .duration_seconds = 3,
+                                            .prompt = {4, 6}, .output = {2, 3}, .vocab_size = 320,
+                                            .seed = static_cast<std::uint64_t>(rep + 1)});
+          const auto run = rec.begin_run(server.name(), nlohmann::json{{"rate", rate}, {"repeat", rep}}.dump());
+          run_workload(server, w, {.on_finished = [&](const RequestRecord& r) { rec.record(run, r); }});
+          rec.finish_run(run, "finished");
+        }
+    }
+  }
+
+  void tablesHoldEveryRunAndRequest() {
+    const Recorder rec(scratch("runs.sqlite"));
+    const ReportData d = load_report_data(rec, {}, "runs.sqlite");
+    QCOMPARE(d.runs.size(), std::size_t(8));
+    QCOMPARE(d.strategies, (std::vector<std::string>{"consolidated", "time-sharing"}));
+    QCOMPARE(d.points.size(), std::size_t(4));
+    QCOMPARE(d.points[1].rate, 8.0);
+    QCOMPARE(d.points[1].runs, 2);
+    // Consolidated misses at the positions it does not hold; time-sharing holds the whole model.
+    for (double h : d.layer_hit_rates.at("time-sharing")) QCOMPARE(h, 1.0);
+    const auto& consolidated = d.layer_hit_rates.at("consolidated");  // C = 9 of 24: most residents in layer 0
+    QVERIFY(std::any_of(consolidated.begin(), consolidated.end(), [](double h) { return h < 1; }));
+    QVERIFY(d.points[0].hit_rate > 0 && d.points[0].hit_rate < 1);
+
+    write_report_tables(rec, d, scratch("report"));
+    std::size_t requests = 0;
+    for (const auto& r : d.runs) requests += static_cast<std::size_t>(r.summary.requests);
+    QCOMPARE(lines_of(scratch("report/runs.csv")), std::size_t(8 + 1));
+    QCOMPARE(lines_of(scratch("report/points.csv")), std::size_t(4 + 1));
+    QCOMPARE(lines_of(scratch("report/layer_hit_rates.csv")), std::size_t(2 * 3 + 1));
+    QCOMPARE(lines_of(scratch("report/requests.csv")), requests + 1);
+    const auto j = nlohmann::json::parse(std::ifstream(scratch("report/report.json")));
+    QCOMPARE(j["runs"].size(), std::size_t(8));
+    QCOMPARE(j["points"][3]["strategy"].get<std::string>(), std::string("time-sharing"));
+    QCOMPARE(j["layer_hit_rates"]["time-sharing"][2].get<double>(), 1.0);
+
+    // Only the runs asked for; an id that is not there is refused.
+    QCOMPARE(load_report_data(rec, {1, 2}, "runs.sqlite").runs.size(), std::size_t(2));
+    expect_mentions(error_of<InvalidArgument>([&] { load_report_data(rec, {99}, "runs.sqlite"); }), {"run 99"});
+  }
+
+  void chartsAndPagesAreDrawn() {
+    const Recorder rec(scratch("runs.sqlite"));
+    const ReportData d = load_report_data(rec, {}, "runs.sqlite");
+    const auto files = ui::render_report(d, scratch("report"));
+    QCOMPARE(files.size(), std::size_t(4 * 3 + 2));
+    for (const char* chart : {"throughput", "ttft", "turnaround", "hit_rates"}) {
+      const QImage png(QString::fromStdString(scratch(std::string("report/") + chart + ".png").string()));
+      QCOMPARE(png.size(), QSize(900, 520));
+      QSet<QRgb> colors;  // a drawn chart, not a blank canvas
+      for (int y = 0; y < png.height(); y += 4)
+        for (int x = 0; x < png.width(); x += 4) colors.insert(png.pixel(x, y));
+      QVERIFY2(colors.size() > 10, chart);
+      QVERIFY(head_of(scratch(std::string("report/") + chart + ".svg"), 200).contains("<svg"));
+      QVERIFY(head_of(scratch(std::string("report/") + chart + ".pdf"), 5) == "%PDF-");
+    }
+    QVERIFY(head_of(scratch("report/report.pdf"), 5) == "%PDF-");
+    QVERIFY(fs::file_size(scratch("report/report.pdf")) > 20000);  // the embedded charts
+    const QByteArray html = head_of(scratch("report/report.html"), 1 << 20);
+    for (const char* part : {"Table 2", "Table 1", "throughput.png", "hit_rates.png", "time-sharing", "consolidated"})
+      QVERIFY2(html.contains(part), part);
+  }
+};
+
+QTEST_MAIN(TestReport)
+#include "tst_report.moc"
