@@ -227,6 +227,7 @@ class TestCli : public QObject {
       QCOMPARE(run.status, std::string("finished"));
       QVERIFY(!rec.requests(run.id).empty());
       QVERIFY(nlohmann::json::parse(run.config_json)["rate"] == 4);
+      QCOMPARE(rec.samples(run.id, "completed").size(), rec.requests(run.id).size());  // the dashboard's series
     }
     // The report of what was recorded: tables always, charts and pages in a GUI build.
     r = cli(args({"report", "--db"}) << path(db) << QStringLiteral("--out") << path(scratch("sweep-report")));

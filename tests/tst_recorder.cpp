@@ -85,6 +85,14 @@ class TestRecorder : public QObject {
     QCOMPARE(back[2].counters.layers[0].misses, std::int64_t(10));
     QCOMPARE(back[2].counters.layers[0].load_bytes, std::uint64_t(1000));
     QCOMPARE(summarize(back).hit_rate, summarize({want, sample_record(0), sample_record(1)}).hit_rate);
+    const auto queue = rec.samples(run, "queue_length");
+    QCOMPARE(queue.size(), std::size_t(1));
+    QCOMPARE(queue[0].value, 2.0);
+    Recorder writer(db);
+    writer.record_samples(run, time_series(back));
+    const auto in_system = rec.samples(run, "in_system");
+    QCOMPARE(in_system.size(), std::size_t(6));  // 3 arrivals, 3 finishes
+    QCOMPARE(rec.samples(run, "completed").back().value, 3.0);
     // The views, as someone in the sqlite3 shell would use them.
     QCOMPARE(query(db, "SELECT requests FROM run_summary"), std::string("3"));
     QCOMPARE(query(db, "SELECT ttft FROM request_metrics WHERE idx = 2"), std::string("1.25"));

@@ -239,6 +239,14 @@ class TestServing : public QObject {
     QCOMPARE(s.tpot.p50, 0.5);         // (3-1)/4 = 0.5 and (7-4)/6 = 0.5
     QCOMPARE(s.hit_rate_per_layer[0], 0.5);
     QVERIFY(std::isnan(s.hit_rate_per_layer[1]));
+    // Arrivals at 0 and 1, finishes at 3 and 7: 1, 2, 1, 0 in the system.
+    std::vector<double> in_system, completed;
+    for (const Sample& x : time_series(records)) {
+      if (x.name == "in_system") in_system.push_back(x.value);
+      if (x.name == "completed") completed.push_back(x.value);
+    }
+    QCOMPARE(in_system, (std::vector<double>{1, 2, 1, 0}));
+    QCOMPARE(completed, (std::vector<double>{1, 2}));
   }
   void sweepConfigs() {
     const fs::path cfg = fs::path(MOSAIC_TEST_DATA).parent_path().parent_path() / "sample_configs" / "paper-qos.json";

@@ -76,6 +76,7 @@ void add_bench_command(CLI::App& app) {
                                                draw_progress(done, total, label);
                                                return true;
                                              }});
+          recorder.record_samples(run, time_series(records));
           recorder.finish_run(run, "finished");
           const RunSummary s = summarize(records);
           std::printf("%-14s %7.2f %3d %6lld | %9.1f %8.1f | %9.4f %9.4f %9.4f | %9.4f %9.4f | %6.1f %8.3f\n",

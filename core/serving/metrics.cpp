@@ -74,4 +74,32 @@ RunSummary summarize(const std::vector<RequestRecord>& records) {
   return s;
 }
 
+std::vector<Sample> time_series(const std::vector<RequestRecord>& records) {
+  struct Event {
+    double t;
+    int delta;  // +1 arrival, -1 finish
+    double turnaround;
+  };
+  std::vector<Event> events;
+  for (const RequestRecord& r : records) {
+    events.push_back({r.arrival, +1, 0});
+    events.push_back({r.finish, -1, r.turnaround()});
+  }
+  // Finishes before arrivals at the same instant, so the count never overshoots.
+  std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+    return a.t < b.t || (a.t == b.t && a.delta < b.delta);
+  });
+  std::vector<Sample> out;
+  std::int64_t in_system = 0, completed = 0;
+  for (const Event& e : events) {
+    in_system += e.delta;
+    out.push_back({e.t, "in_system", static_cast<double>(in_system)});
+    if (e.delta < 0) {
+      out.push_back({e.t, "completed", static_cast<double>(++completed)});
+      out.push_back({e.t, "turnaround", e.turnaround});
+    }
+  }
+  return out;
+}
+
 }  // namespace mosaic

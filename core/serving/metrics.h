@@ -48,4 +48,15 @@ struct RunSummary {
 
 RunSummary summarize(const std::vector<RequestRecord>& records);
 
+// A point of a run's time series, for the dashboard.
+struct Sample {
+  double t = 0;  // seconds from the start of the run
+  std::string name;
+  double value = 0;
+};
+
+// At every arrival and finish, in time order: "in_system" (arrived and not yet finished) and, at
+// finishes, "completed" (finished so far) and "turnaround" (of the request that finished).
+std::vector<Sample> time_series(const std::vector<RequestRecord>& records);
+
 }  // namespace mosaic

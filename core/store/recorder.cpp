@@ -198,6 +198,29 @@ void Recorder::sample(std::int64_t run, double t, const std::string& name, doubl
   s.run();
 }
 
+void Recorder::record_samples(std::int64_t run, const std::vector<Sample>& samples) {
+  exec("BEGIN IMMEDIATE");
+  try {
+    Statement s(db_, "INSERT INTO samples (run_id, t, name, value) VALUES (?, ?, ?, ?)", path_.string());
+    for (const Sample& x : samples) {
+      s.bind(1, run).bind(2, x.t).bind(3, x.name).bind(4, x.value);
+      s.run();
+    }
+    exec("COMMIT");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+}
+
+std::vector<Sample> Recorder::samples(std::int64_t run, const std::string& name) const {
+  Statement s(db_, "SELECT t, value FROM samples WHERE run_id = ? AND name = ? ORDER BY t, rowid", path_.string());
+  s.bind(1, run).bind(2, name);
+  std::vector<Sample> out;
+  while (s.step()) out.push_back({s.f64(0), name, s.f64(1)});
+  return out;
+}
+
 void Recorder::finish_run(std::int64_t run, const std::string& status) {
   Statement s(db_, "UPDATE runs SET finished_at = ?, status = ? WHERE id = ?", path_.string());
   s.bind(1, utc_timestamp()).bind(2, status).bind(3, run);

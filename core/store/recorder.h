@@ -35,10 +35,12 @@ class Recorder {
   std::int64_t begin_run(const std::string& strategy, const std::string& config_json);  // status "running"
   void record(std::int64_t run, const RequestRecord& request);  // one transaction
   void sample(std::int64_t run, double t, const std::string& name, double value);
+  void record_samples(std::int64_t run, const std::vector<Sample>& samples);  // one transaction
   void finish_run(std::int64_t run, const std::string& status);  // "finished", "stopped", "failed"
 
   std::vector<RunInfo> runs() const;
   std::vector<RequestRecord> requests(std::int64_t run) const;  // in workload order, with per-layer counters
+  std::vector<Sample> samples(std::int64_t run, const std::string& name) const;  // in time order
   int schema_version() const;
 
   // The schema scripts, version by version (index 0 creates version 1); exposed so tests can build

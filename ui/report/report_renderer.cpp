@@ -35,7 +35,7 @@ QString q(const std::string& s) { return QString::fromStdString(s); }
 // One line chart in PNG, SVG and PDF, named `stem`.
 std::vector<std::filesystem::path> save_chart(const std::filesystem::path& dir, const QString& stem, const QString& title,
                                               const QString& xlabel, const QString& ylabel, const std::vector<Series>& series,
-                                              bool diagonal = false) {
+                                              bool diagonal = false, bool integer_x = false) {
   QCustomPlot plot;
   plot.resize(kWidth, kHeight);
   plot.plotLayout()->insertRow(0);
@@ -43,7 +43,7 @@ std::vector<std::filesystem::path> save_chart(const std::filesystem::path& dir, 
   plot.xAxis->setLabel(xlabel);
   plot.yAxis->setLabel(ylabel);
   plot.legend->setVisible(true);
-  plot.axisRect()->insetLayout()->setInsetAlignment(0, diagonal ? (Qt::AlignBottom | Qt::AlignRight) : (Qt::AlignTop | Qt::AlignLeft));
+  plot.axisRect()->insetLayout()->setInsetAlignment(0, Qt::AlignBottom | Qt::AlignRight);
   double xmax = 0, ymax = 0;
   for (std::size_t i = 0; i < series.size(); ++i) {
     QCPGraph* g = plot.addGraph();
@@ -61,7 +61,13 @@ std::vector<std::filesystem::path> save_chart(const std::filesystem::path& dir, 
     g->setPen(QPen(Qt::gray, 1, Qt::DashLine));
     ymax = std::max(ymax, xmax);
   }
-  plot.xAxis->setRange(0, xmax > 0 ? xmax * 1.05 : 1);
+  if (integer_x) {  // layers are whole numbers
+    auto ticker = QSharedPointer<QCPAxisTickerFixed>::create();
+    ticker->setTickStep(1.0);
+    ticker->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+    plot.xAxis->setTicker(ticker);
+  }
+  plot.xAxis->setRange(integer_x ? -0.2 : 0, xmax > 0 ? xmax * 1.05 : 1);
   plot.yAxis->setRange(0, ymax > 0 ? ymax * 1.1 : 1);
   plot.replot();
 
@@ -133,7 +139,7 @@ std::vector<std::filesystem::path> render_report(const ReportData& d, const std:
   add(save_chart(dir, QStringLiteral("turnaround"), QStringLiteral("Mean turnaround"), rate_label,
                  QStringLiteral("turnaround (s)"), turnaround));
   add(save_chart(dir, QStringLiteral("hit_rates"), QStringLiteral("Expert hit rate per layer (Multi-MoE Table 1)"),
-                 QStringLiteral("layer"), QStringLiteral("hit rate (%)"), hits));
+                 QStringLiteral("layer"), QStringLiteral("hit rate (%)"), hits, false, true));
 
   QString html;
   html += QStringLiteral("<html><head><meta charset='utf-8'><title>Mosaic QoS report</title>"
