@@ -9,6 +9,7 @@
 
 #include "analysis/layout.h"
 #include "model/checkpoint.h"
+#include "serving/workload.h"
 #include "store/recorder.h"
 #include "test_support.h"
 
@@ -229,6 +230,22 @@ class TestCli : public QObject {
       QVERIFY(nlohmann::json::parse(run.config_json)["rate"] == 4);
       QCOMPARE(rec.samples(run.id, "completed").size(), rec.requests(run.id).size());  // the dashboard's series
     }
+    // A trace replayed instead of generated arrivals.
+    write_trace(scratch("trace.jsonl"), {{0.0, "ft1", {1, 2, 3}, 2}, {0.5, "base", {4, 5}, 3}, {1.0, "ft1", {6}, 1}});
+    nlohmann::json replay = sweep;
+    replay["trace"] = scratch("trace.jsonl").string();
+    replay.erase("rates");
+    std::ofstream(scratch("replay.json")) << replay.dump();
+    r = cli(args({"bench", "--config"}) << path(scratch("replay.json")) << QStringLiteral("--db") << path(scratch("replay.sqlite")));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    const Recorder replayed(scratch("replay.sqlite"));
+    QCOMPARE(replayed.runs().size(), std::size_t(2));
+    const auto rq = replayed.requests(replayed.runs()[0].id);
+    QCOMPARE(rq.size(), std::size_t(3));
+    QCOMPARE(rq[1].target, std::string("base"));
+    QCOMPARE(rq[1].arrival, 0.5);
+    QCOMPARE(rq[1].output_tokens, std::int64_t(3));
+
     // The report of what was recorded: tables always, charts and pages in a GUI build.
     r = cli(args({"report", "--db"}) << path(db) << QStringLiteral("--out") << path(scratch("sweep-report")));
     QVERIFY2(r.code == 0, qPrintable(r.err));

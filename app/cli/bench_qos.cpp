@@ -55,20 +55,27 @@ void add_bench_command(CLI::App& app) {
     std::fflush(stdout);
     for (const StrategyConfig& sc : config.strategies) {
       StrategyServer server(sc, family, store, *analysis, scratch);
-      for (double rate : config.rates)
+      const std::vector<WorkloadRequest> trace = config.trace.empty() ? std::vector<WorkloadRequest>{} : read_trace(config.trace);
+      const std::vector<double> rates = config.trace.empty() ? config.rates : std::vector<double>{0.0};
+      for (double rate : rates)
         for (int rep = 0; rep < config.repeats; ++rep) {
           WorkloadSpec spec = config.workload;
           for (const Variant& v : family.variants()) spec.targets.push_back(v.name);
           spec.total_rate = rate;
           spec.vocab_size = store.spec().vocab_size;
           spec.seed = config.workload.seed + static_cast<std::uint64_t>(rep);
-          const auto workload = generate_workload(spec);
-          const nlohmann::json run_config = {{"strategy", server.name()}, {"rate", rate}, {"repeat", rep},
+          const auto workload = config.trace.empty() ? generate_workload(spec) : trace;
+          // A trace's rate is what it holds.
+          const double run_rate = config.trace.empty() || workload.size() < 2
+                                      ? rate
+                                      : static_cast<double>(workload.size()) / std::max(workload.back().arrival, 1e-9);
+          const nlohmann::json run_config = {{"strategy", server.name()}, {"rate", run_rate}, {"repeat", rep},
                                              {"seed", spec.seed}, {"capacity", sc.capacity},
+                                             {"trace", config.trace.string()},
                                              {"clock", config.clock == RunClock::Real ? "real" : "virtual"},
                                              {"sweep", nlohmann::json::parse(config.text, nullptr, false)}};
           const auto run = recorder.begin_run(server.name(), run_config.dump());
-          const std::string label = server.name() + " @ " + std::to_string(rate).substr(0, 5) + " req/s";
+          const std::string label = server.name() + " @ " + std::to_string(run_rate).substr(0, 5) + " req/s";
           const auto records = run_workload(server, workload,
                                             {.clock = config.clock,
                                              .on_finished = [&](const RequestRecord& r) { recorder.record(run, r); },
@@ -80,7 +87,7 @@ void add_bench_command(CLI::App& app) {
           recorder.finish_run(run, "finished");
           const RunSummary s = summarize(records);
           std::printf("%-14s %7.2f %3d %6lld | %9.1f %8.1f | %9.4f %9.4f %9.4f | %9.4f %9.4f | %6.1f %8.3f\n",
-                      server.name().c_str(), rate, rep, static_cast<long long>(s.requests), s.requests_per_minute,
+                      server.name().c_str(), run_rate, rep, static_cast<long long>(s.requests), s.requests_per_minute,
                       s.tokens_per_second, s.ttft.p50, s.ttft.p90, s.ttft.p99, s.turnaround.p50, s.turnaround.p90,
                       100.0 * s.hit_rate, s.swap_seconds);
           std::fflush(stdout);

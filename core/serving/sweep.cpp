@@ -35,8 +35,14 @@ SweepConfig load_sweep_config(const std::filesystem::path& path) {
   const std::string clock = j.value("clock", "virtual");
   if (clock != "virtual" && clock != "real") fail("clock", "is '" + clock + "'; use virtual or real");
   c.clock = clock == "real" ? RunClock::Real : RunClock::Virtual;
-  if (!j.contains("rates") || !j["rates"].is_array() || j["rates"].empty()) fail("rates", "must list total arrival rates");
-  for (const auto& r : j["rates"]) {
+  if (j.contains("trace")) {
+    if (!j["trace"].is_string() || j["trace"].get<std::string>().empty()) fail("trace", "must be the path of a JSONL trace");
+    const std::filesystem::path t = j["trace"].get<std::string>();
+    c.trace = t.is_absolute() ? t : path.parent_path() / t;
+  }
+  if (c.trace.empty() && (!j.contains("rates") || !j["rates"].is_array() || j["rates"].empty()))
+    fail("rates", "must list total arrival rates (or give a trace)");
+  for (const auto& r : j.value("rates", nlohmann::json::array())) {
     if (!r.is_number() || r.get<double>() <= 0) fail("rates", "must hold positive requests per second");
     c.rates.push_back(r.get<double>());
   }

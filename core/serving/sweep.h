@@ -5,7 +5,9 @@
 //    "clock": "virtual" | "real", "rates": [requests/s], "repeats": n, "seed": s,
 //    "alpha": skew, "duration_seconds": t, "prompt": [min, max], "output": [min, max],
 //    "strategies": [{"kind": "consolidated", "capacity": n, "budget": "12GiB", "hit": …, "miss": …,
-//                    "single_target": name}, …]}
+//                    "single_target": name}, …],
+//    "trace": "file.jsonl" (optional, relative to the config: replayed instead of generated; the
+//              rates are then not used)}
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -21,6 +23,7 @@ struct SweepConfig {
   int repeats = 1;
   WorkloadSpec workload;  // targets, rates and vocabulary are filled in per run
   std::vector<StrategyConfig> strategies;
+  std::filesystem::path trace;  // empty: generate Poisson workloads
   std::string text;       // the config as written, recorded with every run
 };
 
