@@ -38,7 +38,7 @@ std::string query(const fs::path& db, const std::string& sql) {
 
 RequestRecord sample_record(std::int64_t index) {
   RequestRecord r{.index = index, .target = "ft1", .lane = 0, .arrival = 1.0 * index, .start = 1.5 * index,
-                  .first_token = 1.5 * index + 0.25, .finish = 1.5 * index + 1, .swap_seconds = 0.01,
+                  .first_token = 1.5 * index + 0.25, .finish = 1.5 * index + 1,
                   .prompt_tokens = 20, .output_tokens = 25};
   r.counters.swaps = 1;
   r.counters.swap_seconds = 0.01;

@@ -75,7 +75,7 @@ class TestReport : public QObject {
     QVERIFY(std::any_of(consolidated.begin(), consolidated.end(), [](double h) { return h < 1; }));
     QVERIFY(d.points[0].hit_rate > 0 && d.points[0].hit_rate < 1);
 
-    write_report_tables(rec, d, scratch("report"));
+    write_report_tables(d, scratch("report"));
     std::size_t requests = 0;
     for (const auto& r : d.runs) requests += static_cast<std::size_t>(r.summary.requests);
     QCOMPARE(lines_of(scratch("report/runs.csv")), std::size_t(8 + 1));

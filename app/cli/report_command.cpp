@@ -29,7 +29,7 @@ void add_report_command(CLI::App& app) {
       throw MissingError(o->db.string(), "", "does not exist", "record runs with `mosaic-cli bench --db FILE` first");
     const Recorder recorder(o->db);
     const ReportData data = load_report_data(recorder, o->runs, o->db.filename().string());
-    write_report_tables(recorder, data, o->out);
+    write_report_tables(data, o->out);
 #ifdef MOSAIC_REPORT_CHARTS
     // Charts need a QApplication; without a display the offscreen platform draws them.
     if (!std::getenv("QT_QPA_PLATFORM") && !std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY"))

@@ -86,7 +86,7 @@ void write_serving_stats(const std::filesystem::path& path, const ServingSession
   }
   if (request)
     j["request"] = {{"prompt_tokens", request->prompt_tokens}, {"generated_tokens", request->generated_tokens},
-                    {"queue_wait_seconds", request->queue_wait_seconds}, {"swap_seconds", request->swap_seconds},
+                    {"queue_wait_seconds", request->queue_wait_seconds}, {"swap_seconds", request->swap_seconds()},
                     {"ttft_seconds", request->ttft_seconds}, {"tpot_seconds", request->tpot_seconds},
                     {"total_seconds", request->total_seconds}};
   const std::string text = j.dump(1);

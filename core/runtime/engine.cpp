@@ -130,8 +130,6 @@ void Engine::serve(Job& job) {
   }
   const Clock::time_point end = Clock::now();
   st.generated_tokens = static_cast<std::int64_t>(result.tokens.size());
-  st.swap_seconds = st.counters.swap_seconds;
-  st.swap_bytes = st.counters.swap_bytes;
   if (st.generated_tokens > 0) st.ttft_seconds = seconds(job.submitted, first);
   if (st.generated_tokens > 1) st.tpot_seconds = seconds(first, last) / static_cast<double>(st.generated_tokens - 1);
   st.total_seconds = seconds(job.submitted, end);

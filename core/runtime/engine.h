@@ -23,13 +23,13 @@ struct ServeRequest {
 
 struct RequestStats {
   double queue_wait_seconds = 0;  // submit → start
-  double swap_seconds = 0;        // non-expert reconfiguration, within the request
   double ttft_seconds = 0;        // submit → first token
   double tpot_seconds = 0;        // mean time per output token after the first
   double total_seconds = 0;       // submit → finished
-  std::uint64_t swap_bytes = 0;
   std::int64_t prompt_tokens = 0, generated_tokens = 0;
-  RuntimeCounters counters;
+  RuntimeCounters counters;      // hits, misses, loads and swaps (time and bytes) of this request
+
+  double swap_seconds() const { return counters.swap_seconds; }
 };
 
 struct RequestResult {

@@ -14,8 +14,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::int64_t moe_positions_of(const ModelSpec& s) { return s.num_sparse_layers() * s.num_experts; }
-
 std::int64_t first_sparse_layer(const ModelSpec& s) {
   std::int64_t l = 0;
   while (l < s.num_layers && !s.is_sparse(l)) ++l;
@@ -69,9 +67,11 @@ Runtime::Runtime(const HostStore& store, const Layout& layout, const std::vector
     throw InvalidArgument("runtime", "miss slots", "must be at least 1: a miss needs a slot to load into");
   const std::uint64_t eb = store.expert_bytes();
 
+  std::vector<std::int64_t> pinned(static_cast<std::size_t>(s.num_layers), 0);  // the layout's copies per layer
   std::int64_t pinned_total = 0;
   for (std::int64_t l = 0; l < s.num_layers; ++l)
-    for (std::int64_t e = 0; e < s.num_experts && s.is_sparse(l); ++e) pinned_total += plan.resident(l, e) >= 0;
+    for (std::int64_t e = 0; e < s.num_experts && s.is_sparse(l); ++e)
+      if (plan.resident(l, e) >= 0) ++pinned[static_cast<std::size_t>(l)], ++pinned_total;
   // LRU spares: at least miss_slots per layer; with a budget, whatever it leaves after the pinned
   // copies and the KV room, spread evenly over the MoE layers.
   std::int64_t spare = 0, scratch = 0;
@@ -93,13 +93,12 @@ Runtime::Runtime(const HostStore& store, const Layout& layout, const std::vector
   tables_.resize(static_cast<std::size_t>(s.num_layers));
   for (std::int64_t l = 0; l < s.num_layers; ++l) {
     if (!s.is_sparse(l)) continue;
-    std::int64_t pinned = 0;
-    for (std::int64_t e = 0; e < s.num_experts; ++e) pinned += plan.resident(l, e) >= 0;
-    const std::uint64_t bytes = static_cast<std::uint64_t>(pinned + spare + scratch) * eb;
-    budget_.reserve(bytes, "expert slots of layer " + std::to_string(l) + " (" + std::to_string(pinned) + " resident, " +
+    const std::int64_t resident = pinned[static_cast<std::size_t>(l)];
+    const std::uint64_t bytes = static_cast<std::uint64_t>(resident + spare + scratch) * eb;
+    budget_.reserve(bytes, "expert slots of layer " + std::to_string(l) + " (" + std::to_string(resident) + " resident, " +
                                std::to_string(spare + scratch) + " for misses)");
     slot_bytes_ += bytes;
-    auto pool = std::make_unique<SlotPool>(s, pinned, spare, scratch);
+    auto pool = std::make_unique<SlotPool>(s, resident, spare, scratch);
     auto table = std::make_unique<RerouteTable>(store.variants(), s.num_experts);
     std::int64_t slot = 0;
     for (std::int64_t e = 0; e < s.num_experts; ++e) {
@@ -116,10 +115,10 @@ Runtime::Runtime(const HostStore& store, const Layout& layout, const std::vector
     tables_[static_cast<std::size_t>(l)] = std::move(table);
   }
   if (options.follow_target) {
-    if (pinned_total != moe_positions_of(s))
+    if (pinned_total != moe_positions(s))
       throw InvalidArgument("runtime", "time-sharing", "needs every expert position pinned",
                             "use a layout that makes every position resident");
-    expert_owner_ = to_store.empty() ? -1 : to_store[static_cast<std::size_t>(plan.resident(first_sparse_layer(s), 0))];
+    expert_owner_ = to_store[static_cast<std::size_t>(plan.resident(first_sparse_layer(s), 0))];
     for (auto& table : tables_)  // the pinned slots serve only their owner
       if (table)
         for (int t = 0; t < store.variants(); ++t)

@@ -16,7 +16,6 @@ struct RequestRecord {
   std::size_t lane = 0;
   // Seconds from the start of the run.
   double arrival = 0, start = 0, first_token = 0, finish = 0;
-  double swap_seconds = 0;
   std::int64_t prompt_tokens = 0, output_tokens = 0;
   Finish outcome = Finish::Length;
   std::string error;
@@ -25,6 +24,7 @@ struct RequestRecord {
   double queue_wait() const { return start - arrival; }
   double ttft() const { return first_token - arrival; }
   double turnaround() const { return finish - arrival; }
+  double swap_seconds() const { return counters.swap_seconds; }
   double tpot() const { return output_tokens > 1 ? (finish - first_token) / static_cast<double>(output_tokens - 1) : 0; }
   std::uint64_t bytes_moved() const { return counters.swap_bytes + counters.total().load_bytes; }
 };

@@ -23,7 +23,6 @@ RequestRecord record_of(std::size_t index, const WorkloadRequest& r, std::size_t
   rec.start = start;
   rec.finish = start + served.service_seconds;
   rec.first_token = served.tokens.empty() ? rec.finish : start + served.first_token_seconds;
-  rec.swap_seconds = served.counters.swap_seconds;
   rec.prompt_tokens = static_cast<std::int64_t>(r.prompt.size());
   rec.output_tokens = static_cast<std::int64_t>(served.tokens.size());
   rec.outcome = served.finish;

@@ -258,7 +258,6 @@ std::vector<RequestRecord> Recorder::requests(std::int64_t run) const {
       for (Finish f : {Finish::Length, Finish::Stop, Finish::Cancelled, Finish::Failed})
         if (outcome == finish_name(f)) r.outcome = f;
       r.error = s.text(10);
-      r.swap_seconds = s.f64(12);
       r.counters.swaps = s.i64(11);
       r.counters.swap_seconds = s.f64(12);
       r.counters.swap_bytes = static_cast<std::uint64_t>(s.i64(13));

@@ -61,11 +61,11 @@ ReportData load_report_data(const Recorder& recorder, const std::vector<std::int
       if (config.contains("rate") && config["rate"].is_number()) run.rate = config["rate"].get<double>();
       if (config.contains("repeat") && config["repeat"].is_number_integer()) run.repeat = config["repeat"].get<int>();
     }
-    const auto requests = recorder.requests(info.id);
-    run.summary = summarize(requests);
+    run.requests = recorder.requests(info.id);
+    run.summary = summarize(run.requests);
     if (std::find(d.strategies.begin(), d.strategies.end(), info.strategy) == d.strategies.end()) d.strategies.push_back(info.strategy);
     auto& [hits, totals] = layer_counts[info.strategy];
-    for (const RequestRecord& r : requests) {
+    for (const RequestRecord& r : run.requests) {
       hits.resize(std::max(hits.size(), r.counters.layers.size()));
       totals.resize(hits.size());
       for (std::size_t l = 0; l < r.counters.layers.size(); ++l) {
@@ -110,7 +110,7 @@ ReportData load_report_data(const Recorder& recorder, const std::vector<std::int
   return d;
 }
 
-void write_report_tables(const Recorder& recorder, const ReportData& d, const std::filesystem::path& dir) {
+void write_report_tables(const ReportData& d, const std::filesystem::path& dir) {
   std::vector<std::vector<std::string>> runs, points, layers, requests;
   nlohmann::ordered_json j;
   j["database"] = d.database;
@@ -131,12 +131,12 @@ void write_report_tables(const Recorder& recorder, const ReportData& d, const st
                                          {"mean", s.turnaround.mean}}},
                          {"hit_rate", nan_as_null(s.hit_rate)}, {"swaps", s.swaps}, {"swap_seconds", s.swap_seconds},
                          {"machine", r.info.machine}, {"build", r.info.build}, {"started_at", r.info.started_at}});
-    for (const RequestRecord& q : recorder.requests(r.info.id)) {
+    for (const RequestRecord& q : r.requests) {
       const LayerCounts t = q.counters.total();
       requests.push_back({std::to_string(r.info.id), std::to_string(q.index), q.target, std::to_string(q.lane), num(q.arrival),
                           num(q.start), num(q.first_token), num(q.finish), num(q.queue_wait()), num(q.ttft()),
                           num(q.tpot()), num(q.turnaround()), std::to_string(q.output_tokens), std::to_string(t.hits),
-                          std::to_string(t.misses), num(q.swap_seconds), std::to_string(q.bytes_moved()),
+                          std::to_string(t.misses), num(q.swap_seconds()), std::to_string(q.bytes_moved()),
                           finish_name(q.outcome)});
     }
   }

@@ -16,6 +16,7 @@ struct ReportRun {
   RunInfo info;
   double rate = 0;  // total arrival rate (requests/s) from the run's config; 0 when unknown
   int repeat = 0;
+  std::vector<RequestRecord> requests;  // as recorded, in workload order
   RunSummary summary;
 };
 
@@ -42,6 +43,6 @@ ReportData load_report_data(const Recorder& recorder, const std::vector<std::int
                             const std::string& database_name);
 
 // runs.csv, points.csv, layer_hit_rates.csv and requests.csv, plus report.json, into `dir`.
-void write_report_tables(const Recorder& recorder, const ReportData& data, const std::filesystem::path& dir);
+void write_report_tables(const ReportData& data, const std::filesystem::path& dir);
 
 }  // namespace mosaic
