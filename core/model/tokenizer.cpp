@@ -1,0 +1,402 @@
+#include "model/tokenizer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+
+#include "common/atomic_file.h"
+#include "common/error.h"
+#include "model/bpe.h"
+#include "model/byte_level.h"
+#include "model/utf8.h"
+
+namespace mosaic {
+
+using nlohmann::json;
+
+namespace {
+constexpr std::string_view kMetaspace = "\xE2\x96\x81";  // U+2581 "▁"
+}
+
+struct Tokenizer::Impl {
+  Kind kind = Kind::ByteLevel;
+  std::vector<std::string> tokens;                        // by id
+  std::unordered_map<std::string, std::int64_t> ids;      // token → id
+  BpeMerges merges;
+  struct Added { std::string content; std::int64_t id; bool special; };
+  std::vector<Added> added;                               // longest content first
+  std::vector<bool> is_special;                           // by id
+  bool byte_fallback = false, fuse_unk = false, ignore_merges = false;
+  std::optional<std::int64_t> unk;
+  // ByteLevel
+  bool add_prefix_space = false, use_regex = true;
+  // Metaspace: where "▁" is prepended, and whether words split before each "▁".
+  enum class Prepend { Never, First, Always } prepend = Prepend::First;
+  bool split = false;
+  std::vector<std::int64_t> bos, eos;                     // the post-processor's single template
+  std::string json_text;                                  // the file as read, or as built
+
+  std::int64_t lookup(const std::string& t) const {
+    const auto it = ids.find(t);
+    return it == ids.end() ? -1 : it->second;
+  }
+  void encode_segment(std::string_view text, bool first, std::vector<std::int64_t>& out) const;
+  void emit_symbols(const std::vector<std::string>& symbols, std::vector<std::int64_t>& out) const;
+};
+
+namespace {
+
+[[noreturn]] void unsupported(const std::string& source, const std::string& field, const std::string& what) {
+  throw UnsupportedError(source, field, what, "Mosaic reads byte-level BPE and Metaspace BPE (Llama/Mixtral) tokenizers");
+}
+
+std::string type_of(const json& j) { return j.is_object() ? j.value("type", std::string()) : std::string(); }
+
+void read_model(Tokenizer::Impl& t, const json& m, const std::string& source) {
+  if (!m.is_object()) throw MissingError(source, "model", "is absent");
+  if (type_of(m) != "BPE") unsupported(source, "model.type", "'" + type_of(m) + "' is not BPE");
+  for (const char* f : {"continuing_subword_prefix", "end_of_word_suffix"})
+    if (m.contains(f) && !m[f].is_null() && !(m[f].is_string() && m[f].get<std::string>().empty()))
+      unsupported(source, std::string("model.") + f, "is set");
+  if (m.contains("dropout") && m["dropout"].is_number() && m["dropout"].get<double>() > 0)
+    unsupported(source, "model.dropout", "BPE dropout is for training only");
+  const json& vocab = m.at("vocab");
+  if (!vocab.is_object()) throw FormatError(source, "model.vocab", "is not an object of token → id");
+  std::int64_t max_id = -1;
+  for (const auto& [tok, id] : vocab.items()) {
+    if (!id.is_number_integer() || id.get<std::int64_t>() < 0)
+      throw FormatError(source, "model.vocab[" + tok + "]", "is not a non-negative integer id");
+    t.ids[tok] = id.get<std::int64_t>();
+    max_id = std::max(max_id, id.get<std::int64_t>());
+  }
+  t.tokens.assign(static_cast<std::size_t>(max_id + 1), std::string());
+  for (const auto& [tok, id] : t.ids) t.tokens[static_cast<std::size_t>(id)] = tok;
+  const json& merges = m.value("merges", json::array());
+  for (std::size_t i = 0; i < merges.size(); ++i) {
+    std::string a, b;
+    if (merges[i].is_string()) {  // "a b" (tokenizers < 0.20)
+      const std::string s = merges[i];
+      const auto sp = s.find(' ');
+      if (sp == std::string::npos) throw FormatError(source, "model.merges[" + std::to_string(i) + "]", "has no space between its two tokens");
+      a = s.substr(0, sp);
+      b = s.substr(sp + 1);
+    } else if (merges[i].is_array() && merges[i].size() == 2) {  // ["a", "b"]
+      a = merges[i][0];
+      b = merges[i][1];
+    } else {
+      throw FormatError(source, "model.merges[" + std::to_string(i) + "]", "is neither \"a b\" nor [\"a\", \"b\"]");
+    }
+    if (!t.ids.count(a + b))
+      throw FormatError(source, "model.merges[" + std::to_string(i) + "]", "merges into '" + a + b + "', which is not in the vocabulary");
+    t.merges.add(a, b);
+  }
+  t.byte_fallback = m.value("byte_fallback", false);
+  t.fuse_unk = m.value("fuse_unk", false);
+  t.ignore_merges = m.value("ignore_merges", false);
+  if (m.contains("unk_token") && m["unk_token"].is_string()) {
+    const std::int64_t u = t.lookup(m["unk_token"]);
+    if (u < 0) throw FormatError(source, "model.unk_token", "is not in the vocabulary");
+    t.unk = u;
+  }
+}
+
+Tokenizer::Impl::Prepend prepend_scheme(const json& j) {
+  if (j.contains("prepend_scheme")) {
+    const std::string s = j["prepend_scheme"];
+    return s == "always" ? Tokenizer::Impl::Prepend::Always
+         : s == "never"  ? Tokenizer::Impl::Prepend::Never
+                         : Tokenizer::Impl::Prepend::First;
+  }
+  return j.value("add_prefix_space", true) ? Tokenizer::Impl::Prepend::Always : Tokenizer::Impl::Prepend::Never;
+}
+
+// Llama/Mixtral's normalizer: Sequence[Prepend("▁"), Replace(" ", "▁")]; null is also accepted.
+bool read_normalizer(Tokenizer::Impl& t, const json& n, const std::string& source) {
+  if (n.is_null()) return false;
+  const json parts = type_of(n) == "Sequence" ? n.at("normalizers") : json::array({n});
+  bool metaspace = false;
+  for (const json& p : parts) {
+    const std::string type = type_of(p);
+    if (type == "Prepend" && p.value("prepend", std::string()) == kMetaspace) {
+      t.prepend = Tokenizer::Impl::Prepend::Always;
+      metaspace = true;
+    } else if (type == "Replace" && p.contains("pattern") && p["pattern"].value("String", std::string()) == " " &&
+               p.value("content", std::string()) == kMetaspace) {
+      metaspace = true;
+    } else {
+      unsupported(source, "normalizer", "'" + type + "' is not implemented");
+    }
+  }
+  return metaspace;
+}
+
+void read_pre_tokenizer(Tokenizer::Impl& t, const json& p, bool normalized_metaspace, const std::string& source) {
+  if (p.is_null()) {
+    if (!normalized_metaspace) unsupported(source, "pre_tokenizer", "is null without a Metaspace normalizer");
+    t.kind = Tokenizer::Kind::Metaspace;
+    t.split = false;
+    if (t.prepend != Tokenizer::Impl::Prepend::Always) t.prepend = Tokenizer::Impl::Prepend::Never;
+    return;
+  }
+  const std::string type = type_of(p);
+  if (type == "ByteLevel") {
+    t.kind = Tokenizer::Kind::ByteLevel;
+    t.add_prefix_space = p.value("add_prefix_space", false);
+    t.use_regex = p.value("use_regex", true);
+  } else if (type == "Metaspace") {
+    if (p.value("replacement", std::string(kMetaspace)) != kMetaspace)
+      unsupported(source, "pre_tokenizer.replacement", "is not U+2581");
+    t.kind = Tokenizer::Kind::Metaspace;
+    t.prepend = prepend_scheme(p);
+    t.split = p.value("split", true);
+  } else {
+    unsupported(source, "pre_tokenizer.type", "'" + type + "' is not implemented");
+  }
+}
+
+void read_post_processor(Tokenizer::Impl& t, const json& p, const std::string& source) {
+  if (p.is_null() || type_of(p) == "ByteLevel") return;
+  if (type_of(p) == "Sequence") {
+    for (const json& q : p.at("processors")) read_post_processor(t, q, source);
+    return;
+  }
+  if (type_of(p) != "TemplateProcessing") unsupported(source, "post_processor.type", "'" + type_of(p) + "' is not implemented");
+  bool after = false;
+  for (const json& piece : p.at("single")) {
+    if (piece.contains("Sequence")) { after = true; continue; }
+    const std::string name = piece.at("SpecialToken").at("id");
+    const json& special = p.at("special_tokens").at(name);
+    for (const json& id : special.at("ids")) (after ? t.eos : t.bos).push_back(id.get<std::int64_t>());
+  }
+}
+
+}  // namespace
+
+void Tokenizer::Impl::emit_symbols(const std::vector<std::string>& symbols, std::vector<std::int64_t>& out) const {
+  bool last_unk = false;
+  for (const std::string& s : symbols) {
+    const std::int64_t id = lookup(s);
+    if (id >= 0) {
+      out.push_back(id);
+      last_unk = false;
+      continue;
+    }
+    if (byte_fallback) {
+      bool all = true;
+      std::vector<std::int64_t> bytes;
+      for (unsigned char b : s) {
+        char name[8];
+        std::snprintf(name, sizeof name, "<0x%02X>", b);
+        const std::int64_t bid = lookup(name);
+        if (bid < 0) { all = false; break; }
+        bytes.push_back(bid);
+      }
+      if (all) {
+        out.insert(out.end(), bytes.begin(), bytes.end());
+        last_unk = false;
+        continue;
+      }
+    }
+    if (!unk) continue;  // HF drops a symbol it cannot represent when there is no unk token
+    if (!(fuse_unk && last_unk)) out.push_back(*unk);
+    last_unk = true;
+  }
+}
+
+void Tokenizer::Impl::encode_segment(std::string_view text, bool first, std::vector<std::int64_t>& out) const {
+  if (text.empty()) return;
+  auto symbols_of = [](std::string_view word) {  // one symbol per code point
+    std::vector<std::string> s;
+    for (std::size_t i = 0; i < word.size();) {
+      const std::size_t n = decode_utf8(word, i).length;
+      s.emplace_back(word.substr(i, n));
+      i += n;
+    }
+    return s;
+  };
+  auto run_bpe = [&](const std::string& word) {
+    if (ignore_merges && ids.count(word)) return std::vector<std::string>{word};
+    return merges.apply(symbols_of(word));
+  };
+  if (kind == Kind::ByteLevel) {
+    std::string prefixed;
+    if (add_prefix_space && text.front() != ' ') {
+      prefixed = " " + std::string(text);
+      text = prefixed;
+    }
+    // Repeated words are common in real text: their encoding is computed once per call.
+    std::unordered_map<std::string_view, std::vector<std::int64_t>> memo;
+    const std::vector<std::string_view> words = use_regex ? split_gpt2(text) : std::vector<std::string_view>{text};
+    for (std::string_view w : words) {
+      auto [it, fresh] = memo.try_emplace(w);
+      if (fresh) emit_symbols(run_bpe(to_byte_symbols(w)), it->second);
+      out.insert(out.end(), it->second.begin(), it->second.end());
+    }
+    return;
+  }
+  std::string normalized;
+  if (prepend == Prepend::Always || (prepend == Prepend::First && first)) normalized = kMetaspace;
+  for (char c : text) {
+    if (c == ' ') normalized += kMetaspace;
+    else normalized += c;
+  }
+  if (!split) {
+    emit_symbols(run_bpe(normalized), out);
+    return;
+  }
+  std::size_t start = 0;  // words begin at each "▁" (HF's MergedWithNext)
+  for (std::size_t pos = normalized.find(kMetaspace, 1); ; pos = normalized.find(kMetaspace, pos + kMetaspace.size())) {
+    const std::size_t end = pos == std::string::npos ? normalized.size() : pos;
+    if (end > start) emit_symbols(run_bpe(normalized.substr(start, end - start)), out);
+    if (pos == std::string::npos) break;
+    start = pos;
+  }
+}
+
+Tokenizer Tokenizer::parse(std::string_view text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    throw FormatError(source, "", std::string("is not valid JSON: ") + e.what());
+  }
+  auto t = std::make_shared<Impl>();
+  try {
+    read_model(*t, j.value("model", json()), source);
+    const bool normalized_metaspace = read_normalizer(*t, j.value("normalizer", json()), source);
+    read_pre_tokenizer(*t, j.value("pre_tokenizer", json()), normalized_metaspace, source);
+    read_post_processor(*t, j.value("post_processor", json()), source);
+    for (const json& a : j.value("added_tokens", json::array())) {
+      const std::int64_t id = a.at("id");
+      const std::string content = a.at("content");
+      if (id < 0) throw FormatError(source, "added_tokens", "'" + content + "' has a negative id");
+      if (static_cast<std::size_t>(id) >= t->tokens.size()) t->tokens.resize(static_cast<std::size_t>(id) + 1);
+      t->tokens[static_cast<std::size_t>(id)] = content;
+      t->ids[content] = id;
+      t->added.push_back({content, id, a.value("special", false)});
+    }
+  } catch (const json::exception& e) {
+    throw FormatError(source, "", std::string("has a field of the wrong type or missing: ") + e.what());
+  }
+  std::stable_sort(t->added.begin(), t->added.end(), [](const Impl::Added& a, const Impl::Added& b) { return a.content.size() > b.content.size(); });
+  t->is_special.assign(t->tokens.size(), false);
+  for (const auto& a : t->added) t->is_special[static_cast<std::size_t>(a.id)] = a.special;
+  t->json_text = std::string(text);
+  return Tokenizer(std::move(t));
+}
+
+Tokenizer Tokenizer::load(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(path.string(), "", "cannot be opened", "check that the checkpoint folder holds tokenizer.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse(ss.str(), path.string());
+}
+
+Tokenizer Tokenizer::byte_level(const std::vector<std::string>& specials,
+                                const std::vector<std::pair<std::string, std::string>>& merges) {
+  json vocab = json::object(), added = json::array(), merge_list = json::array();
+  std::int64_t next = 0;
+  for (const std::string& s : specials) {
+    vocab[s] = next;
+    added.push_back({{"id", next}, {"content", s}, {"single_word", false}, {"lstrip", false}, {"rstrip", false},
+                     {"normalized", false}, {"special", true}});
+    ++next;
+  }
+  for (int b = 0; b < 256; ++b) vocab[byte_symbol(static_cast<unsigned char>(b))] = next++;
+  for (const auto& [a, b] : merges) {
+    if (!vocab.contains(a + b)) vocab[a + b] = next++;
+    merge_list.push_back({a, b});
+  }
+  const json doc = {
+      {"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr}, {"added_tokens", added},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}}},
+      {"post_processor", nullptr},
+      {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", true}, {"use_regex", true}}},
+      {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
+                 {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false},
+                 {"ignore_merges", false}, {"vocab", vocab}, {"merges", merge_list}}}};
+  return parse(doc.dump(1), "byte-level BPE");
+}
+
+std::vector<std::int64_t> Tokenizer::encode(std::string_view text, bool add_special) const {
+  const Impl& t = *impl_;
+  std::vector<std::int64_t> out;
+  if (add_special) out = t.bos;
+  // Added tokens are matched in the raw text first, longest first; the text between is encoded.
+  std::size_t start = 0, pos = 0;
+  bool first = true;
+  while (pos < text.size()) {
+    const Impl::Added* hit = nullptr;
+    for (const auto& a : t.added)
+      if (!a.content.empty() && text.compare(pos, a.content.size(), a.content) == 0) { hit = &a; break; }
+    if (!hit) { ++pos; continue; }
+    t.encode_segment(text.substr(start, pos - start), first, out);
+    out.push_back(hit->id);
+    first = false;
+    pos += hit->content.size();
+    start = pos;
+  }
+  t.encode_segment(text.substr(start), first, out);
+  if (add_special) out.insert(out.end(), t.eos.begin(), t.eos.end());
+  return out;
+}
+
+std::string Tokenizer::decode(std::span<const std::int64_t> ids, bool keep_special) const {
+  const Impl& t = *impl_;
+  std::string out, pending;  // pending: byte-level symbols not yet mapped back to bytes
+  auto flush = [&] {
+    if (!from_byte_symbols(pending, out)) out += pending;  // a non-byte symbol: keep it verbatim
+    pending.clear();
+  };
+  for (std::int64_t id : ids) {
+    const std::string& tok = token(id);
+    const bool added = t.is_special[static_cast<std::size_t>(id)] ||
+                       std::any_of(t.added.begin(), t.added.end(), [&](const Impl::Added& a) { return a.id == id; });
+    if (t.is_special[static_cast<std::size_t>(id)] && !keep_special) continue;
+    if (t.kind == Kind::ByteLevel) {
+      if (added) { flush(); out += tok; }
+      else pending += tok;
+      continue;
+    }
+    unsigned byte = 0;
+    if (t.byte_fallback && tok.size() == 6 && std::sscanf(tok.c_str(), "<0x%2X>", &byte) == 1) {
+      out += static_cast<char>(byte);
+      continue;
+    }
+    for (std::size_t i = 0; i < tok.size();) {
+      if (tok.compare(i, kMetaspace.size(), kMetaspace) == 0) { out += ' '; i += kMetaspace.size(); }
+      else out += tok[i++];
+    }
+  }
+  flush();
+  if (t.kind == Kind::Metaspace && t.prepend != Impl::Prepend::Never && !out.empty() && out.front() == ' ') out.erase(0, 1);
+  return out;
+}
+
+Tokenizer::Kind Tokenizer::kind() const { return impl_->kind; }
+std::int64_t Tokenizer::vocab_size() const { return static_cast<std::int64_t>(impl_->tokens.size()); }
+
+std::optional<std::int64_t> Tokenizer::id(std::string_view token) const {
+  const std::int64_t i = impl_->lookup(std::string(token));
+  return i < 0 ? std::nullopt : std::optional<std::int64_t>(i);
+}
+
+const std::string& Tokenizer::token(std::int64_t id) const {
+  if (id < 0 || id >= vocab_size())
+    throw InvalidArgument("tokenizer", "token id " + std::to_string(id), "is outside the vocabulary [0, " + std::to_string(vocab_size()) + ")");
+  return impl_->tokens[static_cast<std::size_t>(id)];
+}
+
+std::string Tokenizer::to_json() const { return impl_->json_text; }
+
+void Tokenizer::save(const std::filesystem::path& path) const {
+  write_file_atomically(path, [&](std::ostream& out) { out << impl_->json_text; });
+}
+
+}  // namespace mosaic

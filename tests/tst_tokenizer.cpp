@@ -1,0 +1,157 @@
+// Tokenizer: GPT-2's split, hand-checked BPE encodings of both pipelines (byte-level, and Metaspace
+// with byte fallback as Llama/Mixtral ship it), round trips of a tokenizer trained on real text, and
+// typed errors for files Mosaic cannot read.
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "common/error.h"
+#include "forge/bpe_trainer.h"
+#include "model/byte_level.h"
+#include "model/tokenizer.h"
+#include "test_support.h"
+
+using namespace mosaic;
+using namespace mosaic::test;
+using nlohmann::json;
+
+namespace {
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> corpus() {
+  std::vector<std::string> texts;
+  for (const char* f : {"bible.txt", "fortunes.txt", "jargon.txt", "c-headers.txt"}) texts.push_back(read_text(data_dir() / "corpus" / f));
+  return texts;
+}
+
+// Llama/Mixtral's pipeline in miniature: Prepend + Replace normalizer, BPE with byte fallback,
+// a <s> template. Tokens: <unk> <s> </s>, the 256 byte tokens, then ▁ h e l o and five merges.
+json metaspace_tokenizer() {
+  json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    vocab[name] = 3 + b;
+  }
+  const std::vector<std::string> extra{"\u2581", "h", "e", "l", "o", "\u2581h", "ll", "\u2581he", "llo", "\u2581hello"};
+  for (std::size_t i = 0; i < extra.size(); ++i) vocab[extra[i]] = 259 + static_cast<int>(i);
+  return {
+      {"added_tokens", json::array({{{"id", 0}, {"content", "<unk>"}, {"special", true}},
+                                    {{"id", 1}, {"content", "<s>"}, {"special", true}},
+                                    {{"id", 2}, {"content", "</s>"}, {"special", true}}})},
+      {"normalizer", {{"type", "Sequence"}, {"normalizers", json::array({{{"type", "Prepend"}, {"prepend", "\u2581"}},
+                                                                        {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}}})}}},
+      {"pre_tokenizer", nullptr},
+      {"post_processor", {{"type", "TemplateProcessing"},
+                          {"single", json::array({{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}},
+                                                  {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}})},
+                          {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {1}}, {"tokens", {"<s>"}}}}}}}},
+      {"model", {{"type", "BPE"}, {"unk_token", "<unk>"}, {"fuse_unk", true}, {"byte_fallback", true}, {"vocab", vocab},
+                 {"merges", {"\u2581 h", "l l", "\u2581h e", "ll o", "\u2581he llo"}}}}};
+}
+
+}  // namespace
+
+class TokenizerTest : public QObject {
+  Q_OBJECT
+ private Q_SLOTS:
+  void gpt2_split_follows_the_regex() {
+    const auto words = split_gpt2("Hello world's  end\n\nok 123!!");
+    const std::vector<std::string_view> expected{"Hello", " world", "'s", " ", " end", "\n", "\n", "ok", " 123", "!!"};
+    QCOMPARE(words.size(), expected.size());
+    for (std::size_t i = 0; i < words.size(); ++i) QCOMPARE(std::string(words[i]), std::string(expected[i]));
+    const auto tail = split_gpt2("a  \t");  // trailing whitespace stays one word
+    QCOMPARE(tail.size(), std::size_t(2));
+    QCOMPARE(std::string(tail[1]), std::string("  \t"));
+  }
+
+  void byte_level_encoding_is_hand_checked() {
+    // No specials: byte b has id b; the merges get ids 256, 257, 258.
+    const Tokenizer t = Tokenizer::byte_level({}, {{"\u0120", "t"}, {"h", "e"}, {"\u0120t", "he"}});
+    QCOMPARE(t.vocab_size(), std::int64_t(259));
+    // "the" → t|he (no merge joins t and he without the space); " theme" → Ġthe|m|e.
+    const auto ids = t.encode("the theme");
+    QCOMPARE(ids, (std::vector<std::int64_t>{'t', 257, 258, 'm', 'e'}));
+    QCOMPARE(t.token(258), std::string("\u0120the"));
+    QCOMPARE(t.decode(ids), std::string("the theme"));
+    QCOMPARE(t.encode("\n"), (std::vector<std::int64_t>{'\n'}));
+    QCOMPARE(t.token('\n'), std::string("\u010A"));  // Ċ, GPT-2's stand-in for a newline
+  }
+
+  void metaspace_with_byte_fallback_is_hand_checked() {
+    const Tokenizer t = Tokenizer::parse(metaspace_tokenizer().dump(), "llama-like");
+    QCOMPARE(t.kind(), Tokenizer::Kind::Metaspace);
+    // "▁hello▁héllo": ▁hello; ▁h; é is no token, so its UTF-8 bytes C3 A9; llo. <s> first.
+    const auto ids = t.encode("hello héllo");
+    QCOMPARE(ids, (std::vector<std::int64_t>{1, 268, 264, 3 + 0xC3, 3 + 0xA9, 267}));
+    QCOMPARE(t.decode(ids), std::string("hello héllo"));
+    // As in HF, the leading-space strip applies to the start of the text only, here "<s>".
+    QCOMPARE(t.decode(ids, /*keep_special=*/true), std::string("<s> hello héllo"));
+    QCOMPARE(t.encode("hello", /*add_special=*/false), (std::vector<std::int64_t>{268}));
+    // Added tokens are matched in the raw text; the text after one is prepended no "▁" of its own.
+    QCOMPARE(t.encode("hello</s>", false), (std::vector<std::int64_t>{268, 2}));
+  }
+
+  void trained_tokenizer_round_trips_any_text() {
+    const auto texts = corpus();
+    std::vector<std::string_view> views(texts.begin(), texts.end());
+    const Tokenizer t = train_byte_level_bpe(views, 700, {"<pad>", "<s>", "</s>"});
+    QCOMPARE(t.vocab_size(), std::int64_t(700));
+    QCOMPARE(*t.id("</s>"), std::int64_t(2));
+    std::size_t bytes = 0, tokens = 0;
+    for (const std::string& text : texts) {
+      const auto ids = t.encode(text);
+      QCOMPARE(t.decode(ids), text);
+      bytes += text.size();
+      tokens += ids.size();
+    }
+    // Trained on this very text, the merges must compress it well below one token per byte.
+    QVERIFY2(tokens * 2 < bytes, (std::to_string(tokens) + " tokens for " + std::to_string(bytes) + " bytes").c_str());
+
+    std::mt19937 rng(7);  // arbitrary bytes, invalid UTF-8 included, survive too
+    for (int trial = 0; trial < 50; ++trial) {
+      std::string s(static_cast<std::size_t>(rng() % 40), '\0');
+      for (char& c : s) c = static_cast<char>(rng() % 256);
+      QCOMPARE(t.decode(t.encode(s)), s);
+    }
+    QCOMPARE(t.decode(t.encode("In the beginning </s> was the Word")), std::string("In the beginning  was the Word"));
+
+    // Written and read back as tokenizer.json, it encodes identically.
+    QTemporaryDir dir;
+    const fs::path path = fs::path(dir.path().toStdString()) / "tokenizer.json";
+    t.save(path);
+    const Tokenizer back = Tokenizer::load(path);
+    QCOMPARE(back.encode(texts[0]), t.encode(texts[0]));
+    const json doc = json::parse(read_text(path));
+    QCOMPARE(doc["model"]["type"].get<std::string>(), std::string("BPE"));
+    QCOMPARE(doc["pre_tokenizer"]["type"].get<std::string>(), std::string("ByteLevel"));
+    QCOMPARE(doc["model"]["merges"].size(), std::size_t(700 - 3 - 256));
+  }
+
+  void unreadable_files_are_typed_errors() {
+    json bad = metaspace_tokenizer();
+    bad["model"]["merges"].push_back("x y");
+    QVERIFY(error_of<FormatError>([&] { Tokenizer::parse(bad.dump(), "bad.json"); }).find("'xy', which is not in the vocabulary") != std::string::npos);
+    json unigram = metaspace_tokenizer();
+    unigram["model"]["type"] = "Unigram";
+    QVERIFY(error_of<UnsupportedError>([&] { Tokenizer::parse(unigram.dump(), "u.json"); }).find("model.type") != std::string::npos);
+    QVERIFY(error_of<FormatError>([&] { Tokenizer::parse("{\"model\": ", "cut.json"); }).find("cut.json") != std::string::npos);
+    QVERIFY(error_of<IoError>([&] { Tokenizer::load("/nonexistent/tokenizer.json"); }).find("tokenizer.json") != std::string::npos);
+    const Tokenizer t = Tokenizer::parse(metaspace_tokenizer().dump(), "llama-like");
+    QVERIFY(error_of<InvalidArgument>([&] { t.token(9999); }).find("9999") != std::string::npos);
+  }
+};
+
+QTEST_APPLESS_MAIN(TokenizerTest)
+#include "tst_tokenizer.moc"
