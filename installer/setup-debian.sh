@@ -11,8 +11,11 @@ packages=(
   # back to reference BLAS and runs ~14x slower
   libtorch-dev libopenblas0-openmp
   libsqlite3-dev sqlite3 nlohmann-json3-dev libcli11-dev
-  # checkpoint content hashes (SHA-256)
-  libssl-dev
+  # checkpoint content hashes (SHA-256); forge's gzip corpora
+  libssl-dev zlib1g-dev
+  # forge's sample family trains on public-domain text that Debian ships: the King James Bible
+  # (with the `bible` reader), fortunes, the Jargon File; C headers come with libc6-dev
+  bible-kjv bible-kjv-text fortunes fortunes-min jargon-text
   # workbench: Qt 6 Widgets/Test/Svg and QCustomPlot's Qt 6 build
   qt6-base-dev qt6-base-dev-tools qt6-svg-dev libqcustomplot-dev libqcustomplot2.1-qt6
   libgl-dev

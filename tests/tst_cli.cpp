@@ -261,6 +261,55 @@ class TestCli : public QObject {
     QVERIFY2(r.err.contains(QStringLiteral("'rates'")), qPrintable(r.err));
     QVERIFY(!fs::exists(scratch("never.sqlite")));
   }
+  void forgeGenerateEvalAndQuality() {
+    // A tiny family forged from the test corpus, then the commands a person runs on it.
+    nlohmann::json domains = nlohmann::json::array();
+    for (const char* d : {"bible", "fortunes", "jargon"})
+      domains.push_back({{"name", d}, {"heldout_every", 3}, {"sources", {{{"files", {(data_dir() / "corpus" / (std::string(d) + ".txt")).string()}}}}}});
+    const nlohmann::json recipe = {
+        {"format", "mosaic.forge/1"}, {"output", scratch("fam").string()}, {"work_dir", scratch("fam-work").string()},
+        {"tokenizer", {{"vocab_size", 350}}},
+        {"model", {{"hidden_size", 32}, {"num_layers", 2}, {"num_heads", 2}, {"num_kv_heads", 1}, {"num_experts", 4}, {"top_k", 2},
+                   {"expert_intermediate", 32}, {"max_position_embeddings", 64}}},
+        {"train", {{"seq_len", 24}, {"batch", 2}, {"eval_windows", 2}}},
+        {"base", {{"steps", 4}}}, {"finetune", {{"steps", 2}}}, {"esft", {{"steps", 2}, {"stats_batches", 1}}}, {"domains", domains}};
+    std::ofstream(scratch("recipe.json")) << recipe.dump();
+    Run r = cli(args({"forge", "--recipe"}) << path(scratch("recipe.json")));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY(r.out.contains(QStringLiteral("held-out perplexity")));
+    QVERIFY(r.out.contains(QStringLiteral("esft-jargon:")));
+
+    r = cli(args({"generate", "--model"}) << path(scratch("fam/bible")) << args({"--prompt", "In the beginning", "--max-new", "6"}));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.startsWith(QStringLiteral("In the beginning")), qPrintable(r.out));
+    QVERIFY(r.err.contains(QStringLiteral("6 tokens")));
+
+    r = cli(args({"eval", "ppl", "--model"}) << path(scratch("fam/bible")) << args({"--domain", "bible", "--window", "16"}));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.startsWith(QStringLiteral("perplexity ")), qPrintable(r.out));
+    r = cli(args({"eval", "ppl", "--variants"}) << path(scratch("fam/fortunes")) << path(scratch("fam/esft-bible"))
+                                                << args({"--capacity", "8", "--target", "esft-bible", "--no-reconfig", "--domain", "bible", "--window", "16"}));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains(QStringLiteral("no reconfiguration")), qPrintable(r.out));
+    r = cli(args({"eval", "ppl", "--model"}) << path(scratch("fam/bible")) << args({"--domain", "psalms"}));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("psalms")), qPrintable(r.err));
+
+    r = cli(args({"bench-quality", "--family"}) << path(scratch("fam"))
+                                                << args({"--target", "bible", "--others", "fortunes", "jargon", "--window", "16", "--out"})
+                                                << path(scratch("quality")));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    std::ifstream csv(scratch("quality/quality.csv"));
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(csv, line);) lines.push_back(line);
+    // header; alone: bible, fortunes, jargon, base, esft-bible; then averaging, consolidated and
+    // no-reconfig for 2 and 3 variants served.
+    QCOMPARE(lines.size(), std::size_t(1 + 5 + 6));
+    QVERIFY(lines[6].rfind("2,averaging,", 0) == 0);
+    QVERIFY(lines[7].rfind("2,consolidated,\"bible, fortunes\",8,16,", 0) == 0);
+    QVERIFY(lines[11].rfind("3,no-reconfig,", 0) == 0);
+    QVERIFY(fs::exists(scratch("quality/report.html")));
+  }
 };
 
 QTEST_GUILESS_MAIN(TestCli)

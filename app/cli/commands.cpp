@@ -2,6 +2,7 @@
 #include <filesystem>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <memory>
 #include <sstream>
 
@@ -13,6 +14,7 @@
 #include "model/family.h"
 #include "model/safetensors.h"
 #include "model/synthetic.h"
+#include "model/tokenizer.h"
 #include "runtime/forward.h"
 #include "runtime/generation.h"
 #include "runtime/threads.h"
@@ -113,12 +115,13 @@ void add_inspect_command(CLI::App& app) {
 }
 
 void add_generate_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("generate", "Generate token ids from a prompt of ids (CPU reference engine)");
-  struct Opts { fs::path model; std::string ids; GenerationRequest req; std::string stop; int threads = 0; bool eos = false; ServingArgs serve; };
+  auto* cmd = app.add_subcommand("generate", "Continue a prompt of text (--prompt) or token ids (--ids) (CPU reference engine)");
+  struct Opts { fs::path model; std::string ids, prompt; GenerationRequest req; std::string stop; int threads = 0; bool eos = false; ServingArgs serve; };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--model", o->model, "checkpoint folder");
   o->serve.add_to(cmd);
-  cmd->add_option("--ids", o->ids, "prompt token ids, e.g. 1,2,3")->required();
+  auto* ids = cmd->add_option("--ids", o->ids, "prompt token ids, e.g. 1,2,3");
+  cmd->add_option("--prompt", o->prompt, "prompt text, encoded with the variant's tokenizer.json; prints text")->excludes(ids);
   cmd->add_option("--max-new", o->req.max_new_tokens, "tokens to generate")->default_val(16);
   cmd->add_option("--temperature", o->req.sampling.temperature, "0 = greedy")->default_val(0.0);
   cmd->add_option("--top-p", o->req.sampling.top_p, "nucleus probability mass")->default_val(1.0);
@@ -129,17 +132,33 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
   cmd->callback([o] {
     require_one_source(o->model, o->serve);
-    o->req.prompt = parse_ids(o->ids);
+    if (o->ids.empty() && o->prompt.empty()) throw InvalidArgument("generate", "--ids / --prompt", "give a prompt", "write --prompt \"text\" or --ids 1,2,3");
     if (!o->stop.empty()) o->req.stop_ids = parse_ids(o->stop);
+    // With --prompt the variant's own tokenizer encodes it and the output is text.
+    std::optional<Tokenizer> tokenizer;
+    auto prepare = [&](const fs::path& dir) {
+      if (o->prompt.empty()) {
+        o->req.prompt = parse_ids(o->ids);
+        return;
+      }
+      tokenizer = Tokenizer::load(dir / "tokenizer.json");
+      o->req.prompt = tokenizer->encode(o->prompt);
+      if (o->req.prompt.empty()) throw InvalidArgument("--prompt", "", "encodes to no tokens");
+    };
+    auto print = [&](const std::vector<std::int64_t>& out) {
+      if (tokenizer) std::cout << o->prompt << tokenizer->decode(out) << std::endl;
+      else std::cout << join(out) << std::endl;
+    };
     if (o->serve.active()) {
       configure_threads(o->threads);
       const auto session = open_serving(o->serve);
+      prepare(session->family.find(o->serve.target)->checkpoint->dir());
       if (o->eos) append(o->req.stop_ids, session->store->spec().eos_token_ids);
       Engine engine(*session->runtime);
       const auto request = engine.submit({session->store->name(session->target), o->req});
       const RequestResult& r = request->wait();
       if (r.finish == Finish::Failed) throw InvalidArgument("generate", "request", r.error);
-      std::cout << join(r.tokens) << std::endl;
+      print(r.tokens);
       const LayerCounts t = r.stats.counters.total();
       std::cerr << r.tokens.size() << " tokens, finish: " << finish_name(r.finish) << ", TTFT " << r.stats.ttft_seconds * 1e3
                 << " ms, TPOT " << r.stats.tpot_seconds * 1e3 << " ms, " << t.hits << " hits, " << t.misses << " misses, "
@@ -147,10 +166,11 @@ void add_generate_command(CLI::App& app) {
       if (!o->serve.stats.empty()) write_serving_stats(o->serve.stats, *session, r.stats.counters, &r.stats);
       return;
     }
+    prepare(o->model);
     const auto model = load_model(o->model, o->threads);
     if (o->eos) append(o->req.stop_ids, model->spec().eos_token_ids);
     const GenerationResult r = generate(*model, o->req);
-    std::cout << join(r.tokens) << std::endl;  // before the stderr summary on a shared terminal
+    print(r.tokens);  // before the stderr summary on a shared terminal
     std::cerr << r.tokens.size() << " tokens, finish: "
               << finish_name(r.finish)
               << ", prefill " << r.prefill_seconds * 1e3 << " ms, decode " << r.decode_seconds * 1e3 << " ms\n";

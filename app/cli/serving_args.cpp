@@ -20,6 +20,7 @@ void ServingArgs::add_to(CLI::App* cmd) {
   cmd->add_option("--miss", miss, "transient (load, use, drop) | lru (keep in spare slots)")->default_val("transient");
   cmd->add_option("--budget", budget, "device budget, e.g. 2GiB (default: exactly what the layout needs)");
   cmd->add_option("--miss-slots", miss_slots, "slots per MoE layer for misses (-1 = top_k)")->default_val(-1);
+  cmd->add_flag("--no-reconfig", no_reconfig, "ablation: never swap non-expert weights; layout variant 0's stay resident");
   cmd->add_option("--stats", stats, "write hits, misses, loads, swaps and timings to this JSON file");
 }
 
@@ -35,6 +36,7 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a) {
   options.hit = *hit;
   options.miss = *miss;
   options.miss_slots = a.miss_slots;
+  options.swap_non_expert = !a.no_reconfig;
   if (!a.budget.empty()) {
     options.budget_bytes = parse_byte_size(a.budget);
     if (!options.budget_bytes) throw InvalidArgument("--budget", "'" + a.budget + "'", "is not a byte size", "write e.g. 2GiB");

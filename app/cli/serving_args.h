@@ -1,7 +1,7 @@
 #pragma once
 // The options that make `logits` and `generate` run the multi-variant runtime instead of one
 // checkpoint: --variants D… (--layout L | --capacity N) --target NAME [--hit …] [--miss …]
-// [--budget …] [--stats F].
+// [--budget …] [--no-reconfig] [--stats F].
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
@@ -18,7 +18,8 @@ struct ServingArgs {
   std::filesystem::path layout, stats;
   std::string target, hit = "consolidated", miss = "transient", budget;
   std::int64_t miss_slots = -1;
-  std::int64_t capacity = -1;  // without --layout: plan one (round-robin) with this many resident experts
+  std::int64_t capacity = -1;
+  bool no_reconfig = false;  // keep layout variant 0's non-expert weights (the paper's ablation)  // without --layout: plan one (round-robin) with this many resident experts
 
   void add_to(CLI::App* cmd);
   bool active() const { return !variants.empty(); }

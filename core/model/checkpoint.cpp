@@ -2,10 +2,12 @@
 
 #include <fstream>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "common/error.h"
+#include "model/esft_adapter.h"
 
 namespace mosaic {
 namespace {
@@ -75,6 +77,35 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
   } else {
     throw MissingError(dir.string(), "", "holds neither model.safetensors nor model.safetensors.index.json",
                        "Mosaic reads safetensors checkpoints; convert .bin weights with transformers' save_pretrained");
+  }
+
+  // An ESFT adapter: the listed experts come from its own file, which must hold exactly them;
+  // everything else from the base checkpoint, whose files this checkpoint then owns too.
+  if (std::filesystem::exists(dir / kExpertCfgFile)) {
+    const EsftAdapterConfig cfg = read_expert_cfg(dir / kExpertCfgFile, spec_);
+    const WeightNames names(spec_);
+    std::set<std::string> listed;
+    for (const auto& [layer, ids] : cfg.experts)
+      for (std::int64_t e : ids) {
+        adapter_experts_.emplace_back(layer, e);
+        for (ExpertRole r : {ExpertRole::Gate, ExpertRole::Up, ExpertRole::Down}) listed.insert(names.expert(layer, e, r));
+      }
+    for (const auto& [name, file] : location)
+      if (!listed.count(name))
+        throw FormatError(file->path().string(), "tensor '" + name + "'", "is not one of the experts expert_cfg.json lists",
+                          "an ESFT adapter stores only its tuned experts");
+    for (const std::string& name : listed)
+      if (!location.count(name))
+        throw MissingError(dir.string(), "tensor '" + name + "'", "is listed in expert_cfg.json but absent from the adapter");
+    const auto base_dir = cfg.base_model.is_absolute() ? cfg.base_model : dir / cfg.base_model;
+    Checkpoint base(base_dir);
+    if (std::filesystem::exists(base_dir / kExpertCfgFile))
+      throw UnsupportedError(dir.string(), "base_model", "is itself an ESFT adapter", "point base_model at a full checkpoint");
+    if (const auto diff = first_difference(base.spec(), spec_))
+      throw MismatchError(dir.string(), "config.json", "differs from the base model's (" + *diff + ")",
+                          "the adapter was trained on another model");
+    for (const Weight& w : base.weights()) location.emplace(w.expected.name, w.file);  // keeps the adapter's own
+    for (auto& f : base.files_) files_.push_back(std::move(f));
   }
 
   const auto expected = expected_tensors(spec_);

@@ -1,11 +1,12 @@
 #pragma once
 // A HuggingFace checkpoint folder: config.json plus model.safetensors, or shards listed in
-// model.safetensors.index.json. Opening one validates every tensor the config requires (present,
+// model.safetensors.index.json, or an ESFT adapter over another checkpoint (model/esft_adapter.h). Opening one validates every tensor the config requires (present,
 // floating point, the right shape); the weights stay memory-mapped, nothing is copied.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <unordered_map>
+#include <utility>
 #include <span>
 #include <string>
 #include <vector>
@@ -39,6 +40,8 @@ class Checkpoint {
   const Weight& weight(const std::string& name) const;             // throws MissingError
   const std::vector<std::unique_ptr<SafetensorsFile>>& files() const { return files_; }
   std::vector<std::string> unused_tensors() const;  // stored but not required by the config
+  // For an ESFT adapter folder (expert_cfg.json): the (layer, expert) pairs it tunes; else empty.
+  const std::vector<std::pair<std::int64_t, std::int64_t>>& adapter_experts() const { return adapter_experts_; }
 
   std::uint64_t non_expert_bytes() const;
   std::uint64_t expert_bytes(std::int64_t layer, std::int64_t expert) const;
@@ -50,7 +53,8 @@ class Checkpoint {
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::vector<Weight> weights_;
   std::unordered_map<std::string, std::size_t> by_name_;  // into weights_
-  std::vector<std::uint64_t> expert_bytes_;  // [layer * num_experts + expert]
+  std::vector<std::uint64_t> expert_bytes_;
+  std::vector<std::pair<std::int64_t, std::int64_t>> adapter_experts_;  // [layer * num_experts + expert]
 };
 
 }  // namespace mosaic

@@ -55,6 +55,7 @@ std::string checkpoint_sha256(const Checkpoint& checkpoint, FileHashMemo* memo) 
   for (const auto& f : checkpoint.files()) files.insert(f->path());
   if (fs::exists(checkpoint.dir() / "model.safetensors.index.json"))
     files.insert(checkpoint.dir() / "model.safetensors.index.json");
+  if (fs::exists(checkpoint.dir() / "expert_cfg.json")) files.insert(checkpoint.dir() / "expert_cfg.json");
   Sha256 listing;
   for (const fs::path& f : files) {
     const std::string h = memo ? memo->hash(f) : sha256_file(f);

@@ -1,0 +1,71 @@
+#include "model/esft_adapter.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "common/atomic_file.h"
+#include "common/error.h"
+
+namespace mosaic {
+
+std::int64_t EsftAdapterConfig::expert_count() const {
+  std::int64_t n = 0;
+  for (const auto& [layer, ids] : experts) n += static_cast<std::int64_t>(ids.size());
+  return n;
+}
+
+EsftAdapterConfig read_expert_cfg(const std::filesystem::path& file, const ModelSpec& spec) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw IoError(file.string(), "", "cannot be read");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::exception& e) {
+    throw FormatError(file.string(), "", std::string("is not valid JSON: ") + e.what());
+  }
+  const std::string hint = "write {\"experts\": {\"<layer>\": [expert ids]}, \"base_model\": \"../base\"}";
+  if (!j.is_object() || !j.contains("experts") || !j["experts"].is_object())
+    throw MissingError(file.string(), "experts", "is absent or not an object", hint);
+  if (!j.contains("base_model") || !j["base_model"].is_string() || j["base_model"].get<std::string>().empty())
+    throw MissingError(file.string(), "base_model", "is absent: Mosaic needs the folder of the base checkpoint", hint);
+  EsftAdapterConfig cfg;
+  cfg.base_model = j["base_model"].get<std::string>();
+  for (const auto& [key, ids] : j["experts"].items()) {
+    std::int64_t layer = -1;
+    try {
+      std::size_t used = 0;
+      layer = std::stoll(key, &used);
+      if (used != key.size()) layer = -1;
+    } catch (const std::exception&) {
+    }
+    if (layer < 0 || layer >= spec.num_layers || !spec.is_sparse(layer))
+      throw FormatError(file.string(), "experts." + key, "is not an MoE layer of the model", hint);
+    if (!ids.is_array()) throw FormatError(file.string(), "experts." + key, "is not a list of expert ids", hint);
+    std::set<std::int64_t> seen;
+    for (const auto& id : ids) {
+      if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() >= spec.num_experts)
+        throw FormatError(file.string(), "experts." + key, "holds " + id.dump() + ", not an expert id below " + std::to_string(spec.num_experts));
+      if (!seen.insert(id.get<std::int64_t>()).second)
+        throw FormatError(file.string(), "experts." + key, "lists expert " + id.dump() + " twice");
+    }
+    if (!seen.empty()) cfg.experts[layer].assign(seen.begin(), seen.end());
+  }
+  return cfg;
+}
+
+void write_expert_cfg(const std::filesystem::path& file, const EsftAdapterConfig& cfg, const std::string& extra_json) {
+  nlohmann::json j = nlohmann::json::parse(extra_json);
+  nlohmann::json experts = nlohmann::json::object();
+  for (const auto& [layer, ids] : cfg.experts) experts[std::to_string(layer)] = ids;
+  j["experts"] = experts;
+  j["base_model"] = cfg.base_model.generic_string();
+  write_file_atomically(file, [&](std::ostream& out) { out << j.dump(2) << "\n"; });
+}
+
+}  // namespace mosaic
