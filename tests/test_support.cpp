@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 namespace mosaic::test {
@@ -83,6 +84,13 @@ void expect_mentions(const std::string& message, std::initializer_list<std::stri
     const std::string why = "message \"" + message + "\" does not mention \"" + std::string(p) + "\"";
     QVERIFY2(message.find(p) != std::string::npos, why.c_str());
   }
+}
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
 }
 
 }  // namespace mosaic::test

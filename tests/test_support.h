@@ -29,6 +29,9 @@ inline const std::vector<std::string>& variants() {
   return v;
 }
 
+// The whole file's bytes ("" when it cannot be read).
+std::string read_text(const fs::path& path);
+
 // Copies a checkpoint folder into `to` (writable), returning `to`.
 fs::path copy_checkpoint(const fs::path& from, const fs::path& to);
 

@@ -28,13 +28,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 ModelSpec tiny_spec(std::int64_t vocab) {
   json recipe = {{"format", "mosaic.forge/1"}, {"output", "unused"},
                  {"tokenizer", {{"vocab_size", vocab}}},

@@ -23,13 +23,6 @@ namespace {
 const fs::path kFamily = fs::path(MOSAIC_RESOURCES) / "sample-family";
 const std::vector<std::string> kDomains{"bible", "fortunes", "jargon", "c-headers"};
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 double own_domain_perplexity(const fs::path& dir, const std::vector<std::int64_t>& ids) {
   const Checkpoint ck(dir);
   const auto model = Model::load(ck);

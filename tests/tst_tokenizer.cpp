@@ -22,13 +22,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::vector<std::string> corpus() {
   std::vector<std::string> texts;
   for (const char* f : {"bible.txt", "fortunes.txt", "jargon.txt", "c-headers.txt"}) texts.push_back(read_text(data_dir() / "corpus" / f));

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/text_file.h"
 #include "model/tokenizer.h"
 
 namespace fs = std::filesystem;
@@ -12,16 +13,14 @@ namespace mosaic::cli {
 
 std::vector<std::int64_t> heldout_ids(const fs::path& model_dir, const std::string& domain, const fs::path& text) {
   const fs::path file = !text.empty() ? text : model_dir.parent_path() / "heldout" / (domain + ".txt");
-  std::ifstream in(file, std::ios::binary);
-  if (!in)
-    throw MissingError(file.string(), "", text.empty() ? "holds no held-out text for domain '" + domain + "'" : "cannot be read",
+  if (!fs::exists(file))
+    throw MissingError(file.string(), "", text.empty() ? "holds no held-out text for domain '" + domain + "'" : "does not exist",
                        "give --text FILE, or a variant of a family written by `mosaic-cli forge`");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  const std::string body = read_text_file(file);
   const fs::path tok = model_dir / "tokenizer.json";
   if (!fs::exists(tok))
     throw MissingError(tok.string(), "", "is absent: perplexity needs the variant's tokenizer", "copy the family's tokenizer.json beside config.json");
-  return Tokenizer::load(tok).encode(ss.str(), /*add_special=*/false);
+  return Tokenizer::load(tok).encode(body, /*add_special=*/false);
 }
 
 Perplexity checkpoint_perplexity(const fs::path& dir, const std::vector<std::int64_t>& ids, std::int64_t window,

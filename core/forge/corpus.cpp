@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/text_file.h"
 
 namespace mosaic {
 namespace {
@@ -34,11 +35,7 @@ std::string read_gzip(const std::string& path, const DomainSpec& d) {
 
 std::string read_file(const std::string& path, const DomainSpec& d) {
   if (path.size() > 3 && path.ends_with(".gz")) return read_gzip(path, d);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(path, "", "cannot be opened", install_hint(d));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return read_text_file(path, install_hint(d));
 }
 
 std::string quote(const std::string& arg) {

@@ -12,6 +12,7 @@
 
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "common/text_file.h"
 #include "common/machine.h"
 #include "forge/bpe_trainer.h"
 #include "forge/esft_selection.h"
@@ -28,13 +29,6 @@ using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 constexpr const char* kDoneFile = "forge-stage.json";  // written last: the stage is complete
-
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void write_text(const fs::path& p, const std::string& text) {
   write_file_atomically(p, [&](std::ostream& out) { out << text; });
@@ -80,7 +74,7 @@ class Forge {
     fs::create_directories(r_.output, ec);
     if (ec) throw IoError(r_.output.string(), "", "cannot be created: " + ec.message());
     const fs::path saved = r_.work_dir / "recipe.json";
-    if (fs::exists(saved) && read_text(saved) != r_.text)
+    if (fs::exists(saved) && read_text_file(saved) != r_.text)
       throw MismatchError(r_.work_dir.string(), "recipe.json", "holds a run of a different recipe",
                           "delete " + r_.work_dir.string() + " and " + r_.output.string() + " to start afresh");
     write_text(saved, r_.text);
@@ -304,7 +298,7 @@ class Forge {
     }
     json summary = {{"recipe", json::parse(r_.text)}, {"heldout_perplexity", table}, {"machine", machine_description()},
                     {"finished", utc_timestamp()}, {"tokenizer_vocab", tokenizer_->vocab_size()}};
-    for (const std::string& m : models) summary["stages"][m] = json::parse(read_text(r_.output / m / kDoneFile));
+    for (const std::string& m : models) summary["stages"][m] = json::parse(read_text_file(r_.output / m / kDoneFile));
     write_text(r_.output / "forge.json", summary.dump(2) + "\n");
     log_("forge: wrote " + (r_.output / "forge.json").string());
   }

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "common/text_file.h"
 
 namespace mosaic {
 namespace {
@@ -145,11 +146,7 @@ ForgeRecipe parse_recipe(const std::string& text, const std::string& source) {
 }
 
 ForgeRecipe load_recipe(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw IoError(file.string(), "", "cannot be read");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_recipe(ss.str(), file.string());
+  return parse_recipe(read_text_file(file, "start from sample_configs/forge-sample.json"), file.string());
 }
 
 }  // namespace mosaic

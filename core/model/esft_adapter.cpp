@@ -9,6 +9,7 @@
 
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "common/text_file.h"
 
 namespace mosaic {
 
@@ -19,13 +20,10 @@ std::int64_t EsftAdapterConfig::expert_count() const {
 }
 
 EsftAdapterConfig read_expert_cfg(const std::filesystem::path& file, const ModelSpec& spec) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw IoError(file.string(), "", "cannot be read");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  const std::string text = read_text_file(file);
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(ss.str());
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw FormatError(file.string(), "", std::string("is not valid JSON: ") + e.what());
   }

@@ -10,6 +10,7 @@
 
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "common/text_file.h"
 #include "model/bpe.h"
 #include "model/byte_level.h"
 #include "model/utf8.h"
@@ -290,11 +291,7 @@ Tokenizer Tokenizer::parse(std::string_view text, const std::string& source) {
 }
 
 Tokenizer Tokenizer::load(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(path.string(), "", "cannot be opened", "check that the checkpoint folder holds tokenizer.json");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse(ss.str(), path.string());
+  return parse(read_text_file(path, "check that the checkpoint folder holds tokenizer.json"), path.string());
 }
 
 Tokenizer Tokenizer::byte_level(const std::vector<std::string>& specials,
