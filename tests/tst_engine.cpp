@@ -51,7 +51,7 @@ class TestEngine : public QObject {
     std::vector<std::thread> clients;
     for (std::size_t i = 0; i < targets.size(); ++i)
       clients.emplace_back([&, i] {
-        handles[i] = engine.submit({targets[i], request(8, i % 2 ? 5 + i : 0)}, [&, i](const RequestHandle&, std::int64_t token) {
+        handles[i] = engine.submit({targets[i], request(8, i % 2 ? 5 + i : 0)}, [&, i](const RequestHandle&, std::int64_t token, const RuntimeCounters&) {
           std::lock_guard lock(m);
           streamed[i].push_back(token);
         });
@@ -90,7 +90,7 @@ class TestEngine : public QObject {
     // The first request holds the engine inside its first token until the others are queued.
     std::promise<void> entered, release;
     std::shared_future<void> released = release.get_future().share();
-    auto running = engine.submit({"ft2", request(50)}, [&](const RequestHandle&, std::int64_t) {
+    auto running = engine.submit({"ft2", request(50)}, [&](const RequestHandle&, std::int64_t, const RuntimeCounters&) {
       if (released.wait_for(std::chrono::seconds(0)) != std::future_status::ready) entered.set_value();
       released.wait();
     });
@@ -100,7 +100,7 @@ class TestEngine : public QObject {
     queued->cancel();
     QCOMPARE(engine.queued(), std::size_t(2));
     int seen = 0;
-    auto stopper = engine.submit({"ft3", request(40)}, [&](const RequestHandle& h, std::int64_t) {
+    auto stopper = engine.submit({"ft3", request(40)}, [&](const RequestHandle& h, std::int64_t, const RuntimeCounters&) {
       if (++seen == 3) const_cast<RequestHandle&>(h).cancel();
     });
     running->cancel();

@@ -119,7 +119,7 @@ void Engine::serve(Job& job) {
         job.target, job.request.generation, st.counters, [&](std::int64_t token, std::int64_t index) {
           last = Clock::now();
           if (index == 0) first = last;
-          if (job.on_token) job.on_token(h, token);
+          if (job.on_token) job.on_token(h, token, st.counters);
           return !h.cancelled();
         });
     result.tokens = g.tokens;

@@ -63,8 +63,9 @@ class RequestHandle {
   RequestResult result_;
 };
 
-// Called on the engine thread with each token as it is sampled.
-using StreamCallback = std::function<void(const RequestHandle& request, std::int64_t token)>;
+// Called on the engine thread with each token as it is sampled, and the request's counters so far
+// (hits and misses per layer, loads, swaps), so a viewer can show what each token cost.
+using StreamCallback = std::function<void(const RequestHandle& request, std::int64_t token, const RuntimeCounters& so_far)>;
 
 class Engine {
  public:
