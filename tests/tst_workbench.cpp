@@ -1,0 +1,132 @@
+// The workbench, offscreen, on the real sample family: the GUI thread keeps turning while the
+// engine thread opens a family; a budget change re-plans and repaints the layout grid; the chat
+// streams tokens with per-token hits and misses; a mismatched family shows its error in place.
+#include <QApplication>
+#include <QComboBox>
+#include <QDir>
+#include <QPixmap>
+#include <QDoubleSpinBox>
+#include <QLineEdit>
+#include <QSettings>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QTest>
+#include <QTimer>
+
+#include "test_support.h"
+#include "workbench/chat_pane.h"
+#include "workbench/engine_host.h"
+#include "workbench/family_panel.h"
+#include "workbench/layout_grid.h"
+#include "workbench/layout_panel.h"
+#include "workbench/main_window.h"
+
+using namespace mosaic;
+using namespace mosaic::test;
+using namespace mosaic::ui;
+
+namespace {
+const QString kFamily = QStringLiteral(MOSAIC_RESOURCES "/sample-family");
+}
+
+class WorkbenchTest : public QObject {
+  Q_OBJECT
+  QTemporaryDir cache_;
+  std::unique_ptr<MainWindow> window_;
+
+ private Q_SLOTS:
+  void initTestCase() {
+    QStandardPaths::setTestModeEnabled(true);  // QSettings go to a test location
+    QSettings().clear();
+    qputenv("MOSAIC_CACHE_DIR", cache_.path().toUtf8());  // distances computed, not read from ~/.cache
+    window_ = std::make_unique<MainWindow>();
+    window_->show();
+  }
+
+  // Signal spies record on the emitting (engine) thread; the checks below wait for what the GUI
+  // shows, which the queued signals update later.
+  void family_opens_while_the_gui_keeps_turning() {
+    int ticks = 0;
+    QTimer ticker;
+    connect(&ticker, &QTimer::timeout, [&] { ++ticks; });
+    ticker.start(2);
+    window_->openFamily({kFamily});  // a family folder: its nine variant folders
+    QTRY_COMPARE_WITH_TIMEOUT(window_->familyPanel()->model()->rowCount(), 9, 120000);
+    ticker.stop();
+    QVERIFY2(ticks >= 3, qPrintable(QStringLiteral("the event loop turned %1 times during the load").arg(ticks)));
+    const FamilyInfo& f = window_->familyPanel()->model()->family();
+    QCOMPARE(f.layers, 4);
+    QVERIFY(std::any_of(f.variants.begin(), f.variants.end(), [](const VariantInfo& v) { return v.name == QStringLiteral("esft-bible") && v.adapter_experts > 0; }));
+    QTRY_COMPARE_WITH_TIMEOUT(window_->layoutPanel()->grid()->layoutInfo().positions, qint64(32), 30000);
+    const LayoutInfo& l = window_->layoutPanel()->grid()->layoutInfo();
+    QCOMPARE(l.capacity, qint64(16));  // the default budget keeps half the positions
+    QCOMPARE(window_->layoutPanel()->grid()->residentCells(), 16);
+    QCOMPARE(window_->chatPane()->targetBox()->count(), 9);
+  }
+
+  void chat_streams_tokens_with_their_hits_and_misses() {
+    ChatPane* chat = window_->chatPane();
+    chat->targetBox()->setCurrentText(QStringLiteral("bible"));
+    chat->promptEdit()->setText(QStringLiteral("And God said"));
+    chat->send();
+    QTRY_VERIFY_WITH_TIMEOUT(chat->summaryText().contains(QStringLiteral("TTFT")), 60000);
+    const auto& traces = chat->strip()->tokens();
+    QVERIFY(traces.size() >= 5);
+    QVERIFY(chat->answer().size() >= 5);
+    // After the first (which carries the prompt's prefill), each step routes one token: top-2 in
+    // each of the 4 layers, every choice a hit or a miss.
+    for (int i = 1; i < traces.size(); ++i) {
+      int routed = 0;
+      for (int l = 0; l < traces[i].hits.size(); ++l) routed += traces[i].hits[l] + traces[i].misses[l];
+      QCOMPARE(routed, 4 * 2);
+    }
+    QVERIFY(traces.front().swaps >= 0);
+  }
+
+  // PNGs of the window and each panel showing real data, for people to look at (build tree).
+  void screenshots() {
+    const QString dir = QStringLiteral(MOSAIC_SCREENSHOT_DIR);
+    QVERIFY(QDir().mkpath(dir));
+    window_->resize(1500, 950);
+    QTest::qWait(50);
+    const std::pair<QWidget*, const char*> shots[] = {{window_.get(), "workbench.png"}, {window_->familyPanel(), "family.png"},
+                                                      {window_->layoutPanel(), "layout.png"}, {window_->chatPane(), "chat.png"}};
+    for (const auto& [w, name] : shots) {
+      const QPixmap pixmap = w->grab();
+      QVERIFY(!pixmap.isNull());
+      QVERIFY(pixmap.save(dir + QLatin1Char('/') + QString::fromLatin1(name)));
+    }
+  }
+
+  void budget_change_replans_and_repaints() {
+    const LayoutInfo before = window_->layoutPanel()->grid()->layoutInfo();
+    // Room for exactly 5 experts over the minimum.
+    const double mib = static_cast<double>(before.minimum_budget + 5 * before.bytes_per_expert) / (1024.0 * 1024.0) + 0.001;
+    window_->layoutPanel()->budgetBox()->setValue(mib);
+    QTRY_COMPARE_WITH_TIMEOUT(window_->layoutPanel()->grid()->layoutInfo().capacity, qint64(5), 30000);
+    QCOMPARE(window_->layoutPanel()->grid()->residentCells(), 5);
+
+    window_->layoutPanel()->budgetBox()->setValue(static_cast<double>(before.minimum_budget) / (2 * 1024.0 * 1024.0));
+    QTRY_VERIFY_WITH_TIMEOUT(window_->layoutPanel()->summaryText().contains(QStringLiteral("is below the minimum")), 30000);
+    QCOMPARE(window_->layoutPanel()->grid()->residentCells(), 5);  // the last good layout stays
+  }
+
+  void mismatched_family_shows_its_error_in_place() {
+    window_->openFamily({path(fixture("mixtral", "base")), path(fixture("qwen2_moe", "base"))});
+    QTRY_VERIFY_WITH_TIMEOUT(!window_->familyPanel()->errorText().isEmpty(), 30000);
+    const QString shown = window_->familyPanel()->errorText();
+    QVERIFY2(shown.contains(QStringLiteral("qwen2_moe")) || shown.contains(QStringLiteral("model_type")), qPrintable(shown));
+  }
+
+  void window_state_persists() {
+    window_->close();
+    QVERIFY(!QSettings().value(QStringLiteral("window/state")).toByteArray().isEmpty());
+    QVERIFY(!QSettings().value(QStringLiteral("recent/families")).toStringList().isEmpty());
+  }
+
+ private:
+  static QString path(const fs::path& p) { return QString::fromStdString(p.string()); }
+};
+
+QTEST_MAIN(WorkbenchTest)
+#include "tst_workbench.moc"

@@ -1,0 +1,72 @@
+#pragma once
+// Chat with any variant: choose the target, type, watch the answer stream in; under it a strip
+// shows, per token, each MoE layer's hits (green) and misses (red) and a swap marker where the
+// non-expert weights were swapped. Sampling controls and a stop button.
+#include <QVector>
+#include <QWidget>
+
+#include "workbench/engine_types.h"
+
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QLineEdit;
+class QPushButton;
+class QSpinBox;
+class QTextEdit;
+
+namespace mosaic::ui {
+
+class TokenStrip : public QWidget {
+  Q_OBJECT
+ public:
+  using QWidget::QWidget;
+  void clear();
+  void append(const TokenTrace& t);
+  const QVector<TokenTrace>& tokens() const { return tokens_; }
+  QSize sizeHint() const override { return {400, 60}; }
+
+ protected:
+  void paintEvent(QPaintEvent*) override;
+
+ private:
+  QVector<TokenTrace> tokens_;
+};
+
+class ChatPane : public QWidget {
+  Q_OBJECT
+ public:
+  explicit ChatPane(QWidget* parent = nullptr);
+  QString answer() const;
+  QString summaryText() const;
+  TokenStrip* strip() const { return strip_; }
+  QLineEdit* promptEdit() const { return prompt_; }
+  QComboBox* targetBox() const { return target_; }
+
+ public Q_SLOTS:
+  void setVariants(const mosaic::ui::FamilyInfo& family);
+  void appendToken(const mosaic::ui::TokenTrace& token);
+  void finish(const QString& summary);
+  void showError(const QString& what, const QString& message);
+  void send();
+
+ Q_SIGNALS:
+  void chatRequested(const QString& target, const QString& prompt, int maxNewTokens, double temperature, double topP);
+  void stopRequested();
+
+ private:
+  void setBusy(bool busy);
+  QComboBox* target_;
+  QLineEdit* prompt_;
+  QPushButton* send_;
+  QPushButton* stop_;
+  QSpinBox* max_new_;
+  QDoubleSpinBox* temperature_;
+  QDoubleSpinBox* top_p_;
+  QTextEdit* transcript_;
+  TokenStrip* strip_;
+  QLabel* summary_;
+  QString answer_;
+};
+
+}  // namespace mosaic::ui

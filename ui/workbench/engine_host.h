@@ -1,0 +1,50 @@
+#pragma once
+// The engine on its own thread. Every call returns at once; the work runs on the engine thread and
+// its results arrive as queued signals, so the GUI thread never waits on a load, a plan or a token.
+#include <QObject>
+#include <QStringList>
+#include <QThread>
+
+#include <atomic>
+#include <memory>
+
+#include "workbench/engine_types.h"
+
+namespace mosaic::ui {
+
+class EngineHost : public QObject {
+  Q_OBJECT
+ public:
+  explicit EngineHost(QObject* parent = nullptr);
+  ~EngineHost() override;  // cancels what runs and joins the thread
+
+  // Opens the variants as one family, hashes and analyzes it (cached), and plans a first layout.
+  void openFamily(const QStringList& dirs, qint64 budgetBytes);
+  void cancelOpen();
+  // Re-plans the resident experts for a budget (bytes) and policy ("round-robin", "medoid", "weighted").
+  void planLayout(qint64 budgetBytes, const QString& policy);
+  // Streams a continuation of `prompt` by `target`, served with the current layout.
+  void chat(const QString& target, const QString& prompt, int maxNewTokens, double temperature, double topP);
+  void stopChat();
+
+ Q_SIGNALS:
+  void progress(const QString& stage, int done, int total);
+  void familyOpened(const mosaic::ui::FamilyInfo& family);
+  void layoutPlanned(const mosaic::ui::LayoutInfo& layout);
+  void chatToken(const mosaic::ui::TokenTrace& token);
+  void chatFinished(const QString& summary);
+  // Engine errors, as messages that say what to do.
+  void familyFailed(const QString& message);
+  void layoutFailed(const QString& message);
+  void chatFailed(const QString& message);
+
+ private:
+  struct State;
+  void post(std::function<void()> work);
+  QThread thread_;
+  QObject* context_ = nullptr;  // lives on thread_: queued work runs there
+  std::unique_ptr<State> state_;  // touched only on thread_
+  std::atomic<bool> cancel_open_{false};
+};
+
+}  // namespace mosaic::ui

@@ -1,0 +1,53 @@
+#pragma once
+// Plain values the engine thread hands to the GUI through queued signals: copies, never pointers
+// into engine state, so the GUI can keep them as long as it likes.
+#include <QList>
+#include <QMetaType>
+#include <QString>
+#include <QStringList>
+#include <QVector>
+
+namespace mosaic::ui {
+
+struct VariantInfo {
+  QString name, dir, architecture, dtypes;
+  qint64 parameters = 0, active_parameters = 0, bytes = 0, non_expert_bytes = 0;
+  int adapter_experts = 0;  // > 0: an ESFT adapter tuning this many experts over its base
+};
+
+struct FamilyInfo {
+  QList<VariantInfo> variants;
+  int layers = 0, experts = 0, top_k = 0;
+  qint64 bytes_per_expert = 0;
+  bool distances_from_cache = false;
+};
+
+struct ReserveLine {
+  QString name, detail;
+  qint64 bytes = 0;
+};
+
+struct LayoutInfo {
+  QStringList variants;
+  int layers = 0, experts = 0;
+  QVector<int> resident;  // [layer * experts + expert]: variant whose copy is resident, -1 none
+  QVector<double> distance;  // d(l, e), NaN in dense layers
+  QVector<int> resident_counts;  // per variant
+  qint64 budget = 0, capacity = 0, positions = 0, minimum_budget = 0, non_expert_bytes = 0, bytes_per_expert = 0;
+  QList<ReserveLine> reserve;
+  QString policy;
+};
+
+// One streamed token with what its forward pass did: per MoE layer hits and misses, and swaps.
+struct TokenTrace {
+  QString text;
+  qint64 token = -1;
+  QVector<int> hits, misses;  // per layer, for this token's step alone
+  qint64 swaps = 0;           // non-expert swaps during this step (the first token carries the request's)
+};
+
+}  // namespace mosaic::ui
+
+Q_DECLARE_METATYPE(mosaic::ui::FamilyInfo)
+Q_DECLARE_METATYPE(mosaic::ui::LayoutInfo)
+Q_DECLARE_METATYPE(mosaic::ui::TokenTrace)

@@ -1,0 +1,97 @@
+#include "workbench/layout_grid.h"
+
+#include <QHelpEvent>
+#include <QPainter>
+#include <QToolTip>
+
+#include <cmath>
+
+namespace mosaic::ui {
+
+namespace {
+constexpr int kMargin = 36;  // room for the axis labels
+}
+
+QColor variantColor(int variant) {
+  static const QColor palette[] = {QColor(0x1f77b4), QColor(0xff7f0e), QColor(0x2ca02c), QColor(0xd62728), QColor(0x9467bd),
+                                   QColor(0x8c564b), QColor(0xe377c2), QColor(0x7f7f7f), QColor(0xbcbd22), QColor(0x17becf)};
+  return palette[static_cast<std::size_t>(variant) % std::size(palette)];
+}
+
+LayoutGrid::LayoutGrid(QWidget* parent) : QWidget(parent) {
+  setMouseTracking(true);
+  setMinimumSize(200, 120);
+}
+
+void LayoutGrid::setLayoutInfo(const LayoutInfo& layout) {
+  layout_ = layout;
+  update();
+}
+
+int LayoutGrid::residentCells() const {
+  int n = 0;
+  for (int v : layout_.resident) n += v >= 0;
+  return n;
+}
+
+QSize LayoutGrid::sizeHint() const { return {kMargin + 28 * std::max(layout_.experts, 8), kMargin + 22 * std::max(layout_.layers, 4)}; }
+
+QRect LayoutGrid::cellRect(int layer, int expert) const {
+  const int w = (width() - kMargin) / std::max(layout_.experts, 1), h = (height() - kMargin) / std::max(layout_.layers, 1);
+  return {kMargin + expert * w, kMargin / 2 + layer * h, w - 1, h - 1};
+}
+
+void LayoutGrid::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  p.fillRect(rect(), palette().base());
+  if (layout_.layers == 0) {
+    p.drawText(rect(), Qt::AlignCenter, tr("No layout yet"));
+    return;
+  }
+  p.setPen(palette().text().color());
+  for (int l = 0; l < layout_.layers; ++l) {
+    const QRect r = cellRect(l, 0);
+    p.drawText(QRect(0, r.top(), kMargin - 4, r.height()), Qt::AlignRight | Qt::AlignVCenter, QString::number(l));
+    for (int e = 0; e < layout_.experts; ++e) {
+      const QRect c = cellRect(l, e);
+      const int v = layout_.resident.value(l * layout_.experts + e, -1);
+      const double d = layout_.distance.value(l * layout_.experts + e, NAN);
+      if (std::isnan(d)) {
+        p.fillRect(c, palette().window());  // dense layer: no experts
+      } else if (v >= 0) {
+        p.fillRect(c, variantColor(v));
+      } else {
+        p.fillRect(c, QColor(0xdddddd));
+        p.fillRect(c, QBrush(QColor(0x999999), Qt::BDiagPattern));
+      }
+    }
+  }
+  for (int e = 0; e < layout_.experts; ++e) {
+    const QRect r = cellRect(layout_.layers - 1, e);
+    p.drawText(QRect(r.left(), r.bottom() + 2, r.width(), kMargin / 2), Qt::AlignHCenter | Qt::AlignTop, QString::number(e));
+  }
+}
+
+bool LayoutGrid::event(QEvent* e) {
+  if (e->type() != QEvent::ToolTip) return QWidget::event(e);
+  const QPoint pos = static_cast<QHelpEvent*>(e)->pos();
+  for (int l = 0; l < layout_.layers; ++l)
+    for (int x = 0; x < layout_.experts; ++x)
+      if (cellRect(l, x).contains(pos)) {
+        const int v = layout_.resident.value(l * layout_.experts + x, -1);
+        const double d = layout_.distance.value(l * layout_.experts + x, NAN);
+        QToolTip::showText(static_cast<QHelpEvent*>(e)->globalPos(),
+                           tr("layer %1, expert %2\n%3\nd(l, e) = %4")
+                               .arg(l)
+                               .arg(x)
+                               .arg(v >= 0 ? tr("resident: %1's copy").arg(layout_.variants.value(v)) : tr("not resident: loaded on a miss"))
+                               .arg(std::isnan(d) ? tr("dense layer") : QString::number(d, 'g', 4)),
+                           this);
+        return true;
+      }
+  QToolTip::hideText();
+  e->ignore();
+  return true;
+}
+
+}  // namespace mosaic::ui

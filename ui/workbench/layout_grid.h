@@ -1,0 +1,31 @@
+#pragma once
+// Layers × experts, each cell coloured by the variant whose copy is resident, hatched grey where
+// none is (those experts are misses, loaded on demand). Hover for layer, expert, variant, d(l, e).
+#include <QColor>
+#include <QWidget>
+
+#include "workbench/engine_types.h"
+
+namespace mosaic::ui {
+
+QColor variantColor(int variant);
+
+class LayoutGrid : public QWidget {
+  Q_OBJECT
+ public:
+  explicit LayoutGrid(QWidget* parent = nullptr);
+  void setLayoutInfo(const LayoutInfo& layout);
+  const LayoutInfo& layoutInfo() const { return layout_; }
+  int residentCells() const;
+  QSize sizeHint() const override;
+
+ protected:
+  void paintEvent(QPaintEvent*) override;
+  bool event(QEvent* e) override;  // tooltips
+
+ private:
+  QRect cellRect(int layer, int expert) const;
+  LayoutInfo layout_;
+};
+
+}  // namespace mosaic::ui

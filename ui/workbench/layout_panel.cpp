@@ -1,0 +1,87 @@
+#include "workbench/layout_panel.h"
+
+#include <QComboBox>
+#include <QDoubleSpinBox>
+#include <QFormLayout>
+#include <QLabel>
+#include <QTimer>
+#include <QVBoxLayout>
+
+#include "workbench/family_panel.h"
+#include "workbench/layout_grid.h"
+
+namespace mosaic::ui {
+
+namespace {
+constexpr double kMiB = 1024.0 * 1024.0;
+}
+
+LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGrid), debounce_(new QTimer(this)) {
+  budget_ = new QDoubleSpinBox;
+  budget_->setRange(0.01, 1e7);
+  budget_->setDecimals(2);
+  budget_->setSuffix(QStringLiteral(" MiB"));
+  budget_->setSingleStep(0.25);
+  budget_->setKeyboardTracking(false);
+  policy_ = new QComboBox;
+  policy_->addItems({QStringLiteral("round-robin"), QStringLiteral("medoid"), QStringLiteral("weighted")});
+  summary_ = new QLabel;
+  summary_->setWordWrap(true);
+  summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  legend_ = new QLabel;
+  legend_->setTextFormat(Qt::RichText);
+  auto* form = new QFormLayout;
+  form->addRow(tr("Device budget"), budget_);
+  form->addRow(tr("Policy"), policy_);
+  auto* layout = new QVBoxLayout(this);
+  layout->addLayout(form);
+  layout->addWidget(grid_, 1);
+  layout->addWidget(legend_);
+  layout->addWidget(summary_);
+
+  // Dragging the spin box fires many changes: plan once it rests for a moment.
+  debounce_->setSingleShot(true);
+  debounce_->setInterval(150);
+  connect(debounce_, &QTimer::timeout, this, [this] { Q_EMIT planRequested(budgetBytes(), policy_->currentText()); });
+  connect(budget_, &QDoubleSpinBox::valueChanged, this, [this] {
+    if (!updating_) debounce_->start();
+  });
+  connect(policy_, &QComboBox::currentTextChanged, this, [this] {
+    if (!updating_) debounce_->start();
+  });
+}
+
+QString LayoutPanel::summaryText() const { return summary_->text(); }
+
+qint64 LayoutPanel::budgetBytes() const { return static_cast<qint64>(budget_->value() * kMiB); }
+
+void LayoutPanel::showLayout(const LayoutInfo& l) {
+  updating_ = true;
+  budget_->setValue(static_cast<double>(l.budget) / kMiB);
+  policy_->setCurrentText(l.policy);
+  updating_ = false;
+  grid_->setLayoutInfo(l);
+  QString legend;
+  for (int v = 0; v < l.variants.size(); ++v)
+    legend += QStringLiteral("<span style='color:%1'>■</span> %2 (%3) &nbsp; ")
+                  .arg(variantColor(v).name(), l.variants[v].toHtmlEscaped())
+                  .arg(l.resident_counts.value(v));
+  legend_->setText(legend + tr("<span style='color:#999'>▨</span> not resident"));
+  QString reserve;
+  for (const ReserveLine& r : l.reserve) reserve += tr("\n  %1: %2 — %3").arg(r.name, formatBytes(r.bytes), r.detail);
+  summary_->setText(tr("Capacity %1 of %2 expert positions resident (%3 each) · non-expert %4 · minimum budget %5\nReserve:%6")
+                        .arg(l.capacity)
+                        .arg(l.positions)
+                        .arg(formatBytes(l.bytes_per_expert))
+                        .arg(formatBytes(l.non_expert_bytes))
+                        .arg(formatBytes(l.minimum_budget))
+                        .arg(reserve));
+  summary_->setStyleSheet(QString());
+}
+
+void LayoutPanel::showError(const QString& what, const QString& message) {
+  summary_->setText(what + QStringLiteral(": ") + message);
+  summary_->setStyleSheet(QStringLiteral("QLabel { color: #b00020; }"));
+}
+
+}  // namespace mosaic::ui

@@ -1,0 +1,44 @@
+#pragma once
+// The consolidated layout under a budget: the resident-copy grid with its legend, a budget control
+// whose every change re-plans the layout on the engine thread, the capacity it buys and the
+// itemized reserve, and the policy.
+#include <QWidget>
+
+#include "workbench/engine_types.h"
+
+class QComboBox;
+class QDoubleSpinBox;
+class QLabel;
+class QTimer;
+
+namespace mosaic::ui {
+
+class LayoutGrid;
+
+class LayoutPanel : public QWidget {
+  Q_OBJECT
+ public:
+  explicit LayoutPanel(QWidget* parent = nullptr);
+  LayoutGrid* grid() const { return grid_; }
+  QDoubleSpinBox* budgetBox() const { return budget_; }
+  qint64 budgetBytes() const;
+  QString summaryText() const;
+
+ public Q_SLOTS:
+  void showLayout(const mosaic::ui::LayoutInfo& layout);
+  void showError(const QString& what, const QString& message);
+
+ Q_SIGNALS:
+  void planRequested(qint64 budgetBytes, const QString& policy);
+
+ private:
+  LayoutGrid* grid_;
+  QDoubleSpinBox* budget_;
+  QComboBox* policy_;
+  QLabel* summary_;
+  QLabel* legend_;
+  QTimer* debounce_;
+  bool updating_ = false;  // showLayout setting the box must not re-plan
+};
+
+}  // namespace mosaic::ui

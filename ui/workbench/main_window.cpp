@@ -1,0 +1,129 @@
+#include "workbench/main_window.h"
+
+#include <QCloseEvent>
+#include <QCryptographicHash>
+#include <QDir>
+#include <QDockWidget>
+#include <QFileInfo>
+#include <QMenuBar>
+#include <QSettings>
+#include <QStatusBar>
+
+#include "workbench/chat_pane.h"
+#include "workbench/engine_host.h"
+#include "workbench/family_panel.h"
+#include "workbench/layout_panel.h"
+
+namespace mosaic::ui {
+
+namespace {
+constexpr int kMaxRecent = 8;
+// QSettings treats '/' as a group separator: a family's budget is keyed by a hash of its folders.
+QString budgetKey(const QStringList& dirs) {
+  return QStringLiteral("budgets/") + QString::fromLatin1(QCryptographicHash::hash(dirs.join(QLatin1Char('|')).toUtf8(), QCryptographicHash::Sha1).toHex());
+}
+}
+
+MainWindow::MainWindow(QWidget* parent)
+    : QMainWindow(parent), engine_(new EngineHost(this)), family_(new FamilyPanel), layout_(new LayoutPanel), chat_(new ChatPane) {
+  setWindowTitle(tr("Mosaic workbench"));
+  setCentralWidget(chat_);
+  auto dock = [this](QWidget* w, const QString& title, const QString& name, Qt::DockWidgetArea area) {
+    auto* d = new QDockWidget(title, this);
+    d->setObjectName(name);  // saveState() keys docks by object name
+    d->setWidget(w);
+    addDockWidget(area, d);
+    return d;
+  };
+  QDockWidget* familyDock = dock(family_, tr("Family"), QStringLiteral("familyDock"), Qt::LeftDockWidgetArea);
+  QDockWidget* layoutDock = dock(layout_, tr("Layout"), QStringLiteral("layoutDock"), Qt::RightDockWidgetArea);
+
+  QMenu* file = menuBar()->addMenu(tr("&File"));
+  recent_ = file->addMenu(tr("Recent families"));
+  file->addSeparator();
+  file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+  QMenu* view = menuBar()->addMenu(tr("&View"));
+  view->addAction(familyDock->toggleViewAction());
+  view->addAction(layoutDock->toggleViewAction());
+
+  connect(family_, &FamilyPanel::openRequested, this, &MainWindow::openFamily);
+  connect(family_, &FamilyPanel::cancelRequested, engine_, &EngineHost::cancelOpen);
+  connect(engine_, &EngineHost::progress, family_, &FamilyPanel::showProgress);
+  connect(engine_, &EngineHost::familyOpened, family_, &FamilyPanel::showFamily);
+  connect(engine_, &EngineHost::familyOpened, chat_, &ChatPane::setVariants);
+  connect(engine_, &EngineHost::familyFailed, this, [this](const QString& m) { family_->showError(tr("Open family"), m); });
+  connect(engine_, &EngineHost::layoutPlanned, layout_, &LayoutPanel::showLayout);
+  connect(engine_, &EngineHost::layoutFailed, this, [this](const QString& m) { layout_->showError(tr("Plan layout"), m); });
+  connect(layout_, &LayoutPanel::planRequested, engine_, &EngineHost::planLayout);
+  connect(chat_, &ChatPane::chatRequested, engine_, &EngineHost::chat);
+  connect(chat_, &ChatPane::stopRequested, engine_, &EngineHost::stopChat);
+  connect(engine_, &EngineHost::chatToken, chat_, &ChatPane::appendToken);
+  connect(engine_, &EngineHost::chatFinished, chat_, &ChatPane::finish);
+  connect(engine_, &EngineHost::chatFailed, this, [this](const QString& m) { chat_->showError(tr("Chat"), m); });
+  connect(engine_, &EngineHost::layoutPlanned, this, [this](const LayoutInfo& l) {
+    if (!family_key_.isEmpty()) QSettings().setValue(family_key_, l.budget);
+    statusBar()->showMessage(tr("Layout: %1 of %2 expert positions resident").arg(l.capacity).arg(l.positions), 5000);
+  });
+
+  QSettings settings;
+  restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
+  restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+  rebuildRecentMenu();
+}
+
+MainWindow::~MainWindow() = default;
+
+QStringList MainWindow::expandFamilyFolders(const QStringList& dirs) {
+  QStringList out;
+  for (const QString& d : dirs) {
+    if (QFileInfo::exists(d + QStringLiteral("/config.json"))) {
+      out << QDir::cleanPath(d);
+      continue;
+    }
+    for (const QFileInfo& f : QDir(d).entryInfoList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name))
+      if (QFileInfo::exists(f.filePath() + QStringLiteral("/config.json"))) out << QDir::cleanPath(f.filePath());
+  }
+  return out;
+}
+
+void MainWindow::openFamily(const QStringList& dirs) {
+  const QStringList variants = expandFamilyFolders(dirs);
+  if (variants.isEmpty()) {
+    family_->showError(tr("Open family"), tr("no folder holding a config.json among: %1").arg(dirs.join(QStringLiteral(", "))));
+    return;
+  }
+  rememberFamily(variants);
+  family_key_ = budgetKey(variants);
+  const qint64 budget = QSettings().value(family_key_, 0).toLongLong();  // 0: the engine's default
+  engine_->openFamily(variants, budget);
+}
+
+void MainWindow::rememberFamily(const QStringList& dirs) {
+  QSettings settings;
+  QStringList recent = settings.value(QStringLiteral("recent/families")).toStringList();
+  const QString key = dirs.join(QLatin1Char('|'));
+  recent.removeAll(key);
+  recent.prepend(key);
+  while (recent.size() > kMaxRecent) recent.removeLast();
+  settings.setValue(QStringLiteral("recent/families"), recent);
+  rebuildRecentMenu();
+}
+
+void MainWindow::rebuildRecentMenu() {
+  recent_->clear();
+  for (const QString& key : QSettings().value(QStringLiteral("recent/families")).toStringList()) {
+    const QStringList dirs = key.split(QLatin1Char('|'));
+    recent_->addAction(tr("%1 variants in %2").arg(dirs.size()).arg(QFileInfo(dirs.front()).absolutePath()), this,
+                       [this, dirs] { openFamily(dirs); });
+  }
+  recent_->setEnabled(!recent_->isEmpty());
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  QSettings settings;
+  settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
+  settings.setValue(QStringLiteral("window/state"), saveState());
+  event->accept();
+}
+
+}  // namespace mosaic::ui

@@ -1,0 +1,43 @@
+#pragma once
+// The workbench window: the chat in the middle, the family and the layout in docks whose
+// arrangement, the window geometry, the budget and the recent families persist (QSettings).
+#include <QMainWindow>
+#include <QStringList>
+
+namespace mosaic::ui {
+
+class ChatPane;
+class EngineHost;
+class FamilyPanel;
+class LayoutPanel;
+
+class MainWindow : public QMainWindow {
+  Q_OBJECT
+ public:
+  explicit MainWindow(QWidget* parent = nullptr);
+  ~MainWindow() override;
+
+  // Variant folders, or family folders whose subfolders holding config.json are the variants.
+  void openFamily(const QStringList& dirs);
+  static QStringList expandFamilyFolders(const QStringList& dirs);
+
+  EngineHost* engine() const { return engine_; }
+  FamilyPanel* familyPanel() const { return family_; }
+  LayoutPanel* layoutPanel() const { return layout_; }
+  ChatPane* chatPane() const { return chat_; }
+
+ protected:
+  void closeEvent(QCloseEvent* event) override;
+
+ private:
+  void rememberFamily(const QStringList& dirs);
+  void rebuildRecentMenu();
+  EngineHost* engine_;
+  FamilyPanel* family_;
+  LayoutPanel* layout_;
+  ChatPane* chat_;
+  QMenu* recent_ = nullptr;
+  QString family_key_;  // where this family's budget is remembered
+};
+
+}  // namespace mosaic::ui
