@@ -4,6 +4,7 @@
 #include <QApplication>
 #include <QComboBox>
 #include <QDir>
+#include <QFileInfo>
 #include <QPixmap>
 #include <QDoubleSpinBox>
 #include <QLineEdit>
@@ -14,6 +15,7 @@
 #include <QTimer>
 
 #include "test_support.h"
+#include "workbench/analysis_panel.h"
 #include "workbench/chat_pane.h"
 #include "workbench/engine_host.h"
 #include "workbench/family_panel.h"
@@ -64,6 +66,30 @@ class WorkbenchTest : public QObject {
     QCOMPARE(window_->chatPane()->targetBox()->count(), 9);
   }
 
+  void distance_heatmaps_and_their_export() {
+    AnalysisPanel* a = window_->analysisPanel();
+    QTRY_COMPARE_WITH_TIMEOUT(a->heatmap().rows, 4, 30000);  // d(l, e): layers × experts
+    QCOMPARE(a->heatmap().columns, 8);
+    // Variants in folder order: base is 0, esft-bible 3. An adapter shares every expert it did not
+    // tune with its base: exactly the 6 tuned positions are non-zero.
+    a->choose(Heatmap::Kind::Pair, 0, 3, -1);
+    QTRY_VERIFY_WITH_TIMEOUT(a->heatmap().kind == Heatmap::Kind::Pair, 30000);
+    const auto& v = a->heatmap().values;
+    QCOMPARE(std::count_if(v.begin(), v.end(), [](double x) { return x > 0; }), 6);
+    a->choose(Heatmap::Kind::Cross, 0, 1, 2);  // base against bible within layer 2 (Figure 2)
+    QTRY_VERIFY_WITH_TIMEOUT(a->heatmap().kind == Heatmap::Kind::Cross, 60000);
+    QCOMPARE(a->heatmap().rows, 8);
+    QVERIFY(a->describeCell(3, 5).contains(QStringLiteral("layer 2, expert 5")));
+    // A fine-tune stays near its base: each expert is closest to its own former self.
+    for (int r = 0; r < 8; ++r)
+      for (int c = 0; c < 8; ++c)
+        if (c != r) QVERIFY(a->heatmap().values[r * 8 + r] < a->heatmap().values[r * 8 + c]);
+    QTemporaryDir out;
+    QVERIFY(a->exportTo(out.filePath(QStringLiteral("cross.png"))));
+    QVERIFY(a->exportTo(out.filePath(QStringLiteral("cross.svg"))));
+    QVERIFY(QFileInfo(out.filePath(QStringLiteral("cross.svg"))).size() > 1000);
+  }
+
   void chat_streams_tokens_with_their_hits_and_misses() {
     ChatPane* chat = window_->chatPane();
     chat->targetBox()->setCurrentText(QStringLiteral("bible"));
@@ -90,7 +116,8 @@ class WorkbenchTest : public QObject {
     window_->resize(1500, 950);
     QTest::qWait(50);
     const std::pair<QWidget*, const char*> shots[] = {{window_.get(), "workbench.png"}, {window_->familyPanel(), "family.png"},
-                                                      {window_->layoutPanel(), "layout.png"}, {window_->chatPane(), "chat.png"}};
+                                                      {window_->layoutPanel(), "layout.png"}, {window_->chatPane(), "chat.png"},
+                                                      {window_->analysisPanel(), "distances.png"}};
     for (const auto& [w, name] : shots) {
       const QPixmap pixmap = w->grab();
       QVERIFY(!pixmap.isNull());

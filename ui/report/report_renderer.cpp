@@ -4,9 +4,9 @@
 #include <QImage>
 #include <QPainter>
 #include <QPdfWriter>
-#include <QSvgGenerator>
 #include <QTextDocument>
 #include <QUrl>
+#include "report/plot_export.h"
 #include "report/qcustomplot_include.h"
 
 #include <cmath>
@@ -82,16 +82,7 @@ std::vector<std::filesystem::path> save_chart(const std::filesystem::path& dir, 
   const auto pdf = std::filesystem::path(base).replace_extension(".pdf");
   check(plot.savePdf(q(pdf.string()), kWidth, kHeight), pdf);
   const auto svg = std::filesystem::path(base).replace_extension(".svg");
-  {
-    QSvgGenerator gen;
-    gen.setFileName(q(svg.string()));
-    gen.setSize(QSize(kWidth, kHeight));
-    gen.setViewBox(QRect(0, 0, kWidth, kHeight));
-    gen.setTitle(title);
-    QCPPainter painter(&gen);
-    plot.toPainter(&painter, kWidth, kHeight);
-  }
-  check(QFile::exists(q(svg.string())), svg);
+  check(savePlotSvg(plot, q(svg.string()), kWidth, kHeight, title), svg);
   return out;
 }
 

@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "model/synthetic.h"
 #include "runtime/runtime.h"
+#include "analysis/cross_distance.h"
 #include "serving/session.h"
 
 namespace mosaic::ui {
@@ -81,6 +82,7 @@ EngineHost::EngineHost(QObject* parent) : QObject(parent), state_(std::make_uniq
   qRegisterMetaType<FamilyInfo>();
   qRegisterMetaType<LayoutInfo>();
   qRegisterMetaType<TokenTrace>();
+  qRegisterMetaType<Heatmap>();
   thread_.setObjectName(QStringLiteral("mosaic-engine"));
   context_ = new QObject;
   context_->moveToThread(&thread_);
@@ -207,6 +209,47 @@ void EngineHost::chat(const QString& target, const QString& prompt, int maxNewTo
 void EngineHost::stopChat() {
   std::lock_guard lock(state_->request_mutex);
   if (state_->request) state_->request->cancel();
+}
+
+void EngineHost::requestHeatmap(Heatmap::Kind kind, int a, int b, int layer) {
+  post([this, kind, a, b, layer] {
+    State& st = *state_;
+    if (!st.session) return Q_EMIT heatmapFailed(tr("Open a family first."));
+    try {
+      const Family& family = st.session->family();
+      const ExpertDistances& d = st.session->analysis().distances;
+      const int n = static_cast<int>(family.size());
+      if ((kind != Heatmap::Kind::Position) && (a < 0 || b < 0 || a >= n || b >= n || a == b))
+        return Q_EMIT heatmapFailed(tr("Choose two different variants."));
+      Heatmap h;
+      h.kind = kind;
+      auto name = [&](int i) { return qs(family.variants()[static_cast<std::size_t>(i)].name); };
+      if (kind == Heatmap::Kind::Cross) {
+        const auto cross = cross_position_distances(*family.variants()[static_cast<std::size_t>(a)].checkpoint,
+                                                    *family.variants()[static_cast<std::size_t>(b)].checkpoint,
+                                                    layer >= 0 ? std::optional<std::int64_t>(layer) : std::nullopt);
+        if (!cross) return;
+        h.rows = h.columns = static_cast<int>(cross->size());
+        h.values = QVector<double>(cross->matrix.begin(), cross->matrix.end());
+        for (const auto& [l, e] : cross->positions) h.positions.push_back({static_cast<int>(l), static_cast<int>(e)});
+        h.title = tr("‖%1(l, e) − %2(l′, e′)‖%3").arg(name(a), name(b), layer >= 0 ? tr(", layer %1").arg(layer) : QString());
+        h.row_label = tr("%1 position").arg(name(a));
+        h.column_label = tr("%1 position").arg(name(b));
+      } else {
+        h.rows = static_cast<int>(d.layers);
+        h.columns = static_cast<int>(d.experts);
+        for (std::int64_t l = 0; l < d.layers; ++l)
+          for (std::int64_t e = 0; e < d.experts; ++e) h.values.push_back(kind == Heatmap::Kind::Position ? d.at(l, e) : d.pair(a, b, l, e));
+        h.title = kind == Heatmap::Kind::Position ? tr("Position distance d(l, e) over %1 variants").arg(n)
+                                                  : tr("‖%1 − %2‖ per position").arg(name(a), name(b));
+        h.row_label = tr("layer");
+        h.column_label = tr("expert");
+      }
+      Q_EMIT heatmapReady(h);
+    } catch (const std::exception& e) {
+      Q_EMIT heatmapFailed(QString::fromUtf8(e.what()));
+    }
+  });
 }
 
 }  // namespace mosaic::ui

@@ -26,6 +26,9 @@ class EngineHost : public QObject {
   // Streams a continuation of `prompt` by `target`, served with the current layout.
   void chat(const QString& target, const QString& prompt, int maxNewTokens, double temperature, double topP);
   void stopChat();
+  // A heatmap of the open family's distances: Position (d(l, e)), Pair (variants a and b per
+  // position) or Cross (a's positions against b's, within `layer`, or all when layer < 0).
+  void requestHeatmap(mosaic::ui::Heatmap::Kind kind, int a, int b, int layer);
 
  Q_SIGNALS:
   void progress(const QString& stage, int done, int total);
@@ -33,10 +36,12 @@ class EngineHost : public QObject {
   void layoutPlanned(const mosaic::ui::LayoutInfo& layout);
   void chatToken(const mosaic::ui::TokenTrace& token);
   void chatFinished(const QString& summary);
+  void heatmapReady(const mosaic::ui::Heatmap& heatmap);
   // Engine errors, as messages that say what to do.
   void familyFailed(const QString& message);
   void layoutFailed(const QString& message);
   void chatFailed(const QString& message);
+  void heatmapFailed(const QString& message);
 
  private:
   struct State;

@@ -3,6 +3,7 @@
 // into engine state, so the GUI can keep them as long as it likes.
 #include <QList>
 #include <QMetaType>
+#include <QPair>
 #include <QString>
 #include <QStringList>
 #include <QVector>
@@ -46,8 +47,20 @@ struct TokenTrace {
   qint64 swaps = 0;           // non-expert swaps during this step (the first token carries the request's)
 };
 
+// A matrix to draw as a heatmap. Position and pair maps: rows are layers, columns experts. The
+// cross-position map (the paper's Figure 2): rows are A's positions, columns B's, both listed in
+// `positions` as (layer, expert).
+struct Heatmap {
+  enum class Kind { Position, Pair, Cross } kind = Kind::Position;
+  QString title, row_label, column_label;
+  int rows = 0, columns = 0;
+  QVector<double> values;  // row-major; NaN where undefined (dense layers)
+  QVector<QPair<int, int>> positions;  // Cross only
+};
+
 }  // namespace mosaic::ui
 
+Q_DECLARE_METATYPE(mosaic::ui::Heatmap)
 Q_DECLARE_METATYPE(mosaic::ui::FamilyInfo)
 Q_DECLARE_METATYPE(mosaic::ui::LayoutInfo)
 Q_DECLARE_METATYPE(mosaic::ui::TokenTrace)

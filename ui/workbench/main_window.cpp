@@ -9,6 +9,7 @@
 #include <QSettings>
 #include <QStatusBar>
 
+#include "workbench/analysis_panel.h"
 #include "workbench/chat_pane.h"
 #include "workbench/engine_host.h"
 #include "workbench/family_panel.h"
@@ -25,7 +26,7 @@ QString budgetKey(const QStringList& dirs) {
 }
 
 MainWindow::MainWindow(QWidget* parent)
-    : QMainWindow(parent), engine_(new EngineHost(this)), family_(new FamilyPanel), layout_(new LayoutPanel), chat_(new ChatPane) {
+    : QMainWindow(parent), engine_(new EngineHost(this)), family_(new FamilyPanel), layout_(new LayoutPanel), analysis_(new AnalysisPanel), chat_(new ChatPane) {
   setWindowTitle(tr("Mosaic workbench"));
   setCentralWidget(chat_);
   auto dock = [this](QWidget* w, const QString& title, const QString& name, Qt::DockWidgetArea area) {
@@ -37,6 +38,9 @@ MainWindow::MainWindow(QWidget* parent)
   };
   QDockWidget* familyDock = dock(family_, tr("Family"), QStringLiteral("familyDock"), Qt::LeftDockWidgetArea);
   QDockWidget* layoutDock = dock(layout_, tr("Layout"), QStringLiteral("layoutDock"), Qt::RightDockWidgetArea);
+  QDockWidget* analysisDock = dock(analysis_, tr("Distances"), QStringLiteral("analysisDock"), Qt::RightDockWidgetArea);
+  tabifyDockWidget(layoutDock, analysisDock);
+  layoutDock->raise();
 
   QMenu* file = menuBar()->addMenu(tr("&File"));
   recent_ = file->addMenu(tr("Recent families"));
@@ -45,6 +49,7 @@ MainWindow::MainWindow(QWidget* parent)
   QMenu* view = menuBar()->addMenu(tr("&View"));
   view->addAction(familyDock->toggleViewAction());
   view->addAction(layoutDock->toggleViewAction());
+  view->addAction(analysisDock->toggleViewAction());
 
   connect(family_, &FamilyPanel::openRequested, this, &MainWindow::openFamily);
   connect(family_, &FamilyPanel::cancelRequested, engine_, &EngineHost::cancelOpen);
@@ -52,6 +57,10 @@ MainWindow::MainWindow(QWidget* parent)
   connect(engine_, &EngineHost::familyOpened, family_, &FamilyPanel::showFamily);
   connect(engine_, &EngineHost::familyOpened, chat_, &ChatPane::setVariants);
   connect(engine_, &EngineHost::familyFailed, this, [this](const QString& m) { family_->showError(tr("Open family"), m); });
+  connect(engine_, &EngineHost::familyOpened, analysis_, &AnalysisPanel::setVariants);
+  connect(analysis_, &AnalysisPanel::heatmapRequested, engine_, &EngineHost::requestHeatmap);
+  connect(engine_, &EngineHost::heatmapReady, analysis_, &AnalysisPanel::showHeatmap);
+  connect(engine_, &EngineHost::heatmapFailed, analysis_, &AnalysisPanel::showError);
   connect(engine_, &EngineHost::layoutPlanned, layout_, &LayoutPanel::showLayout);
   connect(engine_, &EngineHost::layoutFailed, this, [this](const QString& m) { layout_->showError(tr("Plan layout"), m); });
   connect(layout_, &LayoutPanel::planRequested, engine_, &EngineHost::planLayout);

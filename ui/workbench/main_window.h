@@ -6,6 +6,7 @@
 
 namespace mosaic::ui {
 
+class AnalysisPanel;
 class ChatPane;
 class EngineHost;
 class FamilyPanel;
@@ -24,6 +25,7 @@ class MainWindow : public QMainWindow {
   EngineHost* engine() const { return engine_; }
   FamilyPanel* familyPanel() const { return family_; }
   LayoutPanel* layoutPanel() const { return layout_; }
+  AnalysisPanel* analysisPanel() const { return analysis_; }
   ChatPane* chatPane() const { return chat_; }
 
  protected:
@@ -35,6 +37,7 @@ class MainWindow : public QMainWindow {
   EngineHost* engine_;
   FamilyPanel* family_;
   LayoutPanel* layout_;
+  AnalysisPanel* analysis_;
   ChatPane* chat_;
   QMenu* recent_ = nullptr;
   QString family_key_;  // where this family's budget is remembered
