@@ -4,8 +4,6 @@
 
 #include <cstdio>
 #include <iostream>
-#include <nlohmann/json.hpp>
-#include <random>
 
 #include "analysis/family_analysis.h"
 #include "cli/commands.h"
@@ -13,6 +11,7 @@
 #include "common/error.h"
 #include "runtime/threads.h"
 #include "serving/sweep.h"
+#include "serving/sweep_run.h"
 #include "store/recorder.h"
 
 namespace fs = std::filesystem;
@@ -46,53 +45,21 @@ void add_bench_command(CLI::App& app) {
     const HostStore store(family);
     const auto analysis = analyze_family(family, {default_cache_dir(), o->threads, {}});
     Recorder recorder(o->db);
-    const fs::path scratch = fs::temp_directory_path() / ("mosaic-bench-" + std::to_string(std::random_device{}()));
-    fs::create_directories(scratch);
-    struct Cleanup { fs::path d; ~Cleanup() { std::error_code ec; fs::remove_all(d, ec); } } cleanup{scratch};
-
     std::printf("%-14s %7s %3s %6s | %9s %8s | %9s %9s %9s | %9s %9s | %6s %8s\n", "strategy", "req/s", "rep", "reqs",
                 "req/min", "tok/s", "TTFT p50", "TTFT p90", "TTFT p99", "turn p50", "turn p90", "hit %", "swap s");
     std::fflush(stdout);
-    for (const StrategyConfig& sc : config.strategies) {
-      StrategyServer server(sc, family, store, *analysis, scratch);
-      const std::vector<WorkloadRequest> trace = config.trace.empty() ? std::vector<WorkloadRequest>{} : read_trace(config.trace);
-      const std::vector<double> rates = config.trace.empty() ? config.rates : std::vector<double>{0.0};
-      for (double rate : rates)
-        for (int rep = 0; rep < config.repeats; ++rep) {
-          WorkloadSpec spec = config.workload;
-          for (const Variant& v : family.variants()) spec.targets.push_back(v.name);
-          spec.total_rate = rate;
-          spec.vocab_size = store.spec().vocab_size;
-          spec.seed = config.workload.seed + static_cast<std::uint64_t>(rep);
-          const auto workload = config.trace.empty() ? generate_workload(spec) : trace;
-          // A trace's rate is what it holds.
-          const double run_rate = config.trace.empty() || workload.size() < 2
-                                      ? rate
-                                      : static_cast<double>(workload.size()) / std::max(workload.back().arrival, 1e-9);
-          const nlohmann::json run_config = {{"strategy", server.name()}, {"rate", run_rate}, {"repeat", rep},
-                                             {"seed", spec.seed}, {"capacity", sc.capacity},
-                                             {"trace", config.trace.string()},
-                                             {"clock", config.clock == RunClock::Real ? "real" : "virtual"},
-                                             {"sweep", nlohmann::json::parse(config.text, nullptr, false)}};
-          const auto run = recorder.begin_run(server.name(), run_config.dump());
-          const std::string label = server.name() + " @ " + std::to_string(run_rate).substr(0, 5) + " req/s";
-          const auto records = run_workload(server, workload,
-                                            {.clock = config.clock,
-                                             .on_finished = [&](const RequestRecord& r) { recorder.record(run, r); },
-                                             .progress = [&](std::size_t done, std::size_t total) {
-                                               draw_progress(done, total, label);
-                                               return true;
-                                             }});
-          recorder.record_samples(run, time_series(records));
-          recorder.finish_run(run, "finished");
-          const RunSummary s = summarize(records);
-          std::printf("%-14s %7.2f %3d %6lld | %9.1f %8.1f | %9.4f %9.4f %9.4f | %9.4f %9.4f | %6.1f %8.3f\n",
-                      server.name().c_str(), run_rate, rep, static_cast<long long>(s.requests), s.requests_per_minute,
-                      s.tokens_per_second, s.ttft.p50, s.ttft.p90, s.ttft.p99, s.turnaround.p50, s.turnaround.p90,
-                      100.0 * s.hit_rate, s.swap_seconds);
-          std::fflush(stdout);
-        }
-    }
+    SweepEvents events;
+    events.request_finished = [](const SweepRun& run, const RequestRecord&, std::size_t done, std::size_t total) {
+      draw_progress(done, total, run.strategy + " @ " + std::to_string(run.rate).substr(0, 5) + " req/s");
+      return true;
+    };
+    events.run_finished = [](const SweepRun& run, const RunSummary& s, bool) {
+      std::printf("%-14s %7.2f %3d %6lld | %9.1f %8.1f | %9.4f %9.4f %9.4f | %9.4f %9.4f | %6.1f %8.3f\n", run.strategy.c_str(),
+                  run.rate, run.repeat, static_cast<long long>(s.requests), s.requests_per_minute, s.tokens_per_second, s.ttft.p50,
+                  s.ttft.p90, s.ttft.p99, s.turnaround.p50, s.turnaround.p90, 100.0 * s.hit_rate, s.swap_seconds);
+      std::fflush(stdout);
+    };
+    run_sweep(config, family, store, *analysis, recorder, events);
     std::cout << "recorded to " << o->db.string() << "\n";
   });
 }
