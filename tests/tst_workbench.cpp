@@ -14,6 +14,14 @@
 #include <QTest>
 #include <QTimer>
 
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+
+#include "analysis/family_analysis.h"
+#include "runtime/host_store.h"
+#include "serving/sweep_run.h"
+#include "store/recorder.h"
 #include "test_support.h"
 #include "workbench/analysis_panel.h"
 #include "workbench/chat_pane.h"
@@ -22,6 +30,8 @@
 #include "workbench/layout_grid.h"
 #include "workbench/layout_panel.h"
 #include "workbench/main_window.h"
+#include "workbench/runs_panel.h"
+#include "report/qcustomplot_include.h"
 
 using namespace mosaic;
 using namespace mosaic::test;
@@ -109,6 +119,41 @@ class WorkbenchTest : public QObject {
     QVERIFY(traces.front().swaps >= 0);
   }
 
+  void runs_panel_lists_compares_and_exports_recorded_runs() {
+    // A real sweep, recorded as the bench command records it: two strategies on two olmoe variants.
+    QTemporaryDir dir;
+    const fs::path root(dir.path().toStdString());
+    const nlohmann::json sweep = {
+        {"schema", "mosaic.sweep/1"}, {"variants", {fixture("olmoe", "base").string(), fixture("olmoe", "ft1").string()}},
+        {"rates", {4}}, {"duration_seconds", 2}, {"prompt", {4, 6}}, {"output", {2, 3}},
+        {"strategies", {{{"kind", "consolidated"}, {"capacity", 6}}, {{"kind", "time-sharing"}}}}};
+    std::ofstream(root / "sweep.json") << sweep.dump();
+    {
+      const SweepConfig config = load_sweep_config(root / "sweep.json");
+      Family family;
+      for (const auto& v : config.variants) family.add(v.filename().string(), v);
+      const HostStore store(family);
+      const auto analysis = analyze_family(family);
+      Recorder recorder(root / "runs.sqlite");
+      QVERIFY(run_sweep(config, family, store, *analysis, recorder));
+    }
+    RunsPanel* runs = window_->runsPanel();
+    runs->openDatabase(QString::fromStdString((root / "runs.sqlite").string()));
+    QTRY_COMPARE_WITH_TIMEOUT(runs->model()->rowCount(), 2, 30000);
+    runs->table()->selectAll();
+    QVERIFY(runs->comparison().contains(QStringLiteral("time-sharing")));
+    QVERIFY(runs->comparison().contains(QStringLiteral("TTFT mean ms")));
+    QCOMPARE(runs->comparePlot()->plottableCount(), 2);  // per-layer hit-rate bars of each run
+    const QString out = QString::fromStdString((root / "report").string());
+    runs->exportSelected(out);
+    QTRY_VERIFY_WITH_TIMEOUT(runs->statusText().startsWith(QStringLiteral("Wrote the report of 2 runs")), 60000);
+    QVERIFY(QFileInfo::exists(out + QStringLiteral("/report.html")));
+    QVERIFY(QFileInfo::exists(out + QStringLiteral("/runs.csv")));
+    runs->openDatabase(QString::fromStdString((root / "absent.sqlite").string()));
+    QTRY_VERIFY_WITH_TIMEOUT(runs->statusText().contains(QStringLiteral("does not exist")), 30000);
+    QVERIFY(!QFileInfo::exists(QString::fromStdString((root / "absent.sqlite").string())));
+  }
+
   // PNGs of the window and each panel showing real data, for people to look at (build tree).
   void screenshots() {
     const QString dir = QStringLiteral(MOSAIC_SCREENSHOT_DIR);
@@ -117,7 +162,7 @@ class WorkbenchTest : public QObject {
     QTest::qWait(50);
     const std::pair<QWidget*, const char*> shots[] = {{window_.get(), "workbench.png"}, {window_->familyPanel(), "family.png"},
                                                       {window_->layoutPanel(), "layout.png"}, {window_->chatPane(), "chat.png"},
-                                                      {window_->analysisPanel(), "distances.png"}};
+                                                      {window_->analysisPanel(), "distances.png"}, {window_->runsPanel(), "runs.png"}};
     for (const auto& [w, name] : shots) {
       const QPixmap pixmap = w->grab();
       QVERIFY(!pixmap.isNull());

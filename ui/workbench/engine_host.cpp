@@ -14,6 +14,7 @@
 #include "runtime/runtime.h"
 #include "analysis/cross_distance.h"
 #include "serving/session.h"
+#include "store/recorder.h"
 
 namespace mosaic::ui {
 
@@ -83,6 +84,7 @@ EngineHost::EngineHost(QObject* parent) : QObject(parent), state_(std::make_uniq
   qRegisterMetaType<LayoutInfo>();
   qRegisterMetaType<TokenTrace>();
   qRegisterMetaType<Heatmap>();
+  qRegisterMetaType<ReportData>();
   thread_.setObjectName(QStringLiteral("mosaic-engine"));
   context_ = new QObject;
   context_->moveToThread(&thread_);
@@ -248,6 +250,33 @@ void EngineHost::requestHeatmap(Heatmap::Kind kind, int a, int b, int layer) {
       Q_EMIT heatmapReady(h);
     } catch (const std::exception& e) {
       Q_EMIT heatmapFailed(QString::fromUtf8(e.what()));
+    }
+  });
+}
+
+void EngineHost::loadRuns(const QString& database) {
+  post([this, database] {
+    try {
+      if (!QFileInfo::exists(database)) throw IoError(database.toStdString(), "", "does not exist", "record runs with the serving panel or mosaic-cli bench");
+      const Recorder recorder(database.toStdString());
+      Q_EMIT runsLoaded(load_report_data(recorder, {}, QFileInfo(database).fileName().toStdString()));
+    } catch (const std::exception& e) {
+      Q_EMIT runsFailed(QString::fromUtf8(e.what()));
+    }
+  });
+}
+
+void EngineHost::exportReport(const QString& database, const QList<qint64>& runs, const QString& dir) {
+  post([this, database, runs, dir] {
+    try {
+      const Recorder recorder(database.toStdString());
+      const ReportData data = load_report_data(recorder, std::vector<std::int64_t>(runs.begin(), runs.end()),
+                                               QFileInfo(database).fileName().toStdString());
+      std::filesystem::create_directories(dir.toStdString());
+      write_report_tables(data, dir.toStdString());
+      Q_EMIT reportDataReady(data, dir);
+    } catch (const std::exception& e) {
+      Q_EMIT runsFailed(QString::fromUtf8(e.what()));
     }
   });
 }

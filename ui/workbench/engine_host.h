@@ -29,6 +29,10 @@ class EngineHost : public QObject {
   // A heatmap of the open family's distances: Position (d(l, e)), Pair (variants a and b per
   // position) or Cross (a's positions against b's, within `layer`, or all when layer < 0).
   void requestHeatmap(mosaic::ui::Heatmap::Kind kind, int a, int b, int layer);
+  // The runs recorded in a SQLite file (all of them), and a report of some: tables written here,
+  // then reportDataReady so that the GUI thread draws the charts (QCustomPlot is a widget).
+  void loadRuns(const QString& database);
+  void exportReport(const QString& database, const QList<qint64>& runs, const QString& dir);
 
  Q_SIGNALS:
   void progress(const QString& stage, int done, int total);
@@ -37,11 +41,14 @@ class EngineHost : public QObject {
   void chatToken(const mosaic::ui::TokenTrace& token);
   void chatFinished(const QString& summary);
   void heatmapReady(const mosaic::ui::Heatmap& heatmap);
+  void runsLoaded(const mosaic::ReportData& runs);
+  void reportDataReady(const mosaic::ReportData& data, const QString& dir);
   // Engine errors, as messages that say what to do.
   void familyFailed(const QString& message);
   void layoutFailed(const QString& message);
   void chatFailed(const QString& message);
   void heatmapFailed(const QString& message);
+  void runsFailed(const QString& message);
 
  private:
   struct State;

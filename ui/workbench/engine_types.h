@@ -8,6 +8,8 @@
 #include <QStringList>
 #include <QVector>
 
+#include "store/report_data.h"
+
 namespace mosaic::ui {
 
 struct VariantInfo {
@@ -61,6 +63,7 @@ struct Heatmap {
 }  // namespace mosaic::ui
 
 Q_DECLARE_METATYPE(mosaic::ui::Heatmap)
+Q_DECLARE_METATYPE(mosaic::ReportData)
 Q_DECLARE_METATYPE(mosaic::ui::FamilyInfo)
 Q_DECLARE_METATYPE(mosaic::ui::LayoutInfo)
 Q_DECLARE_METATYPE(mosaic::ui::TokenTrace)

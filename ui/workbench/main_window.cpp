@@ -14,6 +14,7 @@
 #include "workbench/engine_host.h"
 #include "workbench/family_panel.h"
 #include "workbench/layout_panel.h"
+#include "workbench/runs_panel.h"
 
 namespace mosaic::ui {
 
@@ -26,7 +27,7 @@ QString budgetKey(const QStringList& dirs) {
 }
 
 MainWindow::MainWindow(QWidget* parent)
-    : QMainWindow(parent), engine_(new EngineHost(this)), family_(new FamilyPanel), layout_(new LayoutPanel), analysis_(new AnalysisPanel), chat_(new ChatPane) {
+    : QMainWindow(parent), engine_(new EngineHost(this)), family_(new FamilyPanel), layout_(new LayoutPanel), analysis_(new AnalysisPanel), runs_(new RunsPanel), chat_(new ChatPane) {
   setWindowTitle(tr("Mosaic workbench"));
   setCentralWidget(chat_);
   auto dock = [this](QWidget* w, const QString& title, const QString& name, Qt::DockWidgetArea area) {
@@ -39,6 +40,7 @@ MainWindow::MainWindow(QWidget* parent)
   QDockWidget* familyDock = dock(family_, tr("Family"), QStringLiteral("familyDock"), Qt::LeftDockWidgetArea);
   QDockWidget* layoutDock = dock(layout_, tr("Layout"), QStringLiteral("layoutDock"), Qt::RightDockWidgetArea);
   QDockWidget* analysisDock = dock(analysis_, tr("Distances"), QStringLiteral("analysisDock"), Qt::RightDockWidgetArea);
+  QDockWidget* runsDock = dock(runs_, tr("Runs"), QStringLiteral("runsDock"), Qt::BottomDockWidgetArea);
   tabifyDockWidget(layoutDock, analysisDock);
   layoutDock->raise();
 
@@ -50,6 +52,7 @@ MainWindow::MainWindow(QWidget* parent)
   view->addAction(familyDock->toggleViewAction());
   view->addAction(layoutDock->toggleViewAction());
   view->addAction(analysisDock->toggleViewAction());
+  view->addAction(runsDock->toggleViewAction());
 
   connect(family_, &FamilyPanel::openRequested, this, &MainWindow::openFamily);
   connect(family_, &FamilyPanel::cancelRequested, engine_, &EngineHost::cancelOpen);
@@ -61,6 +64,12 @@ MainWindow::MainWindow(QWidget* parent)
   connect(analysis_, &AnalysisPanel::heatmapRequested, engine_, &EngineHost::requestHeatmap);
   connect(engine_, &EngineHost::heatmapReady, analysis_, &AnalysisPanel::showHeatmap);
   connect(engine_, &EngineHost::heatmapFailed, analysis_, &AnalysisPanel::showError);
+  connect(runs_, &RunsPanel::loadRequested, engine_, &EngineHost::loadRuns);
+  connect(runs_, &RunsPanel::exportRequested, engine_, &EngineHost::exportReport);
+  connect(engine_, &EngineHost::runsLoaded, runs_, &RunsPanel::showRuns);
+  connect(engine_, &EngineHost::reportDataReady, runs_, &RunsPanel::writeReport);
+  connect(engine_, &EngineHost::runsFailed, runs_, &RunsPanel::showError);
+  connect(runs_, &RunsPanel::loadRequested, this, [](const QString& db) { QSettings().setValue(QStringLiteral("runs/database"), db); });
   connect(engine_, &EngineHost::layoutPlanned, layout_, &LayoutPanel::showLayout);
   connect(engine_, &EngineHost::layoutFailed, this, [this](const QString& m) { layout_->showError(tr("Plan layout"), m); });
   connect(layout_, &LayoutPanel::planRequested, engine_, &EngineHost::planLayout);
@@ -78,6 +87,8 @@ MainWindow::MainWindow(QWidget* parent)
   restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
   restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
   rebuildRecentMenu();
+  const QString db = settings.value(QStringLiteral("runs/database")).toString();
+  if (!db.isEmpty() && QFileInfo::exists(db)) runs_->openDatabase(db);
 }
 
 MainWindow::~MainWindow() = default;

@@ -11,6 +11,7 @@ class ChatPane;
 class EngineHost;
 class FamilyPanel;
 class LayoutPanel;
+class RunsPanel;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -26,6 +27,7 @@ class MainWindow : public QMainWindow {
   FamilyPanel* familyPanel() const { return family_; }
   LayoutPanel* layoutPanel() const { return layout_; }
   AnalysisPanel* analysisPanel() const { return analysis_; }
+  RunsPanel* runsPanel() const { return runs_; }
   ChatPane* chatPane() const { return chat_; }
 
  protected:
@@ -38,6 +40,7 @@ class MainWindow : public QMainWindow {
   FamilyPanel* family_;
   LayoutPanel* layout_;
   AnalysisPanel* analysis_;
+  RunsPanel* runs_;
   ChatPane* chat_;
   QMenu* recent_ = nullptr;
   QString family_key_;  // where this family's budget is remembered

@@ -1,0 +1,51 @@
+#pragma once
+// Recorded runs: the runs of a SQLite file in a table (strategy, rate, throughput, TTFT,
+// turnaround, hit rate, swaps); select two to compare them side by side (per-layer hit rates and
+// every metric with its ratio); export a report of the selected runs (tables, charts, HTML, PDF).
+#include <QWidget>
+
+#include "workbench/engine_types.h"
+
+class QCustomPlot;
+class QLabel;
+class QStandardItemModel;
+class QTableView;
+class QTextEdit;
+
+namespace mosaic::ui {
+
+class RunsPanel : public QWidget {
+  Q_OBJECT
+ public:
+  explicit RunsPanel(QWidget* parent = nullptr);
+  void openDatabase(const QString& file);
+  QString database() const { return database_; }
+  QStandardItemModel* model() const { return model_; }
+  QTableView* table() const { return table_; }
+  QCustomPlot* comparePlot() const { return plot_; }
+  QString comparison() const;
+  QList<qint64> selectedRuns() const;
+  void exportSelected(const QString& dir);
+  QString statusText() const;
+
+ public Q_SLOTS:
+  void showRuns(const mosaic::ReportData& runs);
+  void writeReport(const mosaic::ReportData& data, const QString& dir);
+  void showError(const QString& message);
+
+ Q_SIGNALS:
+  void loadRequested(const QString& database);
+  void exportRequested(const QString& database, const QList<qint64>& runs, const QString& dir);
+
+ private:
+  void compare();
+  QString database_;
+  ReportData data_;
+  QStandardItemModel* model_;
+  QTableView* table_;
+  QCustomPlot* plot_;
+  QTextEdit* details_;
+  QLabel* status_;
+};
+
+}  // namespace mosaic::ui
