@@ -31,6 +31,7 @@
 #include "workbench/layout_panel.h"
 #include "workbench/main_window.h"
 #include "workbench/runs_panel.h"
+#include "workbench/serving_panel.h"
 #include "report/qcustomplot_include.h"
 
 using namespace mosaic;
@@ -154,6 +155,35 @@ class WorkbenchTest : public QObject {
     QVERIFY(!QFileInfo::exists(QString::fromStdString((root / "absent.sqlite").string())));
   }
 
+  void serving_dashboard_runs_a_sweep_live() {
+    ServingPanel* serving = window_->servingPanel();
+    QTemporaryDir dir;
+    const QString db = dir.filePath(QStringLiteral("live.sqlite"));
+    serving->databaseEdit()->setText(db);
+    serving->ratesEdit()->setText(QStringLiteral("20"));
+    serving->durationBox()->setValue(2);
+    int ticks = 0;
+    QTimer ticker;
+    connect(&ticker, &QTimer::timeout, [&] { ++ticks; });
+    ticker.start(5);
+    serving->start();  // consolidated and time-sharing, checked by default, on the nine variants
+    QTRY_VERIFY_WITH_TIMEOUT(serving->statusText().startsWith(QStringLiteral("Sweep finished")), 120000);
+    ticker.stop();
+    QVERIFY(ticks > 0);
+    QVERIFY(serving->pointsReceived() > 10);
+    QVERIFY(serving->replots() >= 1);
+    QVERIFY(serving->latencyPlot()->graphCount() >= 4);  // TTFT and turnaround of both runs
+    const Recorder recorded(db.toStdString());
+    QCOMPARE(recorded.runs().size(), std::size_t(2));
+    QCOMPARE(static_cast<int>(recorded.requests(recorded.runs()[0].id).size() + recorded.requests(recorded.runs()[1].id).size()),
+             serving->pointsReceived());
+    // The runs panel opens the record it was written to.
+    QTRY_VERIFY_WITH_TIMEOUT(window_->runsPanel()->statusText().startsWith(QStringLiteral("live.sqlite: 2 runs")), 30000);
+    serving->ratesEdit()->setText(QStringLiteral("fast"));
+    serving->start();
+    QVERIFY(serving->statusText().contains(QStringLiteral("positive numbers")));
+  }
+
   // PNGs of the window and each panel showing real data, for people to look at (build tree).
   void screenshots() {
     const QString dir = QStringLiteral(MOSAIC_SCREENSHOT_DIR);
@@ -162,7 +192,7 @@ class WorkbenchTest : public QObject {
     QTest::qWait(50);
     const std::pair<QWidget*, const char*> shots[] = {{window_.get(), "workbench.png"}, {window_->familyPanel(), "family.png"},
                                                       {window_->layoutPanel(), "layout.png"}, {window_->chatPane(), "chat.png"},
-                                                      {window_->analysisPanel(), "distances.png"}, {window_->runsPanel(), "runs.png"}};
+                                                      {window_->analysisPanel(), "distances.png"}, {window_->runsPanel(), "runs.png"}, {window_->servingPanel(), "serving.png"}};
     for (const auto& [w, name] : shots) {
       const QPixmap pixmap = w->grab();
       QVERIFY(!pixmap.isNull());

@@ -28,6 +28,7 @@ class Session {
 
   const Family& family() const { return *family_; }
   const FamilyAnalysis& analysis() const { return analysis_; }
+  const HostStore& store() const { return *store_; }
 
   // A budget that keeps half of the MoE positions resident.
   std::uint64_t default_budget() const;

@@ -6,18 +6,18 @@
 
 #include "common/byte_size.h"
 #include "common/error.h"
+#include "common/text_file.h"
 
 namespace mosaic {
 
 SweepConfig load_sweep_config(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw IoError(path.string(), "", "cannot be read", "check the path of the sweep config");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  return parse_sweep_config(read_text_file(path, "check the path of the sweep config"), path.string(), path.parent_path());
+}
+
+SweepConfig parse_sweep_config(const std::string& text, const std::string& file, const std::filesystem::path& base_dir) {
   SweepConfig c;
-  c.text = ss.str();
+  c.text = text;
   const auto j = nlohmann::json::parse(c.text, nullptr, /*allow_exceptions=*/false);
-  const std::string file = path.string();
   auto fail = [&](const std::string& field, const std::string& problem) -> void {
     throw FormatError(file, "field '" + field + "'", problem, "see sample_configs/paper-qos.json");
   };
@@ -30,7 +30,7 @@ SweepConfig load_sweep_config(const std::filesystem::path& path) {
   for (const auto& v : j["variants"]) {
     if (!v.is_string()) fail("variants", "must hold folder paths");
     const std::filesystem::path p = v.get<std::string>();
-    c.variants.push_back(p.is_absolute() ? p : path.parent_path() / p);
+    c.variants.push_back(p.is_absolute() ? p : base_dir / p);
   }
   const std::string clock = j.value("clock", "virtual");
   if (clock != "virtual" && clock != "real") fail("clock", "is '" + clock + "'; use virtual or real");
@@ -38,7 +38,7 @@ SweepConfig load_sweep_config(const std::filesystem::path& path) {
   if (j.contains("trace")) {
     if (!j["trace"].is_string() || j["trace"].get<std::string>().empty()) fail("trace", "must be the path of a JSONL trace");
     const std::filesystem::path t = j["trace"].get<std::string>();
-    c.trace = t.is_absolute() ? t : path.parent_path() / t;
+    c.trace = t.is_absolute() ? t : base_dir / t;
   }
   if (c.trace.empty() && (!j.contains("rates") || !j["rates"].is_array() || j["rates"].empty()))
     fail("rates", "must list total arrival rates (or give a trace)");

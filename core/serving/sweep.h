@@ -30,5 +30,7 @@ struct SweepConfig {
 // Throws IoError, FormatError naming the field (and what is allowed), or UnsupportedError for
 // another schema version.
 SweepConfig load_sweep_config(const std::filesystem::path& path);
+// The same from text; `file` names it in errors, relative paths are resolved against `base_dir`.
+SweepConfig parse_sweep_config(const std::string& text, const std::string& file, const std::filesystem::path& base_dir);
 
 }  // namespace mosaic

@@ -14,6 +14,7 @@
 #include "runtime/runtime.h"
 #include "analysis/cross_distance.h"
 #include "serving/session.h"
+#include "serving/sweep_run.h"
 #include "store/recorder.h"
 
 namespace mosaic::ui {
@@ -85,6 +86,7 @@ EngineHost::EngineHost(QObject* parent) : QObject(parent), state_(std::make_uniq
   qRegisterMetaType<TokenTrace>();
   qRegisterMetaType<Heatmap>();
   qRegisterMetaType<ReportData>();
+  qRegisterMetaType<ServedPoint>();
   thread_.setObjectName(QStringLiteral("mosaic-engine"));
   context_ = new QObject;
   context_->moveToThread(&thread_);
@@ -94,6 +96,7 @@ EngineHost::EngineHost(QObject* parent) : QObject(parent), state_(std::make_uniq
 
 EngineHost::~EngineHost() {
   cancel_open_ = true;
+  stop_serving_ = true;
   stopChat();
   post([this] { state_->session.reset(); });
   thread_.quit();
@@ -280,5 +283,49 @@ void EngineHost::exportReport(const QString& database, const QList<qint64>& runs
     }
   });
 }
+
+void EngineHost::startServing(const QString& sweepJson, const QString& database) {
+  stop_serving_ = false;
+  post([this, sweepJson, database] {
+    State& st = *state_;
+    if (!st.session) return Q_EMIT servingFailed(tr("Open a family first."));
+    try {
+      SweepConfig config = parse_sweep_config(sweepJson.toStdString(), "serving panel", ".");
+      config.variants.clear();
+      for (const Variant& v : st.session->family().variants()) config.variants.push_back(v.checkpoint->dir());
+      Recorder recorder(database.toStdString());
+      SweepEvents events;
+      events.run_started = [&](const SweepRun& r, std::size_t requests) {
+        Q_EMIT servingRunStarted(qs(r.strategy), r.rate, r.run_id, static_cast<int>(requests));
+      };
+      events.request_finished = [&](const SweepRun& r, const RequestRecord& rec, std::size_t done, std::size_t total) {
+        ServedPoint p;
+        p.strategy = qs(r.strategy);
+        p.target = qs(rec.target);
+        p.rate = r.rate;
+        p.run_id = r.run_id;
+        p.finish = rec.finish;
+        p.ttft = rec.ttft();
+        p.turnaround = rec.turnaround();
+        p.output_tokens = rec.output_tokens;
+        p.swaps = rec.counters.swaps;
+        for (const LayerCounts& l : rec.counters.layers) {
+          p.hits << static_cast<int>(l.hits);
+          p.misses << static_cast<int>(l.misses);
+        }
+        p.done = static_cast<int>(done);
+        p.total = static_cast<int>(total);
+        Q_EMIT servedRequest(p);
+        return !stop_serving_.load();
+      };
+      const bool complete = run_sweep(config, st.session->family(), st.session->store(), st.session->analysis(), recorder, events);
+      Q_EMIT servingFinished(complete ? tr("Sweep finished; every run recorded.") : tr("Stopped; the runs so far are recorded."), database);
+    } catch (const std::exception& e) {
+      Q_EMIT servingFailed(QString::fromUtf8(e.what()));
+    }
+  });
+}
+
+void EngineHost::stopServing() { stop_serving_ = true; }
 
 }  // namespace mosaic::ui

@@ -32,6 +32,10 @@ class EngineHost : public QObject {
   // The runs recorded in a SQLite file (all of them), and a report of some: tables written here,
   // then reportDataReady so that the GUI thread draws the charts (QCustomPlot is a widget).
   void loadRuns(const QString& database);
+  // Runs a sweep (mosaic.sweep/1 JSON; its variants are the open family's, whatever it lists) on
+  // the open family, recording every run to `database`. Until it ends, other engine work waits.
+  void startServing(const QString& sweepJson, const QString& database);
+  void stopServing();
   void exportReport(const QString& database, const QList<qint64>& runs, const QString& dir);
 
  Q_SIGNALS:
@@ -42,6 +46,9 @@ class EngineHost : public QObject {
   void chatFinished(const QString& summary);
   void heatmapReady(const mosaic::ui::Heatmap& heatmap);
   void runsLoaded(const mosaic::ReportData& runs);
+  void servingRunStarted(const QString& strategy, double rate, qint64 runId, int requests);
+  void servedRequest(const mosaic::ui::ServedPoint& point);
+  void servingFinished(const QString& summary, const QString& database);
   void reportDataReady(const mosaic::ReportData& data, const QString& dir);
   // Engine errors, as messages that say what to do.
   void familyFailed(const QString& message);
@@ -49,6 +56,7 @@ class EngineHost : public QObject {
   void chatFailed(const QString& message);
   void heatmapFailed(const QString& message);
   void runsFailed(const QString& message);
+  void servingFailed(const QString& message);
 
  private:
   struct State;
@@ -57,6 +65,7 @@ class EngineHost : public QObject {
   QObject* context_ = nullptr;  // lives on thread_: queued work runs there
   std::unique_ptr<State> state_;  // touched only on thread_
   std::atomic<bool> cancel_open_{false};
+  std::atomic<bool> stop_serving_{false};
 };
 
 }  // namespace mosaic::ui

@@ -60,8 +60,20 @@ struct Heatmap {
   QVector<QPair<int, int>> positions;  // Cross only
 };
 
+// One finished request of a serving run, as the dashboard charts it.
+struct ServedPoint {
+  QString strategy, target;
+  double rate = 0;              // the run's arrival rate, requests/s
+  qint64 run_id = 0;
+  double finish = 0, ttft = 0, turnaround = 0;  // seconds (finish: from the run's start)
+  qint64 output_tokens = 0, swaps = 0;
+  QVector<int> hits, misses;    // per layer
+  int done = 0, total = 0;      // requests finished in the run so far, of
+};
+
 }  // namespace mosaic::ui
 
+Q_DECLARE_METATYPE(mosaic::ui::ServedPoint)
 Q_DECLARE_METATYPE(mosaic::ui::Heatmap)
 Q_DECLARE_METATYPE(mosaic::ReportData)
 Q_DECLARE_METATYPE(mosaic::ui::FamilyInfo)

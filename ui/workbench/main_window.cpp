@@ -15,6 +15,7 @@
 #include "workbench/family_panel.h"
 #include "workbench/layout_panel.h"
 #include "workbench/runs_panel.h"
+#include "workbench/serving_panel.h"
 
 namespace mosaic::ui {
 
@@ -27,7 +28,7 @@ QString budgetKey(const QStringList& dirs) {
 }
 
 MainWindow::MainWindow(QWidget* parent)
-    : QMainWindow(parent), engine_(new EngineHost(this)), family_(new FamilyPanel), layout_(new LayoutPanel), analysis_(new AnalysisPanel), runs_(new RunsPanel), chat_(new ChatPane) {
+    : QMainWindow(parent), engine_(new EngineHost(this)), family_(new FamilyPanel), layout_(new LayoutPanel), analysis_(new AnalysisPanel), runs_(new RunsPanel), serving_(new ServingPanel), chat_(new ChatPane) {
   setWindowTitle(tr("Mosaic workbench"));
   setCentralWidget(chat_);
   auto dock = [this](QWidget* w, const QString& title, const QString& name, Qt::DockWidgetArea area) {
@@ -41,6 +42,9 @@ MainWindow::MainWindow(QWidget* parent)
   QDockWidget* layoutDock = dock(layout_, tr("Layout"), QStringLiteral("layoutDock"), Qt::RightDockWidgetArea);
   QDockWidget* analysisDock = dock(analysis_, tr("Distances"), QStringLiteral("analysisDock"), Qt::RightDockWidgetArea);
   QDockWidget* runsDock = dock(runs_, tr("Runs"), QStringLiteral("runsDock"), Qt::BottomDockWidgetArea);
+  QDockWidget* servingDock = dock(serving_, tr("Serving"), QStringLiteral("servingDock"), Qt::BottomDockWidgetArea);
+  tabifyDockWidget(servingDock, runsDock);
+  servingDock->raise();
   tabifyDockWidget(layoutDock, analysisDock);
   layoutDock->raise();
 
@@ -52,6 +56,7 @@ MainWindow::MainWindow(QWidget* parent)
   view->addAction(familyDock->toggleViewAction());
   view->addAction(layoutDock->toggleViewAction());
   view->addAction(analysisDock->toggleViewAction());
+  view->addAction(servingDock->toggleViewAction());
   view->addAction(runsDock->toggleViewAction());
 
   connect(family_, &FamilyPanel::openRequested, this, &MainWindow::openFamily);
@@ -64,6 +69,14 @@ MainWindow::MainWindow(QWidget* parent)
   connect(analysis_, &AnalysisPanel::heatmapRequested, engine_, &EngineHost::requestHeatmap);
   connect(engine_, &EngineHost::heatmapReady, analysis_, &AnalysisPanel::showHeatmap);
   connect(engine_, &EngineHost::heatmapFailed, analysis_, &AnalysisPanel::showError);
+  connect(engine_, &EngineHost::familyOpened, serving_, &ServingPanel::setFamily);
+  connect(serving_, &ServingPanel::startRequested, engine_, &EngineHost::startServing);
+  connect(serving_, &ServingPanel::stopRequested, engine_, &EngineHost::stopServing);
+  connect(engine_, &EngineHost::servingRunStarted, serving_, &ServingPanel::runStarted);
+  connect(engine_, &EngineHost::servedRequest, serving_, &ServingPanel::addPoint);
+  connect(engine_, &EngineHost::servingFinished, serving_, &ServingPanel::finished);
+  connect(engine_, &EngineHost::servingFailed, serving_, &ServingPanel::showError);
+  connect(engine_, &EngineHost::servingFinished, runs_, [this](const QString&, const QString& db) { runs_->openDatabase(db); });
   connect(runs_, &RunsPanel::loadRequested, engine_, &EngineHost::loadRuns);
   connect(runs_, &RunsPanel::exportRequested, engine_, &EngineHost::exportReport);
   connect(engine_, &EngineHost::runsLoaded, runs_, &RunsPanel::showRuns);

@@ -12,6 +12,7 @@ class EngineHost;
 class FamilyPanel;
 class LayoutPanel;
 class RunsPanel;
+class ServingPanel;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -28,6 +29,7 @@ class MainWindow : public QMainWindow {
   LayoutPanel* layoutPanel() const { return layout_; }
   AnalysisPanel* analysisPanel() const { return analysis_; }
   RunsPanel* runsPanel() const { return runs_; }
+  ServingPanel* servingPanel() const { return serving_; }
   ChatPane* chatPane() const { return chat_; }
 
  protected:
@@ -41,6 +43,7 @@ class MainWindow : public QMainWindow {
   LayoutPanel* layout_;
   AnalysisPanel* analysis_;
   RunsPanel* runs_;
+  ServingPanel* serving_;
   ChatPane* chat_;
   QMenu* recent_ = nullptr;
   QString family_key_;  // where this family's budget is remembered

@@ -1,0 +1,233 @@
+#include "workbench/serving_panel.h"
+
+#include <QComboBox>
+#include <QDir>
+#include <QFileInfo>
+#include <QFormLayout>
+#include <QGridLayout>
+#include <QHBoxLayout>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <QLabel>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QStandardPaths>
+#include <QTimer>
+#include <QVBoxLayout>
+
+#include "report/qcustomplot_include.h"
+#include "workbench/layout_grid.h"
+
+namespace mosaic::ui {
+
+namespace {
+
+QCustomPlot* make_plot(const QString& x, const QString& y) {
+  auto* p = new QCustomPlot;
+  p->setMinimumSize(260, 180);
+  p->xAxis->setLabel(x);
+  p->yAxis->setLabel(y);
+  p->legend->setVisible(true);
+  p->legend->setFont(QFont(p->font().family(), 8));
+  p->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  return p;
+}
+
+// The graph named `name` on `plot`, created on first use in the next palette colour.
+QCPGraph* graph(QCustomPlot* plot, const QString& name, QCPScatterStyle::ScatterShape shape, bool line) {
+  for (int i = 0; i < plot->graphCount(); ++i)
+    if (plot->graph(i)->name() == name) return plot->graph(i);
+  QCPGraph* g = plot->addGraph();
+  g->setName(name);
+  const QColor c = variantColor(plot->graphCount() - 1);
+  g->setPen(QPen(c, 1.5));
+  g->setLineStyle(line ? QCPGraph::lsStepLeft : QCPGraph::lsNone);
+  g->setScatterStyle(QCPScatterStyle(shape, c, line ? 0 : 5));
+  return g;
+}
+
+}  // namespace
+
+ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer(this)) {
+  strategies_ = new QListWidget;
+  for (const char* k : {"consolidated", "no-reconfig", "single", "time-sharing", "space-sharing", "averaging"}) {
+    auto* item = new QListWidgetItem(QString::fromLatin1(k), strategies_);
+    item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
+    item->setCheckState(std::string_view(k) == "consolidated" || std::string_view(k) == "time-sharing" ? Qt::Checked : Qt::Unchecked);
+  }
+  strategies_->setMaximumHeight(130);
+  rates_ = new QLineEdit(QStringLiteral("5, 20"));
+  duration_ = new QSpinBox;
+  duration_->setRange(1, 3600);
+  duration_->setValue(10);
+  duration_->setSuffix(tr(" s of arrivals"));
+  prompt_ = new QSpinBox;
+  prompt_->setRange(1, 4096);
+  prompt_->setValue(20);
+  prompt_->setSuffix(tr(" prompt tokens"));
+  output_ = new QSpinBox;
+  output_->setRange(1, 4096);
+  output_->setValue(25);
+  output_->setSuffix(tr(" output tokens"));
+  capacity_ = new QSpinBox;
+  capacity_->setRange(1, 1 << 20);
+  capacity_->setSuffix(tr(" resident experts"));
+  clock_ = new QComboBox;
+  clock_->addItems({QStringLiteral("virtual"), QStringLiteral("real")});
+  database_ = new QLineEdit(QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/runs.sqlite"));
+  start_ = new QPushButton(tr("Start"));
+  stop_ = new QPushButton(tr("Stop"));
+  status_ = new QLabel(tr("Open a family, choose strategies and rates, then Start."));
+  status_->setWordWrap(true);
+  latency_ = make_plot(tr("time in run (s)"), tr("ms"));
+  throughput_ = make_plot(tr("time in run (s)"), tr("completed requests"));
+  hits_ = make_plot(tr("layer"), tr("hit rate"));
+  hits_->legend->setVisible(false);
+  hits_->yAxis->setRange(0, 1.05);
+
+  auto* form = new QFormLayout;
+  form->addRow(tr("Strategies"), strategies_);
+  form->addRow(tr("Rates (req/s)"), rates_);
+  form->addRow(tr("Duration"), duration_);
+  form->addRow(tr("Lengths"), prompt_);
+  form->addRow(QString(), output_);
+  form->addRow(tr("Layout"), capacity_);
+  form->addRow(tr("Clock"), clock_);
+  form->addRow(tr("Record to"), database_);
+  auto* buttons = new QHBoxLayout;
+  buttons->addWidget(start_);
+  buttons->addWidget(stop_);
+  auto* left = new QVBoxLayout;
+  left->addLayout(form);
+  left->addLayout(buttons);
+  left->addWidget(status_);
+  left->addStretch();
+  auto* charts = new QGridLayout;
+  charts->addWidget(latency_, 0, 0, 1, 2);
+  charts->addWidget(throughput_, 1, 0);
+  charts->addWidget(hits_, 1, 1);
+  auto* layout = new QHBoxLayout(this);
+  layout->addLayout(left);
+  layout->addLayout(charts, 1);
+
+  connect(start_, &QPushButton::clicked, this, &ServingPanel::start);
+  connect(stop_, &QPushButton::clicked, this, &ServingPanel::stopRequested);
+  timer_->setInterval(250);  // ≥ 2 refreshes a second, whatever the request rate
+  connect(timer_, &QTimer::timeout, this, &ServingPanel::refresh);
+  setRunning(false);
+  start_->setEnabled(false);
+}
+
+void ServingPanel::setFamily(const FamilyInfo& family) {
+  variants_.clear();
+  for (const VariantInfo& v : family.variants) variants_ << v.dir;
+  capacity_->setValue(std::max(1, family.layers * family.experts / 2));
+  start_->setEnabled(variants_.size() >= 2);
+  if (variants_.size() < 2) status_->setText(tr("Serving compares strategies over at least two variants."));
+}
+
+QString ServingPanel::sweepJson() const {
+  QJsonArray rates, strategies;
+  for (const QString& r : rates_->text().split(QLatin1Char(','), Qt::SkipEmptyParts)) {
+    bool ok = false;
+    const double v = r.trimmed().toDouble(&ok);
+    if (!ok || v <= 0) return {};
+    rates.append(v);
+  }
+  for (int i = 0; i < strategies_->count(); ++i)
+    if (strategies_->item(i)->checkState() == Qt::Checked)
+      strategies.append(QJsonObject{{QStringLiteral("kind"), strategies_->item(i)->text()}, {QStringLiteral("capacity"), capacity_->value()}});
+  if (rates.isEmpty() || strategies.isEmpty()) return {};
+  const QJsonObject sweep{{QStringLiteral("schema"), QStringLiteral("mosaic.sweep/1")},
+                          {QStringLiteral("variants"), QJsonArray::fromStringList(variants_)},
+                          {QStringLiteral("clock"), clock_->currentText()},
+                          {QStringLiteral("rates"), rates},
+                          {QStringLiteral("duration_seconds"), duration_->value()},
+                          {QStringLiteral("prompt"), QJsonArray{prompt_->value(), prompt_->value()}},
+                          {QStringLiteral("output"), QJsonArray{output_->value(), output_->value()}},
+                          {QStringLiteral("strategies"), strategies}};
+  return QString::fromUtf8(QJsonDocument(sweep).toJson(QJsonDocument::Compact));
+}
+
+void ServingPanel::start() {
+  const QString json = sweepJson();
+  if (json.isEmpty()) return showError(tr("Check at least one strategy and give rates as positive numbers, e.g. 5, 20."));
+  QDir().mkpath(QFileInfo(database_->text()).absolutePath());
+  for (QCustomPlot* p : {latency_, throughput_, hits_}) {
+    p->clearGraphs();
+    p->clearPlottables();
+  }
+  points_ = completed_ = 0;
+  setRunning(true);
+  status_->setStyleSheet(QString());
+  status_->setText(tr("Starting…"));
+  Q_EMIT startRequested(json, database_->text());
+}
+
+void ServingPanel::runStarted(const QString& strategy, double rate, qint64 runId, int requests) {
+  run_label_ = tr("%1 @ %2 req/s").arg(strategy).arg(rate);
+  completed_ = 0;
+  layer_hits_.clear();
+  layer_misses_.clear();
+  status_->setText(tr("Run %1: %2, %3 requests").arg(runId).arg(run_label_).arg(requests));
+}
+
+void ServingPanel::addPoint(const ServedPoint& p) {
+  ++points_;
+  ++completed_;
+  graph(latency_, run_label_ + tr(" TTFT"), QCPScatterStyle::ssDisc, false)->addData(p.finish, p.ttft * 1e3);
+  graph(latency_, run_label_ + tr(" turnaround"), QCPScatterStyle::ssCircle, false)->addData(p.finish, p.turnaround * 1e3);
+  if (p.swaps > 0) graph(latency_, tr("swap before the request"), QCPScatterStyle::ssCross, false)->addData(p.finish, p.ttft * 1e3);
+  graph(throughput_, run_label_, QCPScatterStyle::ssNone, true)->addData(p.finish, completed_);
+  layer_hits_.resize(p.hits.size());
+  layer_misses_.resize(p.misses.size());
+  for (int l = 0; l < p.hits.size(); ++l) {
+    layer_hits_[l] += p.hits[l];
+    layer_misses_[l] += p.misses[l];
+  }
+  status_->setText(tr("%1: %2 of %3 requests").arg(run_label_).arg(p.done).arg(p.total));
+  dirty_ = true;
+}
+
+void ServingPanel::refresh() {
+  if (!dirty_) return;
+  dirty_ = false;
+  hits_->clearPlottables();
+  auto* bars = new QCPBars(hits_->xAxis, hits_->yAxis);
+  bars->setBrush(QColor(0x2ca02c));
+  bars->setPen(Qt::NoPen);
+  for (int l = 0; l < layer_hits_.size(); ++l) {
+    const qint64 n = layer_hits_[l] + layer_misses_[l];
+    if (n > 0) bars->addData(l, static_cast<double>(layer_hits_[l]) / static_cast<double>(n));
+  }
+  hits_->xAxis->setRange(-0.6, layer_hits_.size() - 0.4);
+  for (QCustomPlot* p : {latency_, throughput_}) p->rescaleAxes();
+  for (QCustomPlot* p : {latency_, throughput_, hits_}) p->replot(QCustomPlot::rpQueuedReplot);
+  ++replots_;
+}
+
+void ServingPanel::finished(const QString& summary, const QString&) {
+  refresh();
+  setRunning(false);
+  status_->setText(summary);
+}
+
+void ServingPanel::showError(const QString& message) {
+  setRunning(false);
+  status_->setStyleSheet(QStringLiteral("QLabel { color: #b00020; }"));
+  status_->setText(message);
+}
+
+QString ServingPanel::statusText() const { return status_->text(); }
+
+void ServingPanel::setRunning(bool running) {
+  start_->setEnabled(!running && variants_.size() >= 2);
+  stop_->setEnabled(running);
+  if (running) timer_->start();
+  else timer_->stop();
+}
+
+}  // namespace mosaic::ui

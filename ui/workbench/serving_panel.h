@@ -1,0 +1,73 @@
+#pragma once
+// The serving dashboard: choose strategies, arrival rates and request lengths, start and stop a
+// sweep on the open family, and watch it live — TTFT and turnaround of every request over time
+// (swaps marked), completed requests over time, and per-layer hit rates of the current run —
+// replotted four times a second from what has arrived, never per request. Every run is recorded.
+#include <QWidget>
+
+#include "workbench/engine_types.h"
+
+class QComboBox;
+class QCustomPlot;
+class QLabel;
+class QLineEdit;
+class QListWidget;
+class QPushButton;
+class QSpinBox;
+class QTimer;
+
+namespace mosaic::ui {
+
+class ServingPanel : public QWidget {
+  Q_OBJECT
+ public:
+  explicit ServingPanel(QWidget* parent = nullptr);
+  // The sweep the controls describe (mosaic.sweep/1); empty with an error shown when they are invalid.
+  QString sweepJson() const;
+  QLineEdit* databaseEdit() const { return database_; }
+  QLineEdit* ratesEdit() const { return rates_; }
+  QSpinBox* durationBox() const { return duration_; }
+  QListWidget* strategyList() const { return strategies_; }
+  QCustomPlot* latencyPlot() const { return latency_; }
+  int pointsReceived() const { return points_; }
+  int replots() const { return replots_; }
+  QString statusText() const;
+  void start();
+
+ public Q_SLOTS:
+  void setFamily(const mosaic::ui::FamilyInfo& family);
+  void runStarted(const QString& strategy, double rate, qint64 runId, int requests);
+  void addPoint(const mosaic::ui::ServedPoint& point);
+  void finished(const QString& summary, const QString& database);
+  void showError(const QString& message);
+
+ Q_SIGNALS:
+  void startRequested(const QString& sweepJson, const QString& database);
+  void stopRequested();
+
+ private:
+  void refresh();
+  void setRunning(bool running);
+  QListWidget* strategies_;
+  QLineEdit* rates_;
+  QSpinBox* duration_;
+  QSpinBox* prompt_;
+  QSpinBox* output_;
+  QSpinBox* capacity_;
+  QComboBox* clock_;
+  QLineEdit* database_;
+  QPushButton* start_;
+  QPushButton* stop_;
+  QLabel* status_;
+  QCustomPlot* latency_;
+  QCustomPlot* throughput_;
+  QCustomPlot* hits_;
+  QTimer* timer_;
+  QStringList variants_;
+  QString run_label_;
+  QVector<qint64> layer_hits_, layer_misses_;
+  int points_ = 0, replots_ = 0, completed_ = 0;
+  bool dirty_ = false;
+};
+
+}  // namespace mosaic::ui
