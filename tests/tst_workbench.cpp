@@ -20,6 +20,9 @@
 
 #include "analysis/family_analysis.h"
 #include "runtime/host_store.h"
+#include "analysis/consolidation.h"
+#include "analysis/layout.h"
+#include "serving/session_file.h"
 #include "serving/sweep_run.h"
 #include "store/recorder.h"
 #include "test_support.h"
@@ -213,9 +216,62 @@ class WorkbenchTest : public QObject {
     QCOMPARE(window_->layoutPanel()->grid()->residentCells(), 5);  // the last good layout stays
   }
 
+  void layouts_export_and_import() {
+    QTemporaryDir dir;
+    const QString file = dir.filePath(QStringLiteral("layout.json"));
+    LayoutGrid* grid = window_->layoutPanel()->grid();
+    const qint64 saved = grid->layoutInfo().capacity;
+    const QVector<int> resident = grid->layoutInfo().resident;
+    window_->engine()->exportLayout(file);
+    QTRY_VERIFY_WITH_TIMEOUT(QFileInfo::exists(file), 30000);
+    const LayoutInfo& l = grid->layoutInfo();
+    const double mib = static_cast<double>(l.minimum_budget + (saved + 3) * l.bytes_per_expert) / (1024.0 * 1024.0) + 0.001;
+    window_->layoutPanel()->budgetBox()->setValue(mib);  // more room: re-planned
+    QTRY_COMPARE_WITH_TIMEOUT(grid->layoutInfo().capacity, saved + 3, 30000);
+    window_->engine()->importLayout(file);
+    QTRY_COMPARE_WITH_TIMEOUT(grid->layoutInfo().capacity, saved, 30000);
+    QCOMPARE(grid->layoutInfo().resident, resident);
+
+    // A layout made for other checkpoints (the mixtral fixtures) is refused, naming why.
+    {
+      Family other;
+      other.add("base", fixture("mixtral", "base"));
+      other.add("ft1", fixture("mixtral", "ft1"));
+      const auto analysis = analyze_family(other);
+      save_layout(make_layout(other, analysis->sha256, plan_consolidation(analysis->distances, 4, Policy::RoundRobin)),
+                  dir.filePath(QStringLiteral("foreign.json")).toStdString());
+    }
+    window_->engine()->importLayout(dir.filePath(QStringLiteral("foreign.json")));
+    QTRY_VERIFY_WITH_TIMEOUT(window_->layoutPanel()->summaryText().startsWith(QStringLiteral("Plan layout:")), 30000);
+    QCOMPARE(grid->layoutInfo().resident, resident);  // still serving the last good layout
+  }
+
+  void sessions_save_and_reopen() {
+    QTemporaryDir dir;
+    const QString file = dir.filePath(QStringLiteral("session.json"));
+    window_->servingPanel()->ratesEdit()->setText(QStringLiteral("5, 20"));
+    QVERIFY(window_->saveSession(file));
+    const SessionFile saved = load_session_file(file.toStdString());
+    QCOMPARE(saved.variants.size(), std::size_t(9));
+    QCOMPARE(saved.chat_target, std::string("bible"));
+    QVERIFY(saved.budget_bytes && *saved.budget_bytes > 0);
+    QVERIFY(saved.serving_json.find("time-sharing") != std::string::npos);
+
+    // The sample session the workbench opens by default.
+    window_->openSession(QStringLiteral(MOSAIC_SAMPLE_SESSION));
+    QTRY_COMPARE_WITH_TIMEOUT(window_->chatPane()->promptEdit()->text(), QStringLiteral("And the LORD said unto Moses"), 30000);
+    QTRY_COMPARE_WITH_TIMEOUT(window_->servingPanel()->ratesEdit()->text(), QStringLiteral("5, 20, 40"), 120000);
+    QTRY_COMPARE_WITH_TIMEOUT(window_->chatPane()->targetBox()->currentText(), QStringLiteral("bible"), 30000);
+    QTRY_COMPARE_WITH_TIMEOUT(window_->layoutPanel()->grid()->layoutInfo().capacity, qint64(16), 30000);
+
+    std::ofstream(dir.filePath(QStringLiteral("bad.json")).toStdString()) << R"({"schema": "mosaic.session/9"})";
+    window_->openSession(dir.filePath(QStringLiteral("bad.json")));
+    QVERIFY(window_->familyPanel()->errorText().contains(QStringLiteral("mosaic.session/9")));
+  }
+
   void mismatched_family_shows_its_error_in_place() {
     window_->openFamily({path(fixture("mixtral", "base")), path(fixture("qwen2_moe", "base"))});
-    QTRY_VERIFY_WITH_TIMEOUT(!window_->familyPanel()->errorText().isEmpty(), 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(window_->familyPanel()->errorText().startsWith(QStringLiteral("Open family:")), 30000);
     const QString shown = window_->familyPanel()->errorText();
     QVERIFY2(shown.contains(QStringLiteral("qwen2_moe")) || shown.contains(QStringLiteral("model_type")), qPrintable(shown));
   }

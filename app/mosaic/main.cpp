@@ -1,5 +1,5 @@
-// mosaic: the workbench. Opens the given family (variant folders, or a folder of them), by default
-// the sample family in resources/, with the chat ready.
+// mosaic: the workbench. Opens a session file, or a family (variant folders, or a folder of them);
+// by default the sample family's session from sample_configs/, with the chat ready.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
@@ -39,14 +39,19 @@ int main(int argc, char** argv) {
   QCommandLineParser parser;
   parser.setApplicationDescription(QStringLiteral("Serve many fine-tuned variants of one MoE model, and see how."));
   parser.addHelpOption();
-  parser.addPositionalArgument(QStringLiteral("folders"), QStringLiteral("variant folders, or a family folder (default: the sample family)"));
+  parser.addPositionalArgument(QStringLiteral("folders"), QStringLiteral("variant folders, or a family folder"));
+  const QCommandLineOption session(QStringLiteral("session"), QStringLiteral("open a session file (mosaic.session/1)"), QStringLiteral("file"));
+  parser.addOption(session);
   parser.process(app);
-  QStringList dirs = parser.positionalArguments();
-  if (dirs.isEmpty() && QFileInfo::exists(QStringLiteral(MOSAIC_SAMPLE_FAMILY))) dirs << QStringLiteral(MOSAIC_SAMPLE_FAMILY);
+  const QStringList dirs = parser.positionalArguments();
+  // Nothing named: the sample family's ready session (chat on the bible variant).
+  QString sessionFile = parser.value(session);
+  if (sessionFile.isEmpty() && dirs.isEmpty() && QFileInfo::exists(QStringLiteral(MOSAIC_SAMPLE_SESSION))) sessionFile = QStringLiteral(MOSAIC_SAMPLE_SESSION);
   mosaic::configure_threads(0);
   mosaic::ui::MainWindow window;
   window.resize(1400, 900);
   window.show();
-  if (!dirs.isEmpty()) window.openFamily(dirs);
+  if (!sessionFile.isEmpty()) window.openSession(sessionFile);
+  else if (!dirs.isEmpty()) window.openFamily(dirs);
   return app.exec();
 }

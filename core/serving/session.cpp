@@ -37,10 +37,21 @@ void Session::plan(std::uint64_t budget_bytes, Policy policy) {
   Layout layout = make_layout(*family_, analysis_.sha256, plan_consolidation(analysis_.distances, cap.capacity, policy, shares));
   layout.budget_bytes = budget;
   layout.reserve = cap.reserve;
+  serve(std::move(layout), std::vector<int>(), std::move(cap));
+}
+
+void Session::apply(Layout layout) {
+  const std::vector<int> to_store = match_layout(layout, *family_, analysis_.sha256, "layout");
+  CapacityPlan cap = plan_capacity(*family_, layout.budget_bytes.value_or(default_budget()));
+  cap.capacity = layout.plan.capacity;  // what the file holds, whatever this budget would buy
+  serve(std::move(layout), to_store, std::move(cap));
+}
+
+void Session::serve(Layout layout, std::vector<int> to_store, CapacityPlan cap) {
   engine_.reset();
   runtime_.reset();
-  std::vector<int> to_store(family_->size());
-  for (std::size_t i = 0; i < to_store.size(); ++i) to_store[i] = static_cast<int>(i);
+  if (to_store.empty())
+    for (std::size_t i = 0; i < family_->size(); ++i) to_store.push_back(static_cast<int>(i));
   runtime_ = std::make_unique<Runtime>(*store_, layout, to_store);
   engine_ = std::make_unique<Engine>(*runtime_);
   layout_ = std::move(layout);

@@ -35,6 +35,9 @@ class Session {
   // Plans the resident experts for `budget_bytes` (0: default_budget()) and rebuilds the runtime and
   // engine on the new layout. Throws BudgetError (naming the minimum) for a budget too small.
   void plan(std::uint64_t budget_bytes, Policy policy);
+  // Serves with a layout read from a file instead; throws MismatchError when it was made for other
+  // variants or since-changed checkpoints.
+  void apply(Layout layout);
   const Layout& layout() const { return layout_; }
   const CapacityPlan& capacity() const { return capacity_; }
 
@@ -46,6 +49,7 @@ class Session {
 
  private:
   Session() = default;
+  void serve(Layout layout, std::vector<int> to_store, CapacityPlan cap);  // empty to_store: family order
   std::unique_ptr<Family> family_;
   FamilyAnalysis analysis_;
   std::unique_ptr<HostStore> store_;

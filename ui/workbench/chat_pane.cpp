@@ -105,7 +105,14 @@ void ChatPane::setVariants(const FamilyInfo& family) {
   target_->clear();
   for (const VariantInfo& v : family.variants) target_->addItem(v.name);
   if (target_->findText(current) >= 0) target_->setCurrentText(current);
+  if (target_->findText(preset_target_) >= 0) target_->setCurrentText(preset_target_);
   send_->setEnabled(target_->count() > 0);
+}
+
+void ChatPane::preset(const QString& target, const QString& prompt) {
+  preset_target_ = target;
+  if (target_->findText(target) >= 0) target_->setCurrentText(target);
+  if (!prompt.isEmpty()) prompt_->setText(prompt);
 }
 
 QString ChatPane::answer() const { return answer_; }

@@ -42,6 +42,8 @@ class ChatPane : public QWidget {
   TokenStrip* strip() const { return strip_; }
   QLineEdit* promptEdit() const { return prompt_; }
   QComboBox* targetBox() const { return target_; }
+  // Chosen once the family's variants arrive (a session reopening).
+  void preset(const QString& target, const QString& prompt);
 
  public Q_SLOTS:
   void setVariants(const mosaic::ui::FamilyInfo& family);
@@ -67,6 +69,7 @@ class ChatPane : public QWidget {
   TokenStrip* strip_;
   QLabel* summary_;
   QString answer_;
+  QString preset_target_;
 };
 
 }  // namespace mosaic::ui

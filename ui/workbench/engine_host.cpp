@@ -68,7 +68,7 @@ LayoutInfo describe(const Layout& layout, const CapacityPlan& cap) {
   info.distance = QVector<double>(layout.plan.distance.begin(), layout.plan.distance.end());
   for (auto c : layout.plan.resident_counts()) info.resident_counts << static_cast<int>(c);
   info.budget = static_cast<qint64>(cap.budget_bytes);
-  info.capacity = cap.capacity;
+  info.capacity = layout.plan.capacity;
   info.positions = cap.positions;
   info.minimum_budget = static_cast<qint64>(cap.minimum_budget());
   info.non_expert_bytes = static_cast<qint64>(cap.non_expert_bytes);
@@ -147,6 +147,32 @@ void EngineHost::planLayout(qint64 budgetBytes, const QString& policyName) {
       if (!policy) throw InvalidArgument("layout", "policy", "'" + policyName.toStdString() + "' is not a policy", "use round-robin, medoid or weighted");
       st.session->plan(budgetBytes > 0 ? static_cast<std::uint64_t>(budgetBytes) : 0, *policy);
       Q_EMIT layoutPlanned(describe(st.session->layout(), st.session->capacity()));
+    } catch (const std::exception& e) {
+      Q_EMIT layoutFailed(QString::fromUtf8(e.what()));
+    }
+  });
+}
+
+void EngineHost::importLayout(const QString& file) {
+  post([this, file] {
+    State& st = *state_;
+    if (!st.session) return Q_EMIT layoutFailed(tr("Open a family first."));
+    try {
+      st.session->apply(load_layout(file.toStdString()));
+      Q_EMIT layoutPlanned(describe(st.session->layout(), st.session->capacity()));
+    } catch (const std::exception& e) {
+      Q_EMIT layoutFailed(QString::fromUtf8(e.what()));
+    }
+  });
+}
+
+void EngineHost::exportLayout(const QString& file) {
+  post([this, file] {
+    State& st = *state_;
+    if (!st.session) return Q_EMIT layoutFailed(tr("Open a family first."));
+    try {
+      save_layout(st.session->layout(), file.toStdString());
+      Q_EMIT layoutExported(file);
     } catch (const std::exception& e) {
       Q_EMIT layoutFailed(QString::fromUtf8(e.what()));
     }

@@ -23,6 +23,9 @@ class EngineHost : public QObject {
   void cancelOpen();
   // Re-plans the resident experts for a budget (bytes) and policy ("round-robin", "medoid", "weighted").
   void planLayout(qint64 budgetBytes, const QString& policy);
+  // A layout file (mosaic.layout/1) served instead of the planned one, or the current one saved.
+  void importLayout(const QString& file);
+  void exportLayout(const QString& file);
   // Streams a continuation of `prompt` by `target`, served with the current layout.
   void chat(const QString& target, const QString& prompt, int maxNewTokens, double temperature, double topP);
   void stopChat();
@@ -53,6 +56,7 @@ class EngineHost : public QObject {
   // Engine errors, as messages that say what to do.
   void familyFailed(const QString& message);
   void layoutFailed(const QString& message);
+  void layoutExported(const QString& file);
   void chatFailed(const QString& message);
   void heatmapFailed(const QString& message);
   void runsFailed(const QString& message);

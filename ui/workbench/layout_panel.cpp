@@ -2,7 +2,10 @@
 
 #include <QComboBox>
 #include <QDoubleSpinBox>
+#include <QFileDialog>
 #include <QFormLayout>
+#include <QHBoxLayout>
+#include <QPushButton>
 #include <QLabel>
 #include <QTimer>
 #include <QVBoxLayout>
@@ -30,9 +33,23 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
   summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   legend_ = new QLabel;
   legend_->setTextFormat(Qt::RichText);
+  auto* importButton = new QPushButton(tr("Import layout…"));
+  auto* exportButton = new QPushButton(tr("Export layout…"));
+  auto* files = new QHBoxLayout;
+  files->addWidget(policy_, 1);
+  files->addWidget(importButton);
+  files->addWidget(exportButton);
   auto* form = new QFormLayout;
   form->addRow(tr("Device budget"), budget_);
-  form->addRow(tr("Policy"), policy_);
+  form->addRow(tr("Policy"), files);
+  connect(importButton, &QPushButton::clicked, this, [this] {
+    const QString f = QFileDialog::getOpenFileName(this, tr("Import a layout"), {}, tr("Layouts (*.json)"));
+    if (!f.isEmpty()) Q_EMIT importRequested(f);
+  });
+  connect(exportButton, &QPushButton::clicked, this, [this] {
+    const QString f = QFileDialog::getSaveFileName(this, tr("Export the layout"), QStringLiteral("layout.json"), tr("Layouts (*.json)"));
+    if (!f.isEmpty()) Q_EMIT exportRequested(f);
+  });
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(form);
   layout->addWidget(grid_, 1);
@@ -52,6 +69,7 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
 }
 
 QString LayoutPanel::summaryText() const { return summary_->text(); }
+QString LayoutPanel::policy() const { return policy_->currentText(); }
 
 qint64 LayoutPanel::budgetBytes() const { return static_cast<qint64>(budget_->value() * kMiB); }
 

@@ -23,6 +23,7 @@ class LayoutPanel : public QWidget {
   QDoubleSpinBox* budgetBox() const { return budget_; }
   qint64 budgetBytes() const;
   QString summaryText() const;
+  QString policy() const;
 
  public Q_SLOTS:
   void showLayout(const mosaic::ui::LayoutInfo& layout);
@@ -30,6 +31,8 @@ class LayoutPanel : public QWidget {
 
  Q_SIGNALS:
   void planRequested(qint64 budgetBytes, const QString& policy);
+  void importRequested(const QString& file);
+  void exportRequested(const QString& file);
 
  private:
   LayoutGrid* grid_;

@@ -3,14 +3,19 @@
 #include <QCloseEvent>
 #include <QCryptographicHash>
 #include <QDir>
+#include <QComboBox>
 #include <QDockWidget>
+#include <QFileDialog>
+#include <QLineEdit>
 #include <QFileInfo>
 #include <QMenuBar>
 #include <QSettings>
 #include <QStatusBar>
 
+#include "serving/session_file.h"
 #include "workbench/analysis_panel.h"
 #include "workbench/chat_pane.h"
+#include "workbench/engine_types.h"
 #include "workbench/engine_host.h"
 #include "workbench/family_panel.h"
 #include "workbench/layout_panel.h"
@@ -49,6 +54,14 @@ MainWindow::MainWindow(QWidget* parent)
   layoutDock->raise();
 
   QMenu* file = menuBar()->addMenu(tr("&File"));
+  file->addAction(tr("&Open session…"), QKeySequence::Open, this, [this] {
+    const QString f = QFileDialog::getOpenFileName(this, tr("Open a session"), {}, tr("Sessions (*.json)"));
+    if (!f.isEmpty()) openSession(f);
+  });
+  file->addAction(tr("&Save session…"), QKeySequence::Save, this, [this] {
+    const QString f = QFileDialog::getSaveFileName(this, tr("Save the session"), QStringLiteral("session.json"), tr("Sessions (*.json)"));
+    if (!f.isEmpty()) saveSession(f);
+  });
   recent_ = file->addMenu(tr("Recent families"));
   file->addSeparator();
   file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
@@ -70,6 +83,13 @@ MainWindow::MainWindow(QWidget* parent)
   connect(engine_, &EngineHost::heatmapReady, analysis_, &AnalysisPanel::showHeatmap);
   connect(engine_, &EngineHost::heatmapFailed, analysis_, &AnalysisPanel::showError);
   connect(engine_, &EngineHost::familyOpened, serving_, &ServingPanel::setFamily);
+  connect(engine_, &EngineHost::familyOpened, this, [this] {  // after setFamily, which resets the capacity
+    if (!pending_serving_.isEmpty()) serving_->applySettings(pending_serving_);
+    pending_serving_.clear();
+  });
+  connect(layout_, &LayoutPanel::importRequested, engine_, &EngineHost::importLayout);
+  connect(layout_, &LayoutPanel::exportRequested, engine_, &EngineHost::exportLayout);
+  connect(engine_, &EngineHost::layoutExported, this, [this](const QString& f) { statusBar()->showMessage(tr("Layout written to %1").arg(f), 5000); });
   connect(serving_, &ServingPanel::startRequested, engine_, &EngineHost::startServing);
   connect(serving_, &ServingPanel::stopRequested, engine_, &EngineHost::stopServing);
   connect(engine_, &EngineHost::servingRunStarted, serving_, &ServingPanel::runStarted);
@@ -129,6 +149,45 @@ void MainWindow::openFamily(const QStringList& dirs) {
   family_key_ = budgetKey(variants);
   const qint64 budget = QSettings().value(family_key_, 0).toLongLong();  // 0: the engine's default
   engine_->openFamily(variants, budget);
+}
+
+void MainWindow::openSession(const QString& file) {
+  try {
+    const SessionFile session = load_session_file(file.toStdString());
+    QStringList dirs;
+    for (const auto& v : session.variants) dirs << QString::fromStdString(v.string());
+    pending_serving_ = QString::fromStdString(session.serving_json);
+    chat_->preset(QString::fromStdString(session.chat_target), QString::fromStdString(session.chat_prompt));
+    rememberFamily(dirs);
+    family_key_ = budgetKey(dirs);
+    engine_->openFamily(dirs, session.budget_bytes ? static_cast<qint64>(*session.budget_bytes) : 0);
+    if (!session.layout.empty()) engine_->importLayout(QString::fromStdString(session.layout.string()));  // runs after the open
+    setWindowTitle(tr("Mosaic workbench — %1").arg(QFileInfo(file).fileName()));
+  } catch (const std::exception& e) {
+    family_->showError(tr("Open session"), QString::fromUtf8(e.what()));
+  }
+}
+
+bool MainWindow::saveSession(const QString& file) {
+  SessionFile s;
+  for (const VariantInfo& v : family_->model()->family().variants) s.variants.emplace_back(v.dir.toStdString());
+  if (s.variants.empty()) {
+    family_->showError(tr("Save session"), tr("open a family first"));
+    return false;
+  }
+  s.budget_bytes = static_cast<std::uint64_t>(layout_->budgetBytes());
+  s.policy = layout_->policy().toStdString();
+  s.serving_json = serving_->settingsJson().toStdString();
+  s.chat_target = chat_->targetBox()->currentText().toStdString();
+  s.chat_prompt = chat_->promptEdit()->text().toStdString();
+  try {
+    save_session_file(file.toStdString(), s);
+  } catch (const std::exception& e) {
+    family_->showError(tr("Save session"), QString::fromUtf8(e.what()));
+    return false;
+  }
+  statusBar()->showMessage(tr("Session saved to %1").arg(file), 5000);
+  return true;
 }
 
 void MainWindow::rememberFamily(const QStringList& dirs) {

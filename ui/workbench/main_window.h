@@ -23,6 +23,9 @@ class MainWindow : public QMainWindow {
   // Variant folders, or family folders whose subfolders holding config.json are the variants.
   void openFamily(const QStringList& dirs);
   static QStringList expandFamilyFolders(const QStringList& dirs);
+  // A mosaic.session/1 file: reopens its family, budget or layout, serving settings and chat.
+  void openSession(const QString& file);
+  bool saveSession(const QString& file);
 
   EngineHost* engine() const { return engine_; }
   FamilyPanel* familyPanel() const { return family_; }
@@ -47,6 +50,7 @@ class MainWindow : public QMainWindow {
   ChatPane* chat_;
   QMenu* recent_ = nullptr;
   QString family_key_;  // where this family's budget is remembered
+  QString pending_serving_;  // a session's serving settings, applied once its family is open
 };
 
 }  // namespace mosaic::ui

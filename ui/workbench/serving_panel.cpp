@@ -152,6 +152,35 @@ QString ServingPanel::sweepJson() const {
   return QString::fromUtf8(QJsonDocument(sweep).toJson(QJsonDocument::Compact));
 }
 
+QString ServingPanel::settingsJson() const {
+  const QString sweep = sweepJson();
+  if (sweep.isEmpty()) return {};
+  QJsonObject o = QJsonDocument::fromJson(sweep.toUtf8()).object();
+  o.remove(QStringLiteral("variants"));
+  return QString::fromUtf8(QJsonDocument(o).toJson(QJsonDocument::Compact));
+}
+
+void ServingPanel::applySettings(const QString& json) {
+  const QJsonObject o = QJsonDocument::fromJson(json.toUtf8()).object();
+  if (o.isEmpty()) return;
+  QStringList rates;
+  for (const auto& r : o.value(QStringLiteral("rates")).toArray()) rates << QString::number(r.toDouble());
+  if (!rates.isEmpty()) rates_->setText(rates.join(QStringLiteral(", ")));
+  if (o.contains(QStringLiteral("duration_seconds"))) duration_->setValue(o.value(QStringLiteral("duration_seconds")).toInt());
+  if (o.contains(QStringLiteral("prompt"))) prompt_->setValue(o.value(QStringLiteral("prompt")).toArray().first().toInt());
+  if (o.contains(QStringLiteral("output"))) output_->setValue(o.value(QStringLiteral("output")).toArray().first().toInt());
+  if (o.value(QStringLiteral("clock")).toString() == QStringLiteral("real")) clock_->setCurrentText(QStringLiteral("real"));
+  const QJsonArray strategies = o.value(QStringLiteral("strategies")).toArray();
+  if (strategies.isEmpty()) return;
+  for (int i = 0; i < strategies_->count(); ++i) strategies_->item(i)->setCheckState(Qt::Unchecked);
+  for (const auto& sv : strategies) {
+    const QJsonObject so = sv.toObject();
+    for (int i = 0; i < strategies_->count(); ++i)
+      if (strategies_->item(i)->text() == so.value(QStringLiteral("kind")).toString()) strategies_->item(i)->setCheckState(Qt::Checked);
+    if (so.contains(QStringLiteral("capacity"))) capacity_->setValue(so.value(QStringLiteral("capacity")).toInt());
+  }
+}
+
 void ServingPanel::start() {
   const QString json = sweepJson();
   if (json.isEmpty()) return showError(tr("Check at least one strategy and give rates as positive numbers, e.g. 5, 20."));

@@ -24,6 +24,9 @@ class ServingPanel : public QWidget {
   explicit ServingPanel(QWidget* parent = nullptr);
   // The sweep the controls describe (mosaic.sweep/1); empty with an error shown when they are invalid.
   QString sweepJson() const;
+  // The settings alone (no variants), as a session keeps them, and back.
+  QString settingsJson() const;
+  void applySettings(const QString& json);
   QLineEdit* databaseEdit() const { return database_; }
   QLineEdit* ratesEdit() const { return rates_; }
   QSpinBox* durationBox() const { return duration_; }

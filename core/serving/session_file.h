@@ -1,0 +1,28 @@
+#pragma once
+// A workbench session (mosaic.session/1 JSON): the family's variant folders, the budget and policy
+// (or a layout file), the serving panel's sweep settings and the chat's target and prompt — so a
+// person reopens exactly what they were looking at. Relative paths are relative to the file.
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mosaic {
+
+struct SessionFile {
+  static constexpr const char* kSchema = "mosaic.session/1";
+  std::vector<std::filesystem::path> variants;
+  std::optional<std::uint64_t> budget_bytes;  // nullopt: the engine's default
+  std::string policy = "round-robin";
+  std::filesystem::path layout;  // empty: plan from the budget
+  std::string serving_json;      // a mosaic.sweep/1 object without variants, or empty
+  std::string chat_target, chat_prompt;
+};
+
+// Throws IoError, FormatError naming the field, UnsupportedError for another schema.
+SessionFile load_session_file(const std::filesystem::path& path);
+// Atomic; paths under the file's folder are written relative to it.
+void save_session_file(const std::filesystem::path& path, const SessionFile& session);
+
+}  // namespace mosaic
