@@ -179,7 +179,7 @@ class TestCli : public QObject {
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QVERIFY(relative_error(read_f32(SafetensorsFile(served), "logits"), read_f32(SafetensorsFile(reference), "logits")) <= 1e-4);
     const auto j = nlohmann::json::parse(std::ifstream(stats));
-    QCOMPARE(j["target"].get<std::string>(), std::string("ft2"));
+    QCOMPARE(j["requests"][0]["target"].get<std::string>(), std::string("ft2"));
     QCOMPARE(j["miss"].get<std::string>(), std::string("lru"));
     QCOMPARE(j["hits"].get<std::int64_t>() + j["misses"].get<std::int64_t>(), std::int64_t(12 * 2 * 3));  // tokens × top-2 × layers
     QCOMPARE(j["layers"].size(), std::size_t(3));
@@ -191,8 +191,9 @@ class TestCli : public QObject {
     const Run plain = cli(args({"generate", "--model"}) << path(merged) << args({"--max-new", "5", "--ids"}) << kPrompt);
     QCOMPARE(r.out.trimmed(), plain.out.trimmed());
     const auto g = nlohmann::json::parse(std::ifstream(stats));
-    QCOMPARE(g["request"]["generated_tokens"].get<int>(), 5);
-    QVERIFY(g["request"]["ttft_seconds"].get<double>() > 0);
+    QCOMPARE(g["requests"][0]["generated_tokens"].get<int>(), 5);
+    QVERIFY(g["requests"][0]["ttft_seconds"].get<double>() > 0);
+    QCOMPARE(g["engine"]["steps"].get<int>(), 5);  // the prompt in one step, then one step per token
 
     // Without a layout file, --capacity plans the same round-robin layout on the spot.
     r = cli(args({"generate"}) + variants + args({"--capacity", "7", "--target", "ft2", "--max-new", "5", "--ids"}) << kPrompt);
@@ -243,8 +244,8 @@ class TestCli : public QObject {
     const auto rq = replayed.requests(replayed.runs()[0].id);
     QCOMPARE(rq.size(), std::size_t(3));
     QCOMPARE(rq[1].target, std::string("base"));
-    QCOMPARE(rq[1].arrival, 0.5);
-    QCOMPARE(rq[1].output_tokens, std::int64_t(3));
+    QCOMPARE(rq[1].stats.arrival, 0.5);
+    QCOMPARE(rq[1].stats.generated_tokens, std::int64_t(3));
 
     // The report of what was recorded: tables always, charts and pages in a GUI build.
     r = cli(args({"report", "--db"}) << path(db) << QStringLiteral("--out") << path(scratch("sweep-report")));

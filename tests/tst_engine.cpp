@@ -1,10 +1,11 @@
 // The serving engine: requests from several threads all complete with the tokens the merged model
-// generates, in submission order, with their stats; a queued request can be cancelled before it
-// runs and a running one between tokens; bad requests are refused at submit.
+// generates, streamed in order, with their stats; a waiting request can be cancelled before it runs
+// and a running one between tokens, its KV blocks freed at once; bad requests are refused at
+// submit; the variant-switching policies trade swaps for waiting as specified; a virtual clock
+// replays arrivals without sleeping; the runtime can be replaced while requests are in flight.
 #include <QTemporaryDir>
 #include <QTest>
 
-#include <atomic>
 #include <future>
 #include <thread>
 
@@ -12,6 +13,7 @@
 #include "analysis/merge.h"
 #include "common/error.h"
 #include "runtime/engine.h"
+#include "runtime/forward.h"
 #include "test_support.h"
 
 using namespace mosaic;
@@ -23,12 +25,16 @@ class TestEngine : public QObject {
   Family family_;
   std::unique_ptr<HostStore> store_;
   Layout layout_;
-  std::vector<int> to_store_;
+  std::vector<PinnedExpert> pinned_;
 
   fs::path scratch(const std::string& name) const { return fs::path(tmp_.path().toStdString()) / name; }
   static GenerationRequest request(std::int64_t max_new, std::uint64_t seed = 0) {
     return {.prompt = {165, 299, 204, 8, 63, 73}, .max_new_tokens = max_new,
             .sampling = {.temperature = seed ? 0.8 : 0.0, .seed = seed}};
+  }
+  std::shared_ptr<Runtime> runtime(RuntimeConfig c = {}) {
+    c.pinned = pinned_;
+    return std::make_shared<Runtime>(*store_, std::move(c));
   }
 
  private Q_SLOTS:
@@ -38,12 +44,11 @@ class TestEngine : public QObject {
     store_ = std::make_unique<HostStore>(family_);
     const auto a = analyze_family(family_);
     layout_ = make_layout(family_, a->sha256, plan_consolidation(a->distances, 9, Policy::RoundRobin));
-    to_store_ = match_layout(layout_, family_, a->sha256, "layout");
+    pinned_ = pinned_from_layout(layout_, match_layout(layout_, family_, a->sha256, "layout"));
   }
 
   void requestsFromSeveralThreads() {
-    Runtime rt(*store_, layout_, to_store_);
-    Engine engine(rt);
+    Engine engine(runtime({.resident_sets = 4}));
     const std::vector<std::string> targets{"ft1", "base", "ft3", "ft1", "ft2", "base"};
     std::vector<std::shared_ptr<RequestHandle>> handles(targets.size());
     std::vector<std::vector<std::int64_t>> streamed(targets.size());
@@ -51,10 +56,12 @@ class TestEngine : public QObject {
     std::vector<std::thread> clients;
     for (std::size_t i = 0; i < targets.size(); ++i)
       clients.emplace_back([&, i] {
-        handles[i] = engine.submit({targets[i], request(8, i % 2 ? 5 + i : 0)}, [&, i](const RequestHandle&, std::int64_t token, const RuntimeCounters&) {
+        RequestCallbacks cb;
+        cb.on_token = [&, i](const RequestHandle&, std::int64_t token, const RuntimeCounters&) {
           std::lock_guard lock(m);
           streamed[i].push_back(token);
-        });
+        };
+        handles[i] = engine.submit({targets[i], request(8, i % 2 ? 5 + i : 0)}, cb);
       });
     for (auto& c : clients) c.join();
 
@@ -75,34 +82,40 @@ class TestEngine : public QObject {
       const RequestStats& st = r.stats;
       QCOMPARE(st.prompt_tokens, std::int64_t(6));
       QCOMPARE(st.generated_tokens, std::int64_t(8));
-      QVERIFY(st.queue_wait_seconds >= 0 && st.ttft_seconds > 0 && st.tpot_seconds > 0);
-      QVERIFY(st.ttft_seconds >= st.queue_wait_seconds && st.total_seconds >= st.ttft_seconds);
+      QVERIFY(st.queue_wait() >= 0 && st.ttft() > 0 && st.tpot() > 0);
+      QVERIFY(st.ttft() >= st.queue_wait() && st.turnaround() >= st.ttft());
       QVERIFY(st.counters.total().hits + st.counters.total().misses > 0);
       ids.push_back(handles[i]->id());
     }
     std::sort(ids.begin(), ids.end());
     QCOMPARE(std::unique(ids.begin(), ids.end()), ids.end());
+    QVERIFY(engine.stats().largest_step_sequences > 1);  // they ran together
   }
 
-  void cancelQueuedAndRunning() {
-    Runtime rt(*store_, layout_, to_store_);
-    Engine engine(rt);
+  void cancelWaitingAndRunning() {
+    auto rt = runtime();
+    Engine engine(rt, {.scheduler = {.max_sequences = 1}});  // one at a time: the others wait
     // The first request holds the engine inside its first token until the others are queued.
     std::promise<void> entered, release;
     std::shared_future<void> released = release.get_future().share();
-    auto running = engine.submit({"ft2", request(50)}, [&](const RequestHandle&, std::int64_t, const RuntimeCounters&) {
+    RequestCallbacks hold;
+    hold.on_token = [&](const RequestHandle&, std::int64_t, const RuntimeCounters&) {
       if (released.wait_for(std::chrono::seconds(0)) != std::future_status::ready) entered.set_value();
       released.wait();
-    });
-    entered.get_future().wait();  // the engine is inside the first request's first token
+    };
+    auto running = engine.submit({"ft2", request(50)}, hold);
+    entered.get_future().wait();
     auto queued = engine.submit({"base", request(4)});
     auto later = engine.submit({"ft1", request(4)});
     queued->cancel();
     QCOMPARE(engine.queued(), std::size_t(2));
     int seen = 0;
-    auto stopper = engine.submit({"ft3", request(40)}, [&](const RequestHandle& h, std::int64_t, const RuntimeCounters&) {
+    RequestCallbacks self_cancel;
+    self_cancel.on_token = [&](const RequestHandle& h, std::int64_t, const RuntimeCounters&) {
       if (++seen == 3) const_cast<RequestHandle&>(h).cancel();
-    });
+    };
+    auto stopper = engine.submit({"ft3", request(40)}, self_cancel);
+    QVERIFY(rt->kv_blocks().used() > 0);
     running->cancel();
     release.set_value();
 
@@ -114,28 +127,115 @@ class TestEngine : public QObject {
     QCOMPARE(later->wait().finish, Finish::Length);
     QCOMPARE(stopper->wait().finish, Finish::Cancelled);
     QCOMPARE(stopper->wait().tokens.size(), std::size_t(3));
+    QCOMPARE(rt->kv_blocks().used(), std::int64_t(0));
+  }
+
+  void cancellingFreesBlocksAtOnce() {
+    auto rt = runtime();
+    Engine engine(rt);
+    std::promise<void> started;
+    std::atomic<bool> once{false};
+    RequestCallbacks cb;
+    cb.on_token = [&](const RequestHandle&, std::int64_t, const RuntimeCounters&) {
+      if (!once.exchange(true)) started.set_value();
+    };
+    auto h = engine.submit({"ft1", {.prompt = std::vector<std::int64_t>(40, 7), .max_new_tokens = 200}}, cb);
+    started.get_future().wait();
+    QVERIFY(rt->kv_blocks().used() >= 3);  // 40+ tokens in blocks of 16
+    h->cancel();
+    QCOMPARE(h->wait().finish, Finish::Cancelled);
+    QCOMPARE(rt->kv_blocks().used(), std::int64_t(0));
+    QVERIFY(h->wait().tokens.size() < 200);
   }
 
   void badRequestsAreRefusedAtSubmit() {
-    Runtime rt(*store_, layout_, to_store_);
-    Engine engine(rt);
+    Engine engine(runtime());
     expect_mentions(error_of<InvalidArgument>([&] { engine.submit({"ft9", request(2)}); }), {"target 'ft9'"});
     expect_mentions(error_of<InvalidArgument>([&] { engine.submit({"base", {.prompt = {1, 400}}}); }), {"token id 400"});
     expect_mentions(error_of<InvalidArgument>([&] { engine.submit({"base", {}}); }), {"prompt", "empty"});
     expect_mentions(error_of<InvalidArgument>([&] { engine.submit({"base", {.prompt = {1}, .sampling = {.top_p = 2}}}); }), {"top_p"});
+    expect_mentions(error_of<InvalidArgument>([&] { engine.submit({"base", {.prompt = {1}, .max_new_tokens = 3}, true}); }),
+                    {"logits request"});
+    // One bad request in a batch refuses the batch: nothing was submitted.
+    expect_mentions(error_of<InvalidArgument>([&] { engine.submit_all({{"base", request(2)}, {"nobody", request(2)}}); }),
+                    {"target 'nobody'"});
     QCOMPARE(engine.queued(), std::size_t(0));
   }
 
-  void destroyingTheEngineCancelsWhatIsQueued() {
-    Runtime rt(*store_, layout_, to_store_);
+  void destroyingTheEngineCancelsWhatIsUnfinished() {
+    auto rt = runtime();
     std::shared_ptr<RequestHandle> a, b;
     {
-      Engine engine(rt);
+      Engine engine(rt, {.scheduler = {.max_sequences = 1}});
       a = engine.submit({"base", request(30)});
       b = engine.submit({"ft1", request(30)});
     }
     QVERIFY(a->finished() && b->finished());
-    QCOMPARE(b->wait().finish, b->wait().tokens.empty() ? Finish::Cancelled : Finish::Length);
+    QCOMPARE(b->wait().finish, b->wait().tokens.size() == 30 ? Finish::Length : Finish::Cancelled);
+    QCOMPARE(rt->kv_blocks().used(), std::int64_t(0));
+  }
+
+  void switchingPolicies() {
+    // One non-expert set resident (K = 1), requests alternating between two variants, all at once.
+    // FCFS serves them in arrival order, so it switches at every change of variant; affinity
+    // serves each set's requests together and switches once.
+    std::vector<ServeRequest> burst;
+    for (int i = 0; i < 8; ++i) burst.push_back({i % 2 ? "ft1" : "ft2", request(3), false, 0.0});
+    auto swaps = [&](SwitchPolicy p) -> std::int64_t {
+      Engine engine(runtime(), {.scheduler = {.max_sequences = 2, .switching = p, .max_wait_seconds = 1e6}, .clock = make_virtual_clock()});
+      std::int64_t total = 0;
+      for (const auto& h : engine.submit_all(burst)) total += h->wait().stats.counters.swaps;
+      return engine.stats().swaps == total ? total : -1;  // the engine's count is the requests' sum
+    };
+    const std::int64_t fcfs = swaps(SwitchPolicy::Fcfs), affinity = swaps(SwitchPolicy::Affinity);
+    QVERIFY2(fcfs >= 7, qPrintable(QString::number(fcfs)));
+    QCOMPARE(affinity, std::int64_t(2));  // ft2 first (the oldest), then ft1
+    // With a bound of 0 s on waiting, affinity degenerates to FCFS.
+    Engine strict(runtime(), {.scheduler = {.max_sequences = 2, .switching = SwitchPolicy::Affinity, .max_wait_seconds = 0},
+                              .clock = make_virtual_clock()});
+    std::int64_t bounded = 0;
+    for (const auto& h : strict.submit_all(burst)) bounded += h->wait().stats.counters.swaps;
+    QVERIFY(bounded > affinity);
+  }
+
+  void virtualClockReplaysArrivals() {
+    // Arrivals an hour apart finish at once in wall time, each served when it arrives: the clock
+    // jumps over idle gaps and moves on by the work measured.
+    Engine engine(runtime(), {.clock = make_virtual_clock()});
+    std::vector<ServeRequest> spaced;
+    for (int i = 0; i < 3; ++i) spaced.push_back({"ft1", request(4), false, 3600.0 * i});
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto handles = engine.submit_all(spaced);
+    for (std::size_t i = 0; i < handles.size(); ++i) {
+      const RequestStats& st = handles[i]->wait().stats;
+      QCOMPARE(st.arrival, 3600.0 * static_cast<double>(i));
+      QCOMPARE(st.start, st.arrival);  // nothing else was running
+      QVERIFY(st.first_token > st.arrival && st.finish > st.first_token && st.finish < st.arrival + 60);
+    }
+    QVERIFY(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60));
+    QVERIFY(engine.now() >= 7200);
+  }
+
+  void replacingTheRuntimeMidRequest() {
+    // Requests in flight when the runtime changes are recomputed under the new one and finish.
+    Engine engine(runtime());
+    std::promise<void> started;
+    std::atomic<bool> once{false};
+    RequestCallbacks cb;
+    cb.on_token = [&](const RequestHandle&, std::int64_t, const RuntimeCounters&) {
+      if (!once.exchange(true)) started.set_value();
+    };
+    auto h = engine.submit({"ft2", request(20)}, cb);
+    started.get_future().wait();
+    std::vector<PinnedExpert> all;
+    for (std::int64_t l = 0; l < 3; ++l)
+      for (std::int64_t e = 0; e < 8; ++e) all.push_back({l, e, 2});
+    engine.set_runtime(std::make_shared<Runtime>(*store_, RuntimeConfig{.pinned = all, .hit = HitPolicy::Strict}));
+    const RequestResult& r = h->wait();
+    QCOMPARE(r.finish, Finish::Length);
+    QCOMPARE(r.tokens.size(), std::size_t(20));
+    auto after = engine.submit({"ft2", request(5)});
+    QCOMPARE(after->wait().stats.counters.total().misses, std::int64_t(0));  // the new runtime pins all of ft2
   }
 };
 

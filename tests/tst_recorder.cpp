@@ -37,13 +37,13 @@ std::string query(const fs::path& db, const std::string& sql) {
 }
 
 RequestRecord sample_record(std::int64_t index) {
-  RequestRecord r{.index = index, .target = "ft1", .lane = 0, .arrival = 1.0 * index, .start = 1.5 * index,
-                  .first_token = 1.5 * index + 0.25, .finish = 1.5 * index + 1,
-                  .prompt_tokens = 20, .output_tokens = 25};
-  r.counters.swaps = 1;
-  r.counters.swap_seconds = 0.01;
-  r.counters.swap_bytes = 4096;
-  r.counters.layers = {{.hits = 30, .misses = 10, .loads = 4, .load_bytes = 1000, .load_seconds = 0.002},
+  RequestRecord r{.index = index, .target = "ft1", .lane = 0,
+                  .stats = {.arrival = 1.0 * index, .start = 1.5 * index, .first_token = 1.5 * index + 0.25,
+                            .finish = 1.5 * index + 1, .prompt_tokens = 20, .generated_tokens = 25, .preemptions = index}};
+  r.stats.counters.swaps = 1;
+  r.stats.counters.swap_seconds = 0.01;
+  r.stats.counters.swap_bytes = 4096;
+  r.stats.counters.layers = {{.hits = 30, .misses = 10, .loads = 4, .load_bytes = 1000, .load_seconds = 0.002},
                        {.hits = 40, .misses = 0}};
   return r;
 }
@@ -78,12 +78,13 @@ class TestRecorder : public QObject {
     const auto back = rec.requests(run);
     QCOMPARE(back.size(), std::size_t(3));
     const RequestRecord want = sample_record(2);
-    QCOMPARE(back[2].finish, want.finish);
-    QCOMPARE(back[2].first_token, want.first_token);
-    QCOMPARE(back[2].counters.swap_bytes, std::uint64_t(4096));
-    QCOMPARE(back[2].counters.layers.size(), std::size_t(2));
-    QCOMPARE(back[2].counters.layers[0].misses, std::int64_t(10));
-    QCOMPARE(back[2].counters.layers[0].load_bytes, std::uint64_t(1000));
+    QCOMPARE(back[2].stats.finish, want.stats.finish);
+    QCOMPARE(back[2].stats.first_token, want.stats.first_token);
+    QCOMPARE(back[2].stats.preemptions, std::int64_t(2));
+    QCOMPARE(back[2].stats.counters.swap_bytes, std::uint64_t(4096));
+    QCOMPARE(back[2].stats.counters.layers.size(), std::size_t(2));
+    QCOMPARE(back[2].stats.counters.layers[0].misses, std::int64_t(10));
+    QCOMPARE(back[2].stats.counters.layers[0].load_bytes, std::uint64_t(1000));
     QCOMPARE(summarize(back).hit_rate, summarize({want, sample_record(0), sample_record(1)}).hit_rate);
     const auto queue = rec.samples(run, "queue_length");
     QCOMPARE(queue.size(), std::size_t(1));
@@ -112,11 +113,12 @@ class TestRecorder : public QObject {
       sqlite3_close(h);
     }
     Recorder rec(db);
-    QCOMPARE(rec.schema_version(), 2);
+    QCOMPARE(rec.schema_version(), Recorder::kSchemaVersion);
     const auto old = rec.requests(1);
     QCOMPARE(old.size(), std::size_t(1));
-    QCOMPARE(old[0].output_tokens, std::int64_t(25));
-    QCOMPARE(old[0].first_token, 0.75);
+    QCOMPARE(old[0].stats.generated_tokens, std::int64_t(25));
+    QCOMPARE(old[0].stats.first_token, 0.75);
+    QCOMPARE(old[0].stats.preemptions, std::int64_t(0));  // a column versions 1 and 2 did not have
     QCOMPARE(rec.runs()[0].status, std::string("unknown"));  // a column version 1 did not have
     const auto run = rec.begin_run("consolidated", "{}");    // and new runs go in beside it
     rec.record(run, sample_record(0));
@@ -156,7 +158,7 @@ class TestRecorder : public QObject {
         for (const char* v : {"base", "ft1"}) f.add(v, fixture("olmoe", v));
         const HostStore store(f);
         const auto analysis = analyze_family(f);
-        StrategyServer server({.kind = StrategyKind::Consolidated, .capacity = 8}, f, store, *analysis, scratch(""));
+        const Deployment server({.kind = StrategyKind::Consolidated, .capacity = 8}, f, store, *analysis, scratch(""));
         Recorder rec(db);
         const auto run = rec.begin_run("consolidated", "{}");
         std::vector<WorkloadRequest> w(1000, WorkloadRequest{0, "ft1", {1, 2, 3}, 2});
@@ -188,7 +190,7 @@ class TestRecorder : public QObject {
     QCOMPARE(requests.size(), std::size_t(3));
     for (std::int64_t i = 0; i < 3; ++i) {
       QCOMPARE(requests[static_cast<std::size_t>(i)].index, i);
-      QCOMPARE(requests[static_cast<std::size_t>(i)].counters.layers.size(), std::size_t(3));
+      QCOMPARE(requests[static_cast<std::size_t>(i)].stats.counters.layers.size(), std::size_t(3));
     }
     QCOMPARE(query(db, "PRAGMA integrity_check"), std::string("ok"));
   }

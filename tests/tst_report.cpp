@@ -48,7 +48,7 @@ class TestReport : public QObject {
     const auto analysis = analyze_family(f);
     Recorder rec(scratch("runs.sqlite"));
     for (StrategyKind kind : {StrategyKind::Consolidated, StrategyKind::TimeSharing}) {
-      StrategyServer server({.kind = kind, .capacity = 9}, f, store, *analysis, scratch(""));
+      const Deployment server({.kind = kind, .capacity = 9}, f, store, *analysis, scratch(""));
       for (double rate : {2.0, 8.0})
         for (int rep = 0; rep < 2; ++rep) {
           const auto w = generate_workload({.targets = {"base", "ft1", "ft2"}, .total_rate = rate, .duration_seconds = 3,

@@ -1,16 +1,22 @@
-// The multi-variant runtime: for every hit and miss policy its logits for a target equal those of
-// the consolidated-merge checkpoint (consolidated hits) or of the target itself (strict hits), on
-// every fixture family, for the planner's layouts and random ones; with every expert resident it is
-// the plain forward pass; and its counters, swaps and budget behave as specified.
+// The multi-variant runtime under the engine: a continuously batched mix of full variants and ESFT
+// adapters — different prompt lengths, some joining mid-way, some preempted — gives the logits and
+// greedy tokens of each request run alone, under strict hits (each target's own model) and under
+// consolidated hits (Multi-MoE's composed model); masked gating equals a reference that masks the
+// router; the host store holds an adapter's base once; and the runtime prices the device exactly
+// as the planner does.
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <future>
 #include <random>
+#include <utility>
 
 #include "analysis/family_analysis.h"
 #include "analysis/merge.h"
 #include "common/error.h"
-#include "runtime/runtime.h"
+#include "model/variant_folders.h"
+#include "runtime/engine.h"
+#include "runtime/forward.h"
 #include "test_support.h"
 
 using namespace mosaic;
@@ -18,32 +24,28 @@ using namespace mosaic::test;
 
 namespace {
 
-const std::vector<std::int64_t> kIds{165, 299, 204, 8, 63, 73, 11, 261, 79, 192, 208, 129};
+fs::path sample_family() { return fs::path(MOSAIC_RESOURCES) / "sample-family"; }
 
-std::vector<float> logits(const Model& m) {
-  KvCache cache(m.spec(), 1, static_cast<std::int64_t>(kIds.size()));
-  return forward(m, cache, kIds, LogitsFor::AllPositions).values;
-}
-
-std::vector<float> logits(Runtime& rt, int target, RuntimeCounters& counters) {
-  KvCache cache(rt.store().spec(), 1, static_cast<std::int64_t>(kIds.size()));
-  return rt.forward(target, cache, kIds, LogitsFor::AllPositions, counters).values;
-}
-
-Layout layout_for(const Family& f, const ExpertDistances& d, const std::vector<std::string>& sha256, std::int64_t capacity) {
-  return make_layout(f, sha256, plan_consolidation(d, capacity, Policy::RoundRobin));
-}
-
-// Any variant's copy (or none) at each position, uniformly at random.
-Layout random_layout(Layout layout, std::uint64_t seed) {
+std::vector<std::int64_t> prompt_of(std::size_t length, std::uint64_t seed, std::int64_t vocab) {
   std::mt19937_64 rng(seed);
-  std::int64_t residents = 0;
-  for (int& v : layout.plan.map) {
-    v = static_cast<int>(rng() % static_cast<std::uint64_t>(layout.plan.variants + 1)) - 1;
-    residents += v >= 0;
-  }
-  layout.plan.capacity = residents;
-  return layout;
+  std::vector<std::int64_t> ids(length);
+  for (auto& id : ids) id = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(vocab));
+  return ids;
+}
+
+std::vector<float> reference_logits(const Model& m, const std::vector<std::int64_t>& ids,
+                                    const std::vector<std::vector<bool>>* allowed = nullptr) {
+  KvCache cache(m.spec(), 1, static_cast<std::int64_t>(ids.size()));
+  return forward(m, cache, ids, LogitsFor::AllPositions, allowed).values;
+}
+
+// A budget that holds exactly: one non-expert set and `extra_sets` more, `pinned` experts, and the
+// reserve (KV for `kv_tokens`, activations, scratch).
+std::uint64_t budget_for(const Family& f, std::int64_t pinned, int extra_sets, std::int64_t kv_tokens) {
+  const ReserveSpec reserve{.context_tokens = kv_tokens, .requests = 1};
+  const CapacityPlan cap = plan_capacity(f, std::uint64_t(1) << 50, reserve);
+  return cap.minimum_budget() + static_cast<std::uint64_t>(pinned) * cap.bytes_per_expert +
+         static_cast<std::uint64_t>(extra_sets) * cap.non_expert_bytes;
 }
 
 }  // namespace
@@ -53,166 +55,281 @@ class TestRuntime : public QObject {
   QTemporaryDir tmp_;
   fs::path scratch(const std::string& name) const { return fs::path(tmp_.path().toStdString()) / name; }
 
-  struct Setup {
+  // The mixed batch on the sample family: full fine-tunes and adapters over the base, every
+  // request a different prompt length; half ask for all logits, half generate greedily.
+  void mixedBatch(HitPolicy hit) {
     Family family;
-    std::unique_ptr<HostStore> store;
-    std::vector<std::string> sha256;
-    ExpertDistances distances;
-  };
-  static std::unique_ptr<Setup> open(const std::string& fam, std::vector<std::string> names = {}) {
-    if (names.empty()) names = variants();
-    auto s = std::make_unique<Setup>();
-    for (const auto& v : names) s->family.add(v, fixture(fam, v));
-    s->store = std::make_unique<HostStore>(s->family);
-    if (names.size() > 1) {
-      const auto a = analyze_family(s->family);
-      s->sha256 = a->sha256;
-      s->distances = a->distances;
+    open_family(family, {sample_family() / "bible", sample_family() / "fortunes", sample_family() / "jargon",
+                         sample_family() / "esft-bible", sample_family() / "esft-c-headers"});
+    QCOMPARE(family.size(), std::size_t(6));  // the adapters brought their base in
+    const HostStore store(family);
+    const auto analysis = analyze_family(family);
+    const std::int64_t capacity = 24;  // of 32 positions, each one copy of six: many misses
+    const Layout layout = make_layout(family, analysis->sha256, plan_consolidation(analysis->distances, capacity, Policy::RoundRobin));
+    const std::int64_t kv_tokens = 96;  // 6 blocks of 16: fewer than the requests need at once
+    RuntimeConfig config{.pinned = pinned_from_layout(layout, match_layout(layout, family, analysis->sha256, "layout")),
+                         .hit = hit,
+                         .resident_sets = 8,  // every non-expert set at once: variants mix in one step
+                         .budget_bytes = budget_for(family, capacity, 4, kv_tokens),
+                         .reserve = {.context_tokens = kv_tokens, .requests = 1}};
+    auto runtime = std::make_shared<Runtime>(store, config);
+    QCOMPARE(runtime->resident_capacity(), 5);  // the budget held 4 sets beyond the first: 5 of 8 asked
+    QCOMPARE(runtime->kv_blocks().capacity().value(), std::int64_t(6));
+    QVERIFY(runtime->budget().used() <= *config.budget_bytes);
+
+    const std::vector<std::string> targets{"bible", "esft-bible", "fortunes", "esft-c-headers", "jargon", "base", "bible", "esft-bible"};
+    const std::int64_t vocab = store.spec().vocab_size;
+    struct Case {
+      std::string target;
+      std::vector<std::int64_t> prompt;
+      bool logits;
+    };
+    std::vector<Case> cases;
+    for (std::size_t i = 0; i < targets.size(); ++i)
+      cases.push_back({targets[i], prompt_of(5 + 4 * i, 100 + i, vocab), i % 2 == 0});
+    auto request = [&](const Case& c) {
+      return ServeRequest{c.target, {.prompt = c.prompt, .max_new_tokens = c.logits ? 0 : 12}, c.logits};
+    };
+
+    Engine engine(runtime);
+    std::vector<std::shared_ptr<RequestHandle>> handles(cases.size());
+    // The first three start together; the rest join while the first is decoding.
+    std::vector<ServeRequest> first;
+    for (std::size_t i = 0; i < 3; ++i) first.push_back(request(cases[i]));
+    std::promise<std::vector<std::shared_ptr<RequestHandle>>> later;
+    bool joined = false;  // the engine thread's own
+    std::vector<RequestCallbacks> callbacks(3);
+    callbacks[1].on_token = [&](const RequestHandle&, std::int64_t, const RuntimeCounters&) {
+      if (std::exchange(joined, true)) return;
+      std::vector<std::shared_ptr<RequestHandle>> more;
+      for (std::size_t i = 3; i < cases.size(); ++i) more.push_back(engine.submit(request(cases[i])));
+      later.set_value(more);
+    };
+    const auto started = engine.submit_all(std::move(first), callbacks);
+    for (std::size_t i = 0; i < 3; ++i) handles[i] = started[i];
+    const auto more = later.get_future().get();
+    for (std::size_t i = 3; i < cases.size(); ++i) handles[i] = more[i - 3];
+
+    std::int64_t preempted = 0;
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      const RequestResult& r = handles[i]->wait();
+      QVERIFY2(r.finish == Finish::Length, r.error.c_str());
+      preempted += r.stats.preemptions;
+      // Alone: the target's own model (strict), or the composed model of Algorithm 2 (consolidated).
+      fs::path dir = family.find(cases[i].target)->checkpoint->dir();
+      if (hit == HitPolicy::Consolidated) {
+        dir = scratch("composed-" + std::to_string(i));
+        if (!fs::exists(dir)) write_consolidated(family, layout, cases[i].target, dir);
+      }
+      const auto alone = Model::load(Checkpoint(dir));
+      if (cases[i].logits) {
+        QCOMPARE(r.logits.rows, static_cast<std::int64_t>(cases[i].prompt.size()));
+        const double err = relative_error(r.logits.values, reference_logits(*alone, cases[i].prompt));
+        QVERIFY2(err <= 1e-5, qPrintable(QStringLiteral("%1: %2").arg(QString::fromStdString(cases[i].target)).arg(err)));
+      } else {
+        QCOMPARE(r.tokens, generate(*alone, {.prompt = cases[i].prompt, .max_new_tokens = 12}).tokens);
+      }
+      // Every routed (token, expert) pair of every MoE layer of every token run is a hit or a miss.
+      const auto t = r.stats.counters.total();
+      QVERIFY(t.hits + t.misses >= static_cast<std::int64_t>(cases[i].prompt.size()) * 4 * store.spec().top_k);
     }
-    return s;
+    const EngineStats st = engine.stats();
+    QVERIFY2(st.largest_step_sequences >= 3, qPrintable(QString::number(st.largest_step_sequences)));
+    QVERIFY2(st.preemptions > 0 && preempted > 0, qPrintable(QString::number(st.preemptions)));
+    QCOMPARE(runtime->kv_blocks().used(), std::int64_t(0));  // every block back
   }
 
  private Q_SLOTS:
   void initTestCase() { QVERIFY(tmp_.isValid()); }
 
-  void equalsTheConsolidatedMerge_data() {
-    QTest::addColumn<QString>("family");
-    QTest::addColumn<int>("layoutSeed");  // 0: the planner's layout
-    for (const auto& f : families())
-      for (int seed : {0, 7}) QTest::newRow((f + (seed ? "/random" : "/planned")).c_str()) << QString::fromStdString(f) << seed;
-  }
-  void equalsTheConsolidatedMerge() {
-    QFETCH(QString, family);
-    QFETCH(int, layoutSeed);
-    const std::string fam = family.toStdString();
-    const auto s = open(fam);
-    Layout layout = layout_for(s->family, s->distances, s->sha256, 10);
-    if (layoutSeed) layout = random_layout(layout, static_cast<std::uint64_t>(layoutSeed));
-    const auto to_store = match_layout(layout, s->family, s->sha256, "test layout");
-    const ModelSpec& spec = s->store->spec();
+  void batchingChangesNothingStrict() { mixedBatch(HitPolicy::Strict); }
+  void batchingChangesNothingConsolidated() { mixedBatch(HitPolicy::Consolidated); }
 
-    // References: the consolidated-merge checkpoint of every target, and the target itself.
-    std::vector<std::vector<float>> merged, own;
-    for (int t = 0; t < s->store->variants(); ++t) {
-      const fs::path dir = scratch(fam + "-" + std::to_string(layoutSeed) + "-" + s->store->name(t));
-      write_consolidated(s->family, layout, s->store->name(t), dir);
-      merged.push_back(logits(*Model::load(Checkpoint(dir))));
-      own.push_back(logits(s->store->model(t)));
-    }
-    for (HitPolicy hit : {HitPolicy::Consolidated, HitPolicy::Strict})
-      for (MissPolicy miss : {MissPolicy::Transient, MissPolicy::Lru}) {
-        Runtime rt(*s->store, layout, to_store, {.hit = hit, .miss = miss});
-        // Twice round, in an order that swaps at every request, so LRU state carries over.
-        for (int round = 0; round < 2; ++round)
-          for (int t = 0; t < s->store->variants(); ++t) {
-            RuntimeCounters c = rt.new_counters();
-            const auto got = logits(rt, t, c);
-            const auto& want = hit == HitPolicy::Consolidated ? merged[static_cast<std::size_t>(t)] : own[static_cast<std::size_t>(t)];
-            const double err = relative_error(got, want);
-            QVERIFY2(err <= 1e-4, qPrintable(QStringLiteral("%1/%2 target %3: %4").arg(QString::fromUtf8(hit_policy_name(hit).data()),
-                                                                                   QString::fromUtf8(miss_policy_name(miss).data())).arg(t).arg(err)));
-            // Every routed (token, expert) pair of every MoE layer is a hit or a miss.
-            for (std::int64_t l = 0; l < spec.num_layers; ++l)
-              QCOMPARE(c.layers[static_cast<std::size_t>(l)].hits + c.layers[static_cast<std::size_t>(l)].misses,
-                       spec.is_sparse(l) ? static_cast<std::int64_t>(kIds.size()) * spec.top_k : 0);
-            QCOMPARE(c.swaps, std::int64_t(1));
-            QCOMPARE(c.swap_bytes, s->store->non_expert_bytes());
-          }
+  void everyMissPolicyOnEveryFixtureFamily() {
+    // One request at a time and all at once give the same logits, for each hit and miss policy, on
+    // each architecture; LRU keeps what it loaded, transient leaves the scratch slots empty.
+    for (const auto& fam : families()) {
+      Family family;
+      for (const char* v : {"base", "ft1", "ft2", "esft1"}) family.add(v, fixture(fam, v));
+      const HostStore store(family);
+      const auto a = analyze_family(family);
+      const Layout layout = make_layout(family, a->sha256, plan_consolidation(a->distances, 10, Policy::RoundRobin));
+      const auto pinned = pinned_from_layout(layout, match_layout(layout, family, a->sha256, "layout"));
+      std::vector<std::unique_ptr<Model>> own;
+      for (const Variant& v : family.variants()) own.push_back(Model::load(*v.checkpoint));
+      for (std::string miss : {"transient", "lru"}) {
+        auto rt = std::make_shared<Runtime>(store, RuntimeConfig{.pinned = pinned, .hit = HitPolicy::Strict, .miss = miss,
+                                                                 .resident_sets = 4});
+        Engine engine(rt);
+        std::vector<ServeRequest> requests;
+        for (int t = 0; t < 4; ++t)
+          requests.push_back({store.name(t), {.prompt = prompt_of(7 + t, t, 320), .max_new_tokens = 0}, true});
+        const auto handles = engine.submit_all(requests);
+        for (int t = 0; t < 4; ++t) {
+          const RequestResult& r = handles[static_cast<std::size_t>(t)]->wait();
+          const double err = relative_error(r.logits.values, reference_logits(*own[static_cast<std::size_t>(t)], requests[static_cast<std::size_t>(t)].generation.prompt));
+          QVERIFY2(err <= 1e-5, qPrintable(QStringLiteral("%1 %2 %3: %4").arg(QString::fromStdString(fam), QString::fromStdString(miss)).arg(t).arg(err)));
+          QVERIFY(r.stats.counters.total().misses > 0);
+        }
+        for (std::int64_t l = 0; l < 3; ++l) {
+          const SlotPool& pool = rt->slots(l);
+          std::int64_t kept = 0;
+          for (std::int64_t s = 0; s < pool.size(); ++s) kept += pool.role(s) == SlotPool::Role::Spare && pool.content(s) >= 0;
+          QCOMPARE(kept > 0, miss == "lru");
+        }
+        for (std::int64_t s = 0; s < rt->scratch().size(); ++s) QCOMPARE(rt->scratch().content(s), ExpertId(-1));
       }
-  }
-
-  void allExpertsResidentIsThePlainForward() {
-    // One variant with every expert resident: the same numbers as the single-model forward.
-    const auto s = open("qwen2_moe", {"ft2"});
-    Layout layout;
-    layout.variants = {{"ft2", "", ""}};
-    layout.plan.layers = s->store->spec().num_layers;
-    layout.plan.experts = s->store->spec().num_experts;
-    layout.plan.variants = 1;
-    layout.plan.map.assign(static_cast<std::size_t>(layout.plan.layers * layout.plan.experts), 0);
-    layout.plan.capacity = static_cast<std::int64_t>(layout.plan.map.size());
-    Runtime rt(*s->store, layout, {0});
-    RuntimeCounters c = rt.new_counters();
-    QCOMPARE(logits(rt, 0, c), logits(s->store->model(0)));
-    QCOMPARE(c.total().misses, std::int64_t(0));
-    QCOMPARE(c.total().loads, std::int64_t(0));
-
-    // Several variants, nothing pinned, strict hits and LRU spares for every expert of every
-    // variant: the first pass loads, the second is all hits, and both are the target's own model.
-    const auto many = open("olmoe", {"base", "ft1", "ft2"});
-    Layout empty = layout_for(many->family, many->distances, many->sha256, 0);
-    Runtime lru(*many->store, empty, {0, 1, 2},
-                {.hit = HitPolicy::Strict, .miss = MissPolicy::Lru, .budget_bytes = std::uint64_t(1) << 30});
-    QCOMPARE(lru.slots(0).count(SlotPool::Role::Spare), std::int64_t(8 * 3));  // capped at E × variants
-    for (int t = 0; t < 3; ++t) {
-      RuntimeCounters first = lru.new_counters(), second = lru.new_counters();
-      const auto a = logits(lru, t, first), b = logits(lru, t, second);
-      QCOMPARE(a, b);
-      QVERIFY(relative_error(a, logits(many->store->model(t))) <= 1e-6);
-      QVERIFY(first.total().misses > 0);
-      QCOMPARE(second.total().misses, std::int64_t(0));
     }
   }
 
-  void transientMissesLeaveNothingBehind() {
-    const auto s = open("mixtral", {"base", "ft1", "ft2"});
-    const Layout layout = layout_for(s->family, s->distances, s->sha256, 6);
-    Runtime rt(*s->store, layout, match_layout(layout, s->family, s->sha256, "l"), {.miss = MissPolicy::Transient, .miss_slots = 1});
-    RuntimeCounters c = rt.new_counters();
-    logits(rt, 1, c);
-    const LayerCounts t = c.total();
-    QVERIFY(t.misses > 0 && t.loads > 0);
-    QVERIFY(t.loads <= t.misses);  // one load serves every token routed to that expert in the step
-    QCOMPARE(t.load_bytes, static_cast<std::uint64_t>(t.loads) * s->store->expert_bytes());
-    for (std::int64_t l = 0; l < 3; ++l) {
-      const SlotPool& pool = rt.slots(l);
-      QCOMPARE(pool.count(SlotPool::Role::Scratch), std::int64_t(1));
-      for (std::int64_t slot = 0; slot < pool.size(); ++slot)
-        QCOMPARE(pool.source(slot).empty(), pool.role(slot) == SlotPool::Role::Scratch);
+  void maskedGatingIsTheMaskedRouter() {
+    // Pinned: the base's experts everywhere but two per layer, and none of the adapter's tuned
+    // ones. Masked gating must equal the router with every other expert at −inf before top-k.
+    Family family;
+    open_family(family, {sample_family() / "esft-bible"});
+    const HostStore store(family);
+    const ModelSpec& s = store.spec();
+    const int base = store.index("base"), adapter = store.index("esft-bible");
+    std::vector<PinnedExpert> pinned;
+    std::vector<std::vector<bool>> allowed(static_cast<std::size_t>(s.num_layers), std::vector<bool>(static_cast<std::size_t>(s.num_experts)));
+    for (std::int64_t l = 0; l < s.num_layers; ++l)
+      for (std::int64_t e = 0; e < s.num_experts; ++e) {
+        if ((e + l) % 4 == 1) continue;
+        pinned.push_back({l, e, base});
+        bool tuned = false;
+        for (const auto& [tl, te] : store.tuned(adapter)) tuned |= tl == l && te == e;
+        allowed[static_cast<std::size_t>(l)][static_cast<std::size_t>(e)] = !tuned;
+      }
+    auto rt = std::make_shared<Runtime>(store, RuntimeConfig{.pinned = pinned, .hit = HitPolicy::Strict, .miss = "masked"});
+    Engine engine(rt);
+    const auto ids = prompt_of(30, 5, s.vocab_size);
+    const auto h = engine.submit({"esft-bible", {.prompt = ids, .max_new_tokens = 0}, true});
+    const RequestResult& r = h->wait();
+    const auto model = Model::load(*family.find("esft-bible")->checkpoint);
+    QVERIFY(relative_error(r.logits.values, reference_logits(*model, ids, &allowed)) <= 1e-5);
+    QCOMPARE(r.stats.counters.total().misses, std::int64_t(0));
+    QCOMPARE(r.stats.counters.total().loads, std::int64_t(0));
+    // And it is not the unmasked model.
+    QVERIFY(relative_error(r.logits.values, reference_logits(*model, ids)) > 1e-3);
+  }
+
+  void hostStoreHoldsTheBaseOnce() {
+    Family family;
+    open_family(family, {sample_family() / "esft-bible", sample_family() / "esft-fortunes", sample_family() / "esft-jargon",
+                         sample_family() / "esft-c-headers"});
+    const HostStore store(family);
+    const Variant& base = *family.find("base");
+    std::uint64_t tuned = 0;
+    for (const Variant& v : family.variants())
+      for (const auto& [l, e] : v.checkpoint->adapter_experts()) tuned += v.checkpoint->expert_bytes(l, e);
+    QVERIFY(tuned > 0);
+    QCOMPARE(store.host_bytes(), base.checkpoint->total_bytes() + tuned);
+    QCOMPARE(store.sets(), 1);  // every adapter shares its base's non-expert set
+    for (int t = 0; t < store.targets(); ++t) QCOMPARE(store.set_of(t), 0);
+    const int adapter = store.index("esft-bible");
+    QCOMPARE(store.base_of(adapter), store.index("base"));
+    const auto [l, e] = store.tuned(adapter).front();
+    QCOMPARE(store.source(adapter, l, e), ExpertSource::adapter(adapter, e));
+    const std::int64_t other = (e + 1) % store.spec().num_experts;
+    QCOMPARE(store.expert(adapter, l, other), store.expert(store.index("base"), l, other));
+  }
+
+  void plannerAndRuntimeCountTheSameBytes() {
+    // For budgets across the range, the layout the planner makes for budget B runs under B, and the
+    // runtime's reservations are the planner's to the byte.
+    std::vector<std::pair<std::string, std::vector<fs::path>>> cases;
+    for (const auto& fam : families()) {
+      std::vector<fs::path> dirs;
+      for (const auto& v : variants()) dirs.push_back(fixture(fam, v));
+      cases.emplace_back(fam, dirs);
     }
-    // The reroute table maps exactly the pinned copies, for every target (consolidated hits).
-    std::int64_t mapped = 0;
+    cases.emplace_back("sample", std::vector<fs::path>{sample_family()});
+    for (const auto& [name, dirs] : cases) {
+      Family family;
+      open_family(family, dirs);
+      const HostStore store(family);
+      const auto a = analyze_family(family);
+      const CapacityPlan unlimited = plan_capacity(family, std::uint64_t(1) << 50);
+      QCOMPARE(store.non_expert_bytes(), unlimited.non_expert_bytes);
+      QCOMPARE(store.expert_bytes(), unlimited.bytes_per_expert);
+      for (std::int64_t experts : {std::int64_t(0), std::int64_t(3), unlimited.positions / 2, unlimited.positions}) {
+        const std::uint64_t budget = unlimited.minimum_budget() + static_cast<std::uint64_t>(experts) * unlimited.bytes_per_expert + 7;
+        const CapacityPlan cap = plan_capacity(family, budget);
+        QCOMPARE(cap.capacity, experts);
+        const Layout layout = make_layout(family, a->sha256, plan_consolidation(a->distances, cap.capacity, Policy::RoundRobin));
+        const Runtime rt(store, {.pinned = pinned_from_layout(layout, match_layout(layout, family, a->sha256, "l")), .budget_bytes = budget});
+        QCOMPARE(rt.budget().used(), cap.minimum_budget() + static_cast<std::uint64_t>(cap.capacity) * cap.bytes_per_expert);
+        QVERIFY(rt.budget().used() <= budget);
+        expect_mentions(error_of<BudgetError>([&] {
+          Runtime(store, {.pinned = pinned_from_layout(layout, match_layout(layout, family, a->sha256, "l")),
+                          .budget_bytes = rt.budget().used() - 1});
+        }), {"device budget", "raise the budget"});
+      }
+    }
+  }
+
+  void preemptedOutputEqualsUninterrupted() {
+    // Two long generations that cannot both hold their KV cache: the newer is preempted and
+    // recomputed; with sampling on, its tokens are those of a run that was never interrupted.
+    Family family;
+    open_family(family, {sample_family() / "bible"});
+    const HostStore store(family);
+    std::vector<PinnedExpert> all;
+    for (std::int64_t l = 0; l < 4; ++l)
+      for (std::int64_t e = 0; e < 8; ++e) all.push_back({l, e, 0});
+    auto make = [&](std::int64_t kv_tokens) {
+      return std::make_shared<Runtime>(store, RuntimeConfig{.pinned = all, .budget_bytes = budget_for(family, 32, 0, kv_tokens),
+                                                            .reserve = {.context_tokens = kv_tokens, .requests = 1}});
+    };
+    const GenerationRequest g{.prompt = prompt_of(20, 9, 1024), .max_new_tokens = 40, .sampling = {.temperature = 0.9, .seed = 7}};
+    Engine tight(make(96));  // 6 blocks: one sequence of 60 tokens needs 4
+    const auto a = tight.submit({"bible", g}), b = tight.submit({"bible", g});
+    const RequestResult& ra = a->wait();
+    const RequestResult& rb = b->wait();
+    QCOMPARE(ra.stats.preemptions + rb.stats.preemptions > 0, true);
+    Engine roomy(make(256));
+    const auto solo = roomy.submit({"bible", g});
+    const RequestResult& alone = solo->wait();
+    QCOMPARE(alone.stats.preemptions, std::int64_t(0));
+    QCOMPARE(ra.tokens, alone.tokens);
+    QCOMPARE(rb.tokens, alone.tokens);
+    // A request whose KV cache could never fit is refused at once.
+    expect_mentions(error_of<BudgetError>([&] { tight.submit({"bible", {.prompt = g.prompt, .max_new_tokens = 200}}); }),
+                    {"KV cache of 220 tokens", "6"});
+  }
+
+  void timeSharingSwapsWholeModels() {
+    Family family;
+    for (const char* v : {"base", "ft1", "ft2"}) family.add(v, fixture("olmoe", v));
+    const HostStore store(family);
+    std::vector<PinnedExpert> all;
     for (std::int64_t l = 0; l < 3; ++l)
-      for (int target = 0; target < 3; ++target)
-        for (std::int64_t e = 0; e < 8; ++e) mapped += rt.reroute(l).at(target, e) != RerouteTable::kMiss;
-    QCOMPARE(mapped, std::int64_t(6 * 3));
+      for (std::int64_t e = 0; e < 8; ++e) all.push_back({l, e, 0});
+    auto rt = std::make_shared<Runtime>(store, RuntimeConfig{.pinned = all, .hit = HitPolicy::Strict, .whole_model_swaps = true});
+    Engine engine(rt, {.scheduler = {.max_sequences = 1}});
+    const auto ids = prompt_of(6, 1, 320);
+    std::uint64_t first_swap = 0;
+    for (const char* t : {"ft1", "ft2", "ft2"}) {
+      const auto h = engine.submit({t, {.prompt = ids, .max_new_tokens = 3}});
+      const RequestResult& r = h->wait();
+      QCOMPARE(r.stats.counters.total().misses, std::int64_t(0));  // the whole model is resident
+      QCOMPARE(r.tokens, generate(*Model::load(*family.find(t)->checkpoint), {.prompt = ids, .max_new_tokens = 3}).tokens);
+      if (std::string(t) == "ft1") first_swap = r.stats.counters.swap_bytes;
+      else if (r.stats.counters.swaps == 0) QCOMPARE(r.stats.counters.swap_bytes, std::uint64_t(0));
+    }
+    QCOMPARE(first_swap, store.non_expert_bytes() + 24 * store.expert_bytes());
   }
 
-  void swapsOnlyOnAChangeOfVariant() {
-    const auto s = open("olmoe", {"base", "ft1"});
-    const Layout layout = layout_for(s->family, s->distances, s->sha256, 4);
-    Runtime rt(*s->store, layout, {0, 1});
-    RuntimeCounters c = rt.new_counters();
-    QCOMPARE(rt.resident_variant(), -1);
-    rt.reconfigure(1, c);
-    rt.reconfigure(1, c);
-    QCOMPARE(c.swaps, std::int64_t(1));
-    rt.reconfigure(0, c);
-    QCOMPARE(c.swaps, std::int64_t(2));
-    QCOMPARE(c.swap_bytes, 2 * s->store->non_expert_bytes());
-    QCOMPARE(rt.resident_variant(), 0);
-    expect_mentions(error_of<InvalidArgument>([&] { rt.reconfigure(2, c); }), {"target 2"});
-  }
-
-  void budgetIsEnforced() {
-    const auto s = open("olmoe", {"base", "ft1"});
-    const Layout layout = layout_for(s->family, s->distances, s->sha256, 10);
-    const std::uint64_t ne = s->store->non_expert_bytes(), eb = s->store->expert_bytes();
-    // Non-expert set + 10 pinned + 2 scratch per layer × 3 layers.
-    const std::uint64_t need = ne + (10 + 2 * 3) * eb;
-    Runtime exact(*s->store, layout, {0, 1}, {.budget_bytes = need});
-    QCOMPARE(exact.budget().used(), need);
-    expect_mentions(error_of<BudgetError>([&] { Runtime tight(*s->store, layout, {0, 1}, {.budget_bytes = need - 1}); }),
-                    {"expert slots of layer 2", "raise the budget"});
-    expect_mentions(error_of<BudgetError>([&] { Runtime tiny(*s->store, layout, {0, 1}, {.budget_bytes = ne / 2}); }),
+  void badConfigsAreRefused() {
+    Family family;
+    for (const char* v : {"base", "ft1"}) family.add(v, fixture("mixtral", v));
+    const HostStore store(family);
+    expect_mentions(error_of<InvalidArgument>([&] { Runtime(store, {.miss = "sometimes"}); }), {"miss policy 'sometimes'"});
+    expect_mentions(error_of<InvalidArgument>([&] { Runtime(store, {.pinned = {{0, 9, 0}}}); }), {"pinned expert"});
+    expect_mentions(error_of<InvalidArgument>([&] { Runtime(store, {.reserve = {.miss_slots = 0}}); }), {"miss slots"});
+    expect_mentions(error_of<InvalidArgument>([&] { Runtime(store, {.whole_model_swaps = true}); }), {"time-sharing"});
+    expect_mentions(error_of<BudgetError>([&] { Runtime(store, {.budget_bytes = store.non_expert_bytes() / 2}); }),
                     {"non-expert weights"});
-    // A request whose KV cache does not fit fails; the budget is whole again afterwards.
-    RuntimeCounters c = exact.new_counters();
-    GenerationRequest req{.prompt = {1, 2, 3}, .max_new_tokens = 4};
-    expect_mentions(error_of<BudgetError>([&] { exact.generate(0, req, c); }), {"KV cache of 7 tokens"});
-    QCOMPARE(exact.budget().used(), need);
-    expect_mentions(error_of<InvalidArgument>([&] { Runtime none(*s->store, layout, {0, 1}, {.miss_slots = 0}); }),
-                    {"miss slots"});
   }
 };
 

@@ -11,6 +11,7 @@
 
 #include "model/family.h"
 #include "model/tokenizer.h"
+#include "runtime/forward.h"
 #include "runtime/perplexity.h"
 #include "runtime/threads.h"
 #include "test_support.h"
@@ -26,9 +27,13 @@ const std::vector<std::string> kDomains{"bible", "fortunes", "jargon", "c-header
 double own_domain_perplexity(const fs::path& dir, const std::vector<std::int64_t>& ids) {
   const Checkpoint ck(dir);
   const auto model = Model::load(ck);
-  return perplexity(ids, 128, 24, [&](std::span<const std::int64_t> w) {
-           KvCache cache(model->spec(), 1, static_cast<std::int64_t>(w.size()));
-           return forward(*model, cache, w, LogitsFor::AllPositions);
+  return perplexity(ids, 128, 24, [&](const std::vector<std::span<const std::int64_t>>& windows) {
+           std::vector<Logits> out;
+           for (const auto& w : windows) {
+             KvCache cache(model->spec(), 1, static_cast<std::int64_t>(w.size()));
+             out.push_back(forward(*model, cache, w, LogitsFor::AllPositions));
+           }
+           return out;
          }).perplexity;
 }
 

@@ -1,5 +1,6 @@
-// QoS serving: the Poisson workload's statistics and determinism, traces, each strategy's
-// semantics on a real fixture family, both runner clocks, and the run summary's arithmetic.
+// QoS serving: the Poisson workload's statistics, determinism and ExpertWeave's skew, traces, each
+// strategy's semantics on a real fixture family (and esft on the sample family's adapters), both
+// runner clocks with continuous batching, and the run summary's arithmetic.
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -8,6 +9,8 @@
 
 #include "analysis/merge.h"
 #include "common/error.h"
+#include "model/variant_folders.h"
+#include "runtime/forward.h"
 #include "serving/runner.h"
 #include "serving/sweep.h"
 #include "test_support.h"
@@ -21,6 +24,7 @@ class TestServing : public QObject {
   Family family_;
   std::unique_ptr<HostStore> store_;
   std::optional<FamilyAnalysis> analysis_;
+  std::vector<std::unique_ptr<Model>> own_;  // each variant alone, the reference
 
   fs::path scratch(const std::string& name) const { return fs::path(tmp_.path().toStdString()) / name; }
   // Requests alternating over the given targets, 1 s apart, 4 prompt and 3 output tokens.
@@ -30,8 +34,16 @@ class TestServing : public QObject {
       w.push_back({static_cast<double>(i), targets[static_cast<std::size_t>(i) % targets.size()], {11, 22, 33, 44}, 3});
     return w;
   }
-  StrategyServer server(StrategyKind kind, std::int64_t capacity = 12) {
-    return StrategyServer({.kind = kind, .capacity = capacity}, family_, *store_, *analysis_, scratch(""));
+  Deployment deploy(StrategyKind kind, std::int64_t capacity = 12, std::int64_t max_sequences = 256) {
+    StrategyConfig c{.kind = kind, .capacity = capacity};
+    c.scheduler.max_sequences = max_sequences;
+    return Deployment(c, family_, *store_, *analysis_, scratch(""));
+  }
+  // One request straight through a partition's engine.
+  static RequestResult serve_one(const Deployment& d, const std::string& target, std::vector<std::int64_t> prompt, std::int64_t n) {
+    Engine engine(d.partitions()[d.partition_of(target)].runtime);
+    const auto h = engine.submit({target, {.prompt = std::move(prompt), .max_new_tokens = n}});
+    return h->wait();
   }
 
  private Q_SLOTS:
@@ -39,7 +51,8 @@ class TestServing : public QObject {
     QVERIFY(tmp_.isValid());
     for (const char* v : {"base", "ft1", "ft2"}) family_.add(v, fixture("olmoe", v));
     store_ = std::make_unique<HostStore>(family_);
-    analysis_ = analyze_family(family_);
+    analysis_ = *analyze_family(family_);
+    for (const Variant& v : family_.variants()) own_.push_back(Model::load(*v.checkpoint));
   }
 
   void poissonArrivalsHaveTheRightMeanAndVariance() {
@@ -69,7 +82,7 @@ class TestServing : public QObject {
   }
 
   void workloadsAreSeededAndSkewed() {
-    WorkloadSpec spec{.targets = {"a", "b", "c"}, .total_rate = 7, .alpha = 1.0, .duration_seconds = 50,
+    WorkloadSpec spec{.targets = {"a", "b", "c"}, .total_rate = 7, .alpha = 0.5, .duration_seconds = 50,
                       .prompt = {5, 9}, .output = {1, 4}, .vocab_size = 64, .seed = 3};
     const auto a = generate_workload(spec), b = generate_workload(spec);
     QCOMPARE(a.size(), b.size());
@@ -79,10 +92,17 @@ class TestServing : public QObject {
       QVERIFY(a[i].prompt.size() >= 5 && a[i].prompt.size() <= 9 && a[i].max_new_tokens >= 1 && a[i].max_new_tokens <= 4);
       for (auto id : a[i].prompt) QVERIFY(id >= 0 && id < 64);
     }
-    // Shares ∝ 1, 1/2, 1/3.
-    const auto shares = power_law_shares(3, 1.0);
-    QVERIFY(std::abs(shares[0] - 6.0 / 11) < 1e-12 && std::abs(shares[2] - 2.0 / 11) < 1e-12);
-    QCOMPARE(target_rates(spec)[1], 7 * 3.0 / 11);
+    // S-LoRA's and ExpertWeave's skew: target i of n gets ((i+1)/n)^α − (i/n)^α. α = 1 is even;
+    // smaller α skews towards the first (two adapters at α ≈ 0.32: 80 % and 20 %, as ExpertWeave's).
+    for (double x : power_law_shares(3, 1.0)) QVERIFY(std::abs(x - 1.0 / 3) < 1e-12);
+    const auto shares = power_law_shares(3, 0.5);
+    QVERIFY(std::abs(shares[0] - std::sqrt(1.0 / 3)) < 1e-12 && std::abs(shares[2] - (1 - std::sqrt(2.0 / 3))) < 1e-12);
+    QVERIFY(shares[0] > shares[1] && shares[1] > shares[2]);
+    QVERIFY(std::abs(power_law_shares(2, std::log(0.8) / std::log(0.5))[0] - 0.8) < 1e-12);
+    QVERIFY(power_law_shares(4, 0.1)[0] > power_law_shares(4, 0.5)[0]);  // smaller α, heavier skew
+    QVERIFY(std::abs(target_rates(spec)[0] - 7 * std::sqrt(1.0 / 3)) < 1e-12);
+    expect_mentions(error_of<InvalidArgument>([&] { power_law_shares(3, 0); }), {"alpha", "(0, 1]"});
+    expect_mentions(error_of<InvalidArgument>([&] { power_law_shares(3, 2); }), {"alpha"});
     // Another seed, another workload; another target added, the first targets' arrivals unchanged.
     spec.seed = 4;
     QVERIFY(generate_workload(spec).front().arrival != a.front().arrival);
@@ -120,99 +140,161 @@ class TestServing : public QObject {
   }
 
   void consolidatedSwapsAndNoReconfigNever() {
-    auto consolidated = server(StrategyKind::Consolidated), fixed = server(StrategyKind::NoReconfig);
-    const auto w = alternating({"ft1", "ft1", "ft2", "base"}, 8);
+    auto consolidated = deploy(StrategyKind::Consolidated), fixed = deploy(StrategyKind::NoReconfig);
+    const auto w = alternating({"ft1", "ft1", "ft2", "base"}, 8);  // 1 s apart: each runs alone
     const auto a = run_workload(consolidated, w), b = run_workload(fixed, w);
     std::int64_t swaps = 0;
-    for (const auto& r : a) swaps += r.counters.swaps;
+    for (const auto& r : a) swaps += r.stats.counters.swaps;
     QCOMPARE(swaps, std::int64_t(6));  // warm on base: ft1 ft1 ft2 base ft1 ft1 ft2 base → 6 changes
-    for (const auto& r : b) QCOMPARE(r.counters.swaps, std::int64_t(0));
+    for (const auto& r : b) QCOMPARE(r.stats.counters.swaps, std::int64_t(0));
     QVERIFY(summarize(b).swap_bytes == 0);
   }
 
   void timeSharingMovesTheWholeModelOnEveryMismatch() {
-    auto ts = server(StrategyKind::TimeSharing);
+    auto ts = deploy(StrategyKind::TimeSharing);
     const auto w = alternating({"base", "ft1", "ft1", "ft2"}, 8);  // mismatches at 1, 3, 4, 5, 7
     const auto records = run_workload(ts, w);
-    const std::uint64_t whole = store_->non_expert_bytes() + static_cast<std::uint64_t>(3 * 8) * store_->expert_bytes();
+    // What a swap from `a` to `b` moves: every tensor of b's model that is not a's, byte for byte
+    // (the few identical ones stay where they are).
+    auto moved = [&](int a, int b) {
+      std::uint64_t bytes = 0;
+      const auto &ta = store_->set_tensors(store_->set_of(a)), &tb = store_->set_tensors(store_->set_of(b));
+      for (std::size_t i = 0; i < ta.size(); ++i) bytes += ta[i] == tb[i] ? 0 : store_->tensor(tb[i]).bytes.size();
+      for (std::int64_t l = 0; l < 3; ++l)
+        for (std::int64_t e = 0; e < 8; ++e) bytes += store_->expert(a, l, e) == store_->expert(b, l, e) ? 0 : store_->expert_bytes();
+      return bytes;
+    };
+    QVERIFY(moved(0, 1) > store_->non_expert_bytes() / 2 + 20 * store_->expert_bytes());  // nearly the whole model
     std::string prev = "base";
     for (const auto& r : records) {
       const bool mismatch = r.target != prev;
-      QCOMPARE(r.counters.swaps, std::int64_t(mismatch));
-      QCOMPARE(r.counters.swap_bytes, mismatch ? whole : 0);
-      QCOMPARE(r.counters.total().misses, std::int64_t(0));  // the whole model is resident
+      QCOMPARE(r.stats.counters.swaps, std::int64_t(mismatch));
+      QCOMPARE(r.stats.counters.swap_bytes, mismatch ? moved(store_->index(prev), store_->index(r.target)) : 0);
+      QCOMPARE(r.stats.counters.total().misses, std::int64_t(0));  // the whole model is resident
       prev = r.target;
     }
     // The tokens are each variant's own.
-    const auto own = generate(store_->model(2), {.prompt = {11, 22, 33, 44}, .max_new_tokens = 3});
-    QCOMPARE(ts.serve({0, "ft2", {11, 22, 33, 44}, 3}).tokens, own.tokens);
+    QCOMPARE(serve_one(ts, "ft2", {11, 22, 33, 44}, 3).tokens, generate(*own_[2], {.prompt = {11, 22, 33, 44}, .max_new_tokens = 3}).tokens);
   }
 
   void spaceSharingPartitionsKeepToTheirShare() {
-    const std::uint64_t eb = store_->expert_bytes(), ne = store_->non_expert_bytes();
-    // Room per partition: its non-expert set, 4 pinned experts, 2 scratch slots × 3 layers, KV for 8 tokens.
-    const std::uint64_t per = ne + (4 + 6) * eb + 2 * 3 * 2 * 16 * 8 * 4 + 4096;
-    StrategyServer ss({.kind = StrategyKind::SpaceSharing, .capacity = 12, .budget_bytes = 3 * per}, family_, *store_,
-                      *analysis_, scratch(""));
-    QCOMPARE(ss.lanes(), std::size_t(3));
+    // Room per partition: exactly the planner's minimum and 4 experts.
+    const CapacityPlan unlimited = plan_capacity(family_, std::uint64_t(1) << 40);
+    const std::uint64_t per = unlimited.minimum_budget() + 4 * unlimited.bytes_per_expert;
+    const Deployment ss({.kind = StrategyKind::SpaceSharing, .capacity = 12, .budget_bytes = 3 * per}, family_, *store_, *analysis_,
+                        scratch(""));
+    QCOMPARE(ss.partitions().size(), std::size_t(3));
     const auto records = run_workload(ss, alternating({"base", "ft1", "ft2"}, 6));
     for (std::size_t lane = 0; lane < 3; ++lane) {
-      const Runtime& rt = ss.runtime(lane);
-      QVERIFY(rt.budget().peak() <= per);
+      const Runtime& rt = *ss.partitions()[lane].runtime;
       QCOMPARE(rt.budget().budget(), per);
-      QCOMPARE(rt.options().copy_slowdown, 3.0);
+      QCOMPARE(rt.budget().used(), per);
+      QCOMPARE(rt.config().copy_slowdown, 3.0);
       std::int64_t pinned = 0;
       for (std::int64_t l = 0; l < 3; ++l) {
         pinned += rt.slots(l).count(SlotPool::Role::Pinned);
         for (std::int64_t s = 0; s < rt.slots(l).count(SlotPool::Role::Pinned); ++s)
-          QCOMPARE(rt.slots(l).source(s).variant, static_cast<int>(lane));  // only its own variant's experts
+          QCOMPARE(rt.slots(l).source(s).target, static_cast<int>(lane));  // only its own variant's experts
       }
       QCOMPARE(pinned, std::int64_t(4));
     }
     for (const auto& r : records) {
-      QCOMPARE(r.lane, ss.lane_of(r.target));
-      QCOMPARE(r.counters.swaps, std::int64_t(0));  // each partition keeps its variant
+      QCOMPARE(r.lane, ss.partition_of(r.target));
+      QCOMPARE(r.stats.counters.swaps, std::int64_t(0));  // each partition keeps its variant
     }
     expect_mentions(error_of<BudgetError>([&] {
-      StrategyServer({.kind = StrategyKind::SpaceSharing, .capacity = 12, .budget_bytes = 3 * ne}, family_, *store_, *analysis_, scratch(""));
-    }), {"expert slots"});
+      Deployment({.kind = StrategyKind::SpaceSharing, .capacity = 12, .budget_bytes = 3 * (per - 1)}, family_, *store_, *analysis_, scratch(""));
+    }), {"device budget"});
   }
 
   void singleAndAveragingServeOneModel() {
-    StrategyServer single({.kind = StrategyKind::Single, .single_target = "ft2"}, family_, *store_, *analysis_, scratch(""));
-    const WorkloadRequest any{0, "base", {11, 22, 33, 44}, 3};
-    QCOMPARE(single.serve(any).tokens, generate(store_->model(2), {.prompt = any.prompt, .max_new_tokens = 3}).tokens);
-    auto avg = server(StrategyKind::Averaging);
+    const Deployment single({.kind = StrategyKind::Single, .single_target = "ft2"}, family_, *store_, *analysis_, scratch(""));
+    const std::vector<std::int64_t> prompt{11, 22, 33, 44};
+    QCOMPARE(serve_one(single, "base", prompt, 3).tokens, generate(*own_[2], {.prompt = prompt, .max_new_tokens = 3}).tokens);
+    auto avg = deploy(StrategyKind::Averaging);
     write_averaged(family_, scratch("avg-ref"));
     const auto merged = Model::load(Checkpoint(scratch("avg-ref")));
-    const auto served = avg.serve(any);
-    QCOMPARE(served.tokens, generate(*merged, {.prompt = any.prompt, .max_new_tokens = 3}).tokens);
-    QCOMPARE(served.counters.total().misses, std::int64_t(0));
-    QCOMPARE(avg.serve({0, "ft1", any.prompt, 3}).tokens, served.tokens);  // every target, one model
+    const RequestResult served = serve_one(avg, "base", prompt, 3);
+    QCOMPARE(served.tokens, generate(*merged, {.prompt = prompt, .max_new_tokens = 3}).tokens);
+    QCOMPARE(served.stats.counters.total().misses, std::int64_t(0));
+    QCOMPARE(serve_one(avg, "ft1", prompt, 3).tokens, served.tokens);  // every target, one model
+  }
+
+  void esftServesAdaptersOverOneBase() {
+    Family family;
+    const fs::path sample = fs::path(MOSAIC_RESOURCES) / "sample-family";
+    open_family(family, {sample / "esft-bible", sample / "esft-jargon", sample / "esft-c-headers", sample / "fortunes"});
+    const HostStore store(family);
+    const auto analysis = *analyze_family(family);
+    const Deployment d({.kind = StrategyKind::Esft}, family, store, analysis, scratch(""));
+    QCOMPARE(d.targets(), (std::vector<std::string>{"esft-bible", "esft-jargon", "esft-c-headers"}));
+    // A skewed mix of the three adapters at once, under one resident set: no miss, no swap (warm
+    // on the base's set, which every adapter shares), and each adapter's own tokens.
+    const auto w = generate_workload({.targets = d.targets(), .total_rate = 40, .alpha = 0.3, .duration_seconds = 0.5,
+                                      .prompt = {6, 12}, .output = {4, 4}, .vocab_size = store.spec().vocab_size, .seed = 2});
+    QVERIFY(w.size() >= 8);
+    const auto records = run_workload(d, w);
+    QCOMPARE(records.size(), w.size());
+    std::int64_t swaps = 0;
+    for (const auto& r : records) {
+      QCOMPARE(r.outcome, Finish::Length);
+      QCOMPARE(r.stats.counters.total().misses, std::int64_t(0));
+      swaps += r.stats.counters.swaps;
+    }
+    QCOMPARE(swaps, std::int64_t(0));
+    const auto own = Model::load(*family.find("esft-jargon")->checkpoint);
+    QCOMPARE(serve_one(d, "esft-jargon", {5, 6, 7, 8}, 4).tokens, generate(*own, {.prompt = {5, 6, 7, 8}, .max_new_tokens = 4}).tokens);
+    expect_mentions(error_of<InvalidArgument>([&] { Deployment({.kind = StrategyKind::Esft}, family_, *store_, *analysis_, scratch("")); }),
+                    {"no ESFT adapter"});
   }
 
   void virtualAndRealClocks() {
-    auto s = server(StrategyKind::Consolidated);
-    // Virtual: a burst at t = 0 queues; each starts when the previous finished.
+    // Virtual: a burst at t = 0 runs as one batch; one at a time, each starts when the previous ended.
     std::vector<WorkloadRequest> burst(5, WorkloadRequest{0.0, "ft1", {1, 2, 3}, 4});
-    const auto v = run_workload(s, burst);
-    QCOMPARE(v.size(), std::size_t(5));
-    for (std::size_t i = 1; i < v.size(); ++i) {
-      QCOMPARE(v[i].start, v[i - 1].finish);
-      QVERIFY(v[i].queue_wait() > 0 && v[i].first_token > v[i].start && v[i].finish >= v[i].first_token);
+    const auto batched = run_workload(deploy(StrategyKind::Consolidated), burst);
+    const auto serial = run_workload(deploy(StrategyKind::Consolidated, 12, 1), burst);
+    QCOMPARE(batched.size(), std::size_t(5));
+    for (const auto& r : batched) QCOMPARE(r.stats.start, 0.0);
+    for (std::size_t i = 1; i < serial.size(); ++i) {
+      QVERIFY(serial[i].stats.start >= serial[i - 1].stats.finish);
+      QVERIFY(serial[i].stats.queue_wait() > 0 && serial[i].stats.first_token > serial[i].stats.start);
     }
+    QVERIFY(summarize(batched).makespan_seconds < summarize(serial).makespan_seconds);
     // Real: spaced arrivals are served after they arrive, on the wall clock.
     std::vector<WorkloadRequest> spaced;
     for (int i = 0; i < 4; ++i) spaced.push_back({0.05 * i, i % 2 ? "ft2" : "base", {1, 2, 3}, 2});
     std::vector<std::int64_t> finished;
+    auto s = deploy(StrategyKind::Consolidated);
     const auto r = run_workload(s, spaced, {.clock = RunClock::Real, .on_finished = [&](const RequestRecord& rec) { finished.push_back(rec.index); }});
     QCOMPARE(r.size(), std::size_t(4));
     QCOMPARE(finished, (std::vector<std::int64_t>{0, 1, 2, 3}));
-    for (const auto& rec : r) QVERIFY2(rec.start >= rec.arrival - 1e-3, qPrintable(QString::number(rec.start - rec.arrival)));
-    // Stopping after two requests leaves the rest unserved.
-    const auto stopped = run_workload(s, burst, {.progress = [](std::size_t done, std::size_t) { return done < 2; }});
+    for (const auto& rec : r)
+      QVERIFY2(rec.stats.start >= rec.stats.arrival - 1e-3, qPrintable(QString::number(rec.stats.start - rec.stats.arrival)));
+    // Stopping after two requests leaves the rest out.
+    const auto stopped = run_workload(deploy(StrategyKind::Consolidated, 12, 1), burst,
+                                      {.progress = [](std::size_t done, std::size_t) { return done < 2; }});
     QCOMPARE(stopped.size(), std::size_t(2));
     expect_mentions(error_of<InvalidArgument>([&] { run_workload(s, {{0, "nobody", {1}, 1}}); }), {"target 'nobody'"});
+  }
+
+  void aSharedEngineIsLentAndGivenBack() {
+    // A run on a shared engine (the workbench's): other requests join its batches, and afterwards
+    // the engine serves with its own runtime again.
+    auto mine = std::make_shared<Runtime>(*store_, RuntimeConfig{});
+    Engine engine(mine);
+    auto d = deploy(StrategyKind::Consolidated);
+    std::shared_ptr<RequestHandle> chat;
+    const auto records = run_workload(d, alternating({"ft1", "base"}, 4),
+                                      {.on_finished =
+                                           [&](const RequestRecord&) {
+                                             if (!chat) chat = engine.submit({"ft2", {.prompt = {4, 5, 6}, .max_new_tokens = 3}});
+                                           },
+                                       .engine = &engine});
+    QCOMPARE(records.size(), std::size_t(4));
+    QVERIFY(chat);
+    QCOMPARE(chat->wait().finish, Finish::Length);
+    QCOMPARE(engine.runtime(), mine);
+    QVERIFY(!engine.clock()->is_virtual());
   }
 
   void summaryArithmetic() {
@@ -225,10 +307,10 @@ class TestServing : public QObject {
     QCOMPARE(p.p99, 99.0);
     QCOMPARE(p.mean, 50.5);
     std::vector<RequestRecord> records(2);
-    records[0] = {.index = 0, .arrival = 0, .start = 0, .first_token = 1, .finish = 3, .output_tokens = 5};
-    records[1] = {.index = 1, .arrival = 1, .start = 3, .first_token = 4, .finish = 7, .output_tokens = 7};
-    records[0].counters.layers = {{.hits = 3, .misses = 1}, {}};
-    records[1].counters.layers = {{.hits = 1, .misses = 3}, {}};
+    records[0] = {.index = 0, .stats = {.arrival = 0, .start = 0, .first_token = 1, .finish = 3, .generated_tokens = 5}};
+    records[1] = {.index = 1, .stats = {.arrival = 1, .start = 3, .first_token = 4, .finish = 7, .generated_tokens = 7}};
+    records[0].stats.counters.layers = {{.hits = 3, .misses = 1}, {}};
+    records[1].stats.counters.layers = {{.hits = 1, .misses = 3}, {}};
     const RunSummary s = summarize(records);
     QCOMPARE(s.makespan_seconds, 7.0);
     QCOMPARE(s.requests_per_minute, 60.0 * 2 / 7);
@@ -263,6 +345,18 @@ class TestServing : public QObject {
     const std::string head = R"({"schema": "mosaic.sweep/1", "variants": ["a", "b"], "rates": [1], )";
     expect_mentions(bad(head + R"("strategies": [{"kind": "magic"}]})"), {"sweep.json", "strategies[0].kind", "magic"});
     expect_mentions(bad(head + R"("strategies": [{"kind": "consolidated", "budget": "lots"}]})"), {"strategies[0].budget"});
+    expect_mentions(bad(head + R"("strategies": [{"kind": "esft", "miss": "never"}]})"), {"strategies[0].miss", "masked"});
+    expect_mentions(bad(head + R"("strategies": [{"kind": "esft", "switching": "random"}]})"), {"strategies[0].switching"});
+    expect_mentions(bad(head + R"("alpha": 0, "strategies": [{"kind": "single"}]})"), {"'alpha'", "(0, 1]"});
+    std::ofstream(scratch("sweep.json")) << head + R"("strategies": [{"kind": "esft", "max_sequences": 4, "resident_sets": 2, "switching": "affinity", "max_wait_seconds": 0.5, "miss": "masked"}]})";
+    const SweepConfig ok = load_sweep_config(scratch("sweep.json"));
+    QCOMPARE(ok.strategies[0].kind, StrategyKind::Esft);
+    QCOMPARE(ok.strategies[0].scheduler.max_sequences, std::int64_t(4));
+    QCOMPARE(ok.strategies[0].scheduler.switching, SwitchPolicy::Affinity);
+    QCOMPARE(ok.strategies[0].resident_sets, 2);
+    QCOMPARE(ok.strategies[0].miss, std::string("masked"));
+    QCOMPARE(ok.workload.alpha, 1.0);
+
     expect_mentions(bad(head + R"("prompt": [5, 2], "strategies": [{"kind": "single"}]})"), {"'prompt'", "min ≤ max"});
     expect_mentions(bad(R"({"schema": "mosaic.sweep/1", "variants": ["a"], "rates": [1], "strategies": []})"), {"'variants'"});
     expect_mentions(bad(R"({"schema": "mosaic.sweep/9"})"), {"mosaic.sweep/9"});

@@ -25,6 +25,7 @@
 #include "serving/session_file.h"
 #include "serving/sweep_run.h"
 #include "store/recorder.h"
+#include "store/sweep_recording.h"
 #include "test_support.h"
 #include "workbench/analysis_panel.h"
 #include "workbench/chat_pane.h"
@@ -139,7 +140,7 @@ class WorkbenchTest : public QObject {
       const HostStore store(family);
       const auto analysis = analyze_family(family);
       Recorder recorder(root / "runs.sqlite");
-      QVERIFY(run_sweep(config, family, store, *analysis, recorder));
+      QVERIFY(run_sweep(config, family, store, *analysis, recording(recorder)).ok());
     }
     RunsPanel* runs = window_->runsPanel();
     runs->openDatabase(QString::fromStdString((root / "runs.sqlite").string()));

@@ -14,7 +14,7 @@
 #include "analysis/layout.h"
 #include "analysis/merge.h"
 #include "cli/commands.h"
-#include "cli/family_args.h"
+#include "model/variant_folders.h"
 #include "common/atomic_file.h"
 #include "common/byte_size.h"
 #include "common/error.h"

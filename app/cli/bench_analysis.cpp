@@ -10,7 +10,7 @@
 
 #include "analysis/expert_distance.h"
 #include "cli/commands.h"
-#include "cli/family_args.h"
+#include "model/variant_folders.h"
 #include "common/error.h"
 #include "common/parallel.h"
 #include "common/sha256.h"

@@ -7,12 +7,13 @@
 
 #include "analysis/family_analysis.h"
 #include "cli/commands.h"
-#include "cli/family_args.h"
+#include "model/variant_folders.h"
 #include "common/error.h"
 #include "runtime/threads.h"
 #include "serving/sweep.h"
 #include "serving/sweep_run.h"
 #include "store/recorder.h"
+#include "store/sweep_recording.h"
 
 namespace fs = std::filesystem;
 
@@ -53,13 +54,13 @@ void add_bench_command(CLI::App& app) {
       draw_progress(done, total, run.strategy + " @ " + std::to_string(run.rate).substr(0, 5) + " req/s");
       return true;
     };
-    events.run_finished = [](const SweepRun& run, const RunSummary& s, bool) {
+    events.run_finished = [](const SweepRun& run, const std::vector<RequestRecord>&, const RunSummary& s, bool) {
       std::printf("%-14s %7.2f %3d %6lld | %9.1f %8.1f | %9.4f %9.4f %9.4f | %9.4f %9.4f | %6.1f %8.3f\n", run.strategy.c_str(),
                   run.rate, run.repeat, static_cast<long long>(s.requests), s.requests_per_minute, s.tokens_per_second, s.ttft.p50,
                   s.ttft.p90, s.ttft.p99, s.turnaround.p50, s.turnaround.p90, 100.0 * s.hit_rate, s.swap_seconds);
       std::fflush(stdout);
     };
-    run_sweep(config, family, store, *analysis, recorder, events);
+    run_sweep(config, family, store, *analysis, recording(recorder, events)).rethrow();
     std::cout << "recorded to " << o->db.string() << "\n";
   });
 }

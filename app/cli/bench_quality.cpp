@@ -15,7 +15,7 @@
 
 #include "analysis/merge.h"
 #include "cli/commands.h"
-#include "cli/family_args.h"
+#include "model/variant_folders.h"
 #include "cli/quality.h"
 #include "common/atomic_file.h"
 #include "common/error.h"

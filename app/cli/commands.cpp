@@ -1,5 +1,7 @@
 // inspect, generate and logits.
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -7,7 +9,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
-#include "cli/family_args.h"
+#include "model/variant_folders.h"
 #include "cli/serving_args.h"
 #include "common/byte_size.h"
 #include "common/error.h"
@@ -80,20 +82,32 @@ void print_checkpoint(const Checkpoint& ck) {
   if (!unused.empty()) std::cout << "  unused tensors  " << unused.size() << " (first: " << unused.front() << ")\n";
 }
 
-// Exactly one of --model (one checkpoint) and --variants (the multi-variant runtime).
-void require_one_source(const fs::path& model, const ServingArgs& serve) {
-  if (model.empty() == serve.active()) return;
-  throw InvalidArgument("arguments", "--model / --variants",
-                        model.empty() ? "neither was given" : "both were given",
-                        "give --model DIR for one checkpoint, or --variants … --layout … --target … to serve several");
-}
-
 void append(std::vector<std::int64_t>& to, const std::vector<std::int64_t>& more) { to.insert(to.end(), more.begin(), more.end()); }
 
-std::unique_ptr<Model> load_model(const fs::path& dir, int threads) {
-  configure_threads(threads);
-  const Checkpoint ck(dir);
-  return Model::load(ck);
+// FILE.jsonl for `logits --requests`: one {"target": NAME, "ids": [..]} per line.
+std::vector<ServeRequest> read_logits_requests(const fs::path& file) {
+  std::ifstream in(file);
+  if (!in) throw IoError(file.string(), "", "cannot be read", "check the path of the requests file");
+  std::vector<ServeRequest> out;
+  std::string line;
+  for (std::size_t n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = "line " + std::to_string(n);
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const std::string hint = R"(write one {"target": "variant", "ids": [1, 2, 3]} per line)";
+    if (!j.is_object()) throw FormatError(file.string(), where, "is not a JSON object", hint);
+    if (!j.contains("target") || !j["target"].is_string()) throw FormatError(file.string(), where + ": field 'target'", "is missing or not a string", hint);
+    if (!j.contains("ids") || !j["ids"].is_array() || j["ids"].empty())
+      throw FormatError(file.string(), where + ": field 'ids'", "is missing or not a non-empty list", hint);
+    ServeRequest r{j["target"].get<std::string>(), {.max_new_tokens = 0}, true};
+    for (const auto& id : j["ids"]) {
+      if (!id.is_number_integer()) throw FormatError(file.string(), where + ": field 'ids'", "holds " + id.dump() + ", not a token id", hint);
+      r.generation.prompt.push_back(id.get<std::int64_t>());
+    }
+    out.push_back(std::move(r));
+  }
+  if (out.empty()) throw FormatError(file.string(), "", "holds no requests", "write one JSON object per line");
+  return out;
 }
 
 }  // namespace
@@ -104,7 +118,7 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_option("DIR", *dirs, "checkpoint folders, or a folder of variant folders")->required();
   cmd->callback([dirs] {
     Family family;  // added one by one, so each variant is printed before a later one is refused
-    for (const auto& [name, dir] : variants_in(*dirs)) {
+    for (const auto& [name, dir] : discover_variants(*dirs)) {
       const Variant& v = family.add(name, dir);
       std::cout << "variant " << v.name << "  (" << dir.string() << ")\n";
       print_checkpoint(*v.checkpoint);
@@ -115,10 +129,9 @@ void add_inspect_command(CLI::App& app) {
 }
 
 void add_generate_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("generate", "Continue a prompt of text (--prompt) or token ids (--ids) (CPU reference engine)");
-  struct Opts { fs::path model; std::string ids, prompt; GenerationRequest req; std::string stop; int threads = 0; bool eos = false; ServingArgs serve; };
+  auto* cmd = app.add_subcommand("generate", "Continue a prompt of text (--prompt) or token ids (--ids), served by the engine");
+  struct Opts { std::string ids, prompt; GenerationRequest req; std::string stop; int threads = 0; bool eos = false; ServingArgs serve; };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--model", o->model, "checkpoint folder");
   o->serve.add_to(cmd);
   auto* ids = cmd->add_option("--ids", o->ids, "prompt token ids, e.g. 1,2,3");
   cmd->add_option("--prompt", o->prompt, "prompt text, encoded with the variant's tokenizer.json; prints text")->excludes(ids);
@@ -131,81 +144,63 @@ void add_generate_command(CLI::App& app) {
   cmd->add_flag("--stop-at-eos", o->eos, "also stop at the config's eos_token_id");
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
   cmd->callback([o] {
-    require_one_source(o->model, o->serve);
     if (o->ids.empty() && o->prompt.empty()) throw InvalidArgument("generate", "--ids / --prompt", "give a prompt", "write --prompt \"text\" or --ids 1,2,3");
     if (!o->stop.empty()) o->req.stop_ids = parse_ids(o->stop);
-    // With --prompt the variant's own tokenizer encodes it and the output is text.
+    configure_threads(o->threads);
+    const auto session = open_serving(o->serve);
+    // With --prompt the target's own tokenizer encodes it and the output is text.
     std::optional<Tokenizer> tokenizer;
-    auto prepare = [&](const fs::path& dir) {
-      if (o->prompt.empty()) {
-        o->req.prompt = parse_ids(o->ids);
-        return;
-      }
-      tokenizer = Tokenizer::load(dir / "tokenizer.json");
+    if (o->prompt.empty()) {
+      o->req.prompt = parse_ids(o->ids);
+    } else {
+      tokenizer = Tokenizer::load(session->family.find(session->target)->checkpoint->dir() / "tokenizer.json");
       o->req.prompt = tokenizer->encode(o->prompt);
       if (o->req.prompt.empty()) throw InvalidArgument("--prompt", "", "encodes to no tokens");
-    };
-    auto print = [&](const std::vector<std::int64_t>& out) {
-      if (tokenizer) std::cout << o->prompt << tokenizer->decode(out) << std::endl;
-      else std::cout << join(out) << std::endl;
-    };
-    if (o->serve.active()) {
-      configure_threads(o->threads);
-      const auto session = open_serving(o->serve);
-      prepare(session->family.find(o->serve.target)->checkpoint->dir());
-      if (o->eos) append(o->req.stop_ids, session->store->spec().eos_token_ids);
-      Engine engine(*session->runtime);
-      const auto request = engine.submit({session->store->name(session->target), o->req});
-      const RequestResult& r = request->wait();
-      if (r.finish == Finish::Failed) throw InvalidArgument("generate", "request", r.error);
-      print(r.tokens);
-      const LayerCounts t = r.stats.counters.total();
-      std::cerr << r.tokens.size() << " tokens, finish: " << finish_name(r.finish) << ", TTFT " << r.stats.ttft_seconds * 1e3
-                << " ms, TPOT " << r.stats.tpot_seconds * 1e3 << " ms, " << t.hits << " hits, " << t.misses << " misses, "
-                << t.loads << " loads, " << r.stats.counters.swaps << " swaps\n";
-      if (!o->serve.stats.empty()) write_serving_stats(o->serve.stats, *session, r.stats.counters, &r.stats);
-      return;
     }
-    prepare(o->model);
-    const auto model = load_model(o->model, o->threads);
-    if (o->eos) append(o->req.stop_ids, model->spec().eos_token_ids);
-    const GenerationResult r = generate(*model, o->req);
-    print(r.tokens);  // before the stderr summary on a shared terminal
-    std::cerr << r.tokens.size() << " tokens, finish: "
-              << finish_name(r.finish)
-              << ", prefill " << r.prefill_seconds * 1e3 << " ms, decode " << r.decode_seconds * 1e3 << " ms\n";
+    if (o->eos) append(o->req.stop_ids, session->store->spec().eos_token_ids);
+    const std::vector<ServeRequest> requests{{session->target, o->req}};
+    const auto results = serve_all(*session, requests);
+    const RequestResult& r = results.front();
+    if (tokenizer) std::cout << o->prompt << tokenizer->decode(r.tokens) << std::endl;
+    else std::cout << join(r.tokens) << std::endl;  // before the stderr summary on a shared terminal
+    const LayerCounts t = r.stats.counters.total();
+    std::cerr << r.tokens.size() << " tokens, finish: " << finish_name(r.finish) << ", TTFT " << r.stats.ttft() * 1e3
+              << " ms, TPOT " << r.stats.tpot() * 1e3 << " ms, " << t.hits << " hits, " << t.misses << " misses, " << t.loads
+              << " loads, " << r.stats.counters.swaps << " swaps\n";
+    if (!o->serve.stats.empty()) write_serving_stats(o->serve.stats, *session, requests, results);
   });
 }
 
 void add_logits_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("logits", "Write float32 logits [T, vocab] of a prompt to a safetensors file (key 'logits')");
-  struct Opts { fs::path model, out; std::string ids; int threads = 0; ServingArgs serve; };
+  auto* cmd = app.add_subcommand("logits", "Write float32 logits of prompts to a safetensors file: one prompt (--ids, key 'logits') "
+                                           "or a JSONL file of requests (--requests, keys 'logits.<i>'), served as one batch");
+  struct Opts { fs::path out, requests; std::string ids; int threads = 0; ServingArgs serve; };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--model", o->model, "checkpoint folder");
   o->serve.add_to(cmd);
-  cmd->add_option("--ids", o->ids, "token ids, e.g. 1,2,3")->required();
+  auto* ids = cmd->add_option("--ids", o->ids, "token ids, e.g. 1,2,3 (with --model, or --variants … --target)");
+  cmd->add_option("--requests", o->requests, "JSONL: one {\"target\": NAME, \"ids\": [..]} per line, all submitted at once")->excludes(ids);
   cmd->add_option("--out", o->out, "output .safetensors file")->required();
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
   cmd->callback([o] {
-    require_one_source(o->model, o->serve);
-    const auto ids = parse_ids(o->ids);
-    Logits logits;
-    if (o->serve.active()) {
-      configure_threads(o->threads);
-      const auto session = open_serving(o->serve);
-      KvCache cache(session->store->spec(), 1, static_cast<std::int64_t>(ids.size()));
-      RuntimeCounters counters = session->runtime->new_counters();
-      logits = session->runtime->forward(session->target, cache, ids, LogitsFor::AllPositions, counters);
-      if (!o->serve.stats.empty()) write_serving_stats(o->serve.stats, *session, counters);
-    } else {
-      const auto model = load_model(o->model, o->threads);
-      KvCache cache(model->spec(), 1, static_cast<std::int64_t>(ids.size()));
-      logits = forward(*model, cache, ids, LogitsFor::AllPositions);
+    if (o->ids.empty() == o->requests.empty())
+      throw InvalidArgument("logits", "--ids / --requests", "give exactly one of them", "--ids 1,2,3 for one prompt, --requests FILE.jsonl for many");
+    std::vector<ServeRequest> requests;
+    if (!o->requests.empty()) requests = read_logits_requests(o->requests);  // read before loading anything
+    configure_threads(o->threads);
+    const auto session = open_serving(o->serve, /*need_target=*/o->requests.empty());
+    if (requests.empty()) requests.push_back({session->target, {.prompt = parse_ids(o->ids), .max_new_tokens = 0}, true});
+    const auto results = serve_all(*session, requests);
+    std::vector<TensorBytes> tensors;
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      const Logits& l = results[i].logits;
+      tensors.push_back({o->requests.empty() ? std::string("logits") : "logits." + std::to_string(i), DType::F32, {l.rows, l.vocab},
+                         std::as_bytes(std::span<const float>(l.values))});
     }
-    const TensorBytes t{"logits", DType::F32, {logits.rows, logits.vocab},
-                        std::as_bytes(std::span<const float>(logits.values))};
-    write_safetensors(o->out, std::span<const TensorBytes>(&t, 1), {{"format", "pt"}, {"model", o->serve.active() ? o->serve.target : o->model.string()}});
-    std::cout << "wrote logits [" << logits.rows << ", " << logits.vocab << "] to " << o->out.string() << "\n";
+    write_safetensors(o->out, tensors, {{"format", "pt"}, {"requests", std::to_string(results.size())}});
+    if (!o->serve.stats.empty()) write_serving_stats(o->serve.stats, *session, requests, results);
+    const EngineStats e = session->engine->stats();
+    std::cout << "wrote logits of " << results.size() << " request(s) to " << o->out.string() << " (" << e.steps
+              << " engine steps, at most " << e.largest_step_sequences << " sequences in one)\n";
   });
 }
 

@@ -15,9 +15,8 @@ void add_eval_command(CLI::App& app) {
   auto* eval = app.add_subcommand("eval", "Evaluate output quality");
   eval->require_subcommand(1);
   auto* cmd = eval->add_subcommand("ppl", "Held-out perplexity of a variant on a domain's text");
-  struct Opts { fs::path model, text; std::string domain; std::int64_t window = 128, max_windows = 64; int threads = 0; ServingArgs serve; };
+  struct Opts { fs::path text; std::string domain; std::int64_t window = 128, max_windows = 64; int threads = 0; ServingArgs serve; };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--model", o->model, "checkpoint folder (or ESFT adapter folder)");
   o->serve.add_to(cmd);
   cmd->add_option("--domain", o->domain, "domain name: reads <family>/heldout/<domain>.txt (forge writes these)");
   cmd->add_option("--text", o->text, "or: score this text file");
@@ -25,22 +24,15 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--max-windows", o->max_windows, "at most this many windows, spread over the text (0 = all)")->default_val(64);
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
   cmd->callback([o] {
-    if (!o->model.empty() == o->serve.active())
-      throw InvalidArgument("eval ppl", "--model / --variants", "give exactly one of them");
     if (o->domain.empty() && o->text.empty()) throw InvalidArgument("eval ppl", "--domain / --text", "give a domain or a text file");
     configure_threads(o->threads);
-    Perplexity p;
-    std::string what;
-    if (o->serve.active()) {
-      const auto session = open_serving(o->serve);
-      const fs::path dir = session->family.find(o->serve.target)->checkpoint->dir();
-      p = served_perplexity(*session, heldout_ids(dir, o->domain, o->text), o->window, o->max_windows);
-      what = o->serve.target + " served with " + std::to_string(session->family.size()) + " variants" +
-             (o->serve.no_reconfig ? ", no reconfiguration" : "");
-    } else {
-      p = checkpoint_perplexity(o->model, heldout_ids(o->model, o->domain, o->text), o->window, o->max_windows);
-      what = o->model.filename().string();
-    }
+    const auto session = open_serving(o->serve);
+    const fs::path dir = session->family.find(session->target)->checkpoint->dir();
+    const Perplexity p = served_perplexity(*session, heldout_ids(dir, o->domain, o->text), o->window, o->max_windows);
+    const std::string what = o->serve.model.empty()
+                                 ? session->target + " served with " + std::to_string(session->family.size()) + " variants" +
+                                       (o->serve.no_reconfig ? ", no reconfiguration" : "")
+                                 : o->serve.model.filename().string();
     std::cout << "perplexity " << p.perplexity << "  (mean NLL " << p.mean_nll << " nats over " << p.predictions
               << " predictions in " << p.windows << " windows of " << o->window << "; " << what << " on "
               << (o->text.empty() ? "domain " + o->domain : o->text.string()) << ")\n";

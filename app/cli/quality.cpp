@@ -25,20 +25,21 @@ std::vector<std::int64_t> heldout_ids(const fs::path& model_dir, const std::stri
 
 Perplexity checkpoint_perplexity(const fs::path& dir, const std::vector<std::int64_t>& ids, std::int64_t window,
                                  std::int64_t max_windows) {
-  const Checkpoint ck(dir);
-  const auto model = Model::load(ck);
-  return perplexity(ids, window, max_windows, [&](std::span<const std::int64_t> win) {
-    KvCache cache(model->spec(), 1, static_cast<std::int64_t>(win.size()));
-    return forward(*model, cache, win, LogitsFor::AllPositions);
-  });
+  ServingArgs args;
+  args.model = dir;
+  const auto session = open_serving(args);
+  return served_perplexity(*session, ids, window, max_windows);
 }
 
 Perplexity served_perplexity(ServingSession& s, const std::vector<std::int64_t>& ids, std::int64_t window,
                              std::int64_t max_windows) {
-  RuntimeCounters counters = s.runtime->new_counters();
-  return perplexity(ids, window, max_windows, [&](std::span<const std::int64_t> win) {
-    KvCache cache(s.store->spec(), 1, static_cast<std::int64_t>(win.size()));
-    return s.runtime->forward(s.target, cache, win, LogitsFor::AllPositions, counters);
+  // Every window a request of its own, all at once: the engine batches them.
+  return perplexity(ids, window, max_windows, [&](const std::vector<std::span<const std::int64_t>>& windows) {
+    std::vector<ServeRequest> requests;
+    for (const auto& w : windows) requests.push_back({s.target, {.prompt = {w.begin(), w.end()}, .max_new_tokens = 0}, true});
+    std::vector<Logits> out;
+    for (RequestResult& r : serve_all(s, std::move(requests))) out.push_back(std::move(r.logits));
+    return out;
   });
 }
 

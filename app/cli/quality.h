@@ -1,6 +1,6 @@
 #pragma once
 // What `eval ppl` and `bench-quality` share: a domain's held-out tokens, and the perplexity of one
-// checkpoint or of a target served by the multi-variant runtime.
+// checkpoint or of a target served by the multi-variant runtime, both through the engine.
 #include <cstdint>
 #include <filesystem>
 #include <string>

@@ -3,94 +3,157 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/family_analysis.h"
-#include "cli/family_args.h"
 #include "common/atomic_file.h"
 #include "common/byte_size.h"
 #include "common/error.h"
+#include "model/variant_folders.h"
 
 namespace mosaic::cli {
 
-void ServingArgs::add_to(CLI::App* cmd) {
+void ServingArgs::add_to(CLI::App* cmd, bool with_model) {
+  if (with_model) cmd->add_option("--model", model, "checkpoint folder (or an ESFT adapter folder, served over its base)");
   cmd->add_option("--variants", variants, "serve these variants with the multi-variant runtime (instead of --model)");
   cmd->add_option("--layout", layout, "with --variants: the layout file (mosaic-cli consolidate)");
   cmd->add_option("--capacity", capacity, "with --variants and no --layout: plan a round-robin layout with this many resident experts");
-  cmd->add_option("--target", target, "with --variants: the variant to run");
-  cmd->add_option("--hit", hit, "consolidated (any resident copy serves) | strict (only the target's own)")
-      ->default_val("consolidated");
-  cmd->add_option("--miss", miss, "transient (load, use, drop) | lru (keep in spare slots)")->default_val("transient");
-  cmd->add_option("--budget", budget, "device budget, e.g. 2GiB (default: exactly what the layout needs)");
-  cmd->add_option("--miss-slots", miss_slots, "slots per MoE layer for misses (-1 = top_k)")->default_val(-1);
+  cmd->add_option("--target", target, "with --variants: the variant or adapter to run");
+  cmd->add_option("--hit", hit, "consolidated (any resident copy serves) | strict (only the target's own)")->default_val("consolidated");
+  cmd->add_option("--miss", miss, "transient (load, use, drop) | lru (keep in spare slots) | masked (never load; gate over resident experts)")
+      ->default_val("transient");
+  cmd->add_option("--budget", budget, "device budget, e.g. 2GiB (default: no limit, every byte still counted)");
+  cmd->add_option("--miss-slots", miss_slots, "scratch slots for misses (-1 = top_k)")->default_val(-1);
   cmd->add_flag("--no-reconfig", no_reconfig, "ablation: never swap non-expert weights; layout variant 0's stay resident");
-  cmd->add_option("--stats", stats, "write hits, misses, loads, swaps and timings to this JSON file");
+  cmd->add_option("--resident-sets", resident_sets, "non-expert sets resident at once, budget permitting (1: the paper)")->default_val(1);
+  cmd->add_option("--max-sequences", max_sequences, "sequences one engine step may run (1: one request at a time)")->default_val(256);
+  cmd->add_option("--stats", stats, "write hits, misses, loads, swaps, timings and engine steps to this JSON file");
 }
 
-std::unique_ptr<ServingSession> open_serving(const ServingArgs& a) {
-  if ((a.layout.empty() && a.capacity < 0) || a.target.empty())
-    throw InvalidArgument("--variants", "--layout / --capacity / --target", "serving several variants needs a layout and a target",
-                          "give a layout from `mosaic-cli consolidate` (or --capacity N to plan one) and name the variant to run");
-  RuntimeOptions options;
+std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_target) {
+  if (a.model.empty() == a.variants.empty())
+    throw InvalidArgument("arguments", "--model / --variants", a.model.empty() ? "neither was given" : "both were given",
+                          "give --model DIR for one checkpoint, or --variants … --layout … to serve several");
+  auto s = std::make_unique<ServingSession>();
+  RuntimeConfig config;
   const auto hit = parse_hit_policy(a.hit);
   if (!hit) throw InvalidArgument("--hit", "'" + a.hit + "'", "is not a hit policy", "use consolidated or strict");
-  const auto miss = parse_miss_policy(a.miss);
-  if (!miss) throw InvalidArgument("--miss", "'" + a.miss + "'", "is not a miss policy", "use transient or lru");
-  options.hit = *hit;
-  options.miss = *miss;
-  options.miss_slots = a.miss_slots;
-  options.swap_non_expert = !a.no_reconfig;
+  if (!make_miss_policy(a.miss)) throw InvalidArgument("--miss", "'" + a.miss + "'", "is not a miss policy", "use transient, lru or masked");
+  config.hit = *hit;
+  config.miss = a.miss;
+  config.reserve.miss_slots = a.miss_slots;
+  config.resident_sets = a.resident_sets;
   if (!a.budget.empty()) {
-    options.budget_bytes = parse_byte_size(a.budget);
-    if (!options.budget_bytes) throw InvalidArgument("--budget", "'" + a.budget + "'", "is not a byte size", "write e.g. 2GiB");
+    config.budget_bytes = parse_byte_size(a.budget);
+    if (!config.budget_bytes) throw InvalidArgument("--budget", "'" + a.budget + "'", "is not a byte size", "write e.g. 2GiB");
   }
-  auto s = std::make_unique<ServingSession>();
-  open_family(s->family, a.variants);
-  std::vector<int> to_store;
-  if (a.layout.empty()) {  // plan one now, as `consolidate --capacity` would
-    const auto analysis = analyze_family(s->family, {default_cache_dir(), 0, {}});
-    s->layout = make_layout(s->family, analysis->sha256, plan_consolidation(analysis->distances, a.capacity, Policy::RoundRobin));
-    to_store = match_layout(s->layout, s->family, analysis->sha256, "planned layout");
+
+  if (!a.model.empty()) {
+    // One checkpoint: its own expert at every position (an adapter's tuned ones, its base's elsewhere).
+    open_family(s->family, {a.model});
+    s->store = std::make_unique<HostStore>(s->family);
+    s->target = s->family.variants().front().name;
+    const int t = s->store->index(s->target);
+    const ModelSpec& spec = s->store->spec();
+    for (std::int64_t l = 0; l < spec.num_layers; ++l)
+      for (std::int64_t e = 0; e < spec.num_experts && spec.is_sparse(l); ++e) config.pinned.push_back({l, e, t});
+    config.hit = HitPolicy::Strict;
   } else {
-    s->layout = load_layout(a.layout);
-    to_store = match_layout(s->layout, s->family, family_sha256(s->family, default_cache_dir()), a.layout.string());
+    if (a.layout.empty() && a.capacity < 0)
+      throw InvalidArgument("--variants", "--layout / --capacity", "serving several variants needs a layout",
+                            "give a layout from `mosaic-cli consolidate`, or --capacity N to plan one");
+    open_family(s->family, a.variants);
+    std::vector<int> to_store;
+    if (a.layout.empty()) {  // plan one now, as `consolidate --capacity` would
+      const auto analysis = analyze_family(s->family, {default_cache_dir(), 0, {}});
+      s->layout = make_layout(s->family, analysis->sha256, plan_consolidation(analysis->distances, a.capacity, Policy::RoundRobin));
+      to_store = match_layout(s->layout, s->family, analysis->sha256, "planned layout");
+    } else {
+      s->layout = load_layout(a.layout);
+      to_store = match_layout(s->layout, s->family, family_sha256(s->family, default_cache_dir()), a.layout.string());
+    }
+    s->store = std::make_unique<HostStore>(s->family);
+    config.pinned = pinned_from_layout(s->layout, to_store);
+    if (a.no_reconfig) config.non_expert_of.assign(static_cast<std::size_t>(s->store->targets()), to_store.at(0));
+    s->target = a.target;
+    if (need_target && s->store->index(a.target) < 0)
+      throw InvalidArgument("--target", "'" + a.target + "'", a.target.empty() ? "is missing" : "is not one of the variants given",
+                            "name a variant or adapter by its folder name");
   }
-  s->store = std::make_unique<HostStore>(s->family);
-  s->target = s->store->index(a.target);
-  if (s->target < 0)
-    throw InvalidArgument("--target", "'" + a.target + "'", "is not one of the variants given", "name a variant by its folder name");
-  s->runtime = std::make_unique<Runtime>(*s->store, s->layout, to_store, options);
+  s->runtime = std::make_shared<Runtime>(*s->store, std::move(config));
+  s->engine = std::make_unique<Engine>(s->runtime, EngineOptions{.scheduler = {.max_sequences = a.max_sequences}});
   return s;
 }
 
-void write_serving_stats(const std::filesystem::path& path, const ServingSession& s, const RuntimeCounters& c,
-                         const RequestStats* request) {
+std::vector<RequestResult> serve_all(ServingSession& s, std::vector<ServeRequest> requests) {
+  const auto handles = s.engine->submit_all(std::move(requests));
+  std::vector<RequestResult> out;
+  for (std::size_t i = 0; i < handles.size(); ++i) {
+    const RequestResult& r = handles[i]->wait();
+    if (r.finish == Finish::Failed)
+      throw InvalidArgument("request " + std::to_string(i), "target '" + handles[i]->target() + "'", r.error);
+    out.push_back(r);
+  }
+  return out;
+}
+
+namespace {
+
+nlohmann::ordered_json layer_json(const LayerCounts& x) {
+  return {{"hits", x.hits}, {"misses", x.misses}, {"loads", x.loads}, {"load_bytes", x.load_bytes}, {"load_seconds", x.load_seconds}};
+}
+
+}  // namespace
+
+void write_serving_stats(const std::filesystem::path& path, const ServingSession& s, const std::vector<ServeRequest>& requests,
+                         const std::vector<RequestResult>& results) {
   nlohmann::ordered_json j;
   const Runtime& rt = *s.runtime;
-  j["target"] = s.store->name(s.target);
-  j["hit"] = std::string(hit_policy_name(rt.options().hit));
-  j["miss"] = std::string(miss_policy_name(rt.options().miss));
-  j["budget"] = {{"bytes", rt.budget().budget() == DeviceBudget::kUnlimited ? nlohmann::ordered_json(nullptr)
-                                                                            : nlohmann::ordered_json(rt.budget().budget())},
+  j["hit"] = std::string(hit_policy_name(rt.config().hit));
+  j["miss"] = std::string(rt.miss_policy().name());
+  j["budget"] = {{"bytes", rt.config().budget_bytes ? nlohmann::ordered_json(*rt.config().budget_bytes) : nlohmann::ordered_json(nullptr)},
                  {"used", rt.budget().used()},
-                 {"peak", rt.budget().peak()}};
-  j["swaps"] = c.swaps;
-  j["swap_bytes"] = c.swap_bytes;
-  j["swap_seconds"] = c.swap_seconds;
-  const LayerCounts t = c.total();
-  j["hits"] = t.hits;
-  j["misses"] = t.misses;
-  j["loads"] = t.loads;
-  j["load_bytes"] = t.load_bytes;
-  j["load_seconds"] = t.load_seconds;
-  j["layers"] = nlohmann::ordered_json::array();
-  for (std::size_t l = 0; l < c.layers.size(); ++l) {
-    const LayerCounts& x = c.layers[l];
-    j["layers"].push_back({{"layer", l}, {"hits", x.hits}, {"misses", x.misses}, {"loads", x.loads},
-                           {"load_bytes", x.load_bytes}, {"load_seconds", x.load_seconds}});
+                 {"peak", rt.budget().peak()},
+                 {"kv_blocks", rt.kv_blocks().capacity() ? nlohmann::ordered_json(*rt.kv_blocks().capacity()) : nlohmann::ordered_json(nullptr)},
+                 {"kv_block_tokens", rt.kv_blocks().block_tokens()},
+                 {"kv_blocks_peak", rt.kv_blocks().peak()}};
+  const EngineStats e = s.engine->stats();
+  j["engine"] = {{"steps", e.steps}, {"tokens", e.tokens}, {"largest_step_tokens", e.largest_step_tokens},
+                 {"largest_step_sequences", e.largest_step_sequences}, {"preemptions", e.preemptions}, {"swaps", e.swaps}};
+  RuntimeCounters all;
+  all.layers.resize(static_cast<std::size_t>(s.store->spec().num_layers));
+  j["requests"] = nlohmann::ordered_json::array();
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const RequestStats& st = results[i].stats;
+    const RuntimeCounters& c = st.counters;
+    const LayerCounts t = c.total();
+    nlohmann::ordered_json r = {{"target", requests[i].target}, {"finish", finish_name(results[i].finish)},
+                                {"prompt_tokens", st.prompt_tokens}, {"generated_tokens", st.generated_tokens},
+                                {"queue_wait_seconds", st.queue_wait()}, {"ttft_seconds", st.ttft()},
+                                {"tpot_seconds", st.tpot()}, {"total_seconds", st.turnaround()},
+                                {"preemptions", st.preemptions}, {"swaps", c.swaps}, {"swap_bytes", c.swap_bytes},
+                                {"swap_seconds", c.swap_seconds}};
+    const nlohmann::ordered_json totals = layer_json(t);
+    for (const auto& [k, v] : totals.items()) r[k] = v;
+    r["layers"] = nlohmann::ordered_json::array();
+    for (std::size_t l = 0; l < c.layers.size(); ++l) {
+      r["layers"].push_back(layer_json(c.layers[l]));
+      all.layers[l] += c.layers[l];
+    }
+    all.swaps += c.swaps;
+    all.swap_bytes += c.swap_bytes;
+    all.swap_seconds += c.swap_seconds;
+    j["requests"].push_back(r);
   }
-  if (request)
-    j["request"] = {{"prompt_tokens", request->prompt_tokens}, {"generated_tokens", request->generated_tokens},
-                    {"queue_wait_seconds", request->queue_wait_seconds}, {"swap_seconds", request->swap_seconds()},
-                    {"ttft_seconds", request->ttft_seconds}, {"tpot_seconds", request->tpot_seconds},
-                    {"total_seconds", request->total_seconds}};
+  // The totals over every request, as one request's stats used to be written.
+  j["swaps"] = all.swaps;
+  j["swap_bytes"] = all.swap_bytes;
+  j["swap_seconds"] = all.swap_seconds;
+  const nlohmann::ordered_json totals = layer_json(all.total());
+  for (const auto& [k, v] : totals.items()) j[k] = v;
+  j["layers"] = nlohmann::ordered_json::array();
+  for (std::size_t l = 0; l < all.layers.size(); ++l) {
+    nlohmann::ordered_json x = layer_json(all.layers[l]);
+    x["layer"] = l;
+    j["layers"].push_back(x);
+  }
   const std::string text = j.dump(1);
   write_file_atomically(path, [&](std::ostream& out) { out << text << "\n"; });
 }

@@ -1,7 +1,8 @@
 #pragma once
-// The options that make `logits` and `generate` run the multi-variant runtime instead of one
-// checkpoint: --variants D… (--layout L | --capacity N) --target NAME [--hit …] [--miss …]
-// [--budget …] [--no-reconfig] [--stats F].
+// How `generate`, `logits` and `eval ppl` reach the engine. With --model DIR one checkpoint (or an
+// ESFT adapter over its base) is served with every expert resident; with --variants D… (--layout L |
+// --capacity N) several are served by the multi-variant runtime. Either way requests go through one
+// Engine, all at once, as one continuous batch.
 #include <CLI/CLI.hpp>
 
 #include <filesystem>
@@ -9,37 +10,45 @@
 #include <string>
 #include <vector>
 
+#include "analysis/layout.h"
 #include "runtime/engine.h"
 
 namespace mosaic::cli {
 
 struct ServingArgs {
+  std::filesystem::path model;
   std::vector<std::filesystem::path> variants;
   std::filesystem::path layout, stats;
   std::string target, hit = "consolidated", miss = "transient", budget;
   std::int64_t miss_slots = -1;
-  std::int64_t capacity = -1;
-  bool no_reconfig = false;  // keep layout variant 0's non-expert weights (the paper's ablation)  // without --layout: plan one (round-robin) with this many resident experts
+  std::int64_t capacity = -1;  // without --layout: plan one (round-robin) with this many resident experts
+  bool no_reconfig = false;    // keep layout variant 0's non-expert weights (the paper's ablation)
+  int resident_sets = 1;
+  std::int64_t max_sequences = 256;
 
-  void add_to(CLI::App* cmd);
-  bool active() const { return !variants.empty(); }
+  void add_to(CLI::App* cmd, bool with_model = true);
 };
 
-// The family, its host store, the matched layout and a runtime serving them.
+// The family, its host store, the layout, and the runtime and engine serving them.
 struct ServingSession {
   Family family;
   std::unique_ptr<HostStore> store;
   Layout layout;
-  std::unique_ptr<Runtime> runtime;
-  int target = -1;
+  std::shared_ptr<Runtime> runtime;
+  std::unique_ptr<Engine> engine;
+  std::string target;  // --target, or the --model's variant
 };
 
-// Throws mosaic::Error for missing options, an unknown policy or target, or a layout that does not
-// match the variants (including changed checkpoints).
-std::unique_ptr<ServingSession> open_serving(const ServingArgs& args);
+// Throws mosaic::Error for missing or conflicting options, an unknown policy or target, or a layout
+// that does not match the variants (including changed checkpoints). `need_target`: --target must
+// name a variant (or --model be given).
+std::unique_ptr<ServingSession> open_serving(const ServingArgs& args, bool need_target = true);
 
-// Writes the counters (and, when given, a request's stats) as JSON, atomically.
+// Submits every request at once and waits for all; throws InvalidArgument with the first failure.
+std::vector<RequestResult> serve_all(ServingSession& session, std::vector<ServeRequest> requests);
+
+// Writes what serving cost (per request and in total) and what the engine did, as JSON, atomically.
 void write_serving_stats(const std::filesystem::path& path, const ServingSession& session,
-                         const RuntimeCounters& counters, const RequestStats* request = nullptr);
+                         const std::vector<ServeRequest>& requests, const std::vector<RequestResult>& results);
 
 }  // namespace mosaic::cli

@@ -77,16 +77,21 @@ CapacityPlan plan_capacity(const ModelSpec& spec, std::uint64_t non_expert_bytes
   return p;
 }
 
-CapacityPlan plan_capacity(const Family& family, std::uint64_t budget_bytes, const ReserveSpec& reserve) {
+DeviceBytes device_bytes(const Family& family) {
   const ModelSpec& s = family.spec();
-  std::uint64_t non_expert = 0, per_expert = 0;
+  DeviceBytes b;
   for (const Variant& v : family.variants()) {
-    non_expert = std::max(non_expert, v.checkpoint->non_expert_bytes());
+    b.non_expert = std::max(b.non_expert, v.checkpoint->non_expert_bytes());
     for (std::int64_t l = 0; l < s.num_layers; ++l)
       if (s.is_sparse(l))
-        for (std::int64_t e = 0; e < s.num_experts; ++e) per_expert = std::max(per_expert, v.checkpoint->expert_bytes(l, e));
+        for (std::int64_t e = 0; e < s.num_experts; ++e) b.per_expert = std::max(b.per_expert, v.checkpoint->expert_bytes(l, e));
   }
-  return plan_capacity(s, non_expert, per_expert, budget_bytes, reserve);
+  return b;
+}
+
+CapacityPlan plan_capacity(const Family& family, std::uint64_t budget_bytes, const ReserveSpec& reserve) {
+  const DeviceBytes b = device_bytes(family);
+  return plan_capacity(family.spec(), b.non_expert, b.per_expert, budget_bytes, reserve);
 }
 
 }  // namespace mosaic

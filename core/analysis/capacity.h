@@ -38,6 +38,14 @@ struct CapacityPlan {
 
 std::vector<ReserveItem> plan_reserve(const ModelSpec& spec, std::uint64_t bytes_per_expert, const ReserveSpec& r);
 
+// The device byte model every part prices memory with (the planner, the runtime, the workbench):
+// one variant's non-expert set and one routed expert as stored in the checkpoints (the device holds
+// the stored dtype), the largest over the family's variants.
+struct DeviceBytes {
+  std::uint64_t non_expert = 0, per_expert = 0;
+};
+DeviceBytes device_bytes(const Family& family);
+
 // C = ⌊(budget − non-expert − reserve) / bytes per expert⌋ clamped to [0, positions]. Throws
 // BudgetError stating the minimum when the budget does not cover non-expert bytes plus reserve.
 CapacityPlan plan_capacity(const ModelSpec& spec, std::uint64_t non_expert_bytes, std::uint64_t bytes_per_expert,

@@ -22,9 +22,9 @@ struct CrossDistances {
 
 // `layer`: only that layer's experts; nullopt: every MoE position. Streams both checkpoints in
 // chunks like expert_distances (fp32 within a chunk, double across). Throws InvalidArgument for a
-// layer out of range or dense, or checkpoints of different specs; nullopt when cancelled.
-std::optional<CrossDistances> cross_position_distances(const Checkpoint& a, const Checkpoint& b,
-                                                       std::optional<std::int64_t> layer = std::nullopt,
-                                                       const AnalysisProgress& progress = {}, int threads = 0);
+// layer out of range or dense, or checkpoints of different specs, as a failed outcome.
+Outcome<CrossDistances> cross_position_distances(const Checkpoint& a, const Checkpoint& b,
+                                                 std::optional<std::int64_t> layer = std::nullopt,
+                                                 const AnalysisProgress& progress = {}, int threads = 0);
 
 }  // namespace mosaic

@@ -48,52 +48,54 @@ std::int64_t ExpertDistances::pair_index(std::int64_t i, std::int64_t j) const {
   return i * variants - i * (i + 1) / 2 + (j - i - 1);
 }
 
-std::optional<ExpertDistances> expert_distances(const Family& family, const AnalysisProgress& progress, int threads) {
-  if (family.size() < 2)
-    throw InvalidArgument("expert distances", "family", "has " + std::to_string(family.size()) + " variant(s)",
-                          "distances need at least two variants");
-  const ModelSpec& s = family.spec();
-  ExpertDistances d;
-  d.layers = s.num_layers;
-  d.experts = s.num_experts;
-  d.variants = static_cast<std::int64_t>(family.size());
-  const std::size_t cells = static_cast<std::size_t>(d.layers * d.experts);
-  d.position.assign(cells, std::numeric_limits<double>::quiet_NaN());
-  d.pairs.assign(static_cast<std::size_t>(d.pair_count()) * cells, std::numeric_limits<double>::quiet_NaN());
+Outcome<ExpertDistances> expert_distances(const Family& family, const AnalysisProgress& progress, int threads) {
+  return Outcome<ExpertDistances>::of([&]() -> Outcome<ExpertDistances> {
+    if (family.size() < 2)
+      throw InvalidArgument("expert distances", "family", "has " + std::to_string(family.size()) + " variant(s)",
+                            "distances need at least two variants");
+    const ModelSpec& s = family.spec();
+    ExpertDistances d;
+    d.layers = s.num_layers;
+    d.experts = s.num_experts;
+    d.variants = static_cast<std::int64_t>(family.size());
+    const std::size_t cells = static_cast<std::size_t>(d.layers * d.experts);
+    d.position.assign(cells, std::numeric_limits<double>::quiet_NaN());
+    d.pairs.assign(static_cast<std::size_t>(d.pair_count()) * cells, std::numeric_limits<double>::quiet_NaN());
 
-  std::vector<const Checkpoint*> ck;
-  for (const Variant& v : family.variants()) ck.push_back(v.checkpoint.get());
-  std::vector<std::pair<std::int64_t, std::int64_t>> todo;
-  for (std::int64_t l = 0; l < d.layers; ++l)
-    if (s.is_sparse(l))
-      for (std::int64_t e = 0; e < d.experts; ++e) todo.emplace_back(l, e);
+    std::vector<const Checkpoint*> ck;
+    for (const Variant& v : family.variants()) ck.push_back(v.checkpoint.get());
+    std::vector<std::pair<std::int64_t, std::int64_t>> todo;
+    for (std::int64_t l = 0; l < d.layers; ++l)
+      if (s.is_sparse(l))
+        for (std::int64_t e = 0; e < d.experts; ++e) todo.emplace_back(l, e);
 
-  std::atomic<bool> cancelled{false};
-  std::mutex report;
-  std::int64_t done = 0;
-  const unsigned workers = thread_count(threads);
-  // Per thread: a chunk of every variant, and the pair sums.
-  std::vector<std::vector<std::vector<float>>> buf(workers, std::vector<std::vector<float>>(ck.size(), std::vector<float>(kChunk)));
-  std::vector<std::vector<double>> sq(workers, std::vector<double>(static_cast<std::size_t>(d.pair_count())));
-  parallel_for(
-      todo.size(), workers,
-      [&](std::size_t t, unsigned w) {
-        const auto [l, e] = todo[t];
-        position_distances(ck, l, e, buf[w], sq[w]);
-        double sum = 0;
-        for (std::int64_t p = 0; p < d.pair_count(); ++p) {
-          const double dist = std::sqrt(sq[w][static_cast<std::size_t>(p)]);
-          d.pairs[static_cast<std::size_t>((p * d.layers + l) * d.experts + e)] = dist;  // one writer per cell
-          sum += dist;
-        }
-        d.position[static_cast<std::size_t>(l * d.experts + e)] = sum;
-        std::lock_guard lock(report);
-        ++done;
-        if (progress && !progress(done, static_cast<std::int64_t>(todo.size()))) cancelled = true;
-      },
-      [&] { return cancelled.load(); });
-  if (cancelled) return std::nullopt;
-  return d;
+    std::atomic<bool> cancelled{false};
+    std::mutex report;
+    std::int64_t done = 0;
+    const unsigned workers = thread_count(threads);
+    // Per thread: a chunk of every variant, and the pair sums.
+    std::vector<std::vector<std::vector<float>>> buf(workers, std::vector<std::vector<float>>(ck.size(), std::vector<float>(kChunk)));
+    std::vector<std::vector<double>> sq(workers, std::vector<double>(static_cast<std::size_t>(d.pair_count())));
+    parallel_for(
+        todo.size(), workers,
+        [&](std::size_t t, unsigned w) {
+          const auto [l, e] = todo[t];
+          position_distances(ck, l, e, buf[w], sq[w]);
+          double sum = 0;
+          for (std::int64_t p = 0; p < d.pair_count(); ++p) {
+            const double dist = std::sqrt(sq[w][static_cast<std::size_t>(p)]);
+            d.pairs[static_cast<std::size_t>((p * d.layers + l) * d.experts + e)] = dist;  // one writer per cell
+            sum += dist;
+          }
+          d.position[static_cast<std::size_t>(l * d.experts + e)] = sum;
+          std::lock_guard lock(report);
+          ++done;
+          if (progress && !progress(done, static_cast<std::int64_t>(todo.size()))) cancelled = true;
+        },
+        [&] { return cancelled.load(); });
+    if (cancelled) return Cancelled{};
+    return d;
+  });
 }
 
 }  // namespace mosaic

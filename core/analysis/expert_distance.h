@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+
+#include "common/outcome.h"
 #include <vector>
 
 #include "model/family.h"
@@ -30,8 +32,8 @@ using AnalysisProgress = std::function<bool(std::int64_t done, std::int64_t tota
 
 // Streams every variant's experts from the mapped checkpoints in chunks (memory: threads × variants
 // × chunk, whatever the model size), converting to fp32 and accumulating each chunk's squared
-// differences in fp32, the chunk sums in double. threads <= 0: one per core. nullopt when cancelled.
-std::optional<ExpertDistances> expert_distances(const Family& family, const AnalysisProgress& progress = {},
-                                                int threads = 0);
+// differences in fp32, the chunk sums in double. threads <= 0: one per core. Cancelled when
+// `progress` says so; failed (InvalidArgument) for fewer than two variants.
+Outcome<ExpertDistances> expert_distances(const Family& family, const AnalysisProgress& progress = {}, int threads = 0);
 
 }  // namespace mosaic

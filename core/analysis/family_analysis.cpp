@@ -73,34 +73,36 @@ std::vector<std::string> family_sha256(const Family& family, const std::optional
   return out;
 }
 
-std::optional<FamilyAnalysis> analyze_family(const Family& family, const AnalysisOptions& options) {
-  FamilyAnalysis result;
-  result.sha256 = family_sha256(family, options.cache_dir);
-  std::optional<fs::path> entry;
-  if (options.cache_dir) {
-    std::string key_text = kSchema;
-    for (const std::string& h : result.sha256) key_text += "\n" + h;
-    entry = *options.cache_dir / "distances" / (sha256_hex(key_text) + ".json");
-    if (auto cached = read_entry(*entry, result.sha256)) {
-      result.distances = std::move(*cached);
-      result.from_cache = true;
-      return result;
+Outcome<FamilyAnalysis> analyze_family(const Family& family, const AnalysisOptions& options) {
+  return Outcome<FamilyAnalysis>::of([&]() -> Outcome<FamilyAnalysis> {
+    FamilyAnalysis result;
+    result.sha256 = family_sha256(family, options.cache_dir);
+    std::optional<fs::path> entry;
+    if (options.cache_dir) {
+      std::string key_text = kSchema;
+      for (const std::string& h : result.sha256) key_text += "\n" + h;
+      entry = *options.cache_dir / "distances" / (sha256_hex(key_text) + ".json");
+      if (auto cached = read_entry(*entry, result.sha256)) {
+        result.distances = std::move(*cached);
+        result.from_cache = true;
+        return result;
+      }
     }
-  }
-  auto d = expert_distances(family, options.progress, options.threads);
-  if (!d) return std::nullopt;
-  result.distances = std::move(*d);
-  if (entry) {
-    const ExpertDistances& x = result.distances;
-    const json j = {{"schema", kSchema},       {"sha256", result.sha256}, {"layers", x.layers},
-                    {"experts", x.experts},    {"position", cells(x.position)}, {"pairs", cells(x.pairs)}};
-    std::error_code ec;
-    fs::create_directories(entry->parent_path(), ec);
-    if (ec) throw IoError(entry->parent_path().string(), "", "cannot create the cache folder: " + ec.message(),
-                          "set MOSAIC_CACHE_DIR to a writable folder, or run without a cache");
-    write_file_atomically(*entry, [&](std::ostream& out) { out << j.dump() << "\n"; });
-  }
-  return result;
+    auto d = expert_distances(family, options.progress, options.threads);
+    if (d.is_cancelled()) return Cancelled{};
+    result.distances = std::move(*d);
+    if (entry) {
+      const ExpertDistances& x = result.distances;
+      const json j = {{"schema", kSchema},       {"sha256", result.sha256}, {"layers", x.layers},
+                      {"experts", x.experts},    {"position", cells(x.position)}, {"pairs", cells(x.pairs)}};
+      std::error_code ec;
+      fs::create_directories(entry->parent_path(), ec);
+      if (ec) throw IoError(entry->parent_path().string(), "", "cannot create the cache folder: " + ec.message(),
+                            "set MOSAIC_CACHE_DIR to a writable folder, or run without a cache");
+      write_file_atomically(*entry, [&](std::ostream& out) { out << j.dump() << "\n"; });
+    }
+    return result;
+  });
 }
 
 }  // namespace mosaic

@@ -30,8 +30,8 @@ std::vector<std::string> family_sha256(const Family& family, const std::optional
 
 // Distances from the cache when an entry for exactly these checkpoints (in this order) exists and
 // reads back whole; otherwise computed and stored. A damaged entry is recomputed, never trusted.
-// nullopt when cancelled. Throws what expert_distances throws, and IoError when the cache cannot
-// be written.
-std::optional<FamilyAnalysis> analyze_family(const Family& family, const AnalysisOptions& options = {});
+// Cancelled when `progress` says so; failed with what expert_distances fails with, or IoError when
+// the cache cannot be written.
+Outcome<FamilyAnalysis> analyze_family(const Family& family, const AnalysisOptions& options = {});
 
 }  // namespace mosaic

@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "model/dtype_convert.h"
+#include "model/esft_adapter.h"
 #include "model/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -29,7 +30,10 @@ void write_checkpoint_folder(const fs::path& out, const Checkpoint& source, cons
   try {
     for (const auto& f : fs::directory_iterator(source.dir())) {
       const std::string name = f.path().filename().string();
-      if (!f.is_regular_file() || name.ends_with(".safetensors") || name == "model.safetensors.index.json") continue;
+      // The merge is a full checkpoint: an adapter's expert_cfg.json would make it an adapter again.
+      if (!f.is_regular_file() || name.ends_with(".safetensors") || name == "model.safetensors.index.json" ||
+          name == kExpertCfgFile)
+        continue;
       fs::copy_file(f.path(), tmp / name, ec);
       if (ec) throw IoError((tmp / name).string(), "", "cannot copy from " + f.path().string() + ": " + ec.message());
     }

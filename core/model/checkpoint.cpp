@@ -97,8 +97,9 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
     for (const std::string& name : listed)
       if (!location.count(name))
         throw MissingError(dir.string(), "tensor '" + name + "'", "is listed in expert_cfg.json but absent from the adapter");
-    const auto base_dir = cfg.base_model.is_absolute() ? cfg.base_model : dir / cfg.base_model;
+    const auto base_dir = (cfg.base_model.is_absolute() ? cfg.base_model : dir / cfg.base_model).lexically_normal();
     Checkpoint base(base_dir);
+    base_dir_ = base_dir;
     if (std::filesystem::exists(base_dir / kExpertCfgFile))
       throw UnsupportedError(dir.string(), "base_model", "is itself an ESFT adapter", "point base_model at a full checkpoint");
     if (const auto diff = first_difference(base.spec(), spec_))

@@ -42,6 +42,9 @@ class Checkpoint {
   std::vector<std::string> unused_tensors() const;  // stored but not required by the config
   // For an ESFT adapter folder (expert_cfg.json): the (layer, expert) pairs it tunes; else empty.
   const std::vector<std::pair<std::int64_t, std::int64_t>>& adapter_experts() const { return adapter_experts_; }
+  // For an ESFT adapter: the folder of the checkpoint it tunes (base_model, resolved); else empty.
+  const std::filesystem::path& base_dir() const { return base_dir_; }
+  bool is_adapter() const { return !base_dir_.empty(); }
 
   std::uint64_t non_expert_bytes() const;
   std::uint64_t expert_bytes(std::int64_t layer, std::int64_t expert) const;
@@ -54,7 +57,8 @@ class Checkpoint {
   std::vector<Weight> weights_;
   std::unordered_map<std::string, std::size_t> by_name_;  // into weights_
   std::vector<std::uint64_t> expert_bytes_;
-  std::vector<std::pair<std::int64_t, std::int64_t>> adapter_experts_;  // [layer * num_experts + expert]
+  std::vector<std::pair<std::int64_t, std::int64_t>> adapter_experts_;  // (layer, expert)
+  std::filesystem::path base_dir_;
 };
 
 }  // namespace mosaic

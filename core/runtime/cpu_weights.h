@@ -2,7 +2,11 @@
 // The CPU backend's fp32 weight tensors. Internal: include only from backend .cpp files.
 #include <ATen/ATen.h>
 
+#include <functional>
+#include <string>
 #include <vector>
+
+#include "model/model_spec.h"
 
 namespace mosaic {
 
@@ -29,5 +33,10 @@ struct ModelWeights {
   at::Tensor inv_freq;    // [hd/2] rotary frequencies, as transformers computes them
   std::vector<LayerWeights> layers;
 };
+
+// A model's fp32 weights from a lookup by tensor name (a checkpoint, or a host-store set); the routed
+// experts only when asked (a device's non-expert set leaves them to the slots).
+using TensorGetter = std::function<at::Tensor(const std::string& name)>;
+ModelWeights assemble_weights(const ModelSpec& spec, const TensorGetter& get, bool with_experts);
 
 }  // namespace mosaic

@@ -1,22 +1,44 @@
 #include "runtime/engine.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <limits>
 
 #include "common/error.h"
 
 namespace mosaic {
-namespace {
-using Clock = std::chrono::steady_clock;
-double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
-}  // namespace
+
+struct RequestHandle::Wake {
+  std::mutex m;
+  std::condition_variable cv;
+  std::uint64_t events = 0;  // bumped (under m) by anything the engine must look at
+};
 
 struct Engine::Job {
   std::shared_ptr<RequestHandle> handle;
   ServeRequest request;
+  RequestCallbacks callbacks;
   int target = -1;
-  StreamCallback on_token;
-  Clock::time_point submitted;
+  std::vector<std::int64_t> tokens;  // the prompt, then what was generated
+  std::unique_ptr<Sampler> sampler;
+  SequenceState seq;
+  RequestResult result;
+  bool arrived = false, admitted = false, done = false;
 };
+
+RequestHandle::RequestHandle(std::uint64_t id, std::string target, std::weak_ptr<Wake> wake)
+    : id_(id), target_(std::move(target)), wake_(std::move(wake)) {}
+RequestHandle::~RequestHandle() = default;
+
+void RequestHandle::cancel() {
+  cancelled_ = true;
+  if (const auto w = wake_.lock()) {
+    std::lock_guard lock(w->m);
+    ++w->events;
+    w->cv.notify_all();
+  }
+}
 
 bool RequestHandle::finished() const {
   std::lock_guard lock(m_);
@@ -38,102 +60,375 @@ void RequestHandle::finish(RequestResult result) {
   cv_.notify_all();
 }
 
-Engine::Engine(Runtime& runtime) : runtime_(runtime), worker_([this] { run(); }) {}
+Engine::Engine(std::shared_ptr<Runtime> runtime, EngineOptions options)
+    : wake_(std::make_shared<RequestHandle::Wake>()),
+      runtime_(std::move(runtime)),
+      clock_(options.clock ? options.clock : make_real_clock()),
+      scheduler_options_(options.scheduler) {
+  if (!runtime_) throw InvalidArgument("engine", "runtime", "is missing");
+  scheduler_ = make_scheduler();
+  worker_ = std::thread([this] { run(); });
+}
 
 Engine::~Engine() {
   {
-    std::lock_guard lock(m_);
+    std::lock_guard lock(wake_->m);
     stopping_ = true;
-    for (auto& job : queue_) job->handle->cancel();
+    ++wake_->events;
   }
-  cv_.notify_all();
+  wake_->cv.notify_all();
   worker_.join();
 }
 
-std::shared_ptr<RequestHandle> Engine::submit(ServeRequest request, StreamCallback on_token) {
-  const HostStore& store = runtime_.store();
-  const int target = store.index(request.target);
+std::unique_ptr<Engine::Job> Engine::make_job(ServeRequest request, RequestCallbacks callbacks) {
+  const Runtime& rt = next_runtime_ ? *next_runtime_ : *runtime_;
+  const ModelSpec& s = rt.store().spec();
+  const GenerationRequest& g = request.generation;
+  const int target = rt.target_of(request.target);
   if (target < 0) throw InvalidArgument("request", "target '" + request.target + "'", "is not a variant being served");
-  const auto& prompt = request.generation.prompt;
-  if (prompt.empty()) throw InvalidArgument("request", "prompt", "is empty", "give at least one token id");
-  for (std::int64_t id : prompt)
-    if (id < 0 || id >= store.spec().vocab_size)
-      throw InvalidArgument("request", "token id " + std::to_string(id),
-                            "is outside the vocabulary [0, " + std::to_string(store.spec().vocab_size) + ")");
-  if (request.generation.max_new_tokens < 0) throw InvalidArgument("request", "max_new_tokens", "must not be negative");
-  Sampler check(request.generation.sampling);  // throws for sampling parameters out of range
-
+  if (g.prompt.empty()) throw InvalidArgument("request", "prompt", "is empty", "give at least one token id");
+  for (std::int64_t id : g.prompt)
+    if (id < 0 || id >= s.vocab_size)
+      throw InvalidArgument("request", "token id " + std::to_string(id), "is outside the vocabulary [0, " + std::to_string(s.vocab_size) + ")");
+  if (g.max_new_tokens < 0) throw InvalidArgument("request", "max_new_tokens", "must not be negative");
+  if (request.prompt_logits && g.max_new_tokens != 0)
+    throw InvalidArgument("request", "prompt logits", "a logits request generates no tokens", "ask for 0 new tokens");
   auto job = std::make_unique<Job>();
+  job->sampler = std::make_unique<Sampler>(g.sampling);  // throws for sampling values out of range
+  const std::int64_t total = static_cast<std::int64_t>(g.prompt.size()) + g.max_new_tokens;
+  const KvBlockPool& kv = rt.kv_blocks();
+  if (kv.capacity() && kv.blocks_for(total) > *kv.capacity())
+    throw BudgetError("request", "KV cache of " + std::to_string(total) + " tokens",
+                      "needs " + std::to_string(kv.blocks_for(total)) + " blocks of " + std::to_string(kv.block_tokens()) +
+                          " tokens but the device budget holds " + std::to_string(*kv.capacity()),
+                      "raise the budget or the reserved context, or ask for fewer tokens");
   job->target = target;
-  job->on_token = std::move(on_token);
-  job->submitted = Clock::now();
-  std::shared_ptr<RequestHandle> handle;
+  job->tokens = g.prompt;
+  job->seq.set = rt.set_of(target);
+  job->seq.known = static_cast<std::int64_t>(g.prompt.size());
+  job->seq.total = total;
+  job->result.stats.prompt_tokens = job->seq.known;
+  job->result.stats.counters.layers.resize(static_cast<std::size_t>(s.num_layers));
+  job->request = std::move(request);
+  job->callbacks = std::move(callbacks);
+  return job;
+}
+
+std::shared_ptr<RequestHandle> Engine::submit(ServeRequest request, RequestCallbacks callbacks) {
+  std::vector<ServeRequest> one;
+  one.push_back(std::move(request));
+  return submit_all(std::move(one), {std::move(callbacks)}).front();
+}
+
+std::vector<std::shared_ptr<RequestHandle>> Engine::submit_all(std::vector<ServeRequest> requests,
+                                                               const std::vector<RequestCallbacks>& callbacks) {
+  std::vector<std::shared_ptr<RequestHandle>> handles;
   {
-    std::lock_guard lock(m_);
-    handle.reset(new RequestHandle(next_id_++, request.target));
-    job->handle = handle;
-    job->request = std::move(request);
-    queue_.push_back(std::move(job));
+    std::lock_guard lock(wake_->m);
+    std::vector<std::unique_ptr<Job>> jobs;
+    const double now = (next_clock_ ? next_clock_ : clock_)->now();
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      auto job = make_job(std::move(requests[i]), i < callbacks.size() ? callbacks[i] : RequestCallbacks{});
+      job->seq.arrival = job->request.arrival.value_or(now);
+      job->result.stats.arrival = job->seq.arrival;
+      jobs.push_back(std::move(job));
+    }
+    for (auto& job : jobs) {
+      job->seq.order = next_id_;
+      job->handle.reset(new RequestHandle(next_id_++, job->request.target, wake_));
+      handles.push_back(job->handle);
+      incoming_.push_back(std::move(job));
+      ++queued_;
+    }
+    ++wake_->events;
   }
-  cv_.notify_one();
-  return handle;
+  wake_->cv.notify_all();
+  return handles;
+}
+
+double Engine::now() const {
+  std::lock_guard lock(wake_->m);
+  return clock_->now();
+}
+
+std::shared_ptr<Runtime> Engine::runtime() const {
+  std::lock_guard lock(wake_->m);
+  return next_runtime_ ? next_runtime_ : runtime_;
+}
+
+std::shared_ptr<Clock> Engine::clock() const {
+  std::lock_guard lock(wake_->m);
+  return next_clock_ ? next_clock_ : clock_;
+}
+
+SchedulerOptions Engine::scheduler_options() const {
+  std::lock_guard lock(wake_->m);
+  return next_scheduler_.value_or(scheduler_options_);
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lock(wake_->m);
+  return stats_;
 }
 
 std::size_t Engine::queued() const {
-  std::lock_guard lock(m_);
-  return queue_.size();
+  std::lock_guard lock(wake_->m);
+  return queued_;
+}
+
+void Engine::set_runtime(std::shared_ptr<Runtime> runtime) {
+  if (!runtime) throw InvalidArgument("engine", "runtime", "is missing");
+  {
+    std::lock_guard lock(wake_->m);
+    next_runtime_ = std::move(runtime);
+    ++wake_->events;
+  }
+  wake_->cv.notify_all();
+}
+
+void Engine::set_scheduler(SchedulerOptions options) {
+  Scheduler check(options, runtime()->kv_blocks(), 1);  // throws for bad values, here rather than later
+  {
+    std::lock_guard lock(wake_->m);
+    next_scheduler_ = options;
+    ++wake_->events;
+  }
+  wake_->cv.notify_all();
+}
+
+void Engine::set_clock(std::shared_ptr<Clock> clock) {
+  if (!clock) throw InvalidArgument("engine", "clock", "is missing");
+  {
+    std::lock_guard lock(wake_->m);
+    next_clock_ = std::move(clock);
+    ++wake_->events;
+  }
+  wake_->cv.notify_all();
+}
+
+void Engine::finish(Job& job, Finish finish, std::string error) {
+  if (job.done) return;
+  job.done = true;
+  scheduler_->remove(&job.seq);  // its blocks are free at once
+  RequestResult& r = job.result;
+  r.finish = finish;
+  r.error = std::move(error);
+  r.tokens.assign(job.tokens.begin() + static_cast<std::ptrdiff_t>(job.request.generation.prompt.size()), job.tokens.end());
+  r.stats.generated_tokens = static_cast<std::int64_t>(r.tokens.size());
+  r.stats.preemptions = job.seq.preemptions;
+  {
+    std::lock_guard lock(wake_->m);
+    r.stats.finish = clock_->now();
+    if (!job.admitted) r.stats.start = r.stats.first_token = std::max(r.stats.arrival, r.stats.finish);
+    if (r.stats.generated_tokens == 0) r.stats.first_token = r.stats.finish;
+    if (!job.admitted) --queued_;
+  }
+  // The callback first: whoever waits on the handle may tear down what the callback uses.
+  if (job.callbacks.on_finish) job.callbacks.on_finish(*job.handle, r);
+  job.handle->finish(r);
+}
+
+std::unique_ptr<Scheduler> Engine::make_scheduler() const {
+  // A step runs no more tokens than the runtime's activation workspace holds.
+  SchedulerOptions o = scheduler_options_;
+  o.max_batch_tokens = std::min(o.max_batch_tokens, runtime_->max_step_tokens());
+  return std::make_unique<Scheduler>(o, runtime_->kv_blocks(), runtime_->resident_capacity());
+}
+
+void Engine::apply_changes(std::unique_lock<std::mutex>& lock) {
+  // Called with the lock held; it is let go while jobs are moved (finishing refused ones runs callbacks).
+  if (next_clock_) clock_ = std::move(next_clock_);
+  next_clock_.reset();
+  std::shared_ptr<Runtime> fresh = std::move(next_runtime_);
+  next_runtime_.reset();
+  if (next_scheduler_) scheduler_options_ = *next_scheduler_;
+  const bool reschedule = fresh || next_scheduler_;
+  next_scheduler_.reset();
+  if (!reschedule) return;
+  const std::shared_ptr<Runtime> old = runtime_;  // its KV pool outlives the old scheduler's hold on it
+  if (fresh) runtime_ = fresh;
+  const Runtime& rt = *runtime_;
+  lock.unlock();
+  scheduler_->preempt_all();
+  for (auto& job : jobs_)
+    if (job->arrived) scheduler_->remove(&job->seq);
+  scheduler_ = make_scheduler();
+  for (auto& job : jobs_) {
+    if (job->done) continue;
+    job->seq.computed = 0;
+    job->result.logits = {};
+    if (fresh) {
+      job->target = rt.target_of(job->request.target);
+      if (job->target < 0) {
+        finish(*job, Finish::Failed, "the serving configuration changed and no longer serves '" + job->request.target + "'");
+        continue;
+      }
+      job->seq.set = rt.set_of(job->target);
+    }
+    if (job->arrived) scheduler_->add(&job->seq);
+  }
+  lock.lock();
 }
 
 void Engine::run() {
+  std::unique_lock lock(wake_->m);
   for (;;) {
-    std::unique_ptr<Job> job;
-    {
-      std::unique_lock lock(m_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and nothing left to finish
-      job = std::move(queue_.front());
-      queue_.pop_front();
+    while (!incoming_.empty()) {
+      jobs_.push_back(std::move(incoming_.front()));
+      incoming_.pop_front();
     }
-    serve(*job);
+    if (stopping_) {
+      lock.unlock();
+      for (auto& job : jobs_) finish(*job, Finish::Cancelled);
+      return;
+    }
+    apply_changes(lock);
+    const std::uint64_t seen = wake_->events;
+    const std::shared_ptr<Clock> clock = clock_;
+    lock.unlock();
+
+    for (auto& job : jobs_)
+      if (!job->done && job->handle->cancelled()) finish(*job, Finish::Cancelled);
+    const double now = clock->now();
+    double next_arrival = std::numeric_limits<double>::infinity();
+    for (auto& job : jobs_) {
+      if (job->done || job->arrived) continue;
+      if (job->seq.arrival <= now) {
+        job->arrived = true;
+        if (job->request.generation.max_new_tokens == 0 && !job->request.prompt_logits) finish(*job, Finish::Length);
+        else scheduler_->add(&job->seq);
+      } else {
+        next_arrival = std::min(next_arrival, job->seq.arrival);
+      }
+    }
+    bool ran = false;
+    try {
+      ran = step(now);
+    } catch (const std::exception& e) {
+      // A step that fails (the device out of memory, a bug) fails what it ran, not the engine.
+      for (auto& job : jobs_)
+        if (!job->done && job->seq.running) finish(*job, Finish::Failed, e.what());
+      ran = true;
+    }
+    std::erase_if(jobs_, [](const std::unique_ptr<Job>& j) { return j->done; });
+
+    lock.lock();
+    if (ran || wake_->events != seen) continue;
+    if (std::isfinite(next_arrival)) {
+      if (clock->is_virtual()) {
+        clock->idle_until(next_arrival);
+        continue;
+      }
+      wake_->cv.wait_until(lock, clock->wall_deadline(next_arrival), [&] { return wake_->events != seen; });
+    } else {
+      wake_->cv.wait(lock, [&] { return wake_->events != seen; });
+    }
   }
 }
 
-void Engine::serve(Job& job) {
-  RequestHandle& h = *job.handle;
-  RequestResult result;
-  RequestStats& st = result.stats;
-  const Clock::time_point start = Clock::now();
-  st.queue_wait_seconds = seconds(job.submitted, start);
-  st.prompt_tokens = static_cast<std::int64_t>(job.request.generation.prompt.size());
-  st.counters = runtime_.new_counters();
-  if (h.cancelled()) {
-    result.finish = Finish::Cancelled;
-    st.total_seconds = st.queue_wait_seconds;
-    h.finish(std::move(result));
-    return;
+bool Engine::step(double now) {
+  const std::vector<int> resident = runtime_->resident_sets();
+  StepPlan plan = scheduler_->plan(now, resident);
+  for (SequenceState* s : plan.preempted) {
+    for (auto& job : jobs_)
+      if (&job->seq == s) job->result.logits = {};  // recomputed from the start
   }
-  Clock::time_point first{}, last{};
-  try {
-    runtime_.reconfigure(job.target, st.counters);  // before the first token, so TTFT includes it
-    const GenerationResult g = runtime_.generate(
-        job.target, job.request.generation, st.counters, [&](std::int64_t token, std::int64_t index) {
-          last = Clock::now();
-          if (index == 0) first = last;
-          if (job.on_token) job.on_token(h, token, st.counters);
-          return !h.cancelled();
-        });
-    result.tokens = g.tokens;
-    result.finish = g.finish;
-  } catch (const std::exception& e) {
-    result.finish = Finish::Failed;
-    result.error = e.what();
+  if (plan.empty()) return !plan.preempted.empty();
+  Runtime& rt = *runtime_;
+
+  // Which job each chunk belongs to, and the order the backend wants: chunks of one set adjacent.
+  std::vector<Job*> job_of;
+  for (const auto& c : plan.chunks)
+    for (auto& job : jobs_)
+      if (&job->seq == c.sequence) job_of.push_back(job.get());
+  for (SequenceState* s : plan.admitted)
+    for (auto& job : jobs_)
+      if (&job->seq == s && !job->admitted) {
+        job->admitted = true;
+        job->result.stats.start = now;
+        std::lock_guard lock(wake_->m);
+        --queued_;
+      }
+  std::vector<std::size_t> order(plan.chunks.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    const auto pa = std::find(plan.sets.begin(), plan.sets.end(), plan.chunks[a].sequence->set);
+    const auto pb = std::find(plan.sets.begin(), plan.sets.end(), plan.chunks[b].sequence->set);
+    return pa < pb;
+  });
+
+  const auto t0 = std::chrono::steady_clock::now();
+  double throttle = 0;
+  std::int64_t swaps = 0;
+  for (const SwapRecord& r : rt.make_resident(plan.sets)) {
+    throttle += r.throttle_seconds;
+    ++swaps;
+    for (std::size_t i : order)  // charged to the first request of that set in this step
+      if (plan.chunks[i].sequence->set == r.set) {
+        RuntimeCounters& c = job_of[i]->result.stats.counters;
+        ++c.swaps;
+        c.swap_bytes += r.bytes;
+        c.swap_seconds += r.seconds;
+        break;
+      }
   }
-  const Clock::time_point end = Clock::now();
-  st.generated_tokens = static_cast<std::int64_t>(result.tokens.size());
-  if (st.generated_tokens > 0) st.ttft_seconds = seconds(job.submitted, first);
-  if (st.generated_tokens > 1) st.tpot_seconds = seconds(first, last) / static_cast<double>(st.generated_tokens - 1);
-  st.total_seconds = seconds(job.submitted, end);
-  h.finish(std::move(result));
+  StepBatch batch;
+  batch.sequences = static_cast<int>(order.size());
+  std::int64_t tokens = 0;
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const auto& c = plan.chunks[order[k]];
+    Job& job = *job_of[order[k]];
+    const bool last = c.sequence->computed + c.tokens == c.sequence->known;
+    batch.chunks.push_back({static_cast<int>(k), job.target, rt.buffer_of(c.sequence->set),
+                            std::span<const std::int64_t>(job.tokens).subspan(static_cast<std::size_t>(c.sequence->computed),
+                                                                              static_cast<std::size_t>(c.tokens)),
+                            c.sequence->computed, c.sequence->blocks,
+                            job.request.prompt_logits ? Emit::All : last ? Emit::Last : Emit::Nothing});
+    tokens += c.tokens;
+  }
+  StepResult result = rt.run(batch);
+  const std::shared_ptr<Clock> clock = this->clock();
+  clock->worked(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  clock->delay(throttle + result.throttle_seconds);
+  const double done_at = clock->now();
+  {
+    std::lock_guard lock(wake_->m);
+    ++stats_.steps;
+    stats_.tokens += tokens;
+    stats_.largest_step_tokens = std::max(stats_.largest_step_tokens, tokens);
+    stats_.largest_step_sequences = std::max<std::int64_t>(stats_.largest_step_sequences, batch.sequences);
+    stats_.preemptions += static_cast<std::int64_t>(plan.preempted.size());
+    stats_.swaps += swaps;
+  }
+
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    Job& job = *job_of[order[k]];
+    SequenceState& seq = job.seq;
+    seq.computed += plan.chunks[order[k]].tokens;
+    RuntimeCounters& counters = job.result.stats.counters;
+    for (std::size_t l = 0; l < counters.layers.size(); ++l) counters.layers[l] += result.counts[k][l];
+    const Logits& logits = result.logits[k];
+    if (job.request.prompt_logits) {
+      Logits& all = job.result.logits;
+      all.vocab = logits.vocab;
+      all.rows += logits.rows;
+      all.values.insert(all.values.end(), logits.values.begin(), logits.values.end());
+      if (seq.computed == seq.known) finish(job, Finish::Length);
+      continue;
+    }
+    if (logits.rows == 0) continue;  // a prompt chunk before the last
+    const GenerationRequest& g = job.request.generation;
+    const std::int64_t token = job.sampler->next(logits.row(0));
+    job.tokens.push_back(token);
+    const auto generated = static_cast<std::int64_t>(job.tokens.size() - g.prompt.size());
+    if (generated == 1) job.result.stats.first_token = done_at;
+    if (job.callbacks.on_token) job.callbacks.on_token(*job.handle, token, counters);
+    if (std::find(g.stop_ids.begin(), g.stop_ids.end(), token) != g.stop_ids.end()) finish(job, Finish::Stop);
+    else if (job.handle->cancelled()) finish(job, Finish::Cancelled);
+    else if (generated >= g.max_new_tokens) finish(job, Finish::Length);
+    else ++seq.known;
+  }
+  return true;
 }
 
 }  // namespace mosaic

@@ -1,7 +1,10 @@
 #pragma once
-// Serves requests for any variant on one thread of its own: submit() from any thread, tokens
-// streamed through a callback as they are sampled, and per request the timings and counters the
-// QoS experiments need. One request runs at a time (batching comes later), in submission order.
+// The one way into the runtime: chat, the command line, evaluation, the QoS runner and the workbench
+// all submit requests here. The engine serves them on a thread of its own with iteration-level
+// continuous batching — each step runs the prefill chunks of newly admitted sequences together with
+// one decode token of every running one, across variants and adapters — and streams each token as
+// it is sampled. Requests may arrive in the future on the engine's clock (a workload replayed on a
+// virtual clock); the runtime, the scheduler options and the clock can be changed between steps.
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -9,53 +12,66 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include "runtime/clock.h"
+#include "runtime/generation.h"
 #include "runtime/runtime.h"
+#include "runtime/scheduler.h"
 
 namespace mosaic {
 
 struct ServeRequest {
-  std::string target;           // variant name
-  GenerationRequest generation;
-};
-
-struct RequestStats {
-  double queue_wait_seconds = 0;  // submit → start
-  double ttft_seconds = 0;        // submit → first token
-  double tpot_seconds = 0;        // mean time per output token after the first
-  double total_seconds = 0;       // submit → finished
-  std::int64_t prompt_tokens = 0, generated_tokens = 0;
-  RuntimeCounters counters;      // hits, misses, loads and swaps (time and bytes) of this request
-
-  double swap_seconds() const { return counters.swap_seconds; }
+  std::string target;            // a variant's or adapter's name (or a name the runtime serves as one)
+  GenerationRequest generation;  // prompt, tokens to generate, sampling, stop ids
+  // Logits of every prompt position (for `logits` and perplexity): generation must ask for 0 tokens.
+  bool prompt_logits = false;
+  std::optional<double> arrival;  // on the engine's clock; default: when submitted
 };
 
 struct RequestResult {
   std::vector<std::int64_t> tokens;
   Finish finish = Finish::Length;
   RequestStats stats;
+  Logits logits;      // prompt_logits only: [prompt length, vocab]
   std::string error;  // Finish::Failed only
+};
+
+class RequestHandle;
+// Called on the engine thread with each token as it is sampled, and the request's counters so far.
+using StreamCallback = std::function<void(const RequestHandle& request, std::int64_t token, const RuntimeCounters& so_far)>;
+// Called on the engine thread once, when the request ends (whatever the outcome).
+using FinishCallback = std::function<void(const RequestHandle& request, const RequestResult& result)>;
+
+struct RequestCallbacks {
+  StreamCallback on_token;
+  FinishCallback on_finish;
 };
 
 class RequestHandle {
  public:
+  ~RequestHandle();
   std::uint64_t id() const { return id_; }
   const std::string& target() const { return target_; }
-  // Queued: it never runs. Running: it stops after the token being computed. Finished: no effect.
-  void cancel() { cancelled_ = true; }
+  // Waiting: it never runs. Running: it stops after the step in flight and its KV blocks are freed.
+  // Finished: no effect. Callable from any thread.
+  void cancel();
   bool cancelled() const { return cancelled_; }
   bool finished() const;
   const RequestResult& wait() const;  // blocks until finished
 
  private:
   friend class Engine;
-  RequestHandle(std::uint64_t id, std::string target) : id_(id), target_(std::move(target)) {}
+  struct Wake;
+  RequestHandle(std::uint64_t id, std::string target, std::weak_ptr<Wake> wake);
   void finish(RequestResult result);
 
   std::uint64_t id_;
   std::string target_;
+  std::weak_ptr<Wake> wake_;
   std::atomic<bool> cancelled_{false};
   mutable std::mutex m_;
   mutable std::condition_variable cv_;
@@ -63,33 +79,73 @@ class RequestHandle {
   RequestResult result_;
 };
 
-// Called on the engine thread with each token as it is sampled, and the request's counters so far
-// (hits and misses per layer, loads, swaps), so a viewer can show what each token cost.
-using StreamCallback = std::function<void(const RequestHandle& request, std::int64_t token, const RuntimeCounters& so_far)>;
+struct EngineOptions {
+  SchedulerOptions scheduler;
+  std::shared_ptr<Clock> clock;  // null: a real clock
+};
+
+struct EngineStats {
+  std::int64_t steps = 0, tokens = 0;
+  std::int64_t largest_step_tokens = 0, largest_step_sequences = 0;
+  std::int64_t preemptions = 0, swaps = 0;
+};
 
 class Engine {
  public:
-  explicit Engine(Runtime& runtime);
-  ~Engine();  // cancels what is queued, lets the running request stop, joins the thread
+  explicit Engine(std::shared_ptr<Runtime> runtime, EngineOptions options = {});
+  ~Engine();  // cancels everything not finished and joins the thread
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Thread-safe. Throws InvalidArgument for an unknown target, an empty prompt or an id outside
-  // the vocabulary, so a bad request fails at once instead of in the queue.
-  std::shared_ptr<RequestHandle> submit(ServeRequest request, StreamCallback on_token = {});
-  std::size_t queued() const;
+  // Thread-safe. Throws InvalidArgument for a target not served, an empty prompt, an id outside the
+  // vocabulary or bad sampling, and BudgetError for a request whose KV cache could never fit — so a
+  // bad request fails at once instead of in the queue.
+  std::shared_ptr<RequestHandle> submit(ServeRequest request, RequestCallbacks callbacks = {});
+  // All at once, atomically: the engine sees every one before its next step (a workload on a virtual
+  // clock must not let the clock run past arrivals not yet submitted). All are checked first.
+  std::vector<std::shared_ptr<RequestHandle>> submit_all(std::vector<ServeRequest> requests,
+                                                         const std::vector<RequestCallbacks>& callbacks = {});
+
+  double now() const;
+  std::shared_ptr<Runtime> runtime() const;
+  std::shared_ptr<Clock> clock() const;
+  EngineStats stats() const;
+  SchedulerOptions scheduler_options() const;
+  std::size_t queued() const;  // submitted and not yet running (arrived or not)
+
+  // Take effect before the next step. Running sequences are sent back to wait and recomputed under
+  // the new runtime; requests for targets it does not serve fail.
+  void set_runtime(std::shared_ptr<Runtime> runtime);
+  void set_scheduler(SchedulerOptions options);
+  // Requests not yet finished keep the times they have; give a new clock between workloads.
+  void set_clock(std::shared_ptr<Clock> clock);
 
  private:
   struct Job;
   void run();
-  void serve(Job& job);
+  std::unique_ptr<Scheduler> make_scheduler() const;
+  bool step(double now);  // false when there was nothing to run
+  void apply_changes(std::unique_lock<std::mutex>& lock);
+  void finish(Job& job, Finish finish, std::string error = {});
+  std::unique_ptr<Job> make_job(ServeRequest request, RequestCallbacks callbacks);
 
-  Runtime& runtime_;
-  mutable std::mutex m_;
-  std::condition_variable cv_;
-  std::deque<std::unique_ptr<Job>> queue_;
+  // The engine's lock and wake-up, shared with its handles (a cancel wakes the engine) so that a
+  // handle outliving the engine stays safe. Everything below up to the engine thread's own is
+  // guarded by its mutex.
+  std::shared_ptr<RequestHandle::Wake> wake_;
+  std::shared_ptr<Runtime> runtime_, next_runtime_;
+  std::optional<SchedulerOptions> next_scheduler_;
+  std::shared_ptr<Clock> clock_;
+  std::deque<std::unique_ptr<Job>> incoming_;
+  EngineStats stats_;
+  std::size_t queued_ = 0;
+  std::shared_ptr<Clock> next_clock_;
   bool stopping_ = false;
   std::uint64_t next_id_ = 1;
+  // The engine thread's own.
+  SchedulerOptions scheduler_options_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::vector<std::unique_ptr<Job>> jobs_;  // not yet finished, in submission order
   std::thread worker_;
 };
 

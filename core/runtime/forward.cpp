@@ -1,10 +1,10 @@
 #include "runtime/forward.h"
 
-#include <cmath>
+#include <limits>
 #include <string>
 
 #include "common/error.h"
-#include "runtime/forward_core.h"
+#include "runtime/cpu_ops.h"
 
 namespace mosaic {
 
@@ -34,32 +34,13 @@ void KvCache::reset() { impl_->position = 0; }
 
 namespace {
 
-// transformers' RMSNorm: x * rsqrt(mean(x²) + eps), then scaled by the weight; over the last dim.
-at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
-  return w * (x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps));
-}
+using namespace cpu;
 
-at::Tensor affine(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {}) {
-  return at::linear(x, w, b.defined() ? c10::optional<at::Tensor>(b) : c10::nullopt);
-}
-
-// Rotary embedding on [B, heads, T, hd] with the non-interleaved halves transformers uses.
-at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
-  const std::int64_t half = x.size(-1) / 2;
-  const at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
-  return x * cos + rotated * sin;
-}
-
-at::Tensor swiglu(const at::Tensor& x, const MlpWeights& m) {
-  const at::Tensor gu = affine(x, m.gate_up);  // [n, 2I]
-  const std::int64_t I = gu.size(-1) / 2;
-  return affine(at::silu(gu.narrow(-1, 0, I)) * gu.narrow(-1, I, I), m.down);
-}
-
+// Self-attention of B sequences of T new tokens each over their contiguous caches; h [B, T, H].
 at::Tensor attention(const ModelSpec& s, const LayerWeights& L, KvCache::Impl& cache, std::int64_t layer,
-                     const at::Tensor& h, const at::Tensor& cos, const at::Tensor& sin, const at::Tensor& mask) {
+                     const at::Tensor& h, const at::Tensor& cos, const at::Tensor& sin) {
   const std::int64_t B = h.size(0), T = h.size(1), p0 = cache.position;
-  const std::int64_t nh = s.num_heads, kvh = s.num_kv_heads, hd = s.head_dim, rep = nh / kvh;
+  const std::int64_t nh = s.num_heads, kvh = s.num_kv_heads, hd = s.head_dim;
   at::Tensor q = affine(h, L.wq, L.bq);  // [B, T, nh*hd]
   at::Tensor k = affine(h, L.wk, L.bk);  // [B, T, kvh*hd]
   at::Tensor v = affine(h, L.wv, L.bv);
@@ -82,66 +63,47 @@ at::Tensor attention(const ModelSpec& s, const LayerWeights& L, KvCache::Impl& c
   k = rope(k.transpose(1, 2), cos, sin);  // [B, kvh, T, hd]
   cache.k[layer].narrow(2, p0, T).copy_(k);
   cache.v[layer].narrow(2, p0, T).copy_(v.view({B, T, kvh, hd}).transpose(1, 2));
-  const at::Tensor K = cache.k[layer].narrow(2, 0, p0 + T).unsqueeze(2);  // [B, kvh, 1, S, hd]
-  const at::Tensor V = cache.v[layer].narrow(2, 0, p0 + T).unsqueeze(2);
-
-  // Grouped-query attention without copying keys: query head h reads kv head h / rep.
-  at::Tensor scores = at::matmul(q.reshape({B, kvh, rep, T, hd}), K.transpose(-1, -2)) *
-                      (1.0 / std::sqrt(static_cast<double>(hd)));  // [B, kvh, rep, T, S]
-  if (mask.defined()) scores.masked_fill_(mask, -std::numeric_limits<float>::infinity());
-  const at::Tensor out = at::matmul(at::softmax(scores, -1), V);  // [B, kvh, rep, T, hd]
-  return affine(out.reshape({B, nh, T, hd}).transpose(1, 2).reshape({B, T, nh * hd}), L.wo, L.bo);
+  std::vector<at::Tensor> rows;
+  for (std::int64_t b = 0; b < B; ++b)
+    rows.push_back(attend(q[b], cache.k[layer][b].narrow(1, 0, p0 + T), cache.v[layer][b].narrow(1, 0, p0 + T)));
+  return affine(at::stack(rows), L.wo, L.bo);  // [B, T, H]
 }
 
-// Router → top-k → the caller's routed experts → plus the shared expert, on [B, T, H].
-at::Tensor moe(const ModelSpec& s, std::int64_t layer, const LayerWeights& L, const at::Tensor& h,
-               const RoutedExperts& experts) {
+// Router → top-k → every routed expert of the model → plus the shared expert, on [B, T, H].
+at::Tensor moe(const ModelSpec& s, const LayerWeights& L, const at::Tensor& h, const std::vector<bool>* allowed) {
   const at::Tensor x = h.reshape({-1, s.hidden_size});  // [N, H]
   const std::int64_t N = x.size(0);
-  const at::Tensor probs = at::softmax(affine(x, L.router), -1);  // [N, E]
+  at::Tensor logits = affine(x, L.router);  // [N, E]
+  if (allowed)
+    for (std::int64_t e = 0; e < s.num_experts; ++e)
+      if (!(*allowed)[static_cast<std::size_t>(e)]) logits.select(1, e).fill_(-std::numeric_limits<float>::infinity());
+  const at::Tensor probs = at::softmax(logits, -1);
   auto [top_w, top_i] = probs.topk(s.top_k, -1);                  // [N, k]
   if (s.norm_topk_prob) top_w = top_w / top_w.sum(-1, /*keepdim=*/true);
   top_w = top_w.contiguous();
   top_i = top_i.contiguous();
-
   // Group (token, weight) pairs by expert on the host: E small lists instead of E masked passes.
-  ExpertGroups groups;
-  groups.rows.resize(static_cast<std::size_t>(s.num_experts));
-  groups.weights.resize(static_cast<std::size_t>(s.num_experts));
+  std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(s.num_experts));
+  std::vector<std::vector<float>> weights(rows.size());
   const auto* ti = top_i.data_ptr<std::int64_t>();
   const auto* tw = top_w.data_ptr<float>();
   for (std::int64_t i = 0; i < N * s.top_k; ++i) {
-    groups.rows[static_cast<std::size_t>(ti[i])].push_back(i / s.top_k);
-    groups.weights[static_cast<std::size_t>(ti[i])].push_back(tw[i]);
+    rows[static_cast<std::size_t>(ti[i])].push_back(i / s.top_k);
+    weights[static_cast<std::size_t>(ti[i])].push_back(tw[i]);
   }
   at::Tensor out = at::zeros_like(x);
-  experts(layer, x, groups, out);
+  for (std::size_t e = 0; e < rows.size(); ++e)
+    if (!rows[e].empty()) add_expert(x, rows[e], weights[e], L.experts[e], out);
   if (L.shared_gate.defined()) out += at::sigmoid(affine(x, L.shared_gate)) * swiglu(x, L.shared);
   return out.view(h.sizes());
 }
 
 }  // namespace
 
-void add_expert(const at::Tensor& x, const std::vector<std::int64_t>& rows, const std::vector<float>& weights,
-                const MlpWeights& m, at::Tensor& out) {
-  const auto n = static_cast<std::int64_t>(rows.size());
-  const at::Tensor idx = at::from_blob(const_cast<std::int64_t*>(rows.data()), {n}, at::kLong);
-  const at::Tensor w = at::from_blob(const_cast<float*>(weights.data()), {n, 1}, at::kFloat);
-  out.index_add_(0, idx, swiglu(x.index_select(0, idx), m) * w);
-}
-
-Logits forward(const Model& model, KvCache& kv, std::span<const std::int64_t> ids, LogitsFor which) {
+Logits forward(const Model& model, KvCache& kv, std::span<const std::int64_t> ids, LogitsFor which,
+               const std::vector<std::vector<bool>>* allowed) {
+  const ModelSpec& s = model.spec();
   const ModelWeights& W = model.weights();
-  return forward_with(model.spec(), W, kv, ids, which,
-                      [&](std::int64_t layer, const at::Tensor& x, const ExpertGroups& g, at::Tensor& out) {
-                        const auto& experts = W.layers[static_cast<std::size_t>(layer)].experts;
-                        for (std::size_t e = 0; e < g.rows.size(); ++e)
-                          if (!g.rows[e].empty()) add_expert(x, g.rows[e], g.weights[e], experts[e], out);
-                      });
-}
-
-Logits forward_with(const ModelSpec& s, const ModelWeights& W, KvCache& kv, std::span<const std::int64_t> ids,
-                    LogitsFor which, const RoutedExperts& experts) {
   KvCache::Impl& cache = kv.impl();
   const std::int64_t B = cache.batch;
   if (ids.empty() || static_cast<std::int64_t>(ids.size()) % B != 0)
@@ -160,23 +122,13 @@ Logits forward_with(const ModelSpec& s, const ModelWeights& W, KvCache& kv, std:
   at::NoGradGuard no_grad;
   const at::Tensor id_t = at::from_blob(const_cast<std::int64_t*>(ids.data()), {B * T}, at::kLong);
   at::Tensor x = W.embed.index_select(0, id_t).view({B, T, s.hidden_size});
-
-  const at::Tensor positions = at::arange(p0, p0 + T, at::kLong);
-  const at::Tensor freqs = at::outer(positions.to(at::kFloat), W.inv_freq);  // [T, hd/2]
-  const at::Tensor emb = at::cat({freqs, freqs}, -1);    // [T, hd]
-  const at::Tensor cos = emb.cos(), sin = emb.sin();
-  at::Tensor mask;  // true where query i (position p0+i) must not see key j
-  if (T > 1) {
-    const at::Tensor qpos = positions.unsqueeze(1);
-    const at::Tensor kpos = at::arange(0, p0 + T, at::kLong).unsqueeze(0);
-    mask = kpos > qpos;  // [T, S]
-  }
+  const auto [cos, sin] = rotary(at::arange(p0, p0 + T, at::kLong), W.inv_freq);  // [T, hd]
 
   for (std::int64_t l = 0; l < s.num_layers; ++l) {
-    const LayerWeights& L = W.layers[l];
-    x = x + attention(s, L, cache, l, rms_norm(x, L.input_norm, s.rms_norm_eps), cos, sin, mask);
+    const LayerWeights& L = W.layers[static_cast<std::size_t>(l)];
+    x = x + attention(s, L, cache, l, rms_norm(x, L.input_norm, s.rms_norm_eps), cos, sin);
     const at::Tensor h = rms_norm(x, L.post_norm, s.rms_norm_eps);
-    x = x + (s.is_sparse(l) ? moe(s, l, L, h, experts) : swiglu(h, L.shared));
+    x = x + (s.is_sparse(l) ? moe(s, L, h, allowed ? &(*allowed)[static_cast<std::size_t>(l)] : nullptr) : swiglu(h, L.shared));
   }
   cache.position += T;
 

@@ -1,10 +1,13 @@
 #pragma once
-// The CPU reference forward pass (fp32, transformers' semantics) over a per-sequence KV cache.
+// The single-model reference forward pass (CPU, fp32, transformers' semantics) over contiguous KV
+// caches: every expert in the Model, no slots. It is what "a request run alone" means in the tests;
+// the engine's batched step (runtime/backend.h) must agree with it.
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <vector>
 
+#include "runtime/logits.h"
 #include "runtime/model.h"
 
 namespace mosaic {
@@ -29,19 +32,13 @@ class KvCache {
   std::unique_ptr<Impl> impl_;
 };
 
-struct Logits {
-  std::int64_t rows = 0, vocab = 0;
-  std::vector<float> values;  // [rows, vocab], row-major
-  std::span<const float> row(std::int64_t r) const {
-    return std::span<const float>(values).subspan(static_cast<std::size_t>(r * vocab), static_cast<std::size_t>(vocab));
-  }
-};
-
-enum class LogitsFor { AllPositions, LastPosition };
 
 // Runs `ids` ([cache.batch(), n] row-major) after the tokens already in `cache`, appends their keys
 // and values, and returns logits: [batch*n, vocab] for AllPositions, [batch, vocab] for
 // LastPosition. Throws InvalidArgument for an id outside the vocabulary or a full cache.
-Logits forward(const Model& model, KvCache& cache, std::span<const std::int64_t> ids, LogitsFor which);
+// `allowed` (optional, [layers][experts]): SwapMoE's masked gating as a reference — the router
+// logits of experts not allowed are −inf before the softmax and top-k.
+Logits forward(const Model& model, KvCache& cache, std::span<const std::int64_t> ids, LogitsFor which,
+               const std::vector<std::vector<bool>>* allowed = nullptr);
 
 }  // namespace mosaic

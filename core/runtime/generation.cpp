@@ -19,14 +19,6 @@ const char* finish_name(Finish f) {
 }
 
 GenerationResult generate(const Model& model, const GenerationRequest& req, const TokenCallback& on_token) {
-  return generate(
-      model.spec(),
-      [&](KvCache& cache, std::span<const std::int64_t> ids, LogitsFor which) { return forward(model, cache, ids, which); },
-      req, on_token);
-}
-
-GenerationResult generate(const ModelSpec& spec, const ForwardStep& step, const GenerationRequest& req,
-                          const TokenCallback& on_token) {
   if (req.prompt.empty()) throw InvalidArgument("generate", "prompt", "is empty", "give at least one token id");
   if (req.max_new_tokens < 0) throw InvalidArgument("generate", "max_new_tokens", "must not be negative");
   Sampler sampler(req.sampling);
@@ -34,9 +26,9 @@ GenerationResult generate(const ModelSpec& spec, const ForwardStep& step, const 
   if (req.max_new_tokens == 0) return result;
 
   using clock = std::chrono::steady_clock;
-  KvCache cache(spec, 1, static_cast<std::int64_t>(req.prompt.size()) + req.max_new_tokens);
+  KvCache cache(model.spec(), 1, static_cast<std::int64_t>(req.prompt.size()) + req.max_new_tokens);
   auto t0 = clock::now();
-  Logits logits = step(cache, req.prompt, LogitsFor::LastPosition);
+  Logits logits = forward(model, cache, req.prompt, LogitsFor::LastPosition);
   result.prefill_seconds = std::chrono::duration<double>(clock::now() - t0).count();
 
   t0 = clock::now();
@@ -54,7 +46,7 @@ GenerationResult generate(const ModelSpec& spec, const ForwardStep& step, const 
     }
     if (i + 1 == req.max_new_tokens) break;
     const std::int64_t next[] = {token};
-    logits = step(cache, next, LogitsFor::LastPosition);
+    logits = forward(model, cache, next, LogitsFor::LastPosition);
   }
   result.decode_seconds = std::chrono::duration<double>(clock::now() - t0).count();
   return result;

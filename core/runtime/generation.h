@@ -1,5 +1,6 @@
 #pragma once
-// Autoregressive generation for one sequence: prefill the prompt, then decode token by token.
+// A generation request, how one ends, and the single-model reference loop (prefill the prompt, then
+// decode token by token over runtime/forward.h) that the engine's batched serving is checked against.
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -29,12 +30,7 @@ struct GenerationResult {
 // Called with each new token and its index among the generated ones; returning false cancels.
 using TokenCallback = std::function<bool(std::int64_t token, std::int64_t index)>;
 
+// The reference: one sequence through one checkpoint's Model.
 GenerationResult generate(const Model& model, const GenerationRequest& request, const TokenCallback& on_token = {});
-
-// The same loop over any forward pass: `step` runs ids after what `cache` holds (the multi-variant
-// runtime passes its own). The cache is sized for the prompt plus max_new_tokens.
-using ForwardStep = std::function<Logits(KvCache& cache, std::span<const std::int64_t> ids, LogitsFor which)>;
-GenerationResult generate(const ModelSpec& spec, const ForwardStep& step, const GenerationRequest& request,
-                          const TokenCallback& on_token = {});
 
 }  // namespace mosaic

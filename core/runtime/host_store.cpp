@@ -1,28 +1,120 @@
 #include "runtime/host_store.h"
 
-#include "runtime/cpu_weights.h"
+#include <cstring>
+#include <map>
+#include <unordered_map>
+
+#include "analysis/capacity.h"
+#include "common/error.h"
 
 namespace mosaic {
+namespace {
 
-HostStore::HostStore(const Family& family) {
+std::filesystem::path canonical_or_self(const std::filesystem::path& p) {
+  std::error_code ec;
+  const auto c = std::filesystem::weakly_canonical(p, ec);
+  return ec ? p.lexically_normal() : c;
+}
+
+}  // namespace
+
+HostStore::HostStore(const Family& family) : spec_(family.spec()) {
+  const ModelSpec& s = spec_;
+  const auto positions = static_cast<std::size_t>(s.num_layers * s.num_experts);
+  const DeviceBytes device = device_bytes(family);
+  non_expert_bytes_ = device.non_expert;
+  expert_bytes_ = device.per_expert;
+
+  // Distinct tensors per name. Two weights are one tensor when they are the same bytes of the same
+  // file (an adapter's untuned tensors are its base's), or compare equal byte for byte.
+  std::unordered_map<std::string, std::vector<TensorId>> by_name;
+  std::map<std::pair<std::string, std::uint64_t>, TensorId> by_location;
+  auto intern = [&](const Weight& w) -> TensorId {
+    const auto where = std::make_pair(canonical_or_self(w.file->path()).string(), w.info->begin);
+    if (const auto it = by_location.find(where); it != by_location.end()) return it->second;
+    const auto data = w.data();
+    auto& same_name = by_name[w.expected.name];
+    for (TensorId id : same_name) {
+      const HostTensor& t = tensors_[static_cast<std::size_t>(id)];
+      if (t.dtype == w.dtype && t.shape == w.info->shape && t.bytes.size() == data.size() &&
+          std::memcmp(t.bytes.data(), data.data(), data.size()) == 0) {
+        by_location.emplace(where, id);
+        return id;
+      }
+    }
+    const auto id = static_cast<TensorId>(tensors_.size());
+    tensors_.push_back({w.expected.name, w.dtype, w.info->shape, std::vector<std::byte>(data.begin(), data.end())});
+    host_bytes_ += data.size();
+    same_name.push_back(id);
+    by_location.emplace(where, id);
+    return id;
+  };
+
+  std::map<std::vector<TensorId>, int> set_index;
+  std::map<std::tuple<TensorId, TensorId, TensorId>, ExpertId> expert_index;
   for (const Variant& v : family.variants()) {
-    names_.push_back(v.name);
-    models_.push_back(Model::load(*v.checkpoint));
+    const Checkpoint& ck = *v.checkpoint;
+    Target t;
+    t.name = v.name;
+    t.adapter = ck.is_adapter();
+    t.tuned = ck.adapter_experts();
+    t.experts.assign(positions, -1);
+    std::vector<TensorId> non_expert;
+    std::vector<HostExpert> experts(positions);
+    for (const Weight& w : ck.weights()) {
+      const TensorId id = intern(w);
+      if (!w.expected.is_expert()) {
+        if (targets_.empty()) non_expert_names_.push_back(w.expected.name);
+        non_expert.push_back(id);
+        continue;
+      }
+      HostExpert& e = experts[static_cast<std::size_t>(w.expected.layer * s.num_experts + w.expected.expert)];
+      (w.expected.role == ExpertRole::Gate ? e.gate : w.expected.role == ExpertRole::Up ? e.up : e.down) = id;
+    }
+    const auto [set, added] = set_index.emplace(non_expert, static_cast<int>(sets_.size()));
+    if (added) sets_.push_back(std::move(non_expert));
+    t.set = set->second;
+    for (std::size_t p = 0; p < positions; ++p) {
+      const HostExpert& e = experts[p];
+      if (e.gate < 0) continue;  // dense layer
+      const auto [it, fresh] = expert_index.emplace(std::make_tuple(e.gate, e.up, e.down), static_cast<ExpertId>(experts_.size()));
+      if (fresh) experts_.push_back(e);
+      t.experts[p] = it->second;
+    }
+    targets_.push_back(std::move(t));
   }
-  const ModelSpec& s = spec();
-  const std::uint64_t f32 = sizeof(float);
-  expert_bytes_ = 3 * static_cast<std::uint64_t>(s.hidden_size * s.expert_intermediate) * f32;
-  // Everything but the routed experts: the checkpoint's own count, rescaled from its dtype to fp32.
-  std::uint64_t elements = 0;
-  for (const Weight& w : family.variants().front().checkpoint->weights())
-    if (!w.expected.is_expert()) elements += static_cast<std::uint64_t>(w.info->numel());
-  non_expert_bytes_ = elements * f32;
+  // An adapter's base, when the family holds it: the variant opened from its base_model folder.
+  for (std::size_t a = 0; a < targets_.size(); ++a) {
+    if (!targets_[a].adapter) continue;
+    const auto base = canonical_or_self(family.variants()[a].checkpoint->base_dir());
+    for (std::size_t b = 0; b < targets_.size(); ++b)
+      if (!targets_[b].adapter && canonical_or_self(family.variants()[b].checkpoint->dir()) == base)
+        targets_[a].base = static_cast<int>(b);
+  }
 }
 
 int HostStore::index(const std::string& name) const {
-  for (std::size_t i = 0; i < names_.size(); ++i)
-    if (names_[i] == name) return static_cast<int>(i);
+  for (std::size_t i = 0; i < targets_.size(); ++i)
+    if (targets_[i].name == name) return static_cast<int>(i);
   return -1;
+}
+
+TensorId HostStore::set_tensor(int set, const std::string& name) const {
+  for (std::size_t i = 0; i < non_expert_names_.size(); ++i)
+    if (non_expert_names_[i] == name) return sets_[static_cast<std::size_t>(set)][i];
+  throw MissingError("host store", "tensor '" + name + "'", "is not a non-expert weight of this model");
+}
+
+ExpertId HostStore::expert(int target, std::int64_t layer, std::int64_t expert) const {
+  return targets_[static_cast<std::size_t>(target)].experts[static_cast<std::size_t>(layer * spec_.num_experts + expert)];
+}
+
+ExpertSource HostStore::source(int target, std::int64_t layer, std::int64_t expert) const {
+  const Target& t = targets_[static_cast<std::size_t>(target)];
+  if (!t.adapter) return ExpertSource::full(target, expert);
+  for (const auto& [l, e] : t.tuned)
+    if (l == layer && e == expert) return ExpertSource::adapter(target, expert);
+  return ExpertSource::full(t.base >= 0 ? t.base : target, expert);
 }
 
 }  // namespace mosaic

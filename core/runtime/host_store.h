@@ -1,34 +1,93 @@
 #pragma once
-// Every tensor of every variant of a family in host memory, in the backend's compute dtype (fp32 on
-// the CPU backend), from which the device's non-expert set and expert slots are filled.
+// The host side of the device: every distinct tensor of a family once, in the checkpoint's own
+// dtype, from which the device's non-expert sets and expert slots are filled (converted to the
+// backend's compute dtype as they are copied).
+//
+// Targets are what a request names: every variant of the family, full fine-tunes and ESFT adapters
+// alike. Tensors that are byte-identical across targets are held once, so an adapter costs only its
+// tuned experts (and any non-expert tensor that differs from its base's), and adapters of one base
+// share its non-expert set. No LibTorch here: the CPU and CUDA backends both read these bytes.
 #include <cstdint>
-#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "model/dtype.h"
 #include "model/family.h"
-#include "runtime/model.h"
+#include "runtime/expert_source.h"
 
 namespace mosaic {
 
+using TensorId = std::int32_t;
+using ExpertId = std::int32_t;  // a distinct (gate, up, down) triple of tensors
+
+struct HostTensor {
+  std::string name;  // as its first holder names it
+  DType dtype = DType::F32;
+  std::vector<std::int64_t> shape;
+  std::vector<std::byte> bytes;  // row-major, as stored in the checkpoint
+};
+
+struct HostExpert {
+  TensorId gate = -1, up = -1, down = -1;
+};
+
 class HostStore {
  public:
-  explicit HostStore(const Family& family);  // converts every variant; throws what Model::load throws
+  // Copies every tensor of every variant, keeping one copy of each distinct one. Throws what reading
+  // the checkpoints throws.
+  explicit HostStore(const Family& family);
 
-  const ModelSpec& spec() const { return models_.front()->spec(); }
-  int variants() const { return static_cast<int>(models_.size()); }
-  const std::string& name(int variant) const { return names_[static_cast<std::size_t>(variant)]; }
+  const ModelSpec& spec() const { return spec_; }
+  int targets() const { return static_cast<int>(targets_.size()); }
+  const std::string& name(int target) const { return targets_[static_cast<std::size_t>(target)].name; }
   int index(const std::string& name) const;  // -1 when absent
-  const Model& model(int variant) const { return *models_[static_cast<std::size_t>(variant)]; }
+  bool is_adapter(int target) const { return targets_[static_cast<std::size_t>(target)].adapter; }
+  int base_of(int target) const { return targets_[static_cast<std::size_t>(target)].base; }  // -1: none in the family
+  // The (layer, expert) pairs an adapter tunes; empty for a full checkpoint.
+  const std::vector<std::pair<std::int64_t, std::int64_t>>& tuned(int target) const {
+    return targets_[static_cast<std::size_t>(target)].tuned;
+  }
 
-  // Bytes of one variant's non-expert weights and of one routed expert, as held on the device.
+  // Non-expert sets: distinct tuples of a target's non-expert tensors (embeddings, attention, norms,
+  // routers, shared experts, lm_head), in non_expert_names() order.
+  int sets() const { return static_cast<int>(sets_.size()); }
+  int set_of(int target) const { return targets_[static_cast<std::size_t>(target)].set; }
+  const std::vector<TensorId>& set_tensors(int set) const { return sets_[static_cast<std::size_t>(set)]; }
+  const std::vector<std::string>& non_expert_names() const { return non_expert_names_; }
+  TensorId set_tensor(int set, const std::string& name) const;  // throws MissingError for another name
+
+  // The distinct expert a target routes to at (layer, expert); -1 in dense layers.
+  ExpertId expert(int target, std::int64_t layer, std::int64_t expert) const;
+  const HostExpert& expert_tensors(ExpertId id) const { return experts_[static_cast<std::size_t>(id)]; }
+  int distinct_experts() const { return static_cast<int>(experts_.size()); }
+  // Where that expert comes from: the adapter's own tuned expert, or a full checkpoint's.
+  ExpertSource source(int target, std::int64_t layer, std::int64_t expert) const;
+
+  const HostTensor& tensor(TensorId id) const { return tensors_[static_cast<std::size_t>(id)]; }
+  int distinct_tensors() const { return static_cast<int>(tensors_.size()); }
+  std::uint64_t host_bytes() const { return host_bytes_; }  // what the store holds
+
+  // The device byte model (analysis/capacity.h, device_bytes): one non-expert set and one routed
+  // expert as the device holds them, in the checkpoints' stored dtype.
   std::uint64_t non_expert_bytes() const { return non_expert_bytes_; }
   std::uint64_t expert_bytes() const { return expert_bytes_; }
 
  private:
-  std::vector<std::string> names_;
-  std::vector<std::unique_ptr<Model>> models_;
-  std::uint64_t non_expert_bytes_ = 0, expert_bytes_ = 0;
+  struct Target {
+    std::string name;
+    bool adapter = false;
+    int base = -1, set = -1;
+    std::vector<std::pair<std::int64_t, std::int64_t>> tuned;
+    std::vector<ExpertId> experts;  // [layers * experts]
+  };
+  ModelSpec spec_;
+  std::vector<Target> targets_;
+  std::vector<HostTensor> tensors_;
+  std::vector<HostExpert> experts_;
+  std::vector<std::vector<TensorId>> sets_;
+  std::vector<std::string> non_expert_names_;
+  std::uint64_t host_bytes_ = 0, non_expert_bytes_ = 0, expert_bytes_ = 0;
 };
 
 }  // namespace mosaic

@@ -1,50 +1,33 @@
 #include "runtime/model.h"
 
-#include "runtime/cpu_weights.h"
+#include "runtime/cpu_ops.h"
 
 namespace mosaic {
-namespace {
-
-at::ScalarType scalar_type(DType d) {
-  switch (d) {
-    case DType::BF16: return at::kBFloat16;
-    case DType::F16: return at::kHalf;
-    case DType::F32: return at::kFloat;
-    case DType::F64: return at::kDouble;
-    default: return at::kFloat;  // Checkpoint admits floating weights only
-  }
-}
-
-// An owned fp32 copy of a mapped tensor (the map may be unaligned and must never be written).
-at::Tensor to_fp32(const Weight& w) {
-  auto* p = const_cast<std::byte*>(w.data().data());
-  return at::from_blob(p, w.info->shape, at::TensorOptions().dtype(scalar_type(w.dtype)))
-      .to(at::kFloat, /*non_blocking=*/false, /*copy=*/true)
-      .contiguous();
-}
-
-}  // namespace
 
 Model::Model(ModelSpec spec, std::unique_ptr<ModelWeights> weights)
     : spec_(std::move(spec)), weights_(std::move(weights)) {}
 Model::~Model() = default;
 
 std::unique_ptr<Model> Model::load(const Checkpoint& ck) {
-  const ModelSpec& s = ck.spec();
+  auto w = std::make_unique<ModelWeights>(assemble_weights(ck.spec(), [&](const std::string& name) {
+    const Weight& t = ck.weight(name);
+    return cpu::to_fp32(t.data().data(), t.dtype, t.info->shape);
+  }, /*with_experts=*/true));
+  return std::unique_ptr<Model>(new Model(ck.spec(), std::move(w)));
+}
+
+ModelWeights assemble_weights(const ModelSpec& s, const TensorGetter& get, bool with_experts) {
   const WeightNames n(s);
-  auto get = [&](const std::string& name) { return to_fp32(ck.weight(name)); };
   auto mlp = [&](auto name_of) {
     return MlpWeights{at::cat({get(name_of(ExpertRole::Gate)), get(name_of(ExpertRole::Up))}, 0),
                       get(name_of(ExpertRole::Down))};
   };
 
-  auto w = std::make_unique<ModelWeights>();
-  w->embed = get(n.embed());
-  w->final_norm = get(n.final_norm());
-  w->lm_head = s.tie_word_embeddings ? w->embed : get(n.lm_head());
-  // transformers: 1 / theta^(arange(0, d, 2) / d) in fp32.
-  w->inv_freq = 1.0 / at::pow(s.rope_theta, at::arange(0, s.head_dim, 2, at::kLong).to(at::kFloat) / s.head_dim);
-  w->inv_freq = w->inv_freq.to(at::kFloat);
+  ModelWeights out;
+  out.embed = get(n.embed());
+  out.final_norm = get(n.final_norm());
+  out.lm_head = s.tie_word_embeddings ? out.embed : get(n.lm_head());
+  out.inv_freq = cpu::inverse_frequencies(s);
 
   for (std::int64_t l = 0; l < s.num_layers; ++l) {
     LayerWeights L;
@@ -66,7 +49,7 @@ std::unique_ptr<Model> Model::load(const Checkpoint& ck) {
     }
     if (s.is_sparse(l)) {
       L.router = get(n.router(l));
-      for (std::int64_t e = 0; e < s.num_experts; ++e)
+      for (std::int64_t e = 0; e < s.num_experts && with_experts; ++e)
         L.experts.push_back(mlp([&](ExpertRole r) { return n.expert(l, e, r); }));
       if (s.shared_expert_intermediate > 0) {
         L.shared = mlp([&](ExpertRole r) { return n.shared_expert(l, r); });
@@ -75,9 +58,9 @@ std::unique_ptr<Model> Model::load(const Checkpoint& ck) {
     } else {
       L.shared = mlp([&](ExpertRole r) { return n.dense_mlp(l, r); });
     }
-    w->layers.push_back(std::move(L));
+    out.layers.push_back(std::move(L));
   }
-  return std::unique_ptr<Model>(new Model(s, std::move(w)));
+  return out;
 }
 
 }  // namespace mosaic

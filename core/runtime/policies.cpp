@@ -3,17 +3,10 @@
 namespace mosaic {
 
 std::string_view hit_policy_name(HitPolicy p) { return p == HitPolicy::Consolidated ? "consolidated" : "strict"; }
-std::string_view miss_policy_name(MissPolicy p) { return p == MissPolicy::Transient ? "transient" : "lru"; }
 
 std::optional<HitPolicy> parse_hit_policy(std::string_view name) {
   for (HitPolicy p : {HitPolicy::Consolidated, HitPolicy::Strict})
     if (name == hit_policy_name(p)) return p;
-  return std::nullopt;
-}
-
-std::optional<MissPolicy> parse_miss_policy(std::string_view name) {
-  for (MissPolicy p : {MissPolicy::Transient, MissPolicy::Lru})
-    if (name == miss_policy_name(p)) return p;
   return std::nullopt;
 }
 

@@ -1,62 +1,46 @@
 #include "runtime/reconfigurer.h"
 
-#include <chrono>
+#include <algorithm>
 
-#include "runtime/cpu_weights.h"
+#include "common/error.h"
 
 namespace mosaic {
-namespace {
 
-// Calls f(device tensor, host tensor) for every non-expert tensor of a model, in one fixed order.
-// A tied lm_head is the embedding itself and is visited once, as the embedding.
-template <class F>
-void for_each_non_expert(ModelWeights& dev, const ModelWeights& host, bool tied, F&& f) {
-  auto pair = [&](at::Tensor& d, const at::Tensor& h) {
-    if (h.defined()) f(d, h);
-  };
-  pair(dev.embed, host.embed);
-  pair(dev.final_norm, host.final_norm);
-  if (!tied) pair(dev.lm_head, host.lm_head);
-  for (std::size_t l = 0; l < host.layers.size(); ++l) {
-    LayerWeights& d = dev.layers[l];
-    const LayerWeights& h = host.layers[l];
-    for (auto [dt, ht] : {std::pair{&d.input_norm, &h.input_norm}, {&d.post_norm, &h.post_norm}, {&d.wq, &h.wq},
-                          {&d.wk, &h.wk}, {&d.wv, &h.wv}, {&d.wo, &h.wo}, {&d.bq, &h.bq}, {&d.bk, &h.bk},
-                          {&d.bv, &h.bv}, {&d.bo, &h.bo}, {&d.q_norm, &h.q_norm}, {&d.k_norm, &h.k_norm},
-                          {&d.router, &h.router}, {&d.shared.gate_up, &h.shared.gate_up},
-                          {&d.shared.down, &h.shared.down}, {&d.shared_gate, &h.shared_gate}})
-      pair(*dt, *ht);
+Reconfigurer::Reconfigurer(int buffers) : held_(static_cast<std::size_t>(buffers), -1), last_use_(held_.size(), 0) {
+  if (buffers < 1) throw InvalidArgument("runtime", "resident sets", "must be at least 1");
+}
+
+int Reconfigurer::buffer_of(int set) const {
+  const auto it = std::find(held_.begin(), held_.end(), set);
+  return it == held_.end() ? -1 : static_cast<int>(it - held_.begin());
+}
+
+std::vector<int> Reconfigurer::resident() const { return held_; }
+
+std::vector<std::pair<int, int>> Reconfigurer::ensure(std::span<const int> sets) {
+  const std::uint64_t now = ++tick_;
+  for (int set : sets)
+    if (const int b = buffer_of(set); b >= 0) last_use_[static_cast<std::size_t>(b)] = now;
+  std::vector<std::pair<int, int>> fills;
+  for (int set : sets) {
+    if (buffer_of(set) >= 0) continue;
+    // An empty buffer, else the least recently used one this step does not need.
+    int victim = -1;
+    for (std::size_t b = 0; b < held_.size(); ++b) {
+      if (last_use_[b] == now) continue;
+      if (held_[b] < 0) {
+        victim = static_cast<int>(b);
+        break;
+      }
+      if (victim < 0 || last_use_[b] < last_use_[static_cast<std::size_t>(victim)]) victim = static_cast<int>(b);
+    }
+    if (victim < 0)
+      throw InvalidArgument("runtime", "step", "needs more resident sets than the " + std::to_string(buffers()) + " buffers hold");
+    held_[static_cast<std::size_t>(victim)] = set;
+    last_use_[static_cast<std::size_t>(victim)] = now;
+    fills.emplace_back(victim, set);
   }
-}
-
-}  // namespace
-
-Reconfigurer::Reconfigurer(const HostStore& store, DeviceBudget& budget)
-    : store_(store), budget_(budget), weights_(std::make_unique<ModelWeights>()) {
-  budget_.reserve(store.non_expert_bytes(), "non-expert weights of one variant");
-  const ModelWeights& first = store.model(0).weights();
-  weights_->layers.resize(first.layers.size());
-  weights_->inv_freq = first.inv_freq;  // computed from the shared config, identical in every variant
-  for_each_non_expert(*weights_, first, store.spec().tie_word_embeddings,
-                      [](at::Tensor& d, const at::Tensor& h) { d = at::empty_like(h); });
-  if (store.spec().tie_word_embeddings) weights_->lm_head = weights_->embed;
-}
-
-Reconfigurer::~Reconfigurer() { budget_.release(store_.non_expert_bytes()); }
-
-SwapRecord Reconfigurer::ensure(int variant) {
-  if (variant == resident_) return {};
-  const auto t0 = std::chrono::steady_clock::now();
-  SwapRecord r;
-  r.swapped = true;
-  for_each_non_expert(*weights_, store_.model(variant).weights(), store_.spec().tie_word_embeddings,
-                      [&](at::Tensor& d, const at::Tensor& h) {
-                        d.copy_(h);
-                        r.bytes += static_cast<std::uint64_t>(h.nbytes());
-                      });
-  resident_ = variant;
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return r;
+  return fills;
 }
 
 }  // namespace mosaic

@@ -1,38 +1,31 @@
 #pragma once
-// Partial runtime reconfiguration (Multi-MoE §4.2): exactly one variant's non-expert weights —
-// embeddings, attention, norms, routers, shared experts, final norm, lm_head — are resident on the
-// device; a request for another variant copies its set over them. Experts are not touched.
+// Partial runtime reconfiguration (Multi-MoE §4.2), generalized to K resident sets: up to K
+// "resident sets" — a target's non-expert weights (embeddings, attention, norms, routers, shared
+// experts, lm_head), or under time-sharing its whole model — sit in K device buffers. A step that
+// needs a set not resident copies it over the least recently used buffer no other set of the step
+// needs. Bookkeeping only: the runtime copies, times and counts.
 #include <cstdint>
-#include <memory>
-
-#include "runtime/device_budget.h"
-#include "runtime/host_store.h"
+#include <span>
+#include <vector>
 
 namespace mosaic {
 
-struct SwapRecord {
-  bool swapped = false;  // false: the variant was already resident
-  std::uint64_t bytes = 0;
-  double seconds = 0;
-};
-
 class Reconfigurer {
  public:
-  // Reserves one variant's non-expert bytes from `budget` (BudgetError when they do not fit).
-  Reconfigurer(const HostStore& store, DeviceBudget& budget);
-  ~Reconfigurer();
-  Reconfigurer(const Reconfigurer&) = delete;
-  Reconfigurer& operator=(const Reconfigurer&) = delete;
+  explicit Reconfigurer(int buffers);
 
-  SwapRecord ensure(int variant);
-  int resident() const { return resident_; }  // -1 until the first ensure()
-  const ModelWeights& weights() const { return *weights_; }
+  int buffers() const { return static_cast<int>(held_.size()); }
+  int buffer_of(int set) const;        // -1 when not resident
+  std::vector<int> resident() const;   // the sets held, by buffer
+  // Makes every set of `sets` resident (there must be at most buffers() distinct ones) and returns
+  // the (buffer, set) fills that takes, in order.
+  std::vector<std::pair<int, int>> ensure(std::span<const int> sets);
+  void forget(int buffer) { held_[static_cast<std::size_t>(buffer)] = -1; }  // a fill that failed
 
  private:
-  const HostStore& store_;
-  DeviceBudget& budget_;
-  std::unique_ptr<ModelWeights> weights_;
-  int resident_ = -1;
+  std::vector<int> held_;
+  std::vector<std::uint64_t> last_use_;
+  std::uint64_t tick_ = 0;
 };
 
 }  // namespace mosaic

@@ -1,11 +1,9 @@
 #include "runtime/runtime.h"
 
 #include <chrono>
-#include <thread>
 
+#include "common/byte_size.h"
 #include "common/error.h"
-#include "runtime/cpu_slots.h"
-#include "runtime/forward_core.h"
 
 namespace mosaic {
 namespace {
@@ -14,215 +12,206 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-std::int64_t first_sparse_layer(const ModelSpec& s) {
-  std::int64_t l = 0;
-  while (l < s.num_layers && !s.is_sparse(l)) ++l;
-  return l;
+void check_config(const HostStore& store, const RuntimeConfig& c) {
+  const ModelSpec& s = store.spec();
+  const int targets = store.targets();
+  auto bad = [](const std::string& field, const std::string& problem) { throw InvalidArgument("runtime", field, problem); };
+  if (!c.non_expert_of.empty() && c.non_expert_of.size() != static_cast<std::size_t>(targets))
+    bad("non-expert sets", std::to_string(c.non_expert_of.size()) + " entries for " + std::to_string(targets) + " targets");
+  for (int t : c.non_expert_of)
+    if (t < 0 || t >= targets) bad("non-expert sets", "names target " + std::to_string(t) + ", not one of the store's");
+  for (const auto& [name, t] : c.aliases)
+    if (t < 0 || t >= targets) bad("alias '" + name + "'", "names target " + std::to_string(t) + ", not one of the store's");
+  for (const PinnedExpert& p : c.pinned)
+    if (p.layer < 0 || p.layer >= s.num_layers || !s.is_sparse(p.layer) || p.expert < 0 || p.expert >= s.num_experts ||
+        p.target < 0 || p.target >= targets)
+      bad("pinned expert", "(layer " + std::to_string(p.layer) + ", expert " + std::to_string(p.expert) + ", target " +
+                               std::to_string(p.target) + ") is not an MoE position of a target");
+  if (c.resident_sets < 1) bad("resident sets", "must be at least 1");
+  if (!(c.copy_slowdown >= 1.0)) bad("copy slowdown", "must be at least 1");
+  if (c.kv_block_tokens < 1) bad("KV block tokens", "must be at least 1");
+  if (c.whole_model_swaps && static_cast<std::int64_t>(c.pinned.size()) != moe_positions(s))
+    throw InvalidArgument("runtime", "time-sharing", "needs every expert position pinned",
+                          "use a layout that makes every position resident");
 }
-
-std::uint64_t kv_bytes(const ModelSpec& s, std::int64_t tokens) {
-  return 2 * static_cast<std::uint64_t>(s.num_layers * s.kv_width() * tokens) * sizeof(float);
-}
-
-// Holds `bytes` of the budget for as long as it lives.
-class BudgetLease {
- public:
-  BudgetLease(DeviceBudget& budget, std::uint64_t bytes, const std::string& what) : budget_(budget), bytes_(bytes) {
-    budget_.reserve(bytes, what);
-  }
-  ~BudgetLease() { budget_.release(bytes_); }
-  BudgetLease(const BudgetLease&) = delete;
-  BudgetLease& operator=(const BudgetLease&) = delete;
-
- private:
-  DeviceBudget& budget_;
-  std::uint64_t bytes_;
-};
 
 }  // namespace
 
-LayerCounts RuntimeCounters::total() const {
-  LayerCounts t;
-  for (const LayerCounts& l : layers) {
-    t.hits += l.hits;
-    t.misses += l.misses;
-    t.loads += l.loads;
-    t.load_bytes += l.load_bytes;
-    t.load_seconds += l.load_seconds;
-  }
-  return t;
+std::vector<PinnedExpert> pinned_from_layout(const Layout& layout, const std::vector<int>& to_store) {
+  const ConsolidationPlan& plan = layout.plan;
+  if (to_store.size() != layout.variants.size())
+    throw MismatchError("layout", "variants", "the layout names " + std::to_string(layout.variants.size()) +
+                                                  " variants but " + std::to_string(to_store.size()) + " were matched",
+                        "match the layout to the family first");
+  std::vector<PinnedExpert> out;
+  for (std::int64_t l = 0; l < plan.layers; ++l)
+    for (std::int64_t e = 0; e < plan.experts; ++e)
+      if (const int v = plan.resident(l, e); v >= 0) out.push_back({l, e, to_store[static_cast<std::size_t>(v)]});
+  return out;
 }
 
-Runtime::Runtime(const HostStore& store, const Layout& layout, const std::vector<int>& to_store, RuntimeOptions options)
+Runtime::Runtime(const HostStore& store, RuntimeConfig config)
     : store_(store),
-      options_(options),
-      budget_(options.budget_bytes.value_or(DeviceBudget::kUnlimited)),
-      reconfigurer_(store, budget_) {
+      config_(std::move(config)),
+      budget_(config_.budget_bytes.value_or(DeviceBudget::kUnlimited)),
+      reconfigurer_(1),
+      kv_(1, 0) {
+  check_config(store, config_);
   const ModelSpec& s = store.spec();
-  const ConsolidationPlan& plan = layout.plan;
-  if (plan.layers != s.num_layers || plan.experts != s.num_experts || to_store.size() != layout.variants.size())
-    throw MismatchError("layout", "map", "does not fit this model or these variants", "match the layout to the family first");
-  const std::int64_t miss_slots = options.miss_slots < 0 ? s.top_k : options.miss_slots;
-  if (miss_slots < 1)
-    throw InvalidArgument("runtime", "miss slots", "must be at least 1: a miss needs a slot to load into");
-  const std::uint64_t eb = store.expert_bytes();
+  policy_ = make_miss_policy(config_.miss);
+  if (!policy_)
+    throw InvalidArgument("runtime", "miss policy '" + config_.miss + "'", "is not a miss policy", "use transient, lru or masked");
+  const std::uint64_t ne = store.non_expert_bytes(), eb = store.expert_bytes();
+  const bool limited = config_.budget_bytes.has_value();
+  const std::int64_t sparse = std::max<std::int64_t>(1, s.num_sparse_layers());
 
-  std::vector<std::int64_t> pinned(static_cast<std::size_t>(s.num_layers), 0);  // the layout's copies per layer
-  std::int64_t pinned_total = 0;
+  // The byte model, in the planner's order (analysis/capacity.h): one non-expert set, the pinned
+  // experts, the reserve; whatever is left holds more resident sets, then a keeping policy's spares.
+  reserve(ne, "non-expert weights of one variant");
+  std::vector<std::int64_t> pinned(static_cast<std::size_t>(s.num_layers), 0);
+  for (const PinnedExpert& p : config_.pinned) ++pinned[static_cast<std::size_t>(p.layer)];
   for (std::int64_t l = 0; l < s.num_layers; ++l)
-    for (std::int64_t e = 0; e < s.num_experts && s.is_sparse(l); ++e)
-      if (plan.resident(l, e) >= 0) ++pinned[static_cast<std::size_t>(l)], ++pinned_total;
-  // LRU spares: at least miss_slots per layer; with a budget, whatever it leaves after the pinned
-  // copies and the KV room, spread evenly over the MoE layers.
-  std::int64_t spare = 0, scratch = 0;
-  if (options.miss == MissPolicy::Transient) {
-    scratch = miss_slots;
-  } else {
-    spare = miss_slots;
-    if (options.budget_bytes) {
-      const std::uint64_t fixed = budget_.used() + static_cast<std::uint64_t>(pinned_total) * eb +
-                                  kv_bytes(s, options.kv_reserve_tokens);
-      if (fixed < budget_.budget())
-        spare = std::max<std::int64_t>(spare, static_cast<std::int64_t>((budget_.budget() - fixed) / eb) /
-                                                  std::max<std::int64_t>(1, s.num_sparse_layers()));
-      spare = std::min(spare, s.num_experts * store.variants());
-    }
+    if (pinned[static_cast<std::size_t>(l)] > 0)
+      reserve(static_cast<std::uint64_t>(pinned[static_cast<std::size_t>(l)]) * eb,
+              "expert slots of layer " + std::to_string(l) + " (" + std::to_string(pinned[static_cast<std::size_t>(l)]) + " pinned)");
+  std::uint64_t kv_item = 0;
+  std::int64_t scratch = 0;
+  for (const ReserveItem& r : plan_reserve(s, eb, config_.reserve)) {
+    reserve(r.bytes, r.name + " (" + r.detail + ")");
+    if (r.name == "kv cache") kv_item = r.bytes;
+    if (r.name == "miss slots") scratch = eb ? static_cast<std::int64_t>(r.bytes / eb) : 0;
+  }
+  if (scratch < 1 && !policy_->masks_router())
+    throw InvalidArgument("runtime", "miss slots", "must be at least 1: a miss needs a slot to load into");
+  int sets = 1;
+  while (sets < config_.resident_sets && (!limited || budget_.available() >= ne)) {
+    reserve(ne, "non-expert weights of resident set " + std::to_string(sets + 1));
+    ++sets;
+  }
+  std::int64_t spare = 0;
+  if (policy_->name() == "lru") {
+    const std::int64_t cap = s.num_experts * store.targets();
+    spare = limited ? std::min(cap, static_cast<std::int64_t>(budget_.available() / std::max<std::uint64_t>(eb, 1)) / sparse) : cap;
+    if (spare > 0)
+      for (std::int64_t l = 0; l < s.num_layers; ++l)
+        if (s.is_sparse(l))
+          reserve(static_cast<std::uint64_t>(spare) * eb, "spare slots of layer " + std::to_string(l) + " (" + std::to_string(spare) + ")");
   }
 
+  reconfigurer_ = Reconfigurer(sets);
+  const std::uint64_t block_bytes = 2 * static_cast<std::uint64_t>(s.num_layers * s.kv_width() * config_.kv_block_tokens) *
+                                    static_cast<std::uint64_t>(config_.reserve.kv_bytes);
+  std::optional<std::int64_t> blocks;
+  if (limited) blocks = block_bytes ? static_cast<std::int64_t>(kv_item / block_bytes) : 0;
+  kv_ = KvBlockPool(config_.kv_block_tokens, blocks);
+
+  BackendShape shape;
+  shape.scratch_slots = scratch;
+  shape.buffers = sets;
+  shape.kv_block_tokens = config_.kv_block_tokens;
+  shape.kv_blocks = blocks;
   pools_.resize(static_cast<std::size_t>(s.num_layers));
   tables_.resize(static_cast<std::size_t>(s.num_layers));
+  moe_.tables.assign(static_cast<std::size_t>(s.num_layers), nullptr);
+  moe_.pools.assign(static_cast<std::size_t>(s.num_layers), nullptr);
   for (std::int64_t l = 0; l < s.num_layers; ++l) {
+    const auto i = static_cast<std::size_t>(l);
+    shape.layer_slots.push_back(s.is_sparse(l) ? pinned[i] + spare : 0);
     if (!s.is_sparse(l)) continue;
-    const std::int64_t resident = pinned[static_cast<std::size_t>(l)];
-    const std::uint64_t bytes = static_cast<std::uint64_t>(resident + spare + scratch) * eb;
-    budget_.reserve(bytes, "expert slots of layer " + std::to_string(l) + " (" + std::to_string(resident) + " resident, " +
-                               std::to_string(spare + scratch) + " for misses)");
-    slot_bytes_ += bytes;
-    auto pool = std::make_unique<SlotPool>(s, resident, spare, scratch);
-    auto table = std::make_unique<RerouteTable>(store.variants(), s.num_experts);
-    std::int64_t slot = 0;
-    for (std::int64_t e = 0; e < s.num_experts; ++e) {
-      const int v = plan.resident(l, e);
-      if (v < 0) continue;
-      const int holder = to_store[static_cast<std::size_t>(v)];
-      pool->storage().load(slot, store.model(holder).weights().layers[static_cast<std::size_t>(l)].experts[static_cast<std::size_t>(e)]);
-      pool->fill(slot, ExpertSource::full(holder, e));
-      for (int t = 0; t < store.variants(); ++t)
-        if (options.hit == HitPolicy::Consolidated || t == holder) table->set(t, e, static_cast<std::int32_t>(slot));
-      ++slot;
-    }
-    pools_[static_cast<std::size_t>(l)] = std::move(pool);
-    tables_[static_cast<std::size_t>(l)] = std::move(table);
+    pools_[i] = std::make_unique<SlotPool>(pinned[i], spare, 0);
+    tables_[i] = std::make_unique<RerouteTable>(store.targets(), s.num_experts);
+    moe_.tables[i] = tables_[i].get();
+    moe_.pools[i] = pools_[i].get();
   }
-  if (options.follow_target) {
-    if (pinned_total != moe_positions(s))
-      throw InvalidArgument("runtime", "time-sharing", "needs every expert position pinned",
-                            "use a layout that makes every position resident");
-    expert_owner_ = to_store[static_cast<std::size_t>(plan.resident(first_sparse_layer(s), 0))];
-    for (auto& table : tables_)  // the pinned slots serve only their owner
-      if (table)
-        for (int t = 0; t < store.variants(); ++t)
-          for (std::int64_t e = 0; e < s.num_experts; ++e)
-            if (t != expert_owner_) table->set(t, e, RerouteTable::kMiss);
+  scratch_ = std::make_unique<SlotPool>(0, 0, scratch);
+  moe_.scratch = scratch_.get();
+  moe_.store = &store_;
+  moe_.policy = policy_.get();
+  backend_ = make_cpu_backend(store, shape);
+
+  // The pinned experts, and the rows each serves.
+  std::vector<std::int32_t> next(static_cast<std::size_t>(s.num_layers), 0);
+  for (const PinnedExpert& p : config_.pinned) {
+    const auto i = static_cast<std::size_t>(p.layer);
+    const std::int32_t slot = next[i]++;
+    const ExpertId content = store.expert(p.target, p.layer, p.expert);
+    backend_->load_expert(p.layer, {false, slot}, content);
+    pools_[i]->fill(slot, store.source(p.target, p.layer, p.expert), content);
+    RerouteTable& table = *tables_[i];
+    for (int r = 0; r < store.targets(); ++r)
+      if (table.at(r, p.expert) == RerouteTable::kMiss &&
+          (config_.hit == HitPolicy::Consolidated || store.expert(r, p.layer, p.expert) == content))
+        table.set(r, p.expert, slot);
   }
-  if (!options.swap_non_expert) reconfigurer_.ensure(to_store.at(0));  // fixed for the runtime's life
 }
 
-double Runtime::throttle(double copy_seconds) const {
-  if (options_.copy_slowdown <= 1.0) return copy_seconds;
-  const double extra = copy_seconds * (options_.copy_slowdown - 1.0);
-  std::this_thread::sleep_for(std::chrono::duration<double>(extra));
-  return copy_seconds + extra;
+Runtime::~Runtime() = default;
+
+void Runtime::reserve(std::uint64_t bytes, std::string name) {
+  budget_.reserve(bytes, name);
+  items_.push_back({std::move(name), bytes});
 }
 
-void Runtime::reload_pinned(int target, RuntimeCounters& counters) {
-  const auto t0 = std::chrono::steady_clock::now();
-  std::uint64_t bytes = 0;
-  for (std::size_t l = 0; l < pools_.size(); ++l) {
-    if (!pools_[l]) continue;
-    SlotPool& pool = *pools_[l];
-    RerouteTable& table = *tables_[l];
+int Runtime::target_of(const std::string& name) const {
+  for (const auto& [alias, t] : config_.aliases)
+    if (alias == name) return t;
+  return store_.index(name);
+}
+
+int Runtime::set_of(int target) const {
+  if (config_.whole_model_swaps) return target;
+  const int owner = config_.non_expert_of.empty() ? target : config_.non_expert_of[static_cast<std::size_t>(target)];
+  return store_.set_of(owner);
+}
+
+void Runtime::load_pinned(int target, std::uint64_t& bytes) {
+  const ModelSpec& s = store_.spec();
+  for (std::int64_t l = 0; l < s.num_layers; ++l) {
+    if (!pools_[static_cast<std::size_t>(l)]) continue;
+    SlotPool& pool = *pools_[static_cast<std::size_t>(l)];
+    RerouteTable& table = *tables_[static_cast<std::size_t>(l)];
     for (std::int64_t slot = 0; slot < pool.count(SlotPool::Role::Pinned); ++slot) {
       const std::int64_t e = pool.source(slot).expert;
-      bytes += pool.storage().load(slot, store_.model(target).weights().layers[l].experts[static_cast<std::size_t>(e)]);
-      pool.fill(slot, ExpertSource::full(target, e));
-      table.set(expert_owner_, e, RerouteTable::kMiss);
-      table.set(target, e, static_cast<std::int32_t>(slot));
+      const ExpertId content = store_.expert(target, l, e);
+      if (pool.content(slot) != content) {
+        bytes += backend_->load_expert(l, {false, static_cast<std::int32_t>(slot)}, content);
+        pool.fill(slot, store_.source(target, l, e), content);
+      }
+      for (int r = 0; r < store_.targets(); ++r)
+        table.set(r, e, store_.expert(r, l, e) == content ? static_cast<std::int32_t>(slot) : RerouteTable::kMiss);
     }
   }
-  expert_owner_ = target;
-  counters.swap_bytes += bytes;
-  counters.swap_seconds += throttle(seconds_since(t0));
 }
 
-Runtime::~Runtime() { budget_.release(slot_bytes_); }
-
-RuntimeCounters Runtime::new_counters() const {
-  RuntimeCounters c;
-  c.layers.resize(static_cast<std::size_t>(store_.spec().num_layers));
-  return c;
+std::vector<SwapRecord> Runtime::make_resident(std::span<const int> sets) {
+  std::vector<SwapRecord> out;
+  for (const auto& [buffer, set] : reconfigurer_.ensure(sets)) {
+    const auto t0 = std::chrono::steady_clock::now();
+    SwapRecord r{set, 0, 0};
+    try {
+      r.bytes = backend_->load_set(buffer, config_.whole_model_swaps ? store_.set_of(set) : set);
+      if (config_.whole_model_swaps) load_pinned(set, r.bytes);
+    } catch (...) {
+      reconfigurer_.forget(buffer);
+      throw;
+    }
+    const double wall = seconds_since(t0);
+    r.seconds = wall * config_.copy_slowdown;
+    r.throttle_seconds = r.seconds - wall;
+    out.push_back(r);
+  }
+  return out;
 }
 
-void Runtime::reconfigure(int target, RuntimeCounters& counters) {
-  if (target < 0 || target >= store_.variants())
-    throw InvalidArgument("runtime", "target " + std::to_string(target), "is not a variant of the store");
-  if (!options_.swap_non_expert && !(options_.follow_target && target != expert_owner_)) return;
-  const SwapRecord r = options_.swap_non_expert ? reconfigurer_.ensure(target) : SwapRecord{};
-  const bool experts = options_.follow_target && target != expert_owner_;
-  if (!r.swapped && !experts) return;
-  ++counters.swaps;
-  counters.swap_bytes += r.bytes;
-  counters.swap_seconds += throttle(r.seconds);
-  if (experts) reload_pinned(target, counters);
-}
-
-Logits Runtime::forward(int target, KvCache& cache, std::span<const std::int64_t> ids, LogitsFor which,
-                        RuntimeCounters& counters) {
-  if (counters.layers.size() != static_cast<std::size_t>(store_.spec().num_layers)) counters.layers = new_counters().layers;
-  reconfigure(target, counters);
-  return forward_with(
-      store_.spec(), reconfigurer_.weights(), cache, ids, which,
-      [&](std::int64_t layer, const at::Tensor& x, const ExpertGroups& g, at::Tensor& out) {
-        SlotPool& pool = *pools_[static_cast<std::size_t>(layer)];
-        RerouteTable& table = *tables_[static_cast<std::size_t>(layer)];
-        LayerCounts& count = counters.layers[static_cast<std::size_t>(layer)];
-        for (std::size_t e = 0; e < g.rows.size(); ++e) {
-          if (g.rows[e].empty()) continue;
-          const auto expert = static_cast<std::int64_t>(e);
-          const auto routed = static_cast<std::int64_t>(g.rows[e].size());
-          std::int32_t slot = table.at(target, expert);
-          if (slot != RerouteTable::kMiss) {
-            count.hits += routed;
-          } else {
-            // A miss: the target's own expert from the host into a scratch or spare slot.
-            count.misses += routed;
-            const auto role = options_.miss == MissPolicy::Transient ? SlotPool::Role::Scratch : SlotPool::Role::Spare;
-            slot = static_cast<std::int32_t>(*pool.take(role));
-            const ExpertSource evicted = pool.source(slot);
-            if (!evicted.empty()) table.set(evicted.variant, evicted.expert, RerouteTable::kMiss);
-            const auto t0 = std::chrono::steady_clock::now();
-            count.load_bytes += pool.storage().load(
-                slot, store_.model(target).weights().layers[static_cast<std::size_t>(layer)].experts[e]);
-            count.load_seconds += throttle(seconds_since(t0));
-            ++count.loads;
-            pool.fill(slot, ExpertSource::full(target, expert));
-            if (options_.miss == MissPolicy::Lru) table.set(target, expert, slot);
-          }
-          pool.touch(slot);
-          add_expert(x, g.rows[e], g.weights[e], pool.storage().view(slot), out);
-          if (options_.miss == MissPolicy::Transient && pool.role(slot) == SlotPool::Role::Scratch) pool.clear(slot);
-        }
-      });
-}
-
-GenerationResult Runtime::generate(int target, const GenerationRequest& request, RuntimeCounters& counters,
-                                   const TokenCallback& on_token) {
-  const std::int64_t tokens = static_cast<std::int64_t>(request.prompt.size()) + request.max_new_tokens;
-  const BudgetLease kv(budget_, kv_bytes(store_.spec(), tokens), "KV cache of " + std::to_string(tokens) + " tokens");
-  return mosaic::generate(
-      store_.spec(),
-      [&](KvCache& cache, std::span<const std::int64_t> ids, LogitsFor which) { return forward(target, cache, ids, which, counters); },
-      request, on_token);
+StepResult Runtime::run(const StepBatch& batch) {
+  StepResult r = backend_->run(batch, moe_);
+  if (config_.copy_slowdown > 1.0)
+    for (auto& seq : r.counts)
+      for (LayerCounts& c : seq) {
+        r.throttle_seconds += c.load_seconds * (config_.copy_slowdown - 1.0);
+        c.load_seconds *= config_.copy_slowdown;
+      }
+  return r;
 }
 
 }  // namespace mosaic

@@ -1,94 +1,120 @@
 #pragma once
-// The multi-variant runtime (Multi-MoE Algorithm 2 on the CPU backend): one variant's non-expert
-// weights resident at a time, the layout's shared expert copies pinned in per-layer slot pools,
-// reroute tables from (target, expert) to slots, and a miss policy that loads a target's own
-// expert from the host store when no slot serves it. Single-threaded: the Engine serializes use.
+// The multi-variant runtime: every device resource under one byte budget — K resident-set buffers,
+// per-layer expert slots (a layout's pinned copies and a miss policy's spares), a shared scratch
+// pool, KV blocks and the activation workspace — the reroute tables that map each target's routed
+// experts to slots, and the backend that runs a step over them. A strategy (serving/strategy.h) is a
+// RuntimeConfig. Used by one thread at a time: the Engine's.
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "analysis/capacity.h"
 #include "analysis/layout.h"
+#include "runtime/backend.h"
 #include "runtime/device_budget.h"
-#include "runtime/forward.h"
-#include "runtime/generation.h"
-#include "runtime/host_store.h"
+#include "runtime/kv_blocks.h"
 #include "runtime/policies.h"
 #include "runtime/reconfigurer.h"
-#include "runtime/reroute_table.h"
-#include "runtime/slot_pool.h"
+#include "runtime/request_stats.h"
 
 namespace mosaic {
 
-struct RuntimeOptions {
+// An expert kept in a slot for the runtime's life: `target`'s copy of (layer, expert).
+struct PinnedExpert {
+  std::int64_t layer = 0, expert = 0;
+  int target = 0;
+};
+
+struct RuntimeConfig {
+  std::vector<PinnedExpert> pinned;
+  // Which rows a pinned slot serves: consolidated (any row, at its position: Multi-MoE) or strict
+  // (rows whose own expert it is, byte for byte: ESFT adapters over their base, time-sharing).
   HitPolicy hit = HitPolicy::Consolidated;
-  MissPolicy miss = MissPolicy::Transient;
-  // nullopt: the device holds exactly the non-expert set, the layout's experts and the miss slots,
-  // and KV caches are counted but not limited.
-  std::optional<std::uint64_t> budget_bytes;
-  std::int64_t miss_slots = -1;         // per MoE layer: scratch (transient) or at least this many spares (lru); -1: top_k
-  std::int64_t kv_reserve_tokens = 4096; // with a budget and lru: KV room kept before spares take the rest
-  // Strategy knobs (serving/strategy): the paper's baselines are these settings of one runtime.
-  bool swap_non_expert = true;  // false (no-reconfig): layout variant 0's non-expert set stays resident
-  bool follow_target = false;   // time-sharing: the pinned slots hold the requested variant's own experts,
-                                // all reloaded (and counted as swap) when the variant changes
-  double copy_slowdown = 1.0;   // space-sharing: each copy takes this many times as long, as if the
-                                // host-to-device bandwidth were split that many ways
+  std::string miss = "transient";  // miss_policy.h
+  // Per target, the target whose non-expert set serves it (no-reconfig: one for all); empty: its own.
+  std::vector<int> non_expert_of;
+  // Names served as another target (single, averaging: every name as one model).
+  std::vector<std::pair<std::string, int>> aliases;
+  // Time-sharing: a resident set is a target's whole model; swapping one reloads the pinned slots
+  // (which then hold exactly one model's experts).
+  bool whole_model_swaps = false;
+  int resident_sets = 1;       // K: non-expert sets resident at once, budget permitting
+  double copy_slowdown = 1.0;  // space-sharing: copies take this many times as long
+  std::optional<std::uint64_t> budget_bytes;  // nullopt: no limit (counted, never refused)
+  ReserveSpec reserve;         // KV (context × requests), activations (prefill chunk), scratch (miss slots)
+  std::int64_t kv_block_tokens = 16;
 };
 
-// Per MoE layer, per routed (token, expert) pair: served from a slot (hit) or not (miss), and the
-// loads misses caused.
-struct LayerCounts {
-  std::int64_t hits = 0, misses = 0, loads = 0;
-  std::uint64_t load_bytes = 0;
-  double load_seconds = 0;
+// The layout's resident copies as pinned experts; `to_store[i]` is layout variant i's target.
+std::vector<PinnedExpert> pinned_from_layout(const Layout& layout, const std::vector<int>& to_store);
+
+// One named reservation of the device budget.
+struct DeviceItem {
+  std::string name;
+  std::uint64_t bytes = 0;
 };
 
-struct RuntimeCounters {
-  std::vector<LayerCounts> layers;  // [num_layers]; dense layers stay zero
-  std::int64_t swaps = 0;
-  std::uint64_t swap_bytes = 0;
-  double swap_seconds = 0;
-
-  LayerCounts total() const;
+// A resident set made resident for a step, what it moved and how long that took.
+struct SwapRecord {
+  int set = -1;
+  std::uint64_t bytes = 0;
+  double seconds = 0;           // as the device would take it (copy slowdown included)
+  double throttle_seconds = 0;  // of which the copy slowdown added, beyond the wall time measured
 };
 
 class Runtime {
  public:
-  // `layout` must be matched to the family the store was built from (match_layout); `to_store[i]`
-  // is layout variant i's index in the store. Throws BudgetError when the layout does not fit.
-  Runtime(const HostStore& store, const Layout& layout, const std::vector<int>& to_store, RuntimeOptions options = {});
+  // Throws BudgetError naming the first item that does not fit, InvalidArgument for a bad config.
+  Runtime(const HostStore& store, RuntimeConfig config);
   ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
 
   const HostStore& store() const { return store_; }
-  const RuntimeOptions& options() const { return options_; }
+  const RuntimeConfig& config() const { return config_; }
+  const MissPolicy& miss_policy() const { return *policy_; }
   const DeviceBudget& budget() const { return budget_; }
+  const std::vector<DeviceItem>& device_items() const { return items_; }
   const SlotPool& slots(std::int64_t layer) const { return *pools_[static_cast<std::size_t>(layer)]; }
+  const SlotPool& scratch() const { return *scratch_; }
   const RerouteTable& reroute(std::int64_t layer) const { return *tables_[static_cast<std::size_t>(layer)]; }
-  int resident_variant() const { return reconfigurer_.resident(); }
+  const KvBlockPool& kv_blocks() const { return kv_; }
+  KvBlockPool& kv_blocks() { return kv_; }
+  int resident_capacity() const { return reconfigurer_.buffers(); }
+  std::vector<int> resident_sets() const { return reconfigurer_.resident(); }
+  // Rows in activation workspace: the most tokens one step may run.
+  std::int64_t max_step_tokens() const { return config_.reserve.prefill_chunk; }
 
-  // Makes `target`'s non-expert weights resident (a no-op when they are) and records the swap.
-  void reconfigure(int target, RuntimeCounters& counters);
-  // forward() for `target`: reconfigures, then routes every expert through the slots.
-  Logits forward(int target, KvCache& cache, std::span<const std::int64_t> ids, LogitsFor which, RuntimeCounters& counters);
-  // generate() for `target`, its KV cache reserved from the budget for the request's length.
-  GenerationResult generate(int target, const GenerationRequest& request, RuntimeCounters& counters,
-                            const TokenCallback& on_token = {});
-  RuntimeCounters new_counters() const;
+  // The target (reroute row) a request name is served as; -1 for a name not served.
+  int target_of(const std::string& name) const;
+  // The resident set a target's tokens need.
+  int set_of(int target) const;
+
+  // Makes `sets` resident (at most resident_capacity()), copying and timing each one brought in.
+  std::vector<SwapRecord> make_resident(std::span<const int> sets);
+  int buffer_of(int set) const { return reconfigurer_.buffer_of(set); }
+  // One step; the chunks' `buffer` must come from buffer_of() after make_resident().
+  StepResult run(const StepBatch& batch);
 
  private:
-  const HostStore& store_;
-  RuntimeOptions options_;
-  DeviceBudget budget_;
-  Reconfigurer reconfigurer_;
-  std::vector<std::unique_ptr<SlotPool>> pools_;      // [num_layers]; null in dense layers
-  std::vector<std::unique_ptr<RerouteTable>> tables_; // [num_layers]; null in dense layers
-  std::uint64_t slot_bytes_ = 0;
-  int expert_owner_ = -1;  // follow_target: whose experts the pinned slots hold
+  void reserve(std::uint64_t bytes, std::string name);
+  void load_pinned(int target, std::uint64_t& bytes);  // whole-model swaps
 
-  double throttle(double copy_seconds) const;  // copy_slowdown: waits out the rest, returns the total
-  void reload_pinned(int target, RuntimeCounters& counters);
+  const HostStore& store_;
+  RuntimeConfig config_;
+  DeviceBudget budget_;
+  std::vector<DeviceItem> items_;
+  std::unique_ptr<MissPolicy> policy_;
+  std::vector<std::unique_ptr<SlotPool>> pools_;       // [layers]; null in dense layers
+  std::vector<std::unique_ptr<RerouteTable>> tables_;  // [layers]; null in dense layers
+  std::unique_ptr<SlotPool> scratch_;
+  Reconfigurer reconfigurer_;
+  KvBlockPool kv_;
+  std::unique_ptr<Backend> backend_;
+  MoeState moe_;
 };
 
 }  // namespace mosaic

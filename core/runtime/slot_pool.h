@@ -1,52 +1,47 @@
 #pragma once
-// One MoE layer's expert slots on the device: storage for `size()` experts and what each holds.
-// Slots come in three roles: pinned (the layout's resident copies, never evicted), spare (filled
-// by the LRU miss policy, evicted least recently used first) and scratch (the transient miss
-// policy's load-use-drop slots).
+// The bookkeeping of a set of expert slots on the device: what each slot holds and when it was last
+// used. Storage lives in the backend. One MoE layer's pool holds pinned slots (resident copies,
+// never evicted) and spare slots (kept by a miss policy, evicted least recently used first); one
+// scratch pool, shared by every layer, holds experts loaded for one step and dropped after it.
 #include <cstdint>
-#include <memory>
-#include <optional>
 #include <vector>
 
-#include "model/model_spec.h"
 #include "runtime/expert_source.h"
+#include "runtime/host_store.h"
 
 namespace mosaic {
-
-struct SlotStorage;  // runtime/cpu_slots.h: the backend's buffers
 
 class SlotPool {
  public:
   enum class Role { Pinned, Spare, Scratch };
 
-  SlotPool(const ModelSpec& spec, std::int64_t pinned, std::int64_t spare, std::int64_t scratch);
-  ~SlotPool();
-  SlotPool(SlotPool&&) noexcept;
-  SlotPool& operator=(SlotPool&&) noexcept;
+  SlotPool(std::int64_t pinned, std::int64_t spare, std::int64_t scratch);
 
-  std::int64_t size() const { return static_cast<std::int64_t>(sources_.size()); }
+  std::int64_t size() const { return static_cast<std::int64_t>(slots_.size()); }
   Role role(std::int64_t slot) const;
-  const ExpertSource& source(std::int64_t slot) const { return sources_[static_cast<std::size_t>(slot)]; }
   std::int64_t count(Role role) const;
+  const ExpertSource& source(std::int64_t slot) const { return at(slot).source; }
+  ExpertId content(std::int64_t slot) const { return at(slot).content; }  // -1 when empty
 
-  // Records that `slot` now holds `source`; the caller has copied the weights into storage().
-  void fill(std::int64_t slot, const ExpertSource& source);
+  // Records that `slot` now holds `content` (from `source`); the backend has copied it there.
+  void fill(std::int64_t slot, const ExpertSource& source, ExpertId content);
   void clear(std::int64_t slot);
-  void touch(std::int64_t slot) { last_use_[static_cast<std::size_t>(slot)] = ++clock_; }
-
-  // A slot of `role` to load into: an empty one first, else (spare only) the least recently used.
-  // nullopt when the role has no slots.
-  std::optional<std::int64_t> take(Role role) const;
-
-  SlotStorage& storage() { return *storage_; }
-  const SlotStorage& storage() const { return *storage_; }
+  // Use times: a tick per use. A step notes now() as it starts; slots with last_use() > that are
+  // in use by the step and must not be evicted.
+  std::uint64_t now() const { return tick_; }
+  std::uint64_t last_use(std::int64_t slot) const { return at(slot).last_use; }
+  void touch(std::int64_t slot) { slots_[static_cast<std::size_t>(slot)].last_use = ++tick_; }
 
  private:
+  struct Slot {
+    ExpertSource source;
+    ExpertId content = -1;
+    std::uint64_t last_use = 0;
+  };
+  const Slot& at(std::int64_t slot) const { return slots_[static_cast<std::size_t>(slot)]; }
   std::int64_t pinned_, spare_;
-  std::vector<ExpertSource> sources_;
-  std::vector<std::uint64_t> last_use_;
-  std::uint64_t clock_ = 0;
-  std::unique_ptr<SlotStorage> storage_;
+  std::vector<Slot> slots_;
+  std::uint64_t tick_ = 0;
 };
 
 }  // namespace mosaic

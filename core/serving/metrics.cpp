@@ -30,29 +30,32 @@ RunSummary summarize(const std::vector<RequestRecord>& records) {
   double first = std::numeric_limits<double>::infinity(), last = 0;
   for (const RequestRecord& r : records) {
     ++s.requests;
-    first = std::min(first, r.arrival);
-    last = std::max(last, r.finish);
-    s.swaps += r.counters.swaps;
-    s.swap_seconds += r.counters.swap_seconds;
-    s.swap_bytes += r.counters.swap_bytes;
-    const LayerCounts t = r.counters.total();
+    const RequestStats& q = r.stats;
+    const RuntimeCounters& c = q.counters;
+    first = std::min(first, q.arrival);
+    last = std::max(last, q.finish);
+    s.swaps += c.swaps;
+    s.swap_seconds += c.swap_seconds;
+    s.swap_bytes += c.swap_bytes;
+    s.preemptions += q.preemptions;
+    const LayerCounts t = c.total();
     s.load_seconds += t.load_seconds;
     s.load_bytes += t.load_bytes;
-    hits.resize(std::max(hits.size(), r.counters.layers.size()));
+    hits.resize(std::max(hits.size(), c.layers.size()));
     misses.resize(hits.size());
-    for (std::size_t l = 0; l < r.counters.layers.size(); ++l) {
-      hits[l] += r.counters.layers[l].hits;
-      misses[l] += r.counters.layers[l].misses;
+    for (std::size_t l = 0; l < c.layers.size(); ++l) {
+      hits[l] += c.layers[l].hits;
+      misses[l] += c.layers[l].misses;
     }
     if (r.outcome == Finish::Failed) {
       ++s.failed;
       continue;
     }
-    s.output_tokens += r.output_tokens;
-    wait.push_back(r.queue_wait());
-    turnaround.push_back(r.turnaround());
-    if (r.output_tokens > 0) ttft.push_back(r.ttft());
-    if (r.output_tokens > 1) tpot.push_back(r.tpot());
+    s.output_tokens += q.generated_tokens;
+    wait.push_back(q.queue_wait());
+    turnaround.push_back(q.turnaround());
+    if (q.generated_tokens > 0) ttft.push_back(q.ttft());
+    if (q.generated_tokens > 1) tpot.push_back(q.tpot());
   }
   s.makespan_seconds = s.requests ? last - first : 0;
   if (s.makespan_seconds > 0) {
@@ -82,8 +85,8 @@ std::vector<Sample> time_series(const std::vector<RequestRecord>& records) {
   };
   std::vector<Event> events;
   for (const RequestRecord& r : records) {
-    events.push_back({r.arrival, +1, 0});
-    events.push_back({r.finish, -1, r.turnaround()});
+    events.push_back({r.stats.arrival, +1, 0});
+    events.push_back({r.stats.finish, -1, r.stats.turnaround()});
   }
   // Finishes before arrivals at the same instant, so the count never overshoots.
   std::stable_sort(events.begin(), events.end(), [](const Event& a, const Event& b) {

@@ -6,27 +6,18 @@
 #include <vector>
 
 #include "runtime/generation.h"
-#include "runtime/runtime.h"
+#include "runtime/request_stats.h"
 
 namespace mosaic {
 
+// One request of a run: the engine's stats with times counted from the run's start.
 struct RequestRecord {
   std::int64_t index = 0;  // position in the workload
   std::string target;
-  std::size_t lane = 0;
-  // Seconds from the start of the run.
-  double arrival = 0, start = 0, first_token = 0, finish = 0;
-  std::int64_t prompt_tokens = 0, output_tokens = 0;
+  std::size_t lane = 0;    // the partition that served it (space-sharing); 0 otherwise
   Finish outcome = Finish::Length;
   std::string error;
-  RuntimeCounters counters;
-
-  double queue_wait() const { return start - arrival; }
-  double ttft() const { return first_token - arrival; }
-  double turnaround() const { return finish - arrival; }
-  double swap_seconds() const { return counters.swap_seconds; }
-  double tpot() const { return output_tokens > 1 ? (finish - first_token) / static_cast<double>(output_tokens - 1) : 0; }
-  std::uint64_t bytes_moved() const { return counters.swap_bytes + counters.total().load_bytes; }
+  RequestStats stats;
 };
 
 struct Percentiles {
@@ -41,7 +32,7 @@ struct RunSummary {
   Percentiles ttft, turnaround, queue_wait, tpot;
   std::vector<double> hit_rate_per_layer;  // hits / (hits + misses); NaN where nothing was routed
   double hit_rate = 0;
-  std::int64_t swaps = 0;
+  std::int64_t swaps = 0, preemptions = 0;
   double swap_seconds = 0, load_seconds = 0;
   std::uint64_t swap_bytes = 0, load_bytes = 0;
 };

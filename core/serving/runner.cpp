@@ -1,9 +1,6 @@
 #include "serving/runner.h"
 
 #include <atomic>
-#include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -11,37 +8,24 @@
 namespace mosaic {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-RequestRecord record_of(std::size_t index, const WorkloadRequest& r, std::size_t lane, double start,
-                        const ServedRequest& served) {
-  RequestRecord rec;
-  rec.index = static_cast<std::int64_t>(index);
-  rec.target = r.target;
-  rec.lane = lane;
-  rec.arrival = r.arrival;
-  rec.start = start;
-  rec.finish = start + served.service_seconds;
-  rec.first_token = served.tokens.empty() ? rec.finish : start + served.first_token_seconds;
-  rec.prompt_tokens = static_cast<std::int64_t>(r.prompt.size());
-  rec.output_tokens = static_cast<std::int64_t>(served.tokens.size());
-  rec.outcome = served.finish;
-  rec.error = served.error;
-  rec.counters = served.counters;
-  return rec;
-}
-
-// Collects records, reports them one at a time, and tells whether to go on.
+// Collects records, reports them one at a time, and stops the run when asked to.
 class Collector {
  public:
   Collector(std::size_t total, const RunOptions& o) : total_(total), options_(o), records_(total) {}
-  bool add(RequestRecord rec) {
+
+  void add(RequestRecord rec) {
     std::lock_guard lock(m_);
+    if (stopped_ && rec.outcome == Finish::Cancelled) return;  // cancelled by the stop: never served
     if (options_.on_finished) options_.on_finished(rec);
-    records_[static_cast<std::size_t>(rec.index)] = std::move(rec);
+    const auto i = static_cast<std::size_t>(rec.index);
+    records_[i] = std::move(rec);
     ++done_;
-    if (options_.progress && !options_.progress(done_, total_)) stopped_ = true;
-    return !stopped_;
+    if (options_.progress && !options_.progress(done_, total_)) stop();
+  }
+  void watch(std::vector<std::shared_ptr<RequestHandle>> handles) {
+    std::lock_guard lock(m_);
+    for (auto& h : handles) handles_.push_back(std::move(h));
+    if (stopped_) stop();
   }
   bool stopped() const { return stopped_; }
   std::vector<RequestRecord> take() {
@@ -52,83 +36,94 @@ class Collector {
   }
 
  private:
+  void stop() {  // under m_
+    stopped_ = true;
+    for (auto& h : handles_) h->cancel();
+  }
   std::size_t total_;
   const RunOptions& options_;
   std::mutex m_;
   std::vector<std::optional<RequestRecord>> records_;
+  std::vector<std::shared_ptr<RequestHandle>> handles_;
   std::size_t done_ = 0;
   std::atomic<bool> stopped_{false};
 };
 
-std::vector<RequestRecord> run_virtual(StrategyServer& server, const std::vector<WorkloadRequest>& w, const RunOptions& o) {
-  Collector c(w.size(), o);
-  std::vector<double> free_at(server.lanes(), 0.0);
-  for (std::size_t i = 0; i < w.size(); ++i) {
-    const std::size_t lane = server.lane_of(w[i].target);
-    const ServedRequest served = server.serve(w[i]);
-    const double start = std::max(w[i].arrival, free_at[lane]);
-    RequestRecord rec = record_of(i, w[i], lane, start, served);
-    free_at[lane] = rec.finish;
-    if (!c.add(std::move(rec))) break;
+// Submits the partition's requests, arrivals offset from the clock's present; returns the handles.
+std::vector<std::shared_ptr<RequestHandle>> submit(Engine& engine, const Clock& clock, std::size_t lane,
+                                                   const std::vector<WorkloadRequest>& w,
+                                                   const std::vector<std::size_t>& indices, Collector& c) {
+  const double t0 = clock.now();
+  std::vector<ServeRequest> requests;
+  std::vector<RequestCallbacks> callbacks;
+  for (std::size_t i : indices) {
+    const WorkloadRequest& r = w[i];
+    requests.push_back({r.target, {.prompt = r.prompt, .max_new_tokens = r.max_new_tokens}, false, t0 + r.arrival});
+    callbacks.push_back({{}, [&c, i, lane, t0, target = r.target](const RequestHandle&, const RequestResult& result) {
+                           RequestRecord rec{static_cast<std::int64_t>(i), target, lane, result.finish, result.error, result.stats};
+                           for (double* t : {&rec.stats.arrival, &rec.stats.start, &rec.stats.first_token, &rec.stats.finish}) *t -= t0;
+                           c.add(std::move(rec));
+                         }});
   }
-  return c.take();
+  auto handles = engine.submit_all(std::move(requests), callbacks);
+  c.watch(handles);
+  return handles;
 }
 
-std::vector<RequestRecord> run_real(StrategyServer& server, const std::vector<WorkloadRequest>& w, const RunOptions& o) {
-  Collector c(w.size(), o);
-  struct Queue {
-    std::mutex m;
-    std::condition_variable cv;
-    std::deque<std::size_t> items;
-    bool closed = false;
-  };
-  std::vector<Queue> queues(server.lanes());
-  const Clock::time_point t0 = Clock::now();
-  auto now = [&] { return std::chrono::duration<double>(Clock::now() - t0).count(); };
-  std::vector<std::thread> workers;
-  for (std::size_t lane = 0; lane < queues.size(); ++lane)
-    workers.emplace_back([&, lane] {
-      Queue& q = queues[lane];
-      for (;;) {
-        std::size_t i;
-        {
-          std::unique_lock lock(q.m);
-          q.cv.wait(lock, [&] { return q.closed || !q.items.empty(); });
-          if (q.items.empty() || c.stopped()) return;
-          i = q.items.front();
-          q.items.pop_front();
-        }
-        const double start = now();
-        const ServedRequest served = server.serve(w[i]);
-        c.add(record_of(i, w[i], lane, start, served));
-      }
-    });
-  for (std::size_t i = 0; i < w.size() && !c.stopped(); ++i) {
-    std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(w[i].arrival)));
-    Queue& q = queues[server.lane_of(w[i].target)];
-    {
-      std::lock_guard lock(q.m);
-      q.items.push_back(i);
-    }
-    q.cv.notify_one();
+// The shared engine set up for the run, and put back as it was afterwards.
+class Borrowed {
+ public:
+  Borrowed(Engine& e, const Deployment::Partition& p, const SchedulerOptions& s, std::shared_ptr<Clock> clock)
+      : e_(e), runtime_(e.runtime()), scheduler_(e.scheduler_options()), clock_(e.clock()) {
+    e.set_runtime(p.runtime);
+    e.set_scheduler(s);
+    e.set_clock(std::move(clock));
   }
-  for (Queue& q : queues) {
-    {
-      std::lock_guard lock(q.m);
-      q.closed = true;
-    }
-    q.cv.notify_all();
+  ~Borrowed() {
+    e_.set_runtime(runtime_);
+    e_.set_scheduler(scheduler_);
+    e_.set_clock(clock_);
   }
-  for (auto& t : workers) t.join();
-  return c.take();
-}
+
+ private:
+  Engine& e_;
+  std::shared_ptr<Runtime> runtime_;
+  SchedulerOptions scheduler_;
+  std::shared_ptr<Clock> clock_;
+};
 
 }  // namespace
 
-std::vector<RequestRecord> run_workload(StrategyServer& server, const std::vector<WorkloadRequest>& workload,
-                                        const RunOptions& options) {
-  for (const WorkloadRequest& r : workload) server.lane_of(r.target);  // refuse unknown targets before starting
-  return options.clock == RunClock::Virtual ? run_virtual(server, workload, options) : run_real(server, workload, options);
+std::vector<RequestRecord> run_workload(const Deployment& d, const std::vector<WorkloadRequest>& w, const RunOptions& o) {
+  std::vector<std::vector<std::size_t>> by_lane(d.partitions().size());
+  for (std::size_t i = 0; i < w.size(); ++i) by_lane[d.partition_of(w[i].target)].push_back(i);
+  Collector c(w.size(), o);
+  auto make_clock = [&] { return o.clock == RunClock::Virtual ? make_virtual_clock() : make_real_clock(); };
+  const SchedulerOptions& scheduler = d.config().scheduler;
+
+  if (o.engine && d.partitions().size() == 1) {
+    const auto clock = make_clock();
+    Borrowed borrowed(*o.engine, d.partitions().front(), scheduler, clock);
+    for (const auto& h : submit(*o.engine, *clock, 0, w, by_lane[0], c)) h->wait();
+    return c.take();
+  }
+  if (o.clock == RunClock::Virtual) {
+    for (std::size_t lane = 0; lane < by_lane.size() && !c.stopped(); ++lane) {
+      const auto clock = make_clock();
+      Engine engine(d.partitions()[lane].runtime, {scheduler, clock});
+      for (const auto& h : submit(engine, *clock, lane, w, by_lane[lane], c)) h->wait();
+    }
+    return c.take();
+  }
+  // Real: every partition's engine at once, all counting from one start.
+  const auto clock = make_clock();
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (const auto& p : d.partitions()) engines.push_back(std::make_unique<Engine>(p.runtime, EngineOptions{scheduler, clock}));
+  std::vector<std::shared_ptr<RequestHandle>> all;
+  for (std::size_t lane = 0; lane < engines.size(); ++lane)
+    for (auto& h : submit(*engines[lane], *clock, lane, w, by_lane[lane], c)) all.push_back(std::move(h));
+  for (const auto& h : all) h->wait();
+  return c.take();
 }
 
 }  // namespace mosaic

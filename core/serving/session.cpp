@@ -3,25 +3,24 @@
 #include <limits>
 
 #include "common/error.h"
-#include "runtime/runtime.h"
+#include "model/variant_folders.h"
 
 namespace mosaic {
 
-Session::~Session() {
-  engine_.reset();
-  runtime_.reset();
-}
+Session::~Session() { engine_.reset(); }
 
-std::unique_ptr<Session> Session::open(const std::vector<std::filesystem::path>& dirs, const AnalysisProgress& progress) {
-  std::unique_ptr<Session> s(new Session);
-  s->family_ = std::make_unique<Family>();
-  for (const auto& dir : dirs) s->family_->add(std::filesystem::path(dir).lexically_normal().filename().string(), dir);
-  if (s->family_->empty()) throw InvalidArgument("session", "variants", "none were given", "add at least one variant folder");
-  auto analysis = analyze_family(*s->family_, {default_cache_dir(), 0, progress});
-  if (!analysis) return nullptr;
-  s->analysis_ = std::move(*analysis);
-  s->store_ = std::make_unique<HostStore>(*s->family_);
-  return s;
+Outcome<std::unique_ptr<Session>> Session::open(const std::vector<std::filesystem::path>& dirs, const AnalysisProgress& progress) {
+  return Outcome<std::unique_ptr<Session>>::of([&]() -> Outcome<std::unique_ptr<Session>> {
+    std::unique_ptr<Session> s(new Session);
+    s->family_ = std::make_unique<Family>();
+    open_family(*s->family_, dirs);
+    if (s->family_->empty()) throw InvalidArgument("session", "variants", "none were given", "add at least one variant folder");
+    auto analysis = analyze_family(*s->family_, {default_cache_dir(), 0, progress});
+    if (analysis.is_cancelled()) return Cancelled{};
+    s->analysis_ = std::move(*analysis);
+    s->store_ = std::make_unique<HostStore>(*s->family_);
+    return s;
+  });
 }
 
 std::uint64_t Session::default_budget() const {
@@ -37,35 +36,40 @@ void Session::plan(std::uint64_t budget_bytes, Policy policy) {
   Layout layout = make_layout(*family_, analysis_.sha256, plan_consolidation(analysis_.distances, cap.capacity, policy, shares));
   layout.budget_bytes = budget;
   layout.reserve = cap.reserve;
-  serve(std::move(layout), std::vector<int>(), std::move(cap));
+  std::vector<int> to_store;
+  for (std::size_t i = 0; i < family_->size(); ++i) to_store.push_back(static_cast<int>(i));
+  serve(std::move(layout), to_store, std::move(cap));
 }
 
 void Session::apply(Layout layout) {
   const std::vector<int> to_store = match_layout(layout, *family_, analysis_.sha256, "layout");
-  CapacityPlan cap = plan_capacity(*family_, layout.budget_bytes.value_or(default_budget()));
+  const std::uint64_t budget = layout.budget_bytes.value_or(default_budget());
+  CapacityPlan cap = plan_capacity(*family_, budget);
   cap.capacity = layout.plan.capacity;  // what the file holds, whatever this budget would buy
+  layout.budget_bytes = budget;
   serve(std::move(layout), to_store, std::move(cap));
 }
 
-void Session::serve(Layout layout, std::vector<int> to_store, CapacityPlan cap) {
-  engine_.reset();
-  runtime_.reset();
-  if (to_store.empty())
-    for (std::size_t i = 0; i < family_->size(); ++i) to_store.push_back(static_cast<int>(i));
-  runtime_ = std::make_unique<Runtime>(*store_, layout, to_store);
-  engine_ = std::make_unique<Engine>(*runtime_);
+void Session::serve(Layout layout, const std::vector<int>& to_store, CapacityPlan cap) {
+  RuntimeConfig config;
+  config.pinned = pinned_from_layout(layout, to_store);
+  config.budget_bytes = cap.budget_bytes;  // the session serves within the budget it was planned for
+  auto runtime = std::make_shared<Runtime>(*store_, std::move(config));  // throws before anything changes
+  if (engine_) engine_->set_runtime(runtime);
+  else engine_ = std::make_unique<Engine>(runtime);
+  runtime_ = std::move(runtime);
   layout_ = std::move(layout);
   capacity_ = std::move(cap);
-}
-
-Runtime& Session::runtime() {
-  if (!runtime_) throw InvalidArgument("session", "runtime", "no layout has been planned yet");
-  return *runtime_;
 }
 
 Engine& Session::engine() {
   if (!engine_) throw InvalidArgument("session", "engine", "no layout has been planned yet");
   return *engine_;
+}
+
+const Runtime& Session::runtime() const {
+  if (!runtime_) throw InvalidArgument("session", "runtime", "no layout has been planned yet");
+  return *runtime_;
 }
 
 const Tokenizer& Session::tokenizer(const std::string& variant) {

@@ -1,8 +1,9 @@
 #pragma once
-// The paper's serving strategies as configurations of the one runtime (ARCHITECTURE.md, "Strategies
-// are configurations, not engines"). A StrategyServer owns the runtimes a strategy needs — one,
-// or one per partition for space-sharing — and serves a request to completion on the calling
-// thread. Each partition ("lane") is an independent FIFO queue for the runner.
+// The serving strategies as configurations of the one engine (ARCHITECTURE.md, "Strategies are
+// configurations, not engines"). A Deployment is a strategy built on a family: one partition — a
+// runtime (layout, miss policy, resident sets, budget) and the names it serves — or, for
+// space-sharing, one per variant, each with its share of the budget and copy bandwidth. Every
+// partition is served by an Engine with the strategy's scheduler options.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -13,61 +14,62 @@
 
 #include "analysis/family_analysis.h"
 #include "runtime/runtime.h"
-#include "serving/workload.h"
+#include "runtime/scheduler.h"
 
 namespace mosaic {
 
 enum class StrategyKind {
-  Consolidated,  // similarity layout + per-request non-expert swap (the paper's system)
+  Consolidated,  // similarity layout + per-request non-expert swap (Multi-MoE)
   NoReconfig,    // the same layout, never swapping: variant 0's non-expert weights serve all
-  Single,        // one variant alone, fully resident, at the summed rate: the upper reference
-  TimeSharing,   // one whole model resident; a request for another variant swaps in all of it
+  Single,        // one variant alone, fully resident, serving every request: the upper reference
+  TimeSharing,   // one whole model resident; a step for another variant swaps in all of it
   SpaceSharing,  // budget, capacity and copy bandwidth split evenly; each partition serves its variant
   Averaging,     // one merged model (the uniform mean) serves every request
+  Esft,          // ESFT adapters over their base (ExpertWeave): base and tuned experts pinned, one batch
 };
 
-std::string_view strategy_name(StrategyKind k);  // "consolidated", "no-reconfig", …
+std::string_view strategy_name(StrategyKind k);  // "consolidated", "no-reconfig", …, "esft"
 std::optional<StrategyKind> parse_strategy(std::string_view name);
+const std::vector<std::string_view>& strategy_names();
 
 struct StrategyConfig {
   StrategyKind kind = StrategyKind::Consolidated;
   std::int64_t capacity = 0;                  // resident experts in total (layout strategies, space-sharing)
   std::optional<std::uint64_t> budget_bytes;  // enforced on the device when given (split for space-sharing)
   HitPolicy hit = HitPolicy::Consolidated;
-  MissPolicy miss = MissPolicy::Transient;
+  std::string miss = "transient";
   std::string single_target;                  // Single: the variant serving everything (default: the first)
+  int resident_sets = 1;                      // K non-expert sets resident at once, budget permitting
+  ReserveSpec reserve;                        // KV context × requests, prefill chunk, miss slots
+  SchedulerOptions scheduler;
 };
 
-// What serving one request measured, from the moment it started.
-struct ServedRequest {
-  std::vector<std::int64_t> tokens;
-  Finish finish = Finish::Length;
-  std::string error;
-  double first_token_seconds = 0;  // start → first token (includes the swap)
-  double service_seconds = 0;      // start → finished
-  RuntimeCounters counters;
-};
-
-class StrategyServer {
+class Deployment {
  public:
-  // `store` holds `family` (shared by every strategy of a sweep); `scratch` is a writable folder
-  // for the averaging merge. Throws BudgetError / InvalidArgument when the strategy cannot be built.
-  StrategyServer(const StrategyConfig& config, const Family& family, const HostStore& store,
-                 const FamilyAnalysis& analysis, const std::filesystem::path& scratch);
-  ~StrategyServer();
+  struct Partition {
+    std::shared_ptr<Runtime> runtime;
+    std::vector<std::string> serves;  // request names routed to this partition
+  };
+
+  // `store` holds `family`; `scratch` is a writable folder for the averaging merge. Throws
+  // BudgetError / InvalidArgument when the strategy cannot be built on this family.
+  Deployment(const StrategyConfig& config, const Family& family, const HostStore& store, const FamilyAnalysis& analysis,
+             const std::filesystem::path& scratch);
+  ~Deployment();
 
   const StrategyConfig& config() const { return config_; }
   std::string name() const { return std::string(strategy_name(config_.kind)); }
-  std::size_t lanes() const { return lanes_.size(); }
-  std::size_t lane_of(const std::string& target) const;  // throws InvalidArgument for an unknown target
-  const Runtime& runtime(std::size_t lane) const;        // for inspection: budgets, slots, tables
-  // Serves `request` to completion. Safe to call concurrently for different lanes.
-  ServedRequest serve(const WorkloadRequest& request, const TokenCallback& on_token = {});
+  const std::vector<Partition>& partitions() const { return partitions_; }
+  std::size_t partition_of(const std::string& target) const;  // throws InvalidArgument for a name not served
+  // The names a workload for this strategy draws from: every variant, or (esft) the adapters.
+  const std::vector<std::string>& targets() const { return targets_; }
 
  private:
-  struct Lane;
   StrategyConfig config_;
-  std::vector<std::unique_ptr<Lane>> lanes_;
+  std::vector<Partition> partitions_;
+  std::vector<std::string> targets_;
+  std::unique_ptr<Family> merged_family_;  // averaging
+  std::unique_ptr<HostStore> merged_store_;
 };
 
 }  // namespace mosaic

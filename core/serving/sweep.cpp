@@ -7,6 +7,7 @@
 #include "common/byte_size.h"
 #include "common/error.h"
 #include "common/text_file.h"
+#include "runtime/miss_policy.h"
 
 namespace mosaic {
 
@@ -53,7 +54,10 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& file,
   };
   c.repeats = static_cast<int>(number("repeats", 1, 1));
   c.workload.seed = static_cast<std::uint64_t>(number("seed", 1, 0));
-  c.workload.alpha = number("alpha", 0, 0);
+  c.workload.alpha = number("alpha", 1, 0);
+  if (!(c.workload.alpha > 0 && c.workload.alpha <= 1))
+    fail("alpha", "must be in (0, 1]: 1 spreads requests evenly over the targets, smaller values skew them towards the first "
+                  "(S-LoRA's and ExpertWeave's convention)");
   c.workload.duration_seconds = number("duration_seconds", 60, 0);
   auto range = [&](const char* key, LengthRange fallback) {
     if (!j.contains(key)) return fallback;
@@ -74,7 +78,11 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& file,
     if (!s.is_object()) fail(where, "must be an object with a kind");
     StrategyConfig sc;
     const auto kind = parse_strategy(s.value("kind", ""));
-    if (!kind) fail(where + ".kind", "is '" + s.value("kind", "") + "'; use consolidated, no-reconfig, single, time-sharing, space-sharing or averaging");
+    if (!kind) {
+      std::string names;
+      for (auto n : strategy_names()) names += (names.empty() ? "" : ", ") + std::string(n);
+      fail(where + ".kind", "is '" + s.value("kind", "") + "'; use one of " + names);
+    }
     sc.kind = *kind;
     if (s.contains("capacity")) {
       if (!s["capacity"].is_number_integer() || s["capacity"].get<std::int64_t>() < 0) fail(where + ".capacity", "must be an integer ≥ 0");
@@ -86,12 +94,31 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& file,
       sc.budget_bytes = b;
     }
     const auto hit = parse_hit_policy(s.value("hit", "consolidated"));
-    const auto miss = parse_miss_policy(s.value("miss", "transient"));
     if (!hit) fail(where + ".hit", "must be consolidated or strict");
-    if (!miss) fail(where + ".miss", "must be transient or lru");
     sc.hit = *hit;
-    sc.miss = *miss;
+    sc.miss = s.value("miss", "transient");
+    if (!make_miss_policy(sc.miss)) fail(where + ".miss", "must be transient, lru or masked");
     sc.single_target = s.value("single_target", "");
+    auto count = [&](const char* key, std::int64_t fallback, std::int64_t min) {
+      if (!s.contains(key)) return fallback;
+      if (!s[key].is_number_integer() || s[key].get<std::int64_t>() < min)
+        fail(where + "." + key, "must be an integer ≥ " + std::to_string(min));
+      return s[key].get<std::int64_t>();
+    };
+    sc.resident_sets = static_cast<int>(count("resident_sets", 1, 1));
+    sc.scheduler.max_sequences = count("max_sequences", sc.scheduler.max_sequences, 1);
+    sc.scheduler.max_batch_tokens = count("max_batch_tokens", sc.scheduler.max_batch_tokens, 1);
+    sc.reserve.prefill_chunk = sc.scheduler.max_batch_tokens;  // the activation workspace one step needs
+    sc.reserve.requests = count("kv_requests", sc.reserve.requests, 1);
+    sc.reserve.context_tokens = count("kv_context", sc.reserve.context_tokens, 1);
+    const std::string switching = s.value("switching", "fcfs");
+    if (switching != "fcfs" && switching != "affinity") fail(where + ".switching", "must be fcfs or affinity");
+    sc.scheduler.switching = switching == "fcfs" ? SwitchPolicy::Fcfs : SwitchPolicy::Affinity;
+    if (s.contains("max_wait_seconds")) {
+      if (!s["max_wait_seconds"].is_number() || s["max_wait_seconds"].get<double>() < 0)
+        fail(where + ".max_wait_seconds", "must be a number of seconds ≥ 0");
+      sc.scheduler.max_wait_seconds = s["max_wait_seconds"].get<double>();
+    }
     c.strategies.push_back(sc);
   }
   return c;

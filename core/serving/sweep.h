@@ -3,9 +3,14 @@
 // ("mosaic.sweep/1") that `mosaic-cli bench --config` runs and records:
 //   {"schema": "mosaic.sweep/1", "variants": [dirs, relative to the config file],
 //    "clock": "virtual" | "real", "rates": [requests/s], "repeats": n, "seed": s,
-//    "alpha": skew, "duration_seconds": t, "prompt": [min, max], "output": [min, max],
-//    "strategies": [{"kind": "consolidated", "capacity": n, "budget": "12GiB", "hit": …, "miss": …,
-//                    "single_target": name}, …],
+//    "alpha": skew in (0, 1] (1: even), "duration_seconds": t, "prompt": [min, max], "output": [min, max],
+//    "strategies": [{"kind": "consolidated" | "no-reconfig" | "single" | "time-sharing" | "space-sharing"
+//                            | "averaging" | "esft",
+//                    "capacity": n, "budget": "12GiB", "hit": …, "miss": "transient" | "lru" | "masked",
+//                    "single_target": name, "resident_sets": K,
+//                    "max_sequences": n (1: one request at a time), "max_batch_tokens": n,
+//                    "switching": "fcfs" | "affinity", "max_wait_seconds": s,
+//                    "kv_context": tokens, "kv_requests": n (the KV reserve under a budget)}, …],
 //    "trace": "file.jsonl" (optional, relative to the config: replayed instead of generated; the
 //              rates are then not used)}
 #include <filesystem>

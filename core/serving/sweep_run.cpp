@@ -12,63 +12,62 @@
 
 namespace mosaic {
 
-bool run_sweep(const SweepConfig& config, const Family& family, const HostStore& store, const FamilyAnalysis& analysis,
-               Recorder& recorder, const SweepEvents& events) {
-  // Strategies that write merged checkpoints (averaging) put them here, removed afterwards.
-  const auto scratch = std::filesystem::temp_directory_path() / ("mosaic-sweep-" + std::to_string(std::random_device{}()));
-  std::filesystem::create_directories(scratch);
-  struct Cleanup {
-    std::filesystem::path d;
-    ~Cleanup() {
-      std::error_code ec;
-      std::filesystem::remove_all(d, ec);
-    }
-  } cleanup{scratch};
-
-  const std::vector<WorkloadRequest> trace = config.trace.empty() ? std::vector<WorkloadRequest>{} : read_trace(config.trace);
-  const std::vector<double> rates = config.trace.empty() ? config.rates : std::vector<double>{0.0};
-  for (const StrategyConfig& sc : config.strategies) {
-    StrategyServer server(sc, family, store, analysis, scratch);
-    for (double rate : rates)
-      for (int rep = 0; rep < config.repeats; ++rep) {
-        WorkloadSpec spec = config.workload;
-        for (const Variant& v : family.variants()) spec.targets.push_back(v.name);
-        spec.total_rate = rate;
-        spec.vocab_size = store.spec().vocab_size;
-        spec.seed = config.workload.seed + static_cast<std::uint64_t>(rep);
-        const auto workload = config.trace.empty() ? generate_workload(spec) : trace;
-        // A trace's rate is what it holds.
-        const double run_rate = config.trace.empty() || workload.size() < 2
-                                    ? rate
-                                    : static_cast<double>(workload.size()) / std::max(workload.back().arrival, 1e-9);
-        const nlohmann::json run_config = {{"strategy", server.name()}, {"rate", run_rate}, {"repeat", rep},
-                                           {"seed", spec.seed}, {"capacity", sc.capacity},
-                                           {"trace", config.trace.string()},
-                                           {"clock", config.clock == RunClock::Real ? "real" : "virtual"},
-                                           {"sweep", nlohmann::json::parse(config.text, nullptr, false)}};
-        const SweepRun run{server.name(), run_rate, rep, recorder.begin_run(server.name(), run_config.dump())};
-        if (events.run_started) events.run_started(run, workload.size());
-        std::atomic<bool> stopped{false};
-        RequestRecord last;  // a copy: the runner moves its record on after on_finished
-        const auto records = run_workload(server, workload,
-                                          {.clock = config.clock,
-                                           .on_finished =
-                                               [&](const RequestRecord& r) {
-                                                 recorder.record(run.run_id, r);
-                                                 last = r;
-                                               },
-                                           .progress = [&](std::size_t done, std::size_t total) {
-                                             if (events.request_finished && !events.request_finished(run, last, done, total))
-                                               stopped = true;
-                                             return !stopped.load();
-                                           }});
-        recorder.record_samples(run.run_id, time_series(records));
-        recorder.finish_run(run.run_id, stopped ? "stopped" : "finished");
-        if (events.run_finished) events.run_finished(run, summarize(records), stopped);
-        if (stopped) return false;
+Outcome<> run_sweep(const SweepConfig& config, const Family& family, const HostStore& store, const FamilyAnalysis& analysis,
+                    const SweepEvents& events, Engine* shared) {
+  return Outcome<>::of([&]() -> Outcome<> {
+    // Strategies that write merged checkpoints (averaging) put them here, removed afterwards.
+    const auto scratch = std::filesystem::temp_directory_path() / ("mosaic-sweep-" + std::to_string(std::random_device{}()));
+    std::filesystem::create_directories(scratch);
+    struct Cleanup {
+      std::filesystem::path d;
+      ~Cleanup() {
+        std::error_code ec;
+        std::filesystem::remove_all(d, ec);
       }
-  }
-  return true;
+    } cleanup{scratch};
+
+    const std::vector<WorkloadRequest> trace = config.trace.empty() ? std::vector<WorkloadRequest>{} : read_trace(config.trace);
+    const std::vector<double> rates = config.trace.empty() ? config.rates : std::vector<double>{0.0};
+    for (const StrategyConfig& sc : config.strategies) {
+      const Deployment deployment(sc, family, store, analysis, scratch);
+      for (double rate : rates)
+        for (int rep = 0; rep < config.repeats; ++rep) {
+          WorkloadSpec spec = config.workload;
+          spec.targets = deployment.targets();
+          spec.total_rate = rate;
+          spec.vocab_size = store.spec().vocab_size;
+          spec.seed = config.workload.seed + static_cast<std::uint64_t>(rep);
+          const auto workload = config.trace.empty() ? generate_workload(spec) : trace;
+          // A trace's rate is what it holds.
+          const double run_rate = config.trace.empty() || workload.size() < 2
+                                      ? rate
+                                      : static_cast<double>(workload.size()) / std::max(workload.back().arrival, 1e-9);
+          const nlohmann::json run_config = {{"strategy", deployment.name()}, {"rate", run_rate}, {"repeat", rep},
+                                             {"seed", spec.seed}, {"capacity", sc.capacity},
+                                             {"max_sequences", sc.scheduler.max_sequences},
+                                             {"trace", config.trace.string()},
+                                             {"clock", config.clock == RunClock::Real ? "real" : "virtual"},
+                                             {"sweep", nlohmann::json::parse(config.text, nullptr, false)}};
+          SweepRun run{deployment.name(), run_rate, rep, run_config.dump(), 0};
+          if (events.run_started) events.run_started(run, workload.size());
+          std::atomic<bool> stopped{false};
+          RequestRecord last;  // a copy: the runner moves its record on after on_finished
+          const auto records = run_workload(deployment, workload,
+                                            {.clock = config.clock,
+                                             .on_finished = [&](const RequestRecord& r) { last = r; },
+                                             .progress =
+                                                 [&](std::size_t done, std::size_t total) {
+                                                   if (events.request_finished && !events.request_finished(run, last, done, total))
+                                                     stopped = true;
+                                                   return !stopped.load();
+                                                 },
+                                             .engine = shared});
+          if (events.run_finished) events.run_finished(run, records, summarize(records), stopped);
+          if (stopped) return Cancelled{};
+        }
+    }
+    return std::monostate{};
+  });
 }
 
 }  // namespace mosaic

@@ -1,36 +1,41 @@
 #pragma once
 // Runs a sweep config on an opened family: every (strategy, arrival rate, repeat) served with its
-// workload and recorded to SQLite (requests as they finish, the run's time series, its status).
-// The bench command prints from the events; the workbench charts them live.
+// workload, reported through events as it goes. The recorder (store/sweep_recording.h), the bench
+// command's table and the workbench's charts all subscribe to the same events.
 #include <cstdint>
 #include <functional>
 #include <string>
 
 #include "analysis/family_analysis.h"
+#include "common/outcome.h"
 #include "runtime/host_store.h"
 #include "serving/metrics.h"
 #include "serving/sweep.h"
-#include "store/recorder.h"
 
 namespace mosaic {
+
+class Engine;
 
 struct SweepRun {
   std::string strategy;
   double rate = 0;  // requests/s (a trace's own rate when one is replayed)
   int repeat = 0;
-  std::int64_t run_id = 0;
+  std::string config_json;  // the run's own settings, with the sweep config as written
+  std::int64_t run_id = 0;  // set by a subscriber that records (the recorder's id), else 0
 };
 
 struct SweepEvents {
-  std::function<void(const SweepRun&, std::size_t requests)> run_started;
+  std::function<void(SweepRun& run, std::size_t requests)> run_started;
   // After each finished request (one thread at a time); returning false stops the sweep.
   std::function<bool(const SweepRun&, const RequestRecord&, std::size_t done, std::size_t total)> request_finished;
-  std::function<void(const SweepRun&, const RunSummary&, bool stopped)> run_finished;
+  std::function<void(const SweepRun&, const std::vector<RequestRecord>&, const RunSummary&, bool stopped)> run_finished;
 };
 
-// Returns false when stopped (the interrupted run is recorded as "stopped"). Throws what the
-// strategies throw (BudgetError for a budget a strategy cannot fit), and IoError from the recorder.
-bool run_sweep(const SweepConfig& config, const Family& family, const HostStore& store, const FamilyAnalysis& analysis,
-               Recorder& recorder, const SweepEvents& events = {});
+// Ok when every run finished, Cancelled when a request_finished event stopped it, Failed with what
+// the strategies throw (BudgetError for a budget a strategy cannot fit) or the subscribers throw.
+// `shared`: one-partition strategies run on this engine (the workbench's), so its other requests
+// join their batches.
+Outcome<> run_sweep(const SweepConfig& config, const Family& family, const HostStore& store, const FamilyAnalysis& analysis,
+                    const SweepEvents& events = {}, Engine* shared = nullptr);
 
 }  // namespace mosaic

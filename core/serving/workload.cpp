@@ -28,10 +28,14 @@ void check_range(const LengthRange& r, const char* field) {
 }  // namespace
 
 std::vector<double> power_law_shares(std::size_t targets, double alpha) {
+  if (!(alpha > 0 && alpha <= 1))
+    throw InvalidArgument("workload", "alpha", "is " + std::to_string(alpha) + ", outside (0, 1]",
+                          "α = 1 spreads requests evenly; smaller α skews them towards the first targets (S-LoRA, ExpertWeave)");
+  // The CDF of numpy's power distribution, x^α on [0, 1], cut into n equal bins.
   std::vector<double> s(targets);
-  double total = 0;
-  for (std::size_t i = 0; i < targets; ++i) total += s[i] = std::pow(static_cast<double>(i + 1), -alpha);
-  for (double& x : s) x /= total;
+  const auto n = static_cast<double>(targets);
+  for (std::size_t i = 0; i < targets; ++i)
+    s[i] = std::pow(static_cast<double>(i + 1) / n, alpha) - std::pow(static_cast<double>(i) / n, alpha);
   return s;
 }
 

@@ -18,7 +18,10 @@ struct WorkloadSpec {
   std::vector<std::string> targets;
   std::vector<double> rates;     // requests/s per target; empty: total_rate split by the skew
   double total_rate = 1.0;       // requests/s over all targets
-  double alpha = 0.0;            // power-law skew: target i gets a share ∝ (i + 1)^−α; 0: uniform
+  // Skew as S-LoRA and ExpertWeave sample it (numpy's power distribution, shape α): target i of n
+  // gets ((i + 1)/n)^α − (i/n)^α of the requests. α = 1: uniform; smaller α, heavier skew towards
+  // the first targets. In (0, 1].
+  double alpha = 1.0;
   double duration_seconds = 60;  // arrivals in [0, duration)
   LengthRange prompt{20, 20}, output{25, 25};  // the paper: 20 prompt tokens, 25 output tokens
   std::int64_t vocab_size = 0;   // prompt ids are uniform in [0, vocab_size)
@@ -32,7 +35,7 @@ struct WorkloadRequest {
   std::int64_t max_new_tokens = 0;
 };
 
-std::vector<double> power_law_shares(std::size_t targets, double alpha);  // sums to 1
+std::vector<double> power_law_shares(std::size_t targets, double alpha);  // sums to 1; throws for α outside (0, 1]
 std::vector<double> target_rates(const WorkloadSpec& spec);              // requests/s per target
 
 // Every target's arrivals merged in time order (ties: target order). Throws InvalidArgument for an

@@ -100,6 +100,10 @@ CREATE VIEW layer_hit_rates AS
   SELECT run_id, layer, SUM(hits) AS hits, SUM(misses) AS misses,
          CAST(SUM(hits) AS REAL) / NULLIF(SUM(hits) + SUM(misses), 0) AS hit_rate
   FROM request_layers GROUP BY run_id, layer;
+)sql",
+      // 3: continuous batching: how often a request gave its KV blocks back and was recomputed.
+      R"sql(
+ALTER TABLE requests ADD COLUMN preemptions INTEGER NOT NULL DEFAULT 0;
 )sql"};
   return m;
 }
@@ -168,21 +172,24 @@ void Recorder::record(std::int64_t run, const RequestRecord& r) {
   try {
     Statement q(db_,
                 "INSERT INTO requests (run_id, idx, target, arrival, start, first_token, finish, output_tokens, lane,"
-                " prompt_tokens, outcome, error, swaps, swap_seconds, swap_bytes) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " prompt_tokens, outcome, error, swaps, swap_seconds, swap_bytes, preemptions)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 path_.string());
-    q.bind(1, run).bind(2, r.index).bind(3, r.target).bind(4, r.arrival).bind(5, r.start).bind(6, r.first_token);
-    q.bind(7, r.finish).bind(8, r.output_tokens).bind(9, static_cast<std::int64_t>(r.lane)).bind(10, r.prompt_tokens);
-    q.bind(11, std::string(finish_name(r.outcome))).bind(12, r.error).bind(13, r.counters.swaps);
-    q.bind(14, r.counters.swap_seconds).bind(15, static_cast<std::int64_t>(r.counters.swap_bytes));
+    const RequestStats& st = r.stats;
+    const RuntimeCounters& c = st.counters;
+    q.bind(1, run).bind(2, r.index).bind(3, r.target).bind(4, st.arrival).bind(5, st.start).bind(6, st.first_token);
+    q.bind(7, st.finish).bind(8, st.generated_tokens).bind(9, static_cast<std::int64_t>(r.lane)).bind(10, st.prompt_tokens);
+    q.bind(11, std::string(finish_name(r.outcome))).bind(12, r.error).bind(13, c.swaps);
+    q.bind(14, c.swap_seconds).bind(15, static_cast<std::int64_t>(c.swap_bytes)).bind(16, st.preemptions);
     q.run();
     Statement l(db_,
                 "INSERT INTO request_layers (run_id, idx, layer, hits, misses, loads, load_bytes, load_seconds)"
                 " VALUES (?,?,?,?,?,?,?,?)",
                 path_.string());
-    for (std::size_t layer = 0; layer < r.counters.layers.size(); ++layer) {
-      const LayerCounts& c = r.counters.layers[layer];
-      l.bind(1, run).bind(2, r.index).bind(3, static_cast<std::int64_t>(layer)).bind(4, c.hits).bind(5, c.misses);
-      l.bind(6, c.loads).bind(7, static_cast<std::int64_t>(c.load_bytes)).bind(8, c.load_seconds);
+    for (std::size_t layer = 0; layer < c.layers.size(); ++layer) {
+      const LayerCounts& n = c.layers[layer];
+      l.bind(1, run).bind(2, r.index).bind(3, static_cast<std::int64_t>(layer)).bind(4, n.hits).bind(5, n.misses);
+      l.bind(6, n.loads).bind(7, static_cast<std::int64_t>(n.load_bytes)).bind(8, n.load_seconds);
       l.run();
     }
     exec("COMMIT");
@@ -240,7 +247,7 @@ std::vector<RequestRecord> Recorder::requests(std::int64_t run) const {
   {
     Statement s(db_,
                 "SELECT idx, target, lane, arrival, start, first_token, finish, prompt_tokens, output_tokens, outcome, error,"
-                " swaps, swap_seconds, swap_bytes FROM requests WHERE run_id = ? ORDER BY idx",
+                " swaps, swap_seconds, swap_bytes, preemptions FROM requests WHERE run_id = ? ORDER BY idx",
                 path_.string());
     s.bind(1, run);
     while (s.step()) {
@@ -248,19 +255,21 @@ std::vector<RequestRecord> Recorder::requests(std::int64_t run) const {
       r.index = s.i64(0);
       r.target = s.text(1);
       r.lane = static_cast<std::size_t>(s.i64(2));
-      r.arrival = s.f64(3);
-      r.start = s.f64(4);
-      r.first_token = s.f64(5);
-      r.finish = s.f64(6);
-      r.prompt_tokens = s.i64(7);
-      r.output_tokens = s.i64(8);
+      RequestStats& st = r.stats;
+      st.arrival = s.f64(3);
+      st.start = s.f64(4);
+      st.first_token = s.f64(5);
+      st.finish = s.f64(6);
+      st.prompt_tokens = s.i64(7);
+      st.generated_tokens = s.i64(8);
       const std::string outcome = s.text(9);
       for (Finish f : {Finish::Length, Finish::Stop, Finish::Cancelled, Finish::Failed})
         if (outcome == finish_name(f)) r.outcome = f;
       r.error = s.text(10);
-      r.counters.swaps = s.i64(11);
-      r.counters.swap_seconds = s.f64(12);
-      r.counters.swap_bytes = static_cast<std::uint64_t>(s.i64(13));
+      st.counters.swaps = s.i64(11);
+      st.counters.swap_seconds = s.f64(12);
+      st.counters.swap_bytes = static_cast<std::uint64_t>(s.i64(13));
+      st.preemptions = s.i64(14);
       out.push_back(std::move(r));
     }
   }
@@ -273,7 +282,7 @@ std::vector<RequestRecord> Recorder::requests(std::int64_t run) const {
   while (l.step()) {
     while (at < out.size() && out[at].index < l.i64(0)) ++at;
     if (at == out.size() || out[at].index != l.i64(0)) continue;
-    auto& layers = out[at].counters.layers;
+    auto& layers = out[at].stats.counters.layers;
     layers.resize(std::max(layers.size(), static_cast<std::size_t>(l.i64(1)) + 1));
     layers[static_cast<std::size_t>(l.i64(1))] = {l.i64(2), l.i64(3), l.i64(4), static_cast<std::uint64_t>(l.i64(5)), l.f64(6)};
   }

@@ -23,7 +23,7 @@ struct RunInfo {
 
 class Recorder {
  public:
-  static constexpr int kSchemaVersion = 2;
+  static constexpr int kSchemaVersion = 3;
 
   // Opens or creates the database and migrates it to kSchemaVersion. Throws IoError when it cannot
   // be opened, FormatError when it is not a Mosaic database or was written by a newer version.

@@ -66,11 +66,12 @@ ReportData load_report_data(const Recorder& recorder, const std::vector<std::int
     if (std::find(d.strategies.begin(), d.strategies.end(), info.strategy) == d.strategies.end()) d.strategies.push_back(info.strategy);
     auto& [hits, totals] = layer_counts[info.strategy];
     for (const RequestRecord& r : run.requests) {
-      hits.resize(std::max(hits.size(), r.counters.layers.size()));
+      const RuntimeCounters& c = r.stats.counters;
+      hits.resize(std::max(hits.size(), c.layers.size()));
       totals.resize(hits.size());
-      for (std::size_t l = 0; l < r.counters.layers.size(); ++l) {
-        hits[l] += r.counters.layers[l].hits;
-        totals[l] += r.counters.layers[l].hits + r.counters.layers[l].misses;
+      for (std::size_t l = 0; l < c.layers.size(); ++l) {
+        hits[l] += c.layers[l].hits;
+        totals[l] += c.layers[l].hits + c.layers[l].misses;
       }
     }
     d.runs.push_back(std::move(run));
@@ -132,11 +133,12 @@ void write_report_tables(const ReportData& d, const std::filesystem::path& dir) 
                          {"hit_rate", nan_as_null(s.hit_rate)}, {"swaps", s.swaps}, {"swap_seconds", s.swap_seconds},
                          {"machine", r.info.machine}, {"build", r.info.build}, {"started_at", r.info.started_at}});
     for (const RequestRecord& q : r.requests) {
-      const LayerCounts t = q.counters.total();
-      requests.push_back({std::to_string(r.info.id), std::to_string(q.index), q.target, std::to_string(q.lane), num(q.arrival),
-                          num(q.start), num(q.first_token), num(q.finish), num(q.queue_wait()), num(q.ttft()),
-                          num(q.tpot()), num(q.turnaround()), std::to_string(q.output_tokens), std::to_string(t.hits),
-                          std::to_string(t.misses), num(q.swap_seconds()), std::to_string(q.bytes_moved()),
+      const RequestStats& st = q.stats;
+      const LayerCounts t = st.counters.total();
+      requests.push_back({std::to_string(r.info.id), std::to_string(q.index), q.target, std::to_string(q.lane), num(st.arrival),
+                          num(st.start), num(st.first_token), num(st.finish), num(st.queue_wait()), num(st.ttft()),
+                          num(st.tpot()), num(st.turnaround()), std::to_string(st.generated_tokens), std::to_string(t.hits),
+                          std::to_string(t.misses), num(st.swap_seconds()), std::to_string(st.bytes_moved()),
                           finish_name(q.outcome)});
     }
   }

@@ -5,17 +5,16 @@
 
 #include <chrono>
 #include <cmath>
-#include <map>
 #include <mutex>
 #include <optional>
+#include <thread>
 
 #include "common/error.h"
-#include "model/synthetic.h"
-#include "runtime/runtime.h"
-#include "analysis/cross_distance.h"
 #include "serving/session.h"
+#include "serving/session_views.h"
 #include "serving/sweep_run.h"
 #include "store/recorder.h"
+#include "store/sweep_recording.h"
 
 namespace mosaic::ui {
 
@@ -23,40 +22,43 @@ struct EngineHost::State {
   std::unique_ptr<Session> session;
   std::mutex request_mutex;  // guards `request`, which stopChat() reaches from the GUI thread
   std::shared_ptr<RequestHandle> request;
+  // A sweep runs on a thread of its own so that this thread stays free: the chat's requests join the
+  // sweep's batches on the session's engine. The session outlives it (joined before a reset).
+  std::thread sweep;
+  std::atomic<bool> sweeping{false};
+  void join_sweep() {
+    if (sweep.joinable()) sweep.join();
+  }
 };
 
 namespace {
 
 QString qs(const std::string& s) { return QString::fromStdString(s); }
 
-FamilyInfo describe(const Family& family, const FamilyAnalysis& analysis) {
+FamilyInfo describe(const FamilyView& f) {
   FamilyInfo info;
-  const ModelSpec& s = family.spec();
-  info.layers = static_cast<int>(s.num_layers);
-  info.experts = static_cast<int>(s.num_experts);
-  info.top_k = static_cast<int>(s.top_k);
-  info.distances_from_cache = analysis.from_cache;
-  for (const Variant& v : family.variants()) {
-    const Checkpoint& ck = *v.checkpoint;
-    VariantInfo vi;
-    vi.name = qs(v.name);
-    vi.dir = qs(ck.dir().string());
-    vi.architecture = qs(std::string(s.model_type())) + QStringLiteral(": %1 layers × %2 experts, top-%3, hidden %4")
-                                                              .arg(s.num_layers).arg(s.num_experts).arg(s.top_k).arg(s.hidden_size);
-    std::map<std::string, int> dtypes;
-    for (const Weight& w : ck.weights()) ++dtypes[std::string(dtype_name(w.dtype))];
-    for (const auto& [name, n] : dtypes) vi.dtypes += (vi.dtypes.isEmpty() ? QString() : QStringLiteral(", ")) + qs(name);
-    vi.parameters = parameter_count(s);
-    vi.active_parameters = active_parameter_count(s);
-    vi.bytes = static_cast<qint64>(ck.total_bytes());
-    vi.non_expert_bytes = static_cast<qint64>(ck.non_expert_bytes());
-    vi.adapter_experts = static_cast<int>(ck.adapter_experts().size());
-    info.variants.push_back(vi);
-  }
-  std::int64_t l = 0;
-  while (l < s.num_layers && !s.is_sparse(l)) ++l;
-  if (l < s.num_layers) info.bytes_per_expert = static_cast<qint64>(family.variants().front().checkpoint->expert_bytes(l, 0));
+  info.layers = f.layers;
+  info.experts = f.experts;
+  info.top_k = f.top_k;
+  info.distances_from_cache = f.distances_from_cache;
+  info.bytes_per_expert = static_cast<qint64>(f.bytes_per_expert);
+  for (const VariantView& v : f.variants)
+    info.variants.push_back({qs(v.name), qs(v.dir), qs(v.architecture), qs(v.dtypes), v.parameters, v.active_parameters,
+                             static_cast<qint64>(v.bytes), static_cast<qint64>(v.non_expert_bytes), v.adapter_experts});
   return info;
+}
+
+Heatmap describe(const MatrixView& m) {
+  Heatmap h;
+  h.kind = static_cast<Heatmap::Kind>(m.kind);
+  h.title = qs(m.title);
+  h.row_label = qs(m.row_label);
+  h.column_label = qs(m.column_label);
+  h.rows = m.rows;
+  h.columns = m.columns;
+  h.values = QVector<double>(m.values.begin(), m.values.end());
+  for (const auto& [l, e] : m.positions) h.positions.push_back({static_cast<int>(l), static_cast<int>(e)});
+  return h;
 }
 
 LayoutInfo describe(const Layout& layout, const CapacityPlan& cap) {
@@ -98,7 +100,10 @@ EngineHost::~EngineHost() {
   cancel_open_ = true;
   stop_serving_ = true;
   stopChat();
-  post([this] { state_->session.reset(); });
+  post([this] {
+    state_->join_sweep();
+    state_->session.reset();
+  });
   thread_.quit();
   thread_.wait();
 }
@@ -114,12 +119,14 @@ void EngineHost::openFamily(const QStringList& dirs, qint64 budgetBytes) {
   post([this, dirs, budgetBytes] {
     State& st = *state_;
     try {
+      stop_serving_ = true;  // a sweep on the old family ends before the family goes
+      st.join_sweep();
       st.session.reset();
       std::vector<std::filesystem::path> paths;
       for (const QString& d : dirs) paths.emplace_back(d.toStdString());
       auto last = std::chrono::steady_clock::now();
       Q_EMIT progress(tr("Hashing and expert distances"), 0, 1);
-      st.session = Session::open(paths, [&](std::int64_t done, std::int64_t total) {
+      auto opened = Session::open(paths, [&](std::int64_t done, std::int64_t total) {
         const auto now = std::chrono::steady_clock::now();
         if (now - last > std::chrono::milliseconds(100) || done == total) {  // at most ~10 updates a second
           last = now;
@@ -127,9 +134,10 @@ void EngineHost::openFamily(const QStringList& dirs, qint64 budgetBytes) {
         }
         return !cancel_open_.load();
       });
-      if (!st.session) return Q_EMIT familyFailed(tr("Cancelled."));
+      if (opened.is_cancelled()) return Q_EMIT familyFailed(tr("Cancelled."));
+      st.session = std::move(*opened);  // rethrows a failure
       Q_EMIT progress(tr("Ready"), 1, 1);
-      Q_EMIT familyOpened(describe(st.session->family(), st.session->analysis()));
+      Q_EMIT familyOpened(describe(describe_family(*st.session)));
     } catch (const std::exception& e) {
       st.session.reset();
       return Q_EMIT familyFailed(QString::fromUtf8(e.what()));
@@ -142,6 +150,7 @@ void EngineHost::planLayout(qint64 budgetBytes, const QString& policyName) {
   post([this, budgetBytes, policyName] {
     State& st = *state_;
     if (!st.session) return Q_EMIT layoutFailed(tr("Open a family first."));
+    if (st.sweeping) return Q_EMIT layoutFailed(tr("A sweep is serving on this engine; stop it before planning another layout."));
     try {
       const auto policy = parse_policy(policyName.toStdString());
       if (!policy) throw InvalidArgument("layout", "policy", "'" + policyName.toStdString() + "' is not a policy", "use round-robin, medoid or weighted");
@@ -157,6 +166,7 @@ void EngineHost::importLayout(const QString& file) {
   post([this, file] {
     State& st = *state_;
     if (!st.session) return Q_EMIT layoutFailed(tr("Open a family first."));
+    if (st.sweeping) return Q_EMIT layoutFailed(tr("A sweep is serving on this engine; stop it before importing a layout."));
     try {
       st.session->apply(load_layout(file.toStdString()));
       Q_EMIT layoutPlanned(describe(st.session->layout(), st.session->capacity()));
@@ -193,44 +203,51 @@ void EngineHost::chat(const QString& target, const QString& prompt, int maxNewTo
       req.sampling.temperature = temperature;
       req.sampling.top_p = topP;
       req.stop_ids = st.session->family().spec().eos_token_ids;
-      std::vector<std::int64_t> out;
-      std::string shown;
-      RuntimeCounters previous = st.session->runtime().new_counters();
-      auto request = st.session->engine().submit({name, req}, [&](const RequestHandle&, std::int64_t token, const RuntimeCounters& now) {
-        out.push_back(token);
+      // The stream's state lives with the callbacks, on the engine's thread; this thread moves on.
+      struct Stream {
+        const Tokenizer* tok;
+        std::vector<std::int64_t> out;
+        std::string shown;
+        RuntimeCounters previous;
+      };
+      auto stream = std::make_shared<Stream>(Stream{&tok, {}, {}, {}});
+      RequestCallbacks callbacks;
+      callbacks.on_token = [this, stream](const RequestHandle&, std::int64_t token, const RuntimeCounters& now) {
+        stream->out.push_back(token);
         // Decoding the whole answer and sending what is new keeps multi-byte characters whole.
-        const std::string text = tok.decode(out);
+        const std::string text = stream->tok->decode(stream->out);
         TokenTrace t;
         t.token = token;
-        if (text.size() >= shown.size() && text.compare(0, shown.size(), shown) == 0) t.text = QString::fromUtf8(text.substr(shown.size()));
-        shown = text;
+        if (text.size() >= stream->shown.size() && text.compare(0, stream->shown.size(), stream->shown) == 0)
+          t.text = QString::fromUtf8(text.substr(stream->shown.size()));
+        stream->shown = text;
+        stream->previous.layers.resize(now.layers.size());
         for (std::size_t l = 0; l < now.layers.size(); ++l) {
-          t.hits << static_cast<int>(now.layers[l].hits - previous.layers[l].hits);
-          t.misses << static_cast<int>(now.layers[l].misses - previous.layers[l].misses);
+          t.hits << static_cast<int>(now.layers[l].hits - stream->previous.layers[l].hits);
+          t.misses << static_cast<int>(now.layers[l].misses - stream->previous.layers[l].misses);
         }
-        t.swaps = now.swaps - previous.swaps;
-        previous = now;
+        t.swaps = now.swaps - stream->previous.swaps;
+        stream->previous = now;
         Q_EMIT chatToken(t);
-      });
-      {
-        std::lock_guard lock(st.request_mutex);
-        st.request = request;
-      }
-      const RequestResult& r = request->wait();
-      {
-        std::lock_guard lock(st.request_mutex);
-        st.request.reset();
-      }
-      if (r.finish == Finish::Failed) throw InvalidArgument("chat", "request", r.error);
-      const LayerCounts total = r.stats.counters.total();
-      Q_EMIT chatFinished(tr("%1 tokens (%2) · TTFT %3 ms · %4 ms/token · %5 hits, %6 misses · %7 swap(s)")
-                              .arg(r.tokens.size())
-                              .arg(QString::fromStdString(std::string(finish_name(r.finish))))
-                              .arg(r.stats.ttft_seconds * 1e3, 0, 'f', 1)
-                              .arg(r.stats.tpot_seconds * 1e3, 0, 'f', 1)
-                              .arg(total.hits)
-                              .arg(total.misses)
-                              .arg(r.stats.counters.swaps));
+      };
+      callbacks.on_finish = [this](const RequestHandle& h, const RequestResult& r) {
+        {
+          std::lock_guard lock(state_->request_mutex);
+          if (state_->request && state_->request->id() == h.id()) state_->request.reset();
+        }
+        if (r.finish == Finish::Failed) return Q_EMIT chatFailed(QString::fromStdString(r.error));
+        const LayerCounts total = r.stats.counters.total();
+        Q_EMIT chatFinished(tr("%1 tokens (%2) · TTFT %3 ms · %4 ms/token · %5 hits, %6 misses · %7 swap(s)")
+                                .arg(r.tokens.size())
+                                .arg(QString::fromStdString(std::string(finish_name(r.finish))))
+                                .arg(r.stats.ttft() * 1e3, 0, 'f', 1)
+                                .arg(r.stats.tpot() * 1e3, 0, 'f', 1)
+                                .arg(total.hits)
+                                .arg(total.misses)
+                                .arg(r.stats.counters.swaps));
+      };
+      std::lock_guard lock(st.request_mutex);  // held across submit: a fast finish clears what is set here
+      st.request = st.session->engine().submit({name, req}, callbacks);
     } catch (const std::exception& e) {
       Q_EMIT chatFailed(QString::fromUtf8(e.what()));
     }
@@ -246,40 +263,10 @@ void EngineHost::requestHeatmap(Heatmap::Kind kind, int a, int b, int layer) {
   post([this, kind, a, b, layer] {
     State& st = *state_;
     if (!st.session) return Q_EMIT heatmapFailed(tr("Open a family first."));
-    try {
-      const Family& family = st.session->family();
-      const ExpertDistances& d = st.session->analysis().distances;
-      const int n = static_cast<int>(family.size());
-      if ((kind != Heatmap::Kind::Position) && (a < 0 || b < 0 || a >= n || b >= n || a == b))
-        return Q_EMIT heatmapFailed(tr("Choose two different variants."));
-      Heatmap h;
-      h.kind = kind;
-      auto name = [&](int i) { return qs(family.variants()[static_cast<std::size_t>(i)].name); };
-      if (kind == Heatmap::Kind::Cross) {
-        const auto cross = cross_position_distances(*family.variants()[static_cast<std::size_t>(a)].checkpoint,
-                                                    *family.variants()[static_cast<std::size_t>(b)].checkpoint,
-                                                    layer >= 0 ? std::optional<std::int64_t>(layer) : std::nullopt);
-        if (!cross) return;
-        h.rows = h.columns = static_cast<int>(cross->size());
-        h.values = QVector<double>(cross->matrix.begin(), cross->matrix.end());
-        for (const auto& [l, e] : cross->positions) h.positions.push_back({static_cast<int>(l), static_cast<int>(e)});
-        h.title = tr("‖%1(l, e) − %2(l′, e′)‖%3").arg(name(a), name(b), layer >= 0 ? tr(", layer %1").arg(layer) : QString());
-        h.row_label = tr("%1 position").arg(name(a));
-        h.column_label = tr("%1 position").arg(name(b));
-      } else {
-        h.rows = static_cast<int>(d.layers);
-        h.columns = static_cast<int>(d.experts);
-        for (std::int64_t l = 0; l < d.layers; ++l)
-          for (std::int64_t e = 0; e < d.experts; ++e) h.values.push_back(kind == Heatmap::Kind::Position ? d.at(l, e) : d.pair(a, b, l, e));
-        h.title = kind == Heatmap::Kind::Position ? tr("Position distance d(l, e) over %1 variants").arg(n)
-                                                  : tr("‖%1 − %2‖ per position").arg(name(a), name(b));
-        h.row_label = tr("layer");
-        h.column_label = tr("expert");
-      }
-      Q_EMIT heatmapReady(h);
-    } catch (const std::exception& e) {
-      Q_EMIT heatmapFailed(QString::fromUtf8(e.what()));
-    }
+    const auto m = distance_matrix(*st.session, static_cast<MatrixView::Kind>(kind), a, b,
+                                   layer >= 0 ? std::optional<std::int64_t>(layer) : std::nullopt);
+    if (m.is_failed()) return Q_EMIT heatmapFailed(QString::fromStdString(m.error_message()));
+    if (m.ok()) Q_EMIT heatmapReady(describe(*m));
   });
 }
 
@@ -315,40 +302,56 @@ void EngineHost::startServing(const QString& sweepJson, const QString& database)
   post([this, sweepJson, database] {
     State& st = *state_;
     if (!st.session) return Q_EMIT servingFailed(tr("Open a family first."));
+    if (st.sweeping) return Q_EMIT servingFailed(tr("A sweep is already running."));
+    SweepConfig config;
     try {
-      SweepConfig config = parse_sweep_config(sweepJson.toStdString(), "serving panel", ".");
-      config.variants.clear();
-      for (const Variant& v : st.session->family().variants()) config.variants.push_back(v.checkpoint->dir());
-      Recorder recorder(database.toStdString());
-      SweepEvents events;
-      events.run_started = [&](const SweepRun& r, std::size_t requests) {
-        Q_EMIT servingRunStarted(qs(r.strategy), r.rate, r.run_id, static_cast<int>(requests));
-      };
-      events.request_finished = [&](const SweepRun& r, const RequestRecord& rec, std::size_t done, std::size_t total) {
-        ServedPoint p;
-        p.strategy = qs(r.strategy);
-        p.target = qs(rec.target);
-        p.rate = r.rate;
-        p.run_id = r.run_id;
-        p.finish = rec.finish;
-        p.ttft = rec.ttft();
-        p.turnaround = rec.turnaround();
-        p.output_tokens = rec.output_tokens;
-        p.swaps = rec.counters.swaps;
-        for (const LayerCounts& l : rec.counters.layers) {
-          p.hits << static_cast<int>(l.hits);
-          p.misses << static_cast<int>(l.misses);
-        }
-        p.done = static_cast<int>(done);
-        p.total = static_cast<int>(total);
-        Q_EMIT servedRequest(p);
-        return !stop_serving_.load();
-      };
-      const bool complete = run_sweep(config, st.session->family(), st.session->store(), st.session->analysis(), recorder, events);
-      Q_EMIT servingFinished(complete ? tr("Sweep finished; every run recorded.") : tr("Stopped; the runs so far are recorded."), database);
+      config = parse_sweep_config(sweepJson.toStdString(), "serving panel", ".");
     } catch (const std::exception& e) {
-      Q_EMIT servingFailed(QString::fromUtf8(e.what()));
+      return Q_EMIT servingFailed(QString::fromUtf8(e.what()));
     }
+    config.variants.clear();
+    for (const Variant& v : st.session->family().variants()) config.variants.push_back(v.checkpoint->dir());
+    st.join_sweep();
+    st.sweeping = true;
+    Session* session = st.session.get();
+    st.sweep = std::thread([this, session, config, database] {
+      try {
+        Recorder recorder(database.toStdString());
+        SweepEvents events;
+        events.run_started = [&](SweepRun& r, std::size_t requests) {
+          Q_EMIT servingRunStarted(qs(r.strategy), r.rate, r.run_id, static_cast<int>(requests));
+        };
+        events.request_finished = [&](const SweepRun& r, const RequestRecord& rec, std::size_t done, std::size_t total) {
+          ServedPoint p;
+          p.strategy = qs(r.strategy);
+          p.target = qs(rec.target);
+          p.rate = r.rate;
+          p.run_id = r.run_id;
+          p.finish = rec.stats.finish;
+          p.ttft = rec.stats.ttft();
+          p.turnaround = rec.stats.turnaround();
+          p.output_tokens = rec.stats.generated_tokens;
+          p.swaps = rec.stats.counters.swaps;
+          for (const LayerCounts& l : rec.stats.counters.layers) {
+            p.hits << static_cast<int>(l.hits);
+            p.misses << static_cast<int>(l.misses);
+          }
+          p.done = static_cast<int>(done);
+          p.total = static_cast<int>(total);
+          Q_EMIT servedRequest(p);
+          return !stop_serving_.load();
+        };
+        const auto outcome = run_sweep(config, session->family(), session->store(), session->analysis(),
+                                       recording(recorder, events), &session->engine());
+        state_->sweeping = false;
+        if (outcome.is_failed()) return Q_EMIT servingFailed(QString::fromStdString(outcome.error_message()));
+        Q_EMIT servingFinished(outcome.ok() ? tr("Sweep finished; every run recorded.") : tr("Stopped; the runs so far are recorded."),
+                               database);
+      } catch (const std::exception& e) {
+        state_->sweeping = false;
+        Q_EMIT servingFailed(QString::fromUtf8(e.what()));
+      }
+    });
   });
 }
 

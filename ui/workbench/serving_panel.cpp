@@ -1,5 +1,7 @@
 #include "workbench/serving_panel.h"
 
+#include "serving/strategy.h"
+
 #include <QComboBox>
 #include <QDir>
 #include <QFileInfo>
@@ -17,6 +19,8 @@
 #include <QStandardPaths>
 #include <QTimer>
 #include <QVBoxLayout>
+
+#include "serving/strategy.h"
 
 #include "report/qcustomplot_include.h"
 #include "workbench/layout_grid.h"
@@ -53,10 +57,10 @@ QCPGraph* graph(QCustomPlot* plot, const QString& name, QCPScatterStyle::Scatter
 
 ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer(this)) {
   strategies_ = new QListWidget;
-  for (const char* k : {"consolidated", "no-reconfig", "single", "time-sharing", "space-sharing", "averaging"}) {
-    auto* item = new QListWidgetItem(QString::fromLatin1(k), strategies_);
+  for (std::string_view k : strategy_names()) {  // what the engine offers
+    auto* item = new QListWidgetItem(QString::fromUtf8(k.data(), static_cast<qsizetype>(k.size())), strategies_);
     item->setFlags(item->flags() | Qt::ItemIsUserCheckable);
-    item->setCheckState(std::string_view(k) == "consolidated" || std::string_view(k) == "time-sharing" ? Qt::Checked : Qt::Unchecked);
+    item->setCheckState(k == "consolidated" || k == "time-sharing" ? Qt::Checked : Qt::Unchecked);
   }
   strategies_->setMaximumHeight(130);
   rates_ = new QLineEdit(QStringLiteral("5, 20"));

@@ -1,0 +1,22 @@
+#pragma once
+// Which checkpoints a list of folders names, as every front end reads it (command line, workbench,
+// sweep configs): a folder holding config.json is a variant, named by the folder; any other folder is
+// a family whose checkpoint subfolders are its variants, in name order.
+#include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "model/family.h"
+
+namespace mosaic {
+
+// Throws MissingError for a folder that is neither.
+std::vector<std::pair<std::string, std::filesystem::path>> discover_variants(const std::vector<std::filesystem::path>& dirs);
+
+// Opens the discovered variants as one family, one by one (so a refusal names the variant). An ESFT
+// adapter whose base_model folder is not among them brings its base in (named by its folder), since
+// an adapter is served over its base.
+void open_family(Family& family, const std::vector<std::filesystem::path>& dirs);
+
+}  // namespace mosaic

@@ -1,0 +1,52 @@
+#pragma once
+// The seam between the runtime's bookkeeping and a device: storage for expert slots, resident-set
+// buffers and KV blocks, copies from the host store into them, and the batched forward step. The CPU
+// backend (LibTorch, fp32) implements it; the CUDA backend implements the same interface.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "runtime/host_store.h"
+#include "runtime/route_plan.h"
+#include "runtime/step.h"
+
+namespace mosaic {
+
+// What the backend allocates, as the runtime sized it from the budget.
+struct BackendShape {
+  std::vector<std::int64_t> layer_slots;  // [layers]: pinned + spare slots (0 in dense layers)
+  std::int64_t scratch_slots = 0;
+  int buffers = 1;                        // resident-set buffers
+  std::int64_t kv_block_tokens = 16;
+  std::optional<std::int64_t> kv_blocks;  // nullopt: grown on demand
+};
+
+// Everything a step's MoE layers route through: per layer the reroute table and slots (null in dense
+// layers), the shared scratch pool, the host store and the miss policy.
+struct MoeState {
+  std::vector<RerouteTable*> tables;
+  std::vector<SlotPool*> pools;
+  SlotPool* scratch = nullptr;
+  const HostStore* store = nullptr;
+  const MissPolicy* policy = nullptr;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // Copies a host-store expert into a slot of `layer` (or of the scratch pool when scratch),
+  // converting to the compute dtype; returns the host bytes read.
+  virtual std::uint64_t load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) = 0;
+  // Fills a resident-set buffer with the store's non-expert set `set`, copying only the tensors that
+  // differ from what the buffer holds; returns the host bytes read.
+  virtual std::uint64_t load_set(int buffer, int set) = 0;
+  // Runs every chunk's tokens through the model: attention over each sequence's KV blocks (written
+  // as it goes), the MoE layers through `moe` (routing, misses, loads and expert compute happen
+  // here), and the logits the chunks ask for.
+  virtual StepResult run(const StepBatch& batch, MoeState& moe) = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend(const HostStore& store, const BackendShape& shape);
+
+}  // namespace mosaic

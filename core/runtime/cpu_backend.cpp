@@ -1,0 +1,98 @@
+#include "runtime/cpu_backend.h"
+
+#include "runtime/cpu_ops.h"
+
+namespace mosaic {
+
+namespace cpu {
+namespace {
+
+// A read-only view of host-store bytes in their own dtype (the store's buffers are heap-aligned).
+at::Tensor host_view(const HostTensor& t) {
+  at::ScalarType type = at::kFloat;
+  switch (t.dtype) {
+    case DType::BF16: type = at::kBFloat16; break;
+    case DType::F16: type = at::kHalf; break;
+    case DType::F64: type = at::kDouble; break;
+    default: break;
+  }
+  return at::from_blob(const_cast<std::byte*>(t.bytes.data()), t.shape, at::TensorOptions().dtype(type));
+}
+
+ExpertSlots make_slots(const ModelSpec& s, std::int64_t n) {
+  // Uninitialized: a slot is read only after a load.
+  return {at::empty({n, 2 * s.expert_intermediate, s.hidden_size}, at::kFloat),
+          at::empty({n, s.hidden_size, s.expert_intermediate}, at::kFloat)};
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(const HostStore& store, const BackendShape& shape) : store_(store), shape_(shape) {
+  const ModelSpec& s = store.spec();
+  for (std::int64_t n : shape.layer_slots) slots_.push_back(make_slots(s, n));
+  scratch_ = make_slots(s, shape.scratch_slots);
+  const auto& names = store.non_expert_names();
+  for (std::size_t i = 0; i < names.size(); ++i) name_index_.emplace(names[i], i);
+  buffers_.resize(static_cast<std::size_t>(shape.buffers));
+  for (SetBuffer& b : buffers_) {
+    b.held.assign(names.size(), -1);
+    b.fp32.resize(names.size());
+  }
+  inv_freq_ = inverse_frequencies(s);
+  for (std::int64_t l = 0; l < s.num_layers; ++l) {
+    k_.push_back(at::empty({0, s.num_kv_heads, s.head_dim}, at::kFloat));
+    v_.push_back(at::empty({0, s.num_kv_heads, s.head_dim}, at::kFloat));
+  }
+  if (shape.kv_blocks) reserve_kv(*shape.kv_blocks);
+}
+
+std::uint64_t CpuBackend::load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) {
+  const ExpertSlots& to = slot.scratch ? scratch_ : slots_[static_cast<std::size_t>(layer)];
+  const HostExpert& e = store_.expert_tensors(expert);
+  const HostTensor &gate = store_.tensor(e.gate), &up = store_.tensor(e.up), &down = store_.tensor(e.down);
+  const std::int64_t I = store_.spec().expert_intermediate;
+  // One pass each: the copy converts from the stored dtype.
+  to.gate_up[slot.slot].narrow(0, 0, I).copy_(host_view(gate));
+  to.gate_up[slot.slot].narrow(0, I, I).copy_(host_view(up));
+  to.down[slot.slot].copy_(host_view(down));
+  return gate.bytes.size() + up.bytes.size() + down.bytes.size();
+}
+
+std::uint64_t CpuBackend::load_set(int buffer, int set) {
+  SetBuffer& b = buffers_[static_cast<std::size_t>(buffer)];
+  const std::vector<TensorId>& ids = store_.set_tensors(set);
+  std::uint64_t bytes = 0;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (b.held[i] == ids[i]) continue;  // the same tensor: nothing to copy
+    const HostTensor& t = store_.tensor(ids[i]);
+    b.fp32[i] = to_fp32(t);
+    b.held[i] = ids[i];
+    bytes += t.bytes.size();
+  }
+  b.weights = assemble_weights(store_.spec(), [&](const std::string& name) { return b.fp32[name_index_.at(name)]; },
+                               /*with_experts=*/false);
+  return bytes;
+}
+
+void CpuBackend::reserve_kv(std::int64_t blocks) {
+  if (blocks <= kv_blocks_) return;
+  // Unlimited pools grow by doubling; a budgeted one is allocated whole at the start.
+  const std::int64_t target = shape_.kv_blocks ? blocks : std::max(blocks, 2 * kv_blocks_);
+  const std::int64_t rows = target * shape_.kv_block_tokens;
+  for (std::size_t l = 0; l < k_.size(); ++l) {
+    for (at::Tensor* t : {&k_[l], &v_[l]}) {
+      at::Tensor grown = at::empty({rows, t->size(1), t->size(2)}, at::kFloat);
+      if (t->size(0) > 0) grown.narrow(0, 0, t->size(0)).copy_(*t);
+      *t = grown;
+    }
+  }
+  kv_blocks_ = target;
+}
+
+}  // namespace cpu
+
+std::unique_ptr<Backend> make_cpu_backend(const HostStore& store, const BackendShape& shape) {
+  return std::make_unique<cpu::CpuBackend>(store, shape);
+}
+
+}  // namespace mosaic

@@ -1,0 +1,70 @@
+#pragma once
+// Internal (ATen): the CPU backend — fp32 copies of what a device would hold: expert slots per
+// layer and a shared scratch pool, K resident-set buffers of non-expert weights, and paged keys and
+// values. Include only from the backend's own .cpp files.
+#include <ATen/ATen.h>
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/backend.h"
+#include "runtime/cpu_weights.h"
+
+namespace mosaic::cpu {
+
+struct ExpertSlots {
+  at::Tensor gate_up;  // [slots, 2I, H]
+  at::Tensor down;     // [slots, H, I]
+  MlpWeights view(std::int64_t slot) const { return {gate_up[slot], down[slot]}; }
+};
+
+struct SetBuffer {
+  std::vector<TensorId> held;     // per non-expert name: the host tensor converted (-1: none)
+  std::vector<at::Tensor> fp32;   // per non-expert name
+  ModelWeights weights;           // assembled from fp32; no routed experts
+};
+
+// The token ranges of one step: chunks in order, grouped by the buffer they run through.
+struct StepLayout {
+  std::int64_t tokens = 0;
+  std::vector<std::int64_t> offset;  // [chunks]: first token of each chunk
+  struct Group {
+    int buffer = 0;
+    std::int64_t begin = 0, end = 0;  // tokens
+    std::size_t first_chunk = 0, last_chunk = 0;  // [first, last)
+  };
+  std::vector<Group> groups;
+  std::vector<int> row;       // [tokens]: reroute row
+  std::vector<int> sequence;  // [tokens]: the caller's sequence index
+};
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(const HostStore& store, const BackendShape& shape);
+
+  std::uint64_t load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) override;
+  std::uint64_t load_set(int buffer, int set) override;
+  StepResult run(const StepBatch& batch, MoeState& moe) override;
+
+ private:
+  // The MoE block of `layer` over every token of the step: h [tokens, H] → [tokens, H].
+  at::Tensor moe(std::int64_t layer, const at::Tensor& h, const StepLayout& layout, MoeState& state, StepResult& result);
+  at::Tensor attention(std::int64_t layer, const LayerWeights& L, const at::Tensor& h, const StepBatch& batch,
+                       const StepLayout& layout, const StepLayout::Group& g, const at::Tensor& cos, const at::Tensor& sin,
+                       const std::vector<at::Tensor>& new_slots, const std::vector<at::Tensor>& all_slots);
+  void reserve_kv(std::int64_t blocks);
+  const ModelWeights& weights(int buffer) const { return buffers_[static_cast<std::size_t>(buffer)].weights; }
+
+  const HostStore& store_;
+  BackendShape shape_;
+  std::vector<ExpertSlots> slots_;  // [layers]
+  ExpertSlots scratch_;
+  std::vector<SetBuffer> buffers_;
+  std::unordered_map<std::string, std::size_t> name_index_;  // non-expert name → position
+  at::Tensor inv_freq_;
+  std::vector<at::Tensor> k_, v_;   // [layers]: [blocks · block_tokens, kvh, hd]
+  std::int64_t kv_blocks_ = 0;
+};
+
+}  // namespace mosaic::cpu

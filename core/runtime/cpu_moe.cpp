@@ -1,0 +1,92 @@
+// The CPU backend's MoE step over every token of a step: each token's router (its resident set's),
+// top-k, the routing plan (reroute table, misses through the miss policy, loads), then each slot's
+// expert over the tokens routed to it, weighted and summed; plus each set's shared expert.
+#include <chrono>
+#include <limits>
+
+#include "runtime/cpu_backend.h"
+#include "runtime/cpu_ops.h"
+
+namespace mosaic::cpu {
+
+at::Tensor CpuBackend::moe(std::int64_t layer, const at::Tensor& h, const StepLayout& layout, MoeState& state,
+                           StepResult& result) {
+  const ModelSpec& s = store_.spec();
+  const std::int64_t N = layout.tokens, k = s.top_k, E = s.num_experts;
+  const auto l = static_cast<std::size_t>(layer);
+  RerouteTable& table = *state.tables[l];
+
+  // Router probabilities per resident-set group, top-k over all tokens.
+  std::vector<std::int64_t> top_i(static_cast<std::size_t>(N * k));
+  std::vector<float> top_w(static_cast<std::size_t>(N * k));
+  for (const auto& g : layout.groups) {
+    const std::int64_t n = g.end - g.begin;
+    at::Tensor logits = affine(h.narrow(0, g.begin, n), weights(g.buffer).layers[l].router);  // [n, E]
+    if (state.policy->masks_router()) {
+      // SwapMoE's masked gating: experts with no slot for the token's row take no probability. A
+      // token whose row has no expert resident in this layer keeps uniform logits; its pairs are dropped.
+      at::Tensor absent = at::zeros({n, E}, at::kBool);
+      auto* a = absent.data_ptr<bool>();
+      for (std::int64_t t = 0; t < n; ++t) {
+        const int row = layout.row[static_cast<std::size_t>(g.begin + t)];
+        bool any = false;
+        for (std::int64_t e = 0; e < E; ++e) any |= !(a[t * E + e] = table.at(row, e) == RerouteTable::kMiss);
+        if (!any)
+          for (std::int64_t e = 0; e < E; ++e) a[t * E + e] = false;
+      }
+      logits.masked_fill_(absent, -std::numeric_limits<float>::infinity());
+    }
+    auto [w, i] = at::softmax(logits, -1).topk(k, -1);  // [n, k]
+    if (s.norm_topk_prob) w = w / w.sum(-1, /*keepdim=*/true);
+    w = w.contiguous();
+    i = i.contiguous();
+    std::copy_n(i.data_ptr<std::int64_t>(), n * k, top_i.begin() + g.begin * k);
+    std::copy_n(w.data_ptr<float>(), n * k, top_w.begin() + g.begin * k);
+  }
+
+  const RoutePlan plan = plan_routes({layer, table, *state.pools[l], *state.scratch, *state.store, *state.policy}, top_i, k, layout.row);
+  auto counts_of = [&](std::int64_t pair) -> LayerCounts& {
+    return result.counts[static_cast<std::size_t>(layout.sequence[static_cast<std::size_t>(pair / k)])][l];
+  };
+  for (std::int64_t p = 0; p < N * k; ++p) {
+    const PairOutcome o = plan.outcome[static_cast<std::size_t>(p)];
+    if (o == PairOutcome::Hit) ++counts_of(p).hits;
+    if (o == PairOutcome::Miss) ++counts_of(p).misses;
+  }
+
+  at::Tensor out = at::zeros_like(h);
+  std::vector<std::int64_t> rows;
+  std::vector<float> ws;
+  for (const RouteWave& wave : plan.waves) {
+    for (const ExpertLoad& load : wave.loads) {
+      const auto t0 = std::chrono::steady_clock::now();
+      const std::uint64_t bytes = load_expert(layer, load.slot, load.content);
+      LayerCounts& c = counts_of(load.pair);
+      ++c.loads;
+      c.load_bytes += bytes;
+      c.load_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    for (const SlotGroup& group : wave.groups) {
+      rows.clear();
+      ws.clear();
+      for (std::int64_t p : group.pairs) {
+        rows.push_back(p / k);
+        ws.push_back(top_w[static_cast<std::size_t>(p)]);
+      }
+      const ExpertSlots& from = group.slot.scratch ? scratch_ : slots_[l];
+      add_expert(h, rows, ws, from.view(group.slot.slot), out);
+    }
+    for (const ExpertLoad& load : wave.loads)
+      if (load.slot.scratch) state.scratch->clear(load.slot.slot);  // transient: dropped after use
+  }
+
+  for (const auto& g : layout.groups) {
+    const LayerWeights& L = weights(g.buffer).layers[l];
+    if (!L.shared_gate.defined()) continue;
+    const at::Tensor hg = h.narrow(0, g.begin, g.end - g.begin);
+    out.narrow(0, g.begin, g.end - g.begin).add_(at::sigmoid(affine(hg, L.shared_gate)) * swiglu(hg, L.shared));
+  }
+  return out;
+}
+
+}  // namespace mosaic::cpu

@@ -1,0 +1,73 @@
+#include "runtime/cpu_ops.h"
+
+#include <cmath>
+#include <limits>
+
+namespace mosaic::cpu {
+
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
+  return w * (x * at::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps));
+}
+
+at::Tensor affine(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  return at::linear(x, w, b.defined() ? c10::optional<at::Tensor>(b) : c10::nullopt);
+}
+
+at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  const std::int64_t half = x.size(-1) / 2;
+  const at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
+  return x * cos + rotated * sin;
+}
+
+at::Tensor swiglu(const at::Tensor& x, const MlpWeights& m) {
+  const at::Tensor gu = affine(x, m.gate_up);  // [n, 2I]
+  const std::int64_t I = gu.size(-1) / 2;
+  return affine(at::silu(gu.narrow(-1, 0, I)) * gu.narrow(-1, I, I), m.down);
+}
+
+void add_expert(const at::Tensor& x, const std::vector<std::int64_t>& rows, const std::vector<float>& weights,
+                const MlpWeights& m, at::Tensor& out) {
+  const auto n = static_cast<std::int64_t>(rows.size());
+  const at::Tensor idx = at::from_blob(const_cast<std::int64_t*>(rows.data()), {n}, at::kLong);
+  const at::Tensor w = at::from_blob(const_cast<float*>(weights.data()), {n, 1}, at::kFloat);
+  out.index_add_(0, idx, swiglu(x.index_select(0, idx), m) * w);
+}
+
+at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  const std::int64_t nh = q.size(0), T = q.size(1), hd = q.size(2), kvh = k.size(0), S = k.size(1);
+  at::Tensor scores = at::matmul(q.reshape({kvh, nh / kvh, T, hd}), k.unsqueeze(1).transpose(-1, -2)) *
+                      (1.0 / std::sqrt(static_cast<double>(hd)));  // [kvh, rep, T, S]
+  if (T > 1) {
+    const at::Tensor qpos = at::arange(S - T, S, at::kLong).unsqueeze(1);
+    const at::Tensor kpos = at::arange(0, S, at::kLong).unsqueeze(0);
+    scores.masked_fill_(kpos > qpos, -std::numeric_limits<float>::infinity());
+  }
+  const at::Tensor out = at::matmul(at::softmax(scores, -1), v.unsqueeze(1));  // [kvh, rep, T, hd]
+  return out.reshape({nh, T, hd}).transpose(0, 1).reshape({T, nh * hd});
+}
+
+std::pair<at::Tensor, at::Tensor> rotary(const at::Tensor& positions, const at::Tensor& inv_freq) {
+  const at::Tensor freqs = at::outer(positions.to(at::kFloat), inv_freq);  // [P, hd/2]
+  const at::Tensor emb = at::cat({freqs, freqs}, -1);
+  return {emb.cos(), emb.sin()};
+}
+
+at::Tensor inverse_frequencies(const ModelSpec& s) {
+  return (1.0 / at::pow(s.rope_theta, at::arange(0, s.head_dim, 2, at::kLong).to(at::kFloat) / s.head_dim)).to(at::kFloat);
+}
+
+at::Tensor to_fp32(const std::byte* data, DType dtype, const std::vector<std::int64_t>& shape) {
+  at::ScalarType type = at::kFloat;
+  switch (dtype) {
+    case DType::BF16: type = at::kBFloat16; break;
+    case DType::F16: type = at::kHalf; break;
+    case DType::F64: type = at::kDouble; break;
+    default: break;  // F32: weights are floating (Checkpoint refuses others)
+  }
+  // The source may be an unaligned, read-only map: copy, never view.
+  return at::from_blob(const_cast<std::byte*>(data), shape, at::TensorOptions().dtype(type))
+      .to(at::kFloat, /*non_blocking=*/false, /*copy=*/true)
+      .contiguous();
+}
+
+}  // namespace mosaic::cpu

@@ -1,0 +1,36 @@
+#pragma once
+// Internal (ATen): the CPU backend's fp32 building blocks, shared by the single-model reference
+// forward pass and the batched step so that both compute the same numbers the same way. Include only
+// from backend .cpp files.
+#include <ATen/ATen.h>
+
+#include "runtime/cpu_weights.h"
+#include "runtime/host_store.h"
+
+namespace mosaic::cpu {
+
+// transformers' RMSNorm over the last dim: w * (x * rsqrt(mean(x²) + eps)).
+at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);
+// x · wᵀ (+ b).
+at::Tensor affine(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {});
+// Rotary embedding with transformers' non-interleaved halves; cos/sin broadcast against x.
+at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+// SwiGLU MLP: down(silu(gate(x)) * up(x)), gate and up stacked in one weight.
+at::Tensor swiglu(const at::Tensor& x, const MlpWeights& m);
+// out[rows] += weights · SwiGLU_m(x[rows]): one expert over the tokens routed to it.
+void add_expert(const at::Tensor& x, const std::vector<std::int64_t>& rows, const std::vector<float>& weights,
+                const MlpWeights& m, at::Tensor& out);
+// Grouped-query attention of one sequence without copying keys (query head h reads kv head h / rep):
+// q [nh, T, hd] after rotary, k and v [kvh, S, hd]; query i sits at position S − T + i and sees keys
+// 0 … S − T + i. Returns [T, nh·hd].
+at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v);
+// Rotary cos and sin for the given positions: [P, hd] each.
+std::pair<at::Tensor, at::Tensor> rotary(const at::Tensor& positions, const at::Tensor& inv_freq);
+// transformers' inverse frequencies 1 / θ^(2i/d), in fp32.
+at::Tensor inverse_frequencies(const ModelSpec& spec);
+
+// An owned fp32 copy of a tensor held in any floating dtype (mapped or host-store bytes).
+at::Tensor to_fp32(const std::byte* data, DType dtype, const std::vector<std::int64_t>& shape);
+inline at::Tensor to_fp32(const HostTensor& t) { return to_fp32(t.bytes.data(), t.dtype, t.shape); }
+
+}  // namespace mosaic::cpu

@@ -1,0 +1,57 @@
+#pragma once
+// One MoE layer's routed (token, k) pairs turned into work over slots, before any expert runs: each
+// pair looked up in the reroute table through its token's row; the distinct experts that miss
+// placed by the miss policy, their loads listed and the table updated for the slots a policy keeps;
+// then the pairs grouped by slot, wave by wave (scratch slots are reused from one wave to the next).
+// Backend-independent: the CPU backend executes a plan with ATen, the CUDA backend with its kernels.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "runtime/host_store.h"
+#include "runtime/miss_policy.h"
+#include "runtime/reroute_table.h"
+#include "runtime/slot_pool.h"
+
+namespace mosaic {
+
+enum class PairOutcome : std::int8_t { Hit, Miss, Dropped };  // Dropped: masked gating gave it no slot
+
+struct ExpertLoad {
+  SlotRef slot;
+  ExpertId content = -1;
+  ExpertSource source;
+  std::int64_t pair = -1;  // the first pair that needed it (its token's request is charged the load)
+};
+
+struct SlotGroup {
+  SlotRef slot;
+  std::vector<std::int64_t> pairs;  // token * k + j, ascending
+};
+
+struct RouteWave {
+  std::vector<ExpertLoad> loads;  // copied in before the wave's groups run
+  std::vector<SlotGroup> groups;
+};
+
+struct RoutePlan {
+  std::vector<RouteWave> waves;      // at least one
+  std::vector<PairOutcome> outcome;  // [tokens * k]
+};
+
+// One layer's slots and what fills them.
+struct LayerSlots {
+  std::int64_t layer = 0;
+  RerouteTable& table;
+  SlotPool& pool;
+  SlotPool& scratch;
+  const HostStore& store;
+  const MissPolicy& policy;
+};
+
+// `experts` [tokens * k]: each token's top-k expert ids; `rows` [tokens]: each token's reroute row
+// (its target). Updates the pools' use times and what they hold, and the table.
+RoutePlan plan_routes(const LayerSlots& slots, std::span<const std::int64_t> experts, std::int64_t k,
+                      std::span<const int> rows);
+
+}  // namespace mosaic

@@ -1,0 +1,124 @@
+#include "runtime/scheduler.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+
+namespace mosaic {
+
+std::string_view switch_policy_name(SwitchPolicy p) { return p == SwitchPolicy::Fcfs ? "fcfs" : "affinity"; }
+
+Scheduler::Scheduler(SchedulerOptions options, KvBlockPool& blocks, int resident_capacity)
+    : options_(options), blocks_(blocks), capacity_(resident_capacity) {
+  if (options_.max_batch_tokens < 1) throw InvalidArgument("scheduler", "max batch tokens", "must be at least 1");
+  if (options_.max_sequences < 1) throw InvalidArgument("scheduler", "max sequences", "must be at least 1");
+  if (!(options_.max_wait_seconds >= 0)) throw InvalidArgument("scheduler", "max wait", "must not be negative");
+}
+
+void Scheduler::wait(SequenceState& s) {
+  s.running = false;
+  const auto at = std::upper_bound(waiting_.begin(), waiting_.end(), &s, [](const SequenceState* a, const SequenceState* b) {
+    return a->arrival < b->arrival || (a->arrival == b->arrival && a->order < b->order);
+  });
+  waiting_.insert(at, &s);
+}
+
+void Scheduler::add(SequenceState* s) { wait(*s); }
+
+void Scheduler::remove(SequenceState* s) {
+  std::erase(running_, s);
+  std::erase(waiting_, s);
+  blocks_.release(s->blocks);
+  s->running = false;
+}
+
+void Scheduler::preempt(SequenceState& s) {
+  std::erase(running_, &s);
+  blocks_.release(s.blocks);
+  s.computed = 0;  // recomputed from its tokens when it runs again
+  ++s.preemptions;
+  wait(s);
+}
+
+void Scheduler::preempt_all() {
+  while (!running_.empty()) preempt(*running_.back());
+}
+
+bool Scheduler::grow(SequenceState& s, std::int64_t tokens) {
+  const std::int64_t need = blocks_.blocks_for(s.computed + tokens) - static_cast<std::int64_t>(s.blocks.size());
+  if (need > blocks_.free()) return false;
+  for (std::int64_t i = 0; i < need; ++i) s.blocks.push_back(*blocks_.allocate());
+  return true;
+}
+
+StepPlan Scheduler::plan(double now, std::span<const int> resident) {
+  StepPlan plan;
+  std::int64_t budget = options_.max_batch_tokens;
+  auto use_set = [&](int set) {
+    if (std::find(plan.sets.begin(), plan.sets.end(), set) == plan.sets.end()) plan.sets.push_back(set);
+  };
+
+  // Running sequences, oldest first: a decode token each, or their next prompt chunk. When blocks
+  // run out, the newest running sequence gives its blocks back (possibly this one).
+  for (std::size_t i = 0; i < running_.size() && budget > 0;) {
+    SequenceState& s = *running_[i];
+    const std::int64_t n = std::min(s.known - s.computed, budget);
+    if (n <= 0) {
+      ++i;
+      continue;
+    }
+    bool placed = true;
+    while (!grow(s, n)) {
+      SequenceState& victim = *running_.back();
+      plan.preempted.push_back(&victim);
+      preempt(victim);
+      if (&victim == &s) {
+        placed = false;
+        break;
+      }
+    }
+    if (!placed) continue;  // s was the newest; running_[i] is now the next one (or none)
+    plan.chunks.push_back({&s, n});
+    use_set(s.set);
+    budget -= n;
+    ++i;
+  }
+  for (const SequenceState* s : running_) use_set(s->set);  // their sets stay resident even if idle this step
+
+  // Admission. FCFS: in arrival order, stopping at the first request that cannot start. Affinity:
+  // first the requests whose set is resident already, then the rest in arrival order, passing over
+  // those whose set has no buffer free — unless the oldest has waited too long (then as FCFS).
+  const bool strict = options_.switching == SwitchPolicy::Fcfs ||
+                      (!waiting_.empty() && now - waiting_.front()->arrival > options_.max_wait_seconds);
+  auto admit = [&](auto&& eligible) {
+    for (auto it = waiting_.begin(); it != waiting_.end();) {
+      if (budget <= 0 || static_cast<std::int64_t>(running_.size()) >= options_.max_sequences) return;
+      SequenceState& s = **it;
+      if (!eligible(s)) {
+        ++it;
+        continue;
+      }
+      const bool set_fits = std::find(plan.sets.begin(), plan.sets.end(), s.set) != plan.sets.end() ||
+                            static_cast<int>(plan.sets.size()) < capacity_;
+      const std::int64_t n = std::min(s.known - s.computed, budget);
+      if (!set_fits || !grow(s, n)) {
+        if (strict || set_fits) return;  // no blocks: later requests would not get any either
+        ++it;
+        continue;
+      }
+      it = waiting_.erase(it);
+      s.running = true;
+      running_.push_back(&s);
+      plan.admitted.push_back(&s);
+      plan.chunks.push_back({&s, n});
+      use_set(s.set);
+      budget -= n;
+    }
+  };
+  if (!strict)
+    admit([&](const SequenceState& s) { return std::find(resident.begin(), resident.end(), s.set) != resident.end(); });
+  admit([](const SequenceState&) { return true; });
+  return plan;
+}
+
+}  // namespace mosaic

@@ -1,0 +1,84 @@
+#pragma once
+// Iteration-level scheduling (as Orca and vLLM do it): every step, one more token for each running
+// sequence and the next prompt chunk of sequences being prefilled, within a token budget; waiting
+// sequences admitted while the budget, the sequence limit, the KV blocks and the resident-set
+// buffers allow. When KV blocks run out, the newest running sequence is preempted: its blocks are
+// freed and it waits to be recomputed from its tokens. Pure bookkeeping, no clock of its own.
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "runtime/kv_blocks.h"
+
+namespace mosaic {
+
+// How the scheduler chooses among waiting requests whose resident sets are not all resident.
+enum class SwitchPolicy {
+  Fcfs,      // strictly in arrival order: a request whose set cannot join waits, and so do all after it
+  Affinity,  // requests of sets already resident go first, then the others in arrival order; once
+             // the oldest has waited max_wait_seconds, strict arrival order until it starts
+};
+std::string_view switch_policy_name(SwitchPolicy p);  // "fcfs", "affinity"
+
+struct SchedulerOptions {
+  std::int64_t max_batch_tokens = 512;  // tokens one step runs (the activation workspace)
+  std::int64_t max_sequences = 256;     // sequences running at once (1: one request at a time)
+  SwitchPolicy switching = SwitchPolicy::Fcfs;
+  double max_wait_seconds = 2.0;        // Affinity's bound on how long a request waits for its set
+};
+
+// What the scheduler knows of a sequence. The engine owns them.
+struct SequenceState {
+  std::uint64_t order = 0;  // submission order: ties of arrival
+  double arrival = 0;
+  int set = 0;              // the resident set its tokens need
+  std::int64_t known = 0;   // tokens known so far (prompt, then generated ones)
+  std::int64_t total = 0;   // the most it will ever hold (prompt + max new tokens)
+  std::int64_t computed = 0;  // tokens whose keys and values are cached
+  std::vector<std::int32_t> blocks;
+  bool running = false;
+  std::int64_t preemptions = 0;
+};
+
+struct StepPlan {
+  struct Chunk {
+    SequenceState* sequence;
+    std::int64_t tokens;  // from sequence->computed
+  };
+  std::vector<Chunk> chunks;                // running sequences first (oldest first), then admitted ones
+  std::vector<int> sets;                    // resident sets the step needs, in first-use order
+  std::vector<SequenceState*> admitted;     // started running this step
+  std::vector<SequenceState*> preempted;    // sent back to wait; their blocks are free again
+  bool empty() const { return chunks.empty(); }
+};
+
+class Scheduler {
+ public:
+  Scheduler(SchedulerOptions options, KvBlockPool& blocks, int resident_capacity);
+
+  const SchedulerOptions& options() const { return options_; }
+  void add(SequenceState* s);     // arrived: waits, in arrival order
+  void remove(SequenceState* s);  // finished or cancelled: forgotten, its blocks freed at once
+  // Sends every running sequence back to wait (its blocks freed), e.g. when the runtime changes.
+  void preempt_all();
+  std::size_t waiting() const { return waiting_.size(); }
+  std::size_t running() const { return running_.size(); }
+  // The next step at time `now`, with `resident` the sets the device holds now (Affinity prefers
+  // them: their requests start without a swap).
+  StepPlan plan(double now, std::span<const int> resident = {});
+
+ private:
+  bool grow(SequenceState& s, std::int64_t tokens);  // blocks for `tokens` more; false when none are left
+  void preempt(SequenceState& s);
+  void wait(SequenceState& s);
+
+  SchedulerOptions options_;
+  KvBlockPool& blocks_;
+  int capacity_;
+  std::deque<SequenceState*> waiting_;   // by (arrival, order)
+  std::vector<SequenceState*> running_;  // by admission
+};
+
+}  // namespace mosaic

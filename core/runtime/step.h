@@ -1,0 +1,44 @@
+#pragma once
+// One engine step as the backend sees it — the chunks of the sequences that run in it — and what it
+// measured. Plain data.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "runtime/logits.h"
+
+namespace mosaic {
+
+// Per MoE layer: routed (token, expert) pairs served from a slot (hits) or not (misses), and the
+// expert loads the misses caused.
+struct LayerCounts {
+  std::int64_t hits = 0, misses = 0, loads = 0;
+  std::uint64_t load_bytes = 0;
+  double load_seconds = 0;
+  LayerCounts& operator+=(const LayerCounts& o);
+};
+
+enum class Emit { Nothing, Last, All };  // which rows of logits a chunk returns
+
+struct StepChunk {
+  int sequence = 0;  // the caller's index, for the counts
+  int target = 0;    // reroute row: the variant or adapter the tokens belong to
+  int buffer = 0;    // the resident-set buffer holding the weights its tokens run through
+  std::span<const std::int64_t> tokens;
+  std::int64_t start = 0;                // positions already cached
+  std::span<const std::int32_t> blocks;  // the sequence's KV blocks: enough for start + tokens.size()
+  Emit emit = Emit::Last;
+};
+
+struct StepBatch {
+  std::vector<StepChunk> chunks;  // chunks sharing a buffer are adjacent
+  int sequences = 0;
+};
+
+struct StepResult {
+  std::vector<Logits> logits;                    // per chunk (no rows for Emit::Nothing)
+  std::vector<std::vector<LayerCounts>> counts;  // [sequences][layers]
+  double throttle_seconds = 0;  // copy time the device would add (space-sharing's split bandwidth)
+};
+
+}  // namespace mosaic
