@@ -117,13 +117,21 @@ void add_bench_runtime_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench-runtime",
                                  "Continuous batching against one request at a time, ESFT adapters against base-only batches, host "
                                  "memory, swap and miss cost against memcpy; one run, synthetic ~50M family");
-  struct Opts { std::int64_t prompt = 16, decode = 32; int reps = 2, threads = 0; fs::path json; };
+  struct Opts {
+    std::int64_t prompt = 16, decode = 32;
+    int reps = 2, threads = 0;
+    std::vector<int> concurrency{1, 4, 16, 32};
+    std::vector<std::string> parts{"batching", "esft", "memory", "copies"};
+    fs::path json;
+  };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--prompt", o->prompt, "prompt tokens per request")->default_val(16);
   cmd->add_option("--decode", o->decode, "tokens generated per request")->default_val(32);
   cmd->add_option("--reps", o->reps, "repetitions of each measurement; the best is reported")->default_val(2);
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
   cmd->add_option("--json", o->json, "also write the measurements to this JSON file");
+  cmd->add_option("--concurrency", o->concurrency, "concurrent sequences of the batching measurement")->default_str("1 4 16 32");
+  cmd->add_option("--parts", o->parts, "which measurements: batching, esft, memory, copies")->default_str("all");
   cmd->callback([o] {
     const int threads = configure_threads(o->threads);
     const fs::path dir = fs::temp_directory_path() / ("mosaic-bench-" + std::to_string(std::random_device{}()));
@@ -131,6 +139,7 @@ void add_bench_runtime_command(CLI::App& app) {
     const ModelSpec spec = mixtral_like_spec(8000, 384, 768, 6, 8);  // bench-forward's ~50M model
     nlohmann::ordered_json out = {{"threads", threads}, {"parameters", parameter_count(spec)},
                                   {"prompt", o->prompt}, {"decode", o->decode}};
+    auto part = [&](const char* name) { return std::find(o->parts.begin(), o->parts.end(), name) != o->parts.end(); };
     auto best = [&](auto&& run) {
       Batch b = run();
       for (int r = 1; r < o->reps; ++r) {
@@ -159,7 +168,7 @@ void add_bench_runtime_command(CLI::App& app) {
                 static_cast<long long>(o->prompt), static_cast<long long>(o->decode), o->reps);
     std::printf("%-12s %16s %16s %8s %8s\n", "concurrent", "batched tok/s", "one-at-a-time", "speedup", "steps");
     out["batching"] = nlohmann::ordered_json::array();
-    for (int c : {1, 4, 16, 32}) {
+    for (int c : part("batching") ? o->concurrency : std::vector<int>{}) {
       std::vector<std::string> targets;
       for (int i = 0; i < c; ++i) targets.push_back(family.variants()[static_cast<std::size_t>(i % 4)].name);
       const Batch batched = best([&] { return serve(rt, targets, o->prompt, o->decode, 256); });
@@ -193,10 +202,10 @@ void add_bench_runtime_command(CLI::App& app) {
       for (int i = 0; i < batch; ++i) t.push_back(n == 0 ? esft_store.name(base_target) : "esft" + std::to_string(i % n));
       return t;
     };
-    const Batch base_only = best([&] { return serve(weave_rt, mix(0), o->prompt, o->decode, 256); });
-    std::printf("\n%-34s %12s %12s %10s\n", "batch of 16, TPOT", "ms/token", "base-only", "overhead");
+    const Batch base_only = part("esft") ? best([&] { return serve(weave_rt, mix(0), o->prompt, o->decode, 256); }) : Batch{};
+    if (part("esft")) std::printf("\n%-34s %12s %12s %10s\n", "batch of 16, TPOT", "ms/token", "base-only", "overhead");
     out["esft"] = nlohmann::ordered_json::array();
-    for (int n : {4, 8}) {
+    for (int n : part("esft") ? std::vector<int>{4, 8} : std::vector<int>{}) {
       const Batch b = best([&] { return serve(weave_rt, mix(n), o->prompt, o->decode, 256); });
       std::printf("%-34s %12.2f %12.2f %+9.1f%%\n", ("mixed over " + std::to_string(n) + " ESFT adapters").c_str(), b.tpot * 1e3,
                   base_only.tpot * 1e3, 100.0 * (b.tpot / base_only.tpot - 1.0));
@@ -205,6 +214,7 @@ void add_bench_runtime_command(CLI::App& app) {
     }
 
     // 3. Host memory: a base and 4 adapters, against the 5 merged models they would otherwise be.
+    if (!part("memory") && !part("copies")) return;
     Family four;
     open_family(four, {adapters.begin(), adapters.begin() + 4});
     const HostStore four_store(four);

@@ -40,8 +40,8 @@ CpuBackend::CpuBackend(const HostStore& store, const BackendShape& shape) : stor
   }
   inv_freq_ = inverse_frequencies(s);
   for (std::int64_t l = 0; l < s.num_layers; ++l) {
-    k_.push_back(at::empty({0, s.num_kv_heads, s.head_dim}, at::kFloat));
-    v_.push_back(at::empty({0, s.num_kv_heads, s.head_dim}, at::kFloat));
+    k_.push_back(at::zeros({1, s.num_kv_heads, s.head_dim}, at::kFloat));
+    v_.push_back(at::zeros({1, s.num_kv_heads, s.head_dim}, at::kFloat));
   }
   if (shape.kv_blocks) reserve_kv(*shape.kv_blocks);
 }
@@ -81,8 +81,10 @@ void CpuBackend::reserve_kv(std::int64_t blocks) {
   const std::int64_t rows = target * shape_.kv_block_tokens;
   for (std::size_t l = 0; l < k_.size(); ++l) {
     for (at::Tensor* t : {&k_[l], &v_[l]}) {
-      at::Tensor grown = at::empty({rows, t->size(1), t->size(2)}, at::kFloat);
-      if (t->size(0) > 0) grown.narrow(0, 0, t->size(0)).copy_(*t);
+      // One more row, of zeros: what the batched decode reads for padding (masked, but finite).
+      at::Tensor grown = at::empty({rows + 1, t->size(1), t->size(2)}, at::kFloat);
+      if (t->size(0) > 1) grown.narrow(0, 0, t->size(0) - 1).copy_(t->narrow(0, 0, t->size(0) - 1));
+      grown[rows].zero_();
       *t = grown;
     }
   }

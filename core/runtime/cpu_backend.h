@@ -50,9 +50,12 @@ class CpuBackend final : public Backend {
  private:
   // The MoE block of `layer` over every token of the step: h [tokens, H] → [tokens, H].
   at::Tensor moe(std::int64_t layer, const at::Tensor& h, const StepLayout& layout, MoeState& state, StepResult& result);
-  at::Tensor attention(std::int64_t layer, const LayerWeights& L, const at::Tensor& h, const StepBatch& batch,
-                       const StepLayout& layout, const StepLayout::Group& g, const at::Tensor& cos, const at::Tensor& sin,
-                       const std::vector<at::Tensor>& new_slots, const std::vector<at::Tensor>& all_slots);
+  struct KvRows;
+  KvRows kv_rows(const StepBatch& batch, const StepLayout& layout);
+  at::Tensor project_qkv(std::int64_t layer, const LayerWeights& L, const at::Tensor& h, const at::Tensor& cos,
+                         const at::Tensor& sin, const at::Tensor& write_rows);
+  at::Tensor attend_all(std::int64_t layer, const at::Tensor& q, const StepBatch& batch, const StepLayout& layout,
+                        const KvRows& rows);
   void reserve_kv(std::int64_t blocks);
   const ModelWeights& weights(int buffer) const { return buffers_[static_cast<std::size_t>(buffer)].weights; }
 
@@ -63,7 +66,7 @@ class CpuBackend final : public Backend {
   std::vector<SetBuffer> buffers_;
   std::unordered_map<std::string, std::size_t> name_index_;  // non-expert name → position
   at::Tensor inv_freq_;
-  std::vector<at::Tensor> k_, v_;   // [layers]: [blocks · block_tokens, kvh, hd]
+  std::vector<at::Tensor> k_, v_;   // [layers]: [blocks · block_tokens + 1, kvh, hd]; the last row zeros
   std::int64_t kv_blocks_ = 0;
 };
 

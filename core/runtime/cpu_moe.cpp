@@ -21,7 +21,7 @@ at::Tensor CpuBackend::moe(std::int64_t layer, const at::Tensor& h, const StepLa
   std::vector<float> top_w(static_cast<std::size_t>(N * k));
   for (const auto& g : layout.groups) {
     const std::int64_t n = g.end - g.begin;
-    at::Tensor logits = affine(h.narrow(0, g.begin, n), weights(g.buffer).layers[l].router);  // [n, E]
+    at::Tensor logits = project(h.narrow(0, g.begin, n), weights(g.buffer).layers[l].router);  // [n, E]
     if (state.policy->masks_router()) {
       // SwapMoE's masked gating: experts with no slot for the token's row take no probability. A
       // token whose row has no expert resident in this layer keeps uniform logits; its pairs are dropped.
@@ -74,7 +74,7 @@ at::Tensor CpuBackend::moe(std::int64_t layer, const at::Tensor& h, const StepLa
         ws.push_back(top_w[static_cast<std::size_t>(p)]);
       }
       const ExpertSlots& from = group.slot.scratch ? scratch_ : slots_[l];
-      add_expert(h, rows, ws, from.view(group.slot.slot), out);
+      add_expert(h, rows, ws, from.view(group.slot.slot), out, /*batched=*/true);
     }
     for (const ExpertLoad& load : wave.loads)
       if (load.slot.scratch) state.scratch->clear(load.slot.slot);  // transient: dropped after use
@@ -84,7 +84,7 @@ at::Tensor CpuBackend::moe(std::int64_t layer, const at::Tensor& h, const StepLa
     const LayerWeights& L = weights(g.buffer).layers[l];
     if (!L.shared_gate.defined()) continue;
     const at::Tensor hg = h.narrow(0, g.begin, g.end - g.begin);
-    out.narrow(0, g.begin, g.end - g.begin).add_(at::sigmoid(affine(hg, L.shared_gate)) * swiglu(hg, L.shared));
+    out.narrow(0, g.begin, g.end - g.begin).add_(at::sigmoid(project(hg, L.shared_gate)) * swiglu(hg, L.shared, true));
   }
   return out;
 }

@@ -3,6 +3,10 @@
 #include <cmath>
 #include <limits>
 
+#include <ATen/Parallel.h>
+
+#include "runtime/cpu_gemm.h"
+
 namespace mosaic::cpu {
 
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
@@ -13,24 +17,43 @@ at::Tensor affine(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b)
   return at::linear(x, w, b.defined() ? c10::optional<at::Tensor>(b) : c10::nullopt);
 }
 
+at::Tensor project(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
+  constexpr std::int64_t kMaxRows = 8;  // beyond this OpenBLAS's packed GEMM is as fast (bench-runtime)
+  if (x.dim() != 2 || w.dim() != 2 || x.size(0) > kMaxRows || x.scalar_type() != at::kFloat || w.scalar_type() != at::kFloat)
+    return affine(x, w, b);
+  const std::int64_t M = x.size(0), K = x.size(1), N = w.size(0);
+  const at::Tensor xc = x.contiguous(), wc = w.contiguous();
+  at::Tensor y = at::empty({M, N}, at::kFloat);
+  const float* xp = xc.data_ptr<float>();
+  const float* wp = wc.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
+  // Row ranges of w, even-sized, split over the intra-op threads.
+  at::parallel_for(0, (N + 1) / 2, 64, [&](std::int64_t begin, std::int64_t end) {
+    skinny_gemm(xp, M, K, wp, 2 * begin, std::min(N, 2 * end), yp, N);
+  });
+  if (b.defined()) y.add_(b);
+  return y;
+}
+
 at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
   const std::int64_t half = x.size(-1) / 2;
   const at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
   return x * cos + rotated * sin;
 }
 
-at::Tensor swiglu(const at::Tensor& x, const MlpWeights& m) {
-  const at::Tensor gu = affine(x, m.gate_up);  // [n, 2I]
+at::Tensor swiglu(const at::Tensor& x, const MlpWeights& m, bool batched) {
+  const auto proj = batched ? project : affine;
+  const at::Tensor gu = proj(x, m.gate_up, {});  // [n, 2I]
   const std::int64_t I = gu.size(-1) / 2;
-  return affine(at::silu(gu.narrow(-1, 0, I)) * gu.narrow(-1, I, I), m.down);
+  return proj(at::silu(gu.narrow(-1, 0, I)) * gu.narrow(-1, I, I), m.down, {});
 }
 
 void add_expert(const at::Tensor& x, const std::vector<std::int64_t>& rows, const std::vector<float>& weights,
-                const MlpWeights& m, at::Tensor& out) {
+                const MlpWeights& m, at::Tensor& out, bool batched) {
   const auto n = static_cast<std::int64_t>(rows.size());
   const at::Tensor idx = at::from_blob(const_cast<std::int64_t*>(rows.data()), {n}, at::kLong);
   const at::Tensor w = at::from_blob(const_cast<float*>(weights.data()), {n, 1}, at::kFloat);
-  out.index_add_(0, idx, swiglu(x.index_select(0, idx), m) * w);
+  out.index_add_(0, idx, swiglu(x.index_select(0, idx), m, batched) * w);
 }
 
 at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {

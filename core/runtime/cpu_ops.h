@@ -13,13 +13,16 @@ namespace mosaic::cpu {
 at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);
 // x · wᵀ (+ b).
 at::Tensor affine(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {});
+// The same for the batched step's 2-D activations: few rows go through skinny_gemm (cpu_gemm.h).
+at::Tensor project(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {});
 // Rotary embedding with transformers' non-interleaved halves; cos/sin broadcast against x.
 at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 // SwiGLU MLP: down(silu(gate(x)) * up(x)), gate and up stacked in one weight.
-at::Tensor swiglu(const at::Tensor& x, const MlpWeights& m);
+// `batched`: the projections go through project() (the batched step), else affine() (the reference).
+at::Tensor swiglu(const at::Tensor& x, const MlpWeights& m, bool batched = false);
 // out[rows] += weights · SwiGLU_m(x[rows]): one expert over the tokens routed to it.
 void add_expert(const at::Tensor& x, const std::vector<std::int64_t>& rows, const std::vector<float>& weights,
-                const MlpWeights& m, at::Tensor& out);
+                const MlpWeights& m, at::Tensor& out, bool batched = false);
 // Grouped-query attention of one sequence without copying keys (query head h reads kv head h / rep):
 // q [nh, T, hd] after rotary, k and v [kvh, S, hd]; query i sits at position S − T + i and sees keys
 // 0 … S − T + i. Returns [T, nh·hd].

@@ -1,7 +1,10 @@
 // The CPU backend's batched step: every chunk's tokens through the model at once. Dense work runs
-// per resident-set group (each group's tokens through its buffer's weights), attention per sequence
-// over its own KV blocks, and each MoE layer over all tokens of the step together (cpu_moe.cpp).
+// per resident-set group (each group's tokens through its buffer's weights); attention reads each
+// sequence's own KV blocks — the decode tokens of every sequence in one padded batch, prompt chunks
+// one by one; each MoE layer runs over all tokens of the step together (cpu_moe.cpp).
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "common/error.h"
 #include "runtime/cpu_backend.h"
@@ -33,15 +36,73 @@ StepLayout layout_of(const StepBatch& batch) {
 
 }  // namespace
 
-at::Tensor CpuBackend::attention(std::int64_t layer, const LayerWeights& L, const at::Tensor& h, const StepBatch& batch,
-                                 const StepLayout& layout, const StepLayout::Group& g, const at::Tensor& cos,
-                                 const at::Tensor& sin, const std::vector<at::Tensor>& new_slots,
-                                 const std::vector<at::Tensor>& all_slots) {
+// Where a step's keys and values go and come from, in rows of the KV pool (block · block_tokens +
+// offset; the pool's last row is zeros, the padding of the batched decode).
+struct CpuBackend::KvRows {
+  at::Tensor write;                        // [tokens]: the row each new token's key and value go to
+  std::vector<std::size_t> decode;         // chunks of one token
+  at::Tensor decode_tokens;                // [B]: their token index in the step
+  at::Tensor decode_rows;                  // [B · Smax]: the rows each reads, padded
+  at::Tensor decode_mask;                  // [B, 1, 1, Smax]: 0, or −∞ on padding
+  std::int64_t decode_span = 0;            // Smax
+  std::vector<std::size_t> prefill;        // chunks of several tokens
+  std::vector<at::Tensor> prefill_rows;    // per prefill chunk: [S]
+};
+
+CpuBackend::KvRows CpuBackend::kv_rows(const StepBatch& batch, const StepLayout& layout) {
+  const std::int64_t bt = shape_.kv_block_tokens;
+  KvRows r;
+  std::vector<std::int64_t> write, decode_tokens, decode_rows;
+  std::int64_t highest_block = -1, span = 0;
+  for (const StepChunk& c : batch.chunks) {
+    for (std::int32_t b : c.blocks) highest_block = std::max<std::int64_t>(highest_block, b);
+    if (c.tokens.size() == 1) span = std::max(span, c.start + 1);
+  }
+  reserve_kv(highest_block + 1);
+  const std::int64_t pad = k_.front().size(0) - 1;
+  auto row = [&](const StepChunk& c, std::int64_t p) {
+    return static_cast<std::int64_t>(c.blocks[static_cast<std::size_t>(p / bt)]) * bt + p % bt;
+  };
+  std::vector<float> mask;
+  for (std::size_t ci = 0; ci < batch.chunks.size(); ++ci) {
+    const StepChunk& c = batch.chunks[ci];
+    const auto T = static_cast<std::int64_t>(c.tokens.size());
+    if (static_cast<std::int64_t>(c.blocks.size()) * bt < c.start + T)
+      throw InvalidArgument("step", "KV blocks", "hold fewer positions than the chunk reaches");
+    for (std::int64_t p = c.start; p < c.start + T; ++p) write.push_back(row(c, p));
+    if (T == 1) {
+      r.decode.push_back(ci);
+      decode_tokens.push_back(layout.offset[ci]);
+      for (std::int64_t p = 0; p < span; ++p) {
+        decode_rows.push_back(p <= c.start ? row(c, p) : pad);
+        mask.push_back(p <= c.start ? 0.0f : -std::numeric_limits<float>::infinity());
+      }
+    } else {
+      r.prefill.push_back(ci);
+      std::vector<std::int64_t> all;
+      for (std::int64_t p = 0; p < c.start + T; ++p) all.push_back(row(c, p));
+      r.prefill_rows.push_back(long_tensor(all));
+    }
+  }
+  r.write = long_tensor(write);
+  r.decode_span = span;
+  if (!r.decode.empty()) {
+    const auto B = static_cast<std::int64_t>(r.decode.size());
+    r.decode_tokens = long_tensor(decode_tokens);
+    r.decode_rows = long_tensor(decode_rows);
+    r.decode_mask = at::from_blob(mask.data(), {B, 1, 1, span}, at::kFloat).clone();
+  }
+  return r;
+}
+
+// q, k, v of a group's tokens, rotary applied; keys and values written to the pool.
+at::Tensor CpuBackend::project_qkv(std::int64_t layer, const LayerWeights& L, const at::Tensor& h, const at::Tensor& cos,
+                                   const at::Tensor& sin, const at::Tensor& write_rows) {
   const ModelSpec& s = store_.spec();
   const std::int64_t n = h.size(0), nh = s.num_heads, kvh = s.num_kv_heads, hd = s.head_dim;
-  at::Tensor q = affine(h, L.wq, L.bq);  // [n, nh*hd]
-  at::Tensor k = affine(h, L.wk, L.bk);  // [n, kvh*hd]
-  at::Tensor v = affine(h, L.wv, L.bv);
+  at::Tensor q = project(h, L.wq, L.bq);  // [n, nh*hd]
+  at::Tensor k = project(h, L.wk, L.bk);  // [n, kvh*hd]
+  at::Tensor v = project(h, L.wv, L.bv);
   if (s.qk_norm == QkNorm::Whole) {
     q = rms_norm(q, L.q_norm, s.rms_norm_eps);
     k = rms_norm(k, L.k_norm, s.rms_norm_eps);
@@ -53,26 +114,44 @@ at::Tensor CpuBackend::attention(std::int64_t layer, const LayerWeights& L, cons
   }
   q = q.view({n, nh, hd});
   k = k.view({n, kvh, hd});
-  v = v.view({n, kvh, hd});
   if (s.qk_norm == QkNorm::PerHead) {
     q = rms_norm(q, L.q_norm, s.rms_norm_eps);
     k = rms_norm(k, L.k_norm, s.rms_norm_eps);
   }
-  const at::Tensor c = cos.narrow(0, g.begin, n).unsqueeze(1), sn = sin.narrow(0, g.begin, n).unsqueeze(1);  // [n, 1, hd]
-  q = rope(q, c, sn);
-  k = rope(k, c, sn);
-  at::Tensor out = at::empty({n, nh * hd}, at::kFloat);
-  at::Tensor& K = k_[static_cast<std::size_t>(layer)];
-  at::Tensor& V = v_[static_cast<std::size_t>(layer)];
-  for (std::size_t ci = g.first_chunk; ci < g.last_chunk; ++ci) {
-    const std::int64_t off = layout.offset[ci] - g.begin, T = static_cast<std::int64_t>(batch.chunks[ci].tokens.size());
-    K.index_copy_(0, new_slots[ci], k.narrow(0, off, T));
-    V.index_copy_(0, new_slots[ci], v.narrow(0, off, T));
-    const at::Tensor keys = K.index_select(0, all_slots[ci]).transpose(0, 1);  // [kvh, S, hd]
-    const at::Tensor values = V.index_select(0, all_slots[ci]).transpose(0, 1);
+  const at::Tensor c = cos.unsqueeze(1), sn = sin.unsqueeze(1);  // [n, 1, hd]
+  k_[static_cast<std::size_t>(layer)].index_copy_(0, write_rows, rope(k, c, sn));
+  v_[static_cast<std::size_t>(layer)].index_copy_(0, write_rows, v.view({n, kvh, hd}));
+  return rope(q, c, sn);  // [n, nh, hd]
+}
+
+// Attention of every chunk over its own cache; q [tokens, nh, hd] → [tokens, nh·hd].
+at::Tensor CpuBackend::attend_all(std::int64_t layer, const at::Tensor& q, const StepBatch& batch, const StepLayout& layout,
+                                  const KvRows& rows) {
+  const ModelSpec& s = store_.spec();
+  const std::int64_t nh = s.num_heads, kvh = s.num_kv_heads, hd = s.head_dim;
+  const at::Tensor& K = k_[static_cast<std::size_t>(layer)];
+  const at::Tensor& V = v_[static_cast<std::size_t>(layer)];
+  at::Tensor out = at::empty({layout.tokens, nh * hd}, at::kFloat);
+  if (!rows.decode.empty()) {
+    // One query per sequence against its keys, padded to the longest: the scores of padding are −∞.
+    const auto B = static_cast<std::int64_t>(rows.decode.size());
+    const std::int64_t S = rows.decode_span;
+    const std::int64_t rep = nh / kvh;
+    const at::Tensor keys = K.index_select(0, rows.decode_rows).view({B, S, kvh, hd}).permute({0, 2, 3, 1}).reshape({B * kvh, hd, S});
+    const at::Tensor values = V.index_select(0, rows.decode_rows).view({B, S, kvh, hd}).permute({0, 2, 1, 3}).reshape({B * kvh, S, hd});
+    const at::Tensor qd = q.index_select(0, rows.decode_tokens).view({B * kvh, rep, hd});
+    const at::Tensor scores = (at::bmm(qd, keys) * (1.0 / std::sqrt(static_cast<double>(hd)))).view({B, kvh, rep, S}) + rows.decode_mask;
+    const at::Tensor o = at::bmm(at::softmax(scores, -1).view({B * kvh, rep, S}), values);  // [B·kvh, rep, hd]
+    out.index_copy_(0, rows.decode_tokens, o.reshape({B, nh * hd}));
+  }
+  for (std::size_t i = 0; i < rows.prefill.size(); ++i) {
+    const std::size_t ci = rows.prefill[i];
+    const std::int64_t off = layout.offset[ci], T = static_cast<std::int64_t>(batch.chunks[ci].tokens.size());
+    const at::Tensor keys = K.index_select(0, rows.prefill_rows[i]).transpose(0, 1);  // [kvh, S, hd]
+    const at::Tensor values = V.index_select(0, rows.prefill_rows[i]).transpose(0, 1);
     out.narrow(0, off, T).copy_(attend(q.narrow(0, off, T).transpose(0, 1), keys, values));
   }
-  return affine(out, L.wo, L.bo);
+  return out;
 }
 
 StepResult CpuBackend::run(const StepBatch& batch, MoeState& moe_state) {
@@ -84,65 +163,66 @@ StepResult CpuBackend::run(const StepBatch& batch, MoeState& moe_state) {
   const StepLayout layout = layout_of(batch);
   if (layout.tokens == 0) return result;
 
-  // Token ids, positions and the KV rows each chunk writes and reads (block · block_tokens + offset).
   std::vector<std::int64_t> ids, positions;
-  std::vector<at::Tensor> new_slots, all_slots;
-  const std::int64_t bt = shape_.kv_block_tokens;
-  std::int64_t highest_block = -1;
   for (const StepChunk& c : batch.chunks) {
-    const auto T = static_cast<std::int64_t>(c.tokens.size());
     for (std::int64_t id : c.tokens)
       if (id < 0 || id >= s.vocab_size)
         throw InvalidArgument("step", "token id " + std::to_string(id), "is outside the vocabulary [0, " + std::to_string(s.vocab_size) + ")");
-    if (static_cast<std::int64_t>(c.blocks.size()) * bt < c.start + T)
-      throw InvalidArgument("step", "KV blocks", "hold fewer positions than the chunk reaches");
     ids.insert(ids.end(), c.tokens.begin(), c.tokens.end());
-    std::vector<std::int64_t> all(static_cast<std::size_t>(c.start + T));
-    for (std::int64_t p = 0; p < c.start + T; ++p) {
-      all[static_cast<std::size_t>(p)] = static_cast<std::int64_t>(c.blocks[static_cast<std::size_t>(p / bt)]) * bt + p % bt;
-      if (p >= c.start) positions.push_back(p);
-    }
-    for (std::int32_t b : c.blocks) highest_block = std::max<std::int64_t>(highest_block, b);
-    new_slots.push_back(long_tensor(std::vector<std::int64_t>(all.begin() + c.start, all.end())));
-    all_slots.push_back(long_tensor(all));
+    for (std::int64_t p = c.start; p < c.start + static_cast<std::int64_t>(c.tokens.size()); ++p) positions.push_back(p);
   }
-  reserve_kv(highest_block + 1);
+  const KvRows rows = kv_rows(batch, layout);
   const at::Tensor id_t = long_tensor(ids);
   const auto [cos, sin] = rotary(long_tensor(positions), inv_freq_);  // [tokens, hd]
+  auto part = [](const at::Tensor& t, const StepLayout::Group& g) { return t.narrow(0, g.begin, g.end - g.begin); };
 
   at::Tensor x = at::empty({layout.tokens, s.hidden_size}, at::kFloat);
-  for (const auto& g : layout.groups)
-    x.narrow(0, g.begin, g.end - g.begin).copy_(weights(g.buffer).embed.index_select(0, id_t.narrow(0, g.begin, g.end - g.begin)));
+  for (const auto& g : layout.groups) part(x, g).copy_(weights(g.buffer).embed.index_select(0, part(id_t, g)));
   at::Tensor h = at::empty_like(x);
+  at::Tensor q = at::empty({layout.tokens, s.num_heads, s.head_dim}, at::kFloat);
   for (std::int64_t l = 0; l < s.num_layers; ++l) {
+    const auto li = static_cast<std::size_t>(l);
     for (const auto& g : layout.groups) {
-      const LayerWeights& L = weights(g.buffer).layers[static_cast<std::size_t>(l)];
-      at::Tensor xg = x.narrow(0, g.begin, g.end - g.begin);
-      xg.add_(attention(l, L, rms_norm(xg, L.input_norm, s.rms_norm_eps), batch, layout, g, cos, sin, new_slots, all_slots));
-      h.narrow(0, g.begin, g.end - g.begin).copy_(rms_norm(xg, L.post_norm, s.rms_norm_eps));
+      const LayerWeights& L = weights(g.buffer).layers[li];
+      part(q, g).copy_(project_qkv(l, L, rms_norm(part(x, g), L.input_norm, s.rms_norm_eps), part(cos, g), part(sin, g), part(rows.write, g)));
+    }
+    const at::Tensor attended = attend_all(l, q, batch, layout, rows);
+    for (const auto& g : layout.groups) {
+      const LayerWeights& L = weights(g.buffer).layers[li];
+      at::Tensor xg = part(x, g);
+      xg.add_(project(part(attended, g), L.wo, L.bo));
+      part(h, g).copy_(rms_norm(xg, L.post_norm, s.rms_norm_eps));
     }
     if (s.is_sparse(l)) {
       x.add_(moe(l, h, layout, moe_state, result));
     } else {
-      for (const auto& g : layout.groups)
-        x.narrow(0, g.begin, g.end - g.begin)
-            .add_(swiglu(h.narrow(0, g.begin, g.end - g.begin), weights(g.buffer).layers[static_cast<std::size_t>(l)].shared));
+      for (const auto& g : layout.groups) part(x, g).add_(swiglu(part(h, g), weights(g.buffer).layers[li].shared, true));
     }
   }
 
+  // Logits of the rows the chunks ask for, one projection per group.
   for (const auto& g : layout.groups) {
+    std::vector<std::int64_t> wanted;
+    for (std::size_t ci = g.first_chunk; ci < g.last_chunk; ++ci) {
+      const StepChunk& c = batch.chunks[ci];
+      const auto T = static_cast<std::int64_t>(c.tokens.size());
+      if (c.emit == Emit::Last) wanted.push_back(layout.offset[ci] + T - 1);
+      if (c.emit == Emit::All)
+        for (std::int64_t t = 0; t < T; ++t) wanted.push_back(layout.offset[ci] + t);
+    }
+    if (wanted.empty()) continue;
     const ModelWeights& W = weights(g.buffer);
+    const at::Tensor logits =
+        project(rms_norm(x.index_select(0, long_tensor(wanted)), W.final_norm, s.rms_norm_eps), W.lm_head).contiguous();
+    const float* data = logits.data_ptr<float>();
     for (std::size_t ci = g.first_chunk; ci < g.last_chunk; ++ci) {
       const StepChunk& c = batch.chunks[ci];
       if (c.emit == Emit::Nothing) continue;
-      const auto T = static_cast<std::int64_t>(c.tokens.size());
-      const std::int64_t first = c.emit == Emit::Last ? layout.offset[ci] + T - 1 : layout.offset[ci];
-      const at::Tensor rows = x.narrow(0, first, c.emit == Emit::Last ? 1 : T);
-      const at::Tensor logits = affine(rms_norm(rows, W.final_norm, s.rms_norm_eps), W.lm_head).contiguous();
       Logits& out = result.logits[ci];
       out.vocab = s.vocab_size;
-      out.rows = logits.size(0);
-      out.values.assign(logits.data_ptr<float>(), logits.data_ptr<float>() + logits.numel());
+      out.rows = c.emit == Emit::Last ? 1 : static_cast<std::int64_t>(c.tokens.size());
+      out.values.assign(data, data + out.rows * s.vocab_size);
+      data += out.rows * s.vocab_size;
     }
   }
   return result;
