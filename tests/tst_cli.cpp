@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <map>
 
 #include "analysis/layout.h"
 #include "model/checkpoint.h"
@@ -70,6 +71,66 @@ class TestCli : public QObject {
     auto want = read_f32(ref, "logits.esft2");
     want.resize(got.size());  // row 0's first 12 positions
     QVERIFY(relative_error(got, want) <= 1e-4);
+  }
+
+  // `logits --requests`: full variants and an ESFT adapter (served over its base) in one batch,
+  // each line's logits those of its own checkpoint alone (strict hits).
+  void logitsOfManyRequestsInOneBatch() {
+    // An ESFT adapter of the mixtral base: esft1's tuned experts (manifest.json) and nothing else.
+    const fs::path adapter = copy_checkpoint(fixture("mixtral", "esft1"), scratch("adapters") / "tuned");
+    const std::map<std::int64_t, std::vector<std::int64_t>> tuned{{0, {4, 5, 6}}, {1, {2, 7}}, {2, {0, 7}}};
+    rewrite_weights(adapter, [&](const TensorInfo& t) {
+      for (const auto& [l, ids] : tuned)
+        for (std::int64_t e : ids)
+          if (t.name.find("layers." + std::to_string(l) + ".block_sparse_moe.experts." + std::to_string(e) + ".") != std::string::npos)
+            return true;
+      return false;
+    });
+    std::ofstream(adapter / "expert_cfg.json")
+        << nlohmann::json{{"experts", {{"0", {4, 5, 6}}, {"1", {2, 7}}, {"2", {0, 7}}}}, {"base_model", fixture("mixtral", "base").string()}}.dump();
+    const fs::path requests = scratch("requests.jsonl");
+    const std::vector<std::pair<std::string, std::string>> lines{
+        {"ft1", "165,299,204,8,63,73,11,261,79,192,208,129"}, {"tuned", "5,6,7,8,9,10,11"}, {"base", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20"},
+        {"ft2", "300,1,2,3,4"}, {"tuned", "9,9,9"}};
+    {
+      std::ofstream out(requests);
+      for (const auto& [t, ids] : lines) out << nlohmann::json::parse("{\"target\": \"" + t + "\", \"ids\": [" + ids + "]}").dump() << "\n";
+    }
+    const fs::path out = scratch("batch.safetensors"), stats = scratch("batch-stats.json");
+    // The adapter's base comes in through base_model; ft1 and ft2 are named.
+    Run r = cli(args({"logits", "--variants"}) << path(fixture("mixtral", "ft1")) << path(fixture("mixtral", "ft2")) << path(adapter)
+                << args({"--capacity", "10", "--hit", "strict", "--resident-sets", "3", "--requests"}) << path(requests) << QStringLiteral("--out") << path(out)
+                << QStringLiteral("--stats") << path(stats));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    const SafetensorsFile f(out);
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      const fs::path alone = scratch("alone-" + std::to_string(i) + ".safetensors");
+      const fs::path model = lines[i].first == "tuned" ? fixture("mixtral", "esft1") : fixture("mixtral", lines[i].first);
+      const Run a = cli(args({"logits", "--model"}) << path(model) << QStringLiteral("--ids") << QString::fromStdString(lines[i].second)
+                            << QStringLiteral("--out") << path(alone));
+      QVERIFY2(a.code == 0, qPrintable(a.err));
+      const std::string key = "logits." + std::to_string(i);
+      QVERIFY(f.find(key));
+      QVERIFY2(relative_error(read_f32(f, key), read_f32(SafetensorsFile(alone), "logits")) <= 1e-5, key.c_str());
+    }
+    const auto j = nlohmann::json::parse(std::ifstream(stats));
+    QCOMPARE(j["requests"].size(), lines.size());
+    QCOMPARE(j["hit"].get<std::string>(), std::string("strict"));
+    QCOMPARE(j["engine"]["largest_step_sequences"].get<int>(), 5);  // one step for all five: 3 non-expert sets resident
+    QCOMPARE(j["engine"]["steps"].get<int>(), 1);
+
+    // A malformed line and an unknown target are refused by name, and no output is written.
+    std::ofstream(scratch("bad.jsonl")) << R"({"target": "ft1", "ids": [1, 2]})" << "\n" << R"({"target": "ft1", "ids": ["x"]})" << "\n";
+    r = cli(args({"logits", "--variants"}) << path(fixture("mixtral", "ft1")) << path(fixture("mixtral", "ft2"))
+            << args({"--capacity", "4", "--requests"}) << path(scratch("bad.jsonl")) << QStringLiteral("--out") << path(scratch("never.safetensors")));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("bad.jsonl")) && r.err.contains(QStringLiteral("line 2")), qPrintable(r.err));
+    std::ofstream(scratch("who.jsonl")) << R"({"target": "ft9", "ids": [1, 2]})" << "\n";
+    r = cli(args({"logits", "--variants"}) << path(fixture("mixtral", "ft1")) << path(fixture("mixtral", "ft2"))
+            << args({"--capacity", "4", "--requests"}) << path(scratch("who.jsonl")) << QStringLiteral("--out") << path(scratch("never.safetensors")));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("target 'ft9'")), qPrintable(r.err));
+    QVERIFY(!fs::exists(scratch("never.safetensors")));
   }
 
   void generatePrintsGreedyIds() {

@@ -12,6 +12,7 @@
 #include "model/variant_folders.h"
 #include "runtime/forward.h"
 #include "serving/runner.h"
+#include "serving/session.h"
 #include "serving/sweep.h"
 #include "test_support.h"
 
@@ -295,6 +296,35 @@ class TestServing : public QObject {
     QCOMPARE(chat->wait().finish, Finish::Length);
     QCOMPARE(engine.runtime(), mine);
     QVERIFY(!engine.clock()->is_virtual());
+  }
+
+  void sessionServesWithinItsBudget() {
+    qputenv("MOSAIC_CACHE_DIR", QByteArray::fromStdString(scratch("cache").string()));
+    auto opened = Session::open({fixture("olmoe", "base"), fixture("olmoe", "ft1"), fixture("olmoe", "ft2")});
+    QVERIFY(opened.ok());
+    Session& s = **opened;
+    s.plan(0, Policy::RoundRobin);
+    const std::uint64_t budget = s.default_budget();
+    QCOMPARE(*s.runtime().config().budget_bytes, budget);
+    QVERIFY(s.runtime().budget().used() <= budget);
+    const auto map = s.layout().plan.map;
+    // A budget below the minimum is refused and leaves the session exactly as it was, serving.
+    expect_mentions(error_of<BudgetError>([&] { s.plan(s.capacity().minimum_budget() - 1, Policy::RoundRobin); }), {"below the minimum"});
+    QCOMPARE(s.layout().plan.map, map);
+    QCOMPARE(*s.runtime().config().budget_bytes, budget);
+    const auto h = s.engine().submit({"ft1", {.prompt = {1, 2, 3}, .max_new_tokens = 2}});
+    QCOMPARE(h->wait().finish, Finish::Length);
+    // A layout file whose copies do not fit the budget it names is refused the same way.
+    Layout crowded = s.layout();
+    crowded.budget_bytes = s.capacity().minimum_budget();
+    expect_mentions(error_of<BudgetError>([&] { s.apply(crowded); }), {"device budget", "raise the budget"});
+    QCOMPARE(s.layout().plan.map, map);
+    // Cancelled opening is an outcome, not an error.
+    const auto cancelled = Session::open({fixture("olmoe", "base"), fixture("olmoe", "ft3")}, [](std::int64_t, std::int64_t) { return false; });
+    QVERIFY(cancelled.is_cancelled());
+    const auto failed = Session::open({scratch("nowhere")});
+    QVERIFY(failed.is_failed());
+    QVERIFY(failed.error_message().find("nowhere") != std::string::npos);
   }
 
   void summaryArithmetic() {

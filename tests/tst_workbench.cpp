@@ -188,6 +188,30 @@ class WorkbenchTest : public QObject {
     QVERIFY(serving->statusText().contains(QStringLiteral("positive numbers")));
   }
 
+  void chat_joins_a_running_sweep() {
+    // The sweep and the chat share the engine: a chat sent while the sweep serves is answered in
+    // the sweep's batches, long before the sweep ends.
+    ServingPanel* serving = window_->servingPanel();
+    QTemporaryDir dir;
+    serving->databaseEdit()->setText(dir.filePath(QStringLiteral("shared.sqlite")));
+    serving->ratesEdit()->setText(QStringLiteral("40"));
+    serving->durationBox()->setValue(60);
+    serving->start();
+    QTRY_VERIFY_WITH_TIMEOUT(serving->pointsReceived() > 0, 60000);
+    ChatPane* chat = window_->chatPane();
+    chat->targetBox()->setCurrentText(QStringLiteral("jargon"));
+    chat->promptEdit()->setText(QStringLiteral("hacker"));
+    chat->send();
+    QTRY_VERIFY_WITH_TIMEOUT(chat->summaryText().contains(QStringLiteral("TTFT")), 60000);
+    QVERIFY2(!serving->statusText().startsWith(QStringLiteral("Sweep finished")), qPrintable(serving->statusText()));
+    QVERIFY(chat->answer().size() > 0);
+    Q_EMIT serving->stopRequested();
+    QTRY_VERIFY_WITH_TIMEOUT(serving->statusText().startsWith(QStringLiteral("Stopped")), 120000);
+    serving->durationBox()->setValue(10);
+    chat->targetBox()->setCurrentText(QStringLiteral("bible"));  // as the sample session has it
+    chat->promptEdit()->setText(QStringLiteral("And God said"));
+  }
+
   // PNGs of the window and each panel showing real data, for people to look at (build tree).
   void screenshots() {
     const QString dir = QStringLiteral(MOSAIC_SCREENSHOT_DIR);

@@ -88,14 +88,9 @@ FamilyPanel::FamilyPanel(QWidget* parent) : QWidget(parent), model_(new FamilyMo
   layout->addLayout(bar);
 
   connect(open, &QPushButton::clicked, this, [this] {
-    // A folder of variant folders: each subfolder holding config.json is a variant.
+    // A folder of variant folders (its variants are found as everywhere: model/variant_folders.h).
     const QString root = QFileDialog::getExistingDirectory(this, tr("Open a family folder"));
-    if (root.isEmpty()) return;
-    QStringList dirs;
-    for (const QFileInfo& f : QDir(root).entryInfoList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name))
-      if (QFileInfo::exists(f.filePath() + QStringLiteral("/config.json"))) dirs << f.filePath();
-    if (dirs.isEmpty()) return showError(tr("Open family"), tr("%1 holds no folder with a config.json.").arg(root));
-    Q_EMIT openRequested(dirs);
+    if (!root.isEmpty()) Q_EMIT openRequested({root});
   });
   connect(add, &QPushButton::clicked, this, &FamilyPanel::chooseFolders);
   connect(cancel_, &QPushButton::clicked, this, &FamilyPanel::cancelRequested);

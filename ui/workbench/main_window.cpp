@@ -12,6 +12,8 @@
 #include <QSettings>
 #include <QStatusBar>
 
+#include "model/variant_folders.h"
+
 #include "serving/session_file.h"
 #include "workbench/analysis_panel.h"
 #include "workbench/chat_pane.h"
@@ -127,14 +129,13 @@ MainWindow::MainWindow(QWidget* parent)
 MainWindow::~MainWindow() = default;
 
 QStringList MainWindow::expandFamilyFolders(const QStringList& dirs) {
+  std::vector<std::filesystem::path> paths;
+  for (const QString& d : dirs) paths.emplace_back(d.toStdString());
   QStringList out;
-  for (const QString& d : dirs) {
-    if (QFileInfo::exists(d + QStringLiteral("/config.json"))) {
-      out << QDir::cleanPath(d);
-      continue;
-    }
-    for (const QFileInfo& f : QDir(d).entryInfoList(QDir::Dirs | QDir::NoDotAndDotDot, QDir::Name))
-      if (QFileInfo::exists(f.filePath() + QStringLiteral("/config.json"))) out << QDir::cleanPath(f.filePath());
+  try {
+    for (const auto& [name, dir] : discover_variants(paths)) out << QDir::cleanPath(QString::fromStdString(dir.string()));
+  } catch (const std::exception&) {
+    // The caller reports folders that name no checkpoint.
   }
   return out;
 }

@@ -3,6 +3,7 @@
 #include "serving/strategy.h"
 
 #include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QDir>
 #include <QFileInfo>
 #include <QFormLayout>
@@ -79,6 +80,17 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   capacity_ = new QSpinBox;
   capacity_->setRange(1, 1 << 20);
   capacity_->setSuffix(tr(" resident experts"));
+  batch_ = new QSpinBox;
+  batch_->setRange(1, 4096);
+  batch_->setValue(256);
+  batch_->setSuffix(tr(" sequences per step"));
+  batch_->setToolTip(tr("Continuous batching: how many requests one engine step may run together (1: one at a time, as the paper serves)"));
+  alpha_ = new QDoubleSpinBox;
+  alpha_->setRange(0.05, 1.0);
+  alpha_->setSingleStep(0.05);
+  alpha_->setValue(1.0);
+  alpha_->setPrefix(tr("skew α "));
+  alpha_->setToolTip(tr("Requests per target as ExpertWeave and S-LoRA draw them: 1 spreads them evenly, smaller values send most to the first targets"));
   clock_ = new QComboBox;
   clock_->addItems({QStringLiteral("virtual"), QStringLiteral("real")});
   database_ = new QLineEdit(QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/runs.sqlite"));
@@ -99,6 +111,8 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   form->addRow(tr("Lengths"), prompt_);
   form->addRow(QString(), output_);
   form->addRow(tr("Layout"), capacity_);
+  form->addRow(tr("Batching"), batch_);
+  form->addRow(tr("Traffic"), alpha_);
   form->addRow(tr("Clock"), clock_);
   form->addRow(tr("Record to"), database_);
   auto* buttons = new QHBoxLayout;
@@ -143,13 +157,16 @@ QString ServingPanel::sweepJson() const {
   }
   for (int i = 0; i < strategies_->count(); ++i)
     if (strategies_->item(i)->checkState() == Qt::Checked)
-      strategies.append(QJsonObject{{QStringLiteral("kind"), strategies_->item(i)->text()}, {QStringLiteral("capacity"), capacity_->value()}});
+      strategies.append(QJsonObject{{QStringLiteral("kind"), strategies_->item(i)->text()},
+                                    {QStringLiteral("capacity"), capacity_->value()},
+                                    {QStringLiteral("max_sequences"), batch_->value()}});
   if (rates.isEmpty() || strategies.isEmpty()) return {};
   const QJsonObject sweep{{QStringLiteral("schema"), QStringLiteral("mosaic.sweep/1")},
                           {QStringLiteral("variants"), QJsonArray::fromStringList(variants_)},
                           {QStringLiteral("clock"), clock_->currentText()},
                           {QStringLiteral("rates"), rates},
                           {QStringLiteral("duration_seconds"), duration_->value()},
+                          {QStringLiteral("alpha"), alpha_->value()},
                           {QStringLiteral("prompt"), QJsonArray{prompt_->value(), prompt_->value()}},
                           {QStringLiteral("output"), QJsonArray{output_->value(), output_->value()}},
                           {QStringLiteral("strategies"), strategies}};
@@ -174,6 +191,7 @@ void ServingPanel::applySettings(const QString& json) {
   if (o.contains(QStringLiteral("prompt"))) prompt_->setValue(o.value(QStringLiteral("prompt")).toArray().first().toInt());
   if (o.contains(QStringLiteral("output"))) output_->setValue(o.value(QStringLiteral("output")).toArray().first().toInt());
   if (o.value(QStringLiteral("clock")).toString() == QStringLiteral("real")) clock_->setCurrentText(QStringLiteral("real"));
+  if (o.contains(QStringLiteral("alpha"))) alpha_->setValue(o.value(QStringLiteral("alpha")).toDouble());
   const QJsonArray strategies = o.value(QStringLiteral("strategies")).toArray();
   if (strategies.isEmpty()) return;
   for (int i = 0; i < strategies_->count(); ++i) strategies_->item(i)->setCheckState(Qt::Unchecked);
@@ -182,6 +200,7 @@ void ServingPanel::applySettings(const QString& json) {
     for (int i = 0; i < strategies_->count(); ++i)
       if (strategies_->item(i)->text() == so.value(QStringLiteral("kind")).toString()) strategies_->item(i)->setCheckState(Qt::Checked);
     if (so.contains(QStringLiteral("capacity"))) capacity_->setValue(so.value(QStringLiteral("capacity")).toInt());
+    if (so.contains(QStringLiteral("max_sequences"))) batch_->setValue(so.value(QStringLiteral("max_sequences")).toInt());
   }
 }
 

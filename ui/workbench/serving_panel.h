@@ -14,6 +14,7 @@ class QLineEdit;
 class QListWidget;
 class QPushButton;
 class QSpinBox;
+class QDoubleSpinBox;
 class QTimer;
 
 namespace mosaic::ui {
@@ -57,6 +58,8 @@ class ServingPanel : public QWidget {
   QSpinBox* prompt_;
   QSpinBox* output_;
   QSpinBox* capacity_;
+  QSpinBox* batch_;         // sequences per engine step (1: one request at a time)
+  QDoubleSpinBox* alpha_;   // traffic skew over the targets (1: even)
   QComboBox* clock_;
   QLineEdit* database_;
   QPushButton* start_;
