@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <unordered_map>
 
 #include "common/error.h"
 
@@ -329,26 +330,25 @@ void Engine::run() {
 bool Engine::step(double now) {
   const std::vector<int> resident = runtime_->resident_sets();
   StepPlan plan = scheduler_->plan(now, resident);
-  for (SequenceState* s : plan.preempted) {
-    for (auto& job : jobs_)
-      if (&job->seq == s) job->result.logits = {};  // recomputed from the start
-  }
+  for (auto& job : jobs_)
+    if (std::find(plan.preempted.begin(), plan.preempted.end(), &job->seq) != plan.preempted.end())
+      job->result.logits = {};  // recomputed from the start
   if (plan.empty()) return !plan.preempted.empty();
   Runtime& rt = *runtime_;
 
   // Which job each chunk belongs to, and the order the backend wants: chunks of one set adjacent.
+  std::unordered_map<const SequenceState*, Job*> owner;
+  for (auto& job : jobs_) owner.emplace(&job->seq, job.get());
   std::vector<Job*> job_of;
-  for (const auto& c : plan.chunks)
-    for (auto& job : jobs_)
-      if (&job->seq == c.sequence) job_of.push_back(job.get());
-  for (SequenceState* s : plan.admitted)
-    for (auto& job : jobs_)
-      if (&job->seq == s && !job->admitted) {
-        job->admitted = true;
-        job->result.stats.start = now;
-        std::lock_guard lock(wake_->m);
-        --queued_;
-      }
+  for (const auto& c : plan.chunks) job_of.push_back(owner.at(c.sequence));
+  for (SequenceState* s : plan.admitted) {
+    Job& job = *owner.at(s);
+    if (job.admitted) continue;  // recomputed after a preemption: its queue wait ended long ago
+    job.admitted = true;
+    job.result.stats.start = now;
+    std::lock_guard lock(wake_->m);
+    --queued_;
+  }
   std::vector<std::size_t> order(plan.chunks.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
