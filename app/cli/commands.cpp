@@ -13,6 +13,7 @@
 #include "cli/serving_args.h"
 #include "common/byte_size.h"
 #include "common/error.h"
+#include "common/jsonl.h"
 #include "model/family.h"
 #include "model/safetensors.h"
 #include "model/synthetic.h"
@@ -86,16 +87,9 @@ void append(std::vector<std::int64_t>& to, const std::vector<std::int64_t>& more
 
 // FILE.jsonl for `logits --requests`: one {"target": NAME, "ids": [..]} per line.
 std::vector<ServeRequest> read_logits_requests(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in) throw IoError(file.string(), "", "cannot be read", "check the path of the requests file");
+  const std::string hint = R"(write one {"target": "variant", "ids": [1, 2, 3]} per line)";
   std::vector<ServeRequest> out;
-  std::string line;
-  for (std::size_t n = 1; std::getline(in, line); ++n) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = "line " + std::to_string(n);
-    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    const std::string hint = R"(write one {"target": "variant", "ids": [1, 2, 3]} per line)";
-    if (!j.is_object()) throw FormatError(file.string(), where, "is not a JSON object", hint);
+  read_jsonl(file, hint, [&](const std::string& where, const nlohmann::json& j) {
     if (!j.contains("target") || !j["target"].is_string()) throw FormatError(file.string(), where + ": field 'target'", "is missing or not a string", hint);
     if (!j.contains("ids") || !j["ids"].is_array() || j["ids"].empty())
       throw FormatError(file.string(), where + ": field 'ids'", "is missing or not a non-empty list", hint);
@@ -105,7 +99,7 @@ std::vector<ServeRequest> read_logits_requests(const fs::path& file) {
       r.generation.prompt.push_back(id.get<std::int64_t>());
     }
     out.push_back(std::move(r));
-  }
+  });
   if (out.empty()) throw FormatError(file.string(), "", "holds no requests", "write one JSON object per line");
   return out;
 }

@@ -56,6 +56,34 @@ void add_expert(const at::Tensor& x, const std::vector<std::int64_t>& rows, cons
   out.index_add_(0, idx, swiglu(x.index_select(0, idx), m, batched) * w);
 }
 
+HeadsQkv project_heads(const ModelSpec& s, const LayerWeights& L, const at::Tensor& h, bool batched) {
+  const auto proj = batched ? project : affine;
+  at::Tensor q = proj(h, L.wq, L.bq), k = proj(h, L.wk, L.bk), v = proj(h, L.wv, L.bv);
+  if (s.qk_norm == QkNorm::Whole) {  // OLMoE: over the whole projection, before the head split
+    q = rms_norm(q, L.q_norm, s.rms_norm_eps);
+    k = rms_norm(k, L.k_norm, s.rms_norm_eps);
+  }
+  if (s.clip_qkv) {
+    q = q.clamp(-*s.clip_qkv, *s.clip_qkv);
+    k = k.clamp(-*s.clip_qkv, *s.clip_qkv);
+    v = v.clamp(-*s.clip_qkv, *s.clip_qkv);
+  }
+  auto heads = [&](const at::Tensor& t, std::int64_t n) {
+    std::vector<std::int64_t> shape(h.sizes().begin(), h.sizes().end() - 1);
+    shape.push_back(n);
+    shape.push_back(s.head_dim);
+    return t.reshape(shape);
+  };
+  q = heads(q, s.num_heads);
+  k = heads(k, s.num_kv_heads);
+  v = heads(v, s.num_kv_heads);
+  if (s.qk_norm == QkNorm::PerHead) {  // Qwen3: per head, before rotary
+    q = rms_norm(q, L.q_norm, s.rms_norm_eps);
+    k = rms_norm(k, L.k_norm, s.rms_norm_eps);
+  }
+  return {q, k, v};
+}
+
 at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   const std::int64_t nh = q.size(0), T = q.size(1), hd = q.size(2), kvh = k.size(0), S = k.size(1);
   at::Tensor scores = at::matmul(q.reshape({kvh, nh / kvh, T, hd}), k.unsqueeze(1).transpose(-1, -2)) *

@@ -15,6 +15,13 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);
 at::Tensor affine(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {});
 // The same for the batched step's 2-D activations: few rows go through skinny_gemm (cpu_gemm.h).
 at::Tensor project(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {});
+// The attention inputs as transformers computes them before rotary: q, k, v projected, OLMoE's norm
+// over the whole projection and its clip, the head split (h [..., H] → [..., heads, hd]), Qwen3's
+// per-head norm. `batched`: projections through project().
+struct HeadsQkv {
+  at::Tensor q, k, v;
+};
+HeadsQkv project_heads(const ModelSpec& s, const LayerWeights& L, const at::Tensor& h, bool batched);
 // Rotary embedding with transformers' non-interleaved halves; cos/sin broadcast against x.
 at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
 // SwiGLU MLP: down(silu(gate(x)) * up(x)), gate and up stacked in one weight.

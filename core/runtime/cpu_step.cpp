@@ -99,28 +99,10 @@ CpuBackend::KvRows CpuBackend::kv_rows(const StepBatch& batch, const StepLayout&
 at::Tensor CpuBackend::project_qkv(std::int64_t layer, const LayerWeights& L, const at::Tensor& h, const at::Tensor& cos,
                                    const at::Tensor& sin, const at::Tensor& write_rows) {
   const ModelSpec& s = store_.spec();
-  const std::int64_t n = h.size(0), nh = s.num_heads, kvh = s.num_kv_heads, hd = s.head_dim;
-  at::Tensor q = project(h, L.wq, L.bq);  // [n, nh*hd]
-  at::Tensor k = project(h, L.wk, L.bk);  // [n, kvh*hd]
-  at::Tensor v = project(h, L.wv, L.bv);
-  if (s.qk_norm == QkNorm::Whole) {
-    q = rms_norm(q, L.q_norm, s.rms_norm_eps);
-    k = rms_norm(k, L.k_norm, s.rms_norm_eps);
-  }
-  if (s.clip_qkv) {
-    q = q.clamp(-*s.clip_qkv, *s.clip_qkv);
-    k = k.clamp(-*s.clip_qkv, *s.clip_qkv);
-    v = v.clamp(-*s.clip_qkv, *s.clip_qkv);
-  }
-  q = q.view({n, nh, hd});
-  k = k.view({n, kvh, hd});
-  if (s.qk_norm == QkNorm::PerHead) {
-    q = rms_norm(q, L.q_norm, s.rms_norm_eps);
-    k = rms_norm(k, L.k_norm, s.rms_norm_eps);
-  }
+  const auto [q, k, v] = project_heads(s, L, h, /*batched=*/true);  // [n, heads, hd]
   const at::Tensor c = cos.unsqueeze(1), sn = sin.unsqueeze(1);  // [n, 1, hd]
   k_[static_cast<std::size_t>(layer)].index_copy_(0, write_rows, rope(k, c, sn));
-  v_[static_cast<std::size_t>(layer)].index_copy_(0, write_rows, v.view({n, kvh, hd}));
+  v_[static_cast<std::size_t>(layer)].index_copy_(0, write_rows, v);
   return rope(q, c, sn);  // [n, nh, hd]
 }
 

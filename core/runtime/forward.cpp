@@ -40,29 +40,11 @@ using namespace cpu;
 at::Tensor attention(const ModelSpec& s, const LayerWeights& L, KvCache::Impl& cache, std::int64_t layer,
                      const at::Tensor& h, const at::Tensor& cos, const at::Tensor& sin) {
   const std::int64_t B = h.size(0), T = h.size(1), p0 = cache.position;
-  const std::int64_t nh = s.num_heads, kvh = s.num_kv_heads, hd = s.head_dim;
-  at::Tensor q = affine(h, L.wq, L.bq);  // [B, T, nh*hd]
-  at::Tensor k = affine(h, L.wk, L.bk);  // [B, T, kvh*hd]
-  at::Tensor v = affine(h, L.wv, L.bv);
-  if (s.qk_norm == QkNorm::Whole) {  // OLMoE: over the whole projection, before the head split
-    q = rms_norm(q, L.q_norm, s.rms_norm_eps);
-    k = rms_norm(k, L.k_norm, s.rms_norm_eps);
-  }
-  if (s.clip_qkv) {
-    q = q.clamp(-*s.clip_qkv, *s.clip_qkv);
-    k = k.clamp(-*s.clip_qkv, *s.clip_qkv);
-    v = v.clamp(-*s.clip_qkv, *s.clip_qkv);
-  }
-  q = q.view({B, T, nh, hd});
-  k = k.view({B, T, kvh, hd});
-  if (s.qk_norm == QkNorm::PerHead) {  // Qwen3: per head, before rotary
-    q = rms_norm(q, L.q_norm, s.rms_norm_eps);
-    k = rms_norm(k, L.k_norm, s.rms_norm_eps);
-  }
+  auto [q, k, v] = project_heads(s, L, h, /*batched=*/false);  // [B, T, heads, hd]
   q = rope(q.transpose(1, 2), cos, sin);  // [B, nh, T, hd]
   k = rope(k.transpose(1, 2), cos, sin);  // [B, kvh, T, hd]
   cache.k[layer].narrow(2, p0, T).copy_(k);
-  cache.v[layer].narrow(2, p0, T).copy_(v.view({B, T, kvh, hd}).transpose(1, 2));
+  cache.v[layer].narrow(2, p0, T).copy_(v.transpose(1, 2));
   std::vector<at::Tensor> rows;
   for (std::int64_t b = 0; b < B; ++b)
     rows.push_back(attend(q[b], cache.k[layer][b].narrow(1, 0, p0 + T), cache.v[layer][b].narrow(1, 0, p0 + T)));

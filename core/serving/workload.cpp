@@ -8,6 +8,7 @@
 
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "common/jsonl.h"
 
 namespace mosaic {
 namespace {
@@ -97,15 +98,8 @@ void write_trace(const std::filesystem::path& path, const std::vector<WorkloadRe
 }
 
 std::vector<WorkloadRequest> read_trace(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  if (!in) throw IoError(path.string(), "", "cannot be read", "check the path of the trace");
   std::vector<WorkloadRequest> out;
-  std::string line;
-  for (std::size_t n = 1; std::getline(in, line); ++n) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = "line " + std::to_string(n);
-    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object()) throw FormatError(path.string(), where, "is not a JSON object", "write one request object per line");
+  read_jsonl(path, "write one request object per line", [&](const std::string& where, const nlohmann::json& j) {
     auto field = [&](const char* key, bool ok) -> const nlohmann::json& {
       if (!j.contains(key) || !ok) throw FormatError(path.string(), where + ": field '" + key + "'", "is missing or of the wrong type");
       return j[key];
@@ -123,7 +117,7 @@ std::vector<WorkloadRequest> read_trace(const std::filesystem::path& path) {
     if (r.arrival < 0 || (!out.empty() && r.arrival < out.back().arrival))
       throw FormatError(path.string(), where + ": field 'arrival'", "goes back in time", "sort the trace by arrival");
     out.push_back(std::move(r));
-  }
+  });
   return out;
 }
 

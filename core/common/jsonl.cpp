@@ -1,0 +1,23 @@
+#include "common/jsonl.h"
+
+#include <fstream>
+
+#include "common/error.h"
+
+namespace mosaic {
+
+void read_jsonl(const std::filesystem::path& path, const std::string& hint,
+                const std::function<void(const std::string& where, const nlohmann::json& object)>& each) {
+  std::ifstream in(path);
+  if (!in) throw IoError(path.string(), "", "cannot be read", "check the path");
+  std::string line;
+  for (std::size_t n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = "line " + std::to_string(n);
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object()) throw FormatError(path.string(), where, "is not a JSON object", hint);
+    each(where, j);
+  }
+}
+
+}  // namespace mosaic
