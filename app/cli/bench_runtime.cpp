@@ -140,13 +140,16 @@ void add_bench_runtime_command(CLI::App& app) {
     nlohmann::ordered_json out = {{"threads", threads}, {"parameters", parameter_count(spec)},
                                   {"prompt", o->prompt}, {"decode", o->decode}};
     auto part = [&](const char* name) { return std::find(o->parts.begin(), o->parts.end(), name) != o->parts.end(); };
-    auto best = [&](auto&& run) {
-      Batch b = run();
+    // The best of `reps` of each of two measurements, taken in turns so that the machine's drift
+    // touches both alike.
+    auto best_of_both = [&](auto&& run_a, auto&& run_b) {
+      Batch a = run_a(), b = run_b();
       for (int r = 1; r < o->reps; ++r) {
-        const Batch again = run();
-        if (again.seconds < b.seconds) b = again;
+        const Batch a2 = run_a(), b2 = run_b();
+        if (a2.seconds < a.seconds) a = a2;
+        if (b2.seconds < b.seconds) b = b2;
       }
-      return b;
+      return std::pair{a, b};
     };
 
     // 1. Four full variants, every non-expert set resident (K = 4) and every position pinned once
@@ -171,8 +174,8 @@ void add_bench_runtime_command(CLI::App& app) {
     for (int c : part("batching") ? o->concurrency : std::vector<int>{}) {
       std::vector<std::string> targets;
       for (int i = 0; i < c; ++i) targets.push_back(family.variants()[static_cast<std::size_t>(i % 4)].name);
-      const Batch batched = best([&] { return serve(rt, targets, o->prompt, o->decode, 256); });
-      const Batch serial = best([&] { return serve(rt, targets, o->prompt, o->decode, 1); });
+      const auto [batched, serial] = best_of_both([&] { return serve(rt, targets, o->prompt, o->decode, 256); },
+                                                  [&] { return serve(rt, targets, o->prompt, o->decode, 1); });
       const double tb = static_cast<double>(batched.tokens) / batched.seconds, ts = static_cast<double>(serial.tokens) / serial.seconds;
       std::printf("%-12d %16.1f %16.1f %7.2f× %8lld\n", c, tb, ts, tb / ts, static_cast<long long>(batched.steps));
       out["batching"].push_back({{"sequences", c}, {"batched_tokens_per_s", tb}, {"one_at_a_time_tokens_per_s", ts},
@@ -202,11 +205,11 @@ void add_bench_runtime_command(CLI::App& app) {
       for (int i = 0; i < batch; ++i) t.push_back(n == 0 ? esft_store.name(base_target) : "esft" + std::to_string(i % n));
       return t;
     };
-    const Batch base_only = part("esft") ? best([&] { return serve(weave_rt, mix(0), o->prompt, o->decode, 256); }) : Batch{};
     if (part("esft")) std::printf("\n%-34s %12s %12s %10s\n", "batch of 16, TPOT", "ms/token", "base-only", "overhead");
     out["esft"] = nlohmann::ordered_json::array();
     for (int n : part("esft") ? std::vector<int>{4, 8} : std::vector<int>{}) {
-      const Batch b = best([&] { return serve(weave_rt, mix(n), o->prompt, o->decode, 256); });
+      const auto [b, base_only] = best_of_both([&] { return serve(weave_rt, mix(n), o->prompt, o->decode, 256); },
+                                               [&] { return serve(weave_rt, mix(0), o->prompt, o->decode, 256); });
       std::printf("%-34s %12.2f %12.2f %+9.1f%%\n", ("mixed over " + std::to_string(n) + " ESFT adapters").c_str(), b.tpot * 1e3,
                   base_only.tpot * 1e3, 100.0 * (b.tpot / base_only.tpot - 1.0));
       out["esft"].push_back({{"adapters", n}, {"tpot_s", b.tpot}, {"base_only_tpot_s", base_only.tpot},
