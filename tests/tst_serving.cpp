@@ -386,6 +386,11 @@ class TestServing : public QObject {
     QCOMPARE(ok.strategies[0].resident_sets, 2);
     QCOMPARE(ok.strategies[0].miss, std::string("masked"));
     QCOMPARE(ok.workload.alpha, 1.0);
+    const SweepConfig esft = load_sweep_config(cfg.parent_path() / "esft-skew.json");
+    QCOMPARE(esft.targets.size(), std::size_t(4));
+    QCOMPARE(esft.strategies.front().kind, StrategyKind::Esft);
+    QCOMPARE(esft.workload.alpha, 0.3);
+    expect_mentions(bad(head + R"("targets": [], "strategies": [{"kind": "single"}]})"), {"'targets'"});
 
     expect_mentions(bad(head + R"("prompt": [5, 2], "strategies": [{"kind": "single"}]})"), {"'prompt'", "min ≤ max"});
     expect_mentions(bad(R"({"schema": "mosaic.sweep/1", "variants": ["a"], "rates": [1], "strategies": []})"), {"'variants'"});

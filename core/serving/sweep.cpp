@@ -41,6 +41,13 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& file,
     const std::filesystem::path t = j["trace"].get<std::string>();
     c.trace = t.is_absolute() ? t : base_dir / t;
   }
+  if (j.contains("targets")) {
+    if (!j["targets"].is_array() || j["targets"].empty()) fail("targets", "must list variant names");
+    for (const auto& t : j["targets"]) {
+      if (!t.is_string()) fail("targets", "must hold variant names");
+      c.targets.push_back(t.get<std::string>());
+    }
+  }
   if (c.trace.empty() && (!j.contains("rates") || !j["rates"].is_array() || j["rates"].empty()))
     fail("rates", "must list total arrival rates (or give a trace)");
   for (const auto& r : j.value("rates", nlohmann::json::array())) {

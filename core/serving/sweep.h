@@ -11,6 +11,8 @@
 //                    "max_sequences": n (1: one request at a time), "max_batch_tokens": n,
 //                    "switching": "fcfs" | "affinity", "max_wait_seconds": s,
 //                    "kv_context": tokens, "kv_requests": n (the KV reserve under a budget)}, …],
+//    "targets": [names] (optional: the variants workloads draw from, for every strategy; default:
+//               every variant, or for esft the adapters),
 //    "trace": "file.jsonl" (optional, relative to the config: replayed instead of generated; the
 //              rates are then not used)}
 #include <filesystem>
@@ -29,6 +31,7 @@ struct SweepConfig {
   WorkloadSpec workload;  // targets, rates and vocabulary are filled in per run
   std::vector<StrategyConfig> strategies;
   std::filesystem::path trace;  // empty: generate Poisson workloads
+  std::vector<std::string> targets;  // the names workloads draw from; empty: each strategy's own
   std::string text;       // the config as written, recorded with every run
 };
 

@@ -30,10 +30,11 @@ Outcome<> run_sweep(const SweepConfig& config, const Family& family, const HostS
     const std::vector<double> rates = config.trace.empty() ? config.rates : std::vector<double>{0.0};
     for (const StrategyConfig& sc : config.strategies) {
       const Deployment deployment(sc, family, store, analysis, scratch);
+      for (const std::string& t : config.targets) deployment.partition_of(t);  // every strategy serves them, or none runs
       for (double rate : rates)
         for (int rep = 0; rep < config.repeats; ++rep) {
           WorkloadSpec spec = config.workload;
-          spec.targets = deployment.targets();
+          spec.targets = config.targets.empty() ? deployment.targets() : config.targets;
           spec.total_rate = rate;
           spec.vocab_size = store.spec().vocab_size;
           spec.seed = config.workload.seed + static_cast<std::uint64_t>(rep);
