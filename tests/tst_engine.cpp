@@ -216,6 +216,23 @@ class TestEngine : public QObject {
     QVERIFY(engine.now() >= 7200);
   }
 
+  void requestsRightAfterAChangeAreNotLost() {
+    // Applying a change, the engine lets go of its lock for a moment; requests submitted in that
+    // moment, with nothing after them, must still be served (a sweep lends the workbench's engine
+    // exactly so: runtime, scheduler, clock, then the whole workload). The delays sweep the moment.
+    Engine engine(runtime());
+    const auto a = runtime(), b = runtime({.resident_sets = 2});
+    for (int i = 0; i < 300; ++i) {
+      engine.set_runtime(i % 2 ? a : b);
+      engine.set_scheduler({.max_sequences = 1 + i % 3});
+      engine.set_clock(i % 2 ? make_virtual_clock() : make_real_clock());
+      std::this_thread::sleep_for(std::chrono::microseconds(i % 50));
+      const auto handles = engine.submit_all({{"ft1", {.prompt = {1, 2}, .max_new_tokens = 1}}, {"base", {.prompt = {3}, .max_new_tokens = 1}}});
+      for (const auto& h : handles)
+        QVERIFY2(h->wait_for(std::chrono::seconds(10)), qPrintable(QStringLiteral("round %1: a request never ran").arg(i)));
+    }
+  }
+
   void replacingTheRuntimeMidRequest() {
     // Requests in flight when the runtime changes are recomputed under the new one and finish.
     Engine engine(runtime());

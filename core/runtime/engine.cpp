@@ -52,6 +52,11 @@ const RequestResult& RequestHandle::wait() const {
   return result_;
 }
 
+bool RequestHandle::wait_for(std::chrono::milliseconds timeout) const {
+  std::unique_lock lock(m_);
+  return cv_.wait_for(lock, timeout, [&] { return done_; });
+}
+
 void RequestHandle::finish(RequestResult result) {
   {
     std::lock_guard lock(m_);
@@ -274,6 +279,9 @@ void Engine::apply_changes(std::unique_lock<std::mutex>& lock) {
 void Engine::run() {
   std::unique_lock lock(wake_->m);
   for (;;) {
+    // Noted before anything is taken in: whatever comes after (even while apply_changes lets go of
+    // the lock) makes this loop go round again instead of waiting.
+    const std::uint64_t seen = wake_->events;
     while (!incoming_.empty()) {
       jobs_.push_back(std::move(incoming_.front()));
       incoming_.pop_front();
@@ -284,7 +292,6 @@ void Engine::run() {
       return;
     }
     apply_changes(lock);
-    const std::uint64_t seen = wake_->events;
     const std::shared_ptr<Clock> clock = clock_;
     lock.unlock();
 

@@ -6,6 +6,7 @@
 // it is sampled. Requests may arrive in the future on the engine's clock (a workload replayed on a
 // virtual clock); the runtime, the scheduler options and the clock can be changed between steps.
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -62,6 +63,7 @@ class RequestHandle {
   bool cancelled() const { return cancelled_; }
   bool finished() const;
   const RequestResult& wait() const;  // blocks until finished
+  bool wait_for(std::chrono::milliseconds timeout) const;  // true when finished within it
 
  private:
   friend class Engine;

@@ -25,6 +25,7 @@ class Transient final : public MissPolicy {
 class Lru final : public MissPolicy {
  public:
   std::string_view name() const override { return "lru"; }
+  bool keeps_misses() const override { return true; }
   std::vector<Placement> place(std::size_t count, const SlotPool& layer, const SlotPool& scratch,
                                std::uint64_t since) const override {
     // Spare slots first (empty ones, then the least recently used of those this step has not

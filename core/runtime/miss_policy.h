@@ -33,6 +33,8 @@ class MissPolicy {
   // Masked gating: the router never picks an expert the token's row has no slot for, so nothing is
   // ever loaded (place() is not called).
   virtual bool masks_router() const { return false; }
+  // Whether it keeps what it loads in spare slots (which the runtime then sizes from the budget).
+  virtual bool keeps_misses() const { return false; }
   // Slots for `count` distinct missing experts of one layer's step. `layer` may hand out spare slots
   // with last_use() ≤ `since` (not used by this step); `scratch` slots are dropped after their wave.
   virtual std::vector<Placement> place(std::size_t count, const SlotPool& layer, const SlotPool& scratch,

@@ -89,7 +89,7 @@ Runtime::Runtime(const HostStore& store, RuntimeConfig config)
     ++sets;
   }
   std::int64_t spare = 0;
-  if (policy_->name() == "lru") {
+  if (policy_->keeps_misses()) {
     const std::int64_t cap = s.num_experts * store.targets();
     spare = limited ? std::min(cap, static_cast<std::int64_t>(budget_.available() / std::max<std::uint64_t>(eb, 1)) / sparse) : cap;
     if (spare > 0)
