@@ -133,6 +133,40 @@ class TestCli : public QObject {
     QVERIFY(!fs::exists(scratch("never.safetensors")));
   }
 
+  // Mistakes on the command line end with exit code 2 and say what to do; --version answers.
+  void commandLineMistakes() {
+    Run r = cli(args({"genrate", "--model", "x"}));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("'genrate' is not a mosaic-cli command")) && r.err.contains(QStringLiteral("did you mean 'generate'")),
+             qPrintable(r.err));
+    r = cli(args({"generate", "--model", "x", "--no-such-flag"}));
+    QCOMPARE(r.code, 2);
+    r = cli(args({"--version"}));
+    QCOMPARE(r.code, 0);
+    QVERIFY2(r.out.startsWith(QStringLiteral("mosaic-cli ")), qPrintable(r.out));
+    r = cli(args({"generate", "--model"}) << path(fixture("mixtral", "ft1")) << args({"--ids", "1,2", "--temperature", "-1"}));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("temperature")), qPrintable(r.err));
+  }
+
+#ifdef MOSAIC_WORKBENCH
+  // `mosaic --session FILE`: both spellings reach Mosaic (Qt's X11 `-session` used to take the first),
+  // and a session file that does not exist is an error, not the sample session.
+  void workbenchSessionArgument() {
+    for (const QStringList& a : {QStringList{QStringLiteral("--session"), QStringLiteral("/no/such/session.json")},
+                                 QStringList{QStringLiteral("--session=/no/such/session.json")}}) {
+      QProcess p;
+      auto env = QProcessEnvironment::systemEnvironment();
+      env.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
+      p.setProcessEnvironment(env);
+      p.start(QStringLiteral(MOSAIC_WORKBENCH), a);
+      QVERIFY(p.waitForFinished(30000));
+      QCOMPARE(p.exitCode(), 2);
+      QVERIFY(QString::fromUtf8(p.readAllStandardError()).contains(QStringLiteral("/no/such/session.json")));
+    }
+  }
+#endif
+
   void generatePrintsGreedyIds() {
     const Run r = cli({QStringLiteral("generate"), QStringLiteral("--model"), path(fixture("mixtral", "base")),
                        QStringLiteral("--ids"), kPrompt, QStringLiteral("--max-new"), QStringLiteral("3")});

@@ -1,12 +1,51 @@
-// mosaic-cli: the headless face of the engine.
+// mosaic-cli: the headless face of the engine. Exit codes: 0 done, 2 a mistake of the caller's
+// (bad arguments, bad input files), 3 an internal error.
 #include <iostream>
+#include <algorithm>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "common/error.h"
 
+namespace {
+
+// Levenshtein distance, for "did you mean".
+std::size_t distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// The first argument names no command: say so, with the commands and the nearest one.
+int unknown_command(const CLI::App& app, const std::string& name) {
+  std::string list, nearest;
+  std::size_t best = name.size();
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    list += (list.empty() ? "" : ", ") + sub->get_name();
+    if (const std::size_t d = distance(name, sub->get_name()); d < best) best = d, nearest = sub->get_name();
+  }
+  std::cerr << "error: '" << name << "' is not a mosaic-cli command";
+  if (!nearest.empty() && best <= std::max<std::size_t>(1, name.size() / 3)) std::cerr << " (did you mean '" << nearest << "'?)";
+  std::cerr << "\n  commands: " << list << "\n  mosaic-cli COMMAND --help describes one\n";
+  return 2;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"mosaic-cli — serve and study fine-tuned variants of one MoE model"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("mosaic-cli ") + MOSAIC_VERSION);
   mosaic::cli::add_inspect_command(app);
   mosaic::cli::add_generate_command(app);
   mosaic::cli::add_logits_command(app);
@@ -21,10 +60,16 @@ int main(int argc, char** argv) {
   mosaic::cli::add_bench_forward_command(app);
   mosaic::cli::add_bench_analysis_command(app);
   mosaic::cli::add_bench_runtime_command(app);
+  if (argc > 1 && argv[1][0] != '-') {
+    const auto subs = app.get_subcommands({});
+    if (std::none_of(subs.begin(), subs.end(), [&](const CLI::App* s) { return s->check_name(argv[1]); }))
+      return unknown_command(app, argv[1]);
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    const int code = app.exit(e);  // prints the message, or the help and the version asked for
+    return code == 0 ? 0 : 2;
   } catch (const mosaic::Error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return 2;

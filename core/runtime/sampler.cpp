@@ -11,7 +11,8 @@ Sampler::Sampler(SamplingParams p) : params_(p), rng_(p.seed) {
   if (!(p.top_p > 0.0 && p.top_p <= 1.0))
     throw InvalidArgument("sampling", "top_p", "must be in (0, 1], got " + std::to_string(p.top_p));
   if (p.top_k < 0) throw InvalidArgument("sampling", "top_k", "must not be negative");
-  if (!std::isfinite(p.temperature)) throw InvalidArgument("sampling", "temperature", "must be finite");
+  if (!std::isfinite(p.temperature) || p.temperature < 0)
+    throw InvalidArgument("sampling", "temperature", "must be 0 (greedy) or positive, got " + std::to_string(p.temperature));
 }
 
 std::int64_t Sampler::next(std::span<const float> logits) {

@@ -8,7 +8,7 @@
 namespace mosaic {
 
 struct SamplingParams {
-  double temperature = 0.0;  // <= 0: greedy (the first maximum, as torch.argmax)
+  double temperature = 0.0;  // 0: greedy (the first maximum, as torch.argmax); negative is refused
   double top_p = 1.0;        // nucleus: the smallest set of tokens whose probability reaches top_p
   std::int64_t top_k = 0;    // 0: no limit
   std::uint64_t seed = 0;
