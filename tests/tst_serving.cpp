@@ -391,6 +391,12 @@ class TestServing : public QObject {
     QCOMPARE(esft.strategies.front().kind, StrategyKind::Esft);
     QCOMPARE(esft.workload.alpha, 0.3);
     expect_mentions(bad(head + R"("targets": [], "strategies": [{"kind": "single"}]})"), {"'targets'"});
+    // A misspelt key is refused with the nearest valid one; a syntax error names its line.
+    expect_mentions(bad(head + R"("duraton_seconds": 5, "strategies": [{"kind": "single"}]})"),
+                    {"field 'duraton_seconds'", "did you mean 'duration_seconds'"});
+    expect_mentions(bad(head + R"("strategies": [{"kind": "single", "max_sequence": 2}]})"),
+                    {"strategies[0].field 'max_sequence'", "did you mean 'max_sequences'"});
+    expect_mentions(bad("{\"schema\": \"mosaic.sweep/1\",\n \"variants\": [\"a\" \"b\"]}"), {"line 2", "not valid JSON"});
 
     expect_mentions(bad(head + R"("prompt": [5, 2], "strategies": [{"kind": "single"}]})"), {"'prompt'", "min ≤ max"});
     expect_mentions(bad(R"({"schema": "mosaic.sweep/1", "variants": ["a"], "rates": [1], "strategies": []})"), {"'variants'"});

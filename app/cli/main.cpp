@@ -6,36 +6,22 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "common/edit_distance.h"
 #include "common/error.h"
 
 namespace {
 
-// Levenshtein distance, for "did you mean".
-std::size_t distance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diag = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diag = up;
-    }
-  }
-  return row[b.size()];
-}
-
 // The first argument names no command: say so, with the commands and the nearest one.
 int unknown_command(const CLI::App& app, const std::string& name) {
-  std::string list, nearest;
-  std::size_t best = name.size();
+  std::string list;
+  std::vector<std::string> names;
   for (const CLI::App* sub : app.get_subcommands({})) {
     list += (list.empty() ? "" : ", ") + sub->get_name();
-    if (const std::size_t d = distance(name, sub->get_name()); d < best) best = d, nearest = sub->get_name();
+    names.push_back(sub->get_name());
   }
+  const std::string_view nearest = mosaic::nearest_name(name, std::vector<std::string_view>(names.begin(), names.end()));
   std::cerr << "error: '" << name << "' is not a mosaic-cli command";
-  if (!nearest.empty() && best <= std::max<std::size_t>(1, name.size() / 3)) std::cerr << " (did you mean '" << nearest << "'?)";
+  if (!nearest.empty()) std::cerr << " (did you mean '" << nearest << "'?)";
   std::cerr << "\n  commands: " << list << "\n  mosaic-cli COMMAND --help describes one\n";
   return 2;
 }

@@ -3,6 +3,7 @@
 #include <fstream>
 
 #include "common/error.h"
+#include "common/json_text.h"
 
 namespace mosaic {
 
@@ -14,7 +15,7 @@ void read_jsonl(const std::filesystem::path& path, const std::string& hint,
   for (std::size_t n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = "line " + std::to_string(n);
-    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const auto j = parse_json(line, path.string(), hint, where);
     if (!j.is_object()) throw FormatError(path.string(), where, "is not a JSON object", hint);
     each(where, j);
   }

@@ -4,6 +4,7 @@
 
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "common/json_text.h"
 #include "common/text_file.h"
 
 namespace mosaic {
@@ -13,13 +14,10 @@ using nlohmann::json;
 
 SessionFile load_session_file(const fs::path& path) {
   const std::string file = path.string(), hint = "see sample_configs/sample-session.json";
-  json j;
-  try {
-    j = json::parse(read_text_file(path, hint));
-  } catch (const json::exception& e) {
-    throw FormatError(file, "", std::string("is not valid JSON: ") + e.what(), hint);
-  }
+  const json j = parse_json(read_text_file(path, hint), file, hint);
   if (!j.is_object()) throw FormatError(file, "", "is not a JSON object", hint);
+  check_keys(j, {"schema", "variants", "budget_bytes", "policy", "layout", "serving", "chat"}, file, "", hint);
+  if (j.contains("chat")) check_keys(j["chat"], {"target", "prompt"}, file, "chat", hint);
   if (j.value("schema", std::string()) != SessionFile::kSchema)
     throw UnsupportedError(file, "schema", "is '" + j.value("schema", std::string("(missing)")) + "', not '" + SessionFile::kSchema + "'", hint);
   const fs::path base = path.parent_path();

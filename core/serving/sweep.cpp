@@ -6,6 +6,7 @@
 
 #include "common/byte_size.h"
 #include "common/error.h"
+#include "common/json_text.h"
 #include "common/text_file.h"
 #include "runtime/miss_policy.h"
 
@@ -18,11 +19,15 @@ SweepConfig load_sweep_config(const std::filesystem::path& path) {
 SweepConfig parse_sweep_config(const std::string& text, const std::string& file, const std::filesystem::path& base_dir) {
   SweepConfig c;
   c.text = text;
-  const auto j = nlohmann::json::parse(c.text, nullptr, /*allow_exceptions=*/false);
+  const std::string hint = "see sample_configs/paper-qos.json";
+  const auto j = parse_json(c.text, file, hint);
   auto fail = [&](const std::string& field, const std::string& problem) -> void {
     throw FormatError(file, "field '" + field + "'", problem, "see sample_configs/paper-qos.json");
   };
-  if (!j.is_object()) throw FormatError(file, "", "is not a JSON object", "see sample_configs/paper-qos.json");
+  if (!j.is_object()) throw FormatError(file, "", "is not a JSON object", hint);
+  check_keys(j, {"schema", "description", "variants", "targets", "clock", "rates", "repeats", "seed", "alpha", "duration_seconds",
+                 "prompt", "output", "strategies", "trace"},
+             file, "", hint);
   if (j.value("schema", "") != "mosaic.sweep/1")
     throw UnsupportedError(file, "field 'schema'", "is '" + j.value("schema", std::string("(missing)")) + "', not 'mosaic.sweep/1'");
 
@@ -83,6 +88,9 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& file,
     const auto& s = j["strategies"][i];
     const std::string where = "strategies[" + std::to_string(i) + "]";
     if (!s.is_object()) fail(where, "must be an object with a kind");
+    check_keys(s, {"kind", "capacity", "budget", "hit", "miss", "single_target", "resident_sets", "max_sequences",
+                   "max_batch_tokens", "switching", "max_wait_seconds", "kv_context", "kv_requests"},
+               file, where, hint);
     StrategyConfig sc;
     const auto kind = parse_strategy(s.value("kind", ""));
     if (!kind) {

@@ -1,0 +1,22 @@
+#pragma once
+// JSON that people write (sweep configs, sessions, request lines): syntax errors and misspelt keys
+// reported where they are, in words, instead of "is not a JSON object" or a silently ignored key.
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mosaic {
+
+// Parses `text`; a syntax error is a FormatError naming `file` (and `where`, e.g. "line 3" of a
+// JSON Lines file), the line and column, and what the parser expected.
+nlohmann::json parse_json(const std::string& text, const std::string& file, const std::string& hint,
+                          const std::string& where = {});
+
+// Refuses a key of `object` that is not in `allowed`, naming the nearest allowed one. `where`
+// names the object ("strategies[2]"; "" for the top level).
+void check_keys(const nlohmann::json& object, const std::vector<std::string_view>& allowed, const std::string& file,
+                const std::string& where, const std::string& hint);
+
+}  // namespace mosaic
