@@ -88,6 +88,15 @@ class TestCli : public QObject {
     });
     std::ofstream(adapter / "expert_cfg.json")
         << nlohmann::json{{"experts", {{"0", {4, 5, 6}}, {"1", {2, 7}}, {"2", {0, 7}}}}, {"base_model", fixture("mixtral", "base").string()}}.dump();
+    // inspect says what it is.
+    Run r = cli(args({"inspect"}) << path(adapter));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains(QStringLiteral("variant tuned  [ESFT adapter]")) && r.out.contains(QStringLiteral("7 experts tuned")), qPrintable(r.out));
+    // A misspelt target is answered with the nearest one and the list.
+    r = cli(args({"generate", "--variants"}) << path(fixture("mixtral", "ft1")) << path(fixture("mixtral", "ft2"))
+            << args({"--capacity", "4", "--target", "tf2", "--ids", "1,2"}));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("did you mean 'ft2'")) && r.err.contains(QStringLiteral("ft1, ft2")), qPrintable(r.err));
     const fs::path requests = scratch("requests.jsonl");
     const std::vector<std::pair<std::string, std::string>> lines{
         {"ft1", "165,299,204,8,63,73,11,261,79,192,208,129"}, {"tuned", "5,6,7,8,9,10,11"}, {"base", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20"},
@@ -98,7 +107,7 @@ class TestCli : public QObject {
     }
     const fs::path out = scratch("batch.safetensors"), stats = scratch("batch-stats.json");
     // The adapter's base comes in through base_model; ft1 and ft2 are named.
-    Run r = cli(args({"logits", "--variants"}) << path(fixture("mixtral", "ft1")) << path(fixture("mixtral", "ft2")) << path(adapter)
+    r = cli(args({"logits", "--variants"}) << path(fixture("mixtral", "ft1")) << path(fixture("mixtral", "ft2")) << path(adapter)
                 << args({"--capacity", "10", "--hit", "strict", "--resident-sets", "3", "--requests"}) << path(requests) << QStringLiteral("--out") << path(out)
                 << QStringLiteral("--stats") << path(stats));
     QVERIFY2(r.code == 0, qPrintable(r.err));
@@ -171,7 +180,7 @@ class TestCli : public QObject {
     const Run r = cli({QStringLiteral("generate"), QStringLiteral("--model"), path(fixture("mixtral", "base")),
                        QStringLiteral("--ids"), kPrompt, QStringLiteral("--max-new"), QStringLiteral("3")});
     QVERIFY2(r.code == 0, qPrintable(r.err));
-    QCOMPARE(r.out.trimmed(), QStringLiteral("193,290,108"));  // transformers' greedy continuation
+    QCOMPARE(r.out, QStringLiteral("193,290,108\n"));  // transformers' greedy continuation, ended by a newline
   }
 
   void badInputIsReportedAndNothingIsWritten() {
@@ -347,6 +356,7 @@ class TestCli : public QObject {
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QVERIFY(fs::exists(scratch("sweep-report/runs.csv")) && fs::exists(scratch("sweep-report/report.json")));
     QVERIFY(r.out.contains(QStringLiteral("wrote 2 runs")));
+    QVERIFY2(!r.err.contains(QStringLiteral("XDG_RUNTIME_DIR")), qPrintable(r.err));  // nothing on stderr but errors
     r = cli(args({"report", "--db"}) << path(scratch("absent.sqlite")) << QStringLiteral("--out") << path(scratch("r2")));
     QCOMPARE(r.code, 2);
     QVERIFY(!fs::exists(scratch("absent.sqlite")));

@@ -47,12 +47,6 @@ std::vector<std::int64_t> parse_ids(const std::string& text) {
   return ids;
 }
 
-std::string join(const std::vector<std::int64_t>& ids) {
-  std::string s;
-  for (std::size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
-  return s;
-}
-
 void print_checkpoint(const Checkpoint& ck) {
   const ModelSpec& s = ck.spec();
   std::map<std::string, int> dtypes;
@@ -78,6 +72,12 @@ void print_checkpoint(const Checkpoint& ck) {
     std::int64_t l = 0;
     while (!s.is_sparse(l)) ++l;
     std::cout << "  one expert      " << format_bytes(ck.expert_bytes(l, 0)) << "\n";
+  }
+  if (ck.is_adapter()) {
+    std::uint64_t own = 0;
+    for (const auto& [l, e] : ck.adapter_experts()) own += ck.expert_bytes(l, e);
+    std::cout << "  ESFT adapter    of " << ck.base_dir().string() << ": " << ck.adapter_experts().size() << " experts tuned, "
+              << format_bytes(own) << " of its own (the sizes above are the base's with them; served over the base by rerouting)\n";
   }
   const auto unused = ck.unused_tensors();
   if (!unused.empty()) std::cout << "  unused tensors  " << unused.size() << " (first: " << unused.front() << ")\n";
@@ -114,7 +114,7 @@ void add_inspect_command(CLI::App& app) {
     Family family;  // added one by one, so each variant is printed before a later one is refused
     for (const auto& [name, dir] : discover_variants(*dirs)) {
       const Variant& v = family.add(name, dir);
-      std::cout << "variant " << v.name << "  (" << dir.string() << ")\n";
+      std::cout << "variant " << v.name << (v.checkpoint->is_adapter() ? "  [ESFT adapter]" : "") << "  (" << dir.string() << ")\n";
       print_checkpoint(*v.checkpoint);
     }
     if (family.size() > 1)
@@ -152,11 +152,27 @@ void add_generate_command(CLI::App& app) {
       if (o->req.prompt.empty()) throw InvalidArgument("--prompt", "", "encodes to no tokens");
     }
     if (o->eos) append(o->req.stop_ids, session->store->spec().eos_token_ids);
+    // Tokens are printed as they come (text decoded whole, so multi-byte characters stay whole).
+    std::vector<std::int64_t> out;
+    std::string shown;
+    if (tokenizer) std::cout << o->prompt << std::flush;
+    RequestCallbacks stream;
+    stream.on_token = [&](const RequestHandle&, std::int64_t token, const RuntimeCounters&) {
+      out.push_back(token);
+      if (!tokenizer) {
+        std::cout << (out.size() > 1 ? "," : "") << token << std::flush;
+        return;
+      }
+      const std::string text = tokenizer->decode(out);
+      if (text.size() >= shown.size() && text.compare(0, shown.size(), shown) == 0) std::cout << text.substr(shown.size()) << std::flush;
+      shown = text;
+    };
     const std::vector<ServeRequest> requests{{session->target, o->req}};
-    const auto results = serve_all(*session, requests);
-    const RequestResult& r = results.front();
-    if (tokenizer) std::cout << o->prompt << tokenizer->decode(r.tokens) << std::endl;
-    else std::cout << join(r.tokens) << std::endl;  // before the stderr summary on a shared terminal
+    const auto handle = session->engine->submit(requests.front(), stream);
+    const RequestResult& r = handle->wait();
+    std::cout << std::endl;  // before the stderr summary on a shared terminal
+    if (r.finish == Finish::Failed) throw InvalidArgument("generate", "target '" + session->target + "'", r.error);
+    const std::vector<RequestResult> results{r};
     const LayerCounts t = r.stats.counters.total();
     std::cerr << r.tokens.size() << " tokens, finish: " << finish_name(r.finish) << ", TTFT " << r.stats.ttft() * 1e3
               << " ms, TPOT " << r.stats.tpot() * 1e3 << " ms, " << t.hits << " hits, " << t.misses << " misses, " << t.loads

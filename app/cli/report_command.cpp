@@ -10,6 +10,9 @@
 #ifdef MOSAIC_REPORT_CHARTS
 #include <QApplication>
 
+#include <cstdlib>
+#include <string>
+
 #include "report/report_renderer.h"
 #endif
 
@@ -34,6 +37,23 @@ void add_report_command(CLI::App& app) {
     // Charts need a QApplication; without a display the offscreen platform draws them.
     if (!std::getenv("QT_QPA_PLATFORM") && !std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY"))
       ::setenv("QT_QPA_PLATFORM", "offscreen", 1);
+    // Qt warns on stderr when XDG_RUNTIME_DIR is unset (a shell without a login session): give it a
+    // private folder of its own, as it wants one, for this process.
+    std::string runtime_dir;
+    if (!std::getenv("XDG_RUNTIME_DIR")) {
+      char tmpl[] = "/tmp/mosaic-runtime-XXXXXX";
+      if (const char* d = ::mkdtemp(tmpl)) {
+        runtime_dir = d;
+        ::setenv("XDG_RUNTIME_DIR", d, 1);
+      }
+    }
+    struct RemoveDir {
+      std::string d;
+      ~RemoveDir() {
+        std::error_code ec;
+        if (!d.empty()) fs::remove_all(d, ec);
+      }
+    } remove_dir{runtime_dir};
     int argc = 1;
     char name[] = "mosaic-cli";
     char* argv[] = {name, nullptr};

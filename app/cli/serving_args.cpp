@@ -5,6 +5,7 @@
 #include "analysis/family_analysis.h"
 #include "common/atomic_file.h"
 #include "common/byte_size.h"
+#include "common/edit_distance.h"
 #include "common/error.h"
 #include "model/variant_folders.h"
 
@@ -73,9 +74,17 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
     config.pinned = pinned_from_layout(s->layout, to_store);
     if (a.no_reconfig) config.non_expert_of.assign(static_cast<std::size_t>(s->store->targets()), to_store.at(0));
     s->target = a.target;
-    if (need_target && s->store->index(a.target) < 0)
-      throw InvalidArgument("--target", "'" + a.target + "'", a.target.empty() ? "is missing" : "is not one of the variants given",
-                            "name a variant or adapter by its folder name");
+    if (need_target && s->store->index(a.target) < 0) {
+      std::vector<std::string> names;
+      for (int t = 0; t < s->store->targets(); ++t) names.push_back(s->store->name(t));
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      const std::string_view near = nearest_name(a.target, std::vector<std::string_view>(names.begin(), names.end()));
+      throw InvalidArgument("--target", "'" + a.target + "'",
+                            a.target.empty() ? "is missing"
+                                             : "is not one of the variants given" + (near.empty() ? std::string() : " (did you mean '" + std::string(near) + "'?)"),
+                            "name one of: " + list);
+    }
   }
   s->runtime = std::make_shared<Runtime>(*s->store, std::move(config));
   s->engine = std::make_unique<Engine>(s->runtime, EngineOptions{.scheduler = {.max_sequences = a.max_sequences}});

@@ -1,5 +1,5 @@
 #pragma once
-// How far apart two names are (Levenshtein), for "did you mean" in messages.
+// How far apart two names are (edits, a swap of neighbours counting one), for "did you mean".
 #include <cstddef>
 #include <string_view>
 #include <vector>

@@ -6,6 +6,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "common/edit_distance.h"
 #include "common/error.h"
 
 namespace mosaic {
@@ -91,7 +92,18 @@ std::unique_ptr<Engine::Job> Engine::make_job(ServeRequest request, RequestCallb
   const ModelSpec& s = rt.store().spec();
   const GenerationRequest& g = request.generation;
   const int target = rt.target_of(request.target);
-  if (target < 0) throw InvalidArgument("request", "target '" + request.target + "'", "is not a variant being served");
+  if (target < 0) {
+    std::vector<std::string> names;
+    for (int t = 0; t < rt.store().targets(); ++t) names.push_back(rt.store().name(t));
+    for (const auto& [alias, t] : rt.config().aliases)
+      if (std::find(names.begin(), names.end(), alias) == names.end()) names.push_back(alias);
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    const std::string_view near = nearest_name(request.target, std::vector<std::string_view>(names.begin(), names.end()));
+    throw InvalidArgument("request", "target '" + request.target + "'",
+                          "is not a variant being served" + (near.empty() ? std::string() : " (did you mean '" + std::string(near) + "'?)"),
+                          "serve one of: " + list);
+  }
   if (g.prompt.empty()) throw InvalidArgument("request", "prompt", "is empty", "give at least one token id");
   for (std::int64_t id : g.prompt)
     if (id < 0 || id >= s.vocab_size)
