@@ -357,6 +357,11 @@ class TestCli : public QObject {
     QVERIFY(fs::exists(scratch("sweep-report/runs.csv")) && fs::exists(scratch("sweep-report/report.json")));
     QVERIFY(r.out.contains(QStringLiteral("wrote 2 runs")));
     QVERIFY2(!r.err.contains(QStringLiteral("XDG_RUNTIME_DIR")), qPrintable(r.err));  // nothing on stderr but errors
+    r = cli(args({"runs", "--db"}) << path(db));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains(QStringLiteral("2 runs in")) && r.out.contains(QStringLiteral("consolidated")) &&
+                 r.out.contains(QStringLiteral("time-sharing")),
+             qPrintable(r.out));
     r = cli(args({"report", "--db"}) << path(scratch("absent.sqlite")) << QStringLiteral("--out") << path(scratch("r2")));
     QCOMPARE(r.code, 2);
     QVERIFY(!fs::exists(scratch("absent.sqlite")));
@@ -399,7 +404,9 @@ class TestCli : public QObject {
     QVERIFY2(r.out.contains(QStringLiteral("no reconfiguration")), qPrintable(r.out));
     r = cli(args({"eval", "ppl", "--model"}) << path(scratch("fam/bible")) << args({"--domain", "psalms"}));
     QCOMPARE(r.code, 2);
-    QVERIFY2(r.err.contains(QStringLiteral("psalms")), qPrintable(r.err));
+    QVERIFY2(r.err.contains(QStringLiteral("psalms")) && r.err.contains(QStringLiteral("the family has: bible, fortunes, jargon")), qPrintable(r.err));
+    r = cli(args({"eval", "ppl", "--model"}) << path(scratch("fam/bible")) << args({"--domain", "fortune"}));
+    QVERIFY2(r.err.contains(QStringLiteral("did you mean 'fortunes'")), qPrintable(r.err));
 
     r = cli(args({"bench-quality", "--family"}) << path(scratch("fam"))
                                                 << args({"--target", "bible", "--others", "fortunes", "jargon", "--window", "16", "--out"})

@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   mosaic::cli::add_merge_command(app);
   mosaic::cli::add_bench_command(app);
   mosaic::cli::add_report_command(app);
+  mosaic::cli::add_runs_command(app);
   mosaic::cli::add_forge_command(app);
   mosaic::cli::add_eval_command(app);
   mosaic::cli::add_bench_quality_command(app);

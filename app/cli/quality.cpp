@@ -1,8 +1,10 @@
 #include "cli/quality.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
+#include "common/edit_distance.h"
 #include "common/error.h"
 #include "common/text_file.h"
 #include "model/tokenizer.h"
@@ -13,9 +15,22 @@ namespace mosaic::cli {
 
 std::vector<std::int64_t> heldout_ids(const fs::path& model_dir, const std::string& domain, const fs::path& text) {
   const fs::path file = !text.empty() ? text : model_dir.parent_path() / "heldout" / (domain + ".txt");
-  if (!fs::exists(file))
-    throw MissingError(file.string(), "", text.empty() ? "holds no held-out text for domain '" + domain + "'" : "does not exist",
-                       "give --text FILE, or a variant of a family written by `mosaic-cli forge`");
+  if (!fs::exists(file)) {
+    if (!text.empty()) throw MissingError(file.string(), "", "does not exist", "give the path of a text file");
+    // The domains the family has, and the nearest one.
+    std::vector<std::string> domains;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(file.parent_path(), ec))
+      if (e.path().extension() == ".txt") domains.push_back(e.path().stem().string());
+    std::sort(domains.begin(), domains.end());
+    std::string list;
+    for (const auto& d : domains) list += (list.empty() ? "" : ", ") + d;
+    const std::string_view near = nearest_name(domain, std::vector<std::string_view>(domains.begin(), domains.end()));
+    throw MissingError(file.string(), "", "holds no held-out text for domain '" + domain + "'" +
+                                              (near.empty() ? std::string() : " (did you mean '" + std::string(near) + "'?)"),
+                       domains.empty() ? "give --text FILE, or a variant of a family written by `mosaic-cli forge`"
+                                       : "the family has: " + list + "; or give --text FILE");
+  }
   const std::string body = read_text_file(file);
   const fs::path tok = model_dir / "tokenizer.json";
   if (!fs::exists(tok))

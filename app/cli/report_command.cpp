@@ -1,5 +1,6 @@
 // report: CSV and JSON of every metric of recorded runs, and (in a GUI build) the HTML and PDF
 // report with charts drawn off screen.
+#include <cstdio>
 #include <cstdlib>
 #include <iostream>
 
@@ -10,7 +11,6 @@
 #ifdef MOSAIC_REPORT_CHARTS
 #include <QApplication>
 
-#include <cstdlib>
 #include <string>
 
 #include "report/report_renderer.h"
@@ -19,6 +19,27 @@
 namespace fs = std::filesystem;
 
 namespace mosaic::cli {
+
+void add_runs_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("runs", "List the runs recorded in a SQLite file (what `report` can draw)");
+  struct Opts { fs::path db = "mosaic-runs.sqlite"; };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("--db", o->db, "the SQLite record written by `mosaic-cli bench` or the workbench")->default_val("mosaic-runs.sqlite");
+  cmd->callback([o] {
+    if (!fs::exists(o->db))
+      throw MissingError(o->db.string(), "", "does not exist", "record runs with `mosaic-cli bench --db FILE` first");
+    const Recorder recorder(o->db);
+    const ReportData data = load_report_data(recorder, {}, o->db.filename().string());
+    std::printf("%5s  %-14s %-9s %8s %4s %6s  %10s %12s  %s\n", "run", "strategy", "status", "req/s", "rep", "reqs", "TTFT p50 s",
+                "turn p50 s", "started (UTC)");
+    for (const auto& r : data.runs)
+      std::printf("%5lld  %-14s %-9s %8.2f %4d %6lld  %10.4f %12.4f  %s\n", static_cast<long long>(r.info.id), r.info.strategy.c_str(),
+                  r.info.status.c_str(), r.rate, r.repeat, static_cast<long long>(r.summary.requests), r.summary.ttft.p50,
+                  r.summary.turnaround.p50, r.info.started_at.c_str());
+    std::printf("%zu runs in %s; `mosaic-cli report --db %s RUN… --out DIR` draws some or all of them\n", data.runs.size(),
+                o->db.string().c_str(), o->db.string().c_str());
+  });
+}
 
 void add_report_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("report", "Tables (CSV, JSON) and an HTML/PDF report with charts of recorded QoS runs");
