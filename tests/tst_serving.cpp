@@ -343,8 +343,22 @@ class TestServing : public QObject {
     records[1].stats.counters.layers = {{.hits = 1, .misses = 3}, {}};
     const RunSummary s = summarize(records);
     QCOMPARE(s.makespan_seconds, 7.0);
-    QCOMPARE(s.requests_per_minute, 60.0 * 2 / 7);
-    QCOMPARE(s.tokens_per_second, 12.0 / 7);
+    QCOMPARE(s.window_seconds, 1.0);  // arrivals end at 1 s; nothing completed by then
+    QCOMPARE(s.completed_in_window, std::int64_t(0));
+    QCOMPARE(s.requests_per_minute, 0.0);
+    QCOMPARE(s.drain_seconds, 6.0);
+    // Throughput counts what completes within the arrival window, per minute of it: one request a
+    // second for 10 s, the last two finishing late (the drain), is 9 per 10 s, not 11 per 22 s.
+    std::vector<RequestRecord> steady;
+    for (int i = 0; i <= 10; ++i)
+      steady.push_back({.index = i, .stats = {.arrival = 1.0 * i, .start = 1.0 * i, .first_token = i + 0.1,
+                                              .finish = i < 9 ? i + 0.5 : 12.0 + i, .generated_tokens = 4}});
+    const RunSummary t = summarize(steady);
+    QCOMPARE(t.window_seconds, 10.0);
+    QCOMPARE(t.completed_in_window, std::int64_t(9));
+    QCOMPARE(t.requests_per_minute, 54.0);
+    QCOMPARE(t.tokens_per_second, 3.6);
+    QCOMPARE(t.drain_seconds, 12.0);
     QCOMPARE(s.ttft.mean, 2.0);        // 1 and 3
     QCOMPARE(s.turnaround.p99, 6.0);   // 3 and 6
     QCOMPARE(s.queue_wait.p90, 2.0);   // 0 and 2

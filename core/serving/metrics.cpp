@@ -58,9 +58,19 @@ RunSummary summarize(const std::vector<RequestRecord>& records) {
     if (q.generated_tokens > 1) tpot.push_back(q.tpot());
   }
   s.makespan_seconds = s.requests ? last - first : 0;
-  if (s.makespan_seconds > 0) {
-    s.requests_per_minute = 60.0 * static_cast<double>(s.requests - s.failed) / s.makespan_seconds;
-    s.tokens_per_second = static_cast<double>(s.output_tokens) / s.makespan_seconds;
+  double window = 0;
+  for (const RequestRecord& r : records) window = std::max(window, r.stats.arrival);
+  std::int64_t tokens_in_window = 0;
+  for (const RequestRecord& r : records)
+    if (r.outcome != Finish::Failed && r.stats.finish <= window) {
+      ++s.completed_in_window;
+      tokens_in_window += r.stats.generated_tokens;
+    }
+  s.window_seconds = window;
+  s.drain_seconds = s.requests ? std::max(0.0, last - window) : 0;
+  if (window > 0) {
+    s.requests_per_minute = 60.0 * static_cast<double>(s.completed_in_window) / window;
+    s.tokens_per_second = static_cast<double>(tokens_in_window) / window;
   }
   s.ttft = percentiles(ttft);
   s.turnaround = percentiles(turnaround);

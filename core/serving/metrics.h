@@ -28,6 +28,12 @@ Percentiles percentiles(std::vector<double> values);  // nearest rank; zeros whe
 struct RunSummary {
   std::int64_t requests = 0, failed = 0, output_tokens = 0;
   double makespan_seconds = 0;  // first arrival → last finish
+  // Throughput as Multi-MoE measures it: requests completed within the arrival window (from the run's
+  // start to the last arrival) per minute of that window, and their tokens per second. What finished
+  // after the window is the drain, reported apart: at saturation it grows and throughput stops
+  // following the arrival rate.
+  double window_seconds = 0, drain_seconds = 0;
+  std::int64_t completed_in_window = 0;
   double requests_per_minute = 0, tokens_per_second = 0;
   Percentiles ttft, turnaround, queue_wait, tpot;
   std::vector<double> hit_rate_per_layer;  // hits / (hits + misses); NaN where nothing was routed

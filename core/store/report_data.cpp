@@ -119,13 +119,16 @@ void write_report_tables(const ReportData& d, const std::filesystem::path& dir) 
   for (const ReportRun& r : d.runs) {
     const RunSummary& s = r.summary;
     runs.push_back({std::to_string(r.info.id), r.info.strategy, num(r.rate), std::to_string(r.repeat), std::to_string(s.requests),
-                    std::to_string(s.failed), num(s.makespan_seconds), num(s.requests_per_minute), num(s.tokens_per_second),
+                    std::to_string(s.failed), num(s.makespan_seconds), num(s.window_seconds), num(s.drain_seconds),
+                    num(s.requests_per_minute), num(s.tokens_per_second),
                     num(s.ttft.p50), num(s.ttft.p90), num(s.ttft.p99), num(s.ttft.mean), num(s.turnaround.p50),
                     num(s.turnaround.p90), num(s.turnaround.p99), num(s.turnaround.mean), num(s.queue_wait.mean),
                     num(s.tpot.mean), num(s.hit_rate), std::to_string(s.swaps), num(s.swap_seconds),
                     std::to_string(s.swap_bytes), std::to_string(s.load_bytes), r.info.machine, r.info.started_at});
     j["runs"].push_back({{"id", r.info.id}, {"strategy", r.info.strategy}, {"rate", r.rate}, {"repeat", r.repeat},
-                         {"requests", s.requests}, {"failed", s.failed}, {"requests_per_minute", s.requests_per_minute},
+                         {"requests", s.requests}, {"failed", s.failed}, {"window_seconds", s.window_seconds},
+                         {"drain_seconds", s.drain_seconds}, {"completed_in_window", s.completed_in_window},
+                         {"requests_per_minute", s.requests_per_minute},
                          {"tokens_per_second", s.tokens_per_second},
                          {"ttft", {{"p50", s.ttft.p50}, {"p90", s.ttft.p90}, {"p99", s.ttft.p99}, {"mean", s.ttft.mean}}},
                          {"turnaround", {{"p50", s.turnaround.p50}, {"p90", s.turnaround.p90}, {"p99", s.turnaround.p99},
@@ -166,7 +169,7 @@ void write_report_tables(const ReportData& d, const std::filesystem::path& dir) 
   std::filesystem::create_directories(dir, ec);
   if (ec) throw IoError(dir.string(), "", "cannot create the report folder: " + ec.message());
   write_csv(dir / "runs.csv",
-            {"run", "strategy", "rate", "repeat", "requests", "failed", "makespan_s", "requests_per_minute", "tokens_per_s",
+            {"run", "strategy", "rate", "repeat", "requests", "failed", "makespan_s", "window_s", "drain_s", "requests_per_minute", "tokens_per_s",
              "ttft_p50", "ttft_p90", "ttft_p99", "ttft_mean", "turnaround_p50", "turnaround_p90", "turnaround_p99",
              "turnaround_mean", "queue_wait_mean", "tpot_mean", "hit_rate", "swaps", "swap_s", "swap_bytes", "load_bytes",
              "machine", "started_at"},

@@ -142,7 +142,11 @@ std::vector<std::filesystem::path> render_report(const ReportData& d, const std:
     html += QStringLiteral(" Machine: %1. Build: %2. First run started %3.</p>")
                 .arg(html_escape(d.runs.front().info.machine), html_escape(d.runs.front().info.build),
                      html_escape(d.runs.front().info.started_at));
-  html += QStringLiteral("<h2>Throughput against arrival rate</h2><img src='throughput.png' width='720'>");
+  html += QStringLiteral("<h2>Throughput against arrival rate</h2><p>Throughput is as Multi-MoE measures it: the requests "
+                         "completed within the arrival window (from a run's start to its last arrival) per minute of that "
+                         "window. What finishes after the window is the drain, given per run in runs.csv; when the engine "
+                         "saturates, the drain grows and throughput falls below the arrival rate.</p>"
+                         "<img src='throughput.png' width='720'>");
   html += QStringLiteral("<h2>Latency per strategy (Multi-MoE Table 2)</h2><table><tr><th>strategy</th><th>rate (req/s)</th>"
                          "<th>runs</th><th>req/min</th><th>tok/s</th><th>TTFT mean (s)</th><th>TTFT p90 (s)</th>"
                          "<th>turnaround mean (s)</th><th>turnaround p90 (s)</th><th>hit rate</th><th>swap (s)</th></tr>");
