@@ -143,7 +143,13 @@ class TestExpertDistance : public QObject {
     QCOMPARE(calls, 3);  // stopped at the first refusal
     Family one;
     one.add("base", fixture("olmoe", "base"));
-    expect_mentions(error_of<InvalidArgument>([&] { expert_distances(one).rethrow(); }), {"at least two variants"});
+    // One variant: no pairs, so every MoE position is at distance 0 and dense ones stay undefined.
+    const auto alone = expert_distances(one);
+    QVERIFY(alone.ok());
+    QCOMPARE(alone->pair_count(), std::int64_t(0));
+    for (std::int64_t l = 0; l < alone->layers; ++l)
+      for (std::int64_t e = 0; e < alone->experts; ++e) QCOMPARE(alone->at(l, e), 0.0);
+    expect_mentions(error_of<InvalidArgument>([&] { expert_distances(Family{}).rethrow(); }), {"no variant"});
   }
 
   // Figure 2 of the paper on the fixtures: a fine-tune stays close to its base at the same position

@@ -319,6 +319,12 @@ class TestServing : public QObject {
     crowded.budget_bytes = s.capacity().minimum_budget();
     expect_mentions(error_of<BudgetError>([&] { s.apply(crowded); }), {"device budget", "raise the budget"});
     QCOMPARE(s.layout().plan.map, map);
+    // One checkpoint opens too: its distances are all 0, and it plans and serves.
+    auto single = Session::open({fixture("olmoe", "ft2")});
+    QVERIFY2(single.ok(), single.error_message().c_str());
+    (*single)->plan(0, Policy::RoundRobin);
+    const auto one = (*single)->engine().submit({"ft2", {.prompt = {1, 2, 3}, .max_new_tokens = 2}});
+    QCOMPARE(one->wait().tokens, generate(*own_[2], {.prompt = {1, 2, 3}, .max_new_tokens = 2}).tokens);
     // Cancelled opening is an outcome, not an error.
     const auto cancelled = Session::open({fixture("olmoe", "base"), fixture("olmoe", "ft3")}, [](std::int64_t, std::int64_t) { return false; });
     QVERIFY(cancelled.is_cancelled());

@@ -20,6 +20,7 @@ void position_distances(const std::vector<const Checkpoint*>& ck, std::int64_t l
                         std::vector<std::vector<float>>& buf, std::vector<double>& sq) {
   const std::size_t n = ck.size();
   std::fill(sq.begin(), sq.end(), 0.0);
+  if (n < 2) return;  // no pairs
   const WeightNames names(ck.front()->spec());
   for (ExpertRole role : {ExpertRole::Gate, ExpertRole::Up, ExpertRole::Down}) {
     const std::string name = names.expert(layer, expert, role);
@@ -50,9 +51,7 @@ std::int64_t ExpertDistances::pair_index(std::int64_t i, std::int64_t j) const {
 
 Outcome<ExpertDistances> expert_distances(const Family& family, const AnalysisProgress& progress, int threads) {
   return Outcome<ExpertDistances>::of([&]() -> Outcome<ExpertDistances> {
-    if (family.size() < 2)
-      throw InvalidArgument("expert distances", "family", "has " + std::to_string(family.size()) + " variant(s)",
-                            "distances need at least two variants");
+    if (family.empty()) throw InvalidArgument("expert distances", "family", "has no variant", "open at least one variant");
     const ModelSpec& s = family.spec();
     ExpertDistances d;
     d.layers = s.num_layers;

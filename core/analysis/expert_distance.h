@@ -33,7 +33,8 @@ using AnalysisProgress = std::function<bool(std::int64_t done, std::int64_t tota
 // Streams every variant's experts from the mapped checkpoints in chunks (memory: threads × variants
 // × chunk, whatever the model size), converting to fp32 and accumulating each chunk's squared
 // differences in fp32, the chunk sums in double. threads <= 0: one per core. Cancelled when
-// `progress` says so; failed (InvalidArgument) for fewer than two variants.
+// `progress` says so; failed (InvalidArgument) for an empty family. One variant has no pairs: its
+// position distances are 0 (a sum over no pairs), so a single checkpoint plans and serves too.
 Outcome<ExpertDistances> expert_distances(const Family& family, const AnalysisProgress& progress = {}, int threads = 0);
 
 }  // namespace mosaic
