@@ -1,5 +1,7 @@
 #include "forge/moe_trainer.h"
 
+#include <c10/core/GradMode.h>
+
 #include <ATen/ATen.h>
 
 #include <cmath>
@@ -196,7 +198,7 @@ MoeTrainer::StepResult MoeTrainer::step(std::span<const std::int32_t> tokens, st
   const at::Tensor total = out.loss + m.opt.aux_loss_coef * out.aux;
   total.backward();
 
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   double norm2 = 0;
   for (Param& p : m.params)
     if (p.trainable && p.value.grad().defined()) norm2 += p.value.grad().pow(2).sum().item<double>();
@@ -222,12 +224,12 @@ MoeTrainer::StepResult MoeTrainer::step(std::span<const std::int32_t> tokens, st
 }
 
 double MoeTrainer::loss(std::span<const std::int32_t> tokens, std::int64_t rows) const {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   return impl_->run(token_tensor(tokens, rows, impl_->spec.vocab_size), nullptr).loss.item<double>();
 }
 
 RouterStats MoeTrainer::router_stats(std::span<const std::int32_t> tokens, std::int64_t rows) const {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   RouterStats stats;
   impl_->run(token_tensor(tokens, rows, impl_->spec.vocab_size), &stats);
   return stats;

@@ -5,6 +5,7 @@
 
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "common/parallel.h"
 #include "model/dtype_convert.h"
 #include "model/safetensors.h"
 #include "model/weight_names.h"
@@ -24,28 +25,38 @@ void write_synthetic_checkpoint(const std::filesystem::path& dir, const ModelSpe
   std::filesystem::create_directories(dir, ec);
   if (ec) throw IoError(dir.string(), "", "cannot create folder: " + ec.message());
 
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 0.02f);
+  // Chunks of 2^20 values, each from its own generator seeded by (seed, chunk), filled on every core:
+  // deterministic for a seed whatever the thread count, and fast enough for multi-GB benchmark models.
+  constexpr std::int64_t kChunk = std::int64_t(1) << 20;
   const auto expected = expected_tensors(spec);
   std::vector<std::vector<std::byte>> storage;
   std::vector<TensorBytes> tensors;
+  struct Job { std::size_t tensor; std::int64_t begin, end; };
+  std::vector<Job> jobs;
   storage.reserve(expected.size());
   for (const ExpectedTensor& e : expected) {
     std::int64_t numel = 1;
     for (auto d : e.shape) numel *= d;
-    auto& buf = storage.emplace_back(static_cast<std::size_t>(numel) * dtype_size(dtype));
-    const float base = is_norm(e.name) ? 1.0f : 0.0f;
-    for (std::int64_t i = 0; i < numel; ++i) {
+    storage.emplace_back(static_cast<std::size_t>(numel) * dtype_size(dtype));
+    for (std::int64_t b = 0; b < numel; b += kChunk) jobs.push_back({storage.size() - 1, b, std::min(numel, b + kChunk)});
+  }
+  parallel_for(jobs.size(), thread_count(0), [&](std::size_t j, unsigned) {
+    const Job& job = jobs[j];
+    std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + j);
+    std::normal_distribution<float> normal(0.0f, 0.02f);
+    std::byte* buf = storage[job.tensor].data();
+    const float base = is_norm(expected[job.tensor].name) ? 1.0f : 0.0f;
+    for (std::int64_t i = job.begin; i < job.end; ++i) {
       const float v = base + normal(rng);
       if (dtype == DType::F32) {
-        std::memcpy(buf.data() + 4 * i, &v, 4);
+        std::memcpy(buf + 4 * i, &v, 4);
       } else {
         const std::uint16_t h = dtype == DType::BF16 ? float_to_bf16(v) : float_to_f16(v);
-        std::memcpy(buf.data() + 2 * i, &h, 2);
+        std::memcpy(buf + 2 * i, &h, 2);
       }
     }
-    tensors.push_back({e.name, dtype, e.shape, buf});
-  }
+  });
+  for (std::size_t i = 0; i < expected.size(); ++i) tensors.push_back({expected[i].name, dtype, expected[i].shape, storage[i]});
   write_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
   const std::string config = to_config_json(spec);
   write_file_atomically(dir / "config.json", [&](std::ostream& out) { out << config; });

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include <c10/core/GradMode.h>
 #include "common/error.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/cpu_ops.h"
@@ -138,7 +139,7 @@ at::Tensor CpuBackend::attend_all(std::int64_t layer, const at::Tensor& q, const
 
 StepResult CpuBackend::run(const StepBatch& batch, MoeState& moe_state) {
   const ModelSpec& s = store_.spec();
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   StepResult result;
   result.counts.assign(static_cast<std::size_t>(batch.sequences), std::vector<LayerCounts>(static_cast<std::size_t>(s.num_layers)));
   result.logits.resize(batch.chunks.size());

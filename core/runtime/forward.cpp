@@ -1,5 +1,7 @@
 #include "runtime/forward.h"
 
+#include <c10/core/GradMode.h>
+
 #include <limits>
 #include <string>
 
@@ -101,7 +103,7 @@ Logits forward(const Model& model, KvCache& kv, std::span<const std::int64_t> id
       throw InvalidArgument("forward", "token id " + std::to_string(id),
                             "is outside the vocabulary [0, " + std::to_string(s.vocab_size) + ")");
 
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   const at::Tensor id_t = at::from_blob(const_cast<std::int64_t*>(ids.data()), {B * T}, at::kLong);
   at::Tensor x = W.embed.index_select(0, id_t).view({B, T, s.hidden_size});
   const auto [cos, sin] = rotary(at::arange(p0, p0 + T, at::kLong), W.inv_freq);  // [T, hd]

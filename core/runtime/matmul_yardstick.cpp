@@ -1,5 +1,7 @@
 #include "runtime/matmul_yardstick.h"
 
+#include <c10/core/GradMode.h>
+
 #include <ATen/ATen.h>
 
 #include <chrono>
@@ -7,7 +9,7 @@
 namespace mosaic {
 
 MatmulRate measure_matmul(std::int64_t m, std::int64_t k, std::int64_t n, double min_seconds) {
-  at::NoGradGuard no_grad;
+  c10::NoGradGuard no_grad;
   const at::Tensor x = at::randn({m, k});
   const at::Tensor w = at::randn({n, k});
   at::linear(x, w);  // warm-up: thread pool, page faults
