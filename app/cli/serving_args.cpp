@@ -11,6 +11,13 @@
 
 namespace mosaic::cli {
 
+Device checked_device(const std::string& name) {
+  const auto d = parse_device(name);
+  if (!d) throw InvalidArgument("--device", "'" + name + "'", "is not a device", "use cpu or cuda");
+  if (const auto why = device_unavailable(*d)) throw DeviceError("--device " + name, "", *why, "use --device cpu on this machine");
+  return *d;
+}
+
 void ServingArgs::add_to(CLI::App* cmd, bool with_model) {
   if (with_model) cmd->add_option("--model", model, "checkpoint folder (or an ESFT adapter folder, served over its base)");
   cmd->add_option("--variants", variants, "serve these variants with the multi-variant runtime (instead of --model)");
@@ -25,6 +32,7 @@ void ServingArgs::add_to(CLI::App* cmd, bool with_model) {
   cmd->add_flag("--no-reconfig", no_reconfig, "ablation: never swap non-expert weights; layout variant 0's stay resident");
   cmd->add_option("--resident-sets", resident_sets, "non-expert sets resident at once, budget permitting (1: the paper)")->default_val(1);
   cmd->add_option("--max-sequences", max_sequences, "sequences one engine step may run (1: one request at a time)")->default_val(256);
+  cmd->add_option("--device", device, "cpu (the fp32 reference) | cuda (bf16 weights on the GPU)")->default_val("cpu");
   cmd->add_option("--stats", stats, "write hits, misses, loads, swaps, timings and engine steps to this JSON file");
 }
 
@@ -39,6 +47,7 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
   if (!make_miss_policy(a.miss)) throw InvalidArgument("--miss", "'" + a.miss + "'", "is not a miss policy", "use transient, lru or masked");
   config.hit = *hit;
   config.miss = a.miss;
+  config.device = checked_device(a.device);
   config.reserve.miss_slots = a.miss_slots;
   config.resident_sets = a.resident_sets;
   if (!a.budget.empty()) {

@@ -25,9 +25,13 @@ struct ServingArgs {
   bool no_reconfig = false;    // keep layout variant 0's non-expert weights (the paper's ablation)
   int resident_sets = 1;
   std::int64_t max_sequences = 256;
+  std::string device = "cpu";
 
   void add_to(CLI::App* cmd, bool with_model = true);
 };
+
+// The device a --device names, checked to be usable here (DeviceError says why not: exit 2).
+Device checked_device(const std::string& name);
 
 // The family, its host store, the layout, and the runtime and engine serving them.
 struct ServingSession {

@@ -31,6 +31,8 @@ class MismatchError : public Error { using Error::Error; };
 class MissingError : public Error { using Error::Error; };
 // A memory budget too small for what must be resident.
 class BudgetError : public Error { using Error::Error; };
+// The GPU is absent or failed: no device, a driver error, out of device memory.
+class DeviceError : public Error { using Error::Error; };
 // A request the caller made that cannot be served as asked (ids out of range, too many tokens).
 class InvalidArgument : public Error { using Error::Error; };
 

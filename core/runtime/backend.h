@@ -48,5 +48,7 @@ class Backend {
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const HostStore& store, const BackendShape& shape);
+// bf16 weights on the GPU (runtime/cuda/). Throws DeviceError when there is none or the build has no CUDA.
+std::unique_ptr<Backend> make_cuda_backend(const HostStore& store, const BackendShape& shape);
 
 }  // namespace mosaic

@@ -127,7 +127,7 @@ Runtime::Runtime(const HostStore& store, RuntimeConfig config)
   moe_.scratch = scratch_.get();
   moe_.store = &store_;
   moe_.policy = policy_.get();
-  backend_ = make_cpu_backend(store, shape);
+  backend_ = config_.device == Device::Cuda ? make_cuda_backend(store, shape) : make_cpu_backend(store, shape);
 
   // The pinned experts, and the rows each serves.
   std::vector<std::int32_t> next(static_cast<std::size_t>(s.num_layers), 0);

@@ -14,6 +14,7 @@
 #include "analysis/capacity.h"
 #include "analysis/layout.h"
 #include "runtime/backend.h"
+#include "runtime/device.h"
 #include "runtime/device_budget.h"
 #include "runtime/kv_blocks.h"
 #include "runtime/policies.h"
@@ -46,6 +47,7 @@ struct RuntimeConfig {
   std::optional<std::uint64_t> budget_bytes;  // nullopt: no limit (counted, never refused)
   ReserveSpec reserve;         // KV (context × requests), activations (prefill chunk), scratch (miss slots)
   std::int64_t kv_block_tokens = 16;
+  Device device = Device::Cpu;  // the CUDA backend throws DeviceError where no GPU can be used
 };
 
 // The layout's resident copies as pinned experts; `to_store[i]` is layout variant i's target.

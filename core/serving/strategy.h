@@ -42,6 +42,7 @@ struct StrategyConfig {
   int resident_sets = 1;                      // K non-expert sets resident at once, budget permitting
   ReserveSpec reserve;                        // KV context × requests, prefill chunk, miss slots
   SchedulerOptions scheduler;
+  Device device = Device::Cpu;                // every partition's backend
 };
 
 class Deployment {

@@ -1,0 +1,220 @@
+// bench-cuda: the CUDA backend on the H100, each number against a floor measured in the same run,
+// on a synthetic Mixtral-architecture bf16 family (default: hidden 2048, intermediate 5632, 16
+// layers, 8 experts, top-2, 16 heads, 4 KV heads, vocab 32000; two variants):
+//  - decode time per output token at batch 1, every expert resident, against bytes read per token ÷
+//    the read bandwidth of a kernel that only reads;
+//  - batched decode steps of 1–64 sequences mixed over the variants, against their weights-read floor;
+//  - expert loads (misses) and non-expert swaps against the pinned host-to-device rate.
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "cli/commands.h"
+#include "cli/serving_args.h"
+#include "common/atomic_file.h"
+#include "model/synthetic.h"
+#include "runtime/cuda/cuda_probe.h"
+#include "runtime/engine.h"
+
+namespace fs = std::filesystem;
+
+namespace mosaic::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::vector<std::int64_t> random_tokens(std::size_t n, std::uint64_t seed, std::int64_t vocab) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::int64_t> v(n);
+  for (auto& t : v) t = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(vocab));
+  return v;
+}
+
+// Sequences decoding together on one runtime, driven step by step (no engine thread in the timing).
+struct Decoder {
+  Runtime& rt;
+  const HostStore& store;
+  std::vector<int> target;
+  std::vector<std::vector<std::int64_t>> tokens;
+  std::vector<std::vector<std::int32_t>> blocks;
+  std::vector<std::int64_t> cached;
+
+  Decoder(Runtime& r, const HostStore& s, const std::vector<int>& targets, std::size_t prompt, std::int64_t max_len)
+      : rt(r), store(s), target(targets) {
+    std::int32_t next = 0;
+    const std::int64_t per = (max_len + 15) / 16;
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      tokens.push_back(random_tokens(prompt, 7 + i, s.spec().vocab_size));
+      blocks.emplace_back();
+      for (std::int64_t b = 0; b < per; ++b) blocks.back().push_back(next++);
+      cached.push_back(0);
+    }
+  }
+  // One step: each sequence's uncached tokens; returns seconds.
+  double step() {
+    StepBatch batch;
+    batch.sequences = static_cast<int>(target.size());
+    std::vector<std::vector<std::int64_t>> chunk(target.size());
+    for (std::size_t i = 0; i < target.size(); ++i) {
+      chunk[i].assign(tokens[i].begin() + cached[i], tokens[i].end());
+      batch.chunks.push_back({.sequence = static_cast<int>(i), .target = target[i], .buffer = rt.buffer_of(store.set_of(target[i])),
+                              .tokens = chunk[i], .start = cached[i], .blocks = blocks[i], .emit = Emit::Last});
+    }
+    std::stable_sort(batch.chunks.begin(), batch.chunks.end(), [](const StepChunk& a, const StepChunk& b) { return a.buffer < b.buffer; });
+    const auto t0 = Clock::now();
+    const StepResult r = rt.run(batch);
+    const double s = since(t0);
+    for (std::size_t c = 0; c < batch.chunks.size(); ++c) {
+      const auto i = static_cast<std::size_t>(batch.chunks[c].sequence);
+      const auto& v = r.logits[c].values;
+      cached[i] = static_cast<std::int64_t>(tokens[i].size());
+      tokens[i].push_back(std::max_element(v.begin(), v.end()) - v.begin());
+    }
+    return s;
+  }
+};
+
+void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std::int64_t vocab, int steps, const fs::path& dir,
+               const fs::path& json_out) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines as they come, also into a file
+  checked_device("cuda");
+  const cuda::DeviceRates rates = cuda::measure_rates();
+  std::printf("device: %s\n  read bandwidth %.0f GB/s, pinned host→device %.1f GB/s, cuBLAS bf16 GEMM %.0f TFLOP/s\n", rates.name.c_str(),
+              rates.read_bytes_per_s / 1e9, rates.pinned_h2d_bytes_per_s / 1e9, rates.bf16_flops / 1e12);
+
+  ModelSpec spec = mixtral_like_spec(vocab, hidden, inter, layers, 8);
+  spec.num_heads = 16;
+  spec.num_kv_heads = 4;
+  spec.head_dim = hidden / 16;
+  Family family;
+  const auto t_write = Clock::now();
+  for (int v = 0; v < 2; ++v) {
+    const fs::path d = dir / ("variant-" + std::to_string(v));
+    if (!fs::exists(d / "model.safetensors")) write_synthetic_checkpoint(d, spec, DType::BF16, 90 + static_cast<std::uint64_t>(v));
+    family.add("v" + std::to_string(v), d);
+  }
+  const HostStore store(family);
+  std::printf("family: 2 × %.2f GB bf16 (%.0f s to write and read)\n", double(store.host_bytes()) / 2e9, since(t_write));
+  nlohmann::ordered_json out{{"device", rates.name}, {"read_GBps", rates.read_bytes_per_s / 1e9},
+                             {"pinned_h2d_GBps", rates.pinned_h2d_bytes_per_s / 1e9}, {"bf16_TFLOPs", rates.bf16_flops / 1e12}};
+
+  // Bytes one decode token reads: every non-expert weight but the embedding table (one row), and
+  // top_k experts per MoE layer.
+  const double embed_bytes = double(spec.vocab_size * spec.hidden_size) * 2;
+  const double per_token = double(store.non_expert_bytes()) - embed_bytes + double(spec.top_k * spec.num_sparse_layers()) * double(store.expert_bytes());
+  auto pin_all = [&](std::initializer_list<int> targets) {
+    std::vector<PinnedExpert> p;
+    for (int t : targets)
+      for (std::int64_t l = 0; l < spec.num_layers; ++l)
+        for (std::int64_t e = 0; e < spec.num_experts; ++e) p.push_back({l, e, t});
+    return p;
+  };
+
+  {  // 1. Batch 1, every expert resident.
+    Runtime rt(store, RuntimeConfig{.pinned = pin_all({0}), .hit = HitPolicy::Strict, .device = Device::Cuda});
+    rt.make_resident(std::vector<int>{store.set_of(0)});
+    Decoder d(rt, store, {0}, 16, 16 + steps + 8);
+    d.step();  // prefill
+    for (int i = 0; i < 3; ++i) d.step();  // warm-up
+    double total = 0;
+    for (int i = 0; i < steps; ++i) total += d.step();
+    const double tpot = total / steps, floor = per_token / rates.read_bytes_per_s;
+    std::printf("\ndecode, batch 1, all experts resident (%d steps)\n  TPOT %.3f ms   floor %.3f ms (%.2f GB ÷ %.0f GB/s)   ratio %.2f×\n", steps,
+                tpot * 1e3, floor * 1e3, per_token / 1e9, rates.read_bytes_per_s / 1e9, tpot / floor);
+    out["batch1"] = {{"tpot_ms", tpot * 1e3}, {"floor_ms", floor * 1e3}, {"bytes_per_token", per_token}, {"ratio", tpot / floor}};
+  }
+
+  {  // 2. Batched decode over both variants (every expert of both resident).
+    Runtime rt(store, RuntimeConfig{.pinned = pin_all({0, 1}), .hit = HitPolicy::Strict, .resident_sets = 2, .device = Device::Cuda});
+    rt.make_resident(std::vector<int>{store.set_of(0), store.set_of(1)});
+    std::printf("\nbatched decode, sequences alternating over 2 variants\n  %4s %10s %10s %12s %10s\n", "seqs", "step ms", "floor ms", "tokens/s", "ratio");
+    nlohmann::ordered_json rows = nlohmann::json::array();
+    for (int n : {1, 2, 4, 8, 16, 32, 64}) {
+      std::vector<int> targets;
+      for (int i = 0; i < n; ++i) targets.push_back(i % 2);
+      Decoder d(rt, store, targets, 16, 16 + 12);
+      d.step();
+      d.step();
+      double total = 0;
+      const int reps = 8;
+      for (int i = 0; i < reps; ++i) total += d.step();
+      const double step = total / reps;
+      // Floor: each variant's non-expert weights once, and the experts its sequences are expected
+      // to touch under uniform routing: E · (1 − (1 − k/E)^n_v) per layer.
+      double bytes = 0;
+      for (int v = 0; v < 2; ++v) {
+        const int nv = n / 2 + (v == 0 ? n % 2 : 0);
+        if (nv == 0) continue;
+        const double E = double(spec.num_experts), k = double(spec.top_k);
+        bytes += double(store.non_expert_bytes()) - embed_bytes + double(spec.num_sparse_layers()) * E * (1 - std::pow(1 - k / E, nv)) * double(store.expert_bytes());
+      }
+      const double floor = bytes / rates.read_bytes_per_s;
+      std::printf("  %4d %10.3f %10.3f %12.0f %9.2f×\n", n, step * 1e3, floor * 1e3, n / step, step / floor);
+      rows.push_back({{"sequences", n}, {"step_ms", step * 1e3}, {"floor_ms", floor * 1e3}, {"tokens_per_s", n / step}});
+    }
+    out["batched"] = rows;
+  }
+
+  {  // 3. Misses: nothing pinned, every routed expert loaded (transient) — the link's rate for expert loads.
+    Runtime rt(store, RuntimeConfig{.hit = HitPolicy::Strict, .miss = "transient", .device = Device::Cuda});
+    rt.make_resident(std::vector<int>{store.set_of(0)});
+    Decoder d(rt, store, {0}, 4, 4 + 12);
+    std::uint64_t bytes = 0;
+    double seconds = 0, wall = 0;
+    d.step();
+    for (int i = 0; i < 8; ++i) {
+      const auto t0 = Clock::now();
+      d.step();
+      wall += since(t0);
+    }
+    // The load counters, from a request through the engine.
+    Engine engine(std::make_shared<Runtime>(store, RuntimeConfig{.hit = HitPolicy::Strict, .miss = "transient", .device = Device::Cuda}));
+    const RequestResult r = engine.submit({"v0", {.prompt = random_tokens(4, 3, spec.vocab_size), .max_new_tokens = 8}})->wait();
+    for (const LayerCounts& c : r.stats.counters.layers) {
+      bytes += c.load_bytes;
+      seconds += c.load_seconds;
+    }
+    const double rate = double(bytes) / seconds;
+    std::printf("\nexpert loads (transient misses, nothing pinned)\n  %.2f GB in %.3f s: %.1f GB/s = %.2f of pinned peak; decode step %.1f ms\n", bytes / 1e9,
+                seconds, rate / 1e9, rate / rates.pinned_h2d_bytes_per_s, wall / 8 * 1e3);
+    out["misses"] = {{"bytes", bytes}, {"seconds", seconds}, {"GBps", rate / 1e9}, {"of_pinned_peak", rate / rates.pinned_h2d_bytes_per_s}};
+  }
+
+  {  // 4. Swaps: one buffer, the two variants' non-expert sets alternately.
+    Runtime rt(store, RuntimeConfig{.hit = HitPolicy::Strict, .miss = "transient", .device = Device::Cuda});
+    double seconds = 0;
+    std::uint64_t bytes = 0;
+    for (int i = 0; i < 6; ++i)
+      for (const SwapRecord& s : rt.make_resident(std::vector<int>{store.set_of(i % 2)}))
+        if (i >= 2) {  // the first two fill the buffer
+          seconds += s.seconds;
+          bytes += s.bytes;
+        }
+    const double per = seconds / 4, floor = double(bytes) / 4 / rates.pinned_h2d_bytes_per_s;
+    std::printf("\nnon-expert swap\n  %.3f ms for %.2f GB; floor %.3f ms (÷ pinned peak); ratio %.2f×\n", per * 1e3, double(bytes) / 4e9, floor * 1e3, per / floor);
+    out["swap"] = {{"ms", per * 1e3}, {"bytes", bytes / 4}, {"floor_ms", floor * 1e3}, {"ratio", per / floor}};
+  }
+  if (!json_out.empty()) write_file_atomically(json_out, [&](std::ostream& s) { s << out.dump(2) << "\n"; });
+}
+
+}  // namespace
+
+void add_bench_cuda_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("bench-cuda", "CUDA backend on a synthetic Mixtral family: decode TPOT against the read-bandwidth floor, batching, loads, swaps");
+  struct Opts { std::int64_t hidden = 2048, inter = 5632, layers = 16, vocab = 32000; int steps = 64; fs::path dir = "bench-cuda-family", json; };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("--hidden", o->hidden, "hidden size")->default_val(2048);
+  cmd->add_option("--intermediate", o->inter, "expert intermediate size")->default_val(5632);
+  cmd->add_option("--layers", o->layers, "layers")->default_val(16);
+  cmd->add_option("--vocab", o->vocab, "vocabulary")->default_val(32000);
+  cmd->add_option("--steps", o->steps, "decode steps timed at batch 1")->default_val(64);
+  cmd->add_option("--dir", o->dir, "where the synthetic family is written (reused when present)")->default_val("bench-cuda-family");
+  cmd->add_option("--json", o->json, "also write the numbers here");
+  cmd->callback([o] { run_bench(o->hidden, o->inter, o->layers, o->vocab, o->steps, o->dir, o->json); });
+}
+
+}  // namespace mosaic::cli

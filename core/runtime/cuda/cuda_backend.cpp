@@ -1,0 +1,293 @@
+// The CUDA backend's memory: expert slots, resident-set buffers, KV blocks, the step workspace, and
+// the copies that fill them from the pinned mirror of the host store.
+#include "runtime/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/error.h"
+#include "kernels/linear.h"
+#include "kernels/transformer_ops.h"
+#include "model/weight_names.h"
+#include "runtime/cuda/cuda_probe.h"
+
+namespace mosaic::cuda {
+namespace {
+
+constexpr std::int64_t kAlign = 128;  // elements: bf16 tensors start 256-byte aligned
+
+std::int64_t numel(const std::vector<std::int64_t>& shape) {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) n *= d;
+  return n;
+}
+
+SetLayout set_layout(const HostStore& store) {
+  const ModelSpec& s = store.spec();
+  SetLayout out;
+  std::unordered_map<std::string, std::int64_t> at;
+  const auto& names = store.non_expert_names();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    out.offset.push_back(out.elements);
+    at.emplace(names[i], out.elements);
+    const std::int64_t n = numel(store.tensor(store.set_tensors(0)[i]).shape);
+    out.elements += (n + kAlign - 1) / kAlign * kAlign;
+  }
+  auto off = [&](const std::string& name) {
+    const auto it = at.find(name);
+    if (it == at.end()) throw MissingError("host store", name, "is not among the non-expert tensors");
+    return it->second;
+  };
+  const WeightNames n(s);
+  out.embed = off(n.embed());
+  out.final_norm = off(n.final_norm());
+  out.lm_head = off(n.lm_head());
+  for (std::int64_t l = 0; l < s.num_layers; ++l) {
+    LayerOffsets L;
+    L.input_norm = off(n.input_norm(l));
+    L.post_norm = off(n.post_norm(l));
+    L.wq = off(n.attn(l, AttnPart::Q));
+    L.wk = off(n.attn(l, AttnPart::K));
+    L.wv = off(n.attn(l, AttnPart::V));
+    L.wo = off(n.attn(l, AttnPart::O));
+    if (s.qkv_bias) {
+      L.bq = off(n.attn(l, AttnPart::Q, true));
+      L.bk = off(n.attn(l, AttnPart::K, true));
+      L.bv = off(n.attn(l, AttnPart::V, true));
+    }
+    if (s.o_bias) L.bo = off(n.attn(l, AttnPart::O, true));
+    if (s.qk_norm != QkNorm::None) {
+      L.q_norm = off(n.q_norm(l));
+      L.k_norm = off(n.k_norm(l));
+    }
+    if (s.is_sparse(l)) {
+      L.router = off(n.router(l));
+      if (s.shared_expert_intermediate > 0) {
+        L.mlp_gate = off(n.shared_expert(l, ExpertRole::Gate));
+        L.mlp_up = off(n.shared_expert(l, ExpertRole::Up));
+        L.mlp_down = off(n.shared_expert(l, ExpertRole::Down));
+        L.shared_gate = off(n.shared_expert_gate(l));
+      }
+    } else {
+      L.mlp_gate = off(n.dense_mlp(l, ExpertRole::Gate));
+      L.mlp_up = off(n.dense_mlp(l, ExpertRole::Up));
+      L.mlp_down = off(n.dense_mlp(l, ExpertRole::Down));
+    }
+    out.layers.push_back(L);
+  }
+  return out;
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
+    : store_(store), spec_(store.spec()), shape_(shape) {
+  if (const auto why = unavailable()) throw DeviceError("device cuda", "", *why, "use --device cpu on this machine");
+  const ModelSpec& s = spec_;
+  MOSAIC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  MOSAIC_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
+  MOSAIC_CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
+  MOSAIC_CUDA_CHECK(cudaEventCreateWithFlags(&computed_, cudaEventDisableTiming));
+  MOSAIC_CUDA_CHECK(cublasCreate(&cublas_));
+  MOSAIC_CUDA_CHECK(cublasSetStream(cublas_, stream_));
+  mirror_ = PinnedMirror::of(store);
+  inv_freq_ = inverse_frequencies(s);
+
+  slot_elements_ = 3 * s.expert_intermediate * s.hidden_size;
+  const auto slot_bytes = static_cast<std::size_t>(slot_elements_) * sizeof(bf16_t);
+  for (std::int64_t n : shape.layer_slots) slots_.emplace_back(static_cast<std::size_t>(n) * slot_bytes);
+  scratch_slots_.resize(static_cast<std::size_t>(shape.scratch_slots) * slot_bytes);
+
+  layout_ = set_layout(store);
+  for (int b = 0; b < shape.buffers; ++b) {
+    sets_.emplace_back(static_cast<std::size_t>(layout_.elements) * sizeof(bf16_t));
+    held_.emplace_back(store.non_expert_names().size(), -1);
+  }
+  tables_.resize(static_cast<std::size_t>(s.num_layers));
+  uploaded_.resize(static_cast<std::size_t>(s.num_layers));
+  for (std::int64_t l = 0; l < s.num_layers; ++l)
+    if (s.is_sparse(l)) tables_[static_cast<std::size_t>(l)].resize(static_cast<std::size_t>(store.targets() * s.num_experts) * sizeof(std::int32_t));
+  k_.resize(static_cast<std::size_t>(s.num_layers));
+  v_.resize(static_cast<std::size_t>(s.num_layers));
+  if (shape.kv_blocks) reserve_kv(*shape.kv_blocks);
+}
+
+CudaBackend::~CudaBackend() {
+  // Buffers free after this (cudaFree waits for the device); the handles go first.
+  if (stream_) cudaStreamSynchronize(stream_);
+  if (copy_) cudaStreamSynchronize(copy_);
+  if (cublas_) cublasDestroy(cublas_);
+  if (copied_) cudaEventDestroy(copied_);
+  if (computed_) cudaEventDestroy(computed_);
+  if (stream_) cudaStreamDestroy(stream_);
+  if (copy_) cudaStreamDestroy(copy_);
+}
+
+std::uint64_t CudaBackend::copy_tensor(TensorId id, bf16_t* to) {
+  const HostTensor& t = store_.tensor(id);
+  const std::byte* from = mirror_->bytes(id);
+  const auto n = numel(t.shape);
+  switch (t.dtype) {
+    case DType::BF16:
+      MOSAIC_CUDA_CHECK(cudaMemcpyAsync(to, from, t.bytes.size(), cudaMemcpyHostToDevice, copy_));
+      break;
+    case DType::F16:
+    case DType::F32:
+      // Converted on the device, from a staging copy: the link carries the checkpoint's own bytes.
+      staging_.reserve(t.bytes.size());
+      MOSAIC_CUDA_CHECK(cudaMemcpyAsync(staging_.get(), from, t.bytes.size(), cudaMemcpyHostToDevice, copy_));
+      if (t.dtype == DType::F16) MOSAIC_CUDA_CHECK(kernels::half_to_bf16_cuda(staging_.get<std::uint16_t>(), n, to, copy_));
+      else MOSAIC_CUDA_CHECK(kernels::float_to_bf16_cuda(staging_.get<float>(), n, to, copy_));
+      break;
+    default:
+      throw UnsupportedError("host store", t.name, "is stored as " + std::string(dtype_name(t.dtype)) + ", which the CUDA backend does not load",
+                             "convert the checkpoint to bf16, f16 or f32");
+  }
+  return t.bytes.size();
+}
+
+void CudaBackend::copies_done() {
+  MOSAIC_CUDA_CHECK(cudaEventRecord(copied_, copy_));
+  MOSAIC_CUDA_CHECK(cudaStreamWaitEvent(stream_, copied_, 0));
+}
+
+bf16_t* CudaBackend::slot_weights(std::int64_t layer, SlotRef slot) const {
+  const DeviceBuffer& pool = slot.scratch ? scratch_slots_ : slots_[static_cast<std::size_t>(layer)];
+  return pool.get<bf16_t>() + static_cast<std::int64_t>(slot.slot) * slot_elements_;
+}
+
+std::uint64_t CudaBackend::load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) {
+  const HostExpert& e = store_.expert_tensors(expert);
+  bf16_t* to = slot_weights(layer, slot);
+  const std::int64_t IH = spec_.expert_intermediate * spec_.hidden_size;
+  std::uint64_t bytes = copy_tensor(e.gate, to);
+  bytes += copy_tensor(e.up, to + IH);
+  bytes += copy_tensor(e.down, to + 2 * IH);
+  // Called between steps (pinning, whole-model swaps): done when it returns, so its time is real.
+  MOSAIC_CUDA_CHECK(cudaStreamSynchronize(copy_));
+  return bytes;
+}
+
+std::uint64_t CudaBackend::load_set(int buffer, int set) {
+  std::vector<TensorId>& held = held_[static_cast<std::size_t>(buffer)];
+  const std::vector<TensorId>& ids = store_.set_tensors(set);
+  bf16_t* base = sets_[static_cast<std::size_t>(buffer)].get<bf16_t>();
+  // The buffer may still be read by the step before: copies start after it.
+  MOSAIC_CUDA_CHECK(cudaEventRecord(computed_, stream_));
+  MOSAIC_CUDA_CHECK(cudaStreamWaitEvent(copy_, computed_, 0));
+  std::uint64_t bytes = 0;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (held[i] == ids[i]) continue;  // the same tensor: nothing to copy
+    bytes += copy_tensor(ids[i], base + layout_.offset[i]);
+    held[i] = ids[i];
+  }
+  MOSAIC_CUDA_CHECK(cudaStreamSynchronize(copy_));
+  return bytes;
+}
+
+void CudaBackend::reserve_kv(std::int64_t blocks) {
+  if (blocks <= kv_blocks_) return;
+  // Unlimited pools grow by doubling; a budgeted one is allocated whole at the start.
+  const std::int64_t target = shape_.kv_blocks ? std::max(blocks, *shape_.kv_blocks) : std::max(blocks, 2 * kv_blocks_);
+  const auto row_bytes = static_cast<std::size_t>(spec_.kv_width()) * sizeof(bf16_t);
+  const auto old_bytes = static_cast<std::size_t>(kv_blocks_ * shape_.kv_block_tokens) * row_bytes;
+  for (auto* pools : {&k_, &v_})
+    for (std::int64_t l = 0; l < spec_.num_layers; ++l) {
+      DeviceBuffer grown(static_cast<std::size_t>(target * shape_.kv_block_tokens) * row_bytes);
+      DeviceBuffer& old = (*pools)[static_cast<std::size_t>(l)];
+      if (old_bytes) MOSAIC_CUDA_CHECK(cudaMemcpyAsync(grown.get(), old.get(), old_bytes, cudaMemcpyDeviceToDevice, stream_));
+      MOSAIC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      old = std::move(grown);
+    }
+  kv_blocks_ = target;
+}
+
+void CudaBackend::reserve_workspace(std::int64_t tokens, std::int64_t wanted) {
+  if (tokens <= work_tokens_ && wanted <= work_wanted_) return;
+  tokens = std::max(tokens, work_tokens_);
+  wanted = std::max(wanted, work_wanted_);
+  const ModelSpec& s = spec_;
+  const std::int64_t T = tokens, P = tokens * s.top_k, H = s.hidden_size, I = s.expert_intermediate;
+  const std::int64_t mlp_width = std::max({s.dense_intermediate, s.shared_expert_intermediate, std::int64_t(1)});
+  std::size_t at = 0;
+  std::vector<std::pair<void**, std::size_t>> parts;
+  auto part = [&](auto** p, std::int64_t count, std::size_t elem) { parts.emplace_back(reinterpret_cast<void**>(p), static_cast<std::size_t>(count) * elem); };
+  part(&work_.x, T * H, 4);
+  part(&work_.h, T * H, 4);
+  part(&work_.q, T * s.q_width(), 4);
+  part(&work_.k, T * s.kv_width(), 4);
+  part(&work_.v, T * s.kv_width(), 4);
+  part(&work_.attn, T * s.q_width(), 4);
+  part(&work_.mlp, T * 2 * mlp_width, 4);
+  part(&work_.mlp2, std::max(T * std::max(mlp_width, H), P * I), 4);  // also a large group's activations
+  part(&work_.gate, T, 4);
+  part(&work_.router, T * std::max<std::int64_t>(s.num_experts, 1), 4);
+  part(&work_.topk_w, P, 4);
+  part(&work_.act, P * std::max<std::int64_t>(2 * I, 1), 4);  // a large group's gate_up output, then its activations
+  part(&work_.pair_out, P * H, 4);
+  part(&work_.logits, wanted * s.vocab_size, 4);
+  part(&work_.topk_ids, s.num_layers * P, 4);
+  part(&work_.narrow, std::max({T * std::max({H, s.q_width(), mlp_width}), P * std::max(H, I)}), 2);
+  std::int64_t most_slots = shape_.scratch_slots;
+  for (std::int64_t n : shape_.layer_slots) most_slots = std::max(most_slots, n);
+  part(&work_.reroute_scratch, 2 * most_slots + 1, 4);
+  part(&work_.groups.groups, 1, 4);
+  part(&work_.groups.misses, 1, 4);
+  part(&work_.groups.begin, P + 1, 4);
+  part(&work_.groups.end, P + 1, 4);
+  part(&work_.groups.weights, P + 1, sizeof(void*));
+  part(&work_.groups.pair_at, P + 1, 4);
+  part(&work_.groups.pos_of, P + 1, 4);
+  part(&work_.group_counts, P + 1, 4);
+  for (auto& [p, bytes] : parts) at += (bytes + 255) / 256 * 256;
+  work_buffer_.resize(at);
+  at = 0;
+  for (auto& [p, bytes] : parts) {
+    *p = work_buffer_.get<std::byte>() + at;
+    at += (bytes + 255) / 256 * 256;
+  }
+  logits_host_.resize(static_cast<std::size_t>(wanted * s.vocab_size) * sizeof(float));
+  ids_host_.resize(static_cast<std::size_t>(s.num_layers * P) * sizeof(std::int32_t));
+  // A host plan's arrays: pair_at, pos_of, per wave counts, and per group begin, end, weights.
+  plan_host_.resize(static_cast<std::size_t>(P + 1) * (4 * sizeof(std::int32_t) + sizeof(void*) + sizeof(std::int32_t)));
+  work_tokens_ = tokens;
+  work_wanted_ = wanted;
+}
+
+void CudaBackend::upload_tables(const MoeState& moe) {
+  for (std::size_t l = 0; l < tables_.size(); ++l) {
+    if (!moe.tables[l]) continue;
+    const std::vector<std::int32_t>& data = moe.tables[l]->data();
+    if (data == uploaded_[l]) continue;
+    MOSAIC_CUDA_CHECK(cudaMemcpyAsync(tables_[l].get(), data.data(), data.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
+    uploaded_[l] = data;
+  }
+}
+
+void CudaBackend::linear(const float* x, std::int64_t n, std::int64_t in, const bf16_t* w, std::int64_t out,
+                         const bf16_t* bias, bool accumulate, float* y) {
+  if (n == 0) return;
+  if (n <= 8) {
+    MOSAIC_CUDA_CHECK(kernels::linear_cuda(x, static_cast<int>(n), static_cast<int>(in), w, static_cast<int>(out), bias,
+                                           accumulate, y, stream_));
+    return;
+  }
+  // Many rows: compute-bound, so cuBLAS on bf16 copies of the activations (fp32 accumulation).
+  MOSAIC_CUDA_CHECK(kernels::float_to_bf16_cuda(x, n * in, work_.narrow, stream_));
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  MOSAIC_CUDA_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out), static_cast<int>(n),
+                                 static_cast<int>(in), &alpha, w, CUDA_R_16BF, static_cast<int>(in), work_.narrow,
+                                 CUDA_R_16BF, static_cast<int>(in), &beta, y, CUDA_R_32F, static_cast<int>(out),
+                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  if (bias) MOSAIC_CUDA_CHECK(kernels::add_bias_cuda(y, bias, static_cast<int>(n), static_cast<int>(out), stream_));
+}
+
+}  // namespace mosaic::cuda
+
+namespace mosaic {
+
+std::unique_ptr<Backend> make_cuda_backend(const HostStore& store, const BackendShape& shape) {
+  return std::make_unique<cuda::CudaBackend>(store, shape);
+}
+
+}  // namespace mosaic

@@ -1,0 +1,106 @@
+#pragma once
+// Internal: the CUDA backend. bf16 weights — expert slots per layer and a scratch pool, K resident-set
+// buffers of non-expert weights — fp32 activations and paged fp32 keys and values, on one stream,
+// with host-to-device copies on a second. Include only from this folder's .cpp files.
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/bf16.h"
+#include "kernels/moe_experts.h"
+#include "runtime/backend.h"
+#include "runtime/cuda/device_buffer.h"
+#include "runtime/cuda/pinned_mirror.h"
+#include "runtime/cuda/step_inputs.h"
+
+namespace mosaic::cuda {
+
+using kernels::bf16_t;
+
+// Where each non-expert weight sits in a set buffer (element offsets; −1: the model has none).
+struct LayerOffsets {
+  std::int64_t input_norm = -1, post_norm = -1, wq = -1, wk = -1, wv = -1, wo = -1, bq = -1, bk = -1, bv = -1, bo = -1;
+  std::int64_t q_norm = -1, k_norm = -1, router = -1;
+  std::int64_t mlp_gate = -1, mlp_up = -1, mlp_down = -1, shared_gate = -1;  // dense MLP or shared expert
+};
+struct SetLayout {
+  std::vector<std::int64_t> offset;  // [non-expert names]
+  std::int64_t elements = 0;
+  std::int64_t embed = -1, final_norm = -1, lm_head = -1;
+  std::vector<LayerOffsets> layers;
+};
+
+// One step's device scratch, carved from one allocation that grows to the largest step seen.
+struct Workspace {
+  float *x, *h, *q, *k, *v, *attn, *mlp, *mlp2, *gate, *router, *topk_w, *act, *pair_out, *logits;
+  std::int32_t *topk_ids;  // [layers][tokens · k]: kept for the host's bookkeeping after the step
+  bf16_t* narrow;          // bf16 copies of activations for cuBLAS
+  int* reroute_scratch;
+  kernels::GroupedPairs groups;
+  std::int32_t* group_counts;  // [waves]
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(const HostStore& store, const BackendShape& shape);
+  ~CudaBackend() override;
+
+  std::uint64_t load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) override;
+  std::uint64_t load_set(int buffer, int set) override;
+  StepResult run(const StepBatch& batch, MoeState& moe) override;
+
+ private:
+  // Copies, converting to bf16, on the copy stream; the compute stream waits for them.
+  std::uint64_t copy_tensor(TensorId id, bf16_t* to);
+  void copies_done();  // the compute stream waits on what the copy stream has issued
+  void reserve_kv(std::int64_t blocks);
+  void reserve_workspace(std::int64_t tokens, std::int64_t wanted);
+  void upload_tables(const MoeState& moe);
+
+  // y [n, out] (+)= x [n, in] · Wᵀ (+ b): the memory-bound kernel for few rows, cuBLAS beyond.
+  void linear(const float* x, std::int64_t n, std::int64_t in, const bf16_t* w, std::int64_t out, const bf16_t* bias,
+              bool accumulate, float* y);
+  // The MoE block of `layer` over every token: x += experts(h) (+ the shared expert).
+  void moe(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result);
+  // A layer whose pairs all hit (or whose router is masked): routed on the device, no host round trip.
+  bool routable_on_device(std::int64_t layer, const StepInputs& in, const MoeState& state) const;
+  void route_on_host(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result);
+  void run_grouped(std::int64_t pairs_bound, const kernels::GroupedPairs& g, int max_groups);
+
+  const bf16_t* weight(int buffer, std::int64_t offset) const {
+    return offset < 0 ? nullptr : sets_[static_cast<std::size_t>(buffer)].get<bf16_t>() + offset;
+  }
+  bf16_t* slot_weights(std::int64_t layer, SlotRef slot) const;
+
+  const HostStore& store_;
+  const ModelSpec& spec_;
+  BackendShape shape_;
+  std::shared_ptr<const PinnedMirror> mirror_;
+  cudaStream_t stream_ = nullptr, copy_ = nullptr;
+  cudaEvent_t copied_ = nullptr, computed_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+
+  std::int64_t slot_elements_ = 0;  // 3 · I · H
+  std::vector<DeviceBuffer> slots_;  // [layers]
+  DeviceBuffer scratch_slots_;
+  SetLayout layout_;
+  std::vector<DeviceBuffer> sets_;  // [buffers]
+  std::vector<std::vector<TensorId>> held_;  // [buffers][names]
+  DeviceBuffer staging_;            // a non-bf16 tensor on its way to conversion
+
+  std::vector<DeviceBuffer> tables_;                 // [layers]: [targets, experts] int32
+  std::vector<std::vector<std::int32_t>> uploaded_;  // what each device table holds
+  std::vector<DeviceBuffer> k_, v_;                  // [layers]: [blocks · block_tokens, kvh, hd] bf16
+  std::int64_t kv_blocks_ = 0;
+
+  DeviceBuffer work_buffer_;
+  Workspace work_{};
+  std::int64_t work_tokens_ = 0, work_wanted_ = 0;
+  DeviceBuffer inputs_;             // the step's inputs (StepInputs), uploaded at once
+  PinnedBuffer inputs_host_, logits_host_, ids_host_, plan_host_;
+  std::vector<float> inv_freq_;
+  std::vector<bool> routed_on_device_;  // [layers], this step
+};
+
+}  // namespace mosaic::cuda

@@ -1,0 +1,198 @@
+// The CUDA backend's MoE block over every token of a step: each token's router (its resident set's),
+// masked gating where the policy asks, fused softmax/top-k, then the routed experts —
+//   on the device, when every pair of the layer is sure to hit (or the router is masked): the
+//   reroute kernel groups pairs by slot and the grouped kernels run, with no host round trip;
+//   through the host otherwise: the top-k comes back, the routing plan (misses, loads, waves) is made
+//   exactly as for the CPU backend, loads go on the copy stream, and each wave's groups run — small
+//   ones through the grouped kernels, large ones (prefill) through cuBLAS.
+// Then the weighted combine into the residual, and each set's shared expert.
+#include <chrono>
+#include <cstring>
+
+#include "kernels/moe_experts.h"
+#include "kernels/router_topk.h"
+#include "kernels/transformer_ops.h"
+#include "runtime/cuda/cuda_backend.h"
+#include "runtime/cuda/grouped_plan.h"
+
+namespace mosaic::cuda {
+namespace {
+
+constexpr std::int32_t kLargeGroup = 16;      // pairs: from here a group goes to cuBLAS
+constexpr std::int64_t kDevicePairs = 64;     // steps with more pairs (prefill) are planned on the host
+
+}  // namespace
+
+bool CudaBackend::routable_on_device(std::int64_t layer, const StepInputs& in, const MoeState& state) const {
+  if (in.tokens * spec_.top_k > kDevicePairs) return false;
+  if (state.policy->masks_router()) return true;
+  const RerouteTable& table = *state.tables[static_cast<std::size_t>(layer)];
+  for (std::int32_t row : in.distinct_rows)
+    for (std::int64_t e = 0; e < spec_.num_experts; ++e)
+      if (table.at(row, e) == RerouteTable::kMiss) return false;
+  return true;
+}
+
+void CudaBackend::run_grouped(std::int64_t, const kernels::GroupedPairs& g, int max_groups) {
+  const int H = static_cast<int>(spec_.hidden_size), I = static_cast<int>(spec_.expert_intermediate);
+  MOSAIC_CUDA_CHECK(kernels::expert_gate_up_cuda(work_.h, H, I, static_cast<int>(spec_.top_k), g, max_groups, work_.act, stream_));
+  MOSAIC_CUDA_CHECK(kernels::expert_down_cuda(work_.act, H, I, g, max_groups, work_.pair_out, stream_));
+}
+
+void CudaBackend::moe(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result) {
+  const ModelSpec& s = spec_;
+  const auto l = static_cast<std::size_t>(layer);
+  const LayerOffsets& L = layout_.layers[l];
+  const std::int64_t T = in.tokens, k = s.top_k, E = s.num_experts, H = s.hidden_size, P = T * k;
+  Workspace& w = work_;
+  const std::int32_t* table = tables_[l].get<std::int32_t>();
+  std::int32_t* ids = w.topk_ids + layer * P;
+
+  for (const TokenGroup& g : in.groups)
+    linear(w.h + g.begin * H, g.end - g.begin, H, weight(g.buffer, L.router), E, nullptr, false, w.router + g.begin * E);
+  if (state.policy->masks_router())
+    MOSAIC_CUDA_CHECK(kernels::mask_router_cuda(w.router, in.device.rows, table, static_cast<int>(T), static_cast<int>(E), stream_));
+  MOSAIC_CUDA_CHECK(kernels::router_topk_cuda(w.router, static_cast<int>(T), static_cast<int>(E), static_cast<int>(k), s.norm_topk_prob,
+                                              ids, w.topk_w, stream_));
+
+  if (routable_on_device(layer, in, state)) {
+    const auto slots = static_cast<int>(shape_.layer_slots[l]);
+    MOSAIC_CUDA_CHECK(kernels::reroute_cuda(ids, in.device.rows, static_cast<int>(T), static_cast<int>(k), table, static_cast<int>(E),
+                                            slots, slots_[l].get<bf16_t>(), slot_elements_, w.reroute_scratch, w.groups, stream_));
+    run_grouped(P, w.groups, static_cast<int>(std::min<std::int64_t>(P, slots)));
+    routed_on_device_[l] = true;
+  } else {
+    route_on_host(layer, in, state, result);
+  }
+  MOSAIC_CUDA_CHECK(kernels::moe_combine_cuda(w.pair_out, w.groups.pos_of, w.topk_w, static_cast<int>(T), static_cast<int>(k),
+                                              static_cast<int>(H), w.x, stream_));
+
+  if (L.shared_gate < 0) return;
+  const std::int64_t Is = s.shared_expert_intermediate;
+  for (const TokenGroup& g : in.groups) {
+    const std::int64_t n = g.end - g.begin;
+    const float* h = w.h + g.begin * H;
+    linear(h, n, H, weight(g.buffer, L.mlp_gate), Is, nullptr, false, w.mlp);
+    linear(h, n, H, weight(g.buffer, L.mlp_up), Is, nullptr, false, w.mlp + n * Is);
+    MOSAIC_CUDA_CHECK(kernels::silu_mul_cuda(w.mlp, w.mlp + n * Is, static_cast<int>(n), static_cast<int>(Is), w.mlp2, stream_));
+    linear(w.mlp2, n, Is, weight(g.buffer, L.mlp_down), H, nullptr, false, w.pair_out);  // free after the combine
+    linear(h, n, H, weight(g.buffer, L.shared_gate), 1, nullptr, false, w.gate);
+    MOSAIC_CUDA_CHECK(kernels::add_gated_cuda(w.x + g.begin * H, w.pair_out, w.gate, static_cast<int>(n), static_cast<int>(H), stream_));
+  }
+}
+
+void CudaBackend::route_on_host(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result) {
+  const ModelSpec& s = spec_;
+  const auto l = static_cast<std::size_t>(layer);
+  const std::int64_t T = in.tokens, k = s.top_k, H = s.hidden_size, I = s.expert_intermediate, P = T * k;
+  Workspace& w = work_;
+
+  std::int32_t* ids_host = ids_host_.get<std::int32_t>() + layer * P;
+  MOSAIC_CUDA_CHECK(cudaMemcpyAsync(ids_host, w.topk_ids + layer * P, static_cast<std::size_t>(P) * sizeof(std::int32_t),
+                                    cudaMemcpyDeviceToHost, stream_));
+  MOSAIC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  const std::vector<std::int64_t> experts(ids_host, ids_host + P);
+  const std::vector<int> rows(in.rows.begin(), in.rows.end());
+  const RoutePlan plan = plan_routes({layer, *state.tables[l], *state.pools[l], *state.scratch, *state.store, *state.policy}, experts, k, rows);
+  auto counts_of = [&](std::int64_t pair) -> LayerCounts& {
+    return result.counts[static_cast<std::size_t>(in.sequence[static_cast<std::size_t>(pair / k)])][l];
+  };
+  for (std::int64_t p = 0; p < P; ++p) {
+    const PairOutcome o = plan.outcome[static_cast<std::size_t>(p)];
+    if (o == PairOutcome::Hit) ++counts_of(p).hits;
+    if (o == PairOutcome::Miss) ++counts_of(p).misses;
+  }
+  const GroupedPlan gp = grouped_plan(plan, kLargeGroup);
+
+  // The plan's arrays in one upload: pair_at, pos_of, per wave the count of small groups, and the
+  // small groups' begin, end and weights, wave after wave.
+  std::byte* host = plan_host_.get<std::byte>();
+  std::size_t at = 0;
+  auto put = [&](const void* src, std::size_t bytes) {
+    std::memcpy(host + at, src, bytes);
+    const std::size_t here = at;
+    at += bytes;
+    return here;
+  };
+  std::vector<std::int32_t> counts, begins, ends;
+  std::vector<const bf16_t*> weights;
+  for (const PlannedWave& wave : gp.waves) {
+    counts.push_back(static_cast<std::int32_t>(wave.small.size()));
+    for (const PlannedGroup& g : wave.small) {
+      begins.push_back(g.begin);
+      ends.push_back(g.end);
+      weights.push_back(slot_weights(layer, g.slot));
+    }
+  }
+  const std::size_t n_pos = gp.pair_at.size(), n_groups = begins.size();
+  const std::size_t o_pair_at = put(gp.pair_at.data(), n_pos * 4), o_pos_of = put(gp.pos_of.data(), static_cast<std::size_t>(P) * 4);
+  const std::size_t o_counts = put(counts.data(), counts.size() * 4), o_begin = put(begins.data(), n_groups * 4);
+  const std::size_t o_end = put(ends.data(), n_groups * 4), o_weights = put(weights.data(), n_groups * sizeof(void*));
+  auto upload = [&](void* to, std::size_t from, std::size_t bytes) {
+    if (bytes) MOSAIC_CUDA_CHECK(cudaMemcpyAsync(to, host + from, bytes, cudaMemcpyHostToDevice, stream_));
+  };
+  upload(w.groups.pair_at, o_pair_at, n_pos * 4);
+  upload(w.groups.pos_of, o_pos_of, static_cast<std::size_t>(P) * 4);
+  upload(w.group_counts, o_counts, counts.size() * 4);
+  upload(w.groups.begin, o_begin, n_groups * 4);
+  upload(w.groups.end, o_end, n_groups * 4);
+  upload(w.groups.weights, o_weights, n_groups * sizeof(void*));
+
+  std::size_t first_group = 0;
+  const float alpha = 1.0f, beta = 0.0f;
+  for (std::size_t wi = 0; wi < gp.waves.size(); ++wi) {
+    const PlannedWave& wave = gp.waves[wi];
+    if (!wave.loads.empty()) {
+      // Scratch slots of the wave before may still be read: the copies start after its compute.
+      MOSAIC_CUDA_CHECK(cudaEventRecord(computed_, stream_));
+      MOSAIC_CUDA_CHECK(cudaStreamWaitEvent(copy_, computed_, 0));
+      const auto t0 = std::chrono::steady_clock::now();
+      std::vector<std::uint64_t> bytes;
+      const std::int64_t IH = I * H;
+      for (const ExpertLoad& load : wave.loads) {
+        const HostExpert& e = store_.expert_tensors(load.content);
+        bf16_t* to = slot_weights(layer, load.slot);
+        bytes.push_back(copy_tensor(e.gate, to) + copy_tensor(e.up, to + IH) + copy_tensor(e.down, to + 2 * IH));
+      }
+      MOSAIC_CUDA_CHECK(cudaStreamSynchronize(copy_));
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      copies_done();
+      for (std::size_t i = 0; i < wave.loads.size(); ++i) {
+        LayerCounts& c = counts_of(wave.loads[i].pair);
+        ++c.loads;
+        c.load_bytes += bytes[i];
+        c.load_seconds += seconds / static_cast<double>(wave.loads.size());
+      }
+    }
+    if (!wave.small.empty()) {
+      kernels::GroupedPairs g = w.groups;
+      g.groups = w.group_counts + wi;
+      g.begin += first_group;
+      g.end += first_group;
+      g.weights += first_group;
+      run_grouped(P, g, static_cast<int>(wave.small.size()));
+      first_group += wave.small.size();
+    }
+    for (const PlannedGroup& g : wave.large) {
+      const int n = g.end - g.begin;
+      const bf16_t* wt = slot_weights(layer, g.slot);
+      float* gu = w.act + static_cast<std::int64_t>(g.begin) * 2 * I;  // [n, 2I], then [n, I] of activations in place
+      MOSAIC_CUDA_CHECK(kernels::gather_rows_bf16_cuda(w.h, static_cast<int>(H), w.groups.pair_at + g.begin, n, static_cast<int>(k), w.narrow, stream_));
+      MOSAIC_CUDA_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(2 * I), n, static_cast<int>(H), &alpha, wt, CUDA_R_16BF,
+                                     static_cast<int>(H), w.narrow, CUDA_R_16BF, static_cast<int>(H), &beta, gu, CUDA_R_32F,
+                                     static_cast<int>(2 * I), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      MOSAIC_CUDA_CHECK(kernels::silu_mul_cuda(gu, nullptr, n, static_cast<int>(I), w.mlp2, stream_));
+      MOSAIC_CUDA_CHECK(kernels::float_to_bf16_cuda(w.mlp2, static_cast<std::int64_t>(n) * I, w.narrow, stream_));
+      MOSAIC_CUDA_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(H), n, static_cast<int>(I), &alpha, wt + 2 * I * H,
+                                     CUDA_R_16BF, static_cast<int>(I), w.narrow, CUDA_R_16BF, static_cast<int>(I), &beta,
+                                     w.pair_out + static_cast<std::int64_t>(g.begin) * H, CUDA_R_32F, static_cast<int>(H),
+                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    }
+    for (const ExpertLoad& load : wave.loads)
+      if (load.slot.scratch) state.scratch->clear(load.slot.slot);  // transient: dropped after use
+  }
+  // The plan's host arrays are read by the copies above; the next layer may overwrite them.
+  MOSAIC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+}  // namespace mosaic::cuda

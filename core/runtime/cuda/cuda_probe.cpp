@@ -1,0 +1,92 @@
+#include "runtime/cuda/cuda_probe.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+
+#include "common/error.h"
+#include "kernels/read_probe.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/device_buffer.h"
+
+namespace mosaic::cuda {
+
+std::optional<std::string> unavailable() {
+  // cudart is linked statically: without a driver this returns an error rather than failing to load.
+  const cudaError_t e = cudaFree(nullptr);
+  if (e != cudaSuccess) return std::string("no CUDA GPU can be used here (") + cudaGetErrorString(e) + ")";
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) return "no CUDA GPU was found";
+  return std::nullopt;
+}
+
+namespace {
+
+// Best of `rounds` of `f` timed with events on `stream`, in seconds.
+template <class F>
+double best_time(cudaStream_t stream, int rounds, F&& f) {
+  cudaEvent_t a, b;
+  MOSAIC_CUDA_CHECK(cudaEventCreate(&a));
+  MOSAIC_CUDA_CHECK(cudaEventCreate(&b));
+  float best = 1e30f;
+  for (int r = 0; r < rounds; ++r) {
+    MOSAIC_CUDA_CHECK(cudaEventRecord(a, stream));
+    f();
+    MOSAIC_CUDA_CHECK(cudaEventRecord(b, stream));
+    MOSAIC_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    MOSAIC_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    best = std::min(best, ms);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return best / 1000.0;
+}
+
+}  // namespace
+
+DeviceRates measure_rates() {
+  if (const auto why = unavailable()) throw DeviceError("device cuda", "", *why);
+  DeviceRates r;
+  cudaDeviceProp prop{};
+  MOSAIC_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  r.name = prop.name;
+  cudaStream_t s;
+  MOSAIC_CUDA_CHECK(cudaStreamCreate(&s));
+  {
+    const std::size_t bytes = std::size_t(2) << 30;
+    DeviceBuffer data(bytes), sink(sizeof(unsigned));
+    MOSAIC_CUDA_CHECK(cudaMemset(data.get(), 1, bytes));
+    r.read_bytes_per_s = double(bytes) / best_time(s, 10, [&] {
+      MOSAIC_CUDA_CHECK(kernels::read_probe_cuda(data.get(), bytes, sink.get<unsigned>(), s));
+    });
+  }
+  {
+    const std::size_t bytes = std::size_t(1) << 30;
+    PinnedBuffer host(bytes);
+    DeviceBuffer dev(bytes);
+    r.pinned_h2d_bytes_per_s = double(bytes) / best_time(s, 5, [&] {
+      MOSAIC_CUDA_CHECK(cudaMemcpyAsync(dev.get(), host.get(), bytes, cudaMemcpyHostToDevice, s));
+    });
+  }
+  {
+    const int n = 8192;
+    DeviceBuffer a(std::size_t(n) * n * 2), b(std::size_t(n) * n * 2), c(std::size_t(n) * n * 4);
+    MOSAIC_CUDA_CHECK(cudaMemset(a.get(), 0, a.bytes()));
+    MOSAIC_CUDA_CHECK(cudaMemset(b.get(), 0, b.bytes()));
+    cublasHandle_t h;
+    MOSAIC_CUDA_CHECK(cublasCreate(&h));
+    MOSAIC_CUDA_CHECK(cublasSetStream(h, s));
+    const float one = 1, zero = 0;
+    r.bf16_flops = 2.0 * n * double(n) * n / best_time(s, 5, [&] {
+      MOSAIC_CUDA_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, a.get(), CUDA_R_16BF, n, b.get(), CUDA_R_16BF, n,
+                                     &zero, c.get(), CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    });
+    cublasDestroy(h);
+  }
+  cudaStreamDestroy(s);
+  return r;
+}
+
+}  // namespace mosaic::cuda

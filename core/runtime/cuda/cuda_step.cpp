@@ -1,0 +1,152 @@
+// The CUDA backend's batched step: every chunk's tokens through the model on one stream. Dense work
+// runs per resident-set group (each group's rows through its buffer's weights); rotary, the KV writes
+// and attention run over all tokens at once; MoE layers over all tokens (cuda_moe.cpp). The host
+// waits once per step, for the logits — and once per MoE layer whose pairs may miss.
+#include <cstring>
+
+#include "common/error.h"
+#include "kernels/linear.h"
+#include "kernels/paged_attention.h"
+#include "kernels/transformer_ops.h"
+#include "runtime/cuda/cuda_backend.h"
+
+namespace mosaic::cuda {
+
+StepResult CudaBackend::run(const StepBatch& batch, MoeState& state) {
+  const ModelSpec& s = spec_;
+  StepResult result;
+  result.counts.assign(static_cast<std::size_t>(batch.sequences), std::vector<LayerCounts>(static_cast<std::size_t>(s.num_layers)));
+  result.logits.resize(batch.chunks.size());
+  StepInputs in = step_inputs(batch, s, inv_freq_, shape_.kv_block_tokens);
+  if (in.tokens == 0) return result;
+  if (in.max_positions > kernels::kMaxAttentionPositions)
+    throw InvalidArgument("step", "context of " + std::to_string(in.max_positions) + " tokens",
+                          "is longer than the CUDA attention kernel holds (" + std::to_string(kernels::kMaxAttentionPositions) + ")",
+                          "shorten the prompt or the maximum new tokens");
+  reserve_kv(in.highest_block + 1);
+  const auto wanted = static_cast<std::int64_t>(in.wanted.size());
+  reserve_workspace(in.tokens, wanted);
+
+  // The step's inputs in one copy.
+  const PackedInputs packed = pack(in);
+  inputs_host_.reserve(packed.bytes.size());
+  inputs_.reserve(packed.bytes.size());
+  std::memcpy(inputs_host_.get(), packed.bytes.data(), packed.bytes.size());
+  MOSAIC_CUDA_CHECK(cudaMemcpyAsync(inputs_.get(), inputs_host_.get(), packed.bytes.size(), cudaMemcpyHostToDevice, stream_));
+  const std::byte* d = inputs_.get<std::byte>();
+  auto ints = [&](std::size_t off) { return reinterpret_cast<const std::int32_t*>(d + off); };
+  in.device = {ints(packed.ids), ints(packed.rows), ints(packed.positions), ints(packed.block_offset), ints(packed.blocks),
+               ints(packed.wanted), reinterpret_cast<const float*>(d + packed.cos), reinterpret_cast<const float*>(d + packed.sin)};
+  upload_tables(state);
+  routed_on_device_.assign(static_cast<std::size_t>(s.num_layers), false);
+
+  const int T = static_cast<int>(in.tokens), H = static_cast<int>(s.hidden_size);
+  const int nh = static_cast<int>(s.num_heads), kvh = static_cast<int>(s.num_kv_heads), hd = static_cast<int>(s.head_dim);
+  const kernels::PagedQueries pq{in.device.positions, in.device.block_offset, in.device.blocks, static_cast<int>(shape_.kv_block_tokens)};
+  const float eps = static_cast<float>(s.rms_norm_eps);
+  Workspace& w = work_;
+
+  for (const TokenGroup& g : in.groups)
+    MOSAIC_CUDA_CHECK(kernels::embed_rows_cuda(weight(g.buffer, layout_.embed), in.device.ids + g.begin, static_cast<int>(g.end - g.begin),
+                                               H, w.x + g.begin * H, stream_));
+  for (std::int64_t l = 0; l < s.num_layers; ++l) {
+    const LayerOffsets& L = layout_.layers[static_cast<std::size_t>(l)];
+    for (const TokenGroup& g : in.groups) {
+      const std::int64_t n = g.end - g.begin;
+      const int b = g.buffer;
+      float *x = w.x + g.begin * H, *h = w.h + g.begin * H;
+      float *q = w.q + g.begin * s.q_width(), *k = w.k + g.begin * s.kv_width(), *v = w.v + g.begin * s.kv_width();
+      MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(x, weight(b, L.input_norm), static_cast<int>(n), H, eps, h, stream_));
+      linear(h, n, H, weight(b, L.wq), s.q_width(), weight(b, L.bq), false, q);
+      linear(h, n, H, weight(b, L.wk), s.kv_width(), weight(b, L.bk), false, k);
+      linear(h, n, H, weight(b, L.wv), s.kv_width(), weight(b, L.bv), false, v);
+      if (s.qk_norm == QkNorm::Whole) {  // OLMoE: over the whole projection
+        MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(q, weight(b, L.q_norm), static_cast<int>(n), static_cast<int>(s.q_width()), eps, q, stream_));
+        MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(k, weight(b, L.k_norm), static_cast<int>(n), static_cast<int>(s.kv_width()), eps, k, stream_));
+      }
+      if (s.clip_qkv) {
+        const auto c = static_cast<float>(*s.clip_qkv);
+        MOSAIC_CUDA_CHECK(kernels::clamp_cuda(q, n * s.q_width(), c, stream_));
+        MOSAIC_CUDA_CHECK(kernels::clamp_cuda(k, n * s.kv_width(), c, stream_));
+        MOSAIC_CUDA_CHECK(kernels::clamp_cuda(v, n * s.kv_width(), c, stream_));
+      }
+      if (s.qk_norm == QkNorm::PerHead) {  // Qwen3: per head
+        MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(q, weight(b, L.q_norm), static_cast<int>(n) * nh, hd, eps, q, stream_));
+        MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(k, weight(b, L.k_norm), static_cast<int>(n) * kvh, hd, eps, k, stream_));
+      }
+    }
+    MOSAIC_CUDA_CHECK(kernels::rope_cuda(w.q, in.device.cos, in.device.sin, T, nh, hd, stream_));
+    MOSAIC_CUDA_CHECK(kernels::rope_cuda(w.k, in.device.cos, in.device.sin, T, kvh, hd, stream_));
+    bf16_t* kc = k_[static_cast<std::size_t>(l)].get<bf16_t>();
+    bf16_t* vc = v_[static_cast<std::size_t>(l)].get<bf16_t>();
+    MOSAIC_CUDA_CHECK(kernels::kv_write_cuda(w.k, w.v, pq, T, kvh, hd, kc, vc, stream_));
+    MOSAIC_CUDA_CHECK(kernels::paged_attention_cuda(w.q, pq, T, nh, kvh, hd, in.max_positions, kc, vc, w.attn, stream_));
+    for (const TokenGroup& g : in.groups) {
+      const std::int64_t n = g.end - g.begin;
+      float *x = w.x + g.begin * H, *h = w.h + g.begin * H;
+      linear(w.attn + g.begin * s.q_width(), n, s.q_width(), weight(g.buffer, L.wo), H, weight(g.buffer, L.bo), true, x);
+      MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(x, weight(g.buffer, L.post_norm), static_cast<int>(n), H, eps, h, stream_));
+    }
+    if (s.is_sparse(l)) {
+      moe(l, in, state, result);
+    } else {
+      const std::int64_t Id = s.dense_intermediate;
+      for (const TokenGroup& g : in.groups) {
+        const std::int64_t n = g.end - g.begin;
+        const float* h = w.h + g.begin * H;
+        linear(h, n, H, weight(g.buffer, L.mlp_gate), Id, nullptr, false, w.mlp);
+        linear(h, n, H, weight(g.buffer, L.mlp_up), Id, nullptr, false, w.mlp + n * Id);
+        MOSAIC_CUDA_CHECK(kernels::silu_mul_cuda(w.mlp, w.mlp + n * Id, static_cast<int>(n), static_cast<int>(Id), w.mlp2, stream_));
+        linear(w.mlp2, n, Id, weight(g.buffer, L.mlp_down), H, nullptr, true, w.x + g.begin * H);
+      }
+    }
+  }
+
+  // Logits of the rows the chunks ask for, one projection per group.
+  for (const TokenGroup& g : in.groups) {
+    const std::int64_t n = g.wanted_end - g.wanted_begin;
+    if (n == 0) continue;
+    MOSAIC_CUDA_CHECK(kernels::gather_rows_cuda(w.x, H, in.device.wanted + g.wanted_begin, static_cast<int>(n), w.h, stream_));
+    MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(w.h, weight(g.buffer, layout_.final_norm), static_cast<int>(n), H, eps, w.h, stream_));
+    linear(w.h, n, H, weight(g.buffer, layout_.lm_head), s.vocab_size, nullptr, false, w.logits + g.wanted_begin * s.vocab_size);
+  }
+  const std::size_t logit_bytes = static_cast<std::size_t>(wanted * s.vocab_size) * sizeof(float);
+  if (logit_bytes) MOSAIC_CUDA_CHECK(cudaMemcpyAsync(logits_host_.get(), w.logits, logit_bytes, cudaMemcpyDeviceToHost, stream_));
+  const std::int64_t P = in.tokens * s.top_k;
+  MOSAIC_CUDA_CHECK(cudaMemcpyAsync(ids_host_.get(), w.topk_ids, static_cast<std::size_t>(s.num_layers * P) * sizeof(std::int32_t),
+                                    cudaMemcpyDeviceToHost, stream_));
+  MOSAIC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+
+  const float* data = logits_host_.get<float>();
+  for (const TokenGroup& g : in.groups)
+    for (std::size_t ci = 0; ci < batch.chunks.size(); ++ci) {
+      if (in.offset[ci] < g.begin || in.offset[ci] >= g.end) continue;
+      const StepChunk& c = batch.chunks[ci];
+      if (c.emit == Emit::Nothing || c.tokens.empty()) continue;
+      Logits& out = result.logits[ci];
+      out.vocab = s.vocab_size;
+      out.rows = c.emit == Emit::Last ? 1 : static_cast<std::int64_t>(c.tokens.size());
+      out.values.assign(data, data + out.rows * s.vocab_size);
+      data += out.rows * s.vocab_size;
+    }
+
+  // The bookkeeping of layers routed on the device — slot use times, hits, dropped pairs — replayed
+  // from their top-k, exactly as a host plan would have kept it (no loads: every pair hit).
+  for (std::int64_t l = 0; l < s.num_layers; ++l) {
+    if (!routed_on_device_[static_cast<std::size_t>(l)]) continue;
+    const std::int32_t* ids = ids_host_.get<std::int32_t>() + l * P;
+    const std::vector<std::int64_t> experts(ids, ids + P);
+    const std::vector<int> rows(in.rows.begin(), in.rows.end());
+    const auto li = static_cast<std::size_t>(l);
+    const RoutePlan plan = plan_routes({l, *state.tables[li], *state.pools[li], *state.scratch, *state.store, *state.policy}, experts, s.top_k, rows);
+    for (std::int64_t p = 0; p < P; ++p) {
+      LayerCounts& c = result.counts[static_cast<std::size_t>(in.sequence[static_cast<std::size_t>(p / s.top_k)])][li];
+      const PairOutcome o = plan.outcome[static_cast<std::size_t>(p)];
+      if (o == PairOutcome::Hit) ++c.hits;
+      if (o == PairOutcome::Miss) ++c.misses;  // cannot happen: the layer was routable on the device
+    }
+  }
+  return result;
+}
+
+}  // namespace mosaic::cuda

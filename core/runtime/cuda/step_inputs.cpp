@@ -1,0 +1,109 @@
+#include "runtime/cuda/step_inputs.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <set>
+#include <string>
+
+#include "common/error.h"
+
+namespace mosaic::cuda {
+
+std::vector<float> inverse_frequencies(const ModelSpec& s) {
+  std::vector<float> f;
+  for (std::int64_t i = 0; i < s.head_dim; i += 2)
+    f.push_back(static_cast<float>(1.0 / std::pow(s.rope_theta, static_cast<double>(static_cast<float>(i) / static_cast<float>(s.head_dim)))));
+  return f;
+}
+
+StepInputs step_inputs(const StepBatch& batch, const ModelSpec& s, const std::vector<float>& inv_freq,
+                       std::int64_t block_tokens) {
+  StepInputs in;
+  std::set<std::int32_t> rows;
+  for (const StepChunk& c : batch.chunks) {
+    const auto n = static_cast<std::int64_t>(c.tokens.size());
+    in.offset.push_back(in.tokens);
+    if (static_cast<std::int64_t>(c.blocks.size()) * block_tokens < c.start + n)
+      throw InvalidArgument("step", "KV blocks", "hold fewer positions than the chunk reaches");
+    if (in.groups.empty() || in.groups.back().buffer != c.buffer) in.groups.push_back({c.buffer, in.tokens, in.tokens, 0, 0});
+    const auto block_offset = static_cast<std::int32_t>(in.blocks.size());
+    in.blocks.insert(in.blocks.end(), c.blocks.begin(), c.blocks.end());
+    for (std::int32_t b : c.blocks) in.highest_block = std::max<std::int64_t>(in.highest_block, b);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::int64_t id = c.tokens[static_cast<std::size_t>(i)];
+      if (id < 0 || id >= s.vocab_size)
+        throw InvalidArgument("step", "token id " + std::to_string(id), "is outside the vocabulary [0, " + std::to_string(s.vocab_size) + ")");
+      const std::int64_t p = c.start + i;
+      in.ids.push_back(static_cast<std::int32_t>(id));
+      in.rows.push_back(c.target);
+      in.positions.push_back(static_cast<std::int32_t>(p));
+      in.block_offset.push_back(block_offset);
+      in.sequence.push_back(c.sequence);
+      for (float f : inv_freq) in.cos.push_back(static_cast<float>(p) * f);  // angles; cos/sin below
+    }
+    rows.insert(c.target);
+    in.max_positions = std::max<std::int32_t>(in.max_positions, static_cast<std::int32_t>(c.start + n));
+    in.tokens += n;
+    in.groups.back().end = in.tokens;
+  }
+  // [tokens, hd/2] angles → cos and sin of [angles, angles] (transformers' cat((freqs, freqs))).
+  const std::size_t half = inv_freq.size();
+  std::vector<float> angles = std::move(in.cos);
+  in.cos.assign(static_cast<std::size_t>(in.tokens) * 2 * half, 0.0f);
+  in.sin = in.cos;
+  for (std::size_t t = 0; t < static_cast<std::size_t>(in.tokens); ++t)
+    for (std::size_t i = 0; i < half; ++i) {
+      const float a = angles[t * half + i];
+      in.cos[t * 2 * half + i] = in.cos[t * 2 * half + half + i] = std::cos(a);
+      in.sin[t * 2 * half + i] = in.sin[t * 2 * half + half + i] = std::sin(a);
+    }
+  for (TokenGroup& g : in.groups) {
+    g.wanted_begin = static_cast<std::int64_t>(in.wanted.size());
+    for (std::size_t ci = 0; ci < batch.chunks.size(); ++ci) {
+      if (in.offset[ci] < g.begin || in.offset[ci] >= g.end) continue;
+      const StepChunk& c = batch.chunks[ci];
+      const auto n = static_cast<std::int64_t>(c.tokens.size());
+      if (c.emit == Emit::Last && n > 0) in.wanted.push_back(static_cast<std::int32_t>(in.offset[ci] + n - 1));
+      if (c.emit == Emit::All)
+        for (std::int64_t t = 0; t < n; ++t) in.wanted.push_back(static_cast<std::int32_t>(in.offset[ci] + t));
+    }
+    g.wanted_end = static_cast<std::int64_t>(in.wanted.size());
+  }
+  in.distinct_rows.assign(rows.begin(), rows.end());
+  return in;
+}
+
+PackedInputs pack(const StepInputs& in) {
+  PackedInputs p{};
+  std::size_t at = 0;
+  auto place = [&](std::size_t bytes) {
+    const std::size_t here = at;
+    at += (bytes + 255) / 256 * 256;
+    return here;
+  };
+  auto bytes_of = [](const auto& v) { return v.size() * sizeof(v[0]); };
+  p.ids = place(bytes_of(in.ids));
+  p.rows = place(bytes_of(in.rows));
+  p.positions = place(bytes_of(in.positions));
+  p.block_offset = place(bytes_of(in.block_offset));
+  p.blocks = place(bytes_of(in.blocks));
+  p.wanted = place(bytes_of(in.wanted));
+  p.cos = place(bytes_of(in.cos));
+  p.sin = place(bytes_of(in.sin));
+  p.bytes.assign(at, std::byte{0});
+  auto put = [&](std::size_t offset, const auto& v) {
+    if (!v.empty()) std::memcpy(p.bytes.data() + offset, v.data(), v.size() * sizeof(v[0]));
+  };
+  put(p.ids, in.ids);
+  put(p.rows, in.rows);
+  put(p.positions, in.positions);
+  put(p.block_offset, in.block_offset);
+  put(p.blocks, in.blocks);
+  put(p.wanted, in.wanted);
+  put(p.cos, in.cos);
+  put(p.sin, in.sin);
+  return p;
+}
+
+}  // namespace mosaic::cuda

@@ -1,0 +1,54 @@
+#pragma once
+// What the device needs to know about a step, gathered on the host into flat arrays that travel in
+// one copy: token ids, reroute rows, positions, each token's KV block list, rotary cos/sin, the
+// groups of tokens sharing a resident-set buffer, and the rows whose logits come back. Plain C++ (no
+// CUDA), so it is tested on any machine.
+#include <cstdint>
+#include <vector>
+
+#include "model/model_spec.h"
+#include "runtime/step.h"
+
+namespace mosaic::cuda {
+
+struct TokenGroup {
+  int buffer = 0;
+  std::int64_t begin = 0, end = 0;  // tokens
+  std::int64_t wanted_begin = 0, wanted_end = 0;  // into wanted
+};
+
+struct StepInputs {
+  std::int64_t tokens = 0;
+  std::vector<TokenGroup> groups;      // consecutive tokens of one buffer
+  std::vector<std::int64_t> offset;    // [chunks]: first token
+  std::vector<std::int32_t> sequence;  // [tokens]: the caller's sequence index (host only)
+  // Uploaded, in this order:
+  std::vector<std::int32_t> ids, rows, positions, block_offset;  // [tokens]
+  std::vector<std::int32_t> blocks;    // each chunk's block list, concatenated
+  std::vector<std::int32_t> wanted;    // token indices whose logits return, group by group
+  std::vector<float> cos, sin;         // [tokens, head_dim]
+  std::int32_t max_positions = 0;      // the longest context any token of the step sees
+  std::int64_t highest_block = -1;
+  std::vector<std::int32_t> distinct_rows;  // reroute rows present, ascending
+
+  // The device copies after upload.
+  struct Device {
+    const std::int32_t *ids, *rows, *positions, *block_offset, *blocks, *wanted;
+    const float *cos, *sin;
+  } device{};
+};
+
+// Throws InvalidArgument for a token id outside the vocabulary or a chunk whose blocks are too few.
+StepInputs step_inputs(const StepBatch& batch, const ModelSpec& spec, const std::vector<float>& inv_freq,
+                       std::int64_t block_tokens);
+// transformers' rotary inverse frequencies 1 / θ^(2i/d), in fp32.
+std::vector<float> inverse_frequencies(const ModelSpec& spec);
+
+// The uploaded arrays packed back to back (each 256-byte aligned): the bytes, and where each starts.
+struct PackedInputs {
+  std::vector<std::byte> bytes;
+  std::size_t ids, rows, positions, block_offset, blocks, wanted, cos, sin;
+};
+PackedInputs pack(const StepInputs& in);
+
+}  // namespace mosaic::cuda

@@ -1,0 +1,20 @@
+#include "runtime/device.h"
+
+#include "runtime/cuda/cuda_probe.h"
+
+namespace mosaic {
+
+std::string_view device_name(Device d) { return d == Device::Cuda ? "cuda" : "cpu"; }
+
+std::optional<Device> parse_device(std::string_view name) {
+  if (name == "cpu") return Device::Cpu;
+  if (name == "cuda" || name == "gpu") return Device::Cuda;
+  return std::nullopt;
+}
+
+std::optional<std::string> device_unavailable(Device d) {
+  if (d == Device::Cpu) return std::nullopt;
+  return cuda::unavailable();
+}
+
+}  // namespace mosaic

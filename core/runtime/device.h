@@ -1,0 +1,18 @@
+#pragma once
+// Which device a runtime computes on. The CPU backend (LibTorch, fp32) is the reference; the CUDA
+// backend (bf16 weights, fp32 accumulation) is what the product serves with.
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace mosaic {
+
+enum class Device { Cpu, Cuda };
+
+std::string_view device_name(Device d);
+// "cpu" or "cuda"; nullopt for another name.
+std::optional<Device> parse_device(std::string_view name);
+// nullopt when `d` can run here; else why not, in a sentence (no GPU, no driver, a build without CUDA).
+std::optional<std::string> device_unavailable(Device d);
+
+}  // namespace mosaic

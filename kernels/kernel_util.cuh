@@ -1,0 +1,52 @@
+#pragma once
+// Device helpers shared by the kernels' .cu files.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace mosaic::kernels {
+
+constexpr int kWarp = 32;
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = kWarp / 2; o > 0; o /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, ≤ 1024); every thread gets the result.
+__device__ __forceinline__ float block_sum(float v, float* shared32) {
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
+  v = warp_sum(v);
+  __syncthreads();  // shared32 may still be read by a previous call
+  if (lane == 0) shared32[warp] = v;
+  __syncthreads();
+  const int warps = blockDim.x / kWarp;
+  v = lane < warps ? shared32[lane] : 0.0f;
+  return warp_sum(v);
+}
+
+__device__ __forceinline__ float bf16_bits_to_float(std::uint16_t v) { return __uint_as_float(static_cast<unsigned>(v) << 16); }
+
+// Eight bf16 packed in a uint4, unpacked to fp32.
+__device__ __forceinline__ void unpack8(const uint4& w, float* f) {
+  const unsigned u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = __uint_as_float(u[i] << 16);
+    f[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+  }
+}
+
+inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
+inline int launched() { return static_cast<int>(cudaGetLastError()); }
+inline unsigned blocks_for(std::int64_t n, int per_block) { return static_cast<unsigned>((n + per_block - 1) / per_block); }
+
+}  // namespace mosaic::kernels

@@ -1,0 +1,16 @@
+#pragma once
+// y = x · Wᵀ (+ bias) for the few rows of a decode step: x [n, in] fp32, W [out, in] bf16 (a
+// checkpoint's row-major weight), y [n, out] fp32, accumulated in fp32. Memory-bound by design: each
+// weight row is read once per 8 rows of x, so for n ≤ 8 the kernel moves W's bytes once; the backend
+// sends larger n to cuBLAS. `accumulate`: y += instead of y =.
+#include <cstdint>
+
+#include "kernels/bf16.h"
+
+namespace mosaic::kernels {
+
+int linear_cuda(const float* x, int n, int in, const bf16_t* w, int out, const bf16_t* bias, bool accumulate, float* y,
+                void* stream);
+void linear_reference(const float* x, int n, int in, const bf16_t* w, int out, const bf16_t* bias, bool accumulate, float* y);
+
+}  // namespace mosaic::kernels

@@ -1,0 +1,186 @@
+#include <cfloat>
+
+#include "kernels/dot_rows.cuh"
+#include "kernels/moe_experts.h"
+
+namespace mosaic::kernels {
+namespace {
+
+__global__ void mask_router_kernel(float* logits, const std::int32_t* rows, const std::int32_t* table, int experts) {
+  const int t = blockIdx.x;
+  const std::int32_t* entry = table + static_cast<std::int64_t>(rows[t]) * experts;
+  // Warp 0 alone: whether any expert of the row is resident, then the mask.
+  const int lane = threadIdx.x;
+  int any = 0;
+  for (int e = lane; e < experts; e += kWarp) any |= entry[e] >= 0;
+  any = __any_sync(0xffffffffu, any);
+  if (!any) return;
+  for (int e = lane; e < experts; e += kWarp)
+    if (entry[e] < 0) logits[static_cast<std::int64_t>(t) * experts + e] = -INFINITY;
+}
+
+constexpr int kRerouteThreads = 1024;
+
+// Exclusive scan of one int per thread across the block; returns this thread's prefix, total in *total.
+__device__ int block_exclusive_scan(int v, int* shared, int* total) {
+  const int tid = threadIdx.x;
+  shared[tid] = v;
+  __syncthreads();
+  for (int o = 1; o < blockDim.x; o *= 2) {
+    const int add = tid >= o ? shared[tid - o] : 0;
+    __syncthreads();
+    shared[tid] += add;
+    __syncthreads();
+  }
+  const int inclusive = shared[tid];
+  *total = shared[blockDim.x - 1];
+  __syncthreads();
+  return inclusive - v;
+}
+
+__global__ void reroute_kernel(const std::int32_t* ids, const std::int32_t* rows, int pairs, int k,
+                               const std::int32_t* table, int experts, int slots, const bf16_t* base,
+                               std::int64_t stride, int* count, int* fill, GroupedPairs out) {
+  __shared__ int scan[kRerouteThreads];
+  __shared__ int misses;
+  const int tid = threadIdx.x;
+  if (tid == 0) misses = 0;
+  for (int s = tid; s < slots; s += blockDim.x) { count[s] = 0; fill[s] = 0; }
+  __syncthreads();
+  for (int p = tid; p < pairs; p += blockDim.x) {
+    const int s = table[static_cast<std::int64_t>(rows[p / k]) * experts + ids[p]];
+    if (s >= 0) atomicAdd(&count[s], 1);
+    else atomicAdd(&misses, 1);
+  }
+  __syncthreads();
+  // Each thread owns a run of slots: positions and group numbers by two block scans.
+  const int per = (slots + blockDim.x - 1) / blockDim.x;
+  const int lo = min(slots, tid * per), hi = min(slots, lo + per);
+  int sum = 0, used = 0;
+  for (int s = lo; s < hi; ++s) { sum += count[s]; used += count[s] > 0; }
+  int total_pairs, total_groups;
+  int pos = block_exclusive_scan(sum, scan, &total_pairs);
+  int group = block_exclusive_scan(used, scan, &total_groups);
+  for (int s = lo; s < hi; ++s) {
+    const int n = count[s];
+    if (n == 0) continue;
+    out.begin[group] = pos;
+    out.end[group] = pos + n;
+    out.weights[group] = base + s * stride;
+    count[s] = pos;  // from here on: the slot's first position
+    pos += n;
+    ++group;
+  }
+  __syncthreads();
+  for (int p = tid; p < pairs; p += blockDim.x) {
+    const int s = table[static_cast<std::int64_t>(rows[p / k]) * experts + ids[p]];
+    int at = -1;
+    if (s >= 0) {
+      at = count[s] + atomicAdd(&fill[s], 1);
+      out.pair_at[at] = p;
+    }
+    out.pos_of[p] = at;
+  }
+  if (tid == 0) {
+    *out.groups = total_groups;
+    *out.misses = misses;
+  }
+}
+
+// Grid: x over weight rows (kRowsPerBlock per block), y over groups; each block walks its group's
+// positions TOK at a time.
+template <int TOK>
+__global__ void gate_up_kernel(const float* __restrict__ x, int hidden, int inter, int k, GroupedPairs g,
+                               float* __restrict__ act) {
+  if (static_cast<int>(blockIdx.y) >= *g.groups) return;
+  const int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp;
+  if (row >= inter) return;
+  const bf16_t* w = g.weights[blockIdx.y];
+  const int begin = g.begin[blockIdx.y], end = g.end[blockIdx.y];
+  for (int first = begin; first < end; first += TOK) {
+    const int count = min(TOK, end - first);
+    const float* xs[TOK];
+#pragma unroll
+    for (int t = 0; t < TOK; ++t) xs[t] = x + static_cast<std::int64_t>(g.pair_at[first + (t < count ? t : 0)] / k) * hidden;
+    float gate[TOK], up[TOK];
+    dot_rows<TOK>(w + static_cast<std::int64_t>(row) * hidden, hidden, xs, count, gate);
+    dot_rows<TOK>(w + static_cast<std::int64_t>(inter + row) * hidden, hidden, xs, count, up);
+    if (threadIdx.x % kWarp == 0)
+#pragma unroll
+      for (int t = 0; t < TOK; ++t)
+        if (t < count) act[static_cast<std::int64_t>(first + t) * inter + row] = gate[t] / (1.0f + __expf(-gate[t])) * up[t];
+  }
+}
+
+template <int TOK>
+__global__ void down_kernel(const float* __restrict__ act, int hidden, int inter, GroupedPairs g, float* __restrict__ out) {
+  if (static_cast<int>(blockIdx.y) >= *g.groups) return;
+  const int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp;
+  if (row >= hidden) return;
+  const bf16_t* w = g.weights[blockIdx.y] + 2 * static_cast<std::int64_t>(inter) * hidden;
+  const int begin = g.begin[blockIdx.y], end = g.end[blockIdx.y];
+  for (int first = begin; first < end; first += TOK) {
+    const float* xs[TOK];
+    const int count = row_pointers<TOK>(act, inter, first, end, xs);
+    float acc[TOK];
+    dot_rows<TOK>(w + static_cast<std::int64_t>(row) * inter, inter, xs, count, acc);
+    if (threadIdx.x % kWarp == 0)
+#pragma unroll
+      for (int t = 0; t < TOK; ++t)
+        if (t < count) out[static_cast<std::int64_t>(first + t) * hidden + row] = acc[t];
+  }
+}
+
+__global__ void combine_kernel(const float* out, const std::int32_t* pos_of, const float* weights, int k, int hidden, float* x) {
+  const int t = blockIdx.x;
+  for (int c = threadIdx.x; c < hidden; c += blockDim.x) {
+    float sum = 0;
+    for (int j = 0; j < k; ++j) {
+      const int pos = pos_of[t * k + j];
+      if (pos >= 0) sum += weights[t * k + j] * out[static_cast<std::int64_t>(pos) * hidden + c];
+    }
+    x[static_cast<std::int64_t>(t) * hidden + c] += sum;
+  }
+}
+
+// Decode groups are small: 4 positions per pass keeps registers low; prefill groups go to cuBLAS.
+constexpr int kGroupTok = 4;
+
+}  // namespace
+
+int mask_router_cuda(float* logits, const std::int32_t* rows, const std::int32_t* table, int tokens, int experts, void* stream) {
+  if (tokens == 0) return 0;
+  mask_router_kernel<<<tokens, kWarp, 0, as_stream(stream)>>>(logits, rows, table, experts);
+  return launched();
+}
+
+int reroute_cuda(const std::int32_t* ids, const std::int32_t* rows, int tokens, int k, const std::int32_t* table,
+                 int experts, int slots, const bf16_t* base, std::int64_t stride, int* scratch, GroupedPairs out,
+                 void* stream) {
+  reroute_kernel<<<1, kRerouteThreads, 0, as_stream(stream)>>>(ids, rows, tokens * k, k, table, experts, slots, base,
+                                                                stride, scratch, scratch + slots, out);
+  return launched();
+}
+
+int expert_gate_up_cuda(const float* x, int hidden, int inter, int k, GroupedPairs g, int max_groups, float* act, void* stream) {
+  if (max_groups == 0) return 0;
+  const dim3 grid(blocks_for(inter, kRowsPerBlock), static_cast<unsigned>(max_groups));
+  gate_up_kernel<kGroupTok><<<grid, kRowsPerBlock * kWarp, 0, as_stream(stream)>>>(x, hidden, inter, k, g, act);
+  return launched();
+}
+
+int expert_down_cuda(const float* act, int hidden, int inter, GroupedPairs g, int max_groups, float* out, void* stream) {
+  if (max_groups == 0) return 0;
+  const dim3 grid(blocks_for(hidden, kRowsPerBlock), static_cast<unsigned>(max_groups));
+  down_kernel<kGroupTok><<<grid, kRowsPerBlock * kWarp, 0, as_stream(stream)>>>(act, hidden, inter, g, out);
+  return launched();
+}
+
+int moe_combine_cuda(const float* out, const std::int32_t* pos_of, const float* weights, int tokens, int k, int hidden,
+                     float* x, void* stream) {
+  if (tokens == 0) return 0;
+  combine_kernel<<<tokens, 256, 0, as_stream(stream)>>>(out, pos_of, weights, k, hidden, x);
+  return launched();
+}
+
+}  // namespace mosaic::kernels

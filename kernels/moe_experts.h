@@ -1,0 +1,53 @@
+#pragma once
+// One MoE layer's routed experts on the device, after the router's top-k:
+//   1. reroute: each (token, j) pair's expert, through the token's row of the layer's reroute table,
+//      becomes a slot; pairs are grouped by slot (counting sort) into positions, and each group gets
+//      its slot's weights — one block, so a step needs no host round trip when every pair hits;
+//   2. the grouped SwiGLU: act[pos] = silu(gate_s · x) ∘ (up_s · x), then out[pos] = down_s · act[pos];
+//   3. combine: x[t] += Σ_j weight[t, j] · out[pos(t, j)] in j order, so results do not depend on the
+//      order of positions within a group.
+// A slot's weights are one bf16 block: gate_up [2I, H] (gate rows, then up rows), then down [H, I].
+#include <cstdint>
+
+#include "kernels/bf16.h"
+
+namespace mosaic::kernels {
+
+// Where each pair went. Device arrays; `pairs` = tokens · k. A host plan (misses, waves, scratch
+// slots) fills the same arrays, so the expert kernels serve both paths.
+struct GroupedPairs {
+  int* groups = nullptr;            // [1]: G
+  int* begin = nullptr;             // [max_groups]: first position of group g
+  int* end = nullptr;               // [max_groups]
+  const bf16_t** weights = nullptr;  // [max_groups]: the slot's gate_up; its down follows 2·I·H later
+  std::int32_t* pair_at = nullptr;  // [pairs]: the pair at each position
+  std::int32_t* pos_of = nullptr;   // [pairs]: each pair's position, −1 when no slot serves it
+  int* misses = nullptr;            // [1]: pairs whose row has no slot for their expert
+};
+
+// SwapMoE's masked gating: logits[t, e] = −inf where table[rows[t], e] < 0, unless no expert of the
+// row is resident (then the row is left alone and the pairs are dropped by reroute).
+int mask_router_cuda(float* logits, const std::int32_t* rows, const std::int32_t* table, int tokens, int experts,
+                     void* stream);
+void mask_router_reference(float* logits, const std::int32_t* rows, const std::int32_t* table, int tokens, int experts);
+
+// ids [tokens, k] → groups. slots: the layer's slot count; slot s's weights at base + s·stride.
+// scratch: 2 · slots ints of device memory.
+int reroute_cuda(const std::int32_t* ids, const std::int32_t* rows, int tokens, int k, const std::int32_t* table,
+                 int experts, int slots, const bf16_t* base, std::int64_t stride, int* scratch, GroupedPairs out,
+                 void* stream);
+
+// The grouped SwiGLU over at most max_groups groups. x [tokens, H]; act [pairs, I]; out [pairs, H].
+int expert_gate_up_cuda(const float* x, int hidden, int inter, int k, GroupedPairs g, int max_groups, float* act,
+                        void* stream);
+int expert_down_cuda(const float* act, int hidden, int inter, GroupedPairs g, int max_groups, float* out, void* stream);
+// x [tokens, H] += Σ_j w[t, j] · out[pos_of[t·k + j]].
+int moe_combine_cuda(const float* out, const std::int32_t* pos_of, const float* weights, int tokens, int k, int hidden,
+                     float* x, void* stream);
+
+// CPU reference of the whole expert part for one layer, from slots given as host weight blocks:
+// slot_of [tokens·k] (−1: unserved); x += Σ_j w · SwiGLU_slot(x).
+void moe_experts_reference(const float* x_in, int tokens, int hidden, int inter, int k, const std::int32_t* slot_of,
+                           const float* weights, const bf16_t* const* slot_weights, float* x);
+
+}  // namespace mosaic::kernels
