@@ -75,13 +75,15 @@ int kv_write_cuda(const float* k, const float* v, PagedQueries q, int tokens, in
 
 int paged_attention_cuda(const float* q, PagedQueries pq, int tokens, int heads, int kv_heads, int head_dim,
                          int max_positions, const bf16_t* k_cache, const bf16_t* v_cache, float* out, void* stream) {
-  if (tokens == 0) return 0;
-  if (max_positions <= 0 || max_positions > kMaxAttentionPositions) return static_cast<int>(cudaErrorInvalidValue);
-  // Rounded up with a word to spare: the compiler may read the scores in 16-byte vectors.
+  // Rounded up with a word to spare: the compiler may read the scores in 16-byte vectors. The
+  // attribute is set on the first call, which may launch nothing (so that it is not made while a
+  // stream is being captured into a graph).
   auto padded = [](int n) { return sizeof(float) * static_cast<std::size_t>((n + 4) / 4 * 4 + 4); };
   static const bool configured = cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                       static_cast<int>(padded(kMaxAttentionPositions))) == cudaSuccess;
   if (!configured) return static_cast<int>(cudaErrorInvalidValue);
+  if (tokens == 0) return 0;
+  if (max_positions <= 0 || max_positions > kMaxAttentionPositions) return static_cast<int>(cudaErrorInvalidValue);
   const std::size_t shared = padded(max_positions);
   attention_kernel<<<dim3(tokens, heads), 128, shared, as_stream(stream)>>>(q, pq, heads, kv_heads, head_dim, k_cache,
                                                                             v_cache, out);

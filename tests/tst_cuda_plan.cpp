@@ -52,6 +52,25 @@ class TestCudaPlan : public QObject {
     QCOMPARE(reinterpret_cast<const float*>(p.bytes.data() + p.sin)[2 * hd + hd / 2 + 1], in.sin[2 * hd + hd / 2 + 1]);
   }
 
+  void graphedStepsKeepTheirOffsets() {
+    // Inputs of a graph replay lie at the same offsets whatever the step, and what does not fit is refused.
+    ModelSpec s = mixtral_like_spec(100, 64, 32, 2, 4);
+    const std::vector<std::int64_t> one{5}, two{6, 7};
+    const std::vector<std::int32_t> blocks{2};
+    StepBatch a, b;
+    a.sequences = b.sequences = 1;
+    a.chunks.push_back({.tokens = one, .start = 3, .blocks = blocks});
+    b.chunks.push_back({.tokens = two, .start = 9, .blocks = blocks});
+    const auto inv = cuda::inverse_frequencies(s);
+    const auto pa = cuda::pack_fixed(cuda::step_inputs(a, s, inv, 16), 8, 64, s.head_dim);
+    const auto pb = cuda::pack_fixed(cuda::step_inputs(b, s, inv, 16), 8, 64, s.head_dim);
+    QCOMPARE(pa.bytes.size(), pb.bytes.size());
+    for (auto m : {&cuda::PackedInputs::ids, &cuda::PackedInputs::blocks, &cuda::PackedInputs::wanted, &cuda::PackedInputs::sin})
+      QCOMPARE(pa.*m, pb.*m);
+    QCOMPARE(reinterpret_cast<const std::int32_t*>(pb.bytes.data() + pb.positions)[1], 10);
+    expect_mentions(error_of<InvalidArgument>([&] { cuda::pack_fixed(cuda::step_inputs(b, s, inv, 16), 1, 64, s.head_dim); }), {"2 tokens", "fixed input layout"});
+  }
+
   void badStepsAreRefused() {
     ModelSpec s = mixtral_like_spec(100, 64, 32, 2, 4);
     const std::vector<std::int64_t> tokens{1, 2, 3}, outside{100};

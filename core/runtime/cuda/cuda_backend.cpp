@@ -3,10 +3,12 @@
 #include "runtime/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "common/error.h"
 #include "kernels/linear.h"
+#include "kernels/paged_attention.h"
 #include "kernels/transformer_ops.h"
 #include "model/weight_names.h"
 #include "runtime/cuda/cuda_probe.h"
@@ -110,12 +112,15 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
   k_.resize(static_cast<std::size_t>(s.num_layers));
   v_.resize(static_cast<std::size_t>(s.num_layers));
   if (shape.kv_blocks) reserve_kv(*shape.kv_blocks);
+  if (const char* g = std::getenv("MOSAIC_CUDA_GRAPHS")) graphs_enabled_ = std::string(g) == "1";
+  MOSAIC_CUDA_CHECK(kernels::paged_attention_cuda(nullptr, {}, 0, 1, 1, 1, 1, nullptr, nullptr, nullptr, stream_));  // configures it
 }
 
 CudaBackend::~CudaBackend() {
   // Buffers free after this (cudaFree waits for the device); the handles go first.
   if (stream_) cudaStreamSynchronize(stream_);
   if (copy_) cudaStreamSynchronize(copy_);
+  for (Graph& g : graphs_) cudaGraphExecDestroy(g.exec);
   if (cublas_) cublasDestroy(cublas_);
   if (copied_) cudaEventDestroy(copied_);
   if (computed_) cudaEventDestroy(computed_);
@@ -200,6 +205,7 @@ void CudaBackend::reserve_kv(std::int64_t blocks) {
       old = std::move(grown);
     }
   kv_blocks_ = target;
+  drop_graphs();
 }
 
 void CudaBackend::reserve_workspace(std::int64_t tokens, std::int64_t wanted) {
@@ -252,6 +258,7 @@ void CudaBackend::reserve_workspace(std::int64_t tokens, std::int64_t wanted) {
   plan_host_.resize(static_cast<std::size_t>(P + 1) * (4 * sizeof(std::int32_t) + sizeof(void*) + sizeof(std::int32_t)));
   work_tokens_ = tokens;
   work_wanted_ = wanted;
+  drop_graphs();
 }
 
 void CudaBackend::upload_tables(const MoeState& moe) {

@@ -61,6 +61,14 @@ class CudaBackend final : public Backend {
   // y [n, out] (+)= x [n, in] · Wᵀ (+ b): the memory-bound kernel for few rows, cuBLAS beyond.
   void linear(const float* x, std::int64_t n, std::int64_t in, const bf16_t* w, std::int64_t out, const bf16_t* bias,
               bool accumulate, float* y);
+  // The device work of a step, embeddings to the logits and top-k copied back; with no host wait
+  // when every MoE layer routes on the device, which is what a CUDA graph captures.
+  void forward(const StepInputs& in, MoeState& state, StepResult& result, int attention_positions);
+  // Decode steps of few tokens whose every MoE layer routes on the device are replayed from a CUDA
+  // graph per shape (tokens, and the token groups of each buffer): ~20 launches a layer become one.
+  bool graphable(const StepInputs& in, const MoeState& state) const;
+  void run_graph(StepInputs& in, MoeState& state, StepResult& result);
+  void drop_graphs();
   // The MoE block of `layer` over every token: x += experts(h) (+ the shared expert).
   void moe(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result);
   // A layer whose pairs all hit (or whose router is masked): routed on the device, no host round trip.
@@ -101,6 +109,16 @@ class CudaBackend final : public Backend {
   PinnedBuffer inputs_host_, logits_host_, ids_host_, plan_host_;
   std::vector<float> inv_freq_;
   std::vector<bool> routed_on_device_;  // [layers], this step
+
+  struct Graph {
+    std::vector<std::int64_t> shape;
+    cudaGraphExec_t exec = nullptr;
+  };
+  // MOSAIC_CUDA_GRAPHS=1 turns them on. Off by default until a GPU run has checked them: written in a
+  // session whose device went away before they could be run (tst_cuda_backend checks both ways).
+  bool graphs_enabled_ = false;
+  std::vector<Graph> graphs_;   // dropped whenever a buffer they point into moves
+  DeviceBuffer graph_inputs_;   // the inputs of graphed steps, at fixed offsets
 };
 
 }  // namespace mosaic::cuda

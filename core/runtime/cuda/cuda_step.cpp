@@ -25,21 +25,58 @@ StepResult CudaBackend::run(const StepBatch& batch, MoeState& state) {
                           "shorten the prompt or the maximum new tokens");
   reserve_kv(in.highest_block + 1);
   const auto wanted = static_cast<std::int64_t>(in.wanted.size());
-  reserve_workspace(in.tokens, wanted);
-
-  // The step's inputs in one copy.
-  const PackedInputs packed = pack(in);
-  inputs_host_.reserve(packed.bytes.size());
-  inputs_.reserve(packed.bytes.size());
-  std::memcpy(inputs_host_.get(), packed.bytes.data(), packed.bytes.size());
-  MOSAIC_CUDA_CHECK(cudaMemcpyAsync(inputs_.get(), inputs_host_.get(), packed.bytes.size(), cudaMemcpyHostToDevice, stream_));
-  const std::byte* d = inputs_.get<std::byte>();
-  auto ints = [&](std::size_t off) { return reinterpret_cast<const std::int32_t*>(d + off); };
-  in.device = {ints(packed.ids), ints(packed.rows), ints(packed.positions), ints(packed.block_offset), ints(packed.blocks),
-               ints(packed.wanted), reinterpret_cast<const float*>(d + packed.cos), reinterpret_cast<const float*>(d + packed.sin)};
   upload_tables(state);
   routed_on_device_.assign(static_cast<std::size_t>(s.num_layers), false);
+  if (graphable(in, state)) {
+    run_graph(in, state, result);
+  } else {
+    reserve_workspace(in.tokens, wanted);
+    // The step's inputs in one copy.
+    const PackedInputs packed = pack(in);
+    inputs_host_.reserve(packed.bytes.size());
+    inputs_.reserve(packed.bytes.size());
+    std::memcpy(inputs_host_.get(), packed.bytes.data(), packed.bytes.size());
+    MOSAIC_CUDA_CHECK(cudaMemcpyAsync(inputs_.get(), inputs_host_.get(), packed.bytes.size(), cudaMemcpyHostToDevice, stream_));
+    in.device = device_inputs(inputs_.get<std::byte>(), packed);
+    forward(in, state, result, in.max_positions);
+  }
+  MOSAIC_CUDA_CHECK(cudaStreamSynchronize(stream_));
 
+  const float* data = logits_host_.get<float>();
+  for (const TokenGroup& g : in.groups)
+    for (std::size_t ci = 0; ci < batch.chunks.size(); ++ci) {
+      if (in.offset[ci] < g.begin || in.offset[ci] >= g.end) continue;
+      const StepChunk& c = batch.chunks[ci];
+      if (c.emit == Emit::Nothing || c.tokens.empty()) continue;
+      Logits& out = result.logits[ci];
+      out.vocab = s.vocab_size;
+      out.rows = c.emit == Emit::Last ? 1 : static_cast<std::int64_t>(c.tokens.size());
+      out.values.assign(data, data + out.rows * s.vocab_size);
+      data += out.rows * s.vocab_size;
+    }
+
+  // The bookkeeping of layers routed on the device — slot use times, hits, dropped pairs — replayed
+  // from their top-k, exactly as a host plan would have kept it (no loads: every pair hit).
+  const std::int64_t P = in.tokens * s.top_k;
+  for (std::int64_t l = 0; l < s.num_layers; ++l) {
+    if (!routed_on_device_[static_cast<std::size_t>(l)]) continue;
+    const std::int32_t* ids = ids_host_.get<std::int32_t>() + l * P;
+    const std::vector<std::int64_t> experts(ids, ids + P);
+    const std::vector<int> rows(in.rows.begin(), in.rows.end());
+    const auto li = static_cast<std::size_t>(l);
+    const RoutePlan plan = plan_routes({l, *state.tables[li], *state.pools[li], *state.scratch, *state.store, *state.policy}, experts, s.top_k, rows);
+    for (std::int64_t p = 0; p < P; ++p) {
+      LayerCounts& c = result.counts[static_cast<std::size_t>(in.sequence[static_cast<std::size_t>(p / s.top_k)])][li];
+      const PairOutcome o = plan.outcome[static_cast<std::size_t>(p)];
+      if (o == PairOutcome::Hit) ++c.hits;
+      if (o == PairOutcome::Miss) ++c.misses;  // cannot happen: the layer was routable on the device
+    }
+  }
+  return result;
+}
+
+void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& result, int attention_positions) {
+  const ModelSpec& s = spec_;
   const int T = static_cast<int>(in.tokens), H = static_cast<int>(s.hidden_size);
   const int nh = static_cast<int>(s.num_heads), kvh = static_cast<int>(s.num_kv_heads), hd = static_cast<int>(s.head_dim);
   const kernels::PagedQueries pq{in.device.positions, in.device.block_offset, in.device.blocks, static_cast<int>(shape_.kv_block_tokens)};
@@ -80,7 +117,7 @@ StepResult CudaBackend::run(const StepBatch& batch, MoeState& state) {
     bf16_t* kc = k_[static_cast<std::size_t>(l)].get<bf16_t>();
     bf16_t* vc = v_[static_cast<std::size_t>(l)].get<bf16_t>();
     MOSAIC_CUDA_CHECK(kernels::kv_write_cuda(w.k, w.v, pq, T, kvh, hd, kc, vc, stream_));
-    MOSAIC_CUDA_CHECK(kernels::paged_attention_cuda(w.q, pq, T, nh, kvh, hd, in.max_positions, kc, vc, w.attn, stream_));
+    MOSAIC_CUDA_CHECK(kernels::paged_attention_cuda(w.q, pq, T, nh, kvh, hd, attention_positions, kc, vc, w.attn, stream_));
     for (const TokenGroup& g : in.groups) {
       const std::int64_t n = g.end - g.begin;
       float *x = w.x + g.begin * H, *h = w.h + g.begin * H;
@@ -110,43 +147,12 @@ StepResult CudaBackend::run(const StepBatch& batch, MoeState& state) {
     MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(w.h, weight(g.buffer, layout_.final_norm), static_cast<int>(n), H, eps, w.h, stream_));
     linear(w.h, n, H, weight(g.buffer, layout_.lm_head), s.vocab_size, nullptr, false, w.logits + g.wanted_begin * s.vocab_size);
   }
+  const auto wanted = static_cast<std::int64_t>(in.wanted.size());
   const std::size_t logit_bytes = static_cast<std::size_t>(wanted * s.vocab_size) * sizeof(float);
   if (logit_bytes) MOSAIC_CUDA_CHECK(cudaMemcpyAsync(logits_host_.get(), w.logits, logit_bytes, cudaMemcpyDeviceToHost, stream_));
   const std::int64_t P = in.tokens * s.top_k;
   MOSAIC_CUDA_CHECK(cudaMemcpyAsync(ids_host_.get(), w.topk_ids, static_cast<std::size_t>(s.num_layers * P) * sizeof(std::int32_t),
                                     cudaMemcpyDeviceToHost, stream_));
-  MOSAIC_CUDA_CHECK(cudaStreamSynchronize(stream_));
-
-  const float* data = logits_host_.get<float>();
-  for (const TokenGroup& g : in.groups)
-    for (std::size_t ci = 0; ci < batch.chunks.size(); ++ci) {
-      if (in.offset[ci] < g.begin || in.offset[ci] >= g.end) continue;
-      const StepChunk& c = batch.chunks[ci];
-      if (c.emit == Emit::Nothing || c.tokens.empty()) continue;
-      Logits& out = result.logits[ci];
-      out.vocab = s.vocab_size;
-      out.rows = c.emit == Emit::Last ? 1 : static_cast<std::int64_t>(c.tokens.size());
-      out.values.assign(data, data + out.rows * s.vocab_size);
-      data += out.rows * s.vocab_size;
-    }
-
-  // The bookkeeping of layers routed on the device — slot use times, hits, dropped pairs — replayed
-  // from their top-k, exactly as a host plan would have kept it (no loads: every pair hit).
-  for (std::int64_t l = 0; l < s.num_layers; ++l) {
-    if (!routed_on_device_[static_cast<std::size_t>(l)]) continue;
-    const std::int32_t* ids = ids_host_.get<std::int32_t>() + l * P;
-    const std::vector<std::int64_t> experts(ids, ids + P);
-    const std::vector<int> rows(in.rows.begin(), in.rows.end());
-    const auto li = static_cast<std::size_t>(l);
-    const RoutePlan plan = plan_routes({l, *state.tables[li], *state.pools[li], *state.scratch, *state.store, *state.policy}, experts, s.top_k, rows);
-    for (std::int64_t p = 0; p < P; ++p) {
-      LayerCounts& c = result.counts[static_cast<std::size_t>(in.sequence[static_cast<std::size_t>(p / s.top_k)])][li];
-      const PairOutcome o = plan.outcome[static_cast<std::size_t>(p)];
-      if (o == PairOutcome::Hit) ++c.hits;
-      if (o == PairOutcome::Miss) ++c.misses;  // cannot happen: the layer was routable on the device
-    }
-  }
-  return result;
 }
 
 }  // namespace mosaic::cuda

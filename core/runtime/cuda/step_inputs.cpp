@@ -1,6 +1,7 @@
 #include "runtime/cuda/step_inputs.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <set>
@@ -74,23 +75,17 @@ StepInputs step_inputs(const StepBatch& batch, const ModelSpec& s, const std::ve
   return in;
 }
 
-PackedInputs pack(const StepInputs& in) {
+namespace {
+
+// Arrays placed at offsets sized by `room` (element counts per array, in pack order), filled from `in`.
+PackedInputs pack_with(const StepInputs& in, const std::array<std::size_t, 8>& room) {
   PackedInputs p{};
   std::size_t at = 0;
-  auto place = [&](std::size_t bytes) {
-    const std::size_t here = at;
-    at += (bytes + 255) / 256 * 256;
-    return here;
-  };
-  auto bytes_of = [](const auto& v) { return v.size() * sizeof(v[0]); };
-  p.ids = place(bytes_of(in.ids));
-  p.rows = place(bytes_of(in.rows));
-  p.positions = place(bytes_of(in.positions));
-  p.block_offset = place(bytes_of(in.block_offset));
-  p.blocks = place(bytes_of(in.blocks));
-  p.wanted = place(bytes_of(in.wanted));
-  p.cos = place(bytes_of(in.cos));
-  p.sin = place(bytes_of(in.sin));
+  std::size_t* offsets[] = {&p.ids, &p.rows, &p.positions, &p.block_offset, &p.blocks, &p.wanted, &p.cos, &p.sin};
+  for (std::size_t i = 0; i < room.size(); ++i) {
+    *offsets[i] = at;
+    at += (room[i] * 4 + 255) / 256 * 256;  // every element is 4 bytes
+  }
   p.bytes.assign(at, std::byte{0});
   auto put = [&](std::size_t offset, const auto& v) {
     if (!v.empty()) std::memcpy(p.bytes.data() + offset, v.data(), v.size() * sizeof(v[0]));
@@ -104,6 +99,27 @@ PackedInputs pack(const StepInputs& in) {
   put(p.cos, in.cos);
   put(p.sin, in.sin);
   return p;
+}
+
+}  // namespace
+
+PackedInputs pack(const StepInputs& in) {
+  return pack_with(in, {in.ids.size(), in.rows.size(), in.positions.size(), in.block_offset.size(), in.blocks.size(),
+                        in.wanted.size(), in.cos.size(), in.sin.size()});
+}
+
+PackedInputs pack_fixed(const StepInputs& in, std::int64_t tokens, std::int64_t blocks, std::int64_t head_dim) {
+  if (in.tokens > tokens || static_cast<std::int64_t>(in.blocks.size()) > blocks)
+    throw InvalidArgument("step", std::to_string(in.tokens) + " tokens over " + std::to_string(in.blocks.size()) + " blocks",
+                          "do not fit the fixed input layout of " + std::to_string(tokens) + " tokens and " + std::to_string(blocks) + " blocks");
+  const auto t = static_cast<std::size_t>(tokens);
+  return pack_with(in, {t, t, t, t, static_cast<std::size_t>(blocks), t, t * static_cast<std::size_t>(head_dim), t * static_cast<std::size_t>(head_dim)});
+}
+
+StepInputs::Device device_inputs(const std::byte* d, const PackedInputs& packed) {
+  auto ints = [&](std::size_t off) { return reinterpret_cast<const std::int32_t*>(d + off); };
+  return {ints(packed.ids), ints(packed.rows), ints(packed.positions), ints(packed.block_offset), ints(packed.blocks),
+          ints(packed.wanted), reinterpret_cast<const float*>(d + packed.cos), reinterpret_cast<const float*>(d + packed.sin)};
 }
 
 }  // namespace mosaic::cuda

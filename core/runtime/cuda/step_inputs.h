@@ -50,5 +50,12 @@ struct PackedInputs {
   std::size_t ids, rows, positions, block_offset, blocks, wanted, cos, sin;
 };
 PackedInputs pack(const StepInputs& in);
+// The same at fixed offsets, for steps replayed from a CUDA graph (whose kernels keep the pointers
+// they were captured with): room for `tokens` tokens of `head_dim` and `blocks` block ids. Throws
+// InvalidArgument when the step does not fit.
+PackedInputs pack_fixed(const StepInputs& in, std::int64_t tokens, std::int64_t blocks, std::int64_t head_dim);
+
+// Where each array of `packed` lies once copied to device memory at `base`.
+StepInputs::Device device_inputs(const std::byte* base, const PackedInputs& packed);
 
 }  // namespace mosaic::cuda
