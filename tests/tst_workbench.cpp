@@ -9,6 +9,8 @@
 #include <QDoubleSpinBox>
 #include <QLineEdit>
 #include <QSettings>
+#include <QSignalSpy>
+#include <QSpinBox>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTest>
@@ -275,10 +277,18 @@ class WorkbenchTest : public QObject {
     QTemporaryDir dir;
     const QString file = dir.filePath(QStringLiteral("session.json"));
     window_->servingPanel()->ratesEdit()->setText(QStringLiteral("5, 20"));
+    window_->layoutPanel()->policyBox()->setCurrentText(QStringLiteral("medoid"));
+    QTRY_COMPARE_WITH_TIMEOUT(window_->layoutPanel()->grid()->layoutInfo().policy, QStringLiteral("medoid"), 30000);
+    window_->chatPane()->maxNewBox()->setValue(77);
+    window_->chatPane()->temperatureBox()->setValue(0.3);
+    window_->chatPane()->topPBox()->setValue(0.8);
     QVERIFY(window_->saveSession(file));
+    QVERIFY2(window_->windowTitle().endsWith(QStringLiteral("session.json")), qPrintable(window_->windowTitle()));  // Save As names it
     const SessionFile saved = load_session_file(file.toStdString());
     QCOMPARE(saved.variants.size(), std::size_t(9));
     QCOMPARE(saved.chat_target, std::string("bible"));
+    QCOMPARE(saved.policy, std::string("medoid"));
+    QCOMPARE(saved.chat_max_new_tokens.value_or(0), 77);
     QVERIFY(saved.budget_bytes && *saved.budget_bytes > 0);
     QVERIFY(saved.serving_json.find("time-sharing") != std::string::npos);
 
@@ -288,17 +298,53 @@ class WorkbenchTest : public QObject {
     QTRY_COMPARE_WITH_TIMEOUT(window_->servingPanel()->ratesEdit()->text(), QStringLiteral("5, 20, 40"), 120000);
     QTRY_COMPARE_WITH_TIMEOUT(window_->chatPane()->targetBox()->currentText(), QStringLiteral("bible"), 30000);
     QTRY_COMPARE_WITH_TIMEOUT(window_->layoutPanel()->grid()->layoutInfo().capacity, qint64(16), 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(window_->windowTitle().endsWith(QStringLiteral("sample-session.json")), 30000);
+
+    // What was saved comes back: the policy, and the chat's sampling settings.
+    window_->chatPane()->maxNewBox()->setValue(12);
+    window_->openSession(file);
+    QTRY_COMPARE_WITH_TIMEOUT(window_->layoutPanel()->grid()->layoutInfo().policy, QStringLiteral("medoid"), 60000);
+    QCOMPARE(window_->layoutPanel()->policy(), QStringLiteral("medoid"));
+    QCOMPARE(window_->chatPane()->maxNewBox()->value(), 77);
+    QCOMPARE(window_->chatPane()->temperatureBox()->value(), 0.3);
+    QCOMPARE(window_->chatPane()->topPBox()->value(), 0.8);
+    QTRY_VERIFY_WITH_TIMEOUT(window_->windowTitle().endsWith(QStringLiteral("— session.json")), 30000);
+    window_->layoutPanel()->policyBox()->setCurrentText(QStringLiteral("round-robin"));
 
     std::ofstream(dir.filePath(QStringLiteral("bad.json")).toStdString()) << R"({"schema": "mosaic.session/9"})";
     window_->openSession(dir.filePath(QStringLiteral("bad.json")));
     QVERIFY(window_->familyPanel()->errorText().contains(QStringLiteral("mosaic.session/9")));
   }
 
+  void a_failed_open_keeps_the_family_that_was_open() {
+    // A variant whose weights are cut short: the error shows, the open family stays open and
+    // serving, and the failed folders never enter Recent families.
+    QTRY_VERIFY_WITH_TIMEOUT(window_->chatPane()->targetBox()->count() > 0, 60000);
+    const int targets = window_->chatPane()->targetBox()->count();
+    QTemporaryDir dir;
+    const fs::path root(dir.path().toStdString());
+    copy_checkpoint(fixture("mixtral", "base"), root / "base");
+    copy_checkpoint(fixture("mixtral", "ft1"), root / "ft1");
+    fs::resize_file(root / "ft1" / "model.safetensors", fs::file_size(root / "ft1" / "model.safetensors") / 2);
+    window_->openFamily({path(root / "base"), path(root / "ft1")});
+    QTRY_VERIFY_WITH_TIMEOUT(window_->familyPanel()->errorText().startsWith(QStringLiteral("Open family:")), 30000);
+    QVERIFY2(window_->familyPanel()->errorText().contains(QStringLiteral("model.safetensors")), qPrintable(window_->familyPanel()->errorText()));
+    QCOMPARE(window_->chatPane()->targetBox()->count(), targets);
+    for (const QString& r : QSettings().value(QStringLiteral("recent/families")).toStringList())
+      QVERIFY2(!r.contains(dir.path()), qPrintable(r));
+    // The engine still holds the family: a layout is planned for it.
+    QSignalSpy planned(window_->engine(), &EngineHost::layoutPlanned);
+    window_->engine()->planLayout(0, QStringLiteral("round-robin"));
+    QTRY_COMPARE_WITH_TIMEOUT(planned.count(), 1, 30000);
+  }
+
   void mismatched_family_shows_its_error_in_place() {
     window_->openFamily({path(fixture("mixtral", "base")), path(fixture("qwen2_moe", "base"))});
-    QTRY_VERIFY_WITH_TIMEOUT(window_->familyPanel()->errorText().startsWith(QStringLiteral("Open family:")), 30000);
-    const QString shown = window_->familyPanel()->errorText();
-    QVERIFY2(shown.contains(QStringLiteral("qwen2_moe")) || shown.contains(QStringLiteral("model_type")), qPrintable(shown));
+    auto names_the_mismatch = [&] {
+      const QString shown = window_->familyPanel()->errorText();
+      return shown.startsWith(QStringLiteral("Open family:")) && (shown.contains(QStringLiteral("qwen2_moe")) || shown.contains(QStringLiteral("model_type")));
+    };
+    QTRY_VERIFY2_WITH_TIMEOUT(names_the_mismatch(), qPrintable(window_->familyPanel()->errorText()), 30000);
   }
 
   void window_state_persists() {

@@ -17,7 +17,7 @@ SessionFile load_session_file(const fs::path& path) {
   const json j = parse_json(read_text_file(path, hint), file, hint);
   if (!j.is_object()) throw FormatError(file, "", "is not a JSON object", hint);
   check_keys(j, {"schema", "variants", "budget_bytes", "policy", "layout", "serving", "chat"}, file, "", hint);
-  if (j.contains("chat")) check_keys(j["chat"], {"target", "prompt"}, file, "chat", hint);
+  if (j.contains("chat")) check_keys(j["chat"], {"target", "prompt", "max_new_tokens", "temperature", "top_p"}, file, "chat", hint);
   if (j.value("schema", std::string()) != SessionFile::kSchema)
     throw UnsupportedError(file, "schema", "is '" + j.value("schema", std::string("(missing)")) + "', not '" + SessionFile::kSchema + "'", hint);
   const fs::path base = path.parent_path();
@@ -34,6 +34,10 @@ SessionFile load_session_file(const fs::path& path) {
     if (j.contains("chat") && j["chat"].is_object()) {
       s.chat_target = j["chat"].value("target", std::string());
       s.chat_prompt = j["chat"].value("prompt", std::string());
+      const json& chat = j["chat"];
+      if (chat.contains("max_new_tokens")) s.chat_max_new_tokens = chat["max_new_tokens"].get<int>();
+      if (chat.contains("temperature")) s.chat_temperature = chat["temperature"].get<double>();
+      if (chat.contains("top_p")) s.chat_top_p = chat["top_p"].get<double>();
     }
   } catch (const json::exception& e) {
     throw FormatError(file, "", std::string("has a field of the wrong type: ") + e.what(), hint);
@@ -52,7 +56,13 @@ void save_session_file(const fs::path& path, const SessionFile& s) {
   j["budget_bytes"] = s.budget_bytes ? json(*s.budget_bytes) : json(nullptr);
   if (!s.layout.empty()) j["layout"] = relative(s.layout);
   if (!s.serving_json.empty()) j["serving"] = json::parse(s.serving_json);
-  if (!s.chat_target.empty() || !s.chat_prompt.empty()) j["chat"] = {{"target", s.chat_target}, {"prompt", s.chat_prompt}};
+  json chat = json::object();
+  if (!s.chat_target.empty()) chat["target"] = s.chat_target;
+  if (!s.chat_prompt.empty()) chat["prompt"] = s.chat_prompt;
+  if (s.chat_max_new_tokens) chat["max_new_tokens"] = *s.chat_max_new_tokens;
+  if (s.chat_temperature) chat["temperature"] = *s.chat_temperature;
+  if (s.chat_top_p) chat["top_p"] = *s.chat_top_p;
+  if (!chat.empty()) j["chat"] = chat;
   write_file_atomically(path, [&](std::ostream& out) { out << j.dump(2) << "\n"; });
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 // A workbench session (mosaic.session/1 JSON): the family's variant folders, the budget and policy
-// (or a layout file), the serving panel's sweep settings and the chat's target and prompt — so a
+// (or a layout file), the serving panel's sweep settings and the chat's target, prompt and sampling settings — so a
 // person reopens exactly what they were looking at. Relative paths are relative to the file.
 #include <cstdint>
 #include <filesystem>
@@ -18,6 +18,8 @@ struct SessionFile {
   std::filesystem::path layout;  // empty: plan from the budget
   std::string serving_json;      // a mosaic.sweep/1 object without variants, or empty
   std::string chat_target, chat_prompt;
+  std::optional<int> chat_max_new_tokens;               // nullopt: the workbench's default
+  std::optional<double> chat_temperature, chat_top_p;
 };
 
 // Throws IoError, FormatError naming the field, UnsupportedError for another schema.

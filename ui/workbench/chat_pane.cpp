@@ -109,10 +109,13 @@ void ChatPane::setVariants(const FamilyInfo& family) {
   send_->setEnabled(target_->count() > 0);
 }
 
-void ChatPane::preset(const QString& target, const QString& prompt) {
+void ChatPane::preset(const QString& target, const QString& prompt, int maxNew, double temperature, double topP) {
   preset_target_ = target;
   if (target_->findText(target) >= 0) target_->setCurrentText(target);
   if (!prompt.isEmpty()) prompt_->setText(prompt);
+  if (maxNew >= 0) max_new_->setValue(maxNew);
+  if (temperature >= 0) temperature_->setValue(temperature);
+  if (topP >= 0) top_p_->setValue(topP);
 }
 
 QString ChatPane::answer() const { return answer_; }

@@ -42,8 +42,11 @@ class ChatPane : public QWidget {
   TokenStrip* strip() const { return strip_; }
   QLineEdit* promptEdit() const { return prompt_; }
   QComboBox* targetBox() const { return target_; }
-  // Chosen once the family's variants arrive (a session reopening).
-  void preset(const QString& target, const QString& prompt);
+  QSpinBox* maxNewBox() const { return max_new_; }
+  QDoubleSpinBox* temperatureBox() const { return temperature_; }
+  QDoubleSpinBox* topPBox() const { return top_p_; }
+  // Chosen once the family's variants arrive (a session reopening); negative numbers keep the current value.
+  void preset(const QString& target, const QString& prompt, int maxNew = -1, double temperature = -1, double topP = -1);
 
  public Q_SLOTS:
   void setVariants(const mosaic::ui::FamilyInfo& family);

@@ -114,14 +114,13 @@ void EngineHost::post(std::function<void()> work) {
 
 void EngineHost::cancelOpen() { cancel_open_ = true; }
 
-void EngineHost::openFamily(const QStringList& dirs, qint64 budgetBytes) {
+void EngineHost::openFamily(const QStringList& dirs, qint64 budgetBytes, const QString& policy) {
   cancel_open_ = false;
-  post([this, dirs, budgetBytes] {
+  post([this, dirs, budgetBytes, policy] {
     State& st = *state_;
     try {
       stop_serving_ = true;  // a sweep on the old family ends before the family goes
       st.join_sweep();
-      st.session.reset();
       std::vector<std::filesystem::path> paths;
       for (const QString& d : dirs) paths.emplace_back(d.toStdString());
       auto last = std::chrono::steady_clock::now();
@@ -139,10 +138,9 @@ void EngineHost::openFamily(const QStringList& dirs, qint64 budgetBytes) {
       Q_EMIT progress(tr("Ready"), 1, 1);
       Q_EMIT familyOpened(describe(describe_family(*st.session)));
     } catch (const std::exception& e) {
-      st.session.reset();
-      return Q_EMIT familyFailed(QString::fromUtf8(e.what()));
+      return Q_EMIT familyFailed(QString::fromUtf8(e.what()));  // the old session, if any, still serves
     }
-    planLayout(budgetBytes, QStringLiteral("round-robin"));
+    planLayout(budgetBytes, policy);
   });
 }
 

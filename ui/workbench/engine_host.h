@@ -19,7 +19,9 @@ class EngineHost : public QObject {
   ~EngineHost() override;  // cancels what runs and joins the thread
 
   // Opens the variants as one family, hashes and analyzes it (cached), and plans a first layout.
-  void openFamily(const QStringList& dirs, qint64 budgetBytes);
+  // The family that was open stays open (and usable) until the new one has opened; a failed open
+  // leaves it as it was. The first layout is planned with `policy`.
+  void openFamily(const QStringList& dirs, qint64 budgetBytes, const QString& policy = QStringLiteral("round-robin"));
   void cancelOpen();
   // Re-plans the resident experts for a budget (bytes) and policy ("round-robin", "medoid", "weighted").
   void planLayout(qint64 budgetBytes, const QString& policy);

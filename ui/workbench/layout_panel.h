@@ -24,6 +24,7 @@ class LayoutPanel : public QWidget {
   qint64 budgetBytes() const;
   QString summaryText() const;
   QString policy() const;
+  QComboBox* policyBox() const { return policy_; }
 
  public Q_SLOTS:
   void showLayout(const mosaic::ui::LayoutInfo& layout);

@@ -9,6 +9,8 @@
 #include <QLineEdit>
 #include <QFileInfo>
 #include <QMenuBar>
+#include <QSpinBox>
+#include <QDoubleSpinBox>
 #include <QSettings>
 #include <QStatusBar>
 
@@ -79,7 +81,21 @@ MainWindow::MainWindow(QWidget* parent)
   connect(engine_, &EngineHost::progress, family_, &FamilyPanel::showProgress);
   connect(engine_, &EngineHost::familyOpened, family_, &FamilyPanel::showFamily);
   connect(engine_, &EngineHost::familyOpened, chat_, &ChatPane::setVariants);
-  connect(engine_, &EngineHost::familyFailed, this, [this](const QString& m) { family_->showError(tr("Open family"), m); });
+  connect(engine_, &EngineHost::familyFailed, this, [this](const QString& m) {
+    // The family that was open (if any) is still open: nothing of the failed one is kept.
+    opening_.clear();
+    opening_title_.clear();
+    pending_serving_.clear();
+    family_->showError(tr("Open family"), m);
+  });
+  connect(engine_, &EngineHost::familyOpened, this, [this] {
+    if (opening_.isEmpty()) return;
+    rememberFamily(opening_);
+    family_key_ = budgetKey(opening_);
+    if (!opening_title_.isEmpty()) setWindowTitle(opening_title_);
+    opening_.clear();
+    opening_title_.clear();
+  });
   connect(engine_, &EngineHost::familyOpened, analysis_, &AnalysisPanel::setVariants);
   connect(analysis_, &AnalysisPanel::heatmapRequested, engine_, &EngineHost::requestHeatmap);
   connect(engine_, &EngineHost::heatmapReady, analysis_, &AnalysisPanel::showHeatmap);
@@ -146,10 +162,10 @@ void MainWindow::openFamily(const QStringList& dirs) {
     family_->showError(tr("Open family"), tr("no folder holding a config.json among: %1").arg(dirs.join(QStringLiteral(", "))));
     return;
   }
-  rememberFamily(variants);
-  family_key_ = budgetKey(variants);
-  const qint64 budget = QSettings().value(family_key_, 0).toLongLong();  // 0: the engine's default
-  engine_->openFamily(variants, budget);
+  opening_ = variants;
+  opening_title_ = tr("Mosaic workbench");
+  const qint64 budget = QSettings().value(budgetKey(variants), 0).toLongLong();  // 0: the engine's default
+  engine_->openFamily(variants, budget, layout_->policy());
 }
 
 void MainWindow::openSession(const QString& file) {
@@ -158,12 +174,13 @@ void MainWindow::openSession(const QString& file) {
     QStringList dirs;
     for (const auto& v : session.variants) dirs << QString::fromStdString(v.string());
     pending_serving_ = QString::fromStdString(session.serving_json);
-    chat_->preset(QString::fromStdString(session.chat_target), QString::fromStdString(session.chat_prompt));
-    rememberFamily(dirs);
-    family_key_ = budgetKey(dirs);
-    engine_->openFamily(dirs, session.budget_bytes ? static_cast<qint64>(*session.budget_bytes) : 0);
+    chat_->preset(QString::fromStdString(session.chat_target), QString::fromStdString(session.chat_prompt),
+                  session.chat_max_new_tokens.value_or(-1), session.chat_temperature.value_or(-1), session.chat_top_p.value_or(-1));
+    opening_ = dirs;
+    opening_title_ = tr("Mosaic workbench — %1").arg(QFileInfo(file).fileName());
+    engine_->openFamily(dirs, session.budget_bytes ? static_cast<qint64>(*session.budget_bytes) : 0,
+                        QString::fromStdString(session.policy));
     if (!session.layout.empty()) engine_->importLayout(QString::fromStdString(session.layout.string()));  // runs after the open
-    setWindowTitle(tr("Mosaic workbench — %1").arg(QFileInfo(file).fileName()));
   } catch (const std::exception& e) {
     family_->showError(tr("Open session"), QString::fromUtf8(e.what()));
   }
@@ -181,6 +198,9 @@ bool MainWindow::saveSession(const QString& file) {
   s.serving_json = serving_->settingsJson().toStdString();
   s.chat_target = chat_->targetBox()->currentText().toStdString();
   s.chat_prompt = chat_->promptEdit()->text().toStdString();
+  s.chat_max_new_tokens = chat_->maxNewBox()->value();
+  s.chat_temperature = chat_->temperatureBox()->value();
+  s.chat_top_p = chat_->topPBox()->value();
   try {
     save_session_file(file.toStdString(), s);
   } catch (const std::exception& e) {
@@ -188,6 +208,7 @@ bool MainWindow::saveSession(const QString& file) {
     return false;
   }
   statusBar()->showMessage(tr("Session saved to %1").arg(file), 5000);
+  setWindowTitle(tr("Mosaic workbench — %1").arg(QFileInfo(file).fileName()));
   return true;
 }
 

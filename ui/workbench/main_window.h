@@ -50,6 +50,9 @@ class MainWindow : public QMainWindow {
   ChatPane* chat_;
   QMenu* recent_ = nullptr;
   QString family_key_;  // where this family's budget is remembered
+  // What is being opened: becomes the family (Recent, budget key, title) only once it has opened.
+  QStringList opening_;
+  QString opening_title_;
   QString pending_serving_;  // a session's serving settings, applied once its family is open
 };
 
