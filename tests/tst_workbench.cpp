@@ -4,6 +4,7 @@
 #include <QApplication>
 #include <QComboBox>
 #include <QDir>
+#include <QDockWidget>
 #include <QFileInfo>
 #include <QPixmap>
 #include <QDoubleSpinBox>
@@ -228,6 +229,9 @@ class WorkbenchTest : public QObject {
       QVERIFY(!pixmap.isNull());
       QVERIFY(pixmap.save(dir + QLatin1Char('/') + QString::fromLatin1(name)));
     }
+    window_->resize(1366, 768);  // a laptop screen (less the task bar on a real one)
+    QTest::qWait(50);
+    QVERIFY(window_->grab().save(dir + QStringLiteral("/workbench-1366x768.png")));
   }
 
   void budget_change_replans_and_repaints() {
@@ -345,6 +349,19 @@ class WorkbenchTest : public QObject {
       return shown.startsWith(QStringLiteral("Open family:")) && (shown.contains(QStringLiteral("qwen2_moe")) || shown.contains(QStringLiteral("model_type")));
     };
     QTRY_VERIFY2_WITH_TIMEOUT(names_the_mismatch(), qPrintable(window_->familyPanel()->errorText()), 30000);
+  }
+
+  void the_window_fits_a_1366x768_screen() {
+    // With the sample session's family open, every dock in place.
+    window_->openSession(QStringLiteral(MOSAIC_SAMPLE_SESSION));
+    QTRY_COMPARE_WITH_TIMEOUT(window_->layoutPanel()->grid()->layoutInfo().capacity, qint64(16), 60000);
+    const QSize min = window_->minimumSizeHint().expandedTo(window_->minimumSize());
+    QString parts;
+    for (QDockWidget* d : window_->findChildren<QDockWidget*>())
+      parts += QStringLiteral(" %1 %2×%3").arg(d->objectName()).arg(d->minimumSizeHint().width()).arg(d->minimumSizeHint().height());
+    parts += QStringLiteral(" chat %1×%2").arg(window_->chatPane()->minimumSizeHint().width()).arg(window_->chatPane()->minimumSizeHint().height());
+    QVERIFY2(min.width() <= 1366 && min.height() <= 768,
+             qPrintable(QStringLiteral("minimum %1×%2:%3").arg(min.width()).arg(min.height()).arg(parts)));
   }
 
   void window_state_persists() {

@@ -77,8 +77,7 @@ int main(int argc, char** argv) {
   QString sessionFile = session_arg ? QString::fromStdString(*session_arg) : QString();
   if (sessionFile.isEmpty() && dirs.isEmpty() && QFileInfo::exists(QStringLiteral(MOSAIC_SAMPLE_SESSION))) sessionFile = QStringLiteral(MOSAIC_SAMPLE_SESSION);
   mosaic::configure_threads(0);
-  mosaic::ui::MainWindow window;
-  window.resize(1400, 900);
+  mosaic::ui::MainWindow window;  // sized to fit the screen, or where it was left
   window.show();
   if (!sessionFile.isEmpty()) window.openSession(sessionFile);
   else if (!dirs.isEmpty()) window.openFamily(dirs);

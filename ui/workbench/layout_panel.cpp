@@ -33,6 +33,7 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
   summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   legend_ = new QLabel;
   legend_->setTextFormat(Qt::RichText);
+  legend_->setWordWrap(true);
   auto* importButton = new QPushButton(tr("Import layout…"));
   auto* exportButton = new QPushButton(tr("Export layout…"));
   auto* files = new QHBoxLayout;
@@ -81,10 +82,11 @@ void LayoutPanel::showLayout(const LayoutInfo& l) {
   grid_->setLayoutInfo(l);
   QString legend;
   for (int v = 0; v < l.variants.size(); ++v)
-    legend += QStringLiteral("<span style='color:%1'>■</span> %2 (%3) &nbsp; ")
-                  .arg(variantColor(v).name(), l.variants[v].toHtmlEscaped())
+    // Non-breaking inside an entry, ordinary spaces between entries: the legend wraps to the panel.
+    legend += QStringLiteral("<span style='color:%1'>■</span>&nbsp;%2&nbsp;(%3) &nbsp; ")
+                  .arg(variantColor(v).name(), l.variants[v].toHtmlEscaped().replace(QLatin1Char('-'), QChar(0x2011)))  // no break at '-' 
                   .arg(l.resident_counts.value(v));
-  legend_->setText(legend + tr("<span style='color:#999'>▨</span> not resident"));
+  legend_->setText(legend + tr("<span style='color:#999'>▨</span>&nbsp;not&nbsp;resident"));
   QString reserve;
   for (const ReserveLine& r : l.reserve) reserve += tr("\n  %1: %2 — %3").arg(r.name, formatBytes(r.bytes), r.detail);
   summary_->setText(tr("Capacity %1 of %2 expert positions resident (%3 each) · non-expert %4 · minimum budget %5\nReserve:%6")

@@ -9,6 +9,8 @@
 #include <QLineEdit>
 #include <QFileInfo>
 #include <QMenuBar>
+#include <QScreen>
+#include <QScrollArea>
 #include <QSpinBox>
 #include <QDoubleSpinBox>
 #include <QSettings>
@@ -43,7 +45,13 @@ MainWindow::MainWindow(QWidget* parent)
   auto dock = [this](QWidget* w, const QString& title, const QString& name, Qt::DockWidgetArea area) {
     auto* d = new QDockWidget(title, this);
     d->setObjectName(name);  // saveState() keys docks by object name
-    d->setWidget(w);
+    // Each panel scrolls inside its dock, so no panel's natural size (a one-line legend, a row of
+    // controls) sets the window's minimum: the window fits a 1366×768 screen.
+    auto* scroll = new QScrollArea;
+    scroll->setWidget(w);
+    scroll->setWidgetResizable(true);
+    scroll->setFrameShape(QFrame::NoFrame);
+    d->setWidget(scroll);
     addDockWidget(area, d);
     return d;
   };
@@ -135,8 +143,17 @@ MainWindow::MainWindow(QWidget* parent)
   });
 
   QSettings settings;
-  restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
+  const bool restored = restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
   restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+  // The first time, or when the saved place is off this screen: 1400×900 or 95 % of what the screen
+  // offers, whichever is smaller, centred.
+  if (QScreen* s = screen()) {
+    const QRect available = s->availableGeometry();
+    if (!restored || !available.contains(geometry())) {
+      resize(QSize(1400, 900).boundedTo(available.size() * 0.95));
+      move(available.center() - rect().center());
+    }
+  }
   rebuildRecentMenu();
   const QString db = settings.value(QStringLiteral("runs/database")).toString();
   if (!db.isEmpty() && QFileInfo::exists(db)) runs_->openDatabase(db);
