@@ -31,6 +31,7 @@
 #include "store/sweep_recording.h"
 #include "test_support.h"
 #include "workbench/analysis_panel.h"
+#include "workbench/byte_size_box.h"
 #include "workbench/chat_pane.h"
 #include "workbench/engine_host.h"
 #include "workbench/family_panel.h"
@@ -245,6 +246,31 @@ class WorkbenchTest : public QObject {
     window_->layoutPanel()->budgetBox()->setValue(static_cast<double>(before.minimum_budget) / (2 * 1024.0 * 1024.0));
     QTRY_VERIFY_WITH_TIMEOUT(window_->layoutPanel()->summaryText().contains(QStringLiteral("is below the minimum")), 30000);
     QCOMPARE(window_->layoutPanel()->grid()->residentCells(), 5);  // the last good layout stays
+  }
+
+  void byte_sizes_are_iec_and_any_typed_unit_is_understood() {
+    ByteSizeBox* box = window_->layoutPanel()->budgetBox();
+    const LayoutInfo shown = window_->layoutPanel()->grid()->layoutInfo();
+    QLineEdit* edit = box->findChild<QLineEdit*>();
+    auto type = [&](const QString& text) {
+      edit->selectAll();
+      QTest::keyClicks(edit, text);
+      QTest::keyClick(edit, Qt::Key_Return);
+    };
+    type(QStringLiteral("2GiB"));
+    QCOMPARE(window_->layoutPanel()->budgetBytes(), qint64(2) << 30);
+    QCOMPARE(edit->text(), QStringLiteral("2.00 GiB"));
+    type(QStringLiteral("500 MB"));
+    QVERIFY(std::abs(window_->layoutPanel()->budgetBytes() - 500000000) <= 1);
+    type(QStringLiteral("64"));  // a bare number is MiB
+    QCOMPARE(window_->layoutPanel()->budgetBytes(), qint64(64) << 20);
+    QTRY_VERIFY_WITH_TIMEOUT(window_->layoutPanel()->summaryText().startsWith(QStringLiteral("Capacity")), 30000);
+    const QString summary = window_->layoutPanel()->summaryText();
+    QVERIFY2(summary.contains(QStringLiteral(" MiB")) && !summary.contains(QStringLiteral(" MB")) && !summary.contains(QStringLiteral(" kB")),
+             qPrintable(summary));
+    QCOMPARE(formatBytes(1536), QStringLiteral("1.50 KiB"));
+    box->setBytes(shown.minimum_budget + shown.capacity * shown.bytes_per_expert + 2048);  // back to the layout shown before
+    QTRY_COMPARE_WITH_TIMEOUT(window_->layoutPanel()->grid()->layoutInfo().capacity, shown.capacity, 30000);
   }
 
   void layouts_export_and_import() {

@@ -12,9 +12,12 @@
 #include <QTableView>
 #include <QVBoxLayout>
 
+#include "common/byte_size.h"
+
 namespace mosaic::ui {
 
-QString formatBytes(qint64 bytes) { return QLocale::c().formattedDataSize(bytes, 2, QLocale::DataSizeTraditionalFormat); }
+// IEC units, as everywhere in Mosaic (the CLI, the reports).
+QString formatBytes(qint64 bytes) { return QString::fromStdString(format_bytes(static_cast<std::uint64_t>(std::max<qint64>(bytes, 0)))); }
 
 namespace {
 enum Column { Name, Kind, Parameters, Bytes, NonExpert, DTypes, Folder, ColumnCount };

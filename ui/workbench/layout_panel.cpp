@@ -1,7 +1,6 @@
 #include "workbench/layout_panel.h"
 
 #include <QComboBox>
-#include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QHBoxLayout>
@@ -10,22 +9,14 @@
 #include <QTimer>
 #include <QVBoxLayout>
 
+#include "workbench/byte_size_box.h"
 #include "workbench/family_panel.h"
 #include "workbench/layout_grid.h"
 
 namespace mosaic::ui {
 
-namespace {
-constexpr double kMiB = 1024.0 * 1024.0;
-}
-
 LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGrid), debounce_(new QTimer(this)) {
-  budget_ = new QDoubleSpinBox;
-  budget_->setRange(0.01, 1e7);
-  budget_->setDecimals(2);
-  budget_->setSuffix(QStringLiteral(" MiB"));
-  budget_->setSingleStep(0.25);
-  budget_->setKeyboardTracking(false);
+  budget_ = new ByteSizeBox;
   policy_ = new QComboBox;
   policy_->addItems({QStringLiteral("round-robin"), QStringLiteral("medoid"), QStringLiteral("weighted")});
   summary_ = new QLabel;
@@ -72,11 +63,11 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
 QString LayoutPanel::summaryText() const { return summary_->text(); }
 QString LayoutPanel::policy() const { return policy_->currentText(); }
 
-qint64 LayoutPanel::budgetBytes() const { return static_cast<qint64>(budget_->value() * kMiB); }
+qint64 LayoutPanel::budgetBytes() const { return budget_->bytes(); }
 
 void LayoutPanel::showLayout(const LayoutInfo& l) {
   updating_ = true;
-  budget_->setValue(static_cast<double>(l.budget) / kMiB);
+  budget_->setBytes(l.budget);
   policy_->setCurrentText(l.policy);
   updating_ = false;
   grid_->setLayoutInfo(l);

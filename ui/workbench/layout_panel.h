@@ -7,11 +7,12 @@
 #include "workbench/engine_types.h"
 
 class QComboBox;
-class QDoubleSpinBox;
 class QLabel;
 class QTimer;
 
 namespace mosaic::ui {
+
+class ByteSizeBox;
 
 class LayoutGrid;
 
@@ -20,7 +21,7 @@ class LayoutPanel : public QWidget {
  public:
   explicit LayoutPanel(QWidget* parent = nullptr);
   LayoutGrid* grid() const { return grid_; }
-  QDoubleSpinBox* budgetBox() const { return budget_; }
+  ByteSizeBox* budgetBox() const { return budget_; }
   qint64 budgetBytes() const;
   QString summaryText() const;
   QString policy() const;
@@ -37,7 +38,7 @@ class LayoutPanel : public QWidget {
 
  private:
   LayoutGrid* grid_;
-  QDoubleSpinBox* budget_;
+  ByteSizeBox* budget_;
   QComboBox* policy_;
   QLabel* summary_;
   QLabel* legend_;

@@ -1,0 +1,21 @@
+#pragma once
+// A byte-size field that takes what people type — "2GiB", "1.5 GB", "300 MiB", or a bare number
+// of MiB — and shows IEC units, always printed (the unit of the value is MiB).
+#include <QDoubleSpinBox>
+
+namespace mosaic::ui {
+
+class ByteSizeBox : public QDoubleSpinBox {
+  Q_OBJECT
+ public:
+  explicit ByteSizeBox(QWidget* parent = nullptr);
+  qint64 bytes() const;
+  void setBytes(qint64 bytes);
+
+ protected:
+  QValidator::State validate(QString& text, int& pos) const override;
+  double valueFromText(const QString& text) const override;
+  QString textFromValue(double mib) const override;
+};
+
+}  // namespace mosaic::ui
