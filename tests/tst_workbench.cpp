@@ -6,6 +6,7 @@
 #include <QDir>
 #include <QDockWidget>
 #include <QFileInfo>
+#include <QImage>
 #include <QPixmap>
 #include <QDoubleSpinBox>
 #include <QLineEdit>
@@ -104,8 +105,19 @@ class WorkbenchTest : public QObject {
       for (int c = 0; c < 8; ++c)
         if (c != r) QVERIFY(a->heatmap().values[r * 8 + r] < a->heatmap().values[r * 8 + c]);
     QTemporaryDir out;
+    // Each format its extension names, titled and at print size whatever the panel's size; a write
+    // is confirmed, an unknown extension refused.
     QVERIFY(a->exportTo(out.filePath(QStringLiteral("cross.png"))));
+    QVERIFY(a->statusText().startsWith(QStringLiteral("Wrote ")));
+    const QImage png(out.filePath(QStringLiteral("cross.png")));
+    QCOMPARE(png.size(), QSize(2400, 1800));
     QVERIFY(a->exportTo(out.filePath(QStringLiteral("cross.svg"))));
+    QVERIFY(read_text(out.filePath(QStringLiteral("cross.svg")).toStdString()).find("<svg") != std::string::npos);
+    QVERIFY(a->exportTo(out.filePath(QStringLiteral("cross.pdf"))));
+    QCOMPARE(read_text(out.filePath(QStringLiteral("cross.pdf")).toStdString()).substr(0, 5), std::string("%PDF-"));
+    QVERIFY(!a->exportTo(out.filePath(QStringLiteral("cross.bmp"))));
+    QVERIFY2(a->statusText().contains(QStringLiteral("'.bmp'")), qPrintable(a->statusText()));
+    QVERIFY(!QFileInfo::exists(out.filePath(QStringLiteral("cross.bmp"))));
     QVERIFY(QFileInfo(out.filePath(QStringLiteral("cross.svg"))).size() > 1000);
   }
 
@@ -230,6 +242,7 @@ class WorkbenchTest : public QObject {
       QVERIFY(!pixmap.isNull());
       QVERIFY(pixmap.save(dir + QLatin1Char('/') + QString::fromLatin1(name)));
     }
+    QVERIFY(window_->analysisPanel()->exportTo(dir + QStringLiteral("/distances-export.png")));  // what an export looks like
     window_->resize(1366, 768);  // a laptop screen (less the task bar on a real one)
     QTest::qWait(50);
     QVERIFY(window_->grab().save(dir + QStringLiteral("/workbench-1366x768.png")));

@@ -1,6 +1,7 @@
 #include "report/plot_export.h"
 
 #include <QFile>
+#include <QFileInfo>
 #include <QSvgGenerator>
 
 #include "report/qcustomplot_include.h"
@@ -19,6 +20,29 @@ bool savePlotSvg(QCustomPlot& plot, const QString& file, int width, int height, 
     plot.toPainter(&painter, width, height);
   }  // the generator writes the file when the painter ends
   return QFile::exists(file);
+}
+
+QString exportPlot(QCustomPlot& plot, const QString& file, const QString& title, int width, int height) {
+  const QString suffix = QFileInfo(file).suffix().toLower();
+  if (suffix != QStringLiteral("png") && suffix != QStringLiteral("svg") && suffix != QStringLiteral("pdf"))
+    return QStringLiteral("%1: '.%2' is not a format the export writes; name the file .png, .svg or .pdf").arg(file, suffix);
+  // The title as the plot's first row while the file is drawn.
+  QCPTextElement* heading = nullptr;
+  if (!title.isEmpty()) {
+    plot.plotLayout()->insertRow(0);
+    heading = new QCPTextElement(&plot, title, QFont(QStringLiteral("sans"), 12, QFont::Bold));
+    plot.plotLayout()->addElement(0, 0, heading);
+  }
+  bool written = false;
+  if (suffix == QStringLiteral("png")) written = plot.savePng(file, width, height, 2.0);
+  else if (suffix == QStringLiteral("pdf")) written = plot.savePdf(file, width, height);
+  else written = savePlotSvg(plot, file, width, height, title);
+  if (heading) {
+    plot.plotLayout()->remove(heading);
+    plot.plotLayout()->simplify();
+    plot.replot();
+  }
+  return written ? QString() : QStringLiteral("%1 could not be written (check the folder exists and is writable)").arg(file);
 }
 
 }  // namespace mosaic::ui

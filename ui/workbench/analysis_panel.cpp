@@ -145,14 +145,22 @@ QString AnalysisPanel::describeCell(int row, int column) const {
 }
 
 bool AnalysisPanel::exportTo(const QString& file) {
-  const QString suffix = QFileInfo(file).suffix().toLower();
-  if (suffix == QStringLiteral("svg")) return savePlotSvg(*plot_, file, plot_->width(), plot_->height(), heatmap_.title);
-  return plot_->savePng(file, plot_->width(), plot_->height());
+  const QString error = exportPlot(*plot_, file, heatmap_.title);
+  if (!error.isEmpty()) {
+    showError(tr("Export: %1").arg(error));
+    return false;
+  }
+  status_->setStyleSheet(QString());
+  status_->setText(tr("Wrote %1").arg(file));
+  return true;
 }
 
+QString AnalysisPanel::statusText() const { return status_->text(); }
+
 void AnalysisPanel::exportDialog() {
-  const QString file = QFileDialog::getSaveFileName(this, tr("Export heatmap"), QStringLiteral("distances.png"), tr("PNG (*.png);;SVG (*.svg)"));
-  if (!file.isEmpty() && !exportTo(file)) showError(tr("%1 could not be written.").arg(file));
+  const QString file = QFileDialog::getSaveFileName(this, tr("Export heatmap"), QStringLiteral("distances.png"),
+                                                    tr("PNG (*.png);;SVG (*.svg);;PDF (*.pdf)"));
+  if (!file.isEmpty()) exportTo(file);
 }
 
 void AnalysisPanel::showError(const QString& message) {

@@ -21,8 +21,11 @@ class AnalysisPanel : public QWidget {
   explicit AnalysisPanel(QWidget* parent = nullptr);
   QCustomPlot* plot() const { return plot_; }
   const Heatmap& heatmap() const { return heatmap_; }
-  // Writes the plot as PNG or SVG by the file's extension; false when it could not be written.
+  // Writes the plot, titled, as PNG, SVG or PDF by the file's extension and says so in the status
+  // line; false (and the reason in the status line) when the extension is none of those or the
+  // file could not be written.
   bool exportTo(const QString& file);
+  QString statusText() const;
   // The tooltip text for a cell (row, column) of the current heatmap.
   QString describeCell(int row, int column) const;
   void choose(Heatmap::Kind kind, int a, int b, int layer);
