@@ -48,6 +48,26 @@ class TestServing : public QObject {
   }
 
  private Q_SLOTS:
+  void consolidatedServesTheLayoutItsPolicyPlans() {
+    // The serving strategy pins exactly the layout the Layout panel (or consolidate) plans with the
+    // same capacity and policy; round-robin and medoid differ on this family.
+    std::vector<std::vector<PinnedExpert>> pinned;
+    for (Policy p : {Policy::RoundRobin, Policy::Medoid}) {
+      const Deployment d({.kind = StrategyKind::Consolidated, .capacity = 12, .policy = p}, family_, *store_, *analysis_, scratch(""));
+      const Layout want = make_layout(family_, analysis_->sha256, plan_consolidation(analysis_->distances, 12, p));
+      const auto expect = pinned_from_layout(want, match_layout(want, family_, analysis_->sha256, "layout"));
+      const auto& got = d.partitions()[0].runtime->config().pinned;
+      QCOMPARE(got.size(), expect.size());
+      for (std::size_t i = 0; i < got.size(); ++i)
+        QVERIFY(got[i].layer == expect[i].layer && got[i].expert == expect[i].expert && got[i].target == expect[i].target);
+      pinned.push_back(got);
+    }
+    bool differ = false;
+    for (std::size_t i = 0; i < pinned[0].size(); ++i) differ |= pinned[0][i].target != pinned[1][i].target;
+    QVERIFY(differ);
+  }
+
+
   void initTestCase() {
     QVERIFY(tmp_.isValid());
     for (const char* v : {"base", "ft1", "ft2"}) family_.add(v, fixture("olmoe", v));
@@ -394,6 +414,8 @@ class TestServing : public QObject {
     };
     const std::string head = R"({"schema": "mosaic.sweep/1", "variants": ["a", "b"], "rates": [1], )";
     expect_mentions(bad(head + R"("strategies": [{"kind": "magic"}]})"), {"sweep.json", "strategies[0].kind", "magic"});
+    expect_mentions(bad(head + R"("strategies": [{"kind": "consolidated", "policy": "medoidd"}]})"), {"strategies[0].policy", "medoid"});
+    expect_mentions(bad(head + R"("strategies": [{"kind": "consolidated", "shares": [1, -2]}]})"), {"strategies[0].shares", "positive"});
     expect_mentions(bad(head + R"("strategies": [{"kind": "consolidated", "budget": "lots"}]})"), {"strategies[0].budget"});
     expect_mentions(bad(head + R"("strategies": [{"kind": "esft", "miss": "never"}]})"), {"strategies[0].miss", "masked"});
     expect_mentions(bad(head + R"("strategies": [{"kind": "esft", "switching": "random"}]})"), {"strategies[0].switching"});

@@ -2,6 +2,7 @@
 // engine thread opens a family; a budget change re-plans and repaints the layout grid; the chat
 // streams tokens with per-token hits and misses; a mismatched family shows its error in place.
 #include <QApplication>
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
 #include <QDockWidget>
@@ -182,6 +183,7 @@ class WorkbenchTest : public QObject {
     serving->databaseEdit()->setText(db);
     serving->ratesEdit()->setText(QStringLiteral("20"));
     serving->durationBox()->setValue(2);
+    QVERIFY(!serving->latencyPlot()->legend->visible());  // nothing drawn, no empty legend box
     int ticks = 0;
     QTimer ticker;
     connect(&ticker, &QTimer::timeout, [&] { ++ticks; });
@@ -193,6 +195,7 @@ class WorkbenchTest : public QObject {
     QVERIFY(serving->pointsReceived() > 10);
     QVERIFY(serving->replots() >= 1);
     QVERIFY(serving->latencyPlot()->graphCount() >= 4);  // TTFT and turnaround of both runs
+    QVERIFY(serving->latencyPlot()->legend->visible());
     const Recorder recorded(db.toStdString());
     QCOMPARE(recorded.runs().size(), std::size_t(2));
     QCOMPARE(static_cast<int>(recorded.requests(recorded.runs()[0].id).size() + recorded.requests(recorded.runs()[1].id).size()),
@@ -255,6 +258,11 @@ class WorkbenchTest : public QObject {
     window_->layoutPanel()->budgetBox()->setValue(mib);
     QTRY_COMPARE_WITH_TIMEOUT(window_->layoutPanel()->grid()->layoutInfo().capacity, qint64(5), 30000);
     QCOMPARE(window_->layoutPanel()->grid()->residentCells(), 5);
+    // Serving runs the layout on screen: its capacity and policy.
+    QTRY_COMPARE_WITH_TIMEOUT(window_->servingPanel()->capacityBox()->value(), 5, 30000);
+    QVERIFY(!window_->servingPanel()->capacityBox()->isEnabled());
+    QVERIFY(window_->servingPanel()->sweepJson().contains(QStringLiteral("\"capacity\":5,\"kind\":\"consolidated\"")));
+    QVERIFY(window_->servingPanel()->sweepJson().contains(QStringLiteral("\"policy\":\"round-robin\"")));
 
     window_->layoutPanel()->budgetBox()->setValue(static_cast<double>(before.minimum_budget) / (2 * 1024.0 * 1024.0));
     QTRY_VERIFY_WITH_TIMEOUT(window_->layoutPanel()->summaryText().contains(QStringLiteral("is below the minimum")), 30000);
@@ -322,6 +330,7 @@ class WorkbenchTest : public QObject {
     window_->servingPanel()->ratesEdit()->setText(QStringLiteral("5, 20"));
     window_->layoutPanel()->policyBox()->setCurrentText(QStringLiteral("medoid"));
     QTRY_COMPARE_WITH_TIMEOUT(window_->layoutPanel()->grid()->layoutInfo().policy, QStringLiteral("medoid"), 30000);
+    QTRY_VERIFY_WITH_TIMEOUT(window_->servingPanel()->sweepJson().contains(QStringLiteral("\"policy\":\"medoid\"")), 30000);
     window_->chatPane()->maxNewBox()->setValue(77);
     window_->chatPane()->temperatureBox()->setValue(0.3);
     window_->chatPane()->topPBox()->setValue(0.8);

@@ -81,7 +81,9 @@ Deployment::Deployment(const StrategyConfig& config, const Family& family, const
   switch (config.kind) {
     case StrategyKind::Consolidated:
     case StrategyKind::NoReconfig: {
-      const Layout layout = make_layout(family, analysis.sha256, plan_consolidation(analysis.distances, config.capacity, Policy::RoundRobin));
+      std::vector<double> shares = config.shares;
+      if (config.policy == Policy::Weighted && shares.empty()) shares.assign(static_cast<std::size_t>(n), 1.0);  // equal traffic
+      const Layout layout = make_layout(family, analysis.sha256, plan_consolidation(analysis.distances, config.capacity, config.policy, shares));
       RuntimeConfig rc = base;
       rc.pinned = pinned_from_layout(layout, match_layout(layout, family, analysis.sha256, "strategy layout"));
       if (config.kind == StrategyKind::NoReconfig) rc.non_expert_of.assign(static_cast<std::size_t>(n), 0);

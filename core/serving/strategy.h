@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "analysis/consolidation.h"
 #include "analysis/family_analysis.h"
 #include "runtime/runtime.h"
 #include "runtime/scheduler.h"
@@ -35,6 +36,8 @@ const std::vector<std::string_view>& strategy_names();
 struct StrategyConfig {
   StrategyKind kind = StrategyKind::Consolidated;
   std::int64_t capacity = 0;                  // resident experts in total (layout strategies, space-sharing)
+  Policy policy = Policy::RoundRobin;         // which variant's copy stays at each resident position
+  std::vector<double> shares;                 // Weighted: traffic shares per variant (empty: equal)
   std::optional<std::uint64_t> budget_bytes;  // enforced on the device when given (split for space-sharing)
   HitPolicy hit = HitPolicy::Consolidated;
   std::string miss = "transient";

@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "common/json_text.h"
 #include "common/text_file.h"
+#include "analysis/consolidation.h"
 #include "runtime/miss_policy.h"
 
 namespace mosaic {
@@ -88,7 +89,7 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& file,
     const auto& s = j["strategies"][i];
     const std::string where = "strategies[" + std::to_string(i) + "]";
     if (!s.is_object()) fail(where, "must be an object with a kind");
-    check_keys(s, {"kind", "capacity", "budget", "hit", "miss", "single_target", "resident_sets", "max_sequences",
+    check_keys(s, {"kind", "capacity", "policy", "shares", "budget", "hit", "miss", "single_target", "resident_sets", "max_sequences",
                    "max_batch_tokens", "switching", "max_wait_seconds", "kv_context", "kv_requests"},
                file, where, hint);
     StrategyConfig sc;
@@ -102,6 +103,18 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& file,
     if (s.contains("capacity")) {
       if (!s["capacity"].is_number_integer() || s["capacity"].get<std::int64_t>() < 0) fail(where + ".capacity", "must be an integer ≥ 0");
       sc.capacity = s["capacity"].get<std::int64_t>();
+    }
+    if (s.contains("policy")) {
+      const auto policy = s["policy"].is_string() ? parse_policy(s["policy"].get<std::string>()) : std::nullopt;
+      if (!policy) fail(where + ".policy", "must be round-robin, medoid or weighted");
+      sc.policy = *policy;
+    }
+    if (s.contains("shares")) {
+      if (!s["shares"].is_array()) fail(where + ".shares", "must be a list of positive numbers, one per variant");
+      for (const auto& v : s["shares"]) {
+        if (!v.is_number() || v.get<double>() <= 0) fail(where + ".shares", "must be a list of positive numbers, one per variant");
+        sc.shares.push_back(v.get<double>());
+      }
     }
     if (s.contains("budget")) {
       const auto b = s["budget"].is_string() ? parse_byte_size(s["budget"].get<std::string>()) : std::nullopt;

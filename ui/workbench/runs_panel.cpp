@@ -51,7 +51,7 @@ RunsPanel::RunsPanel(QWidget* parent) : QWidget(parent), model_(new QStandardIte
   table_->setSortingEnabled(true);
   plot_ = new QCustomPlot;
   plot_->setMinimumHeight(160);
-  plot_->legend->setVisible(true);
+  plot_->legend->setVisible(false);  // shown once runs are drawn
   plot_->legend->setFont(QFont(font().family(), 8));
   plot_->xAxis->setLabel(tr("layer"));
   plot_->yAxis->setLabel(tr("hit rate"));
@@ -130,7 +130,8 @@ void RunsPanel::compare() {
   const QList<qint64> ids = selectedRuns();
   if (ids.size() != 2) {
     details_->setPlainText(ids.size() < 2 ? tr("Select two runs to compare them.") : tr("Select exactly two runs."));
-    plot_->replot();
+    plot_->legend->setVisible(plot_->plottableCount() > 0);
+  plot_->replot();
     return;
   }
   const ReportRun* a = find_run(data_, ids[0]);
@@ -152,6 +153,7 @@ void RunsPanel::compare() {
   plot_->xAxis->setRange(-0.6, static_cast<double>(std::max(a->summary.hit_rate_per_layer.size(), b->summary.hit_rate_per_layer.size())) - 0.4);
   plot_->yAxis->setRange(0, 1.6);  // room above the bars for the legend
   plot_->yAxis->ticker()->setTickCount(4);
+  plot_->legend->setVisible(plot_->plottableCount() > 0);
   plot_->replot();
   auto line = [&](const QString& name, double x, double y, int decimals) {
     const bool comparable = std::abs(x) > 1e-9 && !std::isnan(x) && !std::isnan(y);

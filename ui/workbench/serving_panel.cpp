@@ -2,6 +2,7 @@
 
 #include "serving/strategy.h"
 
+#include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QDir>
@@ -35,7 +36,7 @@ QCustomPlot* make_plot(const QString& x, const QString& y) {
   p->setMinimumSize(260, 180);
   p->xAxis->setLabel(x);
   p->yAxis->setLabel(y);
-  p->legend->setVisible(true);
+  p->legend->setVisible(false);  // shown once a run has drawn something (an empty legend is a stray box)
   p->legend->setFont(QFont(p->font().family(), 8));
   p->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   return p;
@@ -80,6 +81,15 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   capacity_ = new QSpinBox;
   capacity_->setRange(1, 1 << 20);
   capacity_->setSuffix(tr(" resident experts"));
+  follow_layout_ = new QCheckBox(tr("the Layout panel's"));
+  follow_layout_->setChecked(true);
+  follow_layout_->setToolTip(tr("Consolidated and no-reconfig serve the layout on screen (its capacity and policy); "
+                                "uncheck to serve another capacity, planned round-robin"));
+  connect(follow_layout_, &QCheckBox::toggled, this, [this](bool on) {
+    capacity_->setEnabled(!on);
+    if (on && layout_capacity_ > 0) capacity_->setValue(static_cast<int>(layout_capacity_));
+  });
+  capacity_->setEnabled(false);
   batch_ = new QSpinBox;
   batch_->setRange(1, 4096);
   batch_->setValue(256);
@@ -110,7 +120,10 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   form->addRow(tr("Duration"), duration_);
   form->addRow(tr("Lengths"), prompt_);
   form->addRow(QString(), output_);
-  form->addRow(tr("Layout"), capacity_);
+  auto* layoutRow = new QHBoxLayout;
+  layoutRow->addWidget(capacity_, 1);
+  layoutRow->addWidget(follow_layout_);
+  form->addRow(tr("Layout"), layoutRow);
   form->addRow(tr("Batching"), batch_);
   form->addRow(tr("Traffic"), alpha_);
   form->addRow(tr("Clock"), clock_);
@@ -139,6 +152,13 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   start_->setEnabled(false);
 }
 
+void ServingPanel::followLayout(const LayoutInfo& layout) {
+  layout_capacity_ = layout.capacity;
+  layout_policy_ = layout.policy;
+  follow_layout_->setText(tr("the Layout panel's (%1)").arg(layout.policy));
+  if (follow_layout_->isChecked()) capacity_->setValue(static_cast<int>(layout.capacity));
+}
+
 void ServingPanel::setFamily(const FamilyInfo& family) {
   variants_.clear();
   for (const VariantInfo& v : family.variants) variants_ << v.dir;
@@ -159,6 +179,7 @@ QString ServingPanel::sweepJson() const {
     if (strategies_->item(i)->checkState() == Qt::Checked)
       strategies.append(QJsonObject{{QStringLiteral("kind"), strategies_->item(i)->text()},
                                     {QStringLiteral("capacity"), capacity_->value()},
+                                    {QStringLiteral("policy"), follow_layout_->isChecked() ? layout_policy_ : QStringLiteral("round-robin")},
                                     {QStringLiteral("max_sequences"), batch_->value()}});
   if (rates.isEmpty() || strategies.isEmpty()) return {};
   const QJsonObject sweep{{QStringLiteral("schema"), QStringLiteral("mosaic.sweep/1")},
@@ -199,7 +220,7 @@ void ServingPanel::applySettings(const QString& json) {
     const QJsonObject so = sv.toObject();
     for (int i = 0; i < strategies_->count(); ++i)
       if (strategies_->item(i)->text() == so.value(QStringLiteral("kind")).toString()) strategies_->item(i)->setCheckState(Qt::Checked);
-    if (so.contains(QStringLiteral("capacity"))) capacity_->setValue(so.value(QStringLiteral("capacity")).toInt());
+    if (so.contains(QStringLiteral("capacity")) && !follow_layout_->isChecked()) capacity_->setValue(so.value(QStringLiteral("capacity")).toInt());
     if (so.contains(QStringLiteral("max_sequences"))) batch_->setValue(so.value(QStringLiteral("max_sequences")).toInt());
   }
 }
@@ -256,7 +277,10 @@ void ServingPanel::refresh() {
     if (n > 0) bars->addData(l, static_cast<double>(layer_hits_[l]) / static_cast<double>(n));
   }
   hits_->xAxis->setRange(-0.6, layer_hits_.size() - 0.4);
-  for (QCustomPlot* p : {latency_, throughput_}) p->rescaleAxes();
+  for (QCustomPlot* p : {latency_, throughput_}) {
+    p->rescaleAxes();
+    p->legend->setVisible(p->graphCount() > 0);
+  }
   for (QCustomPlot* p : {latency_, throughput_, hits_}) p->replot(QCustomPlot::rpQueuedReplot);
   ++replots_;
 }

@@ -7,6 +7,7 @@
 
 #include "workbench/engine_types.h"
 
+class QCheckBox;
 class QComboBox;
 class QCustomPlot;
 class QLabel;
@@ -36,10 +37,14 @@ class ServingPanel : public QWidget {
   int pointsReceived() const { return points_; }
   int replots() const { return replots_; }
   QString statusText() const;
+  QCheckBox* followLayoutBox() const { return follow_layout_; }
+  QSpinBox* capacityBox() const { return capacity_; }
   void start();
 
  public Q_SLOTS:
   void setFamily(const mosaic::ui::FamilyInfo& family);
+  // The layout the Layout panel shows: what consolidated and no-reconfig serve while "follow" is on.
+  void followLayout(const mosaic::ui::LayoutInfo& layout);
   void runStarted(const QString& strategy, double rate, qint64 runId, int requests);
   void addPoint(const mosaic::ui::ServedPoint& point);
   void finished(const QString& summary, const QString& database);
@@ -58,6 +63,9 @@ class ServingPanel : public QWidget {
   QSpinBox* prompt_;
   QSpinBox* output_;
   QSpinBox* capacity_;
+  QCheckBox* follow_layout_;  // serve the Layout panel's capacity and policy
+  QString layout_policy_ = QStringLiteral("round-robin");
+  qint64 layout_capacity_ = 0;
   QSpinBox* batch_;         // sequences per engine step (1: one request at a time)
   QDoubleSpinBox* alpha_;   // traffic skew over the targets (1: even)
   QComboBox* clock_;
