@@ -92,6 +92,19 @@ class TestCli : public QObject {
     Run r = cli(args({"inspect"}) << path(adapter));
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QVERIFY2(r.out.contains(QStringLiteral("variant tuned  [ESFT adapter]")) && r.out.contains(QStringLiteral("7 experts tuned")), qPrintable(r.out));
+    // And as JSON, for scripts: the same facts.
+    r = cli(args({"inspect", "--json"}) << path(fixture("mixtral", "base")) << path(adapter));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    {
+      const auto doc = nlohmann::json::parse(r.out.toStdString());
+      QCOMPARE(doc["variants"].size(), std::size_t(2));
+      QCOMPARE(doc["variants"][0]["adapter"].get<bool>(), false);
+      QCOMPARE(doc["variants"][1]["name"].get<std::string>(), std::string("tuned"));
+      QCOMPARE(doc["variants"][1]["esft"]["experts_tuned"].get<int>(), 7);
+      QVERIFY(doc["variants"][1]["esft"]["own_bytes"].get<std::uint64_t>() < doc["variants"][1]["bytes"].get<std::uint64_t>());
+      QCOMPARE(doc["variants"][0]["experts"].get<int>(), 8);
+      QCOMPARE(doc["family_matches"].get<bool>(), true);
+    }
     // A misspelt target is answered with the nearest one and the list.
     r = cli(args({"generate", "--variants"}) << path(fixture("mixtral", "ft1")) << path(fixture("mixtral", "ft2"))
             << args({"--capacity", "4", "--target", "tf2", "--ids", "1,2"}));

@@ -47,40 +47,58 @@ std::vector<std::int64_t> parse_ids(const std::string& text) {
   return ids;
 }
 
-void print_checkpoint(const Checkpoint& ck) {
+// Everything inspect says about a checkpoint, as data: the text report and --json both read it.
+nlohmann::ordered_json describe_checkpoint(const Checkpoint& ck) {
   const ModelSpec& s = ck.spec();
-  std::map<std::string, int> dtypes;
-  for (const Weight& w : ck.weights()) ++dtypes[std::string(dtype_name(w.dtype))];
-  std::cout << "  architecture    " << s.model_type() << ": " << s.num_layers << " layers ("
-            << s.num_sparse_layers() << " MoE), hidden " << s.hidden_size << ", " << s.num_heads << " heads / "
-            << s.num_kv_heads << " kv heads of " << s.head_dim << ", vocab " << s.vocab_size << "\n"
-            << "  experts         " << s.num_experts << " per MoE layer, top-" << s.top_k
-            << (s.norm_topk_prob ? " renormalized" : "") << ", width " << s.expert_intermediate;
-  if (s.shared_expert_intermediate) std::cout << ", shared expert width " << s.shared_expert_intermediate;
-  std::cout << "\n  parameters      " << parameter_count(s) << " total, " << active_parameter_count(s)
-            << " active per token\n  dtypes          ";
-  for (const auto& [name, count] : dtypes) std::cout << name << " (" << count << " tensors) ";
-  std::cout << "\n  bytes           " << format_bytes(ck.total_bytes()) << " total, " << format_bytes(ck.non_expert_bytes())
-            << " non-expert\n  expert bytes    per layer:";
+  nlohmann::ordered_json dtypes = nlohmann::ordered_json::object();
+  for (const Weight& w : ck.weights()) dtypes[std::string(dtype_name(w.dtype))] = dtypes.value(std::string(dtype_name(w.dtype)), 0) + 1;
+  nlohmann::ordered_json per_layer = nlohmann::ordered_json::array();
   for (std::int64_t l = 0; l < s.num_layers; ++l) {
     std::uint64_t b = 0;
     for (std::int64_t e = 0; e < s.num_experts; ++e) b += s.is_sparse(l) ? ck.expert_bytes(l, e) : 0;
-    std::cout << " " << format_bytes(b);
+    per_layer.push_back(b);
   }
-  std::cout << "\n";
-  if (s.num_experts > 0 && s.num_sparse_layers() > 0) {
-    std::int64_t l = 0;
-    while (!s.is_sparse(l)) ++l;
-    std::cout << "  one expert      " << format_bytes(ck.expert_bytes(l, 0)) << "\n";
-  }
+  nlohmann::ordered_json j{
+      {"model_type", std::string(s.model_type())}, {"layers", s.num_layers}, {"moe_layers", s.num_sparse_layers()},
+      {"hidden", s.hidden_size}, {"heads", s.num_heads}, {"kv_heads", s.num_kv_heads}, {"head_dim", s.head_dim},
+      {"vocab", s.vocab_size}, {"experts", s.num_experts}, {"top_k", s.top_k}, {"renormalized", s.norm_topk_prob},
+      {"expert_width", s.expert_intermediate}, {"shared_expert_width", s.shared_expert_intermediate},
+      {"parameters", parameter_count(s)}, {"active_parameters", active_parameter_count(s)}, {"dtypes", dtypes},
+      {"bytes", ck.total_bytes()}, {"non_expert_bytes", ck.non_expert_bytes()}, {"expert_bytes_per_layer", per_layer}};
+  std::int64_t first = 0;
+  while (first < s.num_layers && !s.is_sparse(first)) ++first;
+  if (s.num_experts > 0 && first < s.num_layers) j["one_expert_bytes"] = ck.expert_bytes(first, 0);
   if (ck.is_adapter()) {
     std::uint64_t own = 0;
     for (const auto& [l, e] : ck.adapter_experts()) own += ck.expert_bytes(l, e);
-    std::cout << "  ESFT adapter    of " << ck.base_dir().string() << ": " << ck.adapter_experts().size() << " experts tuned, "
-              << format_bytes(own) << " of its own (the sizes above are the base's with them; served over the base by rerouting)\n";
+    j["esft"] = {{"base", ck.base_dir().string()}, {"experts_tuned", ck.adapter_experts().size()}, {"own_bytes", own}};
   }
   const auto unused = ck.unused_tensors();
-  if (!unused.empty()) std::cout << "  unused tensors  " << unused.size() << " (first: " << unused.front() << ")\n";
+  j["unused_tensors"] = unused;
+  return j;
+}
+
+void print_checkpoint(const nlohmann::ordered_json& j) {
+  std::cout << "  architecture    " << j["model_type"].get<std::string>() << ": " << j["layers"] << " layers (" << j["moe_layers"]
+            << " MoE), hidden " << j["hidden"] << ", " << j["heads"] << " heads / " << j["kv_heads"] << " kv heads of "
+            << j["head_dim"] << ", vocab " << j["vocab"] << "\n"
+            << "  experts         " << j["experts"] << " per MoE layer, top-" << j["top_k"]
+            << (j["renormalized"].get<bool>() ? " renormalized" : "") << ", width " << j["expert_width"];
+  if (j["shared_expert_width"].get<std::int64_t>()) std::cout << ", shared expert width " << j["shared_expert_width"];
+  std::cout << "\n  parameters      " << j["parameters"] << " total, " << j["active_parameters"] << " active per token\n  dtypes          ";
+  for (const auto& [name, count] : j["dtypes"].items()) std::cout << name << " (" << count << " tensors) ";
+  std::cout << "\n  bytes           " << format_bytes(j["bytes"]) << " total, " << format_bytes(j["non_expert_bytes"])
+            << " non-expert\n  expert bytes    per layer:";
+  for (const auto& b : j["expert_bytes_per_layer"]) std::cout << " " << format_bytes(b);
+  std::cout << "\n";
+  if (j.contains("one_expert_bytes")) std::cout << "  one expert      " << format_bytes(j["one_expert_bytes"]) << "\n";
+  if (j.contains("esft")) {
+    const auto& a = j["esft"];
+    std::cout << "  ESFT adapter    of " << a["base"].get<std::string>() << ": " << a["experts_tuned"] << " experts tuned, "
+              << format_bytes(a["own_bytes"]) << " of its own (the sizes above are the base's with them; served over the base by rerouting)\n";
+  }
+  if (!j["unused_tensors"].empty())
+    std::cout << "  unused tensors  " << j["unused_tensors"].size() << " (first: " << j["unused_tensors"][0].get<std::string>() << ")\n";
 }
 
 void append(std::vector<std::int64_t>& to, const std::vector<std::int64_t>& more) { to.insert(to.end(), more.begin(), more.end()); }
@@ -110,15 +128,29 @@ void add_inspect_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("inspect", "Describe a checkpoint, or a family of variants, and check they match");
   auto dirs = std::make_shared<std::vector<fs::path>>();
   cmd->add_option("DIR", *dirs, "checkpoint folders, or a folder of variant folders")->required();
-  cmd->callback([dirs] {
+  auto json = std::make_shared<bool>(false);
+  cmd->add_flag("--json", *json, "print one JSON document (variants, their facts, whether they match) instead of text");
+  cmd->callback([dirs, json] {
     Family family;  // added one by one, so each variant is printed before a later one is refused
+    nlohmann::ordered_json doc{{"variants", nlohmann::ordered_json::array()}};
     for (const auto& [name, dir] : discover_variants(*dirs)) {
       const Variant& v = family.add(name, dir);
+      nlohmann::ordered_json facts = describe_checkpoint(*v.checkpoint);
+      if (*json) {
+        nlohmann::ordered_json entry{{"name", v.name}, {"dir", dir.string()}, {"adapter", v.checkpoint->is_adapter()}};
+        entry.update(facts);
+        doc["variants"].push_back(entry);
+        continue;
+      }
       std::cout << "variant " << v.name << (v.checkpoint->is_adapter() ? "  [ESFT adapter]" : "") << "  (" << dir.string() << ")\n";
-      print_checkpoint(*v.checkpoint);
+      print_checkpoint(facts);
     }
-    if (family.size() > 1)
+    if (*json) {
+      doc["family_matches"] = true;  // a mismatch throws above (exit 2), with no document
+      std::cout << doc.dump(2) << "\n";
+    } else if (family.size() > 1) {
       std::cout << "family: " << family.size() << " variants of one " << family.spec().model_type() << " model, all match\n";
+    }
   });
 }
 
