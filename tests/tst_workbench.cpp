@@ -141,6 +141,26 @@ class WorkbenchTest : public QObject {
     QVERIFY(traces.front().swaps >= 0);
   }
 
+  void token_strip_keeps_the_live_tail_in_view() {
+    // 500 tokens in a 400 px strip: the latest ones are drawn, and hovering one tells its layers.
+    TokenStrip strip;
+    strip.resize(400, 60);
+    for (int i = 0; i < 500; ++i) {
+      TokenTrace t;
+      t.text = QStringLiteral("tok%1").arg(i);
+      t.token = i;
+      t.hits = {2, 1, 0, 2};
+      t.misses = {0, 1, 2, 0};
+      strip.append(t);
+    }
+    QCOMPARE(strip.firstShown(), 400);  // 4 px cells: the last 100
+    QCOMPARE(strip.indexAt(QPoint(399, 30)), 499);
+    QCOMPARE(strip.indexAt(QPoint(0, 30)), 400);
+    const QString hover = strip.describe(499);
+    QVERIFY2(hover.contains(QStringLiteral("tok499")) && hover.contains(QStringLiteral("layer 2: 0 hit, 2 missed")), qPrintable(hover));
+    QVERIFY(!strip.grab().isNull());
+  }
+
   void runs_panel_lists_compares_and_exports_recorded_runs() {
     // A real sweep, recorded as the bench command records it: two strategies on two olmoe variants.
     QTemporaryDir dir;

@@ -1,5 +1,7 @@
 #include "workbench/chat_pane.h"
 
+#include <algorithm>
+
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QHBoxLayout>
@@ -9,6 +11,8 @@
 #include <QPushButton>
 #include <QScrollBar>
 #include <QSpinBox>
+#include <QToolTip>
+#include <QHelpEvent>
 #include <QTextEdit>
 #include <QVBoxLayout>
 
@@ -24,23 +28,59 @@ void TokenStrip::append(const TokenTrace& t) {
   update();
 }
 
+namespace {
+constexpr int kMinCell = 4, kMaxCell = 14;
+QColor cellColor(int hits, int misses) {
+  return misses == 0 ? (hits > 0 ? QColor(0x2ca02c) : QColor(0xeeeeee)) : (hits == 0 ? QColor(0xd62728) : QColor(0xff7f0e));
+}
+}  // namespace
+
+int TokenStrip::cellWidth() const {
+  return std::clamp(width() / std::max(1, static_cast<int>(tokens_.size())), kMinCell, kMaxCell);
+}
+
+int TokenStrip::firstShown() const {
+  return std::max(0, static_cast<int>(tokens_.size()) - width() / cellWidth());
+}
+
+int TokenStrip::indexAt(const QPoint& pos) const {
+  const int i = firstShown() + pos.x() / cellWidth();
+  return pos.x() >= 0 && i < tokens_.size() ? i : -1;
+}
+
+QString TokenStrip::describe(int index) const {
+  if (index < 0 || index >= tokens_.size()) return {};
+  const TokenTrace& t = tokens_[index];
+  QString text = tr("token %1: \"%2\" (id %3)").arg(index + 1).arg(t.text.toHtmlEscaped()).arg(t.token);
+  if (t.swaps > 0) text += tr("\nnon-expert weights swapped before it");
+  for (int l = 0; l < t.hits.size(); ++l)
+    text += tr("\nlayer %1: %2 hit, %3 missed").arg(l).arg(t.hits.value(l)).arg(t.misses.value(l));
+  return text;
+}
+
+bool TokenStrip::event(QEvent* e) {
+  if (e->type() == QEvent::ToolTip) {
+    auto* help = static_cast<QHelpEvent*>(e);
+    const QString text = describe(indexAt(help->pos()));
+    if (text.isEmpty()) QToolTip::hideText();
+    else QToolTip::showText(help->globalPos(), text, this);
+    return true;
+  }
+  return QWidget::event(e);
+}
+
 void TokenStrip::paintEvent(QPaintEvent*) {
   QPainter p(this);
   p.fillRect(rect(), palette().base());
   if (tokens_.isEmpty()) return;
   const int layers = static_cast<int>(tokens_.front().hits.size());
-  const int w = std::max(2, std::min(14, width() / static_cast<int>(tokens_.size())));
+  const int w = cellWidth();
   const int h = std::max(2, (height() - 8) / std::max(layers, 1));
-  for (int i = 0; i < tokens_.size(); ++i) {
+  for (int i = firstShown(); i < tokens_.size(); ++i) {
     const TokenTrace& t = tokens_[i];
-    const int x = i * w;
-    if (x > width()) break;
+    const int x = (i - firstShown()) * w;
     if (t.swaps > 0) p.fillRect(QRect(x, 0, w - 1, 6), QColor(0x9467bd));  // a swap before this token
-    for (int l = 0; l < layers; ++l) {
-      const int hits = t.hits.value(l), misses = t.misses.value(l);
-      const QColor c = misses == 0 ? (hits > 0 ? QColor(0x2ca02c) : QColor(0xeeeeee)) : (hits == 0 ? QColor(0xd62728) : QColor(0xff7f0e));
-      p.fillRect(QRect(x, 8 + l * h, w - 1, h - 1), c);
-    }
+    for (int l = 0; l < layers; ++l) p.fillRect(QRect(x, 8 + l * h, w - 1, h - 1), cellColor(t.hits.value(l), t.misses.value(l)));
   }
 }
 
@@ -70,8 +110,14 @@ ChatPane::ChatPane(QWidget* parent) : QWidget(parent) {
   transcript_->setReadOnly(true);
   strip_ = new TokenStrip;
   strip_->setMinimumHeight(50);
-  strip_->setToolTip(tr("Per token (left to right) and MoE layer (top to bottom): green all hits, red all misses, "
-                        "orange both; purple above a token: the non-expert weights were swapped before it"));
+  // The colours' meaning on screen, not only in a tooltip; hovering a token tells its layers.
+  auto* key = new QLabel(tr("Per token (→) and MoE layer (↓): <span style='color:#2ca02c'>■</span>&nbsp;all&nbsp;hits "
+                            "<span style='color:#ff7f0e'>■</span>&nbsp;hits&nbsp;and&nbsp;misses "
+                            "<span style='color:#d62728'>■</span>&nbsp;all&nbsp;misses "
+                            "<span style='color:#9467bd'>▬</span>&nbsp;non-expert&nbsp;swap&nbsp;before&nbsp;it · hover a token for its layers"));
+  key->setTextFormat(Qt::RichText);
+  key->setWordWrap(true);
+  key_ = key;
   summary_ = new QLabel;
   summary_->setWordWrap(true);
 
@@ -90,6 +136,7 @@ ChatPane::ChatPane(QWidget* parent) : QWidget(parent) {
   layout->addLayout(top);
   layout->addWidget(transcript_, 1);
   layout->addWidget(strip_);
+  layout->addWidget(key_);
   layout->addWidget(summary_);
   layout->addLayout(input);
 

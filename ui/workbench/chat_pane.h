@@ -25,11 +25,18 @@ class TokenStrip : public QWidget {
   void append(const TokenTrace& t);
   const QVector<TokenTrace>& tokens() const { return tokens_; }
   QSize sizeHint() const override { return {400, 60}; }
+  // Tokens get cells of at least kMinCell px; when they outgrow the strip it shows the latest ones.
+  int firstShown() const;
+  int indexAt(const QPoint& pos) const;  // −1 off the cells
+  // What hovering token `index` shows: its text and, per MoE layer, hits and misses.
+  QString describe(int index) const;
 
  protected:
   void paintEvent(QPaintEvent*) override;
+  bool event(QEvent* e) override;
 
  private:
+  int cellWidth() const;
   QVector<TokenTrace> tokens_;
 };
 
@@ -71,6 +78,7 @@ class ChatPane : public QWidget {
   QTextEdit* transcript_;
   TokenStrip* strip_;
   QLabel* summary_;
+  QLabel* key_;  // what the strip's colours mean
   QString answer_;
   QString preset_target_;
 };
