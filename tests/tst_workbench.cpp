@@ -203,6 +203,7 @@ class WorkbenchTest : public QObject {
     serving->databaseEdit()->setText(db);
     serving->ratesEdit()->setText(QStringLiteral("20"));
     serving->durationBox()->setValue(2);
+    QVERIFY2(serving->statusText().startsWith(QStringLiteral("9 variants open")), qPrintable(serving->statusText()));  // not "Open a family"
     QVERIFY(!serving->latencyPlot()->legend->visible());  // nothing drawn, no empty legend box
     int ticks = 0;
     QTimer ticker;
@@ -216,6 +217,11 @@ class WorkbenchTest : public QObject {
     QVERIFY(serving->replots() >= 1);
     QVERIFY(serving->latencyPlot()->graphCount() >= 4);  // TTFT and turnaround of both runs
     QVERIFY(serving->latencyPlot()->legend->visible());
+    // Hit rates per layer for each run, named, not only the last run's.
+    QCOMPARE(serving->hitRatePlot()->plottableCount(), 2);
+    QVERIFY(serving->hitRatePlot()->plottable(0)->name().startsWith(QStringLiteral("consolidated")));
+    QVERIFY(serving->hitRatePlot()->plottable(1)->name().startsWith(QStringLiteral("time-sharing")));
+    QVERIFY(serving->hitRatePlot()->legend->visible());
     const Recorder recorded(db.toStdString());
     QCOMPARE(recorded.runs().size(), std::size_t(2));
     QCOMPARE(static_cast<int>(recorded.requests(recorded.runs()[0].id).size() + recorded.requests(recorded.runs()[1].id).size()),

@@ -164,7 +164,9 @@ void ServingPanel::setFamily(const FamilyInfo& family) {
   for (const VariantInfo& v : family.variants) variants_ << v.dir;
   capacity_->setValue(std::max(1, family.layers * family.experts / 2));
   start_->setEnabled(variants_.size() >= 2);
-  if (variants_.size() < 2) status_->setText(tr("Serving compares strategies over at least two variants."));
+  status_->setStyleSheet(QString());
+  status_->setText(variants_.size() < 2 ? tr("Serving compares strategies over at least two variants.")
+                                        : tr("%1 variants open: choose strategies and rates, then Start.").arg(variants_.size()));
 }
 
 QString ServingPanel::sweepJson() const {
@@ -234,6 +236,7 @@ void ServingPanel::start() {
     p->clearPlottables();
   }
   points_ = completed_ = 0;
+  run_hits_.clear();
   setRunning(true);
   status_->setStyleSheet(QString());
   status_->setText(tr("Starting…"));
@@ -243,8 +246,7 @@ void ServingPanel::start() {
 void ServingPanel::runStarted(const QString& strategy, double rate, qint64 runId, int requests) {
   run_label_ = tr("%1 @ %2 req/s").arg(strategy).arg(rate);
   completed_ = 0;
-  layer_hits_.clear();
-  layer_misses_.clear();
+  run_hits_.push_back({run_label_, {}, {}});
   status_->setText(tr("Run %1: %2, %3 requests").arg(runId).arg(run_label_).arg(requests));
 }
 
@@ -255,11 +257,13 @@ void ServingPanel::addPoint(const ServedPoint& p) {
   graph(latency_, run_label_ + tr(" turnaround"), QCPScatterStyle::ssCircle, false)->addData(p.finish, p.turnaround * 1e3);
   if (p.swaps > 0) graph(latency_, tr("swap before the request"), QCPScatterStyle::ssCross, false)->addData(p.finish, p.ttft * 1e3);
   graph(throughput_, run_label_, QCPScatterStyle::ssNone, true)->addData(p.finish, completed_);
-  layer_hits_.resize(p.hits.size());
-  layer_misses_.resize(p.misses.size());
+  if (run_hits_.isEmpty()) run_hits_.push_back({run_label_, {}, {}});
+  RunHits& r = run_hits_.back();
+  r.hits.resize(p.hits.size());
+  r.misses.resize(p.misses.size());
   for (int l = 0; l < p.hits.size(); ++l) {
-    layer_hits_[l] += p.hits[l];
-    layer_misses_[l] += p.misses[l];
+    r.hits[l] += p.hits[l];
+    r.misses[l] += p.misses[l];
   }
   status_->setText(tr("%1: %2 of %3 requests").arg(run_label_).arg(p.done).arg(p.total));
   dirty_ = true;
@@ -268,15 +272,28 @@ void ServingPanel::addPoint(const ServedPoint& p) {
 void ServingPanel::refresh() {
   if (!dirty_) return;
   dirty_ = false;
+  // One bar per layer for each run of the sweep, side by side, labelled in the legend.
   hits_->clearPlottables();
-  auto* bars = new QCPBars(hits_->xAxis, hits_->yAxis);
-  bars->setBrush(QColor(0x2ca02c));
-  bars->setPen(Qt::NoPen);
-  for (int l = 0; l < layer_hits_.size(); ++l) {
-    const qint64 n = layer_hits_[l] + layer_misses_[l];
-    if (n > 0) bars->addData(l, static_cast<double>(layer_hits_[l]) / static_cast<double>(n));
+  static const QColor palette[] = {QColor(0x2ca02c), QColor(0x1f77b4), QColor(0xff7f0e), QColor(0x9467bd), QColor(0x8c564b), QColor(0xe377c2)};
+  auto* group = new QCPBarsGroup(hits_);
+  int layers = 0;
+  const double width = 0.8 / std::max<qsizetype>(1, run_hits_.size());
+  for (qsizetype i = 0; i < run_hits_.size(); ++i) {
+    const RunHits& run = run_hits_[i];
+    auto* bars = new QCPBars(hits_->xAxis, hits_->yAxis);
+    bars->setName(run.label);
+    bars->setBrush(palette[i % std::size(palette)]);
+    bars->setPen(Qt::NoPen);
+    bars->setWidth(width);
+    bars->setBarsGroup(group);
+    layers = std::max(layers, static_cast<int>(run.hits.size()));
+    for (int l = 0; l < run.hits.size(); ++l) {
+      const qint64 n = run.hits[l] + run.misses[l];
+      if (n > 0) bars->addData(l, static_cast<double>(run.hits[l]) / static_cast<double>(n));
+    }
   }
-  hits_->xAxis->setRange(-0.6, layer_hits_.size() - 0.4);
+  hits_->legend->setVisible(!run_hits_.isEmpty());
+  hits_->xAxis->setRange(-0.6, layers - 0.4);
   for (QCustomPlot* p : {latency_, throughput_}) {
     p->rescaleAxes();
     p->legend->setVisible(p->graphCount() > 0);

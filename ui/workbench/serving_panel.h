@@ -34,6 +34,7 @@ class ServingPanel : public QWidget {
   QSpinBox* durationBox() const { return duration_; }
   QListWidget* strategyList() const { return strategies_; }
   QCustomPlot* latencyPlot() const { return latency_; }
+  QCustomPlot* hitRatePlot() const { return hits_; }
   int pointsReceived() const { return points_; }
   int replots() const { return replots_; }
   QString statusText() const;
@@ -79,7 +80,11 @@ class ServingPanel : public QWidget {
   QTimer* timer_;
   QStringList variants_;
   QString run_label_;
-  QVector<qint64> layer_hits_, layer_misses_;
+  struct RunHits {
+    QString label;
+    QVector<qint64> hits, misses;  // per layer
+  };
+  QVector<RunHits> run_hits_;  // every run of the sweep, in order: one group of bars each
   int points_ = 0, replots_ = 0, completed_ = 0;
   bool dirty_ = false;
 };
