@@ -70,7 +70,7 @@ CapacityPlan plan_capacity(const ModelSpec& spec, std::uint64_t non_expert_bytes
                       "is below the minimum of " + format_bytes(p.minimum_budget()) + " (" +
                           std::to_string(p.minimum_budget()) + " bytes): non-expert weights " +
                           format_bytes(non_expert_bytes) + items,
-                      "raise the budget, or shorten the context / fewer requests / fewer miss slots");
+                      "raise the budget, or reserve less: a shorter context, fewer requests, a smaller prefill chunk or fewer miss slots");
   }
   const std::uint64_t experts = (budget_bytes - p.minimum_budget()) / bytes_per_expert;
   p.capacity = static_cast<std::int64_t>(std::min<std::uint64_t>(experts, static_cast<std::uint64_t>(p.positions)));

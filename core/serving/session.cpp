@@ -28,9 +28,9 @@ std::uint64_t Session::default_budget() const {
   return unlimited.minimum_budget() + unlimited.bytes_per_expert * static_cast<std::uint64_t>(unlimited.positions / 2);
 }
 
-void Session::plan(std::uint64_t budget_bytes, Policy policy) {
+void Session::plan(std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve) {
   const std::uint64_t budget = budget_bytes ? budget_bytes : default_budget();
-  CapacityPlan cap = plan_capacity(*family_, budget);
+  CapacityPlan cap = plan_capacity(*family_, budget, reserve);
   // Weighted without traffic shares weighs every variant alike.
   const std::vector<double> shares(policy == Policy::Weighted ? family_->size() : 0, 1.0);
   Layout layout = make_layout(*family_, analysis_.sha256, plan_consolidation(analysis_.distances, cap.capacity, policy, shares));
@@ -38,13 +38,20 @@ void Session::plan(std::uint64_t budget_bytes, Policy policy) {
   layout.reserve = cap.reserve;
   std::vector<int> to_store;
   for (std::size_t i = 0; i < family_->size(); ++i) to_store.push_back(static_cast<int>(i));
-  serve(std::move(layout), to_store, std::move(cap));
+  const ReserveSpec kept = reserve_;
+  reserve_ = reserve;
+  try {
+    serve(std::move(layout), to_store, std::move(cap));
+  } catch (...) {
+    reserve_ = kept;  // the session is exactly as it was
+    throw;
+  }
 }
 
 void Session::apply(Layout layout) {
   const std::vector<int> to_store = match_layout(layout, *family_, analysis_.sha256, "layout");
   const std::uint64_t budget = layout.budget_bytes.value_or(default_budget());
-  CapacityPlan cap = plan_capacity(*family_, budget);
+  CapacityPlan cap = plan_capacity(*family_, budget, reserve_);
   cap.capacity = layout.plan.capacity;  // what the file holds, whatever this budget would buy
   layout.budget_bytes = budget;
   serve(std::move(layout), to_store, std::move(cap));
@@ -54,6 +61,7 @@ void Session::serve(Layout layout, const std::vector<int>& to_store, CapacityPla
   RuntimeConfig config;
   config.pinned = pinned_from_layout(layout, to_store);
   config.budget_bytes = cap.budget_bytes;  // the session serves within the budget it was planned for
+  config.reserve = reserve_;
   auto runtime = std::make_shared<Runtime>(*store_, std::move(config));  // throws before anything changes
   if (engine_) engine_->set_runtime(runtime);
   else engine_ = std::make_unique<Engine>(runtime);

@@ -39,7 +39,9 @@ class Session {
   // Plans the resident experts for `budget_bytes` (0: default_budget()) and serves them within that
   // budget. Throws BudgetError (naming the minimum) for a budget too small; the session is then
   // exactly as it was.
-  void plan(std::uint64_t budget_bytes, Policy policy);
+  // `reserve`: what the budget keeps beside the experts (KV context × requests, the prefill chunk's
+  // activations, miss slots).
+  void plan(std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve = {});
   // Serves with a layout read from a file instead, within its budget (or the default one). Throws
   // MismatchError when it was made for other variants or since-changed checkpoints, BudgetError when
   // it does not fit; the session is then as it was.
@@ -61,6 +63,7 @@ class Session {
   std::unique_ptr<HostStore> store_;
   Layout layout_;
   CapacityPlan capacity_;
+  ReserveSpec reserve_;
   std::map<std::string, Tokenizer> tokenizers_;
   std::shared_ptr<Runtime> runtime_;
   std::unique_ptr<Engine> engine_;  // last: destroyed first

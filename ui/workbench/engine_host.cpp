@@ -114,9 +114,9 @@ void EngineHost::post(std::function<void()> work) {
 
 void EngineHost::cancelOpen() { cancel_open_ = true; }
 
-void EngineHost::openFamily(const QStringList& dirs, qint64 budgetBytes, const QString& policy) {
+void EngineHost::openFamily(const QStringList& dirs, qint64 budgetBytes, const QString& policy, const ReserveSettings& reserve) {
   cancel_open_ = false;
-  post([this, dirs, budgetBytes, policy] {
+  post([this, dirs, budgetBytes, policy, reserve] {
     State& st = *state_;
     try {
       stop_serving_ = true;  // a sweep on the old family ends before the family goes
@@ -140,19 +140,21 @@ void EngineHost::openFamily(const QStringList& dirs, qint64 budgetBytes, const Q
     } catch (const std::exception& e) {
       return Q_EMIT familyFailed(QString::fromUtf8(e.what()));  // the old session, if any, still serves
     }
-    planLayout(budgetBytes, policy);
+    planLayout(budgetBytes, policy, reserve);
   });
 }
 
-void EngineHost::planLayout(qint64 budgetBytes, const QString& policyName) {
-  post([this, budgetBytes, policyName] {
+void EngineHost::planLayout(qint64 budgetBytes, const QString& policyName, const ReserveSettings& reserve) {
+  post([this, budgetBytes, policyName, reserve] {
     State& st = *state_;
     if (!st.session) return Q_EMIT layoutFailed(tr("Open a family first."));
     if (st.sweeping) return Q_EMIT layoutFailed(tr("A sweep is serving on this engine; stop it before planning another layout."));
     try {
       const auto policy = parse_policy(policyName.toStdString());
       if (!policy) throw InvalidArgument("layout", "policy", "'" + policyName.toStdString() + "' is not a policy", "use round-robin, medoid or weighted");
-      st.session->plan(budgetBytes > 0 ? static_cast<std::uint64_t>(budgetBytes) : 0, *policy);
+      const ReserveSpec spec{.context_tokens = reserve.context, .requests = reserve.requests,
+                             .prefill_chunk = reserve.prefill_chunk, .miss_slots = reserve.miss_slots};
+      st.session->plan(budgetBytes > 0 ? static_cast<std::uint64_t>(budgetBytes) : 0, *policy, spec);
       Q_EMIT layoutPlanned(describe(st.session->layout(), st.session->capacity()));
     } catch (const std::exception& e) {
       Q_EMIT layoutFailed(QString::fromUtf8(e.what()));

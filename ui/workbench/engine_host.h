@@ -21,10 +21,11 @@ class EngineHost : public QObject {
   // Opens the variants as one family, hashes and analyzes it (cached), and plans a first layout.
   // The family that was open stays open (and usable) until the new one has opened; a failed open
   // leaves it as it was. The first layout is planned with `policy`.
-  void openFamily(const QStringList& dirs, qint64 budgetBytes, const QString& policy = QStringLiteral("round-robin"));
+  void openFamily(const QStringList& dirs, qint64 budgetBytes, const QString& policy = QStringLiteral("round-robin"),
+                  const mosaic::ui::ReserveSettings& reserve = {});
   void cancelOpen();
   // Re-plans the resident experts for a budget (bytes) and policy ("round-robin", "medoid", "weighted").
-  void planLayout(qint64 budgetBytes, const QString& policy);
+  void planLayout(qint64 budgetBytes, const QString& policy, const mosaic::ui::ReserveSettings& reserve = {});
   // A layout file (mosaic.layout/1) served instead of the planned one, or the current one saved.
   void importLayout(const QString& file);
   void exportLayout(const QString& file);

@@ -30,6 +30,13 @@ struct ReserveLine {
   qint64 bytes = 0;
 };
 
+// What the budget keeps beside the experts, as the Layout panel sets it (analysis/capacity.h's
+// ReserveSpec): KV for `context` tokens × `requests`, activations for a `prefill_chunk`, and
+// `miss_slots` free slots (−1: top-k).
+struct ReserveSettings {
+  qint64 context = 4096, requests = 1, prefill_chunk = 512, miss_slots = -1;
+};
+
 struct LayoutInfo {
   QStringList variants;
   int layers = 0, experts = 0;
@@ -78,4 +85,5 @@ Q_DECLARE_METATYPE(mosaic::ui::Heatmap)
 Q_DECLARE_METATYPE(mosaic::ReportData)
 Q_DECLARE_METATYPE(mosaic::ui::FamilyInfo)
 Q_DECLARE_METATYPE(mosaic::ui::LayoutInfo)
+Q_DECLARE_METATYPE(mosaic::ui::ReserveSettings)
 Q_DECLARE_METATYPE(mosaic::ui::TokenTrace)

@@ -28,6 +28,11 @@ void LayoutGrid::setLayoutInfo(const LayoutInfo& layout) {
   update();
 }
 
+void LayoutGrid::setStale(const QString& note) {
+  stale_ = note;
+  update();
+}
+
 int LayoutGrid::residentCells() const {
   int n = 0;
   for (int v : layout_.resident) n += v >= 0;
@@ -69,6 +74,11 @@ void LayoutGrid::paintEvent(QPaintEvent*) {
   for (int e = 0; e < layout_.experts; ++e) {
     const QRect r = cellRect(layout_.layers - 1, e);
     p.drawText(QRect(r.left(), r.bottom() + 2, r.width(), kMargin / 2), Qt::AlignHCenter | Qt::AlignTop, QString::number(e));
+  }
+  if (!stale_.isEmpty()) {  // washed out, the note across it
+    p.fillRect(rect(), QColor(255, 255, 255, 170));
+    p.setPen(QColor(0xb00020));
+    p.drawText(rect().adjusted(8, 8, -8, -8), Qt::AlignCenter | Qt::TextWordWrap, stale_);
   }
 }
 

@@ -17,6 +17,9 @@ class LayoutGrid : public QWidget {
   void setLayoutInfo(const LayoutInfo& layout);
   const LayoutInfo& layoutInfo() const { return layout_; }
   int residentCells() const;
+  // A note drawn over the grid when what it shows is not what serves (a failed re-plan); empty: none.
+  void setStale(const QString& note);
+  QString staleNote() const { return stale_; }
   QSize sizeHint() const override;
 
  protected:
@@ -26,6 +29,7 @@ class LayoutGrid : public QWidget {
  private:
   QRect cellRect(int layer, int expert) const;
   LayoutInfo layout_;
+  QString stale_;
 };
 
 }  // namespace mosaic::ui

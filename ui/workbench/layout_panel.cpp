@@ -4,6 +4,8 @@
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QHBoxLayout>
+#include <QSpinBox>
+#include <QGridLayout>
 #include <QPushButton>
 #include <QLabel>
 #include <QTimer>
@@ -19,6 +21,23 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
   budget_ = new ByteSizeBox;
   policy_ = new QComboBox;
   policy_->addItems({QStringLiteral("round-robin"), QStringLiteral("medoid"), QStringLiteral("weighted")});
+  auto spin = [](int lo, int hi, int value, const QString& suffix, const QString& tip) {
+    auto* s = new QSpinBox;
+    s->setRange(lo, hi);
+    s->setValue(value);
+    s->setSuffix(suffix);
+    s->setToolTip(tip);
+    s->setKeyboardTracking(false);
+    return s;
+  };
+  const ReserveSettings defaults;
+  context_ = spin(1, 1 << 20, static_cast<int>(defaults.context), tr(" tokens of context"), tr("KV cache length of each request"));
+  requests_ = spin(1, 4096, static_cast<int>(defaults.requests), QString(), tr("requests holding a KV cache at once"));
+  requests_->setPrefix(tr("requests at once: "));
+  prefill_ = spin(1, 1 << 16, static_cast<int>(defaults.prefill_chunk), tr(" tokens per step"),
+                  tr("the most tokens one engine step runs: sizes the activation workspace"));
+  miss_slots_ = spin(-1, 4096, static_cast<int>(defaults.miss_slots), tr(" miss slots"), tr("expert slots kept free for on-demand loads"));
+  miss_slots_->setSpecialValueText(tr("top-k miss slots"));
   summary_ = new QLabel;
   summary_->setWordWrap(true);
   summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -34,6 +53,12 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
   auto* form = new QFormLayout;
   form->addRow(tr("Device budget"), budget_);
   form->addRow(tr("Policy"), files);
+  auto* reserveRow = new QGridLayout;
+  reserveRow->addWidget(context_, 0, 0);
+  reserveRow->addWidget(requests_, 0, 1);
+  reserveRow->addWidget(prefill_, 1, 0);
+  reserveRow->addWidget(miss_slots_, 1, 1);
+  form->addRow(tr("Reserve"), reserveRow);
   connect(importButton, &QPushButton::clicked, this, [this] {
     const QString f = QFileDialog::getOpenFileName(this, tr("Import a layout"), {}, tr("Layouts (*.json)"));
     if (!f.isEmpty()) Q_EMIT importRequested(f);
@@ -51,7 +76,11 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
   // Dragging the spin box fires many changes: plan once it rests for a moment.
   debounce_->setSingleShot(true);
   debounce_->setInterval(150);
-  connect(debounce_, &QTimer::timeout, this, [this] { Q_EMIT planRequested(budgetBytes(), policy_->currentText()); });
+  connect(debounce_, &QTimer::timeout, this, [this] { Q_EMIT planRequested(budgetBytes(), policy_->currentText(), reserve()); });
+  for (QSpinBox* s : {context_, requests_, prefill_, miss_slots_})
+    connect(s, &QSpinBox::valueChanged, this, [this] {
+      if (!updating_) debounce_->start();
+    });
   connect(budget_, &QDoubleSpinBox::valueChanged, this, [this] {
     if (!updating_) debounce_->start();
   });
@@ -63,6 +92,10 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
 QString LayoutPanel::summaryText() const { return summary_->text(); }
 QString LayoutPanel::policy() const { return policy_->currentText(); }
 
+ReserveSettings LayoutPanel::reserve() const {
+  return {context_->value(), requests_->value(), prefill_->value(), miss_slots_->value()};
+}
+
 qint64 LayoutPanel::budgetBytes() const { return budget_->bytes(); }
 
 void LayoutPanel::showLayout(const LayoutInfo& l) {
@@ -71,6 +104,7 @@ void LayoutPanel::showLayout(const LayoutInfo& l) {
   policy_->setCurrentText(l.policy);
   updating_ = false;
   grid_->setLayoutInfo(l);
+  grid_->setStale({});
   QString legend;
   for (int v = 0; v < l.variants.size(); ++v)
     // Non-breaking inside an entry, ordinary spaces between entries: the legend wraps to the panel.
@@ -92,6 +126,8 @@ void LayoutPanel::showLayout(const LayoutInfo& l) {
 
 void LayoutPanel::showError(const QString& what, const QString& message) {
   summary_->setText(what + QStringLiteral(": ") + message);
+  // The grid still shows the last layout that was planned: say so on it, not only below it.
+  if (grid_->layoutInfo().layers > 0) grid_->setStale(tr("Not planned: %1. Shown: the last layout that was.").arg(what));
   summary_->setStyleSheet(QStringLiteral("QLabel { color: #b00020; }"));
 }
 

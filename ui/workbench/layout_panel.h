@@ -7,6 +7,7 @@
 #include "workbench/engine_types.h"
 
 class QComboBox;
+class QSpinBox;
 class QLabel;
 class QTimer;
 
@@ -26,13 +27,18 @@ class LayoutPanel : public QWidget {
   QString summaryText() const;
   QString policy() const;
   QComboBox* policyBox() const { return policy_; }
+  ReserveSettings reserve() const;
+  QSpinBox* contextBox() const { return context_; }
+  QSpinBox* requestsBox() const { return requests_; }
+  QSpinBox* prefillBox() const { return prefill_; }
+  QSpinBox* missSlotsBox() const { return miss_slots_; }
 
  public Q_SLOTS:
   void showLayout(const mosaic::ui::LayoutInfo& layout);
   void showError(const QString& what, const QString& message);
 
  Q_SIGNALS:
-  void planRequested(qint64 budgetBytes, const QString& policy);
+  void planRequested(qint64 budgetBytes, const QString& policy, const mosaic::ui::ReserveSettings& reserve);
   void importRequested(const QString& file);
   void exportRequested(const QString& file);
 
@@ -40,6 +46,7 @@ class LayoutPanel : public QWidget {
   LayoutGrid* grid_;
   ByteSizeBox* budget_;
   QComboBox* policy_;
+  QSpinBox *context_, *requests_, *prefill_, *miss_slots_;  // the reserve
   QLabel* summary_;
   QLabel* legend_;
   QTimer* debounce_;

@@ -183,7 +183,7 @@ void MainWindow::openFamily(const QStringList& dirs) {
   opening_ = variants;
   opening_title_ = tr("Mosaic workbench");
   const qint64 budget = QSettings().value(budgetKey(variants), 0).toLongLong();  // 0: the engine's default
-  engine_->openFamily(variants, budget, layout_->policy());
+  engine_->openFamily(variants, budget, layout_->policy(), layout_->reserve());
 }
 
 void MainWindow::openSession(const QString& file) {
@@ -197,7 +197,7 @@ void MainWindow::openSession(const QString& file) {
     opening_ = dirs;
     opening_title_ = tr("Mosaic workbench — %1").arg(QFileInfo(file).fileName());
     engine_->openFamily(dirs, session.budget_bytes ? static_cast<qint64>(*session.budget_bytes) : 0,
-                        QString::fromStdString(session.policy));
+                        QString::fromStdString(session.policy), layout_->reserve());
     if (!session.layout.empty()) engine_->importLayout(QString::fromStdString(session.layout.string()));  // runs after the open
   } catch (const std::exception& e) {
     family_->showError(tr("Open session"), QString::fromUtf8(e.what()));
