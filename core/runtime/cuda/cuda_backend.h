@@ -69,6 +69,9 @@ class CudaBackend final : public Backend {
   bool graphable(const StepInputs& in, const MoeState& state) const;
   void run_graph(StepInputs& in, MoeState& state, StepResult& result);
   void drop_graphs();
+  // A SwiGLU MLP of a set buffer (a dense layer's, or the shared expert) over n rows of h:
+  // out (+)= down(silu(gate·h) ∘ (up·h)), with gate, up and down at their set offsets.
+  void swiglu(int buffer, const LayerOffsets& L, std::int64_t width, const float* h, std::int64_t n, bool accumulate, float* out);
   // The MoE block of `layer` over every token: x += experts(h) (+ the shared expert).
   void moe(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result);
   // A layer whose pairs all hit (or whose router is masked): routed on the device, no host round trip.

@@ -72,10 +72,7 @@ void CudaBackend::moe(std::int64_t layer, const StepInputs& in, MoeState& state,
   for (const TokenGroup& g : in.groups) {
     const std::int64_t n = g.end - g.begin;
     const float* h = w.h + g.begin * H;
-    linear(h, n, H, weight(g.buffer, L.mlp_gate), Is, nullptr, false, w.mlp);
-    linear(h, n, H, weight(g.buffer, L.mlp_up), Is, nullptr, false, w.mlp + n * Is);
-    MOSAIC_CUDA_CHECK(kernels::silu_mul_cuda(w.mlp, w.mlp + n * Is, static_cast<int>(n), static_cast<int>(Is), w.mlp2, stream_));
-    linear(w.mlp2, n, Is, weight(g.buffer, L.mlp_down), H, nullptr, false, w.pair_out);  // free after the combine
+    swiglu(g.buffer, L, Is, h, n, false, w.pair_out);  // pair_out is free after the combine
     linear(h, n, H, weight(g.buffer, L.shared_gate), 1, nullptr, false, w.gate);
     MOSAIC_CUDA_CHECK(kernels::add_gated_cuda(w.x + g.begin * H, w.pair_out, w.gate, static_cast<int>(n), static_cast<int>(H), stream_));
   }

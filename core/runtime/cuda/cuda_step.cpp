@@ -127,15 +127,8 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
     if (s.is_sparse(l)) {
       moe(l, in, state, result);
     } else {
-      const std::int64_t Id = s.dense_intermediate;
-      for (const TokenGroup& g : in.groups) {
-        const std::int64_t n = g.end - g.begin;
-        const float* h = w.h + g.begin * H;
-        linear(h, n, H, weight(g.buffer, L.mlp_gate), Id, nullptr, false, w.mlp);
-        linear(h, n, H, weight(g.buffer, L.mlp_up), Id, nullptr, false, w.mlp + n * Id);
-        MOSAIC_CUDA_CHECK(kernels::silu_mul_cuda(w.mlp, w.mlp + n * Id, static_cast<int>(n), static_cast<int>(Id), w.mlp2, stream_));
-        linear(w.mlp2, n, Id, weight(g.buffer, L.mlp_down), H, nullptr, true, w.x + g.begin * H);
-      }
+      for (const TokenGroup& g : in.groups)
+        swiglu(g.buffer, L, s.dense_intermediate, w.h + g.begin * H, g.end - g.begin, true, w.x + g.begin * H);
     }
   }
 
@@ -153,6 +146,16 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
   const std::int64_t P = in.tokens * s.top_k;
   MOSAIC_CUDA_CHECK(cudaMemcpyAsync(ids_host_.get(), w.topk_ids, static_cast<std::size_t>(s.num_layers * P) * sizeof(std::int32_t),
                                     cudaMemcpyDeviceToHost, stream_));
+}
+
+void CudaBackend::swiglu(int buffer, const LayerOffsets& L, std::int64_t width, const float* h, std::int64_t n, bool accumulate,
+                         float* out) {
+  const std::int64_t H = spec_.hidden_size;
+  Workspace& w = work_;
+  linear(h, n, H, weight(buffer, L.mlp_gate), width, nullptr, false, w.mlp);
+  linear(h, n, H, weight(buffer, L.mlp_up), width, nullptr, false, w.mlp + n * width);
+  MOSAIC_CUDA_CHECK(kernels::silu_mul_cuda(w.mlp, w.mlp + n * width, static_cast<int>(n), static_cast<int>(width), w.mlp2, stream_));
+  linear(w.mlp2, n, width, weight(buffer, L.mlp_down), H, nullptr, accumulate, out);
 }
 
 }  // namespace mosaic::cuda
