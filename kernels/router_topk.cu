@@ -35,7 +35,7 @@ __global__ void router_topk_kernel(const float* __restrict__ logits,  // [tokens
 #pragma unroll
   for (int i = 0; i < kPerLane; ++i) {
     const int e = lane + i * kWarp;
-    p[i] = e < experts ? row[e] : -FLT_MAX;
+    p[i] = e < experts && !isnan(row[e]) ? row[e] : -FLT_MAX;  // NaN: the lowest value, never a phantom expert
     m = fmaxf(m, p[i]);
   }
   m = warp_max(m);
@@ -68,7 +68,7 @@ __global__ void router_topk_kernel(const float* __restrict__ logits,  // [tokens
       weights[token * k + j] = best / s;
     }
     chosen += best / s;
-    if (best_e % kWarp == lane) p[best_e / kWarp] = -1.0f;  // out of the running
+    if (best_e < experts && best_e % kWarp == lane) p[best_e / kWarp] = -1.0f;  // out of the running
   }
   if (renormalize && lane == 0)
     for (int j = 0; j < k; ++j) weights[token * k + j] /= chosen;

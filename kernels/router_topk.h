@@ -1,6 +1,7 @@
 #pragma once
 // Fused MoE router: softmax over each token's expert logits, top-k (ties to the lower expert id,
-// as torch.topk on CPU), optional renormalization of the k weights. Raw pointers, no LibTorch.
+// as torch.topk on CPU), optional renormalization of the k weights. A NaN logit counts as the lowest
+// finite value, so every id written is an expert of the row. Raw pointers, no LibTorch.
 #include <cstdint>
 
 namespace mosaic::kernels {

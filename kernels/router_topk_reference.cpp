@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <vector>
 
@@ -11,8 +12,9 @@ void router_topk_reference(const float* logits, int tokens, int experts, int k, 
   std::vector<float> p(static_cast<std::size_t>(experts));
   std::vector<int> order(static_cast<std::size_t>(experts));
   for (int t = 0; t < tokens; ++t) {
-    const float* row = logits + static_cast<std::ptrdiff_t>(t) * experts;
-    const float top = *std::max_element(row, row + experts);
+    std::vector<float> row(logits + static_cast<std::ptrdiff_t>(t) * experts, logits + static_cast<std::ptrdiff_t>(t + 1) * experts);
+    for (float& x : row) x = std::isnan(x) ? -FLT_MAX : x;  // as the kernel reads it
+    const float top = *std::max_element(row.begin(), row.end());
     float sum = 0;
     for (int e = 0; e < experts; ++e) sum += p[e] = std::exp(row[e] - top);
     for (int e = 0; e < experts; ++e) p[e] /= sum;

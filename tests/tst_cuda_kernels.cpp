@@ -185,6 +185,24 @@ class TestCudaKernels : public QObject {
       for (int j = 0; j < k; ++j) QVERIFY(table[std::size_t(ids[std::size_t(t * k + j)])] >= 0);
   }
 
+  void routerSurvivesNanLogits() {
+    // A NaN logit is the lowest value: every id is an expert of the row, never one past the end.
+    const int tokens = 3, experts = 256, k = 8;
+    std::vector<float> logits = randn(std::size_t(tokens) * experts);
+    for (int e = 0; e < experts; ++e) logits[std::size_t(e)] = NAN;  // a row of NaN
+    logits[std::size_t(experts) + 7] = NAN;
+    Dev<float> dl(logits), dw(std::size_t(tokens) * k);
+    Dev<std::int32_t> di(std::size_t(tokens) * k);
+    CHECK_LAUNCH(router_topk_cuda(dl.p, tokens, experts, k, true, di.p, dw.p, nullptr));
+    SYNCED();
+    std::vector<std::int32_t> ids(std::size_t(tokens) * k);
+    std::vector<float> w(ids.size());
+    router_topk_reference(logits.data(), tokens, experts, k, true, ids.data(), w.data());
+    QCOMPARE(di.get(), ids);
+    for (std::int32_t id : di.get()) QVERIFY(id >= 0 && id < experts);
+    for (int j = 0; j < k; ++j) QVERIFY(ids[std::size_t(k + j)] != 7);
+  }
+
   void routedExpertsMatchReference() {
     // Ragged groups: random top-k over 8 experts and 3 rows whose tables share, skip and miss slots.
     for (const auto& [tokens, k, hidden, inter] : std::vector<std::tuple<int, int, int, int>>{{1, 2, 64, 40}, {5, 2, 64, 40}, {37, 4, 72, 48}, {13, 3, 36, 20}, {3, 2, 64, 40}}) {

@@ -139,7 +139,10 @@ std::uint64_t CudaBackend::copy_tensor(TensorId id, bf16_t* to) {
     case DType::F16:
     case DType::F32:
       // Converted on the device, from a staging copy: the link carries the checkpoint's own bytes.
-      staging_.reserve(t.bytes.size());
+      if (staging_.bytes() < t.bytes.size()) {
+        MOSAIC_CUDA_CHECK(cudaStreamSynchronize(copy_));  // the copy stream may still read the smaller one
+        staging_.resize(t.bytes.size());
+      }
       MOSAIC_CUDA_CHECK(cudaMemcpyAsync(staging_.get(), from, t.bytes.size(), cudaMemcpyHostToDevice, copy_));
       if (t.dtype == DType::F16) MOSAIC_CUDA_CHECK(kernels::half_to_bf16_cuda(staging_.get<std::uint16_t>(), n, to, copy_));
       else MOSAIC_CUDA_CHECK(kernels::float_to_bf16_cuda(staging_.get<float>(), n, to, copy_));
@@ -192,6 +195,9 @@ std::uint64_t CudaBackend::load_set(int buffer, int set) {
 
 void CudaBackend::reserve_kv(std::int64_t blocks) {
   if (blocks <= kv_blocks_) return;
+  if (shape_.kv_blocks && blocks > *shape_.kv_blocks)
+    throw InvalidArgument("step", "KV block " + std::to_string(blocks - 1),
+                          "is beyond the " + std::to_string(*shape_.kv_blocks) + " blocks the budget holds");
   // Unlimited pools grow by doubling; a budgeted one is allocated whole at the start.
   const std::int64_t target = shape_.kv_blocks ? std::max(blocks, *shape_.kv_blocks) : std::max(blocks, 2 * kv_blocks_);
   const auto row_bytes = static_cast<std::size_t>(spec_.kv_width()) * sizeof(bf16_t);

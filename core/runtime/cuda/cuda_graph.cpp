@@ -11,6 +11,7 @@ namespace {
 
 constexpr std::int64_t kGraphTokens = 8;        // decode steps of up to 8 sequences
 constexpr int kGraphPositions = 4096;           // the attention's shared memory, fixed for the graph
+constexpr std::size_t kMostGraphs = 32;         // shapes kept; the oldest goes first
 
 }  // namespace
 
@@ -63,6 +64,10 @@ void CudaBackend::run_graph(StepInputs& in, MoeState& state, StepResult& result)
   const cudaError_t made = cudaGraphInstantiate(&g.exec, graph, 0);
   cudaGraphDestroy(graph);
   MOSAIC_CUDA_CHECK(made);
+  if (graphs_.size() == kMostGraphs) {
+    cudaGraphExecDestroy(graphs_.front().exec);
+    graphs_.erase(graphs_.begin());
+  }
   graphs_.push_back(g);
   MOSAIC_CUDA_CHECK(cudaGraphLaunch(g.exec, stream_));
 }

@@ -14,7 +14,8 @@ namespace mosaic::cuda {
 std::vector<float> inverse_frequencies(const ModelSpec& s) {
   std::vector<float> f;
   for (std::int64_t i = 0; i < s.head_dim; i += 2)
-    f.push_back(static_cast<float>(1.0 / std::pow(s.rope_theta, static_cast<double>(static_cast<float>(i) / static_cast<float>(s.head_dim)))));
+    // In float, as the CPU backend's at::pow on a float tensor computes it.
+    f.push_back(1.0f / std::pow(static_cast<float>(s.rope_theta), static_cast<float>(i) / static_cast<float>(s.head_dim)));
   return f;
 }
 
