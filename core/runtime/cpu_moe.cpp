@@ -45,14 +45,10 @@ at::Tensor CpuBackend::moe(std::int64_t layer, const at::Tensor& h, const StepLa
   }
 
   const RoutePlan plan = plan_routes({layer, table, *state.pools[l], *state.scratch, *state.store, *state.policy}, top_i, k, layout.row);
+  count_outcomes(plan, k, layout.sequence, layer, result.counts);
   auto counts_of = [&](std::int64_t pair) -> LayerCounts& {
     return result.counts[static_cast<std::size_t>(layout.sequence[static_cast<std::size_t>(pair / k)])][l];
   };
-  for (std::int64_t p = 0; p < N * k; ++p) {
-    const PairOutcome o = plan.outcome[static_cast<std::size_t>(p)];
-    if (o == PairOutcome::Hit) ++counts_of(p).hits;
-    if (o == PairOutcome::Miss) ++counts_of(p).misses;
-  }
 
   at::Tensor out = at::zeros_like(h);
   std::vector<std::int64_t> rows;

@@ -83,4 +83,13 @@ RoutePlan plan_routes(const LayerSlots& s, std::span<const std::int64_t> experts
   return plan;
 }
 
+void count_outcomes(const RoutePlan& plan, std::int64_t k, std::span<const int> sequence, std::int64_t layer,
+                    std::vector<std::vector<LayerCounts>>& counts) {
+  for (std::size_t p = 0; p < plan.outcome.size(); ++p) {
+    LayerCounts& c = counts[static_cast<std::size_t>(sequence[p / static_cast<std::size_t>(k)])][static_cast<std::size_t>(layer)];
+    if (plan.outcome[p] == PairOutcome::Hit) ++c.hits;
+    if (plan.outcome[p] == PairOutcome::Miss) ++c.misses;
+  }
+}
+
 }  // namespace mosaic

@@ -12,6 +12,7 @@
 #include "runtime/miss_policy.h"
 #include "runtime/reroute_table.h"
 #include "runtime/slot_pool.h"
+#include "runtime/step.h"
 
 namespace mosaic {
 
@@ -53,5 +54,10 @@ struct LayerSlots {
 // (its target). Updates the pools' use times and what they hold, and the table.
 RoutePlan plan_routes(const LayerSlots& slots, std::span<const std::int64_t> experts, std::int64_t k,
                       std::span<const int> rows);
+
+// Adds each pair's hit or miss to the counts of `layer` of its token's sequence: `sequence`
+// [tokens] is the caller's sequence index of each token, `counts` [sequences][layers].
+void count_outcomes(const RoutePlan& plan, std::int64_t k, std::span<const int> sequence, std::int64_t layer,
+                    std::vector<std::vector<LayerCounts>>& counts);
 
 }  // namespace mosaic

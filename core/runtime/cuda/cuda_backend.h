@@ -77,7 +77,10 @@ class CudaBackend final : public Backend {
   // A layer whose pairs all hit (or whose router is masked): routed on the device, no host round trip.
   bool routable_on_device(std::int64_t layer, const StepInputs& in, const MoeState& state) const;
   void route_on_host(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result);
-  void run_grouped(std::int64_t pairs_bound, const kernels::GroupedPairs& g, int max_groups);
+  void run_grouped(const kernels::GroupedPairs& g, int max_groups);
+  // The host's routing plan of `layer` from its top-k `ids` [tokens · k] (slot use times, table
+  // updates, loads to make), its hits and misses added to the result's counts.
+  RoutePlan plan_on_host(std::int64_t layer, const std::int32_t* ids, const StepInputs& in, MoeState& state, StepResult& result);
 
   const bf16_t* weight(int buffer, std::int64_t offset) const {
     return offset < 0 ? nullptr : sets_[static_cast<std::size_t>(buffer)].get<bf16_t>() + offset;

@@ -33,7 +33,18 @@ bool CudaBackend::routable_on_device(std::int64_t layer, const StepInputs& in, c
   return true;
 }
 
-void CudaBackend::run_grouped(std::int64_t, const kernels::GroupedPairs& g, int max_groups) {
+RoutePlan CudaBackend::plan_on_host(std::int64_t layer, const std::int32_t* ids, const StepInputs& in, MoeState& state,
+                                    StepResult& result) {
+  const auto l = static_cast<std::size_t>(layer);
+  const std::int64_t k = spec_.top_k;
+  const std::vector<std::int64_t> experts(ids, ids + in.tokens * k);
+  const std::vector<int> rows(in.rows.begin(), in.rows.end());
+  RoutePlan plan = plan_routes({layer, *state.tables[l], *state.pools[l], *state.scratch, *state.store, *state.policy}, experts, k, rows);
+  count_outcomes(plan, k, in.sequence, layer, result.counts);
+  return plan;
+}
+
+void CudaBackend::run_grouped(const kernels::GroupedPairs& g, int max_groups) {
   const int H = static_cast<int>(spec_.hidden_size), I = static_cast<int>(spec_.expert_intermediate);
   MOSAIC_CUDA_CHECK(kernels::expert_gate_up_cuda(work_.h, H, I, static_cast<int>(spec_.top_k), g, max_groups, work_.act, stream_));
   MOSAIC_CUDA_CHECK(kernels::expert_down_cuda(work_.act, H, I, g, max_groups, work_.pair_out, stream_));
@@ -59,7 +70,7 @@ void CudaBackend::moe(std::int64_t layer, const StepInputs& in, MoeState& state,
     const auto slots = static_cast<int>(shape_.layer_slots[l]);
     MOSAIC_CUDA_CHECK(kernels::reroute_cuda(ids, in.device.rows, static_cast<int>(T), static_cast<int>(k), table, static_cast<int>(E),
                                             slots, slots_[l].get<bf16_t>(), slot_elements_, w.reroute_scratch, w.groups, stream_));
-    run_grouped(P, w.groups, static_cast<int>(std::min<std::int64_t>(P, slots)));
+    run_grouped(w.groups, static_cast<int>(std::min<std::int64_t>(P, slots)));
     routed_on_device_[l] = true;
   } else {
     route_on_host(layer, in, state, result);
@@ -88,17 +99,10 @@ void CudaBackend::route_on_host(std::int64_t layer, const StepInputs& in, MoeSta
   MOSAIC_CUDA_CHECK(cudaMemcpyAsync(ids_host, w.topk_ids + layer * P, static_cast<std::size_t>(P) * sizeof(std::int32_t),
                                     cudaMemcpyDeviceToHost, stream_));
   MOSAIC_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  const std::vector<std::int64_t> experts(ids_host, ids_host + P);
-  const std::vector<int> rows(in.rows.begin(), in.rows.end());
-  const RoutePlan plan = plan_routes({layer, *state.tables[l], *state.pools[l], *state.scratch, *state.store, *state.policy}, experts, k, rows);
+  const RoutePlan plan = plan_on_host(layer, ids_host, in, state, result);
   auto counts_of = [&](std::int64_t pair) -> LayerCounts& {
     return result.counts[static_cast<std::size_t>(in.sequence[static_cast<std::size_t>(pair / k)])][l];
   };
-  for (std::int64_t p = 0; p < P; ++p) {
-    const PairOutcome o = plan.outcome[static_cast<std::size_t>(p)];
-    if (o == PairOutcome::Hit) ++counts_of(p).hits;
-    if (o == PairOutcome::Miss) ++counts_of(p).misses;
-  }
   const GroupedPlan gp = grouped_plan(plan, kLargeGroup);
 
   // The plan's arrays in one upload: pair_at, pos_of, per wave the count of small groups, and the
@@ -167,7 +171,7 @@ void CudaBackend::route_on_host(std::int64_t layer, const StepInputs& in, MoeSta
       g.begin += first_group;
       g.end += first_group;
       g.weights += first_group;
-      run_grouped(P, g, static_cast<int>(wave.small.size()));
+      run_grouped(g, static_cast<int>(wave.small.size()));
       first_group += wave.small.size();
     }
     for (const PlannedGroup& g : wave.large) {

@@ -58,20 +58,8 @@ StepResult CudaBackend::run(const StepBatch& batch, MoeState& state) {
   // The bookkeeping of layers routed on the device — slot use times, hits, dropped pairs — replayed
   // from their top-k, exactly as a host plan would have kept it (no loads: every pair hit).
   const std::int64_t P = in.tokens * s.top_k;
-  for (std::int64_t l = 0; l < s.num_layers; ++l) {
-    if (!routed_on_device_[static_cast<std::size_t>(l)]) continue;
-    const std::int32_t* ids = ids_host_.get<std::int32_t>() + l * P;
-    const std::vector<std::int64_t> experts(ids, ids + P);
-    const std::vector<int> rows(in.rows.begin(), in.rows.end());
-    const auto li = static_cast<std::size_t>(l);
-    const RoutePlan plan = plan_routes({l, *state.tables[li], *state.pools[li], *state.scratch, *state.store, *state.policy}, experts, s.top_k, rows);
-    for (std::int64_t p = 0; p < P; ++p) {
-      LayerCounts& c = result.counts[static_cast<std::size_t>(in.sequence[static_cast<std::size_t>(p / s.top_k)])][li];
-      const PairOutcome o = plan.outcome[static_cast<std::size_t>(p)];
-      if (o == PairOutcome::Hit) ++c.hits;
-      if (o == PairOutcome::Miss) ++c.misses;  // cannot happen: the layer was routable on the device
-    }
-  }
+  for (std::int64_t l = 0; l < s.num_layers; ++l)
+    if (routed_on_device_[static_cast<std::size_t>(l)]) plan_on_host(l, ids_host_.get<std::int32_t>() + l * P, in, state, result);
   return result;
 }
 
