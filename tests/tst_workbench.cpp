@@ -11,6 +11,10 @@
 #include <QPixmap>
 #include <QDoubleSpinBox>
 #include <QLineEdit>
+#include <QMimeData>
+#include <QTableView>
+#include <QTableWidget>
+#include <QUrl>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -85,6 +89,50 @@ class WorkbenchTest : public QObject {
     QCOMPARE(l.capacity, qint64(16));  // the default budget keeps half the positions
     QCOMPARE(window_->layoutPanel()->grid()->residentCells(), 16);
     QCOMPARE(window_->chatPane()->targetBox()->count(), 9);
+  }
+
+  // One checkpoint opens alone (to chat); more are added by drop or by the dialog's multi-select,
+  // removed by selection; each change reopens the family, keeping what was open until then.
+  void variants_are_added_dropped_and_removed() {
+    FamilyPanel* panel = window_->familyPanel();
+    window_->openFamily({kFamily + QStringLiteral("/base")});
+    QTRY_COMPARE_WITH_TIMEOUT(panel->model()->rowCount(), 1, 60000);
+    QTRY_COMPARE_WITH_TIMEOUT(window_->chatPane()->targetBox()->count(), 1, 30000);
+
+    QMimeData mime;
+    mime.setUrls({QUrl::fromLocalFile(kFamily + QStringLiteral("/bible")), QUrl::fromLocalFile(kFamily + QStringLiteral("/forge.json"))});
+    QDragEnterEvent enter(QPoint(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(panel, &enter);
+    QVERIFY(enter.isAccepted());  // a folder among the URLs: the drop is taken
+    QDropEvent drop(QPointF(10, 10), Qt::CopyAction, &mime, Qt::LeftButton, Qt::NoModifier);
+    QApplication::sendEvent(panel, &drop);
+    QTRY_COMPARE_WITH_TIMEOUT(panel->model()->rowCount(), 2, 60000);
+    QCOMPARE(panel->model()->family().variants[1].name, QStringLiteral("bible"));
+
+    QMimeData files;  // files alone are refused
+    files.setUrls({QUrl::fromLocalFile(kFamily + QStringLiteral("/forge.json"))});
+    QDragEnterEvent refused(QPoint(10, 10), Qt::CopyAction, &files, Qt::LeftButton, Qt::NoModifier);
+    refused.setAccepted(false);
+    QApplication::sendEvent(panel, &refused);
+    QVERIFY(!refused.isAccepted());
+
+    panel->table()->selectRow(0);
+    panel->removeSelected();
+    QTRY_COMPARE_WITH_TIMEOUT(panel->model()->rowCount(), 1, 60000);
+    QCOMPARE(panel->model()->family().variants[0].name, QStringLiteral("bible"));
+    panel->table()->selectRow(0);
+    panel->removeSelected();  // the last variant stays: a family needs one
+    QVERIFY(panel->errorText().contains(QStringLiteral("at least one variant")));
+    QCOMPARE(panel->model()->rowCount(), 1);
+
+    // The family folder brings every variant in once, bible among them already open.
+    panel->addFolders({kFamily});
+    QTRY_COMPARE_WITH_TIMEOUT(panel->model()->rowCount(), 9, 120000);
+    QTRY_COMPARE_WITH_TIMEOUT(window_->chatPane()->targetBox()->count(), 9, 30000);
+    QTRY_COMPARE_WITH_TIMEOUT(window_->layoutPanel()->grid()->layoutInfo().variants.size(), 9, 30000);
+    QCOMPARE(panel->model()->family().variants[0].name, QStringLiteral("bible"));
+    window_->openFamily({kFamily});  // folder order again, as the tests below expect
+    QTRY_COMPARE_WITH_TIMEOUT(panel->model()->family().variants[0].name, QStringLiteral("base"), 120000);
   }
 
   void distance_heatmaps_and_their_export() {
@@ -306,6 +354,30 @@ class WorkbenchTest : public QObject {
     QTRY_COMPARE_WITH_TIMEOUT(window_->layoutPanel()->grid()->layoutInfo().minimum_budget, before.minimum_budget, 30000);
   }
 
+  // Defect 14: the weighted policy's shares are entered per variant, planned with, and served.
+  void weighted_policy_takes_shares() {
+    LayoutPanel* panel = window_->layoutPanel();
+    QVERIFY(!panel->sharesTable()->isVisibleTo(panel));  // only the weighted policy has shares
+    panel->policyBox()->setCurrentText(QStringLiteral("weighted"));
+    QVERIFY(panel->sharesTable()->isVisibleTo(panel));
+    QTRY_COMPARE_WITH_TIMEOUT(panel->grid()->layoutInfo().policy, QStringLiteral("weighted"), 30000);
+    QCOMPARE(panel->sharesTable()->rowCount(), 9);
+    QCOMPARE(panel->sharesTable()->item(3, 0)->text(), QStringLiteral("esft-bible"));
+    const qint64 capacity = panel->grid()->layoutInfo().capacity;
+    panel->sharesTable()->item(3, 1)->setData(Qt::EditRole, 100.0);  // esft-bible gets nearly all the traffic
+    QTRY_VERIFY_WITH_TIMEOUT(panel->grid()->layoutInfo().resident_counts.value(3) >= capacity - 1, 30000);
+    QCOMPARE(panel->shares().value(3), 100.0);
+    QCOMPARE(panel->grid()->layoutInfo().shares.size(), 9);
+    QTRY_VERIFY_WITH_TIMEOUT(window_->servingPanel()->sweepJson().contains(QStringLiteral("\"shares\":[")), 30000);
+    // A share that is not positive is refused, naming the field.
+    panel->sharesTable()->item(0, 1)->setData(Qt::EditRole, -1.0);
+    QTRY_VERIFY_WITH_TIMEOUT(panel->summaryText().contains(QStringLiteral("shares")), 30000);
+    panel->sharesTable()->item(0, 1)->setData(Qt::EditRole, 1.0);
+    panel->policyBox()->setCurrentText(QStringLiteral("round-robin"));
+    QTRY_COMPARE_WITH_TIMEOUT(panel->grid()->layoutInfo().policy, QStringLiteral("round-robin"), 30000);
+    QVERIFY(!window_->servingPanel()->sweepJson().contains(QStringLiteral("\"shares\"")));
+  }
+
   void byte_sizes_are_iec_and_any_typed_unit_is_understood() {
     ByteSizeBox* box = window_->layoutPanel()->budgetBox();
     const LayoutInfo shown = window_->layoutPanel()->grid()->layoutInfo();
@@ -371,6 +443,8 @@ class WorkbenchTest : public QObject {
     window_->chatPane()->maxNewBox()->setValue(77);
     window_->chatPane()->temperatureBox()->setValue(0.3);
     window_->chatPane()->topPBox()->setValue(0.8);
+    window_->layoutPanel()->contextBox()->setValue(2048);
+    window_->layoutPanel()->missSlotsBox()->setValue(3);
     QVERIFY(window_->saveSession(file));
     QVERIFY2(window_->windowTitle().endsWith(QStringLiteral("session.json")), qPrintable(window_->windowTitle()));  // Save As names it
     const SessionFile saved = load_session_file(file.toStdString());
@@ -378,6 +452,9 @@ class WorkbenchTest : public QObject {
     QCOMPARE(saved.chat_target, std::string("bible"));
     QCOMPARE(saved.policy, std::string("medoid"));
     QCOMPARE(saved.chat_max_new_tokens.value_or(0), 77);
+    QVERIFY(saved.reserve);
+    QCOMPARE(saved.reserve->context_tokens, 2048);
+    QCOMPARE(saved.reserve->miss_slots, 3);
     QVERIFY(saved.budget_bytes && *saved.budget_bytes > 0);
     QVERIFY(saved.serving_json.find("time-sharing") != std::string::npos);
 
@@ -397,12 +474,31 @@ class WorkbenchTest : public QObject {
     QCOMPARE(window_->chatPane()->maxNewBox()->value(), 77);
     QCOMPARE(window_->chatPane()->temperatureBox()->value(), 0.3);
     QCOMPARE(window_->chatPane()->topPBox()->value(), 0.8);
+    QCOMPARE(window_->layoutPanel()->contextBox()->value(), 2048);  // the reserve planned with
+    QCOMPARE(window_->layoutPanel()->missSlotsBox()->value(), 3);
     QTRY_VERIFY_WITH_TIMEOUT(window_->windowTitle().endsWith(QStringLiteral("— session.json")), 30000);
     window_->layoutPanel()->policyBox()->setCurrentText(QStringLiteral("round-robin"));
 
     std::ofstream(dir.filePath(QStringLiteral("bad.json")).toStdString()) << R"({"schema": "mosaic.session/9"})";
     window_->openSession(dir.filePath(QStringLiteral("bad.json")));
     QVERIFY(window_->familyPanel()->errorText().contains(QStringLiteral("mosaic.session/9")));
+
+    // The weighted policy's shares and the reserve round-trip; bad ones are refused, naming the field.
+    SessionFile weighted = saved;
+    weighted.policy = "weighted";
+    weighted.shares.assign(9, 1.0);
+    weighted.shares[3] = 4.0;
+    save_session_file(dir.filePath(QStringLiteral("weighted.json")).toStdString(), weighted);
+    const SessionFile back = load_session_file(dir.filePath(QStringLiteral("weighted.json")).toStdString());
+    QCOMPARE(back.shares, weighted.shares);
+    QCOMPARE(back.reserve->context_tokens, 2048);
+    for (const char* bad : {R"({"schema": "mosaic.session/1", "variants": ["a", "b"], "shares": [1]})",
+                            R"({"schema": "mosaic.session/1", "variants": ["a"], "reserve": {"context_tokens": 0}})"}) {
+      std::ofstream(dir.filePath(QStringLiteral("bad.json")).toStdString()) << bad;
+      window_->openSession(dir.filePath(QStringLiteral("bad.json")));
+      const QString shown = window_->familyPanel()->errorText();
+      QVERIFY2(shown.contains(QStringLiteral("shares")) || shown.contains(QStringLiteral("reserve")), qPrintable(shown));
+    }
   }
 
   void a_failed_open_keeps_the_family_that_was_open() {

@@ -28,11 +28,13 @@ std::uint64_t Session::default_budget() const {
   return unlimited.minimum_budget() + unlimited.bytes_per_expert * static_cast<std::uint64_t>(unlimited.positions / 2);
 }
 
-void Session::plan(std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve) {
+void Session::plan(std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve, std::span<const double> given) {
   const std::uint64_t budget = budget_bytes ? budget_bytes : default_budget();
   CapacityPlan cap = plan_capacity(*family_, budget, reserve);
   // Weighted without traffic shares weighs every variant alike.
-  const std::vector<double> shares(policy == Policy::Weighted ? family_->size() : 0, 1.0);
+  std::vector<double> shares(given.begin(), given.end());
+  if (policy != Policy::Weighted) shares.clear();
+  else if (shares.empty()) shares.assign(family_->size(), 1.0);
   Layout layout = make_layout(*family_, analysis_.sha256, plan_consolidation(analysis_.distances, cap.capacity, policy, shares));
   layout.budget_bytes = budget;
   layout.reserve = cap.reserve;

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <span>
 #include <vector>
 
 #include "analysis/capacity.h"
@@ -40,8 +41,9 @@ class Session {
   // budget. Throws BudgetError (naming the minimum) for a budget too small; the session is then
   // exactly as it was.
   // `reserve`: what the budget keeps beside the experts (KV context × requests, the prefill chunk's
-  // activations, miss slots).
-  void plan(std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve = {});
+  // activations, miss slots). `shares`: the weighted policy's traffic share per variant (family
+  // order; empty: alike); InvalidArgument when they do not fit the family.
+  void plan(std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve = {}, std::span<const double> shares = {});
   // Serves with a layout read from a file instead, within its budget (or the default one). Throws
   // MismatchError when it was made for other variants or since-changed checkpoints, BudgetError when
   // it does not fit; the session is then as it was.

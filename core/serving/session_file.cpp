@@ -1,5 +1,7 @@
 #include "serving/session_file.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "common/atomic_file.h"
@@ -16,7 +18,8 @@ SessionFile load_session_file(const fs::path& path) {
   const std::string file = path.string(), hint = "see sample_configs/sample-session.json";
   const json j = parse_json(read_text_file(path, hint), file, hint);
   if (!j.is_object()) throw FormatError(file, "", "is not a JSON object", hint);
-  check_keys(j, {"schema", "variants", "budget_bytes", "policy", "layout", "serving", "chat"}, file, "", hint);
+  check_keys(j, {"schema", "variants", "budget_bytes", "policy", "shares", "layout", "reserve", "serving", "chat"}, file, "", hint);
+  if (j.contains("reserve")) check_keys(j["reserve"], {"context_tokens", "requests", "prefill_chunk", "miss_slots"}, file, "reserve", hint);
   if (j.contains("chat")) check_keys(j["chat"], {"target", "prompt", "max_new_tokens", "temperature", "top_p"}, file, "chat", hint);
   if (j.value("schema", std::string()) != SessionFile::kSchema)
     throw UnsupportedError(file, "schema", "is '" + j.value("schema", std::string("(missing)")) + "', not '" + SessionFile::kSchema + "'", hint);
@@ -29,7 +32,23 @@ SessionFile load_session_file(const fs::path& path) {
     for (const auto& v : j["variants"]) s.variants.push_back(resolve(v.get<std::string>()));
     if (j.contains("budget_bytes") && !j["budget_bytes"].is_null()) s.budget_bytes = j["budget_bytes"].get<std::uint64_t>();
     s.policy = j.value("policy", s.policy);
+    if (j.contains("shares")) {
+      for (const auto& x : j["shares"]) s.shares.push_back(x.get<double>());
+      if (s.shares.size() != s.variants.size() || std::any_of(s.shares.begin(), s.shares.end(), [](double x) { return !(x > 0); }))
+        throw FormatError(file, "shares", "must give one positive traffic share per variant", hint);
+    }
     if (j.contains("layout") && j["layout"].is_string() && !j["layout"].get<std::string>().empty()) s.layout = resolve(j["layout"]);
+    if (j.contains("reserve") && j["reserve"].is_object()) {
+      const json& r = j["reserve"];
+      ReserveSpec spec;
+      spec.context_tokens = r.value("context_tokens", spec.context_tokens);
+      spec.requests = r.value("requests", spec.requests);
+      spec.prefill_chunk = r.value("prefill_chunk", spec.prefill_chunk);
+      spec.miss_slots = r.value("miss_slots", spec.miss_slots);
+      if (spec.context_tokens < 1 || spec.requests < 1 || spec.prefill_chunk < 1 || spec.miss_slots < -1)
+        throw FormatError(file, "reserve", "needs context_tokens, requests and prefill_chunk of at least 1 and miss_slots of at least -1 (-1: top-k)", hint);
+      s.reserve = spec;
+    }
     if (j.contains("serving") && j["serving"].is_object()) s.serving_json = j["serving"].dump();
     if (j.contains("chat") && j["chat"].is_object()) {
       s.chat_target = j["chat"].value("target", std::string());
@@ -53,8 +72,12 @@ void save_session_file(const fs::path& path, const SessionFile& s) {
   };
   json j = {{"schema", SessionFile::kSchema}, {"variants", json::array()}, {"policy", s.policy}};
   for (const auto& v : s.variants) j["variants"].push_back(relative(v));
+  if (!s.shares.empty()) j["shares"] = s.shares;
   j["budget_bytes"] = s.budget_bytes ? json(*s.budget_bytes) : json(nullptr);
   if (!s.layout.empty()) j["layout"] = relative(s.layout);
+  if (s.reserve)
+    j["reserve"] = {{"context_tokens", s.reserve->context_tokens}, {"requests", s.reserve->requests},
+                    {"prefill_chunk", s.reserve->prefill_chunk}, {"miss_slots", s.reserve->miss_slots}};
   if (!s.serving_json.empty()) j["serving"] = json::parse(s.serving_json);
   json chat = json::object();
   if (!s.chat_target.empty()) chat["target"] = s.chat_target;

@@ -77,6 +77,7 @@ LayoutInfo describe(const Layout& layout, const CapacityPlan& cap) {
   info.bytes_per_expert = static_cast<qint64>(cap.bytes_per_expert);
   for (const ReserveItem& r : cap.reserve) info.reserve.push_back({qs(r.name), qs(r.detail), static_cast<qint64>(r.bytes)});
   info.policy = qs(std::string(policy_name(layout.plan.policy)));
+  info.shares = QVector<double>(layout.plan.shares.begin(), layout.plan.shares.end());
   return info;
 }
 
@@ -114,9 +115,10 @@ void EngineHost::post(std::function<void()> work) {
 
 void EngineHost::cancelOpen() { cancel_open_ = true; }
 
-void EngineHost::openFamily(const QStringList& dirs, qint64 budgetBytes, const QString& policy, const ReserveSettings& reserve) {
+void EngineHost::openFamily(const QStringList& dirs, qint64 budgetBytes, const QString& policy, const ReserveSettings& reserve,
+                            const QVector<double>& shares) {
   cancel_open_ = false;
-  post([this, dirs, budgetBytes, policy, reserve] {
+  post([this, dirs, budgetBytes, policy, reserve, shares] {
     State& st = *state_;
     try {
       stop_serving_ = true;  // a sweep on the old family ends before the family goes
@@ -140,12 +142,13 @@ void EngineHost::openFamily(const QStringList& dirs, qint64 budgetBytes, const Q
     } catch (const std::exception& e) {
       return Q_EMIT familyFailed(QString::fromUtf8(e.what()));  // the old session, if any, still serves
     }
-    planLayout(budgetBytes, policy, reserve);
+    // Shares named for other folders (an ESFT adapter brought its base in) weigh alike instead.
+    planLayout(budgetBytes, policy, reserve, shares.size() == static_cast<qsizetype>(st.session->family().size()) ? shares : QVector<double>());
   });
 }
 
-void EngineHost::planLayout(qint64 budgetBytes, const QString& policyName, const ReserveSettings& reserve) {
-  post([this, budgetBytes, policyName, reserve] {
+void EngineHost::planLayout(qint64 budgetBytes, const QString& policyName, const ReserveSettings& reserve, const QVector<double>& shares) {
+  post([this, budgetBytes, policyName, reserve, shares] {
     State& st = *state_;
     if (!st.session) return Q_EMIT layoutFailed(tr("Open a family first."));
     if (st.sweeping) return Q_EMIT layoutFailed(tr("A sweep is serving on this engine; stop it before planning another layout."));
@@ -154,7 +157,8 @@ void EngineHost::planLayout(qint64 budgetBytes, const QString& policyName, const
       if (!policy) throw InvalidArgument("layout", "policy", "'" + policyName.toStdString() + "' is not a policy", "use round-robin, medoid or weighted");
       const ReserveSpec spec{.context_tokens = reserve.context, .requests = reserve.requests,
                              .prefill_chunk = reserve.prefill_chunk, .miss_slots = reserve.miss_slots};
-      st.session->plan(budgetBytes > 0 ? static_cast<std::uint64_t>(budgetBytes) : 0, *policy, spec);
+      st.session->plan(budgetBytes > 0 ? static_cast<std::uint64_t>(budgetBytes) : 0, *policy, spec,
+                       std::span<const double>(shares.constData(), static_cast<std::size_t>(shares.size())));
       Q_EMIT layoutPlanned(describe(st.session->layout(), st.session->capacity()));
     } catch (const std::exception& e) {
       Q_EMIT layoutFailed(QString::fromUtf8(e.what()));

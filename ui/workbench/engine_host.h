@@ -21,11 +21,14 @@ class EngineHost : public QObject {
   // Opens the variants as one family, hashes and analyzes it (cached), and plans a first layout.
   // The family that was open stays open (and usable) until the new one has opened; a failed open
   // leaves it as it was. The first layout is planned with `policy`.
+  // `shares` (weighted): one per variant in `dirs`' order, else every variant alike.
   void openFamily(const QStringList& dirs, qint64 budgetBytes, const QString& policy = QStringLiteral("round-robin"),
-                  const mosaic::ui::ReserveSettings& reserve = {});
+                  const mosaic::ui::ReserveSettings& reserve = {}, const QVector<double>& shares = {});
   void cancelOpen();
-  // Re-plans the resident experts for a budget (bytes) and policy ("round-robin", "medoid", "weighted").
-  void planLayout(qint64 budgetBytes, const QString& policy, const mosaic::ui::ReserveSettings& reserve = {});
+  // Re-plans the resident experts for a budget (bytes) and policy ("round-robin", "medoid", "weighted",
+  // with `shares` per variant in the family's order; empty: alike).
+  void planLayout(qint64 budgetBytes, const QString& policy, const mosaic::ui::ReserveSettings& reserve = {},
+                  const QVector<double>& shares = {});
   // A layout file (mosaic.layout/1) served instead of the planned one, or the current one saved.
   void importLayout(const QString& file);
   void exportLayout(const QString& file);

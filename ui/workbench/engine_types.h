@@ -46,6 +46,7 @@ struct LayoutInfo {
   qint64 budget = 0, capacity = 0, positions = 0, minimum_budget = 0, non_expert_bytes = 0, bytes_per_expert = 0;
   QList<ReserveLine> reserve;
   QString policy;
+  QVector<double> shares;  // weighted: each variant's traffic share, normalized; else empty
 };
 
 // One streamed token with what its forward pass did: per MoE layer hits and misses, and swaps.

@@ -1,6 +1,12 @@
 #include "workbench/family_panel.h"
 
 #include <QDir>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QListView>
+#include <QMimeData>
+#include <QTreeView>
+#include <QUrl>
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QHBoxLayout>
@@ -59,7 +65,11 @@ QVariant FamilyModel::headerData(int section, Qt::Orientation o, int role) const
 
 FamilyPanel::FamilyPanel(QWidget* parent) : QWidget(parent), model_(new FamilyModel(this)) {
   auto* open = new QPushButton(tr("Open family folder…"));
-  auto* add = new QPushButton(tr("Choose variant folders…"));
+  auto* add = new QPushButton(tr("Add variant folders…"));
+  add->setToolTip(tr("Add checkpoints to the open family (select several with Ctrl or Shift), or drop folders here"));
+  remove_ = new QPushButton(tr("Remove"));
+  remove_->setToolTip(tr("Remove the selected variants from the family"));
+  remove_->setEnabled(false);
   cancel_ = new QPushButton(tr("Cancel"));
   cancel_->setEnabled(false);
   progress_ = new QProgressBar;
@@ -79,6 +89,7 @@ FamilyPanel::FamilyPanel(QWidget* parent) : QWidget(parent), model_(new FamilyMo
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(open);
   buttons->addWidget(add);
+  buttons->addWidget(remove_);
   buttons->addStretch();
   auto* bar = new QHBoxLayout;
   bar->addWidget(progress_, 1);
@@ -96,14 +107,68 @@ FamilyPanel::FamilyPanel(QWidget* parent) : QWidget(parent), model_(new FamilyMo
     if (!root.isEmpty()) Q_EMIT openRequested({root});
   });
   connect(add, &QPushButton::clicked, this, &FamilyPanel::chooseFolders);
+  connect(remove_, &QPushButton::clicked, this, &FamilyPanel::removeSelected);
+  connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] {
+    remove_->setEnabled(table_->selectionModel()->hasSelection());
+  });
+  setAcceptDrops(true);
   connect(cancel_, &QPushButton::clicked, this, &FamilyPanel::cancelRequested);
 }
 
 void FamilyPanel::chooseFolders() {
-  QFileDialog dialog(this, tr("Choose variant folders"));
+  QFileDialog dialog(this, tr("Add variant folders"));
   dialog.setFileMode(QFileDialog::Directory);
-  dialog.setOption(QFileDialog::DontUseNativeDialog, true);  // the native one picks a single folder
-  if (dialog.exec() == QDialog::Accepted) Q_EMIT openRequested(dialog.selectedFiles());
+  // Native folder pickers select one folder; Qt's own dialog selects several once its views allow it.
+  dialog.setOption(QFileDialog::DontUseNativeDialog, true);
+  for (QAbstractItemView* view : dialog.findChildren<QListView*>()) view->setSelectionMode(QAbstractItemView::ExtendedSelection);
+  for (QAbstractItemView* view : dialog.findChildren<QTreeView*>()) view->setSelectionMode(QAbstractItemView::ExtendedSelection);
+  if (dialog.exec() == QDialog::Accepted) addFolders(dialog.selectedFiles());
+}
+
+QStringList FamilyPanel::variantDirs() const {
+  QStringList dirs;
+  for (const VariantInfo& v : model_->family().variants) dirs << v.dir;
+  return dirs;
+}
+
+void FamilyPanel::addFolders(const QStringList& dirs) {
+  QStringList all = variantDirs();
+  for (const QString& d : dirs)
+    if (!all.contains(QDir::cleanPath(d))) all << QDir::cleanPath(d);
+  if (all.size() > variantDirs().size()) Q_EMIT openRequested(all);
+}
+
+void FamilyPanel::removeSelected() {
+  QStringList keep;
+  const QStringList dirs = variantDirs();
+  for (int row = 0; row < dirs.size(); ++row)
+    if (!table_->selectionModel()->isRowSelected(row, {})) keep << dirs[row];
+  if (keep.isEmpty()) {
+    showError(tr("Remove"), tr("a family needs at least one variant: open another family instead"));
+    return;
+  }
+  if (keep.size() < dirs.size()) Q_EMIT openRequested(keep);
+}
+
+namespace {
+QStringList droppedFolders(const QMimeData* mime) {
+  QStringList dirs;
+  if (mime == nullptr) return dirs;
+  for (const QUrl& url : mime->urls())
+    if (url.isLocalFile() && QFileInfo(url.toLocalFile()).isDir()) dirs << url.toLocalFile();
+  return dirs;
+}
+}  // namespace
+
+void FamilyPanel::dragEnterEvent(QDragEnterEvent* event) {
+  if (!droppedFolders(event->mimeData()).isEmpty()) event->acceptProposedAction();
+}
+
+void FamilyPanel::dropEvent(QDropEvent* event) {
+  const QStringList dirs = droppedFolders(event->mimeData());
+  if (dirs.isEmpty()) return;
+  event->acceptProposedAction();
+  addFolders(dirs);
 }
 
 QString FamilyPanel::errorText() const { return error_->isVisible() ? error_->text() : QString(); }

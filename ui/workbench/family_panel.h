@@ -1,12 +1,15 @@
 #pragma once
 // The family: its variants in a table (architecture, parameters, bytes, dtypes, ESFT adapters),
-// buttons to open folders, a progress bar with cancel while the engine loads and hashes, and the
-// engine's error, in place, when a folder is refused.
+// buttons to open a family, add variant folders (several at once) and remove the selected ones,
+// folders dropped from a file manager added, a progress bar with cancel while the engine loads and
+// hashes, and the engine's error, in place, when a folder is refused.
 #include <QAbstractTableModel>
 #include <QWidget>
 
 #include "workbench/engine_types.h"
 
+class QDragEnterEvent;
+class QDropEvent;
 class QLabel;
 class QProgressBar;
 class QPushButton;
@@ -35,6 +38,12 @@ class FamilyPanel : public QWidget {
   explicit FamilyPanel(QWidget* parent = nullptr);
   FamilyModel* model() const { return model_; }
   QString errorText() const;
+  QStringList variantDirs() const;  // the open family's variant folders, in order
+  QTableView* table() const { return table_; }
+  // Each asks to reopen the family with its variant folders changed; the open family stays until
+  // the new one has opened.
+  void addFolders(const QStringList& dirs);
+  void removeSelected();
 
  public Q_SLOTS:
   void showProgress(const QString& stage, int done, int total);
@@ -46,11 +55,14 @@ class FamilyPanel : public QWidget {
   void cancelRequested();
 
  private:
+  void dragEnterEvent(QDragEnterEvent* event) override;
+  void dropEvent(QDropEvent* event) override;
   void chooseFolders();
   FamilyModel* model_;
   QTableView* table_;
   QProgressBar* progress_;
   QPushButton* cancel_;
+  QPushButton* remove_;
   QLabel* status_;
   QLabel* error_;
 };

@@ -8,6 +8,8 @@
 #include <QGridLayout>
 #include <QPushButton>
 #include <QLabel>
+#include <QHeaderView>
+#include <QTableWidget>
 #include <QTimer>
 #include <QVBoxLayout>
 
@@ -38,6 +40,14 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
                   tr("the most tokens one engine step runs: sizes the activation workspace"));
   miss_slots_ = spin(-1, 4096, static_cast<int>(defaults.miss_slots), tr(" miss slots"), tr("expert slots kept free for on-demand loads"));
   miss_slots_->setSpecialValueText(tr("top-k miss slots"));
+  shares_ = new QTableWidget(0, 2);
+  shares_->setHorizontalHeaderLabels({tr("Variant"), tr("Traffic share")});
+  shares_->horizontalHeader()->setStretchLastSection(true);
+  shares_->verticalHeader()->hide();
+  shares_->setMaximumHeight(140);
+  shares_->setToolTip(tr("Relative traffic each variant is expected to get: a variant with share 2 gets about twice the "
+                         "resident positions of one with share 1. Double-click a share to edit it."));
+  shares_->hide();
   summary_ = new QLabel;
   summary_->setWordWrap(true);
   summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -59,6 +69,7 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
   reserveRow->addWidget(prefill_, 1, 0);
   reserveRow->addWidget(miss_slots_, 1, 1);
   form->addRow(tr("Reserve"), reserveRow);
+  form->addRow(shares_);
   connect(importButton, &QPushButton::clicked, this, [this] {
     const QString f = QFileDialog::getOpenFileName(this, tr("Import a layout"), {}, tr("Layouts (*.json)"));
     if (!f.isEmpty()) Q_EMIT importRequested(f);
@@ -76,7 +87,10 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
   // Dragging the spin box fires many changes: plan once it rests for a moment.
   debounce_->setSingleShot(true);
   debounce_->setInterval(150);
-  connect(debounce_, &QTimer::timeout, this, [this] { Q_EMIT planRequested(budgetBytes(), policy_->currentText(), reserve()); });
+  connect(debounce_, &QTimer::timeout, this, [this] { Q_EMIT planRequested(budgetBytes(), policy_->currentText(), reserve(), shares()); });
+  connect(shares_, &QTableWidget::itemChanged, this, [this] {
+    if (!updating_) debounce_->start();
+  });
   for (QSpinBox* s : {context_, requests_, prefill_, miss_slots_})
     connect(s, &QSpinBox::valueChanged, this, [this] {
       if (!updating_) debounce_->start();
@@ -84,7 +98,8 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
   connect(budget_, &QDoubleSpinBox::valueChanged, this, [this] {
     if (!updating_) debounce_->start();
   });
-  connect(policy_, &QComboBox::currentTextChanged, this, [this] {
+  connect(policy_, &QComboBox::currentTextChanged, this, [this](const QString& p) {
+    shares_->setVisible(p == QStringLiteral("weighted"));
     if (!updating_) debounce_->start();
   });
 }
@@ -96,12 +111,47 @@ ReserveSettings LayoutPanel::reserve() const {
   return {context_->value(), requests_->value(), prefill_->value(), miss_slots_->value()};
 }
 
+void LayoutPanel::setReserve(const ReserveSettings& r) {
+  updating_ = true;
+  context_->setValue(static_cast<int>(r.context));
+  requests_->setValue(static_cast<int>(r.requests));
+  prefill_->setValue(static_cast<int>(r.prefill_chunk));
+  miss_slots_->setValue(static_cast<int>(r.miss_slots));
+  updating_ = false;
+}
+
+QVector<double> LayoutPanel::shares() const {
+  if (policy_->currentText() != QStringLiteral("weighted")) return {};
+  QVector<double> out;
+  for (int row = 0; row < shares_->rowCount(); ++row) out << shares_->item(row, 1)->data(Qt::EditRole).toDouble();
+  return out;
+}
+
+void LayoutPanel::setShares(const QVector<double>& shares) {
+  updating_ = true;
+  for (int row = 0; row < shares_->rowCount() && row < shares.size(); ++row) shares_->item(row, 1)->setData(Qt::EditRole, shares[row]);
+  updating_ = false;
+}
+
 qint64 LayoutPanel::budgetBytes() const { return budget_->bytes(); }
 
 void LayoutPanel::showLayout(const LayoutInfo& l) {
   updating_ = true;
   budget_->setBytes(l.budget);
   policy_->setCurrentText(l.policy);
+  // One row per variant of this layout; a variant keeps the share it had, a new one weighs 1.
+  QHash<QString, double> kept;
+  for (int row = 0; row < shares_->rowCount(); ++row) kept[shares_->item(row, 0)->text()] = shares_->item(row, 1)->data(Qt::EditRole).toDouble();
+  shares_->setRowCount(static_cast<int>(l.variants.size()));
+  for (int v = 0; v < l.variants.size(); ++v) {
+    auto* name = new QTableWidgetItem(l.variants[v]);
+    name->setFlags(Qt::ItemIsEnabled);
+    shares_->setItem(v, 0, name);
+    auto* share = new QTableWidgetItem;
+    // The plan's shares are normalized: shown as entered, the plan's only where none was.
+    share->setData(Qt::EditRole, kept.value(l.variants[v], l.shares.size() == l.variants.size() ? l.shares[v] * l.variants.size() : 1.0));
+    shares_->setItem(v, 1, share);
+  }
   updating_ = false;
   grid_->setLayoutInfo(l);
   grid_->setStale({});

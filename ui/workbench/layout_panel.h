@@ -9,6 +9,7 @@
 class QComboBox;
 class QSpinBox;
 class QLabel;
+class QTableWidget;
 class QTimer;
 
 namespace mosaic::ui {
@@ -28,6 +29,12 @@ class LayoutPanel : public QWidget {
   QString policy() const;
   QComboBox* policyBox() const { return policy_; }
   ReserveSettings reserve() const;
+  void setReserve(const ReserveSettings& r);  // sets the boxes without planning
+  // The weighted policy's traffic share per variant, in the layout's variant order (shown, and
+  // editable, only while the policy is weighted). setShares sets them without planning.
+  QVector<double> shares() const;
+  void setShares(const QVector<double>& shares);
+  QTableWidget* sharesTable() const { return shares_; }
   QSpinBox* contextBox() const { return context_; }
   QSpinBox* requestsBox() const { return requests_; }
   QSpinBox* prefillBox() const { return prefill_; }
@@ -38,7 +45,8 @@ class LayoutPanel : public QWidget {
   void showError(const QString& what, const QString& message);
 
  Q_SIGNALS:
-  void planRequested(qint64 budgetBytes, const QString& policy, const mosaic::ui::ReserveSettings& reserve);
+  void planRequested(qint64 budgetBytes, const QString& policy, const mosaic::ui::ReserveSettings& reserve,
+                     const QVector<double>& shares);
   void importRequested(const QString& file);
   void exportRequested(const QString& file);
 
@@ -47,6 +55,7 @@ class LayoutPanel : public QWidget {
   ByteSizeBox* budget_;
   QComboBox* policy_;
   QSpinBox *context_, *requests_, *prefill_, *miss_slots_;  // the reserve
+  QTableWidget* shares_;
   QLabel* summary_;
   QLabel* legend_;
   QTimer* debounce_;

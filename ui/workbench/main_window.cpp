@@ -167,7 +167,10 @@ QStringList MainWindow::expandFamilyFolders(const QStringList& dirs) {
   for (const QString& d : dirs) paths.emplace_back(d.toStdString());
   QStringList out;
   try {
-    for (const auto& [name, dir] : discover_variants(paths)) out << QDir::cleanPath(QString::fromStdString(dir.string()));
+    for (const auto& [name, dir] : discover_variants(paths)) {
+      const QString clean = QDir::cleanPath(QString::fromStdString(dir.string()));
+      if (!out.contains(clean)) out << clean;  // a dropped family folder may hold variants already open
+    }
   } catch (const std::exception&) {
     // The caller reports folders that name no checkpoint.
   }
@@ -194,10 +197,12 @@ void MainWindow::openSession(const QString& file) {
     pending_serving_ = QString::fromStdString(session.serving_json);
     chat_->preset(QString::fromStdString(session.chat_target), QString::fromStdString(session.chat_prompt),
                   session.chat_max_new_tokens.value_or(-1), session.chat_temperature.value_or(-1), session.chat_top_p.value_or(-1));
+    const ReserveSpec r = session.reserve.value_or(ReserveSpec{});  // a session without one planned with the defaults
+    layout_->setReserve({r.context_tokens, r.requests, r.prefill_chunk, r.miss_slots});
     opening_ = dirs;
     opening_title_ = tr("Mosaic workbench — %1").arg(QFileInfo(file).fileName());
     engine_->openFamily(dirs, session.budget_bytes ? static_cast<qint64>(*session.budget_bytes) : 0,
-                        QString::fromStdString(session.policy), layout_->reserve());
+                        QString::fromStdString(session.policy), layout_->reserve(), QVector<double>(session.shares.begin(), session.shares.end()));
     if (!session.layout.empty()) engine_->importLayout(QString::fromStdString(session.layout.string()));  // runs after the open
   } catch (const std::exception& e) {
     family_->showError(tr("Open session"), QString::fromUtf8(e.what()));
@@ -213,6 +218,10 @@ bool MainWindow::saveSession(const QString& file) {
   }
   s.budget_bytes = static_cast<std::uint64_t>(layout_->budgetBytes());
   s.policy = layout_->policy().toStdString();
+  const QVector<double> shares = layout_->shares();
+  s.shares.assign(shares.begin(), shares.end());
+  const ReserveSettings r = layout_->reserve();
+  s.reserve = ReserveSpec{.context_tokens = r.context, .requests = r.requests, .prefill_chunk = r.prefill_chunk, .miss_slots = r.miss_slots};
   s.serving_json = serving_->settingsJson().toStdString();
   s.chat_target = chat_->targetBox()->currentText().toStdString();
   s.chat_prompt = chat_->promptEdit()->text().toStdString();

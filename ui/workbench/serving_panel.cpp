@@ -155,6 +155,7 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
 void ServingPanel::followLayout(const LayoutInfo& layout) {
   layout_capacity_ = layout.capacity;
   layout_policy_ = layout.policy;
+  layout_shares_ = layout.shares;
   follow_layout_->setText(tr("the Layout panel's (%1)").arg(layout.policy));
   if (follow_layout_->isChecked()) capacity_->setValue(static_cast<int>(layout.capacity));
 }
@@ -178,11 +179,18 @@ QString ServingPanel::sweepJson() const {
     rates.append(v);
   }
   for (int i = 0; i < strategies_->count(); ++i)
-    if (strategies_->item(i)->checkState() == Qt::Checked)
-      strategies.append(QJsonObject{{QStringLiteral("kind"), strategies_->item(i)->text()},
-                                    {QStringLiteral("capacity"), capacity_->value()},
-                                    {QStringLiteral("policy"), follow_layout_->isChecked() ? layout_policy_ : QStringLiteral("round-robin")},
-                                    {QStringLiteral("max_sequences"), batch_->value()}});
+    if (strategies_->item(i)->checkState() == Qt::Checked) {
+      QJsonObject s{{QStringLiteral("kind"), strategies_->item(i)->text()},
+                    {QStringLiteral("capacity"), capacity_->value()},
+                    {QStringLiteral("policy"), follow_layout_->isChecked() ? layout_policy_ : QStringLiteral("round-robin")},
+                    {QStringLiteral("max_sequences"), batch_->value()}};
+      if (follow_layout_->isChecked() && !layout_shares_.isEmpty()) {
+        QJsonArray shares;
+        for (double x : layout_shares_) shares.append(x);
+        s.insert(QStringLiteral("shares"), shares);
+      }
+      strategies.append(s);
+    }
   if (rates.isEmpty() || strategies.isEmpty()) return {};
   const QJsonObject sweep{{QStringLiteral("schema"), QStringLiteral("mosaic.sweep/1")},
                           {QStringLiteral("variants"), QJsonArray::fromStringList(variants_)},

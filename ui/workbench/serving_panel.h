@@ -66,6 +66,7 @@ class ServingPanel : public QWidget {
   QSpinBox* capacity_;
   QCheckBox* follow_layout_;  // serve the Layout panel's capacity and policy
   QString layout_policy_ = QStringLiteral("round-robin");
+  QVector<double> layout_shares_;  // the weighted policy's, with it
   qint64 layout_capacity_ = 0;
   QSpinBox* batch_;         // sequences per engine step (1: one request at a time)
   QDoubleSpinBox* alpha_;   // traffic skew over the targets (1: even)
