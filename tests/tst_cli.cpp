@@ -339,6 +339,16 @@ class TestCli : public QObject {
     Run r = cli(args({"bench", "--config"}) << path(cfg) << QStringLiteral("--db") << path(db));
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QVERIFY(r.out.contains(QStringLiteral("consolidated")) && r.out.contains(QStringLiteral("time-sharing")));
+    QVERIFY2(r.out.contains(QStringLiteral("TTFT p50 ms")), qPrintable(r.out));  // every time with its unit
+    // --json: one document, each run's summary with the recorded run id, times in seconds.
+    r = cli(args({"bench", "--json", "--config"}) << path(cfg) << QStringLiteral("--db") << path(scratch("sweep-json.sqlite")));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    const auto doc = nlohmann::json::parse(r.out.toStdString());
+    QCOMPARE(doc["runs"].size(), std::size_t(2));
+    QCOMPARE(doc["runs"][1]["strategy"].get<std::string>(), std::string("time-sharing"));
+    QCOMPARE(doc["runs"][1]["run"].get<int>(), 2);
+    QVERIFY(doc["runs"][0]["requests"].get<int>() > 0);
+    QVERIFY(doc["runs"][0]["ttft_seconds"]["p50"].get<double>() > 0);
     const Recorder rec(db);
     const auto runs = rec.runs();
     QCOMPARE(runs.size(), std::size_t(2));

@@ -1,9 +1,11 @@
 // bench --config: the QoS sweep (strategies × arrival rates × repeats) on one family, every request
-// recorded to SQLite, a summary table printed per run.
+// recorded to SQLite, a summary table printed per run (latencies in ms), or with --json one JSON
+// document at the end; a progress line on a terminal either way.
 #include <unistd.h>
 
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "analysis/family_analysis.h"
 #include "cli/commands.h"
@@ -13,6 +15,7 @@
 #include "serving/sweep.h"
 #include "serving/sweep_run.h"
 #include "store/recorder.h"
+#include "store/run_json.h"
 #include "store/sweep_recording.h"
 
 namespace fs = std::filesystem;
@@ -33,11 +36,12 @@ void draw_progress(std::size_t done, std::size_t total, const std::string& label
 
 void add_bench_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Run a QoS sweep (strategies × arrival rates × repeats) and record it to SQLite");
-  struct Opts { fs::path config, db = "mosaic-runs.sqlite"; int threads = 0; };
+  struct Opts { fs::path config, db = "mosaic-runs.sqlite"; int threads = 0; bool json = false; };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--config", o->config, "sweep config (mosaic.sweep/1), e.g. sample_configs/paper-qos.json")->required();
   cmd->add_option("--db", o->db, "SQLite file to record into (created or migrated)")->default_val("mosaic-runs.sqlite");
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
+  cmd->add_flag("--json", o->json, "print the runs' summaries as one JSON document (times in seconds) instead of the table");
   cmd->callback([o] {
     configure_threads(o->threads);
     const SweepConfig config = load_sweep_config(o->config);
@@ -46,22 +50,35 @@ void add_bench_command(CLI::App& app) {
     const HostStore store(family);
     const auto analysis = analyze_family(family, {default_cache_dir(), o->threads, {}});
     Recorder recorder(o->db);
-    std::printf("%-14s %7s %3s %6s | %9s %8s | %9s %9s %9s | %9s %9s | %6s %8s\n", "strategy", "req/s", "rep", "reqs",
-                "req/min", "tok/s", "TTFT p50", "TTFT p90", "TTFT p99", "turn p50", "turn p90", "hit %", "swap s");
-    std::fflush(stdout);
+    auto results = std::make_shared<nlohmann::ordered_json>(nlohmann::ordered_json::array());
+    if (!o->json) {
+      std::printf("%-14s %7s %3s %6s | %9s %8s | %11s %11s %11s | %11s %11s | %6s %9s\n", "strategy", "req/s", "rep", "reqs",
+                  "req/min", "tok/s", "TTFT p50 ms", "TTFT p90 ms", "TTFT p99 ms", "turn p50 ms", "turn p90 ms", "hit %", "swap ms");
+      std::fflush(stdout);
+    }
     SweepEvents events;
     events.request_finished = [](const SweepRun& run, const RequestRecord&, std::size_t done, std::size_t total) {
       draw_progress(done, total, run.strategy + " @ " + std::to_string(run.rate).substr(0, 5) + " req/s");
       return true;
     };
-    events.run_finished = [](const SweepRun& run, const std::vector<RequestRecord>&, const RunSummary& s, bool) {
-      std::printf("%-14s %7.2f %3d %6lld | %9.1f %8.1f | %9.4f %9.4f %9.4f | %9.4f %9.4f | %6.1f %8.3f\n", run.strategy.c_str(),
-                  run.rate, run.repeat, static_cast<long long>(s.requests), s.requests_per_minute, s.tokens_per_second, s.ttft.p50,
-                  s.ttft.p90, s.ttft.p99, s.turnaround.p50, s.turnaround.p90, 100.0 * s.hit_rate, s.swap_seconds);
+    events.run_finished = [o, results](const SweepRun& run, const std::vector<RequestRecord>&, const RunSummary& s, bool) {
+      if (o->json) {
+        nlohmann::ordered_json j = {{"run", run.run_id}, {"strategy", run.strategy}, {"rate", run.rate}, {"repeat", run.repeat}};
+        j.update(summary_json(s));
+        results->push_back(j);
+        return;
+      }
+      constexpr double ms = 1e3;
+      std::printf("%-14s %7.2f %3d %6lld | %9.1f %8.1f | %11.2f %11.2f %11.2f | %11.2f %11.2f | %6.1f %9.2f\n", run.strategy.c_str(),
+                  run.rate, run.repeat, static_cast<long long>(s.requests), s.requests_per_minute, s.tokens_per_second, ms * s.ttft.p50,
+                  ms * s.ttft.p90, ms * s.ttft.p99, ms * s.turnaround.p50, ms * s.turnaround.p90, 100.0 * s.hit_rate, ms * s.swap_seconds);
       std::fflush(stdout);
     };
     run_sweep(config, family, store, *analysis, recording(recorder, events)).rethrow();
-    std::cout << "recorded to " << o->db.string() << "\n";
+    if (o->json)
+      std::cout << nlohmann::ordered_json{{"database", o->db.string()}, {"config", o->config.string()}, {"runs", *results}}.dump(2) << "\n";
+    else
+      std::cout << "recorded to " << o->db.string() << "\n";
   });
 }
 

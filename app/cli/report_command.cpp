@@ -30,12 +30,12 @@ void add_runs_command(CLI::App& app) {
       throw MissingError(o->db.string(), "", "does not exist", "record runs with `mosaic-cli bench --db FILE` first");
     const Recorder recorder(o->db);
     const ReportData data = load_report_data(recorder, {}, o->db.filename().string());
-    std::printf("%5s  %-14s %-9s %8s %4s %6s  %10s %12s  %s\n", "run", "strategy", "status", "req/s", "rep", "reqs", "TTFT p50 s",
-                "turn p50 s", "started (UTC)");
+    std::printf("%5s  %-14s %-9s %8s %4s %6s  %11s %12s  %s\n", "run", "strategy", "status", "req/s", "rep", "reqs", "TTFT p50 ms",
+                "turn p50 ms", "started (UTC)");
     for (const auto& r : data.runs)
-      std::printf("%5lld  %-14s %-9s %8.2f %4d %6lld  %10.4f %12.4f  %s\n", static_cast<long long>(r.info.id), r.info.strategy.c_str(),
-                  r.info.status.c_str(), r.rate, r.repeat, static_cast<long long>(r.summary.requests), r.summary.ttft.p50,
-                  r.summary.turnaround.p50, r.info.started_at.c_str());
+      std::printf("%5lld  %-14s %-9s %8.2f %4d %6lld  %11.2f %12.2f  %s\n", static_cast<long long>(r.info.id), r.info.strategy.c_str(),
+                  r.info.status.c_str(), r.rate, r.repeat, static_cast<long long>(r.summary.requests), 1e3 * r.summary.ttft.p50,
+                  1e3 * r.summary.turnaround.p50, r.info.started_at.c_str());
     std::printf("%zu runs in %s; `mosaic-cli report --db %s RUN… --out DIR` draws some or all of them\n", data.runs.size(),
                 o->db.string().c_str(), o->db.string().c_str());
   });

@@ -7,6 +7,7 @@
 
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "store/run_json.h"
 
 namespace mosaic {
 namespace {
@@ -38,8 +39,6 @@ void write_csv(const std::filesystem::path& path, const std::vector<std::string>
   });
 }
 
-nlohmann::json nan_as_null(double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); }
-
 }  // namespace
 
 ReportData load_report_data(const Recorder& recorder, const std::vector<std::int64_t>& run_ids,
@@ -50,7 +49,7 @@ ReportData load_report_data(const Recorder& recorder, const std::vector<std::int
   for (std::int64_t id : run_ids)
     if (std::none_of(all.begin(), all.end(), [&](const RunInfo& r) { return r.id == id; }))
       throw InvalidArgument(database_name, "run " + std::to_string(id), "is not in this database",
-                            "list the runs with `sqlite3 FILE 'SELECT * FROM run_summary'`");
+                            "list the runs with `mosaic-cli runs --db FILE`");
   std::map<std::string, std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>> layer_counts;  // hits, totals
   for (const RunInfo& info : all) {
     if (!run_ids.empty() && std::find(run_ids.begin(), run_ids.end(), info.id) == run_ids.end()) continue;
@@ -125,16 +124,10 @@ void write_report_tables(const ReportData& d, const std::filesystem::path& dir) 
                     num(s.turnaround.p90), num(s.turnaround.p99), num(s.turnaround.mean), num(s.queue_wait.mean),
                     num(s.tpot.mean), num(s.hit_rate), std::to_string(s.swaps), num(s.swap_seconds),
                     std::to_string(s.swap_bytes), std::to_string(s.load_bytes), r.info.machine, r.info.started_at});
-    j["runs"].push_back({{"id", r.info.id}, {"strategy", r.info.strategy}, {"rate", r.rate}, {"repeat", r.repeat},
-                         {"requests", s.requests}, {"failed", s.failed}, {"window_seconds", s.window_seconds},
-                         {"drain_seconds", s.drain_seconds}, {"completed_in_window", s.completed_in_window},
-                         {"requests_per_minute", s.requests_per_minute},
-                         {"tokens_per_second", s.tokens_per_second},
-                         {"ttft", {{"p50", s.ttft.p50}, {"p90", s.ttft.p90}, {"p99", s.ttft.p99}, {"mean", s.ttft.mean}}},
-                         {"turnaround", {{"p50", s.turnaround.p50}, {"p90", s.turnaround.p90}, {"p99", s.turnaround.p99},
-                                         {"mean", s.turnaround.mean}}},
-                         {"hit_rate", nan_as_null(s.hit_rate)}, {"swaps", s.swaps}, {"swap_seconds", s.swap_seconds},
-                         {"machine", r.info.machine}, {"build", r.info.build}, {"started_at", r.info.started_at}});
+    nlohmann::ordered_json run = {{"id", r.info.id}, {"strategy", r.info.strategy}, {"rate", r.rate}, {"repeat", r.repeat}};
+    run.update(summary_json(s));
+    run.update(nlohmann::ordered_json{{"machine", r.info.machine}, {"build", r.info.build}, {"started_at", r.info.started_at}});
+    j["runs"].push_back(run);
     for (const RequestRecord& q : r.requests) {
       const RequestStats& st = q.stats;
       const LayerCounts t = st.counters.total();

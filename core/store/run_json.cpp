@@ -1,0 +1,38 @@
+#include "store/run_json.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace mosaic {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+json number(double v) { return std::isnan(v) ? json(nullptr) : json(v); }
+
+json percentiles(const Percentiles& p) {
+  return {{"p50", number(p.p50)}, {"p90", number(p.p90)}, {"p99", number(p.p99)}, {"mean", number(p.mean)}};
+}
+
+}  // namespace
+
+json summary_json(const RunSummary& s) {
+  return {{"requests", s.requests},
+          {"failed", s.failed},
+          {"window_seconds", number(s.window_seconds)},
+          {"drain_seconds", number(s.drain_seconds)},
+          {"completed_in_window", s.completed_in_window},
+          {"requests_per_minute", number(s.requests_per_minute)},
+          {"tokens_per_second", number(s.tokens_per_second)},
+          {"ttft_seconds", percentiles(s.ttft)},
+          {"turnaround_seconds", percentiles(s.turnaround)},
+          {"queue_wait_seconds", percentiles(s.queue_wait)},
+          {"tpot_seconds", percentiles(s.tpot)},
+          {"hit_rate", number(s.hit_rate)},
+          {"swaps", s.swaps},
+          {"swap_seconds", number(s.swap_seconds)},
+          {"swap_bytes", s.swap_bytes},
+          {"load_bytes", s.load_bytes}};
+}
+
+}  // namespace mosaic
