@@ -3,6 +3,8 @@
 #include <QApplication>
 #include <QFile>
 #include <QImage>
+#include <QProcess>
+#include <QRegularExpression>
 #include <QSet>
 #include <QTemporaryDir>
 #include <QTest>
@@ -54,7 +56,10 @@ class TestReport : public QObject {
           const auto w = generate_workload({.targets = {"base", "ft1", "ft2"}, .total_rate = rate, .duration_seconds = 3,
                                             .prompt = {4, 6}, .output = {2, 3}, .vocab_size = 320,
                                             .seed = static_cast<std::uint64_t>(rep + 1)});
-          const auto run = rec.begin_run(server.name(), nlohmann::json{{"rate", rate}, {"repeat", rep}}.dump());
+          // As a sweep records it: the run's own settings and the sweep as written.
+          const nlohmann::json config = {{"rate", rate}, {"repeat", rep}, {"capacity", 9}, {"max_sequences", 1}, {"clock", "real"},
+                                         {"sweep", {{"variants", {"../olmoe/base", "../olmoe/ft1", "../olmoe/ft2"}}, {"duration_seconds", 3}}}};
+          const auto run = rec.begin_run(server.name(), config.dump());
           run_workload(server, w, {.on_finished = [&](const RequestRecord& r) { rec.record(run, r); }});
           rec.finish_run(run, "finished");
         }
@@ -108,10 +113,31 @@ class TestReport : public QObject {
       QVERIFY(head_of(scratch(std::string("report/") + chart + ".pdf"), 5) == "%PDF-");
     }
     QVERIFY(head_of(scratch("report/report.pdf"), 5) == "%PDF-");
-    QVERIFY(fs::file_size(scratch("report/report.pdf")) > 20000);  // the embedded charts
+    // Charts drawn as vectors: the page holds no raster image at all.
+    const QByteArray pdf = head_of(scratch("report/report.pdf"), 1 << 24);
+    QVERIFY(!pdf.contains("/Subtype /Image") && !pdf.contains("/DCTDecode"));
     const QByteArray html = head_of(scratch("report/report.html"), 1 << 20);
-    for (const char* part : {"Table 2", "Table 1", "throughput.png", "hit_rates.png", "time-sharing", "consolidated"})
+    for (const char* part : {"Table 2", "Table 1", "throughput.svg", "hit_rates.svg", "time-sharing", "consolidated", "Family"})
       QVERIFY2(html.contains(part), part);
+
+    // What the PDF says, as a reader copies it out (poppler-utils, installed by installer/setup-debian.sh).
+    QProcess text;
+    text.start(QStringLiteral("pdftotext"), {QString::fromStdString(scratch("report/report.pdf").string()), QStringLiteral("-")});
+    QVERIFY2(text.waitForFinished(30000) && text.exitCode() == 0, "pdftotext is missing: run installer/setup-debian.sh");
+    const QString page = QString::fromUtf8(text.readAllStandardOutput());
+    // The setup that was run: family, capacity, batching, clock and durations.
+    for (const char* part : {"3 variants served together: base, ft1, ft2", "consolidated (9 experts resident)", "one request at a time",
+                             "Clock", "real", "3 s asked", "Figure 1.", "Figure 4.", "Table 3."})
+      QVERIFY2(page.contains(QString::fromUtf8(part)), part);
+    // Column widths fit their cells: no word is cut across lines (in reading order a cut header cell
+    // reads "strate" then "gy" on the next line).
+    for (const char* word : {"consolidated", "strategy", "throughput", "turnaround"}) {
+      const QString w = QString::fromUtf8(word);
+      for (int cut = 3; cut < w.size() - 2; ++cut)
+        QVERIFY2(!QRegularExpression(QRegularExpression::escape(w.left(cut)) + QStringLiteral("\\s*\\n\\s*") + QRegularExpression::escape(w.mid(cut))).match(page).hasMatch(),
+                 qPrintable(QStringLiteral("'%1' broken after '%2'").arg(w, w.left(cut))));
+    }
+    QVERIFY2(page.count(QStringLiteral("consolidated")) >= 4 + 1 + 4, qPrintable(page));  // Table 1, Table 2, Table 3 rows
   }
 };
 

@@ -59,6 +59,18 @@ ReportData load_report_data(const Recorder& recorder, const std::vector<std::int
     if (config.is_object()) {
       if (config.contains("rate") && config["rate"].is_number()) run.rate = config["rate"].get<double>();
       if (config.contains("repeat") && config["repeat"].is_number_integer()) run.repeat = config["repeat"].get<int>();
+      if (config.contains("capacity") && config["capacity"].is_number_integer()) run.capacity = config["capacity"].get<std::int64_t>();
+      if (config.contains("max_sequences") && config["max_sequences"].is_number_integer())
+        run.max_sequences = config["max_sequences"].get<std::int64_t>();
+      if (config.contains("clock") && config["clock"].is_string()) run.clock = config["clock"].get<std::string>();
+      if (config.contains("sweep") && config["sweep"].is_object()) {
+        const auto& sweep = config["sweep"];
+        if (sweep.contains("duration_seconds") && sweep["duration_seconds"].is_number())
+          run.duration_seconds = sweep["duration_seconds"].get<double>();
+        if (sweep.contains("variants") && sweep["variants"].is_array())
+          for (const auto& v : sweep["variants"])
+            if (v.is_string()) run.variants.push_back(v.get<std::string>());
+      }
     }
     run.requests = recorder.requests(info.id);
     run.summary = summarize(run.requests);

@@ -16,6 +16,11 @@ struct ReportRun {
   RunInfo info;
   double rate = 0;  // total arrival rate (requests/s) from the run's config; 0 when unknown
   int repeat = 0;
+  // What was run, from the run's recorded config (empty or 0 when an older record lacks it).
+  std::int64_t capacity = 0, max_sequences = 0;  // resident experts (layout strategies); sequences at once
+  std::string clock;                             // "virtual" or "real"
+  std::vector<std::string> variants;             // the sweep's variant folders, as written
+  double duration_seconds = 0;                   // the arrival window asked for (generated workloads)
   std::vector<RequestRecord> requests;  // as recorded, in workload order
   RunSummary summary;
 };

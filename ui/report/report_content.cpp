@@ -1,0 +1,269 @@
+#include "report/report_content.h"
+
+#include <QFileInfo>
+#include <QLocale>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "report/qcustomplot_include.h"
+
+namespace mosaic::ui {
+namespace {
+
+QString q(const std::string& s) { return QString::fromStdString(s); }
+QString fmt(double v, int digits) { return std::isnan(v) ? QStringLiteral("–") : QString::number(v, 'f', digits); }
+QString ms(double seconds) { return fmt(1e3 * seconds, 2); }
+QString percent(double fraction) { return std::isnan(fraction) ? QStringLiteral("–") : fmt(100 * fraction, 1); }
+
+// "5, 20 and 40"
+QString joined(const QStringList& items) {
+  if (items.size() < 2) return items.join(QString());
+  return items.mid(0, items.size() - 1).join(QStringLiteral(", ")) + QStringLiteral(" and ") + items.back();
+}
+
+QString strategy_setup(const std::string& strategy, const ReportData& d) {
+  for (const ReportRun& r : d.runs)
+    if (r.info.strategy == strategy && r.capacity > 0) return QStringLiteral("%1 (%2 experts resident)").arg(q(strategy)).arg(r.capacity);
+  return q(strategy);
+}
+
+QString batching(std::int64_t max_sequences) {
+  if (max_sequences == 1) return QStringLiteral("one request at a time, as the paper serves");
+  return QStringLiteral("continuous, up to %1 sequences at once").arg(max_sequences);
+}
+
+// Said once when every strategy batched alike, else per strategy.
+QString batching_of(const ReportData& d) {
+  std::map<std::string, std::int64_t> by_strategy;
+  for (const ReportRun& r : d.runs)
+    if (r.max_sequences > 0) by_strategy[r.info.strategy] = r.max_sequences;
+  std::set<std::int64_t> values;
+  for (const auto& [s, m] : by_strategy) values.insert(m);
+  if (values.empty()) return {};
+  if (values.size() == 1) return batching(*values.begin());
+  QStringList parts;
+  for (const std::string& s : d.strategies)
+    if (by_strategy.count(s)) parts << QStringLiteral("%1: %2").arg(q(s), batching(by_strategy[s]));
+  return parts.join(QStringLiteral("; "));
+}
+
+QList<QPair<QString, QString>> setup_of(const ReportData& d) {
+  QList<QPair<QString, QString>> out;
+  QStringList variants;
+  for (const ReportRun& r : d.runs)
+    for (const std::string& v : r.variants) {
+      const QString name = QFileInfo(q(v)).fileName().isEmpty() ? q(v) : QFileInfo(q(v)).fileName();
+      if (!variants.contains(name)) variants << name;
+    }
+  if (!variants.isEmpty())
+    out << qMakePair(QStringLiteral("Family"), QStringLiteral("%1 variants served together: %2").arg(variants.size()).arg(variants.join(QStringLiteral(", "))));
+  QStringList strategies;
+  for (const std::string& s : d.strategies) strategies << strategy_setup(s, d);
+  out << qMakePair(QStringLiteral("Strategies"), strategies.join(QStringLiteral(", ")));
+  if (const QString b = batching_of(d); !b.isEmpty()) out << qMakePair(QStringLiteral("Batching"), b);
+  std::set<double> rates;
+  std::set<std::string> clocks;
+  int repeats = 0;
+  double asked = 0, window_min = INFINITY, window_max = 0, drain_max = 0, makespan = 0;
+  for (const ReportRun& r : d.runs) {
+    rates.insert(r.rate);
+    if (!r.clock.empty()) clocks.insert(r.clock);
+    repeats = std::max(repeats, r.repeat + 1);
+    asked = std::max(asked, r.duration_seconds);
+    window_min = std::min(window_min, r.summary.window_seconds);
+    window_max = std::max(window_max, r.summary.window_seconds);
+    drain_max = std::max(drain_max, r.summary.drain_seconds);
+    makespan += r.summary.makespan_seconds;
+  }
+  QStringList rate_text;
+  for (double r : rates) rate_text << QLocale::c().toString(r, 'g', 4);
+  out << qMakePair(QStringLiteral("Arrivals"),
+                   QStringLiteral("Poisson at %1 requests/s, %2 repeat%3 each").arg(joined(rate_text)).arg(repeats).arg(repeats == 1 ? QString() : QStringLiteral("s")));
+  if (!d.runs.empty()) {
+    QString windows = asked > 0 ? QStringLiteral("%1 s asked; ").arg(asked) : QString();
+    windows += window_min == window_max ? QStringLiteral("%1 s measured").arg(fmt(window_min, 2))
+                                        : QStringLiteral("%1–%2 s measured").arg(fmt(window_min, 2), fmt(window_max, 2));
+    out << qMakePair(QStringLiteral("Arrival window"), windows + QStringLiteral("; drain at most %1 s; %2 s served in all").arg(fmt(drain_max, 2), fmt(makespan, 1)));
+  }
+  if (!clocks.empty()) {
+    QStringList c;
+    for (const std::string& s : clocks) c << q(s);
+    out << qMakePair(QStringLiteral("Clock"), c.join(QStringLiteral(", ")) +
+                                                  (clocks.count("virtual") ? QStringLiteral(" (virtual: time moves on by each step's measured cost and jumps over idle gaps, so queueing is what it would be on an engine this fast)") : QString()));
+  }
+  if (!d.runs.empty()) {
+    out << qMakePair(QStringLiteral("Machine"), q(d.runs.front().info.machine));
+    out << qMakePair(QStringLiteral("Build"), q(d.runs.front().info.build));
+    out << qMakePair(QStringLiteral("Recorded"), QStringLiteral("%1 runs in %2, from %3 to %4")
+                                                     .arg(d.runs.size())
+                                                     .arg(q(d.database), q(d.runs.front().info.started_at), q(d.runs.back().info.finished_at)));
+  }
+  return out;
+}
+
+std::vector<ChartSpec> charts_of(const ReportData& d) {
+  ChartSpec throughput{QStringLiteral("throughput"), QStringLiteral("Throughput against arrival rate (Multi-MoE Fig. 4)"),
+                       QStringLiteral("Requests completed within the arrival window per minute of it, against the rate offered. "
+                                      "The dashed line is throughput equal to the arrival rate, which no strategy can exceed."),
+                       QStringLiteral("arrival rate (requests/min)"), QStringLiteral("throughput (requests/min)"), {}, true, false};
+  ChartSpec ttft{QStringLiteral("ttft"), QStringLiteral("Mean time to first token"),
+                 QStringLiteral("Mean TTFT per arrival rate, over all requests of the runs at that rate."),
+                 QStringLiteral("arrival rate (requests/min)"), QStringLiteral("TTFT (ms)"), {}, false, false};
+  ChartSpec turnaround{QStringLiteral("turnaround"), QStringLiteral("Mean turnaround"),
+                       QStringLiteral("Mean time from arrival to last token per arrival rate."),
+                       QStringLiteral("arrival rate (requests/min)"), QStringLiteral("turnaround (ms)"), {}, false, false};
+  ChartSpec hits{QStringLiteral("hit_rates"), QStringLiteral("Expert hit rate per layer (Multi-MoE Table 1)"),
+                 QStringLiteral("Share of routed experts found resident, per MoE layer, over every run of each strategy."),
+                 QStringLiteral("layer"), QStringLiteral("hit rate (%)"), {}, false, true};
+  for (const std::string& s : d.strategies) {
+    ChartSeries t{q(s), {}, {}}, f{q(s), {}, {}}, a{q(s), {}, {}}, h{q(s), {}, {}};
+    for (const ReportPoint& p : d.points) {
+      if (p.strategy != s) continue;
+      t.x << p.rate * 60;
+      t.y << p.requests_per_minute;
+      f.x << p.rate * 60;
+      f.y << 1e3 * p.ttft_mean;
+      a.x << p.rate * 60;
+      a.y << 1e3 * p.turnaround_mean;
+    }
+    const auto& rates = d.layer_hit_rates.at(s);
+    for (std::size_t l = 0; l < rates.size(); ++l)
+      if (!std::isnan(rates[l])) {
+        h.x << static_cast<double>(l);
+        h.y << 100 * rates[l];
+      }
+    throughput.series.push_back(t);
+    ttft.series.push_back(f);
+    turnaround.series.push_back(a);
+    hits.series.push_back(h);
+  }
+  return {throughput, ttft, turnaround, hits};
+}
+
+std::vector<ReportTable> tables_of(const ReportData& d) {
+  ReportTable latency{QStringLiteral("Table 1. Throughput and latency per strategy and arrival rate, means over repeats (Multi-MoE Table 2)."),
+                      {QStringLiteral("strategy"), QStringLiteral("rate (req/s)"), QStringLiteral("runs"), QStringLiteral("throughput (req/min)"),
+                       QStringLiteral("tokens/s"), QStringLiteral("TTFT mean (ms)"), QStringLiteral("TTFT p90 (ms)"),
+                       QStringLiteral("turnaround mean (ms)"), QStringLiteral("turnaround p90 (ms)"), QStringLiteral("hit rate (%)"),
+                       QStringLiteral("swap time (ms)")},
+                      {},
+                      {true, false, false, false, false, false, false, false, false, false, false}};
+  for (const ReportPoint& p : d.points)
+    latency.rows << QStringList{q(p.strategy), fmt(p.rate, 2), QString::number(p.runs), fmt(p.requests_per_minute, 1),
+                                fmt(p.tokens_per_second, 1), ms(p.ttft_mean), ms(p.ttft_p90), ms(p.turnaround_mean),
+                                ms(p.turnaround_p90), percent(p.hit_rate), ms(p.swap_seconds)};
+
+  std::size_t layers = 0;
+  for (const auto& [s, rates] : d.layer_hit_rates) layers = std::max(layers, rates.size());
+  ReportTable hits{QStringLiteral("Table 2. Expert hit rate (%) per MoE layer over every run of each strategy (Multi-MoE Table 1); "
+                                  "– where a layer routes nothing (dense)."),
+                   {QStringLiteral("strategy")}, {}, {true}};
+  for (std::size_t l = 0; l < layers; ++l) {
+    hits.header << QStringLiteral("layer %1").arg(l);
+    hits.left << false;
+  }
+  for (const std::string& s : d.strategies) {
+    QStringList row{q(s)};
+    const auto& rates = d.layer_hit_rates.at(s);
+    for (std::size_t l = 0; l < layers; ++l) row << (l < rates.size() ? percent(rates[l]) : QStringLiteral("–"));
+    hits.rows << row;
+  }
+
+  ReportTable runs{QStringLiteral("Table 3. Every run: its arrival window and the drain after it, and latency percentiles."),
+                   {QStringLiteral("run"), QStringLiteral("strategy"), QStringLiteral("rate (req/s)"), QStringLiteral("repeat"),
+                    QStringLiteral("requests"), QStringLiteral("failed"), QStringLiteral("window (s)"), QStringLiteral("drain (s)"),
+                    QStringLiteral("TTFT p50 (ms)"), QStringLiteral("TTFT p99 (ms)"), QStringLiteral("turnaround p99 (ms)"),
+                    QStringLiteral("started (UTC)")},
+                   {},
+                   {false, true, false, false, false, false, false, false, false, false, false, true}};
+  for (const ReportRun& r : d.runs)
+    runs.rows << QStringList{QString::number(r.info.id), q(r.info.strategy), fmt(r.rate, 2), QString::number(r.repeat),
+                             QString::number(r.summary.requests), QString::number(r.summary.failed), fmt(r.summary.window_seconds, 2),
+                             fmt(r.summary.drain_seconds, 2), ms(r.summary.ttft.p50), ms(r.summary.ttft.p99),
+                             ms(r.summary.turnaround.p99), q(r.info.started_at).replace(QLatin1Char('T'), QLatin1Char(' ')).remove(QLatin1Char('Z'))};
+  return {latency, hits, runs};
+}
+
+QColor color_of(int i) {
+  static const QColor palette[] = {QColor(0x1f, 0x77, 0xb4), QColor(0xd6, 0x27, 0x28), QColor(0x2c, 0xa0, 0x2c),
+                                   QColor(0xff, 0x7f, 0x0e), QColor(0x94, 0x67, 0xbd), QColor(0x8c, 0x56, 0x4b),
+                                   QColor(0xe3, 0x77, 0xc2), QColor(0x7f, 0x7f, 0x7f)};
+  return palette[i % 8];
+}
+
+}  // namespace
+
+ReportContent report_content(const ReportData& d) {
+  ReportContent c;
+  c.title = QStringLiteral("Mosaic QoS report");
+  c.subtitle = QStringLiteral("%1 runs of %2 strategies recorded in %3").arg(d.runs.size()).arg(d.strategies.size()).arg(q(d.database));
+  c.setup = setup_of(d);
+  c.throughput_definition = QStringLiteral(
+      "Throughput is as Multi-MoE measures it: the requests completed within the arrival window (from a run's start to its "
+      "last arrival) per minute of that window. What finishes after the window is the drain, given per run in Table 3; when "
+      "the engine saturates, the drain grows and throughput falls below the arrival rate.");
+  c.charts = charts_of(d);
+  c.tables = tables_of(d);
+  return c;
+}
+
+void draw_chart(QCustomPlot& plot, const ChartSpec& chart, int width) {
+  // Shapes and dashes as well as colours: strategies that tie draw on top of one another, and a
+  // hollow marker of another shape still shows around the one beneath it.
+  static const QCPScatterStyle::ScatterShape shapes[] = {QCPScatterStyle::ssCircle, QCPScatterStyle::ssSquare, QCPScatterStyle::ssTriangle,
+                                                         QCPScatterStyle::ssDiamond, QCPScatterStyle::ssCross, QCPScatterStyle::ssPlus,
+                                                         QCPScatterStyle::ssTriangleInverted, QCPScatterStyle::ssStar};
+  static const Qt::PenStyle dashes[] = {Qt::SolidLine, Qt::DashLine, Qt::DotLine, Qt::DashDotLine};
+  plot.clearGraphs();
+  plot.xAxis->setLabel(chart.xlabel);
+  plot.yAxis->setLabel(chart.ylabel);
+  double xmax = 0, ymax = 0;
+  for (std::size_t i = 0; i < chart.series.size(); ++i) {
+    const int n = static_cast<int>(i);
+    QCPGraph* g = plot.addGraph();
+    g->setName(chart.series[i].name);
+    g->setData(chart.series[i].x, chart.series[i].y);
+    g->setPen(QPen(color_of(n), 1.6, dashes[n % 4]));
+    g->setScatterStyle(QCPScatterStyle(shapes[n % 8], QPen(color_of(n), 1.4), Qt::NoBrush, 7 + 1.5 * (n % 3)));
+    for (double v : chart.series[i].x) xmax = std::max(xmax, v);
+    for (double v : chart.series[i].y) ymax = std::isnan(v) ? ymax : std::max(ymax, v);
+  }
+  if (chart.diagonal) {
+    QCPGraph* g = plot.addGraph();
+    g->setName(QStringLiteral("= arrival rate"));
+    g->setData({0, xmax * 1.05}, {0, xmax * 1.05});
+    g->setPen(QPen(Qt::gray, 1, Qt::DashLine));
+    ymax = std::max(ymax, xmax);
+  }
+  if (chart.integer_x) {
+    auto ticker = QSharedPointer<QCPAxisTickerFixed>::create();
+    ticker->setTickStep(1.0);
+    ticker->setScaleStrategy(QCPAxisTickerFixed::ssMultiples);
+    plot.xAxis->setTicker(ticker);
+  }
+  plot.xAxis->setRange(chart.integer_x ? -0.3 : 0, xmax > 0 ? xmax * 1.05 + (chart.integer_x ? 0.3 : 0) : 1);
+  plot.yAxis->setRange(0, ymax > 0 ? ymax * 1.08 : 1);
+
+  // The legend in a row of its own under the axes, wrapping into columns.
+  plot.legend->setVisible(true);
+  if (plot.axisRect()->insetLayout()->elements(false).contains(plot.legend)) {
+    plot.axisRect()->insetLayout()->take(plot.legend);
+    plot.plotLayout()->addElement(plot.plotLayout()->rowCount(), 0, plot.legend);
+    plot.plotLayout()->setRowStretchFactor(plot.plotLayout()->rowCount() - 1, 0.001);
+  }
+  // As many columns as names fit across the chart whole.
+  plot.legend->setIconSize(24, 12);
+  const QFontMetrics metrics(plot.legend->font());
+  int widest = 0;
+  for (int i = 0; i < plot.graphCount(); ++i) widest = std::max(widest, metrics.horizontalAdvance(plot.graph(i)->name()));
+  const int item = widest + 24 + 3 * 8;  // name, icon, paddings and spacing
+  plot.legend->setWrap(std::clamp(width / std::max(item, 1), 1, 6));
+  plot.legend->setFillOrder(QCPLayoutGrid::foColumnsFirst, true);
+  plot.legend->setBorderPen(Qt::NoPen);
+  plot.legend->setMargins(QMargins(4, 0, 4, 0));
+}
+
+}  // namespace mosaic::ui

@@ -1,0 +1,52 @@
+#pragma once
+// What a QoS report says, built once from ReportData and drawn twice (report.html and report.pdf):
+// the setup that was run, the charts as data, and the tables as text. Times are in ms, rates in
+// requests per minute or second as each label says.
+#include <QList>
+#include <QPair>
+#include <QString>
+#include <QStringList>
+#include <QVector>
+#include <vector>
+
+#include "store/report_data.h"
+
+class QCustomPlot;
+
+namespace mosaic::ui {
+
+struct ChartSeries {
+  QString name;
+  QVector<double> x, y;
+};
+
+struct ChartSpec {
+  QString stem, title, caption, xlabel, ylabel;
+  std::vector<ChartSeries> series;
+  bool diagonal = false;   // the y = x line: throughput can never exceed the arrival rate
+  bool integer_x = false;  // layers
+};
+
+struct ReportTable {
+  QString caption;
+  QStringList header;
+  QList<QStringList> rows;
+  QVector<bool> left;  // per column: text left-aligned (names), else numbers right-aligned
+};
+
+struct ReportContent {
+  QString title, subtitle;
+  QList<QPair<QString, QString>> setup;  // (what, value): family, strategies, clock, durations, machine…
+  QString throughput_definition;
+  std::vector<ChartSpec> charts;         // throughput, ttft, turnaround, hit_rates
+  std::vector<ReportTable> tables;       // latency per strategy, hit rate per layer, runs
+};
+
+ReportContent report_content(const ReportData& data);
+
+// Draws `chart` into `plot`: each series with its own colour, marker and dash so that series lying
+// on one another stay told apart, and the legend below the axes, never over the data, in as many
+// columns as fit in `width`.
+void draw_chart(QCustomPlot& plot, const ChartSpec& chart, int width);
+
+}  // namespace mosaic::ui
