@@ -38,6 +38,7 @@
 #include "test_support.h"
 #include "workbench/analysis_panel.h"
 #include "workbench/byte_size_box.h"
+#include "workbench/chart.h"
 #include "workbench/chat_pane.h"
 #include "workbench/engine_host.h"
 #include "workbench/family_panel.h"
@@ -270,12 +271,59 @@ class WorkbenchTest : public QObject {
     QVERIFY(serving->hitRatePlot()->plottable(0)->name().startsWith(QStringLiteral("consolidated")));
     QVERIFY(serving->hitRatePlot()->plottable(1)->name().startsWith(QStringLiteral("time-sharing")));
     QVERIFY(serving->hitRatePlot()->legend->visible());
+
     const Recorder recorded(db.toStdString());
     QCOMPARE(recorded.runs().size(), std::size_t(2));
     QCOMPARE(static_cast<int>(recorded.requests(recorded.runs()[0].id).size() + recorded.requests(recorded.runs()[1].id).size()),
              serving->pointsReceived());
     // The runs panel opens the record it was written to.
     QTRY_VERIFY_WITH_TIMEOUT(window_->runsPanel()->statusText().startsWith(QStringLiteral("live.sqlite: 2 runs")), 30000);
+    // Charts you can read. The runs follow one another on the sweep's time axis, not overlaid: the
+    // second run's points all lie after the first's.
+    Chart* latency = serving->latencyPlot();
+    QCPGraph* first = latency->graph(0);
+    QCPGraph* second = nullptr;
+    for (int i = 0; i < latency->graphCount(); ++i)
+      if (latency->graph(i)->name().startsWith(QStringLiteral("time-sharing")) && latency->graph(i)->property(Chart::kGroup) == 1) second = latency->graph(i);
+    QVERIFY(first->name().startsWith(QStringLiteral("consolidated")) && second != nullptr);
+    QVERIFY((second->data()->constBegin())->key >= (first->data()->constEnd() - 1)->key);
+    // The legend sits under the axes, never inside them over the data; a run's TTFT and
+    // turnaround share one entry.
+    QVERIFY(!latency->axisRect()->insetLayout()->elements(false).contains(latency->legend));
+    int entries = 0;
+    for (int i = 0; i < latency->graphCount(); ++i) entries += latency->legend->hasItemWithPlottable(latency->graph(i)) ? 1 : 0;
+    QCOMPARE(entries, 2 + (latency->graphCount() == 5 ? 1 : 0));  // two runs, and the swaps when there were any
+    // A click on the legend hides a run (both its series), a second shows it again.
+    latency->resize(900, 500);
+    latency->replot();
+    QCPAbstractLegendItem* entry = latency->legend->itemWithPlottable(latency->graph(0));
+    const QPoint at = entry->rect().center();
+    QTest::mouseClick(latency, Qt::LeftButton, Qt::NoModifier, at);
+    QVERIFY(!latency->graph(0)->visible() && !latency->graph(1)->visible());
+    QTest::mouseClick(latency, Qt::LeftButton, Qt::NoModifier, at);
+    QVERIFY(latency->graph(0)->visible() && latency->graph(1)->visible());
+    // Hovering a point reads it out.
+    latency->fit();
+    latency->replot();
+    const auto point = first->data()->constBegin();
+    const QPoint pixel(qRound(latency->xAxis->coordToPixel(point->key)), qRound(latency->yAxis->coordToPixel(point->value)));
+    const QString readout = latency->readout(pixel);
+    QVERIFY2(readout.contains(QStringLiteral("consolidated")) && readout.contains(QStringLiteral("time in sweep")), qPrintable(readout));
+    QVERIFY(latency->readout(QPoint(2, 2)).isEmpty());
+    // A log scale for latencies, and back.
+    latency->setLogScale(true);
+    QCOMPARE(latency->yAxis->scaleType(), QCPAxis::stLogarithmic);
+    QVERIFY(latency->yAxis->range().lower > 0);
+    latency->setLogScale(false);
+    // Every chart exports, titled, in the format named.
+    QTemporaryDir out;
+    for (Chart* c : {latency, serving->throughputPlot(), serving->hitRatePlot(), window_->runsPanel()->comparePlot()}) {
+      const QString file = out.filePath(c->title() + QStringLiteral(".svg"));
+      QVERIFY2(c->exportTo(file).isEmpty(), qPrintable(file));
+      QVERIFY(read_text(file.toStdString()).find("<svg") != std::string::npos);
+    }
+    QVERIFY(!latency->exportTo(out.filePath(QStringLiteral("x.gif"))).isEmpty());
+
     serving->ratesEdit()->setText(QStringLiteral("fast"));
     serving->start();
     QVERIFY(serving->statusText().contains(QStringLiteral("positive numbers")));

@@ -4,6 +4,8 @@
 #include <QFileInfo>
 #include <QSvgGenerator>
 
+#include <algorithm>
+
 #include "report/qcustomplot_include.h"
 
 namespace mosaic::ui {
@@ -43,6 +45,26 @@ QString exportPlot(QCustomPlot& plot, const QString& file, const QString& title,
     plot.replot();
   }
   return written ? QString() : QStringLiteral("%1 could not be written (check the folder exists and is writable)").arg(file);
+}
+
+void placeLegendBelow(QCustomPlot& plot, int width) {
+  plot.legend->setVisible(true);
+  if (plot.axisRect()->insetLayout()->elements(false).contains(plot.legend)) {
+    plot.axisRect()->insetLayout()->take(plot.legend);
+    plot.plotLayout()->addElement(plot.plotLayout()->rowCount(), 0, plot.legend);
+    plot.plotLayout()->setRowStretchFactor(plot.plotLayout()->rowCount() - 1, 0.001);
+    plot.legend->setBorderPen(Qt::NoPen);
+    plot.legend->setMargins(QMargins(4, 0, 4, 0));
+    plot.legend->setIconSize(24, 12);
+  }
+  const QFontMetrics metrics(plot.legend->font());
+  int widest = 0;
+  for (int i = 0; i < plot.legend->itemCount(); ++i)
+    if (auto* item = qobject_cast<QCPPlottableLegendItem*>(plot.legend->item(i)))
+      widest = std::max(widest, metrics.horizontalAdvance(item->plottable()->name()));
+  const int entry = widest + plot.legend->iconSize().width() + 3 * 8;  // name, icon, paddings and spacing
+  plot.legend->setWrap(std::clamp(width / std::max(entry, 1), 1, 6));
+  plot.legend->setFillOrder(QCPLayoutGrid::foColumnsFirst, true);
 }
 
 }  // namespace mosaic::ui

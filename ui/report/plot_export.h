@@ -1,5 +1,6 @@
 #pragma once
-// SVG export of a QCustomPlot (it has savePng and savePdf of its own, but no SVG).
+// Exporting a QCustomPlot (it has savePng and savePdf of its own, but no SVG), and placing its
+// legend where it never covers data.
 #include <QString>
 
 class QCustomPlot;
@@ -13,5 +14,9 @@ bool savePlotSvg(QCustomPlot& plot, const QString& file, int width, int height, 
 // .svg, .pdf), at width × height whatever its size on screen. Returns an empty string on success,
 // else why not (an extension that is no such format, a file that could not be written).
 QString exportPlot(QCustomPlot& plot, const QString& file, const QString& title, int width = 1200, int height = 900);
+
+// Moves the legend (shown) from inside the axes to a row of its own under them, in as many columns
+// as its entries fit across `width` pixels; call again when entries are added or the width changes.
+void placeLegendBelow(QCustomPlot& plot, int width);
 
 }  // namespace mosaic::ui

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "report/plot_export.h"
 #include "report/qcustomplot_include.h"
 
 namespace mosaic::ui {
@@ -247,23 +248,7 @@ void draw_chart(QCustomPlot& plot, const ChartSpec& chart, int width) {
   plot.xAxis->setRange(chart.integer_x ? -0.3 : 0, xmax > 0 ? xmax * 1.05 + (chart.integer_x ? 0.3 : 0) : 1);
   plot.yAxis->setRange(0, ymax > 0 ? ymax * 1.08 : 1);
 
-  // The legend in a row of its own under the axes, wrapping into columns.
-  plot.legend->setVisible(true);
-  if (plot.axisRect()->insetLayout()->elements(false).contains(plot.legend)) {
-    plot.axisRect()->insetLayout()->take(plot.legend);
-    plot.plotLayout()->addElement(plot.plotLayout()->rowCount(), 0, plot.legend);
-    plot.plotLayout()->setRowStretchFactor(plot.plotLayout()->rowCount() - 1, 0.001);
-  }
-  // As many columns as names fit across the chart whole.
-  plot.legend->setIconSize(24, 12);
-  const QFontMetrics metrics(plot.legend->font());
-  int widest = 0;
-  for (int i = 0; i < plot.graphCount(); ++i) widest = std::max(widest, metrics.horizontalAdvance(plot.graph(i)->name()));
-  const int item = widest + 24 + 3 * 8;  // name, icon, paddings and spacing
-  plot.legend->setWrap(std::clamp(width / std::max(item, 1), 1, 6));
-  plot.legend->setFillOrder(QCPLayoutGrid::foColumnsFirst, true);
-  plot.legend->setBorderPen(Qt::NoPen);
-  plot.legend->setMargins(QMargins(4, 0, 4, 0));
+  placeLegendBelow(plot, width);
 }
 
 }  // namespace mosaic::ui

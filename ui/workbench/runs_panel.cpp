@@ -14,7 +14,9 @@
 
 #include <cmath>
 
+#include "report/plot_export.h"
 #include "report/qcustomplot_include.h"
+#include "workbench/chart.h"
 #include "report/report_renderer.h"
 #include "workbench/layout_grid.h"
 
@@ -49,12 +51,9 @@ RunsPanel::RunsPanel(QWidget* parent) : QWidget(parent), model_(new QStandardIte
   table_->setSelectionMode(QAbstractItemView::ExtendedSelection);
   table_->verticalHeader()->hide();
   table_->setSortingEnabled(true);
-  plot_ = new QCustomPlot;
+  plot_ = new Chart(tr("Hit rate per layer of two runs"), tr("layer"), tr("hit rate"));
   plot_->setMinimumHeight(160);
-  plot_->legend->setVisible(false);  // shown once runs are drawn
-  plot_->legend->setFont(QFont(font().family(), 8));
-  plot_->xAxis->setLabel(tr("layer"));
-  plot_->yAxis->setLabel(tr("hit rate"));
+  connect(plot_, &Chart::exported, status_, &QLabel::setText);
   details_ = new QTextEdit;
   details_->setReadOnly(true);
 
@@ -130,8 +129,8 @@ void RunsPanel::compare() {
   const QList<qint64> ids = selectedRuns();
   if (ids.size() != 2) {
     details_->setPlainText(ids.size() < 2 ? tr("Select two runs to compare them.") : tr("Select exactly two runs."));
-    plot_->legend->setVisible(plot_->plottableCount() > 0);
-  plot_->replot();
+    plot_->legend->setVisible(false);
+    plot_->replot();
     return;
   }
   const ReportRun* a = find_run(data_, ids[0]);
@@ -151,9 +150,9 @@ void RunsPanel::compare() {
     }
   }
   plot_->xAxis->setRange(-0.6, static_cast<double>(std::max(a->summary.hit_rate_per_layer.size(), b->summary.hit_rate_per_layer.size())) - 0.4);
-  plot_->yAxis->setRange(0, 1.6);  // room above the bars for the legend
-  plot_->yAxis->ticker()->setTickCount(4);
-  plot_->legend->setVisible(plot_->plottableCount() > 0);
+  plot_->yAxis->setRange(0, 1.05);
+  plot_->legend->setVisible(true);
+  placeLegendBelow(*plot_, plot_->width());
   plot_->replot();
   auto line = [&](const QString& name, double x, double y, int decimals) {
     const bool comparable = std::abs(x) > 1e-9 && !std::isnan(x) && !std::isnan(y);

@@ -14,6 +14,8 @@ class QTextEdit;
 
 namespace mosaic::ui {
 
+class Chart;
+
 class RunsPanel : public QWidget {
   Q_OBJECT
  public:
@@ -22,7 +24,7 @@ class RunsPanel : public QWidget {
   QString database() const { return database_; }
   QStandardItemModel* model() const { return model_; }
   QTableView* table() const { return table_; }
-  QCustomPlot* comparePlot() const { return plot_; }
+  Chart* comparePlot() const { return plot_; }
   QString comparison() const;
   QList<qint64> selectedRuns() const;
   void exportSelected(const QString& dir);
@@ -43,7 +45,7 @@ class RunsPanel : public QWidget {
   ReportData data_;
   QStandardItemModel* model_;
   QTableView* table_;
-  QCustomPlot* plot_;
+  Chart* plot_;
   QTextEdit* details_;
   QLabel* status_;
 };

@@ -17,6 +17,7 @@
 #include <QLineEdit>
 #include <QListWidget>
 #include <QPushButton>
+#include <QSet>
 #include <QSpinBox>
 #include <QStandardPaths>
 #include <QTimer>
@@ -25,35 +26,13 @@
 #include "serving/strategy.h"
 
 #include "report/qcustomplot_include.h"
+#include "report/plot_export.h"
+#include "workbench/chart.h"
 #include "workbench/layout_grid.h"
 
 namespace mosaic::ui {
 
 namespace {
-
-QCustomPlot* make_plot(const QString& x, const QString& y) {
-  auto* p = new QCustomPlot;
-  p->setMinimumSize(260, 180);
-  p->xAxis->setLabel(x);
-  p->yAxis->setLabel(y);
-  p->legend->setVisible(false);  // shown once a run has drawn something (an empty legend is a stray box)
-  p->legend->setFont(QFont(p->font().family(), 8));
-  p->setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
-  return p;
-}
-
-// The graph named `name` on `plot`, created on first use in the next palette colour.
-QCPGraph* graph(QCustomPlot* plot, const QString& name, QCPScatterStyle::ScatterShape shape, bool line) {
-  for (int i = 0; i < plot->graphCount(); ++i)
-    if (plot->graph(i)->name() == name) return plot->graph(i);
-  QCPGraph* g = plot->addGraph();
-  g->setName(name);
-  const QColor c = variantColor(plot->graphCount() - 1);
-  g->setPen(QPen(c, 1.5));
-  g->setLineStyle(line ? QCPGraph::lsStepLeft : QCPGraph::lsNone);
-  g->setScatterStyle(QCPScatterStyle(shape, c, line ? 0 : 5));
-  return g;
-}
 
 }  // namespace
 
@@ -108,11 +87,11 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   stop_ = new QPushButton(tr("Stop"));
   status_ = new QLabel(tr("Open a family, choose strategies and rates, then Start."));
   status_->setWordWrap(true);
-  latency_ = make_plot(tr("time in run (s)"), tr("ms"));
-  throughput_ = make_plot(tr("time in run (s)"), tr("completed requests"));
-  hits_ = make_plot(tr("layer"), tr("hit rate"));
-  hits_->legend->setVisible(false);
+  latency_ = new Chart(tr("Latency of each request"), tr("time in sweep (s)"), tr("ms (● TTFT, ○ turnaround)"));
+  throughput_ = new Chart(tr("Completed requests per run"), tr("time in sweep (s)"), tr("completed requests"));
+  hits_ = new Chart(tr("Expert hit rate per layer"), tr("layer"), tr("hit rate"));
   hits_->yAxis->setRange(0, 1.05);
+  for (Chart* c : {latency_, throughput_, hits_}) connect(c, &Chart::exported, status_, &QLabel::setText);
 
   auto* form = new QFormLayout;
   form->addRow(tr("Strategies"), strategies_);
@@ -242,8 +221,11 @@ void ServingPanel::start() {
   for (QCustomPlot* p : {latency_, throughput_, hits_}) {
     p->clearGraphs();
     p->clearPlottables();
+    p->clearItems();
   }
   points_ = completed_ = 0;
+  run_index_ = -1;
+  run_offset_ = sweep_end_ = 0;
   run_hits_.clear();
   setRunning(true);
   status_->setStyleSheet(QString());
@@ -254,6 +236,24 @@ void ServingPanel::start() {
 void ServingPanel::runStarted(const QString& strategy, double rate, qint64 runId, int requests) {
   run_label_ = tr("%1 @ %2 req/s").arg(strategy).arg(rate);
   completed_ = 0;
+  ++run_index_;
+  // Runs follow one another on the sweep's time axis, each starting at a named line.
+  run_offset_ = sweep_end_;
+  for (Chart* c : {latency_, throughput_}) {
+    auto* line = new QCPItemStraightLine(c);
+    line->point1->setCoords(run_offset_, 0);
+    line->point2->setCoords(run_offset_, 1);
+    line->setPen(QPen(QColor(0x99, 0x99, 0x99), 1, Qt::DashLine));
+    auto* label = new QCPItemText(c);
+    label->position->setTypeX(QCPItemPosition::ptPlotCoords);
+    label->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+    label->position->setCoords(run_offset_, 0.97);
+    label->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);  // rotated: reads upwards from the foot, right of the line
+    label->setRotation(-90);
+    label->setFont(QFont(font().family(), 7));
+    label->setColor(variantColor(run_index_));
+    label->setText(QStringLiteral(" %1 ").arg(run_label_));
+  }
   run_hits_.push_back({run_label_, {}, {}});
   status_->setText(tr("Run %1: %2, %3 requests").arg(runId).arg(run_label_).arg(requests));
 }
@@ -261,10 +261,13 @@ void ServingPanel::runStarted(const QString& strategy, double rate, qint64 runId
 void ServingPanel::addPoint(const ServedPoint& p) {
   ++points_;
   ++completed_;
-  graph(latency_, run_label_ + tr(" TTFT"), QCPScatterStyle::ssDisc, false)->addData(p.finish, p.ttft * 1e3);
-  graph(latency_, run_label_ + tr(" turnaround"), QCPScatterStyle::ssCircle, false)->addData(p.finish, p.turnaround * 1e3);
-  if (p.swaps > 0) graph(latency_, tr("swap before the request"), QCPScatterStyle::ssCross, false)->addData(p.finish, p.ttft * 1e3);
-  graph(throughput_, run_label_, QCPScatterStyle::ssNone, true)->addData(p.finish, completed_);
+  const double t = run_offset_ + p.finish;
+  sweep_end_ = std::max(sweep_end_, t);
+  const int run = std::max(run_index_, 0);
+  series(latency_, run_label_, run, true, true, false)->addData(t, p.ttft * 1e3);
+  series(latency_, run_label_ + tr(" turnaround"), run, false, false, false)->addData(t, p.turnaround * 1e3);
+  if (p.swaps > 0) series(latency_, tr("swap before the request"), -1, true, false, false)->addData(t, p.ttft * 1e3);
+  series(throughput_, run_label_, run, true, false, true)->addData(t, completed_);
   if (run_hits_.isEmpty()) run_hits_.push_back({run_label_, {}, {}});
   RunHits& r = run_hits_.back();
   r.hits.resize(p.hits.size());
@@ -277,12 +280,32 @@ void ServingPanel::addPoint(const ServedPoint& p) {
   dirty_ = true;
 }
 
+// The series `name` of `chart`, created on first use in run `run`'s colour (-1: black); series of
+// one run are shown and hidden together from the legend.
+QCPGraph* ServingPanel::series(Chart* chart, const QString& name, int run, bool inLegend, bool filled, bool line) {
+  for (int i = 0; i < chart->graphCount(); ++i)
+    if (chart->graph(i)->name() == name) return chart->graph(i);
+  QCPGraph* g = chart->addGraph();
+  g->setName(name);
+  g->setProperty(Chart::kGroup, run);
+  const QColor c = run < 0 ? QColor(Qt::black) : variantColor(run);
+  g->setPen(QPen(c, 1.5));
+  g->setLineStyle(line ? QCPGraph::lsStepLeft : QCPGraph::lsNone);
+  if (!line)
+    g->setScatterStyle(run < 0 ? QCPScatterStyle(QCPScatterStyle::ssCross, c, 7)
+                               : QCPScatterStyle(QCPScatterStyle::ssCircle, QPen(c, 1.2), filled ? QBrush(c) : Qt::NoBrush, 5));
+  if (!inLegend) g->removeFromLegend();
+  return g;
+}
+
 void ServingPanel::refresh() {
   if (!dirty_) return;
   dirty_ = false;
   // One bar per layer for each run of the sweep, side by side, labelled in the legend.
+  QSet<QString> hidden;  // runs toggled off in the legend stay off
+  for (int i = 0; i < hits_->plottableCount(); ++i)
+    if (!hits_->plottable(i)->visible()) hidden.insert(hits_->plottable(i)->name());
   hits_->clearPlottables();
-  static const QColor palette[] = {QColor(0x2ca02c), QColor(0x1f77b4), QColor(0xff7f0e), QColor(0x9467bd), QColor(0x8c564b), QColor(0xe377c2)};
   auto* group = new QCPBarsGroup(hits_);
   int layers = 0;
   const double width = 0.8 / std::max<qsizetype>(1, run_hits_.size());
@@ -290,7 +313,7 @@ void ServingPanel::refresh() {
     const RunHits& run = run_hits_[i];
     auto* bars = new QCPBars(hits_->xAxis, hits_->yAxis);
     bars->setName(run.label);
-    bars->setBrush(palette[i % std::size(palette)]);
+    bars->setBrush(variantColor(static_cast<int>(i)));
     bars->setPen(Qt::NoPen);
     bars->setWidth(width);
     bars->setBarsGroup(group);
@@ -300,13 +323,15 @@ void ServingPanel::refresh() {
       if (n > 0) bars->addData(l, static_cast<double>(run.hits[l]) / static_cast<double>(n));
     }
   }
-  hits_->legend->setVisible(!run_hits_.isEmpty());
+  for (int i = 0; i < hits_->plottableCount(); ++i)
+    if (hidden.contains(hits_->plottable(i)->name())) hits_->setSeriesVisible(i, false);
   hits_->xAxis->setRange(-0.6, layers - 0.4);
-  for (QCustomPlot* p : {latency_, throughput_}) {
-    p->rescaleAxes();
-    p->legend->setVisible(p->graphCount() > 0);
-  }
-  for (QCustomPlot* p : {latency_, throughput_, hits_}) p->replot(QCustomPlot::rpQueuedReplot);
+  hits_->legend->setVisible(!run_hits_.isEmpty());
+  placeLegendBelow(*hits_, hits_->width());
+  hits_->legend->setVisible(!run_hits_.isEmpty());
+  hits_->replot(QCustomPlot::rpQueuedReplot);
+  latency_->fit();
+  throughput_->fit();
   ++replots_;
 }
 

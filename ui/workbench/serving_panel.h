@@ -1,8 +1,10 @@
 #pragma once
 // The serving dashboard: choose strategies, arrival rates and request lengths, start and stop a
-// sweep on the open family, and watch it live — TTFT and turnaround of every request over time
-// (swaps marked), completed requests over time, and per-layer hit rates of the current run —
-// replotted four times a second from what has arrived, never per request. Every run is recorded.
+// sweep on the open family, and watch it live — TTFT and turnaround of every request over the
+// sweep's time, its runs one after another, each marked and named (swaps marked), completed requests
+// per run, and per-layer hit rates of every run — replotted four times a second from what has
+// arrived, never per request. Every run is recorded; every chart is a Chart (hover, toggles, log
+// scale, export).
 #include <QWidget>
 
 #include "workbench/engine_types.h"
@@ -10,6 +12,7 @@
 class QCheckBox;
 class QComboBox;
 class QCustomPlot;
+class QCPGraph;
 class QLabel;
 class QLineEdit;
 class QListWidget;
@@ -19,6 +22,8 @@ class QDoubleSpinBox;
 class QTimer;
 
 namespace mosaic::ui {
+
+class Chart;
 
 class ServingPanel : public QWidget {
   Q_OBJECT
@@ -33,8 +38,9 @@ class ServingPanel : public QWidget {
   QLineEdit* ratesEdit() const { return rates_; }
   QSpinBox* durationBox() const { return duration_; }
   QListWidget* strategyList() const { return strategies_; }
-  QCustomPlot* latencyPlot() const { return latency_; }
-  QCustomPlot* hitRatePlot() const { return hits_; }
+  Chart* latencyPlot() const { return latency_; }
+  Chart* throughputPlot() const { return throughput_; }
+  Chart* hitRatePlot() const { return hits_; }
   int pointsReceived() const { return points_; }
   int replots() const { return replots_; }
   QString statusText() const;
@@ -75,12 +81,15 @@ class ServingPanel : public QWidget {
   QPushButton* start_;
   QPushButton* stop_;
   QLabel* status_;
-  QCustomPlot* latency_;
-  QCustomPlot* throughput_;
-  QCustomPlot* hits_;
+  Chart* latency_;
+  Chart* throughput_;
+  Chart* hits_;
   QTimer* timer_;
   QStringList variants_;
   QString run_label_;
+  int run_index_ = -1;
+  double run_offset_ = 0, sweep_end_ = 0;  // sweep time (s) at which the current run began, and of the last point
+  QCPGraph* series(Chart* chart, const QString& name, int run, bool inLegend, bool filled, bool line);
   struct RunHits {
     QString label;
     QVector<qint64> hits, misses;  // per layer

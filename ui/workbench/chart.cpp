@@ -1,0 +1,138 @@
+#include "workbench/chart.h"
+
+#include <QContextMenuEvent>
+#include <QFileDialog>
+#include <QMenu>
+#include <QToolTip>
+
+#include <cmath>
+
+#include "report/plot_export.h"
+
+namespace mosaic::ui {
+
+Chart::Chart(const QString& title, const QString& xLabel, const QString& yLabel, QWidget* parent)
+    : QCustomPlot(parent), title_(title), linear_ticker_(yAxis->ticker()) {
+  setMinimumSize(260, 180);
+  xAxis->setLabel(xLabel);
+  yAxis->setLabel(yLabel);
+  legend->setFont(QFont(font().family(), 8));
+  placeLegendBelow(*this, width());
+  legend->setVisible(false);  // shown once a series is drawn: an empty legend is a stray box
+  setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
+  setMouseTracking(true);
+  setToolTip(QString());
+  // A click toggles the entry's series, and the series of its group with it (a run's TTFT and
+  // turnaround share one entry).
+  connect(this, &QCustomPlot::legendClick, this, [this](QCPLegend*, QCPAbstractLegendItem* item, QMouseEvent*) {
+    auto* entry = qobject_cast<QCPPlottableLegendItem*>(item);
+    if (entry == nullptr) return;
+    const bool show = !entry->plottable()->visible();
+    const QVariant group = entry->plottable()->property(kGroup);
+    for (int i = 0; i < plottableCount(); ++i)
+      if (plottable(i) == entry->plottable() || (group.isValid() && plottable(i)->property(kGroup) == group)) setSeriesVisible(i, show);
+  });
+}
+
+void Chart::setLogScale(bool on) {
+  yAxis->setScaleType(on ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
+  if (on) yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>::create());
+  else yAxis->setTicker(linear_ticker_);
+  fit();
+}
+
+bool Chart::logScale() const { return yAxis->scaleType() == QCPAxis::stLogarithmic; }
+
+void Chart::setSeriesVisible(int index, bool visible) {
+  QCPAbstractPlottable* p = plottable(index);
+  if (p == nullptr) return;
+  p->setVisible(visible);
+  if (QCPPlottableLegendItem* item = legend->itemWithPlottable(p)) item->setTextColor(visible ? Qt::black : QColor(0xaa, 0xaa, 0xaa));
+  replot(QCustomPlot::rpQueuedReplot);
+}
+
+QString Chart::readout(const QPoint& pos) {
+  double best = selectionTolerance() + 1;
+  QString text;
+  for (int i = 0; i < plottableCount(); ++i) {
+    QCPAbstractPlottable* p = plottable(i);
+    if (!p->visible() || p->interface1D() == nullptr) continue;
+    QVariant details;
+    const double d = p->selectTest(pos, false, &details);
+    if (d < 0 || d >= best) continue;
+    const QCPDataSelection hit = details.value<QCPDataSelection>();
+    if (hit.isEmpty()) continue;
+    const int index = hit.dataRange(0).begin();
+    best = d;
+    text = QStringLiteral("%1\n%2: %L3\n%4: %L5")
+               .arg(p->name(), xAxis->label())
+               .arg(p->interface1D()->dataMainKey(index), 0, 'g', 4)
+               .arg(yAxis->label())
+               .arg(p->interface1D()->dataMainValue(index), 0, 'g', 4);
+  }
+  return text;
+}
+
+QString Chart::exportTo(const QString& file) {
+  const QString error = exportPlot(*this, file, title_);
+  Q_EMIT exported(error.isEmpty() ? tr("Wrote %1").arg(file) : error);
+  return error;
+}
+
+void Chart::fit() {
+  bool any = false;
+  for (int i = 0; i < plottableCount(); ++i)
+    if (plottable(i)->visible()) {
+      plottable(i)->rescaleAxes(any);
+      any = true;
+    }
+  if (logScale() && yAxis->range().lower <= 0) yAxis->setRangeLower(yAxis->range().upper / 1e4);
+  if (!logScale() && any) yAxis->setRangeLower(std::min(0.0, yAxis->range().lower));
+  if (any) {
+    xAxis->scaleRange(1.04, xAxis->range().center());
+    if (xAxis->range().lower > 0) xAxis->setRangeLower(0);  // times and counts read from zero
+    yAxis->setRangeUpper(logScale() ? yAxis->range().upper * 1.5 : yAxis->range().upper * 1.06);
+  }
+  // Shown only with entries (the legend's grid counts empty cells among its items).
+  bool entries = false;
+  for (int i = 0; i < plottableCount(); ++i) entries = entries || legend->hasItemWithPlottable(plottable(i));
+  placeLegendBelow(*this, width());
+  legend->setVisible(entries);
+  replot(QCustomPlot::rpQueuedReplot);
+}
+
+void Chart::mouseMoveEvent(QMouseEvent* event) {
+  QCustomPlot::mouseMoveEvent(event);
+  const QString text = readout(event->pos());
+  if (text.isEmpty()) QToolTip::hideText();
+  else QToolTip::showText(event->globalPosition().toPoint(), text, this);
+}
+
+void Chart::contextMenuEvent(QContextMenuEvent* event) {
+  QMenu menu(this);
+  QAction* log = menu.addAction(tr("Log scale"));
+  log->setCheckable(true);
+  log->setChecked(logScale());
+  connect(log, &QAction::toggled, this, &Chart::setLogScale);
+  menu.addAction(tr("Fit to data"), this, &Chart::fit);
+  menu.addAction(tr("Show every series"), this, [this] {
+    for (int i = 0; i < plottableCount(); ++i) setSeriesVisible(i, true);
+    fit();
+  });
+  menu.addSeparator();
+  menu.addAction(tr("Export chart…"), this, [this] {
+    const QString file = QFileDialog::getSaveFileName(this, tr("Export the chart"), title_ + QStringLiteral(".png"),
+                                                      tr("PNG image (*.png);;SVG drawing (*.svg);;PDF document (*.pdf)"));
+    if (!file.isEmpty()) exportTo(file);
+  });
+  menu.exec(event->globalPos());
+}
+
+void Chart::resizeEvent(QResizeEvent* event) {
+  QCustomPlot::resizeEvent(event);
+  const bool shown = legend->visible();
+  placeLegendBelow(*this, width());
+  legend->setVisible(shown);
+}
+
+}  // namespace mosaic::ui
