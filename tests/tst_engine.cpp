@@ -6,6 +6,9 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <map>
+#include <tuple>
+
 #include <future>
 #include <thread>
 
@@ -90,6 +93,55 @@ class TestEngine : public QObject {
     std::sort(ids.begin(), ids.end());
     QCOMPARE(std::unique(ids.begin(), ids.end()), ids.end());
     QVERIFY(engine.stats().largest_step_sequences > 1);  // they ran together
+  }
+
+  // Asked for, each step reports where every one of the request's tokens was routed: k choices per
+  // MoE layer and token, hits and misses adding up to the counters, every hit served by the copy the
+  // layout keeps resident (another variant's where it consolidated ft1's away) and every miss by
+  // ft1's own expert, loaded on demand.
+  void routesAreTracedOnRequest() {
+    Engine engine(runtime({.resident_sets = 4}));
+    struct Step {
+      std::int64_t position;
+      std::vector<RoutedExpert> routes;
+    };
+    std::vector<Step> steps;
+    RequestCallbacks cb;
+    cb.on_routes = [&](const RequestHandle&, std::int64_t position, const std::vector<RoutedExpert>& routes) {
+      steps.push_back({position, routes});
+    };
+    const auto handle = engine.submit({"ft1", request(4)}, cb);
+    const RequestResult& r = handle->wait();
+    QCOMPARE(r.tokens.size(), std::size_t(4));
+    QCOMPARE(steps.size(), std::size_t(4));  // the prompt's prefill, then each fed-back token but the last
+    QCOMPARE(steps[0].position, std::int64_t(0));
+    QCOMPARE(steps[3].position, std::int64_t(6 + 2));
+    const int ft1 = store_->index("ft1");
+    const std::int64_t k = store_->spec().top_k;
+    std::int64_t hits = 0, misses = 0, foreign = 0;
+    std::map<std::tuple<std::int64_t, int>, int> per_token_layer;
+    for (const Step& st : steps)
+      for (const RoutedExpert& e : st.routes) {
+        ++per_token_layer[{st.position + e.token, e.layer}];
+        QVERIFY(e.expert >= 0 && e.expert < store_->spec().num_experts);
+        if (e.outcome == RoutedExpert::Outcome::Hit) {
+          ++hits;
+          QVERIFY(e.served_by >= 0 && e.served_by < store_->targets());
+          QCOMPARE(e.served_expert, e.expert);  // consolidation keeps each position: some variant's copy of expert e
+          foreign += e.served_by != ft1 ? 1 : 0;
+        } else if (e.outcome == RoutedExpert::Outcome::Miss) {
+          ++misses;
+          QCOMPARE(int(e.served_by), ft1);
+          QCOMPARE(e.served_expert, e.expert);
+        }
+      }
+    QCOMPARE(hits, r.stats.counters.total().hits);
+    QCOMPARE(misses, r.stats.counters.total().misses);
+    QVERIFY2(foreign > 0, "the consolidated layout serves some of ft1's choices with another variant's copy");
+    QCOMPARE(per_token_layer.size() % 9, std::size_t(0));  // 6 prompt + 3 fed-back positions, each in every MoE layer
+    for (const auto& [key, n] : per_token_layer) QCOMPARE(n, static_cast<int>(k));
+    // Without the callback nothing is traced (and nothing is slower for it).
+    QCOMPARE(engine.submit({"ft1", request(2)}, {})->wait().tokens.size(), std::size_t(2));
   }
 
   void cancelWaitingAndRunning() {

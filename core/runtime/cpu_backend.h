@@ -37,6 +37,9 @@ struct StepLayout {
   std::vector<Group> groups;
   std::vector<int> row;       // [tokens]: reroute row
   std::vector<int> sequence;  // [tokens]: the caller's sequence index
+  std::vector<char> traced;           // [sequences]: its chunk asked for its routes
+  std::vector<std::int64_t> first;    // [sequences]: its chunk's first token
+  bool any_traced = false;
 };
 
 class CpuBackend final : public Backend {

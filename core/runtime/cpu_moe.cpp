@@ -44,8 +44,10 @@ at::Tensor CpuBackend::moe(std::int64_t layer, const at::Tensor& h, const StepLa
     std::copy_n(w.data_ptr<float>(), n * k, top_w.begin() + g.begin * k);
   }
 
-  const RoutePlan plan = plan_routes({layer, table, *state.pools[l], *state.scratch, *state.store, *state.policy}, top_i, k, layout.row);
+  const LayerSlots slots{layer, table, *state.pools[l], *state.scratch, *state.store, *state.policy};
+  const RoutePlan plan = plan_routes(slots, top_i, k, layout.row);
   count_outcomes(plan, k, layout.sequence, layer, result.counts);
+  if (layout.any_traced) trace_routes(plan, slots, top_i, k, layout.sequence, layout.first, layout.traced, result.routes);
   auto counts_of = [&](std::int64_t pair) -> LayerCounts& {
     return result.counts[static_cast<std::size_t>(layout.sequence[static_cast<std::size_t>(pair / k)])][l];
   };

@@ -20,8 +20,13 @@ at::Tensor long_tensor(const std::vector<std::int64_t>& v) {
 
 StepLayout layout_of(const StepBatch& batch) {
   StepLayout out;
+  out.traced.assign(static_cast<std::size_t>(batch.sequences), 0);
+  out.first.assign(static_cast<std::size_t>(batch.sequences), 0);
   for (std::size_t c = 0; c < batch.chunks.size(); ++c) {
     const StepChunk& chunk = batch.chunks[c];
+    out.traced[static_cast<std::size_t>(chunk.sequence)] = chunk.trace;
+    out.first[static_cast<std::size_t>(chunk.sequence)] = out.tokens;
+    out.any_traced = out.any_traced || chunk.trace;
     out.offset.push_back(out.tokens);
     if (out.groups.empty() || out.groups.back().buffer != chunk.buffer)
       out.groups.push_back({chunk.buffer, out.tokens, out.tokens, c, c});
@@ -143,6 +148,7 @@ StepResult CpuBackend::run(const StepBatch& batch, MoeState& moe_state) {
   StepResult result;
   result.counts.assign(static_cast<std::size_t>(batch.sequences), std::vector<LayerCounts>(static_cast<std::size_t>(s.num_layers)));
   result.logits.resize(batch.chunks.size());
+  result.routes.resize(static_cast<std::size_t>(batch.sequences));
   const StepLayout layout = layout_of(batch);
   if (layout.tokens == 0) return result;
 

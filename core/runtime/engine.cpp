@@ -402,7 +402,8 @@ bool Engine::step(double now) {
                             std::span<const std::int64_t>(job.tokens).subspan(static_cast<std::size_t>(c.sequence->computed),
                                                                               static_cast<std::size_t>(c.tokens)),
                             c.sequence->computed, c.sequence->blocks,
-                            job.request.prompt_logits ? Emit::All : last ? Emit::Last : Emit::Nothing});
+                            job.request.prompt_logits ? Emit::All : last ? Emit::Last : Emit::Nothing,
+                            static_cast<bool>(job.callbacks.on_routes)});
     tokens += c.tokens;
   }
   StepResult result = rt.run(batch);
@@ -423,6 +424,7 @@ bool Engine::step(double now) {
   for (std::size_t k = 0; k < order.size(); ++k) {
     Job& job = *job_of[order[k]];
     SequenceState& seq = job.seq;
+    if (job.callbacks.on_routes && !result.routes[k].empty()) job.callbacks.on_routes(*job.handle, seq.computed, result.routes[k]);
     seq.computed += plan.chunks[order[k]].tokens;
     RuntimeCounters& counters = job.result.stats.counters;
     for (std::size_t l = 0; l < counters.layers.size(); ++l) counters.layers[l] += result.counts[k][l];

@@ -47,9 +47,15 @@ using StreamCallback = std::function<void(const RequestHandle& request, std::int
 // Called on the engine thread once, when the request ends (whatever the outcome).
 using FinishCallback = std::function<void(const RequestHandle& request, const RequestResult& result)>;
 
+// Called on the engine thread after each step that ran some of the request's tokens, before its
+// token (if any) is streamed: where each of those tokens' router choices went, layer by layer;
+// `position` is the first of those tokens' position in the sequence (RoutedExpert::token counts from it).
+using RoutesCallback = std::function<void(const RequestHandle& request, std::int64_t position, const std::vector<RoutedExpert>& routes)>;
+
 struct RequestCallbacks {
   StreamCallback on_token;
   FinishCallback on_finish;
+  RoutesCallback on_routes;  // set: the request's steps record their routes (a little slower)
 };
 
 class RequestHandle {

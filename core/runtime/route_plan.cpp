@@ -92,4 +92,44 @@ void count_outcomes(const RoutePlan& plan, std::int64_t k, std::span<const int> 
   }
 }
 
+void trace_routes(const RoutePlan& plan, const LayerSlots& slots, std::span<const std::int64_t> experts, std::int64_t k,
+                  std::span<const int> sequence, std::span<const std::int64_t> first, std::span<const char> traced,
+                  std::vector<std::vector<RoutedExpert>>& routes) {
+  // Each pair's source: what its slot held in its wave. A slot loaded in the plan holds what was
+  // last loaded into it by then; any other holds what its pool holds now (plan_routes left it so).
+  std::vector<const ExpertSource*> source(plan.outcome.size(), nullptr);
+  std::vector<std::pair<SlotRef, const ExpertSource*>> loaded;
+  for (const RouteWave& wave : plan.waves) {
+    for (const ExpertLoad& load : wave.loads) {
+      auto it = std::find_if(loaded.begin(), loaded.end(), [&](const auto& l) { return l.first == load.slot; });
+      if (it == loaded.end()) loaded.emplace_back(load.slot, &load.source);
+      else it->second = &load.source;
+    }
+    for (const SlotGroup& group : wave.groups) {
+      const auto it = std::find_if(loaded.begin(), loaded.end(), [&](const auto& l) { return l.first == group.slot; });
+      const ExpertSource* s = it != loaded.end() ? it->second
+                                                 : &(group.slot.scratch ? slots.scratch : slots.pool).source(group.slot.slot);
+      for (std::int64_t p : group.pairs) source[static_cast<std::size_t>(p)] = s;
+    }
+  }
+  for (std::size_t p = 0; p < plan.outcome.size(); ++p) {
+    const std::size_t t = p / static_cast<std::size_t>(k);
+    const auto seq = static_cast<std::size_t>(sequence[t]);
+    if (!traced[seq]) continue;
+    RoutedExpert r;
+    r.token = static_cast<std::int32_t>(static_cast<std::int64_t>(t) - first[seq]);
+    r.layer = static_cast<std::int16_t>(slots.layer);
+    r.expert = static_cast<std::int16_t>(experts[p]);
+    r.outcome = plan.outcome[p] == PairOutcome::Hit    ? RoutedExpert::Outcome::Hit
+                : plan.outcome[p] == PairOutcome::Miss ? RoutedExpert::Outcome::Miss
+                                                       : RoutedExpert::Outcome::Dropped;
+    if (const ExpertSource* s = source[p]; s != nullptr && !s->empty()) {
+      r.served_by = static_cast<std::int16_t>(s->target);
+      r.served_expert = static_cast<std::int16_t>(s->expert);
+      r.served_by_adapter = s->kind == ExpertSource::Kind::Adapter;
+    }
+    routes[seq].push_back(r);
+  }
+}
+
 }  // namespace mosaic

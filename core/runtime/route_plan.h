@@ -60,4 +60,11 @@ RoutePlan plan_routes(const LayerSlots& slots, std::span<const std::int64_t> exp
 void count_outcomes(const RoutePlan& plan, std::int64_t k, std::span<const int> sequence, std::int64_t layer,
                     std::vector<std::vector<LayerCounts>>& counts);
 
+// Appends to `routes[s]` where each pair of every token of a traced sequence s went (`traced`
+// [sequences]; `first` [sequences]: each sequence's first token in the step), and whose copy served
+// it. Call after plan_routes, with the slots it planned over.
+void trace_routes(const RoutePlan& plan, const LayerSlots& slots, std::span<const std::int64_t> experts, std::int64_t k,
+                  std::span<const int> sequence, std::span<const std::int64_t> first, std::span<const char> traced,
+                  std::vector<std::vector<RoutedExpert>>& routes);
+
 }  // namespace mosaic

@@ -20,6 +20,21 @@ struct LayerCounts {
 
 enum class Emit { Nothing, Last, All };  // which rows of logits a chunk returns
 
+// Where one of a token's top-k router choices went, for people to see (the workbench's expert
+// trace): the expert chosen, whether it was resident (hit), loaded on demand (miss) or given no slot
+// (dropped, by masked gating), and whose copy served it — a variant's or an adapter's expert, which
+// differs from the token's own when the layout consolidated it away.
+struct RoutedExpert {
+  enum class Outcome : std::int8_t { Hit, Miss, Dropped };
+  std::int32_t token = 0;   // index of the token within its chunk
+  std::int16_t layer = 0;
+  std::int16_t expert = 0;  // the router's choice
+  Outcome outcome = Outcome::Hit;
+  std::int16_t served_by = -1;      // the target whose expert ran (ExpertSource::target); -1 dropped
+  std::int16_t served_expert = -1;  // which of its experts
+  bool served_by_adapter = false;
+};
+
 struct StepChunk {
   int sequence = 0;  // the caller's index, for the counts
   int target = 0;    // reroute row: the variant or adapter the tokens belong to
@@ -28,6 +43,7 @@ struct StepChunk {
   std::int64_t start = 0;                // positions already cached
   std::span<const std::int32_t> blocks;  // the sequence's KV blocks: enough for start + tokens.size()
   Emit emit = Emit::Last;
+  bool trace = false;  // record where each of its tokens' router choices went (StepResult::routes)
 };
 
 struct StepBatch {
@@ -38,6 +54,7 @@ struct StepBatch {
 struct StepResult {
   std::vector<Logits> logits;                    // per chunk (no rows for Emit::Nothing)
   std::vector<std::vector<LayerCounts>> counts;  // [sequences][layers]
+  std::vector<std::vector<RoutedExpert>> routes;  // [sequences]: traced chunks' routes, layer by layer
   double throttle_seconds = 0;  // copy time the device would add (space-sharing's split bandwidth)
 };
 

@@ -16,6 +16,7 @@ StepResult CudaBackend::run(const StepBatch& batch, MoeState& state) {
   const ModelSpec& s = spec_;
   StepResult result;
   result.counts.assign(static_cast<std::size_t>(batch.sequences), std::vector<LayerCounts>(static_cast<std::size_t>(s.num_layers)));
+  result.routes.resize(static_cast<std::size_t>(batch.sequences));  // not traced on the device (the CPU backend traces)
   result.logits.resize(batch.chunks.size());
   StepInputs in = step_inputs(batch, s, inv_freq_, shape_.kv_block_tokens);
   if (in.tokens == 0) return result;
