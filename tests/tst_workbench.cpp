@@ -14,6 +14,7 @@
 #include <QMimeData>
 #include <QTableView>
 #include <QTableWidget>
+#include <QTabWidget>
 #include <QUrl>
 #include <QSettings>
 #include <QSignalSpy>
@@ -41,6 +42,7 @@
 #include "workbench/chart.h"
 #include "workbench/chat_pane.h"
 #include "workbench/engine_host.h"
+#include "workbench/expert_trace.h"
 #include "workbench/family_panel.h"
 #include "workbench/layout_grid.h"
 #include "workbench/layout_panel.h"
@@ -188,6 +190,43 @@ class WorkbenchTest : public QObject {
       QCOMPARE(routed, 4 * 2);
     }
     QVERIFY(traces.front().swaps >= 0);
+
+    // Hovering a token names the experts that produced it, hit or miss, and whose copy served each.
+    const QString hover = chat->strip()->describe(2);
+    QVERIFY2(hover.contains(QStringLiteral("layer 3: experts ")) && (hover.contains(QStringLiteral(" hit (")) || hover.contains(QStringLiteral(" miss ("))),
+             qPrintable(hover));
+    // The expert trace: every prompt and fed-back token × 4 layers, k = 2 choices per cell, the
+    // hits and misses the strip counted, and some choices served by another variant's copy.
+    ExpertTraceModel* trace = chat->trace();
+    const int prompt = static_cast<int>(traces.front().prompt.size());
+    QVERIFY(prompt >= 3);
+    QCOMPARE(trace->rowCount(), prompt + static_cast<int>(traces.size()));
+    QCOMPARE(trace->columnCount(), 4);
+    QVERIFY2(trace->headerData(prompt, Qt::Vertical, Qt::DisplayRole).toString().contains(traces.front().text.trimmed()),
+             qPrintable(trace->headerData(prompt, Qt::Vertical, Qt::DisplayRole).toString()));
+    int hits = 0, misses = 0, foreign = 0;
+    for (int row = 0; row + 1 < trace->rowCount(); ++row)
+      for (int l = 0; l < 4; ++l) {
+        const auto routes = trace->routes(row, l);
+        QCOMPARE(routes.size(), 2);
+        for (const ExpertRoute& r : routes) {
+          hits += r.outcome == ExpertRoute::Outcome::Hit;
+          misses += r.outcome == ExpertRoute::Outcome::Miss;
+          foreign += r.served_by != QStringLiteral("bible") ? 1 : 0;
+        }
+      }
+    QVERIFY(trace->routes(trace->rowCount() - 1, 0).isEmpty());  // the last token is never fed back
+    int counted_hits = 0, counted_misses = 0;
+    for (const TokenTrace& t : traces)
+      for (int l = 0; l < t.hits.size(); ++l) {
+        counted_hits += t.hits[l];
+        counted_misses += t.misses[l];
+      }
+    QCOMPARE(hits, counted_hits);
+    QCOMPARE(misses, counted_misses);
+    QVERIFY2(foreign > 0, "half the experts resident: some of bible's choices are served by another variant's copy");
+    QVERIFY(trace->data(trace->index(0, 0), Qt::DisplayRole).toString().size() > 0);
+    QVERIFY(trace->data(trace->index(0, 0), Qt::ToolTipRole).toString().contains(QStringLiteral("served by")));
   }
 
   void token_strip_keeps_the_live_tail_in_view() {
@@ -368,6 +407,10 @@ class WorkbenchTest : public QObject {
       QVERIFY(pixmap.save(dir + QLatin1Char('/') + QString::fromLatin1(name)));
     }
     QVERIFY(window_->analysisPanel()->exportTo(dir + QStringLiteral("/distances-export.png")));  // what an export looks like
+    window_->chatPane()->tabs()->setCurrentIndex(1);  // the expert trace
+    QTest::qWait(50);
+    QVERIFY(window_->chatPane()->grab().save(dir + QStringLiteral("/chat-trace.png")));
+    window_->chatPane()->tabs()->setCurrentIndex(0);
     window_->resize(1366, 768);  // a laptop screen (less the task bar on a real one)
     QTest::qWait(50);
     QVERIFY(window_->grab().save(dir + QStringLiteral("/workbench-1366x768.png")));

@@ -13,7 +13,12 @@
 #include <QSpinBox>
 #include <QToolTip>
 #include <QHelpEvent>
+#include <QHeaderView>
+#include <QTabWidget>
+#include <QTableView>
 #include <QTextEdit>
+
+#include "workbench/expert_trace.h"
 #include <QVBoxLayout>
 
 namespace mosaic::ui {
@@ -53,8 +58,18 @@ QString TokenStrip::describe(int index) const {
   const TokenTrace& t = tokens_[index];
   QString text = tr("token %1: \"%2\" (id %3)").arg(index + 1).arg(t.text.toHtmlEscaped()).arg(t.token);
   if (t.swaps > 0) text += tr("\nnon-expert weights swapped before it");
-  for (int l = 0; l < t.hits.size(); ++l)
-    text += tr("\nlayer %1: %2 hit, %3 missed").arg(l).arg(t.hits.value(l)).arg(t.misses.value(l));
+  // The choices that produced it: those of the token before it (the prompt's last for the first).
+  for (int l = 0; l < t.hits.size(); ++l) {
+    QStringList experts;
+    for (const ExpertRoute& r : t.routes) {
+      if (r.position != t.position - 1 || r.layer != l) continue;
+      QString e = tr("%1 %2").arg(r.expert).arg(r.outcome == ExpertRoute::Outcome::Hit ? tr("hit") : r.outcome == ExpertRoute::Outcome::Miss ? tr("miss") : tr("dropped"));
+      if (!r.served_by.isEmpty()) e += tr(" (%1)").arg(r.served_by);
+      experts << e;
+    }
+    text += experts.isEmpty() ? tr("\nlayer %1: %2 hit, %3 missed").arg(l).arg(t.hits.value(l)).arg(t.misses.value(l))
+                              : tr("\nlayer %1: experts %2").arg(l).arg(experts.join(QStringLiteral(", ")));
+  }
   return text;
 }
 
@@ -108,6 +123,17 @@ ChatPane::ChatPane(QWidget* parent) : QWidget(parent) {
   top_p_->setPrefix(tr("top-p "));
   transcript_ = new QTextEdit;
   transcript_->setReadOnly(true);
+  trace_ = new ExpertTraceModel(this);
+  trace_view_ = new QTableView;
+  trace_view_->setModel(trace_);
+  trace_view_->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  trace_view_->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  trace_view_->verticalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  trace_view_->setToolTip(tr("Each token's router choices per layer: the expert, and ←variant where another variant's copy served it. "
+                             "Green: all hits; red: all misses; orange: both. Hover a cell for details."));
+  tabs_ = new QTabWidget;
+  tabs_->addTab(transcript_, tr("Answer"));
+  tabs_->addTab(trace_view_, tr("Expert trace"));
   strip_ = new TokenStrip;
   strip_->setMinimumHeight(50);
   // The colours' meaning on screen, not only in a tooltip; hovering a token tells its layers.
@@ -134,7 +160,7 @@ ChatPane::ChatPane(QWidget* parent) : QWidget(parent) {
   input->addWidget(stop_);
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(top);
-  layout->addWidget(transcript_, 1);
+  layout->addWidget(tabs_, 1);
   layout->addWidget(strip_);
   layout->addWidget(key_);
   layout->addWidget(summary_);
@@ -172,6 +198,7 @@ void ChatPane::send() {
   if (!send_->isEnabled() || prompt_->text().isEmpty()) return;
   answer_.clear();
   strip_->clear();
+  trace_->start(target_->currentText());
   summary_->clear();
   transcript_->moveCursor(QTextCursor::End);
   transcript_->insertHtml(QStringLiteral("<p><b>%1 ›</b> %2</p><p>").arg(target_->currentText().toHtmlEscaped(), prompt_->text().toHtmlEscaped()));
@@ -186,6 +213,7 @@ void ChatPane::appendToken(const TokenTrace& token) {
   transcript_->insertPlainText(token.text);
   transcript_->verticalScrollBar()->setValue(transcript_->verticalScrollBar()->maximum());
   strip_->append(token);
+  trace_->add(token);
 }
 
 void ChatPane::finish(const QString& summary) {

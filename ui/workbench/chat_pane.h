@@ -1,7 +1,8 @@
 #pragma once
 // Chat with any variant: choose the target, type, watch the answer stream in; under it a strip
 // shows, per token, each MoE layer's hits (green) and misses (red) and a swap marker where the
-// non-expert weights were swapped. Sampling controls and a stop button.
+// non-expert weights were swapped (hover: the experts chosen). Beside the answer, its expert trace
+// (token × layer). Sampling controls and a stop button.
 #include <QVector>
 #include <QWidget>
 
@@ -13,9 +14,13 @@ class QLabel;
 class QLineEdit;
 class QPushButton;
 class QSpinBox;
+class QTabWidget;
+class QTableView;
 class QTextEdit;
 
 namespace mosaic::ui {
+
+class ExpertTraceModel;
 
 class TokenStrip : public QWidget {
   Q_OBJECT
@@ -47,6 +52,8 @@ class ChatPane : public QWidget {
   QString answer() const;
   QString summaryText() const;
   TokenStrip* strip() const { return strip_; }
+  ExpertTraceModel* trace() const { return trace_; }
+  QTabWidget* tabs() const { return tabs_; }
   QLineEdit* promptEdit() const { return prompt_; }
   QComboBox* targetBox() const { return target_; }
   QSpinBox* maxNewBox() const { return max_new_; }
@@ -76,6 +83,9 @@ class ChatPane : public QWidget {
   QDoubleSpinBox* temperature_;
   QDoubleSpinBox* top_p_;
   QTextEdit* transcript_;
+  ExpertTraceModel* trace_;
+  QTableView* trace_view_;
+  QTabWidget* tabs_;
   TokenStrip* strip_;
   QLabel* summary_;
   QLabel* key_;  // what the strip's colours mean

@@ -1,5 +1,7 @@
 #include "workbench/engine_host.h"
 
+#include <utility>
+
 #include <QFileInfo>
 #include <QMetaObject>
 
@@ -213,15 +215,29 @@ void EngineHost::chat(const QString& target, const QString& prompt, int maxNewTo
         std::vector<std::int64_t> out;
         std::string shown;
         RuntimeCounters previous;
+        QVector<ExpertRoute> routes;  // the step's, until its token streams
+        QStringList prompt;
+        int prompt_tokens = 0;
       };
-      auto stream = std::make_shared<Stream>(Stream{&tok, {}, {}, {}});
+      auto stream = std::make_shared<Stream>(Stream{&tok, {}, {}, {}, {}, {}, static_cast<int>(req.prompt.size())});
+      for (const std::int64_t& id : req.prompt) stream->prompt << QString::fromStdString(tok.decode(std::span<const std::int64_t>(&id, 1)));
+      QStringList names;  // target index → name, for whose copy served a choice
+      for (int i = 0; i < st.session->store().targets(); ++i) names << QString::fromStdString(st.session->store().name(i));
       RequestCallbacks callbacks;
+      callbacks.on_routes = [stream, names](const RequestHandle&, std::int64_t position, const std::vector<RoutedExpert>& routes) {
+        for (const RoutedExpert& r : routes)
+          stream->routes.push_back({static_cast<int>(position + r.token), r.layer, r.expert, static_cast<ExpertRoute::Outcome>(r.outcome),
+                                    r.served_by >= 0 ? names.value(r.served_by) : QString(), r.served_expert});
+      };
       callbacks.on_token = [this, stream](const RequestHandle&, std::int64_t token, const RuntimeCounters& now) {
         stream->out.push_back(token);
         // Decoding the whole answer and sending what is new keeps multi-byte characters whole.
         const std::string text = stream->tok->decode(stream->out);
         TokenTrace t;
         t.token = token;
+        t.position = stream->prompt_tokens + static_cast<int>(stream->out.size()) - 1;
+        t.routes = std::exchange(stream->routes, {});
+        if (stream->out.size() == 1) t.prompt = stream->prompt;
         if (text.size() >= stream->shown.size() && text.compare(0, stream->shown.size(), stream->shown) == 0)
           t.text = QString::fromUtf8(text.substr(stream->shown.size()));
         stream->shown = text;

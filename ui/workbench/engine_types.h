@@ -49,12 +49,26 @@ struct LayoutInfo {
   QVector<double> shares;  // weighted: each variant's traffic share, normalized; else empty
 };
 
-// One streamed token with what its forward pass did: per MoE layer hits and misses, and swaps.
+// Where one router choice of the token at `position` went (core's RoutedExpert, names resolved).
+struct ExpertRoute {
+  enum class Outcome { Hit, Miss, Dropped };
+  int position = 0;  // in the sequence: the prompt's tokens first
+  int layer = 0, expert = 0;
+  Outcome outcome = Outcome::Hit;
+  QString served_by;      // the variant or adapter whose copy ran; empty when dropped
+  int served_expert = -1;
+};
+
+// One streamed token with what its forward pass did: per MoE layer hits and misses, swaps, and
+// where each router choice of the step's tokens went.
 struct TokenTrace {
   QString text;
   qint64 token = -1;
+  int position = -1;          // this token's position in the sequence
   QVector<int> hits, misses;  // per layer, for this token's step alone
   qint64 swaps = 0;           // non-expert swaps during this step (the first token carries the request's)
+  QVector<ExpertRoute> routes;  // the step's: the prompt's for the first token, else the previous token's
+  QStringList prompt;           // the first token only: the prompt's tokens as text
 };
 
 // A matrix to draw as a heatmap. Position and pair maps: rows are layers, columns experts. The
