@@ -11,6 +11,7 @@
 #include <QPixmap>
 #include <QDoubleSpinBox>
 #include <QLineEdit>
+#include <QPlainTextEdit>
 #include <QMimeData>
 #include <QTableView>
 #include <QTableWidget>
@@ -49,6 +50,7 @@
 #include "workbench/main_window.h"
 #include "workbench/runs_panel.h"
 #include "workbench/serving_panel.h"
+#include "workbench/usage_panel.h"
 #include "report/qcustomplot_include.h"
 
 using namespace mosaic;
@@ -229,6 +231,37 @@ class WorkbenchTest : public QObject {
     QVERIFY(trace->data(trace->index(0, 0), Qt::ToolTipRole).toString().contains(QStringLiteral("served by")));
   }
 
+  // Expert usage over a text: per variant and layer, every token's top-2 choices counted, drawn as
+  // one bar set per variant.
+  void expert_usage_over_a_text() {
+    UsagePanel* usage = window_->usagePanel();
+    usage->textEdit()->setPlainText(QStringLiteral("In the beginning God created the heaven and the earth. And the earth was without form, and void."));
+    usage->count();
+    QTRY_VERIFY_WITH_TIMEOUT(usage->statusText().contains(QStringLiteral("tokens of text")), 60000);
+    const ExpertUsage& u = usage->usage();
+    QCOMPARE(u.variants.size(), 9);
+    QCOMPARE(u.layers, 4);
+    QCOMPARE(u.experts, 8);
+    for (int v = 0; v < u.variants.size(); ++v) {
+      QVERIFY(u.tokens[v] > 10);
+      for (int l = 0; l < u.layers; ++l) {
+        qint64 sum = 0;
+        for (int e = 0; e < u.experts; ++e) sum += u.count(v, l, e);
+        QCOMPARE(sum, u.tokens[v] * 2);
+      }
+    }
+    QCOMPARE(usage->chart()->plottableCount(), 9);
+    usage->layerBox()->setValue(2);
+    QCOMPARE(usage->chart()->plottableCount(), 9);
+    auto* bars = qobject_cast<QCPBars*>(usage->chart()->plottable(1));
+    double shares = 0;
+    for (auto it = bars->data()->constBegin(); it != bars->data()->constEnd(); ++it) shares += it->value;
+    QVERIFY(std::abs(shares - 100.0) < 1e-6);  // a layer's choices, all of them
+    usage->textEdit()->setPlainText(QString());
+    usage->count();
+    QTRY_VERIFY_WITH_TIMEOUT(usage->statusText().contains(QStringLiteral("is empty")), 30000);
+  }
+
   void token_strip_keeps_the_live_tail_in_view() {
     // 500 tokens in a 400 px strip: the latest ones are drawn, and hovering one tells its layers.
     TokenStrip strip;
@@ -400,7 +433,7 @@ class WorkbenchTest : public QObject {
     QTest::qWait(50);
     const std::pair<QWidget*, const char*> shots[] = {{window_.get(), "workbench.png"}, {window_->familyPanel(), "family.png"},
                                                       {window_->layoutPanel(), "layout.png"}, {window_->chatPane(), "chat.png"},
-                                                      {window_->analysisPanel(), "distances.png"}, {window_->runsPanel(), "runs.png"}, {window_->servingPanel(), "serving.png"}};
+                                                      {window_->analysisPanel(), "distances.png"}, {window_->runsPanel(), "runs.png"}, {window_->servingPanel(), "serving.png"}, {window_->usagePanel(), "usage.png"}};
     for (const auto& [w, name] : shots) {
       const QPixmap pixmap = w->grab();
       QVERIFY(!pixmap.isNull());

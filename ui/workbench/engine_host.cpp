@@ -90,6 +90,7 @@ EngineHost::EngineHost(QObject* parent) : QObject(parent), state_(std::make_uniq
   qRegisterMetaType<LayoutInfo>();
   qRegisterMetaType<TokenTrace>();
   qRegisterMetaType<Heatmap>();
+  qRegisterMetaType<ExpertUsage>();
   qRegisterMetaType<ReportData>();
   qRegisterMetaType<ServedPoint>();
   thread_.setObjectName(QStringLiteral("mosaic-engine"));
@@ -287,6 +288,51 @@ void EngineHost::requestHeatmap(Heatmap::Kind kind, int a, int b, int layer) {
                                    layer >= 0 ? std::optional<std::int64_t>(layer) : std::nullopt);
     if (m.is_failed()) return Q_EMIT heatmapFailed(QString::fromStdString(m.error_message()));
     if (m.ok()) Q_EMIT heatmapReady(describe(*m));
+  });
+}
+
+void EngineHost::requestUsage(const QString& text) {
+  post([this, text] {
+    State& st = *state_;
+    if (!st.session) return Q_EMIT usageFailed(tr("Open a family first."));
+    try {
+      if (text.trimmed().isEmpty()) throw InvalidArgument("expert usage", "text", "is empty", "paste or type a text to route");
+      const std::string utf8 = text.toStdString();
+      const ModelSpec& spec = st.session->family().spec();
+      const HostStore& store = st.session->store();
+      ExpertUsage usage;
+      usage.layers = static_cast<int>(spec.num_layers);
+      usage.experts = static_cast<int>(spec.num_experts);
+      usage.counts.fill(0, static_cast<qsizetype>(store.targets()) * usage.layers * usage.experts);
+      // Windows the model's context holds; one request per window, all variants' at once: the
+      // engine batches them.
+      const std::int64_t window = spec.max_position_embeddings > 1 ? std::min<std::int64_t>(spec.max_position_embeddings - 1, 512) : 512;
+      std::vector<std::shared_ptr<RequestHandle>> handles;
+      for (int v = 0; v < store.targets(); ++v) {
+        usage.variants << QString::fromStdString(store.name(v));
+        const std::vector<std::int64_t> ids = st.session->tokenizer(store.name(v)).encode(utf8);
+        usage.tokens << static_cast<qint64>(ids.size());
+        for (std::size_t begin = 0; begin < ids.size(); begin += static_cast<std::size_t>(window)) {
+          GenerationRequest g;
+          g.prompt.assign(ids.begin() + static_cast<std::ptrdiff_t>(begin),
+                          ids.begin() + static_cast<std::ptrdiff_t>(std::min(ids.size(), begin + static_cast<std::size_t>(window))));
+          g.max_new_tokens = 1;  // the prompt's steps route every token of the window; the one token is not fed back
+          RequestCallbacks callbacks;
+          // Runs on the engine thread while this one waits below: nothing else writes the counts.
+          callbacks.on_routes = [&usage, v](const RequestHandle&, std::int64_t, const std::vector<RoutedExpert>& routes) {
+            for (const RoutedExpert& r : routes) ++usage.counts[(static_cast<qsizetype>(v) * usage.layers + r.layer) * usage.experts + r.expert];
+          };
+          handles.push_back(st.session->engine().submit({store.name(v), std::move(g)}, callbacks));
+        }
+      }
+      for (const auto& h : handles) {
+        const RequestResult& r = h->wait();
+        if (r.finish == Finish::Failed) throw InvalidArgument("expert usage", h->target(), r.error, "try a shorter text");
+      }
+      Q_EMIT usageReady(usage);
+    } catch (const std::exception& e) {
+      Q_EMIT usageFailed(QString::fromUtf8(e.what()));
+    }
   });
 }
 

@@ -38,6 +38,9 @@ class EngineHost : public QObject {
   // A heatmap of the open family's distances: Position (d(l, e)), Pair (variants a and b per
   // position) or Cross (a's positions against b's, within `layer`, or all when layer < 0).
   void requestHeatmap(mosaic::ui::Heatmap::Kind kind, int a, int b, int layer);
+  // Routes `text` through every variant (each with its own tokenizer and router, served as the
+  // layout serves it) and counts each layer's expert choices.
+  void requestUsage(const QString& text);
   // The runs recorded in a SQLite file (all of them), and a report of some: tables written here,
   // then reportDataReady so that the GUI thread draws the charts (QCustomPlot is a widget).
   void loadRuns(const QString& database);
@@ -54,6 +57,7 @@ class EngineHost : public QObject {
   void chatToken(const mosaic::ui::TokenTrace& token);
   void chatFinished(const QString& summary);
   void heatmapReady(const mosaic::ui::Heatmap& heatmap);
+  void usageReady(const mosaic::ui::ExpertUsage& usage);
   void runsLoaded(const mosaic::ReportData& runs);
   void servingRunStarted(const QString& strategy, double rate, qint64 runId, int requests);
   void servedRequest(const mosaic::ui::ServedPoint& point);
@@ -65,6 +69,7 @@ class EngineHost : public QObject {
   void layoutExported(const QString& file);
   void chatFailed(const QString& message);
   void heatmapFailed(const QString& message);
+  void usageFailed(const QString& message);
   void runsFailed(const QString& message);
   void servingFailed(const QString& message);
 

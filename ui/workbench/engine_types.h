@@ -71,6 +71,16 @@ struct TokenTrace {
   QStringList prompt;           // the first token only: the prompt's tokens as text
 };
 
+// How often each variant's router chose each expert over one text: the evidence behind a budget
+// (experts rarely chosen are cheap to leave out).
+struct ExpertUsage {
+  QStringList variants;
+  int layers = 0, experts = 0;
+  QVector<qint64> counts;  // [variant][layer][expert]: top-k choices
+  QVector<qint64> tokens;  // per variant: the text's tokens under its tokenizer
+  qint64 count(int v, int l, int e) const { return counts.value((static_cast<qsizetype>(v) * layers + l) * experts + e); }
+};
+
 // A matrix to draw as a heatmap. Position and pair maps: rows are layers, columns experts. The
 // cross-position map (the paper's Figure 2): rows are A's positions, columns B's, both listed in
 // `positions` as (layer, expert).
@@ -102,3 +112,4 @@ Q_DECLARE_METATYPE(mosaic::ui::FamilyInfo)
 Q_DECLARE_METATYPE(mosaic::ui::LayoutInfo)
 Q_DECLARE_METATYPE(mosaic::ui::ReserveSettings)
 Q_DECLARE_METATYPE(mosaic::ui::TokenTrace)
+Q_DECLARE_METATYPE(mosaic::ui::ExpertUsage)

@@ -27,6 +27,7 @@
 #include "workbench/layout_panel.h"
 #include "workbench/runs_panel.h"
 #include "workbench/serving_panel.h"
+#include "workbench/usage_panel.h"
 
 namespace mosaic::ui {
 
@@ -39,7 +40,7 @@ QString budgetKey(const QStringList& dirs) {
 }
 
 MainWindow::MainWindow(QWidget* parent)
-    : QMainWindow(parent), engine_(new EngineHost(this)), family_(new FamilyPanel), layout_(new LayoutPanel), analysis_(new AnalysisPanel), runs_(new RunsPanel), serving_(new ServingPanel), chat_(new ChatPane) {
+    : QMainWindow(parent), engine_(new EngineHost(this)), family_(new FamilyPanel), layout_(new LayoutPanel), analysis_(new AnalysisPanel), runs_(new RunsPanel), serving_(new ServingPanel), chat_(new ChatPane), usage_(new UsagePanel) {
   setWindowTitle(tr("Mosaic workbench"));
   setCentralWidget(chat_);
   auto dock = [this](QWidget* w, const QString& title, const QString& name, Qt::DockWidgetArea area) {
@@ -58,11 +59,13 @@ MainWindow::MainWindow(QWidget* parent)
   QDockWidget* familyDock = dock(family_, tr("Family"), QStringLiteral("familyDock"), Qt::LeftDockWidgetArea);
   QDockWidget* layoutDock = dock(layout_, tr("Layout"), QStringLiteral("layoutDock"), Qt::RightDockWidgetArea);
   QDockWidget* analysisDock = dock(analysis_, tr("Distances"), QStringLiteral("analysisDock"), Qt::RightDockWidgetArea);
+  QDockWidget* usageDock = dock(usage_, tr("Expert usage"), QStringLiteral("usageDock"), Qt::RightDockWidgetArea);
   QDockWidget* runsDock = dock(runs_, tr("Runs"), QStringLiteral("runsDock"), Qt::BottomDockWidgetArea);
   QDockWidget* servingDock = dock(serving_, tr("Serving"), QStringLiteral("servingDock"), Qt::BottomDockWidgetArea);
   tabifyDockWidget(servingDock, runsDock);
   servingDock->raise();
   tabifyDockWidget(layoutDock, analysisDock);
+  tabifyDockWidget(analysisDock, usageDock);
   layoutDock->raise();
 
   QMenu* file = menuBar()->addMenu(tr("&File"));
@@ -81,6 +84,7 @@ MainWindow::MainWindow(QWidget* parent)
   view->addAction(familyDock->toggleViewAction());
   view->addAction(layoutDock->toggleViewAction());
   view->addAction(analysisDock->toggleViewAction());
+  view->addAction(usageDock->toggleViewAction());
   view->addAction(servingDock->toggleViewAction());
   view->addAction(runsDock->toggleViewAction());
 
@@ -108,6 +112,9 @@ MainWindow::MainWindow(QWidget* parent)
   connect(analysis_, &AnalysisPanel::heatmapRequested, engine_, &EngineHost::requestHeatmap);
   connect(engine_, &EngineHost::heatmapReady, analysis_, &AnalysisPanel::showHeatmap);
   connect(engine_, &EngineHost::heatmapFailed, analysis_, &AnalysisPanel::showError);
+  connect(usage_, &UsagePanel::usageRequested, engine_, &EngineHost::requestUsage);
+  connect(engine_, &EngineHost::usageReady, usage_, &UsagePanel::showUsage);
+  connect(engine_, &EngineHost::usageFailed, usage_, &UsagePanel::showError);
   connect(engine_, &EngineHost::familyOpened, serving_, &ServingPanel::setFamily);
   connect(engine_, &EngineHost::familyOpened, this, [this] {  // after setFamily, which resets the capacity
     if (!pending_serving_.isEmpty()) serving_->applySettings(pending_serving_);

@@ -13,6 +13,7 @@ class FamilyPanel;
 class LayoutPanel;
 class RunsPanel;
 class ServingPanel;
+class UsagePanel;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -34,6 +35,7 @@ class MainWindow : public QMainWindow {
   RunsPanel* runsPanel() const { return runs_; }
   ServingPanel* servingPanel() const { return serving_; }
   ChatPane* chatPane() const { return chat_; }
+  UsagePanel* usagePanel() const { return usage_; }
 
  protected:
   void closeEvent(QCloseEvent* event) override;
@@ -48,6 +50,7 @@ class MainWindow : public QMainWindow {
   RunsPanel* runs_;
   ServingPanel* serving_;
   ChatPane* chat_;
+  UsagePanel* usage_;
   QMenu* recent_ = nullptr;
   QString family_key_;  // where this family's budget is remembered
   // What is being opened: becomes the family (Recent, budget key, title) only once it has opened.
