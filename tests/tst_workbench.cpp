@@ -42,6 +42,7 @@
 #include "workbench/byte_size_box.h"
 #include "workbench/chart.h"
 #include "workbench/chat_pane.h"
+#include "workbench/compare_pane.h"
 #include "workbench/engine_host.h"
 #include "workbench/expert_trace.h"
 #include "workbench/family_panel.h"
@@ -262,6 +263,38 @@ class WorkbenchTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(usage->statusText().contains(QStringLiteral("is empty")), 30000);
   }
 
+  // Side by side: one prompt to two sides, streamed together; identical sides agree to the end, a
+  // different fine-tune diverges and the first diverging token is named; an adapter has no weights
+  // of its own to run alone; a variant's own weights against its consolidated serving.
+  void side_by_side_marks_the_first_divergence() {
+    ComparePane* cmp = window_->comparePane();
+    auto run = [&](const QString& left, bool leftOwn, const QString& right, bool rightOwn) {
+      cmp->targetBox(0)->setCurrentText(left);
+      cmp->ownBox(0)->setChecked(leftOwn);
+      cmp->targetBox(1)->setCurrentText(right);
+      cmp->ownBox(1)->setChecked(rightOwn);
+      cmp->promptEdit()->setText(QStringLiteral("And God said"));
+      cmp->send();
+      QTRY_VERIFY_WITH_TIMEOUT(!cmp->summaryText(0).isEmpty() && !cmp->summaryText(1).isEmpty(), 60000);
+    };
+    run(QStringLiteral("bible"), true, QStringLiteral("bible"), true);
+    QCOMPARE(cmp->divergence(), -1);
+    QVERIFY2(cmp->statusText().startsWith(QStringLiteral("Identical")), qPrintable(cmp->statusText()));
+    QVERIFY(cmp->text(0).size() > 5 && cmp->text(0) == cmp->text(1));
+    QVERIFY(cmp->summaryText(0).contains(QStringLiteral("own weights alone")));
+
+    run(QStringLiteral("bible"), true, QStringLiteral("fortunes"), true);
+    QVERIFY(cmp->divergence() >= 0);
+    QVERIFY2(cmp->statusText().startsWith(QStringLiteral("They diverge at generated token %1").arg(cmp->divergence() + 1)), qPrintable(cmp->statusText()));
+
+    run(QStringLiteral("bible"), true, QStringLiteral("esft-bible"), true);
+    QVERIFY2(cmp->summaryText(1).contains(QStringLiteral("ESFT adapter")), qPrintable(cmp->summaryText(1)));
+
+    run(QStringLiteral("bible"), true, QStringLiteral("bible"), false);
+    QVERIFY2(cmp->summaryText(1).contains(QStringLiteral("served")), qPrintable(cmp->summaryText(1)));
+    qInfo("bible's own weights against its consolidated serving: %s", qPrintable(cmp->statusText()));
+  }
+
   void token_strip_keeps_the_live_tail_in_view() {
     // 500 tokens in a 400 px strip: the latest ones are drawn, and hovering one tells its layers.
     TokenStrip strip;
@@ -444,6 +477,11 @@ class WorkbenchTest : public QObject {
     QTest::qWait(50);
     QVERIFY(window_->chatPane()->grab().save(dir + QStringLiteral("/chat-trace.png")));
     window_->chatPane()->tabs()->setCurrentIndex(0);
+    auto* centre = window_->findChild<QTabWidget*>(QStringLiteral("centreTabs"));
+    centre->setCurrentIndex(1);  // side by side
+    QTest::qWait(50);
+    QVERIFY(window_->comparePane()->grab().save(dir + QStringLiteral("/compare.png")));
+    centre->setCurrentIndex(0);
     window_->resize(1366, 768);  // a laptop screen (less the task bar on a real one)
     QTest::qWait(50);
     QVERIFY(window_->grab().save(dir + QStringLiteral("/workbench-1366x768.png")));

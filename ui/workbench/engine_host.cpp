@@ -17,21 +17,9 @@
 #include "serving/sweep_run.h"
 #include "store/recorder.h"
 #include "store/sweep_recording.h"
+#include "workbench/engine_host_state.h"
 
 namespace mosaic::ui {
-
-struct EngineHost::State {
-  std::unique_ptr<Session> session;
-  std::mutex request_mutex;  // guards `request`, which stopChat() reaches from the GUI thread
-  std::shared_ptr<RequestHandle> request;
-  // A sweep runs on a thread of its own so that this thread stays free: the chat's requests join the
-  // sweep's batches on the session's engine. The session outlives it (joined before a reset).
-  std::thread sweep;
-  std::atomic<bool> sweeping{false};
-  void join_sweep() {
-    if (sweep.joinable()) sweep.join();
-  }
-};
 
 namespace {
 
@@ -104,6 +92,7 @@ EngineHost::~EngineHost() {
   cancel_open_ = true;
   stop_serving_ = true;
   stopChat();
+  stopCompare();
   post([this] {
     state_->join_sweep();
     state_->session.reset();
@@ -140,6 +129,7 @@ void EngineHost::openFamily(const QStringList& dirs, qint64 budgetBytes, const Q
       });
       if (opened.is_cancelled()) return Q_EMIT familyFailed(tr("Cancelled."));
       st.session = std::move(*opened);  // rethrows a failure
+      st.own_models.clear();  // loaded from the old family's folders
       Q_EMIT progress(tr("Ready"), 1, 1);
       Q_EMIT familyOpened(describe(describe_family(*st.session)));
     } catch (const std::exception& e) {

@@ -35,6 +35,12 @@ class EngineHost : public QObject {
   // Streams a continuation of `prompt` by `target`, served with the current layout.
   void chat(const QString& target, const QString& prompt, int maxNewTokens, double temperature, double topP);
   void stopChat();
+  // One prompt to two sides at once (0: left, 1: right), each a variant served as the layout on
+  // screen serves it or, `own`, through its own checkpoint alone (the single-model reference forward
+  // pass; full checkpoints only). Both sample with one seed, so they differ only where weights do.
+  void compare(const QString& left, bool leftOwn, const QString& right, bool rightOwn, const QString& prompt, int maxNewTokens,
+               double temperature, double topP);
+  void stopCompare();
   // A heatmap of the open family's distances: Position (d(l, e)), Pair (variants a and b per
   // position) or Cross (a's positions against b's, within `layer`, or all when layer < 0).
   void requestHeatmap(mosaic::ui::Heatmap::Kind kind, int a, int b, int layer);
@@ -56,6 +62,9 @@ class EngineHost : public QObject {
   void layoutPlanned(const mosaic::ui::LayoutInfo& layout);
   void chatToken(const mosaic::ui::TokenTrace& token);
   void chatFinished(const QString& summary);
+  void compareToken(int side, qint64 token, const QString& text);
+  void compareFinished(int side, const QString& summary);
+  void compareFailed(int side, const QString& message);
   void heatmapReady(const mosaic::ui::Heatmap& heatmap);
   void usageReady(const mosaic::ui::ExpertUsage& usage);
   void runsLoaded(const mosaic::ReportData& runs);

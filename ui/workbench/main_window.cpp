@@ -15,12 +15,14 @@
 #include <QDoubleSpinBox>
 #include <QSettings>
 #include <QStatusBar>
+#include <QTabWidget>
 
 #include "model/variant_folders.h"
 
 #include "serving/session_file.h"
 #include "workbench/analysis_panel.h"
 #include "workbench/chat_pane.h"
+#include "workbench/compare_pane.h"
 #include "workbench/engine_types.h"
 #include "workbench/engine_host.h"
 #include "workbench/family_panel.h"
@@ -40,9 +42,13 @@ QString budgetKey(const QStringList& dirs) {
 }
 
 MainWindow::MainWindow(QWidget* parent)
-    : QMainWindow(parent), engine_(new EngineHost(this)), family_(new FamilyPanel), layout_(new LayoutPanel), analysis_(new AnalysisPanel), runs_(new RunsPanel), serving_(new ServingPanel), chat_(new ChatPane), usage_(new UsagePanel) {
+    : QMainWindow(parent), engine_(new EngineHost(this)), family_(new FamilyPanel), layout_(new LayoutPanel), analysis_(new AnalysisPanel), runs_(new RunsPanel), serving_(new ServingPanel), chat_(new ChatPane), usage_(new UsagePanel), compare_(new ComparePane) {
   setWindowTitle(tr("Mosaic workbench"));
-  setCentralWidget(chat_);
+  auto* centre = new QTabWidget;
+  centre->setObjectName(QStringLiteral("centreTabs"));
+  centre->addTab(chat_, tr("Chat"));
+  centre->addTab(compare_, tr("Side by side"));
+  setCentralWidget(centre);
   auto dock = [this](QWidget* w, const QString& title, const QString& name, Qt::DockWidgetArea area) {
     auto* d = new QDockWidget(title, this);
     d->setObjectName(name);  // saveState() keys docks by object name
@@ -93,6 +99,12 @@ MainWindow::MainWindow(QWidget* parent)
   connect(engine_, &EngineHost::progress, family_, &FamilyPanel::showProgress);
   connect(engine_, &EngineHost::familyOpened, family_, &FamilyPanel::showFamily);
   connect(engine_, &EngineHost::familyOpened, chat_, &ChatPane::setVariants);
+  connect(engine_, &EngineHost::familyOpened, compare_, &ComparePane::setVariants);
+  connect(compare_, &ComparePane::compareRequested, engine_, &EngineHost::compare);
+  connect(compare_, &ComparePane::stopRequested, engine_, &EngineHost::stopCompare);
+  connect(engine_, &EngineHost::compareToken, compare_, &ComparePane::appendToken);
+  connect(engine_, &EngineHost::compareFinished, compare_, &ComparePane::finish);
+  connect(engine_, &EngineHost::compareFailed, compare_, &ComparePane::showError);
   connect(engine_, &EngineHost::familyFailed, this, [this](const QString& m) {
     // The family that was open (if any) is still open: nothing of the failed one is kept.
     opening_.clear();

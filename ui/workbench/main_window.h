@@ -8,6 +8,7 @@ namespace mosaic::ui {
 
 class AnalysisPanel;
 class ChatPane;
+class ComparePane;
 class EngineHost;
 class FamilyPanel;
 class LayoutPanel;
@@ -36,6 +37,7 @@ class MainWindow : public QMainWindow {
   ServingPanel* servingPanel() const { return serving_; }
   ChatPane* chatPane() const { return chat_; }
   UsagePanel* usagePanel() const { return usage_; }
+  ComparePane* comparePane() const { return compare_; }
 
  protected:
   void closeEvent(QCloseEvent* event) override;
@@ -51,6 +53,7 @@ class MainWindow : public QMainWindow {
   ServingPanel* serving_;
   ChatPane* chat_;
   UsagePanel* usage_;
+  ComparePane* compare_;
   QMenu* recent_ = nullptr;
   QString family_key_;  // where this family's budget is remembered
   // What is being opened: becomes the family (Recent, budget key, title) only once it has opened.

@@ -1,0 +1,36 @@
+#pragma once
+// What the engine host keeps on its thread: the session, the chat's request, the sweep's thread, and
+// the reference models a comparison loads. Shared by engine_host.cpp and engine_host_compare.cpp.
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "runtime/engine.h"
+#include "runtime/model.h"
+#include "serving/session.h"
+#include "workbench/engine_host.h"
+
+namespace mosaic::ui {
+
+struct EngineHost::State {
+  std::unique_ptr<Session> session;
+  std::mutex request_mutex;  // guards `request`, which stopChat() reaches from the GUI thread
+  std::shared_ptr<RequestHandle> request;
+  // A sweep runs on a thread of its own so that this thread stays free: the chat's requests join the
+  // sweep's batches on the session's engine. The session outlives it (joined before a reset).
+  std::thread sweep;
+  std::atomic<bool> sweeping{false};
+  void join_sweep() {
+    if (sweep.joinable()) sweep.join();
+  }
+  // Checkpoints loaded alone for a comparison's "own weights" side, by variant name (this family's).
+  std::map<std::string, std::unique_ptr<Model>> own_models;
+  std::atomic<bool> stop_compare{false};  // the reference side checks it at every token
+  std::vector<std::shared_ptr<RequestHandle>> compare_requests;  // the served sides'; guarded by request_mutex
+};
+
+}  // namespace mosaic::ui
