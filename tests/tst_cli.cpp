@@ -169,6 +169,10 @@ class TestCli : public QObject {
     r = cli(args({"generate", "--model"}) << path(fixture("mixtral", "ft1")) << args({"--ids", "1,2", "--temperature", "-1"}));
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains(QStringLiteral("temperature")), qPrintable(r.err));
+    // Refused before anything is printed: no half answer (the prompt) on stdout.
+    r = cli(args({"generate", "--model"}) << path(fixture("mixtral", "ft1")) << args({"--prompt", "hello", "--top-p", "0"}));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.out.isEmpty() && r.err.contains(QStringLiteral("top_p")), qPrintable(r.out + r.err));
   }
 
 #ifdef MOSAIC_WORKBENCH

@@ -20,6 +20,7 @@
 #include "model/tokenizer.h"
 #include "runtime/forward.h"
 #include "runtime/generation.h"
+#include "runtime/sampler.h"
 #include "runtime/threads.h"
 
 namespace fs = std::filesystem;
@@ -172,6 +173,7 @@ void add_generate_command(CLI::App& app) {
   cmd->callback([o] {
     if (o->ids.empty() && o->prompt.empty()) throw InvalidArgument("generate", "--ids / --prompt", "give a prompt", "write --prompt \"text\" or --ids 1,2,3");
     if (!o->stop.empty()) o->req.stop_ids = parse_ids(o->stop);
+    Sampler{o->req.sampling};  // bad sampling settings are refused before anything loads or prints
     configure_threads(o->threads);
     const auto session = open_serving(o->serve);
     // With --prompt the target's own tokenizer encodes it and the output is text.
