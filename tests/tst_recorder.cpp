@@ -64,7 +64,13 @@ class TestRecorder : public QObject {
       Recorder rec(db);
       QCOMPARE(rec.schema_version(), Recorder::kSchemaVersion);
       run = rec.begin_run("consolidated", R"({"capacity": 12})");
-      for (int i = 0; i < 3; ++i) rec.record(run, sample_record(i));
+      for (int i = 0; i < 3; ++i) {
+        RequestRecord r = sample_record(i);
+        if (i == 1)  // a traced request: two choices of position 0 in layer 1
+          r.routes = {{.token = 0, .layer = 1, .expert = 3, .outcome = RoutedExpert::Outcome::Hit, .served_by = 2, .served_expert = 3},
+                      {.token = 0, .layer = 1, .expert = 5, .outcome = RoutedExpert::Outcome::Miss, .served_by = 1, .served_expert = 5}};
+        rec.record(run, r);
+      }
       rec.sample(run, 0.5, "queue_length", 2);
       rec.finish_run(run, "finished");
     }
@@ -86,6 +92,12 @@ class TestRecorder : public QObject {
     QCOMPARE(back[2].stats.counters.layers[0].misses, std::int64_t(10));
     QCOMPARE(back[2].stats.counters.layers[0].load_bytes, std::uint64_t(1000));
     QCOMPARE(summarize(back).hit_rate, summarize({want, sample_record(0), sample_record(1)}).hit_rate);
+    const auto routes = rec.routes(run, 1);
+    QCOMPARE(routes.size(), std::size_t(2));
+    QCOMPARE(routes[1].expert, std::int16_t(5));
+    QCOMPARE(routes[1].outcome, RoutedExpert::Outcome::Miss);
+    QCOMPARE(routes[0].served_by, std::int16_t(2));
+    QVERIFY(rec.routes(run, 0).empty());
     const auto queue = rec.samples(run, "queue_length");
     QCOMPARE(queue.size(), std::size_t(1));
     QCOMPARE(queue[0].value, 2.0);

@@ -4,6 +4,8 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <map>
+
 #include <cmath>
 #include <fstream>
 
@@ -169,6 +171,31 @@ class TestServing : public QObject {
     QCOMPARE(swaps, std::int64_t(6));  // warm on base: ft1 ft1 ft2 base ft1 ft1 ft2 base → 6 changes
     for (const auto& r : b) QCOMPARE(r.stats.counters.swaps, std::int64_t(0));
     QVERIFY(summarize(b).swap_bytes == 0);
+  }
+
+  // A traced run records, per request, every token's choices in every MoE layer (the last
+  // generated token is never fed back), adding up to its counters; an untraced run records none.
+  void tracedRunsRecordEveryRoute() {
+    auto consolidated = deploy(StrategyKind::Consolidated);
+    const auto w = alternating({"ft1", "ft2"}, 4);
+    const auto traced = run_workload(consolidated, w, {.trace_routes = true});
+    const std::int64_t k = store_->spec().top_k;
+    for (const RequestRecord& r : traced) {
+      const LayerCounts total = r.stats.counters.total();
+      std::int64_t hits = 0, misses = 0, last = -1;
+      std::map<std::int64_t, std::int64_t> per_position;
+      for (const RoutedExpert& e : r.routes) {
+        hits += e.outcome == RoutedExpert::Outcome::Hit;
+        misses += e.outcome == RoutedExpert::Outcome::Miss;
+        ++per_position[e.token];
+        last = std::max<std::int64_t>(last, e.token);
+      }
+      QCOMPARE(hits, total.hits);
+      QCOMPARE(misses, total.misses);
+      QCOMPARE(last, r.stats.prompt_tokens + r.stats.generated_tokens - 2);
+      for (const auto& [position, n] : per_position) QCOMPARE(n % k, std::int64_t(0));
+    }
+    for (const RequestRecord& r : run_workload(consolidated, w)) QVERIFY(r.routes.empty());
   }
 
   void timeSharingMovesTheWholeModelOnEveryMismatch() {

@@ -359,6 +359,8 @@ class WorkbenchTest : public QObject {
     serving->durationBox()->setValue(2);
     QVERIFY2(serving->statusText().startsWith(QStringLiteral("9 variants open")), qPrintable(serving->statusText()));  // not "Open a family"
     QVERIFY(!serving->latencyPlot()->legend->visible());  // nothing drawn, no empty legend box
+    serving->traceBox()->setChecked(true);  // every request's expert trace recorded
+    QVERIFY(serving->sweepJson().contains(QStringLiteral("\"trace_routes\":true")));
     int ticks = 0;
     QTimer ticker;
     connect(&ticker, &QTimer::timeout, [&] { ++ticks; });
@@ -383,6 +385,23 @@ class WorkbenchTest : public QObject {
              serving->pointsReceived());
     // The runs panel opens the record it was written to.
     QTRY_VERIFY_WITH_TIMEOUT(window_->runsPanel()->statusText().startsWith(QStringLiteral("live.sqlite: 2 runs")), 30000);
+    // A recorded request's expert trace: its 20 prompt and 25 output positions × 4 layers, two
+    // choices in each cell but the last output's (never fed back).
+    RunsPanel* runs = window_->runsPanel();
+    runs->table()->selectRow(0);
+    runs->requestBox()->setValue(1);
+    runs->showTraceOfSelected();
+    QTRY_VERIFY_WITH_TIMEOUT(runs->statusText().startsWith(QStringLiteral("Expert trace: Run")), 30000);
+    QCOMPARE(runs->trace()->rowCount(), 45);
+    QCOMPARE(runs->trace()->columnCount(), 4);
+    QCOMPARE(runs->trace()->routes(0, 0).size(), 2);
+    QCOMPARE(runs->trace()->routes(43, 3).size(), 2);
+    QVERIFY(runs->trace()->routes(44, 3).isEmpty());
+    QCOMPARE(runs->trace()->headerData(20, Qt::Vertical, Qt::DisplayRole).toString(), QStringLiteral("output 0"));
+    runs->requestBox()->setValue(100000);
+    runs->showTraceOfSelected();
+    QTRY_VERIFY_WITH_TIMEOUT(runs->statusText().contains(QStringLiteral("request 100000")), 30000);
+    serving->traceBox()->setChecked(false);
     // Charts you can read. The runs follow one another on the sweep's time axis, not overlaid: the
     // second run's points all lie after the first's.
     Chart* latency = serving->latencyPlot();

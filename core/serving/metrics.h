@@ -18,6 +18,9 @@ struct RequestRecord {
   Finish outcome = Finish::Length;
   std::string error;
   RequestStats stats;
+  // Traced runs only: where each router choice of each of its tokens went, `token` holding the
+  // token's position in the request (the prompt's first).
+  std::vector<RoutedExpert> routes;
 };
 
 struct Percentiles {

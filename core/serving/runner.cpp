@@ -52,18 +52,31 @@ class Collector {
 // Submits the partition's requests, arrivals offset from the clock's present; returns the handles.
 std::vector<std::shared_ptr<RequestHandle>> submit(Engine& engine, const Clock& clock, std::size_t lane,
                                                    const std::vector<WorkloadRequest>& w,
-                                                   const std::vector<std::size_t>& indices, Collector& c) {
+                                                   const std::vector<std::size_t>& indices, Collector& c, bool trace) {
   const double t0 = clock.now();
   std::vector<ServeRequest> requests;
   std::vector<RequestCallbacks> callbacks;
   for (std::size_t i : indices) {
     const WorkloadRequest& r = w[i];
     requests.push_back({r.target, {.prompt = r.prompt, .max_new_tokens = r.max_new_tokens}, false, t0 + r.arrival});
-    callbacks.push_back({{}, [&c, i, lane, t0, target = r.target](const RequestHandle&, const RequestResult& result) {
-                           RequestRecord rec{static_cast<std::int64_t>(i), target, lane, result.finish, result.error, result.stats};
+    // The routes gather on the engine thread, step by step, until the request finishes there.
+    auto routes = trace ? std::make_shared<std::vector<RoutedExpert>>() : nullptr;
+    RoutesCallback on_routes;
+    if (trace)
+      on_routes = [routes](const RequestHandle&, std::int64_t position, const std::vector<RoutedExpert>& step) {
+        for (RoutedExpert r : step) {
+          r.token = static_cast<std::int32_t>(position + r.token);
+          routes->push_back(r);
+        }
+      };
+    callbacks.push_back({{},
+                         [&c, i, lane, t0, routes, target = r.target](const RequestHandle&, const RequestResult& result) {
+                           RequestRecord rec{static_cast<std::int64_t>(i), target, lane, result.finish, result.error, result.stats, {}};
                            for (double* t : {&rec.stats.arrival, &rec.stats.start, &rec.stats.first_token, &rec.stats.finish}) *t -= t0;
+                           if (routes) rec.routes = std::move(*routes);
                            c.add(std::move(rec));
-                         }});
+                         },
+                         std::move(on_routes)});
   }
   auto handles = engine.submit_all(std::move(requests), callbacks);
   c.watch(handles);
@@ -104,14 +117,14 @@ std::vector<RequestRecord> run_workload(const Deployment& d, const std::vector<W
   if (o.engine && d.partitions().size() == 1) {
     const auto clock = make_clock();
     Borrowed borrowed(*o.engine, d.partitions().front(), scheduler, clock);
-    for (const auto& h : submit(*o.engine, *clock, 0, w, by_lane[0], c)) h->wait();
+    for (const auto& h : submit(*o.engine, *clock, 0, w, by_lane[0], c, o.trace_routes)) h->wait();
     return c.take();
   }
   if (o.clock == RunClock::Virtual) {
     for (std::size_t lane = 0; lane < by_lane.size() && !c.stopped(); ++lane) {
       const auto clock = make_clock();
       Engine engine(d.partitions()[lane].runtime, {scheduler, clock});
-      for (const auto& h : submit(engine, *clock, lane, w, by_lane[lane], c)) h->wait();
+      for (const auto& h : submit(engine, *clock, lane, w, by_lane[lane], c, o.trace_routes)) h->wait();
     }
     return c.take();
   }
@@ -121,7 +134,7 @@ std::vector<RequestRecord> run_workload(const Deployment& d, const std::vector<W
   for (const auto& p : d.partitions()) engines.push_back(std::make_unique<Engine>(p.runtime, EngineOptions{scheduler, clock}));
   std::vector<std::shared_ptr<RequestHandle>> all;
   for (std::size_t lane = 0; lane < engines.size(); ++lane)
-    for (auto& h : submit(*engines[lane], *clock, lane, w, by_lane[lane], c)) all.push_back(std::move(h));
+    for (auto& h : submit(*engines[lane], *clock, lane, w, by_lane[lane], c, o.trace_routes)) all.push_back(std::move(h));
   for (const auto& h : all) h->wait();
   return c.take();
 }

@@ -28,6 +28,8 @@ struct RunOptions {
   // as the workbench's chat) instead of one of the run's own. Its runtime, scheduler and clock are
   // the deployment's for the run and restored afterwards.
   Engine* engine = nullptr;
+  // Record each request's routes (RequestRecord::routes): every token's choices per layer.
+  bool trace_routes = false;
 };
 
 // Records in workload order, times from the start of the run. Throws InvalidArgument for a target

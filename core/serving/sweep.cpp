@@ -27,7 +27,7 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& file,
   };
   if (!j.is_object()) throw FormatError(file, "", "is not a JSON object", hint);
   check_keys(j, {"schema", "description", "variants", "targets", "clock", "rates", "repeats", "seed", "alpha", "duration_seconds",
-                 "prompt", "output", "strategies", "trace"},
+                 "prompt", "output", "strategies", "trace", "trace_routes"},
              file, "", hint);
   if (j.value("schema", "") != "mosaic.sweep/1")
     throw UnsupportedError(file, "field 'schema'", "is '" + j.value("schema", std::string("(missing)")) + "', not 'mosaic.sweep/1'");
@@ -46,6 +46,10 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& file,
     if (!j["trace"].is_string() || j["trace"].get<std::string>().empty()) fail("trace", "must be the path of a JSONL trace");
     const std::filesystem::path t = j["trace"].get<std::string>();
     c.trace = t.is_absolute() ? t : base_dir / t;
+  }
+  if (j.contains("trace_routes")) {
+    if (!j["trace_routes"].is_boolean()) fail("trace_routes", "must be true or false");
+    c.trace_routes = j["trace_routes"].get<bool>();
   }
   if (j.contains("targets")) {
     if (!j["targets"].is_array() || j["targets"].empty()) fail("targets", "must list variant names");

@@ -14,7 +14,9 @@
 //    "targets": [names] (optional: the variants workloads draw from, for every strategy; default:
 //               every variant, or for esft the adapters),
 //    "trace": "file.jsonl" (optional, relative to the config: replayed instead of generated; the
-//              rates are then not used)}
+//              rates are then not used),
+//    "trace_routes": true (optional: record where every token's router choices went, per request;
+//                    the workbench's Runs panel shows a request's expert trace from them)}
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -32,6 +34,7 @@ struct SweepConfig {
   std::vector<StrategyConfig> strategies;
   std::filesystem::path trace;  // empty: generate Poisson workloads
   std::vector<std::string> targets;  // the names workloads draw from; empty: each strategy's own
+  bool trace_routes = false;  // record each request's routes (RequestRecord::routes)
   std::string text;       // the config as written, recorded with every run
 };
 

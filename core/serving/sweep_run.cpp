@@ -30,6 +30,11 @@ Outcome<> run_sweep(const SweepConfig& config, const Family& family, const HostS
     const std::vector<double> rates = config.trace.empty() ? config.rates : std::vector<double>{0.0};
     for (const StrategyConfig& sc : config.strategies) {
       const Deployment deployment(sc, family, store, analysis, scratch);
+      // What a recorded route's served_by indexes: the targets of the store the deployment serves
+      // from (averaging serves merged checkpoints of its own).
+      std::vector<std::string> target_names;
+      const HostStore& served = deployment.partitions().front().runtime->store();
+      for (int t = 0; t < served.targets(); ++t) target_names.push_back(served.name(t));
       for (const std::string& t : config.targets) deployment.partition_of(t);  // every strategy serves them, or none runs
       for (double rate : rates)
         for (int rep = 0; rep < config.repeats; ++rep) {
@@ -48,6 +53,7 @@ Outcome<> run_sweep(const SweepConfig& config, const Family& family, const HostS
                                              {"max_sequences", sc.scheduler.max_sequences},
                                              {"trace", config.trace.string()},
                                              {"clock", config.clock == RunClock::Real ? "real" : "virtual"},
+                                             {"targets", target_names},  // what a route's served_by indexes
                                              {"sweep", nlohmann::json::parse(config.text, nullptr, false)}};
           SweepRun run{deployment.name(), run_rate, rep, run_config.dump(), 0};
           if (events.run_started) events.run_started(run, workload.size());
@@ -62,7 +68,8 @@ Outcome<> run_sweep(const SweepConfig& config, const Family& family, const HostS
                                                      stopped = true;
                                                    return !stopped.load();
                                                  },
-                                             .engine = shared});
+                                             .engine = shared,
+                                             .trace_routes = config.trace_routes});
           if (events.run_finished) events.run_finished(run, records, summarize(records), stopped);
           if (stopped) return Cancelled{};
         }

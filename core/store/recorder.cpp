@@ -104,6 +104,15 @@ CREATE VIEW layer_hit_rates AS
       // 3: continuous batching: how often a request gave its KV blocks back and was recomputed.
       R"sql(
 ALTER TABLE requests ADD COLUMN preemptions INTEGER NOT NULL DEFAULT 0;
+)sql",
+      // 4: traced runs: where each token's router choices went (outcome 0 hit, 1 miss, 2 dropped;
+      // served_by indexes the run config's "targets").
+      R"sql(
+CREATE TABLE request_routes (
+  run_id INTEGER NOT NULL, idx INTEGER NOT NULL, position INTEGER NOT NULL, layer INTEGER NOT NULL,
+  expert INTEGER NOT NULL, outcome INTEGER NOT NULL, served_by INTEGER NOT NULL, served_expert INTEGER NOT NULL,
+  FOREIGN KEY (run_id, idx) REFERENCES requests(run_id, idx));
+CREATE INDEX request_routes_by_request ON request_routes(run_id, idx);
 )sql"};
   return m;
 }
@@ -192,11 +201,42 @@ void Recorder::record(std::int64_t run, const RequestRecord& r) {
       l.bind(6, n.loads).bind(7, static_cast<std::int64_t>(n.load_bytes)).bind(8, n.load_seconds);
       l.run();
     }
+    if (!r.routes.empty()) {
+      Statement t(db_,
+                  "INSERT INTO request_routes (run_id, idx, position, layer, expert, outcome, served_by, served_expert)"
+                  " VALUES (?,?,?,?,?,?,?,?)",
+                  path_.string());
+      for (const RoutedExpert& e : r.routes) {
+        t.bind(1, run).bind(2, r.index).bind(3, std::int64_t{e.token}).bind(4, std::int64_t{e.layer}).bind(5, std::int64_t{e.expert});
+        t.bind(6, static_cast<std::int64_t>(e.outcome)).bind(7, std::int64_t{e.served_by}).bind(8, std::int64_t{e.served_expert});
+        t.run();
+      }
+    }
     exec("COMMIT");
   } catch (...) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     throw;
   }
+}
+
+std::vector<RoutedExpert> Recorder::routes(std::int64_t run, std::int64_t request) const {
+  Statement s(db_,
+              "SELECT position, layer, expert, outcome, served_by, served_expert FROM request_routes"
+              " WHERE run_id = ? AND idx = ? ORDER BY position, layer, rowid",
+              path_.string());
+  s.bind(1, run).bind(2, request);
+  std::vector<RoutedExpert> out;
+  while (s.step()) {
+    RoutedExpert e;
+    e.token = static_cast<std::int32_t>(s.i64(0));
+    e.layer = static_cast<std::int16_t>(s.i64(1));
+    e.expert = static_cast<std::int16_t>(s.i64(2));
+    e.outcome = static_cast<RoutedExpert::Outcome>(s.i64(3));
+    e.served_by = static_cast<std::int16_t>(s.i64(4));
+    e.served_expert = static_cast<std::int16_t>(s.i64(5));
+    out.push_back(e);
+  }
+  return out;
 }
 
 void Recorder::sample(std::int64_t run, double t, const std::string& name, double value) {

@@ -23,7 +23,7 @@ struct RunInfo {
 
 class Recorder {
  public:
-  static constexpr int kSchemaVersion = 3;
+  static constexpr int kSchemaVersion = 4;
 
   // Opens or creates the database and migrates it to kSchemaVersion. Throws IoError when it cannot
   // be opened, FormatError when it is not a Mosaic database or was written by a newer version.
@@ -40,6 +40,8 @@ class Recorder {
 
   std::vector<RunInfo> runs() const;
   std::vector<RequestRecord> requests(std::int64_t run) const;  // in workload order, with per-layer counters
+  // A traced run's request: its routes by position (RoutedExpert::token) and layer; empty otherwise.
+  std::vector<RoutedExpert> routes(std::int64_t run, std::int64_t request) const;
   std::vector<Sample> samples(std::int64_t run, const std::string& name) const;  // in time order
   int schema_version() const;
 

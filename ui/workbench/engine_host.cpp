@@ -1,6 +1,9 @@
 #include "workbench/engine_host.h"
 
+#include <algorithm>
 #include <utility>
+
+#include <nlohmann/json.hpp>
 
 #include <QFileInfo>
 #include <QMetaObject>
@@ -79,6 +82,7 @@ EngineHost::EngineHost(QObject* parent) : QObject(parent), state_(std::make_uniq
   qRegisterMetaType<TokenTrace>();
   qRegisterMetaType<Heatmap>();
   qRegisterMetaType<ExpertUsage>();
+  qRegisterMetaType<QVector<ExpertRoute>>();
   qRegisterMetaType<ReportData>();
   qRegisterMetaType<ServedPoint>();
   thread_.setObjectName(QStringLiteral("mosaic-engine"));
@@ -332,6 +336,43 @@ void EngineHost::loadRuns(const QString& database) {
       if (!QFileInfo::exists(database)) throw IoError(database.toStdString(), "", "does not exist", "record runs with the serving panel or mosaic-cli bench");
       const Recorder recorder(database.toStdString());
       Q_EMIT runsLoaded(load_report_data(recorder, {}, QFileInfo(database).fileName().toStdString()));
+    } catch (const std::exception& e) {
+      Q_EMIT runsFailed(QString::fromUtf8(e.what()));
+    }
+  });
+}
+
+void EngineHost::loadTrace(const QString& database, qint64 run, qint64 request) {
+  post([this, database, run, request] {
+    try {
+      const Recorder recorder(database.toStdString());
+      const auto runs = recorder.runs();
+      const auto info = std::find_if(runs.begin(), runs.end(), [&](const RunInfo& r) { return r.id == run; });
+      if (info == runs.end()) throw InvalidArgument(database.toStdString(), "run " + std::to_string(run), "is not in this database");
+      const auto requests = recorder.requests(run);
+      const auto rec = std::find_if(requests.begin(), requests.end(), [&](const RequestRecord& r) { return r.index == request; });
+      if (rec == requests.end())
+        throw InvalidArgument(database.toStdString(), "request " + std::to_string(request),
+                              "is not among run " + std::to_string(run) + "'s " + std::to_string(requests.size()) + " requests",
+                              "requests are numbered from 0 in workload order");
+      const auto routes = recorder.routes(run, request);
+      if (routes.empty())
+        throw InvalidArgument(database.toStdString(), "run " + std::to_string(run), "was not traced",
+                              "run the sweep with \"trace_routes\": true (the serving panel's 'Record expert traces')");
+      // served_by indexes the run's targets, as its config recorded them.
+      const auto config = nlohmann::json::parse(info->config_json, nullptr, false);
+      QStringList names;
+      if (config.is_object() && config.contains("targets") && config["targets"].is_array())
+        for (const auto& t : config["targets"]) names << QString::fromStdString(t.get<std::string>());
+      QVector<ExpertRoute> out;
+      for (const RoutedExpert& r : routes)
+        out.push_back({r.token, r.layer, r.expert, static_cast<ExpertRoute::Outcome>(r.outcome),
+                       r.served_by >= 0 ? names.value(r.served_by, QStringLiteral("#%1").arg(r.served_by)) : QString(), r.served_expert});
+      QStringList labels;
+      for (std::int64_t p = 0; p < rec->stats.prompt_tokens + rec->stats.generated_tokens; ++p)
+        labels << (p < rec->stats.prompt_tokens ? tr("prompt %1").arg(p) : tr("output %1").arg(p - rec->stats.prompt_tokens));
+      Q_EMIT traceLoaded(tr("Run %1 (%2), request %3 for %4").arg(run).arg(qs(info->strategy)).arg(request).arg(qs(rec->target)),
+                         qs(rec->target), static_cast<int>(rec->stats.counters.layers.size()), labels, out);
     } catch (const std::exception& e) {
       Q_EMIT runsFailed(QString::fromUtf8(e.what()));
     }

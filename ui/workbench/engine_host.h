@@ -55,6 +55,8 @@ class EngineHost : public QObject {
   void startServing(const QString& sweepJson, const QString& database);
   void stopServing();
   void exportReport(const QString& database, const QList<qint64>& runs, const QString& dir);
+  // The recorded routes of request `request` (its index in the workload) of a traced run.
+  void loadTrace(const QString& database, qint64 run, qint64 request);
 
  Q_SIGNALS:
   void progress(const QString& stage, int done, int total);
@@ -72,6 +74,9 @@ class EngineHost : public QObject {
   void servedRequest(const mosaic::ui::ServedPoint& point);
   void servingFinished(const QString& summary, const QString& database);
   void reportDataReady(const mosaic::ReportData& data, const QString& dir);
+  // A recorded request's trace: `labels` per position (prompt, then output tokens).
+  void traceLoaded(const QString& title, const QString& target, int layers, const QStringList& labels,
+                   const QVector<mosaic::ui::ExpertRoute>& routes);
   // Engine errors, as messages that say what to do.
   void familyFailed(const QString& message);
   void layoutFailed(const QString& message);

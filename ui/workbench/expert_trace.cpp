@@ -9,6 +9,7 @@ void ExpertTraceModel::start(const QString& target) {
   beginResetModel();
   target_ = target;
   layers_ = 0;
+  quoted_ = true;
   text_.clear();
   routes_.clear();
   endResetModel();
@@ -43,6 +44,21 @@ void ExpertTraceModel::add(const TokenTrace& token) {
     text_ = text;
   }
   if (before > 0) Q_EMIT dataChanged(index(0, 0), index(before - 1, layers_ - 1));  // routes arrive a step after their token
+}
+
+void ExpertTraceModel::setTrace(const QString& target, int layers, const QStringList& labels, const QVector<ExpertRoute>& routes) {
+  beginResetModel();
+  target_ = target;
+  layers_ = layers;
+  text_ = labels;
+  quoted_ = false;
+  routes_.clear();
+  for (const ExpertRoute& r : routes) {
+    if (r.layer >= layers_) continue;
+    routes_[r.position * layers_ + r.layer].push_back(r);
+    if (text_.size() <= r.position) text_.resize(r.position + 1);
+  }
+  endResetModel();
 }
 
 int ExpertTraceModel::rowCount(const QModelIndex& parent) const { return parent.isValid() ? 0 : static_cast<int>(text_.size()); }
@@ -98,6 +114,7 @@ QVariant ExpertTraceModel::headerData(int section, Qt::Orientation o, int role) 
   if (o == Qt::Horizontal) return tr("layer %1").arg(section);
   QString text = text_.value(section);
   text.replace(QLatin1Char('\n'), QStringLiteral("⏎"));
+  if (!quoted_) return text;
   return QStringLiteral("%1  %2").arg(section).arg(text.isEmpty() ? QStringLiteral("·") : QStringLiteral("“%1”").arg(text));
 }
 

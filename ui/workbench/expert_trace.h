@@ -1,5 +1,5 @@
 #pragma once
-// The expert trace of a chat answer: a token × layer table of the experts each token's router
+// The expert trace of a chat answer or a recorded request: a token × layer table of the experts each token's router
 // chose, coloured by hit (green), miss (red) or both (orange), with whose copy served each choice —
 // the variant's own or, where the layout consolidated it away, another variant's.
 #include <QAbstractTableModel>
@@ -19,6 +19,8 @@ class ExpertTraceModel : public QAbstractTableModel {
   void start(const QString& target);
   // A streamed token: its text (at its position) and its step's routes; the first brings the prompt.
   void add(const TokenTrace& token);
+  // A whole trace at once (a recorded request's): `labels` name the positions.
+  void setTrace(const QString& target, int layers, const QStringList& labels, const QVector<ExpertRoute>& routes);
 
   int rowCount(const QModelIndex& parent = {}) const override;
   int columnCount(const QModelIndex& parent = {}) const override;
@@ -31,6 +33,7 @@ class ExpertTraceModel : public QAbstractTableModel {
   QString target_;
   int layers_ = 0;
   QStringList text_;                          // per position
+  bool quoted_ = true;                        // text_ is the tokens' text (else labels)
   QMap<int, QVector<ExpertRoute>> routes_;    // position * layers + layer → its choices
 };
 

@@ -144,6 +144,8 @@ MainWindow::MainWindow(QWidget* parent)
   connect(engine_, &EngineHost::servingFinished, runs_, [this](const QString&, const QString& db) { runs_->openDatabase(db); });
   connect(runs_, &RunsPanel::loadRequested, engine_, &EngineHost::loadRuns);
   connect(runs_, &RunsPanel::exportRequested, engine_, &EngineHost::exportReport);
+  connect(runs_, &RunsPanel::traceRequested, engine_, &EngineHost::loadTrace);
+  connect(engine_, &EngineHost::traceLoaded, runs_, &RunsPanel::showTrace);
   connect(engine_, &EngineHost::runsLoaded, runs_, &RunsPanel::showRuns);
   connect(engine_, &EngineHost::reportDataReady, runs_, &RunsPanel::writeReport);
   connect(engine_, &EngineHost::runsFailed, runs_, &RunsPanel::showError);

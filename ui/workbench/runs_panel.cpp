@@ -5,6 +5,8 @@
 #include <QHeaderView>
 #include <QItemSelectionModel>
 #include <QLabel>
+#include <QTabWidget>
+#include <QSpinBox>
 #include <QPushButton>
 #include <QSplitter>
 #include <QStandardItemModel>
@@ -18,6 +20,7 @@
 #include "report/qcustomplot_include.h"
 #include "workbench/chart.h"
 #include "report/report_renderer.h"
+#include "workbench/expert_trace.h"
 #include "workbench/layout_grid.h"
 
 namespace mosaic::ui {
@@ -56,6 +59,32 @@ RunsPanel::RunsPanel(QWidget* parent) : QWidget(parent), model_(new QStandardIte
   connect(plot_, &Chart::exported, status_, &QLabel::setText);
   details_ = new QTextEdit;
   details_->setReadOnly(true);
+  trace_ = new ExpertTraceModel(this);
+  auto* traceView = new QTableView;
+  traceView->setModel(trace_);
+  traceView->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+  request_ = new QSpinBox;
+  request_->setPrefix(tr("request "));
+  request_->setRange(0, 1 << 30);
+  request_->setToolTip(tr("Its index in the run's workload, from 0"));
+  auto* traceButton = new QPushButton(tr("Show expert trace"));
+  traceButton->setToolTip(tr("Of the selected run's request: every token's router choices per layer (runs recorded with expert traces)"));
+  trace_title_ = new QLabel(tr("Select a run recorded with expert traces, choose a request, and show its trace."));
+  trace_title_->setWordWrap(true);
+  auto* tracePage = new QWidget;
+  auto* traceRow = new QHBoxLayout;
+  traceRow->addWidget(request_);
+  traceRow->addWidget(traceButton);
+  traceRow->addStretch();
+  auto* traceLayout = new QVBoxLayout(tracePage);
+  traceLayout->setContentsMargins(0, 0, 0, 0);
+  traceLayout->addLayout(traceRow);
+  traceLayout->addWidget(trace_title_);
+  traceLayout->addWidget(traceView, 1);
+  auto* detailTabs = new QTabWidget;
+  detailTabs->addTab(details_, tr("Comparison"));
+  detailTabs->addTab(tracePage, tr("Expert trace"));
+  connect(traceButton, &QPushButton::clicked, this, &RunsPanel::showTraceOfSelected);
 
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(open);
@@ -64,7 +93,7 @@ RunsPanel::RunsPanel(QWidget* parent) : QWidget(parent), model_(new QStandardIte
   buttons->addWidget(exportButton);
   auto* compareRow = new QSplitter(Qt::Horizontal);
   compareRow->addWidget(plot_);
-  compareRow->addWidget(details_);
+  compareRow->addWidget(detailTabs);
   auto* split = new QSplitter(Qt::Vertical);
   split->addWidget(table_);
   split->addWidget(compareRow);
@@ -85,6 +114,20 @@ RunsPanel::RunsPanel(QWidget* parent) : QWidget(parent), model_(new QStandardIte
     if (!dir.isEmpty()) exportSelected(dir);
   });
   connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, &RunsPanel::compare);
+}
+
+void RunsPanel::showTraceOfSelected() {
+  const QList<qint64> ids = selectedRuns();
+  if (ids.size() != 1) return showError(tr("Select one run to show a request's expert trace."));
+  Q_EMIT traceRequested(database_, ids.front(), request_->value());
+}
+
+void RunsPanel::showTrace(const QString& title, const QString& target, int layers, const QStringList& labels,
+                          const QVector<ExpertRoute>& routes) {
+  trace_->setTrace(target, layers, labels, routes);
+  trace_title_->setText(title);
+  status_->setStyleSheet(QString());
+  status_->setText(tr("Expert trace: %1").arg(title));
 }
 
 void RunsPanel::openDatabase(const QString& file) {

@@ -82,6 +82,9 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   alpha_->setToolTip(tr("Requests per target as ExpertWeave and S-LoRA draw them: 1 spreads them evenly, smaller values send most to the first targets"));
   clock_ = new QComboBox;
   clock_->addItems({QStringLiteral("virtual"), QStringLiteral("real")});
+  trace_ = new QCheckBox(tr("record expert traces"));
+  trace_->setToolTip(tr("Record where every token's router choices went, per request: the Runs panel shows a request's expert trace "
+                        "(a little slower, and a bigger record)"));
   database_ = new QLineEdit(QStandardPaths::writableLocation(QStandardPaths::AppDataLocation) + QStringLiteral("/runs.sqlite"));
   start_ = new QPushButton(tr("Start"));
   stop_ = new QPushButton(tr("Stop"));
@@ -106,6 +109,7 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   form->addRow(tr("Batching"), batch_);
   form->addRow(tr("Traffic"), alpha_);
   form->addRow(tr("Clock"), clock_);
+  form->addRow(tr("Traces"), trace_);
   form->addRow(tr("Record to"), database_);
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(start_);
@@ -180,7 +184,9 @@ QString ServingPanel::sweepJson() const {
                           {QStringLiteral("prompt"), QJsonArray{prompt_->value(), prompt_->value()}},
                           {QStringLiteral("output"), QJsonArray{output_->value(), output_->value()}},
                           {QStringLiteral("strategies"), strategies}};
-  return QString::fromUtf8(QJsonDocument(sweep).toJson(QJsonDocument::Compact));
+  QJsonObject out = sweep;
+  if (trace_->isChecked()) out.insert(QStringLiteral("trace_routes"), true);
+  return QString::fromUtf8(QJsonDocument(out).toJson(QJsonDocument::Compact));
 }
 
 QString ServingPanel::settingsJson() const {
@@ -202,6 +208,7 @@ void ServingPanel::applySettings(const QString& json) {
   if (o.contains(QStringLiteral("output"))) output_->setValue(o.value(QStringLiteral("output")).toArray().first().toInt());
   if (o.value(QStringLiteral("clock")).toString() == QStringLiteral("real")) clock_->setCurrentText(QStringLiteral("real"));
   if (o.contains(QStringLiteral("alpha"))) alpha_->setValue(o.value(QStringLiteral("alpha")).toDouble());
+  trace_->setChecked(o.value(QStringLiteral("trace_routes")).toBool());
   const QJsonArray strategies = o.value(QStringLiteral("strategies")).toArray();
   if (strategies.isEmpty()) return;
   for (int i = 0; i < strategies_->count(); ++i) strategies_->item(i)->setCheckState(Qt::Unchecked);

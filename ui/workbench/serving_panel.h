@@ -46,6 +46,7 @@ class ServingPanel : public QWidget {
   QString statusText() const;
   QCheckBox* followLayoutBox() const { return follow_layout_; }
   QSpinBox* capacityBox() const { return capacity_; }
+  QCheckBox* traceBox() const { return trace_; }
   void start();
 
  public Q_SLOTS:
@@ -77,6 +78,7 @@ class ServingPanel : public QWidget {
   QSpinBox* batch_;         // sequences per engine step (1: one request at a time)
   QDoubleSpinBox* alpha_;   // traffic skew over the targets (1: even)
   QComboBox* clock_;
+  QCheckBox* trace_;        // record every request's expert trace
   QLineEdit* database_;
   QPushButton* start_;
   QPushButton* stop_;
