@@ -194,6 +194,13 @@ class TestSafetensors : public QObject {
     expect_mentions(error_of<FormatError>([&] { SafetensorsFile f(p); }), {p.string(), "not valid JSON"});
   }
 
+  // A key repeated in the header: parsers disagree on which copy wins, so it is refused.
+  void duplicateKeys() {
+    const fs::path p = scratch("dup.safetensors");
+    write_raw_safetensors(p, R"({"a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}, "a": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}})", 4);
+    expect_mentions(error_of<FormatError>([&] { SafetensorsFile f(p); }), {p.string(), "'a'", "twice"});
+  }
+
   void headerLengthLargerThanFile() {
     const fs::path p = scratch("longheader.safetensors");
     write_raw_safetensors(p, "{}", 0, /*declared_header_length=*/4096);

@@ -1,6 +1,8 @@
 // mosaic-cli: the headless face of the engine. Exit codes: 0 done, 2 a mistake of the caller's
 // (bad arguments, bad input files), 3 an internal error.
+#include <filesystem>
 #include <iostream>
+#include <new>
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -60,6 +62,14 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   } catch (const mosaic::Error& e) {
     std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the user gave that the file system refuses (a symbolic-link loop, no permission): their
+    // input, not Mosaic's fault.
+    std::cerr << "error: " << e.path1().string() << ": " << e.code().message() << " (check the path)\n";
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "error: out of memory: an input asks for more than this machine has (check sizes in the config and the flags)\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "internal error: " << e.what() << "\n";

@@ -1,5 +1,9 @@
 #include "analysis/layout.h"
 
+#include "common/text_file.h"
+
+#include "common/json_text.h"
+
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -110,14 +114,15 @@ void save_layout(const Layout& layout, const std::filesystem::path& path) {
 }
 
 Layout load_layout(const std::filesystem::path& path) {
+  require_regular_file(path, "check the path of the layout file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw IoError(path.string(), "", "cannot be read", "check the path of the layout file");
   std::stringstream ss;
   ss << in.rdbuf();
   json root;
   try {
-    root = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
+    root = parse_json_bounded(ss.str(), path.string());
+  } catch (const json::exception& e) {
     throw FormatError(path.string(), "", std::string("is not valid JSON: ") + e.what(), kRemake);
   }
   if (!root.is_object()) throw FormatError(path.string(), "", "is not a JSON object", kRemake);

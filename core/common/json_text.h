@@ -9,6 +9,14 @@
 
 namespace mosaic {
 
+// Deeper nesting than any file Mosaic reads has: refused while parsing, so that no walk of the
+// result (and no destructor) recurses without bound.
+inline constexpr int kMaxJsonDepth = 128;
+
+// nlohmann::json::parse with the nesting bounded: a deeper document is a FormatError naming `file`;
+// other parse failures are nlohmann's exceptions, as json::parse throws them.
+nlohmann::json parse_json_bounded(std::string_view text, const std::string& file);
+
 // Parses `text`; a syntax error is a FormatError naming `file` (and `where`, e.g. "line 3" of a
 // JSON Lines file), the line and column, and what the parser expected.
 nlohmann::json parse_json(const std::string& text, const std::string& file, const std::string& hint,

@@ -1,5 +1,7 @@
 #include "common/jsonl.h"
 
+#include "common/text_file.h"
+
 #include <fstream>
 
 #include "common/error.h"
@@ -9,6 +11,7 @@ namespace mosaic {
 
 void read_jsonl(const std::filesystem::path& path, const std::string& hint,
                 const std::function<void(const std::string& where, const nlohmann::json& object)>& each) {
+  require_regular_file(path, "check the path");
   std::ifstream in(path);
   if (!in) throw IoError(path.string(), "", "cannot be read", "check the path");
   std::string line;

@@ -1,6 +1,7 @@
 #include "common/sha256.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <openssl/evp.h>
 #include <unistd.h>
 
@@ -48,8 +49,13 @@ std::string sha256_hex(std::string_view text) {
 }
 
 std::string sha256_file(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);  // a FIFO would block a plain open
   if (fd < 0) throw IoError(path.string(), "", std::string("cannot be opened: ") + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw IoError(path.string(), "", "is not a regular file", "point at the file itself");
+  }
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
   Sha256 h;
   std::vector<std::byte> block(8u << 20);

@@ -1,5 +1,7 @@
 #include "forge/recipe.h"
 
+#include "common/json_text.h"
+
 #include <nlohmann/json.hpp>
 
 #include <fstream>
@@ -50,7 +52,7 @@ struct Reader {
 ForgeRecipe parse_recipe(const std::string& text, const std::string& source) {
   json j;
   try {
-    j = json::parse(text);
+    j = parse_json_bounded(text, source);
   } catch (const json::exception& e) {
     throw FormatError(source, "", std::string("is not valid JSON: ") + e.what());
   }

@@ -1,5 +1,9 @@
 #include "model/checkpoint.h"
 
+#include "common/text_file.h"
+
+#include "common/json_text.h"
+
 #include <fstream>
 #include <map>
 #include <set>
@@ -20,14 +24,15 @@ std::string shape_str(const std::vector<std::int64_t>& s) {
 
 // Shard file names of a sharded checkpoint, and which shard holds each tensor.
 std::map<std::string, std::string> read_index(const std::filesystem::path& index) {
+  require_regular_file(index, "re-save the checkpoint");
   std::ifstream in(index, std::ios::binary);
   if (!in) throw IoError(index.string(), "", "cannot be read");
   std::stringstream ss;
   ss << in.rdbuf();
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::parse_error& e) {
+    j = parse_json_bounded(ss.str(), index.string());
+  } catch (const nlohmann::json::exception& e) {
     throw FormatError(index.string(), "", std::string("not valid JSON: ") + e.what(), "re-save the checkpoint");
   }
   if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())

@@ -1,5 +1,7 @@
 #include "model/esft_adapter.h"
 
+#include "common/json_text.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -23,7 +25,7 @@ EsftAdapterConfig read_expert_cfg(const std::filesystem::path& file, const Model
   const std::string text = read_text_file(file);
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text);
+    j = parse_json_bounded(text, file.string());
   } catch (const nlohmann::json::exception& e) {
     throw FormatError(file.string(), "", std::string("is not valid JSON: ") + e.what());
   }

@@ -14,7 +14,8 @@
 namespace mosaic {
 
 MappedFile::MappedFile(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // Non-blocking: opening a FIFO for reading would otherwise wait for a writer forever.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     throw IoError(path.string(), "", std::string("cannot open: ") + std::strerror(errno),
                   "check that the file exists and is readable");

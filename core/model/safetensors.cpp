@@ -1,5 +1,7 @@
 #include "model/safetensors.h"
 
+#include "common/json_text.h"
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -93,9 +95,8 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
 
   json header;
   try {
-    header = json::parse(reinterpret_cast<const char*>(bytes.data() + 8),
-                         reinterpret_cast<const char*>(bytes.data() + 8 + n));
-  } catch (const json::parse_error& e) {
+    header = parse_json_bounded(std::string_view(reinterpret_cast<const char*>(bytes.data() + 8), n), file);
+  } catch (const json::exception& e) {
     throw FormatError(file, "", std::string("header is not valid JSON: ") + e.what(), kResave);
   }
   if (!header.is_object()) throw FormatError(file, "", "header is not a JSON object", kResave);

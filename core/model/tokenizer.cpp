@@ -1,5 +1,7 @@
 #include "model/tokenizer.h"
 
+#include "common/json_text.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -261,7 +263,7 @@ void Tokenizer::Impl::encode_segment(std::string_view text, bool first, std::vec
 Tokenizer Tokenizer::parse(std::string_view text, const std::string& source) {
   json j;
   try {
-    j = json::parse(text);
+    j = parse_json_bounded(text, source);
   } catch (const json::exception& e) {
     throw FormatError(source, "", std::string("is not valid JSON: ") + e.what());
   }
