@@ -1,11 +1,15 @@
 // config.json → ModelSpec: the fixtures' exact semantics, Qwen3-MoE from its definition, and every
 // option the engine refuses rather than computing a silently wrong model.
+#include <QTemporaryDir>
 #include <QTest>
+
+#include <sys/stat.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "model/arch.h"
 #include "model/model_spec.h"
 #include "test_support.h"
 
@@ -128,6 +132,18 @@ class TestModelSpec : public QObject {
     QTest::newRow("kv heads") << R"({"num_key_value_heads": 3})" << "'num_key_value_heads'";
     QTest::newRow("top-k") << R"({"num_experts_per_tok": 9})" << "'num_experts_per_tok'";
     QTest::newRow("eps") << R"({"rms_norm_eps": "small"})" << "'rms_norm_eps'";
+    // Sizes no model has are refused before anything is allocated from them (a probe's hangs and
+    // bad_allocs), and values that would compute a wrong model quietly.
+    QTest::newRow("huge hidden") << R"({"hidden_size": 1099511627776})" << "'hidden_size'";
+    QTest::newRow("huge layers") << R"({"num_hidden_layers": 1099511627776})" << "'num_hidden_layers'";
+    QTest::newRow("huge experts") << R"({"num_local_experts": 1099511627776})" << "'num_local_experts'";
+    QTest::newRow("huge vocab") << R"({"vocab_size": 1000000000000})" << "'vocab_size'";
+    QTest::newRow("beyond int64") << R"({"hidden_size": 18446744073709551615})" << "'hidden_size'";
+    QTest::newRow("zero eps") << R"({"rms_norm_eps": 0})" << "'rms_norm_eps'";
+    QTest::newRow("huge eps") << R"({"rms_norm_eps": 1e308})" << "'rms_norm_eps'";
+    QTest::newRow("huge theta") << R"({"rope_parameters": {"rope_type": "default", "rope_theta": 1e308}})" << "rope_theta";
+    QTest::newRow("negative eos") << R"({"eos_token_id": [2, -1]})" << "'eos_token_id'";
+    QTest::newRow("both spellings disagree") << R"({"num_experts": 4})" << "'num_local_experts'";
   }
   void rejectsMalformed() {
     QFETCH(QString, patch);
@@ -135,6 +151,51 @@ class TestModelSpec : public QObject {
     json j = fixture_config("mixtral");
     j.merge_patch(json::parse(patch.toStdString()));
     expect_mentions(error_of<FormatError>([&] { parse(j); }), {"config.json", field.toStdString()});
+  }
+
+  // Every spelling transformers accepts gives the same ModelSpec: the expert count as
+  // num_experts or num_local_experts (4.x and 5.x), rope_theta at the top or in rope_parameters.
+  void everySpellingTransformersWrites() {
+    std::vector<std::pair<std::string, json>> configs{{"qwen3_moe", qwen3_config()}};
+    for (const auto& f : families()) configs.push_back({f, fixture_config(f)});
+    for (auto& [name, j] : configs) {
+      const ModelSpec want = parse(j);
+      const ArchInfo& arch = arch_info(want.arch);
+      json other = j;
+      other[std::string(arch.experts_alias)] = other[std::string(arch.experts_key)];
+      other.erase(std::string(arch.experts_key));
+      auto diff = first_difference(want, parse(other));
+      QVERIFY2(!diff, (name + ": " + diff.value_or("")).c_str());
+      other[std::string(arch.experts_key)] = other[std::string(arch.experts_alias)];  // both, agreeing
+      diff = first_difference(want, parse(other));
+      QVERIFY2(!diff, (name + ": " + diff.value_or("")).c_str());
+      json theta = j;  // rope_theta at the top (4.x) against inside rope_parameters (5.x)
+      theta.erase("rope_parameters");
+      theta["rope_theta"] = want.rope_theta;
+      diff = first_difference(want, parse(theta));
+      QVERIFY2(!diff, (name + ": " + diff.value_or("")).c_str());
+      other.erase(std::string(arch.experts_key));
+      other.erase(std::string(arch.experts_alias));
+      expect_mentions(error_of<MissingError>([&] { parse(other); }), {std::string(arch.experts_key), std::string(arch.experts_alias)});
+    }
+  }
+
+  void unreadableShapesOfInput() {
+    json j = fixture_config("mixtral");
+    j["torch_dtype"] = "float8";
+    expect_mentions(error_of<UnsupportedError>([&] { parse(j); }), {"'torch_dtype'", "float8"});
+    // A number beyond double's range, and nesting deeper than any config, are refused as format errors.
+    expect_mentions(error_of<FormatError>([] { parse_model_spec(R"({"model_type": "mixtral", "hidden_size": 1e400})", "c.json"); }), {"c.json"});
+    const std::string deep = R"({"model_type": "mixtral", "unused": )" + std::string(100000, '[') + std::string(100000, ']') + "}";
+    expect_mentions(error_of<FormatError>([&] { parse_model_spec(deep, "c.json"); }), {"c.json", "deeper than"});
+    // A FIFO (its reader would wait for a writer forever) and a symbolic-link loop, where config.json should be.
+    QTemporaryDir dir;
+    const fs::path fifo = fs::path(dir.path().toStdString()) / "config.json";
+    QCOMPARE(::mkfifo(fifo.c_str(), 0600), 0);
+    expect_mentions(error_of<IoError>([&] { load_model_spec(fifo); }), {"config.json", "not a regular file"});
+    const fs::path loop = fs::path(dir.path().toStdString()) / "loop.json";
+    fs::create_symlink(loop, loop);
+    expect_mentions(error_of<IoError>([&] { load_model_spec(loop); }), {"loop.json", "loop of symbolic links"});
   }
 
   void missingAndBrokenFiles() {

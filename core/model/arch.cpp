@@ -6,13 +6,13 @@ namespace mosaic {
 namespace {
 constexpr std::array<ArchInfo, 4> kArchs{{
     {Arch::Mixtral, "mixtral", "block_sparse_moe.", "w1", "w3", "w2", QkNorm::None,
-     /*always_norm_topk=*/true, /*shared=*/false, /*qkv_bias=*/false, 1e-5, 1e6, 4096 * 32},
+     /*always_norm_topk=*/true, /*shared=*/false, /*qkv_bias=*/false, 1e-5, 1e6, 4096 * 32, "num_local_experts", "num_experts"},
     {Arch::Qwen2Moe, "qwen2_moe", "mlp.", "gate_proj", "up_proj", "down_proj", QkNorm::None, false,
-     true, true, 1e-6, 10000.0, 32768},
+     true, true, 1e-6, 10000.0, 32768, "num_experts", "num_local_experts"},
     {Arch::Qwen3Moe, "qwen3_moe", "mlp.", "gate_proj", "up_proj", "down_proj", QkNorm::PerHead, false,
-     false, false, 1e-6, 10000.0, 32768},
+     false, false, 1e-6, 10000.0, 32768, "num_experts", "num_local_experts"},
     {Arch::Olmoe, "olmoe", "mlp.", "gate_proj", "up_proj", "down_proj", QkNorm::Whole, false, false,
-     false, 1e-5, 10000.0, 4096},
+     false, 1e-5, 10000.0, 4096, "num_experts", "num_local_experts"},
 }};
 }  // namespace
 

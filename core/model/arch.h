@@ -23,6 +23,9 @@ struct ArchInfo {
   // transformers' config defaults for optional fields.
   double default_rms_eps, default_rope_theta;
   long default_max_positions;
+  // The spellings of the expert count: what the architecture's hub checkpoints write first, then
+  // the other one transformers accepts (5.x writes num_local_experts where 4.x wrote num_experts).
+  std::string_view experts_key, experts_alias;
 };
 
 const ArchInfo* find_arch(std::string_view model_type);  // nullptr if unsupported

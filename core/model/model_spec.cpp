@@ -1,5 +1,9 @@
 #include "model/model_spec.h"
 
+#include "common/text_file.h"
+
+#include "common/json_text.h"
+
 #include <algorithm>
 #include <fstream>
 #include <functional>
@@ -20,13 +24,26 @@ class ConfigReader {
 
   bool has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
 
-  std::int64_t positive_int(const char* key) const {
+  // Sizes are bounded before anything is allocated from them: a config that asks for more than any
+  // model has is a mistake (or an attack), refused naming the field, never an out-of-memory.
+  std::int64_t positive_int(const char* key, std::int64_t max = kMaxSize) const {
     if (!has(key)) throw MissingError(source_, std::string("field '") + key + "'", "is required but absent",
                                       "add it to config.json; transformers writes it for every model");
-    return positive_int_value(key, j_.at(key));
+    return positive_int_value(key, j_.at(key), max);
   }
-  std::int64_t positive_int(const char* key, std::int64_t fallback) const {
-    return has(key) ? positive_int_value(key, j_.at(key)) : fallback;
+  std::int64_t positive_int_or(const char* key, std::int64_t fallback, std::int64_t max = kMaxSize) const {
+    return has(key) ? positive_int_value(key, j_.at(key), max) : fallback;
+  }
+  // A field transformers spells two ways: either is read; both must agree.
+  std::int64_t positive_int_either(std::string_view key, std::string_view alias, std::int64_t max) const {
+    const std::string k(key), a(alias);
+    if (has(k.c_str()) && has(a.c_str()) && j_.at(k) != j_.at(a))
+      throw bad(k, "is " + j_.at(k).dump() + " but '" + a + "', its other spelling, is " + j_.at(a).dump() + ": keep one");
+    if (has(a.c_str()) && !has(k.c_str())) return positive_int(a.c_str(), max);
+    if (!has(k.c_str()))
+      throw MissingError(source_, "field '" + k + "'", "is required but absent (nor is '" + a + "', its other spelling)",
+                         "add it to config.json; transformers writes it for every model");
+    return positive_int(k.c_str(), max);
   }
   std::int64_t int_or(const char* key, std::int64_t fallback) const {
     if (!has(key)) return fallback;
@@ -72,13 +89,21 @@ class ConfigReader {
   }
 
  private:
-  std::int64_t positive_int_value(const char* key, const json& v) const {
-    if (!v.is_number_integer() || v.get<std::int64_t>() <= 0) throw bad(key, "must be a positive integer");
+  std::int64_t positive_int_value(const char* key, const json& v, std::int64_t max) const {
+    if (!v.is_number_integer()) throw bad(key, "must be a positive integer");
+    if (v.is_number_unsigned() ? v.get<std::uint64_t>() > static_cast<std::uint64_t>(max) : v.get<std::int64_t>() > max)
+      throw bad(key, "is " + v.dump() + ", more than any model has (Mosaic reads at most " + std::to_string(max) + ")");
+    if (v.get<std::int64_t>() <= 0) throw bad(key, "must be a positive integer");
     return v.get<std::int64_t>();
   }
+  static constexpr std::int64_t kMaxSize = std::int64_t{1} << 20;  // intermediate sizes
   const json& j_;
   std::string source_;
 };
+
+// What any real model stays within (the largest today are a few times below each).
+constexpr std::int64_t kMaxVocab = std::int64_t{1} << 24, kMaxHidden = std::int64_t{1} << 17, kMaxLayers = 1024, kMaxHeads = 1024,
+                       kMaxHeadDim = 1024, kMaxExperts = std::int64_t{1} << 16, kMaxPositions = std::int64_t{1} << 24;
 
 // Options that change the computation and that the engine does not implement are refused.
 void refuse_unimplemented(const ConfigReader& c, const ArchInfo& arch) {
@@ -128,8 +153,8 @@ std::int64_t ModelSpec::num_sparse_layers() const {
 ModelSpec parse_model_spec(std::string_view text, const std::string& source) {
   json j;
   try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
+    j = parse_json_bounded(text, source);
+  } catch (const json::exception& e) {
     throw FormatError(source, "", std::string("not valid JSON: ") + e.what(), "fix or re-save config.json");
   }
   if (!j.is_object()) throw FormatError(source, "", "is not a JSON object", "fix or re-save config.json");
@@ -148,17 +173,17 @@ ModelSpec parse_model_spec(std::string_view text, const std::string& source) {
 
   ModelSpec s;
   s.arch = arch->arch;
-  s.vocab_size = c.positive_int("vocab_size");
-  s.hidden_size = c.positive_int("hidden_size");
-  s.num_layers = c.positive_int("num_hidden_layers");
-  s.num_heads = c.positive_int("num_attention_heads");
-  s.num_kv_heads = c.positive_int("num_key_value_heads", s.num_heads);
+  s.vocab_size = c.positive_int("vocab_size", kMaxVocab);
+  s.hidden_size = c.positive_int("hidden_size", kMaxHidden);
+  s.num_layers = c.positive_int("num_hidden_layers", kMaxLayers);
+  s.num_heads = c.positive_int("num_attention_heads", kMaxHeads);
+  s.num_kv_heads = c.positive_int_or("num_key_value_heads", s.num_heads, kMaxHeads);
   if (s.num_heads % s.num_kv_heads != 0)
     throw c.bad("num_key_value_heads", "must divide num_attention_heads (" + std::to_string(s.num_heads) + ")");
   if (s.arch == Arch::Qwen3Moe) {
-    s.head_dim = c.positive_int("head_dim");  // Qwen3 decouples head_dim from hidden_size
+    s.head_dim = c.positive_int("head_dim", kMaxHeadDim);  // Qwen3 decouples head_dim from hidden_size
   } else if (c.has("head_dim")) {
-    s.head_dim = c.positive_int("head_dim");
+    s.head_dim = c.positive_int("head_dim", kMaxHeadDim);
   } else {
     if (s.hidden_size % s.num_heads != 0)
       throw c.bad("hidden_size", "must be divisible by num_attention_heads when head_dim is not given");
@@ -166,17 +191,9 @@ ModelSpec parse_model_spec(std::string_view text, const std::string& source) {
   }
   if (s.head_dim % 2 != 0) throw c.bad("head_dim", "must be even for rotary embeddings");
 
-  if (s.arch == Arch::Mixtral) {
-    s.num_experts = c.positive_int("num_local_experts");
-    s.expert_intermediate = c.positive_int("intermediate_size");
-  } else if (s.arch == Arch::Olmoe) {
-    s.num_experts = c.positive_int("num_experts");
-    s.expert_intermediate = c.positive_int("intermediate_size");
-  } else {
-    s.num_experts = c.positive_int("num_experts");
-    s.expert_intermediate = c.positive_int("moe_intermediate_size");
-  }
-  s.top_k = c.positive_int("num_experts_per_tok");
+  s.num_experts = c.positive_int_either(arch->experts_key, arch->experts_alias, kMaxExperts);
+  s.expert_intermediate = c.positive_int(s.arch == Arch::Mixtral || s.arch == Arch::Olmoe ? "intermediate_size" : "moe_intermediate_size");
+  s.top_k = c.positive_int("num_experts_per_tok", kMaxExperts);
   if (s.top_k > s.num_experts)
     throw c.bad("num_experts_per_tok", "is larger than the number of experts (" + std::to_string(s.num_experts) + ")");
   s.norm_topk_prob = arch->always_norm_topk || c.boolean("norm_topk_prob", false);
@@ -184,7 +201,7 @@ ModelSpec parse_model_spec(std::string_view text, const std::string& source) {
   // Which layers are MoE: Qwen's mlp_only_layers and decoder_sparse_step; the others are all MoE.
   s.sparse_layers.assign(static_cast<std::size_t>(s.num_layers), true);
   if (s.arch == Arch::Qwen2Moe || s.arch == Arch::Qwen3Moe) {
-    const std::int64_t step = c.positive_int("decoder_sparse_step", 1);
+    const std::int64_t step = c.positive_int_or("decoder_sparse_step", 1, s.num_layers);
     for (std::int64_t l = 0; l < s.num_layers; ++l) s.sparse_layers[l] = (l + 1) % step == 0;
     for (std::int64_t l : c.int_list("mlp_only_layers")) {
       if (l < 0 || l >= s.num_layers) throw c.bad("mlp_only_layers", "names layer " + std::to_string(l) + ", which does not exist");
@@ -204,21 +221,36 @@ ModelSpec parse_model_spec(std::string_view text, const std::string& source) {
   if (s.arch == Arch::Olmoe && c.has("clip_qkv")) s.clip_qkv = c.number("clip_qkv", 0.0);
 
   s.rms_norm_eps = c.number("rms_norm_eps", arch->default_rms_eps);
+  if (!(s.rms_norm_eps > 0 && s.rms_norm_eps < 1)) throw c.bad("rms_norm_eps", "must lie in (0, 1): it is a small constant added to a variance");
   s.rope_theta = c.number("rope_theta", arch->default_rope_theta);
   if (c.has("rope_parameters") && c.raw("rope_parameters").contains("rope_theta")) {
     const json& t = c.raw("rope_parameters")["rope_theta"];
     if (!t.is_number()) throw c.bad("rope_parameters.rope_theta", "must be a number");
     s.rope_theta = t.get<double>();
   }
-  if (s.rope_theta <= 0) throw c.bad("rope_theta", "must be positive");
-  s.max_position_embeddings = c.positive_int("max_position_embeddings", arch->default_max_positions);
+  if (!(s.rope_theta > 0 && s.rope_theta <= 1e12)) throw c.bad("rope_theta", "must be positive and at most 1e12 (models use 1e4 to 1e7)");
+  s.max_position_embeddings = c.positive_int_or("max_position_embeddings", arch->default_max_positions, kMaxPositions);
   s.tie_word_embeddings = c.boolean("tie_word_embeddings", false);
   if (c.has("bos_token_id")) s.bos_token_id = c.int_or("bos_token_id", 0);
   s.eos_token_ids = c.int_list("eos_token_id");
+  // Negative ids are no token's. An id past the vocabulary is accepted: transformers writes such
+  // configs (the tiny-random OLMoE in tests/data has eos 50279 over 320 tokens), and a stop id that
+  // can never be sampled changes nothing.
+  for (std::int64_t id : s.eos_token_ids)
+    if (id < 0) throw c.bad("eos_token_id", std::to_string(id) + " is not a token id (ids are ≥ 0)");
+  if (s.bos_token_id && *s.bos_token_id < 0) throw c.bad("bos_token_id", std::to_string(*s.bos_token_id) + " is not a token id (ids are ≥ 0)");
+  // The dtype the weights are said to be in (transformers 4.x torch_dtype, 5.x dtype); the weights'
+  // own dtypes are what is read, but a dtype no checkpoint Mosaic reads can hold is a wrong config.
+  for (const char* key : {"torch_dtype", "dtype"}) {
+    const std::string d = c.string(key, "auto");
+    if (d != "auto" && d != "float32" && d != "float" && d != "float16" && d != "half" && d != "bfloat16")
+      throw c.unsupported(key, "is '" + d + "'; Mosaic reads float32, float16 and bfloat16 checkpoints");
+  }
   return s;
 }
 
 ModelSpec load_model_spec(const std::filesystem::path& path) {
+  require_regular_file(path, "a checkpoint folder needs its config.json");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw MissingError(path.string(), "", "cannot be read", "a checkpoint folder needs its config.json");
   std::stringstream ss;
