@@ -145,6 +145,14 @@ class TestConsolidation : public QObject {
     QCOMPARE(parse_byte_size("4096"), std::optional<std::uint64_t>(4096));
     QCOMPARE(parse_byte_size("2g"), std::optional<std::uint64_t>(2ull << 30));
     for (const char* bad : {"", "GiB", "12 parsecs", "-1GB", "1e99TB"}) QVERIFY2(!parse_byte_size(bad), bad);
+    // Every IEC and SI unit; a size beyond any machine is refused with that reason, not "not a byte size".
+    QCOMPARE(parse_byte_size("2PiB"), std::optional<std::uint64_t>(2ull << 50));
+    QCOMPARE(parse_byte_size("3 EB"), std::optional<std::uint64_t>(3'000'000'000'000'000'000ull));
+    QVERIFY(!parse_byte_size("10EiB"));
+    QVERIFY2(byte_size_problem("10EiB").find("more than 8 EiB") != std::string::npos, byte_size_problem("10EiB").c_str());
+    QVERIFY(byte_size_problem("12 parsecs").find("unknown unit") != std::string::npos);
+    QVERIFY(byte_size_problem("GiB").find("no number") != std::string::npos);
+    QVERIFY(byte_size_problem("12GiB").empty());
     QCOMPARE(format_bytes(512), std::string("512 B"));
     QCOMPARE(format_bytes(3ull << 30), std::string("3.00 GiB"));
   }

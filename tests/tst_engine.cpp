@@ -204,6 +204,14 @@ class TestEngine : public QObject {
     Engine engine(runtime());
     expect_mentions(error_of<InvalidArgument>([&] { engine.submit({"ft9", request(2)}); }), {"target 'ft9'"});
     expect_mentions(error_of<InvalidArgument>([&] { engine.submit({"base", {.prompt = {1, 400}}}); }), {"token id 400"});
+    expect_mentions(error_of<InvalidArgument>([&] { engine.submit({"base", {.prompt = {1, -3}}}); }), {"token id -3"});
+    // The context bounds what is asked for (a probe's hang: 10^8 new tokens ran against 256 positions).
+    const std::int64_t context = store_->spec().max_position_embeddings;
+    expect_mentions(error_of<InvalidArgument>([&] { engine.submit({"base", {.prompt = {1, 2, 3}, .max_new_tokens = 100000000}}); }),
+                    {"max_new_tokens", "context of " + std::to_string(context), "at most " + std::to_string(context - 3)});
+    expect_mentions(error_of<InvalidArgument>([&] { engine.submit({"base", {.prompt = std::vector<std::int64_t>(static_cast<std::size_t>(context) + 1, 1)}}); }),
+                    {"prompt", "longer than the model's context"});
+    QCOMPARE(engine.submit({"base", {.prompt = {1, 2, 3}, .max_new_tokens = context - 3}})->wait().finish, Finish::Length);  // exactly fits
     expect_mentions(error_of<InvalidArgument>([&] { engine.submit({"base", {}}); }), {"prompt", "empty"});
     expect_mentions(error_of<InvalidArgument>([&] { engine.submit({"base", {.prompt = {1}, .sampling = {.top_p = 2}}}); }), {"top_p"});
     expect_mentions(error_of<InvalidArgument>([&] { engine.submit({"base", {.prompt = {1}, .max_new_tokens = 3}, true}); }),

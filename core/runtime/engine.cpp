@@ -109,6 +109,15 @@ std::unique_ptr<Engine::Job> Engine::make_job(ServeRequest request, RequestCallb
     if (id < 0 || id >= s.vocab_size)
       throw InvalidArgument("request", "token id " + std::to_string(id), "is outside the vocabulary [0, " + std::to_string(s.vocab_size) + ")");
   if (g.max_new_tokens < 0) throw InvalidArgument("request", "max_new_tokens", "must not be negative");
+  // Positions past the model's context have no trained rotary angles: refused, not run.
+  const std::int64_t context = s.max_position_embeddings, prompt = static_cast<std::int64_t>(g.prompt.size());
+  if (prompt > context)
+    throw InvalidArgument("request", "prompt", "is " + std::to_string(prompt) + " tokens, longer than the model's context of " +
+                          std::to_string(context) + " (max_position_embeddings)", "shorten the prompt");
+  if (g.max_new_tokens > context - prompt)
+    throw InvalidArgument("request", "max_new_tokens", std::to_string(g.max_new_tokens) + " new tokens after a prompt of " +
+                          std::to_string(prompt) + " pass the model's context of " + std::to_string(context) + " (max_position_embeddings)",
+                          "ask for at most " + std::to_string(context - prompt));
   if (request.prompt_logits && g.max_new_tokens != 0)
     throw InvalidArgument("request", "prompt logits", "a logits request generates no tokens", "ask for 0 new tokens");
   auto job = std::make_unique<Job>();

@@ -2,11 +2,19 @@
 
 #include <ATen/Parallel.h>
 
+#include <string>
 #include <thread>
+
+#include "common/error.h"
 
 namespace mosaic {
 int configure_threads(int n) {
-  if (n <= 0) n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (n <= 0) n = cores;
+  // More threads than a few per core only time-slice the same cores (100000 of them took minutes to start).
+  if (n > 4 * cores)
+    throw InvalidArgument("--threads", std::to_string(n), "is more than 4 per core on this machine (" + std::to_string(cores) + " cores)",
+                          "give at most " + std::to_string(4 * cores) + ", or 0 for one per core");
   at::set_num_threads(n);
   return at::get_num_threads();
 }
