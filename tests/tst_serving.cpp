@@ -160,6 +160,15 @@ class TestServing : public QObject {
     expect_mentions(error_of<FormatError>([&] { read_trace(scratch("bad.jsonl")); }), {"bad.jsonl", "line 2", "back in time"});
     std::ofstream(scratch("bad2.jsonl")) << R"({"arrival": 1, "target": "x", "prompt": ["a"], "max_new_tokens": 2})" << "\n";
     expect_mentions(error_of<FormatError>([&] { read_trace(scratch("bad2.jsonl")); }), {"line 1", "'prompt'"});
+    // Negative ids, negative or huge lengths and far-future arrivals are refused as the file is read.
+    for (const auto& [line, field] : std::vector<std::pair<std::string, std::string>>{
+             {R"({"arrival": 0, "target": "x", "prompt": [1, -4], "max_new_tokens": 2})", "'prompt'"},
+             {R"({"arrival": 0, "target": "x", "prompt": [1], "max_new_tokens": -1})", "'max_new_tokens'"},
+             {R"({"arrival": 0, "target": "x", "prompt": [1], "max_new_tokens": 100000000000})", "'max_new_tokens'"},
+             {R"({"arrival": 1e300, "target": "x", "prompt": [1], "max_new_tokens": 1})", "'arrival'"}}) {
+      std::ofstream(scratch("bad3.jsonl")) << line << "\n";
+      expect_mentions(error_of<FormatError>([&] { read_trace(scratch("bad3.jsonl")); }), {"bad3.jsonl", field});
+    }
   }
 
   void consolidatedSwapsAndNoReconfigNever() {
@@ -468,6 +477,17 @@ class TestServing : public QObject {
     expect_mentions(bad("{\"schema\": \"mosaic.sweep/1\",\n \"variants\": [\"a\" \"b\"]}"), {"line 2", "not valid JSON"});
 
     expect_mentions(bad(head + R"("prompt": [5, 2], "strategies": [{"kind": "single"}]})"), {"'prompt'", "min ≤ max"});
+    // A second probe's findings: truncation, unbounded runs, a wrong type, nesting without end.
+    expect_mentions(bad(head + R"("prompt": [4294967301, 4294967301], "strategies": [{"kind": "single"}]})"), {"'prompt'"});
+    expect_mentions(bad(head + R"("repeats": 1e10, "strategies": [{"kind": "single"}]})"), {"'repeats'"});
+    expect_mentions(bad(head + R"("repeats": 2.5, "strategies": [{"kind": "single"}]})"), {"'repeats'", "integer"});
+    expect_mentions(bad(R"({"schema": "mosaic.sweep/1", "variants": ["a", "b"], "rates": [1000000], "duration_seconds": 60, "strategies": [{"kind": "single"}]})"),
+                    {"'rates'", "at most"});
+    expect_mentions(bad(head + R"("rates": [2], "strategies": [{"kind": "single"}]})"), {"'rates'", "twice"});  // a repeated key
+    expect_mentions(bad(head + R"("strategies": [{"kind": "single", "max_sequences": 18446744073709551615}]})"), {"max_sequences"});
+    expect_mentions(bad(head + R"("strategies": [{"kind": "single", "hit": 5}]})"), {"sweep.json", "wrong type"});
+    expect_mentions(bad(head + R"("description": )" + std::string(100000, '[') + std::string(100000, ']') + R"(, "strategies": [{"kind": "single"}]})"),
+                    {"sweep.json", "deeper than"});
     expect_mentions(bad(R"({"schema": "mosaic.sweep/1", "variants": ["a"], "rates": [1], "strategies": []})"), {"'variants'"});
     expect_mentions(bad(R"({"schema": "mosaic.sweep/9"})"), {"mosaic.sweep/9"});
   }

@@ -30,7 +30,11 @@ SessionFile load_session_file(const fs::path& path) {
     if (!j.contains("variants") || !j["variants"].is_array() || j["variants"].empty())
       throw FormatError(file, "variants", "must list the variant folders", hint);
     for (const auto& v : j["variants"]) s.variants.push_back(resolve(v.get<std::string>()));
-    if (j.contains("budget_bytes") && !j["budget_bytes"].is_null()) s.budget_bytes = j["budget_bytes"].get<std::uint64_t>();
+    if (j.contains("budget_bytes") && !j["budget_bytes"].is_null()) {
+      // Read as unsigned, −5 would become 2^64 − 5.
+      if (!j["budget_bytes"].is_number_unsigned()) throw FormatError(file, "budget_bytes", "must be a whole number of bytes ≥ 0", hint);
+      s.budget_bytes = j["budget_bytes"].get<std::uint64_t>();
+    }
     s.policy = j.value("policy", s.policy);
     if (j.contains("shares")) {
       for (const auto& x : j["shares"]) s.shares.push_back(x.get<double>());

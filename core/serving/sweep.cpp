@@ -17,7 +17,27 @@ SweepConfig load_sweep_config(const std::filesystem::path& path) {
   return parse_sweep_config(read_text_file(path, "check the path of the sweep config"), path.string(), path.parent_path());
 }
 
-SweepConfig parse_sweep_config(const std::string& text, const std::string& file, const std::filesystem::path& base_dir) {
+namespace {
+
+constexpr std::int64_t kMaxRepeats = 1000, kMaxTokens = std::int64_t{1} << 20, kMaxRequests = 1000000;
+constexpr double kMaxDuration = 1e6;
+
+// An integer field in [min, max], read as int64 without wrapping or truncation (2^32 + 5 is not 5,
+// and 2^64 − 1 is not −1).
+template <class Fail>
+std::int64_t whole(const nlohmann::json& object, const char* key, std::int64_t fallback, std::int64_t min, std::int64_t max, Fail&& fail) {
+  if (!object.contains(key)) return fallback;
+  const auto& v = object[key];
+  const bool fits = v.is_number_integer() && !(v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(max)) &&
+                    v.get<std::int64_t>() >= min && v.get<std::int64_t>() <= max;
+  if (!fits) fail(key, "must be an integer from " + std::to_string(min) + " to " + std::to_string(max));
+  return v.get<std::int64_t>();
+}
+
+}  // namespace
+
+namespace {
+SweepConfig parse_fields(const std::string& text, const std::string& file, const std::filesystem::path& base_dir) {
   SweepConfig c;
   c.text = text;
   const std::string hint = "see sample_configs/paper-qos.json";
@@ -64,24 +84,33 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& file,
     if (!r.is_number() || r.get<double>() <= 0) fail("rates", "must hold positive requests per second");
     c.rates.push_back(r.get<double>());
   }
-  auto number = [&](const char* key, double fallback, double min) {
+  auto number = [&](const char* key, double fallback, double min, double max) {
     if (!j.contains(key)) return fallback;
-    if (!j[key].is_number() || j[key].get<double>() < min) fail(key, "must be a number ≥ " + std::to_string(min));
+    if (!j[key].is_number() || !(j[key].get<double>() >= min && j[key].get<double>() <= max))
+      fail(key, "must be a number from " + std::to_string(min) + " to " + std::to_string(max));
     return j[key].get<double>();
   };
-  c.repeats = static_cast<int>(number("repeats", 1, 1));
-  c.workload.seed = static_cast<std::uint64_t>(number("seed", 1, 0));
-  c.workload.alpha = number("alpha", 1, 0);
+  c.repeats = static_cast<int>(whole(j, "repeats", 1, 1, kMaxRepeats, fail));
+  c.workload.seed = static_cast<std::uint64_t>(whole(j, "seed", 1, 0, std::int64_t{1} << 53, fail));
+  c.workload.alpha = number("alpha", 1, 0, 1);
   if (!(c.workload.alpha > 0 && c.workload.alpha <= 1))
     fail("alpha", "must be in (0, 1]: 1 spreads requests evenly over the targets, smaller values skew them towards the first "
                   "(S-LoRA's and ExpertWeave's convention)");
-  c.workload.duration_seconds = number("duration_seconds", 60, 0);
+  c.workload.duration_seconds = number("duration_seconds", 60, 0, kMaxDuration);
+  // Every run ends: its arrivals are bounded, whatever the rate.
+  for (double rate : c.rates)
+    if (rate * c.workload.duration_seconds > kMaxRequests)
+      fail("rates", "asks for about " + std::to_string(static_cast<std::int64_t>(rate * c.workload.duration_seconds)) +
+                        " requests in a run (rate × duration_seconds); a run holds at most " + std::to_string(kMaxRequests));
   auto range = [&](const char* key, LengthRange fallback) {
     if (!j.contains(key)) return fallback;
     const auto& r = j[key];
-    if (!r.is_array() || r.size() != 2 || !r[0].is_number_integer() || !r[1].is_number_integer() || r[0].get<int>() < 1 ||
-        r[1].get<int>() < r[0].get<int>())
-      fail(key, "must be [min, max] with 1 ≤ min ≤ max");
+    auto bounded = [](const nlohmann::json& v) {  // an integer in [1, kMaxTokens], read without truncation
+      return v.is_number_integer() && !(v.is_number_unsigned() && v.get<std::uint64_t>() > kMaxTokens) &&
+             v.get<std::int64_t>() >= 1 && v.get<std::int64_t>() <= kMaxTokens;
+    };
+    if (!r.is_array() || r.size() != 2 || !bounded(r[0]) || !bounded(r[1]) || r[1].get<std::int64_t>() < r[0].get<std::int64_t>())
+      fail(key, "must be [min, max] with 1 ≤ min ≤ max ≤ " + std::to_string(kMaxTokens));
     return LengthRange{r[0].get<std::int64_t>(), r[1].get<std::int64_t>()};
   };
   c.workload.prompt = range("prompt", {20, 20});
@@ -104,10 +133,6 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& file,
       fail(where + ".kind", "is '" + s.value("kind", "") + "'; use one of " + names);
     }
     sc.kind = *kind;
-    if (s.contains("capacity")) {
-      if (!s["capacity"].is_number_integer() || s["capacity"].get<std::int64_t>() < 0) fail(where + ".capacity", "must be an integer ≥ 0");
-      sc.capacity = s["capacity"].get<std::int64_t>();
-    }
     if (s.contains("policy")) {
       const auto policy = s["policy"].is_string() ? parse_policy(s["policy"].get<std::string>()) : std::nullopt;
       if (!policy) fail(where + ".policy", "must be round-robin, medoid or weighted");
@@ -122,7 +147,9 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& file,
     }
     if (s.contains("budget")) {
       const auto b = s["budget"].is_string() ? parse_byte_size(s["budget"].get<std::string>()) : std::nullopt;
-      if (!b) fail(where + ".budget", "must be a byte size such as \"2GiB\"");
+      if (!b)
+        fail(where + ".budget", s["budget"].is_string() ? byte_size_problem(s["budget"].get<std::string>()) + "; write a byte size such as \"2GiB\""
+                                                        : "must be a byte size such as \"2GiB\"");
       sc.budget_bytes = b;
     }
     const auto hit = parse_hit_policy(s.value("hit", "consolidated"));
@@ -132,11 +159,9 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& file,
     if (!make_miss_policy(sc.miss)) fail(where + ".miss", "must be transient, lru or masked");
     sc.single_target = s.value("single_target", "");
     auto count = [&](const char* key, std::int64_t fallback, std::int64_t min) {
-      if (!s.contains(key)) return fallback;
-      if (!s[key].is_number_integer() || s[key].get<std::int64_t>() < min)
-        fail(where + "." + key, "must be an integer ≥ " + std::to_string(min));
-      return s[key].get<std::int64_t>();
+      return whole(s, key, fallback, min, std::int64_t{1} << 31, [&](const std::string& k, const std::string& p) { fail(where + "." + k, p); });
     };
+    if (s.contains("capacity")) sc.capacity = count("capacity", 0, 0);
     sc.resident_sets = static_cast<int>(count("resident_sets", 1, 1));
     sc.scheduler.max_sequences = count("max_sequences", sc.scheduler.max_sequences, 1);
     sc.scheduler.max_batch_tokens = count("max_batch_tokens", sc.scheduler.max_batch_tokens, 1);
@@ -154,6 +179,15 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& file,
     c.strategies.push_back(sc);
   }
   return c;
+}
+}  // namespace
+
+SweepConfig parse_sweep_config(const std::string& text, const std::string& file, const std::filesystem::path& base_dir) {
+  try {
+    return parse_fields(text, file, base_dir);
+  } catch (const nlohmann::json::exception& e) {  // a field of another JSON type than asked for
+    throw FormatError(file, "", std::string("has a field of the wrong type: ") + e.what(), "see sample_configs/paper-qos.json");
+  }
 }
 
 }  // namespace mosaic

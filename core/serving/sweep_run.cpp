@@ -6,6 +6,7 @@
 #include <atomic>
 #include <random>
 
+#include "common/error.h"
 #include "serving/runner.h"
 #include "serving/strategy.h"
 #include "serving/workload.h"
@@ -27,6 +28,25 @@ Outcome<> run_sweep(const SweepConfig& config, const Family& family, const HostS
     } cleanup{scratch};
 
     const std::vector<WorkloadRequest> trace = config.trace.empty() ? std::vector<WorkloadRequest>{} : read_trace(config.trace);
+    // What only the model can tell, before any run starts (else a run "finishes" with the error inside).
+    const ModelSpec& spec = store.spec();
+    if (config.trace.empty() && config.workload.prompt.max + config.workload.output.max > spec.max_position_embeddings)
+      throw FormatError("sweep config", "fields 'prompt' and 'output'",
+                        "ask for up to " + std::to_string(config.workload.prompt.max + config.workload.output.max) +
+                            " positions; the model's context is " + std::to_string(spec.max_position_embeddings),
+                        "shorten the prompts or the outputs");
+    for (std::size_t i = 0; i < trace.size(); ++i) {
+      const WorkloadRequest& r = trace[i];
+      const std::string where = "request " + std::to_string(i + 1);
+      for (std::int64_t id : r.prompt)
+        if (id >= spec.vocab_size)
+          throw FormatError(config.trace.string(), where + ": field 'prompt'",
+                            "holds token id " + std::to_string(id) + ", outside the vocabulary [0, " + std::to_string(spec.vocab_size) + ")");
+      if (static_cast<std::int64_t>(r.prompt.size()) + r.max_new_tokens > spec.max_position_embeddings)
+        throw FormatError(config.trace.string(), where,
+                          "asks for " + std::to_string(r.prompt.size() + static_cast<std::size_t>(r.max_new_tokens)) +
+                              " positions (prompt and max_new_tokens); the model's context is " + std::to_string(spec.max_position_embeddings));
+    }
     const std::vector<double> rates = config.trace.empty() ? config.rates : std::vector<double>{0.0};
     for (const StrategyConfig& sc : config.strategies) {
       const Deployment deployment(sc, family, store, analysis, scratch);
