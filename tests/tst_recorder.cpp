@@ -15,6 +15,7 @@
 #include "common/error.h"
 #include "serving/runner.h"
 #include "store/recorder.h"
+#include "store/report_data.h"
 #include "test_support.h"
 
 using namespace mosaic;
@@ -152,6 +153,8 @@ class TestRecorder : public QObject {
     { Recorder r(newer); }
     query(newer, "PRAGMA user_version = 9");
     expect_mentions(error_of<FormatError>([&] { Recorder r(newer); }), {"schema version 9", "newer Mosaic"});
+    query(newer, "PRAGMA user_version = -1");  // once read as migrations()[size_t(-1)]
+    expect_mentions(error_of<FormatError>([&] { Recorder r(newer); }), {"schema version -1", "not one Mosaic writes"});
     expect_mentions(error_of<IoError>([&] { Recorder r(scratch("no/such/folder/x.sqlite")); }), {"cannot be opened"});
   }
 
@@ -197,7 +200,7 @@ class TestRecorder : public QObject {
     Recorder rec(db);
     const auto runs = rec.runs();
     QCOMPARE(runs.size(), std::size_t(1));
-    QCOMPARE(runs[0].status, std::string("running"));  // never finished, and the file says so
+    QCOMPARE(runs[0].status, std::string("aborted"));  // its process is gone: marked when the file is next opened
     const auto requests = rec.requests(runs[0].id);
     QCOMPARE(requests.size(), std::size_t(3));
     for (std::int64_t i = 0; i < 3; ++i) {
@@ -205,6 +208,20 @@ class TestRecorder : public QObject {
       QCOMPARE(requests[static_cast<std::size_t>(i)].stats.counters.layers.size(), std::size_t(3));
     }
     QCOMPARE(query(db, "PRAGMA integrity_check"), std::string("ok"));
+    // Reports leave the aborted run out unless asked for it (its numbers are partial).
+    const ReportData d = load_report_data(rec, {}, "killed.sqlite");
+    QVERIFY(d.runs.empty());
+    QCOMPARE(d.left_out.size(), std::size_t(1));
+    QCOMPARE(load_report_data(rec, {}, "killed.sqlite", /*incomplete=*/true).runs.size(), std::size_t(1));
+    QCOMPARE(load_report_data(rec, {runs[0].id}, "killed.sqlite").runs.size(), std::size_t(1));
+    // A run this process is recording stays 'running' when another opens the file; a second run
+    // appends beside the aborted one.
+    const auto live = rec.begin_run("consolidated", "{}");
+    rec.record(live, sample_record(0));
+    { Recorder other(db); }
+    QCOMPARE(rec.runs().back().status, std::string("running"));
+    rec.finish_run(live, "finished");
+    QCOMPARE(load_report_data(rec, {}, "killed.sqlite").runs.size(), std::size_t(1));
   }
 };
 

@@ -29,7 +29,7 @@ void add_runs_command(CLI::App& app) {
     if (!fs::exists(o->db))
       throw MissingError(o->db.string(), "", "does not exist", "record runs with `mosaic-cli bench --db FILE` first");
     const Recorder recorder(o->db);
-    const ReportData data = load_report_data(recorder, {}, o->db.filename().string());
+    const ReportData data = load_report_data(recorder, {}, o->db.filename().string(), /*incomplete=*/true);
     std::printf("%5s  %-14s %-9s %8s %4s %6s  %11s %12s  %s\n", "run", "strategy", "status", "req/s", "rep", "reqs", "TTFT p50 ms",
                 "turn p50 ms", "started (UTC)");
     for (const auto& r : data.runs)
@@ -43,16 +43,26 @@ void add_runs_command(CLI::App& app) {
 
 void add_report_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("report", "Tables (CSV, JSON) and an HTML/PDF report with charts of recorded QoS runs");
-  struct Opts { fs::path db = "mosaic-runs.sqlite", out; std::vector<std::int64_t> runs; };
+  struct Opts { fs::path db = "mosaic-runs.sqlite", out; std::vector<std::int64_t> runs; bool all = false; };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("RUN", o->runs, "run ids to include (default: every run in the database)");
+  cmd->add_option("RUN", o->runs, "run ids to include (default: every run in the database that finished)");
+  cmd->add_flag("--all", o->all, "also runs that did not finish (aborted, stopped, failed): their numbers are partial");
   cmd->add_option("--db", o->db, "the SQLite record written by `mosaic-cli bench`")->default_val("mosaic-runs.sqlite");
   cmd->add_option("--out", o->out, "report folder")->required();
   cmd->callback([o] {
     if (!fs::exists(o->db))
       throw MissingError(o->db.string(), "", "does not exist", "record runs with `mosaic-cli bench --db FILE` first");
     const Recorder recorder(o->db);
-    const ReportData data = load_report_data(recorder, o->runs, o->db.filename().string());
+    const ReportData data = load_report_data(recorder, o->runs, o->db.filename().string(), o->all);
+    if (data.runs.empty())
+      throw InvalidArgument(o->db.string(), "", data.left_out.empty() ? "holds no runs" : "holds no finished runs",
+                            data.left_out.empty() ? "record runs with `mosaic-cli bench --db FILE` first"
+                                                  : "pass --all, or the ids of the runs to report, to report unfinished ones");
+    if (!data.left_out.empty()) {
+      std::cerr << "left out " << data.left_out.size() << " run(s) that did not finish:";
+      for (const RunInfo& r : data.left_out) std::cerr << " " << r.id << " (" << r.status << ")";
+      std::cerr << "; pass --all or their ids to include them\n";
+    }
     write_report_tables(data, o->out);
 #ifdef MOSAIC_REPORT_CHARTS
     // Charts need a QApplication; without a display the offscreen platform draws them.

@@ -1,6 +1,11 @@
 #include "store/recorder.h"
 
+#include <signal.h>
 #include <sqlite3.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
 
 #include "common/error.h"
 #include "common/machine.h"
@@ -113,6 +118,11 @@ CREATE TABLE request_routes (
   expert INTEGER NOT NULL, outcome INTEGER NOT NULL, served_by INTEGER NOT NULL, served_expert INTEGER NOT NULL,
   FOREIGN KEY (run_id, idx) REFERENCES requests(run_id, idx));
 CREATE INDEX request_routes_by_request ON request_routes(run_id, idx);
+)sql",
+      // 5: which process records a run ("host:pid"), so that a run left 'running' by a killed one
+      // is told apart from one another process is recording now.
+      R"sql(
+ALTER TABLE runs ADD COLUMN owner TEXT NOT NULL DEFAULT '';
 )sql"};
   return m;
 }
@@ -131,6 +141,9 @@ Recorder::Recorder(const std::filesystem::path& path) : path_(path) {
       throw FormatError(path.string(), "schema version " + std::to_string(version),
                         "was written by a newer Mosaic (this one reads up to " + std::to_string(kSchemaVersion) + ")",
                         "open it with a newer build, or record to a new file");
+    if (version < 0)
+      throw FormatError(path.string(), "schema version " + std::to_string(version), "is not one Mosaic writes (0 to " +
+                        std::to_string(kSchemaVersion) + ")", "record to a new file");
     if (version == 0) {
       Statement tables(db_, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table'", path.string());
       tables.step();
@@ -142,6 +155,7 @@ Recorder::Recorder(const std::filesystem::path& path) : path_(path) {
     for (; version < kSchemaVersion; ++version)  // each step all or nothing
       exec("BEGIN IMMEDIATE;" + migrations()[static_cast<std::size_t>(version)] + "PRAGMA user_version = " +
            std::to_string(version + 1) + "; COMMIT;");
+    mark_abandoned_runs();
   } catch (...) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     sqlite3_close(db_);
@@ -168,10 +182,45 @@ int Recorder::schema_version() const {
   return static_cast<int>(s.i64(0));
 }
 
+namespace {
+std::string host_name() {
+  char name[256] = {};
+  return ::gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string("?");
+}
+std::string this_process() { return host_name() + ":" + std::to_string(::getpid()); }
+}  // namespace
+
+// A run still 'running' whose recording process is gone (killed, crashed) never finishes: it is
+// marked 'aborted', so that reports leave it out. One recorded on another machine, or by a process
+// still alive, is left alone; one from before owners were noted has no process to ask.
+void Recorder::mark_abandoned_runs() {
+  Statement q(db_, "SELECT id, owner FROM runs WHERE status = 'running'", path_.string());
+  std::vector<std::int64_t> gone;
+  const std::string host = host_name();
+  while (q.step()) {
+    const std::string owner = q.text(1);
+    const auto colon = owner.rfind(':');
+    if (owner.empty()) {
+      gone.push_back(q.i64(0));
+      continue;
+    }
+    if (colon == std::string::npos || owner.substr(0, colon) != host) continue;
+    const long pid = std::strtol(owner.c_str() + colon + 1, nullptr, 10);
+    if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) gone.push_back(q.i64(0));
+  }
+  for (std::int64_t id : gone) {
+    Statement u(db_, "UPDATE runs SET status = 'aborted' WHERE id = ? AND status = 'running'", path_.string());
+    u.bind(1, id);
+    u.run();
+  }
+}
+
 std::int64_t Recorder::begin_run(const std::string& strategy, const std::string& config_json) {
-  Statement s(db_, "INSERT INTO runs (started_at, strategy, config_json, machine, build, status) VALUES (?, ?, ?, ?, ?, 'running')",
+  Statement s(db_,
+              "INSERT INTO runs (started_at, strategy, config_json, machine, build, status, owner) VALUES (?, ?, ?, ?, ?, 'running', ?)",
               path_.string());
   s.bind(1, utc_timestamp()).bind(2, strategy).bind(3, config_json).bind(4, machine_description()).bind(5, build_description());
+  s.bind(6, this_process());
   s.run();
   return sqlite3_last_insert_rowid(db_);
 }

@@ -23,7 +23,7 @@ struct RunInfo {
 
 class Recorder {
  public:
-  static constexpr int kSchemaVersion = 4;
+  static constexpr int kSchemaVersion = 5;
 
   // Opens or creates the database and migrates it to kSchemaVersion. Throws IoError when it cannot
   // be opened, FormatError when it is not a Mosaic database or was written by a newer version.
@@ -36,7 +36,9 @@ class Recorder {
   void record(std::int64_t run, const RequestRecord& request);  // one transaction
   void sample(std::int64_t run, double t, const std::string& name, double value);
   void record_samples(std::int64_t run, const std::vector<Sample>& samples);  // one transaction
-  void finish_run(std::int64_t run, const std::string& status);  // "finished", "stopped", "failed"
+  // "finished", "stopped", "failed"; a run whose recording process died is marked "aborted" when the
+  // file is next opened.
+  void finish_run(std::int64_t run, const std::string& status);
 
   std::vector<RunInfo> runs() const;
   std::vector<RequestRecord> requests(std::int64_t run) const;  // in workload order, with per-layer counters
@@ -51,6 +53,7 @@ class Recorder {
 
  private:
   void exec(const std::string& sql) const;
+  void mark_abandoned_runs();
   std::filesystem::path path_;
   sqlite3* db_ = nullptr;
 };

@@ -42,7 +42,7 @@ void write_csv(const std::filesystem::path& path, const std::vector<std::string>
 }  // namespace
 
 ReportData load_report_data(const Recorder& recorder, const std::vector<std::int64_t>& run_ids,
-                            const std::string& database_name) {
+                            const std::string& database_name, bool incomplete) {
   ReportData d;
   d.database = database_name;
   const auto all = recorder.runs();
@@ -50,9 +50,15 @@ ReportData load_report_data(const Recorder& recorder, const std::vector<std::int
     if (std::none_of(all.begin(), all.end(), [&](const RunInfo& r) { return r.id == id; }))
       throw InvalidArgument(database_name, "run " + std::to_string(id), "is not in this database",
                             "list the runs with `mosaic-cli runs --db FILE`");
+  // Finished runs, and those of records older than run statuses ('unknown').
+  auto complete = [](const RunInfo& r) { return r.status == "finished" || r.status == "unknown"; };
   std::map<std::string, std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>>> layer_counts;  // hits, totals
   for (const RunInfo& info : all) {
     if (!run_ids.empty() && std::find(run_ids.begin(), run_ids.end(), info.id) == run_ids.end()) continue;
+    if (run_ids.empty() && !incomplete && !complete(info)) {
+      d.left_out.push_back(info);
+      continue;
+    }
     ReportRun run;
     run.info = info;
     const auto config = nlohmann::json::parse(info.config_json, nullptr, /*allow_exceptions=*/false);
@@ -129,14 +135,14 @@ void write_report_tables(const ReportData& d, const std::filesystem::path& dir) 
   j["runs"] = nlohmann::ordered_json::array();
   for (const ReportRun& r : d.runs) {
     const RunSummary& s = r.summary;
-    runs.push_back({std::to_string(r.info.id), r.info.strategy, num(r.rate), std::to_string(r.repeat), std::to_string(s.requests),
+    runs.push_back({std::to_string(r.info.id), r.info.strategy, r.info.status, num(r.rate), std::to_string(r.repeat), std::to_string(s.requests),
                     std::to_string(s.failed), num(s.makespan_seconds), num(s.window_seconds), num(s.drain_seconds),
                     num(s.requests_per_minute), num(s.tokens_per_second),
                     num(s.ttft.p50), num(s.ttft.p90), num(s.ttft.p99), num(s.ttft.mean), num(s.turnaround.p50),
                     num(s.turnaround.p90), num(s.turnaround.p99), num(s.turnaround.mean), num(s.queue_wait.mean),
                     num(s.tpot.mean), num(s.hit_rate), std::to_string(s.swaps), num(s.swap_seconds),
                     std::to_string(s.swap_bytes), std::to_string(s.load_bytes), r.info.machine, r.info.started_at});
-    nlohmann::ordered_json run = {{"id", r.info.id}, {"strategy", r.info.strategy}, {"rate", r.rate}, {"repeat", r.repeat}};
+    nlohmann::ordered_json run = {{"id", r.info.id}, {"strategy", r.info.strategy}, {"status", r.info.status}, {"rate", r.rate}, {"repeat", r.repeat}};
     run.update(summary_json(s));
     run.update(nlohmann::ordered_json{{"machine", r.info.machine}, {"build", r.info.build}, {"started_at", r.info.started_at}});
     j["runs"].push_back(run);
@@ -174,7 +180,7 @@ void write_report_tables(const ReportData& d, const std::filesystem::path& dir) 
   std::filesystem::create_directories(dir, ec);
   if (ec) throw IoError(dir.string(), "", "cannot create the report folder: " + ec.message());
   write_csv(dir / "runs.csv",
-            {"run", "strategy", "rate", "repeat", "requests", "failed", "makespan_s", "window_s", "drain_s", "requests_per_minute", "tokens_per_s",
+            {"run", "strategy", "status", "rate", "repeat", "requests", "failed", "makespan_s", "window_s", "drain_s", "requests_per_minute", "tokens_per_s",
              "ttft_p50", "ttft_p90", "ttft_p99", "ttft_mean", "turnaround_p50", "turnaround_p90", "turnaround_p99",
              "turnaround_mean", "queue_wait_mean", "tpot_mean", "hit_rate", "swaps", "swap_s", "swap_bytes", "load_bytes",
              "machine", "started_at"},

@@ -41,11 +41,14 @@ struct ReportData {
   std::vector<ReportPoint> points;  // by strategy (first-seen order), then rate
   std::vector<std::string> strategies;
   std::map<std::string, std::vector<double>> layer_hit_rates;  // strategy → per layer, over all its runs
+  std::vector<RunInfo> left_out;  // runs that did not finish (aborted, stopped, failed, running), not asked for
 };
 
-// `run_ids` empty: every run in the file. Throws InvalidArgument for an id that is not there.
+// `run_ids` empty: every run in the file that finished, or every run at all with `incomplete`
+// (their partial numbers would read as complete ones); runs named in `run_ids` are always included.
+// Throws InvalidArgument for an id that is not there.
 ReportData load_report_data(const Recorder& recorder, const std::vector<std::int64_t>& run_ids,
-                            const std::string& database_name);
+                            const std::string& database_name, bool incomplete = false);
 
 // runs.csv, points.csv, layer_hit_rates.csv and requests.csv, plus report.json, into `dir`.
 void write_report_tables(const ReportData& data, const std::filesystem::path& dir);

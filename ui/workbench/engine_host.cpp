@@ -335,7 +335,7 @@ void EngineHost::loadRuns(const QString& database) {
     try {
       if (!QFileInfo::exists(database)) throw IoError(database.toStdString(), "", "does not exist", "record runs with the serving panel or mosaic-cli bench");
       const Recorder recorder(database.toStdString());
-      Q_EMIT runsLoaded(load_report_data(recorder, {}, QFileInfo(database).fileName().toStdString()));
+      Q_EMIT runsLoaded(load_report_data(recorder, {}, QFileInfo(database).fileName().toStdString(), /*incomplete=*/true));
     } catch (const std::exception& e) {
       Q_EMIT runsFailed(QString::fromUtf8(e.what()));
     }
