@@ -166,6 +166,16 @@ class TestCli : public QObject {
     r = cli(args({"--version"}));
     QCOMPARE(r.code, 0);
     QVERIFY2(r.out.startsWith(QStringLiteral("mosaic-cli ")), qPrintable(r.out));
+    r = cli(args({"generate", "--model"}) << path(fixture("mixtral", "ft1")) << args({"--ids", "1,2", "--threads", "100000"}));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("--threads")) && r.err.contains(QStringLiteral("per core")), qPrintable(r.err));
+    r = cli(args({"generate", "--model"}) << path(fixture("mixtral", "ft1")) << args({"--ids", "1,2,3", "--max-new", "100000000"}));
+    QCOMPARE(r.code, 2);  // a probe's hang: now bounded by the context, and said so
+    QVERIFY2(r.err.contains(QStringLiteral("context of 256")), qPrintable(r.err));
+    r = cli(args({"consolidate", "--variants"}) << path(fixture("mixtral", "base")) << path(fixture("mixtral", "ft1"))
+                                                << args({"--budget", "10EiB", "--out"}) << path(scratch("never.json")));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("more than 8 EiB")), qPrintable(r.err));
     r = cli(args({"generate", "--model"}) << path(fixture("mixtral", "ft1")) << args({"--ids", "1,2", "--temperature", "-1"}));
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains(QStringLiteral("temperature")), qPrintable(r.err));
@@ -218,6 +228,27 @@ class TestCli : public QObject {
                          QStringLiteral("--ids"), QStringLiteral("1,x,3")});
     QCOMPARE(ids.code, 2);
     QVERIFY2(ids.err.contains(QStringLiteral("'x'")), qPrintable(ids.err));
+
+    // Outputs never land on inputs (a probe overwrote weights, configs and layouts with exit 0):
+    // each is refused before anything is read, and the input is untouched.
+    const fs::path model = copy_checkpoint(fixture("mixtral", "base"), scratch("precious"));
+    const auto weights = fs::file_size(model / "model.safetensors");
+    const std::string config = read_text(model / "config.json");
+    for (const QStringList& over : {QStringList{QStringLiteral("logits"), QStringLiteral("--model"), path(model), QStringLiteral("--ids"), kPrompt,
+                                                QStringLiteral("--out"), path(model / "model.safetensors")},
+                                    QStringList{QStringLiteral("generate"), QStringLiteral("--model"), path(model), QStringLiteral("--ids"), kPrompt,
+                                                QStringLiteral("--stats"), path(model / "stats.json")},
+                                    QStringList{QStringLiteral("analyze"), QStringLiteral("--variants"), path(model), path(fixture("mixtral", "ft1")),
+                                                QStringLiteral("--out"), path(model / "config.json")},
+                                    QStringList{QStringLiteral("consolidate"), QStringLiteral("--variants"), path(model), path(fixture("mixtral", "ft1")),
+                                                QStringLiteral("--capacity"), QStringLiteral("4"), QStringLiteral("--out"), path(model / ".." / "precious" / "config.json")}}) {
+      const Run o = cli(over);
+      QCOMPARE(o.code, 2);
+      QVERIFY2(o.err.contains(QStringLiteral("would overwrite what is read")), qPrintable(o.err));
+    }
+    QCOMPARE(fs::file_size(model / "model.safetensors"), weights);
+    QCOMPARE(read_text(model / "config.json"), config);
+    QVERIFY(!fs::exists(model / "stats.json"));
   }
 
   // analyze → consolidate → merge on the olmoe family, with a private cache.
@@ -377,6 +408,15 @@ class TestCli : public QObject {
     QCOMPARE(rq[1].target, std::string("base"));
     QCOMPARE(rq[1].stats.arrival, 0.5);
     QCOMPARE(rq[1].stats.generated_tokens, std::int64_t(3));
+    // A trace the model cannot serve is refused before any run starts, not recorded as a run that
+    // "finished" with the error inside it.
+    write_trace(scratch("oov.jsonl"), {{0.0, "ft1", {1, 999999}, 2}});
+    replay["trace"] = scratch("oov.jsonl").string();
+    std::ofstream(scratch("oov.json")) << replay.dump();
+    r = cli(args({"bench", "--config"}) << path(scratch("oov.json")) << QStringLiteral("--db") << path(scratch("oov.sqlite")));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("oov.jsonl")) && r.err.contains(QStringLiteral("outside the vocabulary")), qPrintable(r.err));
+    if (fs::exists(scratch("oov.sqlite"))) QVERIFY(Recorder(scratch("oov.sqlite")).runs().empty());
 
     // The report of what was recorded: tables always, charts and pages in a GUI build.
     r = cli(args({"report", "--db"}) << path(db) << QStringLiteral("--out") << path(scratch("sweep-report")));

@@ -14,6 +14,7 @@
 #include "analysis/layout.h"
 #include "analysis/merge.h"
 #include "cli/commands.h"
+#include "cli/output_paths.h"
 #include "model/variant_folders.h"
 #include "common/atomic_file.h"
 #include "common/byte_size.h"
@@ -125,6 +126,7 @@ void add_analyze_command(CLI::App& app) {
   cmd->add_option("--layer", o->layer, "with --pair: only this layer's experts (default: every MoE position)");
   cmd->add_option("--out", o->out, "analysis JSON to write")->required();
   cmd->callback([o] {
+    refuse_output_over_inputs(o->out, "--out", o->variants);
     Family family;
     open_family(family, o->variants);
     const FamilyAnalysis a = analyze(family, *o);
@@ -196,6 +198,7 @@ void add_consolidate_command(CLI::App& app) {
       ->default_val(-1);
   cmd->add_option("--out", o->out, "layout JSON to write")->required();
   cmd->callback([o] {
+    refuse_output_over_inputs(o->out, "--out", o->variants);
     if (o->budget.empty() && o->capacity < 0)
       throw InvalidArgument("consolidate", "--budget / --capacity", "neither was given", "give one of them");
     const auto policy = parse_policy(o->policy);
@@ -206,7 +209,7 @@ void add_consolidate_command(CLI::App& app) {
     std::int64_t capacity = o->capacity;
     if (!o->budget.empty()) {
       const auto bytes = parse_byte_size(o->budget);
-      if (!bytes) throw InvalidArgument("--budget", "'" + o->budget + "'", "is not a byte size", "write e.g. 12GiB or 900MB");
+      if (!bytes) throw InvalidArgument("--budget", "'" + o->budget + "'", byte_size_problem(o->budget), "write e.g. 12GiB or 900MB");
       const CapacityPlan plan = plan_capacity(family, *bytes, o->reserve);  // before the analysis: fail fast
       std::cout << "budget            " << format_bytes(plan.budget_bytes) << "\n"
                 << "  non-expert      " << format_bytes(plan.non_expert_bytes) << " (one variant resident at a time)\n";
@@ -243,6 +246,9 @@ void add_merge_command(CLI::App& app) {
   cmd->add_option("--target", o->target, "consolidated: the variant whose model to write");
   cmd->add_option("--out", o->out, "output checkpoint folder (must not exist, or be empty)")->required();
   cmd->callback([o] {
+    auto inputs = o->variants;
+    inputs.push_back(o->layout);
+    refuse_output_over_inputs(o->out, "--out", inputs);
     Family family;
     open_family(family, o->variants);
     if (o->method == "averaging") {

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/output_paths.h"
 #include "model/variant_folders.h"
 #include "cli/serving_args.h"
 #include "common/byte_size.h"
@@ -174,6 +175,7 @@ void add_generate_command(CLI::App& app) {
     if (o->ids.empty() && o->prompt.empty()) throw InvalidArgument("generate", "--ids / --prompt", "give a prompt", "write --prompt \"text\" or --ids 1,2,3");
     if (!o->stop.empty()) o->req.stop_ids = parse_ids(o->stop);
     Sampler{o->req.sampling};  // bad sampling settings are refused before anything loads or prints
+    refuse_output_over_inputs(o->serve.stats, "--stats", o->serve.inputs());
     configure_threads(o->threads);
     const auto session = open_serving(o->serve);
     // With --prompt the target's own tokenizer encodes it and the output is text.
@@ -226,6 +228,11 @@ void add_logits_command(CLI::App& app) {
   cmd->add_option("--out", o->out, "output .safetensors file")->required();
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
   cmd->callback([o] {
+    auto inputs = o->serve.inputs();
+    inputs.push_back(o->requests);
+    refuse_output_over_inputs(o->out, "--out", inputs);
+    refuse_output_over_inputs(o->serve.stats, "--stats", inputs);
+    refuse_output_over_inputs(o->serve.stats, "--stats", {o->out});
     if (o->ids.empty() == o->requests.empty())
       throw InvalidArgument("logits", "--ids / --requests", "give exactly one of them", "--ids 1,2,3 for one prompt, --requests FILE.jsonl for many");
     std::vector<ServeRequest> requests;

@@ -18,6 +18,13 @@ Device checked_device(const std::string& name) {
   return *d;
 }
 
+std::vector<std::filesystem::path> ServingArgs::inputs() const {
+  std::vector<std::filesystem::path> in = variants;
+  in.push_back(model);
+  in.push_back(layout);
+  return in;
+}
+
 void ServingArgs::add_to(CLI::App* cmd, bool with_model) {
   if (with_model) cmd->add_option("--model", model, "checkpoint folder (or an ESFT adapter folder, served over its base)");
   cmd->add_option("--variants", variants, "serve these variants with the multi-variant runtime (instead of --model)");
@@ -52,7 +59,7 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
   config.resident_sets = a.resident_sets;
   if (!a.budget.empty()) {
     config.budget_bytes = parse_byte_size(a.budget);
-    if (!config.budget_bytes) throw InvalidArgument("--budget", "'" + a.budget + "'", "is not a byte size", "write e.g. 2GiB");
+    if (!config.budget_bytes) throw InvalidArgument("--budget", "'" + a.budget + "'", byte_size_problem(a.budget), "write e.g. 2GiB");
   }
 
   if (!a.model.empty()) {

@@ -28,6 +28,7 @@ struct ServingArgs {
   std::string device = "cpu";
 
   void add_to(CLI::App* cmd, bool with_model = true);
+  std::vector<std::filesystem::path> inputs() const;  // what is read: --model, --variants, --layout
 };
 
 // The device a --device names, checked to be usable here (DeviceError says why not: exit 2).
