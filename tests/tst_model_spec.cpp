@@ -144,6 +144,7 @@ class TestModelSpec : public QObject {
     QTest::newRow("huge theta") << R"({"rope_parameters": {"rope_type": "default", "rope_theta": 1e308}})" << "rope_theta";
     QTest::newRow("negative eos") << R"({"eos_token_id": [2, -1]})" << "'eos_token_id'";
     QTest::newRow("both spellings disagree") << R"({"num_experts": 4})" << "'num_local_experts'";
+    QTest::newRow("huge theta at the top") << R"({"rope_parameters": null, "rope_theta": 1e308})" << "'rope_theta'";
   }
   void rejectsMalformed() {
     QFETCH(QString, patch);
@@ -188,6 +189,20 @@ class TestModelSpec : public QObject {
     expect_mentions(error_of<FormatError>([] { parse_model_spec(R"({"model_type": "mixtral", "hidden_size": 1e400})", "c.json"); }), {"c.json"});
     const std::string deep = R"({"model_type": "mixtral", "unused": )" + std::string(100000, '[') + std::string(100000, ']') + "}";
     expect_mentions(error_of<FormatError>([&] { parse_model_spec(deep, "c.json"); }), {"c.json", "deeper than"});
+    json huge_theta = fixture_config("mixtral");
+    huge_theta["rope_parameters"]["rope_theta"] = 1e308;
+    expect_mentions(error_of<FormatError>([&] { parse(huge_theta); }), {"'rope_parameters.rope_theta'"});
+    json shared = fixture_config("qwen2_moe");
+    shared["shared_expert_intermediate_size"] = 1099511627776;
+    expect_mentions(error_of<FormatError>([&] { parse(shared); }), {"'shared_expert_intermediate_size'", "at most"});
+    shared["shared_expert_intermediate_size"] = 0;  // no shared expert
+    QCOMPARE(parse(shared).shared_expert_intermediate, std::int64_t(0));
+    // Many siblings parse in linear time (a parser callback made nlohmann rescan the parent at the end
+    // of each nested object: 200k of them took minutes).
+    std::string wide = R"({"model_type": "mixtral", "unused": {)";
+    for (int i = 0; i < 200000; ++i) wide += (i ? ",\"k" : "\"k") + std::to_string(i) + "\": {}";
+    wide += "}}";
+    expect_mentions(error_of<MissingError>([&] { parse_model_spec(wide, "c.json"); }), {"'vocab_size'"});  // parsed whole, then read
     // A FIFO (its reader would wait for a writer forever) and a symbolic-link loop, where config.json should be.
     QTemporaryDir dir;
     const fs::path fifo = fs::path(dir.path().toStdString()) / "config.json";

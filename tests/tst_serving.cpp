@@ -485,6 +485,10 @@ class TestServing : public QObject {
                     {"'rates'", "at most"});
     expect_mentions(bad(head + R"("rates": [2], "strategies": [{"kind": "single"}]})"), {"'rates'", "twice"});  // a repeated key
     expect_mentions(bad(head + R"("strategies": [{"kind": "single", "max_sequences": 18446744073709551615}]})"), {"max_sequences"});
+    expect_mentions(bad(head + R"("strategies": [{"kind": "single", "resident_sets": 2147483648}]})"), {"resident_sets", "1024"});
+    expect_mentions(bad(head + R"("strategies": [{"kind": "consolidated", "kv_context": 1099511627776}]})"), {"kv_context"});
+    expect_mentions(bad(R"({"schema": "mosaic.sweep/1", "variants": ["a", "b"], "rates": [1e300], "strategies": [{"kind": "single"}]})"),
+                    {"'rates'", "at most"});
     expect_mentions(bad(head + R"("strategies": [{"kind": "single", "hit": 5}]})"), {"sweep.json", "wrong type"});
     expect_mentions(bad(head + R"("description": )" + std::string(100000, '[') + std::string(100000, ']') + R"(, "strategies": [{"kind": "single"}]})"),
                     {"sweep.json", "deeper than"});

@@ -675,11 +675,14 @@ class WorkbenchTest : public QObject {
     QCOMPARE(back.reserve->context_tokens, 2048);
     for (const char* bad : {R"({"schema": "mosaic.session/1", "variants": ["a", "b"], "shares": [1]})",
                             R"({"schema": "mosaic.session/1", "variants": ["a"], "reserve": {"context_tokens": 0}})",
-                            R"({"schema": "mosaic.session/1", "variants": ["a"], "budget_bytes": -5, "reserve": {}})"}) {
+                            R"({"schema": "mosaic.session/1", "variants": ["a"], "budget_bytes": -5, "reserve": {}})",
+                            R"({"schema": "mosaic.session/1", "variants": ["a"], "reserve": {"context_tokens": 1099511627776}})",
+                            R"({"schema": "mosaic.session/1", "variants": ["a"], "reserve": {}, "chat": {"max_new_tokens": 4294967301}})"}) {
       std::ofstream(dir.filePath(QStringLiteral("bad.json")).toStdString()) << bad;
       window_->openSession(dir.filePath(QStringLiteral("bad.json")));
       const QString shown = window_->familyPanel()->errorText();
-      QVERIFY2(shown.contains(QStringLiteral("shares")) || shown.contains(QStringLiteral("reserve")) || shown.contains(QStringLiteral("budget_bytes")),
+      QVERIFY2(shown.contains(QStringLiteral("shares")) || shown.contains(QStringLiteral("reserve")) || shown.contains(QStringLiteral("budget_bytes")) ||
+                   shown.contains(QStringLiteral("chat.max_new_tokens")),
                qPrintable(shown));
     }
   }

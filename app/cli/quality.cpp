@@ -31,7 +31,7 @@ std::vector<std::int64_t> heldout_ids(const fs::path& model_dir, const std::stri
                        domains.empty() ? "give --text FILE, or a variant of a family written by `mosaic-cli forge`"
                                        : "the family has: " + list + "; or give --text FILE");
   }
-  const std::string body = read_text_file(file);
+  const std::string body = read_text_file(file, {}, UINTMAX_MAX);  // an evaluation text is as large as it is
   const fs::path tok = model_dir / "tokenizer.json";
   if (!fs::exists(tok))
     throw MissingError(tok.string(), "", "is absent: perplexity needs the variant's tokenizer", "copy the family's tokenizer.json beside config.json");

@@ -1,31 +1,80 @@
 #include "common/json_text.h"
 
 #include <algorithm>
+#include <string>
 #include <unordered_set>
+#include <vector>
 
 #include "common/edit_distance.h"
 #include "common/error.h"
 
 namespace mosaic {
 
-nlohmann::json parse_json_bounded(std::string_view text, const std::string& file) {
-  // Keys seen in each object being read, innermost last: a repeated key is refused (JSON parsers
-  // disagree on which copy wins, so a file that repeats one means different things to different tools).
-  std::vector<std::unordered_set<std::string>> keys;
-  const nlohmann::json::parser_callback_t check = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    using E = nlohmann::json::parse_event_t;
-    if (depth > kMaxJsonDepth && (event == E::object_start || event == E::array_start))
-      throw FormatError(file, "", "nests objects or arrays deeper than " + std::to_string(kMaxJsonDepth) + " levels",
+namespace {
+
+// nlohmann's DOM builder behind a SAX filter that counts depth and the keys of each open object.
+// (A parser callback would do the same checks, but with it nlohmann 3.11 rescans the parent at the
+// end of every nested object: quadratic in the siblings, a hang for a crafted 100 MB header.)
+class BoundedDom {
+ public:
+  using json = nlohmann::json;
+  BoundedDom(json& out, const std::string& file) : dom_(out, /*allow_exceptions=*/true), file_(file) {}
+
+  bool null() { return dom_.null(); }
+  bool boolean(bool v) { return dom_.boolean(v); }
+  bool number_integer(json::number_integer_t v) { return dom_.number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return dom_.number_unsigned(v); }
+  bool number_float(json::number_float_t v, const json::string_t& s) { return dom_.number_float(v, s); }
+  bool string(json::string_t& v) { return dom_.string(v); }
+  bool binary(json::binary_t& v) { return dom_.binary(v); }
+  bool start_object(std::size_t n) {
+    enter();
+    keys_.emplace_back();
+    return dom_.start_object(n);
+  }
+  // Parsers disagree on which copy of a repeated key wins: a file that repeats one means different
+  // things to different tools, so it is refused.
+  bool key(json::string_t& k) {
+    if (!keys_.back().insert(k).second) throw FormatError(file_, "field '" + k + "'", "appears twice in one object", "keep one of them");
+    return dom_.key(k);
+  }
+  bool end_object() {
+    keys_.pop_back();
+    --depth_;
+    return dom_.end_object();
+  }
+  bool start_array(std::size_t n) {
+    enter();
+    return dom_.start_array(n);
+  }
+  bool end_array() {
+    --depth_;
+    return dom_.end_array();
+  }
+  template <class Exception>
+  bool parse_error(std::size_t position, const std::string& token, const Exception& e) {
+    return dom_.parse_error(position, token, e);
+  }
+
+ private:
+  void enter() {
+    if (++depth_ > kMaxJsonDepth)
+      throw FormatError(file_, "", "nests objects or arrays deeper than " + std::to_string(kMaxJsonDepth) + " levels",
                         "no file Mosaic reads is nested that deep: check that it is the file you meant");
-    if (event == E::object_start) keys.emplace_back();
-    if (event == E::object_end && !keys.empty()) keys.pop_back();
-    if (event == E::key && !keys.empty()) {
-      std::string key = parsed.get<std::string>();
-      if (!keys.back().insert(key).second) throw FormatError(file, "field '" + key + "'", "appears twice in one object", "keep one of them");
-    }
-    return true;
-  };
-  return nlohmann::json::parse(text.begin(), text.end(), check);
+  }
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  const std::string& file_;
+  int depth_ = 0;
+  std::vector<std::unordered_set<std::string>> keys_;
+};
+
+}  // namespace
+
+nlohmann::json parse_json_bounded(std::string_view text, const std::string& file) {
+  nlohmann::json out;
+  BoundedDom sax(out, file);
+  nlohmann::json::sax_parse(text.begin(), text.end(), &sax);
+  return out;
 }
 
 nlohmann::json parse_json(const std::string& text, const std::string& file, const std::string& hint, const std::string& where) {

@@ -35,7 +35,7 @@ std::string read_gzip(const std::string& path, const DomainSpec& d) {
 
 std::string read_file(const std::string& path, const DomainSpec& d) {
   if (path.size() > 3 && path.ends_with(".gz")) return read_gzip(path, d);
-  return read_text_file(path, install_hint(d));
+  return read_text_file(path, install_hint(d), UINTMAX_MAX);  // corpora are as large as they are
 }
 
 std::string quote(const std::string& arg) {

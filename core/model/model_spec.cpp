@@ -209,8 +209,10 @@ ModelSpec parse_model_spec(std::string_view text, const std::string& source) {
     }
     if (s.num_sparse_layers() < s.num_layers) s.dense_intermediate = c.positive_int("intermediate_size");
   }
-  if (arch->has_shared_expert) s.shared_expert_intermediate = c.int_or("shared_expert_intermediate_size", 0);
-  if (s.shared_expert_intermediate < 0) throw c.bad("shared_expert_intermediate_size", "must not be negative");
+  // 0: no shared expert; else bounded like every other size.
+  if (arch->has_shared_expert && c.has("shared_expert_intermediate_size") &&
+      !(c.raw("shared_expert_intermediate_size").is_number_integer() && c.raw("shared_expert_intermediate_size") == 0))
+    s.shared_expert_intermediate = c.positive_int("shared_expert_intermediate_size");
 
   if (s.arch == Arch::Qwen2Moe) {
     s.qkv_bias = c.boolean("qkv_bias", arch->qkv_bias_default);
@@ -228,7 +230,9 @@ ModelSpec parse_model_spec(std::string_view text, const std::string& source) {
     if (!t.is_number()) throw c.bad("rope_parameters.rope_theta", "must be a number");
     s.rope_theta = t.get<double>();
   }
-  if (!(s.rope_theta > 0 && s.rope_theta <= 1e12)) throw c.bad("rope_theta", "must be positive and at most 1e12 (models use 1e4 to 1e7)");
+  if (!(s.rope_theta > 0 && s.rope_theta <= 1e12))
+    throw c.bad(c.has("rope_parameters") && c.raw("rope_parameters").contains("rope_theta") ? "rope_parameters.rope_theta" : "rope_theta",
+                "must be positive and at most 1e12 (models use 1e4 to 1e7)");
   s.max_position_embeddings = c.positive_int_or("max_position_embeddings", arch->default_max_positions, kMaxPositions);
   s.tie_word_embeddings = c.boolean("tie_word_embeddings", false);
   if (c.has("bos_token_id")) s.bos_token_id = c.int_or("bos_token_id", 0);

@@ -14,6 +14,21 @@ namespace mosaic {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+namespace {
+
+// An integer field in [min, max], read without wrapping (−5 is not 2^64 − 5, 2^32 + 5 is not 5).
+std::int64_t bounded(const json& object, const char* key, std::int64_t fallback, std::int64_t min, std::int64_t max,
+                     const std::string& file, const std::string& where, const std::string& hint) {
+  if (!object.contains(key)) return fallback;
+  const json& v = object[key];
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(max)) ||
+      v.get<std::int64_t>() < min || v.get<std::int64_t>() > max)
+    throw FormatError(file, where + "." + key, "must be an integer from " + std::to_string(min) + " to " + std::to_string(max), hint);
+  return v.get<std::int64_t>();
+}
+
+}  // namespace
+
 SessionFile load_session_file(const fs::path& path) {
   const std::string file = path.string(), hint = "see sample_configs/sample-session.json";
   const json j = parse_json(read_text_file(path, hint), file, hint);
@@ -45,12 +60,10 @@ SessionFile load_session_file(const fs::path& path) {
     if (j.contains("reserve") && j["reserve"].is_object()) {
       const json& r = j["reserve"];
       ReserveSpec spec;
-      spec.context_tokens = r.value("context_tokens", spec.context_tokens);
-      spec.requests = r.value("requests", spec.requests);
-      spec.prefill_chunk = r.value("prefill_chunk", spec.prefill_chunk);
-      spec.miss_slots = r.value("miss_slots", spec.miss_slots);
-      if (spec.context_tokens < 1 || spec.requests < 1 || spec.prefill_chunk < 1 || spec.miss_slots < -1)
-        throw FormatError(file, "reserve", "needs context_tokens, requests and prefill_chunk of at least 1 and miss_slots of at least -1 (-1: top-k)", hint);
+      spec.context_tokens = bounded(r, "context_tokens", spec.context_tokens, 1, std::int64_t{1} << 24, file, "reserve", hint);
+      spec.requests = bounded(r, "requests", spec.requests, 1, std::int64_t{1} << 20, file, "reserve", hint);
+      spec.prefill_chunk = bounded(r, "prefill_chunk", spec.prefill_chunk, 1, std::int64_t{1} << 20, file, "reserve", hint);
+      spec.miss_slots = bounded(r, "miss_slots", spec.miss_slots, -1, std::int64_t{1} << 20, file, "reserve", hint);
       s.reserve = spec;
     }
     if (j.contains("serving") && j["serving"].is_object()) s.serving_json = j["serving"].dump();
@@ -58,7 +71,8 @@ SessionFile load_session_file(const fs::path& path) {
       s.chat_target = j["chat"].value("target", std::string());
       s.chat_prompt = j["chat"].value("prompt", std::string());
       const json& chat = j["chat"];
-      if (chat.contains("max_new_tokens")) s.chat_max_new_tokens = chat["max_new_tokens"].get<int>();
+      if (chat.contains("max_new_tokens"))
+        s.chat_max_new_tokens = static_cast<int>(bounded(chat, "max_new_tokens", 0, 1, std::int64_t{1} << 20, file, "chat", hint));
       if (chat.contains("temperature")) s.chat_temperature = chat["temperature"].get<double>();
       if (chat.contains("top_p")) s.chat_top_p = chat["top_p"].get<double>();
     }

@@ -100,7 +100,7 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
   // Every run ends: its arrivals are bounded, whatever the rate.
   for (double rate : c.rates)
     if (rate * c.workload.duration_seconds > kMaxRequests)
-      fail("rates", "asks for about " + std::to_string(static_cast<std::int64_t>(rate * c.workload.duration_seconds)) +
+      fail("rates", "asks for about " + std::to_string(rate * c.workload.duration_seconds) +
                         " requests in a run (rate × duration_seconds); a run holds at most " + std::to_string(kMaxRequests));
   auto range = [&](const char* key, LengthRange fallback) {
     if (!j.contains(key)) return fallback;
@@ -158,11 +158,12 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
     sc.miss = s.value("miss", "transient");
     if (!make_miss_policy(sc.miss)) fail(where + ".miss", "must be transient, lru or masked");
     sc.single_target = s.value("single_target", "");
-    auto count = [&](const char* key, std::int64_t fallback, std::int64_t min) {
-      return whole(s, key, fallback, min, std::int64_t{1} << 31, [&](const std::string& k, const std::string& p) { fail(where + "." + k, p); });
+    // Each bounded by what it can mean (set-buffer counts and sizes are multiplied into the budget).
+    auto count = [&](const char* key, std::int64_t fallback, std::int64_t min, std::int64_t max = kMaxTokens) {
+      return whole(s, key, fallback, min, max, [&](const std::string& k, const std::string& p) { fail(where + "." + k, p); });
     };
-    if (s.contains("capacity")) sc.capacity = count("capacity", 0, 0);
-    sc.resident_sets = static_cast<int>(count("resident_sets", 1, 1));
+    if (s.contains("capacity")) sc.capacity = count("capacity", 0, 0, std::int64_t{1} << 31);
+    sc.resident_sets = static_cast<int>(count("resident_sets", 1, 1, 1024));
     sc.scheduler.max_sequences = count("max_sequences", sc.scheduler.max_sequences, 1);
     sc.scheduler.max_batch_tokens = count("max_batch_tokens", sc.scheduler.max_batch_tokens, 1);
     sc.reserve.prefill_chunk = sc.scheduler.max_batch_tokens;  // the activation workspace one step needs

@@ -155,7 +155,11 @@ Recorder::Recorder(const std::filesystem::path& path) : path_(path) {
     for (; version < kSchemaVersion; ++version)  // each step all or nothing
       exec("BEGIN IMMEDIATE;" + migrations()[static_cast<std::size_t>(version)] + "PRAGMA user_version = " +
            std::to_string(version + 1) + "; COMMIT;");
-    mark_abandoned_runs();
+    try {
+      mark_abandoned_runs();
+    } catch (const Error&) {
+      // A read-only or busy file still opens for reading; its runs keep the status they had.
+    }
   } catch (...) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     sqlite3_close(db_);
