@@ -1,5 +1,7 @@
 #include "serving/session_file.h"
 
+#include "common/json_int.h"
+
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
@@ -21,8 +23,7 @@ std::int64_t bounded(const json& object, const char* key, std::int64_t fallback,
                      const std::string& file, const std::string& where, const std::string& hint) {
   if (!object.contains(key)) return fallback;
   const json& v = object[key];
-  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(max)) ||
-      v.get<std::int64_t>() < min || v.get<std::int64_t>() > max)
+  if (!json_int_in(v, min, max))
     throw FormatError(file, where + "." + key, "must be an integer from " + std::to_string(min) + " to " + std::to_string(max), hint);
   return v.get<std::int64_t>();
 }

@@ -1,5 +1,7 @@
 #include "serving/sweep.h"
 
+#include "common/json_int.h"
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -28,9 +30,7 @@ template <class Fail>
 std::int64_t whole(const nlohmann::json& object, const char* key, std::int64_t fallback, std::int64_t min, std::int64_t max, Fail&& fail) {
   if (!object.contains(key)) return fallback;
   const auto& v = object[key];
-  const bool fits = v.is_number_integer() && !(v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(max)) &&
-                    v.get<std::int64_t>() >= min && v.get<std::int64_t>() <= max;
-  if (!fits) fail(key, "must be an integer from " + std::to_string(min) + " to " + std::to_string(max));
+  if (!json_int_in(v, min, max)) fail(key, "must be an integer from " + std::to_string(min) + " to " + std::to_string(max));
   return v.get<std::int64_t>();
 }
 
@@ -105,11 +105,7 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
   auto range = [&](const char* key, LengthRange fallback) {
     if (!j.contains(key)) return fallback;
     const auto& r = j[key];
-    auto bounded = [](const nlohmann::json& v) {  // an integer in [1, kMaxTokens], read without truncation
-      return v.is_number_integer() && !(v.is_number_unsigned() && v.get<std::uint64_t>() > kMaxTokens) &&
-             v.get<std::int64_t>() >= 1 && v.get<std::int64_t>() <= kMaxTokens;
-    };
-    if (!r.is_array() || r.size() != 2 || !bounded(r[0]) || !bounded(r[1]) || r[1].get<std::int64_t>() < r[0].get<std::int64_t>())
+    if (!r.is_array() || r.size() != 2 || !json_int_in(r[0], 1, kMaxTokens) || !json_int_in(r[1], 1, kMaxTokens) || r[1].get<std::int64_t>() < r[0].get<std::int64_t>())
       fail(key, "must be [min, max] with 1 ≤ min ≤ max ≤ " + std::to_string(kMaxTokens));
     return LengthRange{r[0].get<std::int64_t>(), r[1].get<std::int64_t>()};
   };

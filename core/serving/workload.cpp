@@ -1,5 +1,7 @@
 #include "serving/workload.h"
 
+#include "common/json_int.h"
+
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -111,14 +113,14 @@ std::vector<WorkloadRequest> read_trace(const std::filesystem::path& path) {
     // Checked as the file is read, not found later inside a run that "finished": ids are token ids
     // (the vocabulary is checked against the model when the sweep starts), lengths are bounded.
     constexpr std::int64_t kMaxTokens = std::int64_t{1} << 20;
-    constexpr std::uint64_t kMaxId = std::uint64_t{1} << 62;
+    constexpr std::int64_t kMaxId = std::int64_t{1} << 62;
     for (const auto& id : prompt) {
-      if (!id.is_number_integer() || (id.is_number_unsigned() && id.get<std::uint64_t>() > kMaxId) || id.get<std::int64_t>() < 0)
+      if (!json_int_in(id, 0, kMaxId))
         throw FormatError(path.string(), where + ": field 'prompt'", "holds " + id.dump() + ", which is not a token id (an integer ≥ 0)");
       r.prompt.push_back(id.get<std::int64_t>());
     }
     const auto& max_new = field("max_new_tokens", j.contains("max_new_tokens") && j["max_new_tokens"].is_number_integer());
-    if (max_new.is_number_unsigned() ? max_new.get<std::uint64_t>() > static_cast<std::uint64_t>(kMaxTokens) : max_new.get<std::int64_t>() < 0)
+    if (!json_int_in(max_new, 0, kMaxTokens))
       throw FormatError(path.string(), where + ": field 'max_new_tokens'", "is " + max_new.dump() + "; it must be from 0 to " + std::to_string(kMaxTokens));
     r.max_new_tokens = max_new.get<std::int64_t>();
     if (!std::isfinite(r.arrival) || r.arrival > 1e7)
