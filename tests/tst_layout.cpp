@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "analysis/family_analysis.h"
@@ -127,6 +128,10 @@ class TestLayout : public QObject {
         {"same variant twice", [](json& j) { j["variants"][1]["name"] = "base"; }, {"'variants'", "'base' twice"}},
         {"budget as text", [](json& j) { j["budget_bytes"] = "12GiB"; }, {"'budget_bytes'", "byte count or null"}},
         {"weighted without shares", [](json& j) { j["policy"] = "weighted", j["shares"] = json::array(); }, {"'shares'", "one share per variant"}},
+        // 2^64 − 1 reads back as −1 through int64: it must not pass for an empty cell.
+        {"map cell 2^64-1", [](json& j) { j["map"][0][0] = std::numeric_limits<std::uint64_t>::max(); }, {"'map[0][0]'", "-1 or a variant index"}},
+        {"rank 2^64-1", [](json& j) { j["rank"][0][0] = std::numeric_limits<std::uint64_t>::max(); }, {"'rank[0][0]'", "-1 or a rank"}},
+        {"capacity 2^64-1", [](json& j) { j["capacity"] = std::numeric_limits<std::uint64_t>::max(); }, {"'capacity'", "integer from 0"}},
     };
     for (const Case& c : cases) {
       json j = good;

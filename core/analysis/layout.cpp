@@ -1,23 +1,22 @@
 #include "analysis/layout.h"
 
-#include "common/text_file.h"
-
-#include "common/json_text.h"
-
 #include <cmath>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "common/json_int.h"
+#include "common/json_text.h"
+#include "common/text_file.h"
 
 namespace mosaic {
 namespace {
 
 using json = nlohmann::json;
 constexpr const char* kRemake = "re-create it with `mosaic-cli consolidate`";
+// Ranks and the capacity count expert positions: layers × experts × variants stays far below this.
+constexpr std::int64_t kMaxCells = std::int64_t{1} << 40;
 
 template <class T, class F>
 json grid(const ConsolidationPlan& p, const std::vector<T>& cells, F&& cell) {
@@ -33,7 +32,7 @@ json grid(const ConsolidationPlan& p, const std::vector<T>& cells, F&& cell) {
 // Reads fields of a layout file, turning every type or shape problem into a FormatError naming it.
 class Reader {
  public:
-  Reader(const std::filesystem::path& path, const json& root) : file_(path.string()), root_(root) {}
+  Reader(std::string file, const json& root) : file_(std::move(file)), root_(root) {}
 
   const json& get(const json& obj, const std::string& key, json::value_t type, const std::string& what) const {
     if (!obj.contains(key)) throw FormatError(file_, "field '" + key + "'", "is missing", kRemake);
@@ -114,24 +113,23 @@ void save_layout(const Layout& layout, const std::filesystem::path& path) {
 }
 
 Layout load_layout(const std::filesystem::path& path) {
-  require_regular_file(path, "check the path of the layout file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(path.string(), "", "cannot be read", "check the path of the layout file");
-  std::stringstream ss;
-  ss << in.rdbuf();
+  return parse_layout(read_text_file(path, "check the path of the layout file"), path.string());
+}
+
+Layout parse_layout(std::string_view text, const std::string& file) {
   json root;
   try {
-    root = parse_json_bounded(ss.str(), path.string());
+    root = parse_json_bounded(text, file);
   } catch (const json::exception& e) {
-    throw FormatError(path.string(), "", std::string("is not valid JSON: ") + e.what(), kRemake);
+    throw FormatError(file, "", std::string("is not valid JSON: ") + e.what(), kRemake);
   }
-  if (!root.is_object()) throw FormatError(path.string(), "", "is not a JSON object", kRemake);
-  const Reader r(path, root);
+  if (!root.is_object()) throw FormatError(file, "", "is not a JSON object", kRemake);
+  const Reader r(file, root);
   using T = json::value_t;
 
   const std::string schema = r.get(root, "schema", T::string, "a string").get<std::string>();
   if (schema != Layout::kSchema)
-    throw UnsupportedError(path.string(), "field 'schema'",
+    throw UnsupportedError(file, "field 'schema'",
                            "is '" + schema + "'; this build reads '" + std::string(Layout::kSchema) + "'", kRemake);
 
   Layout layout;
@@ -161,7 +159,7 @@ Layout load_layout(const std::filesystem::path& path) {
   ConsolidationPlan& p = layout.plan;
   p.variants = nvar;
   const json& capacity = r.get(root, "capacity", T::number_integer, "an integer");
-  if (capacity.get<std::int64_t>() < 0) r.fail("capacity", "is negative");
+  if (!json_int_in(capacity, 0, kMaxCells)) r.fail("capacity", "must be an integer from 0 to " + std::to_string(kMaxCells));
   p.capacity = capacity.get<std::int64_t>();
   const std::string policy = r.get(root, "policy", T::string, "a string").get<std::string>();
   const auto parsed = parse_policy(policy);
@@ -180,12 +178,12 @@ Layout load_layout(const std::filesystem::path& path) {
   if (p.layers == 0 || !map[0].is_array() || map[0].empty()) r.fail("map", "must be a non-empty array of layers");
   p.experts = static_cast<std::int64_t>(map[0].size());
   p.map = r.grid<int>("map", p.layers, p.experts, [&](const json& c, const std::string& where) {
-    if (!c.is_number_integer() || c.get<std::int64_t>() < -1 || c.get<std::int64_t>() >= nvar)
+    if (!json_int_in(c, -1, nvar - 1))
       r.fail(where, "must be -1 or a variant index below " + std::to_string(nvar));
     return c.get<int>();
   });
   p.rank = r.grid<std::int64_t>("rank", p.layers, p.experts, [&](const json& c, const std::string& where) {
-    if (!c.is_number_integer() || c.get<std::int64_t>() < -1) r.fail(where, "must be -1 or a rank ≥ 0");
+    if (!json_int_in(c, -1, kMaxCells)) r.fail(where, "must be -1 or a rank from 0 to " + std::to_string(kMaxCells));
     return c.get<std::int64_t>();
   });
   p.distance = r.grid<double>("distance", p.layers, p.experts, [&](const json& c, const std::string& where) {

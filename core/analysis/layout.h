@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "analysis/capacity.h"
@@ -42,6 +43,8 @@ void save_layout(const Layout& layout, const std::filesystem::path& path);
 // in [-1, variants), resident count ≤ capacity, ranks unique. Throws IoError, FormatError (naming
 // the field) or UnsupportedError (another schema version).
 Layout load_layout(const std::filesystem::path& path);
+// The same from the file's text; `file` names it in errors.
+Layout parse_layout(std::string_view text, const std::string& file);
 
 // Checks a layout against the family it is applied to: the same variant names (in any order), the
 // same number of layers and experts, no resident copy in a dense layer, and unchanged checkpoints

@@ -77,7 +77,7 @@ nlohmann::json parse_json_bounded(std::string_view text, const std::string& file
   return out;
 }
 
-nlohmann::json parse_json(const std::string& text, const std::string& file, const std::string& hint, const std::string& where) {
+nlohmann::json parse_json(std::string_view text, const std::string& file, const std::string& hint, const std::string& where) {
   try {
     return parse_json_bounded(text, file);
   } catch (const nlohmann::json::out_of_range& e) {  // a number beyond double's range, such as 1e400

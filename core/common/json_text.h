@@ -19,7 +19,7 @@ nlohmann::json parse_json_bounded(std::string_view text, const std::string& file
 
 // Parses `text`; a syntax error is a FormatError naming `file` (and `where`, e.g. "line 3" of a
 // JSON Lines file), the line and column, and what the parser expected.
-nlohmann::json parse_json(const std::string& text, const std::string& file, const std::string& hint,
+nlohmann::json parse_json(std::string_view text, const std::string& file, const std::string& hint,
                           const std::string& where = {});
 
 // Refuses a key of `object` that is not in `allowed`, naming the nearest allowed one. `where`

@@ -22,18 +22,21 @@ std::int64_t EsftAdapterConfig::expert_count() const {
 }
 
 EsftAdapterConfig read_expert_cfg(const std::filesystem::path& file, const ModelSpec& spec) {
-  const std::string text = read_text_file(file);
+  return parse_expert_cfg(read_text_file(file), file.string(), spec);
+}
+
+EsftAdapterConfig parse_expert_cfg(std::string_view text, const std::string& file, const ModelSpec& spec) {
   nlohmann::json j;
   try {
-    j = parse_json_bounded(text, file.string());
+    j = parse_json_bounded(text, file);
   } catch (const nlohmann::json::exception& e) {
-    throw FormatError(file.string(), "", std::string("is not valid JSON: ") + e.what());
+    throw FormatError(file, "", std::string("is not valid JSON: ") + e.what());
   }
   const std::string hint = "write {\"experts\": {\"<layer>\": [expert ids]}, \"base_model\": \"../base\"}";
   if (!j.is_object() || !j.contains("experts") || !j["experts"].is_object())
-    throw MissingError(file.string(), "experts", "is absent or not an object", hint);
+    throw MissingError(file, "experts", "is absent or not an object", hint);
   if (!j.contains("base_model") || !j["base_model"].is_string() || j["base_model"].get<std::string>().empty())
-    throw MissingError(file.string(), "base_model", "is absent: Mosaic needs the folder of the base checkpoint", hint);
+    throw MissingError(file, "base_model", "is absent: Mosaic needs the folder of the base checkpoint", hint);
   EsftAdapterConfig cfg;
   cfg.base_model = j["base_model"].get<std::string>();
   for (const auto& [key, ids] : j["experts"].items()) {
@@ -45,14 +48,14 @@ EsftAdapterConfig read_expert_cfg(const std::filesystem::path& file, const Model
     } catch (const std::exception&) {
     }
     if (layer < 0 || layer >= spec.num_layers || !spec.is_sparse(layer))
-      throw FormatError(file.string(), "experts." + key, "is not an MoE layer of the model", hint);
-    if (!ids.is_array()) throw FormatError(file.string(), "experts." + key, "is not a list of expert ids", hint);
+      throw FormatError(file, "experts." + key, "is not an MoE layer of the model", hint);
+    if (!ids.is_array()) throw FormatError(file, "experts." + key, "is not a list of expert ids", hint);
     std::set<std::int64_t> seen;
     for (const auto& id : ids) {
       if (!id.is_number_integer() || id.get<std::int64_t>() < 0 || id.get<std::int64_t>() >= spec.num_experts)
-        throw FormatError(file.string(), "experts." + key, "holds " + id.dump() + ", not an expert id below " + std::to_string(spec.num_experts));
+        throw FormatError(file, "experts." + key, "holds " + id.dump() + ", not an expert id below " + std::to_string(spec.num_experts));
       if (!seen.insert(id.get<std::int64_t>()).second)
-        throw FormatError(file.string(), "experts." + key, "lists expert " + id.dump() + " twice");
+        throw FormatError(file, "experts." + key, "lists expert " + id.dump() + " twice");
     }
     if (!seen.empty()) cfg.experts[layer].assign(seen.begin(), seen.end());
   }

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "model/model_spec.h"
@@ -24,6 +25,8 @@ inline constexpr const char* kExpertCfgFile = "expert_cfg.json";
 // Throws IoError, FormatError (bad JSON, a layer or expert outside `spec`, a duplicate),
 // MissingError (no "experts" or "base_model").
 EsftAdapterConfig read_expert_cfg(const std::filesystem::path& file, const ModelSpec& spec);
+// The same from the file's text; `file` names it in errors.
+EsftAdapterConfig parse_expert_cfg(std::string_view text, const std::string& file, const ModelSpec& spec);
 // `extra_json`: an object's text whose fields are written alongside (how the experts were chosen).
 void write_expert_cfg(const std::filesystem::path& file, const EsftAdapterConfig& cfg, const std::string& extra_json = "{}");
 

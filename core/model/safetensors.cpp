@@ -77,21 +77,21 @@ std::int64_t TensorInfo::numel() const {
   return n;
 }
 
-SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path), map_(path) {
-  const std::string file = path.string();
-  const auto bytes = map_.bytes();
+SafetensorsLayout parse_safetensors_layout(std::span<const std::byte> bytes, const std::string& file) {
   if (bytes.size() < 8)
     throw FormatError(file, "", "file is " + std::to_string(bytes.size()) +
                                     " bytes, too short for a safetensors header", kResave);
   const std::uint64_t n = read_le64(bytes.data());
-  if (n > kMaxHeaderBytes)
+  if (n > SafetensorsFile::kMaxHeaderBytes)
     throw FormatError(file, "", "header length " + std::to_string(n) + " exceeds the format's limit of " +
-                                    std::to_string(kMaxHeaderBytes) + " bytes", kResave);
+                                    std::to_string(SafetensorsFile::kMaxHeaderBytes) + " bytes", kResave);
   if (n > bytes.size() - 8)
     throw FormatError(file, "", "header length " + std::to_string(n) + " is larger than the file (" +
                                     std::to_string(bytes.size()) + " bytes): truncated or not safetensors",
                       kResave);
-  data_ = bytes.subspan(8 + n);
+  SafetensorsLayout layout;
+  layout.data_offset = 8 + n;
+  const std::uint64_t data_size = bytes.size() - layout.data_offset;
 
   json header;
   try {
@@ -101,26 +101,27 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
   }
   if (!header.is_object()) throw FormatError(file, "", "header is not a JSON object", kResave);
 
+  auto& tensors = layout.tensors;
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
       if (!entry.is_object()) throw FormatError(file, "__metadata__", "is not an object", kResave);
       for (const auto& [k, v] : entry.items()) {
         if (!v.is_string()) throw FormatError(file, "__metadata__." + k, "value is not a string", kResave);
-        metadata_[k] = v.get<std::string>();
+        layout.metadata[k] = v.get<std::string>();
       }
       continue;
     }
-    tensors_.push_back(parse_entry(file, name, entry, data_.size()));
+    tensors.push_back(parse_entry(file, name, entry, data_size));
   }
 
   // The data section must be covered exactly once: sorted by offset, each tensor starts where the
   // previous one ended, and the last ends at the end of the file.
-  std::sort(tensors_.begin(), tensors_.end(), [](const TensorInfo& a, const TensorInfo& b) {
+  std::sort(tensors.begin(), tensors.end(), [](const TensorInfo& a, const TensorInfo& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
   std::uint64_t cursor = 0;
   const TensorInfo* prev = nullptr;
-  for (const TensorInfo& t : tensors_) {
+  for (const TensorInfo& t : tensors) {
     if (t.begin < cursor)
       throw FormatError(file, "tensor '" + t.name + "'",
                         "overlaps tensor '" + prev->name + "' (bytes " + std::to_string(t.begin) + ".." +
@@ -132,10 +133,18 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path
     cursor = t.end;
     prev = &t;
   }
-  if (cursor != data_.size())
-    throw FormatError(file, "", std::to_string(data_.size() - cursor) +
+  if (cursor != data_size)
+    throw FormatError(file, "", std::to_string(data_size - cursor) +
                                     " trailing bytes after the last tensor are not described by the header",
                       kResave);
+  return layout;
+}
+
+SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : path_(path), map_(path) {
+  SafetensorsLayout layout = parse_safetensors_layout(map_.bytes(), path.string());
+  data_ = map_.bytes().subspan(layout.data_offset);
+  tensors_ = std::move(layout.tensors);
+  metadata_ = std::move(layout.metadata);
   for (std::size_t i = 0; i < tensors_.size(); ++i) index_.emplace(tensors_[i].name, i);
 }
 

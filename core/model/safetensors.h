@@ -25,6 +25,18 @@ struct TensorInfo {
   std::uint64_t nbytes() const { return end - begin; }
 };
 
+// What a safetensors file's header says, validated against the file's size: every tensor (ordered by
+// offset, covering the data section exactly once), the metadata, and where the data section starts.
+struct SafetensorsLayout {
+  std::vector<TensorInfo> tensors;
+  std::map<std::string, std::string> metadata;
+  std::uint64_t data_offset = 0;
+};
+
+// Reads the header of the whole file `bytes`. Every layout violation is a FormatError naming `file`
+// and the tensor. Pure, so it can be fuzzed without touching the filesystem.
+SafetensorsLayout parse_safetensors_layout(std::span<const std::byte> bytes, const std::string& file);
+
 // A memory-mapped, fully validated safetensors file. Views into it are zero-copy and stay valid
 // while the object lives. Every layout violation is a FormatError naming the file and tensor.
 class SafetensorsFile {

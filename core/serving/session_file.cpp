@@ -31,15 +31,18 @@ std::int64_t bounded(const json& object, const char* key, std::int64_t fallback,
 }  // namespace
 
 SessionFile load_session_file(const fs::path& path) {
-  const std::string file = path.string(), hint = "see sample_configs/sample-session.json";
-  const json j = parse_json(read_text_file(path, hint), file, hint);
+  return parse_session_file(read_text_file(path, "see sample_configs/sample-session.json"), path.string(), path.parent_path());
+}
+
+SessionFile parse_session_file(std::string_view text, const std::string& file, const fs::path& base) {
+  const std::string hint = "see sample_configs/sample-session.json";
+  const json j = parse_json(text, file, hint);
   if (!j.is_object()) throw FormatError(file, "", "is not a JSON object", hint);
   check_keys(j, {"schema", "variants", "budget_bytes", "policy", "shares", "layout", "reserve", "serving", "chat"}, file, "", hint);
   if (j.contains("reserve")) check_keys(j["reserve"], {"context_tokens", "requests", "prefill_chunk", "miss_slots"}, file, "reserve", hint);
   if (j.contains("chat")) check_keys(j["chat"], {"target", "prompt", "max_new_tokens", "temperature", "top_p"}, file, "chat", hint);
   if (j.value("schema", std::string()) != SessionFile::kSchema)
     throw UnsupportedError(file, "schema", "is '" + j.value("schema", std::string("(missing)")) + "', not '" + SessionFile::kSchema + "'", hint);
-  const fs::path base = path.parent_path();
   auto resolve = [&](const std::string& p) { return fs::path(p).is_absolute() ? fs::path(p) : (base / p).lexically_normal(); };
   SessionFile s;
   try {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "analysis/capacity.h"
@@ -28,6 +29,8 @@ struct SessionFile {
 
 // Throws IoError, FormatError naming the field, UnsupportedError for another schema.
 SessionFile load_session_file(const std::filesystem::path& path);
+// The same from the file's text; `file` names it in errors, relative paths resolve against `base_dir`.
+SessionFile parse_session_file(std::string_view text, const std::string& file, const std::filesystem::path& base_dir);
 // Atomic; paths under the file's folder are written relative to it.
 void save_session_file(const std::filesystem::path& path, const SessionFile& session);
 

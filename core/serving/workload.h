@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace mosaic {
@@ -46,5 +47,7 @@ std::vector<WorkloadRequest> generate_workload(const WorkloadSpec& spec);
 void write_trace(const std::filesystem::path& path, const std::vector<WorkloadRequest>& requests);
 // Throws IoError, or FormatError naming the line and field; arrivals must not go backwards.
 std::vector<WorkloadRequest> read_trace(const std::filesystem::path& path);
+// The same from the file's text; `file` names it in errors.
+std::vector<WorkloadRequest> parse_trace(std::string_view text, const std::string& file);
 
 }  // namespace mosaic
