@@ -19,6 +19,8 @@ packages=(
   # workbench: Qt 6 Widgets/Test/Svg and QCustomPlot's Qt 6 build
   qt6-base-dev qt6-base-dev-tools qt6-svg-dev libqcustomplot-dev libqcustomplot2.1-qt6
   libgl-dev
+  # the parsers' fuzz targets (the `fuzz` preset): clang with libFuzzer and its sanitizer runtimes
+  clang-14 libclang-rt-14-dev libfuzzer-14-dev
   # headless GUI tests and screenshots; the report's font, and reading its PDF back in tests
   xvfb xauth fonts-dejavu-core poppler-utils
 )

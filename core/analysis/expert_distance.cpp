@@ -44,11 +44,6 @@ void position_distances(const std::vector<const Checkpoint*>& ck, std::int64_t l
 
 }  // namespace
 
-std::int64_t ExpertDistances::pair_index(std::int64_t i, std::int64_t j) const {
-  if (i > j) std::swap(i, j);
-  return i * variants - i * (i + 1) / 2 + (j - i - 1);
-}
-
 Outcome<ExpertDistances> expert_distances(const Family& family, const AnalysisProgress& progress, int threads) {
   return Outcome<ExpertDistances>::of([&]() -> Outcome<ExpertDistances> {
     if (family.empty()) throw InvalidArgument("expert distances", "family", "has no variant", "open at least one variant");

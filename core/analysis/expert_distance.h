@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
-
-#include "common/outcome.h"
+#include <utility>
 #include <vector>
 
+#include "common/outcome.h"
 #include "model/family.h"
 
 namespace mosaic {
@@ -20,7 +20,10 @@ struct ExpertDistances {
   std::vector<double> pairs;     // [pair_count * layers * experts], pairs (i, j), i < j, in row order
 
   std::int64_t pair_count() const { return variants * (variants - 1) / 2; }
-  std::int64_t pair_index(std::int64_t i, std::int64_t j) const;  // i != j, either order
+  std::int64_t pair_index(std::int64_t i, std::int64_t j) const {  // i != j, either order
+    if (i > j) std::swap(i, j);
+    return i * variants - i * (i + 1) / 2 + (j - i - 1);
+  }
   double at(std::int64_t layer, std::int64_t expert) const { return position[layer * experts + expert]; }
   double pair(std::int64_t i, std::int64_t j, std::int64_t layer, std::int64_t expert) const {
     return pairs[(pair_index(i, j) * layers + layer) * experts + expert];

@@ -6,12 +6,6 @@
 namespace mosaic {
 namespace {
 
-constexpr std::pair<StrategyKind, std::string_view> kNames[] = {
-    {StrategyKind::Consolidated, "consolidated"}, {StrategyKind::NoReconfig, "no-reconfig"},
-    {StrategyKind::Single, "single"},             {StrategyKind::TimeSharing, "time-sharing"},
-    {StrategyKind::SpaceSharing, "space-sharing"}, {StrategyKind::Averaging, "averaging"},
-    {StrategyKind::Esft, "esft"}};
-
 // `owner`'s copy at every MoE position that `pick(rank)` keeps.
 template <class Pick>
 std::vector<PinnedExpert> pinned_where(const ModelSpec& s, const FamilyAnalysis& a, int owner, Pick&& pick) {
@@ -33,27 +27,6 @@ std::vector<PinnedExpert> every_position(const ModelSpec& s, int owner) {
 }
 
 }  // namespace
-
-std::string_view strategy_name(StrategyKind k) {
-  for (const auto& [kind, name] : kNames)
-    if (kind == k) return name;
-  return "?";
-}
-
-std::optional<StrategyKind> parse_strategy(std::string_view name) {
-  for (const auto& [kind, n] : kNames)
-    if (n == name) return kind;
-  return std::nullopt;
-}
-
-const std::vector<std::string_view>& strategy_names() {
-  static const std::vector<std::string_view> names = [] {
-    std::vector<std::string_view> v;
-    for (const auto& [kind, name] : kNames) v.push_back(name);
-    return v;
-  }();
-  return names;
-}
 
 Deployment::Deployment(const StrategyConfig& config, const Family& family, const HostStore& store,
                        const FamilyAnalysis& analysis, const std::filesystem::path& scratch)

@@ -1,0 +1,39 @@
+// The strategies' names as sweep configs, the CLI and reports spell them; apart from strategy.cpp
+// so that parsers (sweep configs) link without the engine.
+#include <utility>
+
+#include "serving/strategy.h"
+
+namespace mosaic {
+namespace {
+
+constexpr std::pair<StrategyKind, std::string_view> kNames[] = {
+    {StrategyKind::Consolidated, "consolidated"}, {StrategyKind::NoReconfig, "no-reconfig"},
+    {StrategyKind::Single, "single"},             {StrategyKind::TimeSharing, "time-sharing"},
+    {StrategyKind::SpaceSharing, "space-sharing"}, {StrategyKind::Averaging, "averaging"},
+    {StrategyKind::Esft, "esft"}};
+
+}  // namespace
+
+std::string_view strategy_name(StrategyKind k) {
+  for (const auto& [kind, name] : kNames)
+    if (kind == k) return name;
+  return "?";
+}
+
+std::optional<StrategyKind> parse_strategy(std::string_view name) {
+  for (const auto& [kind, n] : kNames)
+    if (n == name) return kind;
+  return std::nullopt;
+}
+
+const std::vector<std::string_view>& strategy_names() {
+  static const std::vector<std::string_view> names = [] {
+    std::vector<std::string_view> v;
+    for (const auto& [kind, name] : kNames) v.push_back(name);
+    return v;
+  }();
+  return names;
+}
+
+}  // namespace mosaic

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Writes the fuzz targets' seed corpora (tests/fuzz/corpus/<target>/) from the repository's real
+files: the HF fixtures in tests/data/hf-tiny, the sample family in resources/, sample_configs/.
+The seeds are committed; run this again only when a format changes.  Usage: make_seeds.py"""
+import json
+import pathlib
+import struct
+
+root = pathlib.Path(__file__).resolve().parents[2]
+out = root / "tests/fuzz/corpus"
+fixtures = root / "tests/data/hf-tiny"
+family = root / "resources/sample-family"
+DTYPE_BYTES = {"F32": 4, "F16": 2, "BF16": 2, "F64": 8, "I64": 8, "I32": 4, "I8": 1, "U8": 1, "BOOL": 1}
+
+
+def seed(target, name, data):
+    d = out / target
+    d.mkdir(parents=True, exist_ok=True)
+    (d / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+
+
+def safetensors(entries, metadata=None):
+    """A valid file with the given (name, dtype, shape), zero-filled: small, but every name and
+    dtype as the real checkpoint has it."""
+    header, offset = {}, 0
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    for name, dtype, shape in entries:
+        n = DTYPE_BYTES[dtype]
+        for d in shape:
+            n *= d
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + n]}
+        offset += n
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * ((8 - len(text) % 8) % 8)
+    return struct.pack("<Q", len(text)) + text + bytes(offset)
+
+
+def real_header(path):
+    raw = path.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    return json.loads(raw[8:8 + n])
+
+
+for arch in ("mixtral", "olmoe", "qwen2_moe"):
+    base = fixtures / arch / "base"
+    header = real_header(base / "model.safetensors")
+    tensors = [(k, v["dtype"], [min(d, 2) for d in v["shape"]]) for k, v in header.items() if k != "__metadata__"]
+    seed("safetensors", f"{arch}-shrunk.safetensors", safetensors(tensors[:24], header.get("__metadata__", {"format": "pt"})))
+    seed("config", f"{arch}.json", (base / "config.json").read_text())
+    esft = json.loads((fixtures / "manifest.json").read_text())[arch]["esft1_experts"]
+    if arch == "qwen2_moe":
+        seed("expert_cfg", "esft1.json", json.dumps({"experts": esft, "base_model": "../base"}, indent=1))
+seed("safetensors", "empty.safetensors", safetensors([]))
+seed("safetensors", "mixed-dtypes.safetensors", safetensors([("a", "BF16", [3, 1]), ("b", "F32", [0]), ("c", "I64", [2])]))
+
+# transformers 5 spellings: num_local_experts, rope_theta inside rope_parameters, dtype.
+qwen3 = {"model_type": "qwen3_moe", "vocab_size": 320, "hidden_size": 64, "num_hidden_layers": 4,
+         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 128,
+         "moe_intermediate_size": 48, "num_local_experts": 8, "num_experts_per_tok": 2, "norm_topk_prob": True,
+         "mlp_only_layers": [1], "decoder_sparse_step": 1, "rms_norm_eps": 1e-6,
+         "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}, "dtype": "bfloat16",
+         "max_position_embeddings": 256, "tie_word_embeddings": False}
+seed("config", "qwen3_moe-transformers5.json", json.dumps(qwen3, indent=1))
+seed("config", "sample-family.json", (family / "base/config.json").read_text())
+
+seed("tokenizer", "sample-family-byte-level.json", (family / "base/tokenizer.json").read_text())
+vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+vocab.update({f"<0x{b:02X}>": 3 + b for b in range(256)})
+for i, t in enumerate(["\u2581", "h", "e", "l", "o", "\u2581h", "ll", "\u2581he", "llo", "\u2581hello"]):
+    vocab[t] = 259 + i
+metaspace = {
+    "added_tokens": [{"id": i, "content": c, "special": True} for i, c in enumerate(["<unk>", "<s>", "</s>"])],
+    "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
+                                                       {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+    "pre_tokenizer": None,
+    "post_processor": {"type": "TemplateProcessing",
+                       "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                       "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+    "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+                                                 {"type": "ByteFallback"}, {"type": "Fuse"},
+                                                 {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+    "model": {"type": "BPE", "unk_token": "<unk>", "fuse_unk": True, "byte_fallback": True, "vocab": vocab,
+              "merges": ["\u2581 h", "l l", "\u2581h e", "ll o", "\u2581he llo"]}}
+seed("tokenizer", "llama-like-metaspace.json", json.dumps(metaspace, ensure_ascii=False))
+
+for name in ("paper-qos.json", "esft-skew.json"):
+    seed("sweep", name, (root / "sample_configs" / name).read_text())
+seed("session", "sample-session.json", (root / "sample_configs/sample-session.json").read_text())
+
+# A layout as consolidate writes it: 2 variants, 2 MoE layers of 4 experts, capacity 6.
+layout = {"schema": "mosaic.layout/1",
+          "variants": [{"name": "base", "path": "../base", "sha256": "ab" * 32}, {"name": "ft1", "path": "../ft1", "sha256": "cd" * 32}],
+          "budget_bytes": 1048576, "reserve": [{"name": "kv cache", "bytes": 4096, "detail": "256 tokens"}],
+          "capacity": 6, "policy": "weighted", "shares": [3, 1],
+          "map": [[0, 0, 1, -1], [0, 1, -1, 0]], "rank": [[0, 2, 4, -1], [1, 3, -1, 5]],
+          "distance": [[0.5, 1.25, 2, None], [0.75, 1.5, None, 3]]}
+seed("layout", "weighted.json", json.dumps(layout, indent=1))
+
+trace = [{"arrival": 0.0, "target": "base", "prompt": [1, 5, 9], "max_new_tokens": 4},
+         {"arrival": 0.25, "target": "ft1", "prompt": [7], "max_new_tokens": 0},
+         {"arrival": 1.5, "target": "base", "prompt": [2, 2, 2, 2], "max_new_tokens": 16}]
+seed("trace", "three-requests.jsonl", "".join(json.dumps(r) + "\n" for r in trace) + "\n")
