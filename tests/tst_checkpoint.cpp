@@ -2,12 +2,17 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <cmath>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "model/dtype_convert.h"
 #include "model/family.h"
 #include "model/synthetic.h"
+#include "runtime/host_store.h"
+#include "runtime/model.h"
 #include "test_support.h"
 
 using namespace mosaic;
@@ -85,6 +90,53 @@ class TestCheckpoint : public QObject {
     patch_config(dir, "intermediate_size", 80);
     expect_mentions(error_of<MismatchError>([&] { Checkpoint c(dir); }),
                     {"model.safetensors", "experts.0.w1.weight", "[96, 64]", "[80, 64]"});
+  }
+
+  // Tensors the config leaves out are refused when they contradict it, not silently dropped.
+  void weightsBeyondTheConfigRefused() {
+    const fs::path fewer = copy_checkpoint(fixture("mixtral", "base"), scratch("fewer-layers"));
+    const auto layers = nlohmann::json::parse(read_text(fewer / "config.json"))["num_hidden_layers"].get<int>();
+    patch_config(fewer, "num_hidden_layers", layers - 1);
+    expect_mentions(error_of<MismatchError>([&] { Checkpoint c(fewer); }),
+                    {"model.safetensors", "model.layers." + std::to_string(layers - 1) + ".", "num_hidden_layers " + std::to_string(layers - 1)});
+    const fs::path tied = copy_checkpoint(fixture("olmoe", "base"), scratch("tied"));
+    patch_config(tied, "tie_word_embeddings", true);
+    expect_mentions(error_of<MismatchError>([&] { Checkpoint c(tied); }), {"'lm_head.weight'", "tie_word_embeddings"});
+    // An extra that says nothing about the config (old checkpoints' rotary buffers) is kept out of
+    // the model and listed, not refused.
+    const fs::path extra = copy_checkpoint(fixture("olmoe", "base"), scratch("inv-freq"));
+    {
+      const SafetensorsFile src(extra / "model.safetensors");
+      std::vector<TensorBytes> tensors;
+      for (const TensorInfo& t : src.tensors()) tensors.push_back({t.name, t.dtype, t.shape, src.data(t)});
+      const std::vector<float> inv_freq(8, 1.0f);
+      tensors.push_back({"model.layers.0.self_attn.rotary_emb.inv_freq", DType::F32, {8}, std::as_bytes(std::span(inv_freq))});
+      write_safetensors(extra / "model.tmp.safetensors", tensors);
+    }
+    fs::rename(extra / "model.tmp.safetensors", extra / "model.safetensors");
+    const Checkpoint ok(extra);
+    QCOMPARE(ok.unused_tensors(), std::vector<std::string>{"model.layers.0.self_attn.rotary_emb.inv_freq"});
+  }
+
+  // NaN or infinity in a weight is refused where the weights are first read, naming the tensor,
+  // by the single-model path (Model::load) and the multi-variant one (HostStore) alike.
+  void nonFiniteWeightsRefused() {
+    const std::string expert = "model.layers.1.mlp.experts.3.down_proj.weight", embed = "model.embed_tokens.weight";
+    auto poison = [&](const std::string& dir_name, const std::string& tensor, float value) {
+      const fs::path dir = copy_checkpoint(fixture("olmoe", "base"), scratch(dir_name));
+      rewrite_weights(dir, [](const TensorInfo&) { return true; }, [&](const TensorInfo& t, std::vector<std::byte>& bytes) {
+        if (t.name == tensor) from_float(t.dtype, std::span(&value, 1), bytes.data() + 5 * dtype_size(t.dtype));
+      });
+      return dir;
+    };
+    const fs::path nan = poison("nan", expert, std::nanf(""));
+    expect_mentions(error_of<FormatError>([&] { Model::load(Checkpoint(nan)); }), {"'" + expert + "'", "NaN or infinity", "element 5 of"});
+    const fs::path inf = poison("inf", embed, -std::numeric_limits<float>::infinity());
+    Family family;
+    family.add("base", fixture("olmoe", "base"));
+    family.add("inf", inf);
+    expect_mentions(error_of<FormatError>([&] { HostStore store(family); }), {inf.string(), "'" + embed + "'", "element 5"});
+    Model::load(Checkpoint(fixture("olmoe", "base")));  // finite weights load
   }
 
   void integerWeightsRefused() {

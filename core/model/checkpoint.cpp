@@ -1,16 +1,17 @@
 #include "model/checkpoint.h"
 
-#include "common/text_file.h"
-
-#include "common/json_text.h"
-
 #include <fstream>
 #include <map>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
 #include <sstream>
+#include <string_view>
 
 #include "common/error.h"
+#include "common/json_text.h"
+#include "common/text_file.h"
+#include "model/dtype_convert.h"
 #include "model/esft_adapter.h"
 
 namespace mosaic {
@@ -20,6 +21,29 @@ std::string shape_str(const std::vector<std::int64_t>& s) {
   std::string out = "[";
   for (std::size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
   return out + "]";
+}
+
+// The index after `marker` in `name` ("model.layers.7.mlp" → 7 for "layers."); nullopt when absent.
+std::optional<std::int64_t> index_after(const std::string& name, std::string_view marker) {
+  const auto at = name.find(marker);
+  if (at == std::string::npos) return std::nullopt;
+  std::int64_t n = 0;
+  std::size_t i = at + marker.size(), digits = 0;
+  for (; i < name.size() && name[i] >= '0' && name[i] <= '9' && digits < 18; ++i, ++digits) n = n * 10 + (name[i] - '0');
+  if (digits == 0 || i >= name.size() || name[i] != '.') return std::nullopt;
+  return n;
+}
+
+// Why a tensor the config does not ask for means the config and the weights disagree, or nullopt
+// for an extra that is harmless (older checkpoints carry rotary `inv_freq` buffers, for one).
+std::optional<std::string> contradicts_config(const std::string& name, const ModelSpec& s) {
+  if (const auto layer = index_after(name, "layers."); layer && *layer >= s.num_layers)
+    return "belongs to layer " + std::to_string(*layer) + ", but config.json has num_hidden_layers " + std::to_string(s.num_layers);
+  if (const auto expert = index_after(name, "experts."); expert && *expert >= s.num_experts)
+    return "belongs to expert " + std::to_string(*expert) + ", but config.json has " + std::to_string(s.num_experts) + " experts";
+  if (s.tie_word_embeddings && name == "lm_head.weight")
+    return "is a separate output head, but config.json has tie_word_embeddings: true (the head is the embedding)";
+  return std::nullopt;
 }
 
 // Shard file names of a sharded checkpoint, and which shard holds each tensor.
@@ -135,6 +159,20 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
     weights_.push_back({e, info->dtype, it->second, info});
     if (e.is_expert()) expert_bytes_[e.layer * spec_.num_experts + e.expert] += info->nbytes();
   }
+  // Weights the config leaves out are not silently dropped when they say the config is wrong.
+  for (const auto& f : files_)
+    for (const TensorInfo& t : f->tensors())
+      if (!by_name_.count(t.name))
+        if (const auto why = contradicts_config(t.name, spec_))
+          throw MismatchError(f->path().string(), "tensor '" + t.name + "'", *why,
+                              "the config and the weights disagree; use the config.json saved with these weights");
+}
+
+void require_finite(const Weight& w) {
+  if (const auto at = first_non_finite(w.dtype, w.data()))
+    throw FormatError(w.file->path().string(), "tensor '" + w.expected.name + "'",
+                      "holds NaN or infinity (element " + std::to_string(*at) + " of " + std::to_string(w.info->numel()) + ")",
+                      "the checkpoint is corrupt or was saved after training diverged; re-download or re-save it");
 }
 
 Checkpoint::~Checkpoint() = default;

@@ -27,6 +27,11 @@ struct Weight {
   std::span<const std::byte> data() const { return file->data(*info); }
 };
 
+// Throws FormatError naming the file, the tensor and the element when `w` holds a NaN or an
+// infinity: such weights serve all-NaN logits (greedy decoding prints token 0 forever). Reads the
+// weight once; callers check where they copy or convert it anyway.
+void require_finite(const Weight& w);
+
 class Checkpoint {
  public:
   explicit Checkpoint(const std::filesystem::path& dir);  // throws mosaic::Error subclasses

@@ -1,5 +1,6 @@
 #include "model/dtype_convert.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -48,6 +49,25 @@ void bf16_to_float_n(const std::byte* in, float* out, std::size_t n) {
   }
 }
 
+// Elements whose exponent bits are all ones (NaN or infinity), found a block at a time: the block
+// test is a branch-free OR that vectorizes; only a block that has one is scanned for its index.
+template <class Bits>
+std::optional<std::size_t> first_all_ones(std::span<const std::byte> bytes, Bits exponent) {
+  const std::size_t n = bytes.size() / sizeof(Bits);
+  constexpr std::size_t kBlock = 1024;
+  Bits block[kBlock];
+  for (std::size_t start = 0; start < n; start += kBlock) {
+    const std::size_t len = std::min(kBlock, n - start);
+    std::memcpy(block, bytes.data() + start * sizeof(Bits), len * sizeof(Bits));  // mapped data may be unaligned
+    bool any = false;
+    for (std::size_t i = 0; i < len; ++i) any |= (block[i] & exponent) == exponent;
+    if (!any) continue;
+    for (std::size_t i = 0; i < len; ++i)
+      if ((block[i] & exponent) == exponent) return start + i;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 void to_float(DType dtype, const std::byte* in, std::span<float> out) {
@@ -67,6 +87,16 @@ void from_float(DType dtype, std::span<const float> in, std::byte* out) {
     case DType::F32: std::memcpy(out, in.data(), in.size_bytes()); return;
     case DType::F64: return convert_back<double>(in, out, [](float f) { return static_cast<double>(f); });
     default: return;
+  }
+}
+
+std::optional<std::size_t> first_non_finite(DType dtype, std::span<const std::byte> bytes) {
+  switch (dtype) {
+    case DType::BF16: return first_all_ones<std::uint16_t>(bytes, 0x7f80u);
+    case DType::F16: return first_all_ones<std::uint16_t>(bytes, 0x7c00u);
+    case DType::F32: return first_all_ones<std::uint32_t>(bytes, 0x7f800000u);
+    case DType::F64: return first_all_ones<std::uint64_t>(bytes, 0x7ff0000000000000u);
+    default: return std::nullopt;
   }
 }
 

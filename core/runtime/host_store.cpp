@@ -42,6 +42,7 @@ HostStore::HostStore(const Family& family) : spec_(family.spec()) {
         return id;
       }
     }
+    require_finite(w);  // each distinct tensor once, as it is copied
     const auto id = static_cast<TensorId>(tensors_.size());
     tensors_.push_back({w.expected.name, w.dtype, w.info->shape, std::vector<std::byte>(data.begin(), data.end())});
     host_bytes_ += data.size();

@@ -11,6 +11,7 @@ Model::~Model() = default;
 std::unique_ptr<Model> Model::load(const Checkpoint& ck) {
   auto w = std::make_unique<ModelWeights>(assemble_weights(ck.spec(), [&](const std::string& name) {
     const Weight& t = ck.weight(name);
+    require_finite(t);
     return cpu::to_fp32(t.data().data(), t.dtype, t.info->shape);
   }, /*with_experts=*/true));
   return std::unique_ptr<Model>(new Model(ck.spec(), std::move(w)));
