@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 
 #include "analysis/family_analysis.h"
@@ -156,6 +157,54 @@ class TestRecorder : public QObject {
     query(newer, "PRAGMA user_version = -1");  // once read as migrations()[size_t(-1)]
     expect_mentions(error_of<FormatError>([&] { Recorder r(newer); }), {"schema version -1", "not one Mosaic writes"});
     expect_mentions(error_of<IoError>([&] { Recorder r(scratch("no/such/folder/x.sqlite")); }), {"cannot be opened"});
+  }
+
+  // Processes that create and record into one new database at the same moment serialize: each
+  // run is recorded whole, none dies of "database is locked" or of a migration run twice.
+  void concurrentWritersSerialize() {
+    constexpr int kTrials = 6, kWriters = 4, kRequests = 20;
+    for (int trial = 0; trial < kTrials; ++trial) {
+      const fs::path db = scratch("shared-" + std::to_string(trial) + ".sqlite");
+      int go[2];
+      QCOMPARE(::pipe(go), 0);
+      std::vector<pid_t> children;
+      for (int w = 0; w < kWriters; ++w) {
+        const pid_t child = ::fork();
+        QVERIFY(child >= 0);
+        if (child == 0) {
+          ::close(go[1]);
+          char c;
+          (void)!::read(go[0], &c, 1);  // all start when the parent closes the pipe
+          int code = 0;
+          try {
+            Recorder rec(db);
+            const auto run = rec.begin_run("writer-" + std::to_string(w), "{}");
+            for (int i = 0; i < kRequests; ++i) rec.record(run, sample_record(i));
+            rec.finish_run(run, "finished");
+          } catch (const std::exception& e) {
+            std::fprintf(stderr, "writer %d: %s\n", w, e.what());
+            code = 1;
+          }
+          ::_exit(code);
+        }
+        children.push_back(child);
+      }
+      ::close(go[0]);
+      ::close(go[1]);
+      for (const pid_t child : children) {
+        int status = 0;
+        ::waitpid(child, &status, 0);
+        QVERIFY2(WIFEXITED(status) && WEXITSTATUS(status) == 0, ("a writer failed in trial " + std::to_string(trial)).c_str());
+      }
+      QCOMPARE(query(db, "PRAGMA integrity_check"), std::string("ok"));
+      const Recorder rec(db);
+      const auto runs = rec.runs();
+      QCOMPARE(runs.size(), std::size_t(kWriters));
+      for (const auto& run : runs) {
+        QCOMPARE(run.status, std::string("finished"));
+        QCOMPARE(rec.requests(run.id).size(), std::size_t(kRequests));
+      }
+    }
   }
 
   // A child runs a real workload, recording each finished request; the parent kills it after the

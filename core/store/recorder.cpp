@@ -5,13 +5,18 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "common/error.h"
 #include "common/machine.h"
 
 namespace mosaic {
 namespace {
+
+// How long a writer waits for another process's transaction before giving up with an error.
+constexpr int kBusyTimeoutMs = 10000;
 
 // One prepared statement, finalized on scope exit.
 class Statement {
@@ -134,9 +139,12 @@ Recorder::Recorder(const std::filesystem::path& path) : path_(path) {
     db_ = nullptr;
     throw IoError(path.string(), "", "cannot be opened as a database: " + msg, "check the path and its permissions");
   }
-  sqlite3_busy_timeout(db_, 5000);
+  sqlite3_busy_timeout(db_, kBusyTimeoutMs);
   try {
-    int version = schema_version();  // also fails here when the file is not SQLite at all
+    // Version and tables read in one transaction: another process creating the same file commits
+    // both at once, so they are seen together or not at all.
+    exec("BEGIN");
+    const int version = schema_version();  // also fails here when the file is not SQLite at all
     if (version > kSchemaVersion)
       throw FormatError(path.string(), "schema version " + std::to_string(version),
                         "was written by a newer Mosaic (this one reads up to " + std::to_string(kSchemaVersion) + ")",
@@ -151,10 +159,10 @@ Recorder::Recorder(const std::filesystem::path& path) : path_(path) {
         throw FormatError(path.string(), "", "is an SQLite database but not a Mosaic record (no schema version)",
                           "record to a new file");
     }
-    exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;");
-    for (; version < kSchemaVersion; ++version)  // each step all or nothing
-      exec("BEGIN IMMEDIATE;" + migrations()[static_cast<std::size_t>(version)] + "PRAGMA user_version = " +
-           std::to_string(version + 1) + "; COMMIT;");
+    exec("COMMIT");
+    set_wal_mode();
+    exec("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;");
+    migrate();
     try {
       mark_abandoned_runs();
     } catch (const Error&) {
@@ -169,6 +177,34 @@ Recorder::Recorder(const std::filesystem::path& path) : path_(path) {
 }
 
 Recorder::~Recorder() { sqlite3_close(db_); }
+
+// Switching the journal mode needs the file to itself, and SQLite answers "database is locked" at
+// once rather than through the busy handler while another process holds it (as when several
+// processes open one new file): retried for as long as the busy timeout.
+void Recorder::set_wal_mode() {
+  using clock = std::chrono::steady_clock;
+  const auto give_up = clock::now() + std::chrono::milliseconds(kBusyTimeoutMs);
+  for (;;) {
+    const int rc = sqlite3_exec(db_, "PRAGMA journal_mode = WAL", nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK) return;
+    if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || clock::now() > give_up) exec("PRAGMA journal_mode = WAL");  // throws
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+// Each step in its own write transaction, reading the version again once the lock is held: of
+// several processes opening one new file, the first migrates and the others find its version.
+void Recorder::migrate() {
+  for (;;) {
+    exec("BEGIN IMMEDIATE");
+    const int version = schema_version();
+    if (version >= kSchemaVersion || version < 0) {
+      exec("COMMIT");
+      return;
+    }
+    exec(migrations()[static_cast<std::size_t>(version)] + "PRAGMA user_version = " + std::to_string(version + 1) + "; COMMIT;");
+  }
+}
 
 void Recorder::exec(const std::string& sql) const {
   char* err = nullptr;

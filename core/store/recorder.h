@@ -53,6 +53,8 @@ class Recorder {
 
  private:
   void exec(const std::string& sql) const;
+  void set_wal_mode();
+  void migrate();
   void mark_abandoned_runs();
   std::filesystem::path path_;
   sqlite3* db_ = nullptr;
