@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <functional>
 #include <random>
 #include <sstream>
 
@@ -143,6 +144,40 @@ class TokenizerTest : public QObject {
     QVERIFY(error_of<IoError>([&] { Tokenizer::load("/nonexistent/tokenizer.json"); }).find("tokenizer.json") != std::string::npos);
     const Tokenizer t = Tokenizer::parse(metaspace_tokenizer().dump(), "llama-like");
     QVERIFY(error_of<InvalidArgument>([&] { t.token(9999); }).find("9999") != std::string::npos);
+  }
+
+  // Pipelines whose pieces do not fit together, or that Mosaic would silently read another way
+  // than HF does, are refused naming the field.
+  void mismatched_pipelines_are_refused() {
+    struct Case { const char* name; std::function<void(json&)> edit; std::vector<std::string> mentions; bool unsupported; };
+    const std::vector<Case> cases = {
+        {"ByteLevel decoder after Metaspace", [](json& j) { j["decoder"] = {{"type", "ByteLevel"}}; },
+         {"decoder.type", "'ByteLevel' does not undo the Metaspace"}, true},
+        {"unknown decoder", [](json& j) { j["decoder"] = {{"type", "Sequence"}, {"decoders", {{{"type", "Fuse"}}, {{"type", "WordPiece"}}}}}; },
+         {"decoder.decoders[1].type", "'WordPiece' is not implemented"}, true},
+        {"truncation", [](json& j) { j["truncation"] = {{"max_length", 512}, {"direction", "Right"}}; }, {"truncation", "null"}, true},
+        {"duplicate vocab id", [](json& j) { j["model"]["vocab"]["\u2581hello"] = 262; }, {"has id 262", "too"}, false},
+        {"vocab id 10^12", [](json& j) { j["model"]["vocab"]["o"] = 1000000000000; }, {"model.vocab[o]", "token id from 0"}, false},
+        {"added id 10^9", [](json& j) { j["added_tokens"][2]["id"] = 1000000000; }, {"added_tokens", "'</s>' has id 1000000000"}, false},
+        {"lost merges", [](json& j) { j["model"]["merges"] = json::array(); }, {"model.merges", "is empty", "several characters"}, false},
+        {"special id past the vocabulary", [](json& j) { j["post_processor"]["special_tokens"]["<s>"]["ids"] = {5000}; },
+         {"post_processor.special_tokens", "5000"}, false},
+    };
+    for (const Case& c : cases) {
+      json j = metaspace_tokenizer();
+      c.edit(j);
+      const std::string msg = c.unsupported ? error_of<UnsupportedError>([&] { Tokenizer::parse(j.dump(), "tok.json"); })
+                                            : error_of<FormatError>([&] { Tokenizer::parse(j.dump(), "tok.json"); });
+      QVERIFY2(msg.find("tok.json") != std::string::npos, (std::string(c.name) + ": " + msg).c_str());
+      for (const auto& m : c.mentions) QVERIFY2(msg.find(m) != std::string::npos, (std::string(c.name) + ": " + msg).c_str());
+    }
+    // What Llama/Mixtral ship is accepted: their decoder undoes Metaspace with byte fallback.
+    json llama = metaspace_tokenizer();
+    llama["decoder"] = {{"type", "Sequence"},
+                        {"decoders", {{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
+                                      {{"type", "ByteFallback"}}, {{"type", "Fuse"}}, {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}};
+    llama["truncation"] = nullptr;
+    QCOMPARE(Tokenizer::parse(llama.dump(), "llama").decode(std::vector<std::int64_t>{268}), std::string("hello"));
   }
 };
 

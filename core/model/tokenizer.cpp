@@ -1,7 +1,5 @@
 #include "model/tokenizer.h"
 
-#include "common/json_text.h"
-
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -12,6 +10,8 @@
 
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "common/json_int.h"
+#include "common/json_text.h"
 #include "common/text_file.h"
 #include "model/bpe.h"
 #include "model/byte_level.h"
@@ -23,6 +23,8 @@ using nlohmann::json;
 
 namespace {
 constexpr std::string_view kMetaspace = "\xE2\x96\x81";  // U+2581 "▁"
+// The largest token id read: the same bound as a config's vocab_size, far above any real vocabulary.
+constexpr std::int64_t kMaxTokenId = (std::int64_t{1} << 24) - 1;
 }
 
 struct Tokenizer::Impl {
@@ -71,13 +73,20 @@ void read_model(Tokenizer::Impl& t, const json& m, const std::string& source) {
   if (!vocab.is_object()) throw FormatError(source, "model.vocab", "is not an object of token → id");
   std::int64_t max_id = -1;
   for (const auto& [tok, id] : vocab.items()) {
-    if (!id.is_number_integer() || id.get<std::int64_t>() < 0)
-      throw FormatError(source, "model.vocab[" + tok + "]", "is not a non-negative integer id");
+    if (!json_int_in(id, 0, kMaxTokenId))
+      throw FormatError(source, "model.vocab[" + tok + "]", "is not a token id from 0 to " + std::to_string(kMaxTokenId));
     t.ids[tok] = id.get<std::int64_t>();
     max_id = std::max(max_id, id.get<std::int64_t>());
   }
   t.tokens.assign(static_cast<std::size_t>(max_id + 1), std::string());
-  for (const auto& [tok, id] : t.ids) t.tokens[static_cast<std::size_t>(id)] = tok;
+  std::vector<bool> taken(t.tokens.size(), false);
+  for (const auto& [tok, id] : t.ids) {
+    const auto i = static_cast<std::size_t>(id);
+    // Two tokens with one id decode as whichever came last: the file is broken.
+    if (taken[i]) throw FormatError(source, "model.vocab[" + tok + "]", "has id " + std::to_string(id) + ", which '" + t.tokens[i] + "' has too");
+    taken[i] = true;
+    t.tokens[i] = tok;
+  }
   const json& merges = m.value("merges", json::array());
   for (std::size_t i = 0; i < merges.size(); ++i) {
     std::string a, b;
@@ -159,6 +168,48 @@ void read_pre_tokenizer(Tokenizer::Impl& t, const json& p, bool normalized_metas
   } else {
     unsupported(source, "pre_tokenizer.type", "'" + type + "' is not implemented");
   }
+}
+
+// A BPE without merges produces single characters only: a vocabulary with longer tokens (other than
+// added tokens and byte-fallback <0xAB> tokens) means the merges were lost, not that there are none.
+void check_merges_present(const Tokenizer::Impl& t, const std::string& source) {
+  if (t.merges.size() > 0 || t.ignore_merges) return;
+  for (const auto& [tok, id] : t.ids) {
+    const bool added = std::any_of(t.added.begin(), t.added.end(), [&](const auto& a) { return a.content == tok; });
+    const bool byte_token = tok.size() == 6 && tok.starts_with("<0x") && tok.back() == '>';
+    if (!tok.empty() && decode_utf8(tok, 0).length < tok.size() && !added && !byte_token)
+      throw FormatError(source, "model.merges", "is empty, yet the vocabulary has tokens of several characters ('" + tok +
+                                                    "'), which no text could then produce",
+                        "the file lost its merges; take tokenizer.json from the checkpoint again");
+  }
+}
+
+// The decoder must undo what the pre-tokenizer did: Mosaic decodes by the pipeline's kind, so a
+// decoder of the other kind (a ByteLevel decoder after Metaspace prints 'Ġ' for spaces in HF) or
+// one it does not know is refused rather than silently decoded another way. null is accepted.
+void check_decoder(const Tokenizer::Impl& t, const json& d, const std::string& source) {
+  if (d.is_null()) return;
+  const bool byte_level = t.kind == Tokenizer::Kind::ByteLevel;
+  const json parts = type_of(d) == "Sequence" ? d.at("decoders") : json::array({d});
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const std::string type = type_of(parts[i]);
+    const std::string field = type_of(d) == "Sequence" ? "decoder.decoders[" + std::to_string(i) + "].type" : "decoder.type";
+    const bool fits = byte_level ? type == "ByteLevel"
+                                 : (type == "Metaspace" || type == "Replace" || type == "ByteFallback" || type == "Fuse" || type == "Strip");
+    if (fits) continue;
+    const bool known = type == "ByteLevel" || type == "Metaspace" || type == "Replace" || type == "ByteFallback" || type == "Fuse" ||
+                       type == "Strip";
+    unsupported(source, field, known ? "'" + type + "' does not undo the " + (byte_level ? "ByteLevel" : "Metaspace") + " pre-tokenizer"
+                                     : "'" + type + "' is not implemented");
+  }
+}
+
+// Special ids the post-processor adds must be tokens, or encoding would hand out ids past the vocabulary.
+void check_special_ids(const Tokenizer::Impl& t, const std::string& source) {
+  for (const auto* ids : {&t.bos, &t.eos})
+    for (const std::int64_t id : *ids)
+      if (id < 0 || id >= static_cast<std::int64_t>(t.tokens.size()))
+        throw FormatError(source, "post_processor.special_tokens", "adds id " + std::to_string(id) + ", which is not in the vocabulary");
 }
 
 void read_post_processor(Tokenizer::Impl& t, const json& p, const std::string& source) {
@@ -273,15 +324,21 @@ Tokenizer Tokenizer::parse(std::string_view text, const std::string& source) {
     const bool normalized_metaspace = read_normalizer(*t, j.value("normalizer", json()), source);
     read_pre_tokenizer(*t, j.value("pre_tokenizer", json()), normalized_metaspace, source);
     read_post_processor(*t, j.value("post_processor", json()), source);
+    if (j.contains("truncation") && !j["truncation"].is_null())
+      unsupported(source, "truncation", "is set; Mosaic does not cut prompts short (set it to null)");
     for (const json& a : j.value("added_tokens", json::array())) {
-      const std::int64_t id = a.at("id");
       const std::string content = a.at("content");
-      if (id < 0) throw FormatError(source, "added_tokens", "'" + content + "' has a negative id");
+      if (!json_int_in(a.at("id"), 0, kMaxTokenId))
+        throw FormatError(source, "added_tokens", "'" + content + "' has id " + a.at("id").dump() + "; ids run from 0 to " + std::to_string(kMaxTokenId));
+      const std::int64_t id = a.at("id");
       if (static_cast<std::size_t>(id) >= t->tokens.size()) t->tokens.resize(static_cast<std::size_t>(id) + 1);
       t->tokens[static_cast<std::size_t>(id)] = content;
       t->ids[content] = id;
       t->added.push_back({content, id, a.value("special", false)});
     }
+    check_merges_present(*t, source);
+    check_decoder(*t, j.value("decoder", json()), source);
+    check_special_ids(*t, source);
   } catch (const json::exception& e) {
     throw FormatError(source, "", std::string("has a field of the wrong type or missing: ") + e.what());
   }
