@@ -174,7 +174,8 @@ void read_pre_tokenizer(Tokenizer::Impl& t, const json& p, bool normalized_metas
 // added tokens and byte-fallback <0xAB> tokens) means the merges were lost, not that there are none.
 void check_merges_present(const Tokenizer::Impl& t, const std::string& source) {
   if (t.merges.size() > 0 || t.ignore_merges) return;
-  for (const auto& [tok, id] : t.ids) {
+  for (const auto& entry : t.ids) {
+    const std::string& tok = entry.first;
     const bool added = std::any_of(t.added.begin(), t.added.end(), [&](const auto& a) { return a.content == tok; });
     const bool byte_token = tok.size() == 6 && tok.starts_with("<0x") && tok.back() == '>';
     if (!tok.empty() && decode_utf8(tok, 0).length < tok.size() && !added && !byte_token)
