@@ -11,6 +11,7 @@
 #include "model/dtype_convert.h"
 #include "model/family.h"
 #include "model/synthetic.h"
+#include "model/variant_folders.h"
 #include "runtime/host_store.h"
 #include "runtime/model.h"
 #include "test_support.h"
@@ -162,6 +163,15 @@ class TestCheckpoint : public QObject {
     expect_mentions(error_of<MissingError>([&] { Checkpoint c(dir); }), {"noweights", "neither model.safetensors"});
     fs::remove(dir / "config.json");
     expect_mentions(error_of<MissingError>([&] { Checkpoint c(dir); }), {"config.json"});
+    // A family folder holding a symbolic link loop: the loop is named, not a filesystem exception.
+    const fs::path fam = scratch("loop-family");
+    fs::create_directories(fam);
+    copy_checkpoint(fixture("olmoe", "base"), fam / "base");
+    fs::create_directory_symlink("loop", fam / "loop");
+    expect_mentions(error_of<IoError>([&] { discover_variants({fam}); }), {(fam / "loop").string(), "loop of symbolic links"});
+    fs::remove(fam / "loop");
+    fs::create_directory_symlink("../base", fam / "base" / "self");  // a loop inside a variant is not looked into
+    QCOMPARE(discover_variants({fam}).size(), std::size_t(1));
   }
 
   void syntheticCheckpointLoads() {

@@ -155,6 +155,8 @@ class TestConsolidation : public QObject {
     QVERIFY(byte_size_problem("12GiB").empty());
     QCOMPARE(format_bytes(512), std::string("512 B"));
     QCOMPARE(format_bytes(3ull << 30), std::string("3.00 GiB"));
+    QCOMPARE(format_bytes(5ull << 40), std::string("5.00 TiB"));  // not "5120.00 GiB"
+    QCOMPARE(format_bytes(1ull << 63), std::string("8.00 EiB"));
   }
 };
 

@@ -330,6 +330,9 @@ class TestRuntime : public QObject {
     expect_mentions(error_of<InvalidArgument>([&] { Runtime(store, {.whole_model_swaps = true}); }), {"time-sharing"});
     expect_mentions(error_of<BudgetError>([&] { Runtime(store, {.budget_bytes = store.non_expert_bytes() / 2}); }),
                     {"non-expert weights"});
+    // A budget past the machine's memory would bound nothing (issue 15, item 14).
+    expect_mentions(error_of<InvalidArgument>([&] { Runtime(store, {.budget_bytes = std::uint64_t{1} << 60}); }),
+                    {"budget", "1.00 EiB", "more than this machine's memory"});
   }
 };
 

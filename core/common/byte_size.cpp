@@ -49,7 +49,10 @@ std::string format_bytes(std::uint64_t b) {
   if (b < 1024) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(b));
   else if (b < (1ull << 20)) std::snprintf(buf, sizeof buf, "%.2f KiB", b / 0x1p10);
   else if (b < (1ull << 30)) std::snprintf(buf, sizeof buf, "%.2f MiB", b / 0x1p20);
-  else std::snprintf(buf, sizeof buf, "%.2f GiB", b / 0x1p30);
+  else if (b < (1ull << 40)) std::snprintf(buf, sizeof buf, "%.2f GiB", b / 0x1p30);
+  else if (b < (1ull << 50)) std::snprintf(buf, sizeof buf, "%.2f TiB", b / 0x1p40);
+  else if (b < (1ull << 60)) std::snprintf(buf, sizeof buf, "%.2f PiB", b / 0x1p50);
+  else std::snprintf(buf, sizeof buf, "%.2f EiB", b / 0x1p60);
   return buf;
 }
 

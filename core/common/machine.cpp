@@ -19,12 +19,14 @@ std::string machine_description() {
       cpu = line.substr(line.find(':') + 2);
       break;
     }
-  const auto pages = static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES));
-  const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
   utsname u{};
   ::uname(&u);
-  return cpu + ", " + std::to_string(std::thread::hardware_concurrency()) + " cores, " + format_bytes(pages * page) +
+  return cpu + ", " + std::to_string(std::thread::hardware_concurrency()) + " cores, " + format_bytes(physical_memory_bytes()) +
          ", " + u.sysname + " " + u.release + " " + u.machine;
+}
+
+std::uint64_t physical_memory_bytes() {
+  return static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
 std::string build_description() {
