@@ -249,6 +249,31 @@ class TestCli : public QObject {
     QCOMPARE(fs::file_size(model / "model.safetensors"), weights);
     QCOMPARE(read_text(model / "config.json"), config);
     QVERIFY(!fs::exists(model / "stats.json"));
+    // By other names: a hard link to the weights, and an adapter's base folder.
+    fs::create_hard_link(model / "model.safetensors", scratch("elsewhere.safetensors"));
+    Run o = cli({QStringLiteral("logits"), QStringLiteral("--model"), path(model), QStringLiteral("--ids"), kPrompt,
+                 QStringLiteral("--out"), path(scratch("elsewhere.safetensors"))});
+    QCOMPARE(o.code, 2);
+    QVERIFY2(o.err.contains(QStringLiteral("is one of this command's inputs")), qPrintable(o.err));
+    QCOMPARE(fs::file_size(model / "model.safetensors"), weights);
+    // An adapter's base folder is an input too (the guard answers before the adapter is opened).
+    const fs::path base = copy_checkpoint(fixture("qwen2_moe", "base"), scratch("adapter-base"));
+    fs::create_directories(scratch("adapter"));
+    fs::copy_file(base / "config.json", scratch("adapter/config.json"));
+    std::ofstream(scratch("adapter/expert_cfg.json")) << nlohmann::json{{"base_model", base.string()}, {"experts", {{"0", {1}}}}}.dump();
+    o = cli({QStringLiteral("generate"), QStringLiteral("--model"), path(scratch("adapter")), QStringLiteral("--ids"), kPrompt,
+             QStringLiteral("--stats"), path(base / "stats.json")});
+    QCOMPARE(o.code, 2);
+    QVERIFY2(o.err.contains(QStringLiteral("lies inside the input folder")), qPrintable(o.err));
+    QVERIFY(!fs::exists(base / "stats.json"));
+    // A layout beside the variants of a family folder is not over an input: that is where it belongs.
+    const fs::path family = scratch("layout-family");
+    copy_checkpoint(fixture("mixtral", "base"), family / "base");
+    copy_checkpoint(fixture("mixtral", "ft1"), family / "ft1");
+    o = cli({QStringLiteral("consolidate"), QStringLiteral("--variants"), path(family), QStringLiteral("--capacity"), QStringLiteral("4"),
+             QStringLiteral("--out"), path(family / "layout.json")});
+    QVERIFY2(o.code == 0, qPrintable(o.err));
+    QVERIFY(fs::exists(family / "layout.json"));
   }
 
   // analyze → consolidate → merge on the olmoe family, with a private cache.

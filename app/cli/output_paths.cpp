@@ -1,36 +1,87 @@
 #include "cli/output_paths.h"
 
 #include <algorithm>
+#include <optional>
 #include <system_error>
 
 #include "common/error.h"
+#include "common/json_text.h"
+#include "common/text_file.h"
+#include "model/variant_folders.h"
+
+namespace fs = std::filesystem;
 
 namespace mosaic::cli {
 namespace {
 
-std::filesystem::path resolved(const std::filesystem::path& p) {
+fs::path resolved(const fs::path& p) {
   std::error_code ec;
-  const auto c = std::filesystem::weakly_canonical(std::filesystem::absolute(p), ec);  // through symlinks
-  return ec ? std::filesystem::absolute(p).lexically_normal() : c;
+  const auto c = fs::weakly_canonical(fs::absolute(p), ec);  // through symlinks
+  return ec ? fs::absolute(p).lexically_normal() : c;
 }
 
-bool within(const std::filesystem::path& inner, const std::filesystem::path& outer) {
+bool within(const fs::path& inner, const fs::path& outer) {
   const auto [o, i] = std::mismatch(outer.begin(), outer.end(), inner.begin(), inner.end());
   return o == outer.end();
 }
 
+// The base_model folder an ESFT adapter folder names, or nullopt (not an adapter, or unreadable:
+// the command itself reports that once it opens the folder).
+std::optional<fs::path> adapter_base(const fs::path& dir) {
+  const fs::path cfg = dir / "expert_cfg.json";
+  std::error_code ec;
+  if (!fs::is_regular_file(cfg, ec)) return std::nullopt;
+  try {
+    const auto j = parse_json_bounded(read_text_file(cfg), cfg.string());
+    if (!j.is_object() || !j.contains("base_model") || !j["base_model"].is_string()) return std::nullopt;
+    const fs::path base = j["base_model"].get<std::string>();
+    return base.is_absolute() ? base : dir / base;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// What must not be written over: a family folder stands for its checkpoint folders (so a layout
+// may be saved beside them), and an adapter brings in the base it is served over.
+std::vector<fs::path> guarded(const std::vector<fs::path>& inputs) {
+  std::vector<fs::path> out;
+  for (const fs::path& input : inputs) {
+    if (input.empty()) continue;
+    std::vector<fs::path> dirs{input};
+    std::error_code ec;
+    if (fs::is_directory(input, ec)) try {
+        dirs.clear();
+        for (const auto& [name, dir] : discover_variants({input})) dirs.push_back(dir);
+      } catch (const Error&) {
+        dirs = {input};
+      }
+    for (const fs::path& d : dirs) {
+      out.push_back(d);
+      if (const auto base = adapter_base(d)) out.push_back(*base);
+    }
+  }
+  return out;
+}
+
+// The same file under another name: a symlink resolves to it, a hard link does not.
+bool same_file(const fs::path& a, const fs::path& b) {
+  std::error_code ec;
+  return fs::exists(a, ec) && fs::exists(b, ec) && fs::equivalent(a, b, ec) && !ec;
+}
+
 }  // namespace
 
-void refuse_output_over_inputs(const std::filesystem::path& out, const std::string& flag,
-                               const std::vector<std::filesystem::path>& inputs) {
+void refuse_output_over_inputs(const fs::path& out, const std::string& flag, const std::vector<fs::path>& inputs) {
   if (out.empty()) return;
   const auto target = resolved(out);
-  for (const auto& input : inputs) {
-    if (input.empty()) continue;
+  for (const fs::path& input : guarded(inputs)) {
     const auto in = resolved(input);
-    if (target == in || (std::filesystem::is_directory(in) && within(target, in)))
-      throw InvalidArgument(flag, out.string(),
-                            target == in ? "is one of this command's inputs" : "lies inside the input folder " + input.string(),
+    bool same = target == in || same_file(target, in);
+    std::error_code ec;
+    if (!same && fs::is_directory(in, ec) && fs::exists(target, ec))  // a hard link to a file of a checkpoint
+      for (fs::directory_iterator it(in, ec), end; !ec && it != end && !same; it.increment(ec)) same = same_file(target, it->path());
+    if (same || (fs::is_directory(in) && within(target, in)))
+      throw InvalidArgument(flag, out.string(), same ? "is one of this command's inputs" : "lies inside the input folder " + input.string(),
                             "write the output somewhere else: it would overwrite what is read");
   }
 }

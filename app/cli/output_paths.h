@@ -1,6 +1,8 @@
 #pragma once
-// Outputs never land on inputs: an output path that is one of a command's inputs, or lies inside
-// an input folder (a checkpoint), is refused before anything is read or written.
+// Outputs never land on inputs: an output path that is one of a command's inputs (by any name:
+// symlink or hard link), or lies inside an input checkpoint folder or an adapter's base folder, is
+// refused before anything is read or written. A family folder's own files (a layout beside the
+// variants) are not inputs.
 #include <filesystem>
 #include <string>
 #include <vector>
