@@ -160,6 +160,12 @@ class TestServing : public QObject {
     expect_mentions(error_of<FormatError>([&] { read_trace(scratch("bad.jsonl")); }), {"bad.jsonl", "line 2", "back in time"});
     std::ofstream(scratch("bad2.jsonl")) << R"({"arrival": 1, "target": "x", "prompt": ["a"], "max_new_tokens": 2})" << "\n";
     expect_mentions(error_of<FormatError>([&] { read_trace(scratch("bad2.jsonl")); }), {"line 1", "'prompt'"});
+    // A repeated key or too deep a line is placed by its line like any other error.
+    std::ofstream(scratch("twice.jsonl")) << R"({"arrival": 0, "target": "x", "prompt": [1], "max_new_tokens": 2})" << "\n\n"
+                                          << R"({"arrival": 1, "arrival": 2, "target": "x", "prompt": [1], "max_new_tokens": 2})" << "\n";
+    expect_mentions(error_of<FormatError>([&] { read_trace(scratch("twice.jsonl")); }), {"twice.jsonl", "line 3", "'arrival'", "twice"});
+    std::ofstream(scratch("deep.jsonl")) << std::string(200, '[') << std::string(200, ']') << "\n";
+    expect_mentions(error_of<FormatError>([&] { read_trace(scratch("deep.jsonl")); }), {"line 1", "deeper than"});
     // Negative ids, negative or huge lengths and far-future arrivals are refused as the file is read.
     for (const auto& [line, field] : std::vector<std::pair<std::string, std::string>>{
              {R"({"arrival": 0, "target": "x", "prompt": [1, -4], "max_new_tokens": 2})", "'prompt'"},

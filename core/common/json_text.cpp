@@ -80,6 +80,9 @@ nlohmann::json parse_json_bounded(std::string_view text, const std::string& file
 nlohmann::json parse_json(std::string_view text, const std::string& file, const std::string& hint, const std::string& where) {
   try {
     return parse_json_bounded(text, file);
+  } catch (const FormatError& e) {  // too deep, or a repeated key: say where, as for syntax errors
+    if (where.empty()) throw;
+    throw FormatError(file, e.item().empty() ? where : where + ": " + e.item(), e.problem(), e.hint().empty() ? hint : e.hint());
   } catch (const nlohmann::json::out_of_range& e) {  // a number beyond double's range, such as 1e400
     throw FormatError(file, where, std::string("holds a number out of range: ") + e.what(), hint);
   } catch (const nlohmann::json::parse_error& e) {
