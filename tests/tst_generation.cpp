@@ -93,6 +93,12 @@ class TestGeneration : public QObject {
     QCOMPARE(r.tokens.size(), std::size_t(4));
     QCOMPARE(r.finish, Finish::Length);
     QVERIFY(r.prefill_seconds > 0 && r.decode_seconds > 0);
+    // A prompt longer than the context is named as the prompt (once reported as max_new_tokens).
+    const std::int64_t context = model_->spec().max_position_embeddings;
+    req.prompt.assign(static_cast<std::size_t>(context + 1), 5);
+    expect_mentions(error_of<InvalidArgument>([&] { generate(*model_, req); }), {"prompt", "longer than the model's context"});
+    req.prompt.assign(static_cast<std::size_t>(context - 2), 5);
+    expect_mentions(error_of<InvalidArgument>([&] { generate(*model_, req); }), {"max_new_tokens", "ask for at most 2"});
     req.prompt.clear();
     expect_mentions(error_of<InvalidArgument>([&] { generate(*model_, req); }), {"prompt", "empty"});
   }

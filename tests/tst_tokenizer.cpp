@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "forge/bpe_trainer.h"
 #include "model/byte_level.h"
+#include "model/text_stream.h"
 #include "model/tokenizer.h"
 #include "test_support.h"
 
@@ -144,6 +145,16 @@ class TokenizerTest : public QObject {
     QVERIFY(error_of<IoError>([&] { Tokenizer::load("/nonexistent/tokenizer.json"); }).find("tokenizer.json") != std::string::npos);
     const Tokenizer t = Tokenizer::parse(metaspace_tokenizer().dump(), "llama-like");
     QVERIFY(error_of<InvalidArgument>([&] { t.token(9999); }).find("9999") != std::string::npos);
+  }
+
+  // Streamed text never splits a character: byte-fallback bytes of "é" come one token at a time,
+  // and the character is handed out when its last byte arrives.
+  void text_stream_keeps_characters_whole() {
+    const Tokenizer t = Tokenizer::parse(metaspace_tokenizer().dump(), "llama-like");
+    TextStream stream(t);
+    std::vector<std::string> pieces;
+    for (const std::int64_t id : t.encode("hello héllo", /*add_special=*/false)) pieces.push_back(stream.push(id));
+    QCOMPARE(pieces, (std::vector<std::string>{"hello", " h", "", "\u00e9", "llo"}));
   }
 
   // Pipelines whose pieces do not fit together, or that Mosaic would silently read another way

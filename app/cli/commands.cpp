@@ -18,6 +18,7 @@
 #include "model/family.h"
 #include "model/safetensors.h"
 #include "model/synthetic.h"
+#include "model/text_stream.h"
 #include "model/tokenizer.h"
 #include "runtime/forward.h"
 #include "runtime/generation.h"
@@ -188,20 +189,14 @@ void add_generate_command(CLI::App& app) {
       if (o->req.prompt.empty()) throw InvalidArgument("--prompt", "", "encodes to no tokens");
     }
     if (o->eos) append(o->req.stop_ids, session->store->spec().eos_token_ids);
-    // Tokens are printed as they come (text decoded whole, so multi-byte characters stay whole).
-    std::vector<std::int64_t> out;
-    std::string shown;
-    if (tokenizer) std::cout << o->prompt << std::flush;
+    // Tokens are printed as they come: as text (characters kept whole), or as ids.
+    std::optional<TextStream> text;
+    if (tokenizer) text.emplace(*tokenizer), std::cout << o->prompt << std::flush;
+    std::size_t printed = 0;
     RequestCallbacks stream;
     stream.on_token = [&](const RequestHandle&, std::int64_t token, const RuntimeCounters&) {
-      out.push_back(token);
-      if (!tokenizer) {
-        std::cout << (out.size() > 1 ? "," : "") << token << std::flush;
-        return;
-      }
-      const std::string text = tokenizer->decode(out);
-      if (text.size() >= shown.size() && text.compare(0, shown.size(), shown) == 0) std::cout << text.substr(shown.size()) << std::flush;
-      shown = text;
+      if (text) std::cout << text->push(token) << std::flush;
+      else std::cout << (printed++ ? "," : "") << token << std::flush;
     };
     const std::vector<ServeRequest> requests{{session->target, o->req}};
     const auto handle = session->engine->submit(requests.front(), stream);

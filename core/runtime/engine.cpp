@@ -8,6 +8,7 @@
 
 #include "common/edit_distance.h"
 #include "common/error.h"
+#include "runtime/request_checks.h"
 
 namespace mosaic {
 
@@ -104,20 +105,7 @@ std::unique_ptr<Engine::Job> Engine::make_job(ServeRequest request, RequestCallb
                           "is not a variant being served" + (near.empty() ? std::string() : " (did you mean '" + std::string(near) + "'?)"),
                           "serve one of: " + list);
   }
-  if (g.prompt.empty()) throw InvalidArgument("request", "prompt", "is empty", "give at least one token id");
-  for (std::int64_t id : g.prompt)
-    if (id < 0 || id >= s.vocab_size)
-      throw InvalidArgument("request", "token id " + std::to_string(id), "is outside the vocabulary [0, " + std::to_string(s.vocab_size) + ")");
-  if (g.max_new_tokens < 0) throw InvalidArgument("request", "max_new_tokens", "must not be negative");
-  // Positions past the model's context have no trained rotary angles: refused, not run.
-  const std::int64_t context = s.max_position_embeddings, prompt = static_cast<std::int64_t>(g.prompt.size());
-  if (prompt > context)
-    throw InvalidArgument("request", "prompt", "is " + std::to_string(prompt) + " tokens, longer than the model's context of " +
-                          std::to_string(context) + " (max_position_embeddings)", "shorten the prompt");
-  if (g.max_new_tokens > context - prompt)
-    throw InvalidArgument("request", "max_new_tokens", std::to_string(g.max_new_tokens) + " new tokens after a prompt of " +
-                          std::to_string(prompt) + " pass the model's context of " + std::to_string(context) + " (max_position_embeddings)",
-                          "ask for at most " + std::to_string(context - prompt));
+  check_request(s, g.prompt, g.max_new_tokens, "request");
   if (request.prompt_logits && g.max_new_tokens != 0)
     throw InvalidArgument("request", "prompt logits", "a logits request generates no tokens", "ask for 0 new tokens");
   auto job = std::make_unique<Job>();

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "runtime/forward.h"
+#include "runtime/request_checks.h"
 
 namespace mosaic {
 
@@ -19,16 +20,7 @@ const char* finish_name(Finish f) {
 }
 
 GenerationResult generate(const Model& model, const GenerationRequest& req, const TokenCallback& on_token) {
-  if (req.prompt.empty()) throw InvalidArgument("generate", "prompt", "is empty", "give at least one token id");
-  if (req.max_new_tokens < 0) throw InvalidArgument("generate", "max_new_tokens", "must not be negative");
-  const std::int64_t context = model.spec().max_position_embeddings, prompt = static_cast<std::int64_t>(req.prompt.size());
-  if (prompt > context || req.max_new_tokens > context - prompt)
-    throw InvalidArgument("generate", "max_new_tokens", std::to_string(req.max_new_tokens) + " new tokens after a prompt of " +
-                          std::to_string(prompt) + " pass the model's context of " + std::to_string(context) + " (max_position_embeddings)",
-                          "ask for fewer tokens, or a shorter prompt");
-  for (std::int64_t id : req.prompt)
-    if (id < 0 || id >= model.spec().vocab_size)
-      throw InvalidArgument("generate", "token id " + std::to_string(id), "is outside the vocabulary [0, " + std::to_string(model.spec().vocab_size) + ")");
+  check_request(model.spec(), req.prompt, req.max_new_tokens, "generate");
   Sampler sampler(req.sampling);
   GenerationResult result;
   if (req.max_new_tokens == 0) return result;

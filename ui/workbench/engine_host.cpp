@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "model/text_stream.h"
 #include "serving/session.h"
 #include "serving/session_views.h"
 #include "serving/sweep_run.h"
@@ -206,15 +207,13 @@ void EngineHost::chat(const QString& target, const QString& prompt, int maxNewTo
       req.stop_ids = st.session->family().spec().eos_token_ids;
       // The stream's state lives with the callbacks, on the engine's thread; this thread moves on.
       struct Stream {
-        const Tokenizer* tok;
-        std::vector<std::int64_t> out;
-        std::string shown;
+        TextStream text;
         RuntimeCounters previous;
         QVector<ExpertRoute> routes;  // the step's, until its token streams
         QStringList prompt;
         int prompt_tokens = 0;
       };
-      auto stream = std::make_shared<Stream>(Stream{&tok, {}, {}, {}, {}, {}, static_cast<int>(req.prompt.size())});
+      auto stream = std::make_shared<Stream>(Stream{TextStream(tok), {}, {}, {}, static_cast<int>(req.prompt.size())});
       for (const std::int64_t& id : req.prompt) stream->prompt << QString::fromStdString(tok.decode(std::span<const std::int64_t>(&id, 1)));
       QStringList names;  // target index → name, for whose copy served a choice
       for (int i = 0; i < st.session->store().targets(); ++i) names << QString::fromStdString(st.session->store().name(i));
@@ -225,17 +224,13 @@ void EngineHost::chat(const QString& target, const QString& prompt, int maxNewTo
                                     r.served_by >= 0 ? names.value(r.served_by) : QString(), r.served_expert});
       };
       callbacks.on_token = [this, stream](const RequestHandle&, std::int64_t token, const RuntimeCounters& now) {
-        stream->out.push_back(token);
-        // Decoding the whole answer and sending what is new keeps multi-byte characters whole.
-        const std::string text = stream->tok->decode(stream->out);
         TokenTrace t;
         t.token = token;
-        t.position = stream->prompt_tokens + static_cast<int>(stream->out.size()) - 1;
+        t.text = QString::fromStdString(stream->text.push(token));
+        const auto generated = static_cast<int>(stream->text.tokens().size());
+        t.position = stream->prompt_tokens + generated - 1;
         t.routes = std::exchange(stream->routes, {});
-        if (stream->out.size() == 1) t.prompt = stream->prompt;
-        if (text.size() >= stream->shown.size() && text.compare(0, stream->shown.size(), stream->shown) == 0)
-          t.text = QString::fromUtf8(text.substr(stream->shown.size()));
-        stream->shown = text;
+        if (generated == 1) t.prompt = stream->prompt;
         stream->previous.layers.resize(now.layers.size());
         for (std::size_t l = 0; l < now.layers.size(); ++l) {
           t.hits << static_cast<int>(now.layers[l].hits - stream->previous.layers[l].hits);

@@ -3,30 +3,12 @@
 #include <chrono>
 
 #include "common/error.h"
+#include "model/text_stream.h"
 #include "model/tokenizer.h"
 #include "runtime/generation.h"
 #include "workbench/engine_host_state.h"
 
 namespace mosaic::ui {
-namespace {
-
-// Streams decoded text as tokens arrive: the whole answer is decoded each time, so multi-byte
-// characters come out whole.
-struct TextStream {
-  const Tokenizer* tok;
-  std::vector<std::int64_t> ids;
-  std::string shown;
-  QString next(std::int64_t token) {
-    ids.push_back(token);
-    const std::string text = tok->decode(ids);
-    QString out;
-    if (text.size() >= shown.size() && text.compare(0, shown.size(), shown) == 0) out = QString::fromUtf8(text.substr(shown.size()));
-    shown = text;
-    return out;
-  }
-};
-
-}  // namespace
 
 void EngineHost::stopCompare() {
   state_->stop_compare = true;
@@ -69,10 +51,10 @@ void EngineHost::compare(const QString& left, bool leftOwn, const QString& right
           reference.push_back(side);
           continue;
         }
-        auto stream = std::make_shared<TextStream>(TextStream{&tok, {}, {}});
+        auto stream = std::make_shared<TextStream>(tok);
         RequestCallbacks callbacks;
         callbacks.on_token = [this, side, stream](const RequestHandle&, std::int64_t token, const RuntimeCounters&) {
-          Q_EMIT compareToken(side, token, stream->next(token));
+          Q_EMIT compareToken(side, token, QString::fromStdString(stream->push(token)));
         };
         callbacks.on_finish = [this, side](const RequestHandle&, const RequestResult& r) {
           if (r.finish == Finish::Failed) return Q_EMIT compareFailed(side, QString::fromStdString(r.error));
@@ -99,10 +81,10 @@ void EngineHost::compare(const QString& left, bool leftOwn, const QString& right
         req.max_new_tokens = maxNewTokens;
         req.sampling = {.temperature = temperature, .top_p = topP, .seed = 1};
         req.stop_ids = st.session->family().spec().eos_token_ids;
-        TextStream stream{&tok, {}, {}};
+        TextStream stream(tok);
         const auto t0 = std::chrono::steady_clock::now();
         const GenerationResult r = generate(*model, req, [&](std::int64_t token, std::int64_t) {
-          Q_EMIT compareToken(side, token, stream.next(token));
+          Q_EMIT compareToken(side, token, QString::fromStdString(stream.push(token)));
           return !state_->stop_compare.load();
         });
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
