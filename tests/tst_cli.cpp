@@ -5,6 +5,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/resource.h>
+
 #include <fstream>
 #include <map>
 
@@ -24,6 +28,19 @@ struct Run {
 };
 Run cli(const QStringList& args) {
   QProcess p;
+  p.start(QStringLiteral(MOSAIC_CLI), args);
+  if (!p.waitForFinished(120000)) return {};
+  return {p.exitCode(), QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
+}
+// The same with the child's files limited to `max_file_bytes` (RLIMIT_FSIZE, its signal ignored so
+// that writes fail with EFBIG): a disk that fills while the command runs.
+Run cli_on_small_disk(const QStringList& args, rlim_t max_file_bytes) {
+  QProcess p;
+  p.setChildProcessModifier([max_file_bytes] {
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlimit limit{max_file_bytes, max_file_bytes};
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+  });
   p.start(QStringLiteral(MOSAIC_CLI), args);
   if (!p.waitForFinished(120000)) return {};
   return {p.exitCode(), QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
@@ -464,6 +481,31 @@ class TestCli : public QObject {
     QVERIFY2(r.err.contains(QStringLiteral("'rates'")), qPrintable(r.err));
     QVERIFY(!fs::exists(scratch("never.sqlite")));
   }
+  // The disk fills in the middle of a sweep: recording stops, the sweep goes on and prints every
+  // run, the command fails saying so, and what was recorded opens intact.
+  void benchOnAFillingDisk() {
+    const fs::path cfg = scratch("full-sweep.json"), db = scratch("full.sqlite");
+    std::ofstream(cfg) << nlohmann::json{{"schema", "mosaic.sweep/1"},
+                                         {"variants", {fixture("olmoe", "base").string(), fixture("olmoe", "ft1").string()}},
+                                         {"rates", {20}}, {"duration_seconds", 4}, {"prompt", {4, 6}}, {"output", {2, 3}},
+                                         {"strategies", {{{"kind", "consolidated"}, {"capacity", 6}}, {{"kind", "no-reconfig"}, {"capacity", 6}}}}}
+                                .dump();
+    const Run r = cli_on_small_disk(args({"bench", "--config"}) << path(cfg) << QStringLiteral("--db") << path(db), 256 * 1024);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("stopped recording")) && r.err.contains(QStringLiteral("full")), qPrintable(r.err));
+    QVERIFY2(r.out.contains(QStringLiteral("consolidated")) && r.out.contains(QStringLiteral("no-reconfig")), qPrintable(r.out));
+    QVERIFY(!r.out.contains(QStringLiteral("recorded to")));
+    QCOMPARE(Recorder(db).schema_version(), Recorder::kSchemaVersion);
+    sqlite3* h = nullptr;
+    QCOMPARE(sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
+    sqlite3_stmt* st = nullptr;
+    sqlite3_prepare_v2(h, "PRAGMA integrity_check", -1, &st, nullptr);
+    QCOMPARE(sqlite3_step(st), SQLITE_ROW);
+    QCOMPARE(QString::fromUtf8(reinterpret_cast<const char*>(sqlite3_column_text(st, 0))), QStringLiteral("ok"));
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+  }
+
   void forgeGenerateEvalAndQuality() {
     // A tiny family forged from the test corpus, then the commands a person runs on it.
     nlohmann::json domains = nlohmann::json::array();

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "analysis/family_analysis.h"
@@ -45,11 +46,13 @@ void add_bench_command(CLI::App& app) {
   cmd->callback([o] {
     configure_threads(o->threads);
     const SweepConfig config = load_sweep_config(o->config);
+    // Opened first: a read-only path, a full disk or a file that is not a record is said at once,
+    // not after the family has been read and analysed.
+    Recorder recorder(o->db);
     Family family;
     open_family(family, config.variants);
     const HostStore store(family);
     const auto analysis = analyze_family(family, {default_cache_dir(), o->threads, {}});
-    Recorder recorder(o->db);
     auto results = std::make_shared<nlohmann::ordered_json>(nlohmann::ordered_json::array());
     if (!o->json) {
       std::printf("%-14s %7s %3s %6s | %9s %8s | %11s %11s %11s | %11s %11s | %6s %9s\n", "strategy", "req/s", "rep", "reqs",
@@ -74,11 +77,22 @@ void add_bench_command(CLI::App& app) {
                   ms * s.ttft.p90, ms * s.ttft.p99, ms * s.turnaround.p50, ms * s.turnaround.p90, 100.0 * s.hit_rate, ms * s.swap_seconds);
       std::fflush(stdout);
     };
-    run_sweep(config, family, store, *analysis, recording(recorder, events)).rethrow();
+    // A recorder that fails mid-sweep (a full disk) stops recording, not the sweep: the results
+    // still reach stdout, and the command then fails saying what was not recorded.
+    std::optional<IoError> lost;
+    auto failed = [&](const Error& e) {
+      lost.emplace(e.subject(), e.item(), "stopped recording: " + e.problem() + "; the runs went on and are printed, not recorded",
+                   "free space, or record to another file");
+      std::fprintf(stderr, "\nerror: %s\n", lost->what());
+    };
+    run_sweep(config, family, store, *analysis, recording(recorder, events, failed)).rethrow();
     if (o->json)
-      std::cout << nlohmann::ordered_json{{"database", o->db.string()}, {"config", o->config.string()}, {"runs", *results}}.dump(2) << "\n";
-    else
+      std::cout << nlohmann::ordered_json{{"database", o->db.string()}, {"config", o->config.string()}, {"recorded", !lost}, {"runs", *results}}.dump(2)
+                << "\n";
+    else if (!lost)
       std::cout << "recorded to " << o->db.string() << "\n";
+    std::cout.flush();
+    if (lost) throw *lost;
   });
 }
 
