@@ -15,6 +15,7 @@
 #include "runtime/forward.h"
 #include "serving/runner.h"
 #include "serving/session.h"
+#include "serving/session_file.h"
 #include "serving/sweep.h"
 #include "test_support.h"
 
@@ -500,6 +501,25 @@ class TestServing : public QObject {
                     {"sweep.json", "deeper than"});
     expect_mentions(bad(R"({"schema": "mosaic.sweep/1", "variants": ["a"], "rates": [1], "strategies": []})"), {"'variants'"});
     expect_mentions(bad(R"({"schema": "mosaic.sweep/9"})"), {"mosaic.sweep/9"});
+  }
+
+  // Session files with a field of another JSON type are typed errors, never the JSON library's
+  // exception (the fuzzer found an array where the schema string belongs).
+  void sessionFilesOfWrongTypes() {
+    auto error = [](const std::string& text) {
+      try {
+        parse_session_file(text, "session.json", "/base");
+      } catch (const Error& e) {
+        return std::string(e.what());
+      }
+      return std::string("accepted");
+    };
+    expect_mentions(error(R"({"schema": ["../b"], "variants": ["a"]})"), {"session.json", "schema", R"(["../b"])"});
+    expect_mentions(error(R"({"schema": 5, "variants": ["a"]})"), {"session.json", "schema", "is 5"});
+    expect_mentions(error(R"({"variants": ["a"]})"), {"schema", "missing"});
+    expect_mentions(error(R"({"schema": "mosaic.session/1", "variants": [7]})"), {"session.json", "wrong type"});
+    expect_mentions(error(R"({"schema": "mosaic.session/1", "variants": ["a"], "reserve": {"requests": -3}})"), {"reserve.requests", "from 1"});
+    QCOMPARE(parse_session_file(R"({"schema": "mosaic.session/1", "variants": ["a"]})", "s.json", "/base").variants.front(), fs::path("/base/a"));
   }
 };
 
