@@ -131,6 +131,7 @@ class TestLayout : public QObject {
         // 2^64 − 1 reads back as −1 through int64: it must not pass for an empty cell.
         {"map cell 2^64-1", [](json& j) { j["map"][0][0] = std::numeric_limits<std::uint64_t>::max(); }, {"'map[0][0]'", "-1 or a variant index"}},
         {"rank 2^64-1", [](json& j) { j["rank"][0][0] = std::numeric_limits<std::uint64_t>::max(); }, {"'rank[0][0]'", "-1 or a rank"}},
+        {"reserve detail of another type", [](json& j) { j["reserve"] = {{{"name", "kv"}, {"bytes", 1}, {"detail", 5}}}; }, {"wrong type"}},
         {"capacity 2^64-1", [](json& j) { j["capacity"] = std::numeric_limits<std::uint64_t>::max(); }, {"'capacity'", "integer from 0"}},
     };
     for (const Case& c : cases) {

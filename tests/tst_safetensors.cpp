@@ -188,6 +188,14 @@ class TestSafetensors : public QObject {
                     {p.string(), "tensor 'model.norm.weight'", "holds 128 bytes", "130"});
   }
 
+  // A dimension past int64 (with a zero beside it, so the byte count still agrees) is refused
+  // rather than read back as a negative size.
+  void dimensionPastInt64() {
+    const fs::path p = scratch("huge-dim.safetensors");
+    write_raw_safetensors(p, R"({"a": {"dtype": "F32", "shape": [0, 18446744073709551615], "data_offsets": [0, 0]}})", 0);
+    expect_mentions(error_of<FormatError>([&] { SafetensorsFile f(p); }), {p.string(), "tensor 'a'", "past 2^63"});
+  }
+
   void headerNotJson() {
     const fs::path p = scratch("notjson.safetensors");
     write_raw_safetensors(p, "{\"a\": {\"dtype\": \"F32\", \"shape\": [1], ", 4);

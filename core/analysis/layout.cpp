@@ -116,13 +116,9 @@ Layout load_layout(const std::filesystem::path& path) {
   return parse_layout(read_text_file(path, "check the path of the layout file"), path.string());
 }
 
-Layout parse_layout(std::string_view text, const std::string& file) {
-  json root;
-  try {
-    root = parse_json_bounded(text, file);
-  } catch (const json::exception& e) {
-    throw FormatError(file, "", std::string("is not valid JSON: ") + e.what(), kRemake);
-  }
+namespace {
+
+Layout layout_from_json(const json& root, const std::string& file) {
   if (!root.is_object()) throw FormatError(file, "", "is not a JSON object", kRemake);
   const Reader r(file, root);
   using T = json::value_t;
@@ -201,6 +197,22 @@ Layout parse_layout(std::string_view text, const std::string& file) {
   for (std::int64_t rank : p.rank)
     if (rank >= 0 && !ranks.insert(rank).second) r.fail("rank", "gives rank " + std::to_string(rank) + " twice");
   return layout;
+}
+
+}  // namespace
+
+Layout parse_layout(std::string_view text, const std::string& file) {
+  json root;
+  try {
+    root = parse_json_bounded(text, file);
+  } catch (const json::exception& e) {
+    throw FormatError(file, "", std::string("is not valid JSON: ") + e.what(), kRemake);
+  }
+  try {
+    return layout_from_json(root, file);
+  } catch (const json::exception& e) {  // a field of another JSON type than the reader checked for
+    throw FormatError(file, "", std::string("has a field of the wrong type: ") + e.what(), kRemake);
+  }
 }
 
 std::vector<int> match_layout(const Layout& layout, const Family& family, const std::vector<std::string>& sha256,

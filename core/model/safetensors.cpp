@@ -45,6 +45,7 @@ TensorInfo parse_entry(const std::string& file, const std::string& name, const j
   for (const json& d : *sh) {
     if (!d.is_number_unsigned()) throw bad("shape holds a value that is not a non-negative integer");
     const std::uint64_t n = d.get<std::uint64_t>();
+    if (n > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) throw bad("shape has a dimension past 2^63");
     if (n != 0 && numel > std::numeric_limits<std::uint64_t>::max() / n) throw bad("shape overflows");
     numel *= n;
     t.shape.push_back(static_cast<std::int64_t>(n));
