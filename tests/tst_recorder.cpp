@@ -159,6 +159,28 @@ class TestRecorder : public QObject {
     expect_mentions(error_of<IoError>([&] { Recorder r(scratch("no/such/folder/x.sqlite")); }), {"cannot be opened"});
   }
 
+  // A damaged record (its pages overwritten, the header intact) is refused when opened, before
+  // anything is appended to it.
+  void damagedFileIsRefused() {
+    const fs::path db = scratch("damaged.sqlite");
+    {
+      Recorder rec(db);
+      const auto run = rec.begin_run("consolidated", "{}");
+      for (int i = 0; i < 50; ++i) rec.record(run, sample_record(i));
+      rec.finish_run(run, "finished");
+    }
+    QVERIFY(fs::file_size(db) > 3 * 4096);
+    {
+      std::fstream f(db, std::ios::in | std::ios::out | std::ios::binary);
+      const std::string junk(fs::file_size(db) - 4096, '\xA5');
+      f.seekp(4096);
+      f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+    }
+    const std::string msg = error_of<Error>([&] { Recorder r(db); });
+    expect_mentions(msg, {db.string()});
+    QVERIFY2(msg.find("damaged") != std::string::npos || msg.find("malformed") != std::string::npos, msg.c_str());
+  }
+
   // Processes that create and record into one new database at the same moment serialize: each
   // run is recorded whole, none dies of "database is locked" or of a migration run twice.
   void concurrentWritersSerialize() {

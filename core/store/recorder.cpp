@@ -159,6 +159,14 @@ Recorder::Recorder(const std::filesystem::path& path) : path_(path) {
         throw FormatError(path.string(), "", "is an SQLite database but not a Mosaic record (no schema version)",
                           "record to a new file");
     }
+    if (version > 0) {
+      // A damaged file is refused before anything is appended to it (or reported from it).
+      Statement check(db_, "PRAGMA quick_check(1)", path.string());
+      check.step();
+      if (const std::string verdict = check.text(0); verdict != "ok")
+        throw FormatError(path.string(), "", "is damaged (SQLite's quick_check: " + verdict + ")",
+                          "record to a new file; `sqlite3 FILE .recover` may save what it holds");
+    }
     exec("COMMIT");
     set_wal_mode();
     exec("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;");
