@@ -120,6 +120,17 @@ class TestFamilyAnalysis : public QObject {
     const auto repaired = analyze_family(*open(), options);
     QVERIFY(repaired && !repaired->from_cache);
     QCOMPARE(repaired->distances.position, changed->distances.position);
+    // So is one whose fields have other JSON types, or that nests without end; and a damaged hash
+    // memo is an empty one.
+    for (const std::string& damage : std::vector<std::string>{R"({"schema": 5, "sha256": []})",
+                                                              R"({"schema": "mosaic.distances/1", "sha256": 7, "layers": "x"})",
+                                                              std::string(100000, '[') + std::string(100000, ']')}) {
+      for (const auto& e : fs::directory_iterator(cache / "distances")) std::ofstream(e.path()) << damage;
+      std::ofstream(cache / "file-hashes.json") << damage;
+      const auto again_repaired = analyze_family(*open(), options);
+      QVERIFY(again_repaired && !again_repaired->from_cache);
+      QCOMPARE(again_repaired->distances.position, changed->distances.position);
+    }
 
     // Without a cache nothing is written anywhere and every call computes.
     const auto uncached = analyze_family(*open(), {std::nullopt, 1, {}});

@@ -8,6 +8,7 @@
 
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "common/json_text.h"
 #include "common/sha256.h"
 #include "model/content_hash.h"
 
@@ -36,12 +37,14 @@ bool read_cells(const json& a, std::size_t expected, std::vector<double>& out) {
   return true;
 }
 
-std::optional<ExpertDistances> read_entry(const fs::path& file, const std::vector<std::string>& sha256) {
+// A cache entry, or nullopt when it is absent, for other checkpoints, or not what Mosaic writes
+// (a damaged or hand-edited cache is a miss, recomputed, never an error).
+std::optional<ExpertDistances> read_entry(const fs::path& file, const std::vector<std::string>& sha256) try {
   std::ifstream in(file, std::ios::binary);
   if (!in) return std::nullopt;
   std::stringstream ss;
   ss << in.rdbuf();
-  const json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  const json j = parse_json_bounded(ss.str(), file.string());
   if (!j.is_object() || j.value("schema", "") != kSchema || j.value("sha256", json()) != json(sha256)) return std::nullopt;
   ExpertDistances d;
   d.layers = j.value("layers", std::int64_t{0});
@@ -53,6 +56,8 @@ std::optional<ExpertDistances> read_entry(const fs::path& file, const std::vecto
       !read_cells(j["pairs"], n * static_cast<std::size_t>(d.pair_count()), d.pairs))
     return std::nullopt;
   return d;
+} catch (const std::exception&) {
+  return std::nullopt;
 }
 
 }  // namespace

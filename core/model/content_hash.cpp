@@ -7,6 +7,7 @@
 
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "common/json_text.h"
 #include "common/sha256.h"
 
 namespace fs = std::filesystem;
@@ -18,7 +19,12 @@ FileHashMemo::FileHashMemo(fs::path store) : store_(std::move(store)) {
   if (!in) return;
   std::stringstream ss;
   ss << in.rdbuf();
-  const auto j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  nlohmann::json j;
+  try {
+    j = parse_json_bounded(ss.str(), store_.string());
+  } catch (const std::exception&) {
+    return;  // a damaged memo is an empty one: the files are hashed again
+  }
   if (!j.is_object()) return;
   for (const auto& [path, e] : j.items()) {
     if (!e.is_object() || !e.contains("size") || !e.contains("mtime_ns") || !e.contains("sha256")) continue;
