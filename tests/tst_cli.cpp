@@ -266,6 +266,19 @@ class TestCli : public QObject {
     QCOMPARE(fs::file_size(model / "model.safetensors"), weights);
     QCOMPARE(read_text(model / "config.json"), config);
     QVERIFY(!fs::exists(model / "stats.json"));
+    // Into a folder that does not exist: refused the same way by every command, before any work,
+    // and no folder is left behind.
+    for (const QStringList& into : {QStringList{QStringLiteral("logits"), QStringLiteral("--model"), path(model), QStringLiteral("--ids"), kPrompt,
+                                                QStringLiteral("--out"), path(scratch("no/such/l.safetensors"))},
+                                    QStringList{QStringLiteral("generate"), QStringLiteral("--model"), path(model), QStringLiteral("--ids"), kPrompt,
+                                                QStringLiteral("--stats"), path(scratch("no/such/s.json"))},
+                                    QStringList{QStringLiteral("merge"), QStringLiteral("--variants"), path(model), path(fixture("mixtral", "ft1")),
+                                                QStringLiteral("--method"), QStringLiteral("averaging"), QStringLiteral("--out"), path(scratch("no/such/merged"))}}) {
+      const Run o = cli(into);
+      QCOMPARE(o.code, 2);
+      QVERIFY2(o.err.contains(QStringLiteral("which is not an existing folder")) && o.out.isEmpty(), qPrintable(o.err + o.out));
+    }
+    QVERIFY(!fs::exists(scratch("no")));
     // By other names: a hard link to the weights, and an adapter's base folder.
     fs::create_hard_link(model / "model.safetensors", scratch("elsewhere.safetensors"));
     Run o = cli({QStringLiteral("logits"), QStringLiteral("--model"), path(model), QStringLiteral("--ids"), kPrompt,

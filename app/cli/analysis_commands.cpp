@@ -126,7 +126,7 @@ void add_analyze_command(CLI::App& app) {
   cmd->add_option("--layer", o->layer, "with --pair: only this layer's experts (default: every MoE position)");
   cmd->add_option("--out", o->out, "analysis JSON to write")->required();
   cmd->callback([o] {
-    refuse_output_over_inputs(o->out, "--out", o->variants);
+    check_output(o->out, "--out", o->variants);
     Family family;
     open_family(family, o->variants);
     const FamilyAnalysis a = analyze(family, *o);
@@ -198,7 +198,7 @@ void add_consolidate_command(CLI::App& app) {
       ->default_val(-1);
   cmd->add_option("--out", o->out, "layout JSON to write")->required();
   cmd->callback([o] {
-    refuse_output_over_inputs(o->out, "--out", o->variants);
+    check_output(o->out, "--out", o->variants);
     if (o->budget.empty() && o->capacity < 0)
       throw InvalidArgument("consolidate", "--budget / --capacity", "neither was given", "give one of them");
     const auto policy = parse_policy(o->policy);
@@ -248,7 +248,7 @@ void add_merge_command(CLI::App& app) {
   cmd->callback([o] {
     auto inputs = o->variants;
     inputs.push_back(o->layout);
-    refuse_output_over_inputs(o->out, "--out", inputs);
+    check_output(o->out, "--out", inputs);
     Family family;
     open_family(family, o->variants);
     if (o->method == "averaging") {

@@ -10,6 +10,7 @@
 
 #include "analysis/family_analysis.h"
 #include "cli/commands.h"
+#include "cli/output_paths.h"
 #include "model/variant_folders.h"
 #include "common/error.h"
 #include "runtime/threads.h"
@@ -48,6 +49,7 @@ void add_bench_command(CLI::App& app) {
     const SweepConfig config = load_sweep_config(o->config);
     // Opened first: a read-only path, a full disk or a file that is not a record is said at once,
     // not after the family has been read and analysed.
+    check_output(o->db, "--db", {o->config});
     Recorder recorder(o->db);
     Family family;
     open_family(family, config.variants);

@@ -176,7 +176,7 @@ void add_generate_command(CLI::App& app) {
     if (o->ids.empty() && o->prompt.empty()) throw InvalidArgument("generate", "--ids / --prompt", "give a prompt", "write --prompt \"text\" or --ids 1,2,3");
     if (!o->stop.empty()) o->req.stop_ids = parse_ids(o->stop);
     Sampler{o->req.sampling};  // bad sampling settings are refused before anything loads or prints
-    refuse_output_over_inputs(o->serve.stats, "--stats", o->serve.inputs());
+    check_output(o->serve.stats, "--stats", o->serve.inputs());
     configure_threads(o->threads);
     const auto session = open_serving(o->serve);
     // With --prompt the target's own tokenizer encodes it and the output is text.
@@ -225,9 +225,9 @@ void add_logits_command(CLI::App& app) {
   cmd->callback([o] {
     auto inputs = o->serve.inputs();
     inputs.push_back(o->requests);
-    refuse_output_over_inputs(o->out, "--out", inputs);
-    refuse_output_over_inputs(o->serve.stats, "--stats", inputs);
-    refuse_output_over_inputs(o->serve.stats, "--stats", {o->out});
+    check_output(o->out, "--out", inputs);
+    check_output(o->serve.stats, "--stats", inputs);
+    check_output(o->serve.stats, "--stats", {o->out});
     if (o->ids.empty() == o->requests.empty())
       throw InvalidArgument("logits", "--ids / --requests", "give exactly one of them", "--ids 1,2,3 for one prompt, --requests FILE.jsonl for many");
     std::vector<ServeRequest> requests;

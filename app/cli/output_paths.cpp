@@ -71,8 +71,13 @@ bool same_file(const fs::path& a, const fs::path& b) {
 
 }  // namespace
 
-void refuse_output_over_inputs(const fs::path& out, const std::string& flag, const std::vector<fs::path>& inputs) {
+void check_output(const fs::path& out, const std::string& flag, const std::vector<fs::path>& inputs) {
   if (out.empty()) return;
+  const fs::path folder = fs::absolute(out).parent_path();
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec))
+    throw InvalidArgument(flag, out.string(), "goes into " + folder.string() + ", which is not an existing folder",
+                          "create the folder first, or write somewhere else");
   const auto target = resolved(out);
   for (const fs::path& input : guarded(inputs)) {
     const auto in = resolved(input);

@@ -1,16 +1,19 @@
 #pragma once
-// Outputs never land on inputs: an output path that is one of a command's inputs (by any name:
-// symlink or hard link), or lies inside an input checkpoint folder or an adapter's base folder, is
-// refused before anything is read or written. A family folder's own files (a layout beside the
-// variants) are not inputs.
+// Outputs are checked before any work, the same way by every command:
+// - they never land on inputs: an output that is one of a command's inputs (by any name: symlink or
+//   hard link), or lies inside an input checkpoint folder or an adapter's base folder, is refused. A
+//   family folder's own files (a layout beside the variants) are not inputs;
+// - they go into a folder that exists: an output folder itself (merge, report) is created, its
+//   parent is not, so a mistyped path leaves no folders behind.
 #include <filesystem>
 #include <string>
 #include <vector>
 
 namespace mosaic::cli {
 
-// Throws InvalidArgument naming `flag` and the input it would overwrite. Empty paths are ignored.
-void refuse_output_over_inputs(const std::filesystem::path& out, const std::string& flag,
+// Throws InvalidArgument naming `flag` and the input it would overwrite, or the missing folder.
+// Empty paths are ignored.
+void check_output(const std::filesystem::path& out, const std::string& flag,
                                const std::vector<std::filesystem::path>& inputs);
 
 }  // namespace mosaic::cli

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cli/commands.h"
+#include "cli/output_paths.h"
 #include "common/error.h"
 #include "store/report_data.h"
 
@@ -52,6 +53,7 @@ void add_report_command(CLI::App& app) {
   cmd->callback([o] {
     if (!fs::exists(o->db))
       throw MissingError(o->db.string(), "", "does not exist", "record runs with `mosaic-cli bench --db FILE` first");
+    check_output(o->out, "--out", {o->db});
     const Recorder recorder(o->db);
     const ReportData data = load_report_data(recorder, o->runs, o->db.filename().string(), o->all);
     if (data.runs.empty())
