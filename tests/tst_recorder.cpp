@@ -293,6 +293,17 @@ class TestRecorder : public QObject {
     QCOMPARE(rec.runs().back().status, std::string("running"));
     rec.finish_run(live, "finished");
     QCOMPARE(load_report_data(rec, {}, "killed.sqlite").runs.size(), std::size_t(1));
+    // A run recorded in another PID namespace (a container on this host) is not judged by PIDs here;
+    // one of this namespace whose process is gone is.
+    const auto elsewhere = rec.begin_run("consolidated", "{}"), here = rec.begin_run("consolidated", "{}");
+    const std::string owner = query(db, "SELECT owner FROM runs WHERE id = " + std::to_string(here));
+    const std::string scope = owner.substr(0, owner.rfind(':'));
+    QVERIFY2(scope.find("/pid:[") != std::string::npos, owner.c_str());
+    query(db, "UPDATE runs SET owner = '" + scope.substr(0, scope.find('/')) + "/pid:[1]:999999999' WHERE id = " + std::to_string(elsewhere));
+    query(db, "UPDATE runs SET owner = '" + scope + ":999999999' WHERE id = " + std::to_string(here));
+    { Recorder other(db); }
+    QCOMPARE(query(db, "SELECT status FROM runs WHERE id = " + std::to_string(elsewhere)), std::string("running"));
+    QCOMPARE(query(db, "SELECT status FROM runs WHERE id = " + std::to_string(here)), std::string("aborted"));
   }
 };
 

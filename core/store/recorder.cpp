@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
@@ -235,16 +236,24 @@ std::string host_name() {
   char name[256] = {};
   return ::gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string("?");
 }
-std::string this_process() { return host_name() + ":" + std::to_string(::getpid()); }
+// The processes this one can ask about: those of the same host and PID namespace (a container on
+// the same host numbers its processes apart, so a PID from there says nothing here).
+std::string process_scope() {
+  std::error_code ec;
+  const auto ns = std::filesystem::read_symlink("/proc/self/ns/pid", ec);  // "pid:[4026531836]"
+  return ec ? host_name() : host_name() + "/" + ns.string();
+}
+std::string this_process() { return process_scope() + ":" + std::to_string(::getpid()); }
 }  // namespace
 
 // A run still 'running' whose recording process is gone (killed, crashed) never finishes: it is
-// marked 'aborted', so that reports leave it out. One recorded on another machine, or by a process
-// still alive, is left alone; one from before owners were noted has no process to ask.
+// marked 'aborted', so that reports leave it out. One recorded on another machine or in another PID
+// namespace, or by a process still alive, is left alone; one from before owners were noted has no
+// process to ask and is marked.
 void Recorder::mark_abandoned_runs() {
   Statement q(db_, "SELECT id, owner FROM runs WHERE status = 'running'", path_.string());
   std::vector<std::int64_t> gone;
-  const std::string host = host_name();
+  const std::string scope = process_scope();
   while (q.step()) {
     const std::string owner = q.text(1);
     const auto colon = owner.rfind(':');
@@ -252,7 +261,7 @@ void Recorder::mark_abandoned_runs() {
       gone.push_back(q.i64(0));
       continue;
     }
-    if (colon == std::string::npos || owner.substr(0, colon) != host) continue;
+    if (colon == std::string::npos || owner.substr(0, colon) != scope) continue;
     const long pid = std::strtol(owner.c_str() + colon + 1, nullptr, 10);
     if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) gone.push_back(q.i64(0));
   }
