@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
@@ -138,6 +139,26 @@ class TestCheckpoint : public QObject {
     family.add("inf", inf);
     expect_mentions(error_of<FormatError>([&] { HostStore store(family); }), {inf.string(), "'" + embed + "'", "element 5"});
     Model::load(Checkpoint(fixture("olmoe", "base")));  // finite weights load
+  }
+
+  // The scan behind it: the first NaN or infinity in every floating dtype, across block boundaries,
+  // and never in integer data.
+  void firstNonFiniteFindsTheFirst() {
+    for (const DType d : {DType::BF16, DType::F16, DType::F32, DType::F64}) {
+      for (const std::size_t at : {std::size_t(0), std::size_t(4095), std::size_t(4096), std::size_t(9999)}) {
+        std::vector<float> values(10000, 1.5f);
+        values[at] = std::numeric_limits<float>::infinity();
+        values[9999] = std::nanf("");  // a later one does not hide the first
+        std::vector<std::byte> bytes(values.size() * dtype_size(d));
+        from_float(d, values, bytes.data());
+        QCOMPARE(first_non_finite(d, bytes), std::optional<std::size_t>(at));
+      }
+      std::vector<std::byte> finite(100 * dtype_size(d));
+      from_float(d, std::vector<float>(100, -3.0e38f / (d == DType::F16 ? 1e34f : 1.0f)), finite.data());
+      QVERIFY(!first_non_finite(d, finite));
+    }
+    const std::vector<std::byte> ints(64, std::byte{0xFF});  // all-ones integers are numbers
+    QVERIFY(!first_non_finite(DType::I32, ints));
   }
 
   void integerWeightsRefused() {

@@ -1,6 +1,7 @@
 // bench-analysis: expert-distance throughput in GB/s of checkpoint bytes, against a plain
 // sequential read() of the same files measured in the same run (both from the page cache, so the
-// yardstick is the memory system, not the disk), and SHA-256 hashing of the same files.
+// yardstick is the memory system, not the disk), SHA-256 hashing of the same files, and the check
+// every weight passes as it is first read (no NaN or infinity), on one thread as the loader runs it.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -55,7 +56,8 @@ struct Row {
   std::string name;
   std::int64_t variants = 0, positions = 0;
   std::uint64_t file_bytes = 0, expert_bytes = 0;
-  double read_gbs = 0, sha_gbs = 0, analysis_gbs = 0;
+  std::uint64_t weight_bytes = 0;
+  double read_gbs = 0, sha_gbs = 0, analysis_gbs = 0, finite_gbs = 0;
 };
 
 Row bench_family(const std::string& name, const std::vector<fs::path>& dirs, int reps, int threads) {
@@ -77,6 +79,12 @@ Row bench_family(const std::string& name, const std::vector<fs::path>& dirs, int
     parallel_for(files.size(), thread_count(threads), [&](std::size_t i, unsigned) { sha256_file(files[i]); });
   });
   const double t_an = best_seconds(reps, [&] { expert_distances(family, {}, threads); });
+  const double t_finite = best_seconds(reps, [&] {
+    row.weight_bytes = 0;
+    for (const Variant& v : family.variants())
+      for (const Weight& w : v.checkpoint->weights()) require_finite(w), row.weight_bytes += w.bytes();
+  });
+  row.finite_gbs = static_cast<double>(row.weight_bytes) / t_finite / 1e9;
   row.read_gbs = static_cast<double>(row.file_bytes) / t_read / 1e9;
   row.sha_gbs = static_cast<double>(row.file_bytes) / t_sha / 1e9;
   row.analysis_gbs = static_cast<double>(row.expert_bytes) / t_an / 1e9;
@@ -115,12 +123,13 @@ void add_bench_analysis_command(CLI::App& app) {
     }
     std::printf("expert distances vs sequential read() of the same files (page cache warm), %u threads, best of %d\n",
                 thread_count(o->threads), o->reps);
-    std::printf("%-20s %8s %9s %12s %12s | %10s %10s | %12s %8s\n", "family", "variants", "positions", "file MiB",
-                "expert MiB", "read GB/s", "sha GB/s", "analysis GB/s", "vs read");
+    std::printf("%-20s %8s %9s %12s %12s | %10s %10s | %12s %8s | %11s %8s\n", "family", "variants", "positions", "file MiB",
+                "expert MiB", "read GB/s", "sha GB/s", "analysis GB/s", "vs read", "finite GB/s", "vs read");
     for (const Row& r : rows)
-      std::printf("%-20s %8lld %9lld %12.1f %12.1f | %10.2f %10.2f | %12.2f %7.0f%%\n", r.name.c_str(),
+      std::printf("%-20s %8lld %9lld %12.1f %12.1f | %10.2f %10.2f | %12.2f %7.0f%% | %11.2f %7.0f%%\n", r.name.c_str(),
                   static_cast<long long>(r.variants), static_cast<long long>(r.positions), r.file_bytes / 0x1p20,
-                  r.expert_bytes / 0x1p20, r.read_gbs, r.sha_gbs, r.analysis_gbs, 100.0 * r.analysis_gbs / r.read_gbs);
+                  r.expert_bytes / 0x1p20, r.read_gbs, r.sha_gbs, r.analysis_gbs, 100.0 * r.analysis_gbs / r.read_gbs, r.finite_gbs,
+                  100.0 * r.finite_gbs / r.read_gbs);
   });
 }
 
