@@ -194,6 +194,11 @@ class TestSafetensors : public QObject {
     const fs::path p = scratch("huge-dim.safetensors");
     write_raw_safetensors(p, R"({"a": {"dtype": "F32", "shape": [0, 18446744073709551615], "data_offsets": [0, 0]}})", 0);
     expect_mentions(error_of<FormatError>([&] { SafetensorsFile f(p); }), {p.string(), "tensor 'a'", "past 2^63"});
+    // Products past int64 are refused even where a zero makes the count 0, or the byte count wraps.
+    write_raw_safetensors(p, R"({"a": {"dtype": "F32", "shape": [4611686018427387904, 4, 0], "data_offsets": [0, 0]}})", 0);
+    expect_mentions(error_of<FormatError>([&] { SafetensorsFile f(p); }), {"tensor 'a'", "overflows"});
+    write_raw_safetensors(p, R"({"a": {"dtype": "F32", "shape": [2305843009213693952, 4], "data_offsets": [0, 0]}})", 0);
+    expect_mentions(error_of<FormatError>([&] { SafetensorsFile f(p); }), {"tensor 'a'", "overflows"});
   }
 
   void headerNotJson() {

@@ -41,15 +41,20 @@ TensorInfo parse_entry(const std::string& file, const std::string& name, const j
 
   const auto sh = e.find("shape");
   if (sh == e.end() || !sh->is_array()) throw bad("missing or non-array 'shape'");
-  std::uint64_t numel = 1;
+  // Every partial product of the dimensions fits int64 (TensorInfo::numel multiplies in order), and
+  // so does the byte count: a zero dimension does not excuse [2^62, 4, 0].
+  constexpr std::uint64_t kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
+  std::uint64_t numel = 1, product = 1;
   for (const json& d : *sh) {
     if (!d.is_number_unsigned()) throw bad("shape holds a value that is not a non-negative integer");
     const std::uint64_t n = d.get<std::uint64_t>();
-    if (n > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) throw bad("shape has a dimension past 2^63");
-    if (n != 0 && numel > std::numeric_limits<std::uint64_t>::max() / n) throw bad("shape overflows");
+    if (n > kMax) throw bad("shape has a dimension past 2^63");
+    if (n != 0 && product > kMax / n) throw bad("shape overflows");
+    product = n == 0 ? product : product * n;
     numel *= n;
     t.shape.push_back(static_cast<std::int64_t>(n));
   }
+  if (numel > kMax / dtype_size(t.dtype)) throw bad("shape overflows");
 
   const auto off = e.find("data_offsets");
   if (off == e.end() || !off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() ||
@@ -73,6 +78,7 @@ TensorInfo parse_entry(const std::string& file, const std::string& name, const j
 }  // namespace
 
 std::int64_t TensorInfo::numel() const {
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;  // before any product can overflow
   std::int64_t n = 1;
   for (auto d : shape) n *= d;
   return n;
