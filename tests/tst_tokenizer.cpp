@@ -155,6 +155,11 @@ class TokenizerTest : public QObject {
     std::vector<std::string> pieces;
     for (const std::int64_t id : t.encode("hello héllo", /*add_special=*/false)) pieces.push_back(stream.push(id));
     QCOMPARE(pieces, (std::vector<std::string>{"hello", " h", "", "\u00e9", "llo"}));
+    // A stream that ends inside a character hands out its last bytes when finished.
+    TextStream cut(t);
+    for (const std::int64_t id : {268, 264, 3 + 0xC3}) cut.push(id);
+    QCOMPARE(cut.finish(), std::string("\xC3"));
+    QCOMPARE(cut.finish(), std::string());
   }
 
   // Pipelines whose pieces do not fit together, or that Mosaic would silently read another way
@@ -166,10 +171,14 @@ class TokenizerTest : public QObject {
          {"decoder.type", "'ByteLevel' does not undo the Metaspace"}, true},
         {"unknown decoder", [](json& j) { j["decoder"] = {{"type", "Sequence"}, {"decoders", {{{"type", "Fuse"}}, {{"type", "WordPiece"}}}}}; },
          {"decoder.decoders[1].type", "'WordPiece' is not implemented"}, true},
-        {"truncation", [](json& j) { j["truncation"] = {{"max_length", 512}, {"direction", "Right"}}; }, {"truncation", "null"}, true},
+        {"truncation of a second sequence", [](json& j) { j["truncation"] = {{"max_length", 512}, {"strategy", "OnlySecond"}}; },
+         {"truncation.strategy", "OnlySecond"}, true},
+        {"truncation without a length", [](json& j) { j["truncation"] = {{"direction", "Right"}}; }, {"truncation.max_length"}, false},
         {"duplicate vocab id", [](json& j) { j["model"]["vocab"]["\u2581hello"] = 262; }, {"has id 262", "too"}, false},
         {"vocab id 10^12", [](json& j) { j["model"]["vocab"]["o"] = 1000000000000; }, {"model.vocab[o]", "token id from 0"}, false},
         {"added id 10^9", [](json& j) { j["added_tokens"][2]["id"] = 1000000000; }, {"added_tokens", "'</s>' has id 1000000000"}, false},
+        {"sparse ids", [](json& j) { j["model"]["vocab"]["o"] = 16000000; }, {"model.vocab", "ids up to 16000000"}, false},
+        {"added id far past", [](json& j) { j["added_tokens"][2]["id"] = 5000000; }, {"added_tokens", "far past"}, false},
         {"lost merges", [](json& j) { j["model"]["merges"] = json::array(); }, {"model.merges", "is empty", "several characters"}, false},
         {"special id past the vocabulary", [](json& j) { j["post_processor"]["special_tokens"]["<s>"]["ids"] = {5000}; },
          {"post_processor.special_tokens", "5000"}, false},
@@ -182,6 +191,14 @@ class TokenizerTest : public QObject {
       QVERIFY2(msg.find("tok.json") != std::string::npos, (std::string(c.name) + ": " + msg).c_str());
       for (const auto& m : c.mentions) QVERIFY2(msg.find(m) != std::string::npos, (std::string(c.name) + ": " + msg).c_str());
     }
+    // `truncation`, which transformers saves once a tokenizer was called with truncation=True, is
+    // applied as HF applies it: the text's tokens cut, the template's <s> kept, within max_length.
+    json cut = metaspace_tokenizer();
+    cut["truncation"] = {{"max_length", 3}, {"direction", "Right"}, {"strategy", "LongestFirst"}, {"stride", 0}};
+    QCOMPARE(Tokenizer::parse(cut.dump(), "cut").encode("hello héllo"), (std::vector<std::int64_t>{1, 268, 264}));
+    QCOMPARE(Tokenizer::parse(cut.dump(), "cut").encode("hello héllo", false), (std::vector<std::int64_t>{268, 264, 3 + 0xC3}));
+    cut["truncation"]["direction"] = "Left";
+    QCOMPARE(Tokenizer::parse(cut.dump(), "cut").encode("hello héllo"), (std::vector<std::int64_t>{1, 3 + 0xA9, 267}));
     // What Llama/Mixtral ship is accepted: their decoder undoes Metaspace with byte fallback.
     json llama = metaspace_tokenizer();
     llama["decoder"] = {{"type", "Sequence"},

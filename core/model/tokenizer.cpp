@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 
@@ -25,6 +26,8 @@ namespace {
 constexpr std::string_view kMetaspace = "\xE2\x96\x81";  // U+2581 "▁"
 // The largest token id read: the same bound as a config's vocab_size, far above any real vocabulary.
 constexpr std::int64_t kMaxTokenId = (std::int64_t{1} << 24) - 1;
+// How far ids may run past the tokens a file lists (reserved, unused ids): generous, yet bounded.
+constexpr std::int64_t kIdSlack = 65536;
 }
 
 struct Tokenizer::Impl {
@@ -43,6 +46,13 @@ struct Tokenizer::Impl {
   enum class Prepend { Never, First, Always } prepend = Prepend::First;
   bool split = false;
   std::vector<std::int64_t> bos, eos;                     // the post-processor's single template
+  // `truncation`, as HF applies it to one sequence: the text's tokens are cut so that with the
+  // template's special tokens the total stays within max_length, from the end or the start.
+  struct Truncation {
+    std::int64_t max_length = 0;
+    bool from_left = false;
+  };
+  std::optional<Truncation> truncation;
   std::string json_text;                                  // the file as read, or as built
 
   std::int64_t lookup(const std::string& t) const {
@@ -78,6 +88,12 @@ void read_model(Tokenizer::Impl& t, const json& m, const std::string& source) {
     t.ids[tok] = id.get<std::int64_t>();
     max_id = std::max(max_id, id.get<std::int64_t>());
   }
+  // Ids index a table: a vocabulary whose ids leave most of it empty is not one (and would cost
+  // 32 bytes per empty id, 0.5 GB at 2^24).
+  const auto entries = static_cast<std::int64_t>(vocab.size());
+  if (max_id >= 2 * entries + kIdSlack)
+    throw FormatError(source, "model.vocab", "has ids up to " + std::to_string(max_id) + " for " + std::to_string(entries) + " tokens",
+                      "token ids run from 0 without large gaps; take tokenizer.json from the checkpoint again");
   t.tokens.assign(static_cast<std::size_t>(max_id + 1), std::string());
   std::vector<bool> taken(t.tokens.size(), false);
   for (const auto& [tok, id] : t.ids) {
@@ -325,13 +341,25 @@ Tokenizer Tokenizer::parse(std::string_view text, const std::string& source) {
     const bool normalized_metaspace = read_normalizer(*t, j.value("normalizer", json()), source);
     read_pre_tokenizer(*t, j.value("pre_tokenizer", json()), normalized_metaspace, source);
     read_post_processor(*t, j.value("post_processor", json()), source);
-    if (j.contains("truncation") && !j["truncation"].is_null())
-      unsupported(source, "truncation", "is set; Mosaic does not cut prompts short (set it to null)");
+    if (j.contains("truncation") && !j["truncation"].is_null()) {
+      const json& tr = j["truncation"];
+      if (!tr.is_object() || !json_int_in(tr.value("max_length", json()), 0, kMaxTokenId))
+        throw FormatError(source, "truncation.max_length", "must be a token count from 0 to " + std::to_string(kMaxTokenId));
+      const std::string direction = tr.value("direction", std::string("Right"));
+      if (direction != "Right" && direction != "Left")
+        throw FormatError(source, "truncation.direction", "is '" + direction + "'; HF writes Right or Left");
+      if (tr.value("strategy", std::string("LongestFirst")) == "OnlySecond")
+        unsupported(source, "truncation.strategy", "'OnlySecond' truncates a second sequence, which Mosaic never encodes");
+      t->truncation = Impl::Truncation{tr["max_length"].get<std::int64_t>(), direction == "Left"};
+    }
     for (const json& a : j.value("added_tokens", json::array())) {
       const std::string content = a.at("content");
       if (!json_int_in(a.at("id"), 0, kMaxTokenId))
         throw FormatError(source, "added_tokens", "'" + content + "' has id " + a.at("id").dump() + "; ids run from 0 to " + std::to_string(kMaxTokenId));
       const std::int64_t id = a.at("id");
+      if (id >= static_cast<std::int64_t>(t->tokens.size()) + kIdSlack)
+        throw FormatError(source, "added_tokens", "'" + content + "' has id " + std::to_string(id) + ", far past the vocabulary's " +
+                                                      std::to_string(t->tokens.size()) + " ids");
       if (static_cast<std::size_t>(id) >= t->tokens.size()) t->tokens.resize(static_cast<std::size_t>(id) + 1);
       t->tokens[static_cast<std::size_t>(id)] = content;
       t->ids[content] = id;
@@ -400,6 +428,16 @@ std::vector<std::int64_t> Tokenizer::encode(std::string_view text, bool add_spec
     start = pos;
   }
   t.encode_segment(text.substr(start), first, out);
+  if (t.truncation) {
+    const auto specials = add_special ? static_cast<std::int64_t>(t.bos.size() + t.eos.size()) : 0;
+    const auto keep = static_cast<std::size_t>(std::max<std::int64_t>(0, t.truncation->max_length - specials));
+    const std::size_t body = out.size() - (add_special ? t.bos.size() : 0);
+    if (body > keep) {
+      const auto first_body = out.begin() + static_cast<std::ptrdiff_t>(add_special ? t.bos.size() : 0);
+      if (t.truncation->from_left) out.erase(first_body, first_body + static_cast<std::ptrdiff_t>(body - keep));
+      else out.erase(first_body + static_cast<std::ptrdiff_t>(keep), out.end());
+    }
+  }
   if (add_special) out.insert(out.end(), t.eos.begin(), t.eos.end());
   return out;
 }
