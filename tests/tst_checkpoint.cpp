@@ -104,6 +104,17 @@ class TestCheckpoint : public QObject {
     const fs::path tied = copy_checkpoint(fixture("olmoe", "base"), scratch("tied"));
     patch_config(tied, "tie_word_embeddings", true);
     expect_mentions(error_of<MismatchError>([&] { Checkpoint c(tied); }), {"'lm_head.weight'", "tie_word_embeddings"});
+    // A head that is a byte-for-byte copy of the embedding (some conversion tools save one) agrees.
+    std::vector<std::byte> embedding;
+    {
+      const SafetensorsFile src(tied / "model.safetensors");
+      const auto bytes = src.data(*src.find("model.embed_tokens.weight"));
+      embedding.assign(bytes.begin(), bytes.end());
+    }
+    rewrite_weights(tied, [](const TensorInfo&) { return true; }, [&](const TensorInfo& t, std::vector<std::byte>& b) {
+      if (t.name == "lm_head.weight") b = embedding;
+    });
+    QCOMPARE(Checkpoint(tied).unused_tensors(), std::vector<std::string>{"lm_head.weight"});
     // An extra that says nothing about the config (old checkpoints' rotary buffers) is kept out of
     // the model and listed, not refused.
     const fs::path extra = copy_checkpoint(fixture("olmoe", "base"), scratch("inv-freq"));

@@ -1,5 +1,6 @@
 #include "model/checkpoint.h"
 
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -44,6 +45,13 @@ std::optional<std::string> contradicts_config(const std::string& name, const Mod
   if (s.tie_word_embeddings && name == "lm_head.weight")
     return "is a separate output head, but config.json has tie_word_embeddings: true (the head is the embedding)";
   return std::nullopt;
+}
+
+// Whether tensor `t` of `file` holds exactly what weight `w` holds (some tools save a tied output head
+// as a copy of the embedding).
+bool same_bytes(const SafetensorsFile& file, const TensorInfo& t, const Weight& w) {
+  const auto a = file.data(t), b = w.data();
+  return t.dtype == w.dtype && t.shape == w.info->shape && a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
 // Shard file names of a sharded checkpoint, and which shard holds each tensor.
@@ -163,9 +171,11 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
   for (const auto& f : files_)
     for (const TensorInfo& t : f->tensors())
       if (!by_name_.count(t.name))
-        if (const auto why = contradicts_config(t.name, spec_))
+        if (const auto why = contradicts_config(t.name, spec_)) {
+          if (t.name == "lm_head.weight" && same_bytes(*f, t, weight(WeightNames(spec_).embed()))) continue;  // a redundant tied copy
           throw MismatchError(f->path().string(), "tensor '" + t.name + "'", *why,
                               "the config and the weights disagree; use the config.json saved with these weights");
+        }
 }
 
 void require_finite(const Weight& w) {
