@@ -171,7 +171,7 @@ Recorder::Recorder(const std::filesystem::path& path) : path_(path) {
     exec("COMMIT");
     set_wal_mode();
     exec("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;");
-    migrate();
+    if (version < kSchemaVersion) migrate();  // the write lock only when there is something to write: read-only files open
     try {
       mark_abandoned_runs();
     } catch (const Error&) {
@@ -261,7 +261,10 @@ void Recorder::mark_abandoned_runs() {
       gone.push_back(q.i64(0));
       continue;
     }
-    if (colon == std::string::npos || owner.substr(0, colon) != scope) continue;
+    // An owner from before PID namespaces were noted ("host:pid") is judged by its host, as then.
+    const std::string their = owner.substr(0, colon == std::string::npos ? 0 : colon);
+    const bool same_scope = their.find('/') == std::string::npos ? their == host_name() : their == scope;
+    if (colon == std::string::npos || !same_scope) continue;
     const long pid = std::strtol(owner.c_str() + colon + 1, nullptr, 10);
     if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) gone.push_back(q.i64(0));
   }
