@@ -73,7 +73,9 @@ bool same_file(const fs::path& a, const fs::path& b) {
 
 void check_output(const fs::path& out, const std::string& flag, const std::vector<fs::path>& inputs) {
   if (out.empty()) return;
-  const fs::path folder = fs::absolute(out).parent_path();
+  // "merged/" names the folder merged, not a file in it.
+  const fs::path named = out.has_filename() ? out : out.parent_path();
+  const fs::path folder = fs::absolute(named).parent_path();
   std::error_code ec;
   if (!fs::is_directory(folder, ec))
     throw InvalidArgument(flag, out.string(), "goes into " + folder.string() + ", which is not an existing folder",
