@@ -201,6 +201,7 @@ void add_generate_command(CLI::App& app) {
     const std::vector<ServeRequest> requests{{session->target, o->req}};
     const auto handle = session->engine->submit(requests.front(), stream);
     const RequestResult& r = handle->wait();
+    if (text) std::cout << text->finish();
     std::cout << std::endl;  // before the stderr summary on a shared terminal
     if (r.finish == Finish::Failed) throw InvalidArgument("generate", "target '" + session->target + "'", r.error);
     const std::vector<RequestResult> results{r};

@@ -28,4 +28,12 @@ std::string TextStream::push(std::int64_t token) {
   return added;
 }
 
+std::string TextStream::finish() {
+  const std::string text = tokenizer_->decode(tokens_);
+  std::string rest;
+  if (text.size() > shown_.size() && text.compare(0, shown_.size(), shown_) == 0) rest = text.substr(shown_.size());
+  shown_ = text;
+  return rest;
+}
+
 }  // namespace mosaic

@@ -18,6 +18,9 @@ class TextStream {
   // The text `token` adds; "" while a character is incomplete, or when decoding rewrote text
   // already handed out (then the stream goes on from the new text).
   std::string push(std::int64_t token);
+  // What is still held back when the stream ends (a character cut short by the last token), so that
+  // every byte decoded is handed out once.
+  std::string finish();
   const std::vector<std::int64_t>& tokens() const { return tokens_; }
 
  private:

@@ -11,7 +11,6 @@
 #include "common/atomic_file.h"
 #include "common/error.h"
 #include "common/jsonl.h"
-#include "common/text_file.h"
 
 namespace mosaic {
 namespace {
@@ -100,40 +99,52 @@ void write_trace(const std::filesystem::path& path, const std::vector<WorkloadRe
   });
 }
 
+namespace {
+
+// One request line of a trace, checked as it is read.
+WorkloadRequest trace_request(const std::string& file, const std::string& where, const nlohmann::json& j,
+                              const std::vector<WorkloadRequest>& before) {
+  auto field = [&](const char* key, bool ok) -> const nlohmann::json& {
+    if (!j.contains(key) || !ok) throw FormatError(file, where + ": field '" + key + "'", "is missing or of the wrong type");
+    return j[key];
+  };
+  WorkloadRequest r;
+  r.arrival = field("arrival", j.contains("arrival") && j["arrival"].is_number()).get<double>();
+  r.target = field("target", j.contains("target") && j["target"].is_string()).get<std::string>();
+  const auto& prompt = field("prompt", j.contains("prompt") && j["prompt"].is_array() && !j["prompt"].empty());
+  // Checked as the file is read, not found later inside a run that "finished": ids are token ids
+  // (the vocabulary is checked against the model when the sweep starts), lengths are bounded.
+  constexpr std::int64_t kMaxTokens = std::int64_t{1} << 20;
+  constexpr std::int64_t kMaxId = std::int64_t{1} << 62;
+  for (const auto& id : prompt) {
+    if (!json_int_in(id, 0, kMaxId))
+      throw FormatError(file, where + ": field 'prompt'", "holds " + id.dump() + ", which is not a token id (an integer ≥ 0)");
+    r.prompt.push_back(id.get<std::int64_t>());
+  }
+  const auto& max_new = field("max_new_tokens", j.contains("max_new_tokens") && j["max_new_tokens"].is_number_integer());
+  if (!json_int_in(max_new, 0, kMaxTokens))
+    throw FormatError(file, where + ": field 'max_new_tokens'", "is " + max_new.dump() + "; it must be from 0 to " + std::to_string(kMaxTokens));
+  r.max_new_tokens = max_new.get<std::int64_t>();
+  if (!std::isfinite(r.arrival) || r.arrival > 1e7)
+    throw FormatError(file, where + ": field 'arrival'", "is " + j["arrival"].dump() + " s; a trace spans at most 10^7 s");
+  if (r.arrival < 0 || (!before.empty() && r.arrival < before.back().arrival))
+    throw FormatError(file, where + ": field 'arrival'", "goes back in time", "sort the trace by arrival");
+  return r;
+}
+
+}  // namespace
+
 std::vector<WorkloadRequest> read_trace(const std::filesystem::path& path) {
-  return parse_trace(read_text_file(path, "check the path of the trace"), path.string());
+  std::vector<WorkloadRequest> out;
+  read_jsonl(path, "write one request object per line",
+             [&](const std::string& where, const nlohmann::json& j) { out.push_back(trace_request(path.string(), where, j, out)); });
+  return out;
 }
 
 std::vector<WorkloadRequest> parse_trace(std::string_view text, const std::string& file) {
   std::vector<WorkloadRequest> out;
-  for_each_jsonl_line(text, file, "write one request object per line", [&](const std::string& where, const nlohmann::json& j) {
-    auto field = [&](const char* key, bool ok) -> const nlohmann::json& {
-      if (!j.contains(key) || !ok) throw FormatError(file, where + ": field '" + key + "'", "is missing or of the wrong type");
-      return j[key];
-    };
-    WorkloadRequest r;
-    r.arrival = field("arrival", j.contains("arrival") && j["arrival"].is_number()).get<double>();
-    r.target = field("target", j.contains("target") && j["target"].is_string()).get<std::string>();
-    const auto& prompt = field("prompt", j.contains("prompt") && j["prompt"].is_array() && !j["prompt"].empty());
-    // Checked as the file is read, not found later inside a run that "finished": ids are token ids
-    // (the vocabulary is checked against the model when the sweep starts), lengths are bounded.
-    constexpr std::int64_t kMaxTokens = std::int64_t{1} << 20;
-    constexpr std::int64_t kMaxId = std::int64_t{1} << 62;
-    for (const auto& id : prompt) {
-      if (!json_int_in(id, 0, kMaxId))
-        throw FormatError(file, where + ": field 'prompt'", "holds " + id.dump() + ", which is not a token id (an integer ≥ 0)");
-      r.prompt.push_back(id.get<std::int64_t>());
-    }
-    const auto& max_new = field("max_new_tokens", j.contains("max_new_tokens") && j["max_new_tokens"].is_number_integer());
-    if (!json_int_in(max_new, 0, kMaxTokens))
-      throw FormatError(file, where + ": field 'max_new_tokens'", "is " + max_new.dump() + "; it must be from 0 to " + std::to_string(kMaxTokens));
-    r.max_new_tokens = max_new.get<std::int64_t>();
-    if (!std::isfinite(r.arrival) || r.arrival > 1e7)
-      throw FormatError(file, where + ": field 'arrival'", "is " + j["arrival"].dump() + " s; a trace spans at most 10^7 s");
-    if (r.arrival < 0 || (!out.empty() && r.arrival < out.back().arrival))
-      throw FormatError(file, where + ": field 'arrival'", "goes back in time", "sort the trace by arrival");
-    out.push_back(std::move(r));
-  });
+  for_each_jsonl_line(text, file, "write one request object per line",
+                      [&](const std::string& where, const nlohmann::json& j) { out.push_back(trace_request(file, where, j, out)); });
   return out;
 }
 
