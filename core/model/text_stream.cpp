@@ -1,5 +1,7 @@
 #include "model/text_stream.h"
 
+#include <utility>
+
 namespace mosaic {
 namespace {
 
@@ -21,19 +23,16 @@ std::size_t complete_prefix(const std::string& text) {
 std::string TextStream::push(std::int64_t token) {
   tokens_.push_back(token);
   const std::string text = tokenizer_->decode(tokens_);
-  const std::string complete = text.substr(0, complete_prefix(text));
-  std::string added;
-  if (complete.size() >= shown_.size() && complete.compare(0, shown_.size(), shown_) == 0) added = complete.substr(shown_.size());
-  shown_ = complete;
-  return added;
+  return advance(text.substr(0, complete_prefix(text)));
 }
 
-std::string TextStream::finish() {
-  const std::string text = tokenizer_->decode(tokens_);
-  std::string rest;
-  if (text.size() > shown_.size() && text.compare(0, shown_.size(), shown_) == 0) rest = text.substr(shown_.size());
-  shown_ = text;
-  return rest;
+std::string TextStream::finish() { return advance(tokenizer_->decode(tokens_)); }
+
+std::string TextStream::advance(std::string text) {
+  std::string added;
+  if (text.size() >= shown_.size() && text.compare(0, shown_.size(), shown_) == 0) added = text.substr(shown_.size());
+  shown_ = std::move(text);
+  return added;
 }
 
 }  // namespace mosaic

@@ -24,6 +24,9 @@ class TextStream {
   const std::vector<std::int64_t>& tokens() const { return tokens_; }
 
  private:
+  // Hands out what `text` adds to what was shown, and shows it.
+  std::string advance(std::string text);
+
   const Tokenizer* tokenizer_;
   std::vector<std::int64_t> tokens_;
   std::string shown_;

@@ -5,9 +5,9 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <filesystem>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 #include "common/error.h"
