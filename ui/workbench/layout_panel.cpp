@@ -111,15 +111,6 @@ ReserveSettings LayoutPanel::reserve() const {
   return {context_->value(), requests_->value(), prefill_->value(), miss_slots_->value()};
 }
 
-void LayoutPanel::setReserve(const ReserveSettings& r) {
-  updating_ = true;
-  context_->setValue(static_cast<int>(r.context));
-  requests_->setValue(static_cast<int>(r.requests));
-  prefill_->setValue(static_cast<int>(r.prefill_chunk));
-  miss_slots_->setValue(static_cast<int>(r.miss_slots));
-  updating_ = false;
-}
-
 QVector<double> LayoutPanel::shares() const {
   if (policy_->currentText() != QStringLiteral("weighted")) return {};
   QVector<double> out;
@@ -127,8 +118,14 @@ QVector<double> LayoutPanel::shares() const {
   return out;
 }
 
-void LayoutPanel::setShares(const QVector<double>& shares) {
+void LayoutPanel::presetPlan(const QString& policy, const ReserveSettings& r, const QVector<double>& shares) {
+  debounce_->stop();
   updating_ = true;
+  policy_->setCurrentText(policy);
+  context_->setValue(static_cast<int>(r.context));
+  requests_->setValue(static_cast<int>(r.requests));
+  prefill_->setValue(static_cast<int>(r.prefill_chunk));
+  miss_slots_->setValue(static_cast<int>(r.miss_slots));
   for (int row = 0; row < shares_->rowCount() && row < shares.size(); ++row) shares_->item(row, 1)->setData(Qt::EditRole, shares[row]);
   updating_ = false;
 }

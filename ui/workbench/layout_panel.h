@@ -29,11 +29,13 @@ class LayoutPanel : public QWidget {
   QString policy() const;
   QComboBox* policyBox() const { return policy_; }
   ReserveSettings reserve() const;
-  void setReserve(const ReserveSettings& r);  // sets the boxes without planning
   // The weighted policy's traffic share per variant, in the layout's variant order (shown, and
-  // editable, only while the policy is weighted). setShares sets them without planning.
+  // editable, only while the policy is weighted).
   QVector<double> shares() const;
-  void setShares(const QVector<double>& shares);
+  // What a family being opened will be planned with, shown at once without planning. A re-plan
+  // still pending from an edit is dropped: fired later, it would overrule the opened plan with
+  // the boxes' old values.
+  void presetPlan(const QString& policy, const ReserveSettings& reserve, const QVector<double>& shares);
   QTableWidget* sharesTable() const { return shares_; }
   QSpinBox* contextBox() const { return context_; }
   QSpinBox* requestsBox() const { return requests_; }

@@ -219,11 +219,12 @@ void MainWindow::openSession(const QString& file) {
     chat_->preset(QString::fromStdString(session.chat_target), QString::fromStdString(session.chat_prompt),
                   session.chat_max_new_tokens.value_or(-1), session.chat_temperature.value_or(-1), session.chat_top_p.value_or(-1));
     const ReserveSpec r = session.reserve.value_or(ReserveSpec{});  // a session without one planned with the defaults
-    layout_->setReserve({r.context_tokens, r.requests, r.prefill_chunk, r.miss_slots});
+    const QVector<double> shares(session.shares.begin(), session.shares.end());
+    layout_->presetPlan(QString::fromStdString(session.policy), {r.context_tokens, r.requests, r.prefill_chunk, r.miss_slots}, shares);
     opening_ = dirs;
     opening_title_ = tr("Mosaic workbench — %1").arg(QFileInfo(file).fileName());
-    engine_->openFamily(dirs, session.budget_bytes ? static_cast<qint64>(*session.budget_bytes) : 0,
-                        QString::fromStdString(session.policy), layout_->reserve(), QVector<double>(session.shares.begin(), session.shares.end()));
+    engine_->openFamily(dirs, session.budget_bytes ? static_cast<qint64>(*session.budget_bytes) : 0, QString::fromStdString(session.policy),
+                        layout_->reserve(), shares);
     if (!session.layout.empty()) engine_->importLayout(QString::fromStdString(session.layout.string()));  // runs after the open
   } catch (const std::exception& e) {
     family_->showError(tr("Open session"), QString::fromUtf8(e.what()));
