@@ -17,6 +17,7 @@
 #include "serving/session.h"
 #include "serving/session_file.h"
 #include "serving/sweep.h"
+#include "serving/sweep_run.h"
 #include "test_support.h"
 
 using namespace mosaic;
@@ -77,6 +78,32 @@ class TestServing : public QObject {
     store_ = std::make_unique<HostStore>(family_);
     analysis_ = *analyze_family(family_);
     for (const Variant& v : family_.variants()) own_.push_back(Model::load(*v.checkpoint));
+  }
+
+  void theFirstRunStartsWarm() {
+    // Two runs of one workload (two equal rates: the same seed) on a deployment that keeps every
+    // target's set resident. What a fresh deployment loads once is served by the warm-up, outside
+    // the runs: the first run swaps no more than the second (before, it loaded every set).
+    std::string variants;
+    for (const Variant& v : family_.variants()) variants += (variants.empty() ? "\"" : ", \"") + v.checkpoint->dir().string() + "\"";
+    const SweepConfig config = parse_sweep_config(
+        R"({"schema": "mosaic.sweep/1", "variants": [)" + variants +
+            R"(], "rates": [3, 3], "duration_seconds": 3, "prompt": [4, 4], "output": [2, 2], "strategies": [{"kind": "consolidated", "capacity": 12, "resident_sets": 3}]})",
+        "sweep.json", scratch(""));
+    std::vector<std::int64_t> swaps;
+    std::vector<std::size_t> served;
+    SweepEvents events;
+    events.run_finished = [&](const SweepRun&, const std::vector<RequestRecord>& records, const RunSummary&, bool) {
+      std::int64_t n = 0;
+      for (const RequestRecord& r : records) n += r.stats.counters.swaps;
+      swaps.push_back(n);
+      served.push_back(records.size());
+    };
+    QVERIFY(run_sweep(config, family_, *store_, *analysis_, events).ok());
+    QCOMPARE(swaps.size(), std::size_t(2));
+    QVERIFY(served[0] > 0 && served[0] == served[1]);
+    QCOMPARE(swaps[0], swaps[1]);
+    QCOMPARE(swaps[0], std::int64_t(0));
   }
 
   void poissonArrivalsHaveTheRightMeanAndVariance() {
