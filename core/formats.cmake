@@ -2,6 +2,7 @@
 # mosaic_core compiles them with the rest of the engine; the fuzz build (MOSAIC_FUZZ, tests/fuzz)
 # compiles only these, with clang's libFuzzer instrumentation.
 set(MOSAIC_FORMAT_SOURCES
+  analysis/delta_codec.cpp
   analysis/layout.cpp
   common/atomic_file.cpp
   common/byte_size.cpp

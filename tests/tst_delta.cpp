@@ -1,0 +1,143 @@
+// DeltaMoE's compressed deltas (analysis/delta_codec, docs/delta-format.md): the packing as the
+// format document states it, the 2:4 structure, the quantization bound, and refusals of damaged packs.
+#include <QTest>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "analysis/delta_codec.h"
+#include "common/error.h"
+#include "model/dtype_convert.h"
+#include "test_support.h"
+
+using namespace mosaic;
+using namespace mosaic::test;
+
+namespace {
+
+float f16(std::uint16_t h) {
+  float f = 0;
+  to_float(DType::F16, reinterpret_cast<const std::byte*>(&h), std::span<float>(&f, 1));
+  return f;
+}
+
+// A fine-tune's delta: small, with a few larger weights, and a row of zeros (untouched weights).
+std::vector<float> delta_like(std::int64_t rows, std::int64_t cols, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> small(0.0f, 0.01f);
+  std::vector<float> d(static_cast<std::size_t>(rows * cols));
+  for (auto& x : d) x = small(rng);
+  for (std::size_t i = 0; i < d.size(); i += 37) d[i] *= 20.0f;
+  std::fill(d.begin(), d.begin() + cols, 0.0f);
+  return d;
+}
+
+// The format document's reading, written apart from the codec: value k of a row sits in word
+// k / (32 / bits) at bit (k mod (32 / bits)) · bits; its place in its four in meta word k / 16 at
+// bit (k mod 16) · 2; its column (k / 2) · 4 + place (dense: k); its group column / group.
+float documented_value(const PackedDelta& p, const DeltaFormat& f, std::int64_t r, std::int64_t c) {
+  const std::int64_t per = 32 / f.bits, kept = f.sparse24 ? p.cols / 2 : p.cols;
+  const std::int64_t vw = (kept + per - 1) / per, mw = f.sparse24 ? (kept + 15) / 16 : 0, groups = (p.cols + f.group - 1) / f.group;
+  for (std::int64_t k = 0; k < kept; ++k) {
+    std::int64_t col = k;
+    if (f.sparse24) col = (k / 2) * 4 + ((p.meta[static_cast<std::size_t>(r * mw + k / 16)] >> ((k % 16) * 2)) & 3u);
+    if (col != c) continue;
+    const std::uint32_t q = (p.qweight[static_cast<std::size_t>(r * vw + k / per)] >> ((k % per) * f.bits)) & ((1u << f.bits) - 1);
+    const std::size_t g = static_cast<std::size_t>(r * groups + c / f.group);
+    return (static_cast<float>(q) - p.zeros[g]) * f16(p.scales[g]);
+  }
+  return 0.0f;
+}
+
+const DeltaFormat kFormats[] = {{4, true, 128}, {4, false, 128}, {2, true, 128}, {2, true, 32}, {4, false, 48}};
+
+}  // namespace
+
+class DeltaTest : public QObject {
+  Q_OBJECT
+ private Q_SLOTS:
+  void packing_reads_as_the_format_document_says() {
+    for (const DeltaFormat& f : kFormats) {
+      const std::int64_t rows = 5, cols = 96;
+      const PackedDelta p = compress_delta(delta_like(rows, cols, 1), rows, cols, f);
+      check_packed(p, f, "delta");
+      QCOMPARE(static_cast<std::uint64_t>(4 * (p.qweight.size() + p.meta.size()) + 3 * p.scales.size()), packed_bytes(f, rows, cols));
+      std::vector<float> out(static_cast<std::size_t>(rows * cols));
+      expand_delta(p, f, out);
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = 0; c < cols; ++c) QCOMPARE(out[static_cast<std::size_t>(r * cols + c)], documented_value(p, f, r, c));
+    }
+  }
+
+  void two_of_every_four_are_kept_and_they_are_the_largest() {
+    const DeltaFormat f{4, true, 128};
+    const std::int64_t rows = 8, cols = 256;
+    const auto d = delta_like(rows, cols, 2);
+    const PackedDelta p = compress_delta(d, rows, cols, f);
+    std::vector<float> out(d.size());
+    expand_delta(p, f, out);
+    for (std::size_t four = 0; four < d.size(); four += 4) {
+      int nonzero = 0;
+      for (std::size_t i = four; i < four + 4; ++i) nonzero += out[i] != 0.0f;
+      QVERIFY(nonzero <= 2);
+      // What is kept is among the two largest magnitudes of the four.
+      std::vector<float> mags;
+      for (std::size_t i = four; i < four + 4; ++i) mags.push_back(std::abs(d[i]));
+      std::sort(mags.begin(), mags.end());
+      for (std::size_t i = four; i < four + 4; ++i)
+        if (out[i] != 0.0f) QVERIFY2(std::abs(d[i]) >= mags[2], qPrintable(QStringLiteral("weight %1 kept over a larger one").arg(i)));
+    }
+  }
+
+  void quantization_error_is_within_a_step() {
+    // Every kept weight lies within one step (its group's scale) of its code: half a step from
+    // rounding, at most half a step more where the zero point's rounding clamps an extreme.
+    for (const DeltaFormat& f : kFormats) {
+      const std::int64_t rows = 6, cols = 192;
+      const auto d = delta_like(rows, cols, 3);
+      const PackedDelta p = compress_delta(d, rows, cols, f);
+      std::vector<float> out(d.size());
+      expand_delta(p, f, out);
+      const std::int64_t groups = group_count(f, cols);
+      double err = 0, norm = 0;
+      for (std::int64_t r = 0; r < rows; ++r)
+        for (std::int64_t c = 0; c < cols; ++c) {
+          const auto i = static_cast<std::size_t>(r * cols + c);
+          norm += d[i] * d[i];
+          err += (d[i] - out[i]) * (d[i] - out[i]);
+          if (out[i] == 0.0f && f.sparse24) continue;  // pruned (or a kept zero)
+          const float step = f16(p.scales[static_cast<std::size_t>(r * groups + c / f.group)]);
+          QVERIFY2(std::abs(d[i] - out[i]) <= step * 1.0001f, qPrintable(QStringLiteral("%1 bits: %2 came back %3, step %4").arg(f.bits).arg(d[i]).arg(out[i]).arg(step)));
+        }
+      // An untouched row (all zeros) comes back exactly.
+      for (std::int64_t c = 0; c < cols; ++c) QCOMPARE(out[static_cast<std::size_t>(c)], 0.0f);
+      qInfo("%d-bit %s group %lld: relative error %.4f", f.bits, f.sparse24 ? "2:4" : "dense", static_cast<long long>(f.group), std::sqrt(err / norm));
+    }
+  }
+
+  void damaged_packs_are_refused_naming_the_array() {
+    const DeltaFormat f{4, true, 32};
+    const PackedDelta good = compress_delta(delta_like(4, 64, 4), 4, 64, f);
+    auto refused = [&](auto damage, std::initializer_list<std::string_view> words) {
+      PackedDelta p = good;
+      damage(p);
+      expect_mentions(error_of<FormatError>([&] { check_packed(p, f, "model.safetensors: layers.0.mlp.experts.1.up_proj"); }), words);
+    };
+    refused([](PackedDelta& p) { p.qweight.pop_back(); }, {"up_proj", "qweight", "compress the delta again"});
+    refused([](PackedDelta& p) { p.meta.push_back(0); }, {"meta"});
+    refused([](PackedDelta& p) { p.scales.resize(3); }, {"scales"});
+    refused([](PackedDelta& p) { p.zeros[2] = 16; }, {"zeros", "16", "4-bit"});
+    refused([](PackedDelta& p) { p.scales[1] = 0; }, {"scales", "entry 1"});
+    refused([](PackedDelta& p) { p.scales[0] = 0x7e00; }, {"scales", "entry 0"});  // NaN
+    refused([](PackedDelta& p) { p.meta[0] = (p.meta[0] & ~0xFu) | 0x5u; }, {"meta", "row 0", "places 1 and 1"});
+    // Formats the codec cannot hold.
+    expect_mentions(error_of<InvalidArgument>([] { check_format({3, true, 128}, 4, 64, "delta"); }), {"bits", "4 or 2"});
+    expect_mentions(error_of<InvalidArgument>([] { check_format({4, true, 6}, 4, 64, "delta"); }), {"group", "multiple of 4"});
+    expect_mentions(error_of<InvalidArgument>([] { check_format({4, true, 128}, 4, 66, "delta"); }), {"66", "sparsity none"});
+    expect_mentions(error_of<InvalidArgument>([] { compress_delta(std::vector<float>{1e9f, 0, 0, 0}, 1, 4, {4, true, 4}); }), {"f16"});
+  }
+};
+
+QTEST_APPLESS_MAIN(DeltaTest)
+#include "tst_delta.moc"
