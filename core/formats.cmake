@@ -2,7 +2,6 @@
 # mosaic_core compiles them with the rest of the engine; the fuzz build (MOSAIC_FUZZ, tests/fuzz)
 # compiles only these, with clang's libFuzzer instrumentation.
 set(MOSAIC_FORMAT_SOURCES
-  analysis/delta_codec.cpp
   analysis/layout.cpp
   common/atomic_file.cpp
   common/byte_size.cpp
@@ -14,6 +13,8 @@ set(MOSAIC_FORMAT_SOURCES
   model/arch.cpp
   model/bpe.cpp
   model/byte_level.cpp
+  model/delta_codec.cpp
+  model/delta_config.cpp
   model/dtype.cpp
   model/esft_adapter.cpp
   model/mapped_file.cpp

@@ -1,18 +1,24 @@
-// DeltaMoE's compressed deltas (analysis/delta_codec, docs/delta-format.md): the packing as the
+// DeltaMoE's compressed deltas (model/delta_codec, docs/delta-format.md): the packing as the
 // format document states it, the 2:4 structure, the quantization bound, and refusals of damaged packs.
+#include <QTemporaryDir>
 #include <QTest>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <random>
 
-#include "analysis/delta_codec.h"
+#include "model/delta_codec.h"
+#include "analysis/delta_folder.h"
 #include "common/error.h"
+#include "model/delta_config.h"
 #include "model/dtype_convert.h"
 #include "test_support.h"
 
 using namespace mosaic;
 using namespace mosaic::test;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -114,6 +120,79 @@ class DeltaTest : public QObject {
       for (std::int64_t c = 0; c < cols; ++c) QCOMPARE(out[static_cast<std::size_t>(c)], 0.0f);
       qInfo("%d-bit %s group %lld: relative error %.4f", f.bits, f.sparse24 ? "2:4" : "dense", static_cast<long long>(f.group), std::sqrt(err / norm));
     }
+  }
+
+  void a_delta_folder_expands_to_its_base_plus_the_packed_deltas() {
+    // hf-tiny olmoe: ft1 is a fine-tune of base. The expanded checkpoint keeps ft1's non-expert
+    // tensors byte for byte, and each expert is base + Δ̂, within one quantization step (or the
+    // pruned weight) of ft1's.
+    QTemporaryDir tmp;
+    const fs::path dir = tmp.path().toStdString();
+    const Checkpoint base(fixture("olmoe", "base")), variant(fixture("olmoe", "ft1"));
+    const DeltaFormat f{4, true, 32};
+    const DeltaReport report = write_delta(base, variant, f, dir / "ft1-delta");
+    QCOMPARE(report.layers.size(), std::size_t(base.spec().num_layers));
+    QVERIFY(report.folder_bytes < report.variant_bytes);
+    QCOMPARE(read_delta_config(dir / "ft1-delta" / kDeltaCfgFile).format.group, std::int64_t(32));
+    write_expanded(dir / "ft1-delta", dir / "ft1-dense");
+    const Checkpoint dense(dir / "ft1-dense");
+    double err = 0, delta = 0;
+    for (const Weight& w : variant.weights()) {
+      const Weight& x = dense.weight(w.expected.name);
+      if (!w.expected.is_expert()) {
+        QVERIFY2(std::ranges::equal(x.data(), w.data()), w.expected.name.c_str());
+        continue;
+      }
+      QCOMPARE(x.dtype, DType::F32);
+      std::vector<float> v(static_cast<std::size_t>(w.info->numel())), b(v.size()), got(v.size());
+      to_float(w.dtype, w.data().data(), v);
+      to_float(base.weight(w.expected.name).dtype, base.weight(w.expected.name).data().data(), b);
+      to_float(x.dtype, x.data().data(), got);
+      for (std::size_t i = 0; i < v.size(); ++i) {
+        err += (v[i] - got[i]) * (v[i] - got[i]);
+        delta += (v[i] - b[i]) * (v[i] - b[i]);
+      }
+    }
+    QVERIFY2(err < delta, qPrintable(QStringLiteral("error %1 against delta %2").arg(err).arg(delta)));  // closer to ft1 than the base is
+    double report_err = 0;
+    for (const DeltaLayerReport& l : report.layers) report_err += l.error_sq;
+    QVERIFY2(std::abs(report_err - err) <= 1e-4 * err, qPrintable(QStringLiteral("%1 reported, %2 measured").arg(report_err).arg(err)));
+    // Nothing serves a delta folder yet: it says so and names the way out.
+    expect_mentions(error_of<UnsupportedError>([&] { Checkpoint{dir / "ft1-delta"}; }), {"delta folder", "delta expand"});
+  }
+
+  void wrong_bases_and_damaged_folders_are_refused() {
+    QTemporaryDir tmp;
+    const fs::path dir = tmp.path().toStdString();
+    fs::copy(fixture("olmoe", "base"), dir / "base", fs::copy_options::recursive);
+    const DeltaFormat f{4, true, 128};
+    write_delta(Checkpoint(dir / "base"), Checkpoint(fixture("olmoe", "ft1")), f, dir / "d");
+    QVERIFY(!fs::exists(dir / "d" / "expert_cfg.json"));
+    // A variant of another architecture.
+    expect_mentions(error_of<Error>([&] { write_delta(Checkpoint(dir / "base"), Checkpoint(fixture("mixtral", "ft1")), f, dir / "e"); }), {"model_type", "mixtral", "olmoe"});
+    QVERIFY(!fs::exists(dir / "e"));
+    // delta.json saying another group than the arrays were packed with.
+    const std::string cfg = (dir / "d" / kDeltaCfgFile).string();
+    std::string text;
+    std::getline(std::ifstream(cfg), text, '\0');
+    fs::copy(dir / "d", dir / "regrouped", fs::copy_options::recursive);
+    std::ofstream(dir / "regrouped" / kDeltaCfgFile) << std::string(text).replace(text.find("\"group\": 128"), std::string("\"group\": 128").size(), "\"group\": 4");
+    expect_mentions(error_of<FormatError>([&] { write_expanded(dir / "regrouped", dir / "x1"); }), {".scales", "compress the delta again"});
+    QVERIFY(!fs::exists(dir / "x1"));
+    // A truncated pack file.
+    fs::copy(dir / "d", dir / "cut", fs::copy_options::recursive);
+    fs::resize_file(dir / "cut" / "model.safetensors", fs::file_size(dir / "cut" / "model.safetensors") / 2);
+    expect_mentions(error_of<FormatError>([&] { write_expanded(dir / "cut", dir / "x2"); }), {"model.safetensors"});
+    // The base changed since the delta was taken.
+    {
+      std::ofstream(dir / "base" / "config.json", std::ios::app) << "\n";
+    }
+    expect_mentions(error_of<MismatchError>([&] { write_expanded(dir / "d", dir / "x3"); }), {"base_sha256", "another base"});
+    QVERIFY(!fs::exists(dir / "x3"));
+    // delta.json itself.
+    expect_mentions(error_of<FormatError>([] { parse_delta_config(R"({"schema": "mosaic.delta/1", "base_model": "../b", "base_sha256": ")" + std::string(64, 'a') + R"(", "bits": 3, "sparsity": "2:4", "group": 128})", "delta.json"); }), {"bits", "4 or 2"});
+    expect_mentions(error_of<MissingError>([] { parse_delta_config(R"({"schema": "mosaic.delta/1"})", "delta.json"); }), {"base_model"});
+    expect_mentions(error_of<FormatError>([] { parse_delta_config(R"({"schema": "mosaic.delta/1", "base_model": "../b", "base_sha256": "x", "bitz": 4})", "delta.json"); }), {"bitz"});
   }
 
   void damaged_packs_are_refused_naming_the_array() {

@@ -20,4 +20,5 @@ void add_runs_command(CLI::App& app);
 void add_forge_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_bench_quality_command(CLI::App& app);
+void add_delta_command(CLI::App& app);
 }  // namespace mosaic::cli

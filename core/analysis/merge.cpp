@@ -1,10 +1,8 @@
 #include "analysis/merge.h"
 
-#include <unistd.h>
-
+#include "analysis/checkpoint_folder.h"
 #include "common/error.h"
 #include "model/dtype_convert.h"
-#include "model/esft_adapter.h"
 #include "model/safetensors.h"
 
 namespace fs = std::filesystem;
@@ -13,39 +11,6 @@ namespace mosaic {
 namespace {
 
 constexpr std::size_t kChunk = 1 << 16;  // elements converted per step
-
-// Writes `out` as a checkpoint folder: the source's files other than weights (config, tokenizer,
-// generation config) and one model.safetensors, all in a temporary folder renamed into place.
-void write_checkpoint_folder(const fs::path& out, const Checkpoint& source, const std::vector<TensorEntry>& entries,
-                             const TensorSource& tensors) {
-  std::error_code ec;
-  if (fs::exists(out, ec) && (!fs::is_directory(out, ec) || !fs::is_empty(out, ec)))
-    throw InvalidArgument(out.string(), "", "already exists and is not an empty folder",
-                          "choose a new output folder or remove this one");
-  fs::path tmp = out;
-  tmp += ".tmp-" + std::to_string(::getpid());
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp, ec);
-  if (ec) throw IoError(tmp.string(), "", "cannot create folder: " + ec.message(), "check that the parent folder is writable");
-  try {
-    for (const auto& f : fs::directory_iterator(source.dir())) {
-      const std::string name = f.path().filename().string();
-      // The merge is a full checkpoint: an adapter's expert_cfg.json would make it an adapter again.
-      if (!f.is_regular_file() || name.ends_with(".safetensors") || name == "model.safetensors.index.json" ||
-          name == kExpertCfgFile)
-        continue;
-      fs::copy_file(f.path(), tmp / name, ec);
-      if (ec) throw IoError((tmp / name).string(), "", "cannot copy from " + f.path().string() + ": " + ec.message());
-    }
-    write_safetensors(tmp / "model.safetensors", entries, tensors, {{"format", "pt"}});
-    if (fs::exists(out, ec)) fs::remove(out, ec);  // an empty folder
-    fs::rename(tmp, out, ec);
-    if (ec) throw IoError(out.string(), "", "cannot move the finished checkpoint into place: " + ec.message());
-  } catch (...) {
-    fs::remove_all(tmp, ec);
-    throw;
-  }
-}
 
 std::vector<TensorEntry> entries_of(const Checkpoint& ck) {
   std::vector<TensorEntry> entries;
@@ -76,7 +41,7 @@ void write_averaged(const Family& family, const fs::path& out) {
   std::vector<std::byte> result;
   std::vector<float> part(kChunk);
   std::vector<double> sum(kChunk);
-  write_checkpoint_folder(out, first, entries, [&](std::size_t i) {
+  write_checkpoint_folder(out, first.dir(), entries, [&](std::size_t i) {
     const Weight& w0 = first.weights()[i];
     const auto numel = static_cast<std::size_t>(w0.info->numel());
     result.resize(numel * dtype_size(w0.dtype));
@@ -103,7 +68,7 @@ void write_consolidated(const Family& family, const Layout& layout, const std::s
   const ConsolidationPlan& plan = layout.plan;
   const Checkpoint& own = *t->checkpoint;
   std::vector<std::byte> scratch;
-  write_checkpoint_folder(out, own, entries_of(own), [&](std::size_t i) {
+  write_checkpoint_folder(out, own.dir(), entries_of(own), [&](std::size_t i) {
     const Weight& w = own.weights()[i];
     const ExpectedTensor& x = w.expected;
     if (!x.is_expert()) return w.data();

@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "common/json_text.h"
 #include "common/text_file.h"
+#include "model/delta_config.h"
 #include "model/dtype_convert.h"
 #include "model/esft_adapter.h"
 
@@ -86,6 +87,9 @@ std::map<std::string, std::string> read_index(const std::filesystem::path& index
 Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
   if (!std::filesystem::is_directory(dir))
     throw MissingError(dir.string(), "", "is not a folder", "give the checkpoint folder holding config.json");
+  if (std::filesystem::exists(dir / kDeltaCfgFile))
+    throw UnsupportedError(dir.string(), kDeltaCfgFile, "makes this a delta folder (base + packed expert deltas); serving deltas is not built yet",
+                           "write its dense checkpoint with `mosaic-cli delta expand --delta " + dir.string() + " --out DIR` and serve that");
   spec_ = load_model_spec(dir / "config.json");
 
   // Where each tensor lives: one file, or the shards the index names.

@@ -1,4 +1,4 @@
-#include "analysis/delta_codec.h"
+#include "model/delta_codec.h"
 
 #include <algorithm>
 #include <array>

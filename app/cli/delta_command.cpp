@@ -1,0 +1,91 @@
+// delta compress / expand: DeltaMoE's delta folders (docs/delta-format.md).
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "analysis/delta_folder.h"
+#include "cli/commands.h"
+#include "cli/output_paths.h"
+#include "common/byte_size.h"
+#include "common/error.h"
+#include "model/delta_config.h"
+
+namespace fs = std::filesystem;
+
+namespace mosaic::cli {
+namespace {
+
+std::string ratio(std::uint64_t from, std::uint64_t to) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.2f×", to ? static_cast<double>(from) / static_cast<double>(to) : 0.0);
+  return s;
+}
+
+std::string relative(double error_sq, double norm_sq) {
+  char s[32];
+  std::snprintf(s, sizeof s, "%.4f", norm_sq > 0 ? std::sqrt(error_sq / norm_sq) : 0.0);
+  return s;
+}
+
+void print_report(const DeltaReport& r) {
+  std::cout << "layer  experts as stored  packed deltas  ratio   rel. error of W  rel. error of Δ\n";
+  DeltaLayerReport total;
+  for (const DeltaLayerReport& l : r.layers) {
+    std::printf("%5lld  %17s  %13s  %6s  %15s  %15s\n", static_cast<long long>(l.layer), format_bytes(l.dense_bytes).c_str(),
+                format_bytes(l.packed_bytes).c_str(), ratio(l.dense_bytes, l.packed_bytes).c_str(), relative(l.error_sq, l.weight_sq).c_str(),
+                relative(l.error_sq, l.delta_sq).c_str());
+    total.dense_bytes += l.dense_bytes;
+    total.packed_bytes += l.packed_bytes;
+    total.weight_sq += l.weight_sq;
+    total.delta_sq += l.delta_sq;
+    total.error_sq += l.error_sq;
+  }
+  std::printf("%5s  %17s  %13s  %6s  %15s  %15s\n", "all", format_bytes(total.dense_bytes).c_str(), format_bytes(total.packed_bytes).c_str(),
+              ratio(total.dense_bytes, total.packed_bytes).c_str(), relative(total.error_sq, total.weight_sq).c_str(),
+              relative(total.error_sq, total.delta_sq).c_str());
+  std::cout << "whole variant: " << format_bytes(r.variant_bytes) << " as stored, " << format_bytes(r.folder_bytes) << " as a delta folder ("
+            << ratio(r.variant_bytes, r.folder_bytes) << "; the base is served once for every delta of it)\n";
+}
+
+}  // namespace
+
+void add_delta_command(CLI::App& app) {
+  auto* delta = app.add_subcommand("delta", "DeltaMoE delta folders: a fine-tune as its base plus 2:4-sparse, 2/4-bit expert deltas");
+  delta->require_subcommand(1);
+
+  auto* compress = delta->add_subcommand("compress", "Write a variant as packed expert deltas from its base (docs/delta-format.md)");
+  struct CompressOpts { fs::path base, variant, out; int bits = 4; std::string sparsity = "2:4"; std::int64_t group = 128; };
+  auto c = std::make_shared<CompressOpts>();
+  compress->add_option("--base", c->base, "the checkpoint the variant was fine-tuned from")->required();
+  compress->add_option("--variant", c->variant, "the fine-tuned checkpoint")->required();
+  compress->add_option("--bits", c->bits, "bits per stored delta value")->check(CLI::IsMember({2, 4}))->default_val(4);
+  compress->add_option("--sparsity", c->sparsity, "2:4 keeps 2 of every 4 input columns; none keeps all")->check(CLI::IsMember({"2:4", "none"}))->default_val("2:4");
+  compress->add_option("--group", c->group, "input columns per scale and zero")->default_val(128);
+  compress->add_option("--out", c->out, "output delta folder (must not exist, or be empty)")->required();
+  compress->callback([c] {
+    check_output(c->out, "--out", {c->base, c->variant});
+    const Checkpoint base(c->base), variant(c->variant);
+    const DeltaFormat format{.bits = c->bits, .sparse24 = c->sparsity == "2:4", .group = c->group};
+    print_report(write_delta(base, variant, format, c->out));
+    std::cout << "wrote " << c->out.string() << " (" << c->bits << "-bit, " << c->sparsity << ", group " << c->group << ")\n";
+  });
+
+  auto* expand = delta->add_subcommand("expand", "Write the dense checkpoint a delta folder means: base + dequantized delta, experts in fp32");
+  struct ExpandOpts { fs::path delta, out; };
+  auto e = std::make_shared<ExpandOpts>();
+  expand->add_option("--delta", e->delta, "a folder `delta compress` wrote")->required();
+  expand->add_option("--out", e->out, "output checkpoint folder (must not exist, or be empty)")->required();
+  expand->callback([e] {
+    std::vector<fs::path> inputs{e->delta};
+    if (fs::exists(e->delta / kDeltaCfgFile)) {
+      const DeltaConfig config = read_delta_config(e->delta / kDeltaCfgFile);
+      inputs.push_back(config.base_model.is_absolute() ? config.base_model : e->delta / config.base_model);
+    }
+    check_output(e->out, "--out", inputs);
+    write_expanded(e->delta, e->out);
+    std::cout << "wrote " << e->out.string() << "\n";
+  });
+}
+
+}  // namespace mosaic::cli
