@@ -101,3 +101,11 @@ trace = [{"arrival": 0.0, "target": "base", "prompt": [1, 5, 9], "max_new_tokens
          {"arrival": 0.25, "target": "ft1", "prompt": [7], "max_new_tokens": 0},
          {"arrival": 1.5, "target": "base", "prompt": [2, 2, 2, 2], "max_new_tokens": 16}]
 seed("trace", "three-requests.jsonl", "".join(json.dumps(r) + "\n" for r in trace) + "\n")
+
+# Delta folders: delta.json after a 0 byte; a packed matrix after a 1 byte and its format bytes
+# (4-bit, 2:4, group 32, 4 rows of 64 columns: fours keeping places 0 and 1, scales 1.0, zeros 8).
+seed("delta", "delta.json", b"\x00" + json.dumps({"schema": "mosaic.delta/1", "base_model": "../base", "base_sha256": "ab" * 32,
+                                                 "bits": 4, "sparsity": "2:4", "group": 128}, indent=2).encode())
+pack = struct.pack("<16I", *[0x76543210] * 16) + struct.pack("<8I", *[0x44444444] * 8) + struct.pack("<8H", *[0x3C00] * 8) + bytes([8] * 8)
+seed("delta", "pack-4bit-2of4.bin", bytes([1, 31, 3, 15]) + pack)
+seed("delta", "pack-2bit-dense.bin", bytes([1, 0, 1, 40]) + bytes(range(256)))
