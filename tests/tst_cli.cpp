@@ -173,6 +173,33 @@ class TestCli : public QObject {
   }
 
   // Mistakes on the command line end with exit code 2 and say what to do; --version answers.
+  void deltaFoldersCompressAndExpand() {
+    const fs::path base = fixture("olmoe", "base"), ft1 = fixture("olmoe", "ft1"), d = scratch("ft1-delta2"), x = scratch("ft1-expanded");
+    Run r = cli(args({"delta", "compress", "--base"}) << path(base) << QStringLiteral("--variant") << path(ft1)
+                << args({"--bits", "2", "--group", "32", "--out"}) << path(d));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains(QStringLiteral("ratio")) && r.out.contains(QStringLiteral("whole variant")) && r.out.contains(QStringLiteral("2-bit, 2:4, group 32")),
+             qPrintable(r.out));
+    // A delta folder does not serve yet: the message names the way that does.
+    r = cli(args({"generate", "--model"}) << path(d) << args({"--ids", "1,2,3", "--max-new", "2"}));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("delta expand")), qPrintable(r.err));
+    r = cli(args({"delta", "expand", "--delta"}) << path(d) << QStringLiteral("--out") << path(x));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    r = cli(args({"generate", "--model"}) << path(x) << args({"--ids", "1,2,3", "--max-new", "2"}));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    // Mistakes: a bit width the format lacks, an output over an input, an output that exists.
+    r = cli(args({"delta", "compress", "--base"}) << path(base) << QStringLiteral("--variant") << path(ft1) << args({"--bits", "3", "--out"}) << path(scratch("d3")));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("--bits")), qPrintable(r.err));
+    r = cli(args({"delta", "compress", "--base"}) << path(base) << QStringLiteral("--variant") << path(ft1) << QStringLiteral("--out") << path(ft1 / "delta"));
+    QCOMPARE(r.code, 2);
+    QVERIFY(!fs::exists(ft1 / "delta"));
+    r = cli(args({"delta", "expand", "--delta"}) << path(d) << QStringLiteral("--out") << path(x));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("not an empty folder")), qPrintable(r.err));
+  }
+
   void commandLineMistakes() {
     Run r = cli(args({"genrate", "--model", "x"}));
     QCOMPARE(r.code, 2);
