@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -12,6 +13,7 @@
 #include "model/delta_codec.h"
 #include "analysis/delta_folder.h"
 #include "common/error.h"
+#include "kernels/delta_linear.h"
 #include "model/delta_config.h"
 #include "model/dtype_convert.h"
 #include "test_support.h"
@@ -193,6 +195,40 @@ class DeltaTest : public QObject {
     expect_mentions(error_of<FormatError>([] { parse_delta_config(R"({"schema": "mosaic.delta/1", "base_model": "../b", "base_sha256": ")" + std::string(64, 'a') + R"(", "bits": 3, "sparsity": "2:4", "group": 128})", "delta.json"); }), {"bits", "4 or 2"});
     expect_mentions(error_of<MissingError>([] { parse_delta_config(R"({"schema": "mosaic.delta/1"})", "delta.json"); }), {"base_model"});
     expect_mentions(error_of<FormatError>([] { parse_delta_config(R"({"schema": "mosaic.delta/1", "base_model": "../b", "base_sha256": "x", "bitz": 4})", "delta.json"); }), {"bitz"});
+  }
+
+  void the_cpu_kernel_multiplies_by_the_packed_delta_as_expanded() {
+    // delta_linear_cpu reads the packed arrays; its product equals x · Δ̂ᵀ with Δ̂ expanded, for every
+    // format, one token and a batch, and it adds to y when asked (the base's product is there).
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (const DeltaFormat& f : kFormats) {
+      const std::int64_t rows = 24, cols = 192;
+      const PackedDelta p = compress_delta(delta_like(rows, cols, 6), rows, cols, f);
+      std::vector<float> dense(static_cast<std::size_t>(rows * cols));
+      expand_delta(p, f, dense);
+      const kernels::DeltaView view{p.qweight.data(), f.sparse24 ? p.meta.data() : nullptr, p.scales.data(), p.zeros.data(), rows, cols, f.group, f.bits, f.sparse24};
+      for (int n : {1, 5}) {
+        std::vector<float> x(static_cast<std::size_t>(n * cols)), y(static_cast<std::size_t>(n * rows), 1.0f);
+        for (float& v : x) v = normal(rng);
+        kernels::delta_linear_cpu(x.data(), n, view, /*accumulate=*/true, y.data());
+        for (int t = 0; t < n; ++t)
+          for (std::int64_t r = 0; r < rows; ++r) {
+            double want = 1.0, scale = 0;
+            for (std::int64_t c = 0; c < cols; ++c) {
+              want += static_cast<double>(dense[static_cast<std::size_t>(r * cols + c)]) * x[static_cast<std::size_t>(t * cols + c)];
+              scale += std::abs(static_cast<double>(dense[static_cast<std::size_t>(r * cols + c)]) * x[static_cast<std::size_t>(t * cols + c)]);
+            }
+            const double got = y[static_cast<std::size_t>(t * rows + r)];
+            QVERIFY2(std::abs(got - want) <= 1e-5 * (1.0 + scale), qPrintable(QStringLiteral("%1 bits, row %2: %3 against %4").arg(f.bits).arg(r).arg(got).arg(want)));
+          }
+      }
+    }
+    // Its f16 reading is the model layer's, for every one of the 65536 patterns.
+    for (std::uint32_t h = 0; h < 65536; ++h) {
+      const float a = kernels::f16_to_float(static_cast<std::uint16_t>(h)), b = f16(static_cast<std::uint16_t>(h));
+      QVERIFY2((std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, sizeof a) == 0, qPrintable(QString::number(h, 16)));
+    }
   }
 
   void damaged_packs_are_refused_naming_the_array() {

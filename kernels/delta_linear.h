@@ -1,0 +1,25 @@
+#pragma once
+// y = x · Δ̂ᵀ for a packed expert delta (docs/delta-format.md) without expanding it: x [n, cols] fp32,
+// y [n, rows] fp32, Δ̂ read straight from its packed arrays (codes, 2:4 places, f16 scales, zeros).
+// Per group the codes are summed against x first and the zero applied once:
+// Σ (q − z)·s·x = s·(Σ q·x − z·Σ x). `accumulate`: y += instead of y = (the base's product is already
+// there: DeltaMoE's W_base·x + Δ·x).
+#include <cstdint>
+
+namespace mosaic::kernels {
+
+struct DeltaView {
+  const std::uint32_t* qweight = nullptr;  // [rows, value words]
+  const std::uint32_t* meta = nullptr;     // [rows, meta words]; null when dense
+  const std::uint16_t* scales = nullptr;   // [rows, groups], f16 bits
+  const std::uint8_t* zeros = nullptr;     // [rows, groups]
+  std::int64_t rows = 0, cols = 0, group = 128;
+  int bits = 4;
+  bool sparse24 = true;
+};
+
+void delta_linear_cpu(const float* x, int n, const DeltaView& d, bool accumulate, float* y);
+
+float f16_to_float(std::uint16_t h);
+
+}  // namespace mosaic::kernels
