@@ -191,6 +191,25 @@ class DeltaTest : public QObject {
     }
     expect_mentions(error_of<MismatchError>([&] { write_expanded(dir / "d", dir / "x3"); }), {"base_sha256", "another base"});
     QVERIFY(!fs::exists(dir / "x3"));
+    // A NaN in the variant's experts has no code: refused naming the tensor.
+    fs::copy(fixture("olmoe", "ft1"), dir / "nan", fs::copy_options::recursive);
+    {
+      const Checkpoint ck(dir / "nan");
+      const Weight* expert = nullptr;
+      for (const Weight& w : ck.weights())
+        if (w.expected.is_expert() && !expert) expert = &w;
+      std::uint64_t header = 0;
+      std::ifstream(dir / "nan" / "model.safetensors", std::ios::binary).read(reinterpret_cast<char*>(&header), 8);
+      const std::uint64_t at = 8 + header + expert->info->begin;
+      const std::string name = expert->expected.name;
+      const std::size_t width = dtype_size(expert->dtype);
+      std::fstream file(dir / "nan" / "model.safetensors", std::ios::binary | std::ios::in | std::ios::out);
+      file.seekp(static_cast<std::streamoff>(at));
+      file.write(std::string(width, '\xff').data(), static_cast<std::streamsize>(width));  // all ones: NaN in every float format
+      file.close();
+      expect_mentions(error_of<FormatError>([&] { write_delta(Checkpoint(dir / "base"), Checkpoint(dir / "nan"), f, dir / "n"); }), {name});
+      QVERIFY(!fs::exists(dir / "n"));
+    }
     // delta.json itself.
     expect_mentions(error_of<FormatError>([] { parse_delta_config(R"({"schema": "mosaic.delta/1", "base_model": "../b", "base_sha256": ")" + std::string(64, 'a') + R"(", "bits": 3, "sparsity": "2:4", "group": 128})", "delta.json"); }), {"bits", "4 or 2"});
     expect_mentions(error_of<MissingError>([] { parse_delta_config(R"({"schema": "mosaic.delta/1"})", "delta.json"); }), {"base_model"});

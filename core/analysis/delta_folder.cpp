@@ -80,6 +80,8 @@ DeltaReport write_delta(const Checkpoint& base, const Checkpoint& variant, const
       throw MismatchError(variant.dir().string(), w.expected.name, "has another shape than in the base " + base.dir().string(),
                           "a delta is taken from the checkpoint the variant was fine-tuned from");
     if (w.expected.is_expert()) {
+      require_finite(w);  // a NaN has no code: refused naming the tensor, not packed as garbage
+      require_finite(b);
       if (w.expected.shape.size() != 2)
         throw UnsupportedError(variant.dir().string(), w.expected.name, "is not a matrix", "deltas are taken of 2-D expert weights");
       check_format(format, w.expected.shape[0], w.expected.shape[1], w.expected.name);
