@@ -15,6 +15,7 @@ set(MOSAIC_FORMAT_SOURCES
   model/byte_level.cpp
   model/delta_codec.cpp
   model/delta_config.cpp
+  model/delta_pack.cpp
   model/dtype.cpp
   model/esft_adapter.cpp
   model/mapped_file.cpp

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <nlohmann/json.hpp>
 
@@ -67,6 +68,13 @@ std::string qwen3_moe_config() {
                         {"mlp_only_layers", {1}}, {"decoder_sparse_step", 1}, {"rms_norm_eps", 1e-6},
                         {"rope_theta", 1000000.0}, {"attention_bias", false}, {"hidden_act", "silu"}, {"use_sliding_window", false}}
       .dump();
+}
+
+std::vector<std::int64_t> prompt_of(std::size_t length, std::uint64_t seed, std::int64_t vocab) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::int64_t> ids(length);
+  for (auto& id : ids) id = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(vocab));
+  return ids;
 }
 
 double relative_error(const std::vector<float>& a, const std::vector<float>& b) {

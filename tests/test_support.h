@@ -3,6 +3,7 @@
 // reference tensors, and checking typed errors together with their messages.
 #include <QTest>
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <initializer_list>
@@ -52,6 +53,9 @@ std::string qwen3_moe_config();
 
 // ‖a − b‖ / ‖b‖
 double relative_error(const std::vector<float>& a, const std::vector<float>& b);
+
+// `length` token ids drawn uniformly from [0, vocab) by a generator seeded with `seed`.
+std::vector<std::int64_t> prompt_of(std::size_t length, std::uint64_t seed, std::int64_t vocab);
 
 // Runs `f`; returns the message of the E it threw, or a description of what happened instead.
 template <class E, class F>

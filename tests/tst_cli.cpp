@@ -180,14 +180,18 @@ class TestCli : public QObject {
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QVERIFY2(r.out.contains(QStringLiteral("ratio")) && r.out.contains(QStringLiteral("whole variant")) && r.out.contains(QStringLiteral("2-bit, 2:4, group 32")),
              qPrintable(r.out));
-    // A delta folder does not serve yet: the message names the way that does.
-    r = cli(args({"generate", "--model"}) << path(d) << args({"--ids", "1,2,3", "--max-new", "2"}));
-    QCOMPARE(r.code, 2);
-    QVERIFY2(r.err.contains(QStringLiteral("delta expand")), qPrintable(r.err));
+    // The delta folder serves as it is, and generates what its expanded checkpoint does.
+    const Run packed = cli(args({"generate", "--model"}) << path(d) << args({"--ids", "1,2,3", "--max-new", "6"}));
+    QVERIFY2(packed.code == 0, qPrintable(packed.err));
     r = cli(args({"delta", "expand", "--delta"}) << path(d) << QStringLiteral("--out") << path(x));
     QVERIFY2(r.code == 0, qPrintable(r.err));
-    r = cli(args({"generate", "--model"}) << path(x) << args({"--ids", "1,2,3", "--max-new", "2"}));
+    r = cli(args({"generate", "--model"}) << path(x) << args({"--ids", "1,2,3", "--max-new", "6"}));
     QVERIFY2(r.code == 0, qPrintable(r.err));
+    QCOMPARE(packed.out, r.out);
+    // Served beside its base (which joins the family as delta.json names it).
+    r = cli(args({"generate", "--variants"}) << path(d) << args({"--capacity", "16", "--target", "ft1-delta2", "--ids", "1,2,3", "--max-new", "6"}));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QCOMPARE(r.out, packed.out);
     // Mistakes: a bit width the format lacks, an output over an input, an output that exists.
     r = cli(args({"delta", "compress", "--base"}) << path(base) << QStringLiteral("--variant") << path(ft1) << args({"--bits", "3", "--out"}) << path(scratch("d3")));
     QCOMPARE(r.code, 2);

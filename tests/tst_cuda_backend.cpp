@@ -21,13 +21,6 @@ using namespace mosaic::test;
 
 namespace {
 
-std::vector<std::int64_t> prompt_of(std::size_t length, std::uint64_t seed, std::int64_t vocab) {
-  std::mt19937_64 rng(seed);
-  std::vector<std::int64_t> ids(length);
-  for (auto& id : ids) id = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(vocab));
-  return ids;
-}
-
 // The same requests through a CPU runtime and a CUDA runtime of one config, all submitted at once
 // (one batched step of mixed targets); the worst relative error of the logits, and the CUDA results.
 struct Compared {

@@ -13,7 +13,12 @@
 #include "model/delta_codec.h"
 #include "analysis/delta_folder.h"
 #include "common/error.h"
-#include "kernels/delta_linear.h"
+#include "analysis/expert_distance.h"
+#include "model/variant_folders.h"
+#include "runtime/backend.h"
+#include "runtime/delta_view.h"
+#include "runtime/engine.h"
+#include "runtime/forward.h"
 #include "model/delta_config.h"
 #include "model/dtype_convert.h"
 #include "test_support.h"
@@ -159,8 +164,101 @@ class DeltaTest : public QObject {
     double report_err = 0;
     for (const DeltaLayerReport& l : report.layers) report_err += l.error_sq;
     QVERIFY2(std::abs(report_err - err) <= 1e-4 * err, qPrintable(QStringLiteral("%1 reported, %2 measured").arg(report_err).arg(err)));
-    // Nothing serves a delta folder yet: it says so and names the way out.
-    expect_mentions(error_of<UnsupportedError>([&] { Checkpoint{dir / "ft1-delta"}; }), {"delta folder", "delta expand"});
+    // The folder opens as a checkpoint over its base, and means what it expands to.
+    const Checkpoint opened(dir / "ft1-delta");
+    QVERIFY(opened.is_delta() && !opened.is_adapter());
+    QCOMPARE(fs::canonical(opened.base_dir()), fs::canonical(base.dir()));
+    QVERIFY(opened.unused_tensors().empty());  // the packs are accounted for
+    for (const Weight& w : dense.weights()) {
+      std::vector<float> want(static_cast<std::size_t>(w.info->numel())), got(want.size());
+      to_float(w.dtype, w.data().data(), want);
+      const WeightFloats floats(opened, opened.weight(w.expected.name));
+      for (std::size_t off = 0; off < got.size(); off += 100)  // in ranges that split rows
+        floats.read(off, std::span(got).subspan(off, std::min<std::size_t>(100, got.size() - off)));
+      QVERIFY2(want == got, w.expected.name.c_str());
+    }
+  }
+
+  void the_runtime_serves_delta_folders_as_their_expansions() {
+    // Two delta folders over one base, served beside it: each request's logits equal the expanded
+    // checkpoint's, alone and in one mixed batch, with pinned and loaded delta experts; the store
+    // holds the base's experts once, and each delta's packed arrays beside them.
+    for (const std::string& fam : families()) {
+      QTemporaryDir tmp;
+      const fs::path dir = tmp.path().toStdString();
+      const DeltaFormat f{4, true, 32};
+      const Checkpoint base(fixture(fam, "base"));
+      std::vector<std::unique_ptr<Model>> expanded;
+      for (const char* v : {"ft1", "ft2"}) {
+        write_delta(base, Checkpoint(fixture(fam, v)), f, dir / (std::string("d") + v));
+        write_expanded(dir / (std::string("d") + v), dir / (std::string("x") + v));
+        expanded.push_back(Model::load(Checkpoint(dir / (std::string("x") + v))));
+      }
+      expanded.insert(expanded.begin(), Model::load(base));
+      Family family;
+      open_family(family, {dir / "dft1", dir / "dft2"});  // the base joins as the folders name it
+      QCOMPARE(family.size(), std::size_t(3));
+      const HostStore store(family);
+      const int d1 = store.index("dft1"), d2 = store.index("dft2"), b = store.index("base");
+      QVERIFY(b >= 0 && store.is_delta(d1) && store.base_of(d1) == b && store.base_of(d2) == b);
+      const ModelSpec& s = store.spec();
+      std::int64_t deltas = 0, layer = -1;
+      for (std::int64_t l = 0; l < s.num_layers; ++l)
+        for (std::int64_t e = 0; e < s.num_experts && s.is_sparse(l); ++e) {
+          if (store.source(d1, l, e).kind != ExpertSource::Kind::Delta) continue;
+          ++deltas;
+          layer = l;
+          const HostExpert& x = store.expert_tensors(store.expert(d1, l, e));
+          const HostExpert& y = store.expert_tensors(store.expert(b, l, e));
+          QVERIFY(x.delta >= 0 && x.gate == y.gate && x.up == y.up && x.down == y.down);  // the base's own tensors
+        }
+      QVERIFY2(deltas > 0, fam.c_str());
+
+      // Pinned: d1's experts at every third position, the base's at the next; the rest load on miss.
+      std::vector<PinnedExpert> pinned;
+      for (std::int64_t l = 0; l < s.num_layers; ++l)
+        for (std::int64_t e = 0; e < s.num_experts && s.is_sparse(l); ++e)
+          if (e % 3 < 2) pinned.push_back({l, e, e % 3 == 0 ? d1 : b});
+      const std::vector<std::pair<int, std::vector<std::int64_t>>> cases{
+          {b, prompt_of(9, 1, s.vocab_size)}, {d1, prompt_of(7, 2, s.vocab_size)}, {d2, prompt_of(11, 3, s.vocab_size)}, {d1, prompt_of(5, 4, s.vocab_size)}};
+      auto expected = [&](int target, const std::vector<std::int64_t>& ids) {
+        const Model& m = *expanded[static_cast<std::size_t>(target == b ? 0 : target == d1 ? 1 : 2)];
+        KvCache cache(m.spec(), 1, static_cast<std::int64_t>(ids.size()));
+        return forward(m, cache, ids, LogitsFor::AllPositions).values;
+      };
+      for (bool together : {false, true}) {
+        auto rt = std::make_shared<Runtime>(store, RuntimeConfig{.pinned = pinned, .hit = HitPolicy::Strict, .miss = "lru", .resident_sets = 3});
+        Engine engine(rt);
+        std::vector<ServeRequest> requests;
+        for (const auto& [t, ids] : cases) requests.push_back({store.name(t), {.prompt = ids, .max_new_tokens = 0}, true});
+        std::vector<std::shared_ptr<RequestHandle>> handles;
+        if (together) handles = engine.submit_all(requests);
+        else
+          for (const ServeRequest& r : requests) handles.push_back(engine.submit(r));
+        for (std::size_t i = 0; i < cases.size(); ++i) {
+          const RequestResult& r = handles[i]->wait();
+          const double err = relative_error(r.logits.values, expected(cases[i].first, cases[i].second));
+          QVERIFY2(err <= 1e-5, qPrintable(QStringLiteral("%1, %2, request %3: %4").arg(QString::fromStdString(fam)).arg(together ? QStringLiteral("batched") : QStringLiteral("alone")).arg(i).arg(err)));
+        }
+      }
+      // A delta variant differs from its base where its deltas do: the check above can fail.
+      QVERIFY(relative_error(expected(d1, cases[1].second), expected(b, cases[1].second)) > 1e-4);
+      (void)layer;
+
+      // Analyses read a delta folder's experts as it means them.
+      Family dense;
+      for (const char* v : {"base", "xft1"}) dense.add(v, v == std::string("base") ? fixture(fam, "base") : dir / v);
+      Family packed;
+      packed.add("base", fixture(fam, "base"));
+      packed.add("dft1", dir / "dft1");
+      const auto da = expert_distances(dense, {}, 1), pa = expert_distances(packed, {}, 1);
+      for (std::size_t i = 0; i < da->pairs.size(); ++i)
+        if (!std::isnan(da->pairs[i])) QVERIFY(std::abs(da->pairs[i] - pa->pairs[i]) <= 1e-5 * (1 + da->pairs[i]));
+
+      // The CUDA backend holds dense experts only: it refuses rather than serve the base's.
+      expect_mentions(error_of<UnsupportedError>([&] { make_cuda_backend(store, {.layer_slots = std::vector<std::int64_t>(static_cast<std::size_t>(s.num_layers), 1)}); }),
+                      {"dft1", "delta", "--device cpu"});
+    }
   }
 
   void wrong_bases_and_damaged_folders_are_refused() {
@@ -226,7 +324,7 @@ class DeltaTest : public QObject {
       const PackedDelta p = compress_delta(delta_like(rows, cols, 6), rows, cols, f);
       std::vector<float> dense(static_cast<std::size_t>(rows * cols));
       expand_delta(p, f, dense);
-      const kernels::DeltaView view{p.qweight.data(), f.sparse24 ? p.meta.data() : nullptr, p.scales.data(), p.zeros.data(), rows, cols, f.group, f.bits, f.sparse24};
+      const kernels::DeltaView view = delta_view(p, f);
       for (int n : {1, 5}) {
         std::vector<float> x(static_cast<std::size_t>(n * cols)), y(static_cast<std::size_t>(n * rows), 1.0f);
         for (float& v : x) v = normal(rng);

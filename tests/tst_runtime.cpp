@@ -26,13 +26,6 @@ namespace {
 
 fs::path sample_family() { return fs::path(MOSAIC_RESOURCES) / "sample-family"; }
 
-std::vector<std::int64_t> prompt_of(std::size_t length, std::uint64_t seed, std::int64_t vocab) {
-  std::mt19937_64 rng(seed);
-  std::vector<std::int64_t> ids(length);
-  for (auto& id : ids) id = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(vocab));
-  return ids;
-}
-
 std::vector<float> reference_logits(const Model& m, const std::vector<std::int64_t>& ids,
                                     const std::vector<std::vector<bool>>* allowed = nullptr) {
   KvCache cache(m.spec(), 1, static_cast<std::int64_t>(ids.size()));

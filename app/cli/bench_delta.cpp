@@ -10,7 +10,7 @@
 #include <random>
 
 #include "cli/commands.h"
-#include "kernels/delta_linear.h"
+#include "runtime/delta_view.h"
 #include "model/delta_codec.h"
 #include "runtime/matmul_yardstick.h"
 #include "runtime/threads.h"
@@ -49,7 +49,7 @@ void add_bench_delta_command(CLI::App& app) {
       for (float& v : delta) v = normal(rng);
       for (const DeltaFormat f : {DeltaFormat{4, true, 128}, DeltaFormat{4, false, 128}, DeltaFormat{2, true, 128}}) {
         const PackedDelta p = compress_delta(delta, rows, cols, f);
-        const kernels::DeltaView view{p.qweight.data(), f.sparse24 ? p.meta.data() : nullptr, p.scales.data(), p.zeros.data(), rows, cols, f.group, f.bits, f.sparse24};
+        const kernels::DeltaView view = delta_view(p, f);
         const double packed = static_cast<double>(packed_bytes(f, rows, cols));
         for (int n : {1, 4}) {
           std::vector<float> x(static_cast<std::size_t>(n * cols), 0.5f), y(static_cast<std::size_t>(n * rows));

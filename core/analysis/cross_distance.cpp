@@ -21,10 +21,6 @@ struct Buffers {
   std::vector<double> sq;   // [kRows][positions]
 };
 
-void convert(const Weight& w, std::size_t off, std::size_t len, float* out) {
-  to_float(w.dtype, w.data().data() + off * dtype_size(w.dtype), std::span(out, len));
-}
-
 }  // namespace
 
 Outcome<CrossDistances> cross_position_distances(const Checkpoint& a, const Checkpoint& b, std::optional<std::int64_t> layer,
@@ -52,10 +48,11 @@ Outcome<CrossDistances> cross_position_distances(const Checkpoint& a, const Chec
     const WeightNames names(s);
     // The three matrices of each position, for both checkpoints.
     auto weights_of = [&](const Checkpoint& ck) {
-      std::vector<std::array<const Weight*, 3>> w;
+      std::vector<std::array<WeightFloats, 3>> w;
       for (const auto& [l, e] : out.positions)
-        w.push_back({&ck.weight(names.expert(l, e, ExpertRole::Gate)), &ck.weight(names.expert(l, e, ExpertRole::Up)),
-                     &ck.weight(names.expert(l, e, ExpertRole::Down))});
+        w.push_back({WeightFloats(ck, ck.weight(names.expert(l, e, ExpertRole::Gate))),
+                     WeightFloats(ck, ck.weight(names.expert(l, e, ExpertRole::Up))),
+                     WeightFloats(ck, ck.weight(names.expert(l, e, ExpertRole::Down)))});
       return w;
     };
     const auto wa = weights_of(a), wb = weights_of(b);
@@ -78,11 +75,11 @@ Outcome<CrossDistances> cross_position_distances(const Checkpoint& a, const Chec
           const std::size_t r0 = block * kRows, rows = std::min(kRows, n - r0);
           std::fill(buf.sq.begin(), buf.sq.end(), 0.0);
           for (int role = 0; role < 3; ++role) {
-            const auto numel = static_cast<std::size_t>(wa[0][role]->info->numel());
+            const std::size_t numel = wa[0][role].size();
             for (std::size_t off = 0; off < numel; off += kChunk) {
               const std::size_t len = std::min(kChunk, numel - off);
-              for (std::size_t r = 0; r < rows; ++r) convert(*wa[r0 + r][role], off, len, &buf.a[r * kChunk]);
-              for (std::size_t c = 0; c < n; ++c) convert(*wb[c][role], off, len, &buf.b[c * kChunk]);
+              for (std::size_t r = 0; r < rows; ++r) wa[r0 + r][role].read(off, std::span(&buf.a[r * kChunk], len));
+              for (std::size_t c = 0; c < n; ++c) wb[c][role].read(off, std::span(&buf.b[c * kChunk], len));
               for (std::size_t r = 0; r < rows; ++r)
                 for (std::size_t c = 0; c < n; ++c) {
                   const float* x = &buf.a[r * kChunk];

@@ -6,6 +6,7 @@
 #include "common/error.h"
 #include "model/content_hash.h"
 #include "model/delta_config.h"
+#include "model/delta_pack.h"
 #include "model/dtype_convert.h"
 #include "model/model_spec.h"
 
@@ -25,45 +26,11 @@ std::span<const std::byte> bytes_of(const std::vector<T>& v) {
   return std::as_bytes(std::span<const T>(v));
 }
 
-// The header entries of one matrix's pack: qweight, meta (2:4 only), scales, zeros.
-std::vector<TensorEntry> pack_entries(const std::string& name, std::int64_t rows, std::int64_t cols, const DeltaFormat& f) {
-  std::vector<TensorEntry> e{{name + ".qweight", DType::I32, {rows, value_words(f, cols)}}};
-  if (f.sparse24) e.push_back({name + ".meta", DType::I32, {rows, meta_words(f, cols)}});
-  e.push_back({name + ".scales", DType::F16, {rows, group_count(f, cols)}});
-  e.push_back({name + ".zeros", DType::U8, {rows, group_count(f, cols)}});
-  return e;
-}
-
 std::span<const std::byte> part_bytes(const PackedDelta& p, const std::string& entry) {
   if (entry.ends_with(".qweight")) return bytes_of(p.qweight);
   if (entry.ends_with(".meta")) return bytes_of(p.meta);
   if (entry.ends_with(".scales")) return bytes_of(p.scales);
   return bytes_of(p.zeros);
-}
-
-// One matrix's pack as stored in `file`, each array's dtype and shape checked against the format.
-PackedDelta read_pack(const SafetensorsFile& file, const std::string& name, std::int64_t rows, std::int64_t cols, const DeltaFormat& f) {
-  PackedDelta p;
-  p.rows = rows;
-  p.cols = cols;
-  for (const TensorEntry& want : pack_entries(name, rows, cols, f)) {
-    const TensorInfo* t = file.find(want.name);
-    if (!t) throw MissingError(file.path().string(), want.name, "is absent", "compress the delta again");
-    if (t->dtype != want.dtype || t->shape != want.shape)
-      throw FormatError(file.path().string(), want.name, "is not the " + std::string(dtype_name(want.dtype)) + " array of the shape this format packs " + name + " into",
-                        "compress the delta again");
-    const auto bytes = file.data(*t);
-    auto fill = [&](auto& v) {
-      v.resize(bytes.size() / sizeof(v[0]));
-      std::memcpy(v.data(), bytes.data(), bytes.size());
-    };
-    if (want.name.ends_with(".qweight")) fill(p.qweight);
-    else if (want.name.ends_with(".meta")) fill(p.meta);
-    else if (want.name.ends_with(".scales")) fill(p.scales);
-    else fill(p.zeros);
-  }
-  check_packed(p, f, file.path().string() + ": " + name);
-  return p;
 }
 
 }  // namespace
@@ -73,6 +40,9 @@ DeltaReport write_delta(const Checkpoint& base, const Checkpoint& variant, const
     throw MismatchError(variant.dir().string(), "model_type",
                         "is '" + std::string(variant.spec().model_type()) + "', the base " + base.dir().string() + " is '" + std::string(base.spec().model_type()) + "'",
                         "a delta is taken from the checkpoint the variant was fine-tuned from");
+  if (base.is_delta())
+    throw UnsupportedError(base.dir().string(), "delta.json", "makes the base a delta folder; a delta is taken from a dense checkpoint",
+                           "give the checkpoint the variant was fine-tuned from (or `mosaic-cli delta expand` this one)");
   // Every weight of the variant has its like in the base; experts are matrices the format can pack.
   for (const Weight& w : variant.weights()) {
     const Weight& b = base.weight(w.expected.name);
@@ -112,7 +82,9 @@ DeltaReport write_delta(const Checkpoint& base, const Checkpoint& variant, const
         const Weight& w = variant.weights()[weight_of[i]];
         if (!w.expected.is_expert()) return w.data();
         if (entries[i].name.ends_with(".qweight")) {
-          const auto v = as_floats(w.dtype, w.data());
+          const WeightFloats variant_floats(variant, w);  // a delta folder's expert: its own base + Δ̂
+          std::vector<float> v(variant_floats.size());
+          variant_floats.read(0, v);
           const Weight& b = base.weight(w.expected.name);
           const auto bw = as_floats(b.dtype, b.data());
           std::vector<float> delta(v.size());
@@ -137,40 +109,20 @@ DeltaReport write_delta(const Checkpoint& base, const Checkpoint& variant, const
 }
 
 void write_expanded(const fs::path& delta_dir, const fs::path& out) {
-  const DeltaConfig config = read_delta_config(delta_dir / kDeltaCfgFile);
-  const fs::path base_dir = config.base_model.is_absolute() ? config.base_model : (delta_dir / config.base_model).lexically_normal();
-  const Checkpoint base(base_dir);
-  if (checkpoint_sha256(base) != config.base_sha256)
-    throw MismatchError((delta_dir / kDeltaCfgFile).string(), "base_sha256",
-                        "names another base than the checkpoint now at " + base_dir.string() + " (its files have changed)",
-                        "put back the base the delta was taken from, or compress the variant again from this base");
-  const ModelSpec spec = load_model_spec(delta_dir / "config.json");
-  const SafetensorsFile file(delta_dir / "model.safetensors");
-  std::vector<ExpectedTensor> expected = expected_tensors(spec);
+  if (!fs::exists(delta_dir / kDeltaCfgFile))
+    throw InvalidArgument(delta_dir.string(), kDeltaCfgFile, "is absent: this is not a delta folder",
+                          "give a folder written by `mosaic-cli delta compress`");
+  const Checkpoint delta(delta_dir);  // checks the base, its hash and every pack's arrays
   std::vector<TensorEntry> entries;
-  for (const ExpectedTensor& t : expected) {
-    if (t.is_expert()) {
-      if (base.weight(t.name).expected.shape != t.shape)
-        throw MismatchError(delta_dir.string(), t.name, "has another shape than in the base " + base_dir.string());
-      entries.push_back({t.name, DType::F32, t.shape});
-      continue;
-    }
-    const TensorInfo* info = file.find(t.name);
-    if (!info) throw MissingError(file.path().string(), t.name, "is absent", "compress the delta again");
-    if (info->shape != t.shape || !is_floating(info->dtype))
-      throw FormatError(file.path().string(), t.name, "is not a floating-point tensor of the shape config.json gives", "compress the delta again");
-    entries.push_back({t.name, info->dtype, t.shape});
-  }
+  for (const Weight& w : delta.weights())
+    entries.push_back({w.expected.name, w.expected.is_expert() ? DType::F32 : w.dtype, w.expected.shape});
   std::vector<float> dense;
   write_checkpoint_folder(out, delta_dir, entries, [&](std::size_t i) -> std::span<const std::byte> {
-    const ExpectedTensor& t = expected[i];
-    if (!t.is_expert()) return file.data(*file.find(t.name));
-    const PackedDelta pack = read_pack(file, t.name, t.shape[0], t.shape[1], config.format);
-    dense.resize(static_cast<std::size_t>(t.shape[0] * t.shape[1]));
-    expand_delta(pack, config.format, dense);
-    const Weight& b = base.weight(t.name);
-    const auto bw = as_floats(b.dtype, b.data());
-    for (std::size_t k = 0; k < dense.size(); ++k) dense[k] += bw[k];
+    const Weight& w = delta.weights()[i];
+    if (!w.expected.is_expert()) return w.data();
+    const WeightFloats floats(delta, w);  // base + Δ̂
+    dense.resize(floats.size());
+    floats.read(0, dense);
     return bytes_of(dense);
   });
 }

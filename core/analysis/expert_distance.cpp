@@ -24,13 +24,12 @@ void position_distances(const std::vector<const Checkpoint*>& ck, std::int64_t l
   const WeightNames names(ck.front()->spec());
   for (ExpertRole role : {ExpertRole::Gate, ExpertRole::Up, ExpertRole::Down}) {
     const std::string name = names.expert(layer, expert, role);
-    std::vector<const Weight*> w(n);
-    for (std::size_t v = 0; v < n; ++v) w[v] = &ck[v]->weight(name);
-    const auto numel = static_cast<std::size_t>(w[0]->info->numel());
+    std::vector<WeightFloats> w;
+    for (std::size_t v = 0; v < n; ++v) w.emplace_back(*ck[v], ck[v]->weight(name));
+    const std::size_t numel = w[0].size();
     for (std::size_t off = 0; off < numel; off += kChunk) {
       const std::size_t len = std::min(kChunk, numel - off);
-      for (std::size_t v = 0; v < n; ++v)
-        to_float(w[v]->dtype, w[v]->data().data() + off * dtype_size(w[v]->dtype), std::span(buf[v].data(), len));
+      for (std::size_t v = 0; v < n; ++v) w[v].read(off, std::span(buf[v].data(), len));
       std::size_t p = 0;
       for (std::size_t i = 0; i < n; ++i)
         for (std::size_t j = i + 1; j < n; ++j, ++p) {

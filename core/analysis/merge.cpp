@@ -18,15 +18,17 @@ std::vector<TensorEntry> entries_of(const Checkpoint& ck) {
   return entries;
 }
 
-// `w`'s elements in `dtype`: its mapped bytes when the dtypes agree, else converted into `scratch`.
-std::span<const std::byte> as_dtype(const Weight& w, DType dtype, std::vector<std::byte>& scratch) {
-  if (w.dtype == dtype) return w.data();
-  const auto numel = static_cast<std::size_t>(w.info->numel());
+// `w` of `ck` in `dtype`: its mapped bytes when they are what it means in that dtype, else converted
+// (a delta folder's expert: base + Δ̂) into `scratch`.
+std::span<const std::byte> as_dtype(const Checkpoint& ck, const Weight& w, DType dtype, std::vector<std::byte>& scratch) {
+  const WeightFloats floats(ck, w);
+  if (w.dtype == dtype && floats.is_stored()) return w.data();
+  const std::size_t numel = floats.size();
   scratch.resize(numel * dtype_size(dtype));
   std::vector<float> buf(kChunk);
   for (std::size_t off = 0; off < numel; off += kChunk) {
     const std::span<float> part(buf.data(), std::min(kChunk, numel - off));
-    to_float(w.dtype, w.data().data() + off * dtype_size(w.dtype), part);
+    floats.read(off, part);
     from_float(dtype, part, scratch.data() + off * dtype_size(dtype));
   }
   return scratch;
@@ -45,12 +47,13 @@ void write_averaged(const Family& family, const fs::path& out) {
     const Weight& w0 = first.weights()[i];
     const auto numel = static_cast<std::size_t>(w0.info->numel());
     result.resize(numel * dtype_size(w0.dtype));
+    std::vector<WeightFloats> floats;
+    for (const Variant& v : family.variants()) floats.emplace_back(*v.checkpoint, v.checkpoint->weights()[i]);
     for (std::size_t off = 0; off < numel; off += kChunk) {
       const std::size_t len = std::min(kChunk, numel - off);
       std::fill_n(sum.begin(), len, 0.0);
-      for (const Variant& v : family.variants()) {
-        const Weight& w = v.checkpoint->weights()[i];
-        to_float(w.dtype, w.data().data() + off * dtype_size(w.dtype), std::span(part.data(), len));
+      for (const WeightFloats& w : floats) {
+        w.read(off, std::span(part.data(), len));
         for (std::size_t k = 0; k < len; ++k) sum[k] += part[k];
       }
       for (std::size_t k = 0; k < len; ++k) part[k] = static_cast<float>(sum[k] / static_cast<double>(family.size()));
@@ -73,12 +76,12 @@ void write_consolidated(const Family& family, const Layout& layout, const std::s
     const ExpectedTensor& x = w.expected;
     if (!x.is_expert()) return w.data();
     const int resident = plan.resident(x.layer, x.expert);
-    if (resident < 0) return w.data();
+    if (resident < 0) return as_dtype(own, w, w.dtype, scratch);
     const Variant* holder = family.find(layout.variants.at(static_cast<std::size_t>(resident)).name);
     if (!holder)
       throw MismatchError("layout", "variant '" + layout.variants[static_cast<std::size_t>(resident)].name + "'",
                           "is not among the variants given", "give the variants the layout was made for");
-    return as_dtype(holder->checkpoint->weight(x.name), w.dtype, scratch);
+    return as_dtype(*holder->checkpoint, holder->checkpoint->weight(x.name), w.dtype, scratch);
   });
 }
 

@@ -163,8 +163,7 @@ std::unique_ptr<MoeTrainer> MoeTrainer::fresh(const ModelSpec& spec, std::uint64
 std::unique_ptr<MoeTrainer> MoeTrainer::from_checkpoint(const Checkpoint& ck, const OptimizerConfig& opt) {
   auto impl = make_impl(ck.spec(), opt);
   for (Param& p : impl->params) {
-    const Weight& w = ck.weight(p.expected.name);
-    to_float(w.dtype, w.data().data(), std::span<float>(p.value.data_ptr<float>(), static_cast<std::size_t>(p.value.numel())));
+    WeightFloats(ck, ck.weight(p.expected.name)).read(0, std::span<float>(p.value.data_ptr<float>(), static_cast<std::size_t>(p.value.numel())));
   }
   return std::unique_ptr<MoeTrainer>(new MoeTrainer(std::move(impl)));
 }

@@ -12,7 +12,9 @@
 #include "common/error.h"
 #include "common/json_text.h"
 #include "common/text_file.h"
+#include "model/content_hash.h"
 #include "model/delta_config.h"
+#include "model/delta_pack.h"
 #include "model/dtype_convert.h"
 #include "model/esft_adapter.h"
 
@@ -87,9 +89,6 @@ std::map<std::string, std::string> read_index(const std::filesystem::path& index
 Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
   if (!std::filesystem::is_directory(dir))
     throw MissingError(dir.string(), "", "is not a folder", "give the checkpoint folder holding config.json");
-  if (std::filesystem::exists(dir / kDeltaCfgFile))
-    throw UnsupportedError(dir.string(), kDeltaCfgFile, "makes this a delta folder (base + packed expert deltas); serving deltas is not built yet",
-                           "write its dense checkpoint with `mosaic-cli delta expand --delta " + dir.string() + " --out DIR` and serve that");
   spec_ = load_model_spec(dir / "config.json");
 
   // Where each tensor lives: one file, or the shards the index names.
@@ -120,8 +119,23 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
                        "Mosaic reads safetensors checkpoints; convert .bin weights with transformers' save_pretrained");
   }
 
+  // A folder over a base checkpoint (an ESFT adapter, a delta folder) opens the base, which must be
+  // a full checkpoint of the same model; this checkpoint then owns the base's files too.
+  auto open_base = [&](const std::filesystem::path& base_model, const std::string& cfg_file, const std::string& what) {
+    const auto base_dir = (base_model.is_absolute() ? base_model : dir / base_model).lexically_normal();
+    Checkpoint base(base_dir);
+    base_dir_ = base_dir;
+    if (base.kind_ != Kind::Full)
+      throw UnsupportedError((dir / cfg_file).string(), "base_model", "names " + base_dir.string() + ", which is itself built on a base",
+                             "point base_model at a full checkpoint");
+    if (const auto diff = first_difference(base.spec(), spec_))
+      throw MismatchError(dir.string(), "config.json", "differs from the base model's (" + *diff + ")",
+                          "the " + what + " was made from another model");
+    return base;
+  };
+
   // An ESFT adapter: the listed experts come from its own file, which must hold exactly them;
-  // everything else from the base checkpoint, whose files this checkpoint then owns too.
+  // everything else from the base checkpoint.
   if (std::filesystem::exists(dir / kExpertCfgFile)) {
     const EsftAdapterConfig cfg = read_expert_cfg(dir / kExpertCfgFile, spec_);
     const WeightNames names(spec_);
@@ -138,15 +152,41 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
     for (const std::string& name : listed)
       if (!location.count(name))
         throw MissingError(dir.string(), "tensor '" + name + "'", "is listed in expert_cfg.json but absent from the adapter");
-    const auto base_dir = (cfg.base_model.is_absolute() ? cfg.base_model : dir / cfg.base_model).lexically_normal();
-    Checkpoint base(base_dir);
-    base_dir_ = base_dir;
-    if (std::filesystem::exists(base_dir / kExpertCfgFile))
-      throw UnsupportedError(dir.string(), "base_model", "is itself an ESFT adapter", "point base_model at a full checkpoint");
-    if (const auto diff = first_difference(base.spec(), spec_))
-      throw MismatchError(dir.string(), "config.json", "differs from the base model's (" + *diff + ")",
-                          "the adapter was trained on another model");
+    Checkpoint base = open_base(cfg.base_model, kExpertCfgFile, "adapter");
+    kind_ = Kind::Adapter;
     for (const Weight& w : base.weights()) location.emplace(w.expected.name, w.file);  // keeps the adapter's own
+    for (auto& f : base.files_) files_.push_back(std::move(f));
+  } else if (std::filesystem::exists(dir / kDeltaCfgFile)) {
+    // A delta folder: its own non-expert tensors, and for each expert the base's weight plus a pack.
+    const DeltaConfig cfg = read_delta_config(dir / kDeltaCfgFile);
+    if (files_.size() != 1 || files_.front()->path().filename() != "model.safetensors")
+      throw FormatError(dir.string(), "", "is a delta folder (delta.json) without a single model.safetensors",
+                        "write it again with `mosaic-cli delta compress`");
+    delta_file_ = files_.front().get();
+    Checkpoint base = open_base(cfg.base_model, kDeltaCfgFile, "delta");
+    if (checkpoint_sha256(base) != cfg.base_sha256)
+      throw MismatchError((dir / kDeltaCfgFile).string(), "base_sha256",
+                          "names another base than the checkpoint now at " + base_dir_.string() + " (its files have changed)",
+                          "put back the base the delta was taken from, or compress the variant again from this base");
+    kind_ = Kind::Delta;
+    delta_format_ = cfg.format;
+    for (const ExpectedTensor& e : expected_tensors(spec_)) {
+      if (!e.is_expert()) continue;
+      if (location.count(e.name))
+        throw FormatError(delta_file_->path().string(), "tensor '" + e.name + "'", "is a dense expert weight in a delta folder",
+                          "a delta folder stores its experts as packs; write it again with `mosaic-cli delta compress`");
+      if (e.shape.size() != 2) throw UnsupportedError(dir.string(), e.name, "is not a matrix", "deltas are taken of 2-D expert weights");
+      check_format(delta_format_, e.shape[0], e.shape[1], (dir / kDeltaCfgFile).string() + ": " + e.name);
+      for (const TensorEntry& want : pack_entries(e.name, e.shape[0], e.shape[1], delta_format_)) {
+        const TensorInfo* t = delta_file_->find(want.name);
+        if (!t) throw MissingError(delta_file_->path().string(), want.name, "is absent", "compress the delta again");
+        if (t->dtype != want.dtype || t->shape != want.shape)
+          throw FormatError(delta_file_->path().string(), want.name, "does not have the dtype and shape delta.json's format packs into",
+                            "compress the delta again");
+        packs_.insert(want.name);
+      }
+      location[e.name] = base.weight(e.name).file;
+    }
     for (auto& f : base.files_) files_.push_back(std::move(f));
   }
 
@@ -174,7 +214,7 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
   // Weights the config leaves out are not silently dropped when they say the config is wrong.
   for (const auto& f : files_)
     for (const TensorInfo& t : f->tensors())
-      if (!by_name_.count(t.name))
+      if (!by_name_.count(t.name) && !packs_.count(t.name))
         if (const auto why = contradicts_config(t.name, spec_)) {
           if (t.name == "lm_head.weight" && same_bytes(*f, t, weight(WeightNames(spec_).embed()))) continue;  // a redundant tied copy
           throw MismatchError(f->path().string(), "tensor '" + t.name + "'", *why,
@@ -198,11 +238,26 @@ const Weight& Checkpoint::weight(const std::string& name) const {
   throw MissingError(dir_.string(), "tensor '" + name + "'", "is not a weight of this model");
 }
 
+WeightFloats::WeightFloats(const Checkpoint& ck, const Weight& w) : w_(&w) {
+  if (!ck.is_delta() || !w.expected.is_expert()) return;
+  delta_ = std::make_unique<PackedDelta>(ck.delta_pack(w));
+  format_ = ck.delta_format();
+}
+
+void WeightFloats::read(std::size_t offset, std::span<float> out) const {
+  to_float(w_->dtype, w_->data().data() + offset * dtype_size(w_->dtype), out);
+  if (delta_) add_delta_range(*delta_, format_, static_cast<std::int64_t>(offset), out);
+}
+
+PackedDelta Checkpoint::delta_pack(const Weight& expert) const {
+  return read_pack(*delta_file_, expert.expected.name, expert.expected.shape[0], expert.expected.shape[1], delta_format_);
+}
+
 std::vector<std::string> Checkpoint::unused_tensors() const {
   std::vector<std::string> out;
   for (const auto& f : files_)
     for (const TensorInfo& t : f->tensors())
-      if (!by_name_.count(t.name)) out.push_back(t.name);
+      if (!by_name_.count(t.name) && !packs_.count(t.name)) out.push_back(t.name);
   return out;
 }
 

@@ -1,16 +1,20 @@
 #pragma once
 // A HuggingFace checkpoint folder: config.json plus model.safetensors, or shards listed in
-// model.safetensors.index.json, or an ESFT adapter over another checkpoint (model/esft_adapter.h). Opening one validates every tensor the config requires (present,
-// floating point, the right shape); the weights stay memory-mapped, nothing is copied.
+// model.safetensors.index.json; or a folder over another checkpoint, its base: an ESFT adapter
+// (model/esft_adapter.h) or a DeltaMoE delta folder (docs/delta-format.md). Opening one validates
+// every tensor the config requires (present, floating point, the right shape); the weights stay
+// memory-mapped, nothing is copied.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <unordered_map>
 #include <utility>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "model/delta_codec.h"
 #include "model/model_spec.h"
 #include "model/safetensors.h"
 #include "model/weight_names.h"
@@ -32,6 +36,25 @@ struct Weight {
 // weight once; callers check where they copy or convert it anyway.
 void require_finite(const Weight& w);
 
+class Checkpoint;
+
+// A weight as its checkpoint means it, in fp32, a range at a time: its stored elements, plus for a
+// delta folder's expert the packed Δ̂ over the same range (the pack read and checked once, here).
+// Every reader of expert weights goes through this, so that none mistakes a delta folder's experts
+// for its base's.
+class WeightFloats {
+ public:
+  WeightFloats(const Checkpoint& ck, const Weight& w);
+  std::size_t size() const { return static_cast<std::size_t>(w_->info->numel()); }
+  void read(std::size_t offset, std::span<float> out) const;  // elements [offset, offset + out.size())
+  bool is_stored() const { return !delta_; }  // the stored bytes are what it means
+
+ private:
+  const Weight* w_;
+  std::unique_ptr<PackedDelta> delta_;
+  DeltaFormat format_;
+};
+
 class Checkpoint {
  public:
   explicit Checkpoint(const std::filesystem::path& dir);  // throws mosaic::Error subclasses
@@ -47,9 +70,16 @@ class Checkpoint {
   std::vector<std::string> unused_tensors() const;  // stored but not required by the config
   // For an ESFT adapter folder (expert_cfg.json): the (layer, expert) pairs it tunes; else empty.
   const std::vector<std::pair<std::int64_t, std::int64_t>>& adapter_experts() const { return adapter_experts_; }
-  // For an ESFT adapter: the folder of the checkpoint it tunes (base_model, resolved); else empty.
+  // For an ESFT adapter or a delta folder: the folder of the checkpoint it builds on (base_model,
+  // resolved); else empty.
   const std::filesystem::path& base_dir() const { return base_dir_; }
-  bool is_adapter() const { return !base_dir_.empty(); }
+  bool is_adapter() const { return kind_ == Kind::Adapter; }
+  // A delta folder: weights() lists its base's expert tensors, to which delta_pack()'s delta is added.
+  bool is_delta() const { return kind_ == Kind::Delta; }
+  const DeltaFormat& delta_format() const { return delta_format_; }
+  // The packed delta of expert weight `name`, read and checked (FormatError naming the array).
+  // Precondition: is_delta().
+  PackedDelta delta_pack(const Weight& expert) const;
 
   std::uint64_t non_expert_bytes() const;
   std::uint64_t expert_bytes(std::int64_t layer, std::int64_t expert) const;
@@ -64,6 +94,10 @@ class Checkpoint {
   std::vector<std::uint64_t> expert_bytes_;
   std::vector<std::pair<std::int64_t, std::int64_t>> adapter_experts_;  // (layer, expert)
   std::filesystem::path base_dir_;
+  enum class Kind { Full, Adapter, Delta } kind_ = Kind::Full;
+  std::set<std::string> packs_;  // a delta folder's pack arrays (not unused tensors)
+  const SafetensorsFile* delta_file_ = nullptr;  // the delta folder's own model.safetensors
+  DeltaFormat delta_format_;
 };
 
 }  // namespace mosaic

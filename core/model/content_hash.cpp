@@ -61,7 +61,8 @@ std::string checkpoint_sha256(const Checkpoint& checkpoint, FileHashMemo* memo) 
   for (const auto& f : checkpoint.files()) files.insert(f->path());
   if (fs::exists(checkpoint.dir() / "model.safetensors.index.json"))
     files.insert(checkpoint.dir() / "model.safetensors.index.json");
-  if (fs::exists(checkpoint.dir() / "expert_cfg.json")) files.insert(checkpoint.dir() / "expert_cfg.json");
+  for (const char* own : {"expert_cfg.json", "delta.json"})  // what an adapter or a delta folder adds
+    if (fs::exists(checkpoint.dir() / own)) files.insert(checkpoint.dir() / own);
   Sha256 listing;
   for (const fs::path& f : files) {
     const std::string h = memo ? memo->hash(f) : sha256_file(f);

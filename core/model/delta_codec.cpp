@@ -162,18 +162,26 @@ void check_packed(const PackedDelta& p, const DeltaFormat& f, const std::string&
 }
 
 void expand_delta(const PackedDelta& p, const DeltaFormat& f, std::span<float> out) {
+  std::fill(out.begin(), out.end(), 0.0f);
+  add_delta_range(p, f, 0, out);
+}
+
+void add_delta_range(const PackedDelta& p, const DeltaFormat& f, std::int64_t begin, std::span<float> out) {
   const std::int64_t vw = value_words(f, p.cols), mw = meta_words(f, p.cols), groups = group_count(f, p.cols);
   const int per_word = codes_per_word(f);
-  std::fill(out.begin(), out.end(), 0.0f);
-  for (std::int64_t r = 0; r < p.rows; ++r) {
-    float* row = out.data() + r * p.cols;
+  const auto end = begin + static_cast<std::int64_t>(out.size());
+  if (out.empty()) return;
+  for (std::int64_t r = begin / p.cols; r <= (end - 1) / p.cols; ++r) {
     const std::uint32_t* values = p.qweight.data() + r * vw;
     const std::uint32_t* places = p.meta.data() + r * mw;
     for (std::int64_t k = 0; k < kept_per_row(f, p.cols); ++k) {
       const std::int64_t c = f.sparse24 ? (k / 2) * 4 + get(places, k, 16, 2) : k;
+      const std::int64_t at = r * p.cols + c;
+      if (at < begin || at >= end) continue;
       const std::int64_t g = r * groups + c / f.group;
       const float q = static_cast<float>(get(values, k, per_word, f.bits));
-      row[c] = (q - static_cast<float>(p.zeros[static_cast<std::size_t>(g)])) * f16_to_float(p.scales[static_cast<std::size_t>(g)]);
+      out[static_cast<std::size_t>(at - begin)] +=
+          (q - static_cast<float>(p.zeros[static_cast<std::size_t>(g)])) * f16_to_float(p.scales[static_cast<std::size_t>(g)]);
     }
   }
 }

@@ -49,5 +49,8 @@ void check_packed(const PackedDelta& p, const DeltaFormat& f, const std::string&
 // The dense Δ̂ the packed delta means, into `out` (rows × cols). Call check_packed first on
 // anything read from a file.
 void expand_delta(const PackedDelta& p, const DeltaFormat& f, std::span<float> out);
+// Adds elements [begin, begin + out.size()) of the row-major Δ̂ to `out`: a range of it, for readers
+// that stream a matrix in chunks.
+void add_delta_range(const PackedDelta& p, const DeltaFormat& f, std::int64_t begin, std::span<float> out);
 
 }  // namespace mosaic

@@ -60,7 +60,7 @@ void open_family(Family& family, const std::vector<fs::path>& dirs) {
   for (const auto& [name, dir] : discover_variants(dirs)) family.add(name, dir);
   std::vector<fs::path> bases;
   for (const Variant& v : family.variants())
-    if (v.checkpoint->is_adapter()) bases.push_back(v.checkpoint->base_dir());
+    if (!v.checkpoint->base_dir().empty()) bases.push_back(v.checkpoint->base_dir());  // an adapter's or a delta's
   for (const fs::path& base : bases) {
     const auto have = std::find_if(family.variants().begin(), family.variants().end(), [&](const Variant& v) {
       return canonical_or_self(v.checkpoint->dir()) == canonical_or_self(base);

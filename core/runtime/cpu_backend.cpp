@@ -22,7 +22,8 @@ at::Tensor host_view(const HostTensor& t) {
 ExpertSlots make_slots(const ModelSpec& s, std::int64_t n) {
   // Uninitialized: a slot is read only after a load.
   return {at::empty({n, 2 * s.expert_intermediate, s.hidden_size}, at::kFloat),
-          at::empty({n, s.hidden_size, s.expert_intermediate}, at::kFloat)};
+          at::empty({n, s.hidden_size, s.expert_intermediate}, at::kFloat), std::vector<HostDelta>(static_cast<std::size_t>(n)),
+          std::vector<char>(static_cast<std::size_t>(n), 0)};
 }
 
 }  // namespace
@@ -47,7 +48,7 @@ CpuBackend::CpuBackend(const HostStore& store, const BackendShape& shape) : stor
 }
 
 std::uint64_t CpuBackend::load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) {
-  const ExpertSlots& to = slot.scratch ? scratch_ : slots_[static_cast<std::size_t>(layer)];
+  ExpertSlots& to = slot.scratch ? scratch_ : slots_[static_cast<std::size_t>(layer)];
   const HostExpert& e = store_.expert_tensors(expert);
   const HostTensor &gate = store_.tensor(e.gate), &up = store_.tensor(e.up), &down = store_.tensor(e.down);
   const std::int64_t I = store_.spec().expert_intermediate;
@@ -55,7 +56,14 @@ std::uint64_t CpuBackend::load_expert(std::int64_t layer, SlotRef slot, ExpertId
   to.gate_up[slot.slot].narrow(0, 0, I).copy_(host_view(gate));
   to.gate_up[slot.slot].narrow(0, I, I).copy_(host_view(up));
   to.down[slot.slot].copy_(host_view(down));
-  return gate.bytes.size() + up.bytes.size() + down.bytes.size();
+  std::uint64_t bytes = gate.bytes.size() + up.bytes.size() + down.bytes.size();
+  const auto at = static_cast<std::size_t>(slot.slot);
+  to.has_delta[at] = e.delta >= 0;
+  if (e.delta >= 0) {
+    to.delta[at] = store_.delta(e.delta);  // reuses the slot's arrays' capacity
+    bytes += to.delta[at].bytes();
+  }
+  return bytes;
 }
 
 std::uint64_t CpuBackend::load_set(int buffer, int set) {

@@ -4,6 +4,7 @@
 // values. Include only from the backend's own .cpp files.
 #include <ATen/ATen.h>
 
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -16,6 +17,9 @@ namespace mosaic::cpu {
 struct ExpertSlots {
   at::Tensor gate_up;  // [slots, 2I, H]
   at::Tensor down;     // [slots, H, I]
+  // [slots]: a delta expert's packed Δ, copied as stored, added to the slot's dense base on the fly.
+  std::vector<HostDelta> delta;
+  std::vector<char> has_delta;
   MlpWeights view(std::int64_t slot) const { return {gate_up[slot], down[slot]}; }
 };
 
@@ -53,6 +57,9 @@ class CpuBackend final : public Backend {
  private:
   // The MoE block of `layer` over every token of the step: h [tokens, H] → [tokens, H].
   at::Tensor moe(std::int64_t layer, const at::Tensor& h, const StepLayout& layout, MoeState& state, StepResult& result);
+  // One wave's slot groups of `layer` into `out`: each expert over its tokens, weighted.
+  void run_groups(std::int64_t layer, const RouteWave& wave, const at::Tensor& h, std::span<const float> top_w,
+                  std::int64_t k, MoeState& state, at::Tensor& out) const;
   struct KvRows;
   KvRows kv_rows(const StepBatch& batch, const StepLayout& layout);
   at::Tensor project_qkv(std::int64_t layer, const LayerWeights& L, const at::Tensor& h, const at::Tensor& cos,

@@ -53,8 +53,6 @@ at::Tensor CpuBackend::moe(std::int64_t layer, const at::Tensor& h, const StepLa
   };
 
   at::Tensor out = at::zeros_like(h);
-  std::vector<std::int64_t> rows;
-  std::vector<float> ws;
   for (const RouteWave& wave : plan.waves) {
     for (const ExpertLoad& load : wave.loads) {
       const auto t0 = std::chrono::steady_clock::now();
@@ -64,16 +62,7 @@ at::Tensor CpuBackend::moe(std::int64_t layer, const at::Tensor& h, const StepLa
       c.load_bytes += bytes;
       c.load_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
-    for (const SlotGroup& group : wave.groups) {
-      rows.clear();
-      ws.clear();
-      for (std::int64_t p : group.pairs) {
-        rows.push_back(p / k);
-        ws.push_back(top_w[static_cast<std::size_t>(p)]);
-      }
-      const ExpertSlots& from = group.slot.scratch ? scratch_ : slots_[l];
-      add_expert(h, rows, ws, from.view(group.slot.slot), out, /*batched=*/true);
-    }
+    run_groups(layer, wave, h, top_w, k, state, out);
     for (const ExpertLoad& load : wave.loads)
       if (load.slot.scratch) state.scratch->clear(load.slot.slot);  // transient: dropped after use
   }

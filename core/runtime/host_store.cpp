@@ -16,7 +16,22 @@ std::filesystem::path canonical_or_self(const std::filesystem::path& p) {
   return ec ? p.lexically_normal() : c;
 }
 
+bool expands_to_zero(const PackedDelta& p, const DeltaFormat& f) {
+  std::vector<float> dense(static_cast<std::size_t>(p.rows * p.cols));
+  expand_delta(p, f, dense);
+  for (float v : dense)
+    if (v != 0.0f) return false;
+  return true;
+}
+
 }  // namespace
+
+std::uint64_t HostDelta::bytes() const {
+  std::uint64_t n = 0;
+  for (const PackedDelta* p : {&gate, &up, &down})
+    n += p->qweight.size() * 4 + p->meta.size() * 4 + p->scales.size() * 2 + p->zeros.size();
+  return n;
+}
 
 HostStore::HostStore(const Family& family) : spec_(family.spec()) {
   const ModelSpec& s = spec_;
@@ -52,12 +67,13 @@ HostStore::HostStore(const Family& family) : spec_(family.spec()) {
   };
 
   std::map<std::vector<TensorId>, int> set_index;
-  std::map<std::tuple<TensorId, TensorId, TensorId>, ExpertId> expert_index;
+  std::map<std::tuple<TensorId, TensorId, TensorId, DeltaId>, ExpertId> expert_index;
   for (const Variant& v : family.variants()) {
     const Checkpoint& ck = *v.checkpoint;
     Target t;
     t.name = v.name;
     t.adapter = ck.is_adapter();
+    t.delta = ck.is_delta();
     t.tuned = ck.adapter_experts();
     t.experts.assign(positions, -1);
     std::vector<TensorId> non_expert;
@@ -71,6 +87,22 @@ HostStore::HostStore(const Family& family) : spec_(family.spec()) {
       }
       HostExpert& e = experts[static_cast<std::size_t>(w.expected.layer * s.num_experts + w.expected.expert)];
       (w.expected.role == ExpertRole::Gate ? e.gate : w.expected.role == ExpertRole::Up ? e.up : e.down) = id;
+      if (ck.is_delta()) {
+        if (e.delta < 0) {
+          e.delta = static_cast<DeltaId>(deltas_.size());
+          deltas_.push_back({.format = ck.delta_format()});
+        }
+        HostDelta& d = deltas_.back();
+        (w.expected.role == ExpertRole::Gate ? d.gate : w.expected.role == ExpertRole::Up ? d.up : d.down) = ck.delta_pack(w);
+        if (w.expected.role == ExpertRole::Down) {  // the expert's last matrix: keep its delta unless it is none
+          if (expands_to_zero(d.gate, d.format) && expands_to_zero(d.up, d.format) && expands_to_zero(d.down, d.format)) {
+            deltas_.pop_back();
+            e.delta = -1;
+          } else {
+            host_bytes_ += d.bytes();
+          }
+        }
+      }
     }
     const auto [set, added] = set_index.emplace(non_expert, static_cast<int>(sets_.size()));
     if (added) sets_.push_back(std::move(non_expert));
@@ -78,18 +110,19 @@ HostStore::HostStore(const Family& family) : spec_(family.spec()) {
     for (std::size_t p = 0; p < positions; ++p) {
       const HostExpert& e = experts[p];
       if (e.gate < 0) continue;  // dense layer
-      const auto [it, fresh] = expert_index.emplace(std::make_tuple(e.gate, e.up, e.down), static_cast<ExpertId>(experts_.size()));
+      const auto [it, fresh] = expert_index.emplace(std::make_tuple(e.gate, e.up, e.down, e.delta), static_cast<ExpertId>(experts_.size()));
       if (fresh) experts_.push_back(e);
       t.experts[p] = it->second;
     }
     targets_.push_back(std::move(t));
   }
-  // An adapter's base, when the family holds it: the variant opened from its base_model folder.
+  // An adapter's or delta folder's base, when the family holds it: the variant opened from its
+  // base_model folder.
   for (std::size_t a = 0; a < targets_.size(); ++a) {
-    if (!targets_[a].adapter) continue;
+    if (!targets_[a].adapter && !targets_[a].delta) continue;
     const auto base = canonical_or_self(family.variants()[a].checkpoint->base_dir());
     for (std::size_t b = 0; b < targets_.size(); ++b)
-      if (!targets_[b].adapter && canonical_or_self(family.variants()[b].checkpoint->dir()) == base)
+      if (!targets_[b].adapter && !targets_[b].delta && canonical_or_self(family.variants()[b].checkpoint->dir()) == base)
         targets_[a].base = static_cast<int>(b);
   }
 }
@@ -112,6 +145,11 @@ ExpertId HostStore::expert(int target, std::int64_t layer, std::int64_t expert) 
 
 ExpertSource HostStore::source(int target, std::int64_t layer, std::int64_t expert) const {
   const Target& t = targets_[static_cast<std::size_t>(target)];
+  if (t.delta) {
+    const ExpertId id = t.experts[static_cast<std::size_t>(layer * spec_.num_experts + expert)];
+    if (id >= 0 && experts_[static_cast<std::size_t>(id)].delta >= 0) return ExpertSource::delta(target, expert);
+    return ExpertSource::full(t.base >= 0 ? t.base : target, expert);
+  }
   if (!t.adapter) return ExpertSource::full(target, expert);
   for (const auto& [l, e] : t.tuned)
     if (l == layer && e == expert) return ExpertSource::adapter(target, expert);

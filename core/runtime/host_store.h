@@ -3,15 +3,18 @@
 // dtype, from which the device's non-expert sets and expert slots are filled (converted to the
 // backend's compute dtype as they are copied).
 //
-// Targets are what a request names: every variant of the family, full fine-tunes and ESFT adapters
-// alike. Tensors that are byte-identical across targets are held once, so an adapter costs only its
-// tuned experts (and any non-expert tensor that differs from its base's), and adapters of one base
-// share its non-expert set. No LibTorch here: the CPU and CUDA backends both read these bytes.
+// Targets are what a request names: every variant of the family, full fine-tunes, ESFT adapters and
+// delta folders alike. Tensors that are byte-identical across targets are held once, so an adapter
+// costs only its tuned experts (and any non-expert tensor that differs from its base's), adapters of
+// one base share its non-expert set, and a delta folder's experts are its base's tensors plus packed
+// deltas (a delta that expands to zero is no delta: that expert is the base's). No LibTorch here:
+// the CPU and CUDA backends both read these bytes.
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "model/delta_codec.h"
 #include "model/dtype.h"
 #include "model/family.h"
 #include "runtime/expert_source.h"
@@ -28,8 +31,17 @@ struct HostTensor {
   std::vector<std::byte> bytes;  // row-major, as stored in the checkpoint
 };
 
+// A delta folder's packed Δ for one expert (docs/delta-format.md), added to its base's matrices.
+struct HostDelta {
+  DeltaFormat format;
+  PackedDelta gate, up, down;
+  std::uint64_t bytes() const;
+};
+using DeltaId = std::int32_t;
+
 struct HostExpert {
-  TensorId gate = -1, up = -1, down = -1;
+  TensorId gate = -1, up = -1, down = -1;  // a delta expert's are its base's
+  DeltaId delta = -1;                      // -1: a dense expert
 };
 
 class HostStore {
@@ -43,6 +55,7 @@ class HostStore {
   const std::string& name(int target) const { return targets_[static_cast<std::size_t>(target)].name; }
   int index(const std::string& name) const;  // -1 when absent
   bool is_adapter(int target) const { return targets_[static_cast<std::size_t>(target)].adapter; }
+  bool is_delta(int target) const { return targets_[static_cast<std::size_t>(target)].delta; }
   int base_of(int target) const { return targets_[static_cast<std::size_t>(target)].base; }  // -1: none in the family
   // The (layer, expert) pairs an adapter tunes; empty for a full checkpoint.
   const std::vector<std::pair<std::int64_t, std::int64_t>>& tuned(int target) const {
@@ -61,7 +74,8 @@ class HostStore {
   ExpertId expert(int target, std::int64_t layer, std::int64_t expert) const;
   const HostExpert& expert_tensors(ExpertId id) const { return experts_[static_cast<std::size_t>(id)]; }
   int distinct_experts() const { return static_cast<int>(experts_.size()); }
-  // Where that expert comes from: the adapter's own tuned expert, or a full checkpoint's.
+  const HostDelta& delta(DeltaId id) const { return deltas_[static_cast<std::size_t>(id)]; }
+  // Where that expert comes from: the adapter's own tuned expert, a delta folder's, or a full checkpoint's.
   ExpertSource source(int target, std::int64_t layer, std::int64_t expert) const;
 
   const HostTensor& tensor(TensorId id) const { return tensors_[static_cast<std::size_t>(id)]; }
@@ -76,7 +90,7 @@ class HostStore {
  private:
   struct Target {
     std::string name;
-    bool adapter = false;
+    bool adapter = false, delta = false;
     int base = -1, set = -1;
     std::vector<std::pair<std::int64_t, std::int64_t>> tuned;
     std::vector<ExpertId> experts;  // [layers * experts]
@@ -85,6 +99,7 @@ class HostStore {
   std::vector<Target> targets_;
   std::vector<HostTensor> tensors_;
   std::vector<HostExpert> experts_;
+  std::vector<HostDelta> deltas_;
   std::vector<std::vector<TensorId>> sets_;
   std::vector<std::string> non_expert_names_;
   std::uint64_t host_bytes_ = 0, non_expert_bytes_ = 0, expert_bytes_ = 0;

@@ -12,7 +12,10 @@ std::unique_ptr<Model> Model::load(const Checkpoint& ck) {
   auto w = std::make_unique<ModelWeights>(assemble_weights(ck.spec(), [&](const std::string& name) {
     const Weight& t = ck.weight(name);
     require_finite(t);
-    return cpu::to_fp32(t.data().data(), t.dtype, t.info->shape);
+    const WeightFloats floats(ck, t);  // a delta folder's expert: base + Δ̂
+    at::Tensor w = at::empty(t.info->shape, at::kFloat);
+    floats.read(0, std::span(w.data_ptr<float>(), floats.size()));
+    return w;
   }, /*with_experts=*/true));
   return std::unique_ptr<Model>(new Model(ck.spec(), std::move(w)));
 }

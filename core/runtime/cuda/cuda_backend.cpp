@@ -84,6 +84,11 @@ SetLayout set_layout(const HostStore& store) {
 
 CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
     : store_(store), spec_(store.spec()), shape_(shape) {
+  for (int t = 0; t < store.targets(); ++t)  // its slots hold dense experts only: a delta would be dropped
+    if (store.is_delta(t))
+      throw UnsupportedError("device cuda", "variant '" + store.name(t) + "'",
+                             "is a delta folder; the CUDA backend does not serve delta experts yet",
+                             "serve it with --device cpu, or write its dense checkpoint with `mosaic-cli delta expand`");
   if (const auto why = unavailable()) throw DeviceError("device cuda", "", *why, "use --device cpu on this machine");
   const ModelSpec& s = spec_;
   MOSAIC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));

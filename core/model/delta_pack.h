@@ -1,0 +1,21 @@
+#pragma once
+// One expert matrix's packed delta as a delta folder stores it (docs/delta-format.md): the tensors
+// `N.qweight`, `N.meta` (2:4 only), `N.scales` and `N.zeros` beside the expert weight's name `N`.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/delta_codec.h"
+#include "model/safetensors.h"
+
+namespace mosaic {
+
+// The header entries of `name`'s pack, in the order a delta folder writes them.
+std::vector<TensorEntry> pack_entries(const std::string& name, std::int64_t rows, std::int64_t cols, const DeltaFormat& f);
+
+// Reads `name`'s pack from `file`, each array's dtype and shape checked against the format and its
+// contents by check_packed. Throws MissingError or FormatError naming the file and the array.
+PackedDelta read_pack(const SafetensorsFile& file, const std::string& name, std::int64_t rows, std::int64_t cols,
+                      const DeltaFormat& f);
+
+}  // namespace mosaic

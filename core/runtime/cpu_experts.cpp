@@ -1,0 +1,94 @@
+// The CPU backend's expert compute for one wave of a layer's routing plan. A slot group runs its
+// expert's SwiGLU over the tokens routed to it. Groups whose slots hold one base expert (the base
+// itself and delta experts over it) run DeltaMoE's decoupled compute: the base's GEMMs once over
+// all their tokens, and each delta's product, straight from its packed arrays, on its own tokens.
+#include <map>
+#include <tuple>
+
+#include "runtime/cpu_backend.h"
+#include "runtime/cpu_ops.h"
+#include "runtime/delta_view.h"
+
+namespace mosaic::cpu {
+namespace {
+
+// y[rows of part] += x_part · Δ̂ᵀ, where y's rows may be strided (a column block of gate_up).
+void add_delta(const at::Tensor& x_part, const PackedDelta& p, const DeltaFormat& f, at::Tensor y_part) {
+  at::Tensor tmp = at::empty({x_part.size(0), p.rows}, at::kFloat);
+  kernels::delta_linear_cpu(x_part.data_ptr<float>(), static_cast<int>(x_part.size(0)), delta_view(p, f), false, tmp.data_ptr<float>());
+  y_part.add_(tmp);
+}
+
+}  // namespace
+
+void CpuBackend::run_groups(std::int64_t layer, const RouteWave& wave, const at::Tensor& h, std::span<const float> top_w,
+                            std::int64_t k, MoeState& state, at::Tensor& out) const {
+  const auto l = static_cast<std::size_t>(layer);
+  auto slots_of = [&](const SlotRef& s) -> const ExpertSlots& { return s.scratch ? scratch_ : slots_[l]; };
+
+  // Groups by the base their slot holds, in wave order; without deltas, each group alone.
+  std::vector<std::vector<const SlotGroup*>> bundles;
+  bool any_delta = false;
+  for (const SlotGroup& g : wave.groups) any_delta |= slots_of(g.slot).has_delta[static_cast<std::size_t>(g.slot.slot)] != 0;
+  std::map<std::tuple<TensorId, TensorId, TensorId>, std::size_t> bundle_of;
+  for (const SlotGroup& g : wave.groups) {
+    std::size_t b = bundles.size();
+    if (any_delta) {
+      const SlotPool& pool = g.slot.scratch ? *state.scratch : *state.pools[l];
+      const HostExpert& e = store_.expert_tensors(pool.content(g.slot.slot));
+      b = bundle_of.emplace(std::make_tuple(e.gate, e.up, e.down), bundles.size()).first->second;
+    }
+    if (b == bundles.size()) bundles.emplace_back();
+    bundles[b].push_back(&g);
+  }
+
+  std::vector<std::int64_t> rows;
+  std::vector<float> ws;
+  for (const auto& groups : bundles) {
+    rows.clear();
+    ws.clear();
+    std::vector<std::int64_t> begin;  // per group: its first row in the bundle
+    for (const SlotGroup* g : groups) {
+      begin.push_back(static_cast<std::int64_t>(rows.size()));
+      for (std::int64_t p : g->pairs) {
+        rows.push_back(p / k);
+        ws.push_back(top_w[static_cast<std::size_t>(p)]);
+      }
+    }
+    const ExpertSlots& first = slots_of(groups.front()->slot);
+    const MlpWeights m = first.view(groups.front()->slot.slot);
+    bool deltas = false;
+    for (const SlotGroup* g : groups) deltas |= slots_of(g->slot).has_delta[static_cast<std::size_t>(g->slot.slot)] != 0;
+    if (!deltas) {
+      add_expert(h, rows, ws, m, out, /*batched=*/true);
+      continue;
+    }
+    const auto n = static_cast<std::int64_t>(rows.size());
+    const at::Tensor idx = at::from_blob(rows.data(), {n}, at::kLong);
+    const at::Tensor x = h.index_select(0, idx);  // [n, H], contiguous
+    at::Tensor gu = project(x, m.gate_up);          // [n, 2I]: the base's GEMM, once
+    const std::int64_t I = gu.size(1) / 2;
+    auto each_delta = [&](auto&& body) {
+      for (std::size_t i = 0; i < groups.size(); ++i) {
+        const ExpertSlots& from = slots_of(groups[i]->slot);
+        const auto at = static_cast<std::size_t>(groups[i]->slot.slot);
+        if (!from.has_delta[at]) continue;
+        const std::int64_t b = begin[i], c = static_cast<std::int64_t>(groups[i]->pairs.size());
+        body(from.delta[at], b, c);
+      }
+    };
+    each_delta([&](const HostDelta& d, std::int64_t b, std::int64_t c) {
+      add_delta(x.narrow(0, b, c), d.gate, d.format, gu.narrow(0, b, c).narrow(1, 0, I));
+      add_delta(x.narrow(0, b, c), d.up, d.format, gu.narrow(0, b, c).narrow(1, I, I));
+    });
+    const at::Tensor a = (at::silu(gu.narrow(1, 0, I)) * gu.narrow(1, I, I)).contiguous();  // [n, I]
+    at::Tensor y = project(a, m.down);  // [n, H]: the base's GEMM, once
+    each_delta([&](const HostDelta& d, std::int64_t b, std::int64_t c) {
+      add_delta(a.narrow(0, b, c), d.down, d.format, y.narrow(0, b, c));
+    });
+    const at::Tensor w = at::from_blob(ws.data(), {n, 1}, at::kFloat);
+    out.index_add_(0, idx, y * w);
+  }
+}
+
+}  // namespace mosaic::cpu
