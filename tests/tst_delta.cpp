@@ -214,11 +214,21 @@ class DeltaTest : public QObject {
         }
       QVERIFY2(deltas > 0, fam.c_str());
 
-      // Pinned: d1's experts at every third position, the base's at the next; the rest load on miss.
-      std::vector<PinnedExpert> pinned;
+      // Pinned, two ways. Sparse: d1's experts at every third position, the base's at the next, the
+      // rest loaded on miss (d1's slots hold base and delta). DeltaMoE's: the base everywhere and
+      // every delta expert of both folders in delta-only slots.
+      std::vector<PinnedExpert> sparse, weave;
+      std::uint64_t delta_pins = 0;
       for (std::int64_t l = 0; l < s.num_layers; ++l)
-        for (std::int64_t e = 0; e < s.num_experts && s.is_sparse(l); ++e)
-          if (e % 3 < 2) pinned.push_back({l, e, e % 3 == 0 ? d1 : b});
+        for (std::int64_t e = 0; e < s.num_experts && s.is_sparse(l); ++e) {
+          if (e % 3 < 2) sparse.push_back({l, e, e % 3 == 0 ? d1 : b});
+          weave.push_back({l, e, b});
+          for (int d : {d1, d2})
+            if (store.source(d, l, e).kind == ExpertSource::Kind::Delta) {
+              weave.push_back({l, e, d});
+              ++delta_pins;
+            }
+        }
       const std::vector<std::pair<int, std::vector<std::int64_t>>> cases{
           {b, prompt_of(9, 1, s.vocab_size)}, {d1, prompt_of(7, 2, s.vocab_size)}, {d2, prompt_of(11, 3, s.vocab_size)}, {d1, prompt_of(5, 4, s.vocab_size)}};
       auto expected = [&](int target, const std::vector<std::int64_t>& ids) {
@@ -226,8 +236,14 @@ class DeltaTest : public QObject {
         KvCache cache(m.spec(), 1, static_cast<std::int64_t>(ids.size()));
         return forward(m, cache, ids, LogitsFor::AllPositions).values;
       };
-      for (bool together : {false, true}) {
-        auto rt = std::make_shared<Runtime>(store, RuntimeConfig{.pinned = pinned, .hit = HitPolicy::Strict, .miss = "lru", .resident_sets = 3});
+      for (int run = 0; run < 4; ++run) {
+        const bool together = run % 2, thin = run >= 2;
+        auto rt = std::make_shared<Runtime>(store, RuntimeConfig{.pinned = thin ? weave : sparse, .hit = HitPolicy::Strict, .miss = "lru", .resident_sets = 3});
+        std::uint64_t slot_bytes = 0;
+        for (const DeviceItem& item : rt->device_items())
+          if (item.name.starts_with("delta-only slots")) slot_bytes += item.bytes;
+        QCOMPARE(slot_bytes > 0, thin);  // a delta over a pinned base costs its packed bytes only
+        QVERIFY(slot_bytes < store.expert_bytes() * delta_pins / 4);
         Engine engine(rt);
         std::vector<ServeRequest> requests;
         for (const auto& [t, ids] : cases) requests.push_back({store.name(t), {.prompt = ids, .max_new_tokens = 0}, true});
@@ -238,7 +254,8 @@ class DeltaTest : public QObject {
         for (std::size_t i = 0; i < cases.size(); ++i) {
           const RequestResult& r = handles[i]->wait();
           const double err = relative_error(r.logits.values, expected(cases[i].first, cases[i].second));
-          QVERIFY2(err <= 1e-5, qPrintable(QStringLiteral("%1, %2, request %3: %4").arg(QString::fromStdString(fam)).arg(together ? QStringLiteral("batched") : QStringLiteral("alone")).arg(i).arg(err)));
+          QVERIFY2(err <= 1e-5, qPrintable(QStringLiteral("%1, %2, %3, request %4: %5").arg(QString::fromStdString(fam)).arg(together ? QStringLiteral("batched") : QStringLiteral("alone")).arg(thin ? QStringLiteral("delta-only slots") : QStringLiteral("sparse pins")).arg(i).arg(err)));
+          if (thin) QCOMPARE(r.stats.counters.total().misses, std::int64_t(0));  // every expert of every target resident
         }
       }
       // A delta variant differs from its base where its deltas do: the check above can fail.

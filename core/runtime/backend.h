@@ -16,6 +16,9 @@ namespace mosaic {
 // What the backend allocates, as the runtime sized it from the budget.
 struct BackendShape {
   std::vector<std::int64_t> layer_slots;  // [layers]: pinned + spare slots (0 in dense layers)
+  // [layers]: the slots [first, first + count) of a layer are delta-only: pinned delta experts whose
+  // base is pinned in another slot of the layer, so they hold only the packed delta (DeltaMoE).
+  std::vector<std::pair<std::int64_t, std::int64_t>> layer_delta_only;
   std::int64_t scratch_slots = 0;
   int buffers = 1;                        // resident-set buffers
   std::int64_t kv_block_tokens = 16;

@@ -19,18 +19,29 @@ at::Tensor host_view(const HostTensor& t) {
   return at::from_blob(const_cast<std::byte*>(t.bytes.data()), t.shape, at::TensorOptions().dtype(type));
 }
 
-ExpertSlots make_slots(const ModelSpec& s, std::int64_t n) {
+// `n` slots of which [delta_only.first, + .second) hold a packed delta only.
+ExpertSlots make_slots(const ModelSpec& s, std::int64_t n, std::pair<std::int64_t, std::int64_t> delta_only = {0, 0}) {
+  const auto [first, count] = delta_only;
+  ExpertSlots out;
   // Uninitialized: a slot is read only after a load.
-  return {at::empty({n, 2 * s.expert_intermediate, s.hidden_size}, at::kFloat),
-          at::empty({n, s.hidden_size, s.expert_intermediate}, at::kFloat), std::vector<HostDelta>(static_cast<std::size_t>(n)),
-          std::vector<char>(static_cast<std::size_t>(n), 0)};
+  out.gate_up = at::empty({n - count, 2 * s.expert_intermediate, s.hidden_size}, at::kFloat);
+  out.down = at::empty({n - count, s.hidden_size, s.expert_intermediate}, at::kFloat);
+  for (std::int64_t i = 0; i < n; ++i) {
+    out.dense.push_back(i < first ? i : i < first + count ? -1 : i - count);
+    out.delta_only.push_back(out.dense.back() < 0);
+  }
+  out.held.assign(static_cast<std::size_t>(n), -1);
+  out.delta.resize(static_cast<std::size_t>(n));
+  out.has_delta.assign(static_cast<std::size_t>(n), 0);
+  return out;
 }
 
 }  // namespace
 
 CpuBackend::CpuBackend(const HostStore& store, const BackendShape& shape) : store_(store), shape_(shape) {
   const ModelSpec& s = store.spec();
-  for (std::int64_t n : shape.layer_slots) slots_.push_back(make_slots(s, n));
+  for (std::size_t l = 0; l < shape.layer_slots.size(); ++l)
+    slots_.push_back(make_slots(s, shape.layer_slots[l], l < shape.layer_delta_only.size() ? shape.layer_delta_only[l] : std::pair<std::int64_t, std::int64_t>{}));
   scratch_ = make_slots(s, shape.scratch_slots);
   const auto& names = store.non_expert_names();
   for (std::size_t i = 0; i < names.size(); ++i) name_index_.emplace(names[i], i);
@@ -50,14 +61,24 @@ CpuBackend::CpuBackend(const HostStore& store, const BackendShape& shape) : stor
 std::uint64_t CpuBackend::load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) {
   ExpertSlots& to = slot.scratch ? scratch_ : slots_[static_cast<std::size_t>(layer)];
   const HostExpert& e = store_.expert_tensors(expert);
-  const HostTensor &gate = store_.tensor(e.gate), &up = store_.tensor(e.up), &down = store_.tensor(e.down);
-  const std::int64_t I = store_.spec().expert_intermediate;
-  // One pass each: the copy converts from the stored dtype.
-  to.gate_up[slot.slot].narrow(0, 0, I).copy_(host_view(gate));
-  to.gate_up[slot.slot].narrow(0, I, I).copy_(host_view(up));
-  to.down[slot.slot].copy_(host_view(down));
-  std::uint64_t bytes = gate.bytes.size() + up.bytes.size() + down.bytes.size();
   const auto at = static_cast<std::size_t>(slot.slot);
+  std::uint64_t bytes = 0;
+  to.held[at] = expert;
+  if (to.delta_only[at]) {
+    // The dense part is the base's, in another slot of the layer (the runtime pinned it first).
+    std::size_t base = 0;
+    while (base < to.held.size() && (to.held[base] != e.dense || to.delta_only[base])) ++base;
+    if (e.delta < 0 || base == to.held.size()) throw std::logic_error("a delta-only slot loaded without its base pinned in the layer");
+    to.dense[at] = to.dense[base];
+  } else {
+    const HostTensor &gate = store_.tensor(e.gate), &up = store_.tensor(e.up), &down = store_.tensor(e.down);
+    const std::int64_t I = store_.spec().expert_intermediate, d = to.dense[at];
+    // One pass each: the copy converts from the stored dtype.
+    to.gate_up[d].narrow(0, 0, I).copy_(host_view(gate));
+    to.gate_up[d].narrow(0, I, I).copy_(host_view(up));
+    to.down[d].copy_(host_view(down));
+    bytes = gate.bytes.size() + up.bytes.size() + down.bytes.size();
+  }
   to.has_delta[at] = e.delta >= 0;
   if (e.delta >= 0) {
     to.delta[at] = store_.delta(e.delta);  // reuses the slot's arrays' capacity

@@ -15,12 +15,19 @@
 namespace mosaic::cpu {
 
 struct ExpertSlots {
-  at::Tensor gate_up;  // [slots, 2I, H]
-  at::Tensor down;     // [slots, H, I]
-  // [slots]: a delta expert's packed Δ, copied as stored, added to the slot's dense base on the fly.
+  at::Tensor gate_up;  // [dense slots, 2I, H]
+  at::Tensor down;     // [dense slots, H, I]
+  // [slots]: where each slot's dense weights are; a delta-only slot's are its base's slot's (-1 until loaded).
+  std::vector<std::int64_t> dense;
+  std::vector<char> delta_only;  // [slots]
+  std::vector<ExpertId> held;    // [slots]: what each slot holds (-1: nothing yet)
+  // [slots]: a delta expert's packed Δ, copied as stored, added to the dense base on the fly.
   std::vector<HostDelta> delta;
   std::vector<char> has_delta;
-  MlpWeights view(std::int64_t slot) const { return {gate_up[slot], down[slot]}; }
+  MlpWeights view(std::int64_t slot) const {
+    const std::int64_t d = dense[static_cast<std::size_t>(slot)];
+    return {gate_up[d], down[d]};
+  }
 };
 
 struct SetBuffer {

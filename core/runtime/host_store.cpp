@@ -116,6 +116,9 @@ HostStore::HostStore(const Family& family) : spec_(family.spec()) {
     }
     targets_.push_back(std::move(t));
   }
+  for (HostExpert& e : experts_)
+    if (e.delta >= 0)
+      if (const auto it = expert_index.find(std::make_tuple(e.gate, e.up, e.down, DeltaId(-1))); it != expert_index.end()) e.dense = it->second;
   // An adapter's or delta folder's base, when the family holds it: the variant opened from its
   // base_model folder.
   for (std::size_t a = 0; a < targets_.size(); ++a) {

@@ -42,6 +42,7 @@ using DeltaId = std::int32_t;
 struct HostExpert {
   TensorId gate = -1, up = -1, down = -1;  // a delta expert's are its base's
   DeltaId delta = -1;                      // -1: a dense expert
+  ExpertId dense = -1;                     // a delta expert's base as a dense expert, when a target has it
 };
 
 class HostStore {

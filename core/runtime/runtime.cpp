@@ -1,6 +1,7 @@
 #include "runtime/runtime.h"
 
 #include <chrono>
+#include <set>
 
 #include "common/byte_size.h"
 #include "common/error.h"
@@ -42,6 +43,19 @@ void check_config(const HostStore& store, const RuntimeConfig& c) {
                           "use a layout that makes every position resident");
 }
 
+std::vector<char> delta_only_pins(const HostStore& store, const std::vector<PinnedExpert>& pins, bool whole_model_swaps) {
+  std::vector<char> out(pins.size(), 0);
+  if (whole_model_swaps) return out;
+  std::set<std::pair<std::int64_t, ExpertId>> dense;
+  for (const PinnedExpert& p : pins)
+    if (const ExpertId id = store.expert(p.target, p.layer, p.expert); store.expert_tensors(id).delta < 0) dense.emplace(p.layer, id);
+  for (std::size_t i = 0; i < pins.size(); ++i) {
+    const HostExpert& x = store.expert_tensors(store.expert(pins[i].target, pins[i].layer, pins[i].expert));
+    out[i] = x.delta >= 0 && dense.count({pins[i].layer, x.dense}) > 0;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<PinnedExpert> pinned_from_layout(const Layout& layout, const std::vector<int>& to_store) {
@@ -75,12 +89,28 @@ Runtime::Runtime(const HostStore& store, RuntimeConfig config)
   // The byte model, in the planner's order (analysis/capacity.h): one non-expert set, the pinned
   // experts, the reserve; whatever is left holds more resident sets, then a keeping policy's spares.
   reserve(ne, "non-expert weights of one variant");
-  std::vector<std::int64_t> pinned(static_cast<std::size_t>(s.num_layers), 0);
-  for (const PinnedExpert& p : config_.pinned) ++pinned[static_cast<std::size_t>(p.layer)];
-  for (std::int64_t l = 0; l < s.num_layers; ++l)
-    if (pinned[static_cast<std::size_t>(l)] > 0)
-      reserve(static_cast<std::uint64_t>(pinned[static_cast<std::size_t>(l)]) * eb,
-              "expert slots of layer " + std::to_string(l) + " (" + std::to_string(pinned[static_cast<std::size_t>(l)]) + " pinned)");
+  // A pinned delta expert whose base is pinned in its layer holds only its packed delta; the base's
+  // slot serves the dense part (DeltaMoE). Not under time-sharing, which reloads every pinned slot.
+  const std::vector<char> delta_only = delta_only_pins(store, config_.pinned, config_.whole_model_swaps);
+  std::vector<std::int64_t> pinned(static_cast<std::size_t>(s.num_layers), 0), deltas(pinned.size(), 0);
+  std::vector<std::uint64_t> delta_bytes(pinned.size(), 0);
+  for (std::size_t i = 0; i < config_.pinned.size(); ++i) {
+    const PinnedExpert& p = config_.pinned[i];
+    const auto l = static_cast<std::size_t>(p.layer);
+    if (!delta_only[i]) {
+      ++pinned[l];
+      continue;
+    }
+    ++deltas[l];
+    delta_bytes[l] += store.delta(store.expert_tensors(store.expert(p.target, p.layer, p.expert)).delta).bytes();
+  }
+  for (std::int64_t l = 0; l < s.num_layers; ++l) {
+    const auto i = static_cast<std::size_t>(l);
+    if (pinned[i] > 0)
+      reserve(static_cast<std::uint64_t>(pinned[i]) * eb, "expert slots of layer " + std::to_string(l) + " (" + std::to_string(pinned[i]) + " pinned)");
+    if (deltas[i] > 0)
+      reserve(delta_bytes[i], "delta-only slots of layer " + std::to_string(l) + " (" + std::to_string(deltas[i]) + " packed deltas)");
+  }
   std::uint64_t kv_item = 0;
   std::int64_t scratch = 0;
   for (const ReserveItem& r : plan_reserve(s, eb, config_.reserve)) {
@@ -123,9 +153,10 @@ Runtime::Runtime(const HostStore& store, RuntimeConfig config)
   moe_.pools.assign(static_cast<std::size_t>(s.num_layers), nullptr);
   for (std::int64_t l = 0; l < s.num_layers; ++l) {
     const auto i = static_cast<std::size_t>(l);
-    shape.layer_slots.push_back(s.is_sparse(l) ? pinned[i] + spare : 0);
+    shape.layer_slots.push_back(s.is_sparse(l) ? pinned[i] + deltas[i] + spare : 0);
+    shape.layer_delta_only.emplace_back(pinned[i], deltas[i]);
     if (!s.is_sparse(l)) continue;
-    pools_[i] = std::make_unique<SlotPool>(pinned[i], spare, 0);
+    pools_[i] = std::make_unique<SlotPool>(pinned[i] + deltas[i], spare, 0);
     tables_[i] = std::make_unique<RerouteTable>(store.targets(), s.num_experts);
     moe_.tables[i] = tables_[i].get();
     moe_.pools[i] = pools_[i].get();
@@ -136,20 +167,33 @@ Runtime::Runtime(const HostStore& store, RuntimeConfig config)
   moe_.policy = policy_.get();
   backend_ = config_.device == Device::Cuda ? make_cuda_backend(store, shape) : make_cpu_backend(store, shape);
 
-  // The pinned experts, and the rows each serves.
+  // The pinned experts: dense ones first, so that a delta-only slot's base is in place when it loads.
   std::vector<std::int32_t> next(static_cast<std::size_t>(s.num_layers), 0);
-  for (const PinnedExpert& p : config_.pinned) {
+  std::vector<std::int32_t> slot_of(config_.pinned.size());
+  auto pin = [&](std::size_t k) {
+    const PinnedExpert& p = config_.pinned[k];
     const auto i = static_cast<std::size_t>(p.layer);
-    const std::int32_t slot = next[i]++;
+    const std::int32_t slot = slot_of[k] = next[i]++;
     const ExpertId content = store.expert(p.target, p.layer, p.expert);
     backend_->load_expert(p.layer, {false, slot}, content);
     pools_[i]->fill(slot, store.source(p.target, p.layer, p.expert), content);
-    RerouteTable& table = *tables_[i];
-    for (int r = 0; r < store.targets(); ++r)
-      if (table.at(r, p.expert) == RerouteTable::kMiss &&
-          (config_.hit == HitPolicy::Consolidated || store.expert(r, p.layer, p.expert) == content))
-        table.set(r, p.expert, slot);
-  }
+  };
+  for (std::size_t k = 0; k < config_.pinned.size(); ++k)
+    if (!delta_only[k]) pin(k);
+  for (std::size_t k = 0; k < config_.pinned.size(); ++k)
+    if (delta_only[k]) pin(k);
+  // The rows each serves: a row's own expert wherever it is pinned; under consolidated hits, rows
+  // without theirs take the position's first pinned copy.
+  for (int exact = 1; exact >= 0; --exact)
+    for (std::size_t k = 0; k < config_.pinned.size(); ++k) {
+      const PinnedExpert& p = config_.pinned[k];
+      RerouteTable& table = *tables_[static_cast<std::size_t>(p.layer)];
+      const ExpertId content = store.expert(p.target, p.layer, p.expert);
+      for (int r = 0; r < store.targets(); ++r)
+        if (table.at(r, p.expert) == RerouteTable::kMiss &&
+            (exact ? store.expert(r, p.layer, p.expert) == content : config_.hit == HitPolicy::Consolidated))
+          table.set(r, p.expert, slot_of[k]);
+    }
 }
 
 Runtime::~Runtime() = default;
