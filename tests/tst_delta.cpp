@@ -14,11 +14,13 @@
 #include "analysis/delta_folder.h"
 #include "common/error.h"
 #include "analysis/expert_distance.h"
+#include "analysis/family_analysis.h"
 #include "model/variant_folders.h"
 #include "runtime/backend.h"
 #include "runtime/delta_view.h"
 #include "runtime/engine.h"
 #include "runtime/forward.h"
+#include "serving/strategy.h"
 #include "model/delta_config.h"
 #include "model/dtype_convert.h"
 #include "test_support.h"
@@ -236,9 +238,13 @@ class DeltaTest : public QObject {
         KvCache cache(m.spec(), 1, static_cast<std::int64_t>(ids.size()));
         return forward(m, cache, ids, LogitsFor::AllPositions).values;
       };
-      for (int run = 0; run < 4; ++run) {
-        const bool together = run % 2, thin = run >= 2;
-        auto rt = std::make_shared<Runtime>(store, RuntimeConfig{.pinned = thin ? weave : sparse, .hit = HitPolicy::Strict, .miss = "lru", .resident_sets = 3});
+      // Runs: sparse pins with misses kept (lru), or loaded one at a time through a single scratch
+      // slot, wave after wave (transient); DeltaMoE's pins. Each alone and batched.
+      for (int run = 0; run < 6; ++run) {
+        const bool together = run % 2, thin = run >= 4, waves = run / 2 == 1;
+        auto rt = std::make_shared<Runtime>(store, RuntimeConfig{.pinned = thin ? weave : sparse, .hit = HitPolicy::Strict,
+                                                                 .miss = waves ? "transient" : "lru", .resident_sets = 3,
+                                                                 .reserve = {.miss_slots = waves ? 1 : -1}});
         std::uint64_t slot_bytes = 0;
         for (const DeviceItem& item : rt->device_items())
           if (item.name.starts_with("delta-only slots")) slot_bytes += item.bytes;
@@ -250,11 +256,14 @@ class DeltaTest : public QObject {
         std::vector<std::shared_ptr<RequestHandle>> handles;
         if (together) handles = engine.submit_all(requests);
         else
-          for (const ServeRequest& r : requests) handles.push_back(engine.submit(r));
+          for (const ServeRequest& r : requests) {
+            handles.push_back(engine.submit(r));
+            handles.back()->wait();
+          }
         for (std::size_t i = 0; i < cases.size(); ++i) {
           const RequestResult& r = handles[i]->wait();
           const double err = relative_error(r.logits.values, expected(cases[i].first, cases[i].second));
-          QVERIFY2(err <= 1e-5, qPrintable(QStringLiteral("%1, %2, %3, request %4: %5").arg(QString::fromStdString(fam)).arg(together ? QStringLiteral("batched") : QStringLiteral("alone")).arg(thin ? QStringLiteral("delta-only slots") : QStringLiteral("sparse pins")).arg(i).arg(err)));
+          QVERIFY2(err <= 1e-5, qPrintable(QStringLiteral("%1, %2, %3, request %4: %5").arg(QString::fromStdString(fam)).arg(together ? QStringLiteral("batched") : QStringLiteral("alone")).arg(thin ? QStringLiteral("delta-only slots") : waves ? QStringLiteral("waves of one scratch slot") : QStringLiteral("sparse pins")).arg(i).arg(err)));
           if (thin) QCOMPARE(r.stats.counters.total().misses, std::int64_t(0));  // every expert of every target resident
         }
       }
@@ -276,6 +285,65 @@ class DeltaTest : public QObject {
       expect_mentions(error_of<UnsupportedError>([&] { make_cuda_backend(store, {.layer_slots = std::vector<std::int64_t>(static_cast<std::size_t>(s.num_layers), 1)}); }),
                       {"dft1", "delta", "--device cpu"});
     }
+  }
+
+  void the_delta_strategy_pins_packed_deltas_while_the_budget_holds_them() {
+    // DeltaMoE as a strategy: the base pinned, both folders' deltas pinned packed; under a budget
+    // with room for about half of them, half are pinned and the rest load on miss, and every
+    // request still gets its expanded checkpoint's logits.
+    QTemporaryDir tmp;
+    const fs::path dir = tmp.path().toStdString();
+    const Checkpoint base(fixture("qwen2_moe", "base"));
+    std::vector<std::unique_ptr<Model>> expanded;
+    for (const char* v : {"ft1", "ft2"}) {
+      write_delta(base, Checkpoint(fixture("qwen2_moe", v)), {4, true, 32}, dir / (std::string("d") + v));
+      write_expanded(dir / (std::string("d") + v), dir / (std::string("x") + v));
+      expanded.push_back(Model::load(Checkpoint(dir / (std::string("x") + v))));
+    }
+    Family family;
+    open_family(family, {dir / "dft1", dir / "dft2"});
+    const HostStore store(family);
+    const auto analysis = analyze_family(family);
+    auto room_item = [](const Runtime& rt) {
+      for (const DeviceItem& item : rt.device_items())
+        if (item.name.starts_with("pinned while room")) return item;
+      return DeviceItem{};
+    };
+    StrategyConfig config{.kind = StrategyKind::Delta, .miss = "lru"};
+    const Deployment roomy(config, family, store, *analysis, dir);
+    QCOMPARE(roomy.targets(), (std::vector<std::string>{"dft1", "dft2"}));
+    const Runtime& all = *roomy.partitions().front().runtime;
+    const DeviceItem every = room_item(all);
+    QVERIFY2(every.name.find(" packed deltas") != std::string::npos && every.bytes > 0, every.name.c_str());
+    std::uint64_t total = 0;
+    for (const DeviceItem& item : all.device_items())
+      if (!item.name.starts_with("spare slots")) total += item.bytes;  // an unlimited budget's spares: one per expert
+
+    config.budget_bytes = total - every.bytes / 2;
+    config.reserve = {};  // as the roomy one priced it
+    const Deployment tight(config, family, store, *analysis, dir);
+    const DeviceItem some = room_item(*tight.partitions().front().runtime);
+    QVERIFY2(some.bytes <= every.bytes / 2 + 1 && some.bytes >= every.bytes / 2 - every.bytes / 8, some.name.c_str());
+    Engine engine(tight.partitions().front().runtime);
+    std::vector<ServeRequest> requests;
+    for (int i = 0; i < 4; ++i) requests.push_back({i % 2 ? "dft2" : "dft1", {.prompt = prompt_of(6 + i, 10 + i, 320), .max_new_tokens = 0}, true});
+    const auto handles = engine.submit_all(requests);
+    std::int64_t misses = 0;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      const RequestResult& r = handles[i]->wait();
+      const Model& m = *expanded[i % 2];
+      KvCache cache(m.spec(), 1, static_cast<std::int64_t>(requests[i].generation.prompt.size()));
+      const double err = relative_error(r.logits.values, forward(m, cache, requests[i].generation.prompt, LogitsFor::AllPositions).values);
+      QVERIFY2(err <= 1e-5, qPrintable(QString::number(err)));
+      misses += r.stats.counters.total().misses;
+    }
+    QVERIFY(misses > 0);  // what did not fit loads on miss
+    // A family without delta folders has nothing for the strategy to serve.
+    Family plain;
+    plain.add("base", fixture("qwen2_moe", "base"));
+    const HostStore plain_store(plain);
+    expect_mentions(error_of<InvalidArgument>([&] { Deployment(config, plain, plain_store, *analyze_family(plain), dir); }),
+                    {"delta", "delta compress"});
   }
 
   void wrong_bases_and_damaged_folders_are_refused() {

@@ -76,6 +76,14 @@ nlohmann::ordered_json describe_checkpoint(const Checkpoint& ck) {
     for (const auto& [l, e] : ck.adapter_experts()) own += ck.expert_bytes(l, e);
     j["esft"] = {{"base", ck.base_dir().string()}, {"experts_tuned", ck.adapter_experts().size()}, {"own_bytes", own}};
   }
+  if (ck.is_delta()) {
+    std::uint64_t packed = 0;
+    for (const Weight& w : ck.weights())
+      if (w.expected.is_expert()) packed += packed_bytes(ck.delta_format(), w.expected.shape[0], w.expected.shape[1]);
+    const DeltaFormat& f = ck.delta_format();
+    j["delta"] = {{"base", ck.base_dir().string()}, {"bits", f.bits}, {"sparsity", f.sparse24 ? "2:4" : "none"}, {"group", f.group},
+                  {"packed_expert_bytes", packed}};
+  }
   const auto unused = ck.unused_tensors();
   j["unused_tensors"] = unused;
   return j;
@@ -99,6 +107,12 @@ void print_checkpoint(const nlohmann::ordered_json& j) {
     const auto& a = j["esft"];
     std::cout << "  ESFT adapter    of " << a["base"].get<std::string>() << ": " << a["experts_tuned"] << " experts tuned, "
               << format_bytes(a["own_bytes"]) << " of its own (the sizes above are the base's with them; served over the base by rerouting)\n";
+  }
+  if (j.contains("delta")) {
+    const auto& d = j["delta"];
+    std::cout << "  delta folder    over " << d["base"].get<std::string>() << ": " << d["bits"] << "-bit, " << d["sparsity"].get<std::string>()
+              << ", group " << d["group"] << "; packed expert deltas " << format_bytes(d["packed_expert_bytes"])
+              << " (the expert sizes above are the base's, to which they are added)\n";
   }
   if (!j["unused_tensors"].empty())
     std::cout << "  unused tensors  " << j["unused_tensors"].size() << " (first: " << j["unused_tensors"][0].get<std::string>() << ")\n";
@@ -140,12 +154,13 @@ void add_inspect_command(CLI::App& app) {
       const Variant& v = family.add(name, dir);
       nlohmann::ordered_json facts = describe_checkpoint(*v.checkpoint);
       if (*json) {
-        nlohmann::ordered_json entry{{"name", v.name}, {"dir", dir.string()}, {"adapter", v.checkpoint->is_adapter()}};
+        nlohmann::ordered_json entry{{"name", v.name}, {"dir", dir.string()}, {"adapter", v.checkpoint->is_adapter()}, {"delta", v.checkpoint->is_delta()}};
         entry.update(facts);
         doc["variants"].push_back(entry);
         continue;
       }
-      std::cout << "variant " << v.name << (v.checkpoint->is_adapter() ? "  [ESFT adapter]" : "") << "  (" << dir.string() << ")\n";
+      std::cout << "variant " << v.name << (v.checkpoint->is_adapter() ? "  [ESFT adapter]" : v.checkpoint->is_delta() ? "  [delta folder]" : "")
+                << "  (" << dir.string() << ")\n";
       print_checkpoint(facts);
     }
     if (*json) {

@@ -66,7 +66,7 @@ class CpuBackend final : public Backend {
   at::Tensor moe(std::int64_t layer, const at::Tensor& h, const StepLayout& layout, MoeState& state, StepResult& result);
   // One wave's slot groups of `layer` into `out`: each expert over its tokens, weighted.
   void run_groups(std::int64_t layer, const RouteWave& wave, const at::Tensor& h, std::span<const float> top_w,
-                  std::int64_t k, MoeState& state, at::Tensor& out) const;
+                  std::int64_t k, at::Tensor& out) const;
   struct KvRows;
   KvRows kv_rows(const StepBatch& batch, const StepLayout& layout);
   at::Tensor project_qkv(std::int64_t layer, const LayerWeights& L, const at::Tensor& h, const at::Tensor& cos,

@@ -22,7 +22,7 @@ void add_delta(const at::Tensor& x_part, const PackedDelta& p, const DeltaFormat
 }  // namespace
 
 void CpuBackend::run_groups(std::int64_t layer, const RouteWave& wave, const at::Tensor& h, std::span<const float> top_w,
-                            std::int64_t k, MoeState& state, at::Tensor& out) const {
+                            std::int64_t k, at::Tensor& out) const {
   const auto l = static_cast<std::size_t>(layer);
   auto slots_of = [&](const SlotRef& s) -> const ExpertSlots& { return s.scratch ? scratch_ : slots_[l]; };
 
@@ -34,8 +34,8 @@ void CpuBackend::run_groups(std::int64_t layer, const RouteWave& wave, const at:
   for (const SlotGroup& g : wave.groups) {
     std::size_t b = bundles.size();
     if (any_delta) {
-      const SlotPool& pool = g.slot.scratch ? *state.scratch : *state.pools[l];
-      const HostExpert& e = store_.expert_tensors(pool.content(g.slot.slot));
+      // What the backend loaded, not the pool's record: a scratch slot's record is its last wave's.
+      const HostExpert& e = store_.expert_tensors(slots_of(g.slot).held[static_cast<std::size_t>(g.slot.slot)]);
       b = bundle_of.emplace(std::make_tuple(e.gate, e.up, e.down), bundles.size()).first->second;
     }
     if (b == bundles.size()) bundles.emplace_back();

@@ -62,7 +62,7 @@ at::Tensor CpuBackend::moe(std::int64_t layer, const at::Tensor& h, const StepLa
       c.load_bytes += bytes;
       c.load_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
-    run_groups(layer, wave, h, top_w, k, state, out);
+    run_groups(layer, wave, h, top_w, k, out);
     for (const ExpertLoad& load : wave.loads)
       if (load.slot.scratch) state.scratch->clear(load.slot.slot);  // transient: dropped after use
   }

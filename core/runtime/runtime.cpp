@@ -24,7 +24,9 @@ void check_config(const HostStore& store, const RuntimeConfig& c) {
     if (t < 0 || t >= targets) bad("non-expert sets", "names target " + std::to_string(t) + ", not one of the store's");
   for (const auto& [name, t] : c.aliases)
     if (t < 0 || t >= targets) bad("alias '" + name + "'", "names target " + std::to_string(t) + ", not one of the store's");
-  for (const PinnedExpert& p : c.pinned)
+  std::vector<PinnedExpert> pins = c.pinned;
+  pins.insert(pins.end(), c.pinned_if_room.begin(), c.pinned_if_room.end());
+  for (const PinnedExpert& p : pins)
     if (p.layer < 0 || p.layer >= s.num_layers || !s.is_sparse(p.layer) || p.expert < 0 || p.expert >= s.num_experts ||
         p.target < 0 || p.target >= targets)
       bad("pinned expert", "(layer " + std::to_string(p.layer) + ", expert " + std::to_string(p.expert) + ", target " +
@@ -120,6 +122,7 @@ Runtime::Runtime(const HostStore& store, RuntimeConfig config)
   }
   if (scratch < 1 && !policy_->masks_router())
     throw InvalidArgument("runtime", "miss slots", "must be at least 1: a miss needs a slot to load into");
+  take_pins_if_room(eb);
   int sets = 1;
   while (sets < config_.resident_sets && (!limited || budget_.available() >= ne)) {
     reserve(ne, "non-expert weights of resident set " + std::to_string(sets + 1));
@@ -136,6 +139,10 @@ Runtime::Runtime(const HostStore& store, RuntimeConfig config)
   }
 
   reconfigurer_ = Reconfigurer(sets);
+  const std::vector<char> delta_only_all = delta_only_pins(store, config_.pinned, config_.whole_model_swaps);
+  std::fill(pinned.begin(), pinned.end(), 0);
+  std::fill(deltas.begin(), deltas.end(), 0);
+  for (std::size_t i = 0; i < config_.pinned.size(); ++i) ++(delta_only_all[i] ? deltas : pinned)[static_cast<std::size_t>(config_.pinned[i].layer)];
   const std::uint64_t block_bytes = 2 * static_cast<std::uint64_t>(s.num_layers * s.kv_width() * config_.kv_block_tokens) *
                                     static_cast<std::uint64_t>(config_.reserve.kv_bytes);
   std::optional<std::int64_t> blocks;
@@ -179,9 +186,9 @@ Runtime::Runtime(const HostStore& store, RuntimeConfig config)
     pools_[i]->fill(slot, store.source(p.target, p.layer, p.expert), content);
   };
   for (std::size_t k = 0; k < config_.pinned.size(); ++k)
-    if (!delta_only[k]) pin(k);
+    if (!delta_only_all[k]) pin(k);
   for (std::size_t k = 0; k < config_.pinned.size(); ++k)
-    if (delta_only[k]) pin(k);
+    if (delta_only_all[k]) pin(k);
   // The rows each serves: a row's own expert wherever it is pinned; under consolidated hits, rows
   // without theirs take the position's first pinned copy.
   for (int exact = 1; exact >= 0; --exact)
@@ -197,6 +204,28 @@ Runtime::Runtime(const HostStore& store, RuntimeConfig config)
 }
 
 Runtime::~Runtime() = default;
+
+void Runtime::take_pins_if_room(std::uint64_t expert_bytes) {
+  if (config_.pinned_if_room.empty()) return;
+  std::vector<PinnedExpert> all = config_.pinned;
+  const std::size_t required = all.size();
+  all.insert(all.end(), config_.pinned_if_room.begin(), config_.pinned_if_room.end());
+  const std::vector<char> delta_only = delta_only_pins(store_, all, config_.whole_model_swaps);
+  std::uint64_t bytes = 0;
+  std::int64_t taken = 0, packed = 0;
+  for (std::size_t i = required; i < all.size(); ++i) {
+    const PinnedExpert& p = all[i];
+    const std::uint64_t cost =
+        delta_only[i] ? store_.delta(store_.expert_tensors(store_.expert(p.target, p.layer, p.expert)).delta).bytes() : expert_bytes;
+    if (config_.budget_bytes && budget_.available() < bytes + cost) break;
+    bytes += cost;
+    ++taken;
+    packed += delta_only[i];
+    config_.pinned.push_back(p);
+  }
+  reserve(bytes, "pinned while room (" + std::to_string(taken) + " of " + std::to_string(config_.pinned_if_room.size()) + ", " +
+                     std::to_string(packed) + " packed deltas)");
+}
 
 void Runtime::reserve(std::uint64_t bytes, std::string name) {
   budget_.reserve(bytes, name);

@@ -31,6 +31,9 @@ struct PinnedExpert {
 
 struct RuntimeConfig {
   std::vector<PinnedExpert> pinned;
+  // Pinned after the reserve, in order, while a limited budget has room (the delta strategy's
+  // deltas); the rest are left to the miss policy. A delta over a pinned base costs its packed bytes.
+  std::vector<PinnedExpert> pinned_if_room;
   // Which rows a pinned slot serves: consolidated (any row, at its position: Multi-MoE) or strict
   // (rows whose own expert it is, byte for byte: ESFT adapters over their base, time-sharing).
   HitPolicy hit = HitPolicy::Consolidated;
@@ -103,6 +106,7 @@ class Runtime {
 
  private:
   void reserve(std::uint64_t bytes, std::string name);
+  void take_pins_if_room(std::uint64_t expert_bytes);  // appends to config_.pinned what the budget holds
   void load_pinned(int target, std::uint64_t& bytes);  // whole-model swaps
 
   const HostStore& store_;

@@ -108,26 +108,39 @@ Deployment::Deployment(const StrategyConfig& config, const Family& family, const
       add(*merged_store_, std::move(rc), names, 0);
       break;
     }
-    case StrategyKind::Esft: {
-      // ExpertWeave: every base expert and every adapter's tuned experts pinned; a slot serves the
-      // rows whose own expert it holds, so an adapter's untuned experts are its base's slots.
+    case StrategyKind::Esft:
+    case StrategyKind::Delta: {
+      // ExpertWeave (esft): every base expert and every adapter's tuned experts pinned. DeltaMoE
+      // (delta): every base expert pinned, each delta folder's deltas pinned, packed, in delta-only
+      // slots while the budget holds them, the rest loaded on miss. Either way a slot serves the
+      // rows whose own expert it holds, so untuned experts are the base's slots.
+      const bool esft = config.kind == StrategyKind::Esft;
       targets_.clear();
       RuntimeConfig rc = base;
       rc.hit = HitPolicy::Strict;
       std::vector<int> bases;
       for (int t = 0; t < store.targets(); ++t) {
-        if (!store.is_adapter(t) || store.base_of(t) < 0) continue;
+        if (!(esft ? store.is_adapter(t) : store.is_delta(t)) || store.base_of(t) < 0) continue;
         targets_.push_back(store.name(t));
         const int b = store.base_of(t);
         if (std::find(bases.begin(), bases.end(), b) == bases.end()) {
           bases.push_back(b);
           for (const PinnedExpert& p : every_position(s, b)) rc.pinned.push_back(p);
         }
-        for (const auto& [l, e] : store.tuned(t)) rc.pinned.push_back({l, e, t});
+        if (esft)
+          for (const auto& [l, e] : store.tuned(t)) rc.pinned.push_back({l, e, t});
       }
+      if (!esft)  // round-robin over the folders, layer by layer, so a tight budget shares its room
+        for (std::int64_t l = 0; l < s.num_layers; ++l)
+          for (std::int64_t e = 0; e < s.num_experts; ++e)
+            for (const std::string& name : targets_)
+              if (const int t = store.index(name); s.is_sparse(l) && store.source(t, l, e).kind == ExpertSource::Kind::Delta)
+                rc.pinned_if_room.push_back({l, e, t});
       if (targets_.empty())
-        throw InvalidArgument("strategy esft", "variants", "hold no ESFT adapter whose base is among them",
-                              "add adapter folders (expert_cfg.json) together with their base_model");
+        throw InvalidArgument("strategy " + std::string(strategy_name(config.kind)), "variants",
+                              esft ? "hold no ESFT adapter whose base is among them" : "hold no delta folder whose base is among them",
+                              esft ? "add adapter folders (expert_cfg.json) together with their base_model"
+                                   : "add delta folders (delta.json, from `mosaic-cli delta compress`) together with their base_model");
       add(store, std::move(rc), targets_, store.index(targets_.front()));
       break;
     }

@@ -27,9 +27,10 @@ enum class StrategyKind {
   SpaceSharing,  // budget, capacity and copy bandwidth split evenly; each partition serves its variant
   Averaging,     // one merged model (the uniform mean) serves every request
   Esft,          // ESFT adapters over their base (ExpertWeave): base and tuned experts pinned, one batch
+  Delta,         // delta folders over their base (DeltaMoE): base pinned, packed deltas pinned while the budget holds them
 };
 
-std::string_view strategy_name(StrategyKind k);  // "consolidated", "no-reconfig", …, "esft"
+std::string_view strategy_name(StrategyKind k);  // "consolidated", "no-reconfig", …, "esft", "delta"
 std::optional<StrategyKind> parse_strategy(std::string_view name);
 const std::vector<std::string_view>& strategy_names();
 
@@ -65,7 +66,8 @@ class Deployment {
   std::string name() const { return std::string(strategy_name(config_.kind)); }
   const std::vector<Partition>& partitions() const { return partitions_; }
   std::size_t partition_of(const std::string& target) const;  // throws InvalidArgument for a name not served
-  // The names a workload for this strategy draws from: every variant, or (esft) the adapters.
+  // The names a workload for this strategy draws from: every variant, or (esft, delta) the adapters
+  // or delta folders.
   const std::vector<std::string>& targets() const { return targets_; }
 
  private:
