@@ -18,7 +18,11 @@ struct DeltaView {
   bool sparse24 = true;
 };
 
-void delta_linear_cpu(const float* x, int n, const DeltaView& d, bool accumulate, float* y);
+// `ldy`: y's row stride (0: d.rows), so that a block of rows writes into a wider output.
+void delta_linear_cpu(const float* x, int n, const DeltaView& d, bool accumulate, float* y, std::int64_t ldy = 0);
+
+// Rows [r0, r1) of `d` as a view of their own (their words, places, scales and zeros).
+DeltaView delta_rows(const DeltaView& d, std::int64_t r0, std::int64_t r1);
 
 float f16_to_float(std::uint16_t h);
 

@@ -33,7 +33,7 @@ namespace {
 // Bits and sparsity as template arguments: the code and place arithmetic become shifts and masks.
 // `N`: the tokens, fixed for 1 (decode) so the sums stay in registers; 0: any count.
 template <int Bits, bool Sparse, int N>
-void rows_times_x(const float* x, int n, const DeltaView& d, bool accumulate, float* y) {
+void rows_times_x(const float* x, int n, const DeltaView& d, bool accumulate, float* y, std::int64_t ldy) {
   constexpr int per = 32 / Bits;
   constexpr std::uint32_t mask = (1u << Bits) - 1;
   if constexpr (N > 0) n = N;
@@ -97,23 +97,37 @@ void rows_times_x(const float* x, int n, const DeltaView& d, bool accumulate, fl
       }
     }
     for (int t = 0; t < n; ++t) {
-      float& out = y[t * d.rows + r];
+      float& out = y[t * ldy + r];
       out = (accumulate ? out : 0.0f) + acc[static_cast<std::size_t>(t)];
     }
   }
 }
 
 template <int Bits, bool Sparse>
-void dispatch_tokens(const float* x, int n, const DeltaView& d, bool accumulate, float* y) {
-  if (n == 1) return rows_times_x<Bits, Sparse, 1>(x, n, d, accumulate, y);
-  rows_times_x<Bits, Sparse, 0>(x, n, d, accumulate, y);
+void dispatch_tokens(const float* x, int n, const DeltaView& d, bool accumulate, float* y, std::int64_t ldy) {
+  if (n == 1) return rows_times_x<Bits, Sparse, 1>(x, n, d, accumulate, y, ldy);
+  rows_times_x<Bits, Sparse, 0>(x, n, d, accumulate, y, ldy);
 }
 
 }  // namespace
 
-void delta_linear_cpu(const float* x, int n, const DeltaView& d, bool accumulate, float* y) {
-  if (d.bits == 4) return d.sparse24 ? dispatch_tokens<4, true>(x, n, d, accumulate, y) : dispatch_tokens<4, false>(x, n, d, accumulate, y);
-  d.sparse24 ? dispatch_tokens<2, true>(x, n, d, accumulate, y) : dispatch_tokens<2, false>(x, n, d, accumulate, y);
+void delta_linear_cpu(const float* x, int n, const DeltaView& d, bool accumulate, float* y, std::int64_t ldy) {
+  if (ldy == 0) ldy = d.rows;
+  if (d.bits == 4)
+    return d.sparse24 ? dispatch_tokens<4, true>(x, n, d, accumulate, y, ldy) : dispatch_tokens<4, false>(x, n, d, accumulate, y, ldy);
+  d.sparse24 ? dispatch_tokens<2, true>(x, n, d, accumulate, y, ldy) : dispatch_tokens<2, false>(x, n, d, accumulate, y, ldy);
+}
+
+DeltaView delta_rows(const DeltaView& d, std::int64_t r0, std::int64_t r1) {
+  const std::int64_t per = 32 / d.bits, kept = d.sparse24 ? d.cols / 2 : d.cols;
+  const std::int64_t vw = (kept + per - 1) / per, mw = d.sparse24 ? (kept + 15) / 16 : 0, groups = (d.cols + d.group - 1) / d.group;
+  DeltaView out = d;
+  out.qweight += r0 * vw;
+  if (out.meta) out.meta += r0 * mw;
+  out.scales += r0 * groups;
+  out.zeros += r0 * groups;
+  out.rows = r1 - r0;
+  return out;
 }
 
 }  // namespace mosaic::kernels

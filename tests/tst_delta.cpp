@@ -204,12 +204,11 @@ class DeltaTest : public QObject {
       const int d1 = store.index("dft1"), d2 = store.index("dft2"), b = store.index("base");
       QVERIFY(b >= 0 && store.is_delta(d1) && store.base_of(d1) == b && store.base_of(d2) == b);
       const ModelSpec& s = store.spec();
-      std::int64_t deltas = 0, layer = -1;
+      std::int64_t deltas = 0;
       for (std::int64_t l = 0; l < s.num_layers; ++l)
         for (std::int64_t e = 0; e < s.num_experts && s.is_sparse(l); ++e) {
           if (store.source(d1, l, e).kind != ExpertSource::Kind::Delta) continue;
           ++deltas;
-          layer = l;
           const HostExpert& x = store.expert_tensors(store.expert(d1, l, e));
           const HostExpert& y = store.expert_tensors(store.expert(b, l, e));
           QVERIFY(x.delta >= 0 && x.gate == y.gate && x.up == y.up && x.down == y.down);  // the base's own tensors
@@ -269,7 +268,6 @@ class DeltaTest : public QObject {
       }
       // A delta variant differs from its base where its deltas do: the check above can fail.
       QVERIFY(relative_error(expected(d1, cases[1].second), expected(b, cases[1].second)) > 1e-4);
-      (void)layer;
 
       // Analyses read a delta folder's experts as it means them.
       Family dense;
@@ -424,6 +422,17 @@ class DeltaTest : public QObject {
             const double got = y[static_cast<std::size_t>(t * rows + r)];
             QVERIFY2(std::abs(got - want) <= 1e-5 * (1.0 + scale), qPrintable(QStringLiteral("%1 bits, row %2: %3 against %4").arg(f.bits).arg(r).arg(got).arg(want)));
           }
+        // Blocks of rows, each as a view of its own, into a wider output (a column block of y, as
+        // the runtime writes gate and up side by side) give the same product, to the bit.
+        const std::int64_t ld = rows + 7;
+        std::vector<float> wide(static_cast<std::size_t>(n * ld), 1.0f);
+        for (std::int64_t r0 = 0; r0 < rows; r0 += 5)
+          kernels::delta_linear_cpu(x.data(), n, kernels::delta_rows(view, r0, std::min(rows, r0 + 5)), true, wide.data() + 3 + r0, ld);
+        for (int t = 0; t < n; ++t) {
+          QCOMPARE(wide[static_cast<std::size_t>(t * ld)], 1.0f);  // left of the block: untouched
+          for (std::int64_t r = 0; r < rows; ++r)
+            QCOMPARE(wide[static_cast<std::size_t>(t * ld + 3 + r)], y[static_cast<std::size_t>(t * rows + r)]);
+        }
       }
     }
     // Its f16 reading is the model layer's, for every one of the 65536 patterns.

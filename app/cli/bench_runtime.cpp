@@ -17,6 +17,7 @@
 #include "common/atomic_file.h"
 #include "model/esft_adapter.h"
 #include "model/safetensors.h"
+#include "analysis/delta_folder.h"
 #include "model/synthetic.h"
 #include "model/variant_folders.h"
 #include "runtime/engine.h"
@@ -111,17 +112,80 @@ Batch serve(const std::shared_ptr<Runtime>& runtime, const std::vector<std::stri
   return b;
 }
 
+std::uint64_t device_bytes(const Runtime& rt) {
+  std::uint64_t n = 0;
+  for (const DeviceItem& item : rt.device_items()) n += item.bytes;
+  return n;
+}
+
+// 4 delta folders (4-bit 2:4, group 128) over `base` against the 4 full variants they were taken
+// from, a batch of 16 mixed over the 4: every expert resident in both, then the full variants under
+// the deltas' device bytes (pinned while room, the rest on miss). Best of `reps`, taken in turns.
+nlohmann::ordered_json delta_part(const fs::path& dir, const fs::path& base, const std::vector<fs::path>& variants, int reps,
+                                  std::int64_t prompt, std::int64_t decode) {
+  std::vector<fs::path> deltas;
+  const Checkpoint b(base);
+  for (std::size_t i = 0; i < variants.size(); ++i) {
+    deltas.push_back(dir / ("delta" + std::to_string(i)));
+    write_delta(b, Checkpoint(variants[i]), DeltaFormat{4, true, 128}, deltas.back());
+  }
+  Family packed, full;
+  open_family(packed, deltas);
+  open_family(full, variants);
+  const HostStore packed_store(packed), full_store(full);
+  const ModelSpec& s = b.spec();
+  RuntimeConfig with_deltas{.hit = HitPolicy::Strict, .resident_sets = static_cast<int>(variants.size())}, all_full = with_deltas;
+  with_deltas.pinned = every_position(s, packed_store.index(base.filename().string()));
+  for (std::int64_t l = 0; l < s.num_layers; ++l)
+    for (std::int64_t e = 0; e < s.num_experts; ++e)
+      for (std::size_t i = 0; i < variants.size(); ++i) {
+        const int t = packed_store.index(deltas[i].filename().string());
+        if (packed_store.source(t, l, e).kind == ExpertSource::Kind::Delta) with_deltas.pinned_if_room.push_back({l, e, t});
+        all_full.pinned_if_room.push_back({l, e, static_cast<int>(i)});
+      }
+  RuntimeConfig squeezed = all_full;
+  squeezed.miss = "lru";
+  const auto delta_rt = std::make_shared<Runtime>(packed_store, with_deltas);
+  squeezed.budget_bytes = device_bytes(*delta_rt);
+  struct Setup {
+    const char* name;
+    std::shared_ptr<Runtime> rt;
+    std::vector<std::string> targets;
+    Batch best{.seconds = 1e30};
+  };
+  auto sixteen = [](const std::vector<fs::path>& dirs) {
+    std::vector<std::string> t;
+    for (std::size_t i = 0; i < 16; ++i) t.push_back(dirs[i % dirs.size()].filename().string());
+    return t;
+  };
+  std::vector<Setup> setups{{"4 delta folders, all resident", delta_rt, sixteen(deltas)},
+                            {"4 full variants, all resident", std::make_shared<Runtime>(full_store, all_full), sixteen(variants)},
+                            {"4 full variants, the deltas' bytes", std::make_shared<Runtime>(full_store, squeezed), sixteen(variants)}};
+  for (int r = 0; r < reps; ++r)
+    for (Setup& x : setups)
+      if (const Batch got = serve(x.rt, x.targets, prompt, decode, 256); got.seconds < x.best.seconds) x.best = got;
+  std::printf("\n%-40s %12s %12s %10s\n", "batch of 16 over 4 variants", "device MiB", "ms/token", "tok/s");
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const Setup& x : setups) {
+    const double tps = static_cast<double>(x.best.tokens) / x.best.seconds;
+    std::printf("%-40s %12.1f %12.2f %10.1f\n", x.name, device_bytes(*x.rt) / 0x1p20, x.best.tpot * 1e3, tps);
+    rows.push_back({{"setup", x.name}, {"device_bytes", device_bytes(*x.rt)}, {"tpot_s", x.best.tpot}, {"tokens_per_s", tps}});
+  }
+  return rows;
+}
+
 }  // namespace
 
 void add_bench_runtime_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench-runtime",
-                                 "Continuous batching against one request at a time, ESFT adapters against base-only batches, host "
-                                 "memory, swap and miss cost against memcpy; one run, synthetic ~50M family");
+                                 "Continuous batching against one request at a time, ESFT adapters against base-only batches, delta "
+                                 "folders against full variants, host memory, swap and miss cost against memcpy; one run, synthetic "
+                                 "~50M family");
   struct Opts {
     std::int64_t prompt = 16, decode = 32;
     int reps = 2, threads = 0;
     std::vector<int> concurrency{1, 4, 16, 32};
-    std::vector<std::string> parts{"batching", "esft", "memory", "copies"};
+    std::vector<std::string> parts{"batching", "esft", "delta", "memory", "copies"};
     fs::path json;
   };
   auto o = std::make_shared<Opts>();
@@ -131,7 +195,7 @@ void add_bench_runtime_command(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
   cmd->add_option("--json", o->json, "also write the measurements to this JSON file");
   cmd->add_option("--concurrency", o->concurrency, "concurrent sequences of the batching measurement")->default_str("1 4 16 32");
-  cmd->add_option("--parts", o->parts, "which measurements: batching, esft, memory, copies")->default_str("all");
+  cmd->add_option("--parts", o->parts, "which measurements: batching, esft, delta, memory, copies")->default_str("all");
   cmd->callback([o] {
     const int threads = configure_threads(o->threads);
     const fs::path dir = fs::temp_directory_path() / ("mosaic-bench-" + std::to_string(std::random_device{}()));
@@ -216,8 +280,18 @@ void add_bench_runtime_command(CLI::App& app) {
                              {"overhead", b.tpot / base_only.tpot - 1.0}});
     }
 
-    // 3. Host memory: a base and 4 adapters, against the 5 merged models they would otherwise be.
-    if (!part("memory") && !part("copies")) return;
+    // 3. DeltaMoE: 4 delta folders over the base, against the 4 full variants.
+    if (part("delta")) {
+      const fs::path fifth = dir / "v4";
+      write_synthetic_checkpoint(fifth, spec, DType::BF16, 5);
+      out["delta"] = delta_part(dir, full[0], {full[1], full[2], full[3], fifth}, o->reps, o->prompt, o->decode);
+    }
+
+    // 4. Host memory: a base and 4 adapters, against the 5 merged models they would otherwise be.
+    auto write_json = [&] {
+      if (!o->json.empty()) write_file_atomically(o->json, [&](std::ostream& f) { f << out.dump(1) << "\n"; });
+    };
+    if (!part("memory") && !part("copies")) return write_json();
     Family four;
     open_family(four, {adapters.begin(), adapters.begin() + 4});
     const HostStore four_store(four);
@@ -226,7 +300,7 @@ void add_bench_runtime_command(CLI::App& app) {
                 merged / 0x1p20, static_cast<double>(merged) / static_cast<double>(four_store.host_bytes()));
     out["host_bytes"] = {{"base_and_4_adapters", four_store.host_bytes()}, {"five_merged_models", merged}};
 
-    // 4. One swap and one miss against memcpy of the same bytes (the copy converts bf16 to fp32).
+    // 5. One swap and one miss against memcpy of the same bytes (the copy converts bf16 to fp32).
     Family two;
     open_family(two, {full[0], full[1]});
     const HostStore two_store(two);
@@ -261,7 +335,7 @@ void add_bench_runtime_command(CLI::App& app) {
                 static_cast<double>(misses.tokens) / misses.seconds);
     out["swap"] = {{"seconds", swap_s}, {"memcpy_floor_s", floor_swap}, {"bytes", two_store.non_expert_bytes()}};
     out["miss"] = {{"seconds", load_s}, {"memcpy_floor_s", floor_load}, {"bytes", two_store.expert_bytes()}};
-    if (!o->json.empty()) write_file_atomically(o->json, [&](std::ostream& f) { f << out.dump(1) << "\n"; });
+    write_json();
   });
 }
 

@@ -2,6 +2,8 @@
 // expert's SwiGLU over the tokens routed to it. Groups whose slots hold one base expert (the base
 // itself and delta experts over it) run DeltaMoE's decoupled compute: the base's GEMMs once over
 // all their tokens, and each delta's product, straight from its packed arrays, on its own tokens.
+#include <ATen/Parallel.h>
+
 #include <map>
 #include <tuple>
 
@@ -12,11 +14,16 @@
 namespace mosaic::cpu {
 namespace {
 
-// y[rows of part] += x_part · Δ̂ᵀ, where y's rows may be strided (a column block of gate_up).
+// y_part += x_part · Δ̂ᵀ, straight into y's rows (which may be a column block of gate_up: stride
+// y_part.stride(0)), in blocks of rows across the intra-op threads.
 void add_delta(const at::Tensor& x_part, const PackedDelta& p, const DeltaFormat& f, at::Tensor y_part) {
-  at::Tensor tmp = at::empty({x_part.size(0), p.rows}, at::kFloat);
-  kernels::delta_linear_cpu(x_part.data_ptr<float>(), static_cast<int>(x_part.size(0)), delta_view(p, f), false, tmp.data_ptr<float>());
-  y_part.add_(tmp);
+  const kernels::DeltaView whole = delta_view(p, f);
+  const float* x = x_part.data_ptr<float>();
+  float* y = y_part.data_ptr<float>();
+  const auto n = static_cast<int>(x_part.size(0));
+  at::parallel_for(0, p.rows, 64, [&](std::int64_t r0, std::int64_t r1) {
+    kernels::delta_linear_cpu(x, n, kernels::delta_rows(whole, r0, r1), /*accumulate=*/true, y + r0, y_part.stride(0));
+  });
 }
 
 }  // namespace
