@@ -18,8 +18,13 @@ struct DeltaView {
   bool sparse24 = true;
 };
 
-// `ldy`: y's row stride (0: d.rows), so that a block of rows writes into a wider output.
+// `ldy`: y's row stride (0: d.rows), so that a block of rows writes into a wider output. Runs the
+// AVX2 kernel where the CPU and the group size allow, else the scalar reference.
 void delta_linear_cpu(const float* x, int n, const DeltaView& d, bool accumulate, float* y, std::int64_t ldy = 0);
+// The scalar reference, and the AVX2 + FMA kernel (false, doing nothing, where it cannot run: no
+// AVX2 or FMA, or groups of other than a multiple of 8 kept values).
+void delta_linear_reference(const float* x, int n, const DeltaView& d, bool accumulate, float* y, std::int64_t ldy = 0);
+bool delta_linear_avx2(const float* x, int n, const DeltaView& d, bool accumulate, float* y, std::int64_t ldy = 0);
 
 // Rows [r0, r1) of `d` as a view of their own (their words, places, scales and zeros).
 DeltaView delta_rows(const DeltaView& d, std::int64_t r0, std::int64_t r1);

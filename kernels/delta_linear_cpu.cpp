@@ -112,6 +112,10 @@ void dispatch_tokens(const float* x, int n, const DeltaView& d, bool accumulate,
 }  // namespace
 
 void delta_linear_cpu(const float* x, int n, const DeltaView& d, bool accumulate, float* y, std::int64_t ldy) {
+  if (!delta_linear_avx2(x, n, d, accumulate, y, ldy)) delta_linear_reference(x, n, d, accumulate, y, ldy);
+}
+
+void delta_linear_reference(const float* x, int n, const DeltaView& d, bool accumulate, float* y, std::int64_t ldy) {
   if (ldy == 0) ldy = d.rows;
   if (d.bits == 4)
     return d.sparse24 ? dispatch_tokens<4, true>(x, n, d, accumulate, y, ldy) : dispatch_tokens<4, false>(x, n, d, accumulate, y, ldy);

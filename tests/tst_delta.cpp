@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 
 #include "model/delta_codec.h"
@@ -402,8 +403,19 @@ class DeltaTest : public QObject {
     // format, one token and a batch, and it adds to y when asked (the base's product is there).
     std::mt19937 rng(5);
     std::normal_distribution<float> normal(0.0f, 1.0f);
-    for (const DeltaFormat& f : kFormats) {
-      const std::int64_t rows = 24, cols = 192;
+    // Both kernels: the scalar reference, and AVX2 where this CPU has it (groups ending mid-vector
+    // with 200 columns; a group of 36 falls back to the reference).
+    using Kernel = std::function<bool(const float*, int, const kernels::DeltaView&, bool, float*)>;
+    const std::vector<std::pair<const char*, Kernel>> kernels_under_test{
+        {"reference", [](const float* x, int n, const kernels::DeltaView& v, bool a, float* y) { kernels::delta_linear_reference(x, n, v, a, y); return true; }},
+        {"avx2", [](const float* x, int n, const kernels::DeltaView& v, bool a, float* y) { return kernels::delta_linear_avx2(x, n, v, a, y); }}};
+    int avx2_ran = 0;
+    std::vector<DeltaFormat> formats(std::begin(kFormats), std::end(kFormats));
+    formats.push_back({4, false, 36});
+    for (const auto& [kernel_name, kernel] : kernels_under_test)
+    for (const std::int64_t cols : {192, 200})
+    for (const DeltaFormat& f : formats) {
+      const std::int64_t rows = 24;
       const PackedDelta p = compress_delta(delta_like(rows, cols, 6), rows, cols, f);
       std::vector<float> dense(static_cast<std::size_t>(rows * cols));
       expand_delta(p, f, dense);
@@ -411,7 +423,11 @@ class DeltaTest : public QObject {
       for (int n : {1, 5}) {
         std::vector<float> x(static_cast<std::size_t>(n * cols)), y(static_cast<std::size_t>(n * rows), 1.0f);
         for (float& v : x) v = normal(rng);
-        kernels::delta_linear_cpu(x.data(), n, view, /*accumulate=*/true, y.data());
+        if (!kernel(x.data(), n, view, /*accumulate=*/true, y.data())) {
+          QVERIFY(std::string(kernel_name) == "avx2");
+          continue;
+        }
+        avx2_ran += std::string(kernel_name) == "avx2";
         for (int t = 0; t < n; ++t)
           for (std::int64_t r = 0; r < rows; ++r) {
             double want = 1.0, scale = 0;
@@ -420,14 +436,15 @@ class DeltaTest : public QObject {
               scale += std::abs(static_cast<double>(dense[static_cast<std::size_t>(r * cols + c)]) * x[static_cast<std::size_t>(t * cols + c)]);
             }
             const double got = y[static_cast<std::size_t>(t * rows + r)];
-            QVERIFY2(std::abs(got - want) <= 1e-5 * (1.0 + scale), qPrintable(QStringLiteral("%1 bits, row %2: %3 against %4").arg(f.bits).arg(r).arg(got).arg(want)));
+            QVERIFY2(std::abs(got - want) <= 1e-5 * (1.0 + scale), qPrintable(QStringLiteral("%1, %2 bits, group %3, %4 columns, row %5: %6 against %7").arg(QString::fromLatin1(kernel_name)).arg(f.bits).arg(f.group).arg(cols).arg(r).arg(got).arg(want)));
           }
         // Blocks of rows, each as a view of its own, into a wider output (a column block of y, as
         // the runtime writes gate and up side by side) give the same product, to the bit.
         const std::int64_t ld = rows + 7;
         std::vector<float> wide(static_cast<std::size_t>(n * ld), 1.0f);
         for (std::int64_t r0 = 0; r0 < rows; r0 += 5)
-          kernels::delta_linear_cpu(x.data(), n, kernels::delta_rows(view, r0, std::min(rows, r0 + 5)), true, wide.data() + 3 + r0, ld);
+          kernels::delta_linear_reference(x.data(), n, kernels::delta_rows(view, r0, std::min(rows, r0 + 5)), true, wide.data() + 3 + r0, ld);
+        if (std::string(kernel_name) != "reference") continue;
         for (int t = 0; t < n; ++t) {
           QCOMPARE(wide[static_cast<std::size_t>(t * ld)], 1.0f);  // left of the block: untouched
           for (std::int64_t r = 0; r < rows; ++r)
@@ -435,6 +452,8 @@ class DeltaTest : public QObject {
         }
       }
     }
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) qWarning("no AVX2 and FMA on this CPU: only the reference kernel was tested");
+    else QVERIFY(avx2_ran > 0);
     // Its f16 reading is the model layer's, for every one of the 65536 patterns.
     for (std::uint32_t h = 0; h < 65536; ++h) {
       const float a = kernels::f16_to_float(static_cast<std::uint16_t>(h)), b = f16(static_cast<std::uint16_t>(h));
