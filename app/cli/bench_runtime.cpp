@@ -164,12 +164,16 @@ nlohmann::ordered_json delta_part(const fs::path& dir, const fs::path& base, con
   for (int r = 0; r < reps; ++r)
     for (Setup& x : setups)
       if (const Batch got = serve(x.rt, x.targets, prompt, decode, 256); got.seconds < x.best.seconds) x.best = got;
-  std::printf("\n%-40s %12s %12s %10s\n", "batch of 16 over 4 variants", "device MiB", "ms/token", "tok/s");
+  // Resident sets: how many variants' non-expert weights the budget holds at once (fewer: requests
+  // of different variants take turns instead of sharing steps).
+  std::printf("\n%-40s %12s %6s %12s %10s\n", "batch of 16 over 4 variants", "device MiB", "sets", "ms/token", "tok/s");
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   for (const Setup& x : setups) {
     const double tps = static_cast<double>(x.best.tokens) / x.best.seconds;
-    std::printf("%-40s %12.1f %12.2f %10.1f\n", x.name, device_bytes(*x.rt) / 0x1p20, x.best.tpot * 1e3, tps);
-    rows.push_back({{"setup", x.name}, {"device_bytes", device_bytes(*x.rt)}, {"tpot_s", x.best.tpot}, {"tokens_per_s", tps}});
+    int sets = 0;
+    for (const DeviceItem& item : x.rt->device_items()) sets += item.name.starts_with("non-expert weights");
+    std::printf("%-40s %12.1f %6d %12.2f %10.1f\n", x.name, device_bytes(*x.rt) / 0x1p20, sets, x.best.tpot * 1e3, tps);
+    rows.push_back({{"setup", x.name}, {"device_bytes", device_bytes(*x.rt)}, {"resident_sets", sets}, {"tpot_s", x.best.tpot}, {"tokens_per_s", tps}});
   }
   return rows;
 }
