@@ -34,6 +34,7 @@
 #include "analysis/family_analysis.h"
 #include "runtime/host_store.h"
 #include "analysis/consolidation.h"
+#include "analysis/delta_folder.h"
 #include "analysis/layout.h"
 #include "serving/session_file.h"
 #include "serving/sweep_run.h"
@@ -738,6 +739,23 @@ class WorkbenchTest : public QObject {
       return shown.startsWith(QStringLiteral("Open family:")) && (shown.contains(QStringLiteral("qwen2_moe")) || shown.contains(QStringLiteral("model_type")));
     };
     QTRY_VERIFY2_WITH_TIMEOUT(names_the_mismatch(), qPrintable(window_->familyPanel()->errorText()), 30000);
+  }
+
+  void delta_folders_open_beside_their_base() {
+    // Two delta folders of the sample family: the base joins once, the family panel names each
+    // folder's format, and a layout is planned over all three.
+    QTemporaryDir dir;
+    const fs::path root(dir.path().toStdString()), family(MOSAIC_RESOURCES "/sample-family");
+    const Checkpoint base(family / "base");
+    for (const char* v : {"bible", "fortunes"}) write_delta(base, Checkpoint(family / v), {4, true, 128}, root / (std::string("d-") + v));
+    window_->openFamily({path(root / "d-bible"), path(root / "d-fortunes")});
+    QTRY_COMPARE_WITH_TIMEOUT(window_->familyPanel()->model()->rowCount(), 3, 60000);
+    QStringList kinds;
+    for (int r = 0; r < 3; ++r) kinds << window_->familyPanel()->model()->index(r, 1).data().toString();  // the Kind column
+    QVERIFY2(kinds.count(QStringLiteral("delta folder (4-bit, 2:4, group 128)")) == 2 && kinds.contains(QStringLiteral("full checkpoint")),
+             qPrintable(kinds.join(QStringLiteral(", "))));
+    QTRY_COMPARE_WITH_TIMEOUT(window_->layoutPanel()->grid()->layoutInfo().positions, qint64(32), 60000);
+    QVERIFY(window_->familyPanel()->grab().save(QStringLiteral(MOSAIC_SCREENSHOT_DIR "/family-delta.png")));
   }
 
   void the_window_fits_a_1366x768_screen() {

@@ -68,7 +68,7 @@ void add_delta_command(CLI::App& app) {
     const Checkpoint base(c->base), variant(c->variant);
     const DeltaFormat format{.bits = c->bits, .sparse24 = c->sparsity == "2:4", .group = c->group};
     print_report(write_delta(base, variant, format, c->out));
-    std::cout << "wrote " << c->out.string() << " (" << c->bits << "-bit, " << c->sparsity << ", group " << c->group << ")\n";
+    std::cout << "wrote " << c->out.string() << " (" << format_name(format) << ")\n";
   });
 
   auto* expand = delta->add_subcommand("expand", "Write the dense checkpoint a delta folder means: base + dequantized delta, experts in fp32");

@@ -161,6 +161,10 @@ void check_packed(const PackedDelta& p, const DeltaFormat& f, const std::string&
     }
 }
 
+std::string format_name(const DeltaFormat& f) {
+  return std::to_string(f.bits) + "-bit, " + (f.sparse24 ? "2:4" : "dense") + ", group " + std::to_string(f.group);
+}
+
 void expand_delta(const PackedDelta& p, const DeltaFormat& f, std::span<float> out) {
   std::fill(out.begin(), out.end(), 0.0f);
   add_delta_range(p, f, 0, out);

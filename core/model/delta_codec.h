@@ -27,6 +27,9 @@ struct PackedDelta {
   std::vector<std::uint8_t> zeros;     // [rows, groups]: in [0, 2^bits − 1]
 };
 
+// "4-bit, 2:4, group 128", as the CLI and the workbench name a format.
+std::string format_name(const DeltaFormat& f);
+
 // Throws InvalidArgument naming the field for bits other than 2 or 4, a group that is not positive
 // (or not a multiple of 4 when sparse), or a shape the format cannot hold (cols not a multiple of 4
 // when sparse).

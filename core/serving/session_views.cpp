@@ -34,7 +34,8 @@ FamilyView describe_family(const Session& session) {
     vi.bytes = ck.total_bytes();
     vi.non_expert_bytes = ck.non_expert_bytes();
     vi.adapter_experts = static_cast<int>(ck.adapter_experts().size());
-    if (ck.is_adapter()) vi.base = ck.base_dir().filename().string();
+    if (!ck.base_dir().empty()) vi.base = ck.base_dir().filename().string();
+    if (ck.is_delta()) vi.delta = format_name(ck.delta_format());
     info.variants.push_back(std::move(vi));
   }
   return info;

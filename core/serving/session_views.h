@@ -17,6 +17,7 @@ struct VariantView {
   std::int64_t parameters = 0, active_parameters = 0;
   std::uint64_t bytes = 0, non_expert_bytes = 0;
   int adapter_experts = 0;  // > 0: an ESFT adapter tuning this many experts over `base`
+  std::string delta;        // a delta folder over `base`: its format ("4-bit, 2:4, group 128"); else empty
   std::string base;
 };
 

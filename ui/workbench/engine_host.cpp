@@ -38,7 +38,7 @@ FamilyInfo describe(const FamilyView& f) {
   info.bytes_per_expert = static_cast<qint64>(f.bytes_per_expert);
   for (const VariantView& v : f.variants)
     info.variants.push_back({qs(v.name), qs(v.dir), qs(v.architecture), qs(v.dtypes), v.parameters, v.active_parameters,
-                             static_cast<qint64>(v.bytes), static_cast<qint64>(v.non_expert_bytes), v.adapter_experts});
+                             static_cast<qint64>(v.bytes), static_cast<qint64>(v.non_expert_bytes), v.adapter_experts, qs(v.delta)});
   return info;
 }
 

@@ -16,6 +16,7 @@ struct VariantInfo {
   QString name, dir, architecture, dtypes;
   qint64 parameters = 0, active_parameters = 0, bytes = 0, non_expert_bytes = 0;
   int adapter_experts = 0;  // > 0: an ESFT adapter tuning this many experts over its base
+  QString delta;            // a delta folder: its format; else empty
 };
 
 struct FamilyInfo {

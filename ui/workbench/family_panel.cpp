@@ -47,7 +47,9 @@ QVariant FamilyModel::data(const QModelIndex& index, int role) const {
   if (role != Qt::DisplayRole) return {};
   switch (index.column()) {
     case Name: return v.name;
-    case Kind: return v.adapter_experts > 0 ? tr("ESFT adapter (%1 experts)").arg(v.adapter_experts) : tr("full checkpoint");
+    case Kind:
+      if (v.adapter_experts > 0) return tr("ESFT adapter (%1 experts)").arg(v.adapter_experts);
+      return v.delta.isEmpty() ? tr("full checkpoint") : tr("delta folder (%1)").arg(v.delta);
     case Parameters: return tr("%L1 (%L2 active)").arg(v.parameters).arg(v.active_parameters);
     case Bytes: return formatBytes(v.bytes);
     case NonExpert: return formatBytes(v.non_expert_bytes);
