@@ -168,6 +168,9 @@ class TestCudaBackend : public QObject {
     batch.sequences = 1;
     batch.chunks.push_back({.tokens = tokens, .start = 0, .blocks = blocks});
     expect_mentions(error_of<DeviceError>([&] { rt.run(batch); }), {"cudaMalloc", "device_buffer.h", "out of memory"});
+    // A budget beyond the GPU's memory bounds nothing: refused before anything is allocated.
+    expect_mentions(error_of<InvalidArgument>([&] { Runtime(store, RuntimeConfig{.budget_bytes = std::uint64_t(1) << 50, .device = Device::Cuda}); }),
+                    {"budget", "the GPU's memory", "at most"});
   }
 };
 

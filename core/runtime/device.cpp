@@ -1,5 +1,6 @@
 #include "runtime/device.h"
 
+#include "common/machine.h"
 #include "runtime/cuda/cuda_probe.h"
 
 namespace mosaic {
@@ -10,6 +11,11 @@ std::optional<Device> parse_device(std::string_view name) {
   if (name == "cpu") return Device::Cpu;
   if (name == "cuda" || name == "gpu") return Device::Cuda;
   return std::nullopt;
+}
+
+std::optional<std::uint64_t> device_memory_bytes(Device d) {
+  if (d == Device::Cpu) return physical_memory_bytes();
+  return cuda::memory_bytes();
 }
 
 std::optional<std::string> device_unavailable(Device d) {

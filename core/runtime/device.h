@@ -1,6 +1,7 @@
 #pragma once
 // Which device a runtime computes on. The CPU backend (LibTorch, fp32) is the reference; the CUDA
 // backend (bf16 weights, fp32 accumulation) is what the product serves with.
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,5 +15,8 @@ std::string_view device_name(Device d);
 std::optional<Device> parse_device(std::string_view name);
 // nullopt when `d` can run here; else why not, in a sentence (no GPU, no driver, a build without CUDA).
 std::optional<std::string> device_unavailable(Device d);
+// The memory a budget on `d` stands for: the machine's RAM on the CPU, the GPU's memory on CUDA
+// (nullopt where no GPU can be used).
+std::optional<std::uint64_t> device_memory_bytes(Device d);
 
 }  // namespace mosaic

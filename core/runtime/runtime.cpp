@@ -5,7 +5,6 @@
 
 #include "common/byte_size.h"
 #include "common/error.h"
-#include "common/machine.h"
 
 namespace mosaic {
 namespace {
@@ -34,12 +33,14 @@ void check_config(const HostStore& store, const RuntimeConfig& c) {
   if (c.resident_sets < 1) bad("resident sets", "must be at least 1");
   if (!(c.copy_slowdown >= 1.0)) bad("copy slowdown", "must be at least 1");
   if (c.kv_block_tokens < 1) bad("KV block tokens", "must be at least 1");
-  // On the CPU the budget stands for host memory: one beyond what the machine has bounds nothing,
-  // and a run would be killed for memory long before the budget said no.
-  if (c.device == Device::Cpu && c.budget_bytes && *c.budget_bytes > physical_memory_bytes())
-    throw InvalidArgument("runtime", "budget", format_bytes(*c.budget_bytes) + " is more than this machine's memory (" +
-                                                   format_bytes(physical_memory_bytes()) + "), so it would bound nothing",
-                          "give a budget of at most " + format_bytes(physical_memory_bytes()) + ", or none");
+  // A budget stands for the device's memory (host memory on the CPU): one beyond what the device has
+  // bounds nothing, and the run would fail for memory long before the budget said no.
+  if (const auto memory = device_memory_bytes(c.device); memory && c.budget_bytes && *c.budget_bytes > *memory) {
+    const std::string what = c.device == Device::Cpu ? "this machine's memory" : "the GPU's memory";
+    throw InvalidArgument("runtime", "budget", format_bytes(*c.budget_bytes) + " is more than " + what + " (" + format_bytes(*memory) +
+                                                   "), so it would bound nothing",
+                          "give a budget of at most " + format_bytes(*memory) + ", or none");
+  }
   if (c.whole_model_swaps && static_cast<std::int64_t>(c.pinned.size()) != moe_positions(s))
     throw InvalidArgument("runtime", "time-sharing", "needs every expert position pinned",
                           "use a layout that makes every position resident");

@@ -21,6 +21,13 @@ std::optional<std::string> unavailable() {
   return std::nullopt;
 }
 
+std::optional<std::uint64_t> memory_bytes() {
+  if (unavailable()) return std::nullopt;
+  std::size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) return std::nullopt;
+  return total;
+}
+
 namespace {
 
 // Best of `rounds` of `f` timed with events on `stream`, in seconds.

@@ -1,6 +1,7 @@
 #pragma once
 // Whether the CUDA backend can run here, asked without needing CUDA headers (and answered by a stub
 // in a build without nvcc).
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -8,6 +9,8 @@ namespace mosaic::cuda {
 
 // nullopt when a CUDA device is usable; else why not ("no CUDA driver", "no GPU", …).
 std::optional<std::string> unavailable();
+// The memory of the GPU the backend uses (device 0, or its MIG instance); nullopt where none can be used.
+std::optional<std::uint64_t> memory_bytes();
 
 }  // namespace mosaic::cuda
 

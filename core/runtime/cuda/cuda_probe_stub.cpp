@@ -11,6 +11,8 @@ std::optional<std::string> cuda::unavailable() {
   return "this build of Mosaic has no CUDA backend (nvcc was not found when it was configured)";
 }
 
+std::optional<std::uint64_t> cuda::memory_bytes() { return std::nullopt; }
+
 cuda::DeviceRates cuda::measure_rates() {
   throw DeviceError("device cuda", "", *cuda::unavailable(), "run this on a machine with an NVIDIA GPU and a CUDA build");
 }
