@@ -249,7 +249,8 @@ std::string this_process() { return process_scope() + ":" + std::to_string(::get
 // A run still 'running' whose recording process is gone (killed, crashed) never finishes: it is
 // marked 'aborted', so that reports leave it out. One recorded on another machine or in another PID
 // namespace, or by a process still alive, is left alone; one from before owners were noted has no
-// process to ask and is marked.
+// process to ask and is marked. (Were its recorder, an older Mosaic, still alive after this one
+// migrated the file, its finish sets the status again: finishing writes it unconditionally.)
 void Recorder::mark_abandoned_runs() {
   Statement q(db_, "SELECT id, owner FROM runs WHERE status = 'running'", path_.string());
   std::vector<std::int64_t> gone;
