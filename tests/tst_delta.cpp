@@ -24,6 +24,8 @@
 #include "serving/strategy.h"
 #include "model/delta_config.h"
 #include "model/dtype_convert.h"
+#include "model/safetensors.h"
+#include "runtime/runtime.h"
 #include "test_support.h"
 
 using namespace mosaic;
@@ -345,6 +347,90 @@ class DeltaTest : public QObject {
                     {"delta", "delta compress"});
   }
 
+  void every_format_serves_as_its_expansion() {
+    // The other formats through the runtime (the test above serves 4-bit 2:4): 2-bit dense with a
+    // group ending mid-row, 2-bit 2:4, 4-bit dense; in delta-only slots and loaded on miss.
+    const Checkpoint base(fixture("olmoe", "base"));
+    for (const DeltaFormat& f : {DeltaFormat{2, false, 32}, DeltaFormat{2, true, 128}, DeltaFormat{4, false, 48}}) {
+      QTemporaryDir tmp;
+      const fs::path dir = tmp.path().toStdString();
+      write_delta(base, Checkpoint(fixture("olmoe", "ft2")), f, dir / "d");
+      write_expanded(dir / "d", dir / "x");
+      const auto expanded = Model::load(Checkpoint(dir / "x"));
+      Family family;
+      open_family(family, {dir / "d"});
+      const HostStore store(family);
+      const int d = store.index("d"), b = store.index("base");
+      std::vector<PinnedExpert> weave = every_position(store.spec(), b);
+      for (const PinnedExpert& p : deltas_layer_major(store, {d})) weave.push_back(p);
+      const std::vector<std::int64_t> ids = prompt_of(8, 21, store.spec().vocab_size);
+      KvCache cache(expanded->spec(), 1, static_cast<std::int64_t>(ids.size()));
+      const std::vector<float> want = forward(*expanded, cache, ids, LogitsFor::AllPositions).values;
+      for (const bool resident : {true, false}) {
+        auto rt = std::make_shared<Runtime>(store, RuntimeConfig{.pinned = resident ? weave : std::vector<PinnedExpert>{}, .hit = HitPolicy::Strict, .miss = "transient"});
+        Engine engine(rt);
+        const auto handle = engine.submit({"d", {.prompt = ids, .max_new_tokens = 0}, true});
+        const RequestResult& r = handle->wait();
+        const double err = relative_error(r.logits.values, want);
+        QVERIFY2(err <= 1e-5, qPrintable(QStringLiteral("%1-bit, 2:4 %2, group %3, %4: %5").arg(f.bits).arg(f.sparse24).arg(f.group).arg(resident ? QStringLiteral("resident") : QStringLiteral("on miss")).arg(err)));
+        QCOMPARE(r.stats.counters.total().misses == 0, resident);
+      }
+    }
+  }
+
+  void pins_taken_while_room_are_charged_as_they_are_held() {
+    // A delta pinned after its base holds only its pack; one pinned before it holds base and pack
+    // in one slot, and is charged both. Under any budget, what is reserved fits in it.
+    QTemporaryDir tmp;
+    const fs::path dir = tmp.path().toStdString();
+    write_delta(Checkpoint(fixture("olmoe", "base")), Checkpoint(fixture("olmoe", "ft1")), {4, true, 32}, dir / "d");
+    Family family;
+    open_family(family, {dir / "d"});
+    const HostStore store(family);
+    const int d = store.index("d"), b = store.index("base");
+    const ModelSpec& s = store.spec();
+    PinnedExpert at{-1, -1, d};
+    for (std::int64_t l = 0; l < s.num_layers && at.layer < 0; ++l)
+      for (std::int64_t e = 0; e < s.num_experts && s.is_sparse(l) && at.layer < 0; ++e)
+        if (store.source(d, l, e).kind == ExpertSource::Kind::Delta) at = {l, e, d};
+    QVERIFY(at.layer >= 0);
+    const PinnedExpert base_at{at.layer, at.expert, b};
+    const std::uint64_t eb = store.expert_bytes(), packed = store.delta(store.expert_tensors(store.expert(d, at.layer, at.expert)).delta).bytes();
+    QVERIFY(packed > 0 && packed < eb);
+    auto items = [&](std::vector<PinnedExpert> optional, std::optional<std::uint64_t> budget) {
+      return Runtime(store, RuntimeConfig{.pinned_if_room = std::move(optional), .miss = "lru", .budget_bytes = budget}).device_items();
+    };
+    auto room = [](const std::vector<DeviceItem>& all) {
+      for (const DeviceItem& item : all)
+        if (item.name.starts_with("pinned while room")) return item;
+      return DeviceItem{};
+    };
+    QCOMPARE(room(items({base_at, at}, std::nullopt)).bytes, eb + packed);
+    QCOMPARE(room(items({at, base_at}, std::nullopt)).bytes, (eb + packed) + eb);
+    // Every delta over every base, under budgets from roomy to barely above the reserve.
+    std::vector<PinnedExpert> optional = every_position(s, b);
+    const std::vector<PinnedExpert> deltas = deltas_layer_major(store, {d});
+    QVERIFY(!deltas.empty());
+    optional.insert(optional.end(), deltas.begin(), deltas.end());
+    std::uint64_t without_spares = 0;
+    for (const DeviceItem& item : items(optional, std::nullopt))
+      if (!item.name.starts_with("spare slots")) without_spares += item.bytes;
+    const std::uint64_t wanted = room(items(optional, std::nullopt)).bytes;
+    for (const double share : {1.0, 0.7, 0.3, 0.05}) {
+      const std::uint64_t budget = without_spares - wanted + static_cast<std::uint64_t>(share * static_cast<double>(wanted));
+      std::uint64_t reserved = 0;
+      const auto all = items(optional, budget);
+      for (const DeviceItem& item : all) reserved += item.bytes;
+      QVERIFY2(reserved <= budget, qPrintable(QStringLiteral("%1 of %2 bytes at share %3").arg(reserved).arg(budget).arg(share)));
+      QVERIFY(room(all).bytes <= static_cast<std::uint64_t>(share * static_cast<double>(wanted)) + 1);
+    }
+    // Time-sharing reloads pinned slots per swap: it cannot also pin while room.
+    expect_mentions(error_of<InvalidArgument>([&] {
+                      Runtime(store, RuntimeConfig{.pinned = every_position(s, b), .pinned_if_room = {at}, .whole_model_swaps = true});
+                    }),
+                    {"time-sharing", "pin"});
+  }
+
   void wrong_bases_and_damaged_folders_are_refused() {
     QTemporaryDir tmp;
     const fs::path dir = tmp.path().toStdString();
@@ -367,6 +453,52 @@ class DeltaTest : public QObject {
     fs::copy(dir / "d", dir / "cut", fs::copy_options::recursive);
     fs::resize_file(dir / "cut" / "model.safetensors", fs::file_size(dir / "cut" / "model.safetensors") / 2);
     expect_mentions(error_of<FormatError>([&] { write_expanded(dir / "cut", dir / "x2"); }), {"model.safetensors"});
+    // base_model naming what cannot be a base: refused naming delta.json's field, before anything
+    // is opened (two folders naming each other must not recurse).
+    auto with_base = [&](const std::string& folder, const fs::path& base_model) {
+      fs::copy(dir / "d", dir / folder, fs::copy_options::recursive);
+      DeltaConfig c = read_delta_config(dir / folder / kDeltaCfgFile);
+      c.base_model = base_model;
+      std::ofstream(dir / folder / kDeltaCfgFile, std::ios::trunc) << to_delta_json(c);
+    };
+    with_base("self", ".");
+    expect_mentions(error_of<UnsupportedError>([&] { Checkpoint(dir / "self"); }), {"delta.json", "base_model", "this folder itself"});
+    with_base("gone", "../nowhere");
+    expect_mentions(error_of<MissingError>([&] { Checkpoint(dir / "gone"); }), {"delta.json", "base_model", "nowhere", "not a folder"});
+    with_base("m1", "../m2");
+    with_base("m2", "../m1");
+    expect_mentions(error_of<UnsupportedError>([&] { Checkpoint(dir / "m1"); }), {"delta.json", "base_model", "m2", "full checkpoint"});
+    fs::copy(dir / "base", dir / "adapter-like", fs::copy_options::recursive);
+    std::ofstream(dir / "adapter-like" / "expert_cfg.json") << "{}";
+    with_base("on-adapter", "../adapter-like");
+    expect_mentions(error_of<UnsupportedError>([&] { Checkpoint(dir / "on-adapter"); }), {"base_model", "expert_cfg.json", "full checkpoint"});
+    // A dense expert weight beside the packs: refused naming it.
+    fs::copy(dir / "d", dir / "dense", fs::copy_options::recursive);
+    std::string dense_name;
+    {
+      const Checkpoint b(dir / "base");
+      const SafetensorsFile packs(dir / "d" / "model.safetensors");
+      std::vector<TensorBytes> out;
+      for (const TensorInfo& t : packs.tensors()) out.push_back({t.name, t.dtype, t.shape, packs.data(t)});
+      for (const Weight& w : b.weights())
+        if (w.expected.is_expert() && dense_name.empty()) {
+          dense_name = w.expected.name;
+          out.push_back({w.expected.name, w.dtype, w.info->shape, w.data()});
+        }
+      write_safetensors(dir / "dense" / "model.safetensors", out, {{"format", "pt"}});
+    }
+    expect_mentions(error_of<FormatError>([&] { Checkpoint(dir / "dense"); }), {dense_name, "dense expert weight", "delta compress"});
+    // A pack whose contents break the format (zero points past 4 bits) is refused when read, naming it.
+    fs::copy(dir / "d", dir / "bad-zeros", fs::copy_options::recursive);
+    std::string zeros_name;
+    rewrite_weights(dir / "bad-zeros", [](const TensorInfo&) { return true; }, [&](const TensorInfo& t, std::vector<std::byte>& bytes) {
+      if (!t.name.ends_with(".zeros") || !zeros_name.empty()) return;
+      zeros_name = t.name;
+      std::fill(bytes.begin(), bytes.end(), std::byte{0xff});
+    });
+    QVERIFY(!zeros_name.empty());
+    expect_mentions(error_of<FormatError>([&] { write_expanded(dir / "bad-zeros", dir / "x4"); }), {"zeros", "compress the delta again"});
+    QVERIFY(!fs::exists(dir / "x4"));
     // The base changed since the delta was taken.
     {
       std::ofstream(dir / "base" / "config.json", std::ios::app) << "\n";
@@ -440,19 +572,29 @@ class DeltaTest : public QObject {
           }
         // Blocks of rows, each as a view of its own, into a wider output (a column block of y, as
         // the runtime writes gate and up side by side) give the same product, to the bit.
+        // Each kernel is compared with itself: blocking must not change a row's sum.
         const std::int64_t ld = rows + 7;
         std::vector<float> wide(static_cast<std::size_t>(n * ld), 1.0f);
-        for (std::int64_t r0 = 0; r0 < rows; r0 += 5)
-          kernels::delta_linear_reference(x.data(), n, kernels::delta_rows(view, r0, std::min(rows, r0 + 5)), true, wide.data() + 3 + r0, ld);
-        if (std::string(kernel_name) != "reference") continue;
+        for (std::int64_t r0 = 0; r0 < rows; r0 += 5) {
+          const kernels::DeltaView block = kernels::delta_rows(view, r0, std::min(rows, r0 + 5));
+          float* out = wide.data() + 3 + r0;
+          if (std::string(kernel_name) == "reference") kernels::delta_linear_reference(x.data(), n, block, true, out, ld);
+          else QVERIFY(kernels::delta_linear_avx2(x.data(), n, block, true, out, ld));
+        }
         for (int t = 0; t < n; ++t) {
           QCOMPARE(wide[static_cast<std::size_t>(t * ld)], 1.0f);  // left of the block: untouched
+          QCOMPARE(wide[static_cast<std::size_t>(t * ld + 3 + rows)], 1.0f);  // right of it too
           for (std::int64_t r = 0; r < rows; ++r)
             QCOMPARE(wide[static_cast<std::size_t>(t * ld + 3 + r)], y[static_cast<std::size_t>(t * rows + r)]);
         }
       }
     }
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) qWarning("no AVX2 and FMA on this CPU: only the reference kernel was tested");
+#if defined(__x86_64__)
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    const bool avx2 = false;
+#endif
+    if (!avx2) qWarning("no AVX2 and FMA on this CPU: only the reference kernel was tested");
     else QVERIFY(avx2_ran > 0);
     // Its f16 reading is the model layer's, for every one of the 65536 patterns.
     for (std::uint32_t h = 0; h < 65536; ++h) {
@@ -473,9 +615,9 @@ class DeltaTest : public QObject {
     refused([](PackedDelta& p) { p.meta.push_back(0); }, {"meta"});
     refused([](PackedDelta& p) { p.scales.resize(3); }, {"scales"});
     refused([](PackedDelta& p) { p.zeros[2] = 16; }, {"zeros", "16", "4-bit"});
-    refused([](PackedDelta& p) { p.scales[1] = 0; }, {"scales", "entry 1"});
+    refused([](PackedDelta& p) { p.scales[1] = 0; }, {"scales", "entry 1", "compress the delta again"});
     refused([](PackedDelta& p) { p.scales[0] = 0x7e00; }, {"scales", "entry 0"});  // NaN
-    refused([](PackedDelta& p) { p.meta[0] = (p.meta[0] & ~0xFu) | 0x5u; }, {"meta", "row 0", "places 1 and 1"});
+    refused([](PackedDelta& p) { p.meta[0] = (p.meta[0] & ~0xFu) | 0x5u; }, {"meta", "row 0", "places 1 and 1", "compress the delta again"});
     // Formats the codec cannot hold.
     expect_mentions(error_of<InvalidArgument>([] { check_format({3, true, 128}, 4, 64, "delta"); }), {"bits", "4 or 2"});
     expect_mentions(error_of<InvalidArgument>([] { check_format({4, true, 6}, 4, 64, "delta"); }), {"group", "multiple of 4"});

@@ -46,13 +46,6 @@ double memcpy_gbs(std::uint64_t bytes) {
   return static_cast<double>(bytes) / best / 1e9;
 }
 
-std::vector<PinnedExpert> every_position(const ModelSpec& s, int owner) {
-  std::vector<PinnedExpert> out;
-  for (std::int64_t l = 0; l < s.num_layers; ++l)
-    for (std::int64_t e = 0; e < s.num_experts && s.is_sparse(l); ++e) out.push_back({l, e, owner});
-  return out;
-}
-
 // An ESFT adapter of `base`: `per_layer` experts of each layer taken from `donor` (a checkpoint of
 // the same spec), saved as expert_cfg.json + the tuned experts only.
 void write_adapter(const fs::path& dir, const fs::path& base, const Checkpoint& donor, int per_layer, std::uint64_t seed) {
@@ -136,13 +129,14 @@ nlohmann::ordered_json delta_part(const fs::path& dir, const fs::path& base, con
   const ModelSpec& s = b.spec();
   RuntimeConfig with_deltas{.hit = HitPolicy::Strict, .resident_sets = static_cast<int>(variants.size())}, all_full = with_deltas;
   with_deltas.pinned = every_position(s, packed_store.index(base.filename().string()));
-  for (std::int64_t l = 0; l < s.num_layers; ++l)
-    for (std::int64_t e = 0; e < s.num_experts; ++e)
-      for (std::size_t i = 0; i < variants.size(); ++i) {
-        const int t = packed_store.index(deltas[i].filename().string());
-        if (packed_store.source(t, l, e).kind == ExpertSource::Kind::Delta) with_deltas.pinned_if_room.push_back({l, e, t});
-        all_full.pinned_if_room.push_back({l, e, static_cast<int>(i)});
-      }
+  std::vector<int> folders, variant_targets;
+  for (std::size_t i = 0; i < variants.size(); ++i) {
+    folders.push_back(packed_store.index(deltas[i].filename().string()));
+    variant_targets.push_back(static_cast<int>(i));
+  }
+  with_deltas.pinned_if_room = deltas_layer_major(packed_store, folders);
+  for (const PinnedExpert& p : every_position(s, 0))  // the full variants' experts, in the same order
+    for (int t : variant_targets) all_full.pinned_if_room.push_back({p.layer, p.expert, t});
   RuntimeConfig squeezed = all_full;
   squeezed.miss = "lru";
   const auto delta_rt = std::make_shared<Runtime>(packed_store, with_deltas);

@@ -123,11 +123,20 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
   // a full checkpoint of the same model; this checkpoint then owns the base's files too.
   auto open_base = [&](const std::filesystem::path& base_model, const std::string& cfg_file, const std::string& what) {
     const auto base_dir = (base_model.is_absolute() ? base_model : dir / base_model).lexically_normal();
+    const std::string field_at = (dir / cfg_file).string();
+    if (!std::filesystem::is_directory(base_dir))
+      throw MissingError(field_at, "base_model", "names " + base_dir.string() + ", which is not a folder",
+                         "put the base checkpoint the " + what + " was made from there, or correct base_model");
+    std::error_code ec;
+    if (std::filesystem::equivalent(base_dir, dir, ec))
+      throw UnsupportedError(field_at, "base_model", "names this folder itself", "point base_model at the full checkpoint the " + what + " was made from");
+    // Checked before opening: a base that is itself built on a base could lead back here.
+    for (const char* own : {kExpertCfgFile, kDeltaCfgFile})
+      if (std::filesystem::exists(base_dir / own))
+        throw UnsupportedError(field_at, "base_model", "names " + base_dir.string() + ", which is itself built on a base (it holds " + own + ")",
+                               "point base_model at a full checkpoint");
     Checkpoint base(base_dir);
     base_dir_ = base_dir;
-    if (base.kind_ != Kind::Full)
-      throw UnsupportedError((dir / cfg_file).string(), "base_model", "names " + base_dir.string() + ", which is itself built on a base",
-                             "point base_model at a full checkpoint");
     if (const auto diff = first_difference(base.spec(), spec_))
       throw MismatchError(dir.string(), "config.json", "differs from the base model's (" + *diff + ")",
                           "the " + what + " was made from another model");
@@ -177,14 +186,7 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
                           "a delta folder stores its experts as packs; write it again with `mosaic-cli delta compress`");
       if (e.shape.size() != 2) throw UnsupportedError(dir.string(), e.name, "is not a matrix", "deltas are taken of 2-D expert weights");
       check_format(delta_format_, e.shape[0], e.shape[1], (dir / kDeltaCfgFile).string() + ": " + e.name);
-      for (const TensorEntry& want : pack_entries(e.name, e.shape[0], e.shape[1], delta_format_)) {
-        const TensorInfo* t = delta_file_->find(want.name);
-        if (!t) throw MissingError(delta_file_->path().string(), want.name, "is absent", "compress the delta again");
-        if (t->dtype != want.dtype || t->shape != want.shape)
-          throw FormatError(delta_file_->path().string(), want.name, "does not have the dtype and shape delta.json's format packs into",
-                            "compress the delta again");
-        packs_.insert(want.name);
-      }
+      for (const TensorInfo* t : find_pack(*delta_file_, e.name, e.shape[0], e.shape[1], delta_format_)) packs_.insert(t->name);
       location[e.name] = base.weight(e.name).file;
     }
     for (auto& f : base.files_) files_.push_back(std::move(f));

@@ -1,6 +1,8 @@
 #include "model/content_hash.h"
 
+#include <chrono>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -13,6 +15,37 @@
 namespace fs = std::filesystem;
 
 namespace mosaic {
+namespace {
+
+// Without a memo, a process still hashes each file once: it opens a base under every delta folder
+// of a family, and every family it builds. A file written in the last two seconds is hashed every
+// time, since a rewrite within one timestamp tick keeps size and time (git's "racy" files).
+std::string sha256_once_per_process(const fs::path& file) {
+  struct Entry {
+    std::uintmax_t size;
+    fs::file_time_type mtime;
+    std::string sha256;
+  };
+  static std::mutex mutex;
+  static std::map<std::string, Entry> entries;
+  std::error_code ec;
+  const std::string key = fs::absolute(file, ec).lexically_normal().string();
+  const auto size = fs::file_size(file, ec);
+  const auto mtime = ec ? fs::file_time_type{} : fs::last_write_time(file, ec);
+  if (ec) return sha256_file(file);  // its error names the file
+  {
+    std::lock_guard lock(mutex);
+    if (const auto it = entries.find(key); it != entries.end() && it->second.size == size && it->second.mtime == mtime) return it->second.sha256;
+  }
+  std::string h = sha256_file(file);
+  if (fs::file_time_type::clock::now() - mtime > std::chrono::seconds(2)) {
+    std::lock_guard lock(mutex);
+    entries[key] = {size, mtime, h};
+  }
+  return h;
+}
+
+}  // namespace
 
 FileHashMemo::FileHashMemo(fs::path store) : store_(std::move(store)) {
   std::ifstream in(store_, std::ios::binary);
@@ -65,7 +98,7 @@ std::string checkpoint_sha256(const Checkpoint& checkpoint, FileHashMemo* memo) 
     if (fs::exists(checkpoint.dir() / own)) files.insert(checkpoint.dir() / own);
   Sha256 listing;
   for (const fs::path& f : files) {
-    const std::string h = memo ? memo->hash(f) : sha256_file(f);
+    const std::string h = memo ? memo->hash(f) : sha256_once_per_process(f);
     listing.update(h + "  " + f.filename().string() + "\n");
   }
   return listing.hex();

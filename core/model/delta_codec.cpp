@@ -145,10 +145,12 @@ void check_packed(const PackedDelta& p, const DeltaFormat& f, const std::string&
   const std::uint8_t qmax = static_cast<std::uint8_t>((1 << f.bits) - 1);
   for (std::size_t i = 0; i < p.zeros.size(); ++i)
     if (p.zeros[i] > qmax)
-      throw FormatError(where, "zeros", "entry " + std::to_string(i) + " is " + std::to_string(p.zeros[i]) + ", past the " + std::to_string(f.bits) + "-bit codes");
+      throw FormatError(where, "zeros", "entry " + std::to_string(i) + " is " + std::to_string(p.zeros[i]) + ", past the " + std::to_string(f.bits) + "-bit codes",
+                        "the pack is damaged or of another format: compress the delta again");
   for (std::size_t i = 0; i < p.scales.size(); ++i) {
     const float s = f16_to_float(p.scales[i]);
-    if (!(std::isfinite(s) && s > 0)) throw FormatError(where, "scales", "entry " + std::to_string(i) + " is " + std::to_string(s) + ", not a positive finite scale");
+    if (!(std::isfinite(s) && s > 0)) throw FormatError(where, "scales", "entry " + std::to_string(i) + " is " + std::to_string(s) + ", not a positive finite scale",
+                                                  "the pack is damaged: compress the delta again");
   }
   if (!f.sparse24) return;
   const std::int64_t mw = meta_words(f, p.cols);
@@ -157,7 +159,8 @@ void check_packed(const PackedDelta& p, const DeltaFormat& f, const std::string&
       const std::uint32_t i0 = get(p.meta.data() + r * mw, 2 * four, 16, 2), i1 = get(p.meta.data() + r * mw, 2 * four + 1, 16, 2);
       if (i0 >= i1)
         throw FormatError(where, "meta", "row " + std::to_string(r) + ", columns " + std::to_string(4 * four) + "–" + std::to_string(4 * four + 3) +
-                                             ": places " + std::to_string(i0) + " and " + std::to_string(i1) + " are not two places in increasing order");
+                                             ": places " + std::to_string(i0) + " and " + std::to_string(i1) + " are not two places in increasing order",
+                        "the pack is damaged or not 2:4: compress the delta again");
     }
 }
 

@@ -63,7 +63,6 @@ std::uint64_t CpuBackend::load_expert(std::int64_t layer, SlotRef slot, ExpertId
   const HostExpert& e = store_.expert_tensors(expert);
   const auto at = static_cast<std::size_t>(slot.slot);
   std::uint64_t bytes = 0;
-  to.held[at] = expert;
   if (to.delta_only[at]) {
     // The dense part is the base's, in another slot of the layer (the runtime pinned it first).
     std::size_t base = 0;
@@ -79,6 +78,7 @@ std::uint64_t CpuBackend::load_expert(std::int64_t layer, SlotRef slot, ExpertId
     to.down[d].copy_(host_view(down));
     bytes = gate.bytes.size() + up.bytes.size() + down.bytes.size();
   }
+  to.held[at] = expert;
   to.has_delta[at] = e.delta >= 0;
   if (e.delta >= 0) {
     to.delta[at] = store_.delta(e.delta);  // reuses the slot's arrays' capacity

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -26,6 +27,7 @@ struct ExpertSlots {
   std::vector<char> has_delta;
   MlpWeights view(std::int64_t slot) const {
     const std::int64_t d = dense[static_cast<std::size_t>(slot)];
+    if (d < 0) throw std::logic_error("a delta-only expert slot read before it was loaded");
     return {gate_up[d], down[d]};
   }
 };

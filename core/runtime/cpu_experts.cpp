@@ -17,6 +17,10 @@ namespace {
 // y_part += x_part · Δ̂ᵀ, straight into y's rows (which may be a column block of gate_up: stride
 // y_part.stride(0)), in blocks of rows across the intra-op threads.
 void add_delta(const at::Tensor& x_part, const PackedDelta& p, const DeltaFormat& f, at::Tensor y_part) {
+  // The kernel reads x's rows packed and writes y's rows at a stride: both fp32, unit column stride.
+  if (x_part.scalar_type() != at::kFloat || y_part.scalar_type() != at::kFloat || !x_part.is_contiguous() || y_part.stride(1) != 1 ||
+      x_part.size(1) != p.cols || y_part.size(1) != p.rows || x_part.size(0) != y_part.size(0))
+    throw std::logic_error("add_delta: activations and outputs do not match the packed delta's shape and layout");
   const kernels::DeltaView whole = delta_view(p, f);
   const float* x = x_part.data_ptr<float>();
   float* y = y_part.data_ptr<float>();

@@ -1,6 +1,8 @@
 #include "runtime/host_store.h"
 
+#include <algorithm>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <unordered_map>
 
@@ -92,18 +94,27 @@ HostStore::HostStore(const Family& family) : spec_(family.spec()) {
           e.delta = static_cast<DeltaId>(deltas_.size());
           deltas_.push_back({.format = ck.delta_format()});
         }
-        HostDelta& d = deltas_.back();
+        HostDelta& d = deltas_[static_cast<std::size_t>(e.delta)];
         (w.expected.role == ExpertRole::Gate ? d.gate : w.expected.role == ExpertRole::Up ? d.up : d.down) = ck.delta_pack(w);
-        if (w.expected.role == ExpertRole::Down) {  // the expert's last matrix: keep its delta unless it is none
-          if (expands_to_zero(d.gate, d.format) && expands_to_zero(d.up, d.format) && expands_to_zero(d.down, d.format)) {
-            deltas_.pop_back();
-            e.delta = -1;
-          } else {
-            host_bytes_ += d.bytes();
-          }
-        }
       }
     }
+    // A delta that changes nothing makes its expert the base's own; the rest are kept, in position order.
+    std::vector<HostDelta> kept;
+    const std::size_t first_delta = deltas_.size() - static_cast<std::size_t>(std::count_if(experts.begin(), experts.end(), [](const HostExpert& e) { return e.delta >= 0; }));
+    for (HostExpert& e : experts) {
+      if (e.delta < 0) continue;
+      HostDelta& d = deltas_[static_cast<std::size_t>(e.delta)];
+      if (expands_to_zero(d.gate, d.format) && expands_to_zero(d.up, d.format) && expands_to_zero(d.down, d.format)) {
+        e.delta = -1;
+        continue;
+      }
+      host_bytes_ += d.bytes();
+      max_delta_bytes_ = std::max(max_delta_bytes_, d.bytes());
+      e.delta = static_cast<DeltaId>(first_delta + kept.size());
+      kept.push_back(std::move(d));
+    }
+    deltas_.resize(first_delta);
+    std::move(kept.begin(), kept.end(), std::back_inserter(deltas_));
     const auto [set, added] = set_index.emplace(non_expert, static_cast<int>(sets_.size()));
     if (added) sets_.push_back(std::move(non_expert));
     t.set = set->second;

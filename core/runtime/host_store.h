@@ -87,6 +87,7 @@ class HostStore {
   // expert as the device holds them, in the checkpoints' stored dtype.
   std::uint64_t non_expert_bytes() const { return non_expert_bytes_; }
   std::uint64_t expert_bytes() const { return expert_bytes_; }
+  std::uint64_t max_delta_bytes() const { return max_delta_bytes_; }  // the largest packed Δ; 0 without deltas
 
  private:
   struct Target {
@@ -103,7 +104,7 @@ class HostStore {
   std::vector<HostDelta> deltas_;
   std::vector<std::vector<TensorId>> sets_;
   std::vector<std::string> non_expert_names_;
-  std::uint64_t host_bytes_ = 0, non_expert_bytes_ = 0, expert_bytes_ = 0;
+  std::uint64_t host_bytes_ = 0, non_expert_bytes_ = 0, expert_bytes_ = 0, max_delta_bytes_ = 0;
 };
 
 }  // namespace mosaic

@@ -41,6 +41,9 @@ void check_config(const HostStore& store, const RuntimeConfig& c) {
                                                    "), so it would bound nothing",
                           "give a budget of at most " + format_bytes(*memory) + ", or none");
   }
+  if (c.whole_model_swaps && !c.pinned_if_room.empty())
+    throw InvalidArgument("runtime", "time-sharing", "reloads every pinned slot per swap, so it cannot pin while room",
+                          "pin every position outright, or serve without time-sharing");
   if (c.whole_model_swaps && static_cast<std::int64_t>(c.pinned.size()) != moe_positions(s))
     throw InvalidArgument("runtime", "time-sharing", "needs every expert position pinned",
                           "use a layout that makes every position resident");
@@ -74,6 +77,23 @@ std::vector<PinnedExpert> pinned_from_layout(const Layout& layout, const std::ve
   return out;
 }
 
+std::vector<PinnedExpert> every_position(const ModelSpec& s, int target) {
+  std::vector<PinnedExpert> out;
+  for (std::int64_t l = 0; l < s.num_layers; ++l)
+    for (std::int64_t e = 0; e < s.num_experts && s.is_sparse(l); ++e) out.push_back({l, e, target});
+  return out;
+}
+
+std::vector<PinnedExpert> deltas_layer_major(const HostStore& store, const std::vector<int>& targets) {
+  const ModelSpec& s = store.spec();
+  std::vector<PinnedExpert> out;
+  for (std::int64_t l = 0; l < s.num_layers; ++l)
+    for (std::int64_t e = 0; e < s.num_experts && s.is_sparse(l); ++e)
+      for (int t : targets)
+        if (store.source(t, l, e).kind == ExpertSource::Kind::Delta) out.push_back({l, e, t});
+  return out;
+}
+
 Runtime::Runtime(const HostStore& store, RuntimeConfig config)
     : store_(store),
       config_(std::move(config)),
@@ -94,36 +114,32 @@ Runtime::Runtime(const HostStore& store, RuntimeConfig config)
   reserve(ne, "non-expert weights of one variant");
   // A pinned delta expert whose base is pinned in its layer holds only its packed delta; the base's
   // slot serves the dense part (DeltaMoE). Not under time-sharing, which reloads every pinned slot.
-  const std::vector<char> delta_only = delta_only_pins(store, config_.pinned, config_.whole_model_swaps);
+  delta_only_ = delta_only_pins(store, config_.pinned, config_.whole_model_swaps);
   std::vector<std::int64_t> pinned(static_cast<std::size_t>(s.num_layers), 0), deltas(pinned.size(), 0);
-  std::vector<std::uint64_t> delta_bytes(pinned.size(), 0);
+  std::vector<std::uint64_t> pinned_bytes(pinned.size(), 0), delta_bytes(pinned.size(), 0);
   for (std::size_t i = 0; i < config_.pinned.size(); ++i) {
-    const PinnedExpert& p = config_.pinned[i];
-    const auto l = static_cast<std::size_t>(p.layer);
-    if (!delta_only[i]) {
-      ++pinned[l];
-      continue;
-    }
-    ++deltas[l];
-    delta_bytes[l] += store.delta(store.expert_tensors(store.expert(p.target, p.layer, p.expert)).delta).bytes();
+    const auto l = static_cast<std::size_t>(config_.pinned[i].layer);
+    ++(delta_only_[i] ? deltas : pinned)[l];
+    (delta_only_[i] ? delta_bytes : pinned_bytes)[l] += pin_bytes(config_.pinned[i], delta_only_[i]);
   }
   for (std::int64_t l = 0; l < s.num_layers; ++l) {
     const auto i = static_cast<std::size_t>(l);
-    if (pinned[i] > 0)
-      reserve(static_cast<std::uint64_t>(pinned[i]) * eb, "expert slots of layer " + std::to_string(l) + " (" + std::to_string(pinned[i]) + " pinned)");
+    if (pinned[i] > 0) reserve(pinned_bytes[i], "expert slots of layer " + std::to_string(l) + " (" + std::to_string(pinned[i]) + " pinned)");
     if (deltas[i] > 0)
       reserve(delta_bytes[i], "delta-only slots of layer " + std::to_string(l) + " (" + std::to_string(deltas[i]) + " packed deltas)");
   }
   std::uint64_t kv_item = 0;
   std::int64_t scratch = 0;
-  for (const ReserveItem& r : plan_reserve(s, eb, config_.reserve)) {
+  // Miss and spare slots may be handed any expert, so each has room for the largest packed delta.
+  const std::uint64_t slot_bytes = eb + store.max_delta_bytes();
+  for (const ReserveItem& r : plan_reserve(s, slot_bytes, config_.reserve)) {
     reserve(r.bytes, r.name + " (" + r.detail + ")");
     if (r.name == "kv cache") kv_item = r.bytes;
-    if (r.name == "miss slots") scratch = eb ? static_cast<std::int64_t>(r.bytes / eb) : 0;
+    if (r.name == "miss slots") scratch = slot_bytes ? static_cast<std::int64_t>(r.bytes / slot_bytes) : 0;
   }
   if (scratch < 1 && !policy_->masks_router())
     throw InvalidArgument("runtime", "miss slots", "must be at least 1: a miss needs a slot to load into");
-  take_pins_if_room(eb);
+  take_pins_if_room();
   int sets = 1;
   while (sets < config_.resident_sets && (!limited || budget_.available() >= ne)) {
     reserve(ne, "non-expert weights of resident set " + std::to_string(sets + 1));
@@ -132,18 +148,17 @@ Runtime::Runtime(const HostStore& store, RuntimeConfig config)
   std::int64_t spare = 0;
   if (policy_->keeps_misses()) {
     const std::int64_t cap = s.num_experts * store.targets();
-    spare = limited ? std::min(cap, static_cast<std::int64_t>(budget_.available() / std::max<std::uint64_t>(eb, 1)) / sparse) : cap;
+    spare = limited ? std::min(cap, static_cast<std::int64_t>(budget_.available() / std::max<std::uint64_t>(slot_bytes, 1)) / sparse) : cap;
     if (spare > 0)
       for (std::int64_t l = 0; l < s.num_layers; ++l)
         if (s.is_sparse(l))
-          reserve(static_cast<std::uint64_t>(spare) * eb, "spare slots of layer " + std::to_string(l) + " (" + std::to_string(spare) + ")");
+          reserve(static_cast<std::uint64_t>(spare) * slot_bytes, "spare slots of layer " + std::to_string(l) + " (" + std::to_string(spare) + ")");
   }
 
   reconfigurer_ = Reconfigurer(sets);
-  const std::vector<char> delta_only_all = delta_only_pins(store, config_.pinned, config_.whole_model_swaps);
   std::fill(pinned.begin(), pinned.end(), 0);
   std::fill(deltas.begin(), deltas.end(), 0);
-  for (std::size_t i = 0; i < config_.pinned.size(); ++i) ++(delta_only_all[i] ? deltas : pinned)[static_cast<std::size_t>(config_.pinned[i].layer)];
+  for (std::size_t i = 0; i < config_.pinned.size(); ++i) ++(delta_only_[i] ? deltas : pinned)[static_cast<std::size_t>(config_.pinned[i].layer)];
   const std::uint64_t block_bytes = 2 * static_cast<std::uint64_t>(s.num_layers * s.kv_width() * config_.kv_block_tokens) *
                                     static_cast<std::uint64_t>(config_.reserve.kv_bytes);
   std::optional<std::int64_t> blocks;
@@ -187,9 +202,9 @@ Runtime::Runtime(const HostStore& store, RuntimeConfig config)
     pools_[i]->fill(slot, store.source(p.target, p.layer, p.expert), content);
   };
   for (std::size_t k = 0; k < config_.pinned.size(); ++k)
-    if (!delta_only_all[k]) pin(k);
+    if (!delta_only_[k]) pin(k);
   for (std::size_t k = 0; k < config_.pinned.size(); ++k)
-    if (delta_only_all[k]) pin(k);
+    if (delta_only_[k]) pin(k);
   // The rows each serves: a row's own expert wherever it is pinned; under consolidated hits, rows
   // without theirs take the position's first pinned copy.
   for (int exact = 1; exact >= 0; --exact)
@@ -206,23 +221,40 @@ Runtime::Runtime(const HostStore& store, RuntimeConfig config)
 
 Runtime::~Runtime() = default;
 
-void Runtime::take_pins_if_room(std::uint64_t expert_bytes) {
+std::uint64_t Runtime::weight_bytes() const {
+  std::uint64_t bytes = 0;
+  for (const DeviceItem& item : items_)
+    for (const char* held : {"non-expert weights", "expert slots", "delta-only slots", "pinned while room"})
+      if (item.name.starts_with(held)) bytes += item.bytes;
+  return bytes;
+}
+
+std::uint64_t Runtime::pin_bytes(const PinnedExpert& p, bool delta_only) const {
+  const HostExpert& x = store_.expert_tensors(store_.expert(p.target, p.layer, p.expert));
+  const std::uint64_t packed = x.delta >= 0 ? store_.delta(x.delta).bytes() : 0;
+  return delta_only ? packed : store_.expert_bytes() + packed;  // a dense slot holds a delta expert's base and Δ
+}
+
+void Runtime::take_pins_if_room() {
   if (config_.pinned_if_room.empty()) return;
-  std::vector<PinnedExpert> all = config_.pinned;
-  const std::size_t required = all.size();
-  all.insert(all.end(), config_.pinned_if_room.begin(), config_.pinned_if_room.end());
-  const std::vector<char> delta_only = delta_only_pins(store_, all, config_.whole_model_swaps);
+  // Decided one pin at a time, as charged: a delta is delta-only when its base is already pinned.
+  std::set<std::pair<std::int64_t, ExpertId>> dense;
+  for (std::size_t i = 0; i < config_.pinned.size(); ++i)
+    if (const PinnedExpert& p = config_.pinned[i]; !delta_only_[i]) dense.emplace(p.layer, store_.expert(p.target, p.layer, p.expert));
   std::uint64_t bytes = 0;
   std::int64_t taken = 0, packed = 0;
-  for (std::size_t i = required; i < all.size(); ++i) {
-    const PinnedExpert& p = all[i];
-    const std::uint64_t cost =
-        delta_only[i] ? store_.delta(store_.expert_tensors(store_.expert(p.target, p.layer, p.expert)).delta).bytes() : expert_bytes;
+  for (const PinnedExpert& p : config_.pinned_if_room) {
+    const ExpertId id = store_.expert(p.target, p.layer, p.expert);
+    const HostExpert& x = store_.expert_tensors(id);
+    const bool delta_only = x.delta >= 0 && dense.count({p.layer, x.dense}) > 0;
+    const std::uint64_t cost = pin_bytes(p, delta_only);
     if (config_.budget_bytes && budget_.available() < bytes + cost) break;
     bytes += cost;
     ++taken;
-    packed += delta_only[i];
+    packed += delta_only;
     config_.pinned.push_back(p);
+    delta_only_.push_back(delta_only);
+    if (x.delta < 0) dense.emplace(p.layer, id);
   }
   reserve(bytes, "pinned while room (" + std::to_string(taken) + " of " + std::to_string(config_.pinned_if_room.size()) + ", " +
                      std::to_string(packed) + " packed deltas)");

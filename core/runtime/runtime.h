@@ -55,6 +55,11 @@ struct RuntimeConfig {
 
 // The layout's resident copies as pinned experts; `to_store[i]` is layout variant i's target.
 std::vector<PinnedExpert> pinned_from_layout(const Layout& layout, const std::vector<int>& to_store);
+// Every MoE position, served from `target`.
+std::vector<PinnedExpert> every_position(const ModelSpec& s, int target);
+// Every delta expert of `targets`, layer by layer and round-robin over the targets, so that pins
+// taken while room (RuntimeConfig::pinned_if_room) share a tight budget evenly.
+std::vector<PinnedExpert> deltas_layer_major(const HostStore& store, const std::vector<int>& targets);
 
 // One named reservation of the device budget.
 struct DeviceItem {
@@ -83,6 +88,9 @@ class Runtime {
   const MissPolicy& miss_policy() const { return *policy_; }
   const DeviceBudget& budget() const { return budget_; }
   const std::vector<DeviceItem>& device_items() const { return items_; }
+  // Of those, the weights held for the runtime's life: resident non-expert sets, pinned experts and
+  // packed deltas; not the KV cache, activations, or the slots misses load into.
+  std::uint64_t weight_bytes() const;
   const SlotPool& slots(std::int64_t layer) const { return *pools_[static_cast<std::size_t>(layer)]; }
   const SlotPool& scratch() const { return *scratch_; }
   const RerouteTable& reroute(std::int64_t layer) const { return *tables_[static_cast<std::size_t>(layer)]; }
@@ -106,11 +114,13 @@ class Runtime {
 
  private:
   void reserve(std::uint64_t bytes, std::string name);
-  void take_pins_if_room(std::uint64_t expert_bytes);  // appends to config_.pinned what the budget holds
+  void take_pins_if_room();  // appends to config_.pinned (and delta_only_) what the budget holds
+  std::uint64_t pin_bytes(const PinnedExpert& p, bool delta_only) const;
   void load_pinned(int target, std::uint64_t& bytes);  // whole-model swaps
 
   const HostStore& store_;
   RuntimeConfig config_;
+  std::vector<char> delta_only_;  // [config_.pinned]: holds only a packed delta, its base in another slot
   DeviceBudget budget_;
   std::vector<DeviceItem> items_;
   std::unique_ptr<MissPolicy> policy_;

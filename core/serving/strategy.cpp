@@ -19,13 +19,6 @@ std::vector<PinnedExpert> pinned_where(const ModelSpec& s, const FamilyAnalysis&
   return out;
 }
 
-std::vector<PinnedExpert> every_position(const ModelSpec& s, int owner) {
-  std::vector<PinnedExpert> out;
-  for (std::int64_t l = 0; l < s.num_layers; ++l)
-    for (std::int64_t e = 0; e < s.num_experts && s.is_sparse(l); ++e) out.push_back({l, e, owner});
-  return out;
-}
-
 }  // namespace
 
 Deployment::Deployment(const StrategyConfig& config, const Family& family, const HostStore& store,
@@ -130,12 +123,11 @@ Deployment::Deployment(const StrategyConfig& config, const Family& family, const
         if (esft)
           for (const auto& [l, e] : store.tuned(t)) rc.pinned.push_back({l, e, t});
       }
-      if (!esft)  // round-robin over the folders, layer by layer, so a tight budget shares its room
-        for (std::int64_t l = 0; l < s.num_layers; ++l)
-          for (std::int64_t e = 0; e < s.num_experts; ++e)
-            for (const std::string& name : targets_)
-              if (const int t = store.index(name); s.is_sparse(l) && store.source(t, l, e).kind == ExpertSource::Kind::Delta)
-                rc.pinned_if_room.push_back({l, e, t});
+      if (!esft) {
+        std::vector<int> folders;
+        for (const std::string& name : targets_) folders.push_back(store.index(name));
+        rc.pinned_if_room = deltas_layer_major(store, folders);
+      }
       if (targets_.empty())
         throw InvalidArgument("strategy " + std::string(strategy_name(config.kind)), "variants",
                               esft ? "hold no ESFT adapter whose base is among them" : "hold no delta folder whose base is among them",
