@@ -9,8 +9,10 @@
 #include <sqlite3.h>
 #include <sys/resource.h>
 
+#include <cmath>
 #include <fstream>
 #include <map>
+#include <sstream>
 
 #include "analysis/layout.h"
 #include "model/checkpoint.h"
@@ -594,13 +596,35 @@ class TestCli : public QObject {
     std::ifstream csv(scratch("quality/quality.csv"));
     std::vector<std::string> lines;
     for (std::string line; std::getline(csv, line);) lines.push_back(line);
-    // header; alone: bible, fortunes, jargon, base, esft-bible; then averaging, consolidated and
-    // no-reconfig for 2 and 3 variants served.
-    QCOMPARE(lines.size(), std::size_t(1 + 5 + 6));
+    // header; alone: bible, fortunes, jargon, base, esft-bible; then for 2 and 3 variants served:
+    // averaging, consolidated, no-reconfig, and each delta format followed by consolidation at its bytes.
+    QCOMPARE(lines.size(), std::size_t(1 + 5 + 2 * 9));
     QVERIFY(lines[6].rfind("2,averaging,", 0) == 0);
     QVERIFY(lines[7].rfind("2,consolidated,\"bible, fortunes\",8,16,", 0) == 0);
-    QVERIFY(lines[11].rfind("3,no-reconfig,", 0) == 0);
+    QVERIFY(lines[8].rfind("2,no-reconfig,", 0) == 0);
+    QVERIFY(lines[16].rfind("3,consolidated,", 0) == 0);
+    QVERIFY(lines[23].rfind("3,consolidated (all resident),", 0) == 0);
+    // The fields after the quoted variants: resident, total, weight bytes, perplexity.
+    auto field = [](const std::string& line, int k) {
+      std::stringstream rest(line.substr(line.rfind('"') + 2));
+      std::string f;
+      for (int i = 0; i <= k; ++i) std::getline(rest, f, ',');
+      return std::stod(f);
+    };
+    const double expert_bytes = field(lines[1], 2) / 8;  // more than one: alone bible holds its 8 experts and the rest
+    double previous = 0;
+    for (std::size_t row = 9; row < 15; row += 2) {
+      QVERIFY2(lines[row].rfind("2,delta ", 0) == 0 && lines[row + 1].rfind("2,consolidated (all resident),", 0) == 0, lines[row].c_str());
+      const double bytes = field(lines[row], 2), same = field(lines[row + 1], 2);
+      QVERIFY2(bytes > previous, lines[row].c_str());  // 2-bit 2:4, 4-bit 2:4, 4-bit dense: in growing bytes
+      // Consolidation in no more bytes than the delta's, and within one shared position of them
+      // (sharing one position fewer saves an expert per variant beyond the first).
+      QVERIFY2(same <= bytes && same > bytes - 2 * expert_bytes, lines[row + 1].c_str());
+      QVERIFY(field(lines[row], 3) > 1.0);
+      previous = bytes;
+    }
     QVERIFY(fs::exists(scratch("quality/report.html")));
+    QVERIFY(read_text(scratch("quality/quality.svg")).find("<polyline") != std::string::npos);
   }
 };
 

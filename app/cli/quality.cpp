@@ -39,10 +39,11 @@ std::vector<std::int64_t> heldout_ids(const fs::path& model_dir, const std::stri
 }
 
 Perplexity checkpoint_perplexity(const fs::path& dir, const std::vector<std::int64_t>& ids, std::int64_t window,
-                                 std::int64_t max_windows) {
+                                 std::int64_t max_windows, std::uint64_t* weight_bytes) {
   ServingArgs args;
   args.model = dir;
   const auto session = open_serving(args);
+  if (weight_bytes) *weight_bytes = session->runtime->weight_bytes();
   return served_perplexity(*session, ids, window, max_windows);
 }
 

@@ -17,8 +17,9 @@ namespace mosaic::cli {
 std::vector<std::int64_t> heldout_ids(const std::filesystem::path& model_dir, const std::string& domain,
                                       const std::filesystem::path& text = {});
 
+// `weight_bytes`, when given, receives what the checkpoint's weights take on the device.
 Perplexity checkpoint_perplexity(const std::filesystem::path& dir, const std::vector<std::int64_t>& ids,
-                                 std::int64_t window, std::int64_t max_windows);
+                                 std::int64_t window, std::int64_t max_windows, std::uint64_t* weight_bytes = nullptr);
 Perplexity served_perplexity(ServingSession& session, const std::vector<std::int64_t>& ids, std::int64_t window,
                              std::int64_t max_windows);
 
