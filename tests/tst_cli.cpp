@@ -597,13 +597,14 @@ class TestCli : public QObject {
     std::vector<std::string> lines;
     for (std::string line; std::getline(csv, line);) lines.push_back(line);
     // header; alone: bible, fortunes, jargon, base, esft-bible; then for 2 and 3 variants served:
-    // averaging, consolidated, no-reconfig, and each delta format followed by consolidation at its bytes.
-    QCOMPARE(lines.size(), std::size_t(1 + 5 + 2 * 9));
+    // averaging, consolidated, no-reconfig, each delta format followed by consolidation at its bytes,
+    // and hybrid at a quarter, half and three quarters of the positions shared.
+    QCOMPARE(lines.size(), std::size_t(1 + 5 + 2 * 12));
     QVERIFY(lines[6].rfind("2,averaging,", 0) == 0);
     QVERIFY(lines[7].rfind("2,consolidated,\"bible, fortunes\",8,16,", 0) == 0);
     QVERIFY(lines[8].rfind("2,no-reconfig,", 0) == 0);
-    QVERIFY(lines[16].rfind("3,consolidated,", 0) == 0);
-    QVERIFY(lines[23].rfind("3,consolidated (all resident),", 0) == 0);
+    QVERIFY(lines[19].rfind("3,consolidated,", 0) == 0);
+    QVERIFY(lines[22].rfind("3,consolidated (all resident),", 0) == 0);
     // The fields after the quoted variants: resident, total, weight bytes, perplexity.
     auto field = [](const std::string& line, int k) {
       std::stringstream rest(line.substr(line.rfind('"') + 2));
@@ -622,6 +623,13 @@ class TestCli : public QObject {
       QVERIFY2(same <= bytes && same > bytes - 2 * expert_bytes, lines[row + 1].c_str());
       QVERIFY(field(lines[row], 3) > 1.0);
       previous = bytes;
+    }
+    // Hybrid: fewer bytes than all of its deltas, and fewer as more positions share the base.
+    previous = field(lines[11], 2);  // delta 4-bit 2:4
+    for (std::size_t row = 15; row < 18; ++row) {
+      QVERIFY2(lines[row].rfind("2,hybrid 4-bit 2:4 (", 0) == 0, lines[row].c_str());
+      QVERIFY2(field(lines[row], 2) < previous, lines[row].c_str());
+      previous = field(lines[row], 2);
     }
     QVERIFY(fs::exists(scratch("quality/report.html")));
     QVERIFY(read_text(scratch("quality/quality.svg")).find("<polyline") != std::string::npos);

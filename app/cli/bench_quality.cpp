@@ -12,6 +12,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include <unistd.h>
@@ -50,13 +51,16 @@ constexpr DeltaMethod kDeltaMethods[] = {
     {"delta 2-bit 2:4", {2, true, 128}}, {"delta 4-bit 2:4", {4, true, 128}}, {"delta 4-bit", {4, false, 128}}};
 
 // Delta folders served as the delta strategy serves them: the base's experts pinned, every packed
-// delta pinned beside them (no budget: quality does not depend on what misses).
-std::unique_ptr<ServingSession> open_delta_serving(const std::vector<fs::path>& folders, const std::string& target, const fs::path& scratch) {
+// delta pinned beside them (no budget: quality does not depend on what misses). Or as hybrid serves
+// them, with `shared` positions, the most similar, taking the base's copy instead of their deltas.
+std::unique_ptr<ServingSession> open_delta_serving(const std::vector<fs::path>& folders, const std::string& target, const fs::path& scratch,
+                                                   std::optional<std::int64_t> shared = std::nullopt) {
   auto s = std::make_unique<ServingSession>();
   open_family(s->family, folders);
   s->store = std::make_unique<HostStore>(s->family);
   const auto analysis = analyze_family(s->family);
-  const Deployment d(StrategyConfig{.kind = StrategyKind::Delta}, s->family, *s->store, *analysis, scratch);
+  const Deployment d(StrategyConfig{.kind = shared ? StrategyKind::Hybrid : StrategyKind::Delta, .capacity = shared.value_or(0)}, s->family,
+                     *s->store, *analysis, scratch);
   s->runtime = d.partitions().front().runtime;
   s->engine = std::make_unique<Engine>(s->runtime);
   s->target = target;
@@ -104,7 +108,7 @@ std::string join(const std::vector<std::string>& names, std::size_t n) {
 std::string quality_chart(const std::vector<Row>& rows, std::int64_t served, double alone, std::uint64_t alone_bytes) {
   std::map<std::string, std::vector<std::pair<double, double>>> lines;
   for (const Row& r : rows)
-    if (r.served == served) lines[r.method.starts_with("delta") ? "delta" : r.method].emplace_back(mib(r.bytes), r.p.perplexity);
+    if (r.served == served) lines[r.method.starts_with("delta") ? "delta" : r.method.starts_with("hybrid") ? "hybrid (4-bit 2:4)" : r.method].emplace_back(mib(r.bytes), r.p.perplexity);
   lines["each alone"].emplace_back(mib(alone_bytes), alone);
   double x1 = 0, y0 = alone, y1 = alone;
   for (auto& [method, points] : lines) {
@@ -312,6 +316,19 @@ void add_bench_quality_command(CLI::App& app) {
         c.p = served_perplexity(*resident, ids, o->window, o->max_windows);
         c.bytes = resident->runtime->weight_bytes();
         report(c);
+      }
+      // Hybrid over the 4-bit 2:4 deltas: a quarter, half, three quarters of the positions share the base.
+      const std::int64_t positions = total / static_cast<std::int64_t>(n);
+      for (std::int64_t quarter = 1; quarter <= 3 && deltas; ++quarter) {
+        std::vector<fs::path> folders;
+        for (const fs::path& d : dirs) folders.push_back(scratch / kDeltaMethods[1].name / d.filename());
+        const std::int64_t shared = positions * quarter / 4;
+        const auto session = open_delta_serving(folders, o->target, scratch, shared);
+        Row r{"hybrid 4-bit 2:4 (" + std::to_string(shared) + " of " + std::to_string(positions) + " positions shared)", served,
+              static_cast<std::int64_t>(n), -1, -1};
+        r.p = served_perplexity(*session, ids, o->window, o->max_windows);
+        r.bytes = session->runtime->weight_bytes();
+        report(r);
       }
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

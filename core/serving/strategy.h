@@ -28,15 +28,17 @@ enum class StrategyKind {
   Averaging,     // one merged model (the uniform mean) serves every request
   Esft,          // ESFT adapters over their base (ExpertWeave): base and tuned experts pinned, one batch
   Delta,         // delta folders over their base (DeltaMoE): base pinned, packed deltas pinned while the budget holds them
+  Hybrid,        // delta folders: the least similar positions get their deltas, the most similar share the base's copy
 };
 
-std::string_view strategy_name(StrategyKind k);  // "consolidated", "no-reconfig", …, "esft", "delta"
+std::string_view strategy_name(StrategyKind k);  // "consolidated", "no-reconfig", …, "esft", "delta", "hybrid"
 std::optional<StrategyKind> parse_strategy(std::string_view name);
 const std::vector<std::string_view>& strategy_names();
 
 struct StrategyConfig {
   StrategyKind kind = StrategyKind::Consolidated;
-  std::int64_t capacity = 0;                  // resident experts in total (layout strategies, space-sharing)
+  std::int64_t capacity = 0;                  // resident experts in total (layout strategies, space-sharing);
+                                              // hybrid: positions that share the base's copy (at least)
   Policy policy = Policy::RoundRobin;         // which variant's copy stays at each resident position
   std::vector<double> shares;                 // Weighted: traffic shares per variant (empty: equal)
   std::optional<std::uint64_t> budget_bytes;  // enforced on the device when given (split for space-sharing)

@@ -11,7 +11,8 @@ constexpr std::pair<StrategyKind, std::string_view> kNames[] = {
     {StrategyKind::Consolidated, "consolidated"}, {StrategyKind::NoReconfig, "no-reconfig"},
     {StrategyKind::Single, "single"},             {StrategyKind::TimeSharing, "time-sharing"},
     {StrategyKind::SpaceSharing, "space-sharing"}, {StrategyKind::Averaging, "averaging"},
-    {StrategyKind::Esft, "esft"},                 {StrategyKind::Delta, "delta"}};
+    {StrategyKind::Esft, "esft"},                 {StrategyKind::Delta, "delta"},
+    {StrategyKind::Hybrid, "hybrid"}};
 
 }  // namespace
 

@@ -5,14 +5,14 @@
 //    "clock": "virtual" | "real", "rates": [requests/s], "repeats": n, "seed": s,
 //    "alpha": skew in (0, 1] (1: even), "duration_seconds": t, "prompt": [min, max], "output": [min, max],
 //    "strategies": [{"kind": "consolidated" | "no-reconfig" | "single" | "time-sharing" | "space-sharing"
-//                            | "averaging" | "esft" | "delta",
+//                            | "averaging" | "esft" | "delta" | "hybrid",
 //                    "capacity": n, "budget": "12GiB", "hit": …, "miss": "transient" | "lru" | "masked",
 //                    "single_target": name, "resident_sets": K,
 //                    "max_sequences": n (1: one request at a time), "max_batch_tokens": n,
 //                    "switching": "fcfs" | "affinity", "max_wait_seconds": s,
 //                    "kv_context": tokens, "kv_requests": n (the KV reserve under a budget)}, …],
 //    "targets": [names] (optional: the variants workloads draw from, for every strategy; default:
-//               every variant, or for esft the adapters and for delta the delta folders),
+//               every variant, or for esft the adapters and for delta and hybrid the delta folders),
 //    "trace": "file.jsonl" (optional, relative to the config: replayed instead of generated; the
 //              rates are then not used),
 //    "trace_routes": true (optional: record where every token's router choices went, per request;
