@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <random>
 #include <set>
 #include <tuple>
@@ -23,6 +24,8 @@
 #include "runtime/delta_view.h"
 #include "runtime/engine.h"
 #include "runtime/forward.h"
+#include "serving/hybrid_plan.h"
+#include "serving/session.h"
 #include "serving/strategy.h"
 #include "model/delta_config.h"
 #include "model/dtype_convert.h"
@@ -426,6 +429,90 @@ class DeltaTest : public QObject {
     Engine engine(tight.partitions().front().runtime);
     const auto handle = engine.submit({"dft2", {.prompt = ids, .max_new_tokens = 0}, true});
     QCOMPARE(handle->wait().stats.counters.total().misses, std::int64_t(0));
+  }
+
+  void the_session_plans_hybrid_layouts_under_a_budget() {
+    // The workbench's planner: hybrid puts the base's copy at every position and deltas from the
+    // least similar position down, as many as the budget holds; its layout file round-trips and
+    // serves the same pins; damaged hybrid layouts and families without delta folders are refused.
+    QTemporaryDir tmp;
+    const fs::path dir = tmp.path().toStdString();
+    qputenv("MOSAIC_CACHE_DIR", QByteArray::fromStdString((dir / "cache").string()));
+    const Checkpoint base(fixture("olmoe", "base"));
+    for (const char* v : {"ft1", "ft2"}) write_delta(base, Checkpoint(fixture("olmoe", v)), {4, true, 32}, dir / (std::string("d") + v));
+    auto opened = Session::open({dir / "dft1", dir / "dft2"});
+    QVERIFY2(opened.ok(), opened.error_message().c_str());
+    Session& s = **opened;
+    QVERIFY(s.can_plan_hybrid());
+    const HostStore& store = s.store();
+    const std::size_t every_delta = deltas_layer_major(store, {store.index("dft1"), store.index("dft2")}).size();
+    auto resident = [](const Layout& l) {
+      std::int64_t n = 0;
+      for (std::int64_t d : l.plan.deltas) n += d;
+      return n;
+    };
+    s.plan(std::uint64_t(1) << 30, Policy::Hybrid);
+    QCOMPARE(static_cast<std::size_t>(resident(s.layout())), every_delta);
+    std::uint64_t all_bytes = 0, delta_bytes = 0;
+    for (const DeviceItem& item : s.runtime().device_items()) {
+      if (!item.name.starts_with("spare slots")) all_bytes += item.bytes;
+      if (item.name.starts_with("pinned while room")) delta_bytes = item.bytes;
+    }
+    s.plan(all_bytes - delta_bytes / 2, Policy::Hybrid);
+    const Layout planned = s.layout();
+    const ConsolidationPlan& p = planned.plan;
+    QVERIFY2(resident(planned) > 0 && static_cast<std::size_t>(resident(planned)) < every_delta, qPrintable(QString::number(resident(planned))));
+    QCOMPARE(p.policy, Policy::Hybrid);
+    std::int64_t lowest_with = std::numeric_limits<std::int64_t>::max(), highest_without = -1;
+    for (std::size_t i = 0; i < p.map.size(); ++i) {
+      if (p.rank[i] < 0) continue;
+      QCOMPARE(planned.variants[static_cast<std::size_t>(p.map[i])].name, std::string("base"));
+      const bool any_delta = store.source(store.index("dft1"), static_cast<std::int64_t>(i) / p.experts, static_cast<std::int64_t>(i) % p.experts).kind ==
+                                 ExpertSource::Kind::Delta ||
+                             store.source(store.index("dft2"), static_cast<std::int64_t>(i) / p.experts, static_cast<std::int64_t>(i) % p.experts).kind ==
+                                 ExpertSource::Kind::Delta;
+      if (p.deltas[i] > 0) lowest_with = std::min(lowest_with, p.rank[i]);
+      else if (any_delta) highest_without = std::max(highest_without, p.rank[i]);
+    }
+    QVERIFY2(lowest_with > highest_without, qPrintable(QStringLiteral("deltas from rank %1, none at rank %2").arg(lowest_with).arg(highest_without)));
+    const auto h = s.engine().submit({"dft1", {.prompt = prompt_of(6, 3, store.spec().vocab_size), .max_new_tokens = 2}});
+    QCOMPARE(h->wait().stats.counters.total().misses, std::int64_t(0));  // rows without their delta take the base's copy
+
+    // The layout file: saved, read back and applied, it pins what the plan pinned.
+    auto pins = [](const Runtime& rt) {
+      std::set<std::tuple<std::int64_t, std::int64_t, int>> out;
+      for (const PinnedExpert& x : rt.config().pinned) out.emplace(x.layer, x.expert, x.target);
+      return out;
+    };
+    const auto planned_pins = pins(s.runtime());
+    save_layout(planned, dir / "hybrid.json");
+    s.plan(std::uint64_t(1) << 30, Policy::Hybrid);
+    s.apply(load_layout(dir / "hybrid.json"));
+    QCOMPARE(pins(s.runtime()), planned_pins);
+    QCOMPARE(s.layout().plan.deltas, p.deltas);
+    // Damaged: deltas where a folder's copy, not the base's, is resident; no deltas grid; deltas past the folders.
+    std::size_t at = 0;
+    while (p.deltas[at] == 0) ++at;
+    Layout moved = planned;
+    moved.plan.map[at] = moved.variant_index("dft1");
+    expect_mentions(error_of<MismatchError>([&] { s.apply(moved); }), {"deltas", "not the delta folders' base", "base"});
+    std::string text = read_text(dir / "hybrid.json");
+    const std::string without = text.substr(0, text.find(",\n \"deltas\"")) + "\n}\n";
+    expect_mentions(error_of<FormatError>([&] { parse_layout(without, "hybrid.json"); }), {"hybrid.json", "deltas", "is missing"});
+    Layout greedy = planned;
+    greedy.plan.deltas[at] = 2;
+    bool both = true;
+    for (const char* f : {"dft1", "dft2"})
+      both = both && store.source(store.index(f), static_cast<std::int64_t>(at) / p.experts, static_cast<std::int64_t>(at) % p.experts).kind == ExpertSource::Kind::Delta;
+    if (!both) expect_mentions(error_of<MismatchError>([&] { s.apply(greedy); }), {"deltas", "asks for 2"});
+    QCOMPARE(pins(s.runtime()), planned_pins);  // every refusal left the session as it was
+
+    // A family without delta folders cannot plan hybrid.
+    auto plain = Session::open({fixture("olmoe", "base"), fixture("olmoe", "ft1")});
+    QVERIFY(plain.ok());
+    QVERIFY(!(*plain)->can_plan_hybrid());
+    expect_mentions(error_of<InvalidArgument>([&] { (*plain)->plan(0, Policy::Hybrid); }), {"delta folder", "delta compress"});
+    expect_mentions(error_of<InvalidArgument>([&] { plan_consolidation(s.analysis().distances, 4, Policy::Hybrid); }), {"hybrid", "budget"});
   }
 
   void every_format_serves_as_its_expansion() {

@@ -24,6 +24,7 @@
 #include <QStandardPaths>
 #include <QStatusBar>
 #include <QTemporaryDir>
+#include <QStandardItemModel>
 #include <QTest>
 #include <QTimer>
 
@@ -756,6 +757,29 @@ class WorkbenchTest : public QObject {
              qPrintable(kinds.join(QStringLiteral(", "))));
     QTRY_COMPARE_WITH_TIMEOUT(window_->layoutPanel()->grid()->layoutInfo().positions, qint64(32), 60000);
     QVERIFY(window_->familyPanel()->grab().save(QStringLiteral(MOSAIC_SCREENSHOT_DIR "/family-delta.png")));
+
+    // Hybrid: offered for this family; with room for every delta, all are resident, each position
+    // showing the base's copy. A budget with room for about half keeps the least similar half.
+    LayoutPanel* panel = window_->layoutPanel();
+    QTRY_VERIFY_WITH_TIMEOUT(window_->layoutPanel()->grid()->layoutInfo().can_plan_hybrid, 60000);  // this family's plan, not the last one's
+    QVERIFY(qobject_cast<QStandardItemModel*>(panel->policyBox()->model())->item(3)->isEnabled());
+    panel->budgetBox()->setValue(256);  // MiB
+    panel->policyBox()->setCurrentText(QStringLiteral("hybrid"));
+    QTRY_VERIFY_WITH_TIMEOUT(!panel->grid()->layoutInfo().deltas.isEmpty(), 60000);
+    const LayoutInfo all = panel->grid()->layoutInfo();
+    QVERIFY2(all.deltas_total > 0 && all.deltas_resident == all.deltas_total, qPrintable(panel->summaryText()));
+    QCOMPARE(panel->grid()->residentCells(), 32);
+    QVERIFY2(panel->summaryText().startsWith(QStringLiteral("Hybrid: the base's copy at all 32 positions")), qPrintable(panel->summaryText()));
+    panel->budgetBox()->setValue(static_cast<double>(all.minimum_budget + all.delta_bytes / 2) / (1024.0 * 1024.0));
+    QTRY_VERIFY_WITH_TIMEOUT(panel->grid()->layoutInfo().deltas_resident < all.deltas_total, 60000);
+    const LayoutInfo half = panel->grid()->layoutInfo();
+    QVERIFY2(half.deltas_resident > 0 && half.delta_bytes <= all.delta_bytes / 2 + 1, qPrintable(panel->summaryText()));
+    int marked = 0;
+    for (int n : half.deltas) marked += n > 0;
+    QCOMPARE(qint64(marked), half.delta_positions);
+    QVERIFY(panel->grab().save(QStringLiteral(MOSAIC_SCREENSHOT_DIR "/layout-hybrid.png")));
+    panel->policyBox()->setCurrentText(QStringLiteral("round-robin"));
+    QTRY_VERIFY_WITH_TIMEOUT(panel->grid()->layoutInfo().deltas.isEmpty(), 60000);
   }
 
   void the_window_fits_a_1366x768_screen() {

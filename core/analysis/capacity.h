@@ -31,9 +31,10 @@ struct CapacityPlan {
   std::vector<ReserveItem> reserve;
   std::int64_t positions = 0;           // MoE positions: sparse layers × experts
   std::int64_t capacity = 0;            // resident experts, in [0, positions]
+  std::uint64_t pinned_floor = 0;       // experts pinned at any budget (hybrid: the base at every position)
 
   std::uint64_t reserve_bytes() const;
-  std::uint64_t minimum_budget() const { return non_expert_bytes + reserve_bytes(); }
+  std::uint64_t minimum_budget() const { return non_expert_bytes + reserve_bytes() + pinned_floor; }
 };
 
 std::vector<ReserveItem> plan_reserve(const ModelSpec& spec, std::uint64_t bytes_per_expert, const ReserveSpec& r);

@@ -45,12 +45,13 @@ std::string_view policy_name(Policy p) {
     case Policy::RoundRobin: return "round-robin";
     case Policy::Medoid: return "medoid";
     case Policy::Weighted: return "weighted";
+    case Policy::Hybrid: return "hybrid";
   }
   return "?";
 }
 
 std::optional<Policy> parse_policy(std::string_view name) {
-  for (Policy p : {Policy::RoundRobin, Policy::Medoid, Policy::Weighted})
+  for (Policy p : {Policy::RoundRobin, Policy::Medoid, Policy::Weighted, Policy::Hybrid})
     if (name == policy_name(p)) return p;
   return std::nullopt;
 }
@@ -75,6 +76,9 @@ std::vector<std::int64_t> rank_positions(const ExpertDistances& d) {
 
 ConsolidationPlan plan_consolidation(const ExpertDistances& d, std::int64_t capacity, Policy policy,
                                      std::span<const double> shares) {
+  if (policy == Policy::Hybrid)
+    throw InvalidArgument("policy", "hybrid", "is planned from the delta folders' packed bytes under a budget, not from a capacity",
+                          "open delta folders with their base in the workbench and pick hybrid, or serve them with the hybrid strategy");
   ConsolidationPlan plan;
   plan.layers = d.layers;
   plan.experts = d.experts;

@@ -16,6 +16,8 @@ enum class Policy {
   RoundRobin,  // rank order, first-ranked to the first variant, then the next, …
   Medoid,      // each resident position keeps the copy closest to all the others
   Weighted,    // turns follow expected traffic shares: variant i gets ≈ shares[i] · C positions
+  Hybrid,      // delta folders over one base: the base's copy everywhere, and the folders' packed deltas
+               // at the least similar positions, as many as the budget holds (serving/hybrid_plan.h)
 };
 
 std::string_view policy_name(Policy p);  // "round-robin", "medoid", "weighted"
@@ -29,6 +31,8 @@ struct ConsolidationPlan {
   std::vector<int> map;           // [layers * experts]: variant whose copy is resident, -1 if none
   std::vector<std::int64_t> rank; // [layers * experts]: 0-based rank by ascending d; -1 in dense layers
   std::vector<double> distance;   // [layers * experts]: d(l, e); NaN in dense layers
+  std::vector<std::int64_t> deltas;  // Hybrid: [layers * experts], how many delta folders' deltas are
+                                     // resident there (the first ones in family order); else empty
 
   int resident(std::int64_t layer, std::int64_t expert) const { return map[layer * experts + expert]; }
   std::vector<std::int64_t> resident_counts() const;  // per variant
@@ -38,7 +42,8 @@ struct ConsolidationPlan {
 std::vector<std::int64_t> rank_positions(const ExpertDistances& d);
 
 // `capacity` is clamped to [0, MoE positions]. Weighted needs one positive share per variant
-// (normalized here); the others ignore shares. Throws InvalidArgument for bad shares.
+// (normalized here); the others ignore shares. Throws InvalidArgument for bad shares, and for Hybrid,
+// which is planned from the deltas' bytes (plan_hybrid), not a capacity.
 ConsolidationPlan plan_consolidation(const ExpertDistances& d, std::int64_t capacity, Policy policy,
                                      std::span<const double> shares = {});
 

@@ -108,6 +108,7 @@ void save_layout(const Layout& layout, const std::filesystem::path& path) {
   j["map"] = grid(p, p.map, [](int v) { return json(v); });
   j["rank"] = grid(p, p.rank, [](std::int64_t r) { return json(r); });
   j["distance"] = grid(p, p.distance, [](double d) { return std::isnan(d) ? json(nullptr) : json(d); });
+  if (!p.deltas.empty()) j["deltas"] = grid(p, p.deltas, [](std::int64_t n) { return json(n); });
   const std::string text = j.dump(1);
   write_file_atomically(path, [&](std::ostream& out) { out << text << "\n"; });
 }
@@ -159,7 +160,7 @@ Layout layout_from_json(const json& root, const std::string& file) {
   p.capacity = capacity.get<std::int64_t>();
   const std::string policy = r.get(root, "policy", T::string, "a string").get<std::string>();
   const auto parsed = parse_policy(policy);
-  if (!parsed) r.fail("policy", "is '" + policy + "'; expected round-robin, medoid or weighted");
+  if (!parsed) r.fail("policy", "is '" + policy + "'; expected round-robin, medoid, weighted or hybrid");
   p.policy = *parsed;
   if (root.contains("shares") && root["shares"].is_array())
     for (const json& s : root["shares"]) {
@@ -187,6 +188,21 @@ Layout layout_from_json(const json& root, const std::string& file) {
     if (!c.is_number() || c.get<double>() < 0) r.fail(where, "must be a distance ≥ 0 or null");
     return c.get<double>();
   });
+
+  // A hybrid layout's deltas: how many delta folders' deltas are resident at each position, only
+  // where a copy (the base's) is.
+  if ((p.policy == Policy::Hybrid) != root.contains("deltas"))
+    r.fail("deltas", p.policy == Policy::Hybrid ? "is missing: a hybrid layout says where deltas are resident" : "belongs to hybrid layouts only");
+  if (p.policy == Policy::Hybrid) {
+    p.deltas = r.grid<std::int64_t>("deltas", p.layers, p.experts, [&](const json& c, const std::string& where) {
+      if (!json_int_in(c, 0, nvar - 1)) r.fail(where, "must be a count of delta folders from 0 to " + std::to_string(nvar - 1));
+      return c.get<std::int64_t>();
+    });
+    for (std::size_t i = 0; i < p.deltas.size(); ++i)
+      if (p.deltas[i] > 0 && p.map[i] < 0)
+        r.fail("deltas", "puts deltas at layer " + std::to_string(static_cast<std::int64_t>(i) / p.experts) + ", expert " +
+                             std::to_string(static_cast<std::int64_t>(i) % p.experts) + ", where no base copy is resident");
+  }
 
   std::int64_t residents = 0;
   for (int v : p.map) residents += v >= 0;

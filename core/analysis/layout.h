@@ -3,7 +3,8 @@
 // the workbench and people exchange (JSON, schema "mosaic.layout/1"):
 //   {"schema", "variants": [{"name", "path", "sha256"}], "budget_bytes" (null when the capacity was
 //    given), "reserve": [{"name", "bytes", "detail"}], "capacity", "policy", "shares",
-//    "resident_per_variant", "map": [[variant index or -1]·E]·L, "rank": [[…]], "distance": [[…]]}
+//    "resident_per_variant", "map": [[variant index or -1]·E]·L, "rank": [[…]], "distance": [[…]],
+//    "deltas": [[count]·E]·L (policy "hybrid" only: how many delta folders' deltas are resident)}
 #include <cstdint>
 #include <filesystem>
 #include <optional>

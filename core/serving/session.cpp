@@ -1,11 +1,25 @@
 #include "serving/session.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "common/error.h"
 #include "model/variant_folders.h"
+#include "serving/hybrid_plan.h"
 
 namespace mosaic {
+
+namespace {
+
+// A hybrid plan as the runtime prices it: the base at every position whatever the budget, and miss
+// slots with room for the largest packed delta.
+void priced_as_hybrid(CapacityPlan& cap, const HostStore& store, std::int64_t positions, const ReserveSpec& reserve) {
+  cap.reserve = plan_reserve(store.spec(), store.expert_bytes() + store.max_delta_bytes(), reserve);
+  cap.capacity = positions;
+  cap.pinned_floor = static_cast<std::uint64_t>(positions) * store.expert_bytes();
+}
+
+}  // namespace
 
 Session::~Session() { engine_.reset(); }
 
@@ -31,6 +45,18 @@ std::uint64_t Session::default_budget() const {
 void Session::plan(std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve, std::span<const double> given) {
   const std::uint64_t budget = budget_bytes ? budget_bytes : default_budget();
   CapacityPlan cap = plan_capacity(*family_, budget, reserve);
+  if (policy == Policy::Hybrid) {
+    // The runtime decides what the budget holds; the layout records what it pinned.
+    auto runtime = std::make_shared<Runtime>(*store_, hybrid_planning_config(*store_, analysis_.distances, budget, reserve));
+    Layout layout = make_layout(*family_, analysis_.sha256,
+                                hybrid_plan_from(*store_, analysis_.distances, hybrid_base(*store_), runtime->config().pinned));
+    priced_as_hybrid(cap, *store_, layout.plan.capacity, reserve);
+    layout.budget_bytes = budget;
+    layout.reserve = cap.reserve;
+    reserve_ = reserve;
+    install(std::move(runtime), std::move(layout), std::move(cap));
+    return;
+  }
   // Weighted without traffic shares weighs every variant alike.
   std::vector<double> shares(given.begin(), given.end());
   if (policy != Policy::Weighted) shares.clear();
@@ -50,21 +76,32 @@ void Session::plan(std::uint64_t budget_bytes, Policy policy, const ReserveSpec&
   }
 }
 
+bool Session::can_plan_hybrid() const {
+  const std::vector<int> folders = delta_folders_over(*store_);
+  return !folders.empty() && std::all_of(folders.begin(), folders.end(), [&](int t) { return store_->base_of(t) == store_->base_of(folders.front()); });
+}
+
 void Session::apply(Layout layout) {
   const std::vector<int> to_store = match_layout(layout, *family_, analysis_.sha256, "layout");
   const std::uint64_t budget = layout.budget_bytes.value_or(default_budget());
   CapacityPlan cap = plan_capacity(*family_, budget, reserve_);
   cap.capacity = layout.plan.capacity;  // what the file holds, whatever this budget would buy
+  if (layout.plan.policy == Policy::Hybrid) priced_as_hybrid(cap, *store_, layout.plan.capacity, reserve_);
   layout.budget_bytes = budget;
   serve(std::move(layout), to_store, std::move(cap));
 }
 
 void Session::serve(Layout layout, const std::vector<int>& to_store, CapacityPlan cap) {
   RuntimeConfig config;
-  config.pinned = pinned_from_layout(layout, to_store);
+  const bool hybrid = layout.plan.policy == Policy::Hybrid;
+  config.pinned = hybrid ? hybrid_pins(*store_, layout, to_store) : pinned_from_layout(layout, to_store);
+  if (hybrid) config.hit = HitPolicy::Consolidated;  // rows without their delta take the base's copy
   config.budget_bytes = cap.budget_bytes;  // the session serves within the budget it was planned for
   config.reserve = reserve_;
-  auto runtime = std::make_shared<Runtime>(*store_, std::move(config));  // throws before anything changes
+  install(std::make_shared<Runtime>(*store_, std::move(config)), std::move(layout), std::move(cap));  // throws before anything changes
+}
+
+void Session::install(std::shared_ptr<Runtime> runtime, Layout layout, CapacityPlan cap) {
   if (engine_) engine_->set_runtime(runtime);
   else engine_ = std::make_unique<Engine>(runtime);
   runtime_ = std::move(runtime);

@@ -42,12 +42,15 @@ class Session {
   // exactly as it was.
   // `reserve`: what the budget keeps beside the experts (KV context × requests, the prefill chunk's
   // activations, miss slots). `shares`: the weighted policy's traffic share per variant (family
-  // order; empty: alike); InvalidArgument when they do not fit the family.
+  // order; empty: alike); InvalidArgument when they do not fit the family. Policy::Hybrid (delta
+  // folders over their base, serving/hybrid_plan.h): the base everywhere and as many deltas as the
+  // budget holds; InvalidArgument when the family has no delta folder over a base it holds.
   void plan(std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve = {}, std::span<const double> shares = {});
   // Serves with a layout read from a file instead, within its budget (or the default one). Throws
   // MismatchError when it was made for other variants or since-changed checkpoints, BudgetError when
   // it does not fit; the session is then as it was.
   void apply(Layout layout);
+  bool can_plan_hybrid() const;  // whether the family has delta folders over one base it holds
   const Layout& layout() const { return layout_; }
   const CapacityPlan& capacity() const { return capacity_; }
 
@@ -60,6 +63,7 @@ class Session {
  private:
   Session() = default;
   void serve(Layout layout, const std::vector<int>& to_store, CapacityPlan cap);
+  void install(std::shared_ptr<Runtime> runtime, Layout layout, CapacityPlan cap);  // cannot throw past set_runtime
   std::unique_ptr<Family> family_;
   FamilyAnalysis analysis_;
   std::unique_ptr<HostStore> store_;

@@ -5,8 +5,27 @@
 #include "analysis/cross_distance.h"
 #include "common/error.h"
 #include "model/synthetic.h"
+#include "serving/hybrid_plan.h"
 
 namespace mosaic {
+
+DeltaLayoutView describe_deltas(const Session& session) {
+  DeltaLayoutView v;
+  v.can_plan = session.can_plan_hybrid();
+  if (!v.can_plan) return v;
+  const HostStore& store = session.store();
+  const std::vector<int> folders = delta_folders_over(store, hybrid_base(store));
+  v.folders = static_cast<int>(folders.size());
+  v.total = static_cast<std::int64_t>(deltas_layer_major(store, folders).size());
+  for (std::int64_t n : session.layout().plan.deltas) {
+    v.resident += n;
+    v.positions += n > 0;
+  }
+  // Resident deltas are charged as delta-only slots (from a layout file) or pins taken while room (planned).
+  for (const DeviceItem& item : session.runtime().device_items())
+    if (item.name.starts_with("delta-only slots") || item.name.starts_with("pinned while room")) v.packed_bytes += item.bytes;
+  return v;
+}
 
 FamilyView describe_family(const Session& session) {
   const Family& family = session.family();

@@ -31,6 +31,16 @@ struct FamilyView {
 
 FamilyView describe_family(const Session& session);
 
+// The deltas side of the session's layout: whether hybrid can be planned, and under a hybrid layout
+// how many of the folders' deltas are resident, at how many positions, in how many packed bytes.
+struct DeltaLayoutView {
+  bool can_plan = false;
+  int folders = 0;                    // delta folders over the base
+  std::int64_t resident = 0, total = 0, positions = 0;
+  std::uint64_t packed_bytes = 0;     // the resident deltas on the device
+};
+DeltaLayoutView describe_deltas(const Session& session);
+
 // A matrix to draw as a heatmap. Position and pair maps: rows are layers, columns experts. The
 // cross-position map (Multi-MoE's Figure 2): rows are A's positions, columns B's, both in `positions`.
 struct MatrixView {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "analysis/merge.h"
+#include "serving/hybrid_plan.h"
 #include "common/error.h"
 
 namespace mosaic {
@@ -18,24 +19,6 @@ std::vector<PinnedExpert> pinned_where(const ModelSpec& s, const FamilyAnalysis&
       const std::int64_t rank = ranks.rank[static_cast<std::size_t>(l * s.num_experts + e)];
       if (rank >= 0 && pick(rank)) out.push_back({l, e, owner});
     }
-  return out;
-}
-
-// Every delta of `folders`, position by position from the least similar (highest d) down, leaving
-// out the `shared` most similar positions.
-std::vector<PinnedExpert> deltas_least_similar_first(const HostStore& store, const FamilyAnalysis& a, const std::vector<int>& folders,
-                                                     std::int64_t shared) {
-  const ModelSpec& s = store.spec();
-  const ConsolidationPlan ranks = plan_consolidation(a.distances, 0, Policy::RoundRobin);
-  std::vector<std::pair<std::int64_t, std::int64_t>> by_rank;  // (rank, position)
-  for (std::int64_t p = 0; p < s.num_layers * s.num_experts; ++p)
-    if (const std::int64_t rank = ranks.rank[static_cast<std::size_t>(p)]; rank >= shared) by_rank.emplace_back(rank, p);
-  std::sort(by_rank.rbegin(), by_rank.rend());
-  std::vector<PinnedExpert> out;
-  for (const auto& [rank, p] : by_rank)
-    for (int t : folders)
-      if (store.source(t, p / s.num_experts, p % s.num_experts).kind == ExpertSource::Kind::Delta)
-        out.push_back({p / s.num_experts, p % s.num_experts, t});
   return out;
 }
 
@@ -151,7 +134,7 @@ Deployment::Deployment(const StrategyConfig& config, const Family& family, const
       if (!esft) {
         std::vector<int> folders;
         for (const std::string& name : targets_) folders.push_back(store.index(name));
-        rc.pinned_if_room = hybrid ? deltas_least_similar_first(store, analysis, folders, config.capacity) : deltas_layer_major(store, folders);
+        rc.pinned_if_room = hybrid ? deltas_least_similar_first(store, analysis.distances, folders, config.capacity) : deltas_layer_major(store, folders);
       }
       if (targets_.empty())
         throw InvalidArgument("strategy " + std::string(strategy_name(config.kind)), "variants",

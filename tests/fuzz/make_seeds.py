@@ -96,6 +96,12 @@ layout = {"schema": "mosaic.layout/1",
           "map": [[0, 0, 1, -1], [0, 1, -1, 0]], "rank": [[0, 2, 4, -1], [1, 3, -1, 5]],
           "distance": [[0.5, 1.25, 2, None], [0.75, 1.5, None, 3]]}
 seed("layout", "weighted.json", json.dumps(layout, indent=1))
+# A hybrid layout: the base's copy everywhere, deltas of up to two folders at the least similar positions.
+hybrid = dict(layout, capacity=8, policy="hybrid", shares=[],
+              variants=layout["variants"] + [{"name": "ft2", "path": "../ft2", "sha256": "ef" * 32}],
+              map=[[0, 0, 0, 0], [0, 0, 0, 0]], rank=[[0, 2, 4, 6], [1, 3, 5, 7]],
+              distance=[[0.5, 1.25, 2, 2.5], [0.75, 1.5, 2.25, 3]], deltas=[[0, 0, 1, 2], [0, 0, 2, 2]])
+seed("layout", "hybrid.json", json.dumps(hybrid, indent=1))
 
 trace = [{"arrival": 0.0, "target": "base", "prompt": [1, 5, 9], "max_new_tokens": 4},
          {"arrival": 0.25, "target": "ft1", "prompt": [7], "max_new_tokens": 0},

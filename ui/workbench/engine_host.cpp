@@ -55,7 +55,9 @@ Heatmap describe(const MatrixView& m) {
   return h;
 }
 
-LayoutInfo describe(const Layout& layout, const CapacityPlan& cap) {
+LayoutInfo describe(const Session& session) {
+  const Layout& layout = session.layout();
+  const CapacityPlan& cap = session.capacity();
   LayoutInfo info;
   for (const auto& v : layout.variants) info.variants << qs(v.name);
   info.layers = static_cast<int>(layout.plan.layers);
@@ -72,6 +74,14 @@ LayoutInfo describe(const Layout& layout, const CapacityPlan& cap) {
   for (const ReserveItem& r : cap.reserve) info.reserve.push_back({qs(r.name), qs(r.detail), static_cast<qint64>(r.bytes)});
   info.policy = qs(std::string(policy_name(layout.plan.policy)));
   info.shares = QVector<double>(layout.plan.shares.begin(), layout.plan.shares.end());
+  for (std::int64_t n : layout.plan.deltas) info.deltas << static_cast<int>(n);
+  const DeltaLayoutView d = describe_deltas(session);
+  info.can_plan_hybrid = d.can_plan;
+  info.delta_folders = d.folders;
+  info.deltas_resident = d.resident;
+  info.deltas_total = d.total;
+  info.delta_positions = d.positions;
+  info.delta_bytes = static_cast<qint64>(d.packed_bytes);
   return info;
 }
 
@@ -157,7 +167,7 @@ void EngineHost::planLayout(qint64 budgetBytes, const QString& policyName, const
                              .prefill_chunk = reserve.prefill_chunk, .miss_slots = reserve.miss_slots};
       st.session->plan(budgetBytes > 0 ? static_cast<std::uint64_t>(budgetBytes) : 0, *policy, spec,
                        std::span<const double>(shares.constData(), static_cast<std::size_t>(shares.size())));
-      Q_EMIT layoutPlanned(describe(st.session->layout(), st.session->capacity()));
+      Q_EMIT layoutPlanned(describe(*st.session));
     } catch (const std::exception& e) {
       Q_EMIT layoutFailed(QString::fromUtf8(e.what()));
     }
@@ -171,7 +181,7 @@ void EngineHost::importLayout(const QString& file) {
     if (st.sweeping) return Q_EMIT layoutFailed(tr("A sweep is serving on this engine; stop it before importing a layout."));
     try {
       st.session->apply(load_layout(file.toStdString()));
-      Q_EMIT layoutPlanned(describe(st.session->layout(), st.session->capacity()));
+      Q_EMIT layoutPlanned(describe(*st.session));
     } catch (const std::exception& e) {
       Q_EMIT layoutFailed(QString::fromUtf8(e.what()));
     }

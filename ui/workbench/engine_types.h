@@ -48,6 +48,11 @@ struct LayoutInfo {
   QList<ReserveLine> reserve;
   QString policy;
   QVector<double> shares;  // weighted: each variant's traffic share, normalized; else empty
+  // Hybrid (delta folders over their base): per cell, how many folders' deltas are resident; else empty.
+  QVector<int> deltas;
+  bool can_plan_hybrid = false;  // the family has delta folders over one base it holds
+  int delta_folders = 0;
+  qint64 deltas_resident = 0, deltas_total = 0, delta_positions = 0, delta_bytes = 0;
 };
 
 // Where one router choice of the token at `position` went (core's RoutedExpert, names resolved).

@@ -65,6 +65,13 @@ void LayoutGrid::paintEvent(QPaintEvent*) {
         p.fillRect(c, palette().window());  // dense layer: no experts
       } else if (v >= 0) {
         p.fillRect(c, variantColor(v));
+        // Hybrid: the folders' deltas resident beside the base's copy, marked Δ (with their count).
+        if (const int n = layout_.deltas.value(l * layout_.experts + e, 0); n > 0) {
+          p.setPen(QPen(Qt::white, 2));
+          p.drawRect(c.adjusted(2, 2, -2, -2));
+          p.drawText(c, Qt::AlignCenter, n == 1 ? QStringLiteral("Δ") : QStringLiteral("Δ%1").arg(n));
+          p.setPen(palette().text().color());
+        }
       } else {
         p.fillRect(c, QColor(0xdddddd));
         p.fillRect(c, QBrush(QColor(0x999999), Qt::BDiagPattern));
@@ -90,11 +97,16 @@ bool LayoutGrid::event(QEvent* e) {
       if (cellRect(l, x).contains(pos)) {
         const int v = layout_.resident.value(l * layout_.experts + x, -1);
         const double d = layout_.distance.value(l * layout_.experts + x, NAN);
+        QString what = v >= 0 ? tr("resident: %1's copy").arg(layout_.variants.value(v)) : tr("not resident: loaded on a miss");
+        if (!layout_.deltas.isEmpty() && v >= 0) {
+          const int n = layout_.deltas.value(l * layout_.experts + x, 0);
+          what += n > 0 ? tr("\n%n delta folder(s)' deltas resident beside it", nullptr, n) : tr("\nshared: every delta folder's rows take it");
+        }
         QToolTip::showText(static_cast<QHelpEvent*>(e)->globalPos(),
                            tr("layer %1, expert %2\n%3\nd(l, e) = %4")
                                .arg(l)
                                .arg(x)
-                               .arg(v >= 0 ? tr("resident: %1's copy").arg(layout_.variants.value(v)) : tr("not resident: loaded on a miss"))
+                               .arg(what)
                                .arg(std::isnan(d) ? tr("dense layer") : QString::number(d, 'g', 4)),
                            this);
         return true;

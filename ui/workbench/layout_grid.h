@@ -1,6 +1,8 @@
 #pragma once
 // Layers × experts, each cell coloured by the variant whose copy is resident, hatched grey where
-// none is (those experts are misses, loaded on demand). Hover for layer, expert, variant, d(l, e).
+// none is (those experts are misses, loaded on demand); in a hybrid layout, cells whose delta
+// folders' deltas are resident beside the base's copy are framed and marked Δ. Hover for layer,
+// expert, variant, deltas, d(l, e).
 #include <QColor>
 #include <QWidget>
 

@@ -5,6 +5,7 @@
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QSpinBox>
+#include <QStandardItemModel>
 #include <QGridLayout>
 #include <QPushButton>
 #include <QLabel>
@@ -22,7 +23,10 @@ namespace mosaic::ui {
 LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGrid), debounce_(new QTimer(this)) {
   budget_ = new ByteSizeBox;
   policy_ = new QComboBox;
-  policy_->addItems({QStringLiteral("round-robin"), QStringLiteral("medoid"), QStringLiteral("weighted")});
+  policy_->addItems({QStringLiteral("round-robin"), QStringLiteral("medoid"), QStringLiteral("weighted"), QStringLiteral("hybrid")});
+  policy_->setItemData(3, tr("Delta folders over their base: the base's copy everywhere, the folders' deltas at the least similar "
+                             "positions, as many as the budget holds"), Qt::ToolTipRole);
+  setHybridEnabled(false);  // until a family with delta folders is planned
   auto spin = [](int lo, int hi, int value, const QString& suffix, const QString& tip) {
     auto* s = new QSpinBox;
     s->setRange(lo, hi);
@@ -132,8 +136,13 @@ void LayoutPanel::presetPlan(const QString& policy, const ReserveSettings& r, co
 
 qint64 LayoutPanel::budgetBytes() const { return budget_->bytes(); }
 
+void LayoutPanel::setHybridEnabled(bool on) {
+  if (auto* model = qobject_cast<QStandardItemModel*>(policy_->model())) model->item(3)->setEnabled(on);
+}
+
 void LayoutPanel::showLayout(const LayoutInfo& l) {
   updating_ = true;
+  setHybridEnabled(l.can_plan_hybrid);
   budget_->setBytes(l.budget);
   policy_->setCurrentText(l.policy);
   // One row per variant of this layout; a variant keeps the share it had, a new one weighs 1.
@@ -158,16 +167,24 @@ void LayoutPanel::showLayout(const LayoutInfo& l) {
     legend += QStringLiteral("<span style='color:%1'>■</span>&nbsp;%2&nbsp;(%3) &nbsp; ")
                   .arg(variantColor(v).name(), l.variants[v].toHtmlEscaped().replace(QLatin1Char('-'), QChar(0x2011)))  // no break at '-' 
                   .arg(l.resident_counts.value(v));
-  legend_->setText(legend + tr("<span style='color:#999'>▨</span>&nbsp;not&nbsp;resident"));
+  const bool hybrid = !l.deltas.isEmpty();
+  legend_->setText(legend + (hybrid ? tr("<b>Δ</b>&nbsp;deltas&nbsp;resident (plain: shared&nbsp;base&nbsp;copy)")
+                                    : tr("<span style='color:#999'>▨</span>&nbsp;not&nbsp;resident")));
   QString reserve;
   for (const ReserveLine& r : l.reserve) reserve += tr("\n  %1: %2 — %3").arg(r.name, formatBytes(r.bytes), r.detail);
-  summary_->setText(tr("Capacity %1 of %2 expert positions resident (%3 each) · non-expert %4 · minimum budget %5\nReserve:%6")
-                        .arg(l.capacity)
-                        .arg(l.positions)
-                        .arg(formatBytes(l.bytes_per_expert))
-                        .arg(formatBytes(l.non_expert_bytes))
-                        .arg(formatBytes(l.minimum_budget))
-                        .arg(reserve));
+  const QString head =
+      hybrid ? tr("Hybrid: the base's copy at all %1 positions (%2 each) · deltas of %3 folders at %4 positions (%5 of %6 deltas, %7 packed); "
+                  "the rest share the base's copy")
+                   .arg(l.positions)
+                   .arg(formatBytes(l.bytes_per_expert))
+                   .arg(l.delta_folders)
+                   .arg(l.delta_positions)
+                   .arg(l.deltas_resident)
+                   .arg(l.deltas_total)
+                   .arg(formatBytes(l.delta_bytes))
+             : tr("Capacity %1 of %2 expert positions resident (%3 each)").arg(l.capacity).arg(l.positions).arg(formatBytes(l.bytes_per_expert));
+  summary_->setText(tr("%1 · non-expert %2 · minimum budget %3\nReserve:%4")
+                        .arg(head, formatBytes(l.non_expert_bytes), formatBytes(l.minimum_budget), reserve));
   summary_->setStyleSheet(QString());
 }
 

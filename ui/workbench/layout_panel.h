@@ -41,6 +41,8 @@ class LayoutPanel : public QWidget {
   QSpinBox* requestsBox() const { return requests_; }
   QSpinBox* prefillBox() const { return prefill_; }
   QSpinBox* missSlotsBox() const { return miss_slots_; }
+  // Offers the hybrid policy, or greys it out (a family without delta folders over one base).
+  void setHybridEnabled(bool on);
 
  public Q_SLOTS:
   void showLayout(const mosaic::ui::LayoutInfo& layout);

@@ -1,0 +1,111 @@
+#include "serving/hybrid_plan.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "analysis/consolidation.h"
+#include "common/error.h"
+
+namespace mosaic {
+namespace {
+
+bool has_delta(const HostStore& store, int target, std::int64_t layer, std::int64_t expert) {
+  return store.source(target, layer, expert).kind == ExpertSource::Kind::Delta;
+}
+
+}  // namespace
+
+std::vector<int> delta_folders_over(const HostStore& store, int base) {
+  std::vector<int> out;
+  for (int t = 0; t < store.targets(); ++t)
+    if (store.is_delta(t) && store.base_of(t) >= 0 && (base < 0 || store.base_of(t) == base)) out.push_back(t);
+  return out;
+}
+
+int hybrid_base(const HostStore& store) {
+  const std::vector<int> folders = delta_folders_over(store);
+  if (folders.empty())
+    throw InvalidArgument("hybrid", "variants", "hold no delta folder whose base is among them",
+                          "add delta folders (delta.json, from `mosaic-cli delta compress`) together with their base_model");
+  const int base = store.base_of(folders.front());
+  for (int t : folders)
+    if (store.base_of(t) != base)
+      throw InvalidArgument("hybrid", "variants", "hold delta folders over two bases ('" + store.name(base) + "' and '" + store.name(store.base_of(t)) + "')",
+                            "a hybrid layout shares one base's copy: open the folders of one base");
+  return base;
+}
+
+std::vector<PinnedExpert> deltas_least_similar_first(const HostStore& store, const ExpertDistances& d, const std::vector<int>& folders,
+                                                     std::int64_t shared) {
+  const std::vector<std::int64_t> order = rank_positions(d);  // ascending d
+  std::vector<PinnedExpert> out;
+  for (std::size_t r = order.size(); r-- > static_cast<std::size_t>(std::clamp<std::int64_t>(shared, 0, static_cast<std::int64_t>(order.size())));) {
+    const std::int64_t l = order[r] / d.experts, e = order[r] % d.experts;
+    for (int t : folders)
+      if (has_delta(store, t, l, e)) out.push_back({l, e, t});
+  }
+  return out;
+}
+
+RuntimeConfig hybrid_planning_config(const HostStore& store, const ExpertDistances& d, std::uint64_t budget, const ReserveSpec& reserve) {
+  const int base = hybrid_base(store);
+  RuntimeConfig c;
+  c.pinned = every_position(store.spec(), base);
+  c.pinned_if_room = deltas_least_similar_first(store, d, delta_folders_over(store, base));
+  c.hit = HitPolicy::Consolidated;
+  c.budget_bytes = budget;
+  c.reserve = reserve;
+  return c;
+}
+
+std::vector<std::int64_t> resident_deltas(const HostStore& store, const std::vector<PinnedExpert>& pinned) {
+  const ModelSpec& s = store.spec();
+  std::vector<std::int64_t> out(static_cast<std::size_t>(s.num_layers * s.num_experts), 0);
+  for (const PinnedExpert& p : pinned)
+    if (store.is_delta(p.target) && has_delta(store, p.target, p.layer, p.expert)) ++out[static_cast<std::size_t>(p.layer * s.num_experts + p.expert)];
+  return out;
+}
+
+ConsolidationPlan hybrid_plan_from(const HostStore& store, const ExpertDistances& d, int base_index, const std::vector<PinnedExpert>& pinned) {
+  ConsolidationPlan p = plan_consolidation(d, 0, Policy::RoundRobin);  // ranks and distances
+  p.policy = Policy::Hybrid;
+  for (std::size_t i = 0; i < p.map.size(); ++i)
+    if (p.rank[i] >= 0) {
+      p.map[i] = base_index;
+      ++p.capacity;
+    }
+  p.deltas = resident_deltas(store, pinned);
+  return p;
+}
+
+std::vector<PinnedExpert> hybrid_pins(const HostStore& store, const Layout& layout, const std::vector<int>& to_store) {
+  std::vector<PinnedExpert> out = pinned_from_layout(layout, to_store);
+  const ConsolidationPlan& p = layout.plan;
+  if (p.deltas.empty()) return out;
+  const int base = hybrid_base(store);
+  const std::vector<int> folders = delta_folders_over(store, base);
+  for (std::int64_t l = 0; l < p.layers; ++l)
+    for (std::int64_t e = 0; e < p.experts; ++e) {
+      const std::int64_t want = p.deltas[static_cast<std::size_t>(l * p.experts + e)];
+      if (want == 0) continue;
+      const int resident = p.resident(l, e);
+      if (resident < 0 || to_store[static_cast<std::size_t>(resident)] != base)
+        throw MismatchError("layout", "deltas", "puts deltas at layer " + std::to_string(l) + ", expert " + std::to_string(e) +
+                                                    ", where the resident copy is not the delta folders' base ('" + store.name(base) + "')",
+                            "plan the layout again for these folders");
+      std::int64_t taken = 0;
+      for (int t : folders)
+        if (taken < want && has_delta(store, t, l, e)) {
+          out.push_back({l, e, t});
+          ++taken;
+        }
+      if (taken < want)
+        throw MismatchError("layout", "deltas", "asks for " + std::to_string(want) + " deltas at layer " + std::to_string(l) + ", expert " +
+                                                    std::to_string(e) + "; the delta folders have " + std::to_string(taken) + " there",
+                            "plan the layout again for these folders");
+    }
+  return out;
+}
+
+}  // namespace mosaic
