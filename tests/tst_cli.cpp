@@ -194,6 +194,28 @@ class TestCli : public QObject {
     r = cli(args({"generate", "--variants"}) << path(d) << args({"--capacity", "16", "--target", "ft1-delta2", "--ids", "1,2,3", "--max-new", "6"}));
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QCOMPARE(r.out, packed.out);
+    // A hybrid layout over two folders: with room for every delta it generates what the folder does.
+    const fs::path d2 = scratch("ft2-delta");
+    r = cli(args({"delta", "compress", "--base"}) << path(base) << QStringLiteral("--variant") << path(fixture("olmoe", "ft2")) << QStringLiteral("--out") << path(d2));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    r = cli(args({"consolidate", "--variants"}) << path(d) << path(d2) << args({"--policy", "hybrid", "--budget", "256MiB", "--out"}) << path(scratch("hybrid.json")));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains(QStringLiteral("hybrid: base's copy at all")) && r.out.contains(QStringLiteral("deltas resident")), qPrintable(r.out));
+    const Layout hybrid = load_layout(scratch("hybrid.json"));
+    std::int64_t resident = 0;
+    for (std::int64_t n : hybrid.plan.deltas) resident += n;
+    QVERIFY2(r.out.contains(QStringLiteral(" %1 of %1 deltas resident").arg(resident)), qPrintable(r.out));
+    r = cli(args({"generate", "--variants"}) << path(d) << path(d2) << QStringLiteral("--layout") << path(scratch("hybrid.json"))
+                                             << args({"--target", "ft1-delta2", "--ids", "1,2,3", "--max-new", "6"}));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QCOMPARE(r.out, packed.out);
+    r = cli(args({"consolidate", "--variants"}) << path(d) << path(d2) << args({"--policy", "hybrid", "--capacity", "4", "--out"}) << path(scratch("h2.json")));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("--budget")), qPrintable(r.err));
+    r = cli(args({"consolidate", "--variants"}) << path(base) << path(ft1) << args({"--policy", "hybrid", "--budget", "256MiB", "--out"}) << path(scratch("h3.json")));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("delta folder")), qPrintable(r.err));
+    QVERIFY(!fs::exists(scratch("h3.json")));
     // Mistakes: a bit width the format lacks, an output over an input, an output that exists.
     r = cli(args({"delta", "compress", "--base"}) << path(base) << QStringLiteral("--variant") << path(ft1) << args({"--bits", "3", "--out"}) << path(scratch("d3")));
     QCOMPARE(r.code, 2);

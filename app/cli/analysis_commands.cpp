@@ -19,6 +19,8 @@
 #include "common/atomic_file.h"
 #include "common/byte_size.h"
 #include "common/error.h"
+#include "runtime/host_store.h"
+#include "serving/hybrid_plan.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;  // fields in the order people read them
@@ -175,6 +177,36 @@ void add_analyze_command(CLI::App& app) {
   });
 }
 
+namespace {
+
+// consolidate --policy hybrid: a runtime over the family's store decides what the budget holds.
+void write_hybrid_layout(const Family& family, const FamilyOptions& options, const std::string& budget_text, const ReserveSpec& reserve,
+                         const fs::path& out) {
+  const auto budget = parse_byte_size(budget_text);
+  if (!budget) throw InvalidArgument("--budget", "'" + budget_text + "'", byte_size_problem(budget_text), "write e.g. 12GiB or 900MB");
+  const HostStore store(family);
+  const int base = hybrid_base(store);  // before the analysis: fail fast
+  const FamilyAnalysis a = analyze(family, options);
+  const Runtime runtime(store, hybrid_planning_config(store, a.distances, *budget, reserve));
+  Layout layout = make_layout(family, a.sha256, hybrid_plan_from(store, a.distances, base, runtime.config().pinned));
+  layout.budget_bytes = *budget;
+  layout.reserve = plan_reserve(store.spec(), store.expert_bytes() + store.max_delta_bytes(), reserve);
+  std::int64_t resident = 0, positions = 0;
+  for (std::int64_t n : layout.plan.deltas) {
+    resident += n;
+    positions += n > 0;
+  }
+  const std::size_t total = deltas_layer_major(store, delta_folders_over(store, base)).size();
+  std::cout << "budget            " << format_bytes(*budget) << "\n";
+  for (const DeviceItem& item : runtime.device_items()) std::cout << "  " << item.name << "  " << format_bytes(item.bytes) << "\n";
+  std::cout << "hybrid: " << store.name(base) << "'s copy at all " << layout.plan.capacity << " positions; " << resident << " of " << total
+            << " deltas resident, at " << positions << " positions\n";
+  save_layout(layout, out);
+  std::cout << "wrote " << out.string() << "\n";
+}
+
+}  // namespace
+
 void add_consolidate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("consolidate", "Plan which experts stay resident under a memory budget (a layout file)");
   struct Opts : FamilyOptions {
@@ -189,7 +221,10 @@ void add_consolidate_command(CLI::App& app) {
   auto* budget = cmd->add_option("--budget", o->budget, "device memory budget, e.g. 12GiB, 900MB, 123456789");
   auto* capacity = cmd->add_option("--capacity", o->capacity, "resident experts, given directly");
   budget->excludes(capacity);
-  cmd->add_option("--policy", o->policy, "round-robin (the paper), medoid or weighted")->default_val("round-robin");
+  cmd->add_option("--policy", o->policy,
+                  "round-robin (the paper), medoid, weighted, or hybrid (delta folders over their base: the base everywhere, "
+                  "deltas at the least similar positions while --budget holds them)")
+      ->default_val("round-robin");
   cmd->add_option("--shares", o->shares, "weighted: expected traffic share of each variant, in order")->delimiter(',');
   cmd->add_option("--context", o->reserve.context_tokens, "reserve: KV cache tokens per request")->default_val(4096);
   cmd->add_option("--requests", o->reserve.requests, "reserve: requests holding a KV cache at once")->default_val(1);
@@ -202,9 +237,12 @@ void add_consolidate_command(CLI::App& app) {
     if (o->budget.empty() && o->capacity < 0)
       throw InvalidArgument("consolidate", "--budget / --capacity", "neither was given", "give one of them");
     const auto policy = parse_policy(o->policy);
-    if (!policy) throw InvalidArgument("--policy", "'" + o->policy + "'", "is not a policy", "use round-robin, medoid or weighted");
+    if (!policy) throw InvalidArgument("--policy", "'" + o->policy + "'", "is not a policy", "use round-robin, medoid, weighted or hybrid");
+    if (*policy == Policy::Hybrid && o->budget.empty())
+      throw InvalidArgument("--policy", "hybrid", "is planned from a budget: the deltas resident are what it holds", "give --budget");
     Family family;
     open_family(family, o->variants);
+    if (*policy == Policy::Hybrid) return write_hybrid_layout(family, *o, o->budget, o->reserve, o->out);
     std::optional<CapacityPlan> from_budget;
     std::int64_t capacity = o->capacity;
     if (!o->budget.empty()) {

@@ -8,6 +8,7 @@
 #include "common/edit_distance.h"
 #include "common/error.h"
 #include "model/variant_folders.h"
+#include "serving/hybrid_plan.h"
 
 namespace mosaic::cli {
 
@@ -87,7 +88,9 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
       to_store = match_layout(s->layout, s->family, family_sha256(s->family, default_cache_dir()), a.layout.string());
     }
     s->store = std::make_unique<HostStore>(s->family);
-    config.pinned = pinned_from_layout(s->layout, to_store);
+    // A hybrid layout (consolidate --policy hybrid) also pins its deltas; rows without theirs take
+    // the base's copy under consolidated hits (the default --hit).
+    config.pinned = s->layout.plan.policy == Policy::Hybrid ? hybrid_pins(*s->store, s->layout, to_store) : pinned_from_layout(s->layout, to_store);
     if (a.no_reconfig) config.non_expert_of.assign(static_cast<std::size_t>(s->store->targets()), to_store.at(0));
     s->target = a.target;
     if (need_target && s->store->index(a.target) < 0) {
