@@ -216,6 +216,13 @@ class TestCli : public QObject {
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains(QStringLiteral("delta folder")), qPrintable(r.err));
     QVERIFY(!fs::exists(scratch("h3.json")));
+    // Calibration needs the variant's tokenizer to read its text.
+    std::ofstream(scratch("calib.txt")) << "some text";
+    r = cli(args({"delta", "compress", "--base"}) << path(base) << QStringLiteral("--variant") << path(ft1) << QStringLiteral("--calibration")
+                                                  << path(scratch("calib.txt")) << QStringLiteral("--out") << path(scratch("dcal")));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("tokenizer.json")) && r.err.contains(QStringLiteral("--calibration")), qPrintable(r.err));
+    QVERIFY(!fs::exists(scratch("dcal")));
     // Mistakes: a bit width the format lacks, an output over an input, an output that exists.
     r = cli(args({"delta", "compress", "--base"}) << path(base) << QStringLiteral("--variant") << path(ft1) << args({"--bits", "3", "--out"}) << path(scratch("d3")));
     QCOMPARE(r.code, 2);
@@ -655,6 +662,16 @@ class TestCli : public QObject {
     }
     QVERIFY(fs::exists(scratch("quality/report.html")));
     QVERIFY(read_text(scratch("quality/quality.svg")).find("<polyline") != std::string::npos);
+
+    // A delta compressed against the variant's own inputs on a text of its domain (GPTQ).
+    r = cli(args({"delta", "compress", "--base"}) << path(scratch("fam/base")) << QStringLiteral("--variant") << path(scratch("fam/bible"))
+                                                  << args({"--bits", "2", "--calibration"}) << path(scratch("fam/heldout/bible.txt"))
+                                                  << QStringLiteral("--out") << path(scratch("bible-gptq")));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains(QStringLiteral("calibration: ")) && r.out.contains(QStringLiteral("relative output error")), qPrintable(r.out));
+    r = cli(args({"eval", "ppl", "--model"}) << path(scratch("bible-gptq")) << QStringLiteral("--text") << path(scratch("fam/heldout/bible.txt"))
+                                             << args({"--window", "16"}));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
   }
 };
 

@@ -3,8 +3,14 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "analysis/delta_folder.h"
+#include "analysis/delta_gptq.h"
+#include "common/machine.h"
+#include "common/text_file.h"
+#include "model/tokenizer.h"
+#include "runtime/model.h"
 #include "cli/commands.h"
 #include "cli/output_paths.h"
 #include "common/byte_size.h"
@@ -44,6 +50,18 @@ void print_report(const DeltaReport& r) {
   std::printf("%5s  %17s  %13s  %6s  %15s  %15s\n", "all", format_bytes(total.dense_bytes).c_str(), format_bytes(total.packed_bytes).c_str(),
               ratio(total.dense_bytes, total.packed_bytes).c_str(), relative(total.error_sq, total.weight_sq).c_str(),
               relative(total.error_sq, total.delta_sq).c_str());
+  int calibrated = 0, matrices = 0;
+  double out_err = 0, out = 0, rounded = 0;
+  for (const DeltaLayerReport& l : r.layers) {
+    calibrated += l.calibrated;
+    matrices += l.matrices;
+    out_err += l.output_error_sq;
+    out += l.output_sq;
+    rounded += l.rounded_output_error_sq;
+  }
+  if (calibrated > 0)
+    std::cout << "calibrated: " << calibrated << " of " << matrices << " expert matrices (the rest saw no token: rounded plainly); "
+              << "relative output error on the calibration tokens " << relative(out_err, out) << " (rounding alone: " << relative(rounded, out) << ")\n";
   std::cout << "whole variant: " << format_bytes(r.variant_bytes) << " as stored, " << format_bytes(r.folder_bytes) << " as a delta folder ("
             << ratio(r.variant_bytes, r.folder_bytes) << "; the base is served once for every delta of it)\n";
 }
@@ -55,19 +73,39 @@ void add_delta_command(CLI::App& app) {
   delta->require_subcommand(1);
 
   auto* compress = delta->add_subcommand("compress", "Write a variant as packed expert deltas from its base (docs/delta-format.md)");
-  struct CompressOpts { fs::path base, variant, out; int bits = 4; std::string sparsity = "2:4"; std::int64_t group = 128; };
+  struct CompressOpts {
+    fs::path base, variant, out, calibration;
+    int bits = 4;
+    std::string sparsity = "2:4";
+    std::int64_t group = 128, window = 256;
+  };
   auto c = std::make_shared<CompressOpts>();
   compress->add_option("--base", c->base, "the checkpoint the variant was fine-tuned from")->required();
   compress->add_option("--variant", c->variant, "the fine-tuned checkpoint")->required();
   compress->add_option("--bits", c->bits, "bits per stored delta value")->check(CLI::IsMember({2, 4}))->default_val(4);
   compress->add_option("--sparsity", c->sparsity, "2:4 keeps 2 of every 4 input columns; none keeps all")->check(CLI::IsMember({"2:4", "none"}))->default_val("2:4");
   compress->add_option("--group", c->group, "input columns per scale and zero")->default_val(128);
+  compress->add_option("--calibration", c->calibration,
+                       "text in the variant's domain: compress each expert against the inputs the variant gives it (GPTQ), not by rounding alone");
+  compress->add_option("--calibration-window", c->window, "tokens per calibration sequence")->default_val(256)->check(CLI::Range(2, 1 << 16));
   compress->add_option("--out", c->out, "output delta folder (must not exist, or be empty)")->required();
   compress->callback([c] {
-    check_output(c->out, "--out", {c->base, c->variant});
+    std::vector<fs::path> inputs{c->base, c->variant};
+    if (!c->calibration.empty()) inputs.push_back(c->calibration);
+    check_output(c->out, "--out", inputs);
     const Checkpoint base(c->base), variant(c->variant);
     const DeltaFormat format{.bits = c->bits, .sparse24 = c->sparsity == "2:4", .group = c->group};
-    print_report(write_delta(base, variant, format, c->out));
+    std::optional<ExpertHessians> hessians;
+    if (!c->calibration.empty()) {
+      const std::string text = read_text_file(c->calibration, "give a text file in the variant's domain");
+      const fs::path tok = variant.dir() / "tokenizer.json";
+      if (!fs::exists(tok))
+        throw MissingError(tok.string(), "", "is absent: --calibration encodes its text with the variant's tokenizer", "copy the tokenizer.json beside config.json");
+      const std::vector<std::int64_t> ids = Tokenizer::load(tok).encode(text, /*add_special=*/false);
+      hessians = ExpertHessians::collect(*Model::load(variant), ids, c->window, physical_memory_bytes() / 2);
+      std::cout << "calibration: " << hessians->calibration_tokens() << " tokens of " << c->calibration.string() << "\n";
+    }
+    print_report(write_delta(base, variant, format, c->out, hessians ? &*hessians : nullptr));
     std::cout << "wrote " << c->out.string() << " (" << format_name(format) << ")\n";
   });
 

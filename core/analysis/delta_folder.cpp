@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "analysis/checkpoint_folder.h"
+#include "analysis/delta_gptq.h"
 #include "common/error.h"
 #include "model/content_hash.h"
 #include "model/delta_config.h"
@@ -35,7 +36,8 @@ std::span<const std::byte> part_bytes(const PackedDelta& p, const std::string& e
 
 }  // namespace
 
-DeltaReport write_delta(const Checkpoint& base, const Checkpoint& variant, const DeltaFormat& format, const fs::path& out) {
+DeltaReport write_delta(const Checkpoint& base, const Checkpoint& variant, const DeltaFormat& format, const fs::path& out,
+                        const ExpertHessians* calibration) {
   if (base.spec().model_type() != variant.spec().model_type())
     throw MismatchError(variant.dir().string(), "model_type",
                         "is '" + std::string(variant.spec().model_type()) + "', the base " + base.dir().string() + " is '" + std::string(base.spec().model_type()) + "'",
@@ -89,11 +91,25 @@ DeltaReport write_delta(const Checkpoint& base, const Checkpoint& variant, const
           const auto bw = as_floats(b.dtype, b.data());
           std::vector<float> delta(v.size());
           for (std::size_t k = 0; k < v.size(); ++k) delta[k] = v[k] - bw[k];
-          pack = compress_delta(delta, w.expected.shape[0], w.expected.shape[1], format);
+          const std::span<const double> hessian =
+              calibration ? calibration->of(w.expected.layer, w.expected.expert, w.expected.role) : std::span<const double>();
+          const std::int64_t rows = w.expected.shape[0], cols = w.expected.shape[1];
+          pack = hessian.empty() ? compress_delta(delta, rows, cols, format) : compress_delta_gptq(delta, rows, cols, format, hessian);
           expanded.resize(delta.size());
           expand_delta(pack, format, expanded);
           if (report.layers.empty() || report.layers.back().layer != w.expected.layer) report.layers.push_back({.layer = w.expected.layer});
           DeltaLayerReport& l = report.layers.back();
+          ++l.matrices;
+          if (!hessian.empty()) {
+            ++l.calibrated;
+            std::vector<float> e(delta.size());
+            for (std::size_t k = 0; k < e.size(); ++k) e[k] = delta[k] - expanded[k];
+            l.output_error_sq += output_error_sq(e, rows, cols, hessian);
+            l.output_sq += output_error_sq(v, rows, cols, hessian);
+            expand_delta(compress_delta(delta, rows, cols, format), format, e);
+            for (std::size_t k = 0; k < e.size(); ++k) e[k] = delta[k] - e[k];
+            l.rounded_output_error_sq += output_error_sq(e, rows, cols, hessian);
+          }
           l.dense_bytes += w.bytes();
           l.packed_bytes += packed_bytes(format, pack.rows, pack.cols);
           for (std::size_t k = 0; k < v.size(); ++k) {

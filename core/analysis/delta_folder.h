@@ -9,6 +9,10 @@
 #include "model/delta_codec.h"
 
 namespace mosaic {
+class ExpertHessians;
+}
+
+namespace mosaic {
 
 // What compressing one MoE layer's experts gave: bytes as the variant stores them and as packed,
 // and the squared Frobenius norms for relative errors.
@@ -18,6 +22,10 @@ struct DeltaLayerReport {
   double weight_sq = 0;  // ‖W_variant‖²
   double delta_sq = 0;   // ‖Δ‖²
   double error_sq = 0;   // ‖Δ − Δ̂‖² = ‖W_variant − (W_base + Δ̂)‖²
+  // Calibrated matrices only: Σ over their rows of eHeᵀ for e = Δ − Δ̂ and for e = W_variant, H the
+  // Hessian of their inputs — the squared output error and output, on the calibration tokens.
+  double output_error_sq = 0, output_sq = 0, rounded_output_error_sq = 0;  // the last: compress_delta's, for comparison
+  int calibrated = 0, matrices = 0;  // matrices compressed against their inputs, of all
 };
 
 struct DeltaReport {
@@ -30,7 +38,10 @@ struct DeltaReport {
 // delta.json naming the base (relative to `out`) and its checkpoint hash. MismatchError when the
 // two are not one architecture; InvalidArgument for a format the shapes cannot take. All or
 // nothing, as merges are written.
-DeltaReport write_delta(const Checkpoint& base, const Checkpoint& variant, const DeltaFormat& format, const std::filesystem::path& out);
+// `calibration` (optional): the variant's expert input statistics; each matrix with tokens routed to
+// it is compressed with GPTQ against them (analysis/delta_gptq.h), the rest by plain rounding.
+DeltaReport write_delta(const Checkpoint& base, const Checkpoint& variant, const DeltaFormat& format, const std::filesystem::path& out,
+                        const ExpertHessians* calibration = nullptr);
 
 // Writes the dense checkpoint a delta folder means: its non-expert tensors as stored, each expert
 // base + Δ̂ in fp32. MismatchError when the base found is not the one the deltas were taken from;

@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <stdexcept>
 
 #include "common/error.h"
 #include "model/dtype_convert.h"
@@ -66,68 +67,93 @@ std::uint64_t packed_bytes(const DeltaFormat& f, std::int64_t rows, std::int64_t
   return r * static_cast<std::uint64_t>(4 * (value_words(f, cols) + meta_words(f, cols)) + 3 * group_count(f, cols));
 }
 
+GroupGrid group_grid(float lo, float hi, const DeltaFormat& f, std::int64_t row) {
+  const float qmax = static_cast<float>((1 << f.bits) - 1);
+  lo = std::min(lo, 0.0f);  // the range includes 0, as GPTQ's does: a zero delta (most of them) is exact
+  hi = std::max(hi, 0.0f);
+  GroupGrid g;
+  g.scale_bits = float_to_f16(hi > lo ? (hi - lo) / qmax : 1.0f);
+  if (f16_to_float(g.scale_bits) == 0.0f) g.scale_bits = 0x0001;  // a range below f16's: its smallest step
+  g.scale = f16_to_float(g.scale_bits);
+  if (!std::isfinite(g.scale))
+    throw InvalidArgument("delta", "values", "row " + std::to_string(row) + " spans [" + std::to_string(lo) + ", " + std::to_string(hi) + "], past what f16 scales hold",
+                          "these checkpoints are too far apart for a delta; serve the variant whole");
+  g.zero = static_cast<std::uint8_t>(std::clamp(std::nearbyint(-lo / g.scale), 0.0f, qmax));
+  return g;
+}
+
+std::uint8_t GroupGrid::code(float v, const DeltaFormat& f) const {
+  return static_cast<std::uint8_t>(std::clamp(std::nearbyint(v / scale) + static_cast<float>(zero), 0.0f, static_cast<float>((1 << f.bits) - 1)));
+}
+
+std::array<int, 2> largest_two_of_four(const float* four) { return kept_places(four); }
+
+PackedDelta pack_decided(std::int64_t rows, std::int64_t cols, const DeltaFormat& f, std::span<const std::uint8_t> keep,
+                         std::span<const std::uint8_t> codes, std::span<const GroupGrid> grids) {
+  check_format(f, rows, cols, "delta");
+  const std::int64_t vw = value_words(f, cols), mw = meta_words(f, cols), groups = group_count(f, cols);
+  if (keep.size() != static_cast<std::size_t>(rows * cols) || codes.size() != keep.size() || grids.size() != static_cast<std::size_t>(rows * groups))
+    throw std::logic_error("pack_decided: decisions do not match the shape");
+  PackedDelta p;
+  p.rows = rows;
+  p.cols = cols;
+  p.qweight.assign(static_cast<std::size_t>(rows * vw), 0);
+  p.meta.assign(static_cast<std::size_t>(rows * mw), 0);
+  p.scales.resize(grids.size());
+  p.zeros.resize(grids.size());
+  for (std::size_t i = 0; i < grids.size(); ++i) {
+    p.scales[i] = grids[i].scale_bits;
+    p.zeros[i] = grids[i].zero;
+  }
+  const int per_word = codes_per_word(f);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::uint8_t* kept = keep.data() + r * cols;
+    const std::uint8_t* code = codes.data() + r * cols;
+    if (!f.sparse24) {
+      for (std::int64_t c = 0; c < cols; ++c) put(p.qweight.data() + r * vw, c, per_word, f.bits, code[c]);
+      continue;
+    }
+    std::int64_t k = 0;  // kept values so far in this row, in column order
+    for (std::int64_t c0 = 0; c0 < cols; c0 += 4) {
+      for (int i = 0; i < 4; ++i)
+        if (kept[c0 + i]) {
+          put(p.meta.data() + r * mw, k, 16, 2, static_cast<std::uint32_t>(i));
+          put(p.qweight.data() + r * vw, k++, per_word, f.bits, code[c0 + i]);
+        }
+      if (k != (c0 / 4 + 1) * 2) throw std::logic_error("pack_decided: a four does not keep exactly two values");
+    }
+  }
+  return p;
+}
+
 PackedDelta compress_delta(std::span<const float> delta, std::int64_t rows, std::int64_t cols, const DeltaFormat& f) {
   check_format(f, rows, cols, "delta");
   if (delta.size() != static_cast<std::size_t>(rows * cols))
     throw InvalidArgument("delta", "values", std::to_string(delta.size()) + " values for a " + std::to_string(rows) + " × " + std::to_string(cols) + " matrix");
-  PackedDelta p;
-  p.rows = rows;
-  p.cols = cols;
-  const std::int64_t vw = value_words(f, cols), mw = meta_words(f, cols), groups = group_count(f, cols);
-  p.qweight.assign(static_cast<std::size_t>(rows * vw), 0);
-  p.meta.assign(static_cast<std::size_t>(rows * mw), 0);
-  p.scales.assign(static_cast<std::size_t>(rows * groups), 0);
-  p.zeros.assign(static_cast<std::size_t>(rows * groups), 0);
-  const int per_word = codes_per_word(f);
-  const float qmax = static_cast<float>((1 << f.bits) - 1);
-  std::vector<float> kept(static_cast<std::size_t>(cols));  // a row, pruned: zeros where dropped
-  std::vector<std::uint8_t> is_kept(static_cast<std::size_t>(cols));
+  const std::int64_t groups = group_count(f, cols);
+  std::vector<std::uint8_t> keep(delta.size(), f.sparse24 ? 0 : 1), codes(delta.size(), 0);
+  std::vector<GroupGrid> grids(static_cast<std::size_t>(rows * groups));
   for (std::int64_t r = 0; r < rows; ++r) {
     const float* row = delta.data() + r * cols;
-    std::uint32_t* values = p.qweight.data() + r * vw;
-    std::uint32_t* places = p.meta.data() + r * mw;
-    if (f.sparse24) {
-      std::fill(kept.begin(), kept.end(), 0.0f);
-      std::fill(is_kept.begin(), is_kept.end(), 0);
-      for (std::int64_t c = 0; c < cols; c += 4) {
-        const auto [i0, i1] = kept_places(row + c);
-        for (int i : {i0, i1}) {
-          kept[static_cast<std::size_t>(c + i)] = row[c + i];
-          is_kept[static_cast<std::size_t>(c + i)] = 1;
-          put(places, (c / 4) * 2 + (i == i0 ? 0 : 1), 16, 2, static_cast<std::uint32_t>(i));
-        }
-      }
-    } else {
-      std::copy(row, row + cols, kept.begin());
-      std::fill(is_kept.begin(), is_kept.end(), 1);
-    }
-    std::int64_t k = 0;  // kept values so far in this row
+    std::uint8_t* kept = keep.data() + r * cols;
+    if (f.sparse24)
+      for (std::int64_t c = 0; c < cols; c += 4)
+        for (int i : kept_places(row + c)) kept[c + i] = 1;
     for (std::int64_t g = 0; g < groups; ++g) {
       const std::int64_t c0 = g * f.group, c1 = std::min(cols, c0 + f.group);
-      // The range includes 0, as GPTQ's does: a zero delta (most of them) is exact.
       float lo = 0, hi = 0;
       for (std::int64_t c = c0; c < c1; ++c)
-        if (is_kept[static_cast<std::size_t>(c)]) {
-          lo = std::min(lo, kept[static_cast<std::size_t>(c)]);
-          hi = std::max(hi, kept[static_cast<std::size_t>(c)]);
+        if (kept[c]) {
+          lo = std::min(lo, row[c]);
+          hi = std::max(hi, row[c]);
         }
-      std::uint16_t scale_bits = float_to_f16(hi > lo ? (hi - lo) / qmax : 1.0f);
-      if (f16_to_float(scale_bits) == 0.0f) scale_bits = 0x0001;  // a range below f16's: its smallest step
-      const float scale = f16_to_float(scale_bits);
-      if (!std::isfinite(scale))
-        throw InvalidArgument("delta", "values", "row " + std::to_string(r) + " spans [" + std::to_string(lo) + ", " + std::to_string(hi) + "], past what f16 scales hold",
-                              "these checkpoints are too far apart for a delta; serve the variant whole");
-      const float zero = std::clamp(std::nearbyint(-lo / scale), 0.0f, qmax);
-      p.scales[static_cast<std::size_t>(r * groups + g)] = scale_bits;
-      p.zeros[static_cast<std::size_t>(r * groups + g)] = static_cast<std::uint8_t>(zero);
-      for (std::int64_t c = c0; c < c1; ++c) {
-        if (!is_kept[static_cast<std::size_t>(c)]) continue;
-        const float q = std::clamp(std::nearbyint(kept[static_cast<std::size_t>(c)] / scale) + zero, 0.0f, qmax);
-        put(values, k++, per_word, f.bits, static_cast<std::uint32_t>(q));
-      }
+      const GroupGrid grid = group_grid(lo, hi, f, r);
+      grids[static_cast<std::size_t>(r * groups + g)] = grid;
+      for (std::int64_t c = c0; c < c1; ++c)
+        if (kept[c]) codes[static_cast<std::size_t>(r * cols + c)] = grid.code(row[c], f);
     }
   }
-  return p;
+  return pack_decided(rows, cols, f, keep, codes, grids);
 }
 
 void check_packed(const PackedDelta& p, const DeltaFormat& f, const std::string& where) {

@@ -5,6 +5,7 @@
 // group of `group` input columns of a row to `bits` bits, asymmetric: a f16 scale and an integer
 // zero per group, x̂ = (q − zero) · scale. Plain C++ on fp32 spans: no LibTorch, so it can be
 // fuzzed and used by the kernels' references.
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -43,6 +44,24 @@ std::uint64_t packed_bytes(const DeltaFormat& f, std::int64_t rows, std::int64_t
 
 // Prunes and quantizes `delta` (rows × cols, row-major, finite).
 PackedDelta compress_delta(std::span<const float> delta, std::int64_t rows, std::int64_t cols, const DeltaFormat& f);
+
+// The pieces compress_delta is made of, for compressors that decide otherwise (GPTQ, analysis/delta_gptq.h).
+// A group's quantization grid for kept values in [lo, hi] (the range widened to include 0): its f16
+// scale and zero; InvalidArgument naming `row` when f16 cannot hold the scale.
+struct GroupGrid {
+  std::uint16_t scale_bits = 0;
+  float scale = 1;
+  std::uint8_t zero = 0;
+  std::uint8_t code(float v, const DeltaFormat& f) const;  // round(v / scale) + zero, clamped to the codes
+  float value(std::uint8_t q) const { return (static_cast<float>(q) - static_cast<float>(zero)) * scale; }
+};
+GroupGrid group_grid(float lo, float hi, const DeltaFormat& f, std::int64_t row);
+// The places of the two largest magnitudes of four values, in increasing order (ties: the earlier).
+std::array<int, 2> largest_two_of_four(const float* four);
+// Packs decisions made elsewhere: keep[r·cols + c] (exactly two of every four when sparse, all when
+// dense), codes of the kept values at their places, and a grid per (row, group).
+PackedDelta pack_decided(std::int64_t rows, std::int64_t cols, const DeltaFormat& f, std::span<const std::uint8_t> keep,
+                         std::span<const std::uint8_t> codes, std::span<const GroupGrid> grids);
 
 // Throws FormatError naming `where` when the packed arrays disagree with the shape and format, a
 // zero lies outside the code range, a scale is not finite and positive, or a four's two places

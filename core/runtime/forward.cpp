@@ -54,7 +54,8 @@ at::Tensor attention(const ModelSpec& s, const LayerWeights& L, KvCache::Impl& c
 }
 
 // Router → top-k → every routed expert of the model → plus the shared expert, on [B, T, H].
-at::Tensor moe(const ModelSpec& s, const LayerWeights& L, const at::Tensor& h, const std::vector<bool>* allowed) {
+at::Tensor moe(const ModelSpec& s, const LayerWeights& L, const at::Tensor& h, const std::vector<bool>* allowed, std::int64_t layer,
+               const ExpertInputSink* sink) {
   const at::Tensor x = h.reshape({-1, s.hidden_size});  // [N, H]
   const std::int64_t N = x.size(0);
   at::Tensor logits = affine(x, L.router);  // [N, E]
@@ -78,6 +79,17 @@ at::Tensor moe(const ModelSpec& s, const LayerWeights& L, const at::Tensor& h, c
   at::Tensor out = at::zeros_like(x);
   for (std::size_t e = 0; e < rows.size(); ++e)
     if (!rows[e].empty()) add_expert(x, rows[e], weights[e], L.experts[e], out);
+  if (sink)
+    for (std::size_t e = 0; e < rows.size(); ++e) {
+      if (rows[e].empty()) continue;
+      const auto n = static_cast<std::int64_t>(rows[e].size());
+      const at::Tensor xe = x.index_select(0, at::from_blob(rows[e].data(), {n}, at::kLong)).contiguous();
+      const at::Tensor gu = affine(xe, L.experts[e].gate_up);  // [n, 2I]
+      const std::int64_t I = gu.size(1) / 2;
+      const at::Tensor mid = (at::silu(gu.narrow(1, 0, I)) * gu.narrow(1, I, I)).contiguous();
+      (*sink)(layer, static_cast<std::int64_t>(e), {xe.data_ptr<float>(), static_cast<std::size_t>(xe.numel())},
+              {mid.data_ptr<float>(), static_cast<std::size_t>(mid.numel())});
+    }
   if (L.shared_gate.defined()) out += at::sigmoid(affine(x, L.shared_gate)) * swiglu(x, L.shared);
   return out.view(h.sizes());
 }
@@ -85,7 +97,7 @@ at::Tensor moe(const ModelSpec& s, const LayerWeights& L, const at::Tensor& h, c
 }  // namespace
 
 Logits forward(const Model& model, KvCache& kv, std::span<const std::int64_t> ids, LogitsFor which,
-               const std::vector<std::vector<bool>>* allowed) {
+               const std::vector<std::vector<bool>>* allowed, const ExpertInputSink* sink) {
   const ModelSpec& s = model.spec();
   const ModelWeights& W = model.weights();
   KvCache::Impl& cache = kv.impl();
@@ -112,7 +124,7 @@ Logits forward(const Model& model, KvCache& kv, std::span<const std::int64_t> id
     const LayerWeights& L = W.layers[static_cast<std::size_t>(l)];
     x = x + attention(s, L, cache, l, rms_norm(x, L.input_norm, s.rms_norm_eps), cos, sin);
     const at::Tensor h = rms_norm(x, L.post_norm, s.rms_norm_eps);
-    x = x + (s.is_sparse(l) ? moe(s, L, h, allowed ? &(*allowed)[static_cast<std::size_t>(l)] : nullptr) : swiglu(h, L.shared));
+    x = x + (s.is_sparse(l) ? moe(s, L, h, allowed ? &(*allowed)[static_cast<std::size_t>(l)] : nullptr, l, sink) : swiglu(h, L.shared));
   }
   cache.position += T;
 

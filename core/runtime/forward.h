@@ -3,6 +3,7 @@
 // caches: every expert in the Model, no slots. It is what "a request run alone" means in the tests;
 // the engine's batched step (runtime/backend.h) must agree with it.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -11,6 +12,12 @@
 #include "runtime/model.h"
 
 namespace mosaic {
+
+// What one routed expert of `layer` was given in a forward: its tokens' hidden states x [n, hidden]
+// and its intermediate activations act(x·gateᵀ) ⊙ (x·upᵀ) [n, intermediate], row-major fp32. GPTQ's
+// calibration (analysis/calibration.h) sums their outer products.
+using ExpertInputSink =
+    std::function<void(std::int64_t layer, std::int64_t expert, std::span<const float> x, std::span<const float> mid)>;
 
 // Keys and values of every layer for `batch` sequences of up to `capacity` tokens.
 class KvCache {
@@ -38,7 +45,8 @@ class KvCache {
 // LastPosition. Throws InvalidArgument for an id outside the vocabulary or a full cache.
 // `allowed` (optional, [layers][experts]): SwapMoE's masked gating as a reference — the router
 // logits of experts not allowed are −inf before the softmax and top-k.
+// `sink` (optional) receives what each routed expert of each MoE layer was given (calibration).
 Logits forward(const Model& model, KvCache& cache, std::span<const std::int64_t> ids, LogitsFor which,
-               const std::vector<std::vector<bool>>* allowed = nullptr);
+               const std::vector<std::vector<bool>>* allowed = nullptr, const ExpertInputSink* sink = nullptr);
 
 }  // namespace mosaic
