@@ -1,10 +1,10 @@
 #include "runtime/runtime.h"
 
 #include <chrono>
-#include <set>
 
 #include "common/byte_size.h"
 #include "common/error.h"
+#include "runtime/device_plan.h"
 
 namespace mosaic {
 namespace {
@@ -23,13 +23,6 @@ void check_config(const HostStore& store, const RuntimeConfig& c) {
     if (t < 0 || t >= targets) bad("non-expert sets", "names target " + std::to_string(t) + ", not one of the store's");
   for (const auto& [name, t] : c.aliases)
     if (t < 0 || t >= targets) bad("alias '" + name + "'", "names target " + std::to_string(t) + ", not one of the store's");
-  std::vector<PinnedExpert> pins = c.pinned;
-  pins.insert(pins.end(), c.pinned_if_room.begin(), c.pinned_if_room.end());
-  for (const PinnedExpert& p : pins)
-    if (p.layer < 0 || p.layer >= s.num_layers || !s.is_sparse(p.layer) || p.expert < 0 || p.expert >= s.num_experts ||
-        p.target < 0 || p.target >= targets)
-      bad("pinned expert", "(layer " + std::to_string(p.layer) + ", expert " + std::to_string(p.expert) + ", target " +
-                               std::to_string(p.target) + ") is not an MoE position of a target");
   if (c.resident_sets < 1) bad("resident sets", "must be at least 1");
   if (!(c.copy_slowdown >= 1.0)) bad("copy slowdown", "must be at least 1");
   if (c.kv_block_tokens < 1) bad("KV block tokens", "must be at least 1");
@@ -47,19 +40,6 @@ void check_config(const HostStore& store, const RuntimeConfig& c) {
   if (c.whole_model_swaps && static_cast<std::int64_t>(c.pinned.size()) != moe_positions(s))
     throw InvalidArgument("runtime", "time-sharing", "needs every expert position pinned",
                           "use a layout that makes every position resident");
-}
-
-std::vector<char> delta_only_pins(const HostStore& store, const std::vector<PinnedExpert>& pins, bool whole_model_swaps) {
-  std::vector<char> out(pins.size(), 0);
-  if (whole_model_swaps) return out;
-  std::set<std::pair<std::int64_t, ExpertId>> dense;
-  for (const PinnedExpert& p : pins)
-    if (const ExpertId id = store.expert(p.target, p.layer, p.expert); store.expert_tensors(id).delta < 0) dense.emplace(p.layer, id);
-  for (std::size_t i = 0; i < pins.size(); ++i) {
-    const HostExpert& x = store.expert_tensors(store.expert(pins[i].target, pins[i].layer, pins[i].expert));
-    out[i] = x.delta >= 0 && dense.count({pins[i].layer, x.dense}) > 0;
-  }
-  return out;
 }
 
 }  // namespace
@@ -105,64 +85,20 @@ Runtime::Runtime(const HostStore& store, RuntimeConfig config)
   policy_ = make_miss_policy(config_.miss);
   if (!policy_)
     throw InvalidArgument("runtime", "miss policy '" + config_.miss + "'", "is not a miss policy", "use transient, lru or masked");
-  const std::uint64_t ne = store.non_expert_bytes(), eb = store.expert_bytes();
-  const bool limited = config_.budget_bytes.has_value();
-  const std::int64_t sparse = std::max<std::int64_t>(1, s.num_sparse_layers());
-
-  // The byte model, in the planner's order (analysis/capacity.h): one non-expert set, the pinned
-  // experts, the reserve; whatever is left holds more resident sets, then a keeping policy's spares.
-  reserve(ne, "non-expert weights of one variant");
-  // A pinned delta expert whose base is pinned in its layer holds only its packed delta; the base's
-  // slot serves the dense part (DeltaMoE). Not under time-sharing, which reloads every pinned slot.
-  delta_only_ = delta_only_pins(store, config_.pinned, config_.whole_model_swaps);
-  std::vector<std::int64_t> pinned(static_cast<std::size_t>(s.num_layers), 0), deltas(pinned.size(), 0);
-  std::vector<std::uint64_t> pinned_bytes(pinned.size(), 0), delta_bytes(pinned.size(), 0);
-  for (std::size_t i = 0; i < config_.pinned.size(); ++i) {
-    const auto l = static_cast<std::size_t>(config_.pinned[i].layer);
-    ++(delta_only_[i] ? deltas : pinned)[l];
-    (delta_only_[i] ? delta_bytes : pinned_bytes)[l] += pin_bytes(config_.pinned[i], delta_only_[i]);
-  }
-  for (std::int64_t l = 0; l < s.num_layers; ++l) {
-    const auto i = static_cast<std::size_t>(l);
-    if (pinned[i] > 0) reserve(pinned_bytes[i], "expert slots of layer " + std::to_string(l) + " (" + std::to_string(pinned[i]) + " pinned)");
-    if (deltas[i] > 0)
-      reserve(delta_bytes[i], "delta-only slots of layer " + std::to_string(l) + " (" + std::to_string(deltas[i]) + " packed deltas)");
-  }
-  std::uint64_t kv_item = 0;
-  std::int64_t scratch = 0;
-  // Miss and spare slots may be handed any expert, so each has room for the largest packed delta.
-  const std::uint64_t slot_bytes = eb + store.max_delta_bytes();
-  for (const ReserveItem& r : plan_reserve(s, slot_bytes, config_.reserve)) {
-    reserve(r.bytes, r.name + " (" + r.detail + ")");
-    if (r.name == "kv cache") kv_item = r.bytes;
-    if (r.name == "miss slots") scratch = slot_bytes ? static_cast<std::int64_t>(r.bytes / slot_bytes) : 0;
-  }
-  if (scratch < 1 && !policy_->masks_router())
-    throw InvalidArgument("runtime", "miss slots", "must be at least 1: a miss needs a slot to load into");
-  take_pins_if_room();
-  int sets = 1;
-  while (sets < config_.resident_sets && (!limited || budget_.available() >= ne)) {
-    reserve(ne, "non-expert weights of resident set " + std::to_string(sets + 1));
-    ++sets;
-  }
-  std::int64_t spare = 0;
-  if (policy_->keeps_misses()) {
-    const std::int64_t cap = s.num_experts * store.targets();
-    spare = limited ? std::min(cap, static_cast<std::int64_t>(budget_.available() / std::max<std::uint64_t>(slot_bytes, 1)) / sparse) : cap;
-    if (spare > 0)
-      for (std::int64_t l = 0; l < s.num_layers; ++l)
-        if (s.is_sparse(l))
-          reserve(static_cast<std::uint64_t>(spare) * slot_bytes, "spare slots of layer " + std::to_string(l) + " (" + std::to_string(spare) + ")");
-  }
-
+  DevicePlan plan = plan_device(store, config_, *policy_);
+  budget_ = plan.budget;
+  items_ = std::move(plan.items);
+  config_.pinned = std::move(plan.pinned);
+  delta_only_ = std::move(plan.delta_only);
+  const std::vector<std::int64_t>& pinned = plan.layer_pinned;
+  const std::vector<std::int64_t>& deltas = plan.layer_deltas;
+  const std::int64_t spare = plan.spare, scratch = plan.scratch;
+  const int sets = plan.sets;
   reconfigurer_ = Reconfigurer(sets);
-  std::fill(pinned.begin(), pinned.end(), 0);
-  std::fill(deltas.begin(), deltas.end(), 0);
-  for (std::size_t i = 0; i < config_.pinned.size(); ++i) ++(delta_only_[i] ? deltas : pinned)[static_cast<std::size_t>(config_.pinned[i].layer)];
   const std::uint64_t block_bytes = 2 * static_cast<std::uint64_t>(s.num_layers * s.kv_width() * config_.kv_block_tokens) *
                                     static_cast<std::uint64_t>(config_.reserve.kv_bytes);
   std::optional<std::int64_t> blocks;
-  if (limited) blocks = block_bytes ? static_cast<std::int64_t>(kv_item / block_bytes) : 0;
+  if (config_.budget_bytes) blocks = block_bytes ? static_cast<std::int64_t>(plan.kv_bytes / block_bytes) : 0;
   kv_ = KvBlockPool(config_.kv_block_tokens, blocks);
 
   BackendShape shape;
@@ -227,42 +163,6 @@ std::uint64_t Runtime::weight_bytes() const {
     for (const char* held : {"non-expert weights", "expert slots", "delta-only slots", "pinned while room"})
       if (item.name.starts_with(held)) bytes += item.bytes;
   return bytes;
-}
-
-std::uint64_t Runtime::pin_bytes(const PinnedExpert& p, bool delta_only) const {
-  const HostExpert& x = store_.expert_tensors(store_.expert(p.target, p.layer, p.expert));
-  const std::uint64_t packed = x.delta >= 0 ? store_.delta(x.delta).bytes() : 0;
-  return delta_only ? packed : store_.expert_bytes() + packed;  // a dense slot holds a delta expert's base and Δ
-}
-
-void Runtime::take_pins_if_room() {
-  if (config_.pinned_if_room.empty()) return;
-  // Decided one pin at a time, as charged: a delta is delta-only when its base is already pinned.
-  std::set<std::pair<std::int64_t, ExpertId>> dense;
-  for (std::size_t i = 0; i < config_.pinned.size(); ++i)
-    if (const PinnedExpert& p = config_.pinned[i]; !delta_only_[i]) dense.emplace(p.layer, store_.expert(p.target, p.layer, p.expert));
-  std::uint64_t bytes = 0;
-  std::int64_t taken = 0, packed = 0;
-  for (const PinnedExpert& p : config_.pinned_if_room) {
-    const ExpertId id = store_.expert(p.target, p.layer, p.expert);
-    const HostExpert& x = store_.expert_tensors(id);
-    const bool delta_only = x.delta >= 0 && dense.count({p.layer, x.dense}) > 0;
-    const std::uint64_t cost = pin_bytes(p, delta_only);
-    if (config_.budget_bytes && budget_.available() < bytes + cost) break;
-    bytes += cost;
-    ++taken;
-    packed += delta_only;
-    config_.pinned.push_back(p);
-    delta_only_.push_back(delta_only);
-    if (x.delta < 0) dense.emplace(p.layer, id);
-  }
-  reserve(bytes, "pinned while room (" + std::to_string(taken) + " of " + std::to_string(config_.pinned_if_room.size()) + ", " +
-                     std::to_string(packed) + " packed deltas)");
-}
-
-void Runtime::reserve(std::uint64_t bytes, std::string name) {
-  budget_.reserve(bytes, name);
-  items_.push_back({std::move(name), bytes});
 }
 
 int Runtime::target_of(const std::string& name) const {

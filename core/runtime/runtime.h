@@ -113,9 +113,6 @@ class Runtime {
   StepResult run(const StepBatch& batch);
 
  private:
-  void reserve(std::uint64_t bytes, std::string name);
-  void take_pins_if_room();  // appends to config_.pinned (and delta_only_) what the budget holds
-  std::uint64_t pin_bytes(const PinnedExpert& p, bool delta_only) const;
   void load_pinned(int target, std::uint64_t& bytes);  // whole-model swaps
 
   const HostStore& store_;
