@@ -209,6 +209,15 @@ class TestCli : public QObject {
                                              << args({"--target", "ft1-delta2", "--ids", "1,2,3", "--max-new", "6"}));
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QCOMPARE(r.out, packed.out);
+    // Priced, not built: a budget for a GPU larger than this machine's memory plans all the same.
+    r = cli(args({"consolidate", "--variants"}) << path(d) << path(d2) << args({"--policy", "hybrid", "--budget", "64TiB", "--out"}) << path(scratch("h4.json")));
+    QVERIFY2(r.code == 0 && r.out.contains(QStringLiteral(" %1 of %1 deltas resident").arg(resident)), qPrintable(r.err + r.out));
+    // A hybrid layout's cells hold deltas, which a merged dense checkpoint cannot.
+    r = cli(args({"merge", "--method", "consolidated", "--variants"}) << path(d) << path(d2) << QStringLiteral("--layout") << path(scratch("hybrid.json"))
+                                                                       << args({"--target", "ft1-delta2", "--out"}) << path(scratch("merged-hybrid")));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("hybrid")) && r.err.contains(QStringLiteral("delta expand")), qPrintable(r.err));
+    QVERIFY(!fs::exists(scratch("merged-hybrid")));
     r = cli(args({"consolidate", "--variants"}) << path(d) << path(d2) << args({"--policy", "hybrid", "--capacity", "4", "--out"}) << path(scratch("h2.json")));
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains(QStringLiteral("--budget")), qPrintable(r.err));

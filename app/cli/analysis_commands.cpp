@@ -19,7 +19,9 @@
 #include "common/atomic_file.h"
 #include "common/byte_size.h"
 #include "common/error.h"
+#include "runtime/device_plan.h"
 #include "runtime/host_store.h"
+#include "runtime/miss_policy.h"
 #include "serving/hybrid_plan.h"
 
 namespace fs = std::filesystem;
@@ -187,8 +189,10 @@ void write_hybrid_layout(const Family& family, const FamilyOptions& options, con
   const HostStore store(family);
   const int base = hybrid_base(store);  // before the analysis: fail fast
   const FamilyAnalysis a = analyze(family, options);
-  const Runtime runtime(store, hybrid_planning_config(store, a.distances, *budget, reserve));
-  Layout layout = make_layout(family, a.sha256, hybrid_plan_from(store, a.distances, base, runtime.config().pinned));
+  // Priced, not built: the budget is the serving device's, which may be larger than this machine.
+  const RuntimeConfig config = hybrid_planning_config(store, a.distances, *budget, reserve);
+  const DevicePlan device = plan_device(store, config, *make_miss_policy(config.miss));
+  Layout layout = make_layout(family, a.sha256, hybrid_plan_from(store, a.distances, base, device.pinned));
   layout.budget_bytes = *budget;
   layout.reserve = plan_reserve(store.spec(), store.expert_bytes() + store.max_delta_bytes(), reserve);
   std::int64_t resident = 0, positions = 0;
@@ -198,7 +202,7 @@ void write_hybrid_layout(const Family& family, const FamilyOptions& options, con
   }
   const std::size_t total = deltas_layer_major(store, delta_folders_over(store, base)).size();
   std::cout << "budget            " << format_bytes(*budget) << "\n";
-  for (const DeviceItem& item : runtime.device_items()) std::cout << "  " << item.name << "  " << format_bytes(item.bytes) << "\n";
+  for (const DeviceItem& item : device.items) std::cout << "  " << item.name << "  " << format_bytes(item.bytes) << "\n";
   std::cout << "hybrid: " << store.name(base) << "'s copy at all " << layout.plan.capacity << " positions; " << resident << " of " << total
             << " deltas resident, at " << positions << " positions\n";
   save_layout(layout, out);
@@ -295,6 +299,10 @@ void add_merge_command(CLI::App& app) {
       if (o->layout.empty() || o->target.empty())
         throw InvalidArgument("merge", "--layout / --target", "the consolidated method needs both", "give the layout file and a variant name");
       const Layout layout = load_layout(o->layout);
+      if (layout.plan.policy == Policy::Hybrid)  // its cells hold deltas, which a dense checkpoint cannot carry apart
+        throw InvalidArgument(o->layout.string(), "policy", "is hybrid: its positions serve each folder's delta on the base's copy",
+                              "write a delta folder's dense checkpoint with `mosaic-cli delta expand`, or plan a round-robin, medoid or "
+                              "weighted layout to merge");
       match_layout(layout, family, family_sha256(family, o->cache()), o->layout.string());
       write_consolidated(family, layout, o->target, o->out);
     }
