@@ -531,6 +531,15 @@ class DeltaTest : public QObject {
     Engine engine(tight.partitions().front().runtime);
     const auto handle = engine.submit({"dft2", {.prompt = ids, .max_new_tokens = 0}, true});
     QCOMPARE(handle->wait().stats.counters.total().misses, std::int64_t(0));
+
+    // Folders over two bases have no one base's copy to share: refused, naming both.
+    write_delta(Checkpoint(fixture("olmoe", "ft1")), Checkpoint(fixture("olmoe", "ft2")), {4, true, 32}, dir / "over_ft1");
+    Family two;
+    open_family(two, {dir / "dft1", dir / "over_ft1"});
+    const HostStore two_store(two);
+    const auto two_analysis = analyze_family(two);
+    expect_mentions(error_of<InvalidArgument>([&] { Deployment(StrategyConfig{.kind = StrategyKind::Hybrid}, two, two_store, *two_analysis, dir); }),
+                    {"two bases", "base", "ft1", "one base"});
   }
 
   void the_session_plans_hybrid_layouts_under_a_budget() {
@@ -597,17 +606,50 @@ class DeltaTest : public QObject {
     while (p.deltas[at] == 0) ++at;
     Layout moved = planned;
     moved.plan.map[at] = moved.variant_index("dft1");
-    expect_mentions(error_of<MismatchError>([&] { s.apply(moved); }), {"deltas", "not the delta folders' base", "base"});
+    expect_mentions(error_of<MismatchError>([&] { s.apply(moved); }), {"map", "no copy of the delta folders' base", "every position"});
+    std::size_t bare = 0;  // a position without deltas needs the base's copy as much
+    while (p.rank[bare] < 0 || p.deltas[bare] > 0) ++bare;
+    Layout unshared = planned;
+    unshared.plan.map[bare] = -1;
+    expect_mentions(error_of<MismatchError>([&] { s.apply(unshared); }), {"map", "no copy of the delta folders' base"});
     std::string text = read_text(dir / "hybrid.json");
     const std::string without = text.substr(0, text.find(",\n \"deltas\"")) + "\n}\n";
     expect_mentions(error_of<FormatError>([&] { parse_layout(without, "hybrid.json"); }), {"hybrid.json", "deltas", "is missing"});
     Layout greedy = planned;
-    greedy.plan.deltas[at] = 2;
-    bool both = true;
-    for (const char* f : {"dft1", "dft2"})
-      both = both && store.source(store.index(f), static_cast<std::int64_t>(at) / p.experts, static_cast<std::int64_t>(at) % p.experts).kind == ExpertSource::Kind::Delta;
-    if (!both) expect_mentions(error_of<MismatchError>([&] { s.apply(greedy); }), {"deltas", "asks for 2"});
+    greedy.plan.deltas[at] = 3;  // two folders
+    expect_mentions(error_of<MismatchError>([&] { s.apply(greedy); }), {"deltas", "asks for 3"});
+    // Below the hybrid's floor (the base at every position), the error names that floor.
+    expect_mentions(error_of<BudgetError>([&] { s.plan(all_bytes - delta_bytes - 1, Policy::Hybrid); }),
+                    {"hybrid layout's minimum", "base's copy at all", "raise the budget"});
     QCOMPARE(pins(s.runtime()), planned_pins);  // every refusal left the session as it was
+
+    // Without a budget: the floor and half of the deltas. A file without one serves like that too.
+    s.plan(0, Policy::Hybrid);
+    QVERIFY2(resident(s.layout()) > 0 && static_cast<std::size_t>(resident(s.layout())) < every_delta, qPrintable(QString::number(resident(s.layout()))));
+    Layout unbudgeted = planned;
+    unbudgeted.budget_bytes.reset();
+    s.apply(unbudgeted);
+    QCOMPARE(pins(s.runtime()), planned_pins);
+
+    // The layout's variant order, not the order the folders were opened in, decides whose delta a
+    // cell's count means.
+    std::size_t split = 0;  // a position where both folders' deltas are resident; the layout keeps one
+    while (p.deltas[split] < 2) ++split;
+    Layout one = planned;
+    one.plan.deltas[split] = 1;
+    auto named = [](const Runtime& rt) {
+      std::set<std::tuple<std::int64_t, std::int64_t, std::string>> out;
+      for (const PinnedExpert& x : rt.config().pinned) out.emplace(x.layer, x.expert, rt.store().name(x.target));
+      return out;
+    };
+    s.apply(one);
+    auto reversed = Session::open({dir / "dft2", dir / "dft1"});
+    QVERIFY2(reversed.ok(), reversed.error_message().c_str());
+    QVERIFY((*reversed)->store().index("dft2") < (*reversed)->store().index("dft1"));
+    (*reversed)->apply(one);
+    QCOMPARE(named((*reversed)->runtime()), named(s.runtime()));
+    const std::string first = one.variants[static_cast<std::size_t>(std::min(one.variant_index("dft1"), one.variant_index("dft2")))].name;
+    QVERIFY(named(s.runtime()).count({static_cast<std::int64_t>(split) / p.experts, static_cast<std::int64_t>(split) % p.experts, first}));
 
     // A family without delta folders cannot plan hybrid.
     auto plain = Session::open({fixture("olmoe", "base"), fixture("olmoe", "ft1")});

@@ -112,6 +112,7 @@ ConsolidationPlan plan_consolidation(const ExpertDistances& d, std::int64_t capa
         }
         break;
       }
+      case Policy::Hybrid: break;  // refused above
     }
     ++given[static_cast<std::size_t>(v)];
     plan.map[static_cast<std::size_t>(p)] = v;

@@ -32,7 +32,7 @@ struct ConsolidationPlan {
   std::vector<std::int64_t> rank; // [layers * experts]: 0-based rank by ascending d; -1 in dense layers
   std::vector<double> distance;   // [layers * experts]: d(l, e); NaN in dense layers
   std::vector<std::int64_t> deltas;  // Hybrid: [layers * experts], how many delta folders' deltas are
-                                     // resident there (the first ones in family order); else empty
+                                     // resident there (the first ones in the layout's variant order); else empty
 
   int resident(std::int64_t layer, std::int64_t expert) const { return map[layer * experts + expert]; }
   std::vector<std::int64_t> resident_counts() const;  // per variant
@@ -43,7 +43,7 @@ std::vector<std::int64_t> rank_positions(const ExpertDistances& d);
 
 // `capacity` is clamped to [0, MoE positions]. Weighted needs one positive share per variant
 // (normalized here); the others ignore shares. Throws InvalidArgument for bad shares, and for Hybrid,
-// which is planned from the deltas' bytes (plan_hybrid), not a capacity.
+// which is planned from the deltas' bytes (serving/hybrid_plan.h), not a capacity.
 ConsolidationPlan plan_consolidation(const ExpertDistances& d, std::int64_t capacity, Policy policy,
                                      std::span<const double> shares = {});
 

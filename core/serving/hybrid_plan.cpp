@@ -84,16 +84,24 @@ std::vector<PinnedExpert> hybrid_pins(const HostStore& store, const Layout& layo
   const ConsolidationPlan& p = layout.plan;
   if (p.deltas.empty()) return out;
   const int base = hybrid_base(store);
-  const std::vector<int> folders = delta_folders_over(store, base);
+  // The layout's order decides which folders' deltas a cell's count means, whatever order the
+  // folders were opened in this time.
+  std::vector<int> folders;
+  for (int t : to_store)
+    if (store.is_delta(t) && store.base_of(t) == base) folders.push_back(t);
   for (std::int64_t l = 0; l < p.layers; ++l)
     for (std::int64_t e = 0; e < p.experts; ++e) {
-      const std::int64_t want = p.deltas[static_cast<std::size_t>(l * p.experts + e)];
-      if (want == 0) continue;
+      const auto at = static_cast<std::size_t>(l * p.experts + e);
+      if (p.rank[at] < 0) continue;  // a dense layer
+      // Rows without their delta take the resident copy: under a hybrid that must be the base's.
       const int resident = p.resident(l, e);
       if (resident < 0 || to_store[static_cast<std::size_t>(resident)] != base)
-        throw MismatchError("layout", "deltas", "puts deltas at layer " + std::to_string(l) + ", expert " + std::to_string(e) +
-                                                    ", where the resident copy is not the delta folders' base ('" + store.name(base) + "')",
+        throw MismatchError("layout", "map", "holds no copy of the delta folders' base ('" + store.name(base) + "') at layer " +
+                                                 std::to_string(l) + ", expert " + std::to_string(e) +
+                                                 "; a hybrid layout keeps the base at every position",
                             "plan the layout again for these folders");
+      const std::int64_t want = p.deltas[at];
+      if (want == 0) continue;
       std::int64_t taken = 0;
       for (int t : folders)
         if (taken < want && has_delta(store, t, l, e)) {

@@ -37,7 +37,7 @@ ConsolidationPlan hybrid_plan_from(const HostStore& store, const ExpertDistances
                                    const std::vector<PinnedExpert>& pinned);
 
 // The pins a hybrid layout file means: its resident copies, and at each position the first
-// plan.deltas of the folders with a delta there (ascending). `to_store` maps layout variants to the
+// plan.deltas of the folders with a delta there, in the layout's variant order. `to_store` maps layout variants to the
 // store's targets. Throws MismatchError when a position asks for more deltas than the folders have.
 std::vector<PinnedExpert> hybrid_pins(const HostStore& store, const Layout& layout, const std::vector<int>& to_store);
 

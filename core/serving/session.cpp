@@ -5,6 +5,8 @@
 
 #include "common/error.h"
 #include "model/variant_folders.h"
+#include "common/byte_size.h"
+#include "runtime/device_plan.h"
 #include "serving/hybrid_plan.h"
 
 namespace mosaic {
@@ -17,6 +19,20 @@ void priced_as_hybrid(CapacityPlan& cap, const HostStore& store, std::int64_t po
   cap.reserve = plan_reserve(store.spec(), store.expert_bytes() + store.max_delta_bytes(), reserve);
   cap.capacity = positions;
   cap.pinned_floor = static_cast<std::uint64_t>(positions) * store.expert_bytes();
+}
+
+// The hybrid's floor: whatever the budget, the base at every MoE position and the reserve.
+CapacityPlan hybrid_floor(const HostStore& store, const Family& family, const ReserveSpec& reserve) {
+  CapacityPlan cap = plan_capacity(family, std::numeric_limits<std::uint64_t>::max() / 4, reserve);
+  priced_as_hybrid(cap, store, cap.positions, reserve);
+  return cap;
+}
+
+// Every packed delta of the folders over `base`, each held delta-only (its base's copy is pinned).
+std::uint64_t packed_delta_bytes(const HostStore& store, int base) {
+  std::uint64_t bytes = 0;
+  for (const PinnedExpert& p : deltas_layer_major(store, delta_folders_over(store, base))) bytes += pin_bytes(store, p, true);
+  return bytes;
 }
 
 }  // namespace
@@ -37,26 +53,17 @@ Outcome<std::unique_ptr<Session>> Session::open(const std::vector<std::filesyste
   });
 }
 
-std::uint64_t Session::default_budget() const {
+std::uint64_t Session::default_budget(Policy policy) const {
   const CapacityPlan unlimited = plan_capacity(*family_, std::numeric_limits<std::uint64_t>::max() / 4);
-  return unlimited.minimum_budget() + unlimited.bytes_per_expert * static_cast<std::uint64_t>(unlimited.positions / 2);
+  if (policy != Policy::Hybrid)
+    return unlimited.minimum_budget() + unlimited.bytes_per_expert * static_cast<std::uint64_t>(unlimited.positions / 2);
+  return hybrid_floor(*store_, *family_, reserve_).minimum_budget() + packed_delta_bytes(*store_, hybrid_base(*store_)) / 2;
 }
 
 void Session::plan(std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve, std::span<const double> given) {
+  if (policy == Policy::Hybrid) return plan_hybrid(budget_bytes, reserve);
   const std::uint64_t budget = budget_bytes ? budget_bytes : default_budget();
   CapacityPlan cap = plan_capacity(*family_, budget, reserve);
-  if (policy == Policy::Hybrid) {
-    // The runtime decides what the budget holds; the layout records what it pinned.
-    auto runtime = std::make_shared<Runtime>(*store_, hybrid_planning_config(*store_, analysis_.distances, budget, reserve));
-    Layout layout = make_layout(*family_, analysis_.sha256,
-                                hybrid_plan_from(*store_, analysis_.distances, hybrid_base(*store_), runtime->config().pinned));
-    priced_as_hybrid(cap, *store_, layout.plan.capacity, reserve);
-    layout.budget_bytes = budget;
-    layout.reserve = cap.reserve;
-    reserve_ = reserve;
-    install(std::move(runtime), std::move(layout), std::move(cap));
-    return;
-  }
   // Weighted without traffic shares weighs every variant alike.
   std::vector<double> shares(given.begin(), given.end());
   if (policy != Policy::Weighted) shares.clear();
@@ -76,6 +83,28 @@ void Session::plan(std::uint64_t budget_bytes, Policy policy, const ReserveSpec&
   }
 }
 
+void Session::plan_hybrid(std::uint64_t budget_bytes, const ReserveSpec& reserve) {
+  const int base = hybrid_base(*store_);
+  CapacityPlan cap = hybrid_floor(*store_, *family_, reserve);
+  const std::uint64_t budget = budget_bytes ? budget_bytes : cap.minimum_budget() + packed_delta_bytes(*store_, base) / 2;
+  // The hybrid's floor (the base at every position) is above the consolidated policies' floor: say
+  // so, before the runtime names whichever slot did not fit.
+  if (budget < cap.minimum_budget())
+    throw BudgetError("budget", format_bytes(budget),
+                      "is below a hybrid layout's minimum of " + format_bytes(cap.minimum_budget()) + ": non-expert weights " +
+                          format_bytes(cap.non_expert_bytes) + ", " + store_->name(base) + "'s copy at all " + std::to_string(cap.positions) +
+                          " positions " + format_bytes(cap.pinned_floor) + ", reserve " + format_bytes(cap.reserve_bytes()),
+                      "raise the budget, reserve less, or plan a round-robin, medoid or weighted layout, which may leave positions out");
+  cap.budget_bytes = budget;
+  // The runtime decides what the budget holds; the layout records what it pinned.
+  auto runtime = std::make_shared<Runtime>(*store_, hybrid_planning_config(*store_, analysis_.distances, budget, reserve));
+  Layout layout = make_layout(*family_, analysis_.sha256, hybrid_plan_from(*store_, analysis_.distances, base, runtime->config().pinned));
+  layout.budget_bytes = budget;
+  layout.reserve = cap.reserve;
+  install(std::move(runtime), std::move(layout), std::move(cap));  // the last step that can throw
+  reserve_ = reserve;
+}
+
 bool Session::can_plan_hybrid() const {
   const std::vector<int> folders = delta_folders_over(*store_);
   return !folders.empty() && std::all_of(folders.begin(), folders.end(), [&](int t) { return store_->base_of(t) == store_->base_of(folders.front()); });
@@ -83,7 +112,13 @@ bool Session::can_plan_hybrid() const {
 
 void Session::apply(Layout layout) {
   const std::vector<int> to_store = match_layout(layout, *family_, analysis_.sha256, "layout");
-  const std::uint64_t budget = layout.budget_bytes.value_or(default_budget());
+  std::uint64_t budget = layout.budget_bytes.value_or(default_budget());
+  if (layout.plan.policy == Policy::Hybrid && !layout.budget_bytes) {
+    // No budget in the file: the hybrid's floor and the deltas the file pins, whatever they are.
+    budget = hybrid_floor(*store_, *family_, reserve_).minimum_budget();
+    for (const PinnedExpert& p : hybrid_pins(*store_, layout, to_store))
+      if (store_->is_delta(p.target)) budget += pin_bytes(*store_, p, true);
+  }
   CapacityPlan cap = plan_capacity(*family_, budget, reserve_);
   cap.capacity = layout.plan.capacity;  // what the file holds, whatever this budget would buy
   if (layout.plan.policy == Policy::Hybrid) priced_as_hybrid(cap, *store_, layout.plan.capacity, reserve_);

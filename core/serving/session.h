@@ -35,8 +35,9 @@ class Session {
   const FamilyAnalysis& analysis() const { return analysis_; }
   const HostStore& store() const { return *store_; }
 
-  // A budget that keeps half of the MoE positions resident.
-  std::uint64_t default_budget() const;
+  // A budget that keeps half of the MoE positions resident; for Policy::Hybrid, the base's copy at
+  // every position and half of the delta folders' packed deltas.
+  std::uint64_t default_budget(Policy policy = Policy::RoundRobin) const;
   // Plans the resident experts for `budget_bytes` (0: default_budget()) and serves them within that
   // budget. Throws BudgetError (naming the minimum) for a budget too small; the session is then
   // exactly as it was.
@@ -62,6 +63,7 @@ class Session {
 
  private:
   Session() = default;
+  void plan_hybrid(std::uint64_t budget_bytes, const ReserveSpec& reserve);
   void serve(Layout layout, const std::vector<int>& to_store, CapacityPlan cap);
   void install(std::shared_ptr<Runtime> runtime, Layout layout, CapacityPlan cap);  // cannot throw past set_runtime
   std::unique_ptr<Family> family_;

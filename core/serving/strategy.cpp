@@ -120,6 +120,7 @@ Deployment::Deployment(const StrategyConfig& config, const Family& family, const
       RuntimeConfig rc = base;
       rc.hit = hybrid ? HitPolicy::Consolidated : HitPolicy::Strict;
       std::vector<int> bases;
+      if (hybrid) hybrid_base(store);  // one base's copy is shared: refuse folders over two bases
       for (int t = 0; t < store.targets(); ++t) {
         if (!(esft ? store.is_adapter(t) : store.is_delta(t)) || store.base_of(t) < 0) continue;
         targets_.push_back(store.name(t));
