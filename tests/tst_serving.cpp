@@ -485,6 +485,7 @@ class TestServing : public QObject {
     const std::string head = R"({"schema": "mosaic.sweep/1", "variants": ["a", "b"], "rates": [1], )";
     expect_mentions(bad(head + R"("strategies": [{"kind": "magic"}]})"), {"sweep.json", "strategies[0].kind", "magic"});
     expect_mentions(bad(head + R"("strategies": [{"kind": "consolidated", "policy": "medoidd"}]})"), {"strategies[0].policy", "medoid"});
+    expect_mentions(bad(head + R"("strategies": [{"kind": "consolidated", "policy": "hybrid"}]})"), {"strategies[0].policy", "is hybrid", "kind \"hybrid\""});
     expect_mentions(bad(head + R"("strategies": [{"kind": "consolidated", "shares": [1, -2]}]})"), {"strategies[0].shares", "positive"});
     expect_mentions(bad(head + R"("strategies": [{"kind": "consolidated", "budget": "lots"}]})"), {"strategies[0].budget"});
     expect_mentions(bad(head + R"("strategies": [{"kind": "esft", "miss": "never"}]})"), {"strategies[0].miss", "masked"});

@@ -2,6 +2,7 @@
 // engine thread opens a family; a budget change re-plans and repaints the layout grid; the chat
 // streams tokens with per-token hits and misses; a mismatched family shows its error in place.
 #include <QApplication>
+#include <cmath>
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDir>
@@ -38,6 +39,7 @@
 #include "analysis/delta_folder.h"
 #include "analysis/layout.h"
 #include "serving/session_file.h"
+#include "serving/sweep.h"
 #include "serving/sweep_run.h"
 #include "store/recorder.h"
 #include "store/sweep_recording.h"
@@ -774,9 +776,33 @@ class WorkbenchTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(panel->grid()->layoutInfo().deltas_resident < all.deltas_total, 60000);
     const LayoutInfo half = panel->grid()->layoutInfo();
     QVERIFY2(half.deltas_resident > 0 && half.delta_bytes <= all.delta_bytes / 2 + 1, qPrintable(panel->summaryText()));
-    int marked = 0;
-    for (int n : half.deltas) marked += n > 0;
-    QCOMPARE(qint64(marked), half.delta_positions);
+    // The deltas went to the least similar positions: every marked cell is at least as far apart as
+    // every unmarked one.
+    double lowest_marked = INFINITY, highest_unmarked = -INFINITY;
+    for (qsizetype i = 0; i < half.deltas.size(); ++i) {
+      if (std::isnan(half.distance[i])) continue;
+      if (half.deltas[i] > 0) lowest_marked = std::min(lowest_marked, half.distance[i]);
+      else highest_unmarked = std::max(highest_unmarked, half.distance[i]);
+    }
+    QVERIFY2(std::isfinite(lowest_marked) && std::isfinite(highest_unmarked) && lowest_marked >= highest_unmarked,
+             qPrintable(QStringLiteral("marked from d = %1, unmarked up to %2").arg(lowest_marked).arg(highest_unmarked)));
+    // Serving follows it: the hybrid strategy shares the positions the layout shares, the
+    // consolidated strategies plan round-robin (hybrid is no consolidation policy); the engine's own
+    // parser reads the sweep.
+    QListWidget* offered = window_->servingPanel()->strategyList();
+    QList<Qt::CheckState> checked;
+    for (int i = 0; i < offered->count(); ++i) checked << offered->item(i)->checkState();
+    for (int i = 0; i < offered->count(); ++i)
+      offered->item(i)->setCheckState(offered->item(i)->text() == QLatin1String("hybrid") || offered->item(i)->text() == QLatin1String("consolidated")
+                                        ? Qt::Checked : Qt::Unchecked);
+    QTRY_VERIFY_WITH_TIMEOUT(window_->servingPanel()->followLayoutBox()->text().contains(QStringLiteral("hybrid")), 30000);
+    const SweepConfig sweep = parse_sweep_config(window_->servingPanel()->sweepJson().toStdString(), "workbench", {});
+    QCOMPARE(sweep.strategies.size(), std::size_t(2));
+    for (const StrategyConfig& sc : sweep.strategies) {
+      if (sc.kind == StrategyKind::Hybrid) QCOMPARE(sc.capacity, half.positions - half.delta_positions);
+      else QCOMPARE(sc.policy, Policy::RoundRobin);
+    }
+    for (int i = 0; i < offered->count(); ++i) offered->item(i)->setCheckState(checked[i]);
     QVERIFY(panel->grab().save(QStringLiteral(MOSAIC_SCREENSHOT_DIR "/layout-hybrid.png")));
     panel->policyBox()->setCurrentText(QStringLiteral("round-robin"));
     QTRY_VERIFY_WITH_TIMEOUT(panel->grid()->layoutInfo().deltas.isEmpty(), 60000);

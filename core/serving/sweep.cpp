@@ -131,6 +131,7 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
     sc.kind = *kind;
     if (s.contains("policy")) {
       const auto policy = s["policy"].is_string() ? parse_policy(s["policy"].get<std::string>()) : std::nullopt;
+      if (policy == Policy::Hybrid) fail(where + ".policy", "is hybrid, which is a strategy, not a consolidation policy; use kind \"hybrid\"");
       if (!policy) fail(where + ".policy", "must be round-robin, medoid or weighted");
       sc.policy = *policy;
     }

@@ -139,7 +139,12 @@ void ServingPanel::followLayout(const LayoutInfo& layout) {
   layout_capacity_ = layout.capacity;
   layout_policy_ = layout.policy;
   layout_shares_ = layout.shares;
-  follow_layout_->setText(tr("the Layout panel's (%1)").arg(layout.policy));
+  // A hybrid layout is not a consolidation policy: the hybrid strategy serves it (sharing the
+  // positions the layout shares); the consolidated strategies serve round-robin at its capacity.
+  const bool hybrid = layout.policy == QLatin1String("hybrid");
+  layout_shared_ = hybrid ? layout.positions - layout.delta_positions : -1;
+  follow_layout_->setText(hybrid ? tr("the Layout panel's (hybrid: %1 shared positions)").arg(layout_shared_)
+                                 : tr("the Layout panel's (%1)").arg(layout.policy));
   if (follow_layout_->isChecked()) capacity_->setValue(static_cast<int>(layout.capacity));
 }
 
@@ -163,9 +168,12 @@ QString ServingPanel::sweepJson() const {
   }
   for (int i = 0; i < strategies_->count(); ++i)
     if (strategies_->item(i)->checkState() == Qt::Checked) {
-      QJsonObject s{{QStringLiteral("kind"), strategies_->item(i)->text()},
-                    {QStringLiteral("capacity"), capacity_->value()},
-                    {QStringLiteral("policy"), follow_layout_->isChecked() ? layout_policy_ : QStringLiteral("round-robin")},
+      const QString kind = strategies_->item(i)->text();
+      const bool follow = follow_layout_->isChecked(), hybrid = layout_shared_ >= 0;
+      const qint64 capacity = follow && hybrid && kind == QLatin1String("hybrid") ? layout_shared_ : capacity_->value();
+      QJsonObject s{{QStringLiteral("kind"), kind},
+                    {QStringLiteral("capacity"), capacity},
+                    {QStringLiteral("policy"), follow && !hybrid ? layout_policy_ : QStringLiteral("round-robin")},
                     {QStringLiteral("max_sequences"), batch_->value()}};
       if (follow_layout_->isChecked() && !layout_shares_.isEmpty()) {
         QJsonArray shares;

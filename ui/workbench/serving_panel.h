@@ -75,6 +75,7 @@ class ServingPanel : public QWidget {
   QString layout_policy_ = QStringLiteral("round-robin");
   QVector<double> layout_shares_;  // the weighted policy's, with it
   qint64 layout_capacity_ = 0;
+  qint64 layout_shared_ = -1;  // a hybrid layout's positions without deltas (shared base copies); -1 not hybrid
   QSpinBox* batch_;         // sequences per engine step (1: one request at a time)
   QDoubleSpinBox* alpha_;   // traffic skew over the targets (1: even)
   QComboBox* clock_;
