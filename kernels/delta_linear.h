@@ -26,6 +26,11 @@ void delta_linear_cpu(const float* x, int n, const DeltaView& d, bool accumulate
 void delta_linear_reference(const float* x, int n, const DeltaView& d, bool accumulate, float* y, std::int64_t ldy = 0);
 bool delta_linear_avx2(const float* x, int n, const DeltaView& d, bool accumulate, float* y, std::int64_t ldy = 0);
 
+// The CUDA kernel (delta_linear.cu): x, y and `d`'s arrays in device memory. Returns the launch's
+// cudaError_t (0: launched). Built wherever nvcc is; the gpu-labelled tst_cuda_kernels checks it
+// against delta_linear_reference.
+int delta_linear_cuda(const float* x, int n, const DeltaView& d, bool accumulate, float* y, std::int64_t ldy, void* stream);
+
 // Rows [r0, r1) of `d` as a view of their own (their words, places, scales and zeros).
 DeltaView delta_rows(const DeltaView& d, std::int64_t r0, std::int64_t r1);
 

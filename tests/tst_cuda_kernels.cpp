@@ -10,9 +10,11 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "gpu_suite.h"
+#include "kernels/delta_linear.h"
 #include "kernels/linear.h"
 #include "kernels/moe_experts.h"
 #include "kernels/paged_attention.h"
@@ -91,6 +93,51 @@ class TestCudaKernels : public QObject {
               const double e = rel(dy.get(), expect);
               QVERIFY2(e < 1e-5, qPrintable(QStringLiteral("n=%1 in=%2 out=%3: %4").arg(n).arg(in).arg(out).arg(e)));
             }
+  }
+
+  void deltaLinearMatchesReference() {
+    // Random packs of every format: any code, 2:4 place and zero is a valid input to the product,
+    // and f16 scales drawn as normal numbers of moderate size. Odd token counts cross the kernel's
+    // chunk of 8; groups of 48 split a 2-bit word between groups; accumulate adds onto y.
+    std::uniform_int_distribution<std::uint32_t> word;
+    for (int bits : {4, 2})
+      for (bool sparse : {true, false})
+        for (auto [rows, cols, group] : {std::tuple<int, int, int>{33, 256, 128}, {7, 96, 32}, {64, 192, 48}})
+          for (int n : {1, 3, 11}) {
+            const int per = 32 / bits, kept = sparse ? cols / 2 : cols;
+            const int vw = (kept + per - 1) / per, mw = sparse ? (kept + 15) / 16 : 0, groups = (cols + group - 1) / group;
+            std::vector<std::uint32_t> q(static_cast<std::size_t>(rows) * vw), meta(static_cast<std::size_t>(rows) * mw);
+            for (auto& v : q) v = word(rng);
+            for (auto& v : meta) v = word(rng);
+            std::vector<std::uint16_t> scales(static_cast<std::size_t>(rows) * groups);
+            for (auto& h : scales) h = static_cast<std::uint16_t>(((word(rng) & 1u) << 15) | ((8u + word(rng) % 6u) << 10) | (word(rng) & 0x3ffu));
+            std::vector<std::uint8_t> zeros(scales.size());
+            for (auto& z : zeros) z = static_cast<std::uint8_t>(word(rng) & ((1u << bits) - 1));
+            const std::vector<float> x = randn(static_cast<std::size_t>(n) * cols);
+            const int ldy = rows + 5;
+            const std::vector<float> y0 = randn(static_cast<std::size_t>(n) * ldy);
+            DeltaView host{.qweight = q.data(), .meta = sparse ? meta.data() : nullptr, .scales = scales.data(), .zeros = zeros.data(),
+                           .rows = rows, .cols = cols, .group = group, .bits = bits, .sparse24 = sparse};
+            Dev<std::uint32_t> dq(q), dm(meta);
+            Dev<std::uint16_t> ds(scales);
+            Dev<std::uint8_t> dz(zeros);
+            Dev<float> dx(x);
+            DeltaView dev = host;
+            dev.qweight = dq.p;
+            dev.meta = sparse ? dm.p : nullptr;
+            dev.scales = ds.p;
+            dev.zeros = dz.p;
+            for (bool accumulate : {false, true}) {
+              std::vector<float> want = y0;
+              delta_linear_reference(x.data(), n, host, accumulate, want.data(), ldy);
+              Dev<float> dy(y0);
+              CHECK_LAUNCH(delta_linear_cuda(dx.p, n, dev, accumulate, dy.p, ldy, nullptr));
+              SYNCED();
+              const double err = rel(dy.get(), want);
+              QVERIFY2(err < 1e-5, qPrintable(QStringLiteral("%1-bit %2, %3×%4 group %5, n %6, accumulate %7: %8")
+                                                  .arg(bits).arg(sparse ? QStringLiteral("2:4") : QStringLiteral("dense")).arg(rows).arg(cols).arg(group).arg(n).arg(accumulate).arg(err)));
+            }
+          }
   }
 
   void rowOpsMatchReference() {
