@@ -15,6 +15,7 @@
 #include <tuple>
 
 #include "model/delta_codec.h"
+#include "analysis/capacity.h"
 #include "analysis/delta_folder.h"
 #include "analysis/delta_gptq.h"
 #include "common/error.h"
@@ -650,6 +651,23 @@ class DeltaTest : public QObject {
     QCOMPARE(named((*reversed)->runtime()), named(s.runtime()));
     const std::string first = one.variants[static_cast<std::size_t>(std::min(one.variant_index("dft1"), one.variant_index("dft2")))].name;
     QVERIFY(named(s.runtime()).count({static_cast<std::int64_t>(split) / p.experts, static_cast<std::int64_t>(split) % p.experts, first}));
+
+    // The consolidated planner prices a miss slot as the runtime does (room for the largest pack):
+    // at its minimum budget the runtime fits, with nothing to spare. (It priced the bare expert, and
+    // its plans overran the budget by the packs.)
+    const std::uint64_t floor = plan_capacity(s.family(), std::uint64_t(1) << 40).minimum_budget();
+    s.plan(floor, Policy::RoundRobin);
+    QCOMPARE(s.runtime().budget().used(), floor);
+    expect_mentions(error_of<BudgetError>([&] { s.plan(floor - 1, Policy::RoundRobin); }), {"below the minimum"});
+    // A pinned copy of a delta folder's expert holds the base's weights and its pack: every position
+    // is priced so, and whatever the planner's capacity, the runtime's pins fit the budget.
+    const std::uint64_t per_position = plan_capacity(s.family(), std::uint64_t(1) << 40).bytes_per_expert;
+    for (const std::int64_t n : {1, 3, 6}) {
+      const std::uint64_t budget = floor + static_cast<std::uint64_t>(n) * per_position;
+      s.plan(budget, Policy::RoundRobin);  // the runtime throws BudgetError where its pins overrun
+      QCOMPARE(s.layout().plan.capacity, n);
+      QVERIFY(s.runtime().budget().used() <= budget);
+    }
 
     // A family without delta folders cannot plan hybrid.
     auto plain = Session::open({fixture("olmoe", "base"), fixture("olmoe", "ft1")});

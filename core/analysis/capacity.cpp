@@ -84,14 +84,19 @@ DeviceBytes device_bytes(const Family& family) {
     b.non_expert = std::max(b.non_expert, v.checkpoint->non_expert_bytes());
     for (std::int64_t l = 0; l < s.num_layers; ++l)
       if (s.is_sparse(l))
-        for (std::int64_t e = 0; e < s.num_experts; ++e) b.per_expert = std::max(b.per_expert, v.checkpoint->expert_bytes(l, e));
+        for (std::int64_t e = 0; e < s.num_experts; ++e) {
+          b.per_expert = std::max(b.per_expert, v.checkpoint->expert_bytes(l, e));
+          b.max_packed_delta = std::max(b.max_packed_delta, v.checkpoint->packed_delta_bytes(l, e));
+        }
   }
   return b;
 }
 
 CapacityPlan plan_capacity(const Family& family, std::uint64_t budget_bytes, const ReserveSpec& reserve) {
   const DeviceBytes b = device_bytes(family);
-  return plan_capacity(family.spec(), b.non_expert, b.per_expert, budget_bytes, reserve);
+  // A delta folder's copy of an expert, pinned or loaded on a miss, holds the base's weights and its
+  // pack (the runtime's byte model): every position and miss slot is priced at the dearest copy.
+  return plan_capacity(family.spec(), b.non_expert, b.per_expert + b.max_packed_delta, budget_bytes, reserve);
 }
 
 }  // namespace mosaic

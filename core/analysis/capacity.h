@@ -44,6 +44,7 @@ std::vector<ReserveItem> plan_reserve(const ModelSpec& spec, std::uint64_t bytes
 // the stored dtype), the largest over the family's variants.
 struct DeviceBytes {
   std::uint64_t non_expert = 0, per_expert = 0;
+  std::uint64_t max_packed_delta = 0;  // the largest delta folder pack (0: none in the family)
 };
 DeviceBytes device_bytes(const Family& family);
 
@@ -51,7 +52,8 @@ DeviceBytes device_bytes(const Family& family);
 // BudgetError stating the minimum when the budget does not cover non-expert bytes plus reserve.
 CapacityPlan plan_capacity(const ModelSpec& spec, std::uint64_t non_expert_bytes, std::uint64_t bytes_per_expert,
                            std::uint64_t budget_bytes, const ReserveSpec& reserve = {});
-// The same for a family: the largest variant's non-expert and expert bytes.
+// The same for a family: the largest variant's non-expert bytes, and per expert (pinned or in a miss
+// slot) the largest expert plus, in a family with delta folders, the largest packed delta.
 CapacityPlan plan_capacity(const Family& family, std::uint64_t budget_bytes, const ReserveSpec& reserve = {});
 
 // Number of MoE positions of a spec, and a capacity given directly, clamped to it.

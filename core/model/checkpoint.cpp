@@ -179,6 +179,7 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
                           "put back the base the delta was taken from, or compress the variant again from this base");
     kind_ = Kind::Delta;
     delta_format_ = cfg.format;
+    packed_bytes_.assign(static_cast<std::size_t>(spec_.num_layers * spec_.num_experts), 0);
     for (const ExpectedTensor& e : expected_tensors(spec_)) {
       if (!e.is_expert()) continue;
       if (location.count(e.name))
@@ -186,7 +187,10 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
                           "a delta folder stores its experts as packs; write it again with `mosaic-cli delta compress`");
       if (e.shape.size() != 2) throw UnsupportedError(dir.string(), e.name, "is not a matrix", "deltas are taken of 2-D expert weights");
       check_format(delta_format_, e.shape[0], e.shape[1], (dir / kDeltaCfgFile).string() + ": " + e.name);
-      for (const TensorInfo* t : find_pack(*delta_file_, e.name, e.shape[0], e.shape[1], delta_format_)) packs_.insert(t->name);
+      for (const TensorInfo* t : find_pack(*delta_file_, e.name, e.shape[0], e.shape[1], delta_format_)) {
+        packs_.insert(t->name);
+        packed_bytes_[static_cast<std::size_t>(e.layer * spec_.num_experts + e.expert)] += t->nbytes();
+      }
       location[e.name] = base.weight(e.name).file;
     }
     for (auto& f : base.files_) files_.push_back(std::move(f));
@@ -268,6 +272,10 @@ std::uint64_t Checkpoint::non_expert_bytes() const {
   for (const Weight& w : weights_)
     if (!w.expected.is_expert()) n += w.bytes();
   return n;
+}
+
+std::uint64_t Checkpoint::packed_delta_bytes(std::int64_t layer, std::int64_t expert) const {
+  return packed_bytes_.empty() ? 0 : packed_bytes_.at(static_cast<std::size_t>(layer * spec_.num_experts + expert));
 }
 
 std::uint64_t Checkpoint::expert_bytes(std::int64_t layer, std::int64_t expert) const {

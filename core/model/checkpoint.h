@@ -83,6 +83,9 @@ class Checkpoint {
 
   std::uint64_t non_expert_bytes() const;
   std::uint64_t expert_bytes(std::int64_t layer, std::int64_t expert) const;
+  // A delta folder's packed arrays for the expert (as stored; 0 for other checkpoints): what a slot
+  // holding its delta adds to the dense expert.
+  std::uint64_t packed_delta_bytes(std::int64_t layer, std::int64_t expert) const;
   std::uint64_t total_bytes() const;
 
  private:
@@ -91,7 +94,7 @@ class Checkpoint {
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::vector<Weight> weights_;
   std::unordered_map<std::string, std::size_t> by_name_;  // into weights_
-  std::vector<std::uint64_t> expert_bytes_;
+  std::vector<std::uint64_t> expert_bytes_, packed_bytes_;  // [layer * experts + expert]
   std::vector<std::pair<std::int64_t, std::int64_t>> adapter_experts_;  // (layer, expert)
   std::filesystem::path base_dir_;
   enum class Kind { Full, Adapter, Delta } kind_ = Kind::Full;
