@@ -145,6 +145,9 @@ class TestModelSpec : public QObject {
     QTest::newRow("negative eos") << R"({"eos_token_id": [2, -1]})" << "'eos_token_id'";
     QTest::newRow("both spellings disagree") << R"({"num_experts": 4})" << "'num_local_experts'";
     QTest::newRow("huge theta at the top") << R"({"rope_parameters": null, "rope_theta": 1e308})" << "'rope_theta'";
+    // A rope type of another JSON type was the JSON library's error, shown as an internal error.
+    QTest::newRow("numeric rope type") << R"({"rope_parameters": {"rope_type": 5}})" << "'rope_parameters.rope_type'";
+    QTest::newRow("list rope scaling type") << R"({"rope_scaling": {"type": ["linear"]}})" << "'rope_scaling.type'";
   }
   void rejectsMalformed() {
     QFETCH(QString, patch);
@@ -152,6 +155,12 @@ class TestModelSpec : public QObject {
     json j = fixture_config("mixtral");
     j.merge_patch(json::parse(patch.toStdString()));
     expect_mentions(error_of<FormatError>([&] { parse(j); }), {"config.json", field.toStdString()});
+  }
+
+  // A byte-order mark before config.json's text: transformers (Python's json) refuses it, so must Mosaic.
+  void refusesByteOrderMark() {
+    const std::string text = "\xEF\xBB\xBF" + fixture_config("mixtral").dump();
+    expect_mentions(error_of<FormatError>([&] { parse_model_spec(text, "config.json"); }), {"config.json", "byte-order mark"});
   }
 
   // Every spelling transformers accepts gives the same ModelSpec: the expert count as

@@ -214,6 +214,13 @@ class TestSafetensors : public QObject {
     expect_mentions(error_of<FormatError>([&] { SafetensorsFile f(p); }), {p.string(), "'a'", "twice"});
   }
 
+  // nlohmann would skip a byte-order mark that safetensors' own reader refuses.
+  void byteOrderMark() {
+    const fs::path p = scratch("bom.safetensors");
+    write_raw_safetensors(p, "\xEF\xBB\xBF{\"a\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [0, 4]}}", 4);
+    expect_mentions(error_of<FormatError>([&] { SafetensorsFile f(p); }), {p.string(), "byte-order mark"});
+  }
+
   void headerLengthLargerThanFile() {
     const fs::path p = scratch("longheader.safetensors");
     write_raw_safetensors(p, "{}", 0, /*declared_header_length=*/4096);

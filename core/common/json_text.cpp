@@ -71,6 +71,11 @@ class BoundedDom {
 }  // namespace
 
 nlohmann::json parse_json_bounded(std::string_view text, const std::string& file) {
+  // nlohmann skips a leading byte-order mark; Python's json (so transformers) and safetensors refuse
+  // one, so a file Mosaic took would fail elsewhere.
+  if (text.starts_with("\xEF\xBB\xBF"))
+    throw FormatError(file, "", "starts with a UTF-8 byte-order mark, which JSON does not allow (Python's json refuses it too)",
+                      "save the file as UTF-8 without a BOM");
   nlohmann::json out;
   BoundedDom sax(out, file);
   nlohmann::json::sax_parse(text.begin(), text.end(), &sax);

@@ -111,15 +111,24 @@ void refuse_unimplemented(const ConfigReader& c, const ArchInfo& arch) {
     throw c.unsupported("hidden_act", "is '" + c.string("hidden_act", "") + "'; only 'silu' (SwiGLU) is implemented");
 
   // Rope: transformers 5 writes rope_parameters {rope_type, rope_theta}; 4.x wrote rope_scaling.
+  // A rope type is read by type: json::value() throws the JSON library's error for a number or null.
+  auto rope_type = [&](const json& obj, const std::string& parent, const std::string& fallback) {
+    for (const char* key : {"rope_type", "type"})
+      if (obj.contains(key)) {
+        if (!obj[key].is_string()) throw c.bad(parent + "." + key, "must be a string such as \"default\"");
+        return obj[key].get<std::string>();
+      }
+    return fallback;
+  };
   if (c.has("rope_scaling")) {
     const json& rs = c.raw("rope_scaling");
-    const std::string type = rs.is_object() ? rs.value("rope_type", rs.value("type", std::string("?"))) : "?";
+    const std::string type = rs.is_object() ? rope_type(rs, "rope_scaling", "?") : "?";
     if (type != "default") throw c.unsupported("rope_scaling", "rope scaling '" + type + "' is not implemented");
   }
   if (c.has("rope_parameters")) {
     const json& rp = c.raw("rope_parameters");
     if (!rp.is_object()) throw c.bad("rope_parameters", "must be an object");
-    const std::string type = rp.value("rope_type", std::string("default"));
+    const std::string type = rope_type(rp, "rope_parameters", "default");
     if (type != "default") throw c.unsupported("rope_parameters.rope_type", "rope type '" + type + "' is not implemented");
     if (rp.contains("partial_rotary_factor") && rp["partial_rotary_factor"].is_number() &&
         rp["partial_rotary_factor"].get<double>() != 1.0)
