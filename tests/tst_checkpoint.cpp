@@ -1,6 +1,7 @@
 // Checkpoints against their configs, weight groups, and families of variants.
 #include <QTemporaryDir>
 #include <QTest>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <fstream>
@@ -193,6 +194,17 @@ class TestCheckpoint : public QObject {
     const fs::path dir = copy_checkpoint(fixture("mixtral", "base"), scratch("noweights"));
     fs::remove(dir / "model.safetensors");
     expect_mentions(error_of<MissingError>([&] { Checkpoint c(dir); }), {"noweights", "neither model.safetensors"});
+    // A symbolic link loop or a FIFO where the weights should be: named, not a filesystem exception
+    // (exit 3) or a read that waits for a writer forever.
+    fs::create_symlink("model.safetensors", dir / "model.safetensors");
+    expect_mentions(error_of<IoError>([&] { Checkpoint c(dir); }), {(dir / "model.safetensors").string(), "loop of symbolic links"});
+    fs::remove(dir / "model.safetensors");
+    QCOMPARE(::mkfifo((dir / "model.safetensors").c_str(), 0600), 0);
+    expect_mentions(error_of<IoError>([&] { Checkpoint c(dir); }), {"model.safetensors", "not a regular file"});
+    fs::remove(dir / "model.safetensors");
+    fs::create_symlink("model.safetensors.index.json", dir / "model.safetensors.index.json");
+    expect_mentions(error_of<IoError>([&] { Checkpoint c(dir); }), {"model.safetensors.index.json", "loop of symbolic links"});
+    fs::remove(dir / "model.safetensors.index.json");
     fs::remove(dir / "config.json");
     expect_mentions(error_of<MissingError>([&] { Checkpoint c(dir); }), {"config.json"});
     // A family folder holding a symbolic link loop: the loop is named, not a filesystem exception.

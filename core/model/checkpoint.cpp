@@ -27,6 +27,14 @@ std::string shape_str(const std::vector<std::int64_t>& s) {
   return out + "]";
 }
 
+// Whether a checkpoint's file is there. A symbolic link loop (or a folder, a FIFO) where the file
+// should be is a typed error naming it, not a filesystem exception.
+bool present(const std::filesystem::path& path) {
+  require_regular_file(path, "point it at the checkpoint's file, or remove it");
+  std::error_code ec;
+  return std::filesystem::exists(path, ec);
+}
+
 // The index after `marker` in `name` ("model.layers.7.mlp" → 7 for "layers."); nullopt when absent.
 std::optional<std::int64_t> index_after(const std::string& name, std::string_view marker) {
   const auto at = name.find(marker);
@@ -95,15 +103,15 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
   std::map<std::string, const SafetensorsFile*> location;
   const auto single = dir / "model.safetensors";
   const auto index = dir / "model.safetensors.index.json";
-  if (std::filesystem::exists(single)) {
+  if (present(single)) {
     files_.push_back(std::make_unique<SafetensorsFile>(single));
     for (const TensorInfo& t : files_.back()->tensors()) location[t.name] = files_.back().get();
-  } else if (std::filesystem::exists(index)) {
+  } else if (present(index)) {
     std::map<std::string, const SafetensorsFile*> by_shard;
     for (const auto& [name, shard] : read_index(index)) {
       auto& file = by_shard[shard];
       if (!file) {
-        if (!std::filesystem::exists(dir / shard))
+        if (!present(dir / shard))
           throw MissingError((dir / shard).string(), "", "is listed in model.safetensors.index.json but absent",
                              "copy every shard of the checkpoint");
         files_.push_back(std::make_unique<SafetensorsFile>(dir / shard));
@@ -132,7 +140,7 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
       throw UnsupportedError(field_at, "base_model", "names this folder itself", "point base_model at the full checkpoint the " + what + " was made from");
     // Checked before opening: a base that is itself built on a base could lead back here.
     for (const char* own : {kExpertCfgFile, kDeltaCfgFile})
-      if (std::filesystem::exists(base_dir / own))
+      if (present(base_dir / own))
         throw UnsupportedError(field_at, "base_model", "names " + base_dir.string() + ", which is itself built on a base (it holds " + own + ")",
                                "point base_model at a full checkpoint");
     Checkpoint base(base_dir);
@@ -145,7 +153,7 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
 
   // An ESFT adapter: the listed experts come from its own file, which must hold exactly them;
   // everything else from the base checkpoint.
-  if (std::filesystem::exists(dir / kExpertCfgFile)) {
+  if (present(dir / kExpertCfgFile)) {
     const EsftAdapterConfig cfg = read_expert_cfg(dir / kExpertCfgFile, spec_);
     const WeightNames names(spec_);
     std::set<std::string> listed;
@@ -165,7 +173,7 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
     kind_ = Kind::Adapter;
     for (const Weight& w : base.weights()) location.emplace(w.expected.name, w.file);  // keeps the adapter's own
     for (auto& f : base.files_) files_.push_back(std::move(f));
-  } else if (std::filesystem::exists(dir / kDeltaCfgFile)) {
+  } else if (present(dir / kDeltaCfgFile)) {
     // A delta folder: its own non-expert tensors, and for each expert the base's weight plus a pack.
     const DeltaConfig cfg = read_delta_config(dir / kDeltaCfgFile);
     if (files_.size() != 1 || files_.front()->path().filename() != "model.safetensors")
