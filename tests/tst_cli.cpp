@@ -5,10 +5,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <signal.h>
-#include <sqlite3.h>
-#include <sys/resource.h>
-
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -18,41 +14,13 @@
 #include "model/checkpoint.h"
 #include "serving/workload.h"
 #include "store/recorder.h"
+#include "cli_process.h"
 #include "test_support.h"
 
 using namespace mosaic;
 using namespace mosaic::test;
 
 namespace {
-struct Run {
-  int code = -1;
-  QString out, err;
-};
-Run cli(const QStringList& args) {
-  QProcess p;
-  p.start(QStringLiteral(MOSAIC_CLI), args);
-  if (!p.waitForFinished(120000)) return {};
-  return {p.exitCode(), QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
-}
-// The same with the child's files limited to `max_file_bytes` (RLIMIT_FSIZE, its signal ignored so
-// that writes fail with EFBIG): a disk that fills while the command runs.
-Run cli_on_small_disk(const QStringList& args, rlim_t max_file_bytes) {
-  QProcess p;
-  p.setChildProcessModifier([max_file_bytes] {
-    ::signal(SIGXFSZ, SIG_IGN);
-    const rlimit limit{max_file_bytes, max_file_bytes};
-    ::setrlimit(RLIMIT_FSIZE, &limit);
-  });
-  p.start(QStringLiteral(MOSAIC_CLI), args);
-  if (!p.waitForFinished(120000)) return {};
-  return {p.exitCode(), QString::fromUtf8(p.readAllStandardOutput()), QString::fromUtf8(p.readAllStandardError())};
-}
-QString path(const fs::path& p) { return QString::fromStdString(p.string()); }
-QStringList args(std::initializer_list<const char*> list) {
-  QStringList out;
-  for (const char* a : list) out << QString::fromUtf8(a);
-  return out;
-}
 const QString kPrompt = QStringLiteral("165,299,204,8,63,73,11,261,79,192,208,129");
 }  // namespace
 
@@ -581,14 +549,7 @@ class TestCli : public QObject {
     QVERIFY2(r.out.contains(QStringLiteral("consolidated")) && r.out.contains(QStringLiteral("no-reconfig")), qPrintable(r.out));
     QVERIFY(!r.out.contains(QStringLiteral("recorded to")));
     QCOMPARE(Recorder(db).schema_version(), Recorder::kSchemaVersion);
-    sqlite3* h = nullptr;
-    QCOMPARE(sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK);
-    sqlite3_stmt* st = nullptr;
-    sqlite3_prepare_v2(h, "PRAGMA integrity_check", -1, &st, nullptr);
-    QCOMPARE(sqlite3_step(st), SQLITE_ROW);
-    QCOMPARE(QString::fromUtf8(reinterpret_cast<const char*>(sqlite3_column_text(st, 0))), QStringLiteral("ok"));
-    sqlite3_finalize(st);
-    sqlite3_close(h);
+    QCOMPARE(integrity_check(db), std::string("ok"));
   }
 
   void forgeGenerateEvalAndQuality() {

@@ -49,8 +49,12 @@ void add_bench_command(CLI::App& app) {
     const SweepConfig config = load_sweep_config(o->config);
     // Opened first: a read-only path, a full disk or a file that is not a record is said at once,
     // not after the family has been read and analysed.
-    check_output(o->db, "--db", {o->config});
+    std::vector<fs::path> inputs = config.variants;  // the record lands on none of what the sweep reads
+    inputs.push_back(o->config);
+    if (!config.trace.empty()) inputs.push_back(config.trace);
+    check_output(o->db, "--db", inputs);
     Recorder recorder(o->db);
+    recorder.check_writable();
     Family family;
     open_family(family, config.variants);
     const HostStore store(family);

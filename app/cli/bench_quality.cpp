@@ -21,6 +21,7 @@
 #include "analysis/family_analysis.h"
 #include "analysis/merge.h"
 #include "cli/commands.h"
+#include "cli/output_paths.h"
 #include "model/variant_folders.h"
 #include "cli/quality.h"
 #include "common/atomic_file.h"
@@ -221,6 +222,7 @@ void add_bench_quality_command(CLI::App& app) {
     if (!(o->resident_fraction > 0 && o->resident_fraction <= 1))
       throw InvalidArgument("--resident-fraction", std::to_string(o->resident_fraction), "must be in (0, 1]");
     configure_threads(o->threads);
+    check_output(o->out, "--out", {o->family});  // before the minutes of scoring, not after
     const auto t0 = std::chrono::steady_clock::now();
     const std::string domain = o->domain.empty() ? o->target : o->domain;
     const auto ids = heldout_ids(o->family / o->target, domain);

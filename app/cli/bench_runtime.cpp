@@ -14,6 +14,7 @@
 #include <random>
 
 #include "cli/commands.h"
+#include "cli/output_paths.h"
 #include "common/atomic_file.h"
 #include "model/esft_adapter.h"
 #include "model/safetensors.h"
@@ -196,6 +197,7 @@ void add_bench_runtime_command(CLI::App& app) {
   cmd->add_option("--parts", o->parts, "which measurements: batching, esft, delta, memory, copies")->default_str("all");
   cmd->callback([o] {
     const int threads = configure_threads(o->threads);
+    check_output(o->json, "--json", {});
     const fs::path dir = fs::temp_directory_path() / ("mosaic-bench-" + std::to_string(std::random_device{}()));
     struct Cleanup { fs::path d; ~Cleanup() { std::error_code ec; fs::remove_all(d, ec); } } cleanup{dir};
     const ModelSpec spec = mixtral_like_spec(8000, 384, 768, 6, 8);  // bench-forward's ~50M model

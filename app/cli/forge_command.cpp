@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/output_paths.h"
 #include "forge/forge.h"
 #include "runtime/threads.h"
 
@@ -33,6 +34,7 @@ void add_forge_command(CLI::App& app) {
     ForgeRecipe recipe = load_recipe(o->recipe);
     if (!o->output.empty()) recipe.output = o->output;
     if (!o->work.empty()) recipe.work_dir = o->work;
+    check_output(recipe.output, "--output", {o->recipe});
     configure_threads(o->threads);
     std::signal(SIGINT, on_interrupt);
     const auto t0 = std::chrono::steady_clock::now();

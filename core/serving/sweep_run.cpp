@@ -59,6 +59,13 @@ Outcome<> run_sweep(const SweepConfig& config, const Family& family, const HostS
         if (id >= spec.vocab_size)
           throw FormatError(config.trace.string(), where + ": field 'prompt'",
                             "holds token id " + std::to_string(id) + ", outside the vocabulary [0, " + std::to_string(spec.vocab_size) + ")");
+      // On the real clock a replay lasts as long as its trace: bounded by the run's duration, as a
+      // generated workload is (an arrival a week away would otherwise hold the sweep a week).
+      if (config.clock == RunClock::Real && r.arrival > config.workload.duration_seconds)
+        throw FormatError(config.trace.string(), where + ": field 'arrival'",
+                          "is " + std::to_string(r.arrival) + " s, past the run's duration_seconds (" +
+                              std::to_string(config.workload.duration_seconds) + " s) on the real clock",
+                          "raise duration_seconds in the sweep config to replay it in full, or replay it on the virtual clock");
       if (static_cast<std::int64_t>(r.prompt.size()) + r.max_new_tokens > spec.max_position_embeddings)
         throw FormatError(config.trace.string(), where,
                           "asks for " + std::to_string(r.prompt.size() + static_cast<std::size_t>(r.max_new_tokens)) +
@@ -73,7 +80,10 @@ Outcome<> run_sweep(const SweepConfig& config, const Family& family, const HostS
       const HostStore& served = deployment.partitions().front().runtime->store();
       for (int t = 0; t < served.targets(); ++t) target_names.push_back(served.name(t));
       for (const std::string& t : config.targets) deployment.partition_of(t);  // every strategy serves them, or none runs
-      const std::size_t warm_prompt = trace.empty() ? static_cast<std::size_t>(config.workload.prompt.max) : trace.front().prompt.size();
+      std::size_t warm_prompt = static_cast<std::size_t>(config.workload.prompt.max);  // the workload's longest prompt
+      if (!trace.empty())
+        warm_prompt = std::max_element(trace.begin(), trace.end(), [](const auto& a, const auto& b) { return a.prompt.size() < b.prompt.size(); })
+                          ->prompt.size();
       run_workload(deployment, warm_up_workload(config.targets.empty() ? deployment.targets() : config.targets, warm_prompt, spec.vocab_size),
                    {.clock = config.clock, .engine = shared});
       for (double rate : rates)

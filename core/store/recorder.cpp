@@ -134,6 +134,8 @@ ALTER TABLE runs ADD COLUMN owner TEXT NOT NULL DEFAULT '';
 }
 
 Recorder::Recorder(const std::filesystem::path& path) : path_(path) {
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(path, ec) || ec;
   if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
     const std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
@@ -181,8 +183,18 @@ Recorder::Recorder(const std::filesystem::path& path) : path_(path) {
     sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
     sqlite3_close(db_);
     db_ = nullptr;
+    // A file this open created (a full disk, say) is not left behind half-made.
+    if (!existed)
+      for (const char* suffix : {"", "-wal", "-shm", "-journal"}) std::filesystem::remove(path.string() + suffix, ec);
     throw;
   }
+}
+
+void Recorder::check_writable() const {
+  if (sqlite3_db_readonly(db_, "main") == 1)
+    throw IoError(path_.string(), "", "can only be read (its permissions, or a read-only file system)",
+                  "record to a file you can write (--db), or make this one writable");
+  exec("BEGIN IMMEDIATE; COMMIT;");  // the write lock: a read-only folder (no -wal file) or a stuck writer says so here
 }
 
 Recorder::~Recorder() { sqlite3_close(db_); }

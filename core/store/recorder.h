@@ -32,6 +32,10 @@ class Recorder {
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
 
+  // For a writer, before any work: throws IoError when the file opened read-only (permissions, a
+  // read-only file system) or its write lock cannot be had, naming the file and the fix.
+  void check_writable() const;
+
   std::int64_t begin_run(const std::string& strategy, const std::string& config_json);  // status "running"
   void record(std::int64_t run, const RequestRecord& request);  // one transaction
   void sample(std::int64_t run, double t, const std::string& name, double value);

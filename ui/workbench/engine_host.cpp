@@ -419,6 +419,7 @@ void EngineHost::startServing(const QString& sweepJson, const QString& database)
     st.sweep = std::thread([this, session, config, database] {
       try {
         Recorder recorder(database.toStdString());
+        recorder.check_writable();
         SweepEvents events;
         events.run_started = [&](SweepRun& r, std::size_t requests) {
           Q_EMIT servingRunStarted(qs(r.strategy), r.rate, r.run_id, static_cast<int>(requests));
