@@ -3,6 +3,7 @@
 // typed errors for files Mosaic cannot read.
 #include <QTemporaryDir>
 #include <QTest>
+#include <sys/stat.h>
 
 #include <nlohmann/json.hpp>
 
@@ -206,6 +207,23 @@ class TokenizerTest : public QObject {
                                       {{"type", "ByteFallback"}}, {{"type", "Fuse"}}, {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}};
     llama["truncation"] = nullptr;
     QCOMPARE(Tokenizer::parse(llama.dump(), "llama").decode(std::vector<std::int64_t>{268}), std::string("hello"));
+  }
+
+  // A probe's crash: a post_processor of 100k nested Sequences overflowed the stack in Mosaic's own
+  // walk. The parser refuses the depth before any walk; a FIFO is refused before it is opened.
+  void endless_nesting_and_fifos_are_refused() {
+    json outer = metaspace_tokenizer();
+    outer.erase("post_processor");
+    std::string nested = outer.dump();
+    nested.pop_back();  // the closing brace: a post_processor is added in its place
+    for (int i = 0; i < 100000; ++i) nested += i ? "{\"type\": \"Sequence\", \"processors\": [" : ", \"post_processor\": {\"type\": \"Sequence\", \"processors\": [";
+    for (int i = 0; i < 100000; ++i) nested += "]}";
+    nested += "}";
+    expect_mentions(error_of<FormatError>([&] { Tokenizer::parse(nested, "deep.json"); }), {"deep.json", "deeper than"});
+    QTemporaryDir dir;
+    const std::filesystem::path fifo = std::filesystem::path(dir.path().toStdString()) / "tokenizer.json";
+    QCOMPARE(::mkfifo(fifo.c_str(), 0600), 0);
+    expect_mentions(error_of<IoError>([&] { Tokenizer::load(fifo); }), {"tokenizer.json", "not a regular file"});
   }
 };
 
