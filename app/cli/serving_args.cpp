@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "analysis/capacity.h"
 #include "analysis/family_analysis.h"
 #include "common/atomic_file.h"
 #include "common/byte_size.h"
@@ -74,14 +75,15 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
       for (std::int64_t e = 0; e < spec.num_experts && spec.is_sparse(l); ++e) config.pinned.push_back({l, e, t});
     config.hit = HitPolicy::Strict;
   } else {
-    if (a.layout.empty() && a.capacity < 0)
-      throw InvalidArgument("--variants", "--layout / --capacity", "serving several variants needs a layout",
-                            "give a layout from `mosaic-cli consolidate`, or --capacity N to plan one");
+    if (a.layout.empty() && a.capacity < 0 && !config.budget_bytes)
+      throw InvalidArgument("--variants", "--layout / --capacity / --budget", "serving several variants needs a layout",
+                            "give a layout from `mosaic-cli consolidate`, --capacity N to plan one, or --budget B to plan one that fits");
     open_family(s->family, a.variants);
     std::vector<int> to_store;
-    if (a.layout.empty()) {  // plan one now, as `consolidate --capacity` would
+    if (a.layout.empty()) {  // plan one now, as `consolidate --capacity` (or `--budget`) would
+      const std::int64_t capacity = a.capacity >= 0 ? a.capacity : plan_capacity(s->family, *config.budget_bytes, config.reserve).capacity;
       const auto analysis = analyze_family(s->family, {default_cache_dir(), 0, {}});
-      s->layout = make_layout(s->family, analysis->sha256, plan_consolidation(analysis->distances, a.capacity, Policy::RoundRobin));
+      s->layout = make_layout(s->family, analysis->sha256, plan_consolidation(analysis->distances, capacity, Policy::RoundRobin));
       to_store = match_layout(s->layout, s->family, analysis->sha256, "planned layout");
     } else {
       s->layout = load_layout(a.layout);
