@@ -11,6 +11,8 @@ packages=(
   # back to reference BLAS and runs ~14x slower
   libtorch-dev libopenblas0-openmp
   libsqlite3-dev sqlite3 nlohmann-json3-dev libcli11-dev
+  # `mosaic-cli serve`: the HTTP server (the library llama.cpp's server is built on)
+  libcpp-httplib-dev
   # checkpoint content hashes (SHA-256); forge's gzip corpora
   libssl-dev zlib1g-dev
   # forge's sample family trains on public-domain text that Debian ships: the King James Bible
@@ -24,6 +26,12 @@ packages=(
   # headless GUI tests and screenshots; the report's font, and reading its PDF back in tests
   xvfb xauth fonts-dejavu-core poppler-utils
 )
+
+# The server's client tests run the official `openai` npm package under Node: Debian's nodejs and npm,
+# unless a Node with npm is already installed (another Node's packages would conflict with Debian's).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  packages+=(nodejs npm)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("mosaic-cli ") + MOSAIC_VERSION);
   mosaic::cli::add_inspect_command(app);
   mosaic::cli::add_generate_command(app);
+  mosaic::cli::add_serve_command(app);
   mosaic::cli::add_logits_command(app);
   mosaic::cli::add_analyze_command(app);
   mosaic::cli::add_consolidate_command(app);

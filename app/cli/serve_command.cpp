@@ -1,0 +1,103 @@
+// mosaic-cli serve: the engine behind an OpenAI-compatible HTTP API, until Ctrl-C or SIGTERM.
+#include <nlohmann/json.hpp>
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/output_paths.h"
+#include "cli/serving_args.h"
+#include "common/error.h"
+#include "model/tokenizer.h"
+#include "runtime/threads.h"
+#include "server/http_server.h"
+#include "server/server_metrics.h"
+#include "store/recorder.h"
+
+namespace fs = std::filesystem;
+
+namespace mosaic::cli {
+namespace {
+
+// Every target the runtime serves, with the tokenizer of its own folder.
+std::vector<server::ServedModel> served_models(const ServingSession& s) {
+  std::vector<server::ServedModel> out;
+  const HostStore& store = *s.store;
+  for (int t = 0; t < store.targets(); ++t) {
+    const Variant* v = s.family.find(store.name(t));
+    if (!v) continue;
+    server::ServedModel m{.id = v->name, .base = {}, .tokenizer = Tokenizer::load(v->checkpoint->dir() / "tokenizer.json"),
+                          .eos_ids = store.spec().eos_token_ids, .context = store.spec().max_position_embeddings};
+    if (v->checkpoint->is_adapter() || v->checkpoint->is_delta()) m.base = v->checkpoint->base_dir().filename().string();
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("serve", "Serve the variants over an OpenAI-compatible HTTP API (/v1/models, /v1/completions, "
+                                          "/v1/chat/completions, /metrics, /health) until Ctrl-C or SIGTERM");
+  struct Opts {
+    ServingArgs serve;
+    server::ServerOptions http;
+    fs::path db;
+    int threads = 0;
+    double grace = 10;
+  };
+  auto o = std::make_shared<Opts>();
+  o->serve.add_to(cmd);
+  cmd->add_option("--host", o->http.host, "address to listen on (127.0.0.1: this machine only)")->default_val("127.0.0.1");
+  cmd->add_option("--port", o->http.port, "port (0: any free one, printed)")->default_val(8000)->check(CLI::Range(0, 65535));
+  cmd->add_option("--api-key", o->http.api_key, "require 'Authorization: Bearer KEY' (also read from MOSAIC_API_KEY)")->envname("MOSAIC_API_KEY");
+  cmd->add_option("--max-requests", o->http.max_requests, "requests admitted at once; past it 429 with Retry-After")
+      ->default_val(64)->check(CLI::Range(1, 4096));
+  cmd->add_option("--db", o->db, "record every request to this SQLite file (a run of strategy 'serve')");
+  cmd->add_option("--grace", o->grace, "seconds running requests may finish after SIGTERM or Ctrl-C")->default_val(10);
+  cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
+  cmd->callback([o] {
+    check_output(o->db, "--db", o->serve.inputs());
+    // The signals are waited for on a thread of their own: blocked here, before any thread starts,
+    // so that every thread inherits the mask.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    std::unique_ptr<Recorder> recorder;
+    if (!o->db.empty()) {
+      recorder = std::make_unique<Recorder>(o->db);
+      recorder->check_writable();
+    }
+    configure_threads(o->threads);
+    const auto session = open_serving(o->serve, /*need_target=*/false);
+    std::int64_t run = 0;
+    if (recorder) run = recorder->begin_run("serve", nlohmann::json{{"kind", "serve"}, {"host", o->http.host}, {"port", o->http.port}}.dump());
+    server::HttpServer http(*session->engine, served_models(*session), o->http, recorder.get(), run);
+    const int port = http.bind();
+    std::atomic<bool> over{false};
+    std::thread watcher([&] {
+      int sig = 0;
+      sigwait(&signals, &sig);
+      if (over) return;
+      std::cerr << "serve: " << (sig == SIGTERM ? "SIGTERM" : "interrupted") << ": finishing running requests (up to " << o->grace << " s)\n";
+      http.stop(o->grace);
+    });
+    std::cout << "serving on http://" << o->http.host << ":" << port << "/v1 (" << served_models(*session).size() << " models)" << std::endl;
+    http.run();
+    // run() returns when stopped: by the watcher, or by the listening socket failing.
+    over = true;
+    pthread_kill(watcher.native_handle(), SIGTERM);
+    watcher.join();
+    if (recorder) recorder->finish_run(run, "finished");
+    std::cerr << "serve: stopped; " << http.metrics().requests("ok") << " requests served" << (recorder ? ", " + std::to_string(http.recorded()) + " recorded" : "")
+              << "\n";
+  });
+}
+
+}  // namespace mosaic::cli

@@ -1,0 +1,393 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <iostream>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "common/error.h"
+#include "model/text_stream.h"
+#include "server/openai_api.h"
+#include "server/server_metrics.h"
+#include "server/stop_text.h"
+#include "store/recorder.h"
+
+namespace mosaic::server {
+namespace {
+
+using nlohmann::json;
+
+std::int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// Compares every byte whatever differs first, so the time taken says nothing about the key.
+bool same_key(const std::string& given, const std::string& key) {
+  unsigned char diff = given.size() == key.size() ? 0 : 1;
+  for (std::size_t i = 0; i < given.size(); ++i) diff |= static_cast<unsigned char>(given[i] ^ key[i % key.size()]);
+  return diff == 0;
+}
+
+std::string sse(const json& j) { return "data: " + j.dump() + "\n\n"; }
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  if (e.status == 429 || e.status == 503) res.set_header("Retry-After", "1");
+  res.set_content(error_body(e).dump(), "application/json");
+}
+
+// One request in flight, shared by the HTTP thread answering it and the engine's callbacks.
+struct Call {
+  Call(ApiRequest a, const ServedModel& m) : api(std::move(a)), model(&m), text(m.tokenizer), stop(api.stop) {}
+  ApiRequest api;
+  const ServedModel* model;
+  std::string id;
+  std::int64_t created = 0, prompt_tokens = 0;
+  TextStream text;
+  StopText stop;
+  bool first = true, stopped_by_text = false;
+  std::string whole;  // not streamed: the text so far
+
+  std::mutex m;
+  std::condition_variable cv;
+  std::deque<std::string> events;  // streamed: SSE events not yet written
+  bool done = false;
+  RequestResult result;
+  std::shared_ptr<RequestHandle> handle;
+
+  void emit(std::string e) {
+    {
+      std::lock_guard lock(m);
+      events.push_back(std::move(e));
+    }
+    cv.notify_all();
+  }
+};
+
+std::string status_of(const RequestResult& r, bool stopped_by_text) {
+  if (stopped_by_text) return "ok";
+  switch (r.finish) {
+    case Finish::Length:
+    case Finish::Stop: return "ok";
+    case Finish::Cancelled: return "cancelled";
+    case Finish::Failed: return "failed";
+  }
+  return "failed";
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  Engine* engine = nullptr;
+  std::shared_ptr<Runtime> runtime;  // read on the engine's thread only (KV blocks in use)
+  std::vector<ServedModel> models;
+  ServerOptions opt;
+  Recorder* recorder = nullptr;
+  std::int64_t run_id = 0;
+  httplib::Server http;
+  ServerMetrics metrics;
+  std::atomic<std::size_t> admitted{0};
+  std::atomic<bool> draining{false}, recording{true};
+  std::atomic<std::int64_t> next_index{0}, recorded{0};
+  std::atomic<std::uint64_t> next_id{1};
+  std::mutex live_m;
+  std::set<std::shared_ptr<RequestHandle>> live;
+  std::once_flag stopped;
+
+  const ServedModel* find(const std::string& id) const {
+    for (const ServedModel& m : models)
+      if (m.id == id) return &m;
+    return nullptr;
+  }
+
+  void authorize(const httplib::Request& req) const {
+    if (opt.api_key.empty()) return;
+    const std::string h = req.get_header_value("Authorization");
+    const std::string prefix = "Bearer ";
+    if (!h.starts_with(prefix) || !same_key(h.substr(prefix.size()), opt.api_key))
+      throw ApiError(401, "invalid_request_error", "", "Incorrect API key provided (send it as 'Authorization: Bearer KEY')", "invalid_api_key");
+  }
+
+  void update_gauges() {
+    const std::size_t waiting = engine->queued(), in = admitted.load();
+    metrics.set_sequences(static_cast<std::int64_t>(in > waiting ? in - waiting : 0), static_cast<std::int64_t>(waiting));
+  }
+
+  // Engine thread: the request ended. Records it, counts it, and closes its stream.
+  void finished(const std::shared_ptr<Call>& call, const RequestHandle& handle, const RequestResult& result) {
+    std::string tail;
+    if (!call->stopped_by_text) tail = call->stop.push(call->text.finish()) + call->stop.finish();
+    const std::string status = status_of(result, call->stopped_by_text);
+    metrics.finished(call->model->id, status, result.stats);
+    metrics.set_kv_blocks(runtime->kv_blocks().used());
+    if (recorder && recording) {
+      RequestRecord rec;
+      rec.index = next_index++;
+      rec.target = call->model->id;
+      rec.outcome = call->stopped_by_text ? Finish::Stop : result.finish;
+      rec.error = result.error;
+      rec.stats = result.stats;
+      try {
+        recorder->record(run_id, rec);
+        ++recorded;
+      } catch (const Error& e) {  // a full disk: serving goes on, recording stops, and says so once
+        recording = false;
+        std::cerr << "serve: stopped recording: " << e.what() << "\n";
+      }
+    }
+    {
+      std::lock_guard lock(live_m);
+      for (auto it = live.begin(); it != live.end(); ++it)
+        if (it->get() == &handle) {
+          live.erase(it);
+          break;
+        }
+    }
+    const std::string reason = call->stopped_by_text || result.finish == Finish::Stop ? "stop" : "length";
+    {
+      std::lock_guard lock(call->m);
+      call->result = result;
+      call->whole += tail;
+      if (call->api.stream) {
+        if (result.finish == Finish::Failed) {
+          call->events.push_back(sse(error_body(ApiError(500, "server_error", "", result.error))));
+        } else if (result.finish != Finish::Cancelled || call->stopped_by_text) {
+          if (!tail.empty()) call->events.push_back(sse(stream_chunk(call->api, call->id, call->created, tail, std::nullopt, call->first)));
+          call->events.push_back(sse(stream_chunk(call->api, call->id, call->created, "", reason, false)));
+          if (call->api.include_usage)
+            call->events.push_back(sse(usage_chunk(call->api, call->id, call->created,
+                                                   {call->prompt_tokens, static_cast<std::int64_t>(result.tokens.size())})));
+        }
+        call->events.push_back("data: [DONE]\n\n");
+      }
+      call->done = true;
+    }
+    call->cv.notify_all();
+    --admitted;
+  }
+
+  void completion(const httplib::Request& req, httplib::Response& res, bool chat) {
+    std::string model_id = "?";
+    try {
+      authorize(req);
+      if (draining) throw ApiError(503, "server_error", "", "the server is shutting down; retry on another instance");
+      ApiRequest api = parse_request(req.body, chat);
+      model_id = api.model;
+      const ServedModel* m = find(api.model);
+      if (!m) throw ApiError(404, "invalid_request_error", "model", "The model '" + api.model + "' does not exist (GET /v1/models lists those served)", "model_not_found");
+      auto call = std::make_shared<Call>(std::move(api), *m);
+      const ApiRequest& a = call->api;
+      GenerationRequest g;
+      g.prompt = a.prompt_ids.empty() ? m->tokenizer.encode(a.prompt_text) : a.prompt_ids;
+      const char* prompt_param = chat ? "messages" : "prompt";
+      if (g.prompt.empty()) throw bad_request(prompt_param, std::string("'") + prompt_param + "' encodes to no tokens");
+      const auto n = static_cast<std::int64_t>(g.prompt.size());
+      if (n >= m->context)
+        throw bad_request(prompt_param, "the prompt is " + std::to_string(n) + " tokens; the model's context is " + std::to_string(m->context));
+      g.max_new_tokens = a.max_tokens.value_or(chat ? m->context - n : 16);
+      if (n + g.max_new_tokens > m->context)
+        throw bad_request(chat && !a.max_tokens ? "messages" : "max_tokens",
+                          "the prompt's " + std::to_string(n) + " tokens and max_tokens " + std::to_string(g.max_new_tokens) +
+                              " pass the model's context of " + std::to_string(m->context) + " tokens");
+      g.sampling = a.sampling;
+      g.stop_ids = m->eos_ids;
+      call->prompt_tokens = n;
+      call->created = unix_now();
+      call->id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++);
+
+      if (admitted.fetch_add(1) >= opt.max_requests) {
+        --admitted;
+        throw ApiError(429, "rate_limit_error", "", "the server is serving " + std::to_string(opt.max_requests) + " requests; retry shortly",
+                       "rate_limit_exceeded");
+      }
+      RequestCallbacks cb;
+      cb.on_token = [this, call](const RequestHandle& h, std::int64_t token, const RuntimeCounters&) {
+        if (call->stopped_by_text) return;
+        const std::string out = call->stop.push(call->text.push(token));
+        if (call->stop.stopped()) {
+          call->stopped_by_text = true;
+          const_cast<RequestHandle&>(h).cancel();
+        }
+        if (call->api.stream) {
+          if (!out.empty()) {
+            call->emit(sse(stream_chunk(call->api, call->id, call->created, out, std::nullopt, call->first)));
+            call->first = false;
+          }
+        } else {
+          call->whole += out;
+        }
+        metrics.set_kv_blocks(runtime->kv_blocks().used());
+      };
+      cb.on_finish = [this, call](const RequestHandle& h, const RequestResult& r) { finished(call, h, r); };
+      try {
+        call->handle = engine->submit(ServeRequest{m->id, g}, cb);
+      } catch (const Error& e) {
+        --admitted;
+        throw bad_request(prompt_param, e.what());
+      }
+      {
+        std::lock_guard lock(live_m);
+        if (!call->handle->finished()) live.insert(call->handle);
+      }
+      if (a.stream) return stream(call, res);
+      call->handle->wait();
+      std::unique_lock lock(call->m);
+      call->cv.wait(lock, [&] { return call->done; });
+      const RequestResult& r = call->result;
+      if (r.finish == Finish::Failed) throw ApiError(500, "server_error", "", r.error);
+      if (r.finish == Finish::Cancelled && !call->stopped_by_text) throw ApiError(503, "server_error", "", "the request was cancelled: the server is shutting down");
+      const std::string reason = call->stopped_by_text || r.finish == Finish::Stop ? "stop" : "length";
+      res.set_content(completion_body(a, call->id, call->created, call->whole, reason, {n, static_cast<std::int64_t>(r.tokens.size())}).dump(),
+                      "application/json");
+    } catch (const ApiError& e) {
+      if (e.status != 429 && e.status != 503 && e.status != 401) metrics.rejected(model_id, "invalid");
+      else metrics.rejected(model_id, e.status == 401 ? "unauthorized" : "refused");
+      send_error(res, e);
+    }
+  }
+
+  // Server-sent events, one chunk per piece of text; a client gone mid-stream cancels its request
+  // (its KV blocks are freed after the step in flight).
+  void stream(const std::shared_ptr<Call>& call, httplib::Response& res) {
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [call](std::size_t, httplib::DataSink& sink) {
+          std::unique_lock lock(call->m);
+          call->cv.wait_for(lock, std::chrono::milliseconds(250), [&] { return !call->events.empty() || call->done; });
+          while (!call->events.empty()) {
+            const std::string e = std::move(call->events.front());
+            call->events.pop_front();
+            lock.unlock();
+            if (!sink.write(e.data(), e.size())) {
+              call->handle->cancel();
+              return false;
+            }
+            lock.lock();
+          }
+          if (call->done) {
+            lock.unlock();
+            sink.done();
+            return true;
+          }
+          lock.unlock();
+          if (!sink.is_writable()) {
+            call->handle->cancel();
+            return false;
+          }
+          return true;
+        },
+        [call](bool) {
+          if (!call->handle->finished()) call->handle->cancel();
+        });
+  }
+
+  void routes() {
+    http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      res.status = draining ? 503 : 200;
+      res.set_content(json{{"status", draining ? "draining" : "ok"}}.dump(), "application/json");
+    });
+    http.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+      try {
+        authorize(req);
+        json data = json::array();
+        for (const ServedModel& m : models)
+          data.push_back({{"id", m.id}, {"object", "model"}, {"created", 0}, {"owned_by", "mosaic"}, {"root", m.base.empty() ? m.id : m.base},
+                          {"parent", m.base.empty() ? json() : json(m.base)}});
+        res.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
+      } catch (const ApiError& e) {
+        send_error(res, e);
+      }
+    });
+    http.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+      try {
+        authorize(req);
+        update_gauges();
+        res.set_content(metrics.text(), "text/plain; version=0.0.4");
+      } catch (const ApiError& e) {
+        send_error(res, e);
+      }
+    });
+    http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { completion(req, res, false); });
+    http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) { completion(req, res, true); });
+    // What httplib answers itself (an unknown path, a body over the limit, a malformed request line)
+    // gets OpenAI's error shape too.
+    http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      const std::string what = res.status == 404   ? "no route " + req.method + " " + req.path + " (see /v1/models, /v1/completions, /v1/chat/completions)"
+                               : res.status == 413 ? "the body is larger than the server accepts"
+                                                   : "the request could not be read";
+      res.set_content(error_body(ApiError(res.status, "invalid_request_error", "", what)).dump(), "application/json");
+    });
+    http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      std::string what = "internal error";
+      try {
+        std::rethrow_exception(ep);
+      } catch (const std::exception& e) {
+        what = std::string("internal error: ") + e.what();
+      } catch (...) {
+      }
+      res.status = 500;
+      res.set_content(error_body(ApiError(500, "server_error", "", what)).dump(), "application/json");
+    });
+  }
+};
+
+HttpServer::HttpServer(Engine& engine, std::vector<ServedModel> models, ServerOptions options, Recorder* recorder,
+                       std::int64_t run_id)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& s = *impl_;
+  s.runtime = engine.runtime();
+  s.engine = &engine;
+  s.models = std::move(models);
+  s.opt = std::move(options);
+  s.recorder = recorder;
+  s.run_id = run_id;
+  const std::size_t threads = s.opt.threads > 0 ? static_cast<std::size_t>(s.opt.threads) : s.opt.max_requests + 8;
+  s.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  s.http.set_payload_max_length(s.opt.max_body_bytes);
+  s.http.set_read_timeout(10);
+  s.http.set_write_timeout(10);
+  s.routes();
+}
+
+HttpServer::~HttpServer() { stop(0); }
+
+int HttpServer::bind() {
+  Impl& s = *impl_;
+  const int port = s.opt.port == 0 ? s.http.bind_to_any_port(s.opt.host) : (s.http.bind_to_port(s.opt.host, s.opt.port) ? s.opt.port : -1);
+  if (port <= 0)
+    throw IoError(s.opt.host + ":" + std::to_string(s.opt.port), "", "cannot be listened on (in use, or not an address of this machine)",
+                  "choose another --port or --host");
+  return port;
+}
+
+void HttpServer::run() { impl_->http.listen_after_bind(); }
+
+void HttpServer::stop(double grace_seconds) {
+  Impl& s = *impl_;
+  std::call_once(s.stopped, [&] {
+    s.draining = true;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_seconds);
+    while (s.admitted > 0 && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::vector<std::shared_ptr<RequestHandle>> rest;
+    {
+      std::lock_guard lock(s.live_m);
+      rest.assign(s.live.begin(), s.live.end());
+    }
+    for (const auto& h : rest) h->cancel();
+    for (const auto& h : rest) h->wait_for(std::chrono::seconds(10));
+    s.http.stop();
+  });
+}
+
+const ServerMetrics& HttpServer::metrics() const { return impl_->metrics; }
+std::int64_t HttpServer::recorded() const { return impl_->recorded; }
+
+}  // namespace mosaic::server

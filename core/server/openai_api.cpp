@@ -1,0 +1,191 @@
+#include "server/openai_api.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+#include "common/json_text.h"
+
+namespace mosaic::server {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::int64_t kMaxTokens = std::int64_t{1} << 24;
+constexpr std::size_t kMaxStops = 4;  // OpenAI's limit
+
+double number_in(const json& j, const char* key, double lo, double hi, bool lo_open = false) {
+  const json& v = j.at(key);
+  if (!v.is_number()) throw bad_request(key, std::string("'") + key + "' must be a number");
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || x > hi || (lo_open ? x <= lo : x < lo))
+    throw bad_request(key, std::string("'") + key + "' is " + v.dump() + "; it must be " + (lo_open ? "above " : "at least ") +
+                               std::to_string(lo).substr(0, 3) + " and at most " + std::to_string(hi).substr(0, 3));
+  return x;
+}
+
+std::int64_t integer_in(const json& j, const char* key, std::int64_t lo, std::int64_t hi) {
+  const json& v = j.at(key);
+  // JSON reads a non-negative integer as unsigned: both bounds are checked either way.
+  const bool ok = v.is_number_integer() &&
+                  (v.is_number_unsigned() ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(hi) && (lo <= 0 || v.get<std::uint64_t>() >= static_cast<std::uint64_t>(lo))
+                                          : v.get<std::int64_t>() >= lo && v.get<std::int64_t>() <= hi);
+  if (!ok) throw bad_request(key, std::string("'") + key + "' is " + v.dump() + "; it must be a whole number from " + std::to_string(lo) +
+                                      " to " + std::to_string(hi));
+  return v.get<std::int64_t>();
+}
+
+bool has(const json& j, const char* key) { return j.contains(key) && !j.at(key).is_null(); }
+
+// A message's content: a string, or OpenAI's list of parts of which the text parts are read.
+std::string content_text(const json& c, const std::string& param) {
+  if (c.is_string()) return c.get<std::string>();
+  if (c.is_null()) return {};
+  if (!c.is_array()) throw bad_request(param, "'" + param + "' must be a string or a list of text parts");
+  std::string out;
+  for (const json& part : c) {
+    if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") || !part["text"].is_string())
+      throw bad_request(param, "'" + param + "' holds a part that is not {\"type\": \"text\", \"text\": …}; only text is served");
+    out += part["text"].get<std::string>();
+  }
+  return out;
+}
+
+json base_body(const ApiRequest& r, const std::string& id, std::int64_t created, bool chunk) {
+  return {{"id", id}, {"object", r.chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion"}, {"created", created},
+          {"model", r.model}};
+}
+
+}  // namespace
+
+ApiError bad_request(const std::string& param, const std::string& message) {
+  return ApiError(400, "invalid_request_error", param, message);
+}
+
+ApiRequest parse_request(std::string_view body, bool chat) {
+  json j;
+  try {
+    j = parse_json_bounded(body, "request body");
+  } catch (const Error& e) {
+    throw bad_request("", std::string("the body is not accepted: ") + e.what());
+  } catch (const json::exception& e) {
+    throw bad_request("", std::string("the body is not valid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw bad_request("", "the body must be a JSON object");
+  ApiRequest r;
+  r.chat = chat;
+  if (!has(j, "model") || !j["model"].is_string() || j["model"].get<std::string>().empty())
+    throw bad_request("model", "'model' must name a served model (GET /v1/models lists them)");
+  r.model = j["model"].get<std::string>();
+  if (chat) {
+    if (!has(j, "messages") || !j["messages"].is_array() || j["messages"].empty())
+      throw bad_request("messages", "'messages' must be a non-empty list of {\"role\", \"content\"}");
+    for (std::size_t i = 0; i < j["messages"].size(); ++i) {
+      const json& m = j["messages"][i];
+      const std::string at = "messages[" + std::to_string(i) + "]";
+      if (!m.is_object() || !has(m, "role") || !m["role"].is_string())
+        throw bad_request(at + ".role", "'" + at + ".role' must be a string (system, user, assistant)");
+      r.messages.push_back({m["role"].get<std::string>(), content_text(m.contains("content") ? m["content"] : json(), at + ".content")});
+    }
+    r.prompt_text = plain_chat_prompt(r.messages);
+  } else {
+    if (!has(j, "prompt")) throw bad_request("prompt", "'prompt' is required: a string, or a list of token ids");
+    const json& p = j["prompt"];
+    if (p.is_string()) {
+      r.prompt_text = p.get<std::string>();
+    } else if (p.is_array() && p.size() == 1 && p[0].is_string()) {
+      r.prompt_text = p[0].get<std::string>();
+    } else if (p.is_array() && !p.empty() && std::all_of(p.begin(), p.end(), [](const json& x) { return x.is_number_integer(); })) {
+      for (const json& x : p) {
+        if (x.is_number_unsigned() ? x.get<std::uint64_t>() > static_cast<std::uint64_t>(INT64_MAX) : x.get<std::int64_t>() < 0)
+          throw bad_request("prompt", "'prompt' holds " + x.dump() + ", which is not a token id");
+        r.prompt_ids.push_back(x.get<std::int64_t>());
+      }
+    } else {
+      throw bad_request("prompt", "'prompt' must be a string or a list of token ids (one prompt per request: n = 1)");
+    }
+    if (r.prompt_text.empty() && r.prompt_ids.empty()) throw bad_request("prompt", "'prompt' is empty");
+  }
+  const char* tokens_key = chat && has(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  if (has(j, tokens_key)) r.max_tokens = integer_in(j, tokens_key, 1, kMaxTokens);
+  if (has(j, "temperature")) r.sampling.temperature = number_in(j, "temperature", 0, 2);
+  if (has(j, "top_p")) r.sampling.top_p = number_in(j, "top_p", 0, 1, /*lo_open=*/true);
+  if (has(j, "seed")) {
+    if (!j["seed"].is_number_integer()) throw bad_request("seed", "'seed' must be a whole number");
+    r.sampling.seed = j["seed"].is_number_unsigned() ? j["seed"].get<std::uint64_t>() : static_cast<std::uint64_t>(j["seed"].get<std::int64_t>());
+  }
+  if (has(j, "n") && integer_in(j, "n", 1, 1) != 1) throw bad_request("n", "'n' must be 1");
+  if (has(j, "stop")) {
+    const json& s = j["stop"];
+    if (s.is_string()) r.stop.push_back(s.get<std::string>());
+    else if (s.is_array() && s.size() <= kMaxStops && std::all_of(s.begin(), s.end(), [](const json& x) { return x.is_string(); }))
+      for (const json& x : s) r.stop.push_back(x.get<std::string>());
+    else throw bad_request("stop", "'stop' must be a string or a list of at most 4 strings");
+    if (std::any_of(r.stop.begin(), r.stop.end(), [](const std::string& x) { return x.empty(); }))
+      throw bad_request("stop", "'stop' holds an empty string");
+  }
+  if (has(j, "stream")) {
+    if (!j["stream"].is_boolean()) throw bad_request("stream", "'stream' must be true or false");
+    r.stream = j["stream"].get<bool>();
+  }
+  if (has(j, "stream_options")) {
+    const json& so = j["stream_options"];
+    if (!so.is_object()) throw bad_request("stream_options", "'stream_options' must be an object");
+    if (has(so, "include_usage")) {
+      if (!so["include_usage"].is_boolean()) throw bad_request("stream_options.include_usage", "'include_usage' must be true or false");
+      r.include_usage = so["include_usage"].get<bool>();
+    }
+  }
+  return r;
+}
+
+std::string plain_chat_prompt(const std::vector<ChatMessage>& messages) {
+  std::string out;
+  for (const ChatMessage& m : messages) out += m.role + ": " + m.content + "\n";
+  return out + "assistant:";
+}
+
+nlohmann::json error_body(const ApiError& e) {
+  return {{"error",
+           {{"message", e.what()}, {"type", e.type}, {"param", e.param.empty() ? json() : json(e.param)}, {"code", e.code.empty() ? json() : json(e.code)}}}};
+}
+
+nlohmann::json usage_json(const Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens}, {"completion_tokens", u.completion_tokens}, {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+}
+
+nlohmann::json completion_body(const ApiRequest& r, const std::string& id, std::int64_t created, const std::string& text,
+                               const std::string& finish_reason, const Usage& usage) {
+  json b = base_body(r, id, created, false);
+  json choice = {{"index", 0}, {"finish_reason", finish_reason}};
+  if (r.chat) choice["message"] = {{"role", "assistant"}, {"content", text}};
+  else choice["text"] = text, choice["logprobs"] = nullptr;
+  b["choices"] = json::array({choice});
+  b["usage"] = usage_json(usage);
+  return b;
+}
+
+nlohmann::json stream_chunk(const ApiRequest& r, const std::string& id, std::int64_t created, const std::string& text,
+                            const std::optional<std::string>& finish_reason, bool first) {
+  json b = base_body(r, id, created, true);
+  json choice = {{"index", 0}, {"finish_reason", finish_reason ? json(*finish_reason) : json()}};
+  if (r.chat) {
+    choice["delta"] = json::object();
+    if (first) choice["delta"]["role"] = "assistant";
+    if (!text.empty() || !finish_reason) choice["delta"]["content"] = text;
+  } else {
+    choice["text"] = text;
+    choice["logprobs"] = nullptr;
+  }
+  b["choices"] = json::array({choice});
+  return b;
+}
+
+nlohmann::json usage_chunk(const ApiRequest& r, const std::string& id, std::int64_t created, const Usage& usage) {
+  json b = base_body(r, id, created, true);
+  b["choices"] = json::array();
+  b["usage"] = usage_json(usage);
+  return b;
+}
+
+}  // namespace mosaic::server

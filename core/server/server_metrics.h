@@ -1,0 +1,47 @@
+#pragma once
+// What `GET /metrics` reports, in Prometheus' text format: requests by model and status, TTFT and
+// TPOT histograms, sequences running and waiting, KV blocks in use, per-layer hits and misses,
+// swaps and expert loads. Updated from the engine's callbacks and the HTTP threads; thread-safe.
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "runtime/request_stats.h"
+
+namespace mosaic::server {
+
+class ServerMetrics {
+ public:
+  // A request that ended: its model, its status ("ok", "cancelled", "failed") and what it cost.
+  void finished(const std::string& model, const std::string& status, const RequestStats& stats);
+  // A request answered with an error before it reached the engine ("invalid", "refused", …).
+  void rejected(const std::string& model, const std::string& status);
+  void set_sequences(std::int64_t running, std::int64_t waiting);
+  void set_kv_blocks(std::int64_t used);
+
+  std::string text() const;  // the exposition
+  // Requests counted by status, summed over models (for tests and the closing summary).
+  std::int64_t requests(const std::string& status) const;
+
+ private:
+  struct Histogram {
+    std::vector<std::int64_t> counts;  // per bucket, cumulative when printed
+    double sum = 0;
+    std::int64_t count = 0;
+    void add(double v);
+  };
+  mutable std::mutex m_;
+  std::map<std::pair<std::string, std::string>, std::int64_t> requests_;  // (model, status)
+  Histogram ttft_, tpot_;
+  std::int64_t running_ = 0, waiting_ = 0, kv_used_ = 0;
+  std::int64_t prompt_tokens_ = 0, generated_tokens_ = 0;
+  std::vector<LayerCounts> layers_;
+  std::int64_t swaps_ = 0;
+  std::uint64_t swap_bytes_ = 0;
+  double swap_seconds_ = 0;
+};
+
+}  // namespace mosaic::server

@@ -1,0 +1,125 @@
+// The OpenAI API's bodies apart from the transport: what a request body becomes, how it is refused,
+// and stop strings cut across streamed pieces.
+#include <QTest>
+
+#include <nlohmann/json.hpp>
+
+#include "server/openai_api.h"
+#include "server/server_metrics.h"
+#include "server/stop_text.h"
+
+using namespace mosaic;
+using namespace mosaic::server;
+
+namespace {
+ApiError refusal(const std::string& body, bool chat = false) {
+  try {
+    parse_request(body, chat);
+  } catch (const ApiError& e) {
+    return e;
+  }
+  return ApiError(0, "", "", "accepted");
+}
+}  // namespace
+
+class ServerApiTest : public QObject {
+  Q_OBJECT
+ private Q_SLOTS:
+  void requests_are_read() {
+    const ApiRequest c = parse_request(R"({"model": "bible", "prompt": "In the", "max_tokens": 7, "temperature": 0.5, "top_p": 0.9,
+                                           "seed": 3, "stop": ["\n", "."], "stream": true, "stream_options": {"include_usage": true},
+                                           "frequency_penalty": 0, "user": "x"})",
+                                       false);
+    QCOMPARE(c.model, std::string("bible"));
+    QCOMPARE(c.prompt_text, std::string("In the"));
+    QCOMPARE(*c.max_tokens, std::int64_t(7));
+    QCOMPARE(c.sampling.temperature, 0.5);
+    QCOMPARE(c.sampling.seed, std::uint64_t(3));
+    QCOMPARE(c.stop.size(), std::size_t(2));
+    QVERIFY(c.stream && c.include_usage);
+    QCOMPARE(parse_request(R"({"model": "m", "prompt": [5, 6, 7]})", false).prompt_ids, (std::vector<std::int64_t>{5, 6, 7}));
+    const ApiRequest chat = parse_request(R"({"model": "m", "messages": [{"role": "system", "content": "Be brief."},
+                                              {"role": "user", "content": [{"type": "text", "text": "Hi"}, {"type": "text", "text": "!"}]}],
+                                              "max_completion_tokens": 4})",
+                                          true);
+    QCOMPARE(chat.prompt_text, std::string("system: Be brief.\nuser: Hi!\nassistant:"));
+    QCOMPARE(*chat.max_tokens, std::int64_t(4));
+  }
+
+  void bad_requests_name_the_parameter_data() {
+    QTest::addColumn<QString>("body");
+    QTest::addColumn<bool>("chat");
+    QTest::addColumn<QString>("param");
+    QTest::newRow("not json") << "{\"model\": " << false << "";
+    QTest::newRow("not an object") << "[1]" << false << "";
+    QTest::newRow("no model") << R"({"prompt": "x"})" << false << "model";
+    QTest::newRow("no prompt") << R"({"model": "m"})" << false << "prompt";
+    QTest::newRow("empty prompt") << R"({"model": "m", "prompt": ""})" << false << "prompt";
+    QTest::newRow("two prompts") << R"({"model": "m", "prompt": ["a", "b"]})" << false << "prompt";
+    QTest::newRow("negative id") << R"({"model": "m", "prompt": [1, -2]})" << false << "prompt";
+    QTest::newRow("hot") << R"({"model": "m", "prompt": "x", "temperature": 2.5})" << false << "temperature";
+    QTest::newRow("top_p 0") << R"({"model": "m", "prompt": "x", "top_p": 0})" << false << "top_p";
+    QTest::newRow("max_tokens 0") << R"({"model": "m", "prompt": "x", "max_tokens": 0})" << false << "max_tokens";
+    QTest::newRow("max_tokens text") << R"({"model": "m", "prompt": "x", "max_tokens": "9"})" << false << "max_tokens";
+    QTest::newRow("n 3") << R"({"model": "m", "prompt": "x", "n": 3})" << false << "n";
+    QTest::newRow("five stops") << R"({"model": "m", "prompt": "x", "stop": ["a", "b", "c", "d", "e"]})" << false << "stop";
+    QTest::newRow("empty stop") << R"({"model": "m", "prompt": "x", "stop": ""})" << false << "stop";
+    QTest::newRow("stream text") << R"({"model": "m", "prompt": "x", "stream": "yes"})" << false << "stream";
+    QTest::newRow("no messages") << R"({"model": "m"})" << true << "messages";
+    QTest::newRow("role missing") << R"({"model": "m", "messages": [{"content": "x"}]})" << true << "messages[0].role";
+    QTest::newRow("an image") << R"({"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]})" << true
+                              << "messages[0].content";
+    QTest::newRow("too deep") << QString::fromStdString(std::string(200, '[') + std::string(200, ']')) << false << "";
+  }
+  void bad_requests_name_the_parameter() {
+    QFETCH(QString, body);
+    QFETCH(bool, chat);
+    QFETCH(QString, param);
+    const ApiError e = refusal(body.toStdString(), chat);
+    QCOMPARE(e.status, 400);
+    QCOMPARE(QString::fromStdString(e.param), param);
+    // OpenAI's shape: {"error": {"message", "type", "param", "code"}}.
+    const nlohmann::json j = error_body(e);
+    QVERIFY(j["error"]["type"] == "invalid_request_error");
+    QVERIFY(j["error"]["message"].is_string() && !j["error"]["message"].get<std::string>().empty());
+    QCOMPARE(j["error"]["param"].is_null(), param.isEmpty());
+  }
+
+  // A stop string split across pieces is still found; text that may begin one is held back.
+  void stop_strings_cut_across_pieces() {
+    StopText s({"END", "\n\n"});
+    QCOMPARE(s.push("Hello E"), std::string("Hello "));
+    QCOMPARE(s.push("N"), std::string());
+    QCOMPARE(s.push("ough"), std::string("ENough"));
+    QCOMPARE(s.push(" and E"), std::string(" and "));
+    QCOMPARE(s.push("ND more"), std::string());
+    QVERIFY(s.stopped());
+    QCOMPARE(s.push("later"), std::string());
+    QCOMPARE(s.finish(), std::string());
+    StopText t({"\n\n"});
+    QCOMPARE(t.push("a\n"), std::string("a"));
+    QCOMPARE(t.finish(), std::string("\n"));  // the generation ended: what was held back is handed out
+    StopText none({});
+    QCOMPARE(none.push("anything"), std::string("anything"));
+  }
+
+  void metrics_are_prometheus_text() {
+    ServerMetrics m;
+    RequestStats s;
+    s.arrival = 0, s.first_token = 0.02, s.finish = 0.1, s.generated_tokens = 5, s.prompt_tokens = 3;
+    s.counters.layers.resize(2);
+    s.counters.layers[1].hits = 3, s.counters.layers[1].misses = 1;
+    m.finished("bible", "ok", s);
+    m.rejected("nope", "invalid");
+    const std::string t = m.text();
+    for (const char* line : {"mosaic_requests_total{model=\"bible\",status=\"ok\"} 1", "mosaic_requests_total{model=\"nope\",status=\"invalid\"} 1",
+                             "mosaic_ttft_seconds_bucket{le=\"0.025\"} 1", "mosaic_ttft_seconds_bucket{le=\"0.01\"} 0",
+                             "mosaic_ttft_seconds_count 1", "mosaic_tpot_seconds_sum 0.02", "mosaic_expert_hit_rate{layer=\"1\"} 0.75",
+                             "mosaic_generated_tokens_total 5", "# TYPE mosaic_ttft_seconds histogram"})
+      QVERIFY2(t.find(line) != std::string::npos, line);
+    QCOMPARE(m.requests("ok"), std::int64_t(1));
+  }
+};
+
+QTEST_APPLESS_MAIN(ServerApiTest)
+#include "tst_server_api.moc"
