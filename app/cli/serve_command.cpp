@@ -78,7 +78,9 @@ void add_serve_command(CLI::App& app) {
     const auto session = open_serving(o->serve, /*need_target=*/false);
     std::int64_t run = 0;
     if (recorder) run = recorder->begin_run("serve", nlohmann::json{{"kind", "serve"}, {"host", o->http.host}, {"port", o->http.port}}.dump());
-    server::HttpServer http(*session->engine, served_models(*session), o->http, recorder.get(), run);
+    std::vector<server::ServedModel> models = served_models(*session);
+    const std::size_t model_count = models.size();
+    server::HttpServer http(*session->engine, std::move(models), o->http, recorder.get(), run);
     const int port = http.bind();
     std::atomic<bool> over{false};
     std::thread watcher([&] {
@@ -88,7 +90,7 @@ void add_serve_command(CLI::App& app) {
       std::cerr << "serve: " << (sig == SIGTERM ? "SIGTERM" : "interrupted") << ": finishing running requests (up to " << o->grace << " s)\n";
       http.stop(o->grace);
     });
-    std::cout << "serving on http://" << o->http.host << ":" << port << "/v1 (" << served_models(*session).size() << " models)" << std::endl;
+    std::cout << "serving on http://" << o->http.host << ":" << port << "/v1 (" << model_count << " models)" << std::endl;
     http.run();
     // run() returns when stopped: by the watcher, or by the listening socket failing.
     over = true;
