@@ -37,6 +37,8 @@ class ServerApiTest : public QObject {
     QCOMPARE(c.sampling.seed, std::uint64_t(3));
     QCOMPARE(c.stop.size(), std::size_t(2));
     QVERIFY(c.stream && c.include_usage);
+    QVERIFY(!c.ignore_eos);
+    QVERIFY(parse_request(R"({"model": "m", "prompt": "x", "ignore_eos": true})", false).ignore_eos);
     QCOMPARE(parse_request(R"({"model": "m", "prompt": [5, 6, 7]})", false).prompt_ids, (std::vector<std::int64_t>{5, 6, 7}));
     const ApiRequest chat = parse_request(R"({"model": "m", "messages": [{"role": "system", "content": "Be brief."},
                                               {"role": "user", "content": [{"type": "text", "text": "Hi"}, {"type": "text", "text": "!"}]}],
@@ -65,6 +67,7 @@ class ServerApiTest : public QObject {
     QTest::newRow("five stops") << R"({"model": "m", "prompt": "x", "stop": ["a", "b", "c", "d", "e"]})" << false << "stop";
     QTest::newRow("empty stop") << R"({"model": "m", "prompt": "x", "stop": ""})" << false << "stop";
     QTest::newRow("stream text") << R"({"model": "m", "prompt": "x", "stream": "yes"})" << false << "stream";
+    QTest::newRow("ignore_eos 1") << R"({"model": "m", "prompt": "x", "ignore_eos": 1})" << false << "ignore_eos";
     QTest::newRow("no messages") << R"({"model": "m"})" << true << "messages";
     QTest::newRow("role missing") << R"({"model": "m", "messages": [{"content": "x"}]})" << true << "messages[0].role";
     QTest::newRow("an image") << R"({"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]})" << true

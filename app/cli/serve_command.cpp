@@ -69,6 +69,8 @@ void add_serve_command(CLI::App& app) {
     sigaddset(&signals, SIGINT);
     sigaddset(&signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    // A client gone mid-write fails that write (EPIPE), which cancels its request; it must not end the server.
+    signal(SIGPIPE, SIG_IGN);
     std::unique_ptr<Recorder> recorder;
     if (!o->db.empty()) {
       recorder = std::make_unique<Recorder>(o->db);

@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -99,6 +101,7 @@ struct HttpServer::Impl {
   std::mutex live_m;
   std::set<std::shared_ptr<RequestHandle>> live;
   std::once_flag stopped;
+  int listen_fd = -1;
 
   const ServedModel* find(const std::string& id) const {
     for (const ServedModel& m : models)
@@ -157,7 +160,11 @@ struct HttpServer::Impl {
       if (call->api.stream) {
         if (result.finish == Finish::Failed) {
           call->events.push_back(sse(error_body(ApiError(500, "server_error", "", result.error))));
-        } else if (result.finish != Finish::Cancelled || call->stopped_by_text) {
+        } else if (result.finish == Finish::Cancelled && !call->stopped_by_text) {
+          // Only the shutdown cancels a stream whose client still listens: say so, so that the
+          // client raises instead of taking the text so far as the whole answer.
+          call->events.push_back(sse(error_body(ApiError(503, "server_error", "", "the server shut down before the request finished; retry on another instance"))));
+        } else {
           if (!tail.empty()) call->events.push_back(sse(stream_chunk(call->api, call->id, call->created, tail, std::nullopt, call->first)));
           call->events.push_back(sse(stream_chunk(call->api, call->id, call->created, "", reason, false)));
           if (call->api.include_usage)
@@ -196,7 +203,7 @@ struct HttpServer::Impl {
                           "the prompt's " + std::to_string(n) + " tokens and max_tokens " + std::to_string(g.max_new_tokens) +
                               " pass the model's context of " + std::to_string(m->context) + " tokens");
       g.sampling = a.sampling;
-      g.stop_ids = m->eos_ids;
+      if (!a.ignore_eos) g.stop_ids = m->eos_ids;
       call->prompt_tokens = n;
       call->created = unix_now();
       call->id = std::string(chat ? "chatcmpl-" : "cmpl-") + std::to_string(next_id++);
@@ -352,6 +359,12 @@ HttpServer::HttpServer(Engine& engine, std::vector<ServedModel> models, ServerOp
   const std::size_t threads = s.opt.threads > 0 ? static_cast<std::size_t>(s.opt.threads) : s.opt.max_requests + 8;
   s.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   s.http.set_payload_max_length(s.opt.max_body_bytes);
+  // Noted so that bind() can widen the listen queue (httplib's is 5, built into Debian's library).
+  s.http.set_socket_options([&s](int sock) {
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    s.listen_fd = sock;
+  });
   s.http.set_read_timeout(10);
   s.http.set_write_timeout(10);
   s.routes();
@@ -365,6 +378,9 @@ int HttpServer::bind() {
   if (port <= 0)
     throw IoError(s.opt.host + ":" + std::to_string(s.opt.port), "", "cannot be listened on (in use, or not an address of this machine)",
                   "choose another --port or --host");
+  // With a queue of 5, a burst of clients connecting at once loses SYNs, and each waits out TCP's
+  // retry (1 s, then 3 s, 7 s …) before it is even heard.
+  if (s.listen_fd >= 0) ::listen(s.listen_fd, SOMAXCONN);
   return port;
 }
 

@@ -128,6 +128,11 @@ ApiRequest parse_request(std::string_view body, bool chat) {
     if (!j["stream"].is_boolean()) throw bad_request("stream", "'stream' must be true or false");
     r.stream = j["stream"].get<bool>();
   }
+  // vLLM's extension, for benchmarks that need every request to run its max_tokens.
+  if (has(j, "ignore_eos")) {
+    if (!j["ignore_eos"].is_boolean()) throw bad_request("ignore_eos", "'ignore_eos' must be true or false");
+    r.ignore_eos = j["ignore_eos"].get<bool>();
+  }
   if (has(j, "stream_options")) {
     const json& so = j["stream_options"];
     if (!so.is_object()) throw bad_request("stream_options", "'stream_options' must be an object");

@@ -40,6 +40,7 @@ struct ApiRequest {
   SamplingParams sampling;
   std::vector<std::string> stop;
   bool stream = false, include_usage = false;
+  bool ignore_eos = false;  // vLLM's extension: generate max_tokens whatever the model says
 };
 
 // Throws ApiError (400) naming the parameter for malformed JSON, fields of the wrong type or out of

@@ -1,0 +1,573 @@
+// `mosaic-cli serve` under load and under trouble, through the real binary and raw sockets: 64
+// streaming clients at once against a bounded queue, clients killed mid-stream, a client that reads
+// one byte at a time, oversized bodies, garbage on the socket, and SIGTERM while streams run. After
+// each the server still serves, what /metrics counts is what the record holds, and the record is
+// intact. (The openai client's view of the same server is tests/node/openai.test.mjs.)
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <nlohmann/json.hpp>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <latch>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "cli_process.h"
+
+using namespace mosaic::test;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const fs::path family = fs::path(MOSAIC_SOURCE_DIR) / "resources" / "sample-family";
+const std::vector<std::string> models{"base", "bible", "fortunes", "esft-bible"};
+
+// A TCP connection to 127.0.0.1:port that gives up reading after `timeout_s` (-1 when it fails).
+int connect_to(int port, int timeout_s = 60, int receive_buffer = 0) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  timeval tv{timeout_s, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  if (receive_buffer > 0) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+bool send_all(int fd, const std::string& bytes) {
+  for (std::size_t at = 0; at < bytes.size();) {
+    const ssize_t n = ::send(fd, bytes.data() + at, bytes.size() - at, MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    at += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// Reads until the server closes (or the read times out), `chunk` bytes per call.
+std::string read_all(int fd, std::size_t chunk = 65536) {
+  std::string out;
+  std::vector<char> buf(chunk);
+  for (;;) {
+    const ssize_t n = ::recv(fd, buf.data(), chunk, 0);
+    if (n <= 0) break;
+    out.append(buf.data(), static_cast<std::size_t>(n));
+  }
+  return out;
+}
+
+std::string http_request(const std::string& method, const std::string& target, const std::string& body = {}) {
+  std::string r = method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
+  if (!body.empty() || method == "POST") r += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  return r + "\r\n" + body;
+}
+
+struct Response {
+  int status = 0;  // 0: no response (the connection failed or closed first)
+  std::map<std::string, std::string> headers;  // names in lower case
+  std::string body;                            // de-chunked
+  // A streamed body's server-sent events, without their "data: " prefix.
+  std::vector<std::string> events() const {
+    std::vector<std::string> out;
+    for (std::size_t at = 0; at < body.size();) {
+      const std::size_t end = body.find("\n\n", at);
+      const std::string e = body.substr(at, end == std::string::npos ? std::string::npos : end - at);
+      if (e.starts_with("data: ")) out.push_back(e.substr(6));
+      if (end == std::string::npos) break;
+      at = end + 2;
+    }
+    return out;
+  }
+};
+
+Response parse_response(const std::string& raw) {
+  Response r;
+  const std::size_t head_end = raw.find("\r\n\r\n");
+  if (!raw.starts_with("HTTP/1.1 ") || head_end == std::string::npos) return r;
+  r.status = std::stoi(raw.substr(9, 3));
+  for (std::size_t at = raw.find("\r\n") + 2; at < head_end;) {
+    const std::size_t eol = raw.find("\r\n", at), colon = raw.find(':', at);
+    if (colon < eol) {
+      std::string name = raw.substr(at, colon - at);
+      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      r.headers[name] = raw.substr(colon + 2, eol - colon - 2);
+    }
+    at = eol + 2;
+  }
+  std::string body = raw.substr(head_end + 4);
+  if (r.headers["transfer-encoding"] == "chunked") {
+    std::string plain;
+    for (std::size_t at = 0; at < body.size();) {
+      const std::size_t eol = body.find("\r\n", at);
+      if (eol == std::string::npos) break;
+      const std::size_t n = std::stoul(body.substr(at, eol - at), nullptr, 16);
+      if (n == 0) break;
+      plain += body.substr(eol + 2, n);
+      at = eol + 2 + n + 2;
+    }
+    body = plain;
+  }
+  r.body = body;
+  return r;
+}
+
+// Sends `request` and reads the answer; `then_close` half-closes after sending, as a client that
+// has nothing more to say (the server need not wait out its read timeout for the rest).
+Response ask(int port, const std::string& request, int timeout_s = 60, bool then_close = false) {
+  const int fd = connect_to(port, timeout_s);
+  if (fd < 0) return {};
+  Response r;
+  if (send_all(fd, request)) {
+    if (then_close) ::shutdown(fd, SHUT_WR);
+    r = parse_response(read_all(fd));
+  }
+  ::close(fd);
+  return r;
+}
+
+// `ignore_eos` (vLLM's extension) makes every request run its max_tokens, whatever it samples.
+std::string completion(const std::string& model, int max_tokens, bool stream, double temperature = 0) {
+  return json{{"model", model},   {"prompt", "In the beginning"}, {"max_tokens", max_tokens},
+              {"stream", stream}, {"temperature", temperature},   {"ignore_eos", true}}
+      .dump();
+}
+
+// A stream that ended as the API promises: text chunks, one finish_reason, then [DONE].
+bool complete_stream(const Response& r, std::string* text = nullptr) {
+  if (r.status != 200) return false;
+  const auto ev = r.events();
+  if (ev.size() < 2 || ev.back() != "[DONE]") return false;
+  std::string reason;
+  for (std::size_t i = 0; i + 1 < ev.size(); ++i) {
+    const json j = json::parse(ev[i], nullptr, false);
+    if (j.is_discarded() || !j.contains("choices")) return false;
+    for (const json& c : j["choices"]) {
+      if (text) *text += c.value("text", "");
+      if (c.contains("finish_reason") && c["finish_reason"].is_string()) reason = c["finish_reason"];
+    }
+  }
+  return reason == "length" || reason == "stop";
+}
+
+// An answer that refuses for now and says when to come back.
+bool refused(const Response& r) { return (r.status == 429 || r.status == 503) && r.headers.contains("retry-after"); }
+
+// Prometheus samples by name and labels, e.g. {"mosaic_requests_total{model=\"bible\",status=\"ok\"}", 3}.
+std::map<std::string, double> metrics(int port) {
+  std::map<std::string, double> out;
+  const Response r = ask(port, http_request("GET", "/metrics"));
+  std::size_t at = 0;
+  while (at < r.body.size()) {
+    const std::size_t eol = std::min(r.body.find('\n', at), r.body.size());
+    const std::string line = r.body.substr(at, eol - at);
+    at = eol + 1;
+    const std::size_t space = line.rfind(' ');
+    if (line.empty() || line[0] == '#' || space == std::string::npos) continue;
+    out[line.substr(0, space)] = std::stod(line.substr(space + 1));
+  }
+  return out;
+}
+
+// Requests counted by status, over every model.
+std::map<std::string, std::int64_t> requests_by_status(const std::map<std::string, double>& m) {
+  std::map<std::string, std::int64_t> out;
+  for (const auto& [key, v] : m) {
+    if (!key.starts_with("mosaic_requests_total{")) continue;
+    const std::size_t s = key.find("status=\"") + 8;
+    out[key.substr(s, key.find('"', s) - s)] += static_cast<std::int64_t>(v);
+  }
+  return out;
+}
+
+// The serve run's requests by (target, outcome as /metrics names it).
+std::map<std::pair<std::string, std::string>, std::int64_t> recorded(const fs::path& db, std::string* run_status = nullptr) {
+  std::map<std::pair<std::string, std::string>, std::int64_t> out;
+  sqlite3* h = nullptr;
+  if (sqlite3_open_v2(db.c_str(), &h, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) return out;
+  sqlite3_stmt* st = nullptr;
+  sqlite3_prepare_v2(h,
+                     "SELECT target, CASE WHEN outcome IN ('length', 'stop') THEN 'ok' ELSE outcome END, COUNT(*) FROM requests "
+                     "WHERE run_id = (SELECT MAX(id) FROM runs WHERE strategy = 'serve') GROUP BY 1, 2",
+                     -1, &st, nullptr);
+  while (sqlite3_step(st) == SQLITE_ROW)
+    out[{reinterpret_cast<const char*>(sqlite3_column_text(st, 0)), reinterpret_cast<const char*>(sqlite3_column_text(st, 1))}] =
+        sqlite3_column_int64(st, 2);
+  sqlite3_finalize(st);
+  st = nullptr;
+  if (run_status && sqlite3_prepare_v2(h, "SELECT status FROM runs WHERE strategy = 'serve' ORDER BY id DESC LIMIT 1", -1, &st, nullptr) == SQLITE_OK &&
+      sqlite3_step(st) == SQLITE_ROW)
+    *run_status = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return out;
+}
+
+// The same counts as /metrics gives them.
+std::map<std::pair<std::string, std::string>, std::int64_t> counted(const std::map<std::string, double>& m) {
+  std::map<std::pair<std::string, std::string>, std::int64_t> out;
+  for (const auto& [key, v] : m) {
+    if (!key.starts_with("mosaic_requests_total{")) continue;
+    const std::size_t a = key.find("model=\"") + 7, s = key.find("status=\"") + 8;
+    const std::string status = key.substr(s, key.find('"', s) - s);
+    if (status == "ok" || status == "cancelled" || status == "failed") out[{key.substr(a, key.find('"', a) - a), status}] += static_cast<std::int64_t>(v);
+  }
+  return out;
+}
+
+// Waits until `ready` holds, polling /metrics; returns the last sample.
+std::map<std::string, double> metrics_when(int port, const std::function<bool(const std::map<std::string, double>&)>& ready, int seconds = 30) {
+  const auto give_up = Clock::now() + std::chrono::seconds(seconds);
+  auto m = metrics(port);
+  while (!ready(m) && Clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    m = metrics(port);
+  }
+  return m;
+}
+
+// `mosaic-cli serve` on a free port, serving the sample family's variants and an adapter.
+class Server {
+ public:
+  explicit Server(const QStringList& extra) {
+    QStringList a{QStringLiteral("serve"), QStringLiteral("--variants")};
+    for (const std::string& m : models) a << path(family / m);
+    a << QStringLiteral("--capacity") << QStringLiteral("16") << QStringLiteral("--port") << QStringLiteral("0") << extra;
+    p_.setProcessChannelMode(QProcess::SeparateChannels);
+    p_.start(QStringLiteral(MOSAIC_CLI), a);
+    const auto give_up = Clock::now() + std::chrono::seconds(60);
+    QByteArray out;
+    while (port_ == 0 && Clock::now() < give_up && p_.state() != QProcess::NotRunning) {
+      p_.waitForReadyRead(200);
+      out += p_.readAllStandardOutput();
+      const qsizetype at = out.indexOf("serving on http://127.0.0.1:");
+      if (at >= 0 && out.indexOf("/v1", at) > at) port_ = out.mid(at + 28, out.indexOf("/v1", at) - at - 28).toInt();
+    }
+  }
+  ~Server() {
+    if (p_.state() != QProcess::NotRunning) {
+      p_.kill();
+      p_.waitForFinished(10000);
+    }
+  }
+  int port() const { return port_; }
+  QString errors() { return QString::fromUtf8(p_.readAllStandardError()); }
+  void signal_term() { ::kill(static_cast<pid_t>(p_.processId()), SIGTERM); }
+  // SIGTERM; the exit code (-1 when it did not exit within `seconds`, or crashed).
+  int terminate(int seconds) {
+    p_.terminate();
+    return wait_exit(seconds);
+  }
+  int wait_exit(int seconds) {
+    if (!p_.waitForFinished(seconds * 1000) || p_.exitStatus() != QProcess::NormalExit) return -1;
+    return p_.exitCode();
+  }
+  bool running() const { return p_.state() == QProcess::Running; }
+
+ private:
+  QProcess p_;
+  int port_ = 0;
+};
+
+}  // namespace
+
+class TestServeFaults : public QObject {
+  Q_OBJECT
+  QTemporaryDir tmp_;
+  fs::path scratch(const std::string& name) const { return fs::path(tmp_.path().toStdString()) / name; }
+
+  // The server answers a plain request as before.
+  static void stillServes(int port) {
+    QCOMPARE(ask(port, http_request("GET", "/health")).status, 200);
+    const Response r = ask(port, http_request("POST", "/v1/completions", completion("fortunes", 4, false)));
+    QCOMPARE(r.status, 200);
+    QCOMPARE(json::parse(r.body)["usage"]["completion_tokens"].get<int>(), 4);
+  }
+
+ private Q_SLOTS:
+  void initTestCase() {
+    QVERIFY(tmp_.isValid());
+    qputenv("MOSAIC_CACHE_DIR", QByteArray::fromStdString(scratch("cache").string()));
+  }
+
+  // 64 streaming clients at once, mixed over three variants and an adapter, against a server that
+  // admits 16: each completes or is refused with Retry-After; /metrics counts what the record holds.
+  void sixtyFourStreamingClients() {
+    const fs::path db = scratch("load.sqlite");
+    Server s({QStringLiteral("--max-requests"), QStringLiteral("16"), QStringLiteral("--db"), path(db)});
+    QVERIFY2(s.port() > 0, qPrintable(s.errors()));
+    constexpr int clients = 64;
+    std::vector<Response> answers(clients);
+    std::latch start(clients);
+    const auto t0 = Clock::now();
+    {
+      std::vector<std::jthread> threads;
+      for (int i = 0; i < clients; ++i)
+        threads.emplace_back([&, i] {
+          const std::string req = http_request("POST", "/v1/completions", completion(models[i % models.size()], 8 + i % 8, true, 0.8));
+          start.arrive_and_wait();  // all at once
+          answers[i] = ask(s.port(), req);
+        });
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    int completed = 0, refusals = 0;
+    std::map<std::pair<std::string, std::string>, std::int64_t> seen;  // what the clients saw, as /metrics counts it
+    for (int i = 0; i < clients; ++i) {
+      if (complete_stream(answers[i])) {
+        ++completed;
+        ++seen[{models[i % models.size()], "ok"}];
+      } else if (refused(answers[i])) {
+        ++refusals;
+      } else {
+        QFAIL(qPrintable(QStringLiteral("client %1: neither a complete stream nor a refusal: status %2, %3")
+                             .arg(i).arg(answers[i].status).arg(QString::fromStdString(answers[i].body.substr(0, 300)))));
+      }
+    }
+    qInfo("64 clients: %d completed, %d refused with Retry-After, in %.2f s", completed, refusals, seconds);
+    QVERIFY(completed >= 16);
+    QVERIFY2(seconds < 120, "64 short requests took over two minutes");
+
+    // Settled: nothing running, every KV block back, and the counts agree three ways.
+    const auto m = metrics_when(s.port(), [](const auto& m) { return m.at("mosaic_sequences_running") == 0 && m.at("mosaic_kv_blocks_used") == 0; });
+    QCOMPARE(m.at("mosaic_sequences_running"), 0.0);
+    QCOMPARE(m.at("mosaic_kv_blocks_used"), 0.0);
+    QCOMPARE(m.at("mosaic_sequences_waiting"), 0.0);
+    QCOMPARE(requests_by_status(m)["refused"], refusals);
+    QCOMPARE(counted(m), seen);
+    stillServes(s.port());
+    ++seen[{"fortunes", "ok"}];
+    QCOMPARE(s.terminate(30), 0);
+    std::string status;
+    QCOMPARE(recorded(db, &status), seen);
+    QCOMPARE(status, std::string("finished"));
+    QCOMPARE(integrity_check(db), std::string("ok"));
+  }
+
+  // Clients killed (SIGKILL) in the middle of their streams: each request is cancelled and its KV
+  // blocks are freed; the record counts them cancelled.
+  void clientsKilledMidStream() {
+    const fs::path db = scratch("killed.sqlite");
+    Server s({QStringLiteral("--db"), path(db)});
+    QVERIFY2(s.port() > 0, qPrintable(s.errors()));
+    constexpr int n = 6;
+    const std::string req = http_request("POST", "/v1/completions", completion("bible", 480, true, 1.0));
+    int ready[2];
+    QVERIFY(::pipe(ready) == 0);
+    std::vector<pid_t> children;
+    for (int i = 0; i < n; ++i) {
+      const pid_t pid = ::fork();
+      if (pid == 0) {  // async-signal-safe calls only: connect, ask, read the first token, say so, wait
+        const int fd = connect_to(s.port());
+        char buf[4096];
+        if (fd >= 0 && send_all(fd, req)) {
+          for (std::size_t got = 0; got < 2048;) {
+            const ssize_t k = ::recv(fd, buf, sizeof buf, 0);
+            if (k <= 0) break;
+            got += static_cast<std::size_t>(k);
+          }
+          (void)!::write(ready[1], "x", 1);
+        }
+        ::pause();
+        ::_exit(0);
+      }
+      QVERIFY(pid > 0);
+      children.push_back(pid);
+    }
+    ::close(ready[1]);
+    char c;
+    int streaming = 0;
+    while (streaming < n && ::read(ready[0], &c, 1) == 1) ++streaming;
+    ::close(ready[0]);
+    const auto m_mid = metrics(s.port());
+    for (pid_t pid : children) ::kill(pid, SIGKILL);
+    for (pid_t pid : children) ::waitpid(pid, nullptr, 0);
+    QCOMPARE(streaming, n);
+    QVERIFY2(m_mid.at("mosaic_kv_blocks_used") > 0, "the streams held no KV blocks while they ran");
+
+    const auto m = metrics_when(s.port(), [](const auto& m) {
+      return requests_by_status(m)["cancelled"] == n && m.at("mosaic_sequences_running") == 0 && m.at("mosaic_kv_blocks_used") == 0;
+    });
+    QCOMPARE(requests_by_status(m)["cancelled"], static_cast<std::int64_t>(n));
+    QCOMPARE(requests_by_status(m)["ok"], std::int64_t{0});
+    QCOMPARE(m.at("mosaic_sequences_running"), 0.0);
+    QCOMPARE(m.at("mosaic_kv_blocks_used"), 0.0);
+    QVERIFY(m.at("mosaic_generated_tokens_total") < n * 480);  // they stopped early
+    stillServes(s.port());
+    QCOMPARE(s.terminate(30), 0);
+    const auto rec = recorded(db);
+    QCOMPARE(rec.at({"bible", "cancelled"}), static_cast<std::int64_t>(n));
+    QCOMPARE(integrity_check(db), std::string("ok"));
+  }
+
+  // A client reading one byte at a time (a tiny receive window) gets its whole stream, text for
+  // text the same as the answer in one piece, and does not hold up a client beside it.
+  void slowReaderGetsItsWholeStream() {
+    Server s({});
+    QVERIFY2(s.port() > 0, qPrintable(s.errors()));
+    const Response whole = ask(s.port(), http_request("POST", "/v1/completions", completion("bible", 48, false)));
+    QCOMPARE(whole.status, 200);
+    const std::string expected = json::parse(whole.body)["choices"][0]["text"];
+
+    const int fd = connect_to(s.port(), 60, 1024);
+    QVERIFY(fd >= 0);
+    QVERIFY(send_all(fd, http_request("POST", "/v1/completions", completion("bible", 48, true))));
+    std::string raw;
+    char byte;
+    int other_status = 0;
+    Clock::time_point other_done;
+    std::jthread other([&] {
+      other_status = ask(s.port(), http_request("POST", "/v1/completions", completion("fortunes", 4, false))).status;
+      other_done = Clock::now();
+    });
+    std::size_t reads = 0;
+    for (;; ++reads) {
+      if (::recv(fd, &byte, 1, 0) != 1) break;
+      raw += byte;
+      if (reads % 64 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    const auto slow_done = Clock::now();
+    ::close(fd);
+    other.join();
+    QCOMPARE(other_status, 200);
+    QVERIFY2(other_done < slow_done, "the client beside the slow reader waited for it");
+    std::string text;
+    QVERIFY2(complete_stream(parse_response(raw), &text), raw.substr(0, 400).c_str());
+    QCOMPARE(text, expected);
+    qInfo("slow reader: %zu one-byte reads", reads);
+    stillServes(s.port());
+  }
+
+  // Bodies over 1 MB, malformed and truncated requests and random bytes get a 4xx in OpenAI's
+  // shape, or the connection closed; the server goes on serving.
+  void oversizedAndGarbageRequests() {
+    Server s({});
+    QVERIFY2(s.port() > 0, qPrintable(s.errors()));
+    const int port = s.port();
+    auto is_api_error = [](const Response& r, int status) {
+      if (r.status != status) return false;
+      const json j = json::parse(r.body, nullptr, false);
+      return !j.is_discarded() && j.contains("error") && j["error"].contains("message") && j["error"].contains("type");
+    };
+    // One byte over the 1 MiB limit.
+    const std::string big = json{{"model", "bible"}, {"prompt", std::string((1 << 20) - 20, 'a')}}.dump();
+    QVERIFY(big.size() > (1u << 20));
+    QVERIFY(is_api_error(ask(port, http_request("POST", "/v1/completions", big)), 413));
+    // Just under it: read whole, and refused for its length, not its size.
+    const std::string under = json{{"model", "bible"}, {"prompt", std::string((1 << 20) - 64, 'a')}}.dump();
+    QVERIFY(under.size() <= (1u << 20));
+    const Response long_prompt = ask(port, http_request("POST", "/v1/completions", under));
+    QVERIFY2(is_api_error(long_prompt, 400), long_prompt.body.c_str());
+    QVERIFY(json::parse(long_prompt.body)["error"]["message"].get<std::string>().find("context") != std::string::npos);
+    // Malformed JSON, and JSON of the wrong shape.
+    QVERIFY(is_api_error(ask(port, http_request("POST", "/v1/completions", "{\"model\": \"bible\", \"prompt\": ")), 400));
+    QVERIFY(is_api_error(ask(port, http_request("POST", "/v1/completions", "[1, 2, 3]")), 400));
+    // A body shorter than its Content-Length, then silence: the server stops waiting (read timeout)
+    // and meanwhile serves others.
+    const int half = connect_to(port, 30);
+    QVERIFY(send_all(half, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 500\r\n\r\n{\"model\""));
+    stillServes(port);
+    // Random bytes, as a request and after a valid request line.
+    std::mt19937 rng(7);
+    std::string noise(64 * 1024, '\0');
+    for (char& ch : noise) ch = static_cast<char>(rng());
+    for (const std::string& garbage : {noise, "GET /health HTTP/1.1\r\n" + noise, std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 11)}) {
+      const Response r = ask(port, garbage, 30, true);
+      QVERIFY2(r.status == 0 || (r.status >= 400 && r.status < 500), qPrintable(QString::number(r.status)));
+    }
+    // A header line longer than the server reads.
+    const Response long_header = ask(port, "GET /health HTTP/1.1\r\nX-Long: " + std::string(64 * 1024, 'h') + "\r\n\r\n", 30, true);
+    QVERIFY(long_header.status == 0 || (long_header.status >= 400 && long_header.status < 500));
+    ::close(half);
+    stillServes(port);
+    QVERIFY(s.running());
+  }
+
+  // SIGTERM while streams run: new requests are refused with Retry-After while running ones get the
+  // grace period; those still running after it end with an error event. The process exits 0 and the
+  // record holds every request as its client saw it end.
+  void sigtermUnderLoad() {
+    const fs::path db = scratch("drained.sqlite");
+    Server s({QStringLiteral("--grace"), QStringLiteral("0.5"), QStringLiteral("--db"), path(db)});
+    QVERIFY2(s.port() > 0, qPrintable(s.errors()));
+    const int port = s.port();
+    constexpr int clients = 24;
+    std::vector<Response> answers(clients);
+    std::vector<std::jthread> threads;
+    for (int i = 0; i < clients; ++i)
+      threads.emplace_back([&, i] {
+        // Short ones finish inside the grace period; long ones do not.
+        answers[i] = ask(port, http_request("POST", "/v1/completions", completion(models[i % models.size()], i % 2 ? 4 : 480, true, 1.0)));
+      });
+    // SIGTERM once every request is in (running or waiting for KV blocks).
+    const auto before = metrics_when(port, [](const auto& m) {
+      return m.at("mosaic_sequences_running") + m.at("mosaic_sequences_waiting") + static_cast<double>(requests_by_status(m)["ok"]) == clients;
+    });
+    const auto t0 = Clock::now();
+    // Draining: /health says so and a new request is refused with Retry-After (or, if the drain is
+    // already over, the connection is refused).
+    s.signal_term();
+    Response during;
+    for (int tries = 0; tries < 200; ++tries) {
+      const Response h = ask(port, http_request("GET", "/health"), 5);
+      if (h.status != 200) {
+        during = ask(port, http_request("POST", "/v1/completions", completion("bible", 4, false)), 5);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    const int exit_code = s.wait_exit(30);
+    const double drain = std::chrono::duration<double>(Clock::now() - t0).count();
+    for (auto& t : threads) t.join();
+    QCOMPARE(exit_code, 0);
+    QVERIFY2(during.status == 0 || refused(during), qPrintable(QString::number(during.status)));
+
+    std::map<std::pair<std::string, std::string>, std::int64_t> seen;
+    int cut = 0;
+    for (int i = 0; i < clients; ++i) {
+      const Response& r = answers[i];
+      QCOMPARE(r.status, 200);
+      const auto ev = r.events();
+      QVERIFY(!ev.empty());
+      QCOMPARE(ev.back(), std::string("[DONE]"));
+      if (complete_stream(r)) {
+        ++seen[{models[i % models.size()], "ok"}];
+      } else {
+        // Cut by the shutdown: the last event before [DONE] is an error saying so.
+        QVERIFY(ev.size() >= 2);
+        const json e = json::parse(ev[ev.size() - 2], nullptr, false);
+        QVERIFY2(!e.is_discarded() && e.contains("error"), ev[ev.size() - 2].c_str());
+        QVERIFY(e["error"]["message"].get<std::string>().find("shut") != std::string::npos);
+        ++seen[{models[i % models.size()], "cancelled"}];
+        ++cut;
+      }
+    }
+    qInfo("SIGTERM with %d streams (%.0f running, %.0f waiting): %d finished, %d cut; exited after %.2f s", clients,
+          before.at("mosaic_sequences_running"), before.at("mosaic_sequences_waiting"), clients - cut, cut, drain);
+    QVERIFY2(drain < 0.5 + 10, "the drain outlasted its grace period by more than 10 s");
+    std::string status;
+    QCOMPARE(recorded(db, &status), seen);
+    QCOMPARE(status, std::string("finished"));
+    QCOMPARE(integrity_check(db), std::string("ok"));
+  }
+};
+
+QTEST_GUILESS_MAIN(TestServeFaults)
+#include "tst_serve_faults.moc"
