@@ -492,6 +492,9 @@ class TestServeFaults : public QObject {
       const Response r = ask(port, garbage, 30, true);
       QVERIFY2(r.status == 0 || (r.status >= 400 && r.status < 500), qPrintable(QString::number(r.status)));
     }
+    // A path that is not UTF-8 is named in the 404's message, replaced where it is not.
+    const Response odd_path = ask(port, http_request("GET", "/v1/\xff\xfe"));
+    QVERIFY2(is_api_error(odd_path, 404), odd_path.body.c_str());
     // A header line longer than the server reads.
     const Response long_header = ask(port, "GET /health HTTP/1.1\r\nX-Long: " + std::string(64 * 1024, 'h') + "\r\n\r\n", 30, true);
     QVERIFY(long_header.status == 0 || (long_header.status >= 400 && long_header.status < 500));

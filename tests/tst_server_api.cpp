@@ -89,6 +89,20 @@ class ServerApiTest : public QObject {
   }
 
   // A stop string split across pieces is still found; text that may begin one is held back.
+  // A byte token the model sampled alone, or a client's bytes quoted in an error, is not UTF-8: the
+  // body still goes out, with U+FFFD in its place (nlohmann's default dump would throw).
+  void invalid_utf8_goes_out_replaced() {
+    const std::string stray = "caf\xc3 \xb3 ok";
+    QCOMPARE(wire(nlohmann::json{{"text", stray}}), std::string("{\"text\":\"caf\xef\xbf\xbd \xef\xbf\xbd ok\"}"));
+    try {
+      parse_request("{\"model\": \"m\", \"prompt\": \"x\", \"stream\": fa\xb3lse}", false);
+      QFAIL("malformed JSON was accepted");
+    } catch (const ApiError& e) {
+      const nlohmann::json back = nlohmann::json::parse(wire(error_body(e)));
+      QCOMPARE(back["error"]["type"].get<std::string>(), std::string("invalid_request_error"));
+    }
+  }
+
   void stop_strings_cut_across_pieces() {
     StopText s({"END", "\n\n"});
     QCOMPARE(s.push("Hello E"), std::string("Hello "));

@@ -36,12 +36,12 @@ bool same_key(const std::string& given, const std::string& key) {
   return diff == 0;
 }
 
-std::string sse(const json& j) { return "data: " + j.dump() + "\n\n"; }
+std::string sse(const json& j) { return "data: " + wire(j) + "\n\n"; }
 
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
   if (e.status == 429 || e.status == 503) res.set_header("Retry-After", "1");
-  res.set_content(error_body(e).dump(), "application/json");
+  res.set_content(wire(error_body(e)), "application/json");
 }
 
 // One request in flight, shared by the HTTP thread answering it and the engine's callbacks.
@@ -250,7 +250,7 @@ struct HttpServer::Impl {
       if (r.finish == Finish::Failed) throw ApiError(500, "server_error", "", r.error);
       if (r.finish == Finish::Cancelled && !call->stopped_by_text) throw ApiError(503, "server_error", "", "the request was cancelled: the server is shutting down");
       const std::string reason = call->stopped_by_text || r.finish == Finish::Stop ? "stop" : "length";
-      res.set_content(completion_body(a, call->id, call->created, call->whole, reason, {n, static_cast<std::int64_t>(r.tokens.size())}).dump(),
+      res.set_content(wire(completion_body(a, call->id, call->created, call->whole, reason, {n, static_cast<std::int64_t>(r.tokens.size())})),
                       "application/json");
     } catch (const ApiError& e) {
       if (e.status != 429 && e.status != 503 && e.status != 401) metrics.rejected(model_id, "invalid");
@@ -298,7 +298,7 @@ struct HttpServer::Impl {
   void routes() {
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       res.status = draining ? 503 : 200;
-      res.set_content(json{{"status", draining ? "draining" : "ok"}}.dump(), "application/json");
+      res.set_content(wire(json{{"status", draining ? "draining" : "ok"}}), "application/json");
     });
     http.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
       try {
@@ -307,7 +307,7 @@ struct HttpServer::Impl {
         for (const ServedModel& m : models)
           data.push_back({{"id", m.id}, {"object", "model"}, {"created", 0}, {"owned_by", "mosaic"}, {"root", m.base.empty() ? m.id : m.base},
                           {"parent", m.base.empty() ? json() : json(m.base)}});
-        res.set_content(json{{"object", "list"}, {"data", data}}.dump(), "application/json");
+        res.set_content(wire(json{{"object", "list"}, {"data", data}}), "application/json");
       } catch (const ApiError& e) {
         send_error(res, e);
       }
@@ -330,7 +330,7 @@ struct HttpServer::Impl {
       const std::string what = res.status == 404   ? "no route " + req.method + " " + req.path + " (see /v1/models, /v1/completions, /v1/chat/completions)"
                                : res.status == 413 ? "the body is larger than the server accepts"
                                                    : "the request could not be read";
-      res.set_content(error_body(ApiError(res.status, "invalid_request_error", "", what)).dump(), "application/json");
+      res.set_content(wire(error_body(ApiError(res.status, "invalid_request_error", "", what))), "application/json");
     });
     http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
       std::string what = "internal error";
@@ -341,7 +341,7 @@ struct HttpServer::Impl {
       } catch (...) {
       }
       res.status = 500;
-      res.set_content(error_body(ApiError(500, "server_error", "", what)).dump(), "application/json");
+      res.set_content(wire(error_body(ApiError(500, "server_error", "", what))), "application/json");
     });
   }
 };

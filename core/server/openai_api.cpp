@@ -144,6 +144,8 @@ ApiRequest parse_request(std::string_view body, bool chat) {
   return r;
 }
 
+std::string wire(const json& body) { return body.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 std::string plain_chat_prompt(const std::vector<ChatMessage>& messages) {
   std::string out;
   for (const ChatMessage& m : messages) out += m.role + ": " + m.content + "\n";

@@ -53,6 +53,11 @@ std::string plain_chat_prompt(const std::vector<ChatMessage>& messages);
 
 nlohmann::json error_body(const ApiError& e);
 
+// A body as it goes on the wire. Text that is not valid UTF-8 (a stray byte token the model
+// sampled, a client's bytes quoted back in an error) is sent with U+FFFD in its place, as OpenAI's
+// servers do, rather than failing the response.
+std::string wire(const nlohmann::json& body);
+
 struct Usage {
   std::int64_t prompt_tokens = 0, completion_tokens = 0;
 };

@@ -115,3 +115,13 @@ seed("delta", "delta.json", b"\x00" + json.dumps({"schema": "mosaic.delta/1", "b
 pack = struct.pack("<16I", *[0x76543210] * 16) + struct.pack("<8I", *[0x44444444] * 8) + struct.pack("<8H", *[0x3C00] * 8) + bytes([8] * 8)
 seed("delta", "pack-4bit-2of4.bin", bytes([1, 31, 3, 15]) + pack)
 seed("delta", "pack-2bit-dense.bin", bytes([1, 0, 1, 40]) + bytes(range(256)))
+
+# Server requests: the first byte picks the endpoint (even: /v1/completions, odd: /v1/chat/completions).
+seed("request", "completion.json", b"\x00" + json.dumps({
+    "model": "bible", "prompt": "In the beginning. And then", "max_tokens": 7, "temperature": 0.5, "top_p": 0.9, "seed": 3,
+    "stop": [".", "the"], "stream": True, "stream_options": {"include_usage": True}, "ignore_eos": False}).encode())
+seed("request", "completion-ids.json", b"\x00" + json.dumps({"model": "base", "prompt": [1, 5, 9], "n": 1}).encode())
+seed("request", "chat.json", b"\x01" + json.dumps({
+    "model": "esft-bible", "max_completion_tokens": 4, "stop": "\n",
+    "messages": [{"role": "system", "content": "Be brief."},
+                 {"role": "user", "content": [{"type": "text", "text": "Hi"}, {"type": "text", "text": "!\nthere"}]}]}).encode())

@@ -1,0 +1,43 @@
+// A request body → ApiRequest (the OpenAI API's completions and chat completions), and OpenAI's
+// `stop` over the text such a request could stream. The first byte picks the endpoint.
+#include <algorithm>
+#include <string>
+
+#include "fuzz_target.h"
+#include "server/openai_api.h"
+#include "server/stop_text.h"
+
+namespace {
+
+// StopText hands out exactly the text before the first stop string (all of it when none appears),
+// however the text is cut into pieces.
+void check_stop_text(const std::vector<std::string>& stops, const std::string& text, std::size_t cut) {
+  std::size_t end = text.size();
+  for (const std::string& s : stops) end = std::min(end, text.find(s));
+  mosaic::server::StopText stop(stops);
+  std::string shown;
+  for (std::size_t at = 0; at < text.size() && !stop.stopped(); at += cut) shown += stop.push(std::string_view(text).substr(at, cut));
+  if (!stop.stopped()) shown += stop.finish();
+  if (shown != text.substr(0, end)) mosaic::fuzz::violated("StopText did not hand out exactly the text before the first stop");
+  if (stop.stopped() != (end != text.size())) mosaic::fuzz::violated("StopText stopped without a stop string, or missed one");
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  using namespace mosaic::server;
+  if (size == 0) return 0;
+  const bool chat = data[0] & 1;
+  try {
+    const ApiRequest r = parse_request(mosaic::fuzz::as_text(data + 1, size - 1), chat);
+    // What the server sends back must serialize (wire() is what it sends with).
+    (void)wire(completion_body(r, "cmpl-1", 0, r.prompt_text, "stop", {1, 1}));
+    (void)wire(stream_chunk(r, "cmpl-1", 0, r.prompt_text, std::nullopt, true));
+    if (!r.stop.empty()) check_stop_text(r.stop, r.prompt_text, 1 + data[0] / 2 % 7);
+  } catch (const ApiError& e) {
+    // A refusal is a 4xx with a message, in a body that serializes.
+    if (e.status < 400 || e.status >= 500 || std::string(e.what()).empty()) mosaic::fuzz::violated("a refusal without a 4xx status and a message");
+    (void)wire(error_body(e));
+  }
+  return 0;
+}
