@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <latch>
 #include <map>
 #include <random>
@@ -501,6 +502,27 @@ class TestServeFaults : public QObject {
     ::close(half);
     stillServes(port);
     QVERIFY(s.running());
+  }
+
+  // bench-serve runs both paths on the same workload and reports each, with the overhead between.
+  void benchServeComparesBothPaths() {
+    const fs::path out = scratch("bench-serve.json");
+    QStringList a{QStringLiteral("bench-serve"), QStringLiteral("--variants"), path(family / "base"), path(family / "bible")};
+    a << args({"--capacity", "8", "--clients", "1", "3", "--min-requests", "4", "--per-client", "2", "--max-tokens", "5", "--reps", "1", "--json"})
+      << path(out);
+    const Run r = cli(a);
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains(QStringLiteral("in-process tok/s  HTTP tok/s  overhead")), qPrintable(r.out));
+    const json j = json::parse(std::ifstream(out));
+    QCOMPARE(j["rows"].size(), std::size_t(2));
+    QCOMPARE(j["rows"][1]["clients"].get<int>(), 3);
+    QCOMPARE(j["rows"][1]["requests"].get<int>(), 6);
+    for (const json& row : j["rows"]) {
+      QVERIFY(row["in_process_tokens_per_second"].get<double>() > 0);
+      QVERIFY(row["http_tokens_per_second"].get<double>() > 0);
+      QVERIFY(row["http_ttft"]["p50"].get<double>() > 0 && row["in_process_ttft"]["p50"].get<double>() > 0);
+      QCOMPARE(row["overhead"].get<double>(), 1 - row["http_tokens_per_second"].get<double>() / row["in_process_tokens_per_second"].get<double>());
+    }
   }
 
   // SIGTERM while streams run: new requests are refused with Retry-After while running ones get the

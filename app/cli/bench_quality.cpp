@@ -107,31 +107,52 @@ std::string join(const std::vector<std::string>& names, std::size_t n) {
 // an SVG: the comparison at equal bytes that the table lists row by row. `alone_bytes` marks every
 // served variant fully resident, at the target's own perplexity.
 std::string quality_chart(const std::vector<Row>& rows, std::int64_t served, double alone, std::uint64_t alone_bytes) {
-  std::map<std::string, std::vector<std::pair<double, double>>> lines;
-  for (const Row& r : rows)
-    if (r.served == served) lines[r.method.starts_with("delta") ? "delta" : r.method.starts_with("hybrid") ? "hybrid (4-bit 2:4)" : r.method].emplace_back(mib(r.bytes), r.p.perplexity);
-  lines["each alone"].emplace_back(mib(alone_bytes), alone);
-  double x1 = 0, y0 = alone, y1 = alone;
+  // The delta formats and the hybrid shares are one line each, every point labelled with its format
+  // or share, so the bytes-for-quality trade within a method reads off the same chart.
+  struct Point {
+    double x, y;
+    std::string label;
+    bool operator<(const Point& o) const { return x < o.x; }
+  };
+  std::map<std::string, std::vector<Point>> lines;
+  for (const Row& r : rows) {
+    if (r.served != served) continue;
+    if (r.method.starts_with("delta "))
+      lines["delta"].push_back({mib(r.bytes), r.p.perplexity, r.method.substr(6)});
+    else if (r.method.starts_with("hybrid")) {
+      const auto open = r.method.find('('), of = r.method.find(" of ");
+      const std::string shared = open != std::string::npos && of != std::string::npos ? r.method.substr(open + 1, of - open - 1) : "";
+      lines["hybrid (4-bit 2:4)"].push_back({mib(r.bytes), r.p.perplexity, shared.empty() ? "" : shared + " shared"});
+    } else
+      lines[r.method].push_back({mib(r.bytes), r.p.perplexity, ""});
+  }
+  lines["each alone"].push_back({mib(alone_bytes), alone, ""});
+  // The y axis stops at 1.3× the target alone, where the methods worth comparing lie; a point past
+  // it (no reconfiguration, often averaging) is drawn on the top edge as a triangle with its value.
+  const double cap = alone * 1.3;
+  double x0 = alone_bytes, x1 = 0, y0 = alone, y1 = alone;
   for (auto& [method, points] : lines) {
     std::sort(points.begin(), points.end());
-    for (const auto& [x, y] : points) {
+    for (const auto& [x, y, label] : points) {
+      x0 = std::min(x0, x);
       x1 = std::max(x1, x);
       y0 = std::min(y0, y);
-      y1 = std::max(y1, y);
+      if (y <= cap) y1 = std::max(y1, y);
     }
   }
-  x1 *= 1.08;
+  x0 = std::floor(x0 * 0.8);
+  x1 *= 1.05;
   const double pad = std::max(0.05 * (y1 - y0), 0.1);
   y0 -= pad;
-  y1 += pad;
-  const double W = 780, H = 380, L = 64, R = 240, T = 20, B = 48;
-  auto px = [&](double x) { return L + (W - L - R) * x / x1; };
-  auto py = [&](double y) { return T + (H - T - B) * (1.0 - (y - y0) / (y1 - y0)); };
+  y1 += 2 * pad;
+  const double W = 960, H = 420, L = 64, R = 240, T = 20, B = 48;
+  auto px = [&](double x) { return L + (W - L - R) * (x - x0) / (x1 - x0); };
+  auto py = [&](double y) { return T + (H - T - B) * (1.0 - (std::min(y, y1) - y0) / (y1 - y0)); };
   std::ostringstream svg;
   svg << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H << "' font-family='sans-serif' font-size='12'>"
       << "<rect x='" << L << "' y='" << T << "' width='" << W - L - R << "' height='" << H - T - B << "' fill='none' stroke='#888'/>";
   for (int i = 0; i <= 4; ++i) {
-    const double x = x1 * i / 4, y = y0 + (y1 - y0) * i / 4;
+    const double x = x0 + (x1 - x0) * i / 4, y = y0 + (y1 - y0) * i / 4;
     svg << "<text x='" << px(x) << "' y='" << H - B + 16 << "' text-anchor='middle'>" << fixed(x, 1) << "</text>"
         << "<text x='" << L - 6 << "' y='" << py(y) + 4 << "' text-anchor='end'>" << fixed(y, 2) << "</text>"
         << "<line x1='" << L << "' x2='" << W - R << "' y1='" << py(y) << "' y2='" << py(y) << "' stroke='#eee'/>";
@@ -142,13 +163,22 @@ std::string quality_chart(const std::vector<Row>& rows, std::int64_t served, dou
   int i = 0;
   for (const auto& [method, points] : lines) {
     const char* c = colors[i % 7];
+    const bool below = method == "delta";  // its labels under the line, the others' over theirs
     std::string poly;
-    for (const auto& [x, y] : points) {
+    for (const auto& [x, y, label] : points) {
       poly += fixed(px(x), 1) + "," + fixed(py(y), 1) + " ";
+      if (y > y1) {
+        svg << "<path d='M" << px(x) - 5 << ',' << T + 9 << " l5,-8 l5,8 z' fill='" << c << "'/><text x='" << px(x) + 8 << "' y='" << T + 12
+            << "' font-size='10' fill='" << c << "'>" << fixed(y, 2) << "</text>";
+        continue;
+      }
       svg << "<circle cx='" << px(x) << "' cy='" << py(y) << "' r='4' fill='" << c << "'/>";
+      if (!label.empty())
+        svg << "<text transform='translate(" << px(x) + 4 << ',' << py(y) + (below ? 12 : -8) << ") rotate(" << (below ? 30 : -30)
+            << ")' font-size='10' fill='" << c << "'>" << label << "</text>";
     }
-    svg << "<polyline points='" << poly << "' fill='none' stroke='" << c << "' stroke-width='2'/>"
-        << "<rect x='" << W - R + 16 << "' y='" << T + 18 * i << "' width='12' height='12' fill='" << c << "'/>"
+    if (points.size() > 1) svg << "<polyline points='" << poly << "' fill='none' stroke='" << c << "' stroke-width='2'/>";
+    svg << "<rect x='" << W - R + 16 << "' y='" << T + 18 * i << "' width='12' height='12' fill='" << c << "'/>"
         << "<text x='" << W - R + 34 << "' y='" << T + 18 * i + 10 << "'>" << method << "</text>";
     ++i;
   }

@@ -23,4 +23,5 @@ void add_bench_quality_command(CLI::App& app);
 void add_delta_command(CLI::App& app);
 void add_bench_delta_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
+void add_bench_serve_command(CLI::App& app);
 }  // namespace mosaic::cli

@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "cli/output_paths.h"
+#include "cli/served_models.h"
 #include "cli/serving_args.h"
 #include "common/error.h"
 #include "model/tokenizer.h"
@@ -21,24 +22,6 @@
 namespace fs = std::filesystem;
 
 namespace mosaic::cli {
-namespace {
-
-// Every target the runtime serves, with the tokenizer of its own folder.
-std::vector<server::ServedModel> served_models(const ServingSession& s) {
-  std::vector<server::ServedModel> out;
-  const HostStore& store = *s.store;
-  for (int t = 0; t < store.targets(); ++t) {
-    const Variant* v = s.family.find(store.name(t));
-    if (!v) continue;
-    server::ServedModel m{.id = v->name, .base = {}, .tokenizer = Tokenizer::load(v->checkpoint->dir() / "tokenizer.json"),
-                          .eos_ids = store.spec().eos_token_ids, .context = store.spec().max_position_embeddings};
-    if (v->checkpoint->is_adapter() || v->checkpoint->is_delta()) m.base = v->checkpoint->base_dir().filename().string();
-    out.push_back(std::move(m));
-  }
-  return out;
-}
-
-}  // namespace
 
 void add_serve_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("serve", "Serve the variants over an OpenAI-compatible HTTP API (/v1/models, /v1/completions, "

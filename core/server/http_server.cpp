@@ -7,7 +7,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <iostream>
 #include <mutex>
 #include <set>
@@ -44,31 +43,91 @@ void send_error(httplib::Response& res, const ApiError& e) {
   res.set_content(wire(error_body(e)), "application/json");
 }
 
-// One request in flight, shared by the HTTP thread answering it and the engine's callbacks.
+// One request in flight. The engine's thread only hands it token ids and the result; turning them
+// into text, stop strings and JSON happens on the connection's thread, off the batch's critical path.
 struct Call {
   Call(ApiRequest a, const ServedModel& m) : api(std::move(a)), model(&m), text(m.tokenizer), stop(api.stop) {}
   ApiRequest api;
   const ServedModel* model;
   std::string id;
   std::int64_t created = 0, prompt_tokens = 0;
-  TextStream text;
-  StopText stop;
-  bool first = true, stopped_by_text = false;
-  std::string whole;  // not streamed: the text so far
-
-  std::mutex m;
-  std::condition_variable cv;
-  std::deque<std::string> events;  // streamed: SSE events not yet written
-  bool done = false;
-  RequestResult result;
   std::shared_ptr<RequestHandle> handle;
 
-  void emit(std::string e) {
+  // Shared with the engine's callbacks.
+  std::mutex m;
+  std::condition_variable cv;
+  std::vector<std::int64_t> tokens;  // sampled, not yet taken
+  bool done = false;
+  RequestResult result;
+  std::atomic<bool> stopped_by_text{false};  // set before the cancel it causes
+
+  // The connection's own.
+  TextStream text;
+  StopText stop;
+  bool first = true, closed = false;
+  std::string whole;  // not streamed: the text so far
+
+  void push(std::int64_t token) {
     {
       std::lock_guard lock(m);
-      events.push_back(std::move(e));
+      tokens.push_back(token);
     }
-    cv.notify_all();
+    cv.notify_one();
+  }
+
+  // Waits up to `wait` for tokens or the end, and turns what came into text: SSE events when
+  // streamed (returned, to be written in one go), `whole` otherwise. Once the request has ended
+  // and its last event is returned, `closed` is set.
+  std::string take(std::chrono::milliseconds wait) {
+    std::vector<std::int64_t> got;
+    bool ended = false;
+    {
+      std::unique_lock lock(m);
+      cv.wait_for(lock, wait, [&] { return !tokens.empty() || done; });
+      got.swap(tokens);
+      ended = done;
+    }
+    std::string out;
+    for (std::int64_t t : got) {
+      if (stopped_by_text) break;
+      const std::string piece = stop.push(text.push(t));
+      if (stop.stopped()) {
+        stopped_by_text = true;
+        handle->cancel();
+      }
+      add_text(piece, out);
+    }
+    if (ended) finish(out);
+    return out;
+  }
+
+ private:
+  void add_text(const std::string& piece, std::string& out) {
+    if (piece.empty()) return;
+    if (!api.stream) {
+      whole += piece;
+      return;
+    }
+    out += sse(stream_chunk(api, id, created, piece, std::nullopt, first));
+    first = false;
+  }
+
+  void finish(std::string& out) {
+    if (!stopped_by_text) add_text(stop.push(text.finish()) + stop.finish(), out);
+    closed = true;
+    if (!api.stream) return;
+    const std::string reason = stopped_by_text || result.finish == Finish::Stop ? "stop" : "length";
+    if (result.finish == Finish::Failed) {
+      out += sse(error_body(ApiError(500, "server_error", "", result.error)));
+    } else if (result.finish == Finish::Cancelled && !stopped_by_text) {
+      // Only the shutdown cancels a stream whose client still listens: say so, so that the client
+      // raises instead of taking the text so far as the whole answer.
+      out += sse(error_body(ApiError(503, "server_error", "", "the server shut down before the request finished; retry on another instance")));
+    } else {
+      out += sse(stream_chunk(api, id, created, "", reason, false));
+      if (api.include_usage) out += sse(usage_chunk(api, id, created, {prompt_tokens, static_cast<std::int64_t>(result.tokens.size())}));
+    }
+    out += "data: [DONE]\n\n";
   }
 };
 
@@ -122,18 +181,16 @@ struct HttpServer::Impl {
     metrics.set_sequences(static_cast<std::int64_t>(in > waiting ? in - waiting : 0), static_cast<std::int64_t>(waiting));
   }
 
-  // Engine thread: the request ended. Records it, counts it, and closes its stream.
+  // Engine thread: the request ended. Records it, counts it, and wakes its connection.
   void finished(const std::shared_ptr<Call>& call, const RequestHandle& handle, const RequestResult& result) {
-    std::string tail;
-    if (!call->stopped_by_text) tail = call->stop.push(call->text.finish()) + call->stop.finish();
-    const std::string status = status_of(result, call->stopped_by_text);
-    metrics.finished(call->model->id, status, result.stats);
+    const bool by_text = call->stopped_by_text;
+    metrics.finished(call->model->id, status_of(result, by_text), result.stats);
     metrics.set_kv_blocks(runtime->kv_blocks().used());
     if (recorder && recording) {
       RequestRecord rec;
       rec.index = next_index++;
       rec.target = call->model->id;
-      rec.outcome = call->stopped_by_text ? Finish::Stop : result.finish;
+      rec.outcome = by_text ? Finish::Stop : result.finish;
       rec.error = result.error;
       rec.stats = result.stats;
       try {
@@ -152,27 +209,9 @@ struct HttpServer::Impl {
           break;
         }
     }
-    const std::string reason = call->stopped_by_text || result.finish == Finish::Stop ? "stop" : "length";
     {
       std::lock_guard lock(call->m);
       call->result = result;
-      call->whole += tail;
-      if (call->api.stream) {
-        if (result.finish == Finish::Failed) {
-          call->events.push_back(sse(error_body(ApiError(500, "server_error", "", result.error))));
-        } else if (result.finish == Finish::Cancelled && !call->stopped_by_text) {
-          // Only the shutdown cancels a stream whose client still listens: say so, so that the
-          // client raises instead of taking the text so far as the whole answer.
-          call->events.push_back(sse(error_body(ApiError(503, "server_error", "", "the server shut down before the request finished; retry on another instance"))));
-        } else {
-          if (!tail.empty()) call->events.push_back(sse(stream_chunk(call->api, call->id, call->created, tail, std::nullopt, call->first)));
-          call->events.push_back(sse(stream_chunk(call->api, call->id, call->created, "", reason, false)));
-          if (call->api.include_usage)
-            call->events.push_back(sse(usage_chunk(call->api, call->id, call->created,
-                                                   {call->prompt_tokens, static_cast<std::int64_t>(result.tokens.size())})));
-        }
-        call->events.push_back("data: [DONE]\n\n");
-      }
       call->done = true;
     }
     call->cv.notify_all();
@@ -214,21 +253,8 @@ struct HttpServer::Impl {
                        "rate_limit_exceeded");
       }
       RequestCallbacks cb;
-      cb.on_token = [this, call](const RequestHandle& h, std::int64_t token, const RuntimeCounters&) {
-        if (call->stopped_by_text) return;
-        const std::string out = call->stop.push(call->text.push(token));
-        if (call->stop.stopped()) {
-          call->stopped_by_text = true;
-          const_cast<RequestHandle&>(h).cancel();
-        }
-        if (call->api.stream) {
-          if (!out.empty()) {
-            call->emit(sse(stream_chunk(call->api, call->id, call->created, out, std::nullopt, call->first)));
-            call->first = false;
-          }
-        } else {
-          call->whole += out;
-        }
+      cb.on_token = [this, call](const RequestHandle&, std::int64_t token, const RuntimeCounters&) {
+        call->push(token);
         metrics.set_kv_blocks(runtime->kv_blocks().used());
       };
       cb.on_finish = [this, call](const RequestHandle& h, const RequestResult& r) { finished(call, h, r); };
@@ -243,9 +269,7 @@ struct HttpServer::Impl {
         if (!call->handle->finished()) live.insert(call->handle);
       }
       if (a.stream) return stream(call, res);
-      call->handle->wait();
-      std::unique_lock lock(call->m);
-      call->cv.wait(lock, [&] { return call->done; });
+      while (!call->closed) call->take(std::chrono::milliseconds(250));
       const RequestResult& r = call->result;
       if (r.finish == Finish::Failed) throw ApiError(500, "server_error", "", r.error);
       if (r.finish == Finish::Cancelled && !call->stopped_by_text) throw ApiError(503, "server_error", "", "the request was cancelled: the server is shutting down");
@@ -259,35 +283,20 @@ struct HttpServer::Impl {
     }
   }
 
-  // Server-sent events, one chunk per piece of text; a client gone mid-stream cancels its request
-  // (its KV blocks are freed after the step in flight).
+  // Server-sent events, one chunk per piece of text, what has come since the last write written in
+  // one go; a client gone mid-stream cancels its request (its KV blocks are freed after the step in
+  // flight).
   void stream(const std::shared_ptr<Call>& call, httplib::Response& res) {
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
         [call](std::size_t, httplib::DataSink& sink) {
-          std::unique_lock lock(call->m);
-          call->cv.wait_for(lock, std::chrono::milliseconds(250), [&] { return !call->events.empty() || call->done; });
-          while (!call->events.empty()) {
-            const std::string e = std::move(call->events.front());
-            call->events.pop_front();
-            lock.unlock();
-            if (!sink.write(e.data(), e.size())) {
-              call->handle->cancel();
-              return false;
-            }
-            lock.lock();
-          }
-          if (call->done) {
-            lock.unlock();
-            sink.done();
-            return true;
-          }
-          lock.unlock();
-          if (!sink.is_writable()) {
+          const std::string out = call->take(std::chrono::milliseconds(250));
+          if (out.empty() ? !sink.is_writable() : !sink.write(out.data(), out.size())) {
             call->handle->cancel();
             return false;
           }
+          if (call->closed) sink.done();
           return true;
         },
         [call](bool) {
