@@ -160,7 +160,7 @@ std::string quality_chart(const std::vector<Row>& rows, std::int64_t served, dou
   svg << "<text x='" << (L + W - R) / 2 << "' y='" << H - 8 << "' text-anchor='middle'>weights on the device (MiB), " << served
       << " variants served</text><text transform='rotate(-90)' x='" << -(T + H - B) / 2 << "' y='16' text-anchor='middle'>perplexity (lower is better)</text>";
   const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"};
-  int i = 0;
+  int i = 0, over = 0;  // points over the top, each labelled a line lower than the last
   for (const auto& [method, points] : lines) {
     const char* c = colors[i % 7];
     const bool below = method == "delta";  // its labels under the line, the others' over theirs
@@ -168,8 +168,9 @@ std::string quality_chart(const std::vector<Row>& rows, std::int64_t served, dou
     for (const auto& [x, y, label] : points) {
       poly += fixed(px(x), 1) + "," + fixed(py(y), 1) + " ";
       if (y > y1) {
-        svg << "<path d='M" << px(x) - 5 << ',' << T + 9 << " l5,-8 l5,8 z' fill='" << c << "'/><text x='" << px(x) + 8 << "' y='" << T + 12
-            << "' font-size='10' fill='" << c << "'>" << fixed(y, 2) << "</text>";
+        svg << "<path d='M" << px(x) - 5 << ',' << T + 9 << " l5,-8 l5,8 z' fill='" << c << "'/><text x='" << px(x) + 8 << "' y='" << T + 12 + 12 * over
+            << "' font-size='10' fill='" << c << "'>" << method << " " << fixed(y, 2) << " ↑</text>";
+        ++over;
         continue;
       }
       svg << "<circle cx='" << px(x) << "' cy='" << py(y) << "' r='4' fill='" << c << "'/>";
