@@ -101,6 +101,9 @@ struct Call {
     return out;
   }
 
+  // OpenAI's finish_reason of a request that ended with its text whole.
+  std::string finish_reason() const { return stopped_by_text || result.finish == Finish::Stop ? "stop" : "length"; }
+
  private:
   void add_text(const std::string& piece, std::string& out) {
     if (piece.empty()) return;
@@ -116,7 +119,6 @@ struct Call {
     if (!stopped_by_text) add_text(stop.push(text.finish()) + stop.finish(), out);
     closed = true;
     if (!api.stream) return;
-    const std::string reason = stopped_by_text || result.finish == Finish::Stop ? "stop" : "length";
     if (result.finish == Finish::Failed) {
       out += sse(error_body(ApiError(500, "server_error", "", result.error)));
     } else if (result.finish == Finish::Cancelled && !stopped_by_text) {
@@ -124,7 +126,7 @@ struct Call {
       // raises instead of taking the text so far as the whole answer.
       out += sse(error_body(ApiError(503, "server_error", "", "the server shut down before the request finished; retry on another instance")));
     } else {
-      out += sse(stream_chunk(api, id, created, "", reason, false));
+      out += sse(stream_chunk(api, id, created, "", finish_reason(), false));
       if (api.include_usage) out += sse(usage_chunk(api, id, created, {prompt_tokens, static_cast<std::int64_t>(result.tokens.size())}));
     }
     out += "data: [DONE]\n\n";
@@ -273,8 +275,7 @@ struct HttpServer::Impl {
       const RequestResult& r = call->result;
       if (r.finish == Finish::Failed) throw ApiError(500, "server_error", "", r.error);
       if (r.finish == Finish::Cancelled && !call->stopped_by_text) throw ApiError(503, "server_error", "", "the request was cancelled: the server is shutting down");
-      const std::string reason = call->stopped_by_text || r.finish == Finish::Stop ? "stop" : "length";
-      res.set_content(wire(completion_body(a, call->id, call->created, call->whole, reason, {n, static_cast<std::int64_t>(r.tokens.size())})),
+      res.set_content(wire(completion_body(a, call->id, call->created, call->whole, call->finish_reason(), {n, static_cast<std::int64_t>(r.tokens.size())})),
                       "application/json");
     } catch (const ApiError& e) {
       if (e.status != 429 && e.status != 503 && e.status != 401) metrics.rejected(model_id, "invalid");
