@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "cli_process.h"
+#include "http_client.h"
 
 using namespace mosaic::test;
 using nlohmann::json;
@@ -36,114 +37,6 @@ using Clock = std::chrono::steady_clock;
 
 const fs::path family = fs::path(MOSAIC_SOURCE_DIR) / "resources" / "sample-family";
 const std::vector<std::string> models{"base", "bible", "fortunes", "esft-bible"};
-
-// A TCP connection to 127.0.0.1:port that gives up reading after `timeout_s` (-1 when it fails).
-int connect_to(int port, int timeout_s = 60, int receive_buffer = 0) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  timeval tv{timeout_s, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  if (receive_buffer > 0) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-bool send_all(int fd, const std::string& bytes) {
-  for (std::size_t at = 0; at < bytes.size();) {
-    const ssize_t n = ::send(fd, bytes.data() + at, bytes.size() - at, MSG_NOSIGNAL);
-    if (n <= 0) return false;
-    at += static_cast<std::size_t>(n);
-  }
-  return true;
-}
-
-// Reads until the server closes (or the read times out), `chunk` bytes per call.
-std::string read_all(int fd, std::size_t chunk = 65536) {
-  std::string out;
-  std::vector<char> buf(chunk);
-  for (;;) {
-    const ssize_t n = ::recv(fd, buf.data(), chunk, 0);
-    if (n <= 0) break;
-    out.append(buf.data(), static_cast<std::size_t>(n));
-  }
-  return out;
-}
-
-std::string http_request(const std::string& method, const std::string& target, const std::string& body = {}) {
-  std::string r = method + " " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
-  if (!body.empty() || method == "POST") r += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
-  return r + "\r\n" + body;
-}
-
-struct Response {
-  int status = 0;  // 0: no response (the connection failed or closed first)
-  std::map<std::string, std::string> headers;  // names in lower case
-  std::string body;                            // de-chunked
-  // A streamed body's server-sent events, without their "data: " prefix.
-  std::vector<std::string> events() const {
-    std::vector<std::string> out;
-    for (std::size_t at = 0; at < body.size();) {
-      const std::size_t end = body.find("\n\n", at);
-      const std::string e = body.substr(at, end == std::string::npos ? std::string::npos : end - at);
-      if (e.starts_with("data: ")) out.push_back(e.substr(6));
-      if (end == std::string::npos) break;
-      at = end + 2;
-    }
-    return out;
-  }
-};
-
-Response parse_response(const std::string& raw) {
-  Response r;
-  const std::size_t head_end = raw.find("\r\n\r\n");
-  if (!raw.starts_with("HTTP/1.1 ") || head_end == std::string::npos) return r;
-  r.status = std::stoi(raw.substr(9, 3));
-  for (std::size_t at = raw.find("\r\n") + 2; at < head_end;) {
-    const std::size_t eol = raw.find("\r\n", at), colon = raw.find(':', at);
-    if (colon < eol) {
-      std::string name = raw.substr(at, colon - at);
-      for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-      r.headers[name] = raw.substr(colon + 2, eol - colon - 2);
-    }
-    at = eol + 2;
-  }
-  std::string body = raw.substr(head_end + 4);
-  if (r.headers["transfer-encoding"] == "chunked") {
-    std::string plain;
-    for (std::size_t at = 0; at < body.size();) {
-      const std::size_t eol = body.find("\r\n", at);
-      if (eol == std::string::npos) break;
-      const std::size_t n = std::stoul(body.substr(at, eol - at), nullptr, 16);
-      if (n == 0) break;
-      plain += body.substr(eol + 2, n);
-      at = eol + 2 + n + 2;
-    }
-    body = plain;
-  }
-  r.body = body;
-  return r;
-}
-
-// Sends `request` and reads the answer; `then_close` half-closes after sending, as a client that
-// has nothing more to say (the server need not wait out its read timeout for the rest).
-Response ask(int port, const std::string& request, int timeout_s = 60, bool then_close = false) {
-  const int fd = connect_to(port, timeout_s);
-  if (fd < 0) return {};
-  Response r;
-  if (send_all(fd, request)) {
-    if (then_close) ::shutdown(fd, SHUT_WR);
-    r = parse_response(read_all(fd));
-  }
-  ::close(fd);
-  return r;
-}
 
 // `ignore_eos` (vLLM's extension) makes every request run its max_tokens, whatever it samples.
 std::string completion(const std::string& model, int max_tokens, bool stream, double temperature = 0) {

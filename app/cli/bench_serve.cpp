@@ -17,13 +17,13 @@
 
 #include "cli/commands.h"
 #include "cli/output_paths.h"
-#include "cli/served_models.h"
 #include "cli/serving_args.h"
 #include "common/atomic_file.h"
 #include "common/error.h"
 #include "common/machine.h"
 #include "runtime/threads.h"
 #include "server/http_server.h"
+#include "server/served_models.h"
 #include "serving/metrics.h"
 
 namespace fs = std::filesystem;
@@ -141,7 +141,7 @@ void add_bench_serve_command(CLI::App& app) {
     check_output(o->json, "--json", o->serve.inputs());
     configure_threads(o->threads);
     const auto session = open_serving(o->serve, /*need_target=*/false);
-    std::vector<server::ServedModel> models = served_models(*session);
+    std::vector<server::ServedModel> models = server::served_models(session->family, *session->store);
     if (models.empty()) throw InvalidArgument("bench-serve", "", "the session serves no variant", "give --variants");
     Workload w;
     for (const auto& m : models) w.models.push_back(m.id);
@@ -172,7 +172,8 @@ void add_bench_serve_command(CLI::App& app) {
         double none = -1.0;
         first->compare_exchange_strong(none, since(t0));
       };
-      const RequestResult& r = engine.submit(ServeRequest{w.models[t], g}, cb)->wait();
+      const auto handle = engine.submit(ServeRequest{w.models[t], g}, cb);  // held: wait() returns into it
+      const RequestResult& r = handle->wait();
       if (r.finish == Finish::Failed || r.finish == Finish::Cancelled) throw InvalidArgument("bench-serve", w.models[t], r.error);
       return {first->load(), static_cast<std::int64_t>(r.tokens.size())};
     };

@@ -10,12 +10,12 @@
 
 #include "cli/commands.h"
 #include "cli/output_paths.h"
-#include "cli/served_models.h"
 #include "cli/serving_args.h"
 #include "common/error.h"
 #include "model/tokenizer.h"
 #include "runtime/threads.h"
 #include "server/http_server.h"
+#include "server/served_models.h"
 #include "server/server_metrics.h"
 #include "store/recorder.h"
 
@@ -61,11 +61,10 @@ void add_serve_command(CLI::App& app) {
     }
     configure_threads(o->threads);
     const auto session = open_serving(o->serve, /*need_target=*/false);
-    std::int64_t run = 0;
-    if (recorder) run = recorder->begin_run("serve", nlohmann::json{{"kind", "serve"}, {"host", o->http.host}, {"port", o->http.port}}.dump());
-    std::vector<server::ServedModel> models = served_models(*session);
+    std::vector<server::ServedModel> models = server::served_models(session->family, *session->store);
     const std::size_t model_count = models.size();
-    server::HttpServer http(*session->engine, std::move(models), o->http, recorder.get(), run);
+    server::HttpServer http(*session->engine, std::move(models), o->http,
+                            {.recorder = recorder.get(), .config_json = nlohmann::json{{"kind", "serve"}, {"host", o->http.host}, {"port", o->http.port}}.dump()});
     const int port = http.bind();
     std::atomic<bool> over{false};
     std::thread watcher([&] {
@@ -81,7 +80,7 @@ void add_serve_command(CLI::App& app) {
     over = true;
     pthread_kill(watcher.native_handle(), SIGTERM);
     watcher.join();
-    if (recorder) recorder->finish_run(run, "finished");
+    http.stop(0);  // a no-op after the watcher's; either way the request log is written out and the run finished here
     std::cerr << "serve: stopped; " << http.metrics().requests("ok") << " requests served" << (recorder ? ", " + std::to_string(http.recorded()) + " recorded" : "")
               << "\n";
   });

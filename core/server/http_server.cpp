@@ -116,7 +116,12 @@ struct Call {
   }
 
   void finish(std::string& out) {
-    if (!stopped_by_text) add_text(stop.push(text.finish()) + stop.finish(), out);
+    if (!stopped_by_text) {
+      // The decoder's held-back bytes can complete a stop string too: then the answer stopped.
+      const std::string tail = stop.push(text.finish());
+      if (stop.stopped()) stopped_by_text = true;
+      add_text(tail + stop.finish(), out);
+    }
     closed = true;
     if (!api.stream) return;
     if (result.finish == Finish::Failed) {
@@ -151,13 +156,13 @@ struct HttpServer::Impl {
   std::shared_ptr<Runtime> runtime;  // read on the engine's thread only (KV blocks in use)
   std::vector<ServedModel> models;
   ServerOptions opt;
-  Recorder* recorder = nullptr;
+  ServerRecording recording;
   std::int64_t run_id = 0;
+  std::unique_ptr<RequestLog> log;  // made by bind(), once the run is begun
   httplib::Server http;
   ServerMetrics metrics;
   std::atomic<std::size_t> admitted{0};
-  std::atomic<bool> draining{false}, recording{true};
-  std::atomic<std::int64_t> next_index{0}, recorded{0};
+  std::atomic<bool> draining{false};
   std::atomic<std::uint64_t> next_id{1};
   std::mutex live_m;
   std::set<std::shared_ptr<RequestHandle>> live;
@@ -183,26 +188,17 @@ struct HttpServer::Impl {
     metrics.set_sequences(static_cast<std::int64_t>(in > waiting ? in - waiting : 0), static_cast<std::int64_t>(waiting));
   }
 
-  // Engine thread: the request ended. Records it, counts it, and wakes its connection.
+  // Engine thread: the request ended. Counts it, hands it to the log, and wakes its connection.
   void finished(const std::shared_ptr<Call>& call, const RequestHandle& handle, const RequestResult& result) {
     const bool by_text = call->stopped_by_text;
     metrics.finished(call->model->id, status_of(result, by_text), result.stats);
     metrics.set_kv_blocks(runtime->kv_blocks().used());
-    if (recorder && recording) {
-      RequestRecord rec;
-      rec.index = next_index++;
-      rec.target = call->model->id;
-      rec.outcome = by_text ? Finish::Stop : result.finish;
-      rec.error = result.error;
-      rec.stats = result.stats;
-      try {
-        recorder->record(run_id, rec);
-        ++recorded;
-      } catch (const Error& e) {  // a full disk: serving goes on, recording stops, and says so once
-        recording = false;
-        std::cerr << "serve: stopped recording: " << e.what() << "\n";
-      }
-    }
+    RequestRecord rec;
+    rec.target = call->model->id;
+    rec.outcome = by_text ? Finish::Stop : result.finish;
+    rec.error = result.error;
+    rec.stats = result.stats;
+    log->add(std::move(rec));
     {
       std::lock_guard lock(live_m);
       for (auto it = live.begin(); it != live.end(); ++it)
@@ -356,16 +352,14 @@ struct HttpServer::Impl {
   }
 };
 
-HttpServer::HttpServer(Engine& engine, std::vector<ServedModel> models, ServerOptions options, Recorder* recorder,
-                       std::int64_t run_id)
+HttpServer::HttpServer(Engine& engine, std::vector<ServedModel> models, ServerOptions options, ServerRecording recording)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
   s.runtime = engine.runtime();
   s.engine = &engine;
   s.models = std::move(models);
   s.opt = std::move(options);
-  s.recorder = recorder;
-  s.run_id = run_id;
+  s.recording = std::move(recording);
   const std::size_t threads = s.opt.threads > 0 ? static_cast<std::size_t>(s.opt.threads) : s.opt.max_requests + 8;
   s.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   s.http.set_payload_max_length(s.opt.max_body_bytes);
@@ -391,6 +385,8 @@ int HttpServer::bind() {
   // With a queue of 5, a burst of clients connecting at once loses SYNs, and each waits out TCP's
   // retry (1 s, then 3 s, 7 s …) before it is even heard.
   if (s.listen_fd >= 0) ::listen(s.listen_fd, SOMAXCONN);
+  if (s.recording.recorder) s.run_id = s.recording.recorder->begin_run("serve", s.recording.config_json);
+  s.log = std::make_unique<RequestLog>(s.recording.recorder, s.run_id, std::move(s.recording.observer));
   return port;
 }
 
@@ -410,10 +406,18 @@ void HttpServer::stop(double grace_seconds) {
     for (const auto& h : rest) h->cancel();
     for (const auto& h : rest) h->wait_for(std::chrono::seconds(10));
     s.http.stop();
+    if (!s.log) return;  // never bound
+    s.log->flush();
+    if (s.recording.recorder) try {
+        s.recording.recorder->finish_run(s.run_id, "finished");
+      } catch (const Error& e) {
+        std::cerr << "serve: the record's run could not be closed: " << e.what() << "\n";
+      }
   });
 }
 
 const ServerMetrics& HttpServer::metrics() const { return impl_->metrics; }
-std::int64_t HttpServer::recorded() const { return impl_->recorded; }
+std::int64_t HttpServer::recorded() const { return impl_->log ? impl_->log->recorded() : 0; }
+std::int64_t HttpServer::run_id() const { return impl_->run_id; }
 
 }  // namespace mosaic::server

@@ -2,7 +2,8 @@
 // An OpenAI-compatible HTTP server over one Engine: GET /v1/models, POST /v1/completions and
 // /v1/chat/completions (streamed as server-sent events or whole), GET /metrics (Prometheus), GET
 // /health. The variant is chosen per request by `model`. Every request that reaches the engine is
-// recorded to SQLite when a Recorder is given, as one run of strategy "serve".
+// recorded to SQLite when a Recorder is given, as one run of strategy "serve", and shown to an
+// observer when one is given (both on the request log's thread, never the engine's).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -10,10 +11,12 @@
 
 #include "model/tokenizer.h"
 #include "runtime/engine.h"
+#include "server/request_log.h"
 
 namespace mosaic {
 class Recorder;
 }
+
 
 namespace mosaic::server {
 
@@ -36,26 +39,35 @@ struct ServerOptions {
   int threads = 0;                     // HTTP worker threads (0: max_requests + 8, so streams never starve)
 };
 
+// Where finished requests go, on the request log's thread (never the engine's): written to
+// `recorder` as one run of strategy "serve" (begun by bind() with `config_json`, finished by stop()),
+// then shown to `observer`, in the order they finished (RequestRecord::index numbers them from 0).
+struct ServerRecording {
+  Recorder* recorder = nullptr;  // null: nothing written
+  std::string config_json = "{}";
+  RequestLog::Observer observer;
+};
+
 class HttpServer {
  public:
-  // `recorder` may be null; when given it is used from the engine's thread only, and `run_id` is the
-  // run the requests are recorded under.
-  HttpServer(Engine& engine, std::vector<ServedModel> models, ServerOptions options, Recorder* recorder = nullptr,
-             std::int64_t run_id = 0);
+  HttpServer(Engine& engine, std::vector<ServedModel> models, ServerOptions options, ServerRecording recording = {});
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  // Binds the listening socket; returns the port. Throws IoError when the address cannot be bound.
+  // Binds the listening socket and begins the recorded run; returns the port. Throws IoError when
+  // the address cannot be bound (nothing is recorded then).
   int bind();
   // Serves until stop() (from another thread or a signal watcher); returns when it has stopped.
   void run();
   // Stops taking requests (new ones get 503), lets running ones finish for up to `grace_seconds`,
-  // cancels the rest, then closes the socket. Thread-safe, idempotent.
+  // cancels the rest, then closes the socket, writes what the log holds and finishes the run.
+  // Thread-safe, idempotent.
   void stop(double grace_seconds);
 
   const ServerMetrics& metrics() const;
   std::int64_t recorded() const;  // requests written to the record so far
+  std::int64_t run_id() const;    // the recorded run (after bind()); 0 when not recording
 
  private:
   struct Impl;
