@@ -14,6 +14,7 @@
 #include <QElapsedTimer>
 #include <QLineEdit>
 #include <QPlainTextEdit>
+#include <QPushButton>
 #include <QMimeData>
 #include <QTableView>
 #include <QTableWidget>
@@ -43,6 +44,7 @@
 #include "serving/sweep_run.h"
 #include "store/recorder.h"
 #include "store/sweep_recording.h"
+#include "http_client.h"
 #include "test_support.h"
 #include "workbench/analysis_panel.h"
 #include "workbench/byte_size_box.h"
@@ -56,6 +58,7 @@
 #include "workbench/layout_panel.h"
 #include "workbench/main_window.h"
 #include "workbench/runs_panel.h"
+#include "workbench/server_controls.h"
 #include "workbench/serving_panel.h"
 #include "workbench/usage_panel.h"
 #include "report/qcustomplot_include.h"
@@ -493,6 +496,74 @@ class WorkbenchTest : public QObject {
     serving->durationBox()->setValue(10);
     chat->targetBox()->setCurrentText(QStringLiteral("bible"));  // as the sample session has it
     chat->promptEdit()->setText(QStringLiteral("And God said"));
+  }
+
+  // The HTTP tab serves the open session over the OpenAI API: external requests are answered,
+  // charted live as they finish, and recorded as a "serve" run the Runs panel opens; while it
+  // serves, the layout stays as it is and no sweep starts; Stop closes the port.
+  void http_server_serves_external_traffic_live() {
+    ServingPanel* serving = window_->servingPanel();
+    ServerControls* server = serving->serverControls();
+    QTemporaryDir dir;
+    serving->databaseEdit()->setText(dir.filePath(QStringLiteral("http.sqlite")));
+    serving->tabs()->setCurrentWidget(server);
+    server->portBox()->setValue(0);  // any free port
+    QVERIFY(server->startButton()->isEnabled());
+    QVERIFY(!server->stopButton()->isEnabled());
+    server->startButton()->click();
+    QTRY_VERIFY2_WITH_TIMEOUT(serving->statusText().startsWith(QStringLiteral("Serving at")), qPrintable(serving->statusText()), 30000);
+    const QUrl url(server->url());
+    QVERIFY2(url.host() == QStringLiteral("127.0.0.1") && url.port() > 0 && url.path() == QStringLiteral("/v1"), qPrintable(server->url()));
+    QVERIFY(server->example().contains(server->url() + QStringLiteral("/completions")));
+    QVERIFY(server->stopButton()->isEnabled() && !server->startButton()->isEnabled());
+    QVERIFY(!server->portBox()->isEnabled());
+    const int port = url.port();
+
+    // A whole answer, a streamed one on another variant, and a model the session does not serve.
+    const Response models = ask(port, http_request("GET", "/v1/models"));
+    QCOMPARE(models.status, 200);
+    QVERIFY(models.body.find("\"fortunes\"") != std::string::npos);
+    const auto body = [](const char* model, bool stream) {
+      return nlohmann::json{{"model", model}, {"prompt", "In the beginning"}, {"max_tokens", 6}, {"temperature", 0}, {"stream", stream}}.dump();
+    };
+    const Response whole = ask(port, http_request("POST", "/v1/completions", body("bible", false)));
+    QCOMPARE(whole.status, 200);
+    QVERIFY(!nlohmann::json::parse(whole.body)["choices"][0]["text"].get<std::string>().empty());
+    const Response streamed = ask(port, http_request("POST", "/v1/completions", body("fortunes", true)));
+    QCOMPARE(streamed.status, 200);
+    QVERIFY(streamed.events().size() >= 2 && streamed.events().back() == "[DONE]");
+    QCOMPARE(ask(port, http_request("POST", "/v1/completions", body("no-such-variant", false))).status, 404);
+
+    // Both answered requests reach the charts (the refused one never reached the engine).
+    QTRY_COMPARE_WITH_TIMEOUT(serving->pointsReceived(), 2, 30000);
+    QTRY_VERIFY2_WITH_TIMEOUT(serving->statusText().contains(QStringLiteral("2 requests served")), qPrintable(serving->statusText()), 10000);
+    QVERIFY(serving->latencyPlot()->graphCount() >= 1);
+    QVERIFY(serving->latencyPlot()->graph(0)->name().startsWith(QStringLiteral("HTTP :")));
+    QTRY_COMPARE_WITH_TIMEOUT(serving->hitRatePlot()->plottableCount(), 1, 10000);
+
+    // Serving pins the layout: a re-plan is refused, saying why.
+    QSignalSpy refused(window_->engine(), &EngineHost::layoutFailed);
+    window_->engine()->planLayout(0, QStringLiteral("medoid"));
+    QTRY_COMPARE_WITH_TIMEOUT(refused.size(), 1, 10000);
+    QVERIFY(refused.first().first().toString().contains(QStringLiteral("HTTP server")));
+
+    server->stopButton()->click();
+    QTRY_VERIFY2_WITH_TIMEOUT(serving->statusText().startsWith(QStringLiteral("HTTP server stopped: 2 request(s) served, 2 recorded as run")),
+                              qPrintable(serving->statusText()), 30000);
+    QVERIFY(server->startButton()->isEnabled() && server->portBox()->isEnabled());
+    QCOMPARE(ask(port, http_request("GET", "/health"), 2).status, 0);  // nothing listens any more
+
+    const Recorder recorded(dir.filePath(QStringLiteral("http.sqlite")).toStdString());
+    QCOMPARE(recorded.runs().size(), std::size_t(1));
+    QCOMPARE(recorded.runs()[0].strategy, std::string("serve"));
+    QCOMPARE(recorded.runs()[0].status, std::string("finished"));
+    const auto requests = recorded.requests(recorded.runs()[0].id);
+    QCOMPARE(requests.size(), std::size_t(2));
+    QCOMPARE(requests[0].target, std::string("bible"));
+    QCOMPARE(requests[1].target, std::string("fortunes"));
+    QCOMPARE(requests[1].stats.generated_tokens, std::int64_t{6});
+    QTRY_VERIFY_WITH_TIMEOUT(window_->runsPanel()->statusText().startsWith(QStringLiteral("http.sqlite: 1 run")), 30000);
+    serving->tabs()->setCurrentIndex(0);
   }
 
   // PNGs of the window and each panel showing real data, for people to look at (build tree).

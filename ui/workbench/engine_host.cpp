@@ -96,6 +96,7 @@ EngineHost::EngineHost(QObject* parent) : QObject(parent), state_(std::make_uniq
   qRegisterMetaType<QVector<ExpertRoute>>();
   qRegisterMetaType<ReportData>();
   qRegisterMetaType<ServedPoint>();
+  qRegisterMetaType<HttpSettings>();
   thread_.setObjectName(QStringLiteral("mosaic-engine"));
   context_ = new QObject;
   context_->moveToThread(&thread_);
@@ -110,6 +111,7 @@ EngineHost::~EngineHost() {
   stopCompare();
   post([this] {
     state_->join_sweep();
+    state_->stop_http(0);
     state_->session.reset();
   });
   thread_.quit();
@@ -130,6 +132,10 @@ void EngineHost::openFamily(const QStringList& dirs, qint64 budgetBytes, const Q
     try {
       stop_serving_ = true;  // a sweep on the old family ends before the family goes
       st.join_sweep();
+      if (st.serving_http()) {  // and so does its HTTP server, its running requests given a moment
+        const QString database = st.http_database;
+        Q_EMIT httpServerStopped(st.stop_http(2.0), database);
+      }
       std::vector<std::filesystem::path> paths;
       for (const QString& d : dirs) paths.emplace_back(d.toStdString());
       auto last = std::chrono::steady_clock::now();
@@ -160,6 +166,7 @@ void EngineHost::planLayout(qint64 budgetBytes, const QString& policyName, const
     State& st = *state_;
     if (!st.session) return Q_EMIT layoutFailed(tr("Open a family first."));
     if (st.sweeping) return Q_EMIT layoutFailed(tr("A sweep is serving on this engine; stop it before planning another layout."));
+    if (st.serving_http()) return Q_EMIT layoutFailed(tr("The HTTP server is serving this layout; stop it before planning another."));
     try {
       const auto policy = parse_policy(policyName.toStdString());
       if (!policy) throw InvalidArgument("layout", "policy", "'" + policyName.toStdString() + "' is not a policy", "use round-robin, medoid or weighted");
@@ -179,6 +186,7 @@ void EngineHost::importLayout(const QString& file) {
     State& st = *state_;
     if (!st.session) return Q_EMIT layoutFailed(tr("Open a family first."));
     if (st.sweeping) return Q_EMIT layoutFailed(tr("A sweep is serving on this engine; stop it before importing a layout."));
+    if (st.serving_http()) return Q_EMIT layoutFailed(tr("The HTTP server is serving this layout; stop it before importing another."));
     try {
       st.session->apply(load_layout(file.toStdString()));
       Q_EMIT layoutPlanned(describe(*st.session));
@@ -405,6 +413,7 @@ void EngineHost::startServing(const QString& sweepJson, const QString& database)
     State& st = *state_;
     if (!st.session) return Q_EMIT servingFailed(tr("Open a family first."));
     if (st.sweeping) return Q_EMIT servingFailed(tr("A sweep is already running."));
+    if (st.serving_http()) return Q_EMIT servingFailed(tr("The HTTP server is serving on this engine; stop it before a sweep."));
     SweepConfig config;
     try {
       config = parse_sweep_config(sweepJson.toStdString(), "serving panel", ".");

@@ -54,6 +54,12 @@ class EngineHost : public QObject {
   // the open family, recording every run to `database`. Until it ends, other engine work waits.
   void startServing(const QString& sweepJson, const QString& database);
   void stopServing();
+  // Serves the open session over the OpenAI-compatible HTTP API (mosaic-cli serve's), beside the
+  // chat; every finished request arrives as servedRequest (strategy "serve") and is recorded to
+  // `settings.database` when it names one. Layouts stay as they are until it stops; opening another
+  // family stops it first.
+  void startHttpServer(const mosaic::ui::HttpSettings& settings);
+  void stopHttpServer();
   void exportReport(const QString& database, const QList<qint64>& runs, const QString& dir);
   // The recorded routes of request `request` (its index in the workload) of a traced run.
   void loadTrace(const QString& database, qint64 run, qint64 request);
@@ -74,6 +80,10 @@ class EngineHost : public QObject {
   void servedRequest(const mosaic::ui::ServedPoint& point);
   void servingFinished(const QString& summary, const QString& database);
   void reportDataReady(const mosaic::ReportData& data, const QString& dir);
+  // The server listens at `url` (…/v1), serving `models`, recording to run `runId` (0: not recorded).
+  void httpServerStarted(const QString& url, qint64 runId, const QStringList& models);
+  void httpServerStopped(const QString& summary, const QString& database);
+  void httpServerFailed(const QString& message);
   // A recorded request's trace: `labels` per position (prompt, then output tokens).
   void traceLoaded(const QString& title, const QString& target, int layers, const QStringList& labels,
                    const QVector<mosaic::ui::ExpertRoute>& routes);

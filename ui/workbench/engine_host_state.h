@@ -11,7 +11,9 @@
 
 #include "runtime/engine.h"
 #include "runtime/model.h"
+#include "server/http_server.h"
 #include "serving/session.h"
+#include "store/recorder.h"
 #include "workbench/engine_host.h"
 
 namespace mosaic::ui {
@@ -31,6 +33,17 @@ struct EngineHost::State {
   std::map<std::string, std::unique_ptr<Model>> own_models;
   std::atomic<bool> stop_compare{false};  // the reference side checks it at every token
   std::vector<std::shared_ptr<RequestHandle>> compare_requests;  // the served sides'; guarded by request_mutex
+  // The HTTP server on the session's engine, listening on a thread of its own; stopped (and its
+  // run finished) before the session changes.
+  std::unique_ptr<Recorder> http_recorder;
+  std::int64_t http_run = 0;
+  QString http_database;
+  std::unique_ptr<server::HttpServer> http;
+  std::thread http_thread;
+  bool serving_http() const { return http != nullptr; }
+  // Stops the server (running requests get `grace_seconds`), joins it and finishes its run;
+  // returns what it served, in a sentence. Defined in engine_host_http.cpp.
+  QString stop_http(double grace_seconds);
 };
 
 }  // namespace mosaic::ui

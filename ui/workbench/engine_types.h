@@ -38,6 +38,15 @@ struct ReserveSettings {
   qint64 context = 4096, requests = 1, prefill_chunk = 512, miss_slots = -1;
 };
 
+// The workbench's OpenAI-compatible server: what `mosaic-cli serve` takes as options.
+struct HttpSettings {
+  QString host = QStringLiteral("127.0.0.1");
+  int port = 8000;  // 0: any free port
+  QString api_key;  // empty: none asked for
+  int max_requests = 64;
+  QString database;  // where requests are recorded (a run of strategy "serve"); empty: nowhere
+};
+
 struct LayoutInfo {
   QStringList variants;
   int layers = 0, experts = 0;
@@ -117,6 +126,7 @@ Q_DECLARE_METATYPE(mosaic::ReportData)
 Q_DECLARE_METATYPE(mosaic::ui::FamilyInfo)
 Q_DECLARE_METATYPE(mosaic::ui::LayoutInfo)
 Q_DECLARE_METATYPE(mosaic::ui::ReserveSettings)
+Q_DECLARE_METATYPE(mosaic::ui::HttpSettings)
 Q_DECLARE_METATYPE(mosaic::ui::TokenTrace)
 Q_DECLARE_METATYPE(mosaic::ui::ExpertUsage)
 Q_DECLARE_METATYPE(mosaic::ui::ExpertRoute)

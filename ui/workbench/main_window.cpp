@@ -142,6 +142,14 @@ MainWindow::MainWindow(QWidget* parent)
   connect(engine_, &EngineHost::servingFinished, serving_, &ServingPanel::finished);
   connect(engine_, &EngineHost::servingFailed, serving_, &ServingPanel::showError);
   connect(engine_, &EngineHost::servingFinished, runs_, [this](const QString&, const QString& db) { runs_->openDatabase(db); });
+  connect(serving_, &ServingPanel::httpStartRequested, engine_, &EngineHost::startHttpServer);
+  connect(serving_, &ServingPanel::httpStopRequested, engine_, &EngineHost::stopHttpServer);
+  connect(engine_, &EngineHost::httpServerStarted, serving_, &ServingPanel::httpStarted);
+  connect(engine_, &EngineHost::httpServerStopped, serving_, &ServingPanel::httpStopped);
+  connect(engine_, &EngineHost::httpServerFailed, serving_, &ServingPanel::httpFailed);
+  connect(engine_, &EngineHost::httpServerStopped, runs_, [this](const QString&, const QString& db) {
+    if (!db.isEmpty()) runs_->openDatabase(db);
+  });
   connect(runs_, &RunsPanel::loadRequested, engine_, &EngineHost::loadRuns);
   connect(runs_, &RunsPanel::exportRequested, engine_, &EngineHost::exportReport);
   connect(runs_, &RunsPanel::traceRequested, engine_, &EngineHost::loadTrace);

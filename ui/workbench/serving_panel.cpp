@@ -1,7 +1,5 @@
 #include "workbench/serving_panel.h"
 
-#include "serving/strategy.h"
-
 #include <QCheckBox>
 #include <QComboBox>
 #include <QDoubleSpinBox>
@@ -19,8 +17,10 @@
 #include <QPushButton>
 #include <QSet>
 #include <QSpinBox>
+#include <QTabWidget>
 #include <QStandardPaths>
 #include <QTimer>
+#include <QUrl>
 #include <QVBoxLayout>
 
 #include "serving/strategy.h"
@@ -29,12 +29,9 @@
 #include "report/plot_export.h"
 #include "workbench/chart.h"
 #include "workbench/layout_grid.h"
+#include "workbench/server_controls.h"
 
 namespace mosaic::ui {
-
-namespace {
-
-}  // namespace
 
 ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer(this)) {
   strategies_ = new QListWidget;
@@ -110,13 +107,25 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   form->addRow(tr("Traffic"), alpha_);
   form->addRow(tr("Clock"), clock_);
   form->addRow(tr("Traces"), trace_);
-  form->addRow(tr("Record to"), database_);
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(start_);
   buttons->addWidget(stop_);
+  auto* sweep = new QWidget;
+  auto* sweepLayout = new QVBoxLayout(sweep);
+  sweepLayout->setContentsMargins(0, 0, 0, 0);
+  sweepLayout->addLayout(form);
+  sweepLayout->addLayout(buttons);
+  sweepLayout->addStretch();
+  server_ = new ServerControls;
+  tabs_ = new QTabWidget;
+  tabs_->addTab(sweep, tr("Sweep"));
+  tabs_->addTab(server_, tr("HTTP server"));
+  tabs_->setToolTip(tr("A sweep replays a synthetic workload per strategy; the HTTP server serves whoever calls it"));
+  auto* record = new QFormLayout;
+  record->addRow(tr("Record to"), database_);
   auto* left = new QVBoxLayout;
-  left->addLayout(form);
-  left->addLayout(buttons);
+  left->addWidget(tabs_);
+  left->addLayout(record);
   left->addWidget(status_);
   left->addStretch();
   auto* charts = new QGridLayout;
@@ -129,6 +138,16 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
 
   connect(start_, &QPushButton::clicked, this, &ServingPanel::start);
   connect(stop_, &QPushButton::clicked, this, &ServingPanel::stopRequested);
+  connect(server_, &ServerControls::startRequested, this, [this] {
+    HttpSettings settings = server_->settings();
+    settings.database = database_->text().trimmed();
+    if (!settings.database.isEmpty()) QDir().mkpath(QFileInfo(settings.database).absolutePath());
+    clearCharts();
+    status_->setStyleSheet(QString());
+    status_->setText(tr("Starting the HTTP server…"));
+    Q_EMIT httpStartRequested(settings);
+  });
+  connect(server_, &ServerControls::stopRequested, this, &ServingPanel::httpStopRequested);
   timer_->setInterval(250);  // ≥ 2 refreshes a second, whatever the request rate
   connect(timer_, &QTimer::timeout, this, &ServingPanel::refresh);
   setRunning(false);
@@ -152,7 +171,8 @@ void ServingPanel::setFamily(const FamilyInfo& family) {
   variants_.clear();
   for (const VariantInfo& v : family.variants) variants_ << v.dir;
   capacity_->setValue(std::max(1, family.layers * family.experts / 2));
-  start_->setEnabled(variants_.size() >= 2);
+  start_->setEnabled(variants_.size() >= 2 && !server_->isServing());
+  server_->setAvailable(!variants_.isEmpty() && !sweeping_);
   status_->setStyleSheet(QString());
   status_->setText(variants_.size() < 2 ? tr("Serving compares strategies over at least two variants.")
                                         : tr("%1 variants open: choose strategies and rates, then Start.").arg(variants_.size()));
@@ -233,6 +253,14 @@ void ServingPanel::start() {
   const QString json = sweepJson();
   if (json.isEmpty()) return showError(tr("Check at least one strategy and give rates as positive numbers, e.g. 5, 20."));
   QDir().mkpath(QFileInfo(database_->text()).absolutePath());
+  clearCharts();
+  setRunning(true);
+  status_->setStyleSheet(QString());
+  status_->setText(tr("Starting…"));
+  Q_EMIT startRequested(json, database_->text());
+}
+
+void ServingPanel::clearCharts() {
   for (QCustomPlot* p : {latency_, throughput_, hits_}) {
     p->clearGraphs();
     p->clearPlottables();
@@ -242,14 +270,40 @@ void ServingPanel::start() {
   run_index_ = -1;
   run_offset_ = sweep_end_ = 0;
   run_hits_.clear();
-  setRunning(true);
-  status_->setStyleSheet(QString());
-  status_->setText(tr("Starting…"));
-  Q_EMIT startRequested(json, database_->text());
 }
 
 void ServingPanel::runStarted(const QString& strategy, double rate, qint64 runId, int requests) {
-  run_label_ = tr("%1 @ %2 req/s").arg(strategy).arg(rate);
+  beginRun(tr("%1 @ %2 req/s").arg(strategy).arg(rate));
+  status_->setText(tr("Run %1: %2, %3 requests").arg(runId).arg(run_label_).arg(requests));
+}
+
+void ServingPanel::httpStarted(const QString& url, qint64 runId, const QStringList& models) {
+  server_->started(url, runId, models);
+  start_->setEnabled(false);
+  beginRun(tr("HTTP %1").arg(QUrl(url).port() > 0 ? QStringLiteral(":%1").arg(QUrl(url).port()) : url));
+  timer_->start();
+  status_->setText(runId > 0 ? tr("Serving at %1; every request is recorded as run %2 and charted here.").arg(url).arg(runId)
+                             : tr("Serving at %1; every request is charted here (not recorded: no database given).").arg(url));
+}
+
+void ServingPanel::httpStopped(const QString& summary, const QString&) {
+  server_->stopped();
+  server_->setAvailable(!variants_.isEmpty() && !sweeping_);
+  refresh();
+  timer_->stop();
+  start_->setEnabled(variants_.size() >= 2);
+  status_->setStyleSheet(QString());
+  status_->setText(summary);
+}
+
+void ServingPanel::httpFailed(const QString& message) {
+  server_->setAvailable(!variants_.isEmpty() && !sweeping_);
+  status_->setStyleSheet(QStringLiteral("QLabel { color: #b00020; }"));
+  status_->setText(message);
+}
+
+void ServingPanel::beginRun(const QString& label) {
+  run_label_ = label;
   completed_ = 0;
   ++run_index_;
   // Runs follow one another on the sweep's time axis, each starting at a named line.
@@ -270,7 +324,6 @@ void ServingPanel::runStarted(const QString& strategy, double rate, qint64 runId
     label->setText(QStringLiteral(" %1 ").arg(run_label_));
   }
   run_hits_.push_back({run_label_, {}, {}});
-  status_->setText(tr("Run %1: %2, %3 requests").arg(runId).arg(run_label_).arg(requests));
 }
 
 void ServingPanel::addPoint(const ServedPoint& p) {
@@ -291,7 +344,8 @@ void ServingPanel::addPoint(const ServedPoint& p) {
     r.hits[l] += p.hits[l];
     r.misses[l] += p.misses[l];
   }
-  status_->setText(tr("%1: %2 of %3 requests").arg(run_label_).arg(p.done).arg(p.total));
+  status_->setText(p.total > 0 ? tr("%1: %2 of %3 requests").arg(run_label_).arg(p.done).arg(p.total)
+                               : tr("%1: %2 requests served; the latest for %3, TTFT %4 ms").arg(run_label_).arg(p.done).arg(p.target).arg(p.ttft * 1e3, 0, 'f', 1));
   dirty_ = true;
 }
 
@@ -365,7 +419,9 @@ void ServingPanel::showError(const QString& message) {
 QString ServingPanel::statusText() const { return status_->text(); }
 
 void ServingPanel::setRunning(bool running) {
-  start_->setEnabled(!running && variants_.size() >= 2);
+  sweeping_ = running;
+  server_->setAvailable(!running && !variants_.isEmpty());
+  start_->setEnabled(!running && variants_.size() >= 2 && !server_->isServing());
   stop_->setEnabled(running);
   if (running) timer_->start();
   else timer_->stop();

@@ -4,7 +4,8 @@
 // sweep's time, its runs one after another, each marked and named (swaps marked), completed requests
 // per run, and per-layer hit rates of every run — replotted four times a second from what has
 // arrived, never per request. Every run is recorded; every chart is a Chart (hover, toggles, log
-// scale, export).
+// scale, export). Its HTTP tab serves the open session over the OpenAI API instead, and the same
+// charts then show the external traffic live.
 #include <QWidget>
 
 #include "workbench/engine_types.h"
@@ -18,12 +19,14 @@ class QLineEdit;
 class QListWidget;
 class QPushButton;
 class QSpinBox;
+class QTabWidget;
 class QDoubleSpinBox;
 class QTimer;
 
 namespace mosaic::ui {
 
 class Chart;
+class ServerControls;
 
 class ServingPanel : public QWidget {
   Q_OBJECT
@@ -47,6 +50,8 @@ class ServingPanel : public QWidget {
   QCheckBox* followLayoutBox() const { return follow_layout_; }
   QSpinBox* capacityBox() const { return capacity_; }
   QCheckBox* traceBox() const { return trace_; }
+  ServerControls* serverControls() const { return server_; }
+  QTabWidget* tabs() const { return tabs_; }
   void start();
 
  public Q_SLOTS:
@@ -57,14 +62,21 @@ class ServingPanel : public QWidget {
   void addPoint(const mosaic::ui::ServedPoint& point);
   void finished(const QString& summary, const QString& database);
   void showError(const QString& message);
+  void httpStarted(const QString& url, qint64 runId, const QStringList& models);
+  void httpStopped(const QString& summary, const QString& database);
+  void httpFailed(const QString& message);
 
  Q_SIGNALS:
   void startRequested(const QString& sweepJson, const QString& database);
   void stopRequested();
+  void httpStartRequested(const mosaic::ui::HttpSettings& settings);
+  void httpStopRequested();
 
  private:
   void refresh();
   void setRunning(bool running);
+  void clearCharts();
+  void beginRun(const QString& label);  // a named line on the time axis; what follows is this run's
   QListWidget* strategies_;
   QLineEdit* rates_;
   QSpinBox* duration_;
@@ -80,6 +92,9 @@ class ServingPanel : public QWidget {
   QDoubleSpinBox* alpha_;   // traffic skew over the targets (1: even)
   QComboBox* clock_;
   QCheckBox* trace_;        // record every request's expert trace
+  QTabWidget* tabs_;
+  ServerControls* server_;
+  bool sweeping_ = false;
   QLineEdit* database_;
   QPushButton* start_;
   QPushButton* stop_;

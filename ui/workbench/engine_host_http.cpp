@@ -1,0 +1,94 @@
+// The workbench's HTTP server: mosaic-cli serve's HttpServer on the open session's engine.
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+
+#include "server/served_models.h"
+#include "server/server_metrics.h"
+#include "workbench/engine_host.h"
+#include "workbench/engine_host_state.h"
+
+namespace mosaic::ui {
+
+QString EngineHost::State::stop_http(double grace_seconds) {
+  if (!http) return {};
+  http->stop(grace_seconds);  // drains, cancels the rest, writes the request log out
+  if (http_thread.joinable()) http_thread.join();
+  const std::int64_t served = http->metrics().requests("ok"), recorded = http->recorded();
+  http.reset();  // before its recorder
+  http_recorder.reset();
+  QString summary = EngineHost::tr("HTTP server stopped: %1 request(s) served").arg(served);
+  if (http_run > 0) summary += EngineHost::tr(", %1 recorded as run %2").arg(recorded).arg(http_run);
+  return summary + QStringLiteral(".");
+}
+
+void EngineHost::startHttpServer(const HttpSettings& settings) {
+  post([this, settings] {
+    State& st = *state_;
+    if (!st.session) return Q_EMIT httpServerFailed(tr("Open a family first."));
+    if (st.serving_http()) return Q_EMIT httpServerFailed(tr("The HTTP server is already running; stop it first."));
+    if (st.sweeping) return Q_EMIT httpServerFailed(tr("A sweep is serving on this engine; stop it before starting the HTTP server."));
+    try {
+      std::vector<server::ServedModel> models = server::served_models(st.session->family(), st.session->store());
+      QStringList names;
+      for (const auto& m : models) names << QString::fromStdString(m.id);
+      server::ServerOptions options;
+      options.host = settings.host.trimmed().toStdString();
+      options.port = settings.port;
+      options.api_key = settings.api_key.toStdString();
+      options.max_requests = static_cast<std::size_t>(std::max(1, settings.max_requests));
+      std::unique_ptr<Recorder> recorder;
+      if (!settings.database.isEmpty()) {
+        recorder = std::make_unique<Recorder>(settings.database.toStdString());
+        recorder->check_writable();
+      }
+      const auto started = std::chrono::steady_clock::now();
+      auto run_id = std::make_shared<std::atomic<std::int64_t>>(0);  // known once bound; requests come after
+      auto observer = [this, started, run_id](const RequestRecord& r) {
+        ServedPoint p;
+        p.strategy = QStringLiteral("serve");
+        p.target = QString::fromStdString(r.target);
+        p.run_id = run_id->load();
+        p.finish = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        p.ttft = r.stats.ttft();
+        p.turnaround = r.stats.turnaround();
+        p.output_tokens = r.stats.generated_tokens;
+        p.swaps = r.stats.counters.swaps;
+        for (const LayerCounts& l : r.stats.counters.layers) {
+          p.hits << static_cast<int>(l.hits);
+          p.misses << static_cast<int>(l.misses);
+        }
+        p.done = static_cast<int>(r.index + 1);
+        Q_EMIT servedRequest(p);
+      };
+      const std::string config = nlohmann::json{{"kind", "serve"}, {"source", "workbench"}, {"host", options.host}, {"port", options.port}}.dump();
+      auto http = std::make_unique<server::HttpServer>(st.session->engine(), std::move(models), options,
+                                                       server::ServerRecording{recorder.get(), config, observer});
+      const int port = http->bind();
+      run_id->store(http->run_id());
+      st.http = std::move(http);
+      st.http_recorder = std::move(recorder);
+      st.http_run = run_id->load();
+      st.http_database = settings.database;
+      server::HttpServer* server = st.http.get();
+      st.http_thread = std::thread([server] { server->run(); });
+      const QString url = QStringLiteral("http://%1:%2/v1").arg(settings.host.trimmed()).arg(port);
+      Q_EMIT httpServerStarted(url, st.http_run, names);
+    } catch (const std::exception& e) {
+      Q_EMIT httpServerFailed(QString::fromUtf8(e.what()));
+    }
+  });
+}
+
+void EngineHost::stopHttpServer() {
+  post([this] {
+    State& st = *state_;
+    if (!st.serving_http()) return;
+    const QString database = st.http_database;
+    Q_EMIT httpServerStopped(st.stop_http(2.0), database);
+  });
+}
+
+}  // namespace mosaic::ui
