@@ -11,6 +11,7 @@ set(MOSAIC_FORMAT_SOURCES
   common/jsonl.cpp
   common/text_file.cpp
   model/arch.cpp
+  model/chat_template.cpp
   model/bpe.cpp
   model/byte_level.cpp
   model/delta_codec.cpp
@@ -18,6 +19,9 @@ set(MOSAIC_FORMAT_SOURCES
   model/delta_pack.cpp
   model/dtype.cpp
   model/esft_adapter.cpp
+  model/jinja/parser.cpp
+  model/jinja/python_text.cpp
+  model/jinja/render.cpp
   model/mapped_file.cpp
   model/model_spec.cpp
   model/safetensors.cpp

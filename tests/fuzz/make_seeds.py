@@ -125,3 +125,7 @@ seed("request", "chat.json", b"\x01" + json.dumps({
     "model": "esft-bible", "max_completion_tokens": 4, "stop": "\n",
     "messages": [{"role": "system", "content": "Be brief."},
                  {"role": "user", "content": [{"type": "text", "text": "Hi"}, {"type": "text", "text": "!\nthere"}]}]}).encode())
+
+# Chat templates: the test suite's templates, compared against Jinja itself in tst_chat_template.
+for template in sorted((root / "tests/data/chat_templates").glob("*.jinja")):
+    seed("chat_template", template.name, template.read_text())
