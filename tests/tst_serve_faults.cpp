@@ -26,6 +26,7 @@
 
 #include "cli_process.h"
 #include "http_client.h"
+#include "test_support.h"
 
 using namespace mosaic::test;
 using nlohmann::json;
@@ -141,9 +142,12 @@ std::map<std::string, double> metrics_when(int port, const std::function<bool(co
 // `mosaic-cli serve` on a free port, serving the sample family's variants and an adapter.
 class Server {
  public:
-  explicit Server(const QStringList& extra) {
+  // Serves the sample family's `models`, or the folders in `variants`.
+  explicit Server(const QStringList& extra, const std::vector<fs::path>& variants = {}) {
     QStringList a{QStringLiteral("serve"), QStringLiteral("--variants")};
-    for (const std::string& m : models) a << path(family / m);
+    if (variants.empty())
+      for (const std::string& m : models) a << path(family / m);
+    for (const fs::path& v : variants) a << path(v);
     a << QStringLiteral("--capacity") << QStringLiteral("16") << QStringLiteral("--port") << QStringLiteral("0") << extra;
     p_.setProcessChannelMode(QProcess::SeparateChannels);
     p_.start(QStringLiteral(MOSAIC_CLI), a);
@@ -253,6 +257,73 @@ class TestServeFaults : public QObject {
     QCOMPARE(recorded(db, &status), seen);
     QCOMPARE(status, std::string("finished"));
     QCOMPARE(integrity_check(db), std::string("ok"));
+  }
+
+  // A folder's tokenizer_config.json template writes the chat's prompt (an adapter takes its
+  // base's); the template's refusal is a 400 in its own words; --plain-chat keeps the plain lines.
+  void chatTemplatesWriteThePrompt() {
+    const fs::path dir = scratch("templated");
+    fs::create_directories(dir);
+    for (const char* v : {"base", "bible", "esft-bible"}) fs::copy(family / v, dir / v, fs::copy_options::recursive);
+    const auto write = [](const fs::path& file, const std::string& text) { std::ofstream(file, std::ios::binary) << text; };
+    // bible's template passes the user's words through alone; base's (and so the adapter's) frames them.
+    write(dir / "bible" / "tokenizer_config.json", json{{"chat_template",
+        "{% for m in messages %}{% if m.role == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+        "{{ m.content }}{% endfor %}"}}.dump());
+    write(dir / "base" / "tokenizer_config.json", json{{"chat_template",
+        "{% for m in messages %}{{ m.role | upper }}> {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}ASSISTANT>{% endif %}"}}.dump());
+    const std::vector<fs::path> variants{dir / "base", dir / "bible", dir / "esft-bible"};
+    const auto chat = [](const std::string& model, const json& messages) {
+      return json{{"model", model}, {"messages", messages}, {"max_tokens", 8}, {"temperature", 0}, {"ignore_eos", true}}.dump();
+    };
+    const auto text_of = [](const Response& r, bool chat_reply) {
+      const json j = json::parse(r.body);
+      return chat_reply ? j["choices"][0]["message"]["content"].get<std::string>() : j["choices"][0]["text"].get<std::string>();
+    };
+    const auto completion_of = [](const std::string& model, const std::string& prompt) {
+      return json{{"model", model}, {"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}, {"ignore_eos", true}}.dump();
+    };
+    const json user = json::array({{{"role", "user"}, {"content", "In the beginning"}}});
+    {
+      Server s({}, variants);
+      QVERIFY2(s.port() > 0, qPrintable(s.errors()));
+      const Response templated = ask(s.port(), http_request("POST", "/v1/chat/completions", chat("bible", user)));
+      QCOMPARE(templated.status, 200);
+      const Response plain = ask(s.port(), http_request("POST", "/v1/completions", completion_of("bible", "In the beginning")));
+      QCOMPARE(text_of(templated, true), text_of(plain, false));  // the prompt was the template's: the words alone
+      for (const char* m : {"base", "esft-bible"}) {
+        const Response framed = ask(s.port(), http_request("POST", "/v1/chat/completions", chat(m, user)));
+        QCOMPARE(framed.status, 200);
+        const Response same = ask(s.port(), http_request("POST", "/v1/completions", completion_of(m, "USER> In the beginning\nASSISTANT>")));
+        QCOMPARE(text_of(framed, true), text_of(same, false));
+        QVERIFY(json::parse(framed.body)["usage"]["prompt_tokens"] == json::parse(same.body)["usage"]["prompt_tokens"]);
+      }
+      const Response refused = ask(s.port(), http_request("POST", "/v1/chat/completions",
+                                                          chat("bible", json::array({{{"role", "system"}, {"content", "Be brief."}}}))));
+      QCOMPARE(refused.status, 400);
+      const json e = json::parse(refused.body)["error"];
+      QCOMPARE(e["param"].get<std::string>(), std::string("messages"));
+      QVERIFY2(e["message"].get<std::string>().find("System role not supported") != std::string::npos, qPrintable(QString::fromStdString(refused.body)));
+      QCOMPARE(s.terminate(30), 0);
+    }
+    {
+      Server s({QStringLiteral("--plain-chat")}, variants);
+      QVERIFY2(s.port() > 0, qPrintable(s.errors()));
+      const Response lines = ask(s.port(), http_request("POST", "/v1/chat/completions", chat("bible", user)));
+      const Response same = ask(s.port(), http_request("POST", "/v1/completions", completion_of("bible", "user: In the beginning\nassistant:")));
+      QCOMPARE(text_of(lines, true), text_of(same, false));
+      QCOMPARE(s.terminate(30), 0);
+    }
+    // A template Mosaic cannot read stops the server before it listens, naming the file and the way out.
+    write(dir / "bible" / "tokenizer_config.json", json{{"chat_template", "{% for m in messages %}"}}.dump());
+    QProcess p;
+    QStringList a{QStringLiteral("serve"), QStringLiteral("--variants")};
+    for (const fs::path& v : variants) a << path(v);
+    p.start(QStringLiteral(MOSAIC_CLI), a << QStringLiteral("--capacity") << QStringLiteral("16") << QStringLiteral("--port") << QStringLiteral("0"));
+    QVERIFY(p.waitForFinished(60000));
+    QCOMPARE(p.exitCode(), 2);
+    const std::string err = p.readAllStandardError().toStdString();
+    expect_mentions(err, {"bible/tokenizer_config.json", "endfor", "--plain-chat"});
   }
 
   // Clients killed (SIGKILL) in the middle of their streams: each request is cancelled and its KV

@@ -32,6 +32,7 @@ void add_serve_command(CLI::App& app) {
     fs::path db;
     int threads = 0;
     double grace = 10;
+    bool plain_chat = false;
   };
   auto o = std::make_shared<Opts>();
   o->serve.add_to(cmd);
@@ -43,6 +44,8 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--db", o->db, "record every request to this SQLite file (a run of strategy 'serve')");
   cmd->add_option("--grace", o->grace, "seconds running requests may finish after SIGTERM or Ctrl-C")->default_val(10);
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
+  cmd->add_flag("--plain-chat", o->plain_chat,
+                "format chat requests as 'role: content' lines even where a model's tokenizer_config.json has a chat template");
   cmd->callback([o] {
     check_output(o->db, "--db", o->serve.inputs());
     // The signals are waited for on a thread of their own: blocked here, before any thread starts,
@@ -61,7 +64,7 @@ void add_serve_command(CLI::App& app) {
     }
     configure_threads(o->threads);
     const auto session = open_serving(o->serve, /*need_target=*/false);
-    std::vector<server::ServedModel> models = server::served_models(session->family, *session->store);
+    std::vector<server::ServedModel> models = server::served_models(session->family, *session->store, !o->plain_chat);
     const std::size_t model_count = models.size();
     server::HttpServer http(*session->engine, std::move(models), o->http,
                             {.recorder = recorder.get(), .config_json = nlohmann::json{{"kind", "serve"}, {"host", o->http.host}, {"port", o->http.port}}.dump()});

@@ -216,6 +216,18 @@ struct HttpServer::Impl {
     --admitted;
   }
 
+  // The chat as the model's own template writes it; a template's refusal (roles out of order, a
+  // role it has no place for) is the client's to fix.
+  static std::string templated(const ServedModel& m, const ApiRequest& a) {
+    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+    for (const ChatMessage& msg : a.messages) messages.push_back({{"role", msg.role}, {"content", msg.content}});
+    try {
+      return m.chat_template->render(messages, /*add_generation_prompt=*/true);
+    } catch (const Error& e) {
+      throw bad_request("messages", "the chat template of '" + m.id + "' refuses these messages: " + e.problem());
+    }
+  }
+
   void completion(const httplib::Request& req, httplib::Response& res, bool chat) {
     std::string model_id = "?";
     try {
@@ -228,7 +240,9 @@ struct HttpServer::Impl {
       auto call = std::make_shared<Call>(std::move(api), *m);
       const ApiRequest& a = call->api;
       GenerationRequest g;
-      g.prompt = a.prompt_ids.empty() ? m->tokenizer.encode(a.prompt_text) : a.prompt_ids;
+      if (!a.prompt_ids.empty()) g.prompt = a.prompt_ids;
+      else if (chat && m->chat_template) g.prompt = m->tokenizer.encode(templated(*m, a), /*add_special=*/false);  // the template writes BOS
+      else g.prompt = m->tokenizer.encode(a.prompt_text);
       const char* prompt_param = chat ? "messages" : "prompt";
       if (g.prompt.empty()) throw bad_request(prompt_param, std::string("'") + prompt_param + "' encodes to no tokens");
       const auto n = static_cast<std::int64_t>(g.prompt.size());

@@ -6,9 +6,11 @@
 // observer when one is given (both on the request log's thread, never the engine's).
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "model/chat_template.h"
 #include "model/tokenizer.h"
 #include "runtime/engine.h"
 #include "server/request_log.h"
@@ -26,6 +28,9 @@ struct ServedModel {
   std::string id;    // what `model` names: a variant's or an adapter's folder name
   std::string base;  // an adapter's or delta folder's base ("" for a full variant)
   Tokenizer tokenizer;
+  // Chat requests are rendered with it where the folder has one (tokenizer_config.json), else as
+  // plain "role: content" lines.
+  std::optional<ChatTemplate> chat_template;
   std::vector<std::int64_t> eos_ids;
   std::int64_t context = 0;  // max_position_embeddings
 };

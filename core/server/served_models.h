@@ -9,7 +9,9 @@
 
 namespace mosaic::server {
 
-// Throws IoError when a variant's folder has no readable tokenizer.json.
-std::vector<ServedModel> served_models(const Family& family, const HostStore& store);
+// Each chat template is read from the variant's folder, else (an adapter, a delta folder) from its
+// base's; `chat_templates` false leaves every model on the plain format. Throws IoError when a
+// folder has no readable tokenizer.json, FormatError for a template Mosaic cannot read.
+std::vector<ServedModel> served_models(const Family& family, const HostStore& store, bool chat_templates = true);
 
 }  // namespace mosaic::server

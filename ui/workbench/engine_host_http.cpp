@@ -31,7 +31,7 @@ void EngineHost::startHttpServer(const HttpSettings& settings) {
     if (st.serving_http()) return Q_EMIT httpServerFailed(tr("The HTTP server is already running; stop it first."));
     if (st.sweeping) return Q_EMIT httpServerFailed(tr("A sweep is serving on this engine; stop it before starting the HTTP server."));
     try {
-      std::vector<server::ServedModel> models = server::served_models(st.session->family(), st.session->store());
+      std::vector<server::ServedModel> models = server::served_models(st.session->family(), st.session->store(), !settings.plain_chat);
       QStringList names;
       for (const auto& m : models) names << QString::fromStdString(m.id);
       server::ServerOptions options;

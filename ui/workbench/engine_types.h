@@ -44,6 +44,7 @@ struct HttpSettings {
   int port = 8000;  // 0: any free port
   QString api_key;  // empty: none asked for
   int max_requests = 64;
+  bool plain_chat = false;  // 'role: content' lines even where a model has a chat template
   QString database;  // where requests are recorded (a run of strategy "serve"); empty: nowhere
 };
 

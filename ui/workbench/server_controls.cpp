@@ -1,5 +1,6 @@
 #include "workbench/server_controls.h"
 
+#include <QCheckBox>
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -27,6 +28,8 @@ ServerControls::ServerControls(QWidget* parent) : QWidget(parent) {
   admit_->setValue(64);
   admit_->setSuffix(tr(" requests at once"));
   admit_->setToolTip(tr("Requests running and waiting; past it clients get 429 with Retry-After"));
+  plain_ = new QCheckBox(tr("plain 'role: content' lines"));
+  plain_->setToolTip(tr("Format chat requests as plain lines even where a model's tokenizer_config.json has a chat template"));
   start_ = new QPushButton(tr("Serve over HTTP"));
   stop_ = new QPushButton(tr("Stop server"));
   where_ = new QLabel;
@@ -45,6 +48,7 @@ ServerControls::ServerControls(QWidget* parent) : QWidget(parent) {
   form->addRow(tr("Listen on"), address);
   form->addRow(tr("API key"), key_);
   form->addRow(tr("Admit"), admit_);
+  form->addRow(tr("Chat"), plain_);
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(start_);
   buttons->addWidget(stop_);
@@ -70,6 +74,7 @@ HttpSettings ServerControls::settings() const {
   s.port = port_->value();
   s.api_key = key_->text();
   s.max_requests = admit_->value();
+  s.plain_chat = plain_->isChecked();
   return s;
 }
 
@@ -115,7 +120,8 @@ void ServerControls::stopped() {
 void ServerControls::update() {
   start_->setEnabled(available_ && !serving_ && !starting_);
   stop_->setEnabled(serving_);
-  for (QWidget* w : {static_cast<QWidget*>(host_), static_cast<QWidget*>(port_), static_cast<QWidget*>(key_), static_cast<QWidget*>(admit_)})
+  for (QWidget* w : {static_cast<QWidget*>(host_), static_cast<QWidget*>(port_), static_cast<QWidget*>(key_), static_cast<QWidget*>(admit_),
+                     static_cast<QWidget*>(plain_)})
     w->setEnabled(!serving_ && !starting_);
 }
 

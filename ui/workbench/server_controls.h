@@ -6,6 +6,7 @@
 
 #include "workbench/engine_types.h"
 
+class QCheckBox;
 class QLabel;
 class QLineEdit;
 class QPlainTextEdit;
@@ -24,6 +25,7 @@ class ServerControls : public QWidget {
   QLineEdit* hostEdit() const { return host_; }
   QSpinBox* portBox() const { return port_; }
   QLineEdit* apiKeyEdit() const { return key_; }
+  QCheckBox* plainChatBox() const { return plain_; }
   QPushButton* startButton() const { return start_; }
   QPushButton* stopButton() const { return stop_; }
   QString url() const { return url_; }
@@ -43,6 +45,7 @@ class ServerControls : public QWidget {
   QSpinBox* port_;
   QLineEdit* key_;
   QSpinBox* admit_;
+  QCheckBox* plain_;
   QPushButton* start_;
   QPushButton* stop_;
   QLabel* where_;
