@@ -498,6 +498,35 @@ class WorkbenchTest : public QObject {
     chat->promptEdit()->setText(QStringLiteral("And God said"));
   }
 
+  // PNGs of the window and each panel showing real data, for people to look at (build tree).
+  void screenshots() {
+    const QString dir = QStringLiteral(MOSAIC_SCREENSHOT_DIR);
+    QVERIFY(QDir().mkpath(dir));
+    window_->resize(1500, 950);
+    QTest::qWait(50);
+    const std::pair<QWidget*, const char*> shots[] = {{window_.get(), "workbench.png"}, {window_->familyPanel(), "family.png"},
+                                                      {window_->layoutPanel(), "layout.png"}, {window_->chatPane(), "chat.png"},
+                                                      {window_->analysisPanel(), "distances.png"}, {window_->runsPanel(), "runs.png"}, {window_->servingPanel(), "serving.png"}, {window_->usagePanel(), "usage.png"}};
+    for (const auto& [w, name] : shots) {
+      const QPixmap pixmap = w->grab();
+      QVERIFY(!pixmap.isNull());
+      QVERIFY(pixmap.save(dir + QLatin1Char('/') + QString::fromLatin1(name)));
+    }
+    QVERIFY(window_->analysisPanel()->exportTo(dir + QStringLiteral("/distances-export.png")));  // what an export looks like
+    window_->chatPane()->tabs()->setCurrentIndex(1);  // the expert trace
+    QTest::qWait(50);
+    QVERIFY(window_->chatPane()->grab().save(dir + QStringLiteral("/chat-trace.png")));
+    window_->chatPane()->tabs()->setCurrentIndex(0);
+    auto* centre = window_->findChild<QTabWidget*>(QStringLiteral("centreTabs"));
+    centre->setCurrentIndex(1);  // side by side
+    QTest::qWait(50);
+    QVERIFY(window_->comparePane()->grab().save(dir + QStringLiteral("/compare.png")));
+    centre->setCurrentIndex(0);
+    window_->resize(1366, 768);  // a laptop screen (less the task bar on a real one)
+    QTest::qWait(50);
+    QVERIFY(window_->grab().save(dir + QStringLiteral("/workbench-1366x768.png")));
+  }
+
   // The HTTP tab serves the open session over the OpenAI API: external requests are answered,
   // charted live as they finish, and recorded as a "serve" run the Runs panel opens; while it
   // serves, the layout stays as it is and no sweep starts; Stop closes the port.
@@ -540,6 +569,9 @@ class WorkbenchTest : public QObject {
     QVERIFY(serving->latencyPlot()->graphCount() >= 1);
     QVERIFY(serving->latencyPlot()->graph(0)->name().startsWith(QStringLiteral("HTTP :")));
     QTRY_COMPARE_WITH_TIMEOUT(serving->hitRatePlot()->plottableCount(), 1, 10000);
+    QVERIFY(serving->latencyPlot()->xAxis->label().contains(QStringLiteral("serving")));
+    QDir().mkpath(QStringLiteral(MOSAIC_SCREENSHOT_DIR));
+    QVERIFY(serving->grab().save(QStringLiteral(MOSAIC_SCREENSHOT_DIR "/serving-http.png")));
 
     // Serving pins the layout: a re-plan is refused, saying why.
     QSignalSpy refused(window_->engine(), &EngineHost::layoutFailed);
@@ -564,35 +596,6 @@ class WorkbenchTest : public QObject {
     QCOMPARE(requests[1].stats.generated_tokens, std::int64_t{6});
     QTRY_VERIFY_WITH_TIMEOUT(window_->runsPanel()->statusText().startsWith(QStringLiteral("http.sqlite: 1 run")), 30000);
     serving->tabs()->setCurrentIndex(0);
-  }
-
-  // PNGs of the window and each panel showing real data, for people to look at (build tree).
-  void screenshots() {
-    const QString dir = QStringLiteral(MOSAIC_SCREENSHOT_DIR);
-    QVERIFY(QDir().mkpath(dir));
-    window_->resize(1500, 950);
-    QTest::qWait(50);
-    const std::pair<QWidget*, const char*> shots[] = {{window_.get(), "workbench.png"}, {window_->familyPanel(), "family.png"},
-                                                      {window_->layoutPanel(), "layout.png"}, {window_->chatPane(), "chat.png"},
-                                                      {window_->analysisPanel(), "distances.png"}, {window_->runsPanel(), "runs.png"}, {window_->servingPanel(), "serving.png"}, {window_->usagePanel(), "usage.png"}};
-    for (const auto& [w, name] : shots) {
-      const QPixmap pixmap = w->grab();
-      QVERIFY(!pixmap.isNull());
-      QVERIFY(pixmap.save(dir + QLatin1Char('/') + QString::fromLatin1(name)));
-    }
-    QVERIFY(window_->analysisPanel()->exportTo(dir + QStringLiteral("/distances-export.png")));  // what an export looks like
-    window_->chatPane()->tabs()->setCurrentIndex(1);  // the expert trace
-    QTest::qWait(50);
-    QVERIFY(window_->chatPane()->grab().save(dir + QStringLiteral("/chat-trace.png")));
-    window_->chatPane()->tabs()->setCurrentIndex(0);
-    auto* centre = window_->findChild<QTabWidget*>(QStringLiteral("centreTabs"));
-    centre->setCurrentIndex(1);  // side by side
-    QTest::qWait(50);
-    QVERIFY(window_->comparePane()->grab().save(dir + QStringLiteral("/compare.png")));
-    centre->setCurrentIndex(0);
-    window_->resize(1366, 768);  // a laptop screen (less the task bar on a real one)
-    QTest::qWait(50);
-    QVERIFY(window_->grab().save(dir + QStringLiteral("/workbench-1366x768.png")));
   }
 
   void budget_change_replans_and_repaints() {

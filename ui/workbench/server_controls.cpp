@@ -37,6 +37,7 @@ ServerControls::ServerControls(QWidget* parent) : QWidget(parent) {
   where_->setTextInteractionFlags(Qt::TextSelectableByMouse);
   example_ = new QPlainTextEdit;
   example_->setReadOnly(true);
+  example_->setLineWrapMode(QPlainTextEdit::NoWrap);
   example_->setMaximumHeight(90);
   example_->setFont(QFont(QStringLiteral("monospace"), 8));
   example_->setVisible(false);
@@ -87,7 +88,7 @@ void ServerControls::setAvailable(bool available) {
 QString ServerControls::example() const {
   if (url_.isEmpty()) return {};
   const QString auth = key_->text().isEmpty() ? QString() : QStringLiteral(" -H 'Authorization: Bearer …'");
-  return QStringLiteral("curl %1/completions -H 'Content-Type: application/json'%2 \\\n  -d '{\"model\": \"%3\", \"prompt\": \"Hello\", \"max_tokens\": 16}'")
+  return QStringLiteral("curl %1/completions \\\n  -H 'Content-Type: application/json'%2 \\\n  -d '{\"model\": \"%3\", \"prompt\": \"Hello\", \"max_tokens\": 16}'")
       .arg(url_, auth, first_model_);
 }
 

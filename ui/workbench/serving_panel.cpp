@@ -254,6 +254,7 @@ void ServingPanel::start() {
   if (json.isEmpty()) return showError(tr("Check at least one strategy and give rates as positive numbers, e.g. 5, 20."));
   QDir().mkpath(QFileInfo(database_->text()).absolutePath());
   clearCharts();
+  for (Chart* c : {latency_, throughput_}) c->xAxis->setLabel(tr("time in sweep (s)"));
   setRunning(true);
   status_->setStyleSheet(QString());
   status_->setText(tr("Starting…"));
@@ -280,6 +281,7 @@ void ServingPanel::runStarted(const QString& strategy, double rate, qint64 runId
 void ServingPanel::httpStarted(const QString& url, qint64 runId, const QStringList& models) {
   server_->started(url, runId, models);
   start_->setEnabled(false);
+  for (Chart* c : {latency_, throughput_}) c->xAxis->setLabel(tr("time serving (s)"));
   beginRun(tr("HTTP %1").arg(QUrl(url).port() > 0 ? QStringLiteral(":%1").arg(QUrl(url).port()) : url));
   timer_->start();
   status_->setText(runId > 0 ? tr("Serving at %1; every request is recorded as run %2 and charted here.").arg(url).arg(runId)
