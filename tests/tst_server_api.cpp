@@ -103,6 +103,21 @@ class ServerApiTest : public QObject {
     }
   }
 
+  // The events a stream sends after its first are written from a precomputed frame: byte for byte
+  // what the chunk itself gives, for completions and chat, whatever the text holds.
+  void text_events_are_the_chunks_themselves() {
+    for (const bool chat : {false, true}) {
+      const ApiRequest r = parse_request(chat ? R"({"model": "bible", "messages": [{"role": "user", "content": "hi"}], "stream": true})"
+                                              : R"({"model": "bible", "prompt": "hi", "stream": true})",
+                                         chat);
+      const TextEvents events(r, "cmpl-7", 1700000000);
+      for (const std::string text : {std::string("a"), std::string(" the \"LORD\"\n"), std::string("\xff\xfe bytes"), std::string("\x01text\x01"), std::string("é✓")}) {
+        const std::string want = "data: " + wire(stream_chunk(r, "cmpl-7", 1700000000, text, std::nullopt, false)) + "\n\n";
+        QCOMPARE(events.event(text), want);
+      }
+    }
+  }
+
   void stop_strings_cut_across_pieces() {
     StopText s({"END", "\n\n"});
     QCOMPARE(s.push("Hello E"), std::string("Hello "));

@@ -66,6 +66,7 @@ struct Call {
   StopText stop;
   bool first = true, closed = false;
   std::string whole;  // not streamed: the text so far
+  std::optional<TextEvents> events;  // streamed: every text event after the first
 
   void push(std::int64_t token) {
     {
@@ -111,8 +112,13 @@ struct Call {
       whole += piece;
       return;
     }
-    out += sse(stream_chunk(api, id, created, piece, std::nullopt, first));
-    first = false;
+    if (first) {
+      out += sse(stream_chunk(api, id, created, piece, std::nullopt, true));
+      first = false;
+      return;
+    }
+    if (!events) events.emplace(api, id, created);
+    out += events->event(piece);
   }
 
   void finish(std::string& out) {
@@ -162,6 +168,7 @@ struct HttpServer::Impl {
   httplib::Server http;
   ServerMetrics metrics;
   std::atomic<std::size_t> admitted{0};
+  std::atomic<int> streaming{0};  // streams whose response is not yet over (their last events unwritten)
   std::atomic<bool> draining{false};
   std::atomic<std::uint64_t> next_id{1};
   std::mutex live_m;
@@ -299,6 +306,7 @@ struct HttpServer::Impl {
   // flight).
   void stream(const std::shared_ptr<Call>& call, httplib::Response& res) {
     res.set_header("Cache-Control", "no-cache");
+    ++streaming;
     res.set_chunked_content_provider(
         "text/event-stream",
         [call](std::size_t, httplib::DataSink& sink) {
@@ -310,8 +318,9 @@ struct HttpServer::Impl {
           if (call->closed) sink.done();
           return true;
         },
-        [call](bool) {
+        [this, call](bool) {
           if (!call->handle->finished()) call->handle->cancel();
+          --streaming;
         });
   }
 
@@ -419,6 +428,10 @@ void HttpServer::stop(double grace_seconds) {
     }
     for (const auto& h : rest) h->cancel();
     for (const auto& h : rest) h->wait_for(std::chrono::seconds(10));
+    // httplib stops calling content providers once stopped: let every stream write its last
+    // events (an error saying the server shut down, then [DONE]) first, a slow reader for 2 s at most.
+    const auto written = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    while (s.streaming > 0 && std::chrono::steady_clock::now() < written) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     s.http.stop();
     if (!s.log) return;  // never bound
     s.log->flush();

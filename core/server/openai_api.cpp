@@ -188,6 +188,17 @@ nlohmann::json stream_chunk(const ApiRequest& r, const std::string& id, std::int
   return b;
 }
 
+TextEvents::TextEvents(const ApiRequest& r, const std::string& id, std::int64_t created) {
+  static const std::string marker = "\x01text\x01";
+  const std::string whole = wire(stream_chunk(r, id, created, marker, std::nullopt, false));
+  const std::string quoted = wire(json(marker));
+  const std::size_t at = whole.find(quoted);
+  head_ = "data: " + whole.substr(0, at);
+  tail_ = whole.substr(at + quoted.size()) + "\n\n";
+}
+
+std::string TextEvents::event(const std::string& text) const { return head_ + wire(json(text)) + tail_; }
+
 nlohmann::json usage_chunk(const ApiRequest& r, const std::string& id, std::int64_t created, const Usage& usage) {
   json b = base_body(r, id, created, true);
   b["choices"] = json::array();

@@ -70,4 +70,16 @@ nlohmann::json stream_chunk(const ApiRequest& r, const std::string& id, std::int
                             const std::optional<std::string>& finish_reason, bool first);
 nlohmann::json usage_chunk(const ApiRequest& r, const std::string& id, std::int64_t created, const Usage& usage);
 
+// The server-sent events of one streamed answer's text after its first: the JSON around the text
+// is the same in each, so it is written once and only the text is escaped per event (what
+// sse(stream_chunk(…, text, nullopt, false)) gives, for a fraction of the work per token).
+class TextEvents {
+ public:
+  TextEvents(const ApiRequest& r, const std::string& id, std::int64_t created);
+  std::string event(const std::string& text) const;  // "data: {…}\n\n"
+
+ private:
+  std::string head_, tail_;
+};
+
 }  // namespace mosaic::server

@@ -33,6 +33,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // What the server sends back must serialize (wire() is what it sends with).
     (void)wire(completion_body(r, "cmpl-1", 0, r.prompt_text, "stop", {1, 1}));
     (void)wire(stream_chunk(r, "cmpl-1", 0, r.prompt_text, std::nullopt, true));
+    // The precomputed events write exactly what the chunk itself would, whatever the text.
+    if (TextEvents(r, "cmpl-1", 0).event(r.prompt_text) != "data: " + wire(stream_chunk(r, "cmpl-1", 0, r.prompt_text, std::nullopt, false)) + "\n\n")
+      mosaic::fuzz::violated("TextEvents differs from stream_chunk");
     if (!r.stop.empty()) check_stop_text(r.stop, r.prompt_text, 1 + data[0] / 2 % 7);
   } catch (const ApiError& e) {
     // A refusal is a 4xx with a message, in a body that serializes.
