@@ -103,7 +103,8 @@ class ChatTemplateTest : public QObject {
     expect_mentions(parse_error("{{ 'open }}"), {"never closed"});
     expect_mentions(parse_error("{{ a b }}"), {"unexpected 'b'"});
     expect_mentions(parse_error("{% set %}"), {"expected a name"});
-    expect_mentions(parse_error("{{ " + std::string(500, '(') + "1" + std::string(500, ')') + " }}"), {"nested deeper than 128"});
+    expect_mentions(parse_error("{{ " + std::string(500, '(') + "1" + std::string(500, ')') + " }}"), {"nested deeper than 64"});
+    expect_mentions(parse_error("{{ 99999999999999999999 }}"), {"out of range"});
   }
 
   void templates_that_fail_or_never_end_are_stopped() {
@@ -119,10 +120,12 @@ class ChatTemplateTest : public QObject {
     expect_mentions(render_error("{% for a, b in messages %}{% endfor %}"), {"unpack"});
     expect_mentions(render_error("{% set x = 1 %}{% set x.y = 2 %}"), {"namespace"});
     expect_mentions(render_error("{% for i in range(1000000) %}{% for j in range(1000000) %}{% endfor %}{% endfor %}"), {"a million steps"});
-    expect_mentions(render_error("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}"), {"64 deep"});
+    expect_mentions(render_error("{% macro f(n) %}{{ f(n) }}{% endmacro %}{{ f(1) }}"), {"32 deep"});
     expect_mentions(render_error("{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}"), {"16 MiB"});
     expect_mentions(render_error("{{ 'x' * 100000000 }}"), {"16 MiB"});
     expect_mentions(render_error("{{ range(10000000) | length }}"), {"million"});
+    expect_mentions(render_error("{{ 9223372036854775807 + 1 }}"), {"integer overflow"});
+    expect_mentions(render_error("{{ -(-9223372036854775807 - 1) }}"), {"integer overflow"});
   }
 };
 

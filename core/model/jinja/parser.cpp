@@ -2,6 +2,7 @@
 // whitespace rules (trim_blocks, lstrip_blocks, and `-` inside a tag), then each tag's contents are
 // tokenized and parsed by recursive descent with Jinja's precedence.
 #include <cctype>
+#include <charconv>
 #include <set>
 #include <string_view>
 
@@ -19,11 +20,16 @@ struct Piece {
 
 bool blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
 
-int line_at(const std::string& s, std::size_t pos) {
-  int n = 1;
-  for (std::size_t i = 0; i < pos && i < s.size(); ++i) n += s[i] == '\n';
-  return n;
-}
+// The line of `pos`, counted on from the last position asked about (asked in increasing order).
+struct Lines {
+  const std::string& s;
+  std::size_t at = 0;
+  int line = 1;
+  int of(std::size_t pos) {
+    for (; at < pos && at < s.size(); ++at) line += s[at] == '\n';
+    return line;
+  }
+};
 
 // Where the tag that opens at `from` (its inside) closes with `close`, skipping quoted strings.
 std::size_t find_close(const std::string& s, std::size_t from, std::string_view close) {
@@ -43,6 +49,7 @@ std::size_t find_close(const std::string& s, std::size_t from, std::string_view 
 
 std::vector<Piece> cut(const std::string& s, const std::string& source) {
   std::vector<Piece> out;
+  Lines lines{s};
   std::size_t pos = 0;
   bool strip_next = false, newline_next = false;  // after `-…}` all leading blanks; after `%}` one newline
   auto add_text = [&](std::string text, int line) {
@@ -62,11 +69,11 @@ std::vector<Piece> cut(const std::string& s, const std::string& source) {
     while (open != std::string::npos && open + 1 < s.size() && s[open + 1] != '{' && s[open + 1] != '%' && s[open + 1] != '#')
       open = s.find('{', open + 1);
     if (open == std::string::npos || open + 1 >= s.size()) {
-      add_text(s.substr(pos), line_at(s, pos));
+      add_text(s.substr(pos), lines.of(pos));
       break;
     }
     const char type = s[open + 1];
-    const int line = line_at(s, open);
+    const int text_line = lines.of(pos), line = lines.of(open);
     std::size_t inner = open + 2;
     const bool trim_left = inner < s.size() && s[inner] == '-';
     const bool keep_left = inner < s.size() && s[inner] == '+';
@@ -86,7 +93,7 @@ std::vector<Piece> cut(const std::string& s, const std::string& source) {
       while (i > 0 && (text[i - 1] == ' ' || text[i - 1] == '\t')) --i;
       if (i > 0 ? text[i - 1] == '\n' : pos == 0) text.erase(i);  // only indentation since the line began
     }
-    add_text(std::move(text), line_at(s, pos));
+    add_text(std::move(text), text_line);
     if (type != '#') {
       std::string content = s.substr(inner, (trim_right ? end - 1 : end) - inner);
       out.push_back({type == '{' ? Piece::Kind::Expr : Piece::Kind::Block, std::move(content), line});
@@ -144,7 +151,19 @@ std::vector<Token> tokenize(const std::string& s, const std::string& source, int
       std::string digits;
       for (std::size_t k = i; k < j; ++k)
         if (s[k] != '_') digits += s[k];
-      out.push_back({Token::Kind::Number, digits, real ? Value(std::stod(digits)) : Value(std::stoll(digits))});
+      Value number;
+      if (real) {
+        double d = 0;
+        const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), d);
+        if (r.ec != std::errc()) throw fail("the number " + digits + " is out of range");
+        number = d;
+      } else {
+        std::int64_t n = 0;
+        const auto r = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+        if (r.ec != std::errc()) throw fail("the number " + digits + " is out of range");
+        number = n;
+      }
+      out.push_back({Token::Kind::Number, digits, number});
       i = j;
     } else if (c == '\'' || c == '"') {
       std::string v;
@@ -240,7 +259,7 @@ class ExprParser {
   // Nesting deeper than any template needs is refused before it can exhaust the stack.
   struct Depth {
     Depth(ExprParser& p) : p_(p) {
-      if (++p_.depth_ > 128) throw p_.fail("expressions nested deeper than 128");
+      if (++p_.depth_ > 64) throw p_.fail("expressions nested deeper than 64");
     }
     ~Depth() { --p_.depth_; }
     ExprParser& p_;
@@ -533,7 +552,7 @@ class StmtParser {
   // Statements up to a block tag whose first word is in `until` (consumed; its parser returned
   // through `tail` and its word through `ended`). At the top level `until` is empty.
   Body body(const std::set<std::string>& until, std::string& ended, std::unique_ptr<ExprParser>* tail = nullptr) {
-    if (++depth_ > 128) throw fail(at_ < p_.size() ? p_[at_].line : 0, "blocks nested deeper than 128");
+    if (++depth_ > 64) throw fail(at_ < p_.size() ? p_[at_].line : 0, "blocks nested deeper than 64");
     struct Leave {
       int& d;
       ~Leave() { --d; }

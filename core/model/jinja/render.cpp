@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <limits>
 #include <map>
 
 #include "common/error.h"
@@ -105,13 +106,23 @@ class Renderer {
   // A template that loops or recurses without end, or writes without bound, is stopped.
   static constexpr std::int64_t kMaxSteps = 1'000'000;
   static constexpr std::size_t kMaxText = 16u << 20;
-  static constexpr int kMaxCalls = 64;
+  static constexpr int kMaxCalls = 32;
   void check(const std::string& out, int line) {
     if (++steps_ > kMaxSteps) throw fail(line, "the template ran more than a million steps");
     if (out.size() > kMaxText) throw fail(line, "the template wrote more than 16 MiB");
   }
 
+  // One bound on nesting through blocks, expressions and macro calls together: the stack's.
+  struct Nest {
+    Nest(Renderer& r, int line) : r_(r) {
+      if (++r_.depth_ > 400) throw r_.fail(line, "the template nests deeper than 400 (blocks, expressions and macro calls together)");
+    }
+    ~Nest() { --r_.depth_; }
+    Renderer& r_;
+  };
+
   Flow exec(const Stmt& s, std::string& out) {
+    Nest nest(*this, s.line);
     check(out, s.line);
     switch (s.kind) {
       case Stmt::Kind::Text: out += s.text; return Flow::Normal;
@@ -215,6 +226,7 @@ class Renderer {
   // ---- expressions
 
   Value eval(const Expr& e) {
+    Nest nest(*this, e.line);
     switch (e.kind) {
       case Expr::Kind::Literal: return e.value;
       case Expr::Kind::Name: {
@@ -230,7 +242,10 @@ class Renderer {
       case Expr::Kind::Not: return !truthy(eval(*e.a));
       case Expr::Kind::Negate: {
         const Value v = eval(*e.a);
-        if (v.is_number_integer()) return -v.get<std::int64_t>();
+        if (v.is_number_integer()) {
+          if (v.get<std::int64_t>() == std::numeric_limits<std::int64_t>::min()) throw fail(e.line, "integer overflow");
+          return -v.get<std::int64_t>();
+        }
         if (v.is_number_float()) return -v.get<double>();
         throw fail(e.line, "cannot negate " + type_name(v));
       }
@@ -259,7 +274,8 @@ class Renderer {
   Value attribute(const Value& v, const std::string& name, int line) {
     if (is_undefined(v)) throw fail(line, "'" + name + "' of an undefined value");
     if (v.is_object()) return v.contains(name) && name != kNamespace ? v.at(name) : undefined();
-    if (v.is_array() && !name.empty() && std::all_of(name.begin(), name.end(), ::isdigit)) return item(v, Value(std::stoll(name)), line);
+    if (v.is_array() && !name.empty() && name.size() < 10 && std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return item(v, Value(std::stoll(name)), line);
     return undefined();
   }
 
@@ -271,8 +287,8 @@ class Renderer {
       const std::vector<std::string> cps = text ? code_points(v.get<std::string>()) : std::vector<std::string>{};
       const auto n = static_cast<std::int64_t>(text ? cps.size() : v.size());
       std::int64_t i = key.get<std::int64_t>();
+      if (i < -n || i >= n) return undefined();
       if (i < 0) i += n;
-      if (i < 0 || i >= n) return undefined();
       return text ? Value(cps[static_cast<std::size_t>(i)]) : v[static_cast<std::size_t>(i)];
     }
     return undefined();
@@ -295,15 +311,17 @@ class Renderer {
     if (step == 0) throw fail(e.line, "a slice step of zero");
     auto clamp = [&](std::optional<std::int64_t> b, std::int64_t fallback) {
       if (!b) return fallback;
-      std::int64_t i = *b < 0 ? *b + n : *b;
+      std::int64_t i = std::clamp<std::int64_t>(*b, -n - 1, n + 1);
+      if (i < 0) i += n;
       return step > 0 ? std::clamp<std::int64_t>(i, 0, n) : std::clamp<std::int64_t>(i, -1, n - 1);
     };
     const std::int64_t start = clamp(bound(e.b), step > 0 ? 0 : n - 1), stop = clamp(bound(e.c), step > 0 ? n : -1);
     std::string s;
     Value l = Value::array();
-    for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+    for (std::int64_t i = start; step > 0 ? i < stop : i > stop;) {
       if (text) s += cps[static_cast<std::size_t>(i)];
       else l.push_back(v[static_cast<std::size_t>(i)]);
+      if (__builtin_add_overflow(i, step, &i)) break;
     }
     return text ? Value(s) : l;
   }
@@ -367,9 +385,12 @@ class Renderer {
     if (ints && op != "/" && op != "**") {
       const std::int64_t x = a.get<std::int64_t>(), y = b.get<std::int64_t>();
       if ((op == "//" || op == "%") && y == 0) throw fail(e.line, "division by zero");
-      if (op == "+") return x + y;
-      if (op == "-") return x - y;
-      if (op == "*") return x * y;
+      std::int64_t r = 0;
+      // Python's integers do not overflow; templates never need numbers this large.
+      if ((op == "+" && __builtin_add_overflow(x, y, &r)) || (op == "-" && __builtin_sub_overflow(x, y, &r)) ||
+          (op == "*" && __builtin_mul_overflow(x, y, &r)) || ((op == "//" || op == "%") && y == -1 && x == std::numeric_limits<std::int64_t>::min()))
+        throw fail(e.line, "integer overflow");
+      if (op == "+" || op == "-" || op == "*") return r;
       if (op == "//") return python_floor_div(x, y);
       if (op == "%") return x - python_floor_div(x, y) * y;
     }
@@ -382,8 +403,9 @@ class Renderer {
     if (op == "//") return std::floor(x / y);
     if (op == "%") return x - std::floor(x / y) * y;
     if (op == "**") {
-      if (ints && b.get<std::int64_t>() >= 0) return static_cast<std::int64_t>(std::llround(std::pow(x, y)));
-      return std::pow(x, y);
+      const double p = std::pow(x, y);
+      if (ints && b.get<std::int64_t>() >= 0 && std::abs(p) < 9e18) return static_cast<std::int64_t>(std::llround(p));
+      return p;
     }
     throw fail(e.line, "unknown operator '" + op + "'");
   }
@@ -448,9 +470,10 @@ class Renderer {
       if (pos.size() == 3) step = pos[2].get<std::int64_t>();
       if (step == 0 || pos.empty() || pos.size() > 3) throw fail(e.line, "range() takes 1 to 3 integers, with a step other than 0");
       Value l = Value::array();
-      for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+      for (std::int64_t i = start; step > 0 ? i < stop : i > stop;) {
         if (l.size() >= 1'000'000) throw fail(e.line, "range() of more than a million numbers");
         l.push_back(i);
+        if (__builtin_add_overflow(i, step, &i)) break;
       }
       return l;
     }
@@ -570,7 +593,8 @@ class Renderer {
         return self.contains(k) ? self.at(k) : pos.size() > 1 ? pos[1] : Value(nullptr);
       }
     }
-    if (self.is_object() && self.contains("index0") && name == "cycle" && !pos.empty())  // loop.cycle(…)
+    if (self.is_object() && self.contains("index0") && self["index0"].is_number_integer() && self["index0"].get<std::int64_t>() >= 0 &&
+        name == "cycle" && !pos.empty())  // loop.cycle(…)
       return pos[static_cast<std::size_t>(self["index0"].get<std::int64_t>()) % pos.size()];
     throw fail(e.line, type_name(self) + " has no method '" + name + "' here");
   }
@@ -605,6 +629,7 @@ class Renderer {
     if (f == "tojson") {
       const Value indent = named(e.args, "indent", pos, 0, Value(nullptr));
       const Value sort = named(e.args, "sort_keys", pos, 2, Value(false));
+      if (indent.is_number_integer() && (indent.get<std::int64_t>() < 0 || indent.get<std::int64_t>() > 32)) throw fail(e.line, "tojson's indent must be 0 to 32");
       return python_json(v, indent.is_number_integer() ? std::optional<int>(indent.get<int>()) : std::nullopt, truthy(sort));
     }
     if (f == "string") return python_str(v);
@@ -661,7 +686,8 @@ class Renderer {
       return (is_undefined(v) || (boolean && !truthy(v))) ? fallback : v;
     }
     if (f == "int") {
-      if (v.is_number()) return static_cast<std::int64_t>(v.get<double>());
+      if (v.is_number_integer()) return v;
+      if (v.is_number() && std::abs(v.get<double>()) < 9e18) return static_cast<std::int64_t>(v.get<double>());
       if (v.is_string()) try {
           return std::stoll(v.get<std::string>());
         } catch (...) {
@@ -676,7 +702,11 @@ class Renderer {
         }
       return pos.empty() ? Value(0.0) : pos[0];
     }
-    if (f == "abs" && v.is_number()) return v.is_number_integer() ? Value(std::llabs(v.get<std::int64_t>())) : Value(std::fabs(v.get<double>()));
+    if (f == "abs" && v.is_number()) {
+      if (!v.is_number_integer()) return std::fabs(v.get<double>());
+      if (v.get<std::int64_t>() == std::numeric_limits<std::int64_t>::min()) throw fail(e.line, "integer overflow");
+      return std::llabs(v.get<std::int64_t>());
+    }
     if (f == "selectattr" || f == "rejectattr") {
       if (pos.empty() || !pos[0].is_string()) throw fail(e.line, f + " takes an attribute name");
       Value out = Value::array();
@@ -742,7 +772,7 @@ class Renderer {
   std::vector<std::map<std::string, Value>> frames_;
   std::map<std::string, const Stmt*> macros_;
   std::int64_t steps_ = 0;
-  int calls_ = 0;
+  int calls_ = 0, depth_ = 0;
 };
 
 }  // namespace
