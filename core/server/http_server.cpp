@@ -392,6 +392,9 @@ HttpServer::HttpServer(Engine& engine, std::vector<ServedModel> models, ServerOp
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
     s.listen_fd = sock;
   });
+  // Streams write one small event per token: without TCP_NODELAY, Nagle holds each behind the
+  // last one's ACK, which the client delays.
+  s.http.set_tcp_nodelay(true);
   s.http.set_read_timeout(10);
   s.http.set_write_timeout(10);
   s.routes();
