@@ -259,6 +259,23 @@ class TestServeFaults : public QObject {
     QCOMPARE(integrity_check(db), std::string("ok"));
   }
 
+  // --stream-interval 4: after the first, each event carries the tokens of four steps; the text is
+  // the same, the first token still comes alone.
+  void streamIntervalGroupsTokens() {
+    Server s({QStringLiteral("--stream-interval"), QStringLiteral("4")});
+    QVERIFY2(s.port() > 0, qPrintable(s.errors()));
+    const Response streamed = ask(s.port(), http_request("POST", "/v1/completions", completion("bible", 33, true)));
+    const Response whole = ask(s.port(), http_request("POST", "/v1/completions", completion("bible", 33, false)));
+    std::string text;
+    QVERIFY(complete_stream(streamed, &text));
+    QCOMPARE(text, json::parse(whole.body)["choices"][0]["text"].get<std::string>());
+    int events = 0;
+    for (const std::string& e : streamed.events()) events += e.find("\"text\":\"") != std::string::npos && e.find("\"text\":\"\"") == std::string::npos;
+    // 1 + 32/4 text events at most (+1 for a held-back tail), against 33 at an interval of 1.
+    QVERIFY2(events >= 2 && events <= 10, qPrintable(QString::number(events)));
+    QCOMPARE(s.terminate(30), 0);
+  }
+
   // A folder's tokenizer_config.json template writes the chat's prompt (an adapter takes its
   // base's); the template's refusal is a 400 in its own words; --plain-chat keeps the plain lines.
   void chatTemplatesWriteThePrompt() {

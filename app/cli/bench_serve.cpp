@@ -123,7 +123,7 @@ void add_bench_serve_command(CLI::App& app) {
   struct Opts {
     ServingArgs serve;
     std::vector<int> clients{1, 2, 4, 8, 16, 32, 64};
-    int per_client = 4, min_requests = 32, max_tokens = 32, reps = 2, threads = 0;
+    int per_client = 4, min_requests = 32, max_tokens = 32, reps = 2, threads = 0, stream_interval = 1;
     std::string prompt = "In the beginning";
     fs::path json;
   };
@@ -136,6 +136,8 @@ void add_bench_serve_command(CLI::App& app) {
   cmd->add_option("--prompt", o->prompt, "the prompt of every request")->default_val("In the beginning");
   cmd->add_option("--reps", o->reps, "repetitions, alternating in-process and HTTP; the best of each is reported")->default_val(2)->check(CLI::Range(1, 20));
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
+  cmd->add_option("--stream-interval", o->stream_interval, "the server's tokens per streamed event after the first (as serve's)")
+      ->default_val(1)->check(CLI::Range(1, 1024));
   cmd->add_option("--json", o->json, "also write the measurements to this JSON file");
   cmd->callback([o] {
     check_output(o->json, "--json", o->serve.inputs());
@@ -155,6 +157,7 @@ void add_bench_serve_command(CLI::App& app) {
     so.port = 0;
     so.max_requests = 1 << 16;
     so.threads = *std::max_element(o->clients.begin(), o->clients.end()) + 8;
+    so.stream_interval = static_cast<std::size_t>(o->stream_interval);
     server::HttpServer http(*session->engine, std::move(models), so);
     const int port = http.bind();
     std::thread serving([&] { http.run(); });
@@ -193,7 +196,7 @@ void add_bench_serve_command(CLI::App& app) {
     closed_loop(1, w, over_http);
 
     std::cout << "bench-serve: " << w.models.size() << " targets, prompt '" << w.prompt << "' (" << prompts[0].size() << " tokens), "
-              << w.max_tokens << " tokens each, best of " << o->reps << "; " << machine_description() << "\n\n"
+              << w.max_tokens << " tokens each, " << o->stream_interval << " per event, best of " << o->reps << "; " << machine_description() << "\n\n"
               << "clients  requests  in-process tok/s  HTTP tok/s  overhead  TTFT p50 / p90 in-process (ms)  TTFT p50 / p90 HTTP (ms)\n";
     nlohmann::json rows = nlohmann::json::array();
     for (int clients : o->clients) {
@@ -224,7 +227,8 @@ void add_bench_serve_command(CLI::App& app) {
     serving.join();
     if (!o->json.empty())
       write_file_atomically(o->json, [&](std::ostream& out) {
-        out << nlohmann::json{{"machine", machine_description()}, {"targets", w.models}, {"max_tokens", w.max_tokens}, {"rows", rows}}.dump(2)
+        out << nlohmann::json{{"machine", machine_description()}, {"targets", w.models}, {"max_tokens", w.max_tokens},
+                             {"stream_interval", o->stream_interval}, {"rows", rows}}.dump(2)
             << "\n";
       });
   });

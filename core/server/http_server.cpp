@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <iostream>
+#include <limits>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -68,12 +69,21 @@ struct Call {
   std::string whole;  // not streamed: the text so far
   std::optional<TextEvents> events;  // streamed: every text event after the first
 
+  // Tokens handed over before the connection is woken: a stream's first at once, then every
+  // `interval`; a whole answer without stop strings only at its end (finished() wakes it).
+  std::size_t interval = 1;
+  bool first_pushed = false, ready = false;  // ready: enough tokens for the connection to take
+
   void push(std::int64_t token) {
+    bool wake = false;
     {
       std::lock_guard lock(m);
       tokens.push_back(token);
+      wake = !first_pushed || tokens.size() >= interval;
+      first_pushed = true;
+      ready = ready || wake;
     }
-    cv.notify_one();
+    if (wake) cv.notify_one();
   }
 
   // Waits up to `wait` for tokens or the end, and turns what came into text: SSE events when
@@ -84,20 +94,21 @@ struct Call {
     bool ended = false;
     {
       std::unique_lock lock(m);
-      cv.wait_for(lock, wait, [&] { return !tokens.empty() || done; });
+      cv.wait_for(lock, wait, [&] { return ready || done; });
+      ready = false;
       got.swap(tokens);
       ended = done;
     }
-    std::string out;
+    std::string out, pieces;  // what came since the last wake goes out as one event
     for (std::int64_t t : got) {
       if (stopped_by_text) break;
-      const std::string piece = stop.push(text.push(t));
+      pieces += stop.push(text.push(t));
       if (stop.stopped()) {
         stopped_by_text = true;
         handle->cancel();
       }
-      add_text(piece, out);
     }
+    add_text(pieces, out);
     if (ended) finish(out);
     return out;
   }
@@ -245,6 +256,9 @@ struct HttpServer::Impl {
       const ServedModel* m = find(api.model);
       if (!m) throw ApiError(404, "invalid_request_error", "model", "The model '" + api.model + "' does not exist (GET /v1/models lists those served)", "model_not_found");
       auto call = std::make_shared<Call>(std::move(api), *m);
+      // Stop strings are found on the connection's thread, so a request with some is looked at
+      // every token (or every interval, streamed), lest the engine run past one.
+      call->interval = call->api.stream ? opt.stream_interval : call->api.stop.empty() ? std::numeric_limits<std::size_t>::max() : 1;
       const ApiRequest& a = call->api;
       GenerationRequest g;
       if (!a.prompt_ids.empty()) g.prompt = a.prompt_ids;

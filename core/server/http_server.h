@@ -42,6 +42,7 @@ struct ServerOptions {
   std::size_t max_requests = 256;      // admitted at once (running and waiting); past it 429
   std::size_t max_body_bytes = 1 << 20;
   int threads = 0;                     // HTTP worker threads (0: max_requests + 8, so streams never starve)
+  std::size_t stream_interval = 1;     // tokens per streamed event after the first (vLLM's --stream-interval)
 };
 
 // Where finished requests go, on the request log's thread (never the engine's): written to
