@@ -3,6 +3,7 @@
 # compiles only these, with clang's libFuzzer instrumentation.
 set(MOSAIC_FORMAT_SOURCES
   analysis/layout.cpp
+  analysis/resident_set.cpp
   common/atomic_file.cpp
   common/byte_size.cpp
   common/edit_distance.cpp

@@ -12,6 +12,8 @@
 
 #include "analysis/layout.h"
 #include "model/checkpoint.h"
+#include "runtime/forward.h"
+#include "runtime/model.h"
 #include "serving/workload.h"
 #include "store/recorder.h"
 #include "cli_process.h"
@@ -58,6 +60,73 @@ class TestCli : public QObject {
     auto want = read_f32(ref, "logits.esft2");
     want.resize(got.size());  // row 0's first 12 positions
     QVERIFY(relative_error(got, want) <= 1e-4);
+  }
+
+  // `logits --resident FILE.json` (issue 19): a fixed resident set per layer, the router masked to
+  // it — the reference forward pass with the other experts' router logits at −inf before top-k;
+  // nothing outside the set is loaded. Every expert listed: the plain model. Bad files: exit 2.
+  void logitsWithAFixedResidentSetAreTheMaskedRouters() {
+    const fs::path model = fixture("qwen2_moe", "ft1");
+    const Checkpoint checkpoint(model);
+    const ModelSpec spec = checkpoint.spec();
+    std::vector<std::vector<bool>> allowed(static_cast<std::size_t>(spec.num_layers), std::vector<bool>(static_cast<std::size_t>(spec.num_experts), true));
+    nlohmann::json some = nlohmann::json::object(), every = nlohmann::json::object();
+    for (std::int64_t l = 0; l < spec.num_layers; ++l) {
+      if (!spec.is_sparse(l)) continue;
+      for (std::int64_t e = 0; e < spec.num_experts; ++e) {
+        every[std::to_string(l)].push_back(e);
+        allowed[static_cast<std::size_t>(l)][static_cast<std::size_t>(e)] = (e + l) % 3 != 0;
+        if ((e + l) % 3 != 0) some[std::to_string(l)].push_back(e);
+      }
+    }
+    const auto write = [&](const std::string& name, const std::string& text) {
+      std::ofstream(scratch(name)) << text;
+      return path(scratch(name));
+    };
+    const auto logits = [&](const QStringList& extra, const std::string& out) {
+      const Run r = cli(QStringList{QStringLiteral("logits"), QStringLiteral("--model"), path(model), QStringLiteral("--ids"), kPrompt,
+                                    QStringLiteral("--out"), path(scratch(out)), QStringLiteral("--threads"), QStringLiteral("1")} + extra);
+      return r;
+    };
+    Run r = logits({QStringLiteral("--resident"), write("some.json", some.dump()), QStringLiteral("--stats"), path(scratch("some-stats.json"))},
+                   "some.safetensors");
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    std::vector<std::int64_t> ids;
+    for (const QString& x : kPrompt.split(QLatin1Char(','))) ids.push_back(x.toLongLong());
+    const auto m = Model::load(checkpoint);
+    KvCache masked_cache(spec, 1, static_cast<std::int64_t>(ids.size())), plain_cache(spec, 1, static_cast<std::int64_t>(ids.size()));
+    const auto got = read_f32(SafetensorsFile(scratch("some.safetensors")), "logits");
+    QVERIFY(relative_error(got, forward(*m, masked_cache, ids, LogitsFor::AllPositions, &allowed).values) <= 1e-5);
+    QVERIFY(relative_error(got, forward(*m, plain_cache, ids, LogitsFor::AllPositions).values) > 1e-3);  // the mask matters
+    const auto stats = nlohmann::json::parse(read_text(scratch("some-stats.json")));
+    QCOMPARE(stats["loads"].get<std::int64_t>(), std::int64_t{0});
+    QCOMPARE(stats["misses"].get<std::int64_t>(), std::int64_t{0});
+
+    r = logits({QStringLiteral("--resident"), write("every.json", every.dump())}, "every.safetensors");
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    r = logits({}, "plain.safetensors");
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QCOMPARE(read_f32(SafetensorsFile(scratch("every.safetensors")), "logits"), read_f32(SafetensorsFile(scratch("plain.safetensors")), "logits"));
+
+    const std::string sparse = [&] {
+      for (std::int64_t l = 0; l < spec.num_layers; ++l)
+        if (spec.is_sparse(l)) return std::to_string(l);
+      return std::string("0");
+    }();
+    const std::vector<std::pair<std::string, std::vector<std::string>>> bad{
+        {"{\"" + std::to_string(spec.num_layers) + "\": [0, 1]}", {"bad.json", "layer \"" + std::to_string(spec.num_layers) + "\"", "layers"}},
+        {"{\"" + sparse + "\": [0, 0, 1]}", {"bad.json", "twice"}},
+        {"{\"" + sparse + "\": [0]}", {"bad.json", "router picks " + std::to_string(spec.top_k)}},
+        {"{\"" + sparse + "\": [0, " + std::to_string(spec.num_experts) + "]}", {"bad.json", "expert " + std::to_string(spec.num_experts)}},
+        {"{\"first\": [0, 1]}", {"bad.json", "layer index"}},
+        {"[0, 1]", {"bad.json", "JSON object"}},
+        {"{\"0\": [0, 1", {"bad.json", "line 1"}}};
+    for (const auto& [text, mentions] : bad) {
+      r = logits({QStringLiteral("--resident"), write("bad.json", text)}, "bad.safetensors");
+      QVERIFY2(r.code == 2, qPrintable(QString::fromStdString(text) + QStringLiteral(": ") + r.err));
+      for (const std::string& part : mentions) QVERIFY2(r.err.contains(QString::fromStdString(part)), qPrintable(QString::fromStdString(text) + QStringLiteral(": ") + r.err));
+      QVERIFY(!fs::exists(scratch("bad.safetensors")));
+    }
   }
 
   // `logits --requests`: full variants and an ESFT adapter (served over its base) in one batch,

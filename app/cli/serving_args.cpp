@@ -4,6 +4,7 @@
 
 #include "analysis/capacity.h"
 #include "analysis/family_analysis.h"
+#include "analysis/resident_set.h"
 #include "common/atomic_file.h"
 #include "common/byte_size.h"
 #include "common/edit_distance.h"
@@ -24,6 +25,7 @@ std::vector<std::filesystem::path> ServingArgs::inputs() const {
   std::vector<std::filesystem::path> in = variants;
   in.push_back(model);
   in.push_back(layout);
+  in.push_back(resident);
   return in;
 }
 
@@ -33,6 +35,10 @@ void ServingArgs::add_to(CLI::App* cmd, bool with_model) {
   cmd->add_option("--layout", layout, "with --variants: the layout file (mosaic-cli consolidate)");
   cmd->add_option("--capacity", capacity, "with --variants and no --layout: plan a round-robin layout with this many resident experts");
   cmd->add_option("--target", target, "with --variants: the variant or adapter to run");
+  if (with_model)
+    cmd->add_option("--resident", resident,
+                    "with --model: JSON {\"<layer>\": [expert ids]}: only these experts are resident and the router chooses among them "
+                    "(SwapMoE's masked gating); nothing else is loaded; layers not named keep every expert");
   cmd->add_option("--hit", hit, "consolidated (any resident copy serves) | strict (only the target's own)")->default_val("consolidated");
   cmd->add_option("--miss", miss, "transient (load, use, drop) | lru (keep in spare slots) | masked (never load; gate over resident experts)")
       ->default_val("transient");
@@ -64,6 +70,8 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
     if (!config.budget_bytes) throw InvalidArgument("--budget", "'" + a.budget + "'", byte_size_problem(a.budget), "write e.g. 2GiB");
   }
 
+  if (!a.resident.empty() && a.model.empty())
+    throw InvalidArgument("--resident", a.resident.string(), "fixes the resident experts of one checkpoint", "give it with --model DIR, not --variants");
   if (!a.model.empty()) {
     // One checkpoint: its own expert at every position (an adapter's tuned ones, its base's elsewhere).
     open_family(s->family, {a.model});
@@ -71,9 +79,12 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
     s->target = s->family.variants().front().name;
     const int t = s->store->index(s->target);
     const ModelSpec& spec = s->store->spec();
+    const ResidentSet resident = a.resident.empty() ? ResidentSet() : load_resident_set(a.resident, spec);
     for (std::int64_t l = 0; l < spec.num_layers; ++l)
-      for (std::int64_t e = 0; e < spec.num_experts && spec.is_sparse(l); ++e) config.pinned.push_back({l, e, t});
+      for (std::int64_t e = 0; e < spec.num_experts && spec.is_sparse(l); ++e)
+        if (resident.empty() || resident[static_cast<std::size_t>(l)][static_cast<std::size_t>(e)]) config.pinned.push_back({l, e, t});
     config.hit = HitPolicy::Strict;
+    if (!resident.empty()) config.miss = "masked";  // the set is fixed: never load, never update
   } else {
     if (a.layout.empty() && a.capacity < 0 && !config.budget_bytes)
       throw InvalidArgument("--variants", "--layout / --capacity / --budget", "serving several variants needs a layout",

@@ -19,6 +19,7 @@ struct ServingArgs {
   std::filesystem::path model;
   std::vector<std::filesystem::path> variants;
   std::filesystem::path layout, stats;
+  std::filesystem::path resident;  // with --model: a fixed resident set per layer (masked gating)
   std::string target, hit = "consolidated", miss = "transient", budget;
   std::int64_t miss_slots = -1;
   std::int64_t capacity = -1;  // without --layout: plan one (round-robin) with this many resident experts

@@ -129,3 +129,8 @@ seed("request", "chat.json", b"\x01" + json.dumps({
 # Chat templates: the test suite's templates, compared against Jinja itself in tst_chat_template.
 for template in sorted((root / "tests/data/chat_templates").glob("*.jinja")):
     seed("chat_template", template.name, template.read_text())
+
+# Resident sets (logits --resident) for the qwen2_moe fixture: its MoE layers, top_k 2 of 8 experts.
+qwen = json.loads((fixtures / "qwen2_moe/base/config.json").read_text())
+seed("resident", "two-layers.json", json.dumps({"0": [0, 3], "1": [1, 2, 5, 7]}))
+seed("resident", "every-expert.json", json.dumps({str(l): list(range(qwen.get("num_experts", 8))) for l in range(qwen["num_hidden_layers"])}))
