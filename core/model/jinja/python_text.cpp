@@ -161,7 +161,7 @@ std::string python_float(double x) {
     return out;
   }
   out += digits.substr(0, 1);
-  if (digits.size() > 1) out += "." + digits.substr(1);
+  if (digits.size() > 1) out.append(".").append(digits, 1);  // (not "." + …: GCC 12 warns falsely)
   char ex[16];
   std::snprintf(ex, sizeof ex, "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
   return out + ex;
