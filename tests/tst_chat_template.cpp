@@ -107,6 +107,17 @@ class ChatTemplateTest : public QObject {
     expect_mentions(parse_error("{{ 99999999999999999999 }}"), {"out of range"});
   }
 
+  // What transformers gives every template, and Jinja's answers where they differ from Python's.
+  void globals_and_jinja_corners() {
+    const ordered_json messages = ordered_json::parse(R"([{"role": "user", "content": "hi"}])");
+    const auto render = [&](const std::string& text) { return ChatTemplate::parse(text, "t.jinja").render(messages, true); };
+    QCOMPARE(render("{% if strftime_now is defined %}dated{% endif %}|{% if raise_exception is undefined %}no{% endif %}"), std::string("dated|"));
+    QCOMPARE(render("{{ tools is none }} {{ documents is none }}"), std::string("True True"));
+    QCOMPARE(render("{{ 'a' in nothing }}"), std::string("False"));
+    QCOMPARE(render("[{{ '' * 9999999999999 }}][{{ 'ab' * -3 }}][{{ 'ab' * 2 }}]"), std::string("[][][abab]"));
+    QCOMPARE(render("a\r\n{% if true %}\r\nb{% endif %}\r\n"), std::string("a\nb"));  // line endings read as \n
+  }
+
   void templates_that_fail_or_never_end_are_stopped() {
     const ordered_json messages = ordered_json::parse(R"([{"role": "user", "content": "hi"}])");
     const auto render_error = [&](const std::string& text) {
@@ -124,6 +135,11 @@ class ChatTemplateTest : public QObject {
     expect_mentions(render_error("{% set ns = namespace(s='ab') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}"), {"16 MiB"});
     expect_mentions(render_error("{{ 'x' * 100000000 }}"), {"16 MiB"});
     expect_mentions(render_error("{{ range(10000000) | length }}"), {"million"});
+    expect_mentions(render_error("{% set ns = namespace(x=[]) %}{% for i in range(5000) %}{% set ns.x = [ns.x] %}{% endfor %}"), {"4096 lists"});
+    expect_mentions(error_of<FormatError>([] { ChatTemplate::parse("{{ a" + std::string(3000, '+') + " }}", "t.jinja"); }), {"t.jinja"});
+    std::string chain = "{{ a";
+    for (int i = 0; i < 300; ++i) chain += " ~ a";
+    expect_mentions(error_of<FormatError>([&] { ChatTemplate::parse(chain + " }}", "t.jinja"); }), {"deeper than 128"});
     expect_mentions(render_error("{{ 9223372036854775807 + 1 }}"), {"integer overflow"});
     expect_mentions(render_error("{{ -(-9223372036854775807 - 1) }}"), {"integer overflow"});
   }

@@ -119,6 +119,7 @@ class TestCli : public QObject {
         {"{\"" + sparse + "\": [0]}", {"bad.json", "router picks " + std::to_string(spec.top_k)}},
         {"{\"" + sparse + "\": [0, " + std::to_string(spec.num_experts) + "]}", {"bad.json", "expert " + std::to_string(spec.num_experts)}},
         {"{\"first\": [0, 1]}", {"bad.json", "layer index"}},
+        {"{\"0" + sparse + "\": [0, 1]}", {"bad.json", "layer index"}},
         {"[0, 1]", {"bad.json", "JSON object"}},
         {"{\"0\": [0, 1", {"bad.json", "line 1"}}};
     for (const auto& [text, mentions] : bad) {

@@ -38,7 +38,7 @@ void ServingArgs::add_to(CLI::App* cmd, bool with_model) {
   if (with_model)
     cmd->add_option("--resident", resident,
                     "with --model: JSON {\"<layer>\": [expert ids]}: only these experts are resident and the router chooses among them "
-                    "(SwapMoE's masked gating); nothing else is loaded; layers not named keep every expert");
+                    "(SwapMoE's masked gating, whatever --miss says); nothing else is loaded; layers not named keep every expert");
   cmd->add_option("--hit", hit, "consolidated (any resident copy serves) | strict (only the target's own)")->default_val("consolidated");
   cmd->add_option("--miss", miss, "transient (load, use, drop) | lru (keep in spare slots) | masked (never load; gate over resident experts)")
       ->default_val("transient");

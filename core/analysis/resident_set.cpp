@@ -22,7 +22,7 @@ ResidentSet parse_resident_set(std::string_view text, const std::string& source,
     std::int64_t l = -1;
     const auto r = std::from_chars(key.data(), key.data() + key.size(), l);
     const std::string item = "layer \"" + key + "\"";
-    if (key.empty() || r.ec != std::errc() || r.ptr != key.data() + key.size() || l < 0)
+    if (key.empty() || r.ec != std::errc() || r.ptr != key.data() + key.size() || l < 0 || std::to_string(l) != key)  // "0", not "00" or "-0"
       throw FormatError(source, item, "is not a layer index (0, 1, …)", kHint);
     if (l >= layers)
       throw InvalidArgument(source, item, "is past the model's " + std::to_string(layers) + " layers", "number layers from 0 to " + std::to_string(layers - 1));

@@ -57,7 +57,7 @@ std::optional<ChatTemplate> ChatTemplate::load(const std::filesystem::path& dir)
     body = t.get<std::string>();
   } else if (t.is_array()) {  // named templates: the "default" one serves chat
     for (const auto& named : t)
-      if (named.is_object() && named.value("name", "") == "default" && named.contains("template") && named["template"].is_string())
+      if (named.is_object() && named.contains("name") && named["name"] == "default" && named.contains("template") && named["template"].is_string())
         body = named["template"].get<std::string>();
     if (body.empty()) throw FormatError(file.string(), "chat_template", "lists templates but none named 'default'", "add one named 'default'");
   } else {
@@ -73,6 +73,8 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool ad
 std::string ChatTemplate::render_with(nlohmann::ordered_json context) const {
   if (!context.contains("bos_token")) context["bos_token"] = bos_;
   if (!context.contains("eos_token")) context["eos_token"] = eos_;
+  for (const char* absent : {"tools", "documents"})  // transformers passes them as None when not given
+    if (!context.contains(absent)) context[absent] = nullptr;
   return jinja::render(program_->body, context, source_);
 }
 

@@ -179,7 +179,8 @@ struct HttpServer::Impl {
   httplib::Server http;
   ServerMetrics metrics;
   std::atomic<std::size_t> admitted{0};
-  std::atomic<int> streaming{0};  // streams whose response is not yet over (their last events unwritten)
+  std::atomic<int> streaming{0};
+  std::atomic<bool> listening{false}, listened{false};  // run() entered, and returned  // streams whose response is not yet over (their last events unwritten)
   std::atomic<bool> draining{false};
   std::atomic<std::uint64_t> next_id{1};
   std::mutex live_m;
@@ -237,6 +238,9 @@ struct HttpServer::Impl {
   // The chat as the model's own template writes it; a template's refusal (roles out of order, a
   // role it has no place for) is the client's to fix.
   static std::string templated(const ServedModel& m, const ApiRequest& a) {
+    // A template walks the messages per message (some for each one): a bound keeps one request's
+    // rendering short. Far more than any context holds.
+    if (a.messages.size() > 4096) throw bad_request("messages", "more than 4096 messages in one request");
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
     for (const ChatMessage& msg : a.messages) messages.push_back({{"role", msg.role}, {"content", msg.content}});
     try {
@@ -284,6 +288,10 @@ struct HttpServer::Impl {
         --admitted;
         throw ApiError(429, "rate_limit_error", "", "the server is serving " + std::to_string(opt.max_requests) + " requests; retry shortly",
                        "rate_limit_exceeded");
+      }
+      if (draining) {  // stop() began after the check above: it counts on admitted requests being in `live` soon
+        --admitted;
+        throw ApiError(503, "server_error", "", "the server is shutting down; retry on another instance");
       }
       RequestCallbacks cb;
       cb.on_token = [this, call](const RequestHandle&, std::int64_t token, const RuntimeCounters&) {
@@ -430,7 +438,12 @@ int HttpServer::bind() {
   return port;
 }
 
-void HttpServer::run() { impl_->http.listen_after_bind(); }
+void HttpServer::run() {
+  Impl& s = *impl_;
+  s.listening = true;
+  if (!s.draining) s.http.listen_after_bind();  // stop() set draining first: either it sees `listening`, or this sees `draining`
+  s.listened = true;
+}
 
 void HttpServer::stop(double grace_seconds) {
   Impl& s = *impl_;
@@ -438,17 +451,29 @@ void HttpServer::stop(double grace_seconds) {
     s.draining = true;
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_seconds);
     while (s.admitted > 0 && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    std::vector<std::shared_ptr<RequestHandle>> rest;
-    {
-      std::lock_guard lock(s.live_m);
-      rest.assign(s.live.begin(), s.live.end());
+    // Cancel what still runs, again and again until every admitted request has finished: one
+    // admitted a moment ago may not be in `live` yet, and the engine's callbacks reach this server
+    // until then (they must not outlive it).
+    const auto cancelled = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (s.admitted > 0 && std::chrono::steady_clock::now() < cancelled) {
+      std::vector<std::shared_ptr<RequestHandle>> rest;
+      {
+        std::lock_guard lock(s.live_m);
+        rest.assign(s.live.begin(), s.live.end());
+      }
+      for (const auto& h : rest) h->cancel();
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    for (const auto& h : rest) h->cancel();
-    for (const auto& h : rest) h->wait_for(std::chrono::seconds(10));
     // httplib stops calling content providers once stopped: let every stream write its last
     // events (an error saying the server shut down, then [DONE]) first, a slow reader for 2 s at most.
     const auto written = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     while (s.streaming > 0 && std::chrono::steady_clock::now() < written) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    // httplib's stop() does nothing until listen has begun: repeat it until run() has returned, or
+    // never listens if it had not started.
+    while (s.listening && !s.listened) {
+      s.http.stop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     s.http.stop();
     if (!s.log) return;  // never bound
     s.log->flush();

@@ -81,6 +81,10 @@ HttpSettings ServerControls::settings() const {
 
 void ServerControls::setAvailable(bool available) {
   available_ = available;
+  update();
+}
+
+void ServerControls::failed() {
   starting_ = false;
   update();
 }

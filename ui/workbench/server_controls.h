@@ -34,6 +34,7 @@ class ServerControls : public QWidget {
  public Q_SLOTS:
   void started(const QString& url, qint64 runId, const QStringList& models);
   void stopped();
+  void failed();  // the start was refused: Start is offered again
 
  Q_SIGNALS:
   void startRequested();

@@ -299,6 +299,7 @@ void ServingPanel::httpStopped(const QString& summary, const QString&) {
 }
 
 void ServingPanel::httpFailed(const QString& message) {
+  server_->failed();
   server_->setAvailable(!variants_.isEmpty() && !sweeping_);
   status_->setStyleSheet(QStringLiteral("QLabel { color: #b00020; }"));
   status_->setText(message);

@@ -39,6 +39,7 @@ struct Expr {
   };
   Kind kind;
   int line = 0;
+  int depth = 1;     // of the tree below (bounded when parsing: destroying and evaluating recurse)
   Value value;       // Literal
   std::string name;  // Name, Attr, Filter, Test; Binary: the operator
   bool negated = false;  // Test

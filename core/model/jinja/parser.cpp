@@ -1,6 +1,7 @@
 // Chat templates' text to statements: the template is cut into text and tags with transformers'
 // whitespace rules (trim_blocks, lstrip_blocks, and `-` inside a tag), then each tag's contents are
 // tokenized and parsed by recursive descent with Jinja's precedence.
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <set>
@@ -249,6 +250,20 @@ class ExprParser {
     }
   }
 
+  // A node's depth from its children's; chains (a + b + …, a.b.c…, x | f | g …) are built in
+  // loops, so the recursion guard does not see them.
+  ExprPtr deepen(ExprPtr e) const {
+    int d = 0;
+    for (const ExprPtr* c : {&e->a, &e->b, &e->c, &e->d})
+      if (*c) d = std::max(d, (*c)->depth);
+    for (const auto& x : e->items) d = std::max(d, x->depth);
+    for (const auto& x : e->args.positional) d = std::max(d, x->depth);
+    for (const auto& [n, x] : e->args.named) d = std::max(d, x->depth);
+    e->depth = d + 1;
+    if (e->depth > 128) throw fail("an expression nested deeper than 128");
+    return e;
+  }
+
   ExprPtr make(Expr::Kind k) const {
     auto e = std::make_unique<Expr>();
     e->kind = k;
@@ -297,7 +312,7 @@ class ExprParser {
     e->name = std::move(op);
     e->a = std::move(a);
     e->b = std::move(b);
-    return e;
+    return deepen(std::move(e));
   }
   ExprPtr or_expr() {
     ExprPtr e = and_expr();
@@ -397,7 +412,7 @@ class ExprParser {
         auto a = make(Expr::Kind::Attr);
         a->a = std::move(e);
         a->name = peek().kind == Token::Kind::Number ? t_[at_++].text : expect_name();
-        e = std::move(a);
+        e = deepen(std::move(a));
       } else if (accept_op("[")) {
         ExprPtr start, stop, step;
         bool slice = false;
@@ -414,12 +429,12 @@ class ExprParser {
         x->c = std::move(stop);
         x->d = std::move(step);
         if (!slice && !x->b) throw fail("an empty subscript []");
-        e = std::move(x);
+        e = deepen(std::move(x));
       } else if (accept_op("(")) {
         auto c = make(Expr::Kind::Call);
         c->a = std::move(e);
         c->args = arguments();
-        e = std::move(c);
+        e = deepen(std::move(c));
       } else {
         return e;
       }
@@ -433,7 +448,7 @@ class ExprParser {
         f->a = std::move(e);
         f->name = expect_name();
         if (accept_op("(")) f->args = arguments();
-        e = std::move(f);
+        e = deepen(std::move(f));
       } else if (accept_name("is")) {
         auto t = make(Expr::Kind::Test);
         t->a = std::move(e);
@@ -445,7 +460,7 @@ class ExprParser {
                    (peek().kind == Token::Kind::Name && !keyword(peek().text))) {
           t->args.positional.push_back(postfix(primary()));  // `x is divisibleby 3`
         }
-        e = std::move(t);
+        e = deepen(std::move(t));
       } else {
         return e;
       }
@@ -681,10 +696,19 @@ class StmtParser {
 }  // namespace
 
 Body parse(const std::string& text, const std::string& source) {
-  // Jinja drops one newline at the very end (keep_trailing_newline is off in transformers).
-  std::string body = text;
-  if (body.ends_with("\r\n")) body.resize(body.size() - 2);
-  else if (body.ends_with('\n')) body.pop_back();
+  // Jinja reads every line ending as \n, and drops one newline at the very end
+  // (keep_trailing_newline is off in transformers).
+  std::string body;
+  body.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\r') {
+      body += '\n';
+      if (i + 1 < text.size() && text[i + 1] == '\n') ++i;
+    } else {
+      body += text[i];
+    }
+  }
+  if (body.ends_with('\n')) body.pop_back();
   return StmtParser(cut(body, source), source).all();
 }
 

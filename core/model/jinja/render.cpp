@@ -107,6 +107,12 @@ class Renderer {
   static constexpr std::int64_t kMaxSteps = 1'000'000;
   static constexpr std::size_t kMaxText = 16u << 20;
   static constexpr int kMaxCalls = 32;
+  // Lists and mappings a template builds can nest one in another (set ns.x = [ns.x] in a loop), and
+  // copying, comparing or printing a value recurses through its nesting: their number is bounded.
+  void built(int line) {
+    if (++built_ > 4096) throw fail(line, "the template built more than 4096 lists or mappings");
+  }
+
   void check(const std::string& out, int line) {
     if (++steps_ > kMaxSteps) throw fail(line, "the template ran more than a million steps");
     if (out.size() > kMaxText) throw fail(line, "the template wrote more than 16 MiB");
@@ -254,11 +260,13 @@ class Renderer {
         if (truthy(eval(*e.a))) return eval(*e.b);
         return e.c ? eval(*e.c) : undefined();
       case Expr::Kind::List: {
+        built(e.line);
         Value l = Value::array();
         for (const auto& x : e.items) l.push_back(eval(*x));
         return l;
       }
       case Expr::Kind::Dict: {
+        built(e.line);
         Value d = Value::object();
         for (std::size_t i = 0; i + 1 < e.items.size(); i += 2) {
           const Value k = eval(*e.items[i]);
@@ -372,11 +380,11 @@ class Renderer {
     }
     if (op == "*" && ((a.is_string() && b.is_number_integer()) || (a.is_number_integer() && b.is_string()))) {
       const std::string& s = a.is_string() ? a.get_ref<const std::string&>() : b.get_ref<const std::string&>();
+      const std::int64_t times = (a.is_string() ? b : a).get<std::int64_t>();
+      if (s.empty() || times <= 0) return std::string();
+      if (static_cast<std::uint64_t>(times) > kMaxText / s.size()) throw fail(e.line, "a repeated string of more than 16 MiB");
       std::string out;
-      for (std::int64_t i = 0; i < (a.is_string() ? b : a).get<std::int64_t>(); ++i) {
-        out += s;
-        if (out.size() > kMaxText) throw fail(e.line, "a repeated string of more than 16 MiB");
-      }
+      for (std::int64_t i = 0; i < times; ++i) out += s;
       return out;
     }
     if (!a.is_number() || !b.is_number() || a.is_boolean() || b.is_boolean())
@@ -422,6 +430,7 @@ class Renderer {
     }
     if (haystack.is_array()) return std::any_of(haystack.begin(), haystack.end(), [&](const Value& x) { return equal(x, needle); });
     if (haystack.is_object()) return needle.is_string() && haystack.contains(needle.get<std::string>());
+    if (is_undefined(haystack)) return false;  // as Jinja's Undefined answers
     throw fail(line, "'in' needs a string, list or mapping on its right, not " + type_name(haystack));
   }
 
@@ -449,6 +458,7 @@ class Renderer {
       throw InvalidArgument(source_, "chat_template", msg, "the model's chat template refuses these messages; change them as it says");
     }
     if (f == "namespace") {
+      built(e.line);
       Value ns = Value::object();
       ns[kNamespace] = true;
       if (!pos.empty() && pos[0].is_object())
@@ -457,6 +467,7 @@ class Renderer {
       return ns;
     }
     if (f == "dict") {
+      built(e.line);
       Value d = Value::object();
       for (const auto& [n, x] : e.args.named) d[n] = eval(*x);
       return d;
@@ -730,7 +741,16 @@ class Renderer {
     throw fail(e.line, "'" + f + "' is not a filter this renderer knows");
   }
 
-  bool test(const Expr& e) { return test_named(e.name, eval(*e.a), positional(e.args), e); }
+  bool test(const Expr& e) {
+    // The functions the renderer provides (and the template's macros) are defined, as Jinja's are.
+    if ((e.name == "defined" || e.name == "undefined") && e.a->kind == Expr::Kind::Name && !find(e.a->name) &&
+        (macros_.contains(e.a->name) || is_global(e.a->name)))
+      return e.name == "defined";
+    return test_named(e.name, eval(*e.a), positional(e.args), e);
+  }
+  static bool is_global(const std::string& name) {
+    return name == "raise_exception" || name == "namespace" || name == "range" || name == "dict" || name == "strftime_now";
+  }
 
   bool test_named(const std::string& t, const Value& v, const std::vector<Value>& pos, const Expr& e) {
     if (t == "defined") return !is_undefined(v);
@@ -772,7 +792,7 @@ class Renderer {
   std::vector<std::map<std::string, Value>> frames_;
   std::map<std::string, const Stmt*> macros_;
   std::int64_t steps_ = 0;
-  int calls_ = 0, depth_ = 0;
+  int calls_ = 0, depth_ = 0, built_ = 0;
 };
 
 }  // namespace
