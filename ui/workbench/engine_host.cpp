@@ -87,6 +87,20 @@ LayoutInfo describe(const Session& session) {
 
 }  // namespace
 
+ServedPoint served_point(const RequestRecord& r) {
+  ServedPoint p;
+  p.target = qs(r.target);
+  p.ttft = r.stats.ttft();
+  p.turnaround = r.stats.turnaround();
+  p.output_tokens = r.stats.generated_tokens;
+  p.swaps = r.stats.counters.swaps;
+  for (const LayerCounts& l : r.stats.counters.layers) {
+    p.hits << static_cast<int>(l.hits);
+    p.misses << static_cast<int>(l.misses);
+  }
+  return p;
+}
+
 EngineHost::EngineHost(QObject* parent) : QObject(parent), state_(std::make_unique<State>()) {
   qRegisterMetaType<FamilyInfo>();
   qRegisterMetaType<LayoutInfo>();
@@ -434,20 +448,11 @@ void EngineHost::startServing(const QString& sweepJson, const QString& database)
           Q_EMIT servingRunStarted(qs(r.strategy), r.rate, r.run_id, static_cast<int>(requests));
         };
         events.request_finished = [&](const SweepRun& r, const RequestRecord& rec, std::size_t done, std::size_t total) {
-          ServedPoint p;
+          ServedPoint p = served_point(rec);
           p.strategy = qs(r.strategy);
-          p.target = qs(rec.target);
           p.rate = r.rate;
           p.run_id = r.run_id;
           p.finish = rec.stats.finish;
-          p.ttft = rec.stats.ttft();
-          p.turnaround = rec.stats.turnaround();
-          p.output_tokens = rec.stats.generated_tokens;
-          p.swaps = rec.stats.counters.swaps;
-          for (const LayerCounts& l : rec.stats.counters.layers) {
-            p.hits << static_cast<int>(l.hits);
-            p.misses << static_cast<int>(l.misses);
-          }
           p.done = static_cast<int>(done);
           p.total = static_cast<int>(total);
           Q_EMIT servedRequest(p);

@@ -47,19 +47,10 @@ void EngineHost::startHttpServer(const HttpSettings& settings) {
       const auto started = std::chrono::steady_clock::now();
       auto run_id = std::make_shared<std::atomic<std::int64_t>>(0);  // known once bound; requests come after
       auto observer = [this, started, run_id](const RequestRecord& r) {
-        ServedPoint p;
+        ServedPoint p = served_point(r);
         p.strategy = QStringLiteral("serve");
-        p.target = QString::fromStdString(r.target);
         p.run_id = run_id->load();
         p.finish = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        p.ttft = r.stats.ttft();
-        p.turnaround = r.stats.turnaround();
-        p.output_tokens = r.stats.generated_tokens;
-        p.swaps = r.stats.counters.swaps;
-        for (const LayerCounts& l : r.stats.counters.layers) {
-          p.hits << static_cast<int>(l.hits);
-          p.misses << static_cast<int>(l.misses);
-        }
         p.done = static_cast<int>(r.index + 1);
         Q_EMIT servedRequest(p);
       };

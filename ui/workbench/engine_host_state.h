@@ -18,6 +18,10 @@
 
 namespace mosaic::ui {
 
+// What the serving charts take of a finished request; the caller adds where it belongs (strategy,
+// run, rate, time, progress).
+ServedPoint served_point(const RequestRecord& r);
+
 struct EngineHost::State {
   std::unique_ptr<Session> session;
   std::mutex request_mutex;  // guards `request`, which stopChat() reaches from the GUI thread

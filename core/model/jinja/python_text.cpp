@@ -30,30 +30,9 @@ std::string quoted(const std::string& s) {
   return out + q;
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
-}
+// json.dumps' string with ensure_ascii off is nlohmann's (the same escapes, \u00xx in lower case);
+// bytes that are not UTF-8 become U+FFFD rather than throwing.
+std::string json_string(const std::string& s) { return Value(s).dump(-1, ' ', false, Value::error_handler_t::replace); }
 
 void json_into(const Value& v, std::optional<int> indent, bool sort_keys, int depth, std::string& out) {
   const auto newline = [&](int d) {
