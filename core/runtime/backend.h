@@ -13,6 +13,8 @@
 
 namespace mosaic {
 
+class ExpertImportance;
+
 // What the backend allocates, as the runtime sized it from the budget.
 struct BackendShape {
   std::vector<std::int64_t> layer_slots;  // [layers]: pinned + spare slots (0 in dense layers)
@@ -26,20 +28,23 @@ struct BackendShape {
 };
 
 // Everything a step's MoE layers route through: per layer the reroute table and slots (null in dense
-// layers), the shared scratch pool, the host store and the miss policy.
+// layers), the shared scratch pool, the host store and the miss policy; and, for virtual experts,
+// where each routed pair's importance goes (from the unmasked router: what the tokens would choose).
 struct MoeState {
   std::vector<RerouteTable*> tables;
   std::vector<SlotPool*> pools;
   SlotPool* scratch = nullptr;
   const HostStore* store = nullptr;
   const MissPolicy* policy = nullptr;
+  ExpertImportance* importance = nullptr;
 };
 
 class Backend {
  public:
   virtual ~Backend() = default;
   // Copies a host-store expert into a slot of `layer` (or of the scratch pool when scratch),
-  // converting to the compute dtype; returns the host bytes read.
+  // converting to the compute dtype; returns the host bytes read. May be called from another thread
+  // (virtual experts' copy path) while run() executes, for a slot that no reroute-table entry names.
   virtual std::uint64_t load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) = 0;
   // Fills a resident-set buffer with the store's non-expert set `set`, copying only the tensors that
   // differ from what the buffer holds; returns the host bytes read.

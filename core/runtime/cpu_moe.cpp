@@ -6,6 +6,7 @@
 
 #include "runtime/cpu_backend.h"
 #include "runtime/cpu_ops.h"
+#include "runtime/expert_importance.h"
 
 namespace mosaic::cpu {
 
@@ -21,7 +22,22 @@ at::Tensor CpuBackend::moe(std::int64_t layer, const at::Tensor& h, const StepLa
   std::vector<float> top_w(static_cast<std::size_t>(N * k));
   for (const auto& g : layout.groups) {
     const std::int64_t n = g.end - g.begin;
-    at::Tensor logits = project(h.narrow(0, g.begin, n), weights(g.buffer).layers[l].router);  // [n, E]
+    const at::Tensor hg = h.narrow(0, g.begin, n);
+    at::Tensor logits = project(hg, weights(g.buffer).layers[l].router);  // [n, E]
+    if (state.importance) {
+      // SwapMoE's importance, from the choices the tokens would make with every expert resident.
+      auto [w, i] = at::softmax(logits, -1).topk(k, -1);  // [n, k]
+      if (s.norm_topk_prob) w = w / w.sum(-1, /*keepdim=*/true);
+      const at::Tensor norms = hg.norm(2, {1}).contiguous();  // [n]
+      w = w.contiguous();
+      i = i.contiguous();
+      const float* wp = w.data_ptr<float>();
+      const std::int64_t* ip = i.data_ptr<std::int64_t>();
+      const float* np = norms.data_ptr<float>();
+      for (std::int64_t t = 0; t < n; ++t)
+        for (std::int64_t j = 0; j < k; ++j)
+          state.importance->add(layer, layout.row[static_cast<std::size_t>(g.begin + t)], ip[t * k + j], np[t], wp[t * k + j]);
+    }
     if (state.policy->masks_router()) {
       // SwapMoE's masked gating: experts with no slot for the token's row take no probability. A
       // token whose row has no expert resident in this layer keeps uniform logits; its pairs are dropped.

@@ -116,6 +116,13 @@ DevicePlan plan_device(const HostStore& store, const RuntimeConfig& config, cons
   if (plan.scratch < 1 && !policy.masks_router())
     throw InvalidArgument("runtime", "miss slots", "must be at least 1: a miss needs a slot to load into");
   take_pins_if_room(store, config, plan, charge);
+  if (config.virtual_experts && config.virtual_experts->staging > 0) {
+    // Virtual experts' updates copy into these while steps run on the resident ones.
+    plan.spare = config.virtual_experts->staging;
+    for (std::int64_t l = 0; l < s.num_layers; ++l)
+      if (s.is_sparse(l))
+        charge(static_cast<std::uint64_t>(plan.spare) * plan.slot_bytes, "staging slots of layer " + std::to_string(l) + " (" + std::to_string(plan.spare) + ")");
+  }
   while (plan.sets < config.resident_sets && (!limited || plan.budget.available() >= ne)) {
     charge(ne, "non-expert weights of resident set " + std::to_string(plan.sets + 1));
     ++plan.sets;

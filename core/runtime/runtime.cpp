@@ -37,6 +37,20 @@ void check_config(const HostStore& store, const RuntimeConfig& c) {
   if (c.whole_model_swaps && !c.pinned_if_room.empty())
     throw InvalidArgument("runtime", "time-sharing", "reloads every pinned slot per swap, so it cannot pin while room",
                           "pin every position outright, or serve without time-sharing");
+  if (c.virtual_experts) {
+    const VirtualConfig& v = *c.virtual_experts;
+    if (c.miss != "masked")
+      throw InvalidArgument("runtime", "virtual experts", "gate over the resident experts only, never loading a miss",
+                            "use the masked miss policy");
+    if (c.whole_model_swaps) bad("virtual experts", "cannot be combined with time-sharing");
+    if (c.device == Device::Cuda)
+      throw InvalidArgument("runtime", "virtual experts", "run on the CPU backend only: the CUDA backend does not measure importance yet",
+                            "serve them with --device cpu");
+    if (v.update_every < 1) bad("virtual experts' update interval", "must be at least 1 step");
+    if (v.staging < 0) bad("virtual experts' staging slots", "must not be negative");
+    if (!(v.decay > 0.0 && v.decay <= 1.0)) bad("virtual experts' decay", "must be in (0, 1]");
+    if (!(v.shift > 0.0 && v.shift <= 1.0)) bad("virtual experts' shift", "must be in (0, 1]");
+  }
   if (c.whole_model_swaps && static_cast<std::int64_t>(c.pinned.size()) != moe_positions(s))
     throw InvalidArgument("runtime", "time-sharing", "needs every expert position pinned",
                           "use a layout that makes every position resident");
@@ -141,6 +155,12 @@ Runtime::Runtime(const HostStore& store, RuntimeConfig config)
     if (!delta_only_[k]) pin(k);
   for (std::size_t k = 0; k < config_.pinned.size(); ++k)
     if (delta_only_[k]) pin(k);
+  if (config_.virtual_experts) {
+    for (std::int64_t d : deltas)
+      if (d > 0)
+        throw InvalidArgument("runtime", "virtual experts", "swap whole experts, and a packed delta's base may be swapped out",
+                              "serve delta folders with the delta or hybrid strategy");
+  }
   // The rows each serves: a row's own expert wherever it is pinned; under consolidated hits, rows
   // without theirs take the position's first pinned copy.
   for (int exact = 1; exact >= 0; --exact)
@@ -153,14 +173,18 @@ Runtime::Runtime(const HostStore& store, RuntimeConfig config)
             (exact ? store.expert(r, p.layer, p.expert) == content : config_.hit == HitPolicy::Consolidated))
           table.set(r, p.expert, slot_of[k]);
     }
+  if (config_.virtual_experts) {
+    virtual_ = std::make_unique<VirtualExperts>(*config_.virtual_experts, store, config_.hit, *backend_, moe_.pools, moe_.tables);
+    moe_.importance = &virtual_->importance();
+  }
 }
 
-Runtime::~Runtime() = default;
+Runtime::~Runtime() = default;  // virtual_ goes first, joining its copy thread before the backend goes
 
 std::uint64_t Runtime::weight_bytes() const {
   std::uint64_t bytes = 0;
   for (const DeviceItem& item : items_)
-    for (const char* held : {"non-expert weights", "expert slots", "delta-only slots", "pinned while room"})
+    for (const char* held : {"non-expert weights", "expert slots", "delta-only slots", "pinned while room", "staging slots"})
       if (item.name.starts_with(held)) bytes += item.bytes;
   return bytes;
 }
@@ -217,7 +241,9 @@ std::vector<SwapRecord> Runtime::make_resident(std::span<const int> sets) {
 }
 
 StepResult Runtime::run(const StepBatch& batch) {
+  if (virtual_) virtual_->before_step();
   StepResult r = backend_->run(batch, moe_);
+  if (virtual_) virtual_->after_step();
   if (config_.copy_slowdown > 1.0)
     for (auto& seq : r.counts)
       for (LayerCounts& c : seq) {

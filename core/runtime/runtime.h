@@ -20,6 +20,7 @@
 #include "runtime/policies.h"
 #include "runtime/reconfigurer.h"
 #include "runtime/request_stats.h"
+#include "runtime/virtual_experts.h"
 
 namespace mosaic {
 
@@ -50,6 +51,9 @@ struct RuntimeConfig {
   std::optional<std::uint64_t> budget_bytes;  // nullopt: no limit (counted, never refused)
   ReserveSpec reserve;         // KV (context × requests), activations (prefill chunk), scratch (miss slots)
   std::int64_t kv_block_tokens = 16;
+  // SwapMoE's virtual experts: the pinned experts are each layer's initial set, and it changes with
+  // the traffic, through staging slots charged to the budget; needs the masked miss policy.
+  std::optional<VirtualConfig> virtual_experts;
   Device device = Device::Cpu;  // the CUDA backend throws DeviceError where no GPU can be used
 };
 
@@ -112,6 +116,10 @@ class Runtime {
   // One step; the chunks' `buffer` must come from buffer_of() after make_resident().
   StepResult run(const StepBatch& batch);
 
+  // Virtual experts (RuntimeConfig::virtual_experts); null without.
+  VirtualExperts* virtual_experts() { return virtual_.get(); }
+  const VirtualExperts* virtual_experts() const { return virtual_.get(); }
+
  private:
   void load_pinned(int target, std::uint64_t& bytes);  // whole-model swaps
 
@@ -128,6 +136,7 @@ class Runtime {
   KvBlockPool kv_;
   std::unique_ptr<Backend> backend_;
   MoeState moe_;
+  std::unique_ptr<VirtualExperts> virtual_;  // after backend_: its copy thread loads through it
 };
 
 }  // namespace mosaic
