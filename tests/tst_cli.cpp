@@ -1,5 +1,6 @@
 // mosaic-cli end to end: the real binary on the fixtures, its outputs read back, its errors.
 #include <QProcess>
+#include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -526,6 +527,73 @@ class TestCli : public QObject {
       QVERIFY2(e.err.startsWith(QStringLiteral("error: ")), qPrintable(e.err));
     }
   }
+  // plan-virtual (issue 19): refused below its minimum, naming it; a plan at a few experts above it
+  // serves through --layout with the router masked to its initial set, its updates in the stats.
+  void planVirtualThenServeIt() {
+    const fs::path bible = fs::path(MOSAIC_RESOURCES) / "sample-family" / "bible";
+    const fs::path text = fs::path(MOSAIC_RESOURCES) / "sample-family" / "heldout" / "bible.txt";
+    const fs::path layout = scratch("virtual-layout.json");
+    const QStringList common = args({"plan-virtual", "--variants"}) << path(bible) << QStringLiteral("--calibration") << path(text)
+                                                                     << args({"--context", "256", "--prefill-chunk", "128", "--window", "64",
+                                                                              "--max-windows", "4", "--update-every", "2", "--out"})
+                                                                     << path(layout);
+    Run r = cli(common + args({"--budget", "1MiB"}));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("below virtual experts' minimum")), qPrintable(r.err));
+    QVERIFY(!fs::exists(layout));
+    const QRegularExpressionMatch m = QRegularExpression(QStringLiteral("\\((\\d+) bytes\\)")).match(r.err);
+    QVERIFY2(m.hasMatch(), qPrintable(r.err));
+    const std::uint64_t minimum = m.captured(1).toULongLong();
+
+    const std::uint64_t expert = Checkpoint(bible).expert_bytes(0, 0);
+    r = cli(common + args({"--budget"}) << QString::number(minimum + 5 * expert));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY2(r.out.contains(QStringLiteral("planned: objective")) && r.out.contains(QStringLiteral("uniform 3 per layer")), qPrintable(r.out));
+    const Layout plan = load_layout(layout);
+    QCOMPARE(plan.plan.policy, Policy::Virtual);
+    std::int64_t experts = 0;
+    for (std::int64_t c : plan.virtual_experts->counts) experts += c;
+    QCOMPARE(experts, std::int64_t(4 * 2 + 5));
+
+    // The prompt runs in one step, with the initial set.
+    const fs::path served = scratch("virtual.safetensors"), stats = scratch("virtual-stats.json");
+    r = cli(args({"logits", "--variants"}) << path(bible) << QStringLiteral("--layout") << path(layout)
+                                           << args({"--target", "bible", "--ids"}) << kPrompt << QStringLiteral("--out") << path(served)
+                                           << QStringLiteral("--stats") << path(stats));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    const auto model = Model::load(Checkpoint(bible));
+    std::vector<std::vector<bool>> allowed(4, std::vector<bool>(8, false));
+    for (std::size_t l = 0; l < 4; ++l)
+      for (const auto& [variant, e] : plan.virtual_experts->initial[l]) allowed[l][static_cast<std::size_t>(e)] = true;
+    std::vector<std::int64_t> ids;
+    for (const QString& x : kPrompt.split(QLatin1Char(','))) ids.push_back(x.toLongLong());
+    KvCache cache(model->spec(), 1, static_cast<std::int64_t>(ids.size()));
+    QVERIFY(relative_error(read_f32(SafetensorsFile(served), "logits"), forward(*model, cache, ids, LogitsFor::AllPositions, &allowed).values) <= 1e-5);
+    auto j = nlohmann::json::parse(std::ifstream(stats));
+    QCOMPARE(j["miss"].get<std::string>(), std::string("masked"));
+    QCOMPARE(j["misses"].get<std::int64_t>(), std::int64_t(0));
+    QVERIFY(j.contains("virtual_experts"));
+
+    // Decoding: the sets are updated as it goes, and the stats say what that copied.
+    r = cli(args({"generate", "--variants"}) << path(bible) << QStringLiteral("--layout") << path(layout)
+                                             << args({"--target", "bible", "--max-new", "24", "--ids"}) << kPrompt << QStringLiteral("--stats")
+                                             << path(stats));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    j = nlohmann::json::parse(std::ifstream(stats));
+    const auto& v = j["virtual_experts"];
+    QVERIFY2(v["updates"].get<std::int64_t>() >= 1, j.dump().c_str());
+    QCOMPARE(v["bytes"].get<std::uint64_t>(), v["swapped"].get<std::uint64_t>() * expert);
+
+    // Calibration shorter than one window.
+    const fs::path tiny = scratch("tiny.txt");
+    std::ofstream(tiny) << "In the beginning";
+    r = cli(args({"plan-virtual", "--variants"}) << path(bible) << QStringLiteral("--calibration") << path(tiny)
+                                                 << args({"--budget", "64MiB", "--out"}) << path(scratch("never.json")));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("fewer than one window")), qPrintable(r.err));
+    QVERIFY(!fs::exists(scratch("never.json")));
+  }
+
   // A small sweep end to end: recorded runs and requests, a table on stdout; a bad config refused.
   void benchSweep() {
     const fs::path cfg = scratch("sweep.json"), db = scratch("sweep.sqlite");

@@ -5,6 +5,7 @@
 #include "analysis/capacity.h"
 #include "analysis/family_analysis.h"
 #include "analysis/resident_set.h"
+#include "analysis/virtual_plan.h"
 #include "common/atomic_file.h"
 #include "common/byte_size.h"
 #include "common/edit_distance.h"
@@ -103,7 +104,10 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
     s->store = std::make_unique<HostStore>(s->family);
     // A hybrid layout (consolidate --policy hybrid) also pins its deltas; rows without theirs take
     // the base's copy under consolidated hits (the default --hit).
-    config.pinned = s->layout.plan.policy == Policy::Hybrid ? hybrid_pins(*s->store, s->layout, to_store) : pinned_from_layout(s->layout, to_store);
+    if (s->layout.plan.policy == Policy::Virtual)
+      apply_virtual_layout(config, s->layout, to_store, *s->store);  // its initial set, masked gating, updates
+    else
+      config.pinned = s->layout.plan.policy == Policy::Hybrid ? hybrid_pins(*s->store, s->layout, to_store) : pinned_from_layout(s->layout, to_store);
     if (a.no_reconfig) config.non_expert_of.assign(static_cast<std::size_t>(s->store->targets()), to_store.at(0));
     s->target = a.target;
     if (need_target && s->store->index(a.target) < 0) {
@@ -155,6 +159,11 @@ void write_serving_stats(const std::filesystem::path& path, const ServingSession
                  {"kv_blocks", rt.kv_blocks().capacity() ? nlohmann::ordered_json(*rt.kv_blocks().capacity()) : nlohmann::ordered_json(nullptr)},
                  {"kv_block_tokens", rt.kv_blocks().block_tokens()},
                  {"kv_blocks_peak", rt.kv_blocks().peak()}};
+  if (const VirtualExperts* v = rt.virtual_experts()) {
+    const VirtualStats& x = v->stats();
+    j["virtual_experts"] = {{"updates", x.updates}, {"swapped", x.swapped}, {"bytes", x.bytes}, {"copy_seconds", x.copy_seconds},
+                            {"steps_overlapped", x.steps_overlapped}};
+  }
   const EngineStats e = s.engine->stats();
   j["engine"] = {{"steps", e.steps}, {"tokens", e.tokens}, {"largest_step_tokens", e.largest_step_tokens},
                  {"largest_step_sequences", e.largest_step_sequences}, {"preemptions", e.preemptions}, {"swaps", e.swaps}};

@@ -46,12 +46,13 @@ std::string_view policy_name(Policy p) {
     case Policy::Medoid: return "medoid";
     case Policy::Weighted: return "weighted";
     case Policy::Hybrid: return "hybrid";
+    case Policy::Virtual: return "virtual";
   }
   return "?";
 }
 
 std::optional<Policy> parse_policy(std::string_view name) {
-  for (Policy p : {Policy::RoundRobin, Policy::Medoid, Policy::Weighted, Policy::Hybrid})
+  for (Policy p : {Policy::RoundRobin, Policy::Medoid, Policy::Weighted, Policy::Hybrid, Policy::Virtual})
     if (name == policy_name(p)) return p;
   return std::nullopt;
 }
@@ -79,6 +80,9 @@ ConsolidationPlan plan_consolidation(const ExpertDistances& d, std::int64_t capa
   if (policy == Policy::Hybrid)
     throw InvalidArgument("policy", "hybrid", "is planned from the delta folders' packed bytes under a budget, not from a capacity",
                           "open delta folders with their base in the workbench and pick hybrid, or serve them with the hybrid strategy");
+  if (policy == Policy::Virtual)
+    throw InvalidArgument("policy", "virtual", "is planned from calibration text under a budget, not from a capacity",
+                          "run mosaic-cli plan-virtual, or pick virtual experts in the workbench");
   ConsolidationPlan plan;
   plan.layers = d.layers;
   plan.experts = d.experts;
@@ -112,7 +116,8 @@ ConsolidationPlan plan_consolidation(const ExpertDistances& d, std::int64_t capa
         }
         break;
       }
-      case Policy::Hybrid: break;  // refused above
+      case Policy::Hybrid:
+      case Policy::Virtual: break;  // refused above
     }
     ++given[static_cast<std::size_t>(v)];
     plan.map[static_cast<std::size_t>(p)] = v;

@@ -18,9 +18,11 @@ enum class Policy {
   Weighted,    // turns follow expected traffic shares: variant i gets ≈ shares[i] · C positions
   Hybrid,      // delta folders over one base: the base's copy everywhere, and the folders' packed deltas
                // at the least similar positions, as many as the budget holds (serving/hybrid_plan.h)
+  Virtual,     // SwapMoE's virtual experts: per-layer counts planned on calibration text, an initial set
+               // that the runtime changes with the traffic (analysis/virtual_plan.h)
 };
 
-std::string_view policy_name(Policy p);  // "round-robin", "medoid", "weighted"
+std::string_view policy_name(Policy p);  // "round-robin", "medoid", "weighted", "hybrid", "virtual"
 std::optional<Policy> parse_policy(std::string_view name);
 
 struct ConsolidationPlan {
@@ -42,8 +44,9 @@ struct ConsolidationPlan {
 std::vector<std::int64_t> rank_positions(const ExpertDistances& d);
 
 // `capacity` is clamped to [0, MoE positions]. Weighted needs one positive share per variant
-// (normalized here); the others ignore shares. Throws InvalidArgument for bad shares, and for Hybrid,
-// which is planned from the deltas' bytes (serving/hybrid_plan.h), not a capacity.
+// (normalized here); the others ignore shares. Throws InvalidArgument for bad shares, for Hybrid,
+// which is planned from the deltas' bytes (serving/hybrid_plan.h), and for Virtual, planned from
+// calibration text (analysis/virtual_plan.h), neither from a capacity.
 ConsolidationPlan plan_consolidation(const ExpertDistances& d, std::int64_t capacity, Policy policy,
                                      std::span<const double> shares = {});
 

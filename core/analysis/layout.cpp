@@ -74,6 +74,101 @@ class Reader {
   const json& root_;
 };
 
+nlohmann::ordered_json virtual_json(const VirtualLayout& v) {
+  nlohmann::ordered_json j;
+  j["counts"] = v.counts;
+  j["initial"] = nlohmann::ordered_json::array();
+  for (const auto& layer : v.initial) {
+    nlohmann::ordered_json row = nlohmann::ordered_json::array();
+    for (const auto& [variant, expert] : layer) row.push_back(nlohmann::ordered_json::array({variant, expert}));
+    j["initial"].push_back(std::move(row));
+  }
+  j["staging"] = v.staging;
+  j["update_every"] = v.update_every;
+  j["decay"] = v.decay;
+  j["shift"] = v.shift;
+  const VirtualLayout::Planner& p = v.planner;
+  j["planner"] = {{"calibration_tokens", p.calibration_tokens}, {"full_nll", p.full_nll},         {"objective", p.objective},
+                  {"uniform_count", p.uniform_count},           {"uniform_objective", p.uniform_objective},
+                  {"planned_nll", p.planned_nll},               {"uniform_nll", p.uniform_nll},
+                  {"first_count", p.first_count},               {"loss", p.loss}};
+  return j;
+}
+
+// The "virtual" section, checked against the map: every count within the layer's experts (0 in a
+// layer the map leaves empty), each variant's initial set exactly that many distinct experts, and
+// the map showing those positions.
+VirtualLayout virtual_from_json(const Reader& r, const json& v, const ConsolidationPlan& p) {
+  using T = json::value_t;
+  if (!v.is_object()) r.fail("virtual", "must be an object");
+  VirtualLayout out;
+  const json& counts = r.get(v, "counts", T::array, "an array of per-layer counts");
+  if (static_cast<std::int64_t>(counts.size()) != p.layers)
+    r.fail("virtual.counts", "has " + std::to_string(counts.size()) + " layers where 'map' has " + std::to_string(p.layers));
+  for (const json& c : counts) {
+    if (!json_int_in(c, 0, p.experts)) r.fail("virtual.counts", "must hold counts from 0 to " + std::to_string(p.experts));
+    out.counts.push_back(c.get<std::int64_t>());
+  }
+  const json& initial = r.get(v, "initial", T::array, "an array of layers");
+  if (static_cast<std::int64_t>(initial.size()) != p.layers) r.fail("virtual.initial", "must have one list per layer");
+  std::vector<int> shown(static_cast<std::size_t>(p.layers * p.experts), -1);
+  for (std::int64_t l = 0; l < p.layers; ++l) {
+    const std::string where = "virtual.initial[" + std::to_string(l) + "]";
+    const json& layer = initial[static_cast<std::size_t>(l)];
+    if (!layer.is_array()) r.fail(where, "must be an array of [variant, expert] pairs");
+    std::set<std::pair<int, std::int64_t>> seen;
+    std::vector<std::int64_t> per_variant(static_cast<std::size_t>(p.variants), 0);
+    auto& pairs = out.initial.emplace_back();
+    for (const json& pair : layer) {
+      if (!pair.is_array() || pair.size() != 2 || !json_int_in(pair[0], 0, p.variants - 1) || !json_int_in(pair[1], 0, p.experts - 1))
+        r.fail(where, "must hold [variant index, expert] pairs within the layout's variants and experts");
+      const int variant = pair[0].get<int>();
+      const std::int64_t expert = pair[1].get<std::int64_t>();
+      if (!seen.emplace(variant, expert).second) r.fail(where, "lists variant " + std::to_string(variant) + "'s expert " + std::to_string(expert) + " twice");
+      ++per_variant[static_cast<std::size_t>(variant)];
+      pairs.emplace_back(variant, expert);
+      int& cell = shown[static_cast<std::size_t>(l * p.experts + expert)];
+      if (cell < 0 || variant < cell) cell = variant;
+    }
+    for (std::int64_t n : per_variant)
+      if (n != out.counts[static_cast<std::size_t>(l)])
+        r.fail(where, "must list " + std::to_string(out.counts[static_cast<std::size_t>(l)]) + " experts of every variant (virtual.counts), not " +
+                          std::to_string(n));
+  }
+  if (shown != p.map) r.fail("map", "must show the virtual experts' initial set: at each position the first variant listed there");
+  const json& staging = r.get(v, "staging", T::number_integer, "an integer");
+  const json& every = r.get(v, "update_every", T::number_integer, "an integer");
+  if (!json_int_in(staging, 0, p.experts)) r.fail("virtual.staging", "must be from 0 to " + std::to_string(p.experts));
+  if (!json_int_in(every, 1, std::int64_t{1} << 40)) r.fail("virtual.update_every", "must be at least 1 step");
+  out.staging = staging.get<std::int64_t>();
+  out.update_every = every.get<std::int64_t>();
+  out.decay = r.get(v, "decay", T::number_float, "a number").get<double>();
+  out.shift = r.get(v, "shift", T::number_float, "a number").get<double>();
+  if (!(out.decay > 0 && out.decay <= 1)) r.fail("virtual.decay", "must be in (0, 1]");
+  if (!(out.shift > 0 && out.shift <= 1)) r.fail("virtual.shift", "must be in (0, 1]");
+  if (v.contains("planner") && v["planner"].is_object()) {
+    // What the planner measured: for people and reports, not needed to serve.
+    const json& m = v["planner"];
+    VirtualLayout::Planner& pl = out.planner;
+    auto number = [&](const char* key) { return m.contains(key) && m[key].is_number() ? m[key].get<double>() : 0.0; };
+    pl.calibration_tokens = static_cast<std::int64_t>(number("calibration_tokens"));
+    pl.full_nll = number("full_nll");
+    pl.objective = number("objective");
+    pl.uniform_count = static_cast<std::int64_t>(number("uniform_count"));
+    pl.uniform_objective = number("uniform_objective");
+    pl.planned_nll = number("planned_nll");
+    pl.uniform_nll = number("uniform_nll");
+    pl.first_count = static_cast<std::int64_t>(number("first_count"));
+    if (m.contains("loss") && m["loss"].is_array())
+      for (const json& row : m["loss"]) {
+        auto& curve = pl.loss.emplace_back();
+        if (row.is_array())
+          for (const json& x : row) curve.push_back(x.is_number() ? x.get<double>() : 0.0);
+      }
+  }
+  return out;
+}
+
 }  // namespace
 
 int Layout::variant_index(const std::string& name) const {
@@ -109,6 +204,7 @@ void save_layout(const Layout& layout, const std::filesystem::path& path) {
   j["rank"] = grid(p, p.rank, [](std::int64_t r) { return json(r); });
   j["distance"] = grid(p, p.distance, [](double d) { return std::isnan(d) ? json(nullptr) : json(d); });
   if (!p.deltas.empty()) j["deltas"] = grid(p, p.deltas, [](std::int64_t n) { return json(n); });
+  if (layout.virtual_experts) j["virtual"] = virtual_json(*layout.virtual_experts);
   const std::string text = j.dump(1);
   write_file_atomically(path, [&](std::ostream& out) { out << text << "\n"; });
 }
@@ -160,7 +256,7 @@ Layout layout_from_json(const json& root, const std::string& file) {
   p.capacity = capacity.get<std::int64_t>();
   const std::string policy = r.get(root, "policy", T::string, "a string").get<std::string>();
   const auto parsed = parse_policy(policy);
-  if (!parsed) r.fail("policy", "is '" + policy + "'; expected round-robin, medoid, weighted or hybrid");
+  if (!parsed) r.fail("policy", "is '" + policy + "'; expected round-robin, medoid, weighted, hybrid or virtual");
   p.policy = *parsed;
   if (root.contains("shares") && root["shares"].is_array())
     for (const json& s : root["shares"]) {
@@ -203,6 +299,11 @@ Layout layout_from_json(const json& root, const std::string& file) {
         r.fail("deltas", "puts deltas at layer " + std::to_string(static_cast<std::int64_t>(i) / p.experts) + ", expert " +
                              std::to_string(static_cast<std::int64_t>(i) % p.experts) + ", where no base copy is resident");
   }
+
+  if ((p.policy == Policy::Virtual) != root.contains("virtual"))
+    r.fail("virtual", p.policy == Policy::Virtual ? "is missing: a virtual layout gives per-layer counts and an initial set"
+                                                   : "belongs to virtual layouts only");
+  if (p.policy == Policy::Virtual) layout.virtual_experts = virtual_from_json(r, root["virtual"], p);
 
   std::int64_t residents = 0;
   for (int v : p.map) residents += v >= 0;

@@ -4,7 +4,9 @@
 //   {"schema", "variants": [{"name", "path", "sha256"}], "budget_bytes" (null when the capacity was
 //    given), "reserve": [{"name", "bytes", "detail"}], "capacity", "policy", "shares",
 //    "resident_per_variant", "map": [[variant index or -1]·E]·L, "rank": [[…]], "distance": [[…]],
-//    "deltas": [[count]·E]·L (policy "hybrid" only: how many delta folders' deltas are resident)}
+//    "deltas": [[count]·E]·L (policy "hybrid" only: how many delta folders' deltas are resident),
+//    "virtual" (policy "virtual" only): {"counts": [per layer], "initial": [[[variant, expert]…]·L],
+//    "staging", "update_every", "decay", "shift", "planner": {what the planner measured}}}
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -24,12 +26,35 @@ struct LayoutVariant {
   std::string sha256;  // checkpoint_sha256 of the checkpoint the layout was planned from
 };
 
+// SwapMoE's virtual experts as a layout (policy "virtual", `mosaic-cli plan-virtual`): how many
+// experts of each variant each layer keeps resident, the set it starts with, and how the runtime
+// changes it (runtime/virtual_experts.h). `plan.map` shows the initial set: at each position the
+// first variant whose copy is in it.
+struct VirtualLayout {
+  std::vector<std::int64_t> counts;  // [layers]: resident experts per variant; 0 in dense layers
+  std::vector<std::vector<std::pair<int, std::int64_t>>> initial;  // [layers]: (variant index, expert)
+  std::int64_t staging = 1, update_every = 8;
+  double decay = 0.9, shift = 0.25;
+  // What the planner measured on its calibration text, as mean NLL per token (nats).
+  struct Planner {
+    std::int64_t calibration_tokens = 0;
+    double full_nll = 0;           // every expert resident
+    double objective = 0;          // Σ over layers of the NLL rise with that layer alone at its count
+    std::int64_t uniform_count = 0;  // the most experts per layer that the same bytes hold uniformly
+    double uniform_objective = 0;
+    double planned_nll = 0, uniform_nll = 0;  // every layer at its count at once
+    std::vector<std::vector<double>> loss;    // [layers][count − first_count]: the per-layer rises (dense: empty)
+    std::int64_t first_count = 0;             // the smallest count measured (top-k)
+  } planner;
+};
+
 struct Layout {
   static constexpr const char* kSchema = "mosaic.layout/1";
   std::vector<LayoutVariant> variants;
   std::optional<std::uint64_t> budget_bytes;
   std::vector<ReserveItem> reserve;
   ConsolidationPlan plan;
+  std::optional<VirtualLayout> virtual_experts;  // policy "virtual" only
 
   int variant_index(const std::string& name) const;  // -1 when absent
 };
