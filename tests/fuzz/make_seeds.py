@@ -103,6 +103,17 @@ hybrid = dict(layout, capacity=8, policy="hybrid", shares=[],
               distance=[[0.5, 1.25, 2, 2.5], [0.75, 1.5, 2.25, 3]], deltas=[[0, 0, 1, 2], [0, 0, 2, 2]])
 seed("layout", "hybrid.json", json.dumps(hybrid, indent=1))
 
+# A virtual-experts layout (plan-virtual): 2 of 4 experts per layer for each of two variants.
+virtual = dict(layout, capacity=8, policy="virtual", shares=[],
+               map=[[0, 0, 1, -1], [0, 1, -1, 0]], rank=[[0, 2, 4, 6], [1, 3, 5, 7]],
+               distance=[[None] * 4, [None] * 4],
+               virtual={"counts": [2, 2], "initial": [[[0, 0], [0, 1], [1, 1], [1, 2]], [[0, 0], [0, 3], [1, 1], [1, 3]]],
+                        "staging": 1, "update_every": 8, "decay": 0.9, "shift": 0.25,
+                        "planner": {"calibration_tokens": 512, "full_nll": 2.5, "objective": 0.1, "uniform_count": 2,
+                                    "uniform_objective": 0.1, "planned_nll": 2.6, "uniform_nll": 2.6, "first_count": 2,
+                                    "loss": [[0.05, 0.01, 0.0], [0.05, 0.01, 0.0]]}})
+seed("layout", "virtual.json", json.dumps(virtual, indent=1))
+
 trace = [{"arrival": 0.0, "target": "base", "prompt": [1, 5, 9], "max_new_tokens": 4},
          {"arrival": 0.25, "target": "ft1", "prompt": [7], "max_new_tokens": 0},
          {"arrival": 1.5, "target": "base", "prompt": [2, 2, 2, 2], "max_new_tokens": 16}]
