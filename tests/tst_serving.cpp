@@ -339,6 +339,46 @@ class TestServing : public QObject {
                     {"no ESFT adapter"});
   }
 
+  void virtualExpertsServeTheirPlanAndUpdate() {
+    // Planned on calibration text at a budget: the deployment pins the plan's initial set, the router
+    // masked to it; serving a skewed workload updates the sets, and every request finishes.
+    Family family;
+    const fs::path sample = fs::path(MOSAIC_RESOURCES) / "sample-family";
+    open_family(family, {sample / "bible", sample / "fortunes"});
+    const HostStore store(family);
+    const auto analysis = *analyze_family(family);
+    StrategyConfig c{.kind = StrategyKind::VirtualExperts, .budget_bytes = std::uint64_t(15) << 20};
+    c.reserve = {.context_tokens = 256, .requests = 1, .prefill_chunk = 128};
+    c.scheduler.max_batch_tokens = 128;
+    c.calibration = sample / "heldout" / "bible.txt";
+    c.updates.update_every = 2;
+    const Deployment d(c, family, store, analysis, scratch(""));
+    const Runtime& rt = *d.partitions()[0].runtime;
+    QCOMPARE(rt.miss_policy().name(), std::string_view("masked"));
+    QVERIFY(rt.virtual_experts());
+    QVERIFY(rt.budget().used() <= *c.budget_bytes);
+    const auto w = generate_workload({.targets = d.targets(), .total_rate = 20, .alpha = 0.5, .duration_seconds = 1,
+                                      .prompt = {8, 16}, .output = {8, 8}, .vocab_size = store.spec().vocab_size, .seed = 4});
+    const auto records = run_workload(d, w);
+    QCOMPARE(records.size(), w.size());
+    for (const auto& r : records) {
+      QCOMPARE(r.outcome, Finish::Length);
+      QCOMPARE(r.stats.counters.total().misses, std::int64_t(0));
+      QCOMPARE(r.stats.counters.total().loads, std::int64_t(0));
+    }
+    QVERIFY(rt.virtual_experts()->stats().updates >= 1);
+    // Uniform counts from a capacity: every layer keeps the same number of each variant's experts.
+    const Deployment u({.kind = StrategyKind::VirtualExperts, .capacity = 24}, family, store, analysis, scratch(""));
+    QCOMPARE(u.partitions()[0].runtime->config().pinned.size(), std::size_t(24));  // 3 per layer × 4 layers × 2 variants
+    // Calibration without a budget to plan for is refused, saying what to give.
+    expect_mentions(error_of<InvalidArgument>([&] {
+                      StrategyConfig bad{.kind = StrategyKind::VirtualExperts, .capacity = 8};
+                      bad.calibration = sample / "heldout" / "bible.txt";
+                      Deployment(bad, family, store, analysis, scratch(""));
+                    }),
+                    {"calibration", "budget"});
+  }
+
   void virtualAndRealClocks() {
     // Virtual: a burst at t = 0 runs as one batch; one at a time, each starts when the previous ended.
     std::vector<WorkloadRequest> burst(5, WorkloadRequest{0.0, "ft1", {1, 2, 3}, 4});
@@ -529,6 +569,19 @@ class TestServing : public QObject {
                     {"sweep.json", "deeper than"});
     expect_mentions(bad(R"({"schema": "mosaic.sweep/1", "variants": ["a"], "rates": [1], "strategies": []})"), {"'variants'"});
     expect_mentions(bad(R"({"schema": "mosaic.sweep/9"})"), {"mosaic.sweep/9"});
+    // virtual-experts: its own keys, a calibration path resolved against the config, a budget to plan for.
+    std::ofstream(scratch("sweep.json")) << head + R"("strategies": [{"kind": "virtual-experts", "budget": "1GiB", "calibration": "cal.txt", "staging": 2, "update_every": 4, "decay": 0.5}]})";
+    const SweepConfig v = load_sweep_config(scratch("sweep.json"));
+    QCOMPARE(v.strategies[0].kind, StrategyKind::VirtualExperts);
+    QCOMPARE(v.strategies[0].calibration, scratch("cal.txt"));
+    QCOMPARE(v.strategies[0].updates.staging, std::int64_t(2));
+    QCOMPARE(v.strategies[0].updates.update_every, std::int64_t(4));
+    QCOMPARE(v.strategies[0].updates.decay, 0.5);
+    QCOMPARE(v.strategies[0].miss, std::string("masked"));
+    expect_mentions(bad(head + R"("strategies": [{"kind": "consolidated", "capacity": 4, "staging": 2}]})"), {"strategies[0].staging", "virtual-experts"});
+    expect_mentions(bad(head + R"("strategies": [{"kind": "virtual-experts", "calibration": "cal.txt", "capacity": 4}]})"), {"strategies[0].calibration", "budget"});
+    expect_mentions(bad(head + R"("strategies": [{"kind": "virtual-experts"}]})"), {"strategies[0]", "budget", "capacity"});
+    expect_mentions(bad(head + R"("strategies": [{"kind": "virtual-experts", "capacity": 4, "shift": 2}]})"), {"strategies[0].shift", "(0, 1]"});
   }
 
   // Session files with a field of another JSON type are typed errors, never the JSON library's

@@ -104,6 +104,97 @@ Allowed masked_to(const ModelSpec& s, const std::vector<std::vector<std::int64_t
   return a;
 }
 
+
+void refuse_deltas(const HostStore& store) {
+  for (int t = 0; t < store.targets(); ++t)
+    if (store.is_delta(t))
+      throw InvalidArgument("plan-virtual", "variant '" + store.name(t) + "'", "is a delta folder: virtual experts swap whole experts",
+                            "serve delta folders with the delta or hybrid strategy, or plan without them");
+}
+
+ReserveSpec masked_reserve(const VirtualPlanOptions& o) {
+  ReserveSpec r = o.reserve;
+  r.miss_slots = 0;  // masked gating never loads
+  return r;
+}
+
+// What the budget holds beside the experts: one non-expert set, the reserve, the staging slots.
+std::uint64_t fixed_bytes(const HostStore& store, const VirtualPlanOptions& o) {
+  RuntimeConfig priced{.miss = "masked", .reserve = masked_reserve(o), .virtual_experts = o.updates};
+  return plan_device(store, priced, *make_miss_policy("masked")).budget.used();
+}
+
+[[noreturn]] void below_minimum(std::uint64_t budget, std::uint64_t fixed, std::int64_t least, std::uint64_t slot, std::int64_t k) {
+  const std::uint64_t minimum = fixed + static_cast<std::uint64_t>(least) * slot;
+  throw BudgetError("budget", format_bytes(budget),
+                    "is below virtual experts' minimum of " + format_bytes(minimum) + " (" + std::to_string(minimum) +
+                        " bytes): non-expert weights, reserve and staging slots " + format_bytes(fixed) + ", and top-" + std::to_string(k) +
+                        " experts per layer of every variant, " + std::to_string(least) + " × " + format_bytes(slot),
+                    "raise the budget, reserve less, or use fewer staging slots");
+}
+
+// The layout of `counts` (per layer): each variant's first counts[l] experts of `order[v][l]` as its
+// initial set, the map showing them, positions ranked by `importance` (summed over the variants).
+Layout virtual_layout(const Family& family, const std::vector<std::string>& sha256, const HostStore& store, const std::vector<int>& target,
+                      const std::vector<std::vector<std::vector<std::int64_t>>>& order, const std::vector<std::int64_t>& counts,
+                      const std::vector<double>& importance, const VirtualPlanOptions& options) {
+  const ModelSpec& s = store.spec();
+  Layout layout;
+  VirtualLayout vl;
+  vl.staging = options.updates.staging;
+  vl.update_every = options.updates.update_every;
+  vl.decay = options.updates.decay;
+  vl.shift = options.updates.shift;
+  vl.counts = counts;
+  ConsolidationPlan& p = layout.plan;
+  p.layers = s.num_layers;
+  p.experts = s.num_experts;
+  p.variants = static_cast<std::int64_t>(family.size());
+  p.policy = Policy::Virtual;
+  p.map.assign(static_cast<std::size_t>(s.num_layers * s.num_experts), -1);
+  p.rank.assign(p.map.size(), -1);
+  p.distance.assign(p.map.size(), std::nan(""));
+  vl.initial.resize(static_cast<std::size_t>(s.num_layers));
+  std::vector<std::int64_t> positions;
+  for (std::int64_t l = 0; l < s.num_layers; ++l) {
+    if (!s.is_sparse(l)) continue;
+    std::set<ExpertId> distinct;
+    for (std::size_t v = 0; v < family.size(); ++v)
+      for (std::int64_t j = 0; j < counts[static_cast<std::size_t>(l)]; ++j) {
+        const std::int64_t e = order[v][static_cast<std::size_t>(l)][static_cast<std::size_t>(j)];
+        vl.initial[static_cast<std::size_t>(l)].emplace_back(static_cast<int>(v), e);
+        distinct.insert(store.expert(target[v], l, e));
+        int& cell = p.map[static_cast<std::size_t>(l * s.num_experts + e)];
+        if (cell < 0) cell = static_cast<int>(v);
+      }
+    p.capacity += static_cast<std::int64_t>(distinct.size());
+    for (std::int64_t e = 0; e < s.num_experts; ++e) positions.push_back(l * s.num_experts + e);
+  }
+  std::stable_sort(positions.begin(), positions.end(), [&](std::int64_t a, std::int64_t b) {
+    return importance[static_cast<std::size_t>(a)] > importance[static_cast<std::size_t>(b)];
+  });
+  for (std::size_t r = 0; r < positions.size(); ++r) p.rank[static_cast<std::size_t>(positions[r])] = static_cast<std::int64_t>(r);
+  for (std::size_t v = 0; v < family.size(); ++v) {
+    const Variant& x = family.variants()[v];
+    layout.variants.push_back({x.name, std::filesystem::absolute(x.checkpoint->dir()).lexically_normal().string(), sha256.at(v)});
+  }
+  layout.virtual_experts = std::move(vl);
+  layout.budget_bytes = options.budget_bytes ? std::optional<std::uint64_t>(options.budget_bytes) : std::nullopt;
+  layout.reserve = plan_reserve(s, store.expert_bytes() + store.max_delta_bytes(), masked_reserve(options));
+  // Priced as the runtime will charge it: a plan that did not fit would be a planner bug.
+  if (options.budget_bytes) {
+    RuntimeConfig check{.budget_bytes = options.budget_bytes, .reserve = options.reserve};
+    apply_virtual_layout(check, layout, target, store);
+    plan_device(store, check, *make_miss_policy("masked"));
+  }
+  return layout;
+}
+
+std::vector<int> targets_of(const Family& family, const HostStore& store) {
+  std::vector<int> out;
+  for (const Variant& v : family.variants()) out.push_back(store.index(v.name));
+  return out;
+}
 }  // namespace
 
 std::vector<std::size_t> plan_counts(const std::vector<std::vector<std::int64_t>>& slots, const std::vector<std::vector<double>>& loss,
@@ -152,21 +243,13 @@ std::vector<std::size_t> plan_counts(const std::vector<std::vector<std::int64_t>
 Layout plan_virtual(const Family& family, const std::vector<std::string>& sha256, const HostStore& store,
                     std::span<const std::int64_t> calibration, const VirtualPlanOptions& options) {
   const ModelSpec& s = store.spec();
-  for (int t = 0; t < store.targets(); ++t)
-    if (store.is_delta(t))
-      throw InvalidArgument("plan-virtual", "variant '" + store.name(t) + "'", "is a delta folder: virtual experts swap whole experts",
-                            "serve delta folders with the delta or hybrid strategy, or plan without them");
+  refuse_deltas(store);
   const Calibration cal{calibration, options.window, options.max_windows};
   if (options.window < 2 || static_cast<std::int64_t>(calibration.size()) < options.window)
     throw InvalidArgument("plan-virtual", "calibration text",
                           "holds " + std::to_string(calibration.size()) + " tokens, fewer than one window of " + std::to_string(options.window),
                           "give a longer text or a smaller --window");
-
-  // What the budget holds beside the experts: one non-expert set, the reserve, the staging slots.
-  ReserveSpec reserve = options.reserve;
-  reserve.miss_slots = 0;
-  RuntimeConfig priced{.miss = "masked", .reserve = reserve, .virtual_experts = options.updates};
-  const std::uint64_t fixed = plan_device(store, priced, *make_miss_policy("masked")).budget.used();
+  const std::uint64_t fixed = fixed_bytes(store, options);
   const std::uint64_t slot = store.expert_bytes();
 
   const std::int64_t k = s.top_k;
@@ -174,25 +257,18 @@ Layout plan_virtual(const Family& family, const std::vector<std::string>& sha256
   for (std::int64_t l = 0; l < s.num_layers; ++l)
     if (s.is_sparse(l)) sparse.push_back(l);
   auto too_small = [&](std::int64_t least) {
-    const std::uint64_t minimum = fixed + static_cast<std::uint64_t>(least) * slot;
-    if (options.budget_bytes < minimum)
-      throw BudgetError("budget", format_bytes(options.budget_bytes),
-                        "is below virtual experts' minimum of " + format_bytes(minimum) + " (" + std::to_string(minimum) +
-                            " bytes): non-expert weights, reserve and staging slots " + format_bytes(fixed) + ", and top-" + std::to_string(k) +
-                            " experts per layer of every variant, " + std::to_string(least) + " × " + format_bytes(slot),
-                        "raise the budget, reserve less, or use fewer staging slots");
+    if (options.budget_bytes < fixed + static_cast<std::uint64_t>(least) * slot) below_minimum(options.budget_bytes, fixed, least, slot, k);
   };
   too_small(k * static_cast<std::int64_t>(sparse.size()));  // before measuring: variants may share experts, never fewer
 
   // Per variant: its importance on the text, and the NLL rise of every (layer, count).
   const auto V = family.size();
-  std::vector<int> target(V);
+  const std::vector<int> target = targets_of(family, store);
   std::vector<std::vector<std::vector<std::int64_t>>> order(V);
   std::vector<double> importance_sum(static_cast<std::size_t>(s.num_layers * s.num_experts), 0.0);
   std::vector<std::vector<double>> rise(sparse.size(), std::vector<double>(static_cast<std::size_t>(s.num_experts - k + 1), 0.0));
   double full = 0;
   for (std::size_t v = 0; v < V; ++v) {
-    target[v] = store.index(family.variants()[v].name);
     const std::vector<double> importance = calibration_importance(store, target[v], cal);
     for (std::size_t i = 0; i < importance.size(); ++i) importance_sum[i] += importance[i];
     order[v] = importance_order(s, importance);
@@ -225,20 +301,14 @@ Layout plan_virtual(const Family& family, const std::vector<std::string>& sha256
   const auto available = static_cast<std::int64_t>((options.budget_bytes - fixed) / slot);
   const std::vector<std::size_t> choice = plan_counts(slots, rise, available);
 
-  Layout layout;
-  VirtualLayout vl;
-  vl.staging = options.updates.staging;
-  vl.update_every = options.updates.update_every;
-  vl.decay = options.updates.decay;
-  vl.shift = options.updates.shift;
-  vl.counts.assign(static_cast<std::size_t>(s.num_layers), 0);
-  VirtualLayout::Planner& pl = vl.planner;
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(s.num_layers), 0);
+  VirtualLayout::Planner pl;
   pl.first_count = k;
   pl.full_nll = full;
   pl.loss.assign(static_cast<std::size_t>(s.num_layers), {});
-  for (std::size_t i = 0; i < sparse.size(); ++i) pl.loss[static_cast<std::size_t>(sparse[i])] = rise[i];
   for (std::size_t i = 0; i < sparse.size(); ++i) {
-    vl.counts[static_cast<std::size_t>(sparse[i])] = k + static_cast<std::int64_t>(choice[i]);
+    pl.loss[static_cast<std::size_t>(sparse[i])] = rise[i];
+    counts[static_cast<std::size_t>(sparse[i])] = k + static_cast<std::int64_t>(choice[i]);
     pl.objective += rise[i][choice[i]];
   }
   // Uniform: the most experts per layer the same slots hold.
@@ -254,54 +324,42 @@ Layout plan_virtual(const Family& family, const std::vector<std::string>& sha256
   for (std::int64_t l : sparse) uniform_counts[static_cast<std::size_t>(l)] = pl.uniform_count;
   for (std::size_t v = 0; v < V; ++v) {
     const auto model = Model::load(*family.variants()[v].checkpoint);
-    const Allowed planned = masked_to(s, order[v], vl.counts), even = masked_to(s, order[v], uniform_counts);
+    const Allowed planned = masked_to(s, order[v], counts), even = masked_to(s, order[v], uniform_counts);
     pl.planned_nll += mean_nll(*model, cal, &planned) / static_cast<double>(V);
     pl.uniform_nll += mean_nll(*model, cal, &even) / static_cast<double>(V);
   }
   pl.calibration_tokens = std::min<std::int64_t>(static_cast<std::int64_t>(calibration.size()) / options.window, options.max_windows) * options.window;
-
-  // The plan as a layout: the initial set per variant, the map showing it, positions ranked by importance.
-  ConsolidationPlan& p = layout.plan;
-  p.layers = s.num_layers;
-  p.experts = s.num_experts;
-  p.variants = static_cast<std::int64_t>(V);
-  p.policy = Policy::Virtual;
-  p.map.assign(static_cast<std::size_t>(s.num_layers * s.num_experts), -1);
-  p.rank.assign(p.map.size(), -1);
-  p.distance.assign(p.map.size(), std::nan(""));
-  vl.initial.resize(static_cast<std::size_t>(s.num_layers));
-  for (std::size_t i = 0; i < sparse.size(); ++i) {
-    const std::int64_t l = sparse[i];
-    for (std::size_t v = 0; v < V; ++v)
-      for (std::int64_t j = 0; j < vl.counts[static_cast<std::size_t>(l)]; ++j) {
-        const std::int64_t e = order[v][static_cast<std::size_t>(l)][static_cast<std::size_t>(j)];
-        vl.initial[static_cast<std::size_t>(l)].emplace_back(static_cast<int>(v), e);
-        int& cell = p.map[static_cast<std::size_t>(l * s.num_experts + e)];
-        if (cell < 0) cell = static_cast<int>(v);
-      }
-    p.capacity += slots[i][choice[i]];
-  }
-  std::vector<std::int64_t> positions;
-  for (std::int64_t l : sparse)
-    for (std::int64_t e = 0; e < s.num_experts; ++e) positions.push_back(l * s.num_experts + e);
-  std::stable_sort(positions.begin(), positions.end(), [&](std::int64_t a, std::int64_t b) {
-    return importance_sum[static_cast<std::size_t>(a)] > importance_sum[static_cast<std::size_t>(b)];
-  });
-  for (std::size_t r = 0; r < positions.size(); ++r) p.rank[static_cast<std::size_t>(positions[r])] = static_cast<std::int64_t>(r);
-  for (std::size_t v = 0; v < V; ++v) {
-    const Variant& x = family.variants()[v];
-    layout.variants.push_back({x.name, std::filesystem::absolute(x.checkpoint->dir()).lexically_normal().string(), sha256.at(v)});
-  }
-  layout.virtual_experts = std::move(vl);
-  layout.budget_bytes = options.budget_bytes;
-  layout.reserve = plan_reserve(s, slot + store.max_delta_bytes(), reserve);
-
-  // Priced as the runtime will charge it: a plan that did not fit would be a planner bug.
-  RuntimeConfig check{.budget_bytes = options.budget_bytes, .reserve = reserve};
-  std::vector<int> to_store(target.begin(), target.end());
-  apply_virtual_layout(check, layout, to_store, store);
-  plan_device(store, check, *make_miss_policy("masked"));
+  Layout layout = virtual_layout(family, sha256, store, target, order, counts, importance_sum, options);
+  layout.virtual_experts->planner = std::move(pl);
   return layout;
+}
+
+Layout uniform_virtual_layout(const Family& family, const std::vector<std::string>& sha256, const HostStore& store, std::int64_t capacity,
+                              std::optional<std::uint64_t> budget, const VirtualPlanOptions& options) {
+  const ModelSpec& s = store.spec();
+  refuse_deltas(store);
+  const std::int64_t k = s.top_k, sparse = s.num_sparse_layers();
+  const auto V = static_cast<std::int64_t>(family.size());
+  VirtualPlanOptions o = options;
+  o.budget_bytes = budget.value_or(0);
+  std::int64_t count = s.num_experts;
+  if (capacity > 0) {
+    count = std::clamp<std::int64_t>(capacity / std::max<std::int64_t>(1, sparse * V), k, s.num_experts);
+  } else if (budget) {
+    // Every variant's experts counted apart: adapters sharing their base's only leave room unused.
+    const std::uint64_t fixed = fixed_bytes(store, o), slot = store.expert_bytes();
+    if (*budget < fixed + static_cast<std::uint64_t>(k * sparse * V) * slot) below_minimum(*budget, fixed, k * sparse * V, slot, k);
+    count = std::min<std::int64_t>(s.num_experts, static_cast<std::int64_t>((*budget - fixed) / slot) / std::max<std::int64_t>(1, sparse * V));
+  }
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(s.num_layers), 0);
+  for (std::int64_t l = 0; l < s.num_layers; ++l)
+    if (s.is_sparse(l)) counts[static_cast<std::size_t>(l)] = count;
+  std::vector<std::int64_t> first(static_cast<std::size_t>(s.num_experts));
+  std::iota(first.begin(), first.end(), 0);
+  const std::vector<std::vector<std::vector<std::int64_t>>> order(family.size(),
+                                                                   std::vector<std::vector<std::int64_t>>(static_cast<std::size_t>(s.num_layers), first));
+  return virtual_layout(family, sha256, store, targets_of(family, store), order, counts,
+                        std::vector<double>(static_cast<std::size_t>(s.num_layers * s.num_experts), 0.0), o);
 }
 
 void apply_virtual_layout(RuntimeConfig& config, const Layout& layout, const std::vector<int>& to_store, const HostStore& store) {

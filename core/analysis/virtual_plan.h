@@ -12,6 +12,7 @@
 // forward passes per generation and still not be sure of the optimum. The sum is checked, not
 // assumed: the planned and the uniform counts are each measured with every layer masked at once.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -43,6 +44,13 @@ std::vector<std::size_t> plan_counts(const std::vector<std::vector<std::int64_t>
 // folders, which virtual experts do not swap; calibration shorter than one window).
 Layout plan_virtual(const Family& family, const std::vector<std::string>& sha256, const HostStore& store,
                     std::span<const std::int64_t> calibration, const VirtualPlanOptions& options);
+
+// Virtual experts without calibration: `count` experts per layer for every variant (its first ones;
+// the runtime's updates move the sets to where the traffic is), `count` from `capacity` (resident
+// experts in all, spread evenly) when > 0, else the most that `budget` holds. Throws BudgetError and
+// InvalidArgument as plan_virtual does.
+Layout uniform_virtual_layout(const Family& family, const std::vector<std::string>& sha256, const HostStore& store, std::int64_t capacity,
+                              std::optional<std::uint64_t> budget, const VirtualPlanOptions& options);
 
 // Sets `config` to serve a virtual layout: its initial set pinned (each distinct expert once), strict
 // hits, the router masked to the set (no miss slots), updates as the layout says; budget, reserve and

@@ -3,6 +3,9 @@
 #include <algorithm>
 
 #include "analysis/merge.h"
+#include "analysis/virtual_plan.h"
+#include "common/text_file.h"
+#include "model/tokenizer.h"
 #include "serving/hybrid_plan.h"
 #include "common/error.h"
 
@@ -143,6 +146,26 @@ Deployment::Deployment(const StrategyConfig& config, const Family& family, const
                               esft ? "add adapter folders (expert_cfg.json) together with their base_model"
                                    : "add delta folders (delta.json, from `mosaic-cli delta compress`) together with their base_model");
       add(store, std::move(rc), targets_, store.index(targets_.front()));
+      break;
+    }
+    case StrategyKind::VirtualExperts: {
+      VirtualPlanOptions o{.reserve = config.reserve, .updates = config.updates};
+      Layout layout;
+      if (!config.calibration.empty()) {
+        if (!config.budget_bytes)
+          throw InvalidArgument("strategy virtual-experts", "calibration", "plans counts for a budget", "give the strategy a budget");
+        o.budget_bytes = *config.budget_bytes;
+        const std::string text = read_text_file(config.calibration, "give a text file in the serving domain");
+        const auto ids = Tokenizer::load(family.variants().front().checkpoint->dir() / "tokenizer.json").encode(text, /*add_special=*/false);
+        layout = plan_virtual(family, analysis.sha256, store, ids, o);
+      } else {
+        layout = uniform_virtual_layout(family, analysis.sha256, store, config.capacity, config.budget_bytes, o);
+      }
+      RuntimeConfig rc = base;
+      std::vector<int> to_store;
+      for (const std::string& name : names) to_store.push_back(store.index(name));
+      apply_virtual_layout(rc, layout, to_store, store);
+      add(store, std::move(rc), names, 0);
       break;
     }
   }

@@ -29,9 +29,10 @@ enum class StrategyKind {
   Esft,          // ESFT adapters over their base (ExpertWeave): base and tuned experts pinned, one batch
   Delta,         // delta folders over their base (DeltaMoE): base pinned, packed deltas pinned while the budget holds them
   Hybrid,        // delta folders: the least similar positions get their deltas, the most similar share the base's copy
+  VirtualExperts,  // SwapMoE: per-layer counts planned on calibration text (or uniform), the sets updated with the traffic
 };
 
-std::string_view strategy_name(StrategyKind k);  // "consolidated", "no-reconfig", …, "esft", "delta", "hybrid"
+std::string_view strategy_name(StrategyKind k);  // "consolidated", "no-reconfig", …, "delta", "hybrid", "virtual-experts"
 std::optional<StrategyKind> parse_strategy(std::string_view name);
 const std::vector<std::string_view>& strategy_names();
 
@@ -47,6 +48,10 @@ struct StrategyConfig {
   std::string single_target;                  // Single: the variant serving everything (default: the first)
   int resident_sets = 1;                      // K non-expert sets resident at once, budget permitting
   ReserveSpec reserve;                        // KV context × requests, prefill chunk, miss slots
+  // virtual-experts: text the planner measures its counts on (with a budget; empty: uniform counts,
+  // from the capacity or the budget), and how the runtime updates the sets.
+  std::filesystem::path calibration;
+  VirtualConfig updates;
   SchedulerOptions scheduler;
   Device device = Device::Cpu;                // every partition's backend
 };

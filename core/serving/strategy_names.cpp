@@ -12,7 +12,7 @@ constexpr std::pair<StrategyKind, std::string_view> kNames[] = {
     {StrategyKind::Single, "single"},             {StrategyKind::TimeSharing, "time-sharing"},
     {StrategyKind::SpaceSharing, "space-sharing"}, {StrategyKind::Averaging, "averaging"},
     {StrategyKind::Esft, "esft"},                 {StrategyKind::Delta, "delta"},
-    {StrategyKind::Hybrid, "hybrid"}};
+    {StrategyKind::Hybrid, "hybrid"},             {StrategyKind::VirtualExperts, "virtual-experts"}};
 
 }  // namespace
 

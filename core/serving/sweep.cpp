@@ -119,7 +119,8 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
     const std::string where = "strategies[" + std::to_string(i) + "]";
     if (!s.is_object()) fail(where, "must be an object with a kind");
     check_keys(s, {"kind", "capacity", "policy", "shares", "budget", "hit", "miss", "single_target", "resident_sets", "max_sequences",
-                   "max_batch_tokens", "switching", "max_wait_seconds", "kv_context", "kv_requests"},
+                   "max_batch_tokens", "switching", "max_wait_seconds", "kv_context", "kv_requests", "calibration", "staging",
+                   "update_every", "decay", "shift"},
                file, where, hint);
     StrategyConfig sc;
     const auto kind = parse_strategy(s.value("kind", ""));
@@ -174,6 +175,27 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
         fail(where + ".max_wait_seconds", "must be a number of seconds ≥ 0");
       sc.scheduler.max_wait_seconds = s["max_wait_seconds"].get<double>();
     }
+    // virtual-experts: the planner's calibration text (relative to the config) and how sets update.
+    const bool virtual_experts = sc.kind == StrategyKind::VirtualExperts;
+    for (const char* key : {"calibration", "staging", "update_every", "decay", "shift"})
+      if (s.contains(key) && !virtual_experts) fail(where + "." + key, "belongs to the virtual-experts strategy only");
+    if (s.contains("calibration")) {
+      if (!s["calibration"].is_string() || s["calibration"].get<std::string>().empty())
+        fail(where + ".calibration", "must be the path of a text file, relative to the config");
+      const std::filesystem::path t = s["calibration"].get<std::string>();
+      sc.calibration = t.is_absolute() ? t : base_dir / t;
+      if (!sc.budget_bytes) fail(where + ".calibration", "plans counts for a budget: give the strategy a budget too");
+    }
+    sc.updates.staging = count("staging", sc.updates.staging, 0, 1 << 16);
+    sc.updates.update_every = count("update_every", sc.updates.update_every, 1, std::int64_t{1} << 30);
+    for (auto [key, field] : {std::pair<const char*, double*>{"decay", &sc.updates.decay}, {"shift", &sc.updates.shift}})
+      if (s.contains(key)) {
+        if (!s[key].is_number() || !(s[key].get<double>() > 0 && s[key].get<double>() <= 1)) fail(where + "." + key, "must be a number in (0, 1]");
+        *field = s[key].get<double>();
+      }
+    if (virtual_experts && !sc.budget_bytes && sc.capacity <= 0)
+      fail(where, "virtual-experts needs a budget (with calibration: planned counts) or a capacity (uniform counts)");
+    if (virtual_experts) sc.miss = "masked";
     c.strategies.push_back(sc);
   }
   return c;

@@ -5,12 +5,15 @@
 //    "clock": "virtual" | "real", "rates": [requests/s], "repeats": n, "seed": s,
 //    "alpha": skew in (0, 1] (1: even), "duration_seconds": t, "prompt": [min, max], "output": [min, max],
 //    "strategies": [{"kind": "consolidated" | "no-reconfig" | "single" | "time-sharing" | "space-sharing"
-//                            | "averaging" | "esft" | "delta" | "hybrid",
+//                            | "averaging" | "esft" | "delta" | "hybrid" | "virtual-experts",
 //                    "capacity": n, "budget": "12GiB", "hit": …, "miss": "transient" | "lru" | "masked",
 //                    "single_target": name, "resident_sets": K,
 //                    "max_sequences": n (1: one request at a time), "max_batch_tokens": n,
 //                    "switching": "fcfs" | "affinity", "max_wait_seconds": s,
-//                    "kv_context": tokens, "kv_requests": n (the KV reserve under a budget)}, …],
+//                    "kv_context": tokens, "kv_requests": n (the KV reserve under a budget),
+//                    virtual-experts only: "calibration": "text file" (relative to the config; with a
+//                    budget, plan-virtual's counts; without, uniform counts from the capacity or the
+//                    budget), "staging": slots per layer, "update_every": steps, "decay", "shift"}, …],
 //    "targets": [names] (optional: the variants workloads draw from, for every strategy; default:
 //               every variant, or for esft the adapters and for delta and hybrid the delta folders),
 //    "trace": "file.jsonl" (optional, relative to the config: replayed instead of generated; the
