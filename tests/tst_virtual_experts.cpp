@@ -34,33 +34,42 @@ RuntimeConfig virtual_config(std::vector<PinnedExpert> pinned, VirtualConfig v) 
 }
 
 // Runs `ids` through the runtime one step at a time — the first `prompt` tokens as one chunk, then
-// one token a step — and checks each step's logits against the reference forward pass masked to
-// the set in force during that step. Returns how many distinct sets the steps ran with.
+// one token a step, back to back so that update copies overlap steps — and then checks each step's
+// logits against the reference forward pass masked to the set in force during that step. Returns
+// how many distinct sets the steps ran with.
 std::size_t decode_against_reference(Runtime& rt, const Model& model, int row, const std::vector<std::int64_t>& ids,
                                      std::size_t prompt) {
   KvBlockPool& kv = rt.kv_blocks();
   std::vector<std::int32_t> blocks;
-  KvCache cache(model.spec(), 1, static_cast<std::int64_t>(ids.size()));
-  std::set<std::vector<std::vector<bool>>> sets;
+  struct Step {
+    std::size_t at, n;
+    std::vector<float> logits;
+    std::vector<std::vector<bool>> allowed;
+  };
+  std::vector<Step> steps;
   const int buffer = (rt.make_resident(std::vector<int>{rt.set_of(row)}), rt.buffer_of(rt.set_of(row)));
   for (std::size_t at = 0; at < ids.size();) {
     const std::size_t n = at == 0 ? prompt : 1;
     while (static_cast<std::int64_t>(blocks.size()) * kv.block_tokens() < static_cast<std::int64_t>(at + n)) blocks.push_back(*kv.allocate());
     const std::span<const std::int64_t> chunk(ids.data() + at, n);
     StepBatch batch{{StepChunk{0, row, buffer, chunk, static_cast<std::int64_t>(at), blocks, Emit::All}}, 1};
-    const StepResult r = rt.run(batch);
+    StepResult r = rt.run(batch);
     // Tables change only between steps, so the set now is the one the step ran with.
-    const auto allowed = rt.virtual_experts()->allowed(row);
-    sets.insert(allowed);
-    const Logits want = forward(model, cache, chunk, LogitsFor::AllPositions, &allowed);
-    const double err = relative_error(r.logits.front().values, want.values);
-    if (err > 1e-5) {
-      QTest::qFail(("step at token " + std::to_string(at) + ": relative error " + std::to_string(err)).c_str(), __FILE__, __LINE__);
-      return 0;
-    }
+    steps.push_back({at, n, std::move(r.logits.front().values), rt.virtual_experts()->allowed(row)});
     at += n;
   }
   kv.release(blocks);
+  KvCache cache(model.spec(), 1, static_cast<std::int64_t>(ids.size()));
+  std::set<std::vector<std::vector<bool>>> sets;
+  for (const Step& s : steps) {
+    sets.insert(s.allowed);
+    const Logits want = forward(model, cache, std::span<const std::int64_t>(ids.data() + s.at, s.n), LogitsFor::AllPositions, &s.allowed);
+    const double err = relative_error(s.logits, want.values);
+    if (err > 1e-5) {
+      QTest::qFail(("step at token " + std::to_string(s.at) + ": relative error " + std::to_string(err)).c_str(), __FILE__, __LINE__);
+      return 0;
+    }
+  }
   return sets.size();
 }
 
@@ -78,7 +87,8 @@ class TestVirtualExperts : public QObject {
     auto rt = std::make_shared<Runtime>(store, virtual_config(first_experts(s, 0, s.num_experts), {.update_every = 1, .staging = 2}));
     Engine engine(rt);
     const auto ids = prompt_of(40, 7, s.vocab_size);
-    const RequestResult& r = engine.submit({"bible", {.prompt = ids, .max_new_tokens = 0}, true})->wait();
+    const auto handle = engine.submit({"bible", {.prompt = ids, .max_new_tokens = 0}, true});
+    const RequestResult& r = handle->wait();
     QVERIFY2(r.finish == Finish::Length, r.error.c_str());
     const auto model = Model::load(*family.find("bible")->checkpoint);
     KvCache cache(s, 1, static_cast<std::int64_t>(ids.size()));

@@ -26,6 +26,8 @@
 #include <QStandardPaths>
 #include <QStatusBar>
 #include <QTemporaryDir>
+
+#include <algorithm>
 #include <QStandardItemModel>
 #include <QTest>
 #include <QTimer>
@@ -880,6 +882,56 @@ class WorkbenchTest : public QObject {
     QVERIFY(panel->grab().save(QStringLiteral(MOSAIC_SCREENSHOT_DIR "/layout-hybrid.png")));
     panel->policyBox()->setCurrentText(QStringLiteral("round-robin"));
     QTRY_VERIFY_WITH_TIMEOUT(panel->grid()->layoutInfo().deltas.isEmpty(), 60000);
+  }
+
+  void virtual_experts_are_planned_on_calibration_text() {
+    // Policy "virtual" with a calibration text: counts planned on it at the budget, the planner's
+    // perplexities in the summary, the initial set in the grid; serving's virtual-experts strategy
+    // follows it (same budget, same text). Without a text: uniform counts.
+    window_->openFamily({kFamily + QStringLiteral("/bible"), kFamily + QStringLiteral("/fortunes")});
+    QTRY_VERIFY_WITH_TIMEOUT(window_->layoutPanel()->grid()->layoutInfo().variants == QStringList({QStringLiteral("bible"), QStringLiteral("fortunes")}),
+                             60000);
+    LayoutPanel* panel = window_->layoutPanel();
+    panel->prefillBox()->setValue(128);
+    panel->contextBox()->setValue(512);
+    panel->budgetBox()->setValue(12);  // MiB
+    const QString text = kFamily + QStringLiteral("/heldout/bible.txt");
+    panel->calibrationBox()->setText(text);
+    panel->policyBox()->setCurrentText(QStringLiteral("virtual"));
+    QVERIFY(panel->calibrationBox()->isVisible());
+    QTRY_VERIFY2_WITH_TIMEOUT(panel->grid()->layoutInfo().virtual_full_nll > 0, qPrintable(shown()), 120000);
+    const LayoutInfo planned = panel->grid()->layoutInfo();
+    QCOMPARE(planned.policy, QStringLiteral("virtual"));
+    QCOMPARE(planned.virtual_counts.size(), 4);
+    QVERIFY2(panel->summaryText().startsWith(QStringLiteral("Virtual experts:")) && panel->summaryText().contains(QStringLiteral("calibration perplexity")),
+             qPrintable(panel->summaryText()));
+    QVERIFY(planned.virtual_planned_nll <= planned.virtual_uniform_nll);
+    QVERIFY(panel->grid()->residentCells() > 0);
+    QVERIFY(panel->grab().save(QStringLiteral(MOSAIC_SCREENSHOT_DIR "/layout-virtual.png")));
+
+    QListWidget* offered = window_->servingPanel()->strategyList();
+    QList<Qt::CheckState> checked;
+    for (int i = 0; i < offered->count(); ++i) checked << offered->item(i)->checkState();
+    for (int i = 0; i < offered->count(); ++i)
+      offered->item(i)->setCheckState(offered->item(i)->text() == QLatin1String("virtual-experts") ? Qt::Checked : Qt::Unchecked);
+    QTRY_VERIFY_WITH_TIMEOUT(window_->servingPanel()->followLayoutBox()->text().contains(QStringLiteral("virtual experts")), 30000);
+    const SweepConfig sweep = parse_sweep_config(window_->servingPanel()->sweepJson().toStdString(), "workbench", {});
+    QCOMPARE(sweep.strategies.size(), std::size_t(1));
+    QCOMPARE(sweep.strategies[0].kind, StrategyKind::VirtualExperts);
+    QCOMPARE(static_cast<qint64>(sweep.strategies[0].budget_bytes.value_or(0)), planned.budget);
+    QCOMPARE(QString::fromStdString(sweep.strategies[0].calibration.string()), text);
+    QCOMPARE(sweep.strategies[0].reserve.prefill_chunk, std::int64_t(128));
+    for (int i = 0; i < offered->count(); ++i) offered->item(i)->setCheckState(checked[i]);
+
+    panel->calibrationBox()->setText(QString());
+    Q_EMIT panel->calibrationBox()->editingFinished();
+    QTRY_VERIFY2_WITH_TIMEOUT(panel->summaryText().contains(QStringLiteral("uniform counts")), qPrintable(shown()), 60000);
+    const LayoutInfo uniform = panel->grid()->layoutInfo();
+    QVERIFY(std::all_of(uniform.virtual_counts.begin(), uniform.virtual_counts.end(), [&](int c) { return c == uniform.virtual_counts.front(); }));
+    panel->policyBox()->setCurrentText(QStringLiteral("round-robin"));
+    QTRY_VERIFY_WITH_TIMEOUT(panel->grid()->layoutInfo().virtual_counts.isEmpty(), 60000);
+    panel->prefillBox()->setValue(512);
+    panel->contextBox()->setValue(4096);
   }
 
   void the_window_fits_a_1366x768_screen() {

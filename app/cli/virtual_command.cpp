@@ -65,7 +65,9 @@ void add_plan_virtual_command(CLI::App& app) {
       throw MissingError(tok.string(), "", "is absent: --calibration is encoded with the first variant's tokenizer", "copy the tokenizer.json beside config.json");
     const std::vector<std::int64_t> ids = Tokenizer::load(tok).encode(text, /*add_special=*/false);
     const HostStore store(family);
-    const Layout layout = plan_virtual(family, family_sha256(family, default_cache_dir()), store, ids, o->plan);
+    // The distances too (cached), so that the workbench's grid shows the plan as it shows any layout.
+    const auto analysis = analyze_family(family, {default_cache_dir(), 0, {}});
+    const Layout layout = plan_virtual(family, analysis->sha256, store, ids, o->plan, &analysis->distances);
 
     const VirtualLayout& v = *layout.virtual_experts;
     const VirtualLayout::Planner& p = v.planner;

@@ -137,7 +137,7 @@ std::uint64_t fixed_bytes(const HostStore& store, const VirtualPlanOptions& o) {
 // initial set, the map showing them, positions ranked by `importance` (summed over the variants).
 Layout virtual_layout(const Family& family, const std::vector<std::string>& sha256, const HostStore& store, const std::vector<int>& target,
                       const std::vector<std::vector<std::vector<std::int64_t>>>& order, const std::vector<std::int64_t>& counts,
-                      const std::vector<double>& importance, const VirtualPlanOptions& options) {
+                      const std::vector<double>& importance, const VirtualPlanOptions& options, const ExpertDistances* distances) {
   const ModelSpec& s = store.spec();
   Layout layout;
   VirtualLayout vl;
@@ -153,7 +153,7 @@ Layout virtual_layout(const Family& family, const std::vector<std::string>& sha2
   p.policy = Policy::Virtual;
   p.map.assign(static_cast<std::size_t>(s.num_layers * s.num_experts), -1);
   p.rank.assign(p.map.size(), -1);
-  p.distance.assign(p.map.size(), std::nan(""));
+  p.distance = distances ? distances->position : std::vector<double>(p.map.size(), std::nan(""));
   vl.initial.resize(static_cast<std::size_t>(s.num_layers));
   std::vector<std::int64_t> positions;
   for (std::int64_t l = 0; l < s.num_layers; ++l) {
@@ -241,7 +241,7 @@ std::vector<std::size_t> plan_counts(const std::vector<std::vector<std::int64_t>
 }
 
 Layout plan_virtual(const Family& family, const std::vector<std::string>& sha256, const HostStore& store,
-                    std::span<const std::int64_t> calibration, const VirtualPlanOptions& options) {
+                    std::span<const std::int64_t> calibration, const VirtualPlanOptions& options, const ExpertDistances* distances) {
   const ModelSpec& s = store.spec();
   refuse_deltas(store);
   const Calibration cal{calibration, options.window, options.max_windows};
@@ -329,13 +329,13 @@ Layout plan_virtual(const Family& family, const std::vector<std::string>& sha256
     pl.uniform_nll += mean_nll(*model, cal, &even) / static_cast<double>(V);
   }
   pl.calibration_tokens = std::min<std::int64_t>(static_cast<std::int64_t>(calibration.size()) / options.window, options.max_windows) * options.window;
-  Layout layout = virtual_layout(family, sha256, store, target, order, counts, importance_sum, options);
+  Layout layout = virtual_layout(family, sha256, store, target, order, counts, importance_sum, options, distances);
   layout.virtual_experts->planner = std::move(pl);
   return layout;
 }
 
 Layout uniform_virtual_layout(const Family& family, const std::vector<std::string>& sha256, const HostStore& store, std::int64_t capacity,
-                              std::optional<std::uint64_t> budget, const VirtualPlanOptions& options) {
+                              std::optional<std::uint64_t> budget, const VirtualPlanOptions& options, const ExpertDistances* distances) {
   const ModelSpec& s = store.spec();
   refuse_deltas(store);
   const std::int64_t k = s.top_k, sparse = s.num_sparse_layers();
@@ -359,7 +359,7 @@ Layout uniform_virtual_layout(const Family& family, const std::vector<std::strin
   const std::vector<std::vector<std::vector<std::int64_t>>> order(family.size(),
                                                                    std::vector<std::vector<std::int64_t>>(static_cast<std::size_t>(s.num_layers), first));
   return virtual_layout(family, sha256, store, targets_of(family, store), order, counts,
-                        std::vector<double>(static_cast<std::size_t>(s.num_layers * s.num_experts), 0.0), o);
+                        std::vector<double>(static_cast<std::size_t>(s.num_layers * s.num_experts), 0.0), o, distances);
 }
 
 void apply_virtual_layout(RuntimeConfig& config, const Layout& layout, const std::vector<int>& to_store, const HostStore& store) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "analysis/capacity.h"
+#include "analysis/expert_distance.h"
 #include "analysis/layout.h"
 #include "model/family.h"
 #include "runtime/host_store.h"
@@ -42,15 +43,18 @@ std::vector<std::size_t> plan_counts(const std::vector<std::vector<std::int64_t>
 // `sha256[i]`: family variant i's content hash; `store` holds `family`. Throws BudgetError (naming
 // the least budget that holds top-k experts per layer of every variant), InvalidArgument (delta
 // folders, which virtual experts do not swap; calibration shorter than one window).
+// `distances` (optional) fills the layout's distance grid, as consolidation's layouts show it.
 Layout plan_virtual(const Family& family, const std::vector<std::string>& sha256, const HostStore& store,
-                    std::span<const std::int64_t> calibration, const VirtualPlanOptions& options);
+                    std::span<const std::int64_t> calibration, const VirtualPlanOptions& options,
+                    const ExpertDistances* distances = nullptr);
 
 // Virtual experts without calibration: `count` experts per layer for every variant (its first ones;
 // the runtime's updates move the sets to where the traffic is), `count` from `capacity` (resident
 // experts in all, spread evenly) when > 0, else the most that `budget` holds. Throws BudgetError and
 // InvalidArgument as plan_virtual does.
 Layout uniform_virtual_layout(const Family& family, const std::vector<std::string>& sha256, const HostStore& store, std::int64_t capacity,
-                              std::optional<std::uint64_t> budget, const VirtualPlanOptions& options);
+                              std::optional<std::uint64_t> budget, const VirtualPlanOptions& options,
+                              const ExpertDistances* distances = nullptr);
 
 // Sets `config` to serve a virtual layout: its initial set pinned (each distinct expert once), strict
 // hits, the router masked to the set (no miss slots), updates as the layout says; budget, reserve and

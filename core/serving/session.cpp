@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "analysis/virtual_plan.h"
 #include "common/error.h"
 #include "model/variant_folders.h"
 #include "common/byte_size.h"
@@ -62,6 +63,7 @@ std::uint64_t Session::default_budget(Policy policy) const {
 
 void Session::plan(std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve, std::span<const double> given) {
   if (policy == Policy::Hybrid) return plan_hybrid(budget_bytes, reserve);
+  if (policy == Policy::Virtual) return plan_virtual(budget_bytes, reserve, {});
   const std::uint64_t budget = budget_bytes ? budget_bytes : default_budget();
   CapacityPlan cap = plan_capacity(*family_, budget, reserve);
   // Weighted without traffic shares weighs every variant alike.
@@ -105,6 +107,32 @@ void Session::plan_hybrid(std::uint64_t budget_bytes, const ReserveSpec& reserve
   reserve_ = reserve;
 }
 
+void Session::plan_virtual(std::uint64_t budget_bytes, const ReserveSpec& reserve, std::span<const std::int64_t> calibration) {
+  const std::uint64_t budget = budget_bytes ? budget_bytes : default_budget();
+  const VirtualPlanOptions options{.budget_bytes = budget, .reserve = reserve};
+  Layout layout = calibration.empty() ? uniform_virtual_layout(*family_, analysis_.sha256, *store_, 0, budget, options, &analysis_.distances)
+                                      : mosaic::plan_virtual(*family_, analysis_.sha256, *store_, calibration, options, &analysis_.distances);
+  // Priced as the runtime charges virtual experts: no miss slots, staging slots and top-k experts
+  // per layer of every variant as the floor.
+  ReserveSpec masked = reserve;
+  masked.miss_slots = 0;
+  CapacityPlan cap = plan_capacity(*family_, budget, masked);
+  cap.capacity = layout.plan.capacity;
+  const ModelSpec& s = store_->spec();
+  cap.pinned_floor = cap.bytes_per_expert * static_cast<std::uint64_t>(s.num_sparse_layers()) *
+                     static_cast<std::uint64_t>(layout.virtual_experts->staging + s.top_k * static_cast<std::int64_t>(family_->size()));
+  std::vector<int> to_store;
+  for (std::size_t i = 0; i < family_->size(); ++i) to_store.push_back(static_cast<int>(i));
+  const ReserveSpec kept = reserve_;
+  reserve_ = masked;
+  try {
+    serve(std::move(layout), to_store, std::move(cap));
+  } catch (...) {
+    reserve_ = kept;
+    throw;
+  }
+}
+
 bool Session::can_plan_hybrid() const {
   const std::vector<int> folders = delta_folders_over(*store_);
   return !folders.empty() && std::all_of(folders.begin(), folders.end(), [&](int t) { return store_->base_of(t) == store_->base_of(folders.front()); });
@@ -133,6 +161,7 @@ void Session::serve(Layout layout, const std::vector<int>& to_store, CapacityPla
   if (hybrid) config.hit = HitPolicy::Consolidated;  // rows without their delta take the base's copy
   config.budget_bytes = cap.budget_bytes;  // the session serves within the budget it was planned for
   config.reserve = reserve_;
+  if (layout.plan.policy == Policy::Virtual) apply_virtual_layout(config, layout, to_store, *store_);  // masked, updating
   install(std::make_shared<Runtime>(*store_, std::move(config)), std::move(layout), std::move(cap));  // throws before anything changes
 }
 

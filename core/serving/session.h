@@ -46,7 +46,12 @@ class Session {
   // order; empty: alike); InvalidArgument when they do not fit the family. Policy::Hybrid (delta
   // folders over their base, serving/hybrid_plan.h): the base everywhere and as many deltas as the
   // budget holds; InvalidArgument when the family has no delta folder over a base it holds.
+  // Policy::Virtual: SwapMoE's virtual experts, uniform counts (the most the budget holds), the sets
+  // moving with the traffic; plan_virtual() plans them on calibration text instead.
   void plan(std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve = {}, std::span<const double> shares = {});
+  // Virtual experts with counts planned on `calibration` (token ids) for the budget
+  // (analysis/virtual_plan.h). Throws as plan_virtual does; the session is then as it was.
+  void plan_virtual(std::uint64_t budget_bytes, const ReserveSpec& reserve, std::span<const std::int64_t> calibration);
   // Serves with a layout read from a file instead, within its budget (or the default one). Throws
   // MismatchError when it was made for other variants or since-changed checkpoints, BudgetError when
   // it does not fit; the session is then as it was.
@@ -54,6 +59,7 @@ class Session {
   bool can_plan_hybrid() const;  // whether the family has delta folders over one base it holds
   const Layout& layout() const { return layout_; }
   const CapacityPlan& capacity() const { return capacity_; }
+  const ReserveSpec& reserve() const { return reserve_; }  // what the layout on screen was planned to keep
 
   Engine& engine();  // precondition: plan() or apply() has succeeded
   const Runtime& runtime() const;

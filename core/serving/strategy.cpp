@@ -157,9 +157,9 @@ Deployment::Deployment(const StrategyConfig& config, const Family& family, const
         o.budget_bytes = *config.budget_bytes;
         const std::string text = read_text_file(config.calibration, "give a text file in the serving domain");
         const auto ids = Tokenizer::load(family.variants().front().checkpoint->dir() / "tokenizer.json").encode(text, /*add_special=*/false);
-        layout = plan_virtual(family, analysis.sha256, store, ids, o);
+        layout = plan_virtual(family, analysis.sha256, store, ids, o, &analysis.distances);
       } else {
-        layout = uniform_virtual_layout(family, analysis.sha256, store, config.capacity, config.budget_bytes, o);
+        layout = uniform_virtual_layout(family, analysis.sha256, store, config.capacity, config.budget_bytes, o, &analysis.distances);
       }
       RuntimeConfig rc = base;
       std::vector<int> to_store;

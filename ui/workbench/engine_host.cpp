@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/text_file.h"
 #include "model/text_stream.h"
 #include "serving/session.h"
 #include "serving/session_views.h"
@@ -73,6 +74,8 @@ LayoutInfo describe(const Session& session) {
   info.bytes_per_expert = static_cast<qint64>(cap.bytes_per_expert);
   for (const ReserveItem& r : cap.reserve) info.reserve.push_back({qs(r.name), qs(r.detail), static_cast<qint64>(r.bytes)});
   info.policy = qs(std::string(policy_name(layout.plan.policy)));
+  const ReserveSpec& r = session.reserve();
+  info.reserve_settings = {r.context_tokens, r.requests, r.prefill_chunk, r.miss_slots};
   info.shares = QVector<double>(layout.plan.shares.begin(), layout.plan.shares.end());
   for (std::int64_t n : layout.plan.deltas) info.deltas << static_cast<int>(n);
   const DeltaLayoutView d = describe_deltas(session);
@@ -82,6 +85,15 @@ LayoutInfo describe(const Session& session) {
   info.deltas_total = d.total;
   info.delta_positions = d.positions;
   info.delta_bytes = static_cast<qint64>(d.packed_bytes);
+  if (const auto& v = layout.virtual_experts) {
+    for (std::int64_t c : v->counts) info.virtual_counts << static_cast<int>(c);
+    info.virtual_update_every = v->update_every;
+    info.virtual_staging = v->staging;
+    info.virtual_uniform_count = v->planner.uniform_count;
+    info.virtual_full_nll = v->planner.full_nll;
+    info.virtual_planned_nll = v->planner.planned_nll;
+    info.virtual_uniform_nll = v->planner.uniform_nll;
+  }
   return info;
 }
 
@@ -189,6 +201,31 @@ void EngineHost::planLayout(qint64 budgetBytes, const QString& policyName, const
       st.session->plan(budgetBytes > 0 ? static_cast<std::uint64_t>(budgetBytes) : 0, *policy, spec,
                        std::span<const double>(shares.constData(), static_cast<std::size_t>(shares.size())));
       Q_EMIT layoutPlanned(describe(*st.session));
+    } catch (const std::exception& e) {
+      Q_EMIT layoutFailed(QString::fromUtf8(e.what()));
+    }
+  });
+}
+
+void EngineHost::planVirtual(qint64 budgetBytes, const ReserveSettings& reserve, const QString& calibration) {
+  post([this, budgetBytes, reserve, calibration] {
+    State& st = *state_;
+    if (!st.session) return Q_EMIT layoutFailed(tr("Open a family first."));
+    if (st.sweeping) return Q_EMIT layoutFailed(tr("A sweep is serving on this engine; stop it before planning another layout."));
+    if (st.serving_http()) return Q_EMIT layoutFailed(tr("The HTTP server is serving this layout; stop it before planning another."));
+    try {
+      const ReserveSpec spec{.context_tokens = reserve.context, .requests = reserve.requests,
+                             .prefill_chunk = reserve.prefill_chunk, .miss_slots = reserve.miss_slots};
+      std::vector<std::int64_t> ids;
+      if (!calibration.isEmpty()) {
+        // Encoded as plan-virtual encodes it: with the first variant's tokenizer.
+        const std::string text = read_text_file(calibration.toStdString(), "choose a text file in the serving domain");
+        ids = st.session->tokenizer(st.session->family().variants().front().name).encode(text, /*add_special=*/false);
+      }
+      st.session->plan_virtual(budgetBytes > 0 ? static_cast<std::uint64_t>(budgetBytes) : 0, spec, ids);
+      LayoutInfo info = describe(*st.session);
+      info.virtual_calibration = calibration;
+      Q_EMIT layoutPlanned(info);
     } catch (const std::exception& e) {
       Q_EMIT layoutFailed(QString::fromUtf8(e.what()));
     }

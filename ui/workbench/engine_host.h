@@ -29,6 +29,9 @@ class EngineHost : public QObject {
   // with `shares` per variant in the family's order; empty: alike).
   void planLayout(qint64 budgetBytes, const QString& policy, const mosaic::ui::ReserveSettings& reserve = {},
                   const QVector<double>& shares = {});
+  // Virtual experts (SwapMoE) for a budget: per-layer counts planned on the text in `calibration`
+  // (a file; empty: uniform counts), served with sets that follow the traffic.
+  void planVirtual(qint64 budgetBytes, const mosaic::ui::ReserveSettings& reserve, const QString& calibration);
   // A layout file (mosaic.layout/1) served instead of the planned one, or the current one saved.
   void importLayout(const QString& file);
   void exportLayout(const QString& file);

@@ -56,11 +56,18 @@ struct LayoutInfo {
   QVector<int> resident_counts;  // per variant
   qint64 budget = 0, capacity = 0, positions = 0, minimum_budget = 0, non_expert_bytes = 0, bytes_per_expert = 0;
   QList<ReserveLine> reserve;
+  ReserveSettings reserve_settings;  // what the reserve was planned from
   QString policy;
   QVector<double> shares;  // weighted: each variant's traffic share, normalized; else empty
   // Hybrid (delta folders over their base): per cell, how many folders' deltas are resident; else empty.
   QVector<int> deltas;
   bool can_plan_hybrid = false;  // the family has delta folders over one base it holds
+  // Virtual experts (policy "virtual"): resident experts per layer of each variant, the text the
+  // counts were planned on (empty: uniform counts), and what the planner measured (mean NLL).
+  QVector<int> virtual_counts;
+  QString virtual_calibration;
+  qint64 virtual_update_every = 0, virtual_staging = 0, virtual_uniform_count = 0;
+  double virtual_full_nll = 0, virtual_planned_nll = 0, virtual_uniform_nll = 0;
   int delta_folders = 0;
   qint64 deltas_resident = 0, deltas_total = 0, delta_positions = 0, delta_bytes = 0;
 };

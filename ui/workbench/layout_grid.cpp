@@ -97,7 +97,10 @@ bool LayoutGrid::event(QEvent* e) {
       if (cellRect(l, x).contains(pos)) {
         const int v = layout_.resident.value(l * layout_.experts + x, -1);
         const double d = layout_.distance.value(l * layout_.experts + x, NAN);
-        QString what = v >= 0 ? tr("resident: %1's copy").arg(layout_.variants.value(v)) : tr("not resident: loaded on a miss");
+        const bool swapping = !layout_.virtual_counts.isEmpty();  // virtual experts: the set moves with the traffic
+        QString what = v >= 0 ? (swapping ? tr("resident at first: %1's copy (updates swap the least important out)").arg(layout_.variants.value(v))
+                                          : tr("resident: %1's copy").arg(layout_.variants.value(v)))
+                              : (swapping ? tr("not resident: the router skips it until an update swaps it in") : tr("not resident: loaded on a miss"));
         if (!layout_.deltas.isEmpty() && v >= 0) {
           const int n = layout_.deltas.value(l * layout_.experts + x, 0);
           what += n > 0 ? tr("\n%n delta folder(s)' deltas resident beside it", nullptr, n) : tr("\nshared: every delta folder's rows take it");

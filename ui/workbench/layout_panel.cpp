@@ -4,6 +4,7 @@
 #include <QFileDialog>
 #include <QFormLayout>
 #include <QHBoxLayout>
+#include <QLineEdit>
 #include <QSpinBox>
 #include <QStandardItemModel>
 #include <QGridLayout>
@@ -13,6 +14,8 @@
 #include <QTableWidget>
 #include <QTimer>
 #include <QVBoxLayout>
+
+#include <cmath>
 
 #include "workbench/byte_size_box.h"
 #include "workbench/family_panel.h"
@@ -26,6 +29,9 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
   policy_->addItems({QStringLiteral("round-robin"), QStringLiteral("medoid"), QStringLiteral("weighted"), QStringLiteral("hybrid")});
   policy_->setItemData(3, tr("Delta folders over their base: the base's copy everywhere, the folders' deltas at the least similar "
                              "positions, as many as the budget holds"), Qt::ToolTipRole);
+  policy_->addItem(QStringLiteral("virtual"));
+  policy_->setItemData(4, tr("SwapMoE's virtual experts: per layer a few resident experts that change with the traffic, the router "
+                             "choosing only among them; counts planned on calibration text (or uniform without one)"), Qt::ToolTipRole);
   setHybridEnabled(false);  // until a family with delta folders is planned
   auto spin = [](int lo, int hi, int value, const QString& suffix, const QString& tip) {
     auto* s = new QSpinBox;
@@ -52,6 +58,26 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
   shares_->setToolTip(tr("Relative traffic each variant is expected to get: a variant with share 2 gets about twice the "
                          "resident positions of one with share 1. Double-click a share to edit it."));
   shares_->hide();
+  calibration_ = new QLineEdit;
+  calibration_->setPlaceholderText(tr("calibration text: none = uniform counts"));
+  calibration_->setToolTip(tr("Text in the serving domain. Each layer's loss at every count is measured on it and the counts that "
+                              "lose the least within the budget are chosen (a few seconds on the sample family)"));
+  auto* browse = new QPushButton(tr("Text…"));
+  calibration_row_ = new QWidget;
+  auto* calibrationLayout = new QHBoxLayout(calibration_row_);
+  calibrationLayout->setContentsMargins(0, 0, 0, 0);
+  calibrationLayout->addWidget(calibration_, 1);
+  calibrationLayout->addWidget(browse);
+  calibration_row_->hide();
+  connect(browse, &QPushButton::clicked, this, [this] {
+    const QString f = QFileDialog::getOpenFileName(this, tr("Calibration text"), {}, tr("Text (*.txt);;All files (*)"));
+    if (f.isEmpty()) return;
+    calibration_->setText(f);
+    debounce_->start();
+  });
+  connect(calibration_, &QLineEdit::editingFinished, this, [this] {
+    if (!updating_) debounce_->start();
+  });
   summary_ = new QLabel;
   summary_->setWordWrap(true);
   summary_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -74,6 +100,7 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
   reserveRow->addWidget(miss_slots_, 1, 1);
   form->addRow(tr("Reserve"), reserveRow);
   form->addRow(shares_);
+  form->addRow(calibration_row_);
   connect(importButton, &QPushButton::clicked, this, [this] {
     const QString f = QFileDialog::getOpenFileName(this, tr("Import a layout"), {}, tr("Layouts (*.json)"));
     if (!f.isEmpty()) Q_EMIT importRequested(f);
@@ -91,7 +118,12 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
   // Dragging the spin box fires many changes: plan once it rests for a moment.
   debounce_->setSingleShot(true);
   debounce_->setInterval(150);
-  connect(debounce_, &QTimer::timeout, this, [this] { Q_EMIT planRequested(budgetBytes(), policy_->currentText(), reserve(), shares()); });
+  connect(debounce_, &QTimer::timeout, this, [this] {
+    if (policy_->currentText() == QStringLiteral("virtual"))
+      Q_EMIT planVirtualRequested(budgetBytes(), reserve(), calibration_->text().trimmed());
+    else
+      Q_EMIT planRequested(budgetBytes(), policy_->currentText(), reserve(), shares());
+  });
   connect(shares_, &QTableWidget::itemChanged, this, [this] {
     if (!updating_) debounce_->start();
   });
@@ -104,6 +136,7 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
   });
   connect(policy_, &QComboBox::currentTextChanged, this, [this](const QString& p) {
     shares_->setVisible(p == QStringLiteral("weighted"));
+    calibration_row_->setVisible(p == QStringLiteral("virtual"));
     if (!updating_) debounce_->start();
   });
 }
@@ -140,6 +173,34 @@ void LayoutPanel::setHybridEnabled(bool on) {
   if (auto* model = qobject_cast<QStandardItemModel*>(policy_->model())) model->item(3)->setEnabled(on);
 }
 
+namespace {
+
+// What a virtual-experts layout keeps and why: the per-layer counts, the updates, and (planned on
+// calibration text) the perplexity the planner measured against uniform counts of the same bytes.
+QString virtualSummary(const LayoutInfo& l) {
+  QStringList counts;
+  for (int c : l.virtual_counts) counts << (c > 0 ? QString::number(c) : QStringLiteral("·"));
+  QString s = LayoutPanel::tr("Virtual experts: %1 of %2 per layer for each variant (%3 resident, %4 each); sets updated every %5 steps "
+                              "through %6 staging slot(s) per layer")
+                  .arg(counts.join(QLatin1Char('/')))
+                  .arg(l.experts)
+                  .arg(l.capacity)
+                  .arg(formatBytes(l.bytes_per_expert))
+                  .arg(l.virtual_update_every)
+                  .arg(l.virtual_staging);
+  if (l.virtual_full_nll > 0)
+    s += LayoutPanel::tr(" · calibration perplexity %1 planned, %2 with %3 per layer uniformly, %4 with every expert")
+             .arg(std::exp(l.virtual_planned_nll), 0, 'f', 2)
+             .arg(std::exp(l.virtual_uniform_nll), 0, 'f', 2)
+             .arg(l.virtual_uniform_count)
+             .arg(std::exp(l.virtual_full_nll), 0, 'f', 2);
+  else
+    s += LayoutPanel::tr(" · uniform counts (give a calibration text to plan them)");
+  return s;
+}
+
+}  // namespace
+
 void LayoutPanel::showLayout(const LayoutInfo& l) {
   updating_ = true;
   setHybridEnabled(l.can_plan_hybrid);
@@ -172,7 +233,7 @@ void LayoutPanel::showLayout(const LayoutInfo& l) {
                                     : tr("<span style='color:#999'>▨</span>&nbsp;not&nbsp;resident")));
   QString reserve;
   for (const ReserveLine& r : l.reserve) reserve += tr("\n  %1: %2 — %3").arg(r.name, formatBytes(r.bytes), r.detail);
-  const QString head =
+  QString head =
       hybrid ? tr("Hybrid: the base's copy at all %1 positions (%2 each) · deltas of %3 folders at %4 positions (%5 of %6 deltas, %7 packed); "
                   "the rest share the base's copy")
                    .arg(l.positions)
@@ -183,6 +244,7 @@ void LayoutPanel::showLayout(const LayoutInfo& l) {
                    .arg(l.deltas_total)
                    .arg(formatBytes(l.delta_bytes))
              : tr("Capacity %1 of %2 expert positions resident (%3 each)").arg(l.capacity).arg(l.positions).arg(formatBytes(l.bytes_per_expert));
+  if (!l.virtual_counts.isEmpty()) head = virtualSummary(l);
   summary_->setText(tr("%1 · non-expert %2 · minimum budget %3\nReserve:%4")
                         .arg(head, formatBytes(l.non_expert_bytes), formatBytes(l.minimum_budget), reserve));
   summary_->setStyleSheet(QString());

@@ -7,6 +7,7 @@
 #include "workbench/engine_types.h"
 
 class QComboBox;
+class QLineEdit;
 class QSpinBox;
 class QLabel;
 class QTableWidget;
@@ -41,6 +42,8 @@ class LayoutPanel : public QWidget {
   QSpinBox* requestsBox() const { return requests_; }
   QSpinBox* prefillBox() const { return prefill_; }
   QSpinBox* missSlotsBox() const { return miss_slots_; }
+  // Virtual experts' calibration text (a file), shown while the policy is virtual.
+  QLineEdit* calibrationBox() const { return calibration_; }
   // Offers the hybrid policy, or greys it out (a family without delta folders over one base).
   void setHybridEnabled(bool on);
 
@@ -51,6 +54,8 @@ class LayoutPanel : public QWidget {
  Q_SIGNALS:
   void planRequested(qint64 budgetBytes, const QString& policy, const mosaic::ui::ReserveSettings& reserve,
                      const QVector<double>& shares);
+  // Policy "virtual": SwapMoE's counts planned on the calibration file (empty: uniform counts).
+  void planVirtualRequested(qint64 budgetBytes, const mosaic::ui::ReserveSettings& reserve, const QString& calibration);
   void importRequested(const QString& file);
   void exportRequested(const QString& file);
 
@@ -60,6 +65,8 @@ class LayoutPanel : public QWidget {
   QComboBox* policy_;
   QSpinBox *context_, *requests_, *prefill_, *miss_slots_;  // the reserve
   QTableWidget* shares_;
+  QWidget* calibration_row_;
+  QLineEdit* calibration_;
   QLabel* summary_;
   QLabel* legend_;
   QTimer* debounce_;

@@ -161,6 +161,7 @@ MainWindow::MainWindow(QWidget* parent)
   connect(engine_, &EngineHost::layoutPlanned, layout_, &LayoutPanel::showLayout);
   connect(engine_, &EngineHost::layoutFailed, this, [this](const QString& m) { layout_->showError(tr("Plan layout"), m); });
   connect(layout_, &LayoutPanel::planRequested, engine_, &EngineHost::planLayout);
+  connect(layout_, &LayoutPanel::planVirtualRequested, engine_, &EngineHost::planVirtual);
   connect(engine_, &EngineHost::layoutPlanned, serving_, &ServingPanel::followLayout);
   connect(chat_, &ChatPane::chatRequested, engine_, &EngineHost::chat);
   connect(chat_, &ChatPane::stopRequested, engine_, &EngineHost::stopChat);

@@ -162,8 +162,13 @@ void ServingPanel::followLayout(const LayoutInfo& layout) {
   // positions the layout shares); the consolidated strategies serve round-robin at its capacity.
   const bool hybrid = layout.policy == QLatin1String("hybrid");
   layout_shared_ = hybrid ? layout.positions - layout.delta_positions : -1;
-  follow_layout_->setText(hybrid ? tr("the Layout panel's (hybrid: %1 shared positions)").arg(layout_shared_)
-                                 : tr("the Layout panel's (%1)").arg(layout.policy));
+  layout_virtual_ = layout.policy == QLatin1String("virtual");
+  layout_budget_ = layout.budget;
+  layout_reserve_ = layout.reserve_settings;
+  layout_calibration_ = layout.virtual_calibration;
+  follow_layout_->setText(hybrid           ? tr("the Layout panel's (hybrid: %1 shared positions)").arg(layout_shared_)
+                          : layout_virtual_ ? tr("the Layout panel's (virtual experts at its budget)")
+                                            : tr("the Layout panel's (%1)").arg(layout.policy));
   if (follow_layout_->isChecked()) capacity_->setValue(static_cast<int>(layout.capacity));
 }
 
@@ -191,10 +196,21 @@ QString ServingPanel::sweepJson() const {
       const QString kind = strategies_->item(i)->text();
       const bool follow = follow_layout_->isChecked(), hybrid = layout_shared_ >= 0;
       const qint64 capacity = follow && hybrid && kind == QLatin1String("hybrid") ? layout_shared_ : capacity_->value();
+      // A virtual layout is no consolidation policy: the consolidated strategies serve round-robin.
+      const bool consolidating = follow && !hybrid && !layout_virtual_;
       QJsonObject s{{QStringLiteral("kind"), kind},
                     {QStringLiteral("capacity"), capacity},
-                    {QStringLiteral("policy"), follow && !hybrid ? layout_policy_ : QStringLiteral("round-robin")},
+                    {QStringLiteral("policy"), consolidating ? layout_policy_ : QStringLiteral("round-robin")},
                     {QStringLiteral("max_sequences"), batch_->value()}};
+      if (kind == QLatin1String("virtual-experts") && follow && layout_virtual_) {
+        // The Layout panel's plan: the same budget, counts planned on the same text (or uniform).
+        s.remove(QStringLiteral("capacity"));
+        s.insert(QStringLiteral("budget"), QString::number(layout_budget_));
+        s.insert(QStringLiteral("kv_context"), layout_reserve_.context);
+        s.insert(QStringLiteral("kv_requests"), layout_reserve_.requests);
+        s.insert(QStringLiteral("max_batch_tokens"), layout_reserve_.prefill_chunk);
+        if (!layout_calibration_.isEmpty()) s.insert(QStringLiteral("calibration"), layout_calibration_);
+      }
       if (follow_layout_->isChecked() && !layout_shares_.isEmpty()) {
         QJsonArray shares;
         for (double x : layout_shares_) shares.append(x);

@@ -88,6 +88,11 @@ class ServingPanel : public QWidget {
   QVector<double> layout_shares_;  // the weighted policy's, with it
   qint64 layout_capacity_ = 0;
   qint64 layout_shared_ = -1;  // a hybrid layout's positions without deltas (shared base copies); -1 not hybrid
+  // The Layout panel's virtual experts, which the virtual-experts strategy serves when following it.
+  bool layout_virtual_ = false;
+  qint64 layout_budget_ = 0;
+  ReserveSettings layout_reserve_;
+  QString layout_calibration_;
   QSpinBox* batch_;         // sequences per engine step (1: one request at a time)
   QDoubleSpinBox* alpha_;   // traffic skew over the targets (1: even)
   QComboBox* clock_;
