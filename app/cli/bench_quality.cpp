@@ -1,7 +1,8 @@
 // bench-quality: the Multi-MoE paper's Table 4 on a forged family — the target variant's held-out
 // perplexity on its own domain alone, under the averaging merge, and served consolidated (with and
 // without non-expert reconfiguration) as 2, 3, 4… variants share one budget — and beside it DeltaMoE's
-// delta folders, with consolidation given each delta row's device bytes: quality against bytes.
+// delta folders, with consolidation given each delta row's device bytes, and SwapMoE's virtual experts
+// (planned and uniform counts) at those bytes too: quality against bytes.
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "analysis/delta_folder.h"
 #include "analysis/family_analysis.h"
 #include "analysis/merge.h"
+#include "analysis/virtual_plan.h"
 #include "cli/commands.h"
 #include "cli/output_paths.h"
 #include "model/variant_folders.h"
@@ -83,6 +85,31 @@ std::unique_ptr<ServingSession> open_consolidated_resident(const std::vector<fs:
     for (std::int64_t e = 0; e < spec.num_experts && spec.is_sparse(l); ++e)
       if (s->layout.plan.resident(l, e) < 0)
         for (int t = 0; t < s->store->targets(); ++t) config.pinned.push_back({l, e, t});
+  s->runtime = std::make_shared<Runtime>(*s->store, std::move(config));
+  s->engine = std::make_unique<Engine>(s->runtime);
+  s->target = target;
+  return s;
+}
+
+// Virtual experts as the virtual-experts strategy serves them, planned (or uniform) for weights of
+// at most `weights` bytes: the budget is those and the reserve, so that the runtime's weight bytes
+// (non-expert set, resident experts, staging slots) are comparable with the other rows'.
+std::unique_ptr<ServingSession> open_virtual_serving(const std::vector<fs::path>& dirs, const std::string& target, const VirtualCurves& curves,
+                                                     std::uint64_t weights, bool uniform) {
+  auto s = std::make_unique<ServingSession>();
+  open_family(s->family, dirs);
+  s->store = std::make_unique<HostStore>(s->family);
+  const auto analysis = analyze_family(s->family, {default_cache_dir(), 0, {}});
+  VirtualPlanOptions o;
+  o.reserve.miss_slots = 0;
+  std::uint64_t reserve = 0;
+  for (const ReserveItem& r : plan_reserve(s->store->spec(), s->store->expert_bytes() + s->store->max_delta_bytes(), o.reserve)) reserve += r.bytes;
+  o.budget_bytes = weights + reserve;
+  s->layout = plan_virtual(s->family, analysis->sha256, *s->store, curves, o, &analysis->distances, uniform);
+  RuntimeConfig config{.budget_bytes = o.budget_bytes, .reserve = o.reserve};
+  std::vector<int> to_store;
+  for (const Variant& v : s->family.variants()) to_store.push_back(s->store->index(v.name));
+  apply_virtual_layout(config, s->layout, to_store, *s->store);
   s->runtime = std::make_shared<Runtime>(*s->store, std::move(config));
   s->engine = std::make_unique<Engine>(s->runtime);
   s->target = target;
@@ -159,10 +186,11 @@ std::string quality_chart(const std::vector<Row>& rows, std::int64_t served, dou
   }
   svg << "<text x='" << (L + W - R) / 2 << "' y='" << H - 8 << "' text-anchor='middle'>weights on the device (MiB), " << served
       << " variants served</text><text transform='rotate(-90)' x='" << -(T + H - B) / 2 << "' y='16' text-anchor='middle'>perplexity (lower is better)</text>";
-  const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf"};
+  const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#17becf", "#e377c2", "#7f7f7f", "#bcbd22"};
+  constexpr int kColors = sizeof colors / sizeof *colors;
   int i = 0, over = 0;  // points over the top, each labelled a line lower than the last
   for (const auto& [method, points] : lines) {
-    const char* c = colors[i % 7];
+    const char* c = colors[i % kColors];
     const bool below = method == "delta";  // its labels under the line, the others' over theirs
     std::string poly;
     for (const auto& [x, y, label] : points) {
@@ -198,7 +226,7 @@ void write_outputs(const fs::path& out, const std::vector<Row>& rows, const std:
        << "table{border-collapse:collapse}tr:nth-child(even){background:#f3f3f3}</style>"
        << "<h1>Output quality as variants share one GPU</h1><p>Held-out perplexity of <b>" << target << "</b> on the <b>" << domain
        << "</b> domain (lower is better), as in Table 4 of Imani et al. (ICML 2025), beside DeltaMoE's compressed deltas, with "
-       << "consolidation also given each delta row's device bytes. " << meta["machine"].get<std::string>() << ", "
+       << "consolidation also given each delta row's device bytes, and SwapMoE's virtual experts (counts planned on calibration text, and uniform) at those bytes. " << meta["machine"].get<std::string>() << ", "
        << meta["date"].get<std::string>() << ".</p>" << chart
        << "<table><tr><th>served</th><th>method</th><th>variants</th><th>resident experts</th><th>weights (MiB)</th><th>perplexity</th><th>vs. alone</th></tr>";
   nlohmann::json j = meta;
@@ -235,7 +263,8 @@ void add_bench_quality_command(CLI::App& app) {
     double resident_fraction = 0.5;
     std::int64_t window = 128, max_windows = 64;
     int threads = 0;
-    bool deltas = true;
+    bool deltas = true, virtual_experts = true;
+    double calibration_fraction = 0.25;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--family", o->family, "folder of the family's variant folders (forge's output)")->required();
@@ -247,6 +276,12 @@ void add_bench_quality_command(CLI::App& app) {
   cmd->add_option("--max-windows", o->max_windows, "windows spread over the held-out text (0 = all)")->default_val(64);
   cmd->add_option("--out", o->out, "write quality.md, quality.csv, quality.json and report.html here");
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
+  cmd->add_flag("--virtual,!--no-virtual", o->virtual_experts,
+                "also serve virtual experts (SwapMoE) at the consolidated and delta rows' bytes, counts planned on the first "
+                "--calibration-fraction of the held-out text and uniform; every row is then scored on the rest")
+      ->default_val(true);
+  cmd->add_option("--calibration-fraction", o->calibration_fraction, "with --virtual: the held-out text's share that calibrates the planner")
+      ->default_val(0.25);
   cmd->add_flag("--deltas,!--no-deltas", o->deltas, "also serve every variant as a delta folder over the family's base/, in 3 formats, "
                 "and consolidation at each one's device bytes")->default_val(true);
   cmd->callback([o] {
@@ -256,7 +291,17 @@ void add_bench_quality_command(CLI::App& app) {
     check_output(o->out, "--out", {o->family});  // before the minutes of scoring, not after
     const auto t0 = std::chrono::steady_clock::now();
     const std::string domain = o->domain.empty() ? o->target : o->domain;
-    const auto ids = heldout_ids(o->family / o->target, domain);
+    if (!(o->calibration_fraction > 0 && o->calibration_fraction < 1))
+      throw InvalidArgument("--calibration-fraction", std::to_string(o->calibration_fraction), "must be in (0, 1)");
+    std::vector<std::int64_t> ids = heldout_ids(o->family / o->target, domain), calibration;
+    if (o->virtual_experts) {
+      // The planner calibrates on the text's head; every row is scored on the rest, which it never saw.
+      const auto cut = static_cast<std::ptrdiff_t>(static_cast<double>(ids.size()) * o->calibration_fraction);
+      calibration.assign(ids.begin(), ids.begin() + cut);
+      ids.erase(ids.begin(), ids.begin() + cut);
+      std::cout << "  virtual experts calibrate on the first " << calibration.size() << " held-out tokens; every row is scored on the other "
+                << ids.size() << "\n";
+    }
     std::vector<Row> rows;
     auto report = [&](const Row& r) {
       std::cout << "  " << r.served << "  " << r.method << " (" << r.variants << ")  " << fixed(mib(r.bytes), 2) << " MiB  perplexity "
@@ -363,11 +408,38 @@ void add_bench_quality_command(CLI::App& app) {
         r.bytes = session->runtime->weight_bytes();
         report(r);
       }
+      // Virtual experts at the bytes of the consolidated row and of each delta row: counts planned on
+      // the calibration text, and uniform (each layer's most important experts either way).
+      std::vector<std::uint64_t> points;
+      for (const Row& r : rows)
+        if (r.served == static_cast<std::int64_t>(n) && (r.method == "consolidated" || r.method.starts_with("delta "))) points.push_back(r.bytes);
+      if (o->virtual_experts) {
+        const HostStore store(family);
+        const VirtualCurves curves = measure_virtual(family, store, calibration, o->window, o->max_windows);
+        for (std::uint64_t weights : points)
+          for (bool uniform : {false, true}) {
+            try {
+              const auto session = open_virtual_serving(dirs, o->target, curves, weights, uniform);
+              const std::string method = uniform ? "virtual experts (uniform)" : "virtual experts (planned)";
+              const std::uint64_t bytes = session->runtime->weight_bytes();
+              // Uniform counts step by whole experts per layer: two points may buy the same layout.
+              if (std::any_of(rows.begin(), rows.end(), [&](const Row& r) { return r.served == static_cast<std::int64_t>(n) && r.method == method && r.bytes == bytes; }))
+                continue;
+              Row r{method, served, static_cast<std::int64_t>(n), session->layout.plan.capacity, total};
+              r.p = served_perplexity(*session, ids, o->window, o->max_windows);
+              r.bytes = bytes;
+              report(r);
+            } catch (const BudgetError& e) {
+              std::cout << "  " << n << "  virtual experts: none at " << fixed(mib(weights), 2) << " MiB (" << e.what() << ")\n";
+            }
+          }
+      }
     }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::cout << "bench-quality: " << rows.size() << " measurements in " << fixed(seconds, 1) << " s; alone " << fixed(alone, 3) << "\n";
     if (!o->out.empty()) {
       const nlohmann::json meta = {{"target", o->target}, {"domain", domain}, {"resident_fraction", o->resident_fraction},
+                                   {"calibration_tokens", calibration.size()}, {"scored_tokens", ids.size()},
                                    {"window", o->window}, {"max_windows", o->max_windows}, {"machine", machine_description()},
                                    {"date", utc_timestamp()}, {"rows", nlohmann::json::array()}};
       std::uint64_t all_alone = 0;

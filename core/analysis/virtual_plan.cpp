@@ -240,77 +240,72 @@ std::vector<std::size_t> plan_counts(const std::vector<std::vector<std::int64_t>
   return out;
 }
 
-Layout plan_virtual(const Family& family, const std::vector<std::string>& sha256, const HostStore& store,
-                    std::span<const std::int64_t> calibration, const VirtualPlanOptions& options, const ExpertDistances* distances) {
+VirtualCurves measure_virtual(const Family& family, const HostStore& store, std::span<const std::int64_t> calibration, std::int64_t window,
+                              std::int64_t max_windows) {
   const ModelSpec& s = store.spec();
   refuse_deltas(store);
-  const Calibration cal{calibration, options.window, options.max_windows};
-  if (options.window < 2 || static_cast<std::int64_t>(calibration.size()) < options.window)
+  if (window < 2 || static_cast<std::int64_t>(calibration.size()) < window)
     throw InvalidArgument("plan-virtual", "calibration text",
-                          "holds " + std::to_string(calibration.size()) + " tokens, fewer than one window of " + std::to_string(options.window),
+                          "holds " + std::to_string(calibration.size()) + " tokens, fewer than one window of " + std::to_string(window),
                           "give a longer text or a smaller --window");
-  const std::uint64_t fixed = fixed_bytes(store, options);
-  const std::uint64_t slot = store.expert_bytes();
-
+  VirtualCurves c;
+  c.calibration.assign(calibration.begin(), calibration.end());
+  c.window = window;
+  c.max_windows = max_windows;
+  const Calibration cal{c.calibration, window, max_windows};
   const std::int64_t k = s.top_k;
-  std::vector<std::int64_t> sparse;
   for (std::int64_t l = 0; l < s.num_layers; ++l)
-    if (s.is_sparse(l)) sparse.push_back(l);
-  auto too_small = [&](std::int64_t least) {
-    if (options.budget_bytes < fixed + static_cast<std::uint64_t>(least) * slot) below_minimum(options.budget_bytes, fixed, least, slot, k);
-  };
-  too_small(k * static_cast<std::int64_t>(sparse.size()));  // before measuring: variants may share experts, never fewer
+    if (s.is_sparse(l)) c.sparse.push_back(l);
 
   // Per variant: its importance on the text, and the NLL rise of every (layer, count).
   const auto V = family.size();
   const std::vector<int> target = targets_of(family, store);
-  std::vector<std::vector<std::vector<std::int64_t>>> order(V);
-  std::vector<double> importance_sum(static_cast<std::size_t>(s.num_layers * s.num_experts), 0.0);
-  std::vector<std::vector<double>> rise(sparse.size(), std::vector<double>(static_cast<std::size_t>(s.num_experts - k + 1), 0.0));
-  double full = 0;
+  c.order.resize(V);
+  c.importance.assign(static_cast<std::size_t>(s.num_layers * s.num_experts), 0.0);
+  c.rise.assign(c.sparse.size(), std::vector<double>(static_cast<std::size_t>(s.num_experts - k + 1), 0.0));
   for (std::size_t v = 0; v < V; ++v) {
     const std::vector<double> importance = calibration_importance(store, target[v], cal);
-    for (std::size_t i = 0; i < importance.size(); ++i) importance_sum[i] += importance[i];
-    order[v] = importance_order(s, importance);
+    for (std::size_t i = 0; i < importance.size(); ++i) c.importance[i] += importance[i];
+    c.order[v] = importance_order(s, importance);
     const auto model = Model::load(*family.variants()[v].checkpoint);
     const double base = mean_nll(*model, cal, nullptr);
-    full += base / static_cast<double>(V);
-    for (std::size_t i = 0; i < sparse.size(); ++i)
-      for (std::int64_t c = k; c <= s.num_experts; ++c) {
+    c.full_nll += base / static_cast<double>(V);
+    for (std::size_t i = 0; i < c.sparse.size(); ++i)
+      for (std::int64_t n = k; n <= s.num_experts; ++n) {
         std::vector<std::int64_t> counts(static_cast<std::size_t>(s.num_layers), 0);
-        counts[static_cast<std::size_t>(sparse[i])] = c;
-        const Allowed a = masked_to(s, order[v], counts);
-        const double x = c == s.num_experts ? base : mean_nll(*model, cal, &a);
-        rise[i][static_cast<std::size_t>(c - k)] += (x - base) / static_cast<double>(V);
+        counts[static_cast<std::size_t>(c.sparse[i])] = n;
+        const Allowed a = masked_to(s, c.order[v], counts);
+        const double x = n == s.num_experts ? base : mean_nll(*model, cal, &a);
+        c.rise[i][static_cast<std::size_t>(n - k)] += (x - base) / static_cast<double>(V);
       }
   }
-
-  // Slots a count takes: the distinct experts of every variant's top c (adapters share their base's).
-  std::vector<std::vector<std::int64_t>> slots(sparse.size());
-  for (std::size_t i = 0; i < sparse.size(); ++i)
-    for (std::int64_t c = k; c <= s.num_experts; ++c) {
+  // Slots a count takes: the distinct experts of every variant's top n (adapters share their base's).
+  c.slots.resize(c.sparse.size());
+  for (std::size_t i = 0; i < c.sparse.size(); ++i)
+    for (std::int64_t n = k; n <= s.num_experts; ++n) {
       std::set<ExpertId> distinct;
       for (std::size_t v = 0; v < V; ++v)
-        for (std::int64_t j = 0; j < c; ++j)
-          distinct.insert(store.expert(target[v], sparse[i], order[v][static_cast<std::size_t>(sparse[i])][static_cast<std::size_t>(j)]));
-      slots[i].push_back(static_cast<std::int64_t>(distinct.size()));
+        for (std::int64_t j = 0; j < n; ++j)
+          distinct.insert(store.expert(target[v], c.sparse[i], c.order[v][static_cast<std::size_t>(c.sparse[i])][static_cast<std::size_t>(j)]));
+      c.slots[i].push_back(static_cast<std::int64_t>(distinct.size()));
     }
+  return c;
+}
+
+Layout plan_virtual(const Family& family, const std::vector<std::string>& sha256, const HostStore& store, const VirtualCurves& curves,
+                    const VirtualPlanOptions& options, const ExpertDistances* distances, bool uniform_only) {
+  const ModelSpec& s = store.spec();
+  const std::uint64_t fixed = fixed_bytes(store, options), slot = store.expert_bytes();
+  const std::int64_t k = s.top_k;
+  const auto& sparse = curves.sparse;
+  const auto& rise = curves.rise;
+  const auto& slots = curves.slots;
+  const auto V = family.size();
   std::int64_t least = 0;
   for (const auto& o : slots) least += o.front();
-  too_small(least);
+  if (options.budget_bytes < fixed + static_cast<std::uint64_t>(least) * slot) below_minimum(options.budget_bytes, fixed, least, slot, k);
   const auto available = static_cast<std::int64_t>((options.budget_bytes - fixed) / slot);
-  const std::vector<std::size_t> choice = plan_counts(slots, rise, available);
 
-  std::vector<std::int64_t> counts(static_cast<std::size_t>(s.num_layers), 0);
-  VirtualLayout::Planner pl;
-  pl.first_count = k;
-  pl.full_nll = full;
-  pl.loss.assign(static_cast<std::size_t>(s.num_layers), {});
-  for (std::size_t i = 0; i < sparse.size(); ++i) {
-    pl.loss[static_cast<std::size_t>(sparse[i])] = rise[i];
-    counts[static_cast<std::size_t>(sparse[i])] = k + static_cast<std::int64_t>(choice[i]);
-    pl.objective += rise[i][choice[i]];
-  }
   // Uniform: the most experts per layer the same slots hold.
   std::size_t uniform = 0;
   for (std::size_t o = 0; o < rise.front().size(); ++o) {
@@ -318,20 +313,49 @@ Layout plan_virtual(const Family& family, const std::vector<std::string>& sha256
     for (const auto& x : slots) used += x[o];
     if (used <= available) uniform = o;
   }
+  const std::vector<std::size_t> choice = uniform_only ? std::vector<std::size_t>(sparse.size(), uniform) : plan_counts(slots, rise, available);
+
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(s.num_layers), 0);
+  VirtualLayout::Planner pl;
+  pl.first_count = k;
+  pl.full_nll = curves.full_nll;
+  pl.loss.assign(static_cast<std::size_t>(s.num_layers), {});
+  for (std::size_t i = 0; i < sparse.size(); ++i) {
+    pl.loss[static_cast<std::size_t>(sparse[i])] = rise[i];
+    counts[static_cast<std::size_t>(sparse[i])] = k + static_cast<std::int64_t>(choice[i]);
+    pl.objective += rise[i][choice[i]];
+  }
   pl.uniform_count = k + static_cast<std::int64_t>(uniform);
   for (const auto& r : rise) pl.uniform_objective += r[uniform];
   std::vector<std::int64_t> uniform_counts(static_cast<std::size_t>(s.num_layers), 0);
   for (std::int64_t l : sparse) uniform_counts[static_cast<std::size_t>(l)] = pl.uniform_count;
+  // The sum of single-layer rises is the objective; the chosen and the uniform counts are measured
+  // with every layer masked at once.
+  const Calibration cal{curves.calibration, curves.window, curves.max_windows};
   for (std::size_t v = 0; v < V; ++v) {
     const auto model = Model::load(*family.variants()[v].checkpoint);
-    const Allowed planned = masked_to(s, order[v], counts), even = masked_to(s, order[v], uniform_counts);
+    const Allowed planned = masked_to(s, curves.order[v], counts), even = masked_to(s, curves.order[v], uniform_counts);
     pl.planned_nll += mean_nll(*model, cal, &planned) / static_cast<double>(V);
-    pl.uniform_nll += mean_nll(*model, cal, &even) / static_cast<double>(V);
+    pl.uniform_nll += uniform_only ? 0.0 : mean_nll(*model, cal, &even) / static_cast<double>(V);
   }
-  pl.calibration_tokens = std::min<std::int64_t>(static_cast<std::int64_t>(calibration.size()) / options.window, options.max_windows) * options.window;
-  Layout layout = virtual_layout(family, sha256, store, target, order, counts, importance_sum, options, distances);
+  if (uniform_only) pl.uniform_nll = pl.planned_nll;
+  pl.calibration_tokens =
+      std::min<std::int64_t>(static_cast<std::int64_t>(curves.calibration.size()) / curves.window, curves.max_windows) * curves.window;
+  Layout layout = virtual_layout(family, sha256, store, targets_of(family, store), curves.order, counts, curves.importance, options, distances);
   layout.virtual_experts->planner = std::move(pl);
   return layout;
+}
+
+Layout plan_virtual(const Family& family, const std::vector<std::string>& sha256, const HostStore& store,
+                    std::span<const std::int64_t> calibration, const VirtualPlanOptions& options, const ExpertDistances* distances) {
+  // Before measuring: a budget below top-k per layer is refused at once (variants may share experts,
+  // never hold fewer).
+  refuse_deltas(store);
+  const ModelSpec& s = store.spec();
+  const std::uint64_t fixed = fixed_bytes(store, options), slot = store.expert_bytes();
+  const std::int64_t least = s.top_k * s.num_sparse_layers();
+  if (options.budget_bytes < fixed + static_cast<std::uint64_t>(least) * slot) below_minimum(options.budget_bytes, fixed, least, slot, s.top_k);
+  return plan_virtual(family, sha256, store, measure_virtual(family, store, calibration, options.window, options.max_windows), options, distances);
 }
 
 Layout uniform_virtual_layout(const Family& family, const std::vector<std::string>& sha256, const HostStore& store, std::int64_t capacity,

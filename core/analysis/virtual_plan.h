@@ -40,10 +40,32 @@ struct VirtualPlanOptions {
 std::vector<std::size_t> plan_counts(const std::vector<std::vector<std::int64_t>>& slots, const std::vector<std::vector<double>>& loss,
                                      std::int64_t available);
 
-// `sha256[i]`: family variant i's content hash; `store` holds `family`. Throws BudgetError (naming
-// the least budget that holds top-k experts per layer of every variant), InvalidArgument (delta
-// folders, which virtual experts do not swap; calibration shorter than one window).
+// What the planner measures once for a family and a calibration text; any budget's plan follows
+// from it without another forward pass (but the check of the chosen counts).
+struct VirtualCurves {
+  std::vector<std::int64_t> sparse;                           // the MoE layers
+  std::vector<std::vector<std::vector<std::int64_t>>> order;  // [variant][layer]: experts, most important first
+  std::vector<double> importance;                             // [layers * experts]: summed over the variants
+  std::vector<std::vector<double>> rise;                      // [sparse layer][count − top_k]: mean NLL rise, that layer alone
+  std::vector<std::vector<std::int64_t>> slots;               // [sparse layer][count − top_k]: distinct experts it keeps
+  double full_nll = 0;                                        // every expert resident
+  std::vector<std::int64_t> calibration;
+  std::int64_t window = 0, max_windows = 0;
+};
+
+// Throws InvalidArgument (delta folders, which virtual experts do not swap; calibration shorter
+// than one window).
+VirtualCurves measure_virtual(const Family& family, const HostStore& store, std::span<const std::int64_t> calibration, std::int64_t window,
+                              std::int64_t max_windows);
+
+// The plan for `options.budget_bytes` from measured curves: the dynamic program's counts, or with
+// `uniform` the most experts per layer the same bytes hold uniformly (each layer's most important).
+// Throws BudgetError naming the least budget that holds top-k experts per layer of every variant.
 // `distances` (optional) fills the layout's distance grid, as consolidation's layouts show it.
+Layout plan_virtual(const Family& family, const std::vector<std::string>& sha256, const HostStore& store, const VirtualCurves& curves,
+                    const VirtualPlanOptions& options, const ExpertDistances* distances = nullptr, bool uniform = false);
+
+// Both steps at once. `sha256[i]`: family variant i's content hash; `store` holds `family`.
 Layout plan_virtual(const Family& family, const std::vector<std::string>& sha256, const HostStore& store,
                     std::span<const std::int64_t> calibration, const VirtualPlanOptions& options,
                     const ExpertDistances* distances = nullptr);
