@@ -4,6 +4,8 @@
 //    continuous batching against one request at a time (the same engine, max_sequences = 1);
 //  - time per output token of a batch mixed over 4 and 8 ESFT adapters against the same batch of
 //    base-only requests (ExpertWeave's measurement);
+//  - SwapMoE's virtual experts (half the experts resident, sets updated with the traffic) against the
+//    same set held still: what measuring importance and updating costs a batch's decode;
 //  - host memory of a base and 4 adapters against 5 merged models;
 //  - one non-expert swap and one expert miss against their bytes ÷ memcpy bandwidth.
 #include <nlohmann/json.hpp>
@@ -184,7 +186,7 @@ void add_bench_runtime_command(CLI::App& app) {
     std::int64_t prompt = 16, decode = 32;
     int reps = 2, threads = 0;
     std::vector<int> concurrency{1, 4, 16, 32};
-    std::vector<std::string> parts{"batching", "esft", "delta", "memory", "copies"};
+    std::vector<std::string> parts{"batching", "esft", "delta", "virtual", "memory", "copies"};
     fs::path json;
   };
   auto o = std::make_shared<Opts>();
@@ -194,7 +196,7 @@ void add_bench_runtime_command(CLI::App& app) {
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
   cmd->add_option("--json", o->json, "also write the measurements to this JSON file");
   cmd->add_option("--concurrency", o->concurrency, "concurrent sequences of the batching measurement")->default_str("1 4 16 32");
-  cmd->add_option("--parts", o->parts, "which measurements: batching, esft, delta, memory, copies")->default_str("all");
+  cmd->add_option("--parts", o->parts, "which measurements: batching, esft, delta, virtual, memory, copies")->default_str("all");
   cmd->callback([o] {
     const int threads = configure_threads(o->threads);
     check_output(o->json, "--json", {});
@@ -287,7 +289,47 @@ void add_bench_runtime_command(CLI::App& app) {
       out["delta"] = delta_part(dir, full[0], {full[1], full[2], full[3], fifth}, o->reps, o->prompt, o->decode);
     }
 
-    // 4. Host memory: a base and 4 adapters, against the 5 merged models they would otherwise be.
+    // 4. Virtual experts: 4 of 8 experts per layer of v0 resident, a batch of 16 decoding, with the
+    //    sets updated every 8 steps (importance measured every step, copies on the copy thread)
+    //    against the same initial set held still (masked gating alone).
+    if (part("virtual")) {
+      Family one;
+      open_family(one, {full[0]});
+      const HostStore one_store(one);
+      std::vector<PinnedExpert> half;
+      for (std::int64_t l = 0; l < spec.num_layers; ++l)
+        for (std::int64_t e = 0; e < 4; ++e) half.push_back({l, e, 0});
+      const RuntimeConfig held{.pinned = half, .hit = HitPolicy::Strict, .miss = "masked"};
+      RuntimeConfig moving = held, measuring = held;
+      moving.virtual_experts = VirtualConfig{.update_every = 8, .staging = 1};
+      measuring.virtual_experts = VirtualConfig{.staging = 0};  // importance measured, never acted on
+      const auto held_rt = std::make_shared<Runtime>(one_store, held), moving_rt = std::make_shared<Runtime>(one_store, moving);
+      const auto measuring_rt = std::make_shared<Runtime>(one_store, measuring);
+      const std::vector<std::string> targets(static_cast<std::size_t>(batch), one_store.name(0));
+      const auto [v, fixed_set] = best_of_both([&] { return serve(moving_rt, targets, o->prompt, o->decode, 256); },
+                                               [&] { return serve(held_rt, targets, o->prompt, o->decode, 256); });
+      const auto [m, fixed_again] = best_of_both([&] { return serve(measuring_rt, targets, o->prompt, o->decode, 256); },
+                                                 [&] { return serve(held_rt, targets, o->prompt, o->decode, 256); });
+      moving_rt->virtual_experts()->settle();
+      const VirtualStats st = moving_rt->virtual_experts()->stats();
+      const double copy = st.swapped ? st.copy_seconds / static_cast<double>(st.swapped) : 0.0;
+      const double floor = static_cast<double>(one_store.expert_bytes()) / memcpy_gbs(one_store.expert_bytes()) / 1e9;
+      std::printf("\n%-34s %12s %12s %10s\n", "batch of 16, 4 of 8 experts, TPOT", "ms/token", "set held", "overhead");
+      std::printf("%-34s %12.2f %12.2f %+9.1f%%\n", "importance measured, no updates", m.tpot * 1e3, fixed_again.tpot * 1e3,
+                  100.0 * (m.tpot / fixed_again.tpot - 1.0));
+      std::printf("%-34s %12.2f %12.2f %+9.1f%%\n", "virtual experts, update every 8", v.tpot * 1e3, fixed_set.tpot * 1e3,
+                  100.0 * (v.tpot / fixed_set.tpot - 1.0));
+      std::printf("  over %d runs: %lld updates swapped in %lld experts (%.1f MiB), %.3f ms each (memcpy floor %.3f ms, %.2f×); "
+                  "%lld steps began while copies were in flight\n",
+                  o->reps, static_cast<long long>(st.updates), static_cast<long long>(st.swapped), static_cast<double>(st.bytes) / 0x1p20,
+                  copy * 1e3, floor * 1e3, floor > 0 ? copy / floor : 0.0, static_cast<long long>(st.steps_overlapped));
+      out["virtual"] = {{"tpot_s", v.tpot}, {"held_tpot_s", fixed_set.tpot}, {"overhead", v.tpot / fixed_set.tpot - 1.0},
+                        {"importance_only_tpot_s", m.tpot}, {"importance_only_overhead", m.tpot / fixed_again.tpot - 1.0},
+                        {"updates", st.updates}, {"swapped", st.swapped}, {"bytes", st.bytes}, {"copy_seconds_per_expert", copy},
+                        {"memcpy_floor_s", floor}, {"steps_overlapped", st.steps_overlapped}};
+    }
+
+    // 5. Host memory: a base and 4 adapters, against the 5 merged models they would otherwise be.
     auto write_json = [&] {
       if (!o->json.empty()) write_file_atomically(o->json, [&](std::ostream& f) { f << out.dump(1) << "\n"; });
     };
@@ -300,7 +342,7 @@ void add_bench_runtime_command(CLI::App& app) {
                 merged / 0x1p20, static_cast<double>(merged) / static_cast<double>(four_store.host_bytes()));
     out["host_bytes"] = {{"base_and_4_adapters", four_store.host_bytes()}, {"five_merged_models", merged}};
 
-    // 5. One swap and one miss against memcpy of the same bytes (the copy converts bf16 to fp32).
+    // 6. One swap and one miss against memcpy of the same bytes (the copy converts bf16 to fp32).
     Family two;
     open_family(two, {full[0], full[1]});
     const HostStore two_store(two);
