@@ -126,11 +126,12 @@ class TestVirtualExperts : public QObject {
 
   void theSetFollowsTheImportance() {
     // With room to swap every expert at once, the set after an update is the most important experts.
+    // Copies on the engine's thread: every step's update is chosen from the importance as it then is.
     Family family;
     open_family(family, {sample_family() / "bible"});
     const HostStore store(family);
     const ModelSpec& s = store.spec();
-    Runtime rt(store, virtual_config(first_experts(s, 0, 4), {.update_every = 1, .decay = 0.9, .staging = 4}));
+    Runtime rt(store, virtual_config(first_experts(s, 0, 4), {.update_every = 1, .decay = 0.9, .staging = 4, .asynchronous = false}));
     const auto model = Model::load(*family.find("bible")->checkpoint);
     decode_against_reference(rt, *model, 0, prompt_of(20, 3, s.vocab_size), 12);
     VirtualExperts& v = *rt.virtual_experts();
@@ -152,6 +153,31 @@ class TestVirtualExperts : public QObject {
       QVERIFY2(low_in >= high_out, ("layer " + std::to_string(l)).c_str());
     }
     QVERIFY(moved);  // the first four were not the important ones everywhere
+  }
+
+  void anIdleVariantKeepsTopK() {
+    // Two variants sharing each layer's six slots, three of each at first; only bible is served.
+    // Updates hand bible's traffic more of the slots, but fortunes keeps the two its router picks;
+    // bible's steps stay the masked model of its own set throughout.
+    Family family;
+    open_family(family, {sample_family() / "bible", sample_family() / "fortunes"});
+    const HostStore store(family);
+    const ModelSpec& s = store.spec();
+    const int bible = store.index("bible"), fortunes = store.index("fortunes");
+    std::vector<PinnedExpert> pinned = first_experts(s, bible, 3);
+    for (const PinnedExpert& p : first_experts(s, fortunes, 3)) pinned.push_back(p);
+    Runtime rt(store, virtual_config(pinned, {.update_every = 1, .decay = 0.5, .staging = 2}));
+    const auto model = Model::load(*family.find("bible")->checkpoint);
+    QVERIFY(decode_against_reference(rt, *model, bible, prompt_of(40, 5, s.vocab_size), 8) >= 2);
+    rt.virtual_experts()->settle();
+    const auto mine = rt.virtual_experts()->allowed(bible), idle = rt.virtual_experts()->allowed(fortunes);
+    bool grew = false;
+    for (std::size_t l = 0; l < idle.size(); ++l) {
+      const auto kept = std::count(idle[l].begin(), idle[l].end(), true);
+      QVERIFY2(kept >= s.top_k, ("layer " + std::to_string(l) + ": fortunes kept " + std::to_string(kept)).c_str());
+      grew |= std::count(mine[l].begin(), mine[l].end(), true) > 3;
+    }
+    QVERIFY(grew);  // the served variant took slots from the idle one
   }
 
   void stagingSlotsAreCharged() {
@@ -188,6 +214,10 @@ class TestVirtualExperts : public QObject {
     expect_mentions(refused(virtual_config(first_experts(s, 0, 3), {.decay = 0})), {"decay", "(0, 1]"});
     expect_mentions(refused(virtual_config(first_experts(s, 0, 3), {.shift = 1.5})), {"shift", "(0, 1]"});
     expect_mentions(refused(virtual_config(first_experts(s, 0, 3), {.staging = -1})), {"staging"});
+    expect_mentions(refused(virtual_config(first_experts(s, 0, 3), {.staging = 9})), {"staging", "8 experts"});
+    RuntimeConfig room = virtual_config(first_experts(s, 0, 3), {});
+    room.pinned_if_room = {{0, 5, 0}};
+    expect_mentions(refused(room), {"virtual experts", "pin while room"});
   }
 };
 

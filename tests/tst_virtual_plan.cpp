@@ -182,6 +182,11 @@ class TestVirtualPlan : public QObject {
     QCOMPARE(back.plan.map, layout.plan.map);
     QCOMPARE(served_bytes(back), served_bytes(layout));
     match_layout(back, bible_.family, bible_.sha256, file.string());
+    // Counts the model cannot serve are refused when the layout is applied, naming the field.
+    Layout few = back;
+    few.virtual_experts->counts[1] = 1;
+    RuntimeConfig c;
+    expect_mentions(error_of<MismatchError>([&] { apply_virtual_layout(c, few, {0}, *bible_.store); }), {"virtual.counts[1]", "fewer than the 2"});
   }
 
   void badVirtualSectionsAreNamed() {

@@ -151,14 +151,15 @@ VirtualLayout virtual_from_json(const Reader& r, const json& v, const Consolidat
     const json& m = v["planner"];
     VirtualLayout::Planner& pl = out.planner;
     auto number = [&](const char* key) { return m.contains(key) && m[key].is_number() ? m[key].get<double>() : 0.0; };
-    pl.calibration_tokens = static_cast<std::int64_t>(number("calibration_tokens"));
+    auto count = [&](const char* key) { return json_int_in(m.value(key, json()), 0, kMaxCells) ? m[key].get<std::int64_t>() : std::int64_t{0}; };
+    pl.calibration_tokens = count("calibration_tokens");
     pl.full_nll = number("full_nll");
     pl.objective = number("objective");
-    pl.uniform_count = static_cast<std::int64_t>(number("uniform_count"));
+    pl.uniform_count = count("uniform_count");
     pl.uniform_objective = number("uniform_objective");
     pl.planned_nll = number("planned_nll");
     pl.uniform_nll = number("uniform_nll");
-    pl.first_count = static_cast<std::int64_t>(number("first_count"));
+    pl.first_count = count("first_count");
     if (m.contains("loss") && m["loss"].is_array())
       for (const json& row : m["loss"]) {
         auto& curve = pl.loss.emplace_back();

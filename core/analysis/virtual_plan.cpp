@@ -25,6 +25,12 @@ struct Calibration {
   std::int64_t window = 0, max_windows = 0;
 };
 
+// How many windows perplexity() scores: every whole one, or at most max_windows (> 0) of them.
+std::int64_t windows_of(const Calibration& c) {
+  const std::int64_t available = static_cast<std::int64_t>(c.ids.size()) / c.window;
+  return c.max_windows > 0 ? std::min(available, c.max_windows) : available;
+}
+
 // Mean NLL per token of `model` on the calibration text, the router masked to `allowed` (null: not).
 double mean_nll(const Model& model, const Calibration& c, const Allowed* allowed) {
   return perplexity(c.ids, c.window, c.max_windows, [&](const std::vector<std::span<const std::int64_t>>& windows) {
@@ -55,10 +61,9 @@ std::vector<double> calibration_importance(const HostStore& store, int target, c
   config.reserve.miss_slots = 0;
   auto runtime = std::make_shared<Runtime>(store, config);
   std::vector<ServeRequest> requests;
-  const std::int64_t available = static_cast<std::int64_t>(c.ids.size()) / c.window;
-  const std::int64_t count = std::min(available, c.max_windows);
+  const std::int64_t count = windows_of(c);
   for (std::int64_t w = 0; w < count; ++w) {
-    const auto start = static_cast<std::ptrdiff_t>((w * available / count) * c.window);
+    const auto start = static_cast<std::ptrdiff_t>((w * (static_cast<std::int64_t>(c.ids.size()) / c.window) / count) * c.window);
     requests.push_back({store.name(target), {.prompt = {c.ids.begin() + start, c.ids.begin() + start + c.window}, .max_new_tokens = 0}, true});
   }
   {
@@ -232,6 +237,7 @@ std::vector<std::size_t> plan_counts(const std::vector<std::vector<std::int64_t>
   std::int64_t at = -1;
   for (std::int64_t n = 0; n <= cap; ++n)
     if (best[static_cast<std::size_t>(n)] != kNone && (at < 0 || best[static_cast<std::size_t>(n)] <= best[static_cast<std::size_t>(at)])) at = n;
+  if (at < 0) throw InvalidArgument("planner", "losses", "are not finite numbers", "check the calibration text and the checkpoints");
   std::vector<std::size_t> out(slots.size());
   for (std::size_t l = slots.size(); l-- > 0;) {
     out[l] = pick[l][static_cast<std::size_t>(at)];
@@ -256,6 +262,7 @@ VirtualCurves measure_virtual(const Family& family, const HostStore& store, std:
   const std::int64_t k = s.top_k;
   for (std::int64_t l = 0; l < s.num_layers; ++l)
     if (s.is_sparse(l)) c.sparse.push_back(l);
+  if (c.sparse.empty()) throw InvalidArgument("plan-virtual", "model", "has no MoE layer: there are no experts to keep resident");
 
   // Per variant: its importance on the text, and the NLL rise of every (layer, count).
   const auto V = family.size();
@@ -295,6 +302,7 @@ VirtualCurves measure_virtual(const Family& family, const HostStore& store, std:
 Layout plan_virtual(const Family& family, const std::vector<std::string>& sha256, const HostStore& store, const VirtualCurves& curves,
                     const VirtualPlanOptions& options, const ExpertDistances* distances, bool uniform_only) {
   const ModelSpec& s = store.spec();
+  check_virtual_config(options.updates, s);
   const std::uint64_t fixed = fixed_bytes(store, options), slot = store.expert_bytes();
   const std::int64_t k = s.top_k;
   const auto& sparse = curves.sparse;
@@ -339,8 +347,7 @@ Layout plan_virtual(const Family& family, const std::vector<std::string>& sha256
     pl.uniform_nll += uniform_only ? 0.0 : mean_nll(*model, cal, &even) / static_cast<double>(V);
   }
   if (uniform_only) pl.uniform_nll = pl.planned_nll;
-  pl.calibration_tokens =
-      std::min<std::int64_t>(static_cast<std::int64_t>(curves.calibration.size()) / curves.window, curves.max_windows) * curves.window;
+  pl.calibration_tokens = windows_of(cal) * curves.window;
   Layout layout = virtual_layout(family, sha256, store, targets_of(family, store), curves.order, counts, curves.importance, options, distances);
   layout.virtual_experts->planner = std::move(pl);
   return layout;
@@ -352,6 +359,7 @@ Layout plan_virtual(const Family& family, const std::vector<std::string>& sha256
   // never hold fewer).
   refuse_deltas(store);
   const ModelSpec& s = store.spec();
+  check_virtual_config(options.updates, s);
   const std::uint64_t fixed = fixed_bytes(store, options), slot = store.expert_bytes();
   const std::int64_t least = s.top_k * s.num_sparse_layers();
   if (options.budget_bytes < fixed + static_cast<std::uint64_t>(least) * slot) below_minimum(options.budget_bytes, fixed, least, slot, s.top_k);
@@ -362,6 +370,7 @@ Layout uniform_virtual_layout(const Family& family, const std::vector<std::strin
                               std::optional<std::uint64_t> budget, const VirtualPlanOptions& options, const ExpertDistances* distances) {
   const ModelSpec& s = store.spec();
   refuse_deltas(store);
+  check_virtual_config(options.updates, s);
   const std::int64_t k = s.top_k, sparse = s.num_sparse_layers();
   const auto V = static_cast<std::int64_t>(family.size());
   VirtualPlanOptions o = options;
@@ -389,6 +398,18 @@ Layout uniform_virtual_layout(const Family& family, const std::vector<std::strin
 void apply_virtual_layout(RuntimeConfig& config, const Layout& layout, const std::vector<int>& to_store, const HostStore& store) {
   if (!layout.virtual_experts) throw InvalidArgument("layout", "policy '" + std::string(policy_name(layout.plan.policy)) + "'", "is not a virtual-experts layout");
   const VirtualLayout& v = *layout.virtual_experts;
+  const ModelSpec& s = store.spec();
+  if (static_cast<std::int64_t>(v.counts.size()) != s.num_layers)
+    throw MismatchError("layout", "field 'virtual.counts'", "has " + std::to_string(v.counts.size()) + " layers; the model has " + std::to_string(s.num_layers),
+                        "plan it again for these variants with mosaic-cli plan-virtual");
+  for (std::int64_t l = 0; l < s.num_layers; ++l) {
+    const std::int64_t c = v.counts[static_cast<std::size_t>(l)];
+    if (s.is_sparse(l) ? c < s.top_k : c != 0)
+      throw MismatchError("layout", "field 'virtual.counts[" + std::to_string(l) + "]'",
+                          "is " + std::to_string(c) + (s.is_sparse(l) ? ", fewer than the " + std::to_string(s.top_k) + " experts the router picks per token"
+                                                                       : " in a dense layer, which has no experts"),
+                          "plan it again for these variants with mosaic-cli plan-virtual");
+  }
   config.pinned.clear();
   for (std::size_t l = 0; l < v.initial.size(); ++l) {
     std::set<ExpertId> pinned;

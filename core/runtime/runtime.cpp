@@ -46,10 +46,8 @@ void check_config(const HostStore& store, const RuntimeConfig& c) {
     if (c.device == Device::Cuda)
       throw InvalidArgument("runtime", "virtual experts", "run on the CPU backend only: the CUDA backend does not measure importance yet",
                             "serve them with --device cpu");
-    if (v.update_every < 1) bad("virtual experts' update interval", "must be at least 1 step");
-    if (v.staging < 0) bad("virtual experts' staging slots", "must not be negative");
-    if (!(v.decay > 0.0 && v.decay <= 1.0)) bad("virtual experts' decay", "must be in (0, 1]");
-    if (!(v.shift > 0.0 && v.shift <= 1.0)) bad("virtual experts' shift", "must be in (0, 1]");
+    check_virtual_config(v, s);
+    if (!c.pinned_if_room.empty()) bad("virtual experts", "cannot pin while room: every pinned slot is a virtual expert that updates may swap");
   }
   if (c.whole_model_swaps && static_cast<std::int64_t>(c.pinned.size()) != moe_positions(s))
     throw InvalidArgument("runtime", "time-sharing", "needs every expert position pinned",

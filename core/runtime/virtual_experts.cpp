@@ -4,10 +4,20 @@
 #include <chrono>
 #include <map>
 
+#include "common/error.h"
 #include "runtime/reroute_table.h"
 #include "runtime/slot_pool.h"
 
 namespace mosaic {
+
+void check_virtual_config(const VirtualConfig& v, const ModelSpec& spec) {
+  auto bad = [](const std::string& field, const std::string& problem) { throw InvalidArgument("runtime", field, problem); };
+  if (v.update_every < 1) bad("virtual experts' update interval", "must be at least 1 step");
+  if (v.staging < 0 || v.staging > spec.num_experts)
+    bad("virtual experts' staging slots", "must be from 0 to the layer's " + std::to_string(spec.num_experts) + " experts, not " + std::to_string(v.staging));
+  if (!(v.decay > 0.0 && v.decay <= 1.0)) bad("virtual experts' decay", "must be in (0, 1]");
+  if (!(v.shift > 0.0 && v.shift <= 1.0)) bad("virtual experts' shift", "must be in (0, 1]");
+}
 
 VirtualExperts::VirtualExperts(const VirtualConfig& config, const HostStore& store, HitPolicy hit, Backend& backend,
                                std::vector<SlotPool*> pools, std::vector<RerouteTable*> tables)
@@ -46,7 +56,12 @@ void VirtualExperts::after_step() {
     return;
   }
   if (copier_.joinable()) copier_.join();
-  copier_ = std::thread([this] { copy(pending_); });
+  try {
+    copier_ = std::thread([this] { copy(pending_); });
+  } catch (...) {
+    pending_.clear();  // nothing was copied: no update to commit, the next one may try again
+    throw;
+  }
 }
 
 void VirtualExperts::settle() {
@@ -127,8 +142,33 @@ std::vector<VirtualExperts::Swap> VirtualExperts::choose() {
       if (!wanted && ranked[i].second.slot >= 0) out_of.push_back(ranked[i]);
     }
     std::reverse(out_of.begin(), out_of.end());  // least important first
-    const std::size_t n = std::min({in.size(), out_of.size(), staging_[li].size()});
-    for (std::size_t i = 0; i < n; ++i) out.push_back({l, out_of[i].second.slot, staging_[li][i], in[i].second.source, in[i].first});
+    // Each row keeps at least the top-k its router picks: an idle variant's experts lose importance
+    // but never all of a layer's slots. Rows' counts as the swaps so far leave them.
+    const std::int64_t floor = store_.spec().top_k;
+    std::vector<std::int64_t> count(static_cast<std::size_t>(table.targets()), 0);
+    for (int r = 0; r < table.targets(); ++r)
+      for (std::int64_t e = 0; e < table.experts(); ++e) count[static_cast<std::size_t>(r)] += table.at(r, e) != RerouteTable::kMiss;
+    std::vector<char> taken(out_of.size(), 0);
+    std::size_t staged = 0;
+    for (std::size_t i = 0; i < in.size() && staged < staging_[li].size(); ++i) {
+      const ExpertSource& src = in[i].second.source;
+      auto gains = [&](int r) { return store_.expert(r, l, src.expert) == in[i].first && table.at(r, src.expert) == RerouteTable::kMiss; };
+      for (std::size_t j = 0; j < out_of.size(); ++j) {
+        if (taken[j]) continue;
+        const std::int32_t slot = out_of[j].second.slot;
+        bool keeps_floor = true;
+        for (int r = 0; r < table.targets() && keeps_floor; ++r)
+          if (table.at(r, pool.source(slot).expert) == slot && !gains(r)) keeps_floor = count[static_cast<std::size_t>(r)] - 1 >= floor;
+        if (!keeps_floor) continue;
+        for (int r = 0; r < table.targets(); ++r) {
+          if (table.at(r, pool.source(slot).expert) == slot) --count[static_cast<std::size_t>(r)];
+          if (gains(r)) ++count[static_cast<std::size_t>(r)];
+        }
+        taken[j] = 1;
+        out.push_back({l, slot, staging_[li][staged++], src, in[i].first});
+        break;
+      }
+    }
   }
   return out;
 }

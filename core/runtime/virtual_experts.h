@@ -28,6 +28,10 @@ struct VirtualConfig {
   bool asynchronous = true;       // copies on a copy thread; false: on the engine's thread, at once
 };
 
+// Throws InvalidArgument naming the setting that is out of range for `spec` (staging at most the
+// layer's experts, an interval of at least 1 step, decay and shift in (0, 1]).
+void check_virtual_config(const VirtualConfig& config, const ModelSpec& spec);
+
 struct VirtualStats {
   std::int64_t updates = 0;           // committed
   std::int64_t swapped = 0;           // experts swapped in
