@@ -299,9 +299,22 @@ class TestServing : public QObject {
   }
 
   void singleAndAveragingServeOneModel() {
-    const Deployment single({.kind = StrategyKind::Single, .single_target = "ft2"}, family_, *store_, *analysis_, scratch(""));
+    // single, as the paper's: ft2 serves every name, offloaded to the capacity the others get (its
+    // other experts load on a miss); single-resident: every expert of ft2 pinned. Both are ft2.
+    const Deployment single({.kind = StrategyKind::Single, .capacity = 12, .single_target = "ft2"}, family_, *store_, *analysis_, scratch(""));
+    const Deployment resident({.kind = StrategyKind::SingleResident, .capacity = 12, .single_target = "ft2"}, family_, *store_, *analysis_,
+                              scratch(""));
     const std::vector<std::int64_t> prompt{11, 22, 33, 44};
-    QCOMPARE(serve_one(single, "base", prompt, 3).tokens, generate(*own_[2], {.prompt = prompt, .max_new_tokens = 3}).tokens);
+    const auto& pinned = single.partitions()[0].runtime->config().pinned;
+    QCOMPARE(pinned.size(), std::size_t(12));
+    QVERIFY(std::all_of(pinned.begin(), pinned.end(), [&](const PinnedExpert& p) { return p.target == store_->index("ft2"); }));
+    QCOMPARE(resident.partitions()[0].runtime->config().pinned.size(), static_cast<std::size_t>(moe_positions(store_->spec())));
+    const auto want = generate(*own_[2], {.prompt = prompt, .max_new_tokens = 3}).tokens;
+    const RequestResult offloaded = serve_one(single, "base", prompt, 3), all = serve_one(resident, "base", prompt, 3);
+    QCOMPARE(offloaded.tokens, want);
+    QCOMPARE(all.tokens, want);
+    QVERIFY(offloaded.stats.counters.total().misses > 0);
+    QCOMPARE(all.stats.counters.total().misses, std::int64_t(0));
     auto avg = deploy(StrategyKind::Averaging);
     write_averaged(family_, scratch("avg-ref"));
     const auto merged = Model::load(Checkpoint(scratch("avg-ref")));
@@ -515,7 +528,10 @@ class TestServing : public QObject {
     const SweepConfig c = load_sweep_config(cfg);
     QCOMPARE(c.variants.size(), std::size_t(4));
     QVERIFY(fs::exists(c.variants[0] / "config.json"));  // resolved against the config's folder
-    QCOMPARE(c.strategies.size(), std::size_t(6));
+    QCOMPARE(c.strategies.size(), std::size_t(7));
+    QCOMPARE(c.strategies[0].kind, StrategyKind::Single);
+    QCOMPARE(c.strategies[0].capacity, std::int64_t(12));  // offloaded as the others are
+    QCOMPARE(c.strategies[1].kind, StrategyKind::SingleResident);
     QCOMPARE(c.workload.prompt.min, std::int64_t(20));
     QCOMPARE(c.workload.output.max, std::int64_t(25));
     auto bad = [&](const std::string& text) {

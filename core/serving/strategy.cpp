@@ -62,11 +62,16 @@ Deployment::Deployment(const StrategyConfig& config, const Family& family, const
       add(store, std::move(rc), names, 0);
       break;
     }
-    case StrategyKind::Single: {
+    case StrategyKind::Single:
+    case StrategyKind::SingleResident: {
       const int single = config.single_target.empty() ? 0 : store.index(config.single_target);
-      if (single < 0) throw InvalidArgument("strategy single", "single_target '" + config.single_target + "'", "is not a variant");
+      if (single < 0)
+        throw InvalidArgument("strategy " + name(), "single_target '" + config.single_target + "'", "is not a variant");
       RuntimeConfig rc = base;
-      rc.pinned = every_position(s, single);
+      // The paper's single model is offloaded under the same memory as the others: its best-ranked
+      // `capacity` positions pinned, misses loaded. single-resident pins all: the upper reference.
+      const bool offloaded = config.kind == StrategyKind::Single && config.capacity > 0;
+      rc.pinned = offloaded ? pinned_where(s, analysis, single, [&](std::int64_t rank) { return rank < config.capacity; }) : every_position(s, single);
       for (const std::string& name : names) rc.aliases.emplace_back(name, single);
       add(store, std::move(rc), names, single);
       break;

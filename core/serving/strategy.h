@@ -22,7 +22,9 @@ namespace mosaic {
 enum class StrategyKind {
   Consolidated,  // similarity layout + per-request non-expert swap (Multi-MoE)
   NoReconfig,    // the same layout, never swapping: variant 0's non-expert weights serve all
-  Single,        // one variant alone, fully resident, serving every request: the upper reference
+  Single,        // one variant serving every request, offloaded as the paper's is: `capacity` of its experts
+                 // pinned (every one when 0), the rest loaded on a miss
+  SingleResident,  // one variant serving every request with every expert resident: the upper reference
   TimeSharing,   // one whole model resident; a step for another variant swaps in all of it
   SpaceSharing,  // budget, capacity and copy bandwidth split evenly; each partition serves its variant
   Averaging,     // one merged model (the uniform mean) serves every request

@@ -9,7 +9,8 @@ namespace {
 
 constexpr std::pair<StrategyKind, std::string_view> kNames[] = {
     {StrategyKind::Consolidated, "consolidated"}, {StrategyKind::NoReconfig, "no-reconfig"},
-    {StrategyKind::Single, "single"},             {StrategyKind::TimeSharing, "time-sharing"},
+    {StrategyKind::Single, "single"},             {StrategyKind::SingleResident, "single-resident"},
+    {StrategyKind::TimeSharing, "time-sharing"},
     {StrategyKind::SpaceSharing, "space-sharing"}, {StrategyKind::Averaging, "averaging"},
     {StrategyKind::Esft, "esft"},                 {StrategyKind::Delta, "delta"},
     {StrategyKind::Hybrid, "hybrid"},             {StrategyKind::VirtualExperts, "virtual-experts"}};

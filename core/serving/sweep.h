@@ -4,7 +4,7 @@
 //   {"schema": "mosaic.sweep/1", "variants": [dirs, relative to the config file],
 //    "clock": "virtual" | "real", "rates": [requests/s], "repeats": n, "seed": s,
 //    "alpha": skew in (0, 1] (1: even), "duration_seconds": t, "prompt": [min, max], "output": [min, max],
-//    "strategies": [{"kind": "consolidated" | "no-reconfig" | "single" | "time-sharing" | "space-sharing"
+//    "strategies": [{"kind": "consolidated" | "no-reconfig" | "single" | "single-resident" | "time-sharing" | "space-sharing"
 //                            | "averaging" | "esft" | "delta" | "hybrid" | "virtual-experts",
 //                    "capacity": n, "budget": "12GiB", "hit": …, "miss": "transient" | "lru" | "masked",
 //                    "single_target": name, "resident_sets": K,
