@@ -73,16 +73,7 @@ void Session::plan(std::uint64_t budget_bytes, Policy policy, const ReserveSpec&
   Layout layout = make_layout(*family_, analysis_.sha256, plan_consolidation(analysis_.distances, cap.capacity, policy, shares));
   layout.budget_bytes = budget;
   layout.reserve = cap.reserve;
-  std::vector<int> to_store;
-  for (std::size_t i = 0; i < family_->size(); ++i) to_store.push_back(static_cast<int>(i));
-  const ReserveSpec kept = reserve_;
-  reserve_ = reserve;
-  try {
-    serve(std::move(layout), to_store, std::move(cap));
-  } catch (...) {
-    reserve_ = kept;  // the session is exactly as it was
-    throw;
-  }
+  serve_planned(std::move(layout), std::move(cap), reserve);
 }
 
 void Session::plan_hybrid(std::uint64_t budget_bytes, const ReserveSpec& reserve) {
@@ -121,14 +112,18 @@ void Session::plan_virtual(std::uint64_t budget_bytes, const ReserveSpec& reserv
   const ModelSpec& s = store_->spec();
   cap.pinned_floor = cap.bytes_per_expert * static_cast<std::uint64_t>(s.num_sparse_layers()) *
                      static_cast<std::uint64_t>(layout.virtual_experts->staging + s.top_k * static_cast<std::int64_t>(family_->size()));
-  std::vector<int> to_store;
+  serve_planned(std::move(layout), std::move(cap), masked);
+}
+
+void Session::serve_planned(Layout layout, CapacityPlan cap, const ReserveSpec& reserve) {
+  std::vector<int> to_store;  // planned on this family: its variants in order
   for (std::size_t i = 0; i < family_->size(); ++i) to_store.push_back(static_cast<int>(i));
   const ReserveSpec kept = reserve_;
-  reserve_ = masked;
+  reserve_ = reserve;
   try {
     serve(std::move(layout), to_store, std::move(cap));
   } catch (...) {
-    reserve_ = kept;
+    reserve_ = kept;  // the session is exactly as it was
     throw;
   }
 }

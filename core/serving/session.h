@@ -71,6 +71,8 @@ class Session {
   Session() = default;
   void plan_hybrid(std::uint64_t budget_bytes, const ReserveSpec& reserve);
   void serve(Layout layout, const std::vector<int>& to_store, CapacityPlan cap);
+  // serve() a layout planned here with `reserve`, which becomes the session's only if it serves.
+  void serve_planned(Layout layout, CapacityPlan cap, const ReserveSpec& reserve);
   void install(std::shared_ptr<Runtime> runtime, Layout layout, CapacityPlan cap);  // cannot throw past set_runtime
   std::unique_ptr<Family> family_;
   FamilyAnalysis analysis_;
