@@ -281,6 +281,7 @@ class TestServing : public QObject {
       QCOMPARE(rt.budget().budget(), per);
       QCOMPARE(rt.budget().used(), per);
       QCOMPARE(rt.config().copy_slowdown, 3.0);
+      QCOMPARE(rt.config().compute_slowdown, 3.0);
       std::int64_t pinned = 0;
       for (std::int64_t l = 0; l < 3; ++l) {
         pinned += rt.slots(l).count(SlotPool::Role::Pinned);

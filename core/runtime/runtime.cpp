@@ -25,6 +25,7 @@ void check_config(const HostStore& store, const RuntimeConfig& c) {
     if (t < 0 || t >= targets) bad("alias '" + name + "'", "names target " + std::to_string(t) + ", not one of the store's");
   if (c.resident_sets < 1) bad("resident sets", "must be at least 1");
   if (!(c.copy_slowdown >= 1.0)) bad("copy slowdown", "must be at least 1");
+  if (!(c.compute_slowdown >= 1.0)) bad("compute slowdown", "must be at least 1");
   if (c.kv_block_tokens < 1) bad("KV block tokens", "must be at least 1");
   // A budget stands for the device's memory (host memory on the CPU): one beyond what the device has
   // bounds nothing, and the run would fail for memory long before the budget said no.
@@ -240,8 +241,18 @@ std::vector<SwapRecord> Runtime::make_resident(std::span<const int> sets) {
 
 StepResult Runtime::run(const StepBatch& batch) {
   if (virtual_) virtual_->before_step();
+  const auto t0 = std::chrono::steady_clock::now();
   StepResult r = backend_->run(batch, moe_);
+  const double wall = seconds_since(t0);
   if (virtual_) virtual_->after_step();
+  if (config_.compute_slowdown > 1.0) {
+    // A MIG slice computes at 1/N of the device: the step's work beyond its copies (which the copy
+    // slowdown prices) takes N times as long.
+    double loads = 0;
+    for (const auto& seq : r.counts)
+      for (const LayerCounts& c : seq) loads += c.load_seconds;
+    r.throttle_seconds += std::max(0.0, wall - loads) * (config_.compute_slowdown - 1.0);
+  }
   if (config_.copy_slowdown > 1.0)
     for (auto& seq : r.counts)
       for (LayerCounts& c : seq) {

@@ -47,7 +47,8 @@ struct RuntimeConfig {
   // (which then hold exactly one model's experts).
   bool whole_model_swaps = false;
   int resident_sets = 1;       // K: non-expert sets resident at once, budget permitting
-  double copy_slowdown = 1.0;  // space-sharing: copies take this many times as long
+  double copy_slowdown = 1.0;     // space-sharing: copies take this many times as long
+  double compute_slowdown = 1.0;  // space-sharing (MIG): a step's compute takes this many times as long
   std::optional<std::uint64_t> budget_bytes;  // nullopt: no limit (counted, never refused)
   ReserveSpec reserve;         // KV (context × requests), activations (prefill chunk), scratch (miss slots)
   std::int64_t kv_block_tokens = 16;

@@ -55,7 +55,7 @@ struct StepResult {
   std::vector<Logits> logits;                    // per chunk (no rows for Emit::Nothing)
   std::vector<std::vector<LayerCounts>> counts;  // [sequences][layers]
   std::vector<std::vector<RoutedExpert>> routes;  // [sequences]: traced chunks' routes, layer by layer
-  double throttle_seconds = 0;  // copy time the device would add (space-sharing's split bandwidth)
+  double throttle_seconds = 0;  // time the device would add: space-sharing's split copy bandwidth and compute
 };
 
 }  // namespace mosaic

@@ -86,13 +86,15 @@ Deployment::Deployment(const StrategyConfig& config, const Family& family, const
       break;
     }
     case StrategyKind::SpaceSharing: {
-      // Partition i pins its own copies of the best-ranked capacity/N positions; budget and copy
-      // bandwidth are split N ways. (Compute is not: on one CPU the partitions share the cores.)
+      // Partition i pins its own copies of the best-ranked capacity/N positions; budget, copy
+      // bandwidth and compute are split N ways, as MIG slices a GPU: each step's measured compute and
+      // copies are charged N times over (on the virtual clock as time, on the real one as sleep).
       const std::int64_t share = config.capacity / n;
       for (int i = 0; i < n; ++i) {
         RuntimeConfig rc = base;
         if (config.budget_bytes) rc.budget_bytes = *config.budget_bytes / static_cast<std::uint64_t>(n);
         rc.copy_slowdown = static_cast<double>(n);
+        rc.compute_slowdown = static_cast<double>(n);  // MIG: a slice has 1/N of the compute too
         rc.pinned = pinned_where(s, analysis, i, [&](std::int64_t rank) { return rank < share; });
         add(store, std::move(rc), {names[static_cast<std::size_t>(i)]}, i);
       }
