@@ -137,6 +137,7 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
   connect(policy_, &QComboBox::currentTextChanged, this, [this](const QString& p) {
     shares_->setVisible(p == QStringLiteral("weighted"));
     calibration_row_->setVisible(p == QStringLiteral("virtual"));
+    miss_slots_->setEnabled(p != QStringLiteral("virtual"));  // masked gating never loads a miss
     if (!updating_) debounce_->start();
   });
 }
