@@ -827,8 +827,10 @@ class WorkbenchTest : public QObject {
     const fs::path root(dir.path().toStdString()), family(MOSAIC_RESOURCES "/sample-family");
     const Checkpoint base(family / "base");
     for (const char* v : {"bible", "fortunes"}) write_delta(base, Checkpoint(family / v), {4, true, 128}, root / (std::string("d-") + v));
+    qInfo("delta folders written after %lld ms", static_cast<long long>(clock_.elapsed()));
     window_->openFamily({path(root / "d-bible"), path(root / "d-fortunes")});
     QTRY_COMPARE_WITH_TIMEOUT(window_->familyPanel()->model()->rowCount(), 3, 60000);
+    qInfo("family open after %lld ms", static_cast<long long>(clock_.elapsed()));
     QStringList kinds;
     for (int r = 0; r < 3; ++r) kinds << window_->familyPanel()->model()->index(r, 1).data().toString();  // the Kind column
     QVERIFY2(kinds.count(QStringLiteral("delta folder (4-bit, 2:4, group 128)")) == 2 && kinds.contains(QStringLiteral("full checkpoint")),
@@ -840,10 +842,11 @@ class WorkbenchTest : public QObject {
     // showing the base's copy. A budget with room for about half keeps the least similar half.
     LayoutPanel* panel = window_->layoutPanel();
     QTRY_VERIFY_WITH_TIMEOUT(window_->layoutPanel()->grid()->layoutInfo().can_plan_hybrid, 60000);  // this family's plan, not the last one's
+    qInfo("first plan after %lld ms: %s", static_cast<long long>(clock_.elapsed()), qPrintable(shown()));
     QVERIFY(qobject_cast<QStandardItemModel*>(panel->policyBox()->model())->item(3)->isEnabled());
     panel->budgetBox()->setValue(256);  // MiB
     panel->policyBox()->setCurrentText(QStringLiteral("hybrid"));
-    QTRY_VERIFY_WITH_TIMEOUT(!panel->grid()->layoutInfo().deltas.isEmpty(), 60000);
+    QTRY_VERIFY2_WITH_TIMEOUT(!panel->grid()->layoutInfo().deltas.isEmpty(), qPrintable(shown()), 60000);
     const LayoutInfo all = panel->grid()->layoutInfo();
     QVERIFY2(all.deltas_total > 0 && all.deltas_resident == all.deltas_total, qPrintable(panel->summaryText()));
     QCOMPARE(panel->grid()->residentCells(), 32);
