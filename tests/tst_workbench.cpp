@@ -653,6 +653,20 @@ class WorkbenchTest : public QObject {
     QVERIFY(!window_->servingPanel()->sweepJson().contains(QStringLiteral("\"shares\"")));
   }
 
+  // A plan made before an edit can arrive after it (the engine was busy): it must not put the edited
+  // box back, or the pending plan goes out with the old policy (seen under load in the delta test).
+  void a_plan_older_than_an_edit_leaves_the_edit() {
+    LayoutPanel* panel = window_->layoutPanel();
+    const LayoutInfo before = panel->grid()->layoutInfo();
+    QVERIFY(before.policy != QStringLiteral("medoid"));
+    panel->policyBox()->setCurrentText(QStringLiteral("medoid"));  // its plan waits for the debounce
+    panel->showLayout(before);                                      // the older plan lands now
+    QCOMPARE(panel->policyBox()->currentText(), QStringLiteral("medoid"));
+    QTRY_COMPARE_WITH_TIMEOUT(panel->grid()->layoutInfo().policy, QStringLiteral("medoid"), 30000);
+    panel->policyBox()->setCurrentText(before.policy);
+    QTRY_COMPARE_WITH_TIMEOUT(panel->grid()->layoutInfo().policy, before.policy, 30000);
+  }
+
   void byte_sizes_are_iec_and_any_typed_unit_is_understood() {
     ByteSizeBox* box = window_->layoutPanel()->budgetBox();
     const LayoutInfo shown = window_->layoutPanel()->grid()->layoutInfo();

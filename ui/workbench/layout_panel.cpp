@@ -205,8 +205,12 @@ QString virtualSummary(const LayoutInfo& l) {
 void LayoutPanel::showLayout(const LayoutInfo& l) {
   updating_ = true;
   setHybridEnabled(l.can_plan_hybrid);
-  budget_->setBytes(l.budget);
-  policy_->setCurrentText(l.policy);
+  // A plan that arrives while an edit waits to be planned is older than the edit: it must not put
+  // the boxes back, or the pending plan would be made with the old policy and budget.
+  if (!debounce_->isActive()) {
+    budget_->setBytes(l.budget);
+    policy_->setCurrentText(l.policy);
+  }
   // One row per variant of this layout; a variant keeps the share it had, a new one weighs 1.
   QHash<QString, double> kept;
   for (int row = 0; row < shares_->rowCount(); ++row) kept[shares_->item(row, 0)->text()] = shares_->item(row, 1)->data(Qt::EditRole).toDouble();
