@@ -144,14 +144,13 @@ Layout virtual_layout(const Family& family, const std::vector<std::string>& sha2
                       const std::vector<std::vector<std::vector<std::int64_t>>>& order, const std::vector<std::int64_t>& counts,
                       const std::vector<double>& importance, const VirtualPlanOptions& options, const ExpertDistances* distances) {
   const ModelSpec& s = store.spec();
-  Layout layout;
   VirtualLayout vl;
   vl.staging = options.updates.staging;
   vl.update_every = options.updates.update_every;
   vl.decay = options.updates.decay;
   vl.shift = options.updates.shift;
   vl.counts = counts;
-  ConsolidationPlan& p = layout.plan;
+  ConsolidationPlan p;
   p.layers = s.num_layers;
   p.experts = s.num_experts;
   p.variants = static_cast<std::int64_t>(family.size());
@@ -179,10 +178,7 @@ Layout virtual_layout(const Family& family, const std::vector<std::string>& sha2
     return importance[static_cast<std::size_t>(a)] > importance[static_cast<std::size_t>(b)];
   });
   for (std::size_t r = 0; r < positions.size(); ++r) p.rank[static_cast<std::size_t>(positions[r])] = static_cast<std::int64_t>(r);
-  for (std::size_t v = 0; v < family.size(); ++v) {
-    const Variant& x = family.variants()[v];
-    layout.variants.push_back({x.name, std::filesystem::absolute(x.checkpoint->dir()).lexically_normal().string(), sha256.at(v)});
-  }
+  Layout layout = make_layout(family, sha256, std::move(p));  // variants named and located as consolidate's
   layout.virtual_experts = std::move(vl);
   layout.budget_bytes = options.budget_bytes ? std::optional<std::uint64_t>(options.budget_bytes) : std::nullopt;
   layout.reserve = plan_reserve(s, store.expert_bytes() + store.max_delta_bytes(), masked_reserve(options));

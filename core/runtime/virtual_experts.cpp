@@ -65,9 +65,7 @@ void VirtualExperts::after_step() {
 }
 
 void VirtualExperts::settle() {
-  if (pending_.empty()) return;
-  if (copier_.joinable()) copier_.join();
-  commit();
+  if (!pending_.empty()) commit();  // which joins the copy thread first
 }
 
 void VirtualExperts::copy(const std::vector<Swap>& swaps) {
