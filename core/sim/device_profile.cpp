@@ -1,0 +1,76 @@
+#include "sim/device_profile.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "common/json_text.h"
+#include "common/text_file.h"
+
+namespace mosaic {
+
+DeviceProfile load_device_profile(const std::filesystem::path& path) {
+  return parse_device_profile(read_text_file(path, "check the path of the device profile (sample_configs/devices/ has some)", 1u << 20),
+                              path.string());
+}
+
+DeviceProfile parse_device_profile(const std::string& text, const std::string& file) {
+  const std::string hint = "see sample_configs/devices/, or measure one with mosaic-cli bench-device";
+  const auto j = parse_json(text, file, hint);
+  if (!j.is_object()) throw FormatError(file, "", "is not a JSON object", hint);
+  check_keys(j, {"schema", "name", "source", "h2d_pinned_gb_per_s", "h2d_pageable_gb_per_s", "memory_gb_per_s", "peak_tflops",
+                 "compute_dtype", "launch_us", "sync_us"},
+             file, "", hint);
+  if (j.value("schema", "") != "mosaic.device/1")
+    throw UnsupportedError(file, "field 'schema'",
+                           "is '" + (j.contains("schema") && j["schema"].is_string() ? j["schema"].get<std::string>() : "(missing)") +
+                               "', not 'mosaic.device/1'");
+  DeviceProfile p;
+  auto text_of = [&](const char* key, bool required) {
+    if (!j.contains(key)) {
+      if (required) throw MissingError(file, std::string("field '") + key + "'", "is missing", hint);
+      return std::string();
+    }
+    if (!j[key].is_string() || j[key].get<std::string>().empty())
+      throw FormatError(file, std::string("field '") + key + "'", "must be a non-empty string", hint);
+    return j[key].get<std::string>();
+  };
+  // Rates must be positive (a zero bandwidth is an infinite copy); overheads may be zero.
+  auto number = [&](const char* key, double scale, bool may_be_zero) {
+    if (!j.contains(key)) throw MissingError(file, std::string("field '") + key + "'", "is missing", hint);
+    const auto& v = j[key];
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 || (!may_be_zero && v.get<double>() == 0))
+      throw FormatError(file, std::string("field '") + key + "'", may_be_zero ? "must be a number ≥ 0" : "must be a positive number", hint);
+    return v.get<double>() * scale;
+  };
+  p.name = text_of("name", true);
+  p.source = text_of("source", false);
+  p.h2d_pinned = number("h2d_pinned_gb_per_s", 1e9, false);
+  p.h2d_pageable = number("h2d_pageable_gb_per_s", 1e9, false);
+  p.memory_bandwidth = number("memory_gb_per_s", 1e9, false);
+  p.peak_flops = number("peak_tflops", 1e12, false);
+  p.launch_seconds = number("launch_us", 1e-6, true);
+  p.sync_seconds = number("sync_us", 1e-6, true);
+  const std::string dtype = j.contains("compute_dtype") ? text_of("compute_dtype", true) : "bf16";
+  if (dtype != "bf16" && dtype != "fp32")
+    throw FormatError(file, "field 'compute_dtype'", "is '" + dtype + "'; use bf16 (the CUDA backend) or fp32 (the CPU backend)", hint);
+  p.compute_bytes = dtype == "fp32" ? 4 : 2;
+  return p;
+}
+
+std::string device_profile_json(const DeviceProfile& p) {
+  nlohmann::ordered_json j = {{"schema", "mosaic.device/1"},
+                              {"name", p.name},
+                              {"source", p.source},
+                              {"h2d_pinned_gb_per_s", p.h2d_pinned / 1e9},
+                              {"h2d_pageable_gb_per_s", p.h2d_pageable / 1e9},
+                              {"memory_gb_per_s", p.memory_bandwidth / 1e9},
+                              {"peak_tflops", p.peak_flops / 1e12},
+                              {"compute_dtype", p.compute_bytes == 4 ? "fp32" : "bf16"},
+                              {"launch_us", p.launch_seconds / 1e-6},
+                              {"sync_us", p.sync_seconds / 1e-6}};
+  if (p.source.empty()) j.erase("source");
+  return j.dump(2) + "\n";
+}
+
+}  // namespace mosaic

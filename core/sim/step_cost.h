@@ -1,0 +1,37 @@
+#pragma once
+// The time one engine step takes on a device, priced from the bytes it reads and the flops it does
+// (a roofline per kernel: the slower of the two, plus the host's launch overhead), and the time a
+// host → device copy takes. What the simulated clock charges (sim/simulator.h).
+#include <cstdint>
+#include <vector>
+
+#include "sim/device_profile.h"
+#include "sim/model_shapes.h"
+
+namespace mosaic {
+
+struct StepWork {
+  struct Chunk {
+    std::int64_t tokens = 0;   // rows it adds to the step
+    std::int64_t context = 0;  // positions cached after it (what its attention reads)
+  };
+  std::vector<Chunk> chunks;
+  std::int64_t groups = 1;   // resident-set groups: each reads its own non-expert weights once
+  std::int64_t emitted = 0;  // rows through the LM head (one per sequence that samples)
+  // Per layer (empty in dense layers): the rows each distinct expert computes.
+  std::vector<std::vector<std::int64_t>> expert_rows;
+};
+
+struct StepCost {
+  double roofline = 0;  // the kernels' bytes and flops, at the device's bandwidth and peak
+  double overhead = 0;  // launches and the step's synchronization: host time, not sliced by MIG
+  double seconds(double compute_slowdown = 1) const { return roofline * compute_slowdown + overhead; }
+};
+
+StepCost price_step(const ModelShapes& shapes, const DeviceProfile& device, const StepWork& work);
+
+// One host → device copy of `bytes` at `bytes_per_second`, `slowdown` times slower (a MIG slice's
+// share of the link), followed by a synchronization.
+double copy_seconds(std::uint64_t bytes, double bytes_per_second, double slowdown, const DeviceProfile& device);
+
+}  // namespace mosaic
