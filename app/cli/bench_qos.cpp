@@ -16,6 +16,7 @@
 #include "runtime/threads.h"
 #include "serving/sweep.h"
 #include "serving/sweep_run.h"
+#include "sim/sim_sweep.h"
 #include "store/recorder.h"
 #include "store/run_json.h"
 #include "store/sweep_recording.h"
@@ -52,13 +53,10 @@ void add_bench_command(CLI::App& app) {
     std::vector<fs::path> inputs = config.variants;  // the record lands on none of what the sweep reads
     inputs.push_back(o->config);
     if (!config.trace.empty()) inputs.push_back(config.trace);
+    if (config.clock == RunClock::Simulated) inputs.push_back(config.device_profile);
     check_output(o->db, "--db", inputs);
     Recorder recorder(o->db);
     recorder.check_writable();
-    Family family;
-    open_family(family, config.variants);
-    const HostStore store(family);
-    const auto analysis = analyze_family(family, {default_cache_dir(), o->threads, {}});
     auto results = std::make_shared<nlohmann::ordered_json>(nlohmann::ordered_json::array());
     if (!o->json) {
       std::printf("%-14s %7s %3s %6s | %9s %8s | %11s %11s %11s | %11s %11s | %6s %9s\n", "strategy", "req/s", "rep", "reqs",
@@ -91,7 +89,17 @@ void add_bench_command(CLI::App& app) {
                    "free space, or record to another file");
       std::fprintf(stderr, "\nerror: %s\n", lost->what());
     };
-    run_sweep(config, family, store, *analysis, recording(recorder, events, failed)).rethrow();
+    if (config.clock == RunClock::Simulated) {
+      // No engine and no weights: the variants' config.json files and the device profile suffice.
+      const DeviceProfile device = load_device_profile(config.device_profile);
+      simulate_sweep(config, load_sim_family(config.variants), device, recording(recorder, events, failed)).rethrow();
+    } else {
+      Family family;
+      open_family(family, config.variants);
+      const HostStore store(family);
+      const auto analysis = analyze_family(family, {default_cache_dir(), o->threads, {}});
+      run_sweep(config, family, store, *analysis, recording(recorder, events, failed)).rethrow();
+    }
     if (o->json)
       std::cout << nlohmann::ordered_json{{"database", o->db.string()}, {"config", o->config.string()}, {"recorded", !lost}, {"runs", *results}}.dump(2)
                 << "\n";

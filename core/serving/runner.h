@@ -15,7 +15,8 @@
 
 namespace mosaic {
 
-enum class RunClock { Virtual, Real };
+// Simulated: no engine runs; sim/sim_sweep.h prices every step with a cost model instead.
+enum class RunClock { Virtual, Real, Simulated };
 
 struct RunOptions {
   RunClock clock = RunClock::Virtual;

@@ -47,7 +47,7 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
   };
   if (!j.is_object()) throw FormatError(file, "", "is not a JSON object", hint);
   check_keys(j, {"schema", "description", "variants", "targets", "clock", "rates", "repeats", "seed", "alpha", "duration_seconds",
-                 "prompt", "output", "strategies", "trace", "trace_routes"},
+                 "prompt", "output", "strategies", "trace", "trace_routes", "device_profile", "host_memory"},
              file, "", hint);
   if (j.value("schema", "") != "mosaic.sweep/1")
     throw UnsupportedError(file, "field 'schema'", "is '" + j.value("schema", std::string("(missing)")) + "', not 'mosaic.sweep/1'");
@@ -60,8 +60,28 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
     c.variants.push_back(p.is_absolute() ? p : base_dir / p);
   }
   const std::string clock = j.value("clock", "virtual");
-  if (clock != "virtual" && clock != "real") fail("clock", "is '" + clock + "'; use virtual or real");
-  c.clock = clock == "real" ? RunClock::Real : RunClock::Virtual;
+  if (clock != "virtual" && clock != "real" && clock != "simulated") fail("clock", "is '" + clock + "'; use virtual, real or simulated");
+  c.clock = clock == "real" ? RunClock::Real : clock == "simulated" ? RunClock::Simulated : RunClock::Virtual;
+  if (c.clock == RunClock::Simulated) {
+    if (!j.contains("device_profile") || !j["device_profile"].is_string() || j["device_profile"].get<std::string>().empty())
+      fail("device_profile", "must name a device profile (mosaic.device/1) for the simulated clock, e.g. ../sample_configs/devices/a100-pcie4-paper.json");
+    const std::filesystem::path d = j["device_profile"].get<std::string>();
+    c.device_profile = d.is_absolute() ? d : base_dir / d;
+  } else {
+    for (const char* key : {"device_profile", "host_memory"})
+      if (j.contains(key)) fail(key, "is for the simulated clock only (\"clock\": \"simulated\")");
+  }
+  if (j.contains("host_memory")) {
+    const auto& h = j["host_memory"];
+    if (!h.is_object()) fail("host_memory", "must be an object: {\"experts\": \"pinned\" | \"pageable\", \"non_expert\": …}");
+    check_keys(h, {"experts", "non_expert"}, file, "host_memory", hint);
+    auto kind = [&](const char* key) {
+      if (!h.contains(key)) return true;
+      if (!h[key].is_string() || (h[key] != "pinned" && h[key] != "pageable")) fail(std::string("host_memory.") + key, "must be pinned or pageable");
+      return h[key] == "pinned";
+    };
+    c.host_memory = {.experts_pinned = kind("experts"), .non_expert_pinned = kind("non_expert")};
+  }
   if (j.contains("trace")) {
     if (!j["trace"].is_string() || j["trace"].get<std::string>().empty()) fail("trace", "must be the path of a JSONL trace");
     const std::filesystem::path t = j["trace"].get<std::string>();
@@ -70,6 +90,7 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
   if (j.contains("trace_routes")) {
     if (!j["trace_routes"].is_boolean()) fail("trace_routes", "must be true or false");
     c.trace_routes = j["trace_routes"].get<bool>();
+    if (c.trace_routes && c.clock == RunClock::Simulated) fail("trace_routes", "records an engine's routes; the simulated clock runs none");
   }
   if (j.contains("targets")) {
     if (!j["targets"].is_array() || j["targets"].empty()) fail("targets", "must list variant names");

@@ -2,7 +2,11 @@
 // A QoS sweep: strategies × total arrival rates × repeats over one family, as a JSON config
 // ("mosaic.sweep/1") that `mosaic-cli bench --config` runs and records:
 //   {"schema": "mosaic.sweep/1", "variants": [dirs, relative to the config file],
-//    "clock": "virtual" | "real", "rates": [requests/s], "repeats": n, "seed": s,
+//    "clock": "virtual" | "real" | "simulated", "rates": [requests/s], "repeats": n, "seed": s,
+//    "device_profile": "profile.json" (simulated only, relative to the config: the device the cost
+//                      model prices steps for, sample_configs/devices/),
+//    "host_memory": {"experts": "pinned" | "pageable", "non_expert": "pinned" | "pageable"}
+//                   (simulated only: which link rate each kind of copy gets; default pinned),
 //    "alpha": skew in (0, 1] (1: even), "duration_seconds": t, "prompt": [min, max], "output": [min, max],
 //    "strategies": [{"kind": "consolidated" | "no-reconfig" | "single" | "single-resident" | "time-sharing" | "space-sharing"
 //                            | "averaging" | "esft" | "delta" | "hybrid" | "virtual-experts",
@@ -20,11 +24,14 @@
 //              rates are then not used),
 //    "trace_routes": true (optional: record where every token's router choices went, per request;
 //                    the workbench's Runs panel shows a request's expert trace from them)}
+// On the simulated clock no engine runs and no weights are read: the variants' config.json files
+// suffice (sim/sim_sweep.h), so a family too large for this machine can be swept.
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "serving/runner.h"
+#include "sim/device_profile.h"
 
 namespace mosaic {
 
@@ -38,6 +45,8 @@ struct SweepConfig {
   std::filesystem::path trace;  // empty: generate Poisson workloads
   std::vector<std::string> targets;  // the names workloads draw from; empty: each strategy's own
   bool trace_routes = false;  // record each request's routes (RequestRecord::routes)
+  std::filesystem::path device_profile;  // simulated clock: the profile's file
+  HostMemory host_memory;                // simulated clock: the link rate of each kind of copy
   std::string text;       // the config as written, recorded with every run
 };
 

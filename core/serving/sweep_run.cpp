@@ -30,9 +30,52 @@ std::vector<WorkloadRequest> warm_up_workload(const std::vector<std::string>& ta
 
 }  // namespace
 
+SweepWorkload sweep_workload(const SweepConfig& config, const std::vector<std::string>& targets, double rate, int repeat,
+                             std::int64_t vocab_size, const std::vector<WorkloadRequest>& trace) {
+  WorkloadSpec spec = config.workload;
+  spec.targets = targets;
+  spec.total_rate = rate;
+  spec.vocab_size = vocab_size;
+  spec.seed = config.workload.seed + static_cast<std::uint64_t>(repeat);
+  SweepWorkload w{config.trace.empty() ? generate_workload(spec) : trace, rate, spec.seed};
+  // A trace's rate is what it holds.
+  if (!config.trace.empty() && w.requests.size() >= 2)
+    w.rate = static_cast<double>(w.requests.size()) / std::max(w.requests.back().arrival, 1e-9);
+  return w;
+}
+
+void check_sweep_workload(const SweepConfig& config, const ModelSpec& spec, const std::vector<WorkloadRequest>& trace) {
+  if (config.trace.empty() && config.workload.prompt.max + config.workload.output.max > spec.max_position_embeddings)
+    throw FormatError("sweep config", "fields 'prompt' and 'output'",
+                      "ask for up to " + std::to_string(config.workload.prompt.max + config.workload.output.max) +
+                          " positions; the model's context is " + std::to_string(spec.max_position_embeddings),
+                      "shorten the prompts or the outputs");
+  for (std::size_t i = 0; i < trace.size(); ++i) {
+    const WorkloadRequest& r = trace[i];
+    const std::string where = "request " + std::to_string(i + 1);
+    for (std::int64_t id : r.prompt)
+      if (id >= spec.vocab_size)
+        throw FormatError(config.trace.string(), where + ": field 'prompt'",
+                          "holds token id " + std::to_string(id) + ", outside the vocabulary [0, " + std::to_string(spec.vocab_size) + ")");
+    // On the real clock a replay lasts as long as its trace: bounded by the run's duration, as a
+    // generated workload is (an arrival a week away would otherwise hold the sweep a week).
+    if (config.clock == RunClock::Real && r.arrival > config.workload.duration_seconds)
+      throw FormatError(config.trace.string(), where + ": field 'arrival'",
+                        "is " + std::to_string(r.arrival) + " s, past the run's duration_seconds (" +
+                            std::to_string(config.workload.duration_seconds) + " s) on the real clock",
+                        "raise duration_seconds in the sweep config to replay it in full, or replay it on the virtual clock");
+    if (static_cast<std::int64_t>(r.prompt.size()) + r.max_new_tokens > spec.max_position_embeddings)
+      throw FormatError(config.trace.string(), where,
+                        "asks for " + std::to_string(r.prompt.size() + static_cast<std::size_t>(r.max_new_tokens)) +
+                            " positions (prompt and max_new_tokens); the model's context is " + std::to_string(spec.max_position_embeddings));
+  }
+}
+
 Outcome<> run_sweep(const SweepConfig& config, const Family& family, const HostStore& store, const FamilyAnalysis& analysis,
                     const SweepEvents& events, Engine* shared) {
   return Outcome<>::of([&]() -> Outcome<> {
+    if (config.clock == RunClock::Simulated)
+      throw InvalidArgument("sweep", "clock 'simulated'", "runs no engine", "run it with simulate_sweep (sim/sim_sweep.h)");
     // Strategies that write merged checkpoints (averaging) put them here, removed afterwards.
     const auto scratch = std::filesystem::temp_directory_path() / ("mosaic-sweep-" + std::to_string(std::random_device{}()));
     std::filesystem::create_directories(scratch);
@@ -45,32 +88,8 @@ Outcome<> run_sweep(const SweepConfig& config, const Family& family, const HostS
     } cleanup{scratch};
 
     const std::vector<WorkloadRequest> trace = config.trace.empty() ? std::vector<WorkloadRequest>{} : read_trace(config.trace);
-    // What only the model can tell, before any run starts (else a run "finishes" with the error inside).
+    check_sweep_workload(config, store.spec(), trace);
     const ModelSpec& spec = store.spec();
-    if (config.trace.empty() && config.workload.prompt.max + config.workload.output.max > spec.max_position_embeddings)
-      throw FormatError("sweep config", "fields 'prompt' and 'output'",
-                        "ask for up to " + std::to_string(config.workload.prompt.max + config.workload.output.max) +
-                            " positions; the model's context is " + std::to_string(spec.max_position_embeddings),
-                        "shorten the prompts or the outputs");
-    for (std::size_t i = 0; i < trace.size(); ++i) {
-      const WorkloadRequest& r = trace[i];
-      const std::string where = "request " + std::to_string(i + 1);
-      for (std::int64_t id : r.prompt)
-        if (id >= spec.vocab_size)
-          throw FormatError(config.trace.string(), where + ": field 'prompt'",
-                            "holds token id " + std::to_string(id) + ", outside the vocabulary [0, " + std::to_string(spec.vocab_size) + ")");
-      // On the real clock a replay lasts as long as its trace: bounded by the run's duration, as a
-      // generated workload is (an arrival a week away would otherwise hold the sweep a week).
-      if (config.clock == RunClock::Real && r.arrival > config.workload.duration_seconds)
-        throw FormatError(config.trace.string(), where + ": field 'arrival'",
-                          "is " + std::to_string(r.arrival) + " s, past the run's duration_seconds (" +
-                              std::to_string(config.workload.duration_seconds) + " s) on the real clock",
-                          "raise duration_seconds in the sweep config to replay it in full, or replay it on the virtual clock");
-      if (static_cast<std::int64_t>(r.prompt.size()) + r.max_new_tokens > spec.max_position_embeddings)
-        throw FormatError(config.trace.string(), where,
-                          "asks for " + std::to_string(r.prompt.size() + static_cast<std::size_t>(r.max_new_tokens)) +
-                              " positions (prompt and max_new_tokens); the model's context is " + std::to_string(spec.max_position_embeddings));
-    }
     const std::vector<double> rates = config.trace.empty() ? config.rates : std::vector<double>{0.0};
     for (const StrategyConfig& sc : config.strategies) {
       const Deployment deployment(sc, family, store, analysis, scratch);
@@ -88,18 +107,12 @@ Outcome<> run_sweep(const SweepConfig& config, const Family& family, const HostS
                    {.clock = config.clock, .engine = shared});
       for (double rate : rates)
         for (int rep = 0; rep < config.repeats; ++rep) {
-          WorkloadSpec spec = config.workload;
-          spec.targets = config.targets.empty() ? deployment.targets() : config.targets;
-          spec.total_rate = rate;
-          spec.vocab_size = store.spec().vocab_size;
-          spec.seed = config.workload.seed + static_cast<std::uint64_t>(rep);
-          const auto workload = config.trace.empty() ? generate_workload(spec) : trace;
-          // A trace's rate is what it holds.
-          const double run_rate = config.trace.empty() || workload.size() < 2
-                                      ? rate
-                                      : static_cast<double>(workload.size()) / std::max(workload.back().arrival, 1e-9);
+          const SweepWorkload sw = sweep_workload(config, config.targets.empty() ? deployment.targets() : config.targets, rate, rep,
+                                                  spec.vocab_size, trace);
+          const auto& workload = sw.requests;
+          const double run_rate = sw.rate;
           const nlohmann::json run_config = {{"strategy", deployment.name()}, {"rate", run_rate}, {"repeat", rep},
-                                             {"seed", spec.seed}, {"capacity", sc.capacity},
+                                             {"seed", sw.seed}, {"capacity", sc.capacity},
                                              {"max_sequences", sc.scheduler.max_sequences},
                                              {"trace", config.trace.string()},
                                              {"clock", config.clock == RunClock::Real ? "real" : "virtual"},

@@ -11,6 +11,7 @@
 #include "runtime/host_store.h"
 #include "serving/metrics.h"
 #include "serving/sweep.h"
+#include "serving/workload.h"
 
 namespace mosaic {
 
@@ -30,6 +31,20 @@ struct SweepEvents {
   std::function<bool(const SweepRun&, const RequestRecord&, std::size_t done, std::size_t total)> request_finished;
   std::function<void(const SweepRun&, const std::vector<RequestRecord>&, const RunSummary&, bool stopped)> run_finished;
 };
+
+// One run's requests: the trace when the sweep replays one (its rate is what it holds), else Poisson
+// arrivals at total `rate` over `targets`, seeded by the sweep's seed plus the repeat.
+struct SweepWorkload {
+  std::vector<WorkloadRequest> requests;
+  double rate = 0;
+  std::uint64_t seed = 0;
+};
+SweepWorkload sweep_workload(const SweepConfig& config, const std::vector<std::string>& targets, double rate, int repeat,
+                             std::int64_t vocab_size, const std::vector<WorkloadRequest>& trace);
+
+// What only the model can tell of a sweep, checked before any run starts (else a run "finishes"
+// with the error inside): prompts and outputs within its context, a trace's ids within its vocabulary.
+void check_sweep_workload(const SweepConfig& config, const ModelSpec& spec, const std::vector<WorkloadRequest>& trace);
 
 // Ok when every run finished, Cancelled when a request_finished event stopped it, Failed with what
 // the strategies throw (BudgetError for a budget a strategy cannot fit) or the subscribers throw.

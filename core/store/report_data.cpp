@@ -69,6 +69,8 @@ ReportData load_report_data(const Recorder& recorder, const std::vector<std::int
       if (config.contains("max_sequences") && config["max_sequences"].is_number_integer())
         run.max_sequences = config["max_sequences"].get<std::int64_t>();
       if (config.contains("clock") && config["clock"].is_string()) run.clock = config["clock"].get<std::string>();
+      if (config.contains("device_profile") && config["device_profile"].is_string())
+        run.device_profile = config["device_profile"].get<std::string>();
       if (config.contains("sweep") && config["sweep"].is_object()) {
         const auto& sweep = config["sweep"];
         if (sweep.contains("duration_seconds") && sweep["duration_seconds"].is_number())

@@ -18,7 +18,8 @@ struct ReportRun {
   int repeat = 0;
   // What was run, from the run's recorded config (empty or 0 when an older record lacks it).
   std::int64_t capacity = 0, max_sequences = 0;  // resident experts (layout strategies); sequences at once
-  std::string clock;                             // "virtual" or "real"
+  std::string clock;                             // "virtual", "real" or "simulated"
+  std::string device_profile;                    // simulated runs: the profile's name
   std::vector<std::string> variants;             // the sweep's variant folders, as written
   double duration_seconds = 0;                   // the arrival window asked for (generated workloads)
   std::vector<RequestRecord> requests;  // as recorded, in workload order

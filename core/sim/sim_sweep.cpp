@@ -1,0 +1,69 @@
+#include "sim/sim_sweep.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "model/variant_folders.h"
+#include "sim/sim_deployment.h"
+#include "sim/simulator.h"
+
+namespace mosaic {
+
+SimFamily load_sim_family(const std::vector<std::filesystem::path>& dirs) {
+  SimFamily f;
+  for (const auto& [name, dir] : discover_variants(dirs)) {
+    ModelShapes shapes = load_model_shapes(dir / "config.json");
+    if (f.names.empty()) {
+      f.shapes = std::move(shapes);
+    } else if (const auto d = first_difference(f.shapes.spec, shapes.spec)) {
+      throw MismatchError((dir / "config.json").string(), *d, "differs from the first variant's config (" + f.names.front() + ")",
+                          "a family's variants share one architecture");
+    }
+    f.names.push_back(name);
+  }
+  return f;
+}
+
+Outcome<> simulate_sweep(const SweepConfig& config, const SimFamily& family, const DeviceProfile& device, const SweepEvents& events) {
+  return Outcome<>::of([&]() -> Outcome<> {
+    if (config.clock != RunClock::Simulated)
+      throw InvalidArgument("sweep", "clock", "is not 'simulated'", "serve it with run_sweep (serving/sweep_run.h)");
+    const std::vector<WorkloadRequest> trace = config.trace.empty() ? std::vector<WorkloadRequest>{} : read_trace(config.trace);
+    const ModelSpec& spec = family.shapes.spec;
+    check_sweep_workload(config, spec, trace);
+    const std::vector<std::string>& targets = config.targets.empty() ? family.names : config.targets;
+    for (const std::string& t : targets)
+      if (std::find(family.names.begin(), family.names.end(), t) == family.names.end())
+        throw InvalidArgument("sweep config", "target '" + t + "'", "is not a variant of the family");
+    const std::vector<double> rates = config.trace.empty() ? config.rates : std::vector<double>{0.0};
+    for (const StrategyConfig& sc : config.strategies) {
+      const auto partitions = simulated_deployment(sc, family.shapes, family.names, device, config.host_memory);
+      const std::string name(strategy_name(sc.kind));
+      for (double rate : rates)
+        for (int rep = 0; rep < config.repeats; ++rep) {
+          const SweepWorkload w = sweep_workload(config, targets, rate, rep, spec.vocab_size, trace);
+          const nlohmann::json run_config = {{"strategy", name}, {"rate", w.rate}, {"repeat", rep}, {"seed", w.seed},
+                                             {"capacity", sc.capacity}, {"max_sequences", sc.scheduler.max_sequences},
+                                             {"trace", config.trace.string()}, {"clock", "simulated"},
+                                             {"device_profile", device.name}, {"targets", family.names},
+                                             {"sweep", nlohmann::json::parse(config.text, nullptr, false)}};
+          SweepRun run{name, w.rate, rep, run_config.dump(), 0};
+          if (events.run_started) events.run_started(run, w.requests.size());
+          const auto records = simulate_workload(family.shapes, device, partitions, family.names, w.requests, w.seed);
+          // Events in finishing order, as a served run reports them.
+          std::vector<std::size_t> order(records.size());
+          for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+          std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return records[a].stats.finish < records[b].stats.finish; });
+          bool stopped = false;
+          for (std::size_t k = 0; k < order.size() && !stopped; ++k)
+            if (events.request_finished && !events.request_finished(run, records[order[k]], k + 1, order.size())) stopped = true;
+          if (events.run_finished) events.run_finished(run, records, summarize(records), stopped);
+          if (stopped) return Cancelled{};
+        }
+    }
+    return std::monostate{};
+  });
+}
+
+}  // namespace mosaic

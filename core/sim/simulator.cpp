@@ -1,0 +1,232 @@
+#include "sim/simulator.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+#include "common/error.h"
+#include "runtime/kv_blocks.h"
+#include "runtime/reconfigurer.h"
+#include "sim/step_cost.h"
+
+namespace mosaic {
+namespace {
+
+std::uint64_t mix(std::uint64_t x) {  // splitmix64's finalizer
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// `k` distinct experts of `choices`, uniformly, from the key alone (a partial Fisher–Yates shuffle).
+void route(std::uint64_t key, std::int64_t k, std::vector<int> choices, std::vector<int>& out) {
+  out.clear();
+  for (std::size_t i = 0; i < static_cast<std::size_t>(k) && i < choices.size(); ++i) {
+    key = mix(key);
+    const std::size_t j = i + static_cast<std::size_t>(key % (choices.size() - i));
+    std::swap(choices[i], choices[j]);
+    out.push_back(choices[i]);
+  }
+}
+
+struct Request {
+  SequenceState state;
+  std::size_t index = 0;  // in the workload
+  int target = 0;
+  std::int64_t max_new = 0, generated = 0;
+  bool admitted = false;
+  RequestRecord record;
+};
+
+// A layer's kept misses (lru): (target, expert) by last use.
+struct Spares {
+  std::vector<std::pair<int, int>> held;
+  std::vector<std::uint64_t> used;
+  int find(int target, int expert) const {
+    for (std::size_t i = 0; i < held.size(); ++i)
+      if (held[i] == std::pair{target, expert}) return static_cast<int>(i);
+    return -1;
+  }
+};
+
+void simulate_lane(const ModelShapes& m, const DeviceProfile& device, const SimPartition& p, std::size_t lane,
+                   std::vector<Request>& all, const std::vector<Request*>& requests, std::uint64_t seed) {
+  // A sequence's order is its workload index (simulate_workload sets it).
+  auto owner_of = [&all](const SequenceState* q) -> Request& { return all[static_cast<std::size_t>(q->order)]; };
+  const ModelSpec& s = m.spec;
+  KvBlockPool kv(p.kv_block_tokens, p.kv_blocks);
+  Scheduler scheduler(p.scheduler, kv, p.resident_sets);
+  Reconfigurer sets(p.resident_sets);
+  sets.ensure(std::span<const int>(&p.warm_set, 1));
+  // What a token may be routed to in each layer: every expert, or under masked gating the resident ones.
+  std::vector<std::vector<int>> choices(static_cast<std::size_t>(s.num_layers));
+  for (std::int64_t l = 0; l < s.num_layers; ++l) {
+    if (!s.is_sparse(l)) continue;
+    for (int e = 0; e < s.num_experts; ++e)
+      if (p.miss != "masked" || p.pinned[static_cast<std::size_t>(l)][static_cast<std::size_t>(e)]) choices[static_cast<std::size_t>(l)].push_back(e);
+    if (static_cast<std::int64_t>(choices[static_cast<std::size_t>(l)].size()) < s.top_k)
+      throw InvalidArgument("simulated deployment", "layer " + std::to_string(l), "keeps fewer experts than top_k under masked gating");
+  }
+  std::vector<Spares> spares(static_cast<std::size_t>(s.num_layers));
+  std::uint64_t tick = 0;
+  const double expert_load = copy_seconds(m.expert_bytes(), p.expert_bandwidth, p.copy_slowdown, device);
+  const double set_fill = copy_seconds(p.set_bytes, p.set_bandwidth, p.copy_slowdown, device);
+
+  std::size_t next = 0;
+  double now = 0;
+  std::vector<int> picked;
+  for (;;) {
+    while (next < requests.size() && requests[next]->state.arrival <= now) scheduler.add(&requests[next++]->state);
+    const StepPlan plan = scheduler.plan(now, sets.resident());
+    if (plan.empty()) {
+      if (!plan.preempted.empty()) continue;
+      if (next < requests.size()) {
+        now = std::max(now, requests[next]->state.arrival);
+        continue;
+      }
+      if (scheduler.waiting() > 0)  // cannot happen for requests the KV reserve holds: the engine refuses the rest at submit
+        throw BudgetError("simulated deployment", "KV cache", "cannot hold a waiting request", "reserve a longer context");
+      break;
+    }
+    for (SequenceState* a : plan.admitted) {
+      Request& r = owner_of(a);
+      if (!r.admitted) r.record.stats.start = now;
+      r.admitted = true;
+    }
+    double seconds = 0;
+    for (const auto& [buffer, set] : sets.ensure(plan.sets)) {
+      seconds += set_fill;
+      for (const auto& c : plan.chunks)  // charged to the step's first request of that set
+        if (c.sequence->set == set) {
+          RuntimeCounters& counters = owner_of(c.sequence).record.stats.counters;
+          ++counters.swaps;
+          counters.swap_bytes += p.set_bytes;
+          counters.swap_seconds += set_fill;
+          break;
+        }
+    }
+    StepWork work;
+    work.groups = static_cast<std::int64_t>(plan.sets.size());
+    work.expert_rows.resize(static_cast<std::size_t>(s.num_layers));
+    ++tick;
+    for (std::int64_t l = 0; l < s.num_layers; ++l) {
+      if (!s.is_sparse(l)) continue;
+      const auto li = static_cast<std::size_t>(l);
+      std::map<std::pair<int, int>, std::int64_t> rows;  // (target or -1 for a pinned copy, expert) → rows
+      std::vector<std::pair<int, int>> loaded;
+      for (const auto& c : plan.chunks) {
+        Request& r = owner_of(c.sequence);
+        LayerCounts& counts = r.record.stats.counters.layers[li];
+        for (std::int64_t pos = c.sequence->computed; pos < c.sequence->computed + c.tokens; ++pos) {
+          route(mix(seed ^ mix(r.index + 1) ^ mix(static_cast<std::uint64_t>(pos) << 20 | static_cast<std::uint64_t>(l))), s.top_k,
+                choices[li], picked);
+          for (int e : picked) {
+            if (p.pinned[li][static_cast<std::size_t>(e)]) {
+              ++counts.hits;
+              ++rows[{-1, e}];
+              continue;
+            }
+            const std::pair<int, int> own{r.target, e};
+            if (const int at = spares[li].find(r.target, e); at >= 0) {
+              ++counts.hits;
+              spares[li].used[static_cast<std::size_t>(at)] = tick;
+            } else {
+              ++counts.misses;
+              if (std::find(loaded.begin(), loaded.end(), own) == loaded.end()) {
+                loaded.push_back(own);
+                ++counts.loads;
+                counts.load_bytes += m.expert_bytes();
+                counts.load_seconds += expert_load;
+                seconds += expert_load;
+              }
+            }
+            ++rows[own];
+          }
+        }
+      }
+      if (p.miss == "lru")
+        for (const auto& own : loaded) {
+          Spares& sp = spares[li];
+          if (p.spare <= 0) break;
+          if (static_cast<std::int64_t>(sp.held.size()) < p.spare) {
+            sp.held.push_back(own);
+            sp.used.push_back(tick);
+          } else {
+            const auto victim = static_cast<std::size_t>(std::min_element(sp.used.begin(), sp.used.end()) - sp.used.begin());
+            sp.held[victim] = own;
+            sp.used[victim] = tick;
+          }
+        }
+      for (const auto& [key, n] : rows) work.expert_rows[li].push_back(n);
+    }
+    for (const auto& c : plan.chunks) {
+      work.chunks.push_back({c.tokens, c.sequence->computed + c.tokens});
+      if (c.sequence->computed + c.tokens == c.sequence->known) ++work.emitted;
+    }
+    now += seconds + price_step(m, device, work).seconds(p.compute_slowdown);
+
+    for (const auto& c : plan.chunks) {
+      Request& r = owner_of(c.sequence);
+      SequenceState& q = r.state;
+      q.computed += c.tokens;
+      if (q.computed < q.known) continue;  // a prompt chunk before the last
+      ++r.generated;
+      RequestStats& st = r.record.stats;
+      if (r.generated == 1) st.first_token = now;
+      if (r.generated >= r.max_new) {
+        st.finish = now;
+        st.generated_tokens = r.generated;
+        st.preemptions = q.preemptions;
+        r.record.lane = lane;
+        scheduler.remove(&q);
+      } else {
+        ++q.known;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<RequestRecord> simulate_workload(const ModelShapes& shapes, const DeviceProfile& device,
+                                             const std::vector<SimPartition>& partitions, const std::vector<std::string>& targets,
+                                             const std::vector<WorkloadRequest>& workload, std::uint64_t seed) {
+  std::vector<Request> requests(workload.size());
+  std::vector<std::vector<Request*>> lanes(partitions.size());
+  for (std::size_t i = 0; i < workload.size(); ++i) {
+    const WorkloadRequest& w = workload[i];
+    const auto t = std::find(targets.begin(), targets.end(), w.target);
+    if (t == targets.end()) throw InvalidArgument("simulated run", "target '" + w.target + "'", "is not a variant being served");
+    const int target = static_cast<int>(t - targets.begin());
+    std::size_t lane = partitions.size();
+    for (std::size_t k = 0; k < partitions.size(); ++k)
+      if (std::find(partitions[k].serves.begin(), partitions[k].serves.end(), target) != partitions[k].serves.end()) lane = k;
+    if (lane == partitions.size()) throw InvalidArgument("simulated run", "target '" + w.target + "'", "is served by no partition");
+    if (w.prompt.empty() || w.max_new_tokens < 1)
+      throw InvalidArgument("simulated run", "request " + std::to_string(i + 1), "needs a prompt and at least one token to generate");
+    Request& r = requests[i];
+    r.index = i;
+    r.target = target;
+    r.max_new = w.max_new_tokens;
+    const auto prompt = static_cast<std::int64_t>(w.prompt.size());
+    r.state = {.order = i, .arrival = w.arrival, .set = partitions[lane].set_of[static_cast<std::size_t>(target)], .known = prompt,
+               .total = prompt + w.max_new_tokens};
+    r.record.index = static_cast<std::int64_t>(i);
+    r.record.target = w.target;
+    r.record.stats.arrival = w.arrival;
+    r.record.stats.prompt_tokens = prompt;
+    r.record.stats.counters.layers.resize(static_cast<std::size_t>(shapes.spec.num_layers));
+    lanes[lane].push_back(&r);
+  }
+  for (std::size_t k = 0; k < partitions.size(); ++k) {
+    std::stable_sort(lanes[k].begin(), lanes[k].end(), [](const Request* a, const Request* b) { return a->state.arrival < b->state.arrival; });
+    simulate_lane(shapes, device, partitions[k], k, requests, lanes[k], seed);
+  }
+  std::vector<RequestRecord> out;
+  out.reserve(requests.size());
+  for (Request& r : requests) out.push_back(std::move(r.record));
+  return out;
+}
+
+}  // namespace mosaic
