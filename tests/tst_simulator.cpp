@@ -1,0 +1,278 @@
+// The cost model and the simulated clock: device profiles are validated field by field and round-
+// trip; a model's shapes come from its config.json alone and agree with the runtime's byte model
+// on real checkpoints; the A100 profile rebuilds the paper's Table 1 per-layer latencies it was
+// derived from; the simulator follows the engine's scheduling rules (swaps only on a change of
+// variant, hits as often as the layout keeps positions, MIG slices at 1/N of the link and device),
+// is deterministic, and refuses budgets and strategies it cannot model, saying why.
+#include <QTemporaryDir>
+#include <QTest>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "analysis/capacity.h"
+#include "common/error.h"
+#include "model/variant_folders.h"
+#include "serving/sweep.h"
+#include "sim/sim_deployment.h"
+#include "sim/sim_sweep.h"
+#include "sim/simulator.h"
+#include "sim/step_cost.h"
+#include "store/recorder.h"
+#include "store/sweep_recording.h"
+#include "test_support.h"
+
+using namespace mosaic;
+using namespace mosaic::test;
+
+namespace {
+
+fs::path samples() { return fs::path(MOSAIC_SOURCE_DIR) / "sample_configs"; }
+DeviceProfile a100() { return load_device_profile(samples() / "devices" / "a100-pcie4-paper.json"); }
+SimFamily mixtral() {
+  return load_sim_family({samples() / "families" / "mixtral-8x7b" / "base", samples() / "families" / "mixtral-8x7b" / "instruct"});
+}
+
+// `n` requests alternating between the two variants, `gap` seconds apart: no queueing when the gap
+// exceeds the service time.
+std::vector<WorkloadRequest> alternating(std::size_t n, double gap, const std::vector<std::string>& names, std::size_t repeat_each = 1) {
+  std::vector<WorkloadRequest> w;
+  for (std::size_t i = 0; i < n; ++i)
+    w.push_back({gap * static_cast<double>(i), names[(i / repeat_each) % names.size()], std::vector<std::int64_t>(20, 7), 25});
+  return w;
+}
+
+StrategyConfig strategy(StrategyKind kind, std::int64_t capacity = 0) {
+  StrategyConfig c;
+  c.kind = kind;
+  c.capacity = capacity;
+  c.scheduler.max_sequences = 1;
+  return c;
+}
+
+double mean_of(const std::vector<RequestRecord>& records, double (RequestStats::*metric)() const) {
+  double sum = 0;
+  for (const auto& r : records) sum += (r.stats.*metric)();
+  return sum / static_cast<double>(records.size());
+}
+
+}  // namespace
+
+class TestSimulator : public QObject {
+  Q_OBJECT
+  QTemporaryDir tmp_;
+
+ private Q_SLOTS:
+  void profiles_round_trip_and_refuse_bad_fields() {
+    const DeviceProfile p = a100();
+    QCOMPARE(p.compute_bytes, std::size_t(2));
+    QVERIFY(p.h2d_pinned > p.h2d_pageable);
+    const DeviceProfile again = parse_device_profile(device_profile_json(p), "again.json");
+    QCOMPARE(again.name, p.name);
+    QCOMPARE(again.h2d_pinned, p.h2d_pinned);
+    QCOMPARE(again.launch_seconds, p.launch_seconds);
+    QCOMPARE(again.memory_bandwidth, p.memory_bandwidth);
+
+    auto json = nlohmann::json::parse(device_profile_json(p));
+    auto refused = [&](nlohmann::json j, const char* expected) {
+      try {
+        parse_device_profile(j.dump(), "bad.json");
+      } catch (const Error& e) {
+        QVERIFY2(std::string(e.what()).find("bad.json") != std::string::npos, e.what());
+        QVERIFY2(std::string(e.what()).find(expected) != std::string::npos, e.what());
+        return;
+      }
+      QFAIL(qPrintable(QStringLiteral("accepted: ") + QString::fromStdString(j.dump())));
+    };
+    nlohmann::json j = json;
+    j["h2d_pinned_gb_per_s"] = 0;
+    refused(j, "h2d_pinned_gb_per_s");
+    j = json;
+    j["launch_us"] = -1;
+    refused(j, "launch_us");
+    j = json;
+    j.erase("memory_gb_per_s");
+    refused(j, "memory_gb_per_s");
+    j = json;
+    j["peak_tflop"] = 1;
+    refused(j, "peak_tflops");  // a misspelt key names the nearest one
+    j = json;
+    j["compute_dtype"] = "int8";
+    refused(j, "compute_dtype");
+    j = json;
+    j["schema"] = "mosaic.device/2";
+    refused(j, "mosaic.device/1");
+    refused(nlohmann::json::array(), "JSON object");
+  }
+
+  // Mixtral-8x7B from its config alone: 46.7 B parameters, as Mistral publishes; 336 MiB per expert.
+  void shapes_come_from_the_config_alone() {
+    const SimFamily f = mixtral();
+    QCOMPARE(f.names, (std::vector<std::string>{"base", "instruct"}));
+    const ModelShapes& m = f.shapes;
+    QCOMPARE(m.expert_bytes(), std::uint64_t(352321536));
+    const double total = static_cast<double>(m.non_expert_params + 256 * m.expert_params);
+    QVERIFY2(std::abs(total / 1e9 - 46.7) < 0.05, qPrintable(QString::number(total)));
+    // On real checkpoints the shapes agree with the runtime's byte model to the byte.
+    for (const char* arch : {"mixtral", "olmoe", "qwen2_moe"}) {
+      Family family;
+      open_family(family, {fixture(arch, "base"), fixture(arch, "ft1")});
+      const DeviceBytes bytes = device_bytes(family);
+      const ModelShapes s = load_model_shapes(fixture(arch, "base") / "config.json");
+      QCOMPARE(s.expert_bytes(), bytes.per_expert);
+      QCOMPARE(s.non_expert_bytes(), bytes.non_expert);
+    }
+    // Variants whose configs differ are not one family.
+    const fs::path other = fs::path(tmp_.path().toStdString()) / "wider";
+    fs::create_directories(other);
+    auto cfg = nlohmann::json::parse(std::ifstream(samples() / "families" / "mixtral-8x7b" / "base" / "config.json"));
+    cfg["num_hidden_layers"] = 16;
+    std::ofstream(other / "config.json") << cfg.dump();
+    QVERIFY_THROWS_EXCEPTION(MismatchError, load_sim_family({samples() / "families" / "mixtral-8x7b" / "base", other}));
+  }
+
+  // The profile was solved from Table 1's attention and two-hit expert block: priced back, a decode
+  // step's layer costs their sum, 0.72 + 1.2 ms, and a MIG slice's attention about the 0.78 ms measured.
+  void the_cost_model_rebuilds_table_1() {
+    const ModelShapes m = mixtral().shapes;
+    const DeviceProfile d = a100();
+    StepWork w;
+    w.chunks = {{1, 20}};
+    w.emitted = 1;
+    w.expert_rows.assign(32, {1, 1});
+    const StepCost c = price_step(m, d, w);
+    const double head = static_cast<double>(m.head_params) * 2 / d.memory_bandwidth + d.launch_seconds;
+    const double per_layer = (c.seconds() - head - d.sync_seconds) / 32;
+    QVERIFY2(std::abs(per_layer - 1.92e-3) < 0.05e-3, qPrintable(QString::number(per_layer * 1e3) + QStringLiteral(" ms per layer")));
+    // A slice at half the device: the bytes take twice as long, the launches do not.
+    QVERIFY(c.seconds(2) > c.seconds() * 1.3 && c.seconds(2) < c.seconds() * 2);
+    // A miss: 27.8 ms per expert, as measured.
+    QVERIFY(std::abs(copy_seconds(m.expert_bytes(), d.h2d_pinned, 1, d) - 27.8e-3) < 0.05e-3);
+    // A prefill reads each weight once however many rows it has: 20 rows cost far less than 20 steps.
+    StepWork prefill = w;
+    prefill.chunks = {{20, 20}};
+    QVERIFY(price_step(m, d, prefill).seconds() < 2 * c.seconds());
+  }
+
+  // Served one at a time at low load: every request pays one prefill and 24 decode steps; the
+  // consolidated runtime swaps exactly when the variant changes, at the pageable link's rate.
+  void swaps_happen_when_the_variant_changes() {
+    const SimFamily f = mixtral();
+    const DeviceProfile d = a100();
+    const HostMemory paper{.experts_pinned = true, .non_expert_pinned = false};
+    const auto workload = alternating(12, 100, f.names, 3);  // base ×3, instruct ×3, …
+    const auto single = simulate_workload(f.shapes, d, simulated_deployment(strategy(StrategyKind::Single, 229), f.shapes, f.names, d, paper),
+                                          f.names, workload, 1);
+    const auto consolidated = simulate_workload(
+        f.shapes, d, simulated_deployment(strategy(StrategyKind::Consolidated, 229), f.shapes, f.names, d, paper), f.names, workload, 1);
+    std::int64_t swaps = 0;
+    for (const auto& r : single) QCOMPARE(r.stats.counters.swaps, std::int64_t(0));
+    for (std::size_t i = 0; i < consolidated.size(); ++i) {
+      swaps += consolidated[i].stats.counters.swaps;
+      // Same routing, same hits: the two differ by the swap alone.
+      QCOMPARE(consolidated[i].stats.counters.total().misses, single[i].stats.counters.total().misses);
+      const double swap = static_cast<double>(f.shapes.non_expert_bytes()) / d.h2d_pageable;
+      const double extra = consolidated[i].stats.ttft() - single[i].stats.ttft();
+      QVERIFY2(std::abs(extra - consolidated[i].stats.counters.swap_seconds) < 1e-9, qPrintable(QString::number(extra)));
+      QCOMPARE(consolidated[i].stats.counters.swaps, std::int64_t(i > 0 && i % 3 == 0 ? 1 : 0));  // the first starts warm
+      if (consolidated[i].stats.counters.swaps) QVERIFY(std::abs(consolidated[i].stats.counters.swap_seconds - swap) < 1e-6);
+      QCOMPARE(single[i].stats.generated_tokens, std::int64_t(25));
+      QVERIFY(single[i].stats.queue_wait() == 0);
+    }
+    QCOMPARE(swaps, std::int64_t(3));
+    // Deterministic: the same workload and seed give the same records.
+    const auto again = simulate_workload(f.shapes, d, simulated_deployment(strategy(StrategyKind::Single, 229), f.shapes, f.names, d, paper),
+                                         f.names, workload, 1);
+    for (std::size_t i = 0; i < again.size(); ++i) QCOMPARE(again[i].stats.finish, single[i].stats.finish);
+  }
+
+  // Uniform routing hits as often as the layout keeps positions; every expert resident, always.
+  void hits_follow_what_is_resident() {
+    const SimFamily f = mixtral();
+    const DeviceProfile d = a100();
+    const auto workload = alternating(40, 100, f.names);
+    for (std::int64_t capacity : {64, 128, 229}) {
+      const auto records = simulate_workload(
+          f.shapes, d, simulated_deployment(strategy(StrategyKind::Single, capacity), f.shapes, f.names, d, {}), f.names, workload, 3);
+      const double hit = summarize(records).hit_rate, expected = static_cast<double>(capacity) / 256;
+      QVERIFY2(std::abs(hit - expected) < 0.02, qPrintable(QString::number(hit) + QStringLiteral(" vs ") + QString::number(expected)));
+    }
+    const auto resident = simulate_workload(f.shapes, d, simulated_deployment(strategy(StrategyKind::SingleResident), f.shapes, f.names, d, {}),
+                                            f.names, workload, 3);
+    QCOMPARE(summarize(resident).hit_rate, 1.0);
+    QCOMPARE(summarize(resident).load_bytes, std::uint64_t(0));
+  }
+
+  // MIG: each slice serves its variant with half the budget, link and device; a request takes longer
+  // on a slice than on the whole device with the same experts resident.
+  void space_sharing_slices_the_device() {
+    const SimFamily f = mixtral();
+    const DeviceProfile d = a100();
+    StrategyConfig mig = strategy(StrategyKind::SpaceSharing, 214);
+    mig.budget_bytes = std::uint64_t{80} << 30;
+    const auto parts = simulated_deployment(mig, f.shapes, f.names, d, {});
+    QCOMPARE(parts.size(), std::size_t(2));
+    QCOMPARE(parts[1].serves, std::vector<int>{1});
+    QCOMPARE(parts[1].copy_slowdown, 2.0);
+    const auto workload = alternating(20, 200, f.names);
+    const auto sliced = simulate_workload(f.shapes, d, parts, f.names, workload, 5);
+    for (const auto& r : sliced) QCOMPARE(r.lane, std::size_t(r.target == "base" ? 0 : 1));
+    const auto whole = simulate_workload(f.shapes, d, simulated_deployment(strategy(StrategyKind::Single, 107), f.shapes, f.names, d, {}), f.names,
+                                         workload, 5);
+    QVERIFY(mean_of(sliced, &RequestStats::turnaround) > 1.8 * mean_of(whole, &RequestStats::turnaround));
+    // One expert more per slice than 40 GiB holds is refused, saying how many fit.
+    mig.capacity = 216;
+    try {
+      simulated_deployment(mig, f.shapes, f.names, d, {});
+      QFAIL("a budget too small was accepted");
+    } catch (const BudgetError& e) {
+      QVERIFY2(std::string(e.what()).find("it holds 107 experts") != std::string::npos, e.what());
+    }
+    QVERIFY_THROWS_EXCEPTION(UnsupportedError, simulated_deployment(strategy(StrategyKind::Esft), f.shapes, f.names, d, {}));
+  }
+
+  // The sample sweep end to end: parsed, simulated and recorded as served runs are.
+  void a_simulated_sweep_is_recorded() {
+    SweepConfig config = load_sweep_config(samples() / "paper-table2.json");
+    QVERIFY(config.clock == RunClock::Simulated);
+    QVERIFY(!config.host_memory.non_expert_pinned);
+    config.rates = {0.01};
+    config.repeats = 1;
+    config.workload.duration_seconds = 2000;
+    const fs::path db = fs::path(tmp_.path().toStdString()) / "sim.sqlite";
+    Recorder recorder(db);
+    QVERIFY(simulate_sweep(config, load_sim_family(config.variants), load_device_profile(config.device_profile),
+                           recording(recorder, {}, [](const Error& e) { QFAIL(e.what()); }))
+                .ok());
+    const auto runs = recorder.runs();
+    QCOMPARE(runs.size(), std::size_t(3));
+    for (const auto& run : runs) {
+      const auto j = nlohmann::json::parse(run.config_json);
+      QCOMPARE(j["clock"].get<std::string>(), std::string("simulated"));
+      QCOMPARE(j["device_profile"].get<std::string>(), a100().name);
+      QVERIFY(!recorder.requests(run.id).empty());
+    }
+    // The simulated clock wants a profile, and only it takes one.
+    auto bad = [&](nlohmann::json j, const char* expected) {
+      try {
+        parse_sweep_config(j.dump(), "sweep.json", samples());
+      } catch (const FormatError& e) {
+        QVERIFY2(std::string(e.what()).find(expected) != std::string::npos, e.what());
+        return;
+      }
+      QFAIL("accepted");
+    };
+    auto j = nlohmann::json::parse(config.text);
+    j.erase("device_profile");
+    bad(j, "device_profile");
+    j = nlohmann::json::parse(config.text);
+    j["clock"] = "virtual";
+    bad(j, "simulated clock only");
+    j = nlohmann::json::parse(config.text);
+    j["host_memory"]["experts"] = "mapped";
+    bad(j, "pinned or pageable");
+  }
+};
+
+QTEST_GUILESS_MAIN(TestSimulator)
+#include "tst_simulator.moc"
