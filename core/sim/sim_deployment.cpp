@@ -92,14 +92,14 @@ std::vector<SimPartition> simulated_deployment(const StrategyConfig& c, const Mo
                              "run it on the virtual or the real clock");
   }
   // The budget, in the runtime's order; what it leaves holds more sets, then spares.
+  std::uint64_t reserve = 0;
+  for (const ReserveItem& r : plan_reserve(s, m.expert_bytes(), c.reserve)) reserve += r.bytes;
+  const std::int64_t sparse = s.num_sparse_layers();
   for (SimPartition& p : parts) {
     const std::int64_t pins = pinned_count(p);
-    const std::uint64_t time_shared = c.kind == StrategyKind::TimeSharing ? p.set_bytes - m.non_expert_bytes() : 0;
-    const std::uint64_t pinned_bytes = c.kind == StrategyKind::TimeSharing ? time_shared : static_cast<std::uint64_t>(pins) * m.expert_bytes();
-    std::uint64_t reserve = 0;
-    for (const ReserveItem& r : plan_reserve(s, m.expert_bytes(), c.reserve)) reserve += r.bytes;
-    std::int64_t sparse = 0;
-    for (std::int64_t l = 0; l < s.num_layers; ++l) sparse += s.is_sparse(l) ? 1 : 0;
+    // Time-sharing's set is the whole model: its experts are what the set holds beyond the non-expert weights.
+    const std::uint64_t pinned_bytes =
+        c.kind == StrategyKind::TimeSharing ? p.set_bytes - m.non_expert_bytes() : static_cast<std::uint64_t>(pins) * m.expert_bytes();
     if (!c.budget_bytes) {
       p.spare = s.num_experts * n;  // unbounded: every miss is kept
       continue;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <numeric>
 
 #include "common/error.h"
 #include "runtime/kv_blocks.h"
