@@ -111,7 +111,7 @@ class ServerApiTest : public QObject {
                                               : R"({"model": "bible", "prompt": "hi", "stream": true})",
                                          chat);
       const TextEvents events(r, "cmpl-7", 1700000000);
-      for (const std::string text : {std::string("a"), std::string(" the \"LORD\"\n"), std::string("\xff\xfe bytes"), std::string("\x01text\x01"), std::string("é✓")}) {
+      for (const std::string& text : {std::string("a"), std::string(" the \"LORD\"\n"), std::string("\xff\xfe bytes"), std::string("\x01text\x01"), std::string("é✓")}) {
         const std::string want = "data: " + wire(stream_chunk(r, "cmpl-7", 1700000000, text, std::nullopt, false)) + "\n\n";
         QCOMPARE(events.event(text), want);
       }
@@ -133,6 +133,18 @@ class ServerApiTest : public QObject {
     QCOMPARE(t.finish(), std::string("\n"));  // the generation ended: what was held back is handed out
     StopText none({});
     QCOMPARE(none.push("anything"), std::string("anything"));
+    // The string completed first ends the text, however it arrives: "bc" is complete before "abcdef"
+    // could be (the engine stops there), whether the text comes a byte at a time or whole.
+    for (const std::size_t cut : {1, 2, 3, 6}) {
+      StopText o({"abcdef", "bc"});
+      std::string shown;
+      for (std::size_t at = 0; at < 6 && !o.stopped(); at += cut) shown += o.push(std::string("abcdef").substr(at, cut));
+      QVERIFY(o.stopped());
+      QCOMPARE(shown, std::string("a"));
+    }
+    // Completed by the same character, the longer string counts.
+    StopText same({"c", "abc"});
+    QCOMPARE(same.push("xabcd"), std::string("x"));
   }
 
   void metrics_are_prometheus_text() {

@@ -4,28 +4,45 @@
 
 namespace mosaic::server {
 
+StopText::StopText(std::vector<std::string> stops) {
+  for (std::string& s : stops) {
+    if (s.empty()) continue;  // the parser refuses empty stops; one here would match nothing
+    Matcher m{std::move(s), {}, 0};
+    m.border.assign(m.text.size(), 0);
+    for (std::size_t i = 1, k = 0; i < m.text.size(); ++i) {
+      while (k > 0 && m.text[i] != m.text[k]) k = m.border[k - 1];
+      if (m.text[i] == m.text[k]) ++k;
+      m.border[i] = k;
+    }
+    stops_.push_back(std::move(m));
+  }
+}
+
 std::string StopText::push(std::string_view piece) {
   if (stopped_) return {};
+  const std::size_t before = pending_.size();
   pending_ += piece;
-  std::size_t cut = std::string::npos;  // where the earliest stop string starts
-  for (const std::string& s : stops_)
-    if (const auto at = pending_.find(s); at != std::string::npos) cut = std::min(cut, at);
-  if (cut != std::string::npos) {
-    stopped_ = true;
-    std::string out = pending_.substr(0, cut);
-    pending_.clear();
-    return out;
+  std::size_t held = 0;  // the longest tail that may still become a stop string
+  for (std::size_t i = before; i < pending_.size(); ++i) {
+    const char c = pending_[i];
+    std::size_t complete = 0;  // length of the longest stop string this character completes
+    held = 0;
+    for (Matcher& m : stops_) {
+      while (m.matched > 0 && (m.matched == m.text.size() || m.text[m.matched] != c)) m.matched = m.border[m.matched - 1];
+      if (m.text[m.matched] == c) ++m.matched;
+      if (m.matched == m.text.size()) complete = std::max(complete, m.matched);
+      held = std::max(held, m.matched);
+    }
+    if (complete > 0) {
+      stopped_ = true;
+      std::string out = pending_.substr(0, i + 1 - complete);
+      pending_.clear();
+      return out;
+    }
   }
-  // Hold back the longest tail that is the start of some stop string.
-  std::size_t keep = 0;
-  for (const std::string& s : stops_)
-    for (std::size_t n = std::min(s.size() - 1, pending_.size()); n > keep; --n)
-      if (pending_.compare(pending_.size() - n, n, s, 0, n) == 0) {
-        keep = n;
-        break;
-      }
-  std::string out = pending_.substr(0, pending_.size() - keep);
-  pending_.erase(0, pending_.size() - keep);
+  if (pending_.size() == before) return {};  // an empty piece: hold what was held
+  std::string out = pending_.substr(0, pending_.size() - held);
+  pending_.erase(0, pending_.size() - held);
   return out;
 }
 
