@@ -3,7 +3,8 @@
 // on real checkpoints; the A100 profile rebuilds the paper's Table 1 per-layer latencies it was
 // derived from; the simulator follows the engine's scheduling rules (swaps only on a change of
 // variant, hits as often as the layout keeps positions, MIG slices at 1/N of the link and device),
-// is deterministic, and refuses budgets and strategies it cannot model, saying why.
+// is deterministic, and refuses budgets and strategies it cannot model, saying why; a profile fitted
+// to steps a known profile priced is that profile again, and the measured CPU profile is valid.
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -14,6 +15,7 @@
 #include "common/error.h"
 #include "model/variant_folders.h"
 #include "serving/sweep.h"
+#include "sim/profile_fit.h"
 #include "sim/sim_deployment.h"
 #include "sim/sim_sweep.h"
 #include "sim/simulator.h"
@@ -28,6 +30,15 @@ using namespace mosaic::test;
 namespace {
 
 fs::path samples() { return fs::path(MOSAIC_SOURCE_DIR) / "sample_configs"; }
+
+// bench-device's tiny models: Mixtral's architecture at hidden 64.
+ModelSpec tiny_spec(std::int64_t layers) {
+  ModelSpec s = load_model_shapes(samples() / "families" / "mixtral-8x7b" / "base" / "config.json").spec;
+  s.vocab_size = 320, s.hidden_size = 64, s.expert_intermediate = 128, s.num_layers = layers;
+  s.head_dim = 16, s.num_heads = 4, s.num_kv_heads = 2;
+  s.sparse_layers.assign(static_cast<std::size_t>(layers), true);
+  return s;
+}
 DeviceProfile a100() { return load_device_profile(samples() / "devices" / "a100-pcie4-paper.json"); }
 SimFamily mixtral() {
   return load_sim_family({samples() / "families" / "mixtral-8x7b" / "base", samples() / "families" / "mixtral-8x7b" / "instruct"});
@@ -63,6 +74,53 @@ class TestSimulator : public QObject {
   QTemporaryDir tmp_;
 
  private Q_SLOTS:
+
+  void a_fit_recovers_the_profile_that_priced_the_steps() {
+    // Steps of two small models and a larger one, priced by a known profile: the fit, started from
+    // rates off by 3×, must come back to it (the same arithmetic bench-device runs on timed steps).
+    DeviceProfile truth;
+    truth.name = "truth";
+    truth.compute_bytes = 4;
+    truth.memory_bandwidth = 12e9, truth.peak_flops = 180e9;
+    truth.launch_seconds = 3.5e-6, truth.row_seconds = 2e-6, truth.sync_seconds = 20e-6;
+    const ModelShapes small2 = model_shapes(tiny_spec(2), 2), small6 = model_shapes(tiny_spec(6), 2);
+    const ModelShapes large = load_model_shapes(samples() / "families" / "mixtral-8x7b" / "base" / "config.json");
+    auto step = [&](const ModelShapes& m, std::int64_t sequences, std::int64_t tokens, std::int64_t context) {
+      MeasuredStep s{&m, {}, 0, "step"};
+      for (std::int64_t i = 0; i < sequences; ++i) s.work.chunks.push_back({tokens, context});
+      s.work.emitted = sequences;
+      s.work.expert_rows.assign(static_cast<std::size_t>(m.spec.num_layers), {});
+      const std::int64_t pairs = sequences * tokens * m.spec.top_k, distinct = std::min(pairs, m.spec.num_experts);
+      for (auto& layer : s.work.expert_rows)
+        for (std::int64_t e = 0; e < distinct; ++e) layer.push_back(pairs / distinct + (e < pairs % distinct ? 1 : 0));
+      s.seconds = price_step(m, truth, s.work).seconds();
+      return s;
+    };
+    MeasuredSteps steps;
+    for (const ModelShapes* m : {&small2, &small6})
+      for (std::int64_t b : {1, 4, 16}) steps.overhead.push_back(step(*m, b, 1, 16)), steps.overhead.push_back(step(*m, b, 24, 24));
+    steps.bandwidth.push_back(step(large, 1, 1, 16));
+    steps.compute.push_back(step(large, 1, 2048, 2048));
+    DeviceProfile start = truth;
+    start.memory_bandwidth /= 3, start.peak_flops *= 3, start.launch_seconds = start.row_seconds = start.sync_seconds = 0;
+    const DeviceProfile fitted = fit_device_profile(start, steps);
+    auto near = [](double a, double b) { return std::abs(a / b - 1) < 1e-3; };
+    QVERIFY2(near(fitted.memory_bandwidth, truth.memory_bandwidth), qPrintable(QString::number(fitted.memory_bandwidth)));
+    QVERIFY2(near(fitted.peak_flops, truth.peak_flops), qPrintable(QString::number(fitted.peak_flops)));
+    QVERIFY2(near(fitted.launch_seconds, truth.launch_seconds), qPrintable(QString::number(fitted.launch_seconds)));
+    QVERIFY2(near(fitted.row_seconds, truth.row_seconds), qPrintable(QString::number(fitted.row_seconds)));
+    QVERIFY2(near(fitted.sync_seconds, truth.sync_seconds), qPrintable(QString::number(fitted.sync_seconds)));
+    // Too few kinds of steps, or large steps faster than the small ones' overhead: refused.
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, fit_device_profile(start, MeasuredSteps{steps.overhead, {}, steps.compute}));
+    MeasuredSteps disturbed = steps;
+    disturbed.bandwidth[0].seconds = 1e-9;
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, fit_device_profile(start, disturbed));
+    // The profile measured on this project's CPU machine, and row_us, round-trip.
+    const DeviceProfile cpu = load_device_profile(samples() / "devices" / "cpu-2core-measured.json");
+    QCOMPARE(cpu.compute_bytes, std::size_t(4));
+    QVERIFY(cpu.row_seconds > 0 && cpu.launch_seconds > 0);
+    QCOMPARE(parse_device_profile(device_profile_json(cpu), "again.json").row_seconds, cpu.row_seconds);
+  }
   void profiles_round_trip_and_refuse_bad_fields() {
     const DeviceProfile p = a100();
     QCOMPARE(p.compute_bytes, std::size_t(2));
@@ -147,7 +205,7 @@ class TestSimulator : public QObject {
     // A slice at half the device: the bytes take twice as long, the launches do not.
     QVERIFY(c.seconds(2) > c.seconds() * 1.3 && c.seconds(2) < c.seconds() * 2);
     // A miss: 27.8 ms per expert, as measured.
-    QVERIFY(std::abs(copy_seconds(m.expert_bytes(), d.h2d_pinned, 1, d) - 27.8e-3) < 0.05e-3);
+    QVERIFY(std::abs(copy_seconds(m.expert_bytes(), d.h2d_pinned, 1) - 27.8e-3) < 0.05e-3);
     // A prefill reads each weight once however many rows it has: 20 rows cost far less than 20 steps.
     StepWork prefill = w;
     prefill.chunks = {{20, 20}};

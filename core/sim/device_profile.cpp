@@ -19,7 +19,7 @@ DeviceProfile parse_device_profile(const std::string& text, const std::string& f
   const auto j = parse_json(text, file, hint);
   if (!j.is_object()) throw FormatError(file, "", "is not a JSON object", hint);
   check_keys(j, {"schema", "name", "source", "h2d_pinned_gb_per_s", "h2d_pageable_gb_per_s", "memory_gb_per_s", "peak_tflops",
-                 "compute_dtype", "launch_us", "sync_us"},
+                 "compute_dtype", "launch_us", "row_us", "sync_us"},
              file, "", hint);
   if (j.value("schema", "") != "mosaic.device/1")
     throw UnsupportedError(file, "field 'schema'",
@@ -51,6 +51,7 @@ DeviceProfile parse_device_profile(const std::string& text, const std::string& f
   p.peak_flops = number("peak_tflops", 1e12, false);
   p.launch_seconds = number("launch_us", 1e-6, true);
   p.sync_seconds = number("sync_us", 1e-6, true);
+  if (j.contains("row_us")) p.row_seconds = number("row_us", 1e-6, true);
   const std::string dtype = j.contains("compute_dtype") ? text_of("compute_dtype", true) : "bf16";
   if (dtype != "bf16" && dtype != "fp32")
     throw FormatError(file, "field 'compute_dtype'", "is '" + dtype + "'; use bf16 (the CUDA backend) or fp32 (the CPU backend)", hint);
@@ -68,8 +69,10 @@ std::string device_profile_json(const DeviceProfile& p) {
                               {"peak_tflops", p.peak_flops / 1e12},
                               {"compute_dtype", p.compute_bytes == 4 ? "fp32" : "bf16"},
                               {"launch_us", p.launch_seconds / 1e-6},
+                              {"row_us", p.row_seconds / 1e-6},
                               {"sync_us", p.sync_seconds / 1e-6}};
   if (p.source.empty()) j.erase("source");
+  if (p.row_seconds == 0) j.erase("row_us");
   return j.dump(2) + "\n";
 }
 

@@ -6,7 +6,9 @@
 //    "peak_tflops": n,            dense matmul throughput in the compute dtype (1e12 flop/s)
 //    "compute_dtype": "bf16" | "fp32",  what the backend holds weights in on the device
 //    "launch_us": n,              host overhead of one kernel (one LibTorch op on the CPU backend)
-//    "sync_us": n}                one host–device synchronization (one per miss load, one per step)
+//    "row_us": n,                 host overhead per token row per layer (routing, gathers; optional, 0)
+//    "sync_us": n}                the fixed host cost of one step (its synchronization, its setup);
+//                                 copies are priced at their measured rates, which include theirs
 // Profiles live in sample_configs/devices/; `mosaic-cli bench-device` measures one.
 #include <filesystem>
 #include <string>
@@ -20,6 +22,7 @@ struct DeviceProfile {
   double peak_flops = 0;                    // flop/s
   std::size_t compute_bytes = 2;            // bytes per weight element as the device computes on it
   double launch_seconds = 0, sync_seconds = 0;
+  double row_seconds = 0;  // per token row per layer
 };
 
 // Where the host keeps what the device copies: pinned memory reaches the profile's h2d_pinned rate,

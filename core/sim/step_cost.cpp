@@ -6,31 +6,41 @@ namespace mosaic {
 namespace {
 
 // Kernels per part, as the backends launch them: a layer's attention (norm, q/k/v/o projections,
-// rotary, scores, softmax, weighted sum, residual) per resident-set group and its paged-KV part per
-// sequence; an expert's gate, up, activation and down; the router's projection, softmax and top-k.
-constexpr double kAttentionKernels = 12, kSequenceKernels = 2, kExpertKernels = 4, kRouterKernels = 3, kMlpKernels = 4;
+// rotary, residual) per resident-set group; scores, softmax and weighted sum over the paged KV
+// cache, batched over the step's decode rows but per chunk for a prompt (its causal mask, its own
+// gather of keys and values); an expert's gate, up, activation and down; the router's projection,
+// softmax and top-k.
+constexpr double kAttentionKernels = 12, kDecodeKernels = 2, kPromptKernels = 6, kExpertKernels = 4, kRouterKernels = 3,
+                 kMlpKernels = 4;
 
 }  // namespace
 
 StepCost price_step(const ModelShapes& m, const DeviceProfile& d, const StepWork& w) {
   const ModelSpec& s = m.spec;
   const double cb = static_cast<double>(d.compute_bytes);
-  // One kernel: `params` weights read once (per group), `flops` done.
-  auto kernel = [&](double bytes, double flops) { return std::max(bytes / d.memory_bandwidth, flops / d.peak_flops); };
+  StepCost cost;
+  // One kernel: `bytes` read, `flops` done.
+  auto kernel = [&](double bytes, double flops) {
+    cost.bytes += bytes;
+    cost.flops += flops;
+    return std::max(bytes / d.memory_bandwidth, flops / d.peak_flops);
+  };
   std::int64_t rows = 0;
   for (const auto& c : w.chunks) rows += c.tokens;
   const double t = static_cast<double>(rows), groups = static_cast<double>(w.groups);
-  StepCost cost;
-  double launches = 0;
+  double& launches = cost.launches;
   for (std::int64_t l = 0; l < s.num_layers; ++l) {
     cost.roofline += kernel(groups * static_cast<double>(m.attention_params) * cb, 2 * t * static_cast<double>(m.attention_params));
     launches += kAttentionKernels * groups;
+    bool decoding = false;
     for (const auto& c : w.chunks) {  // keys and values of its context, read in the KV dtype (as computed)
       const double ctx = static_cast<double>(c.context);
       cost.roofline += kernel(2 * ctx * static_cast<double>(s.kv_width()) * cb,
                               4 * static_cast<double>(c.tokens) * ctx * static_cast<double>(s.q_width()));
-      launches += kSequenceKernels;
+      if (c.tokens > 1) launches += kPromptKernels;
+      else decoding = true;
     }
+    if (decoding) launches += kDecodeKernels;
     if (!s.is_sparse(l)) {
       cost.roofline += kernel(groups * static_cast<double>(m.dense_params) * cb, 2 * t * static_cast<double>(m.dense_params));
       launches += kMlpKernels * groups;
@@ -51,12 +61,13 @@ StepCost price_step(const ModelShapes& m, const DeviceProfile& d, const StepWork
   }
   cost.roofline += kernel(groups * static_cast<double>(m.head_params) * cb, 2 * static_cast<double>(w.emitted) * static_cast<double>(m.head_params));
   launches += groups;
-  cost.overhead = launches * d.launch_seconds + d.sync_seconds;
+  cost.row_layers = t * static_cast<double>(s.num_layers);
+  cost.overhead = launches * d.launch_seconds + cost.row_layers * d.row_seconds + d.sync_seconds;
   return cost;
 }
 
-double copy_seconds(std::uint64_t bytes, double bytes_per_second, double slowdown, const DeviceProfile& device) {
-  return static_cast<double>(bytes) / bytes_per_second * slowdown + device.sync_seconds;
+double copy_seconds(std::uint64_t bytes, double bytes_per_second, double slowdown) {
+  return static_cast<double>(bytes) / bytes_per_second * slowdown;
 }
 
 }  // namespace mosaic

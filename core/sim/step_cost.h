@@ -25,13 +25,15 @@ struct StepWork {
 struct StepCost {
   double roofline = 0;  // the kernels' bytes and flops, at the device's bandwidth and peak
   double overhead = 0;  // launches and the step's synchronization: host time, not sliced by MIG
+  // What the price is made of (bench-device fits a profile to measured steps from these).
+  double bytes = 0, flops = 0, launches = 0, row_layers = 0;
   double seconds(double compute_slowdown = 1) const { return roofline * compute_slowdown + overhead; }
 };
 
 StepCost price_step(const ModelShapes& shapes, const DeviceProfile& device, const StepWork& work);
 
 // One host → device copy of `bytes` at `bytes_per_second`, `slowdown` times slower (a MIG slice's
-// share of the link), followed by a synchronization.
-double copy_seconds(std::uint64_t bytes, double bytes_per_second, double slowdown, const DeviceProfile& device);
+// share of the link). Rates are measured copy to copy, so they include each copy's synchronization.
+double copy_seconds(std::uint64_t bytes, double bytes_per_second, double slowdown);
 
 }  // namespace mosaic
