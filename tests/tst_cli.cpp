@@ -16,6 +16,7 @@
 #include "model/checkpoint.h"
 #include "runtime/forward.h"
 #include "runtime/model.h"
+#include "sim/device_profile.h"
 #include "serving/workload.h"
 #include "store/recorder.h"
 #include "cli_process.h"
@@ -596,6 +597,28 @@ class TestCli : public QObject {
   }
 
   // A small sweep end to end: recorded runs and requests, a table on stdout; a bad config refused.
+  void benchDeviceFitsAProfile() {
+    // A profile measured through the engine, small enough for a test: it loads, names what it was
+    // fitted to, and stdout shows each kind of step beside the fitted price of it.
+    const fs::path out = scratch("device.json");
+    const Run r = cli(args({"bench-device", "--hidden", "512", "--intermediate", "1024", "--layers", "2", "--prefill", "64", "--steps", "4",
+                            "--like"})
+                      << path(fixture("olmoe", "base") / "config.json") << QStringLiteral("--check") << path(fixture("olmoe", "base"))
+                      << QStringLiteral("--dir") << path(scratch("device-family")) << QStringLiteral("--out") << path(out));
+    QVERIFY2(r.code == 0, qPrintable(r.err + r.out));
+    for (const char* row : {"2-layer tiny model, decode ×16", "6-layer tiny model, prefill 24 ×4", "large model, decode ×1",
+                            "large model, prefill of 64", "olmoe/base, decode ×1"})
+      QVERIFY2(r.out.contains(QString::fromUtf8(row)), qPrintable(r.out));
+    const DeviceProfile p = load_device_profile(out);
+    QCOMPARE(p.compute_bytes, std::size_t(4));
+    QVERIFY(p.memory_bandwidth > 0 && p.peak_flops > 0 && p.h2d_pinned > 0 && p.h2d_pageable > 0);
+    QVERIFY2(p.source.find("olmoe's architecture") != std::string::npos, p.source.c_str());
+    // A device that is not one is refused, and nothing is written.
+    const Run bad = cli(args({"bench-device", "--device", "tpu", "--out"}) << path(scratch("none.json")));
+    QCOMPARE(bad.code, 2);
+    QVERIFY(!fs::exists(scratch("none.json")));
+  }
+
   void benchSweep() {
     const fs::path cfg = scratch("sweep.json"), db = scratch("sweep.sqlite");
     const nlohmann::json sweep = {

@@ -11,10 +11,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
 
 #include "cli/commands.h"
 #include "cli/serving_args.h"
+#include "cli/step_decoder.h"
 #include "common/atomic_file.h"
 #include "model/synthetic.h"
 #include "runtime/cuda/cuda_probe.h"
@@ -27,57 +27,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-std::vector<std::int64_t> random_tokens(std::size_t n, std::uint64_t seed, std::int64_t vocab) {
-  std::mt19937_64 rng(seed);
-  std::vector<std::int64_t> v(n);
-  for (auto& t : v) t = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(vocab));
-  return v;
-}
-
-// Sequences decoding together on one runtime, driven step by step (no engine thread in the timing).
-struct Decoder {
-  Runtime& rt;
-  const HostStore& store;
-  std::vector<int> target;
-  std::vector<std::vector<std::int64_t>> tokens;
-  std::vector<std::vector<std::int32_t>> blocks;
-  std::vector<std::int64_t> cached;
-
-  Decoder(Runtime& r, const HostStore& s, const std::vector<int>& targets, std::size_t prompt, std::int64_t max_len)
-      : rt(r), store(s), target(targets) {
-    std::int32_t next = 0;
-    const std::int64_t per = (max_len + 15) / 16;
-    for (std::size_t i = 0; i < targets.size(); ++i) {
-      tokens.push_back(random_tokens(prompt, 7 + i, s.spec().vocab_size));
-      blocks.emplace_back();
-      for (std::int64_t b = 0; b < per; ++b) blocks.back().push_back(next++);
-      cached.push_back(0);
-    }
-  }
-  // One step: each sequence's uncached tokens; returns seconds.
-  double step() {
-    StepBatch batch;
-    batch.sequences = static_cast<int>(target.size());
-    std::vector<std::vector<std::int64_t>> chunk(target.size());
-    for (std::size_t i = 0; i < target.size(); ++i) {
-      chunk[i].assign(tokens[i].begin() + cached[i], tokens[i].end());
-      batch.chunks.push_back({.sequence = static_cast<int>(i), .target = target[i], .buffer = rt.buffer_of(store.set_of(target[i])),
-                              .tokens = chunk[i], .start = cached[i], .blocks = blocks[i], .emit = Emit::Last});
-    }
-    std::stable_sort(batch.chunks.begin(), batch.chunks.end(), [](const StepChunk& a, const StepChunk& b) { return a.buffer < b.buffer; });
-    const auto t0 = Clock::now();
-    const StepResult r = rt.run(batch);
-    const double s = since(t0);
-    for (std::size_t c = 0; c < batch.chunks.size(); ++c) {
-      const auto i = static_cast<std::size_t>(batch.chunks[c].sequence);
-      const auto& v = r.logits[c].values;
-      cached[i] = static_cast<std::int64_t>(tokens[i].size());
-      tokens[i].push_back(std::max_element(v.begin(), v.end()) - v.begin());
-    }
-    return s;
-  }
-};
 
 void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std::int64_t vocab, int steps, const fs::path& dir,
                const fs::path& json_out) {
@@ -124,7 +73,7 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
       setenv("MOSAIC_CUDA_GRAPHS", graphs ? "1" : "0", 1);  // read when the backend is made
       Runtime rt(store, RuntimeConfig{.pinned = pin_all({0}), .hit = HitPolicy::Strict, .device = Device::Cuda});
       rt.make_resident(std::vector<int>{store.set_of(0)});
-      Decoder d(rt, store, {0}, 16, 16 + steps + 8);
+      StepDecoder d(rt, store, {0}, 16, 16 + steps + 8);
       d.step();  // prefill
       for (int i = 0; i < 3; ++i) d.step();  // warm-up (and the graph's capture)
       double total = 0;
@@ -145,7 +94,7 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
     for (int n : {1, 2, 4, 8, 16, 32, 64}) {
       std::vector<int> targets;
       for (int i = 0; i < n; ++i) targets.push_back(i % 2);
-      Decoder d(rt, store, targets, 16, 16 + 12);
+      StepDecoder d(rt, store, targets, 16, 16 + 12);
       d.step();
       d.step();
       double total = 0;
@@ -171,7 +120,7 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
   {  // 3. Misses: nothing pinned, every routed expert loaded (transient) — the link's rate for expert loads.
     Runtime rt(store, RuntimeConfig{.hit = HitPolicy::Strict, .miss = "transient", .device = Device::Cuda});
     rt.make_resident(std::vector<int>{store.set_of(0)});
-    Decoder d(rt, store, {0}, 4, 4 + 12);
+    StepDecoder d(rt, store, {0}, 4, 4 + 12);
     std::uint64_t bytes = 0;
     double seconds = 0, wall = 0;
     d.step();

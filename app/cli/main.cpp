@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
   mosaic::cli::add_bench_runtime_command(app);
   mosaic::cli::add_bench_serve_command(app);
   mosaic::cli::add_bench_cuda_command(app);
+  mosaic::cli::add_bench_device_command(app);
   mosaic::cli::add_bench_delta_command(app);
   if (argc > 1 && argv[1][0] != '-') {
     const auto subs = app.get_subcommands({});
