@@ -529,6 +529,47 @@ class WorkbenchTest : public QObject {
     QVERIFY(window_->grab().save(dir + QStringLiteral("/workbench-1366x768.png")));
   }
 
+  // The simulated clock: the profiles of a folder are offered, the sweep runs on the variants'
+  // configs and the cost model (no engine, no traces), charts fill as on the other clocks, and the
+  // runs are recorded as simulated, naming the profile.
+  void serving_panel_simulates_a_sweep() {
+    ServingPanel* serving = window_->servingPanel();
+    const QString devices = QFileInfo(QStringLiteral(MOSAIC_SAMPLE_SESSION)).absolutePath() + QStringLiteral("/devices");
+    serving->setDeviceProfileDir(devices);
+    QVERIFY(serving->profileBox()->findText(QStringLiteral("a100-pcie4-paper")) >= 0);
+    QVERIFY(!serving->profileBox()->isEnabled());
+    QTemporaryDir dir;
+    const QString db = dir.filePath(QStringLiteral("simulated.sqlite"));
+    serving->databaseEdit()->setText(db);
+    serving->ratesEdit()->setText(QStringLiteral("5"));
+    serving->durationBox()->setValue(4);
+    serving->traceBox()->setChecked(true);
+    serving->clockBox()->setCurrentText(QStringLiteral("simulated"));
+    QVERIFY(serving->profileBox()->isEnabled() && !serving->traceBox()->isEnabled());
+    serving->profileBox()->setCurrentIndex(serving->profileBox()->findText(QStringLiteral("cpu-2core-measured")));
+    const QString json = serving->sweepJson();
+    QVERIFY2(json.contains(QStringLiteral("\"clock\":\"simulated\"")) && json.contains(QStringLiteral("cpu-2core-measured.json")) &&
+                 !json.contains(QStringLiteral("trace_routes")),
+             qPrintable(json));
+    const int before = serving->pointsReceived();
+    serving->start();
+    QTRY_VERIFY2_WITH_TIMEOUT(serving->statusText().startsWith(QStringLiteral("Sweep finished")), qPrintable(serving->statusText()), 60000);
+    QVERIFY(serving->pointsReceived() > before);
+    const Recorder recorded(db.toStdString());
+    QCOMPARE(recorded.runs().size(), std::size_t(2));
+    for (const auto& run : recorded.runs()) {
+      const auto config = nlohmann::json::parse(run.config_json);
+      QCOMPARE(config["clock"].get<std::string>(), std::string("simulated"));
+      QVERIFY2(config.dump().find("CPU, 2 threads") != std::string::npos, config.dump().c_str());
+    }
+    // A profile that does not exist is refused with its path, and the panel says so.
+    serving->profileBox()->setCurrentText(dir.filePath(QStringLiteral("absent.json")));
+    serving->start();
+    QTRY_VERIFY2_WITH_TIMEOUT(serving->statusText().contains(QStringLiteral("absent.json")), qPrintable(serving->statusText()), 30000);
+    serving->clockBox()->setCurrentText(QStringLiteral("virtual"));
+    serving->traceBox()->setChecked(false);
+  }
+
   // The HTTP tab serves the open session over the OpenAI API: external requests are answered,
   // charted live as they finish, and recorded as a "serve" run the Runs panel opens; while it
   // serves, the layout stays as it is and no sweep starts; Stop closes the port.

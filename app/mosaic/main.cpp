@@ -13,6 +13,7 @@
 
 #include "runtime/threads.h"
 #include "workbench/main_window.h"
+#include "workbench/serving_panel.h"
 
 namespace {
 
@@ -78,6 +79,8 @@ int main(int argc, char** argv) {
   if (sessionFile.isEmpty() && dirs.isEmpty() && QFileInfo::exists(QStringLiteral(MOSAIC_SAMPLE_SESSION))) sessionFile = QStringLiteral(MOSAIC_SAMPLE_SESSION);
   mosaic::configure_threads(0);
   mosaic::ui::MainWindow window;  // sized to fit the screen, or where it was left
+  // The simulated clock's device profiles: those shipped beside the sample session.
+  window.servingPanel()->setDeviceProfileDir(QFileInfo(QStringLiteral(MOSAIC_SAMPLE_SESSION)).absolutePath() + QStringLiteral("/devices"));
   window.show();
   if (!sessionFile.isEmpty()) window.openSession(sessionFile);
   else if (!dirs.isEmpty()) window.openFamily(dirs);

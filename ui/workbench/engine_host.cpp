@@ -20,6 +20,7 @@
 #include "serving/session.h"
 #include "serving/session_views.h"
 #include "serving/sweep_run.h"
+#include "sim/sim_sweep.h"
 #include "store/recorder.h"
 #include "store/sweep_recording.h"
 #include "workbench/engine_host_state.h"
@@ -495,8 +496,12 @@ void EngineHost::startServing(const QString& sweepJson, const QString& database)
           Q_EMIT servedRequest(p);
           return !stop_serving_.load();
         };
-        const auto outcome = run_sweep(config, session->family(), session->store(), session->analysis(),
-                                       recording(recorder, events), &session->engine());
+        // The simulated clock runs no engine: the variants' config.json files and the profile suffice.
+        const auto outcome = config.clock == RunClock::Simulated
+                                 ? simulate_sweep(config, load_sim_family(config.variants), load_device_profile(config.device_profile),
+                                                  recording(recorder, events))
+                                 : run_sweep(config, session->family(), session->store(), session->analysis(), recording(recorder, events),
+                                             &session->engine());
         state_->sweeping = false;
         if (outcome.is_failed()) return Q_EMIT servingFailed(QString::fromStdString(outcome.error_message()));
         Q_EMIT servingFinished(outcome.ok() ? tr("Sweep finished; every run recorded.") : tr("Stopped; the runs so far are recorded."),

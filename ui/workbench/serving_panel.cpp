@@ -78,7 +78,14 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   alpha_->setPrefix(tr("skew α "));
   alpha_->setToolTip(tr("Requests per target as ExpertWeave and S-LoRA draw them: 1 spreads them evenly, smaller values send most to the first targets"));
   clock_ = new QComboBox;
-  clock_->addItems({QStringLiteral("virtual"), QStringLiteral("real")});
+  clock_->addItems({QStringLiteral("virtual"), QStringLiteral("real"), QStringLiteral("simulated")});
+  clock_->setToolTip(tr("virtual: the engine's measured work, without idle waits; real: wall time; simulated: no engine runs, the "
+                        "scheduler decides each step and the cost model prices it on the device profile (a family too large for "
+                        "this machine, from its config.json files)"));
+  profile_ = new QComboBox;
+  profile_->setEditable(true);  // a profile of one's own: its path
+  profile_->setEnabled(false);
+  profile_->setToolTip(tr("The device the simulated clock prices steps on (mosaic.device/1; mosaic-cli bench-device measures one)"));
   trace_ = new QCheckBox(tr("record expert traces"));
   trace_->setToolTip(tr("Record where every token's router choices went, per request: the Runs panel shows a request's expert trace "
                         "(a little slower, and a bigger record)"));
@@ -105,7 +112,15 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   form->addRow(tr("Layout"), layoutRow);
   form->addRow(tr("Batching"), batch_);
   form->addRow(tr("Traffic"), alpha_);
-  form->addRow(tr("Clock"), clock_);
+  connect(clock_, &QComboBox::currentTextChanged, this, [this](const QString& clock) {
+    const bool simulated = clock == QLatin1String("simulated");
+    profile_->setEnabled(simulated);
+    trace_->setEnabled(!simulated);
+  });
+  auto* clockRow = new QHBoxLayout;
+  clockRow->addWidget(clock_);
+  clockRow->addWidget(profile_, 1);
+  form->addRow(tr("Clock"), clockRow);
   form->addRow(tr("Traces"), trace_);
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(start_);
@@ -229,8 +244,22 @@ QString ServingPanel::sweepJson() const {
                           {QStringLiteral("output"), QJsonArray{output_->value(), output_->value()}},
                           {QStringLiteral("strategies"), strategies}};
   QJsonObject out = sweep;
-  if (trace_->isChecked()) out.insert(QStringLiteral("trace_routes"), true);
+  if (clock_->currentText() == QLatin1String("simulated")) {
+    // The profile a file of the list (its path in the item's data) or a path typed.
+    const int at = profile_->findText(profile_->currentText());
+    const QString path = at >= 0 && profile_->itemData(at).isValid() ? profile_->itemData(at).toString() : profile_->currentText();
+    if (path.isEmpty()) return {};
+    out.insert(QStringLiteral("device_profile"), path);
+  } else if (trace_->isChecked()) {
+    out.insert(QStringLiteral("trace_routes"), true);  // nothing routes on the simulated clock
+  }
   return QString::fromUtf8(QJsonDocument(out).toJson(QJsonDocument::Compact));
+}
+
+void ServingPanel::setDeviceProfileDir(const QString& dir) {
+  profile_->clear();
+  for (const QFileInfo& f : QDir(dir).entryInfoList({QStringLiteral("*.json")}, QDir::Files, QDir::Name))
+    profile_->addItem(f.completeBaseName(), f.absoluteFilePath());
 }
 
 QString ServingPanel::settingsJson() const {
@@ -250,7 +279,15 @@ void ServingPanel::applySettings(const QString& json) {
   if (o.contains(QStringLiteral("duration_seconds"))) duration_->setValue(o.value(QStringLiteral("duration_seconds")).toInt());
   if (o.contains(QStringLiteral("prompt"))) prompt_->setValue(o.value(QStringLiteral("prompt")).toArray().first().toInt());
   if (o.contains(QStringLiteral("output"))) output_->setValue(o.value(QStringLiteral("output")).toArray().first().toInt());
-  if (o.value(QStringLiteral("clock")).toString() == QStringLiteral("real")) clock_->setCurrentText(QStringLiteral("real"));
+  clock_->setCurrentText(o.value(QStringLiteral("clock")).toString(QStringLiteral("virtual")));
+  if (o.contains(QStringLiteral("device_profile"))) {
+    const QString path = o.value(QStringLiteral("device_profile")).toString();
+    int at = -1;
+    for (int i = 0; i < profile_->count(); ++i)
+      if (profile_->itemData(i).toString() == path) at = i;
+    if (at >= 0) profile_->setCurrentIndex(at);
+    else profile_->setCurrentText(path);
+  }
   if (o.contains(QStringLiteral("alpha"))) alpha_->setValue(o.value(QStringLiteral("alpha")).toDouble());
   trace_->setChecked(o.value(QStringLiteral("trace_routes")).toBool());
   const QJsonArray strategies = o.value(QStringLiteral("strategies")).toArray();

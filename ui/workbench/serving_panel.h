@@ -50,6 +50,10 @@ class ServingPanel : public QWidget {
   QCheckBox* followLayoutBox() const { return follow_layout_; }
   QSpinBox* capacityBox() const { return capacity_; }
   QCheckBox* traceBox() const { return trace_; }
+  QComboBox* clockBox() const { return clock_; }
+  QComboBox* profileBox() const { return profile_; }
+  // The device profiles (mosaic.device/1) the simulated clock offers: every .json file in `dir`.
+  void setDeviceProfileDir(const QString& dir);
   ServerControls* serverControls() const { return server_; }
   QTabWidget* tabs() const { return tabs_; }
   void start();
@@ -96,6 +100,7 @@ class ServingPanel : public QWidget {
   QSpinBox* batch_;         // sequences per engine step (1: one request at a time)
   QDoubleSpinBox* alpha_;   // traffic skew over the targets (1: even)
   QComboBox* clock_;
+  QComboBox* profile_;      // the simulated clock's device profile: a file offered, or a path typed
   QCheckBox* trace_;        // record every request's expert trace
   QTabWidget* tabs_;
   ServerControls* server_;
