@@ -35,18 +35,19 @@ struct Opts {
   int threads = 0, steps = 24;
   // The larger model (bandwidth- and compute-bound steps); 0: sized for the device.
   std::int64_t hidden = 0, intermediate = 0, layers = 0, prefill = 0;
-  std::vector<fs::path> check;
-  fs::path like;  // a config.json whose architecture the synthetic models take  // checkpoints whose steps are priced with the fitted profile, not fitted
+  std::vector<fs::path> check;  // checkpoints whose steps are priced with the fitted profile, not fitted to
+  fs::path like;                // a config.json whose architecture the synthetic models take
 };
 
-// A synthetic family of two variants, written once into `dir` and reused.
-struct SyntheticFamily {
+// A family whose steps are timed: two synthetic variants written once into `dir` and reused, or a
+// checkpoint of the user's (--check).
+struct TimedFamily {
   ModelSpec spec;
   Family family;
   std::unique_ptr<HostStore> store;
   ModelShapes shapes;
 
-  SyntheticFamily(const fs::path& dir, const ModelSpec& s) : spec(s) {
+  TimedFamily(const fs::path& dir, const ModelSpec& s) : spec(s) {
     for (int v = 0; v < 2; ++v) {
       const fs::path d = dir / ("variant-" + std::to_string(v));
       if (!fs::exists(d / "model.safetensors")) write_synthetic_checkpoint(d, spec, DType::BF16, 40 + static_cast<std::uint64_t>(v));
@@ -55,19 +56,12 @@ struct SyntheticFamily {
     store = std::make_unique<HostStore>(family);
     shapes = model_shapes(store->spec(), 2);
   }
-  // A checkpoint of the user's (--check): its own weights, shapes from its config.
-  explicit SyntheticFamily(const fs::path& checkpoint) {
+  // Its own weights, shapes from its config.
+  explicit TimedFamily(const fs::path& checkpoint) {
     family.add("v0", checkpoint);
     store = std::make_unique<HostStore>(family);
     spec = store->spec();
     shapes = load_model_shapes(checkpoint / "config.json");
-  }
-  std::vector<PinnedExpert> every_expert_of(int target) const {
-    std::vector<PinnedExpert> p;
-    for (std::int64_t l = 0; l < spec.num_layers; ++l)
-      if (spec.is_sparse(l))
-        for (std::int64_t e = 0; e < spec.num_experts; ++e) p.push_back({l, e, target});
-    return p;
   }
 };
 
@@ -75,10 +69,9 @@ struct SyntheticFamily {
 // so that its own kernels (query/key norms, shared experts, dense layers) are in the overhead fitted.
 ModelSpec spec_of(const std::optional<ModelSpec>& like, std::int64_t vocab, std::int64_t hidden, std::int64_t intermediate,
                   std::int64_t layers, std::int64_t head_dim) {
-  ModelSpec s = mixtral_like_spec(vocab, hidden, intermediate, layers, 8);
+  ModelSpec s = like ? *like : mixtral_like_spec(vocab, hidden, intermediate, layers, 8);
   if (like) {
-    const ModelSpec m = *like;
-    s = m;
+    const ModelSpec& m = *like;
     s.vocab_size = vocab, s.hidden_size = hidden, s.expert_intermediate = intermediate, s.num_layers = layers;
     if (s.shared_expert_intermediate > 0) s.shared_expert_intermediate = intermediate;
     if (s.dense_intermediate > 0) s.dense_intermediate = intermediate;
@@ -110,9 +103,9 @@ StepWork work_of(const StepDecoder& d, const ModelSpec& spec) {
 
 // `steps` timed steps of `batch` sequences (after the prefill and two warm-up steps), every expert
 // of variant 0 resident; with `prefill_only`, the prefill alone, `steps` times.
-void measure(const SyntheticFamily& f, Device device, int batch, std::size_t prompt, int steps, bool prefill_only, const std::string& label,
+void measure(const TimedFamily& f, Device device, int batch, std::size_t prompt, int steps, bool prefill_only, const std::string& label,
              std::vector<MeasuredStep>& out) {
-  Runtime rt(*f.store, RuntimeConfig{.pinned = f.every_expert_of(0), .hit = HitPolicy::Strict, .device = device});
+  Runtime rt(*f.store, RuntimeConfig{.pinned = every_position(f.spec, 0), .hit = HitPolicy::Strict, .device = device});
   rt.make_resident(std::vector<int>{f.store->set_of(0)});
   auto record = [&](StepDecoder& d, double seconds) { out.push_back({&f.shapes, work_of(d, f.spec), seconds, label}); };
   if (prefill_only) {
@@ -135,7 +128,7 @@ void measure(const SyntheticFamily& f, Device device, int batch, std::size_t pro
 
 // Bytes per second of expert loads on a miss (nothing pinned, every routed expert loaded), from the
 // runtime's own load counters, and of non-expert swaps (one buffer, the two variants alternately).
-std::pair<double, double> measure_copies(const SyntheticFamily& f, Device device) {
+std::pair<double, double> measure_copies(const TimedFamily& f, Device device) {
   Engine engine(std::make_shared<Runtime>(*f.store, RuntimeConfig{.hit = HitPolicy::Strict, .miss = "transient", .device = device}));
   double load_bytes = 0, load_seconds = 0;
   for (int i = 0; i < 3; ++i) {
@@ -204,14 +197,14 @@ void run_bench_device(const Opts& o) {
     arch = std::string(like->model_type());
   }
   const fs::path dir = o.dir / arch;
-  const SyntheticFamily small2(dir / "small-2", spec_of(like, 320, 64, 128, 2, 16)), small6(dir / "small-6", spec_of(like, 320, 64, 128, 6, 16));
-  const SyntheticFamily large(dir / ("large-" + std::to_string(hidden) + "-" + std::to_string(inter) + "-" + std::to_string(layers)),
+  const TimedFamily small2(dir / "small-2", spec_of(like, 320, 64, 128, 2, 16)), small6(dir / "small-6", spec_of(like, 320, 64, 128, 6, 16));
+  const TimedFamily large(dir / ("large-" + std::to_string(hidden) + "-" + std::to_string(inter) + "-" + std::to_string(layers)),
                               spec_of(like, cpu ? 8000 : 32000, hidden, inter, layers, 64));
   std::printf("  synthetic families in %s (%.0f s to write and read; the large one %.2f GB bf16 per variant)\n", o.dir.string().c_str(),
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t_write).count(), double(large.store->host_bytes()) / 2e9);
 
   MeasuredSteps steps;
-  for (const SyntheticFamily* f : {&small2, &small6})
+  for (const TimedFamily* f : {&small2, &small6})
     for (int batch : {1, 4, 16}) {
       const std::string label = std::to_string(f->spec.num_layers) + "-layer tiny model, decode ×" + std::to_string(batch);
       measure(*f, device, batch, 8, o.steps, false, label, steps.overhead);
@@ -223,10 +216,10 @@ void run_bench_device(const Opts& o) {
   measure(large, device, 1, static_cast<std::size_t>(prefill), std::max(2, o.steps / 8), true,
           "large model, prefill of " + std::to_string(prefill), steps.compute);
   const auto [load_rate, swap_rate] = measure_copies(large, device);
-  std::vector<std::unique_ptr<SyntheticFamily>> checked;
+  std::vector<std::unique_ptr<TimedFamily>> checked;
   std::vector<MeasuredStep> checks;
   for (const fs::path& c : o.check) {
-    checked.push_back(std::make_unique<SyntheticFamily>(c));
+    checked.push_back(std::make_unique<TimedFamily>(c));
     for (int batch : {1, 4, 16}) {
       measure(*checked.back(), device, batch, 8, o.steps, false, name_of(c) + ", decode ×" + std::to_string(batch), checks);
       measure(*checked.back(), device, batch, 20, std::max(2, o.steps / 4), true, name_of(c) + ", prefill 20 ×" + std::to_string(batch), checks);

@@ -28,7 +28,7 @@ std::string StopText::push(std::string_view piece) {
     std::size_t complete = 0;  // length of the longest stop string this character completes
     held = 0;
     for (Matcher& m : stops_) {
-      while (m.matched > 0 && (m.matched == m.text.size() || m.text[m.matched] != c)) m.matched = m.border[m.matched - 1];
+      while (m.matched > 0 && m.text[m.matched] != c) m.matched = m.border[m.matched - 1];  // never full: a full match stops
       if (m.text[m.matched] == c) ++m.matched;
       if (m.matched == m.text.size()) complete = std::max(complete, m.matched);
       held = std::max(held, m.matched);

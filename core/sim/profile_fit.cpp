@@ -67,7 +67,6 @@ DeviceProfile fit_device_profile(const DeviceProfile& start, const MeasuredSteps
     throw InvalidArgument("device fit", "measured steps",
                           "need at least two small-model steps, one bandwidth-bound and one compute-bound step");
   DeviceProfile p = start;
-  auto overhead_of = [&p](const StepCost& c) { return c.overhead; };
   for (int round = 0; round < 20; ++round) {
     const DeviceProfile before = p;
     // Launch, row and sync: least squares of (measured − roofline) = launches · launch + row-layers
@@ -80,7 +79,7 @@ DeviceProfile fit_device_profile(const DeviceProfile& start, const MeasuredSteps
     // (the price falls as the rate grows; bisection in log space).
     auto solve = [&](const std::vector<MeasuredStep>& ms, double DeviceProfile::*rate, const char* what) {
       double measured = 0;
-      for (const MeasuredStep& m : ms) measured += m.seconds - overhead_of(price_step(*m.shapes, p, m.work));
+      for (const MeasuredStep& m : ms) measured += m.seconds - price_step(*m.shapes, p, m.work).overhead;
       auto roofline = [&](double r) {
         DeviceProfile q = p;
         q.*rate = r;

@@ -245,7 +245,7 @@ QString ServingPanel::sweepJson() const {
                           {QStringLiteral("strategies"), strategies}};
   QJsonObject out = sweep;
   if (clock_->currentText() == QLatin1String("simulated")) {
-    // The profile a file of the list (its path in the item's data) or a path typed.
+    // A profile from the list (its path is the item's data), or a path typed.
     const int at = profile_->findText(profile_->currentText());
     const QString path = at >= 0 && profile_->itemData(at).isValid() ? profile_->itemData(at).toString() : profile_->currentText();
     if (path.isEmpty()) return {};
