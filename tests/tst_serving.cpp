@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "analysis/merge.h"
 #include "common/error.h"
@@ -104,6 +105,40 @@ class TestServing : public QObject {
     QVERIFY(served[0] > 0 && served[0] == served[1]);
     QCOMPARE(swaps[0], swaps[1]);
     QCOMPARE(swaps[0], std::int64_t(0));
+  }
+
+  void ratesComeFromTheEnginesOwnSaturation() {
+    // The engine's path of "rates": {"saturation": …}: a burst measures the strategy on this engine,
+    // the grid is built from it, the strategy stops at the first rate past `to` × its own, and the
+    // last run is past its ridge (most of its requests finish after the arrival window).
+    std::string variants;
+    for (const Variant& v : family_.variants()) variants += (variants.empty() ? "\"" : ", \"") + v.checkpoint->dir().string() + "\"";
+    const SweepConfig config = parse_sweep_config(
+        R"({"schema": "mosaic.sweep/1", "variants": [)" + variants +
+            R"(], "rates": {"saturation": {"points": 3, "from": 0.25, "to": 3, "probe_requests": 64}}, "duration_seconds": 0.5,
+               "prompt": [4, 4], "output": [4, 4], "strategies": [{"kind": "single-resident", "max_sequences": 4}]})",
+        "sweep.json", scratch(""));
+    std::vector<SaturationProbe> probes;
+    std::vector<double> grid;
+    std::vector<std::pair<double, RunSummary>> runs;
+    SweepEvents events;
+    events.rates_chosen = [&](const std::vector<SaturationProbe>& p, const std::vector<double>& r) { probes = p, grid = r; };
+    events.run_finished = [&](const SweepRun& run, const std::vector<RequestRecord>&, const RunSummary& s, bool) {
+      runs.push_back({run.rate, s});
+      QCOMPARE(nlohmann::json::parse(run.config_json)["saturation"][0]["requests"].get<int>(), 64);
+    };
+    QVERIFY(run_sweep(config, family_, *store_, *analysis_, events).ok());
+    QCOMPARE(probes.size(), std::size_t(1));
+    QCOMPARE(probes[0].requests, std::size_t(64));
+    QVERIFY(probes[0].rate() > 0);
+    QCOMPARE(grid.size(), std::size_t(3));
+    QCOMPARE(runs.size(), std::size_t(3));  // the grid's top is 3× its own: every rate runs
+    QVERIFY2(std::abs(grid.back() / (3 * probes[0].rate()) - 1) < 0.01, qPrintable(QString::number(grid.back())));
+    // At 3× saturation about a third finish in the window; 0.8 leaves room for a probe measured
+    // on a busy machine (CI runs tests two at a time).
+    const RunSummary& past = runs.back().second;
+    QVERIFY2(static_cast<double>(past.completed_in_window) < 0.8 * static_cast<double>(past.requests),
+             qPrintable(QStringLiteral("%1 of %2 finished in the window").arg(past.completed_in_window).arg(past.requests)));
   }
 
   void poissonArrivalsHaveTheRightMeanAndVariance() {

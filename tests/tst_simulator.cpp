@@ -4,17 +4,22 @@
 // derived from; the simulator follows the engine's scheduling rules (swaps only on a change of
 // variant, hits as often as the layout keeps positions, MIG slices at 1/N of the link and device),
 // is deterministic, and refuses budgets and strategies it cannot model, saying why; a profile fitted
-// to steps a known profile priced is that profile again, and the measured CPU profile is valid.
+// to steps a known profile priced is that profile again, and the measured CPU profile is valid;
+// rates chosen from measured saturation cross every strategy's ridge; a layout is planned from
+// config.json files alone.
 #include <QTemporaryDir>
 #include <QTest>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "analysis/capacity.h"
 #include "common/error.h"
 #include "model/variant_folders.h"
+#include "serving/saturation.h"
 #include "serving/sweep.h"
+#include "sim/config_layout.h"
 #include "sim/profile_fit.h"
 #include "sim/sim_deployment.h"
 #include "sim/sim_sweep.h"
@@ -287,6 +292,100 @@ class TestSimulator : public QObject {
       QVERIFY2(std::string(e.what()).find("it holds 107 experts") != std::string::npos, e.what());
     }
     QVERIFY_THROWS_EXCEPTION(UnsupportedError, simulated_deployment(strategy(StrategyKind::Esft), f.shapes, f.names, d, {}));
+  }
+
+  // The layout of a family too large to open, from its config.json files alone: the budget's
+  // capacity as the planner prices it (80 GiB holds 229 of Mixtral-8x7B's 256 experts beside one
+  // non-expert set and the reserve), spread evenly over the layers, turns by the policy; what needs
+  // the weights (medoid) or a budget it cannot hold is refused, saying why.
+  void a_layout_is_planned_from_configs_alone() {
+    const SimFamily f = mixtral();
+    const ConfigLayout l = plan_config_layout(f, std::uint64_t{80} << 30, Policy::RoundRobin);
+    QCOMPARE(l.capacity.positions, std::int64_t(256));
+    QCOMPARE(l.plan.capacity, std::int64_t(229));
+    QCOMPARE(l.capacity.bytes_per_expert, f.shapes.expert_bytes());
+    std::vector<int> per_layer(32, 0);
+    for (std::int64_t p = 0; p < 256; ++p)
+      if (l.plan.map[static_cast<std::size_t>(p)] >= 0) ++per_layer[static_cast<std::size_t>(p / 8)];
+    QVERIFY(*std::max_element(per_layer.begin(), per_layer.end()) - *std::min_element(per_layer.begin(), per_layer.end()) <= 1);
+    const auto counts = l.plan.resident_counts();
+    QCOMPARE(counts[0] + counts[1], std::int64_t(229));
+    QVERIFY(std::abs(counts[0] - counts[1]) <= 1);  // round-robin turns
+    for (double d : l.plan.distance) QVERIFY(std::isnan(d));  // none measured
+    const std::vector<double> shares{3, 1};
+    const auto w = plan_config_layout(f, std::uint64_t{80} << 30, Policy::Weighted, {}, shares).plan.resident_counts();
+    QVERIFY(w[0] > 2 * w[1]);
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, plan_config_layout(f, std::uint64_t{80} << 30, Policy::Medoid));
+    try {
+      plan_config_layout(f, std::uint64_t{2} << 30, Policy::RoundRobin);
+      QFAIL("2 GiB was accepted for Mixtral-8x7B");
+    } catch (const BudgetError& e) {
+      QVERIFY2(std::string(e.what()).find("minimum") != std::string::npos, e.what());
+    }
+  }
+
+  // Rates from measured service (difference 6): each strategy's burst measures its saturation rate,
+  // the grid runs from a quarter of the slowest's to twice the fastest's, and each strategy's sweep
+  // starts below its saturation and ends past it (throughput stops following the rate: its ridge),
+  // stopping at the first rate at twice its own. The burst's rate is where the ridge is.
+  void rates_from_saturation_cross_each_strategys_ridge() {
+    SweepConfig config = load_sweep_config(samples() / "paper-qos-simulated.json");
+    auto j = nlohmann::json::parse(config.text);
+    j["rates"] = {{"saturation", {{"points", 7}}}};
+    j["repeats"] = 1;
+    j["duration_seconds"] = 2;
+    j["strategies"] = {{{"kind", "single-resident"}}, {{"kind", "consolidated"}, {"capacity", 12}}};
+    config = parse_sweep_config(j.dump(), "ridge.json", samples());
+    QVERIFY(config.saturation && config.rates.empty());
+    std::vector<SaturationProbe> probes;
+    std::vector<double> grid;
+    std::map<std::string, std::vector<std::pair<double, RunSummary>>> runs;
+    SweepEvents events;
+    events.rates_chosen = [&](const std::vector<SaturationProbe>& p, const std::vector<double>& r) { probes = p, grid = r; };
+    events.run_finished = [&](const SweepRun& run, const std::vector<RequestRecord>&, const RunSummary& s, bool) {
+      runs[run.strategy].push_back({run.rate, s});
+      QVERIFY(nlohmann::json::parse(run.config_json)["saturation"].size() == 2);  // recorded with every run
+    };
+    QVERIFY(simulate_sweep(config, load_sim_family(config.variants), load_device_profile(config.device_profile), events).ok());
+    QCOMPARE(probes.size(), std::size_t(2));
+    QCOMPARE(grid.size(), std::size_t(7));
+    const double slowest = std::min(probes[0].rate(), probes[1].rate()), fastest = std::max(probes[0].rate(), probes[1].rate());
+    QVERIFY2(fastest > 3 * slowest, "single-resident serves far more than consolidated, which swaps");
+    QVERIFY(std::abs(grid.front() / (0.25 * slowest) - 1) < 0.01 && std::abs(grid.back() / (2 * fastest) - 1) < 0.01);
+    for (std::size_t i = 1; i < grid.size(); ++i) QVERIFY(grid[i] > grid[i - 1]);
+    for (const SaturationProbe& p : probes) {
+      const auto& r = runs.at(p.strategy);
+      QVERIFY2(r.size() >= 3, p.strategy.c_str());
+      QVERIFY2(r.back().first >= 2 * 0.995 * p.rate() && r[r.size() - 2].first < 2 * 0.995 * p.rate(), p.strategy.c_str());  // 3 digits
+      auto served = [](const RunSummary& s) { return static_cast<double>(s.completed_in_window) / static_cast<double>(s.requests); };
+      QVERIFY2(served(r.front().second) > 0.9, p.strategy.c_str());  // below saturation: throughput follows the arrivals
+      QVERIFY2(served(r.back().second) < 0.6, p.strategy.c_str());   // past it: it does not
+      const double high = r.back().second.requests_per_minute / 60;
+      QVERIFY2(std::abs(high / p.rate() - 1) < 0.25, (p.strategy + ": the ridge is at " + std::to_string(high) + " req/s, the burst said " +
+                                                     std::to_string(p.rate())).c_str());
+    }
+    // Malformed: a trace with measured rates, bounds reversed, an unknown key.
+    auto refused = [&](nlohmann::json bad, const char* expected) {
+      try {
+        parse_sweep_config(bad.dump(), "ridge.json", samples());
+      } catch (const FormatError& e) {
+        QVERIFY2(std::string(e.what()).find(expected) != std::string::npos, e.what());
+        return;
+      }
+      QFAIL("accepted");
+    };
+    auto b = j;
+    b["trace"] = "trace.jsonl";
+    refused(b, "a trace replays its own arrivals");
+    b = j;
+    b["rates"]["saturation"]["from"] = 3;
+    refused(b, "rates.saturation.to");
+    b = j;
+    b["rates"]["saturation"]["step"] = 3;
+    refused(b, "step");
+    b = j;
+    b["rates"] = {{"fixed", 3}};
+    refused(b, "field 'rates'");
   }
 
   // The sample sweep end to end: parsed, simulated and recorded as served runs are.

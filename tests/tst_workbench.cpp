@@ -562,6 +562,24 @@ class WorkbenchTest : public QObject {
       QCOMPARE(config["clock"].get<std::string>(), std::string("simulated"));
       QVERIFY2(config.dump().find("CPU, 2 threads") != std::string::npos, config.dump().c_str());
     }
+    // Rates from saturation: the panel asks for them, the engine measures and says what it chose,
+    // and every run records how.
+    serving->ratesEdit()->setText(QStringLiteral("saturation 3"));
+    QVERIFY2(serving->sweepJson().contains(QStringLiteral("\"rates\":{\"saturation\":{\"points\":3}}")), qPrintable(serving->sweepJson()));
+    const QString db2 = dir.filePath(QStringLiteral("saturation.sqlite"));
+    serving->databaseEdit()->setText(db2);
+    QSignalSpy chosen(window_->engine(), &EngineHost::servingRatesChosen);
+    serving->start();
+    QTRY_VERIFY2_WITH_TIMEOUT(serving->statusText().startsWith(QStringLiteral("Sweep finished")), qPrintable(serving->statusText()), 60000);
+    QCOMPARE(chosen.size(), 1);
+    QVERIFY2(chosen.first().first().toString().contains(QStringLiteral("consolidated")), qPrintable(chosen.first().first().toString()));
+    const Recorder saturated(db2.toStdString());
+    QVERIFY(saturated.runs().size() >= 4);  // two strategies, each crossing its own saturation
+    for (const auto& run : saturated.runs())
+      QCOMPARE(nlohmann::json::parse(run.config_json)["saturation"].size(), std::size_t(2));
+    serving->ratesEdit()->setText(QStringLiteral("saturation 1"));  // a grid needs two points
+    QVERIFY(serving->sweepJson().isEmpty());
+    serving->ratesEdit()->setText(QStringLiteral("5"));
     // A profile that does not exist is refused with its path, and the panel says so.
     serving->profileBox()->setCurrentText(dir.filePath(QStringLiteral("absent.json")));
     serving->start();
@@ -761,6 +779,41 @@ class WorkbenchTest : public QObject {
     window_->engine()->importLayout(dir.filePath(QStringLiteral("foreign.json")));
     QTRY_VERIFY_WITH_TIMEOUT(window_->layoutPanel()->summaryText().startsWith(QStringLiteral("Plan layout:")), 30000);
     QCOMPARE(grid->layoutInfo().resident, resident);  // still serving the last good layout
+  }
+
+  // What-if planning: the Layout panel plans Mixtral-8x7B from its config.json files while the
+  // sample family stays open and serving; the open family's layout, budget and what the serving
+  // panel follows are untouched, and "back" plans the open family again.
+  void layout_panel_plans_from_configs() {
+    LayoutPanel* panel = window_->layoutPanel();
+    LayoutGrid* grid = panel->grid();
+    const LayoutInfo open = grid->layoutInfo();
+    QVERIFY(open.config_family.isEmpty() && open.layers > 0);
+    const QString serving = window_->servingPanel()->sweepJson();
+    const QString mixtral = QFileInfo(QStringLiteral(MOSAIC_SAMPLE_SESSION)).absolutePath() + QStringLiteral("/families/mixtral-8x7b");
+    QSignalSpy followed(window_->engine(), &EngineHost::layoutPlanned);
+    panel->openConfigFamily(mixtral);
+    // The sample family's budget is far below Mixtral's minimum: refused, naming it.
+    QTRY_VERIFY2_WITH_TIMEOUT(panel->summaryText().contains(QStringLiteral("minimum")), qPrintable(panel->summaryText()), 30000);
+    panel->budgetBox()->setBytes(qint64{80} << 30);
+    QTRY_VERIFY2_WITH_TIMEOUT(grid->layoutInfo().config_family == mixtral, qPrintable(panel->summaryText()), 30000);
+    const LayoutInfo what_if = grid->layoutInfo();
+    QCOMPARE(what_if.layers, 32);
+    QCOMPARE(what_if.experts, 8);
+    QCOMPARE(what_if.capacity, qint64(229));
+    QCOMPARE(what_if.variants, (QStringList{QStringLiteral("base"), QStringLiteral("instruct")}));
+    QVERIFY2(panel->summaryText().startsWith(QStringLiteral("Capacity 229 of 256")), qPrintable(panel->summaryText()));
+    QCOMPARE(panel->configFamily(), mixtral);
+    QCOMPARE(followed.count(), 0);  // nothing that serves heard of it
+    QCOMPARE(window_->servingPanel()->sweepJson(), serving);
+    panel->policyBox()->setCurrentText(QStringLiteral("medoid"));  // needs the weights
+    QTRY_VERIFY2_WITH_TIMEOUT(panel->summaryText().contains(QStringLiteral("weights")), qPrintable(panel->summaryText()), 30000);
+    panel->policyBox()->setCurrentText(open.policy);
+    QTRY_COMPARE_WITH_TIMEOUT(grid->layoutInfo().policy, open.policy, 30000);
+    panel->leaveConfigFamily();
+    QTRY_VERIFY_WITH_TIMEOUT(grid->layoutInfo().config_family.isEmpty() && grid->layoutInfo().capacity == open.capacity, 30000);
+    QCOMPARE(grid->layoutInfo().resident, open.resident);
+    QCOMPARE(panel->budgetBytes(), open.budget);
   }
 
   void sessions_save_and_reopen() {

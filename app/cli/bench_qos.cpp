@@ -64,6 +64,21 @@ void add_bench_command(CLI::App& app) {
       std::fflush(stdout);
     }
     SweepEvents events;
+    auto chosen = std::make_shared<nlohmann::ordered_json>();  // --json: the probes and rates, when measured
+    events.rates_chosen = [o, chosen, &config](const std::vector<SaturationProbe>& probes, const std::vector<double>& rates) {
+      if (o->json) {
+        (*chosen)["saturation"] = nlohmann::ordered_json(saturation_json(probes));
+        (*chosen)["rates"] = rates;
+        return;
+      }
+      std::printf("rates (req/s):");
+      for (double r : rates) std::printf(" %g", r);
+      std::printf("\n%-16s %12s %8s %10s\n", "saturation", "req/s", "burst", "runs to");
+      for (const SaturationProbe& p : probes)
+        std::printf("%-16s %12.4g %8zu %10g\n", p.strategy.c_str(), p.rate(), p.requests,
+                    strategy_rates(rates, *config.saturation, p).back());
+      std::fflush(stdout);
+    };
     events.request_finished = [](const SweepRun& run, const RequestRecord&, std::size_t done, std::size_t total) {
       draw_progress(done, total, run.strategy + " @ " + std::to_string(run.rate).substr(0, 5) + " req/s");
       return true;
@@ -100,11 +115,14 @@ void add_bench_command(CLI::App& app) {
       const auto analysis = analyze_family(family, {default_cache_dir(), o->threads, {}});
       run_sweep(config, family, store, *analysis, recording(recorder, events, failed)).rethrow();
     }
-    if (o->json)
-      std::cout << nlohmann::ordered_json{{"database", o->db.string()}, {"config", o->config.string()}, {"recorded", !lost}, {"runs", *results}}.dump(2)
-                << "\n";
-    else if (!lost)
+    if (o->json) {
+      nlohmann::ordered_json doc{{"database", o->db.string()}, {"config", o->config.string()}, {"recorded", !lost}};
+      if (chosen->is_object()) doc.update(*chosen);
+      doc["runs"] = *results;
+      std::cout << doc.dump(2) << "\n";
+    } else if (!lost) {
       std::cout << "recorded to " << o->db.string() << "\n";
+    }
     std::cout.flush();
     if (lost) throw *lost;
   });

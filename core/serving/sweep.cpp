@@ -99,18 +99,38 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
       c.targets.push_back(t.get<std::string>());
     }
   }
-  if (c.trace.empty() && (!j.contains("rates") || !j["rates"].is_array() || j["rates"].empty()))
-    fail("rates", "must list total arrival rates (or give a trace)");
-  for (const auto& r : j.value("rates", nlohmann::json::array())) {
-    if (!r.is_number() || r.get<double>() <= 0) fail("rates", "must hold positive requests per second");
-    c.rates.push_back(r.get<double>());
-  }
-  auto number = [&](const char* key, double fallback, double min, double max) {
-    if (!j.contains(key)) return fallback;
-    if (!j[key].is_number() || !(j[key].get<double>() >= min && j[key].get<double>() <= max))
-      fail(key, "must be a number from " + std::to_string(min) + " to " + std::to_string(max));
-    return j[key].get<double>();
+  auto number_in = [&](const nlohmann::json& o, const std::string& where, const char* key, double fallback, double min, double max) {
+    if (!o.contains(key)) return fallback;
+    if (!o[key].is_number() || !(o[key].get<double>() >= min && o[key].get<double>() <= max))
+      fail(where + key, "must be a number from " + std::to_string(min) + " to " + std::to_string(max));
+    return o[key].get<double>();
   };
+  auto number = [&](const char* key, double fallback, double min, double max) { return number_in(j, "", key, fallback, min, max); };
+  if (j.contains("rates") && j["rates"].is_object()) {
+    // {"saturation": {…}}: chosen from each strategy's measured saturation rate.
+    const auto& r = j["rates"];
+    const std::string shape = "must be a list of requests/s or {\"saturation\": {\"points\", \"from\", \"to\", \"probe_requests\"}}";
+    if (r.size() != 1 || !r.contains("saturation") || !r["saturation"].is_object()) fail("rates", shape);
+    const auto& s = r["saturation"];
+    check_keys(s, {"points", "from", "to", "probe_requests"}, file, "rates.saturation", hint);
+    if (!j.value("trace", std::string()).empty()) fail("rates", "is chosen from saturation, but a trace replays its own arrivals: drop one");
+    SaturationRates sat;
+    auto sat_fail = [&](const std::string& key, const std::string& problem) { fail("rates.saturation." + key, problem); };
+    sat.points = static_cast<int>(whole(s, "points", sat.points, 1, 64, sat_fail));
+    sat.probe_requests = static_cast<int>(whole(s, "probe_requests", sat.probe_requests, 0, 100000, sat_fail));
+    sat.from = number_in(s, "rates.saturation.", "from", sat.from, 1e-3, 100);
+    sat.to = number_in(s, "rates.saturation.", "to", sat.to, 1e-3, 100);
+    if (sat.to < sat.from) fail("rates.saturation.to", "is below 'from': the rates run from 'from' × the slowest saturation to 'to' × the fastest");
+    if (sat.points == 1 && sat.to != sat.from) fail("rates.saturation.points", "is 1: give 'from' and 'to' equal, or ask for more points");
+    c.saturation = sat;
+  } else {
+    if (c.trace.empty() && (!j.contains("rates") || !j["rates"].is_array() || j["rates"].empty()))
+      fail("rates", "must list total arrival rates, or be {\"saturation\": {}} to choose them from measured service (or give a trace)");
+    for (const auto& r : j.value("rates", nlohmann::json::array())) {
+      if (!r.is_number() || r.get<double>() <= 0) fail("rates", "must hold positive requests per second");
+      c.rates.push_back(r.get<double>());
+    }
+  }
   c.repeats = static_cast<int>(whole(j, "repeats", 1, 1, kMaxRepeats, fail));
   c.workload.seed = static_cast<std::uint64_t>(whole(j, "seed", 1, 0, std::int64_t{1} << 53, fail));
   c.workload.alpha = number("alpha", 1, 0, 1);

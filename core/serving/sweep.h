@@ -2,7 +2,11 @@
 // A QoS sweep: strategies × total arrival rates × repeats over one family, as a JSON config
 // ("mosaic.sweep/1") that `mosaic-cli bench --config` runs and records:
 //   {"schema": "mosaic.sweep/1", "variants": [dirs, relative to the config file],
-//    "clock": "virtual" | "real" | "simulated", "rates": [requests/s], "repeats": n, "seed": s,
+//    "clock": "virtual" | "real" | "simulated", "repeats": n, "seed": s,
+//    "rates": [requests/s]
+//             | {"saturation": {"points": n, "from": f, "to": t, "probe_requests": m}} (rates chosen from
+//               each strategy's measured saturation rate, serving/saturation.h; defaults 6, 0.25, 2 and
+//               0 for probe_requests: four times what the strategy's batches hold),
 //    "device_profile": "profile.json" (simulated only, relative to the config: the device the cost
 //                      model prices steps for, sample_configs/devices/),
 //    "host_memory": {"experts": "pinned" | "pageable", "non_expert": "pinned" | "pageable"}
@@ -27,6 +31,7 @@
 // On the simulated clock no engine runs and no weights are read: the variants' config.json files
 // suffice (sim/sim_sweep.h), so a family too large for this machine can be swept.
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,10 +40,20 @@
 
 namespace mosaic {
 
+// Rates from measured service (serving/saturation.h): `points` rates, geometric from `from` × the
+// slowest strategy's saturation rate to `to` × the fastest's, each measured by a burst of
+// `probe_requests` requests (0: four times what the strategy's batches hold).
+struct SaturationRates {
+  int points = 6;
+  double from = 0.25, to = 2.0;
+  int probe_requests = 0;
+};
+
 struct SweepConfig {
   std::vector<std::filesystem::path> variants;
   RunClock clock = RunClock::Virtual;
-  std::vector<double> rates;
+  std::vector<double> rates;                 // empty when `saturation` chooses them
+  std::optional<SaturationRates> saturation;
   int repeats = 1;
   WorkloadSpec workload;  // targets, rates and vocabulary are filled in per run
   std::vector<StrategyConfig> strategies;

@@ -10,6 +10,7 @@
 #include "common/outcome.h"
 #include "runtime/host_store.h"
 #include "serving/metrics.h"
+#include "serving/saturation.h"
 #include "serving/sweep.h"
 #include "serving/workload.h"
 
@@ -26,6 +27,8 @@ struct SweepRun {
 };
 
 struct SweepEvents {
+  // A sweep whose rates come from saturation: after every strategy's burst, before the first run.
+  std::function<void(const std::vector<SaturationProbe>& probes, const std::vector<double>& rates)> rates_chosen;
   std::function<void(SweepRun& run, std::size_t requests)> run_started;
   // After each finished request (one thread at a time); returning false stops the sweep.
   std::function<bool(const SweepRun&, const RequestRecord&, std::size_t done, std::size_t total)> request_finished;

@@ -5,6 +5,7 @@
 #include "analysis/capacity.h"
 #include "common/byte_size.h"
 #include "common/error.h"
+#include "sim/config_layout.h"
 
 namespace mosaic {
 namespace {
@@ -12,14 +13,12 @@ namespace {
 // The first `count` positions in the even spread; every position when count < 0.
 std::vector<std::vector<char>> spread(const ModelSpec& s, std::int64_t count) {
   std::vector<std::vector<char>> pinned(static_cast<std::size_t>(s.num_layers), std::vector<char>(static_cast<std::size_t>(s.num_experts), 0));
-  std::vector<std::int64_t> sparse;
-  for (std::int64_t l = 0; l < s.num_layers; ++l)
-    if (s.is_sparse(l)) sparse.push_back(l);
-  const std::int64_t positions = static_cast<std::int64_t>(sparse.size()) * s.num_experts;
-  const std::int64_t n = count < 0 ? positions : std::min(count, positions);
-  for (std::int64_t r = 0; r < n; ++r)
-    pinned[static_cast<std::size_t>(sparse[static_cast<std::size_t>(r % static_cast<std::int64_t>(sparse.size()))])]
-          [static_cast<std::size_t>(r / static_cast<std::int64_t>(sparse.size()))] = 1;
+  const std::vector<std::int64_t> order = spread_positions(s);
+  const std::int64_t n = count < 0 ? static_cast<std::int64_t>(order.size()) : std::min(count, static_cast<std::int64_t>(order.size()));
+  for (std::int64_t r = 0; r < n; ++r) {
+    const std::int64_t p = order[static_cast<std::size_t>(r)];
+    pinned[static_cast<std::size_t>(p / s.num_experts)][static_cast<std::size_t>(p % s.num_experts)] = 1;
+  }
   return pinned;
 }
 

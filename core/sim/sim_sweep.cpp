@@ -36,18 +36,34 @@ Outcome<> simulate_sweep(const SweepConfig& config, const SimFamily& family, con
     for (const std::string& t : targets)
       if (std::find(family.names.begin(), family.names.end(), t) == family.names.end())
         throw InvalidArgument("sweep config", "target '" + t + "'", "is not a variant of the family");
-    const std::vector<double> rates = config.trace.empty() ? config.rates : std::vector<double>{0.0};
-    for (const StrategyConfig& sc : config.strategies) {
+    std::vector<double> rates = config.trace.empty() ? config.rates : std::vector<double>{0.0};
+    nlohmann::json saturation;  // how the rates were chosen, recorded with every run; null for fixed rates
+    std::vector<SaturationProbe> probes;
+    if (config.saturation) {
+      for (const StrategyConfig& sc : config.strategies) {
+        const auto partitions = simulated_deployment(sc, family.shapes, family.names, device, config.host_memory);
+        const auto burst =
+            burst_workload(config, targets, spec.vocab_size, burst_size(*config.saturation, sc.scheduler.max_sequences, partitions.size()));
+        probes.push_back(saturation_probe(std::string(strategy_name(sc.kind)),
+                                          simulate_workload(family.shapes, device, partitions, family.names, burst, config.workload.seed)));
+      }
+      rates = saturation_sweep_rates(*config.saturation, config.workload.duration_seconds, probes);
+      saturation = saturation_json(probes);
+      if (events.rates_chosen) events.rates_chosen(probes, rates);
+    }
+    for (std::size_t i = 0; i < config.strategies.size(); ++i) {
+      const StrategyConfig& sc = config.strategies[i];
       const auto partitions = simulated_deployment(sc, family.shapes, family.names, device, config.host_memory);
       const std::string name(strategy_name(sc.kind));
-      for (double rate : rates)
+      for (double rate : config.saturation ? strategy_rates(rates, *config.saturation, probes[i]) : rates)
         for (int rep = 0; rep < config.repeats; ++rep) {
           const SweepWorkload w = sweep_workload(config, targets, rate, rep, spec.vocab_size, trace);
-          const nlohmann::json run_config = {{"strategy", name}, {"rate", w.rate}, {"repeat", rep}, {"seed", w.seed},
+          nlohmann::json run_config = {{"strategy", name}, {"rate", w.rate}, {"repeat", rep}, {"seed", w.seed},
                                              {"capacity", sc.capacity}, {"max_sequences", sc.scheduler.max_sequences},
                                              {"trace", config.trace.string()}, {"clock", "simulated"},
                                              {"device_profile", device.name}, {"targets", family.names},
                                              {"sweep", nlohmann::json::parse(config.text, nullptr, false)}};
+          if (!saturation.is_null()) run_config["saturation"] = saturation;
           SweepRun run{name, w.rate, rep, run_config.dump(), 0};
           if (events.run_started) events.run_started(run, w.requests.size());
           const auto records = simulate_workload(family.shapes, device, partitions, family.names, w.requests, w.seed);

@@ -84,7 +84,7 @@ metaspace = {
               "merges": ["\u2581 h", "l l", "\u2581h e", "ll o", "\u2581he llo"]}}
 seed("tokenizer", "llama-like-metaspace.json", json.dumps(metaspace, ensure_ascii=False))
 
-for name in ("paper-qos.json", "esft-skew.json"):
+for name in ("paper-qos.json", "paper-qos-ridge.json", "esft-skew.json"):
     seed("sweep", name, (root / "sample_configs" / name).read_text())
 seed("session", "sample-session.json", (root / "sample_configs/sample-session.json").read_text())
 

@@ -20,6 +20,7 @@
 #include "serving/session.h"
 #include "serving/session_views.h"
 #include "serving/sweep_run.h"
+#include "sim/config_layout.h"
 #include "sim/sim_sweep.h"
 #include "store/recorder.h"
 #include "store/sweep_recording.h"
@@ -57,27 +58,32 @@ Heatmap describe(const MatrixView& m) {
   return h;
 }
 
-LayoutInfo describe(const Session& session) {
-  const Layout& layout = session.layout();
-  const CapacityPlan& cap = session.capacity();
+// What any plan shows: the grid, the capacity and the reserve (variants are the caller's).
+LayoutInfo describe(const ConsolidationPlan& plan, const CapacityPlan& cap) {
   LayoutInfo info;
-  for (const auto& v : layout.variants) info.variants << qs(v.name);
-  info.layers = static_cast<int>(layout.plan.layers);
-  info.experts = static_cast<int>(layout.plan.experts);
-  info.resident = QVector<int>(layout.plan.map.begin(), layout.plan.map.end());
-  info.distance = QVector<double>(layout.plan.distance.begin(), layout.plan.distance.end());
-  for (auto c : layout.plan.resident_counts()) info.resident_counts << static_cast<int>(c);
+  info.layers = static_cast<int>(plan.layers);
+  info.experts = static_cast<int>(plan.experts);
+  info.resident = QVector<int>(plan.map.begin(), plan.map.end());
+  info.distance = QVector<double>(plan.distance.begin(), plan.distance.end());
+  for (auto c : plan.resident_counts()) info.resident_counts << static_cast<int>(c);
   info.budget = static_cast<qint64>(cap.budget_bytes);
-  info.capacity = layout.plan.capacity;
+  info.capacity = plan.capacity;
   info.positions = cap.positions;
   info.minimum_budget = static_cast<qint64>(cap.minimum_budget());
   info.non_expert_bytes = static_cast<qint64>(cap.non_expert_bytes);
   info.bytes_per_expert = static_cast<qint64>(cap.bytes_per_expert);
   for (const ReserveItem& r : cap.reserve) info.reserve.push_back({qs(r.name), qs(r.detail), static_cast<qint64>(r.bytes)});
-  info.policy = qs(std::string(policy_name(layout.plan.policy)));
+  info.policy = qs(std::string(policy_name(plan.policy)));
+  info.shares = QVector<double>(plan.shares.begin(), plan.shares.end());
+  return info;
+}
+
+LayoutInfo describe(const Session& session) {
+  const Layout& layout = session.layout();
+  LayoutInfo info = describe(layout.plan, session.capacity());
+  for (const auto& v : layout.variants) info.variants << qs(v.name);
   const ReserveSpec& r = session.reserve();
   info.reserve_settings = {r.context_tokens, r.requests, r.prefill_chunk, r.miss_slots};
-  info.shares = QVector<double>(layout.plan.shares.begin(), layout.plan.shares.end());
   for (std::int64_t n : layout.plan.deltas) info.deltas << static_cast<int>(n);
   const DeltaLayoutView d = describe_deltas(session);
   info.can_plan_hybrid = d.can_plan;
@@ -227,6 +233,31 @@ void EngineHost::planVirtual(qint64 budgetBytes, const ReserveSettings& reserve,
       LayoutInfo info = describe(*st.session);
       info.virtual_calibration = calibration;
       Q_EMIT layoutPlanned(info);
+    } catch (const std::exception& e) {
+      Q_EMIT layoutFailed(QString::fromUtf8(e.what()));
+    }
+  });
+}
+
+void EngineHost::planFromConfigs(const QString& dir, qint64 budgetBytes, const QString& policyName, const ReserveSettings& reserve,
+                                 const QVector<double>& shares) {
+  post([this, dir, budgetBytes, policyName, reserve, shares] {
+    try {
+      const auto policy = parse_policy(policyName.toStdString());
+      if (!policy) throw InvalidArgument("layout", "policy", "'" + policyName.toStdString() + "' is not a policy", "use round-robin or weighted");
+      const SimFamily family = load_sim_family({dir.toStdString()});
+      const ReserveSpec spec{.context_tokens = reserve.context, .requests = reserve.requests,
+                             .prefill_chunk = reserve.prefill_chunk, .miss_slots = reserve.miss_slots};
+      const ConfigLayout planned = plan_config_layout(family, budgetBytes > 0 ? static_cast<std::uint64_t>(budgetBytes) : 0, *policy, spec,
+                                                      std::span<const double>(shares.constData(), static_cast<std::size_t>(shares.size())));
+      LayoutInfo info = describe(planned.plan, planned.capacity);
+      info.config_family = dir;
+      // No distances: MoE positions show as 0 (the grid takes NaN for a dense layer), dense ones stay NaN.
+      for (std::size_t p = 0; p < planned.plan.rank.size(); ++p)
+        if (planned.plan.rank[p] >= 0) info.distance[static_cast<qsizetype>(p)] = 0;
+      for (const std::string& n : family.names) info.variants << qs(n);
+      info.reserve_settings = reserve;
+      Q_EMIT configLayoutPlanned(info);
     } catch (const std::exception& e) {
       Q_EMIT layoutFailed(QString::fromUtf8(e.what()));
     }
@@ -482,6 +513,13 @@ void EngineHost::startServing(const QString& sweepJson, const QString& database)
         Recorder recorder(database.toStdString());
         recorder.check_writable();
         SweepEvents events;
+        events.rates_chosen = [&](const std::vector<SaturationProbe>& probes, const std::vector<double>& rates) {
+          QStringList measured, chosen;
+          for (const SaturationProbe& p : probes) measured << QStringLiteral("%1 %2").arg(qs(p.strategy)).arg(p.rate(), 0, 'g', 3);
+          for (double r : rates) chosen << QString::number(r, 'g', 3);
+          Q_EMIT servingRatesChosen(tr("Rates from saturation (req/s): %1; measured %2; each strategy stops at twice its own.")
+                                        .arg(chosen.join(QStringLiteral(", ")), measured.join(QStringLiteral(", "))));
+        };
         events.run_started = [&](SweepRun& r, std::size_t requests) {
           Q_EMIT servingRunStarted(qs(r.strategy), r.rate, r.run_id, static_cast<int>(requests));
         };

@@ -32,6 +32,11 @@ class EngineHost : public QObject {
   // Virtual experts (SwapMoE) for a budget: per-layer counts planned on the text in `calibration`
   // (a file; empty: uniform counts), served with sets that follow the traffic.
   void planVirtual(qint64 budgetBytes, const mosaic::ui::ReserveSettings& reserve, const QString& calibration);
+  // A what-if layout for the family in `dir` (variant folders) from their config.json files alone:
+  // no family need be open and no weights are read. Reported by configLayoutPlanned (or layoutFailed);
+  // the open family's layout and what serves stay as they are.
+  void planFromConfigs(const QString& dir, qint64 budgetBytes, const QString& policy, const mosaic::ui::ReserveSettings& reserve = {},
+                       const QVector<double>& shares = {});
   // A layout file (mosaic.layout/1) served instead of the planned one, or the current one saved.
   void importLayout(const QString& file);
   void exportLayout(const QString& file);
@@ -71,6 +76,7 @@ class EngineHost : public QObject {
   void progress(const QString& stage, int done, int total);
   void familyOpened(const mosaic::ui::FamilyInfo& family);
   void layoutPlanned(const mosaic::ui::LayoutInfo& layout);
+  void configLayoutPlanned(const mosaic::ui::LayoutInfo& layout);
   void chatToken(const mosaic::ui::TokenTrace& token);
   void chatFinished(const QString& summary);
   void compareToken(int side, qint64 token, const QString& text);
@@ -80,6 +86,8 @@ class EngineHost : public QObject {
   void usageReady(const mosaic::ui::ExpertUsage& usage);
   void runsLoaded(const mosaic::ReportData& runs);
   void servingRunStarted(const QString& strategy, double rate, qint64 runId, int requests);
+  // Rates from saturation: each strategy's measured rate and the rates chosen, in a sentence.
+  void servingRatesChosen(const QString& summary);
   void servedRequest(const mosaic::ui::ServedPoint& point);
   void servingFinished(const QString& summary, const QString& database);
   void reportDataReady(const mosaic::ReportData& data, const QString& dir);

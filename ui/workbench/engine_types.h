@@ -49,6 +49,9 @@ struct HttpSettings {
 };
 
 struct LayoutInfo {
+  // Planned from the config.json files in this folder alone (a family too large to open): no
+  // distances, positions spread evenly; empty for the open family's layout.
+  QString config_family;
   QStringList variants;
   int layers = 0, experts = 0;
   QVector<int> resident;  // [layer * experts + expert]: variant whose copy is resident, -1 none

@@ -110,7 +110,9 @@ bool LayoutGrid::event(QEvent* e) {
                                .arg(l)
                                .arg(x)
                                .arg(what)
-                               .arg(std::isnan(d) ? tr("dense layer") : QString::number(d, 'g', 4)),
+                               .arg(std::isnan(d)                        ? tr("dense layer")
+                                    : !layout_.config_family.isEmpty() ? tr("unknown (planned from config.json)")
+                                                                        : QString::number(d, 'g', 4)),
                            this);
         return true;
       }

@@ -2,6 +2,7 @@
 
 #include <QComboBox>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QHBoxLayout>
 #include <QLineEdit>
@@ -86,10 +87,32 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
   legend_->setWordWrap(true);
   auto* importButton = new QPushButton(tr("Import layout…"));
   auto* exportButton = new QPushButton(tr("Export layout…"));
+  auto* configButton = new QPushButton(tr("Plan from configs…"));
+  configButton->setToolTip(tr("Plan a budget for a family too large to open here (e.g. sample_configs/families/mixtral-8x7b): "
+                              "only its variants' config.json files are read"));
+  files_ = new QWidget;
+  auto* fileButtons = new QHBoxLayout(files_);
+  fileButtons->setContentsMargins(0, 0, 0, 0);
+  fileButtons->addWidget(importButton);
+  fileButtons->addWidget(exportButton);
   auto* files = new QHBoxLayout;
   files->addWidget(policy_, 1);
-  files->addWidget(importButton);
-  files->addWidget(exportButton);
+  files->addWidget(files_);
+  files->addWidget(configButton);
+  config_label_ = new QLabel;
+  config_label_->setWordWrap(true);
+  auto* leave = new QPushButton(tr("Back to the open family"));
+  config_bar_ = new QWidget;
+  auto* configRow = new QHBoxLayout(config_bar_);
+  configRow->setContentsMargins(0, 0, 0, 0);
+  configRow->addWidget(config_label_, 1);
+  configRow->addWidget(leave);
+  config_bar_->hide();
+  connect(configButton, &QPushButton::clicked, this, [this] {
+    const QString dir = QFileDialog::getExistingDirectory(this, tr("A family's folder (variant folders with config.json)"));
+    if (!dir.isEmpty()) openConfigFamily(dir);
+  });
+  connect(leave, &QPushButton::clicked, this, &LayoutPanel::leaveConfigFamily);
   auto* form = new QFormLayout;
   form->addRow(tr("Device budget"), budget_);
   form->addRow(tr("Policy"), files);
@@ -110,6 +133,7 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
     if (!f.isEmpty()) Q_EMIT exportRequested(f);
   });
   auto* layout = new QVBoxLayout(this);
+  layout->addWidget(config_bar_);
   layout->addLayout(form);
   layout->addWidget(grid_, 1);
   layout->addWidget(legend_);
@@ -119,7 +143,9 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
   debounce_->setSingleShot(true);
   debounce_->setInterval(150);
   connect(debounce_, &QTimer::timeout, this, [this] {
-    if (policy_->currentText() == QStringLiteral("virtual"))
+    if (!config_family_.isEmpty())
+      Q_EMIT configPlanRequested(config_family_, budgetBytes(), policy_->currentText(), reserve(), shares());
+    else if (policy_->currentText() == QStringLiteral("virtual"))
       Q_EMIT planVirtualRequested(budgetBytes(), reserve(), calibration_->text().trimmed());
     else
       Q_EMIT planRequested(budgetBytes(), policy_->currentText(), reserve(), shares());
@@ -202,7 +228,32 @@ QString virtualSummary(const LayoutInfo& l) {
 
 }  // namespace
 
+void LayoutPanel::openConfigFamily(const QString& dir) {
+  config_family_ = dir;
+  debounce_->stop();
+  Q_EMIT configPlanRequested(config_family_, budgetBytes(), policy_->currentText(), reserve(), shares());
+}
+
+void LayoutPanel::leaveConfigFamily() {
+  if (config_family_.isEmpty()) return;
+  config_family_.clear();
+  config_bar_->hide();
+  files_->setEnabled(true);
+  updating_ = true;
+  budget_->setBytes(family_budget_);  // the open family's budget, not the what-if's
+  updating_ = false;
+  Q_EMIT configFamilyLeft();
+}
+
 void LayoutPanel::showLayout(const LayoutInfo& l) {
+  // A plan of the open family while planning from configs (it finished opening) ends the what-if.
+  config_family_ = l.config_family;
+  if (config_family_.isEmpty()) family_budget_ = l.budget;
+  config_bar_->setVisible(!config_family_.isEmpty());
+  files_->setEnabled(config_family_.isEmpty());
+  config_label_->setText(tr("Planning <b>%1</b> from its config.json files: no weights read, so no expert distances; the resident "
+                            "positions are spread evenly over the layers. Nothing here is served.")
+                             .arg(QFileInfo(config_family_).fileName().toHtmlEscaped()));
   updating_ = true;
   setHybridEnabled(l.can_plan_hybrid);
   // A plan that arrives while an edit waits to be planned is older than the edit: it must not put

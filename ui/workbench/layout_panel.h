@@ -46,16 +46,26 @@ class LayoutPanel : public QWidget {
   QLineEdit* calibrationBox() const { return calibration_; }
   // Offers the hybrid policy, or greys it out (a family without delta folders over one base).
   void setHybridEnabled(bool on);
+  // The folder whose config.json files the panel plans from (what-if mode); empty: the open family.
+  QString configFamily() const { return config_family_; }
 
  public Q_SLOTS:
   void showLayout(const mosaic::ui::LayoutInfo& layout);
   void showError(const QString& what, const QString& message);
+  // What-if planning for a family too large to open: plans from the config.json files in `dir`
+  // (variant folders) at the panel's budget; every edit re-plans it until leaveConfigFamily().
+  void openConfigFamily(const QString& dir);
+  void leaveConfigFamily();
 
  Q_SIGNALS:
   void planRequested(qint64 budgetBytes, const QString& policy, const mosaic::ui::ReserveSettings& reserve,
                      const QVector<double>& shares);
   // Policy "virtual": SwapMoE's counts planned on the calibration file (empty: uniform counts).
   void planVirtualRequested(qint64 budgetBytes, const mosaic::ui::ReserveSettings& reserve, const QString& calibration);
+  void configPlanRequested(const QString& dir, qint64 budgetBytes, const QString& policy, const mosaic::ui::ReserveSettings& reserve,
+                           const QVector<double>& shares);
+  // Back from what-if planning: the open family's layout is wanted again.
+  void configFamilyLeft();
   void importRequested(const QString& file);
   void exportRequested(const QString& file);
 
@@ -70,6 +80,11 @@ class LayoutPanel : public QWidget {
   QLabel* summary_;
   QLabel* legend_;
   QTimer* debounce_;
+  QString config_family_;
+  qint64 family_budget_ = 0;  // the open family's last planned budget, restored when the what-if ends
+  QWidget* config_bar_;  // what-if mode: which folder, and the way back
+  QLabel* config_label_;
+  QWidget* files_;       // import and export: the open family's layout only
   bool updating_ = false;  // showLayout setting the box must not re-plan
 };
 

@@ -138,6 +138,7 @@ MainWindow::MainWindow(QWidget* parent)
   connect(serving_, &ServingPanel::startRequested, engine_, &EngineHost::startServing);
   connect(serving_, &ServingPanel::stopRequested, engine_, &EngineHost::stopServing);
   connect(engine_, &EngineHost::servingRunStarted, serving_, &ServingPanel::runStarted);
+  connect(engine_, &EngineHost::servingRatesChosen, serving_, &ServingPanel::ratesChosen);
   connect(engine_, &EngineHost::servedRequest, serving_, &ServingPanel::addPoint);
   connect(engine_, &EngineHost::servingFinished, serving_, &ServingPanel::finished);
   connect(engine_, &EngineHost::servingFailed, serving_, &ServingPanel::showError);
@@ -162,6 +163,12 @@ MainWindow::MainWindow(QWidget* parent)
   connect(engine_, &EngineHost::layoutFailed, this, [this](const QString& m) { layout_->showError(tr("Plan layout"), m); });
   connect(layout_, &LayoutPanel::planRequested, engine_, &EngineHost::planLayout);
   connect(layout_, &LayoutPanel::planVirtualRequested, engine_, &EngineHost::planVirtual);
+  // What-if plans from config.json files reach the Layout panel only: nothing serves them.
+  connect(layout_, &LayoutPanel::configPlanRequested, engine_, &EngineHost::planFromConfigs);
+  connect(engine_, &EngineHost::configLayoutPlanned, layout_, &LayoutPanel::showLayout);
+  connect(layout_, &LayoutPanel::configFamilyLeft, this, [this] {
+    engine_->planLayout(layout_->budgetBytes(), layout_->policy(), layout_->reserve(), layout_->shares());
+  });
   connect(engine_, &EngineHost::layoutPlanned, serving_, &ServingPanel::followLayout);
   connect(chat_, &ChatPane::chatRequested, engine_, &EngineHost::chat);
   connect(chat_, &ChatPane::stopRequested, engine_, &EngineHost::stopChat);

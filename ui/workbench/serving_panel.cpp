@@ -42,6 +42,9 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   }
   strategies_->setMaximumHeight(130);
   rates_ = new QLineEdit(QStringLiteral("5, 20"));
+  rates_->setToolTip(tr("Total arrival rates in requests/s, e.g. 5, 20, 80; or “saturation” (optionally “saturation 8” for 8 points): "
+                        "each strategy first serves a burst to measure its saturation rate, then the rates run from a quarter of "
+                        "the slowest strategy's to twice the fastest's, each strategy stopping at twice its own."));
   duration_ = new QSpinBox;
   duration_->setRange(1, 3600);
   duration_->setValue(10);
@@ -200,11 +203,28 @@ void ServingPanel::setFamily(const FamilyInfo& family) {
 
 QString ServingPanel::sweepJson() const {
   QJsonArray rates, strategies;
-  for (const QString& r : rates_->text().split(QLatin1Char(','), Qt::SkipEmptyParts)) {
-    bool ok = false;
-    const double v = r.trimmed().toDouble(&ok);
-    if (!ok || v <= 0) return {};
-    rates.append(v);
+  QJsonValue rates_value = rates;
+  const QString rates_text = rates_->text().trimmed();
+  if (rates_text.startsWith(QLatin1String("saturation"), Qt::CaseInsensitive)) {
+    // "saturation [points]": the engine measures each strategy's saturation rate and chooses.
+    QJsonObject saturation;
+    const QString points = rates_text.mid(10).trimmed();
+    if (!points.isEmpty()) {
+      bool ok = false;
+      const int n = points.toInt(&ok);
+      if (!ok || n < 2 || n > 64) return {};
+      saturation.insert(QStringLiteral("points"), n);
+    }
+    rates_value = QJsonObject{{QStringLiteral("saturation"), saturation}};
+  } else {
+    for (const QString& r : rates_text.split(QLatin1Char(','), Qt::SkipEmptyParts)) {
+      bool ok = false;
+      const double v = r.trimmed().toDouble(&ok);
+      if (!ok || v <= 0) return {};
+      rates.append(v);
+    }
+    if (rates.isEmpty()) return {};
+    rates_value = rates;
   }
   for (int i = 0; i < strategies_->count(); ++i)
     if (strategies_->item(i)->checkState() == Qt::Checked) {
@@ -233,11 +253,11 @@ QString ServingPanel::sweepJson() const {
       }
       strategies.append(s);
     }
-  if (rates.isEmpty() || strategies.isEmpty()) return {};
+  if (strategies.isEmpty()) return {};
   const QJsonObject sweep{{QStringLiteral("schema"), QStringLiteral("mosaic.sweep/1")},
                           {QStringLiteral("variants"), QJsonArray::fromStringList(variants_)},
                           {QStringLiteral("clock"), clock_->currentText()},
-                          {QStringLiteral("rates"), rates},
+                          {QStringLiteral("rates"), rates_value},
                           {QStringLiteral("duration_seconds"), duration_->value()},
                           {QStringLiteral("alpha"), alpha_->value()},
                           {QStringLiteral("prompt"), QJsonArray{prompt_->value(), prompt_->value()}},
@@ -276,6 +296,11 @@ void ServingPanel::applySettings(const QString& json) {
   QStringList rates;
   for (const auto& r : o.value(QStringLiteral("rates")).toArray()) rates << QString::number(r.toDouble());
   if (!rates.isEmpty()) rates_->setText(rates.join(QStringLiteral(", ")));
+  const QJsonValue saturation = o.value(QStringLiteral("rates")).toObject().value(QStringLiteral("saturation"));
+  if (saturation.isObject()) {
+    const int points = saturation.toObject().value(QStringLiteral("points")).toInt();
+    rates_->setText(points > 0 ? QStringLiteral("saturation %1").arg(points) : QStringLiteral("saturation"));
+  }
   if (o.contains(QStringLiteral("duration_seconds"))) duration_->setValue(o.value(QStringLiteral("duration_seconds")).toInt());
   if (o.contains(QStringLiteral("prompt"))) prompt_->setValue(o.value(QStringLiteral("prompt")).toArray().first().toInt());
   if (o.contains(QStringLiteral("output"))) output_->setValue(o.value(QStringLiteral("output")).toArray().first().toInt());
@@ -304,7 +329,10 @@ void ServingPanel::applySettings(const QString& json) {
 
 void ServingPanel::start() {
   const QString json = sweepJson();
-  if (json.isEmpty()) return showError(tr("Check at least one strategy and give rates as positive numbers, e.g. 5, 20."));
+  if (json.isEmpty())
+    return showError(tr("Check at least one strategy and give rates as positive numbers, e.g. 5, 20, or “saturation” "
+                        "(optionally with a number of points, e.g. saturation 8)."));
+  rates_note_.clear();
   QDir().mkpath(QFileInfo(database_->text()).absolutePath());
   clearCharts();
   for (Chart* c : {latency_, throughput_}) c->xAxis->setLabel(tr("time in sweep (s)"));
@@ -326,9 +354,15 @@ void ServingPanel::clearCharts() {
   run_hits_.clear();
 }
 
+void ServingPanel::ratesChosen(const QString& summary) {
+  rates_note_ = summary;
+  status_->setText(summary);
+}
+
 void ServingPanel::runStarted(const QString& strategy, double rate, qint64 runId, int requests) {
   beginRun(tr("%1 @ %2 req/s").arg(strategy).arg(rate));
-  status_->setText(tr("Run %1: %2, %3 requests").arg(runId).arg(run_label_).arg(requests));
+  status_->setText(tr("Run %1: %2, %3 requests").arg(runId).arg(run_label_).arg(requests) +
+                   (rates_note_.isEmpty() ? QString() : QStringLiteral("\n") + rates_note_));
 }
 
 void ServingPanel::httpStarted(const QString& url, qint64 runId, const QStringList& models) {

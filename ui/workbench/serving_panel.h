@@ -62,6 +62,8 @@ class ServingPanel : public QWidget {
   void setFamily(const mosaic::ui::FamilyInfo& family);
   // The layout the Layout panel shows: what consolidated and no-reconfig serve while "follow" is on.
   void followLayout(const mosaic::ui::LayoutInfo& layout);
+  // A sweep whose rates come from saturation: what was measured and chosen, shown while it runs.
+  void ratesChosen(const QString& summary);
   void runStarted(const QString& strategy, double rate, qint64 runId, int requests);
   void addPoint(const mosaic::ui::ServedPoint& point);
   void finished(const QString& summary, const QString& database);
@@ -83,6 +85,7 @@ class ServingPanel : public QWidget {
   void beginRun(const QString& label);  // a named line on the time axis; what follows is this run's
   QListWidget* strategies_;
   QLineEdit* rates_;
+  QString rates_note_;  // the rates a saturation sweep chose
   QSpinBox* duration_;
   QSpinBox* prompt_;
   QSpinBox* output_;
