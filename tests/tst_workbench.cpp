@@ -805,6 +805,9 @@ class WorkbenchTest : public QObject {
     QVERIFY2(panel->summaryText().startsWith(QStringLiteral("Capacity 229 of 256")), qPrintable(panel->summaryText()));
     QCOMPARE(panel->configFamily(), mixtral);
     QCOMPARE(followed.count(), 0);  // nothing that serves heard of it
+    QTest::qWait(50);
+    QVERIFY(panel->grab().save(QStringLiteral(MOSAIC_SCREENSHOT_DIR "/layout-configs.png")));
+    QVERIFY(window_->grab().save(QStringLiteral(MOSAIC_SCREENSHOT_DIR "/workbench-configs.png")));
     QCOMPARE(window_->servingPanel()->sweepJson(), serving);
     panel->policyBox()->setCurrentText(QStringLiteral("medoid"));  // needs the weights
     QTRY_VERIFY2_WITH_TIMEOUT(panel->summaryText().contains(QStringLiteral("weights")), qPrintable(panel->summaryText()), 30000);

@@ -14,8 +14,12 @@ std::vector<std::int64_t> spread_positions(const ModelSpec& s) {
   const std::int64_t layers = static_cast<std::int64_t>(sparse.size());
   std::vector<std::int64_t> order;
   order.reserve(static_cast<std::size_t>(layers * s.num_experts));
-  for (std::int64_t r = 0; r < layers * s.num_experts; ++r)
-    order.push_back(sparse[static_cast<std::size_t>(r % layers)] * s.num_experts + r / layers);
+  // Round k takes expert k of every layer, starting one layer further on each round: a partial
+  // round's extras fall on different layers, and turns taken in rank order alternate within a layer.
+  for (std::int64_t r = 0; r < layers * s.num_experts; ++r) {
+    const std::int64_t round = r / layers, layer = (r % layers + round) % layers;
+    order.push_back(sparse[static_cast<std::size_t>(layer)] * s.num_experts + round);
+  }
   return order;
 }
 

@@ -14,8 +14,8 @@
 
 namespace mosaic {
 
-// Flattened MoE positions (layer × experts + expert) in the even spread: rank r is sparse layer
-// r mod S, expert r div S, so any prefix holds about as many experts in every layer.
+// Flattened MoE positions (layer × experts + expert) in the even spread: rank r is expert r div S
+// of sparse layer (r + r div S) mod S, so any prefix holds about as many experts in every layer.
 std::vector<std::int64_t> spread_positions(const ModelSpec& spec);
 
 struct ConfigLayout {

@@ -3,7 +3,7 @@
 // the same budget order as the runtime's (one resident set, the pinned experts, the reserve; what
 // is left holds more sets, then an lru policy's spares), the same hit rules and swaps. With no
 // expert distances to rank positions by, a layout's `capacity` resident positions are spread evenly
-// over the layers (rank r: layer r mod L, expert r div L); under uniform routing only a layer's
+// over the layers (sim/config_layout.h: spread_positions); under uniform routing only a layer's
 // count matters.
 #include <string>
 #include <vector>

@@ -10,6 +10,8 @@ namespace mosaic::ui {
 
 namespace {
 constexpr int kMargin = 36;  // room for the axis labels
+constexpr int kMinRow = 9;   // pixels per layer at least
+constexpr int kLabelRow = 14;  // pixels a layer label needs: smaller rows label every few layers
 }
 
 QColor variantColor(int variant) {
@@ -25,6 +27,8 @@ LayoutGrid::LayoutGrid(QWidget* parent) : QWidget(parent) {
 
 void LayoutGrid::setLayoutInfo(const LayoutInfo& layout) {
   layout_ = layout;
+  // Rows stay tall enough to see and point at (Mixtral has 32 layers); the panel scrolls beyond.
+  setMinimumHeight(std::max(120, kMargin + kMinRow * layout_.layers));
   update();
 }
 
@@ -56,7 +60,9 @@ void LayoutGrid::paintEvent(QPaintEvent*) {
   p.setPen(palette().text().color());
   for (int l = 0; l < layout_.layers; ++l) {
     const QRect r = cellRect(l, 0);
-    p.drawText(QRect(0, r.top(), kMargin - 4, r.height()), Qt::AlignRight | Qt::AlignVCenter, QString::number(l));
+    const int every = (kLabelRow + r.height()) / (r.height() + 1);
+    if (l % every == 0)
+      p.drawText(QRect(0, r.center().y() - kLabelRow / 2, kMargin - 4, kLabelRow), Qt::AlignRight | Qt::AlignVCenter, QString::number(l));
     for (int e = 0; e < layout_.experts; ++e) {
       const QRect c = cellRect(l, e);
       const int v = layout_.resident.value(l * layout_.experts + e, -1);
