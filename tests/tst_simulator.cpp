@@ -386,6 +386,9 @@ class TestSimulator : public QObject {
     b = j;
     b["rates"] = {{"fixed", 3}};
     refused(b, "field 'rates'");
+    b = j;
+    b["duration_seconds"] = 0;
+    refused(b, "arrival window");
   }
 
   // The sample sweep end to end: parsed, simulated and recorded as served runs are.

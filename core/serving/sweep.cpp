@@ -138,6 +138,8 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
     fail("alpha", "must be in (0, 1]: 1 spreads requests evenly over the targets, smaller values skew them towards the first "
                   "(S-LoRA's and ExpertWeave's convention)");
   c.workload.duration_seconds = number("duration_seconds", 60, 0, kMaxDuration);
+  if (c.saturation && !(c.workload.duration_seconds > 0))
+    fail("duration_seconds", "is 0: rates chosen from saturation need an arrival window to run them in");
   // Every run ends: its arrivals are bounded, whatever the rate.
   for (double rate : c.rates)
     if (rate * c.workload.duration_seconds > kMaxRequests)

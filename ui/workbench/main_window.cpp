@@ -254,6 +254,8 @@ bool MainWindow::saveSession(const QString& file) {
     family_->showError(tr("Save session"), tr("open a family first"));
     return false;
   }
+  // A what-if plan from config.json files is not the session's: back to the open family's budget first.
+  layout_->leaveConfigFamily();
   s.budget_bytes = static_cast<std::uint64_t>(layout_->budgetBytes());
   s.policy = layout_->policy().toStdString();
   const QVector<double> shares = layout_->shares();
