@@ -130,10 +130,10 @@ class TestServing : public QObject {
     QVERIFY(run_sweep(config, family_, *store_, *analysis_, events).ok());
     QCOMPARE(probes.size(), std::size_t(1));
     QCOMPARE(probes[0].requests, std::size_t(64));
-    QVERIFY(probes[0].rate() > 0);
+    QVERIFY(probes[0].rate_per_s > 0);
     QCOMPARE(grid.size(), std::size_t(3));
     QCOMPARE(runs.size(), std::size_t(3));  // the grid's top is 3× its own: every rate runs
-    QVERIFY2(std::abs(grid.back() / (3 * probes[0].rate()) - 1) < 0.01, qPrintable(QString::number(grid.back())));
+    QVERIFY2(std::abs(grid.back() / (3 * probes[0].rate_per_s) - 1) < 0.01, qPrintable(QString::number(grid.back())));
     // At 3× saturation about a third finish in the window; 0.8 leaves room for a probe measured
     // on a busy machine (CI runs tests two at a time).
     const RunSummary& past = runs.back().second;

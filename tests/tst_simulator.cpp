@@ -349,20 +349,20 @@ class TestSimulator : public QObject {
     QVERIFY(simulate_sweep(config, load_sim_family(config.variants), load_device_profile(config.device_profile), events).ok());
     QCOMPARE(probes.size(), std::size_t(2));
     QCOMPARE(grid.size(), std::size_t(7));
-    const double slowest = std::min(probes[0].rate(), probes[1].rate()), fastest = std::max(probes[0].rate(), probes[1].rate());
+    const double slowest = std::min(probes[0].rate_per_s, probes[1].rate_per_s), fastest = std::max(probes[0].rate_per_s, probes[1].rate_per_s);
     QVERIFY2(fastest > 3 * slowest, "single-resident serves far more than consolidated, which swaps");
     QVERIFY(std::abs(grid.front() / (0.25 * slowest) - 1) < 0.01 && std::abs(grid.back() / (2 * fastest) - 1) < 0.01);
     for (std::size_t i = 1; i < grid.size(); ++i) QVERIFY(grid[i] > grid[i - 1]);
     for (const SaturationProbe& p : probes) {
       const auto& r = runs.at(p.strategy);
       QVERIFY2(r.size() >= 3, p.strategy.c_str());
-      QVERIFY2(r.back().first >= 2 * 0.995 * p.rate() && r[r.size() - 2].first < 2 * 0.995 * p.rate(), p.strategy.c_str());  // 3 digits
+      QVERIFY2(r.back().first >= 2 * 0.995 * p.rate_per_s && r[r.size() - 2].first < 2 * 0.995 * p.rate_per_s, p.strategy.c_str());  // 3 digits
       auto served = [](const RunSummary& s) { return static_cast<double>(s.completed_in_window) / static_cast<double>(s.requests); };
       QVERIFY2(served(r.front().second) > 0.9, p.strategy.c_str());  // below saturation: throughput follows the arrivals
       QVERIFY2(served(r.back().second) < 0.6, p.strategy.c_str());   // past it: it does not
       const double high = r.back().second.requests_per_minute / 60;
-      QVERIFY2(std::abs(high / p.rate() - 1) < 0.25, (p.strategy + ": the ridge is at " + std::to_string(high) + " req/s, the burst said " +
-                                                     std::to_string(p.rate())).c_str());
+      QVERIFY2(std::abs(high / p.rate_per_s - 1) < 0.25, (p.strategy + ": the ridge is at " + std::to_string(high) + " req/s, the burst said " +
+                                                     std::to_string(p.rate_per_s)).c_str());
     }
     // Malformed: a trace with measured rates, bounds reversed, an unknown key.
     auto refused = [&](nlohmann::json bad, const char* expected) {

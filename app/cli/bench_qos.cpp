@@ -75,7 +75,7 @@ void add_bench_command(CLI::App& app) {
       for (double r : rates) std::printf(" %g", r);
       std::printf("\n%-16s %12s %8s %10s\n", "saturation", "req/s", "burst", "runs to");
       for (const SaturationProbe& p : probes)
-        std::printf("%-16s %12.4g %8zu %10g\n", p.strategy.c_str(), p.rate(), p.requests,
+        std::printf("%-16s %12.4g %8zu %10g\n", p.strategy.c_str(), p.rate_per_s, p.requests,
                     strategy_rates(rates, *config.saturation, p).back());
       std::fflush(stdout);
     };

@@ -61,11 +61,11 @@ std::vector<double> saturation_sweep_rates(const SaturationRates& spec, double d
                                            const std::vector<SaturationProbe>& probes) {
   double slowest = 0, fastest = 0;
   for (const SaturationProbe& p : probes) {
-    if (!(p.rate() > 0) || !std::isfinite(p.rate()))
+    if (!(p.rate_per_s > 0) || !std::isfinite(p.rate_per_s))
       throw InvalidArgument("saturation probe", "strategy " + p.strategy, "measured no service time (" + std::to_string(p.requests) +
                                                                             " requests in " + std::to_string(p.seconds) + " s)");
-    slowest = slowest > 0 ? std::min(slowest, p.rate()) : p.rate();
-    fastest = std::max(fastest, p.rate());
+    slowest = slowest > 0 ? std::min(slowest, p.rate_per_s) : p.rate_per_s;
+    fastest = std::max(fastest, p.rate_per_s);
   }
   if (probes.empty()) throw InvalidArgument("saturation probe", "strategies", "are none: nothing to measure");
   const double lo = spec.from * slowest, hi = spec.to * fastest;
@@ -90,7 +90,7 @@ std::vector<double> strategy_rates(const std::vector<double>& grid, const Satura
   std::vector<double> rates;
   for (double r : grid) {
     rates.push_back(r);
-    if (r >= spec.to * probe.rate() * (1 - kRounding)) break;  // the fastest's top rate, rounded down, counts
+    if (r >= spec.to * probe.rate_per_s * (1 - kRounding)) break;  // the fastest's top rate, rounded down, counts
   }
   return rates;
 }

@@ -25,8 +25,7 @@ struct SaturationProbe {
   std::string strategy;
   std::size_t requests = 0;  // in the burst
   double seconds = 0;        // its first arrival → its last finish
-  double rate_per_s = 0;
-  double rate() const { return rate_per_s; }
+  double rate_per_s = 0;  // the saturation rate
 };
 
 // How many requests a strategy's burst holds: `probe_requests` when given, else enough to fill

@@ -515,7 +515,7 @@ void EngineHost::startServing(const QString& sweepJson, const QString& database)
         SweepEvents events;
         events.rates_chosen = [&](const std::vector<SaturationProbe>& probes, const std::vector<double>& rates) {
           QStringList measured, chosen;
-          for (const SaturationProbe& p : probes) measured << QStringLiteral("%1 %2").arg(qs(p.strategy)).arg(p.rate(), 0, 'g', 3);
+          for (const SaturationProbe& p : probes) measured << QStringLiteral("%1 %2").arg(qs(p.strategy)).arg(p.rate_per_s, 0, 'g', 3);
           for (double r : rates) chosen << QString::number(r, 'g', 3);
           Q_EMIT servingRatesChosen(tr("Rates from saturation (req/s): %1; measured %2; each strategy stops at twice its own.")
                                         .arg(chosen.join(QStringLiteral(", ")), measured.join(QStringLiteral(", "))));
