@@ -31,6 +31,8 @@ set(MOSAIC_FORMAT_SOURCES
   serving/session_file.cpp
   serving/sweep.cpp
   serving/workload.cpp
+  sim/device_profile.cpp
+  sim/routing_model.cpp
   # what the parsers link against
   analysis/consolidation.cpp
   common/sha256.cpp

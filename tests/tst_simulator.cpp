@@ -15,12 +15,17 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/capacity.h"
+#include "analysis/routing_measure.h"
 #include "common/error.h"
+#include "common/text_file.h"
+#include "model/checkpoint.h"
+#include "model/tokenizer.h"
 #include "model/variant_folders.h"
 #include "serving/saturation.h"
 #include "serving/sweep.h"
 #include "sim/config_layout.h"
 #include "sim/profile_fit.h"
+#include "sim/routing_model.h"
 #include "sim/sim_deployment.h"
 #include "sim/sim_sweep.h"
 #include "sim/simulator.h"
@@ -392,6 +397,102 @@ class TestSimulator : public QObject {
   }
 
   // The sample sweep end to end: parsed, simulated and recorded as served runs are.
+  // The sample family's trained router, on its held-out text: a prompt touches fewer experts than
+  // uniform routing would, every layer within [top_k, experts], and the model fitted at 20 tokens
+  // predicts the count at 10 and 40 (its shape fits, not only its one parameter).
+  void routing_is_measured_on_real_text() {
+    const fs::path family = fs::path(MOSAIC_RESOURCES) / "sample-family";
+    const auto model = Model::load(Checkpoint(family / "base"));
+    const Tokenizer tokenizer = Tokenizer::load(family / "base" / "tokenizer.json");
+    const auto ids = tokenizer.encode(read_text_file(family / "heldout" / "c-headers.txt", ""), false);
+    const RoutingMeasurement m = measure_routing(*model, ids, 20, 64);
+    QCOMPARE(m.windows, std::int64_t(64));
+    QCOMPARE(m.layers.size(), std::size_t(4));
+    for (double d : m.distinct) QVERIFY2(d >= 2 && d <= 8, qPrintable(QString::number(d)));
+    const double uniform = expected_distinct(0, 20, 8, 2);
+    QVERIFY2(m.mean() < uniform - 0.3, qPrintable(QStringLiteral("%1 against uniform %2").arg(m.mean()).arg(uniform)));
+    const double a = fit_concentration(m.mean(), 20, 8, 2);
+    QVERIFY(a > 0);
+    for (std::int64_t tokens : {10, 40}) {
+      const double measured = measure_routing(*model, ids, tokens, 64).mean(), predicted = expected_distinct(a, tokens, 8, 2);
+      QVERIFY2(std::abs(measured - predicted) < 0.3, qPrintable(QStringLiteral("%1 tokens: measured %2, model %3").arg(tokens).arg(measured).arg(predicted)));
+    }
+    QCOMPARE(measure_routing(*model, ids, 20, 64).distinct, m.distinct);  // deterministic
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, measure_routing(*model, std::span(ids).first(19), 20, 4));
+  }
+
+  // The fit inverts the model; the file round-trips and refuses bad fields by name; in the
+  // simulator, skew lowers what a prompt loads while hit rates stay what the layout keeps; a model
+  // measured on another architecture is refused.
+  void a_routing_model_skews_prompts_not_popularity() {
+    for (double a0 : {0.4, 2.0}) {
+      const double a = fit_concentration(expected_distinct(a0, 20, 8, 2), 20, 8, 2);
+      QVERIFY2(std::abs(a / a0 - 1) < 0.1, qPrintable(QStringLiteral("%1 fitted as %2").arg(a0).arg(a)));
+    }
+    QCOMPARE(fit_concentration(8.0, 20, 8, 2), 0.0);
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, fit_concentration(1.5, 20, 8, 2));
+
+    const fs::path file = samples() / "routing" / "sample-family-base.json";
+    const RoutingModel r = load_routing_model(file);
+    QCOMPARE(r.experts, std::int64_t(8));
+    QVERIFY(r.concentration > 0 && r.distinct < r.uniform_distinct);
+    QCOMPARE(routing_model_json(parse_routing_model(routing_model_json(r), "again.json")), routing_model_json(r));
+    auto refused = [&](nlohmann::json j, const char* expected) {
+      try {
+        parse_routing_model(j.dump(), "r.json");
+      } catch (const Error& e) {
+        QVERIFY2(std::string(e.what()).find(expected) != std::string::npos && std::string(e.what()).find("r.json") != std::string::npos, e.what());
+        return;
+      }
+      QFAIL("accepted");
+    };
+    const auto good = nlohmann::json::parse(routing_model_json(r));
+    auto j = good;
+    j["concentration"] = -1;
+    refused(j, "concentration");
+    j = good;
+    j["schema"] = "mosaic.routing/2";
+    refused(j, "mosaic.routing/1");
+    j = good;
+    j["concentraton"] = 1;
+    refused(j, "concentraton");
+    j = good;
+    j["top_k"] = 9;
+    refused(j, "top_k");
+
+    // A MIG slice's 107 of 256 experts: prompts skewed as 0.3 concentrates them load far fewer
+    // experts (TTFT falls); token hit rates stay the slice's share of positions either way.
+    const SimFamily f = mixtral();
+    const DeviceProfile d = a100();
+    const auto workload = alternating(40, 1000, f.names);
+    const auto partitions = simulated_deployment(strategy(StrategyKind::Single, 107), f.shapes, f.names, d, {});
+    const auto uniform = simulate_workload(f.shapes, d, partitions, f.names, workload, 3);
+    const auto skewed = simulate_workload(f.shapes, d, partitions, f.names, workload, 3, 0.3);
+    const double ttft_u = mean_of(uniform, &RequestStats::ttft), ttft_s = mean_of(skewed, &RequestStats::ttft);
+    QVERIFY2(ttft_s < 0.8 * ttft_u, qPrintable(QStringLiteral("TTFT %1 s skewed, %2 s uniform").arg(ttft_s).arg(ttft_u)));
+    for (const auto* records : {&uniform, &skewed}) {
+      const double hit = summarize(*records).hit_rate;
+      QVERIFY2(std::abs(hit - 107.0 / 256) < 0.04, qPrintable(QString::number(hit)));
+    }
+
+    SweepConfig config = load_sweep_config(samples() / "paper-table2.json");
+    QCOMPARE(config.routing, file);
+    RoutingModel other = r;
+    other.experts = 60;
+    other.top_k = 4;
+    const fs::path wrong = fs::path(tmp_.path().toStdString()) / "qwen-routing.json";
+    std::ofstream(wrong) << routing_model_json(other);
+    config.routing = wrong;
+    config.rates = {0.01};
+    config.repeats = 1;
+    try {
+      simulate_sweep(config, load_sim_family(config.variants), d).rethrow();
+      QFAIL("a routing model of 60 experts was accepted for Mixtral");
+    } catch (const MismatchError& e) {
+      QVERIFY2(std::string(e.what()).find("qwen-routing.json") != std::string::npos, e.what());
+    }
+  }
+
   void a_simulated_sweep_is_recorded() {
     SweepConfig config = load_sweep_config(samples() / "paper-table2.json");
     QVERIFY(config.clock == RunClock::Simulated);
@@ -410,6 +511,7 @@ class TestSimulator : public QObject {
       const auto j = nlohmann::json::parse(run.config_json);
       QCOMPARE(j["clock"].get<std::string>(), std::string("simulated"));
       QCOMPARE(j["device_profile"].get<std::string>(), a100().name);
+      QCOMPARE(j["routing"]["file"].get<std::string>(), std::string("sample-family-base.json"));
       QVERIFY(!recorder.requests(run.id).empty());
     }
     // The simulated clock wants a profile, and only it takes one.

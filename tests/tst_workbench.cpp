@@ -547,9 +547,13 @@ class WorkbenchTest : public QObject {
     serving->clockBox()->setCurrentText(QStringLiteral("simulated"));
     QVERIFY(serving->profileBox()->isEnabled() && !serving->traceBox()->isEnabled());
     serving->profileBox()->setCurrentIndex(serving->profileBox()->findText(QStringLiteral("cpu-2core-measured")));
+    QVERIFY(!serving->sweepJson().contains(QStringLiteral("\"routing\"")));  // uniform unless a routing model is chosen
+    serving->setRoutingModelDir(QFileInfo(QStringLiteral(MOSAIC_SAMPLE_SESSION)).absolutePath() + QStringLiteral("/routing"));
+    QVERIFY(serving->routingBox()->isEnabled());
+    serving->routingBox()->setCurrentIndex(serving->routingBox()->findText(QStringLiteral("sample-family-base")));
     const QString json = serving->sweepJson();
     QVERIFY2(json.contains(QStringLiteral("\"clock\":\"simulated\"")) && json.contains(QStringLiteral("cpu-2core-measured.json")) &&
-                 !json.contains(QStringLiteral("trace_routes")),
+                 json.contains(QStringLiteral("sample-family-base.json")) && !json.contains(QStringLiteral("trace_routes")),
              qPrintable(json));
     const int before = serving->pointsReceived();
     serving->start();
@@ -561,6 +565,7 @@ class WorkbenchTest : public QObject {
       const auto config = nlohmann::json::parse(run.config_json);
       QCOMPARE(config["clock"].get<std::string>(), std::string("simulated"));
       QVERIFY2(config.dump().find("CPU, 2 threads") != std::string::npos, config.dump().c_str());
+      QVERIFY2(config["routing"]["concentration"].get<double>() > 0, config.dump().c_str());
     }
     // Rates from saturation: the panel asks for them, the engine measures and says what it chose,
     // and every run records how.
@@ -585,6 +590,8 @@ class WorkbenchTest : public QObject {
     serving->start();
     QTRY_VERIFY2_WITH_TIMEOUT(serving->statusText().contains(QStringLiteral("absent.json")), qPrintable(serving->statusText()), 30000);
     serving->clockBox()->setCurrentText(QStringLiteral("virtual"));
+    QVERIFY(!serving->routingBox()->isEnabled());
+    serving->routingBox()->setCurrentIndex(0);
     serving->traceBox()->setChecked(false);
   }
 

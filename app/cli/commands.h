@@ -11,6 +11,7 @@ void add_bench_forward_command(CLI::App& app);
 void add_analyze_command(CLI::App& app);
 void add_consolidate_command(CLI::App& app);
 void add_plan_virtual_command(CLI::App& app);
+void add_routing_command(CLI::App& app);
 void add_merge_command(CLI::App& app);
 void add_bench_analysis_command(CLI::App& app);
 void add_bench_runtime_command(CLI::App& app);

@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   mosaic::cli::add_analyze_command(app);
   mosaic::cli::add_consolidate_command(app);
   mosaic::cli::add_plan_virtual_command(app);
+  mosaic::cli::add_routing_command(app);
   mosaic::cli::add_merge_command(app);
   mosaic::cli::add_delta_command(app);
   mosaic::cli::add_bench_command(app);

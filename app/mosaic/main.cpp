@@ -81,6 +81,7 @@ int main(int argc, char** argv) {
   mosaic::ui::MainWindow window;  // sized to fit the screen, or where it was left
   // The simulated clock's device profiles: those shipped beside the sample session.
   window.servingPanel()->setDeviceProfileDir(QFileInfo(QStringLiteral(MOSAIC_SAMPLE_SESSION)).absolutePath() + QStringLiteral("/devices"));
+  window.servingPanel()->setRoutingModelDir(QFileInfo(QStringLiteral(MOSAIC_SAMPLE_SESSION)).absolutePath() + QStringLiteral("/routing"));
   window.show();
   if (!sessionFile.isEmpty()) window.openSession(sessionFile);
   else if (!dirs.isEmpty()) window.openFamily(dirs);

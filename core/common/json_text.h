@@ -27,4 +27,8 @@ nlohmann::json parse_json(std::string_view text, const std::string& file, const 
 void check_keys(const nlohmann::json& object, const std::vector<std::string_view>& allowed, const std::string& file,
                 const std::string& where, const std::string& hint);
 
+// Refuses an object whose "schema" is not `expected` (missing, another version, not a string) with
+// an UnsupportedError naming `file` and what the field holds.
+void check_schema(const nlohmann::json& object, std::string_view expected, const std::string& file);
+
 }  // namespace mosaic

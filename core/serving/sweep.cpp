@@ -47,10 +47,9 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
   };
   if (!j.is_object()) throw FormatError(file, "", "is not a JSON object", hint);
   check_keys(j, {"schema", "description", "variants", "targets", "clock", "rates", "repeats", "seed", "alpha", "duration_seconds",
-                 "prompt", "output", "strategies", "trace", "trace_routes", "device_profile", "host_memory"},
+                 "prompt", "output", "strategies", "trace", "trace_routes", "device_profile", "routing", "host_memory"},
              file, "", hint);
-  if (j.value("schema", "") != "mosaic.sweep/1")
-    throw UnsupportedError(file, "field 'schema'", "is '" + j.value("schema", std::string("(missing)")) + "', not 'mosaic.sweep/1'");
+  check_schema(j, "mosaic.sweep/1", file);
 
   if (!j.contains("variants") || !j["variants"].is_array() || j["variants"].size() < 2)
     fail("variants", "must list at least two checkpoint folders");
@@ -67,8 +66,14 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
       fail("device_profile", "must name a device profile (mosaic.device/1) for the simulated clock, e.g. ../sample_configs/devices/a100-pcie4-paper.json");
     const std::filesystem::path d = j["device_profile"].get<std::string>();
     c.device_profile = d.is_absolute() ? d : base_dir / d;
+    if (j.contains("routing")) {
+      if (!j["routing"].is_string() || j["routing"].get<std::string>().empty())
+        fail("routing", "must name a routing model (mosaic.routing/1), e.g. routing/sample-family-heldout.json");
+      const std::filesystem::path r = j["routing"].get<std::string>();
+      c.routing = r.is_absolute() ? r : base_dir / r;
+    }
   } else {
-    for (const char* key : {"device_profile", "host_memory"})
+    for (const char* key : {"device_profile", "routing", "host_memory"})
       if (j.contains(key)) fail(key, "is for the simulated clock only (\"clock\": \"simulated\")");
   }
   if (j.contains("host_memory")) {

@@ -9,6 +9,8 @@
 //               0 for probe_requests: four times what the strategy's batches hold),
 //    "device_profile": "profile.json" (simulated only, relative to the config: the device the cost
 //                      model prices steps for, sample_configs/devices/),
+//    "routing": "model.json" (simulated only, relative to the config: how tokens choose experts,
+//               sim/routing_model.h, measured by `mosaic-cli routing`; default uniform top-k),
 //    "host_memory": {"experts": "pinned" | "pageable", "non_expert": "pinned" | "pageable"}
 //                   (simulated only: which link rate each kind of copy gets; default pinned),
 //    "alpha": skew in (0, 1] (1: even), "duration_seconds": t, "prompt": [min, max], "output": [min, max],
@@ -61,6 +63,7 @@ struct SweepConfig {
   std::vector<std::string> targets;  // the names workloads draw from; empty: each strategy's own
   bool trace_routes = false;  // record each request's routes (RequestRecord::routes)
   std::filesystem::path device_profile;  // simulated clock: the profile's file
+  std::filesystem::path routing;         // simulated clock: a routing model's file; empty: uniform
   HostMemory host_memory;                // simulated clock: the link rate of each kind of copy
   std::string text;       // the config as written, recorded with every run
 };

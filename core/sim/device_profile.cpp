@@ -21,10 +21,7 @@ DeviceProfile parse_device_profile(const std::string& text, const std::string& f
   check_keys(j, {"schema", "name", "source", "h2d_pinned_gb_per_s", "h2d_pageable_gb_per_s", "memory_gb_per_s", "peak_tflops",
                  "compute_dtype", "launch_us", "row_us", "sync_us"},
              file, "", hint);
-  if (j.value("schema", "") != "mosaic.device/1")
-    throw UnsupportedError(file, "field 'schema'",
-                           "is '" + (j.contains("schema") && j["schema"].is_string() ? j["schema"].get<std::string>() : "(missing)") +
-                               "', not 'mosaic.device/1'");
+  check_schema(j, "mosaic.device/1", file);
   DeviceProfile p;
   auto text_of = [&](const char* key, bool required) {
     if (!j.contains(key)) {

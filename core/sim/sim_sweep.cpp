@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "model/variant_folders.h"
+#include "sim/routing_model.h"
 #include "sim/sim_deployment.h"
 #include "sim/simulator.h"
 
@@ -36,6 +37,19 @@ Outcome<> simulate_sweep(const SweepConfig& config, const SimFamily& family, con
     for (const std::string& t : targets)
       if (std::find(family.names.begin(), family.names.end(), t) == family.names.end())
         throw InvalidArgument("sweep config", "target '" + t + "'", "is not a variant of the family");
+    double concentration = 0;
+    nlohmann::json routing = "uniform";  // recorded with every run
+    if (!config.routing.empty()) {
+      const RoutingModel r = load_routing_model(config.routing);
+      if (r.experts != spec.num_experts || r.top_k != spec.top_k)
+        throw MismatchError(config.routing.string(), "experts and top_k",
+                            "were measured on " + std::to_string(r.experts) + " experts, top-" + std::to_string(r.top_k) + "; this family routes " +
+                                std::to_string(spec.num_experts) + ", top-" + std::to_string(spec.top_k),
+                            "measure a routing model on a variant of this architecture (mosaic-cli routing)");
+      concentration = r.concentration;
+      routing = {{"file", config.routing.filename().string()}, {"source", r.source}, {"concentration", r.concentration}, {"distinct", r.distinct},
+                 {"prompt_tokens", r.prompt_tokens}};
+    }
     std::vector<double> rates = config.trace.empty() ? config.rates : std::vector<double>{0.0};
     nlohmann::json saturation;  // how the rates were chosen, recorded with every run; null for fixed rates
     std::vector<SaturationProbe> probes;
@@ -45,7 +59,7 @@ Outcome<> simulate_sweep(const SweepConfig& config, const SimFamily& family, con
         const auto burst =
             burst_workload(config, targets, spec.vocab_size, burst_size(*config.saturation, sc.scheduler.max_sequences, partitions.size()));
         probes.push_back(saturation_probe(std::string(strategy_name(sc.kind)),
-                                          simulate_workload(family.shapes, device, partitions, family.names, burst, config.workload.seed)));
+                                          simulate_workload(family.shapes, device, partitions, family.names, burst, config.workload.seed, concentration)));
       }
       rates = saturation_sweep_rates(*config.saturation, config.workload.duration_seconds, probes);
       saturation = saturation_json(probes);
@@ -61,12 +75,12 @@ Outcome<> simulate_sweep(const SweepConfig& config, const SimFamily& family, con
           nlohmann::json run_config = {{"strategy", name}, {"rate", w.rate}, {"repeat", rep}, {"seed", w.seed},
                                              {"capacity", sc.capacity}, {"max_sequences", sc.scheduler.max_sequences},
                                              {"trace", config.trace.string()}, {"clock", "simulated"},
-                                             {"device_profile", device.name}, {"targets", family.names},
+                                             {"device_profile", device.name}, {"routing", routing}, {"targets", family.names},
                                              {"sweep", nlohmann::json::parse(config.text, nullptr, false)}};
           if (!saturation.is_null()) run_config["saturation"] = saturation;
           SweepRun run{name, w.rate, rep, run_config.dump(), 0};
           if (events.run_started) events.run_started(run, w.requests.size());
-          const auto records = simulate_workload(family.shapes, device, partitions, family.names, w.requests, w.seed);
+          const auto records = simulate_workload(family.shapes, device, partitions, family.names, w.requests, w.seed, concentration);
           // Events in finishing order, as a served run reports them.
           std::vector<std::size_t> order(records.size());
           for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;

@@ -6,28 +6,11 @@
 #include "common/error.h"
 #include "runtime/kv_blocks.h"
 #include "runtime/reconfigurer.h"
+#include "sim/routing_model.h"
 #include "sim/step_cost.h"
 
 namespace mosaic {
 namespace {
-
-std::uint64_t mix(std::uint64_t x) {  // splitmix64's finalizer
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-// `k` distinct experts of `choices`, uniformly, from the key alone (a partial Fisher–Yates shuffle).
-void route(std::uint64_t key, std::int64_t k, std::vector<int> choices, std::vector<int>& out) {
-  out.clear();
-  for (std::size_t i = 0; i < static_cast<std::size_t>(k) && i < choices.size(); ++i) {
-    key = mix(key);
-    const std::size_t j = i + static_cast<std::size_t>(key % (choices.size() - i));
-    std::swap(choices[i], choices[j]);
-    out.push_back(choices[i]);
-  }
-}
 
 struct Request {
   SequenceState state;
@@ -50,7 +33,7 @@ struct Spares {
 };
 
 void simulate_lane(const ModelShapes& m, const DeviceProfile& device, const SimPartition& p, std::size_t lane,
-                   std::vector<Request>& all, const std::vector<Request*>& requests, std::uint64_t seed) {
+                   std::vector<Request>& all, const std::vector<Request*>& requests, std::uint64_t seed, double concentration) {
   // A sequence's order is its workload index (simulate_workload sets it).
   auto owner_of = [&all](const SequenceState* q) -> Request& { return all[static_cast<std::size_t>(q->order)]; };
   const ModelSpec& s = m.spec;
@@ -68,6 +51,7 @@ void simulate_lane(const ModelShapes& m, const DeviceProfile& device, const SimP
       throw InvalidArgument("simulated deployment", "layer " + std::to_string(l), "keeps fewer experts than top_k under masked gating");
   }
   std::vector<Spares> spares(static_cast<std::size_t>(s.num_layers));
+  SimRouter router(concentration, seed, s.num_experts, s.top_k);
   std::uint64_t tick = 0;
   const double expert_load = copy_seconds(m.expert_bytes(), p.expert_bandwidth, p.copy_slowdown);
   const double set_fill = copy_seconds(p.set_bytes, p.set_bandwidth, p.copy_slowdown);
@@ -118,8 +102,7 @@ void simulate_lane(const ModelShapes& m, const DeviceProfile& device, const SimP
         Request& r = owner_of(c.sequence);
         LayerCounts& counts = r.record.stats.counters.layers[li];
         for (std::int64_t pos = c.sequence->computed; pos < c.sequence->computed + c.tokens; ++pos) {
-          route(mix(seed ^ mix(r.index + 1) ^ mix(static_cast<std::uint64_t>(pos) << 20 | static_cast<std::uint64_t>(l))), s.top_k,
-                choices[li], picked);
+          router.route(r.index, pos, l, choices[li], picked);
           for (int e : picked) {
             if (p.pinned[li][static_cast<std::size_t>(e)]) {
               ++counts.hits;
@@ -190,7 +173,7 @@ void simulate_lane(const ModelShapes& m, const DeviceProfile& device, const SimP
 
 std::vector<RequestRecord> simulate_workload(const ModelShapes& shapes, const DeviceProfile& device,
                                              const std::vector<SimPartition>& partitions, const std::vector<std::string>& targets,
-                                             const std::vector<WorkloadRequest>& workload, std::uint64_t seed) {
+                                             const std::vector<WorkloadRequest>& workload, std::uint64_t seed, double concentration) {
   std::vector<Request> requests(workload.size());
   std::vector<std::vector<Request*>> lanes(partitions.size());
   for (std::size_t i = 0; i < workload.size(); ++i) {
@@ -220,7 +203,7 @@ std::vector<RequestRecord> simulate_workload(const ModelShapes& shapes, const De
   }
   for (std::size_t k = 0; k < partitions.size(); ++k) {
     std::stable_sort(lanes[k].begin(), lanes[k].end(), [](const Request* a, const Request* b) { return a->state.arrival < b->state.arrival; });
-    simulate_lane(shapes, device, partitions[k], k, requests, lanes[k], seed);
+    simulate_lane(shapes, device, partitions[k], k, requests, lanes[k], seed, concentration);
   }
   std::vector<RequestRecord> out;
   out.reserve(requests.size());

@@ -3,8 +3,9 @@
 // Reconfigurer decide every step, as they do when serving; nothing is computed. Each step's time is
 // priced by the cost model (sim/step_cost.h) from the model's shapes and a device profile: set swaps
 // and expert loads at the host link's bandwidth, the step's kernels by bytes and flops. Tokens are
-// routed by a seeded uniform top-k per (request, position, layer), so a recomputed token routes as
-// it did and a strategy's hits depend only on what it keeps resident.
+// routed by seeded draws per (request, position, layer) (sim/routing_model.h: uniform top-k, or a
+// measured routing model's per-prompt skew), so a recomputed token routes as it did and a
+// strategy's hits depend only on what it keeps resident.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -39,8 +40,9 @@ struct SimPartition {
 
 // Records in workload order, times from the run's start, `lane` the partition. `targets` names the
 // target indices the partitions use; every request's target must be served by one partition.
+// `concentration`: a routing model's (sim/routing_model.h); 0 routes uniformly.
 std::vector<RequestRecord> simulate_workload(const ModelShapes& shapes, const DeviceProfile& device,
                                              const std::vector<SimPartition>& partitions, const std::vector<std::string>& targets,
-                                             const std::vector<WorkloadRequest>& workload, std::uint64_t seed);
+                                             const std::vector<WorkloadRequest>& workload, std::uint64_t seed, double concentration = 0);
 
 }  // namespace mosaic

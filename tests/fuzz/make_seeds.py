@@ -84,8 +84,9 @@ metaspace = {
               "merges": ["\u2581 h", "l l", "\u2581h e", "ll o", "\u2581he llo"]}}
 seed("tokenizer", "llama-like-metaspace.json", json.dumps(metaspace, ensure_ascii=False))
 
-for name in ("paper-qos.json", "paper-qos-ridge.json", "esft-skew.json"):
-    seed("sweep", name, (root / "sample_configs" / name).read_text())
+for name in ("paper-qos.json", "paper-qos-ridge.json", "esft-skew.json", "paper-table2.json",
+             "devices/a100-pcie4-paper.json", "routing/sample-family-base.json"):
+    seed("sweep", name.replace("/", "-"), (root / "sample_configs" / name).read_text())
 seed("session", "sample-session.json", (root / "sample_configs/sample-session.json").read_text())
 
 # A layout as consolidate writes it: 2 variants, 2 MoE layers of 4 experts, capacity 6.

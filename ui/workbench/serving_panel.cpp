@@ -89,6 +89,12 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   profile_->setEditable(true);  // a profile of one's own: its path
   profile_->setEnabled(false);
   profile_->setToolTip(tr("The device the simulated clock prices steps on (mosaic.device/1; mosaic-cli bench-device measures one)"));
+  routing_ = new QComboBox;
+  routing_->setEditable(true);  // a routing model of one's own: its path
+  routing_->setEnabled(false);
+  routing_->addItem(tr("uniform routing"), QString());
+  routing_->setToolTip(tr("How the simulated clock's tokens choose experts: uniformly, or as a real router spreads a prompt "
+                          "(mosaic.routing/1; mosaic-cli routing measures one on text)"));
   trace_ = new QCheckBox(tr("record expert traces"));
   trace_->setToolTip(tr("Record where every token's router choices went, per request: the Runs panel shows a request's expert trace "
                         "(a little slower, and a bigger record)"));
@@ -118,11 +124,13 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   connect(clock_, &QComboBox::currentTextChanged, this, [this](const QString& clock) {
     const bool simulated = clock == QLatin1String("simulated");
     profile_->setEnabled(simulated);
+    routing_->setEnabled(simulated);
     trace_->setEnabled(!simulated);
   });
   auto* clockRow = new QHBoxLayout;
   clockRow->addWidget(clock_);
   clockRow->addWidget(profile_, 1);
+  clockRow->addWidget(routing_, 1);
   form->addRow(tr("Clock"), clockRow);
   form->addRow(tr("Traces"), trace_);
   auto* buttons = new QHBoxLayout;
@@ -270,17 +278,35 @@ QString ServingPanel::sweepJson() const {
     const QString path = at >= 0 && profile_->itemData(at).isValid() ? profile_->itemData(at).toString() : profile_->currentText();
     if (path.isEmpty()) return {};
     out.insert(QStringLiteral("device_profile"), path);
+    const int r = routing_->findText(routing_->currentText());
+    const QString routing = r >= 0 ? routing_->itemData(r).toString() : routing_->currentText();
+    if (!routing.isEmpty()) out.insert(QStringLiteral("routing"), routing);
   } else if (trace_->isChecked()) {
     out.insert(QStringLiteral("trace_routes"), true);  // nothing routes on the simulated clock
   }
   return QString::fromUtf8(QJsonDocument(out).toJson(QJsonDocument::Compact));
 }
 
-void ServingPanel::setDeviceProfileDir(const QString& dir) {
-  profile_->clear();
+namespace {
+// Every .json file of `dir`, by name, its path the item's data; `keep` first items stay.
+void offer_files(QComboBox* box, const QString& dir, int keep) {
+  while (box->count() > keep) box->removeItem(box->count() - 1);
   for (const QFileInfo& f : QDir(dir).entryInfoList({QStringLiteral("*.json")}, QDir::Files, QDir::Name))
-    profile_->addItem(f.completeBaseName(), f.absoluteFilePath());
+    box->addItem(f.completeBaseName(), f.absoluteFilePath());
 }
+// Selects the item whose data is `path`, or shows the path typed.
+void select_file(QComboBox* box, const QString& path) {
+  int at = -1;
+  for (int i = 0; i < box->count(); ++i)
+    if (box->itemData(i).toString() == path) at = i;
+  if (at >= 0) box->setCurrentIndex(at);
+  else box->setCurrentText(path);
+}
+}  // namespace
+
+void ServingPanel::setDeviceProfileDir(const QString& dir) { offer_files(profile_, dir, 0); }
+
+void ServingPanel::setRoutingModelDir(const QString& dir) { offer_files(routing_, dir, 1); }
 
 QString ServingPanel::settingsJson() const {
   const QString sweep = sweepJson();
@@ -305,14 +331,8 @@ void ServingPanel::applySettings(const QString& json) {
   if (o.contains(QStringLiteral("prompt"))) prompt_->setValue(o.value(QStringLiteral("prompt")).toArray().first().toInt());
   if (o.contains(QStringLiteral("output"))) output_->setValue(o.value(QStringLiteral("output")).toArray().first().toInt());
   clock_->setCurrentText(o.value(QStringLiteral("clock")).toString(QStringLiteral("virtual")));
-  if (o.contains(QStringLiteral("device_profile"))) {
-    const QString path = o.value(QStringLiteral("device_profile")).toString();
-    int at = -1;
-    for (int i = 0; i < profile_->count(); ++i)
-      if (profile_->itemData(i).toString() == path) at = i;
-    if (at >= 0) profile_->setCurrentIndex(at);
-    else profile_->setCurrentText(path);
-  }
+  if (o.contains(QStringLiteral("device_profile"))) select_file(profile_, o.value(QStringLiteral("device_profile")).toString());
+  select_file(routing_, o.value(QStringLiteral("routing")).toString());
   if (o.contains(QStringLiteral("alpha"))) alpha_->setValue(o.value(QStringLiteral("alpha")).toDouble());
   trace_->setChecked(o.value(QStringLiteral("trace_routes")).toBool());
   const QJsonArray strategies = o.value(QStringLiteral("strategies")).toArray();

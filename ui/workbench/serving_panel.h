@@ -54,6 +54,9 @@ class ServingPanel : public QWidget {
   QComboBox* profileBox() const { return profile_; }
   // The device profiles (mosaic.device/1) the simulated clock offers: every .json file in `dir`.
   void setDeviceProfileDir(const QString& dir);
+  // The routing models (mosaic.routing/1) it offers beside uniform routing: every .json file in `dir`.
+  void setRoutingModelDir(const QString& dir);
+  QComboBox* routingBox() const { return routing_; }
   ServerControls* serverControls() const { return server_; }
   QTabWidget* tabs() const { return tabs_; }
   void start();
@@ -104,6 +107,7 @@ class ServingPanel : public QWidget {
   QDoubleSpinBox* alpha_;   // traffic skew over the targets (1: even)
   QComboBox* clock_;
   QComboBox* profile_;      // the simulated clock's device profile: a file offered, or a path typed
+  QComboBox* routing_;      // the simulated clock's routing: uniform, a file offered, or a path typed
   QCheckBox* trace_;        // record every request's expert trace
   QTabWidget* tabs_;
   ServerControls* server_;

@@ -1,0 +1,199 @@
+#include "sim/routing_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "common/json_text.h"
+#include "common/text_file.h"
+
+namespace mosaic {
+namespace {
+
+std::uint64_t mix(std::uint64_t x) {  // splitmix64's finalizer
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Uniform doubles in (0, 1] from a key.
+struct Stream {
+  std::uint64_t state;
+  double next() {
+    state = mix(state);
+    return static_cast<double>((state >> 11) + 1) * 0x1.0p-53;
+  }
+  double normal() {  // Box–Muller
+    const double u = next(), v = next();
+    return std::sqrt(-2.0 * std::log(u)) * std::cos(6.283185307179586 * v);
+  }
+};
+
+// log of a Gamma(a, 1) draw (Marsaglia and Tsang; a < 1 boosted by U^(1/a), kept in logs because
+// for small a that factor underflows).
+double log_gamma_draw(double a, Stream& s) {
+  double boost = 0;
+  if (a < 1) {
+    boost = std::log(s.next()) / a;
+    a += 1;
+  }
+  const double d = a - 1.0 / 3.0, c = 1.0 / std::sqrt(9.0 * d);
+  for (;;) {
+    const double x = s.normal(), t = 1.0 + c * x;
+    if (t <= 0) continue;
+    const double v = t * t * t, u = s.next();
+    if (std::log(u) < 0.5 * x * x + d - d * v + d * std::log(v)) return std::log(d * v) + boost;
+  }
+}
+
+const char* kHint = "measure one with mosaic-cli routing (sample_configs/routing/ has one)";
+
+}  // namespace
+
+RoutingModel load_routing_model(const std::filesystem::path& path) {
+  return parse_routing_model(read_text_file(path, "check the path of the routing model; " + std::string(kHint), 1u << 20), path.string());
+}
+
+RoutingModel parse_routing_model(const std::string& text, const std::string& file) {
+  const auto j = parse_json(text, file, kHint);
+  if (!j.is_object()) throw FormatError(file, "", "is not a JSON object", kHint);
+  check_keys(j, {"schema", "source", "experts", "top_k", "prompt_tokens", "windows", "distinct", "layer_distinct", "uniform_distinct", "concentration"},
+             file, "", kHint);
+  check_schema(j, "mosaic.routing/1", file);
+  auto number = [&](const char* key, double least) {
+    if (!j.contains(key)) throw MissingError(file, std::string("field '") + key + "'", "is missing", kHint);
+    const auto& v = j[key];
+    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < least)
+      throw FormatError(file, std::string("field '") + key + "'", "must be a number ≥ " + std::to_string(static_cast<long long>(least)), kHint);
+    return v.get<double>();
+  };
+  auto count = [&](const char* key) {
+    const double v = number(key, 1);
+    if (v != std::floor(v) || v > 1e9) throw FormatError(file, std::string("field '") + key + "'", "must be a whole number from 1", kHint);
+    return static_cast<std::int64_t>(v);
+  };
+  RoutingModel m;
+  if (j.contains("source")) {
+    if (!j["source"].is_string()) throw FormatError(file, "field 'source'", "must be a string", kHint);
+    m.source = j["source"].get<std::string>();
+  }
+  m.experts = count("experts");
+  m.top_k = count("top_k");
+  m.prompt_tokens = count("prompt_tokens");
+  m.windows = count("windows");
+  m.concentration = number("concentration", 0);
+  m.distinct = number("distinct", 0);
+  m.uniform_distinct = number("uniform_distinct", 0);
+  if (m.top_k > m.experts) throw FormatError(file, "field 'top_k'", "is more than 'experts'", kHint);
+  if (j.contains("layer_distinct")) {
+    if (!j["layer_distinct"].is_array()) throw FormatError(file, "field 'layer_distinct'", "must be a list of numbers", kHint);
+    for (const auto& v : j["layer_distinct"]) {
+      if (!v.is_number()) throw FormatError(file, "field 'layer_distinct'", "must be a list of numbers", kHint);
+      m.layer_distinct.push_back(v.get<double>());
+    }
+  }
+  return m;
+}
+
+std::string routing_model_json(const RoutingModel& m) {
+  nlohmann::ordered_json j = {{"schema", "mosaic.routing/1"},
+                              {"source", m.source},
+                              {"experts", m.experts},
+                              {"top_k", m.top_k},
+                              {"prompt_tokens", m.prompt_tokens},
+                              {"windows", m.windows},
+                              {"distinct", m.distinct},
+                              {"layer_distinct", m.layer_distinct},
+                              {"uniform_distinct", m.uniform_distinct},
+                              {"concentration", m.concentration}};
+  return j.dump(2) + "\n";
+}
+
+double expected_distinct(double concentration, std::int64_t tokens, std::int64_t experts, std::int64_t top_k) {
+  const double e = static_cast<double>(experts);
+  if (concentration <= 0)  // each expert is missed by a token with probability 1 − k/E, independently per token
+    return e * (1.0 - std::pow(1.0 - static_cast<double>(top_k) / e, static_cast<double>(tokens)));
+  constexpr int kSamples = 4000;
+  SimRouter router(concentration, 0x5eed, experts, top_k);
+  std::vector<int> every(static_cast<std::size_t>(experts)), picked;
+  for (int x = 0; x < experts; ++x) every[static_cast<std::size_t>(x)] = x;
+  std::vector<char> seen(static_cast<std::size_t>(experts));
+  double sum = 0;
+  for (int r = 0; r < kSamples; ++r) {
+    std::fill(seen.begin(), seen.end(), 0);
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      router.route(static_cast<std::uint64_t>(r), t, 0, every, picked);
+      for (int x : picked) seen[static_cast<std::size_t>(x)] = 1;
+    }
+    sum += static_cast<double>(std::count(seen.begin(), seen.end(), 1));
+  }
+  return sum / kSamples;
+}
+
+double fit_concentration(double distinct, std::int64_t tokens, std::int64_t experts, std::int64_t top_k) {
+  if (!(distinct >= static_cast<double>(top_k)))
+    throw InvalidArgument("routing model", "distinct experts " + std::to_string(distinct), "is fewer than top_k (" + std::to_string(top_k) + ")");
+  if (distinct >= expected_distinct(0, tokens, experts, top_k)) return 0;
+  // Distinct counts rise with the concentration: bisect its logarithm over 1e-3 … 1e3.
+  double lo = std::log(1e-3), hi = std::log(1e3);
+  if (distinct <= expected_distinct(std::exp(lo), tokens, experts, top_k)) return std::exp(lo);
+  for (int i = 0; i < 30; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (expected_distinct(std::exp(mid), tokens, experts, top_k) < distinct ? lo : hi) = mid;
+  }
+  return std::exp(0.5 * (lo + hi));
+}
+
+SimRouter::SimRouter(double concentration, std::uint64_t seed, std::int64_t experts, std::int64_t top_k)
+    : concentration_(concentration), seed_(seed), experts_(experts), top_k_(top_k) {}
+
+void SimRouter::route(std::uint64_t request, std::int64_t position, std::int64_t layer, std::span<const int> choices, std::vector<int>& out) {
+  std::uint64_t key = mix(seed_ ^ mix(request + 1) ^ mix(static_cast<std::uint64_t>(position) << 20 | static_cast<std::uint64_t>(layer)));
+  out.clear();
+  pool_.assign(choices.begin(), choices.end());
+  const auto k = std::min<std::size_t>(static_cast<std::size_t>(top_k_), pool_.size());
+  if (concentration_ <= 0) {  // uniform: a partial Fisher–Yates shuffle
+    for (std::size_t i = 0; i < k; ++i) {
+      key = mix(key);
+      const std::size_t j = i + static_cast<std::size_t>(key % (pool_.size() - i));
+      std::swap(pool_[i], pool_[j]);
+      out.push_back(pool_[i]);
+    }
+    return;
+  }
+  const std::uint64_t prompt = mix(seed_ ^ mix(request + 1) ^ mix(0xd1ce0000ULL | static_cast<std::uint64_t>(layer)));
+  if (!cached_ || cached_key_ != prompt) {  // this (request, layer)'s preferences: Dirichlet(a) via normalized Gammas
+    Stream s{prompt};
+    preferences_.resize(static_cast<std::size_t>(experts_));
+    for (double& p : preferences_) p = log_gamma_draw(concentration_, s);
+    const double top = *std::max_element(preferences_.begin(), preferences_.end());
+    for (double& p : preferences_) p = std::exp(p - top);
+    cached_key_ = prompt;
+    cached_ = true;
+  }
+  weights_.resize(pool_.size());
+  for (std::size_t i = 0; i < pool_.size(); ++i) weights_[i] = preferences_[static_cast<std::size_t>(pool_[i])];
+  Stream s{key};
+  for (std::size_t i = 0; i < k; ++i) {  // k in proportion to the weights, without replacement
+    double total = 0;
+    for (std::size_t x = i; x < pool_.size(); ++x) total += weights_[x];
+    std::size_t at = pool_.size() - 1;
+    if (total > 0) {
+      double u = s.next() * total;
+      for (std::size_t x = i; x < pool_.size(); ++x)
+        if ((u -= weights_[x]) <= 0) {
+          at = x;
+          break;
+        }
+    } else {  // every remaining weight underflowed: any of them
+      at = i + static_cast<std::size_t>(mix(key + i) % (pool_.size() - i));
+    }
+    std::swap(pool_[i], pool_[at]);
+    std::swap(weights_[i], weights_[at]);
+    out.push_back(pool_[i]);
+  }
+}
+
+}  // namespace mosaic
