@@ -20,6 +20,7 @@
 #include "serving/workload.h"
 #include "store/recorder.h"
 #include "cli_process.h"
+#include "sim/routing_model.h"
 #include "test_support.h"
 
 using namespace mosaic;
@@ -594,6 +595,30 @@ class TestCli : public QObject {
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains(QStringLiteral("fewer than one window")), qPrintable(r.err));
     QVERIFY(!fs::exists(scratch("never.json")));
+  }
+
+  // routing (issue 20): a routing model measured on two held-out texts loads and says what it was
+  // measured on; stdout checks the fit at other prompt lengths; a text shorter than one prompt is
+  // refused naming the file, and nothing is written.
+  void routingMeasuresAVariantsPrompts() {
+    const fs::path family = fs::path(MOSAIC_RESOURCES) / "sample-family";
+    const fs::path out = scratch("routing.json");
+    Run r = cli(args({"routing", "--variant"}) << path(family / "base") << QStringLiteral("--text") << path(family / "heldout" / "bible.txt")
+                                               << path(family / "heldout" / "jargon.txt") << args({"--windows", "32", "--out"}) << path(out));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    const RoutingModel m = load_routing_model(out);
+    QCOMPARE(m.windows, std::int64_t(32));
+    QCOMPARE(m.layer_distinct.size(), std::size_t(4));
+    QVERIFY2(m.source.find("bible.txt jargon.txt") != std::string::npos, m.source.c_str());
+    QVERIFY(m.distinct < m.uniform_distinct && m.concentration > 0);
+    QVERIFY2(r.out.contains(QStringLiteral("prompt tokens")) && r.out.contains(QStringLiteral("\n40 ")), qPrintable(r.out));
+    const fs::path tiny = scratch("tiny-prompts.txt");
+    std::ofstream(tiny) << "In the beginning";
+    r = cli(args({"routing", "--variant"}) << path(family / "base") << QStringLiteral("--text") << path(tiny) << QStringLiteral("--out")
+                                           << path(scratch("never-routing.json")));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("tiny-prompts.txt")) && r.err.contains(QStringLiteral("fewer than a prompt")), qPrintable(r.err));
+    QVERIFY(!fs::exists(scratch("never-routing.json")));
   }
 
   // A small sweep end to end: recorded runs and requests, a table on stdout; a bad config refused.
