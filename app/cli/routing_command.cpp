@@ -46,10 +46,10 @@ void add_routing_command(CLI::App& app) {
     const auto model = Model::load(checkpoint);
     const ModelSpec& s = model->spec();
     // Every text's prompts, its share of --windows, pooled: distinct counts weighted by prompts.
+    const std::int64_t share = std::max<std::int64_t>(1, o->windows / static_cast<std::int64_t>(ids.size()));
     auto measure = [&](std::int64_t tokens) {
       RoutingMeasurement all;
       for (std::size_t i = 0; i < ids.size(); ++i) {
-        const std::int64_t share = std::max<std::int64_t>(1, o->windows / static_cast<std::int64_t>(ids.size()));
         RoutingMeasurement m;
         try {
           m = measure_routing(*model, ids[i], tokens, share);

@@ -164,14 +164,13 @@ void SimRouter::route(std::uint64_t request, std::int64_t position, std::int64_t
     return;
   }
   const std::uint64_t prompt = mix(seed_ ^ mix(request + 1) ^ mix(0xd1ce0000ULL | static_cast<std::uint64_t>(layer)));
-  if (!cached_ || cached_key_ != prompt) {  // this (request, layer)'s preferences: Dirichlet(a) via normalized Gammas
+  if (cached_ != prompt) {  // this (request, layer)'s preferences: Dirichlet(a) via normalized Gammas
     Stream s{prompt};
     preferences_.resize(static_cast<std::size_t>(experts_));
     for (double& p : preferences_) p = log_gamma_draw(concentration_, s);
     const double top = *std::max_element(preferences_.begin(), preferences_.end());
     for (double& p : preferences_) p = std::exp(p - top);
-    cached_key_ = prompt;
-    cached_ = true;
+    cached_ = prompt;
   }
   weights_.resize(pool_.size());
   for (std::size_t i = 0; i < pool_.size(); ++i) weights_[i] = preferences_[static_cast<std::size_t>(pool_[i])];

@@ -15,6 +15,7 @@
 // the model's expected distinct count over n tokens is the measured one.
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -53,8 +54,7 @@ class SimRouter {
   double concentration_;
   std::uint64_t seed_;
   std::int64_t experts_, top_k_;
-  std::uint64_t cached_key_ = 0;  // the (request, layer) whose preferences are held
-  bool cached_ = false;
+  std::optional<std::uint64_t> cached_;  // the (request, layer) whose preferences are held
   std::vector<double> preferences_, weights_;
   std::vector<int> pool_;
 };

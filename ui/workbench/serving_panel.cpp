@@ -209,6 +209,28 @@ void ServingPanel::setFamily(const FamilyInfo& family) {
                                         : tr("%1 variants open: choose strategies and rates, then Start.").arg(variants_.size()));
 }
 
+namespace {
+// Every .json file of `dir`, by name, its path the item's data; `keep` first items stay.
+void offer_files(QComboBox* box, const QString& dir, int keep) {
+  while (box->count() > keep) box->removeItem(box->count() - 1);
+  for (const QFileInfo& f : QDir(dir).entryInfoList({QStringLiteral("*.json")}, QDir::Files, QDir::Name))
+    box->addItem(f.completeBaseName(), f.absoluteFilePath());
+}
+// Selects the item whose data is `path`, or shows the path typed.
+void select_file(QComboBox* box, const QString& path) {
+  int at = -1;
+  for (int i = 0; i < box->count(); ++i)
+    if (box->itemData(i).toString() == path) at = i;
+  if (at >= 0) box->setCurrentIndex(at);
+  else box->setCurrentText(path);
+}
+// The file chosen: an offered item's path (empty for one standing for none), or the path typed.
+QString chosen_file(const QComboBox* box) {
+  const int at = box->findText(box->currentText());
+  return at >= 0 && box->itemData(at).isValid() ? box->itemData(at).toString() : box->currentText();
+}
+}  // namespace
+
 QString ServingPanel::sweepJson() const {
   QJsonArray rates, strategies;
   QJsonValue rates_value = rates;
@@ -273,36 +295,16 @@ QString ServingPanel::sweepJson() const {
                           {QStringLiteral("strategies"), strategies}};
   QJsonObject out = sweep;
   if (clock_->currentText() == QLatin1String("simulated")) {
-    // A profile from the list (its path is the item's data), or a path typed.
-    const int at = profile_->findText(profile_->currentText());
-    const QString path = at >= 0 && profile_->itemData(at).isValid() ? profile_->itemData(at).toString() : profile_->currentText();
+    const QString path = chosen_file(profile_);
     if (path.isEmpty()) return {};
     out.insert(QStringLiteral("device_profile"), path);
-    const int r = routing_->findText(routing_->currentText());
-    const QString routing = r >= 0 ? routing_->itemData(r).toString() : routing_->currentText();
-    if (!routing.isEmpty()) out.insert(QStringLiteral("routing"), routing);
+    if (const QString routing = chosen_file(routing_); !routing.isEmpty()) out.insert(QStringLiteral("routing"), routing);
   } else if (trace_->isChecked()) {
     out.insert(QStringLiteral("trace_routes"), true);  // nothing routes on the simulated clock
   }
   return QString::fromUtf8(QJsonDocument(out).toJson(QJsonDocument::Compact));
 }
 
-namespace {
-// Every .json file of `dir`, by name, its path the item's data; `keep` first items stay.
-void offer_files(QComboBox* box, const QString& dir, int keep) {
-  while (box->count() > keep) box->removeItem(box->count() - 1);
-  for (const QFileInfo& f : QDir(dir).entryInfoList({QStringLiteral("*.json")}, QDir::Files, QDir::Name))
-    box->addItem(f.completeBaseName(), f.absoluteFilePath());
-}
-// Selects the item whose data is `path`, or shows the path typed.
-void select_file(QComboBox* box, const QString& path) {
-  int at = -1;
-  for (int i = 0; i < box->count(); ++i)
-    if (box->itemData(i).toString() == path) at = i;
-  if (at >= 0) box->setCurrentIndex(at);
-  else box->setCurrentText(path);
-}
-}  // namespace
 
 void ServingPanel::setDeviceProfileDir(const QString& dir) { offer_files(profile_, dir, 0); }
 
