@@ -140,6 +140,28 @@ class TestEngine : public QObject {
     QVERIFY2(foreign > 0, "the consolidated layout serves some of ft1's choices with another variant's copy");
     QCOMPARE(per_token_layer.size() % 9, std::size_t(0));  // 6 prompt + 3 fed-back positions, each in every MoE layer
     for (const auto& [key, n] : per_token_layer) QCOMPARE(n, static_cast<int>(k));
+    // Its three decode steps ran one token alone: each MoE layer timed them, filed by the hits among
+    // the token's top-k that the routes show (Multi-MoE's Table 1).
+    std::map<std::pair<std::size_t, std::size_t>, std::int64_t> alone_steps;  // (layer, hits) → steps
+    for (std::size_t i = 1; i < steps.size(); ++i) {
+      std::map<std::size_t, std::size_t> hits_in;  // layer → hits
+      for (const RoutedExpert& e : steps[i].routes) hits_in[static_cast<std::size_t>(e.layer)] += e.outcome == RoutedExpert::Outcome::Hit;
+      for (const auto& [layer, h] : hits_in) ++alone_steps[{layer, h}];
+    }
+    std::int64_t timed = 0;
+    for (std::size_t l = 0; l < r.stats.counters.layers.size(); ++l) {
+      const auto& alone = r.stats.counters.layers[l].alone;
+      for (std::size_t h = 0; h < alone.size(); ++h) {
+        const auto want = alone_steps.find({l, h});
+        QCOMPARE(alone[h].steps, want == alone_steps.end() ? std::int64_t(0) : want->second);
+        if (alone[h].steps > 0) QVERIFY(alone[h].attention_seconds > 0 && alone[h].expert_seconds > 0);
+        timed += alone[h].steps;
+      }
+    }
+    QCOMPARE(timed, static_cast<std::int64_t>(3 * per_token_layer.size() / 9));
+    // Steps that batch several tokens time nothing: two requests prefilled and decoded together.
+    for (const auto& h : engine.submit_all({{"ft1", request(3)}, {"base", request(3)}}))
+      for (const LayerCounts& c : h->wait().stats.counters.layers) QVERIFY(c.alone.empty());
     // Without the callback nothing is traced (and nothing is slower for it).
     QCOMPARE(engine.submit({"ft1", request(2)}, {})->wait().tokens.size(), std::size_t(2));
   }

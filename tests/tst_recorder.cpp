@@ -47,6 +47,11 @@ RequestRecord sample_record(std::int64_t index) {
   r.stats.counters.swap_bytes = 4096;
   r.stats.counters.layers = {{.hits = 30, .misses = 10, .loads = 4, .load_bytes = 1000, .load_seconds = 0.002},
                        {.hits = 40, .misses = 0}};
+  // Steps it ran alone: layer 0 twice with 1 of its top-2 resident, once with none; layer 1 once with both.
+  r.stats.counters.layers[0].add_alone(1, 0.001, 0.004);
+  r.stats.counters.layers[0].add_alone(1, 0.001, 0.006);
+  r.stats.counters.layers[0].add_alone(0, 0.002, 0.010);
+  r.stats.counters.layers[1].add_alone(2, 0.001, 0.002);
   return r;
 }
 }  // namespace
@@ -93,6 +98,15 @@ class TestRecorder : public QObject {
     QCOMPARE(back[2].stats.counters.layers.size(), std::size_t(2));
     QCOMPARE(back[2].stats.counters.layers[0].misses, std::int64_t(10));
     QCOMPARE(back[2].stats.counters.layers[0].load_bytes, std::uint64_t(1000));
+    // Per-layer times of the steps it ran alone, by hits: layer 1 has no rows for 0 or 1 hits.
+    const auto& alone = back[2].stats.counters.layers[0].alone;
+    QCOMPARE(alone.size(), std::size_t(2));
+    QCOMPARE(alone[1].steps, std::int64_t(2));
+    QCOMPARE(alone[1].expert_seconds, 0.010);
+    QCOMPARE(alone[0].attention_seconds, 0.002);
+    QCOMPARE(back[2].stats.counters.layers[1].alone.size(), std::size_t(3));
+    QCOMPARE(back[2].stats.counters.layers[1].alone[0].steps, std::int64_t(0));
+    QCOMPARE(back[2].stats.counters.layers[1].alone[2].steps, std::int64_t(1));
     QCOMPARE(summarize(back).hit_rate, summarize({want, sample_record(0), sample_record(1)}).hit_rate);
     const auto routes = rec.routes(run, 1);
     QCOMPARE(routes.size(), std::size_t(2));
@@ -112,6 +126,7 @@ class TestRecorder : public QObject {
     QCOMPARE(query(db, "SELECT requests FROM run_summary"), std::string("3"));
     QCOMPARE(query(db, "SELECT ttft FROM request_metrics WHERE idx = 2"), std::string("1.25"));
     QCOMPARE(query(db, "SELECT hit_rate FROM layer_hit_rates WHERE layer = 0"), std::string("0.75"));
+    QCOMPARE(query(db, "SELECT layer_steps || ' ' || printf('%.4f', expert_seconds) FROM layer_latency_by_hits WHERE hits = 1"), std::string("6 0.0050"));
     QCOMPARE(query(db, "PRAGMA journal_mode"), std::string("wal"));
   }
 

@@ -91,6 +91,17 @@ class TestReport : public QObject {
     QCOMPARE(j["runs"].size(), std::size_t(8));
     QCOMPARE(j["points"][3]["strategy"].get<std::string>(), std::string("time-sharing"));
     QCOMPARE(j["layer_hit_rates"]["time-sharing"][2].get<double>(), 1.0);
+    // Multi-MoE's Table 1: served one at a time, every decode step ran alone. Time-sharing holds
+    // every expert, so each of its layer-steps had all k resident; consolidated's had fewer too.
+    const auto& whole = d.alone_layer_times.at("time-sharing");
+    QVERIFY(whole.size() >= 2 && whole.back().steps > 0);
+    for (std::size_t h = 0; h + 1 < whole.size(); ++h) QCOMPARE(whole[h].steps, std::int64_t(0));
+    const auto& mixed = d.alone_layer_times.at("consolidated");
+    const auto filled = std::count_if(mixed.begin(), mixed.end(), [](const LayerTime& t) { return t.steps > 0; });
+    QVERIFY(filled >= 2);
+    QCOMPARE(lines_of(scratch("report/layer_latency.csv")), static_cast<std::size_t>(1 + filled + 1));
+    QCOMPARE(j["layer_latency_by_hits"]["time-sharing"][0]["hits"].get<std::size_t>(), whole.size() - 1);
+    QVERIFY(j["layer_latency_by_hits"]["time-sharing"][0]["expert_seconds"].get<double>() > 0);
 
     // Only the runs asked for; an id that is not there is refused.
     QCOMPARE(load_report_data(rec, {1, 2}, "runs.sqlite").runs.size(), std::size_t(2));
@@ -127,7 +138,8 @@ class TestReport : public QObject {
     const QString page = QString::fromUtf8(text.readAllStandardOutput());
     // The setup that was run: family, capacity, batching, clock and durations.
     for (const char* part : {"3 variants served together: base, ft1, ft2", "consolidated (9 experts resident)", "one request at a time",
-                             "Clock", "real", "3 s asked", "Figure 1.", "Figure 4.", "Table 3."})
+                             "Clock", "real", "3 s asked", "Figure 1.", "Figure 4.", "Table 3.", "Table 4.",
+                             "Multi-MoE Table 1", "resident"})
       QVERIFY2(page.contains(QString::fromUtf8(part)), part);
     // Column widths fit their cells: no word is cut across lines (in reading order a cut header cell
     // reads "strate" then "gy" on the next line).
@@ -137,7 +149,7 @@ class TestReport : public QObject {
         QVERIFY2(!QRegularExpression(QRegularExpression::escape(w.left(cut)) + QStringLiteral("\\s*\\n\\s*") + QRegularExpression::escape(w.mid(cut))).match(page).hasMatch(),
                  qPrintable(QStringLiteral("'%1' broken after '%2'").arg(w, w.left(cut))));
     }
-    QVERIFY2(page.count(QStringLiteral("consolidated")) >= 4 + 1 + 4, qPrintable(page));  // Table 1, Table 2, Table 3 rows
+    QVERIFY2(page.count(QStringLiteral("consolidated")) >= 4 + 1 + 4, qPrintable(page));  // Tables 1 to 4's rows
   }
 };
 

@@ -6,8 +6,8 @@
 //    base-only requests (ExpertWeave's measurement);
 //  - SwapMoE's virtual experts (half the experts resident, sets updated with the traffic) against the
 //    same set held still: what measuring importance and updating costs a batch's decode;
-//  - Multi-MoE's Table 1: a decode step of a one-MoE-layer model by how many of the token's top-2
-//    experts were resident (0, 1, 2), against every expert resident;
+//  - Multi-MoE's Table 1: a one-MoE-layer model's attention and expert block in a decode step, by how
+//    many of the token's top-2 experts were resident (0, 1, 2), against every expert resident;
 //  - host memory of a base and 4 adapters against 5 merged models;
 //  - one non-expert swap and one expert miss against their bytes ÷ memcpy bandwidth.
 #include <nlohmann/json.hpp>
@@ -332,67 +332,52 @@ void add_bench_runtime_command(CLI::App& app) {
                         {"memcpy_floor_s", floor}, {"steps_overlapped", st.steps_overlapped}};
     }
 
-    // 5. Multi-MoE's Table 1: one MoE layer, half its experts pinned, a request decoding alone; each
-    //    decode step grouped by how many of its token's top-2 experts hit, against every expert pinned.
+    // 5. Multi-MoE's Table 1: one MoE layer, half its experts pinned, a request decoding alone; the
+    //    layer's attention and expert block as the engine times them (LayerCounts::alone), by how many
+    //    of the token's top-2 experts were resident, against every expert pinned.
     if (part("hits")) {
       const ModelSpec one = mixtral_like_spec(spec.vocab_size, spec.hidden_size, spec.expert_intermediate, 1, spec.num_experts);
       write_synthetic_checkpoint(dir / "one-layer", one, DType::BF16, 9);
       Family single_layer;
       open_family(single_layer, {dir / "one-layer"});
       const HostStore one_store(single_layer);
-      struct Step {
-        int hits = -1;
-        double seconds = 0, loads = 0;
-      };
-      auto steps_of = [&](const RuntimeConfig& config) {
+      auto times_of = [&](const RuntimeConfig& config) {
         const auto rt = std::make_shared<Runtime>(one_store, config);
-        std::vector<Step> out;
+        std::vector<LayerTime> out(static_cast<std::size_t>(one.top_k) + 1);
         for (int rep = 0; rep < o->reps; ++rep) {
           Engine engine(rt, {.scheduler = {.max_sequences = 1}});
-          int hits = -1;
-          double last_load = 0;
-          std::optional<Clock::time_point> last;
-          RequestCallbacks cb;
-          cb.on_routes = [&](const RequestHandle&, std::int64_t, const std::vector<RoutedExpert>& routes) {
-            hits = 0;
-            for (const RoutedExpert& r : routes) hits += r.outcome == RoutedExpert::Outcome::Hit;
-          };
-          cb.on_token = [&](const RequestHandle&, std::int64_t, const RuntimeCounters& so_far) {
-            const auto now = Clock::now();
-            const double load = so_far.total().load_seconds;
-            // The first token ends the prompt's step; every later one a step of one token.
-            if (last && hits >= 0) out.push_back({hits, std::chrono::duration<double>(now - *last).count(), load - last_load});
-            last = now;
-            last_load = load;
-          };
           std::vector<std::int64_t> prompt(8);
           for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<std::int64_t>(31 * i + 7 * rep) % one.vocab_size;
-          engine.submit({one_store.name(0), {.prompt = prompt, .max_new_tokens = 256}}, cb)->wait();
+          const auto handle = engine.submit({one_store.name(0), {.prompt = prompt, .max_new_tokens = 256}});
+          const RequestResult& r = handle->wait();
+          for (const LayerCounts& c : r.stats.counters.layers)
+            for (std::size_t h = 0; h < c.alone.size() && h < out.size(); ++h) {
+              out[h].steps += c.alone[h].steps;
+              out[h].attention_seconds += c.alone[h].attention_seconds;
+              out[h].expert_seconds += c.alone[h].expert_seconds;
+            }
         }
         return out;
       };
       std::vector<PinnedExpert> half;
       for (std::int64_t e = 0; e < one.num_experts / 2; ++e) half.push_back({0, e, 0});
-      const std::vector<Step> mixed = steps_of(RuntimeConfig{.pinned = half, .hit = HitPolicy::Strict});
-      const std::vector<Step> resident = steps_of(RuntimeConfig{.pinned = every_position(one, 0), .hit = HitPolicy::Strict});
-      auto mean = [](const std::vector<Step>& v, int hits, double Step::*field) {
-        double sum = 0;
-        std::int64_t n = 0;
-        for (const Step& x : v)
-          if (hits < 0 || x.hits == hits) sum += x.*field, ++n;
-        return std::pair{n ? sum / static_cast<double>(n) : 0.0, n};
-      };
-      const double all = mean(resident, -1, &Step::seconds).first;
-      std::printf("\n%-34s %8s %12s %12s %12s\n", "one MoE layer, decode step", "steps", "ms/step", "vs all", "loads ms");
+      const std::vector<LayerTime> mixed = times_of(RuntimeConfig{.pinned = half, .hit = HitPolicy::Strict});
+      const LayerTime all = times_of(RuntimeConfig{.pinned = every_position(one, 0), .hit = HitPolicy::Strict}).back();
+      auto per_step = [](double seconds, std::int64_t steps) { return steps ? seconds / static_cast<double>(steps) : 0.0; };
+      const double all_experts = per_step(all.expert_seconds, all.steps);
+      std::printf("\n%-34s %8s %14s %14s %12s\n", "one MoE layer, decode step", "steps", "attention ms", "experts ms", "vs all");
       out["hits"] = nlohmann::ordered_json::array();
       for (int h = 0; h <= one.top_k; ++h) {
-        const auto [seconds, n] = mean(mixed, h, &Step::seconds);
-        const double loads = mean(mixed, h, &Step::loads).first;
-        std::printf("%-34s %8lld %12.3f %+11.1f%% %12.3f\n", (std::to_string(h) + " of " + std::to_string(one.top_k) + " experts resident").c_str(),
-                    static_cast<long long>(n), seconds * 1e3, all > 0 && n ? 100.0 * (seconds / all - 1.0) : 0.0, loads * 1e3);
-        out["hits"].push_back({{"hits", h}, {"steps", n}, {"step_s", seconds}, {"loads_s", loads}, {"all_resident_step_s", all}});
+        const LayerTime& t = mixed[static_cast<std::size_t>(h)];
+        const double experts = per_step(t.expert_seconds, t.steps), attention = per_step(t.attention_seconds, t.steps);
+        std::printf("%-34s %8lld %14.3f %14.3f %+11.1f%%\n", (std::to_string(h) + " of " + std::to_string(one.top_k) + " experts resident").c_str(),
+                    static_cast<long long>(t.steps), attention * 1e3, experts * 1e3,
+                    all_experts > 0 && t.steps ? 100.0 * (experts / all_experts - 1.0) : 0.0);
+        out["hits"].push_back({{"hits", h}, {"steps", t.steps}, {"attention_s", attention}, {"experts_s", experts},
+                               {"all_resident_experts_s", all_experts}});
       }
-      std::printf("%-34s %8zu %12.3f\n", "every expert resident", resident.size(), all * 1e3);
+      std::printf("%-34s %8lld %14.3f %14.3f\n", "every expert resident", static_cast<long long>(all.steps),
+                  per_step(all.attention_seconds, all.steps) * 1e3, all_experts * 1e3);
     }
 
     // 6. Host memory: a base and 4 adapters, against the 5 merged models they would otherwise be.

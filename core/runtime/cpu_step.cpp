@@ -3,6 +3,7 @@
 // sequence's own KV blocks — the decode tokens of every sequence in one padded batch, prompt chunks
 // one by one; each MoE layer runs over all tokens of the step together (cpu_moe.cpp).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -169,8 +170,14 @@ StepResult CpuBackend::run(const StepBatch& batch, MoeState& moe_state) {
   for (const auto& g : layout.groups) part(x, g).copy_(weights(g.buffer).embed.index_select(0, part(id_t, g)));
   at::Tensor h = at::empty_like(x);
   at::Tensor q = at::empty({layout.tokens, s.num_heads, s.head_dim}, at::kFloat);
+  // One token alone (a request decoding by itself): each MoE layer is timed, for Multi-MoE's Table 1.
+  const bool alone = layout.tokens == 1;
+  std::size_t alone_sequence = 0;
+  for (const StepChunk& c : batch.chunks)
+    if (!c.tokens.empty()) alone_sequence = static_cast<std::size_t>(c.sequence);
   for (std::int64_t l = 0; l < s.num_layers; ++l) {
     const auto li = static_cast<std::size_t>(l);
+    const auto layer_start = alone ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     for (const auto& g : layout.groups) {
       const LayerWeights& L = weights(g.buffer).layers[li];
       part(q, g).copy_(project_qkv(l, L, rms_norm(part(x, g), L.input_norm, s.rms_norm_eps), part(cos, g), part(sin, g), part(rows.write, g)));
@@ -183,7 +190,13 @@ StepResult CpuBackend::run(const StepBatch& batch, MoeState& moe_state) {
       part(h, g).copy_(rms_norm(xg, L.post_norm, s.rms_norm_eps));
     }
     if (s.is_sparse(l)) {
+      const auto block_start = alone ? std::chrono::steady_clock::now() : layer_start;
       x.add_(moe(l, h, layout, moe_state, result));
+      if (alone) {
+        LayerCounts& c = result.counts[alone_sequence][li];
+        c.add_alone(c.hits, std::chrono::duration<double>(block_start - layer_start).count(),
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - block_start).count());
+      }
     } else {
       for (const auto& g : layout.groups) part(x, g).add_(swiglu(part(h, g), weights(g.buffer).layers[li].shared, true));
     }

@@ -253,6 +253,15 @@ StepResult Runtime::run(const StepBatch& batch) {
       for (const LayerCounts& c : seq) loads += c.load_seconds;
     r.throttle_seconds += std::max(0.0, wall - loads) * (config_.compute_slowdown - 1.0);
   }
+  if (config_.compute_slowdown > 1.0 || config_.copy_slowdown > 1.0)
+    for (auto& seq : r.counts)
+      for (LayerCounts& c : seq)
+        for (LayerTime& t : c.alone)  // this step's one token: the layer's loads are its expert block's
+          if (t.steps > 0) {
+            t.attention_seconds *= config_.compute_slowdown;
+            t.expert_seconds = std::max(0.0, t.expert_seconds - c.load_seconds) * config_.compute_slowdown +
+                               c.load_seconds * config_.copy_slowdown;
+          }
   if (config_.copy_slowdown > 1.0)
     for (auto& seq : r.counts)
       for (LayerCounts& c : seq) {

@@ -9,12 +9,24 @@
 
 namespace mosaic {
 
+// A MoE layer's time over some steps, in Multi-MoE's Table 1's two parts: attention (with its KV
+// reads) and the expert block after it (router, experts, and the loads its misses waited for).
+struct LayerTime {
+  std::int64_t steps = 0;
+  double attention_seconds = 0, expert_seconds = 0;
+};
+
 // Per MoE layer: routed (token, expert) pairs served from a slot (hits) or not (misses), and the
 // expert loads the misses caused.
 struct LayerCounts {
   std::int64_t hits = 0, misses = 0, loads = 0;
   std::uint64_t load_bytes = 0;
   double load_seconds = 0;
+  // The layer's time in steps that ran one token alone — a request decoding by itself, as Multi-MoE's
+  // Table 1 measured — indexed by how many of the token's top-k experts were resident. Empty until
+  // such a step.
+  std::vector<LayerTime> alone;
+  void add_alone(std::int64_t hits_among_top_k, double attention_seconds, double expert_seconds);
   LayerCounts& operator+=(const LayerCounts& o);
 };
 

@@ -89,6 +89,17 @@ void simulate_lane(const ModelShapes& m, const DeviceProfile& device, const SimP
           break;
         }
     }
+    // One token alone (a request decoding by itself): its layers are priced one by one, with their
+    // hits among its top-k and the loads they waited for, for Multi-MoE's Table 1.
+    const StepPlan::Chunk* alone = nullptr;
+    std::int64_t step_tokens = 0;
+    for (const auto& c : plan.chunks) {
+      step_tokens += c.tokens;
+      if (c.tokens > 0) alone = &c;
+    }
+    if (step_tokens != 1) alone = nullptr;
+    std::vector<std::int64_t> alone_hits(static_cast<std::size_t>(s.num_layers));
+    std::vector<double> alone_loads(static_cast<std::size_t>(s.num_layers));
     StepWork work;
     work.groups = static_cast<std::int64_t>(plan.sets.size());
     work.expert_rows.resize(static_cast<std::size_t>(s.num_layers));
@@ -106,12 +117,14 @@ void simulate_lane(const ModelShapes& m, const DeviceProfile& device, const SimP
           for (int e : picked) {
             if (p.pinned[li][static_cast<std::size_t>(e)]) {
               ++counts.hits;
+              ++alone_hits[li];
               ++rows[{-1, e}];
               continue;
             }
             const std::pair<int, int> own{r.target, e};
             if (const int at = spares[li].find(r.target, e); at >= 0) {
               ++counts.hits;
+              ++alone_hits[li];
               spares[li].used[static_cast<std::size_t>(at)] = tick;
             } else {
               ++counts.misses;
@@ -120,6 +133,7 @@ void simulate_lane(const ModelShapes& m, const DeviceProfile& device, const SimP
                 ++counts.loads;
                 counts.load_bytes += m.expert_bytes();
                 counts.load_seconds += expert_load;
+                alone_loads[li] += expert_load;
                 seconds += expert_load;
               }
             }
@@ -146,7 +160,15 @@ void simulate_lane(const ModelShapes& m, const DeviceProfile& device, const SimP
       work.chunks.push_back({c.tokens, c.sequence->computed + c.tokens});
       if (c.sequence->computed + c.tokens == c.sequence->known) ++work.emitted;
     }
-    now += seconds + price_step(m, device, work).seconds(p.compute_slowdown);
+    const StepCost cost = price_step(m, device, work);
+    now += seconds + cost.seconds(p.compute_slowdown);
+    if (alone)
+      for (std::int64_t l = 0; l < s.num_layers; ++l)
+        if (s.is_sparse(l)) {
+          const auto li = static_cast<std::size_t>(l);
+          owner_of(alone->sequence).record.stats.counters.layers[li].add_alone(
+              alone_hits[li], cost.attention[li].seconds(p.compute_slowdown), cost.block[li].seconds(p.compute_slowdown) + alone_loads[li]);
+        }
 
     for (const auto& c : plan.chunks) {
       Request& r = owner_of(c.sequence);

@@ -29,7 +29,19 @@ StepCost price_step(const ModelShapes& m, const DeviceProfile& d, const StepWork
   for (const auto& c : w.chunks) rows += c.tokens;
   const double t = static_cast<double>(rows), groups = static_cast<double>(w.groups);
   double& launches = cost.launches;
+  cost.attention.resize(static_cast<std::size_t>(s.num_layers));
+  cost.block.resize(static_cast<std::size_t>(s.num_layers));
+  // Ends a part of a layer begun when the roofline and launches stood at `since`, charging it what
+  // was added since; the block carries the per-row host cost (routing) of the layer.
+  std::pair<double, double> since;
+  auto end_part = [&](StepCost::Part& part, double host_rows) {
+    part.roofline = cost.roofline - since.first;
+    part.overhead = (launches - since.second) * d.launch_seconds + host_rows * d.row_seconds;
+    since = {cost.roofline, launches};
+  };
   for (std::int64_t l = 0; l < s.num_layers; ++l) {
+    const auto layer = static_cast<std::size_t>(l);
+    since = {cost.roofline, launches};
     cost.roofline += kernel(groups * static_cast<double>(m.attention_params) * cb, 2 * t * static_cast<double>(m.attention_params));
     launches += kAttentionKernels * groups;
     bool decoding = false;
@@ -41,9 +53,11 @@ StepCost price_step(const ModelShapes& m, const DeviceProfile& d, const StepWork
       else decoding = true;
     }
     if (decoding) launches += kDecodeKernels;
+    end_part(cost.attention[layer], 0);
     if (!s.is_sparse(l)) {
       cost.roofline += kernel(groups * static_cast<double>(m.dense_params) * cb, 2 * t * static_cast<double>(m.dense_params));
       launches += kMlpKernels * groups;
+      end_part(cost.block[layer], t);
       continue;
     }
     cost.roofline += kernel(groups * static_cast<double>(m.router_params) * cb, 2 * t * static_cast<double>(m.router_params));
@@ -52,12 +66,12 @@ StepCost price_step(const ModelShapes& m, const DeviceProfile& d, const StepWork
       cost.roofline += kernel(groups * static_cast<double>(m.shared_params) * cb, 2 * t * static_cast<double>(m.shared_params));
       launches += kMlpKernels * groups;
     }
-    const auto layer = static_cast<std::size_t>(l);
     if (layer < w.expert_rows.size())
       for (std::int64_t r : w.expert_rows[layer]) {
         cost.roofline += kernel(static_cast<double>(m.expert_params) * cb, 2 * static_cast<double>(r) * static_cast<double>(m.expert_params));
         launches += kExpertKernels;
       }
+    end_part(cost.block[layer], t);
   }
   cost.roofline += kernel(groups * static_cast<double>(m.head_params) * cb, 2 * static_cast<double>(w.emitted) * static_cast<double>(m.head_params));
   launches += groups;

@@ -28,6 +28,13 @@ struct StepCost {
   // What the price is made of (bench-device fits a profile to measured steps from these).
   double bytes = 0, flops = 0, launches = 0, row_layers = 0;
   double seconds(double compute_slowdown = 1) const { return roofline * compute_slowdown + overhead; }
+  // Each layer's two parts, [layers] (the LM head and the step's synchronization belong to none):
+  // attention with its KV reads, and the MLP or MoE block after it. Multi-MoE's Table 1 prices them.
+  struct Part {
+    double roofline = 0, overhead = 0;
+    double seconds(double compute_slowdown = 1) const { return roofline * compute_slowdown + overhead; }
+  };
+  std::vector<Part> attention, block;
 };
 
 StepCost price_step(const ModelShapes& shapes, const DeviceProfile& device, const StepWork& work);

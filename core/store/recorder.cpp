@@ -129,6 +129,18 @@ CREATE INDEX request_routes_by_request ON request_routes(run_id, idx);
       // is told apart from one another process is recording now.
       R"sql(
 ALTER TABLE runs ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+)sql",
+      // 6: Multi-MoE's Table 1: each MoE layer's time in steps where the request ran one token alone,
+      // by how many of its top-k experts were resident (only rows with steps).
+      R"sql(
+CREATE TABLE request_layer_alone (
+  run_id INTEGER NOT NULL, idx INTEGER NOT NULL, layer INTEGER NOT NULL, hits INTEGER NOT NULL,
+  steps INTEGER NOT NULL, attention_seconds REAL NOT NULL, expert_seconds REAL NOT NULL,
+  PRIMARY KEY (run_id, idx, layer, hits), FOREIGN KEY (run_id, idx) REFERENCES requests(run_id, idx));
+CREATE VIEW layer_latency_by_hits AS
+  SELECT run_id, hits, SUM(steps) AS layer_steps, SUM(attention_seconds) / SUM(steps) AS attention_seconds,
+         SUM(expert_seconds) / SUM(steps) AS expert_seconds
+  FROM request_layer_alone GROUP BY run_id, hits;
 )sql"};
   return m;
 }
@@ -323,6 +335,18 @@ void Recorder::record(std::int64_t run, const RequestRecord& r) {
       l.bind(6, n.loads).bind(7, static_cast<std::int64_t>(n.load_bytes)).bind(8, n.load_seconds);
       l.run();
     }
+    Statement a(db_,
+                "INSERT INTO request_layer_alone (run_id, idx, layer, hits, steps, attention_seconds, expert_seconds)"
+                " VALUES (?,?,?,?,?,?,?)",
+                path_.string());
+    for (std::size_t layer = 0; layer < c.layers.size(); ++layer)
+      for (std::size_t h = 0; h < c.layers[layer].alone.size(); ++h) {
+        const LayerTime& t = c.layers[layer].alone[h];
+        if (t.steps == 0) continue;
+        a.bind(1, run).bind(2, r.index).bind(3, static_cast<std::int64_t>(layer)).bind(4, static_cast<std::int64_t>(h));
+        a.bind(5, t.steps).bind(6, t.attention_seconds).bind(7, t.expert_seconds);
+        a.run();
+      }
     if (!r.routes.empty()) {
       Statement t(db_,
                   "INSERT INTO request_routes (run_id, idx, position, layer, expert, outcome, served_by, served_expert)"
@@ -446,7 +470,23 @@ std::vector<RequestRecord> Recorder::requests(std::int64_t run) const {
     if (at == out.size() || out[at].index != l.i64(0)) continue;
     auto& layers = out[at].stats.counters.layers;
     layers.resize(std::max(layers.size(), static_cast<std::size_t>(l.i64(1)) + 1));
-    layers[static_cast<std::size_t>(l.i64(1))] = {l.i64(2), l.i64(3), l.i64(4), static_cast<std::uint64_t>(l.i64(5)), l.f64(6)};
+    layers[static_cast<std::size_t>(l.i64(1))] = {l.i64(2), l.i64(3), l.i64(4), static_cast<std::uint64_t>(l.i64(5)), l.f64(6), {}};
+  }
+  Statement a(db_,
+              "SELECT idx, layer, hits, steps, attention_seconds, expert_seconds FROM request_layer_alone WHERE run_id = ?"
+              " ORDER BY idx, layer, hits",
+              path_.string());
+  a.bind(1, run);
+  at = 0;
+  while (a.step()) {
+    while (at < out.size() && out[at].index < a.i64(0)) ++at;
+    if (at == out.size() || out[at].index != a.i64(0)) continue;
+    auto& layers = out[at].stats.counters.layers;
+    const auto layer = static_cast<std::size_t>(a.i64(1)), hits = static_cast<std::size_t>(a.i64(2));
+    if (layers.size() <= layer) layers.resize(layer + 1);
+    auto& alone = layers[layer].alone;
+    if (alone.size() <= hits) alone.resize(hits + 1);
+    alone[hits] = {a.i64(3), a.f64(4), a.f64(5)};
   }
   return out;
 }

@@ -1,9 +1,10 @@
 #pragma once
 // The SQLite record of QoS runs: each run with its full config, machine and build; each finished
-// request with its timings, counters and per-layer hits; time-series samples for the dashboard.
+// request with its timings, counters, per-layer hits and per-layer times of the steps it ran alone;
+// time-series samples for the dashboard.
 // WAL journal, one transaction per finished request, so a crash loses at most the requests in
 // flight. The schema is versioned (PRAGMA user_version) and migrated forward on open; views
-// (request_metrics, run_summary, layer_hit_rates) make the file pleasant in the sqlite3 shell.
+// (request_metrics, run_summary, layer_hit_rates, layer_latency_by_hits) make the file pleasant in the sqlite3 shell.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -23,7 +24,7 @@ struct RunInfo {
 
 class Recorder {
  public:
-  static constexpr int kSchemaVersion = 5;
+  static constexpr int kSchemaVersion = 6;
 
   // Opens or creates the database and migrates it to kSchemaVersion. Throws IoError when it cannot
   // be opened, FormatError when it is not a Mosaic database or was written by a newer version.

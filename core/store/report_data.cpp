@@ -84,6 +84,7 @@ ReportData load_report_data(const Recorder& recorder, const std::vector<std::int
     run.summary = summarize(run.requests);
     if (std::find(d.strategies.begin(), d.strategies.end(), info.strategy) == d.strategies.end()) d.strategies.push_back(info.strategy);
     auto& [hits, totals] = layer_counts[info.strategy];
+    auto& alone = d.alone_layer_times[info.strategy];
     for (const RequestRecord& r : run.requests) {
       const RuntimeCounters& c = r.stats.counters;
       hits.resize(std::max(hits.size(), c.layers.size()));
@@ -91,6 +92,13 @@ ReportData load_report_data(const Recorder& recorder, const std::vector<std::int
       for (std::size_t l = 0; l < c.layers.size(); ++l) {
         hits[l] += c.layers[l].hits;
         totals[l] += c.layers[l].hits + c.layers[l].misses;
+        const auto& times = c.layers[l].alone;
+        alone.resize(std::max(alone.size(), times.size()));
+        for (std::size_t h = 0; h < times.size(); ++h) {
+          alone[h].steps += times[h].steps;
+          alone[h].attention_seconds += times[h].attention_seconds;
+          alone[h].expert_seconds += times[h].expert_seconds;
+        }
       }
     }
     d.runs.push_back(std::move(run));
@@ -131,7 +139,7 @@ ReportData load_report_data(const Recorder& recorder, const std::vector<std::int
 }
 
 void write_report_tables(const ReportData& d, const std::filesystem::path& dir) {
-  std::vector<std::vector<std::string>> runs, points, layers, requests;
+  std::vector<std::vector<std::string>> runs, points, layers, latency, requests;
   nlohmann::ordered_json j;
   j["database"] = d.database;
   j["runs"] = nlohmann::ordered_json::array();
@@ -178,6 +186,19 @@ void write_report_tables(const ReportData& d, const std::filesystem::path& dir) 
     }
     j["layer_hit_rates"][s] = arr;
   }
+  j["layer_latency_by_hits"] = nlohmann::ordered_json::object();
+  for (const auto& s : d.strategies) {
+    nlohmann::ordered_json arr = nlohmann::ordered_json::array();
+    const auto& times = d.alone_layer_times.at(s);
+    for (std::size_t h = 0; h < times.size(); ++h) {
+      if (times[h].steps == 0) continue;
+      const auto n = static_cast<double>(times[h].steps);
+      const double attention = times[h].attention_seconds / n, experts = times[h].expert_seconds / n;
+      latency.push_back({s, std::to_string(h), std::to_string(times[h].steps), num(attention), num(experts)});
+      arr.push_back({{"hits", h}, {"layer_steps", times[h].steps}, {"attention_seconds", attention}, {"expert_seconds", experts}});
+    }
+    j["layer_latency_by_hits"][s] = arr;
+  }
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw IoError(dir.string(), "", "cannot create the report folder: " + ec.message());
@@ -192,6 +213,7 @@ void write_report_tables(const ReportData& d, const std::filesystem::path& dir) 
              "turnaround_p90", "hit_rate", "swap_s"},
             points);
   write_csv(dir / "layer_hit_rates.csv", {"strategy", "layer", "hit_rate"}, layers);
+  write_csv(dir / "layer_latency.csv", {"strategy", "hits", "layer_steps", "attention_s", "experts_s"}, latency);
   write_csv(dir / "requests.csv",
             {"run", "index", "target", "lane", "arrival", "start", "first_token", "finish", "queue_wait", "ttft", "tpot",
              "turnaround", "output_tokens", "hits", "misses", "swap_s", "bytes_moved", "outcome"},

@@ -1,7 +1,7 @@
 #pragma once
 // The numbers a QoS report shows, read back from the SQLite record: one row per run, the runs of a
 // (strategy, arrival rate) averaged over repeats — the paper's Figure 4 and Table 2 — and per-layer
-// hit rates per strategy (its Table 1). CSV and JSON writers for all of it.
+// hit rates and per-layer latency by hits per strategy (its Table 1). CSV and JSON writers for all of it.
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -42,6 +42,9 @@ struct ReportData {
   std::vector<ReportPoint> points;  // by strategy (first-seen order), then rate
   std::vector<std::string> strategies;
   std::map<std::string, std::vector<double>> layer_hit_rates;  // strategy → per layer, over all its runs
+  // Multi-MoE's Table 1: strategy → a MoE layer's time in steps where a request ran one token alone,
+  // by hits among its top-k ([hits]), over all its runs and MoE layers.
+  std::map<std::string, std::vector<LayerTime>> alone_layer_times;
   std::vector<RunInfo> left_out;  // runs that did not finish (aborted, stopped, failed, running), not asked for
 };
 
@@ -51,7 +54,7 @@ struct ReportData {
 ReportData load_report_data(const Recorder& recorder, const std::vector<std::int64_t>& run_ids,
                             const std::string& database_name, bool incomplete = false);
 
-// runs.csv, points.csv, layer_hit_rates.csv and requests.csv, plus report.json, into `dir`.
+// runs.csv, points.csv, layer_hit_rates.csv, layer_latency.csv and requests.csv, plus report.json, into `dir`.
 void write_report_tables(const ReportData& data, const std::filesystem::path& dir);
 
 }  // namespace mosaic

@@ -123,7 +123,7 @@ std::vector<ChartSpec> charts_of(const ReportData& d) {
   ChartSpec turnaround{QStringLiteral("turnaround"), QStringLiteral("Mean turnaround"),
                        QStringLiteral("Mean time from arrival to last token per arrival rate."),
                        QStringLiteral("arrival rate (requests/min)"), QStringLiteral("turnaround (ms)"), {}, false, false};
-  ChartSpec hits{QStringLiteral("hit_rates"), QStringLiteral("Expert hit rate per layer (Multi-MoE Table 1)"),
+  ChartSpec hits{QStringLiteral("hit_rates"), QStringLiteral("Expert hit rate per layer"),
                  QStringLiteral("Share of routed experts found resident, per MoE layer, over every run of each strategy."),
                  QStringLiteral("layer"), QStringLiteral("hit rate (%)"), {}, false, true};
   for (const std::string& s : d.strategies) {
@@ -151,6 +151,45 @@ std::vector<ChartSpec> charts_of(const ReportData& d) {
   return {throughput, ttft, turnaround, hits};
 }
 
+// Multi-MoE's Table 1: a layer's attention, and its expert block by hits among the top-k, in steps
+// where a request ran one token alone.
+ReportTable layer_latency_table(const ReportData& d) {
+  std::size_t columns = 0;
+  std::int64_t steps = 0;
+  for (const auto& [s, times] : d.alone_layer_times) {
+    columns = std::max(columns, times.size());
+    for (const LayerTime& t : times) steps += t.steps;
+  }
+  ReportTable table{QStringLiteral("Table 3. A MoE layer's latency (ms) in steps where a request decoded alone, by how many of its token's "
+                                   "top-k experts were resident (Multi-MoE Table 1): its attention over all such steps, and its expert "
+                                   "block (router, experts and the loads it waited for) per number of hits, with the layer-steps "
+                                   "averaged in parentheses; – where none."),
+                    {QStringLiteral("strategy"), QStringLiteral("attention")}, {}, {true, false}};
+  if (steps == 0)
+    table.caption += QStringLiteral(" No step of these runs ran a request alone (every step batched several tokens), or their backend "
+                                    "does not time its layers (CUDA).");
+  for (std::size_t h = 0; h < columns; ++h) {
+    table.header << QStringLiteral("%1 of %2 resident").arg(h).arg(columns - 1);
+    table.left << false;
+  }
+  for (const std::string& s : d.strategies) {
+    const auto& times = d.alone_layer_times.at(s);
+    LayerTime all;
+    for (const LayerTime& t : times) {
+      all.steps += t.steps;
+      all.attention_seconds += t.attention_seconds;
+    }
+    QStringList row{q(s), all.steps ? ms(all.attention_seconds / static_cast<double>(all.steps)) : QStringLiteral("–")};
+    for (std::size_t h = 0; h < columns; ++h) {
+      const bool some = h < times.size() && times[h].steps > 0;
+      row << (some ? QStringLiteral("%1 (%2)").arg(ms(times[h].expert_seconds / static_cast<double>(times[h].steps))).arg(times[h].steps)
+                   : QStringLiteral("–"));
+    }
+    table.rows << row;
+  }
+  return table;
+}
+
 std::vector<ReportTable> tables_of(const ReportData& d) {
   ReportTable latency{QStringLiteral("Table 1. Throughput and latency per strategy and arrival rate, means over repeats (Multi-MoE Table 2)."),
                       {QStringLiteral("strategy"), QStringLiteral("rate (req/s)"), QStringLiteral("runs"), QStringLiteral("throughput (req/min)"),
@@ -166,7 +205,7 @@ std::vector<ReportTable> tables_of(const ReportData& d) {
 
   std::size_t layers = 0;
   for (const auto& [s, rates] : d.layer_hit_rates) layers = std::max(layers, rates.size());
-  ReportTable hits{QStringLiteral("Table 2. Expert hit rate (%) per MoE layer over every run of each strategy (Multi-MoE Table 1); "
+  ReportTable hits{QStringLiteral("Table 2. Expert hit rate (%) per MoE layer over every run of each strategy; "
                                   "– where a layer routes nothing (dense)."),
                    {QStringLiteral("strategy")}, {}, {true}};
   for (std::size_t l = 0; l < layers; ++l) {
@@ -180,7 +219,9 @@ std::vector<ReportTable> tables_of(const ReportData& d) {
     hits.rows << row;
   }
 
-  ReportTable runs{QStringLiteral("Table 3. Every run: its arrival window and the drain after it, and latency percentiles."),
+  ReportTable by_hits = layer_latency_table(d);
+
+  ReportTable runs{QStringLiteral("Table 4. Every run: its arrival window and the drain after it, and latency percentiles."),
                    {QStringLiteral("run"), QStringLiteral("strategy"), QStringLiteral("status"), QStringLiteral("rate (req/s)"), QStringLiteral("repeat"),
                     QStringLiteral("requests"), QStringLiteral("failed"), QStringLiteral("window (s)"), QStringLiteral("drain (s)"),
                     QStringLiteral("TTFT p50 (ms)"), QStringLiteral("TTFT p99 (ms)"), QStringLiteral("turnaround p99 (ms)"),
@@ -192,7 +233,7 @@ std::vector<ReportTable> tables_of(const ReportData& d) {
                              QString::number(r.summary.requests), QString::number(r.summary.failed), fmt(r.summary.window_seconds, 2),
                              fmt(r.summary.drain_seconds, 2), ms(r.summary.ttft.p50), ms(r.summary.ttft.p99),
                              ms(r.summary.turnaround.p99), q(r.info.started_at).replace(QLatin1Char('T'), QLatin1Char(' ')).remove(QLatin1Char('Z'))};
-  return {latency, hits, runs};
+  return {latency, hits, by_hits, runs};
 }
 
 QColor color_of(int i) {
@@ -211,7 +252,7 @@ ReportContent report_content(const ReportData& d) {
   c.setup = setup_of(d);
   c.throughput_definition = QStringLiteral(
       "Throughput is as Multi-MoE measures it: the requests completed within the arrival window (from a run's start to its "
-      "last arrival) per minute of that window. What finishes after the window is the drain, given per run in Table 3; when "
+      "last arrival) per minute of that window. What finishes after the window is the drain, given per run in Table 4; when "
       "the engine saturates, the drain grows and throughput falls below the arrival rate.");
   // How the baselines are modelled, where the report has them.
   auto has = [&](const char* name) { return std::find(d.strategies.begin(), d.strategies.end(), name) != d.strategies.end(); };

@@ -39,7 +39,7 @@ struct ReportContent {
   QList<QPair<QString, QString>> setup;  // (what, value): family, strategies, clock, durations, machine…
   QString throughput_definition;
   std::vector<ChartSpec> charts;         // throughput, ttft, turnaround, hit_rates
-  std::vector<ReportTable> tables;       // latency per strategy, hit rate per layer, runs
+  std::vector<ReportTable> tables;       // latency per strategy, hit rate per layer, layer latency by hits, runs
 };
 
 ReportContent report_content(const ReportData& data);

@@ -299,10 +299,12 @@ void write_report_pdf(const ReportContent& c, const std::filesystem::path& file)
     figures(flow, {&charts[1], &charts[2]}, figure, 200);
     flow.heading(QStringLiteral("Expert hit rates"));
     table_beside_figure(flow, c.tables[1], charts[3], figure, 180);
-    flow.heading(QStringLiteral("Runs"));
+    flow.heading(QStringLiteral("Latency of a layer by hits"));
     table(flow, c.tables[2]);
+    flow.heading(QStringLiteral("Runs"));
+    table(flow, c.tables[3]);
     flow.paragraph(QStringLiteral("Beside this file: report.html (the same report), the charts as PNG, SVG and PDF, and every number "
-                                  "as CSV and JSON (runs.csv, points.csv, layer_hit_rates.csv, requests.csv, report.json; times in seconds)."),
+                                  "as CSV and JSON (runs.csv, points.csv, layer_hit_rates.csv, layer_latency.csv, requests.csv, report.json; times in seconds)."),
                    font(7.5), 0, QColor(0x55, 0x55, 0x55));
     painter.end();
   }
