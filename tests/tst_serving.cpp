@@ -139,6 +139,22 @@ class TestServing : public QObject {
     const RunSummary& past = runs.back().second;
     QVERIFY2(static_cast<double>(past.completed_in_window) < 0.8 * static_cast<double>(past.requests),
              qPrintable(QStringLiteral("%1 of %2 finished in the window").arg(past.completed_in_window).arg(past.requests)));
+
+    // Stopped during the burst (the workbench's Stop): the sweep ends there, cancelled, before any run.
+    std::string probed;
+    std::size_t seen = 0, burst = 0;
+    bool started = false;
+    SweepEvents stopping;
+    stopping.probe_progress = [&](const std::string& strategy, std::size_t done, std::size_t total) {
+      probed = strategy, seen = done, burst = total;
+      return done < 3;
+    };
+    stopping.run_started = [&](SweepRun&, std::size_t) { started = true; };
+    QVERIFY(run_sweep(config, family_, *store_, *analysis_, stopping).is_cancelled());
+    QCOMPARE(probed, std::string("single-resident"));
+    QCOMPARE(seen, std::size_t(3));
+    QCOMPARE(burst, std::size_t(64));
+    QVERIFY(!started);
   }
 
   void poissonArrivalsHaveTheRightMeanAndVariance() {

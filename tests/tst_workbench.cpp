@@ -574,9 +574,12 @@ class WorkbenchTest : public QObject {
     const QString db2 = dir.filePath(QStringLiteral("saturation.sqlite"));
     serving->databaseEdit()->setText(db2);
     QSignalSpy chosen(window_->engine(), &EngineHost::servingRatesChosen);
+    QSignalSpy probing(window_->engine(), &EngineHost::servingProbeProgress);
     serving->start();
     QTRY_VERIFY2_WITH_TIMEOUT(serving->statusText().startsWith(QStringLiteral("Sweep finished")), qPrintable(serving->statusText()), 60000);
     QCOMPARE(chosen.size(), 1);
+    QVERIFY(probing.size() >= 2);  // each strategy's burst said how far it was
+    QCOMPARE(probing.last().at(1).toInt(), probing.last().at(2).toInt());
     QVERIFY2(chosen.first().first().toString().contains(QStringLiteral("consolidated")), qPrintable(chosen.first().first().toString()));
     const Recorder saturated(db2.toStdString());
     QVERIFY(saturated.runs().size() >= 4);  // two strategies, each crossing its own saturation

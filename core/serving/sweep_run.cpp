@@ -108,12 +108,20 @@ Outcome<> run_sweep(const SweepConfig& config, const Family& family, const HostS
     if (config.saturation) {
       for (const StrategyConfig& sc : config.strategies) {
         const auto deployment = deploy(sc);
-        probes.push_back(saturation_probe(
-            deployment->name(),
-            run_workload(*deployment,
-                         burst_workload(config, targets_of(*deployment), spec.vocab_size,
-                                        burst_size(*config.saturation, sc.scheduler.max_sequences, deployment->partitions().size())),
-                         {.clock = config.clock, .engine = shared})));
+        bool stopped = false;
+        const auto burst = run_workload(
+            *deployment,
+            burst_workload(config, targets_of(*deployment), spec.vocab_size,
+                           burst_size(*config.saturation, sc.scheduler.max_sequences, deployment->partitions().size())),
+            {.clock = config.clock,
+             .progress =
+                 [&](std::size_t done, std::size_t total) {
+                   stopped = stopped || (events.probe_progress && !events.probe_progress(deployment->name(), done, total));
+                   return !stopped;
+                 },
+             .engine = shared});
+        if (stopped) return Cancelled{};
+        probes.push_back(saturation_probe(deployment->name(), burst));
       }
       rates = saturation_sweep_rates(*config.saturation, config.workload.duration_seconds, probes);
       saturation = saturation_json(probes);

@@ -29,6 +29,9 @@ struct SweepRun {
 struct SweepEvents {
   // A sweep whose rates come from saturation: after every strategy's burst, before the first run.
   std::function<void(const std::vector<SaturationProbe>& probes, const std::vector<double>& rates)> rates_chosen;
+  // During a strategy's saturation burst, after each finished request (one thread at a time; the
+  // simulated clock calls it once per burst); returning false stops the sweep before any run.
+  std::function<bool(const std::string& strategy, std::size_t done, std::size_t total)> probe_progress;
   std::function<void(SweepRun& run, std::size_t requests)> run_started;
   // After each finished request (one thread at a time); returning false stops the sweep.
   std::function<bool(const SweepRun&, const RequestRecord&, std::size_t done, std::size_t total)> request_finished;
@@ -49,7 +52,7 @@ SweepWorkload sweep_workload(const SweepConfig& config, const std::vector<std::s
 // with the error inside): prompts and outputs within its context, a trace's ids within its vocabulary.
 void check_sweep_workload(const SweepConfig& config, const ModelSpec& spec, const std::vector<WorkloadRequest>& trace);
 
-// Ok when every run finished, Cancelled when a request_finished event stopped it, Failed with what
+// Ok when every run finished, Cancelled when a request_finished or probe_progress event stopped it, Failed with what
 // the strategies throw (BudgetError for a budget a strategy cannot fit) or the subscribers throw.
 // `shared`: one-partition strategies run on this engine (the workbench's), so its other requests
 // join their batches.

@@ -58,8 +58,10 @@ Outcome<> simulate_sweep(const SweepConfig& config, const SimFamily& family, con
         const auto partitions = simulated_deployment(sc, family.shapes, family.names, device, config.host_memory);
         const auto burst =
             burst_workload(config, targets, spec.vocab_size, burst_size(*config.saturation, sc.scheduler.max_sequences, partitions.size()));
-        probes.push_back(saturation_probe(std::string(strategy_name(sc.kind)),
-                                          simulate_workload(family.shapes, device, partitions, family.names, burst, config.workload.seed, concentration)));
+        const std::string name(strategy_name(sc.kind));
+        const auto records = simulate_workload(family.shapes, device, partitions, family.names, burst, config.workload.seed, concentration);
+        if (events.probe_progress && !events.probe_progress(name, records.size(), records.size())) return Cancelled{};
+        probes.push_back(saturation_probe(name, records));
       }
       rates = saturation_sweep_rates(*config.saturation, config.workload.duration_seconds, probes);
       saturation = saturation_json(probes);

@@ -19,6 +19,7 @@ SweepEvents recording(Recorder& recorder, SweepEvents next, std::function<void(c
   };
   SweepEvents e;
   e.rates_chosen = next.rates_chosen;  // recorded with each run's config
+  e.probe_progress = next.probe_progress;  // a burst records nothing of its own
   e.run_started = [&recorder, next, record](SweepRun& run, std::size_t requests) {
     record([&] { run.run_id = recorder.begin_run(run.strategy, run.config_json); });
     if (next.run_started) next.run_started(run, requests);

@@ -520,6 +520,11 @@ void EngineHost::startServing(const QString& sweepJson, const QString& database)
           Q_EMIT servingRatesChosen(tr("Rates from saturation (req/s): %1; measured %2; each strategy stops at twice its own.")
                                         .arg(chosen.join(QStringLiteral(", ")), measured.join(QStringLiteral(", "))));
         };
+        events.probe_progress = [&](const std::string& strategy, std::size_t done, std::size_t total) {
+          if (done == total || done % std::max<std::size_t>(1, total / 50) == 0)  // a burst holds up to 4096
+            Q_EMIT servingProbeProgress(qs(strategy), static_cast<int>(done), static_cast<int>(total));
+          return !stop_serving_.load();
+        };
         events.run_started = [&](SweepRun& r, std::size_t requests) {
           Q_EMIT servingRunStarted(qs(r.strategy), r.rate, r.run_id, static_cast<int>(requests));
         };

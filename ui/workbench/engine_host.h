@@ -88,6 +88,8 @@ class EngineHost : public QObject {
   void servingRunStarted(const QString& strategy, double rate, qint64 runId, int requests);
   // Rates from saturation: each strategy's measured rate and the rates chosen, in a sentence.
   void servingRatesChosen(const QString& summary);
+  // A strategy's saturation burst, before the runs: `done` of its `total` requests finished.
+  void servingProbeProgress(const QString& strategy, int done, int total);
   void servedRequest(const mosaic::ui::ServedPoint& point);
   void servingFinished(const QString& summary, const QString& database);
   void reportDataReady(const mosaic::ReportData& data, const QString& dir);

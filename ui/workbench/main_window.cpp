@@ -139,6 +139,7 @@ MainWindow::MainWindow(QWidget* parent)
   connect(serving_, &ServingPanel::stopRequested, engine_, &EngineHost::stopServing);
   connect(engine_, &EngineHost::servingRunStarted, serving_, &ServingPanel::runStarted);
   connect(engine_, &EngineHost::servingRatesChosen, serving_, &ServingPanel::ratesChosen);
+  connect(engine_, &EngineHost::servingProbeProgress, serving_, &ServingPanel::probeProgress);
   connect(engine_, &EngineHost::servedRequest, serving_, &ServingPanel::addPoint);
   connect(engine_, &EngineHost::servingFinished, serving_, &ServingPanel::finished);
   connect(engine_, &EngineHost::servingFailed, serving_, &ServingPanel::showError);

@@ -381,6 +381,10 @@ void ServingPanel::ratesChosen(const QString& summary) {
   status_->setText(summary);
 }
 
+void ServingPanel::probeProgress(const QString& strategy, int done, int total) {
+  status_->setText(tr("Measuring %1's saturation rate: a burst of %2 requests, %3 finished").arg(strategy).arg(total).arg(done));
+}
+
 void ServingPanel::runStarted(const QString& strategy, double rate, qint64 runId, int requests) {
   beginRun(tr("%1 @ %2 req/s").arg(strategy).arg(rate));
   status_->setText(tr("Run %1: %2, %3 requests").arg(runId).arg(run_label_).arg(requests) +

@@ -67,6 +67,8 @@ class ServingPanel : public QWidget {
   void followLayout(const mosaic::ui::LayoutInfo& layout);
   // A sweep whose rates come from saturation: what was measured and chosen, shown while it runs.
   void ratesChosen(const QString& summary);
+  // A strategy's saturation burst under way (Stop ends the sweep there too).
+  void probeProgress(const QString& strategy, int done, int total);
   void runStarted(const QString& strategy, double rate, qint64 runId, int requests);
   void addPoint(const mosaic::ui::ServedPoint& point);
   void finished(const QString& summary, const QString& database);
