@@ -29,16 +29,15 @@ std::uint64_t physical_memory_bytes() {
   return static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
+const char* mosaic_version() { return MOSAIC_VERSION; }
+
 std::string build_description() {
-#ifndef MOSAIC_VERSION
-#define MOSAIC_VERSION "dev"
-#endif
 #ifdef NDEBUG
   const char* mode = "optimized";
 #else
   const char* mode = "debug";
 #endif
-  return std::string("Mosaic ") + MOSAIC_VERSION + ", compiler " + __VERSION__ + ", " + mode;
+  return std::string("Mosaic ") + mosaic_version() + ", compiler " + __VERSION__ + ", " + mode;
 }
 
 std::string utc_timestamp() {

@@ -11,6 +11,7 @@
 #include "kernels/paged_attention.h"
 #include "kernels/transformer_ops.h"
 #include "model/weight_names.h"
+#include "runtime/cuda/cublas_library.h"
 #include "runtime/cuda/cuda_probe.h"
 
 namespace mosaic::cuda {
@@ -95,8 +96,8 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
   MOSAIC_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
   MOSAIC_CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
   MOSAIC_CUDA_CHECK(cudaEventCreateWithFlags(&computed_, cudaEventDisableTiming));
-  MOSAIC_CUDA_CHECK(cublasCreate(&cublas_));
-  MOSAIC_CUDA_CHECK(cublasSetStream(cublas_, stream_));
+  MOSAIC_CUDA_CHECK(cublas().create(&cublas_));
+  MOSAIC_CUDA_CHECK(cublas().set_stream(cublas_, stream_));
   mirror_ = PinnedMirror::of(store);
   inv_freq_ = inverse_frequencies(s);
 
@@ -126,7 +127,7 @@ CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamSynchronize(stream_);
   if (copy_) cudaStreamSynchronize(copy_);
   for (Graph& g : graphs_) cudaGraphExecDestroy(g.exec);
-  if (cublas_) cublasDestroy(cublas_);
+  if (cublas_) cublas().destroy(cublas_);
   if (copied_) cudaEventDestroy(copied_);
   if (computed_) cudaEventDestroy(computed_);
   if (stream_) cudaStreamDestroy(stream_);
@@ -293,7 +294,7 @@ void CudaBackend::linear(const float* x, std::int64_t n, std::int64_t in, const 
   // Many rows: compute-bound, so cuBLAS on bf16 copies of the activations (fp32 accumulation).
   MOSAIC_CUDA_CHECK(kernels::float_to_bf16_cuda(x, n * in, work_.narrow, stream_));
   const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-  MOSAIC_CUDA_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out), static_cast<int>(n),
+  MOSAIC_CUDA_CHECK(cublas().gemm_ex(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out), static_cast<int>(n),
                                  static_cast<int>(in), &alpha, w, CUDA_R_16BF, static_cast<int>(in), work_.narrow,
                                  CUDA_R_16BF, static_cast<int>(in), &beta, y, CUDA_R_32F, static_cast<int>(out),
                                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));

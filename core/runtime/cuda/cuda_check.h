@@ -14,9 +14,7 @@ inline void check(cudaError_t e, const char* statement, const char* file, int li
 }
 // Kernel launchers in kernels/ return the launch's cudaError_t as an int.
 inline void check(int e, const char* statement, const char* file, int line) { check(static_cast<cudaError_t>(e), statement, file, line); }
-inline void check(cublasStatus_t s, const char* statement, const char* file, int line) {
-  if (s != CUBLAS_STATUS_SUCCESS) fail("cuBLAS", static_cast<int>(s), cublasGetStatusString(s), statement, file, line);
-}
+void check(cublasStatus_t s, const char* statement, const char* file, int line);
 void check(CUresult r, const char* statement, const char* file, int line);
 
 }  // namespace mosaic::cuda

@@ -12,6 +12,7 @@
 #include "kernels/moe_experts.h"
 #include "kernels/router_topk.h"
 #include "kernels/transformer_ops.h"
+#include "runtime/cuda/cublas_library.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/grouped_plan.h"
 
@@ -179,12 +180,12 @@ void CudaBackend::route_on_host(std::int64_t layer, const StepInputs& in, MoeSta
       const bf16_t* wt = slot_weights(layer, g.slot);
       float* gu = w.act + static_cast<std::int64_t>(g.begin) * 2 * I;  // [n, 2I], then [n, I] of activations in place
       MOSAIC_CUDA_CHECK(kernels::gather_rows_bf16_cuda(w.h, static_cast<int>(H), w.groups.pair_at + g.begin, n, static_cast<int>(k), w.narrow, stream_));
-      MOSAIC_CUDA_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(2 * I), n, static_cast<int>(H), &alpha, wt, CUDA_R_16BF,
+      MOSAIC_CUDA_CHECK(cublas().gemm_ex(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(2 * I), n, static_cast<int>(H), &alpha, wt, CUDA_R_16BF,
                                      static_cast<int>(H), w.narrow, CUDA_R_16BF, static_cast<int>(H), &beta, gu, CUDA_R_32F,
                                      static_cast<int>(2 * I), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
       MOSAIC_CUDA_CHECK(kernels::silu_mul_cuda(gu, nullptr, n, static_cast<int>(I), w.mlp2, stream_));
       MOSAIC_CUDA_CHECK(kernels::float_to_bf16_cuda(w.mlp2, static_cast<std::int64_t>(n) * I, w.narrow, stream_));
-      MOSAIC_CUDA_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(H), n, static_cast<int>(I), &alpha, wt + 2 * I * H,
+      MOSAIC_CUDA_CHECK(cublas().gemm_ex(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(H), n, static_cast<int>(I), &alpha, wt + 2 * I * H,
                                      CUDA_R_16BF, static_cast<int>(I), w.narrow, CUDA_R_16BF, static_cast<int>(I), &beta,
                                      w.pair_out + static_cast<std::int64_t>(g.begin) * H, CUDA_R_32F, static_cast<int>(H),
                                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));

@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "kernels/read_probe.h"
 #include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/cublas_library.h"
 #include "runtime/cuda/device_buffer.h"
 
 namespace mosaic::cuda {
@@ -83,14 +84,14 @@ DeviceRates measure_rates() {
     MOSAIC_CUDA_CHECK(cudaMemset(a.get(), 0, a.bytes()));
     MOSAIC_CUDA_CHECK(cudaMemset(b.get(), 0, b.bytes()));
     cublasHandle_t h;
-    MOSAIC_CUDA_CHECK(cublasCreate(&h));
-    MOSAIC_CUDA_CHECK(cublasSetStream(h, s));
+    MOSAIC_CUDA_CHECK(cublas().create(&h));
+    MOSAIC_CUDA_CHECK(cublas().set_stream(h, s));
     const float one = 1, zero = 0;
     r.bf16_flops = 2.0 * n * double(n) * n / best_time(s, 5, [&] {
-      MOSAIC_CUDA_CHECK(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, a.get(), CUDA_R_16BF, n, b.get(), CUDA_R_16BF, n,
+      MOSAIC_CUDA_CHECK(cublas().gemm_ex(h, CUBLAS_OP_T, CUBLAS_OP_N, n, n, n, &one, a.get(), CUDA_R_16BF, n, b.get(), CUDA_R_16BF, n,
                                      &zero, c.get(), CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     });
-    cublasDestroy(h);
+    cublas().destroy(h);
   }
   cudaStreamDestroy(s);
   return r;
