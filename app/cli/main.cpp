@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/machine.h"
 #include "cli/commands.h"
 #include "common/edit_distance.h"
 #include "common/error.h"
@@ -33,7 +34,7 @@ int unknown_command(const CLI::App& app, const std::string& name) {
 int main(int argc, char** argv) {
   CLI::App app{"mosaic-cli — serve and study fine-tuned variants of one MoE model"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("mosaic-cli ") + MOSAIC_VERSION);
+  app.set_version_flag("--version", std::string("mosaic-cli ") + mosaic::mosaic_version());
   mosaic::cli::add_inspect_command(app);
   mosaic::cli::add_generate_command(app);
   mosaic::cli::add_serve_command(app);

@@ -1,5 +1,6 @@
 // mosaic: the workbench. Opens a session file, or a family (variant folders, or a folder of them);
-// by default the sample family's session from sample_configs/, with the chat ready.
+// by default the sample family's session from the shipped sample_configs/ (installed or in the
+// source tree: common/install_paths.h), with the chat ready.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QDir>
@@ -11,7 +12,10 @@
 #include <optional>
 #include <string>
 
+#include "common/install_paths.h"
+#include "common/machine.h"
 #include "runtime/threads.h"
+#include "workbench/engine_host.h"
 #include "workbench/main_window.h"
 #include "workbench/serving_panel.h"
 
@@ -50,7 +54,7 @@ int main(int argc, char** argv) {
   const std::optional<std::string> session_arg = take_session(argc, argv);
   if (session_arg && !std::filesystem::is_regular_file(*session_arg)) {
     std::fprintf(stderr, "error: %s: the session file does not exist (save one with File → Save session, or see "
-                         "sample_configs/sample-session.json)\n", session_arg->c_str());
+                         "sample_configs/sample-session.json, installed under /usr/share/mosaic)\n", session_arg->c_str());
     return 2;
   }
   if (!has_display()) {
@@ -66,24 +70,57 @@ int main(int argc, char** argv) {
   QApplication app(argc, argv);
   QApplication::setOrganizationName(QStringLiteral("Mosaic"));
   QApplication::setApplicationName(QStringLiteral("Mosaic workbench"));
+  QApplication::setApplicationVersion(QString::fromLatin1(mosaic::mosaic_version()));
+  QApplication::setDesktopFileName(QStringLiteral("mosaic"));
   QCommandLineParser parser;
   parser.setApplicationDescription(QStringLiteral("Serve many fine-tuned variants of one MoE model, and see how."));
   parser.addHelpOption();
-  parser.addPositionalArgument(QStringLiteral("folders"), QStringLiteral("variant folders, or a family folder"));
+  parser.addVersionOption();
+  parser.addPositionalArgument(QStringLiteral("folders"), QStringLiteral("variant folders, a family folder, or a session file"));
   // Only for --help: the option itself was taken out of the arguments already (take_session).
   parser.addOption(QCommandLineOption(QStringLiteral("session"), QStringLiteral("open a session file (mosaic.session/1)"), QStringLiteral("file")));
+  const QCommandLineOption quitAfterLoad(QStringLiteral("quit-after-load"),
+                                         QStringLiteral("exit once the family has opened (status 0) or failed to (status 1): a smoke test"));
+  parser.addOption(quitAfterLoad);
   parser.process(app);
-  const QStringList dirs = parser.positionalArguments();
+  QString sessionFileArg;
+  QStringList dirs = parser.positionalArguments();
+  // A file where folders go is a session (a desktop's "Open with Mosaic" passes files as arguments).
+  if (!session_arg && dirs.size() == 1 && QFileInfo(dirs.front()).isFile()) sessionFileArg = dirs.takeFirst();
   // Nothing named: the sample family's ready session (chat on the bible variant).
-  QString sessionFile = session_arg ? QString::fromStdString(*session_arg) : QString();
-  if (sessionFile.isEmpty() && dirs.isEmpty() && QFileInfo::exists(QStringLiteral(MOSAIC_SAMPLE_SESSION))) sessionFile = QStringLiteral(MOSAIC_SAMPLE_SESSION);
+  const std::filesystem::path shipped = mosaic::shipped_data_dir();
+  const QString samples = QString::fromStdString((shipped / "sample_configs").string());
+  const QString sampleSession = samples + QStringLiteral("/sample-session.json");
+  QString sessionFile = session_arg ? QString::fromStdString(*session_arg) : sessionFileArg;
+  if (sessionFile.isEmpty() && dirs.isEmpty() && !shipped.empty() && QFileInfo::exists(sampleSession)) sessionFile = sampleSession;
   mosaic::configure_threads(0);
   mosaic::ui::MainWindow window;  // sized to fit the screen, or where it was left
-  // The simulated clock's device profiles: those shipped beside the sample session.
-  window.servingPanel()->setDeviceProfileDir(QFileInfo(QStringLiteral(MOSAIC_SAMPLE_SESSION)).absolutePath() + QStringLiteral("/devices"));
-  window.servingPanel()->setRoutingModelDir(QFileInfo(QStringLiteral(MOSAIC_SAMPLE_SESSION)).absolutePath() + QStringLiteral("/routing"));
+  // The simulated clock's device profiles and routing models: those shipped beside the sample session.
+  if (!shipped.empty()) {
+    window.servingPanel()->setDeviceProfileDir(samples + QStringLiteral("/devices"));
+    window.servingPanel()->setRoutingModelDir(samples + QStringLiteral("/routing"));
+  }
+  if (parser.isSet(quitAfterLoad)) {
+    if (sessionFile.isEmpty() && dirs.isEmpty()) {
+      std::fprintf(stderr, "mosaic: nothing to open: no session or folders given, and no sample session was found "
+                           "(set MOSAIC_DATA_DIR to the folder holding sample_configs/)\n");
+      return 1;
+    }
+    // What was opened and from where: the package's test checks it came from the installed tree.
+    const QString from = sessionFile.isEmpty() ? dirs.join(QStringLiteral(" ")) : QFileInfo(sessionFile).absoluteFilePath();
+    QObject::connect(window.engine(), &mosaic::ui::EngineHost::familyOpened, &app, [from](const mosaic::ui::FamilyInfo& f) {
+      std::printf("mosaic: opened %lld variants from %s\n", static_cast<long long>(f.variants.size()), qPrintable(from));
+      QCoreApplication::exit(0);
+    });
+    QObject::connect(window.engine(), &mosaic::ui::EngineHost::familyFailed, &app, [](const QString& message) {
+      std::fprintf(stderr, "mosaic: %s\n", qPrintable(message));
+      QCoreApplication::exit(1);
+    });
+  }
   window.show();
-  if (!sessionFile.isEmpty()) window.openSession(sessionFile);
+  bool opening = true;
+  if (!sessionFile.isEmpty()) opening = window.openSession(sessionFile);
   else if (!dirs.isEmpty()) window.openFamily(dirs);
+  if (!opening && parser.isSet(quitAfterLoad)) return 1;  // the session file itself was refused (shown in the window)
   return app.exec();
 }

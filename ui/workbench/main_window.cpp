@@ -13,10 +13,12 @@
 #include <QScrollArea>
 #include <QSpinBox>
 #include <QDoubleSpinBox>
+#include <QMessageBox>
 #include <QSettings>
 #include <QStatusBar>
 #include <QTabWidget>
 
+#include "common/machine.h"
 #include "model/variant_folders.h"
 
 #include "serving/session_file.h"
@@ -93,6 +95,13 @@ MainWindow::MainWindow(QWidget* parent)
   view->addAction(usageDock->toggleViewAction());
   view->addAction(servingDock->toggleViewAction());
   view->addAction(runsDock->toggleViewAction());
+  QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("&About Mosaic"), this, [this] {
+    QMessageBox::about(this, tr("About Mosaic"),
+                       tr("<h3>Mosaic %1</h3><p>Serve many fine-tuned variants of one Mixture-of-Experts model on one GPU, "
+                          "and see how.</p><p>%2</p>")
+                           .arg(QString::fromLatin1(mosaic_version()), QString::fromStdString(build_description()).toHtmlEscaped()));
+  });
 
   connect(family_, &FamilyPanel::openRequested, this, &MainWindow::openFamily);
   connect(family_, &FamilyPanel::cancelRequested, engine_, &EngineHost::cancelOpen);
@@ -227,7 +236,7 @@ void MainWindow::openFamily(const QStringList& dirs) {
   engine_->openFamily(variants, budget, layout_->policy(), layout_->reserve());
 }
 
-void MainWindow::openSession(const QString& file) {
+bool MainWindow::openSession(const QString& file) {
   try {
     const SessionFile session = load_session_file(file.toStdString());
     QStringList dirs;
@@ -243,8 +252,10 @@ void MainWindow::openSession(const QString& file) {
     engine_->openFamily(dirs, session.budget_bytes ? static_cast<qint64>(*session.budget_bytes) : 0, QString::fromStdString(session.policy),
                         layout_->reserve(), shares);
     if (!session.layout.empty()) engine_->importLayout(QString::fromStdString(session.layout.string()));  // runs after the open
+    return true;
   } catch (const std::exception& e) {
     family_->showError(tr("Open session"), QString::fromUtf8(e.what()));
+    return false;
   }
 }
 

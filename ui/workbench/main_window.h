@@ -25,8 +25,9 @@ class MainWindow : public QMainWindow {
   // Variant folders, or family folders whose subfolders holding config.json are the variants.
   void openFamily(const QStringList& dirs);
   static QStringList expandFamilyFolders(const QStringList& dirs);
-  // A mosaic.session/1 file: reopens its family, budget or layout, serving settings and chat.
-  void openSession(const QString& file);
+  // A mosaic.session/1 file: reopens its family, budget or layout, serving settings and chat. False
+  // when the file itself is refused (said in the family panel); the family's own open reports later.
+  bool openSession(const QString& file);
   bool saveSession(const QString& file);
 
   EngineHost* engine() const { return engine_; }
