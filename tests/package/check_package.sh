@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The Debian package as a user gets it: built from this build folder, unpacked with dpkg-deb -x into
+# a temporary root and run from there with a bare environment, from a folder outside the source
+# tree, so its programs must find their samples from their own install prefix. Then the package's
+# metadata through Debian's validators: desktop-file-validate, appstreamcli, lintian (no errors;
+# its warnings are printed).
+#   check_package.sh BUILD_DIR VERSION
+set -euo pipefail
+build=$1 version=$2
+fail() { echo "FAIL: $*" >&2; exit 1; }
+for tool in dpkg-deb desktop-file-validate appstreamcli lintian; do
+  command -v "$tool" >/dev/null || fail "$tool is missing: run installer/setup-debian.sh"
+done
+
+cmake --build "$build" --target package >/dev/null 2>&1 || fail "the package target failed: cmake --build $build --target package"
+deb="$build/mosaic_${version}_amd64.deb"
+[[ -f $deb ]] || fail "the package target wrote no $deb"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+root="$work/root"
+dpkg-deb -x "$deb" "$root"
+share="$root/usr/share/mosaic"
+mkdir -p "$work/home" "$work/cwd"
+cd "$work/cwd"
+# As a user would run it: only the package's bin on PATH besides the system's, nothing of ours set.
+run() { env -i HOME="$work/home" PATH="$root/usr/bin:/usr/bin:/bin" QT_QPA_PLATFORM=offscreen LANG=C.UTF-8 "$@"; }
+
+out=$(run mosaic-cli --version) || fail "mosaic-cli --version failed"
+[[ $out == "mosaic-cli $version" ]] || fail "mosaic-cli --version said '$out', not 'mosaic-cli $version'"
+out=$(run mosaic --version) || fail "mosaic --version failed"
+[[ $out == *"$version"* ]] || fail "mosaic --version said '$out'"
+
+out=$(run mosaic-cli inspect "$share/resources/sample-family/base") || fail "inspect of the installed sample family failed"
+grep -q "experts" <<<"$out" || fail "inspect printed no experts: $out"
+out=$(run mosaic-cli generate --model "$share/resources/sample-family/bible" --prompt "In the beginning" --max-new 4) ||
+  fail "generate on the installed sample family failed: $out"
+[[ -n $out ]] || fail "generate printed nothing"
+
+# No arguments: the installed sample session, found from the program's own prefix.
+out=$(run timeout 300 mosaic --quit-after-load 2>&1) || fail "mosaic --quit-after-load failed: $out"
+grep -q "opened 9 variants from $share/sample_configs/sample-session.json" <<<"$out" ||
+  fail "mosaic did not open the installed sample session: $out"
+
+# Man pages name every subcommand; the bash completion offers them.
+commands=$(run mosaic-cli --help | awk '/^Subcommands:/{on=1; next} on && /^  [a-z]/{print $1}')
+[[ -n $commands ]] || fail "mosaic-cli --help lists no subcommands"
+page=$(zcat "$root/usr/share/man/man1/mosaic-cli.1.gz" | sed 's/\\-/-/g')  # roff escapes its hyphens
+for c in $commands; do grep -q -- "$c" <<<"$page" || fail "the mosaic-cli man page does not mention '$c'"; done
+completed=$(bash -c 'source "$1"; COMP_WORDS=(mosaic-cli ""); COMP_CWORD=1; _mosaic_cli; echo "${COMPREPLY[*]}"' _ \
+  "$root/usr/share/bash-completion/completions/mosaic-cli")
+for c in $commands; do grep -qw -- "$c" <<<"$completed" || fail "bash completion does not offer '$c'"; done
+
+desktop-file-validate "$root/usr/share/applications/mosaic.desktop" || fail "desktop-file-validate"
+appstreamcli validate --no-net "$root/usr/share/metainfo/io.github.mosaic_moe.Mosaic.metainfo.xml" || fail "appstreamcli validate"
+tags=$(lintian --tag-display-limit 0 "$deb" 2>&1 | grep -E '^[EW]: ' || true)
+[[ -n $tags ]] && echo "$tags"
+grep -q '^E: ' <<<"$tags" && fail "lintian reports errors"
+echo "package $(basename "$deb"): $(du -h "$deb" | cut -f1), installs and runs from $root; validators clean"
