@@ -25,8 +25,9 @@ packages=(
   clang-14 libclang-rt-14-dev libfuzzer-14-dev
   # headless GUI tests and screenshots; the report's font, and reading its PDF back in tests
   xvfb xauth fonts-dejavu-core poppler-utils
-  # the Debian package's test: its desktop entry, AppStream metainfo and lintian's verdict
-  desktop-file-utils appstream lintian
+  # the Debian package: `file` (CPack finds the binaries for dpkg-shlibdeps with it), and for its
+  # test the desktop entry's, AppStream metainfo's and lintian's checkers
+  file desktop-file-utils appstream lintian
 )
 
 # The server's client tests run the official `openai` npm package under Node: Debian's nodejs and npm,
