@@ -139,7 +139,7 @@ class TestReport : public QObject {
     // The setup that was run: family, capacity, batching, clock and durations.
     for (const char* part : {"3 variants served together: base, ft1, ft2", "consolidated (9 experts resident)", "one request at a time",
                              "Clock", "real", "3 s asked", "Figure 1.", "Figure 4.", "Table 3.", "Table 4.",
-                             "Multi-MoE Table 1", "resident"})
+                             "Multi-MoE Table 1", "2 resident"})
       QVERIFY2(page.contains(QString::fromUtf8(part)), part);
     // Column widths fit their cells: no word is cut across lines (in reading order a cut header cell
     // reads "strate" then "gy" on the next line).

@@ -57,6 +57,10 @@ int main(int argc, char** argv) {
                          "sample_configs/sample-session.json, installed under /usr/share/mosaic)\n", session_arg->c_str());
     return 2;
   }
+  // Asked only for its version or help: answered without a display.
+  for (int i = 1; i < argc && !has_display(); ++i)
+    for (const char* flag : {"-v", "--version", "-h", "--help", "--help-all"})
+      if (std::string(argv[i]) == flag) qputenv("QT_QPA_PLATFORM", "offscreen");
   if (!has_display()) {
     std::fprintf(stderr,
                  "mosaic: no display (neither DISPLAY nor WAYLAND_DISPLAY is set).\n"
@@ -120,7 +124,10 @@ int main(int argc, char** argv) {
   window.show();
   bool opening = true;
   if (!sessionFile.isEmpty()) opening = window.openSession(sessionFile);
-  else if (!dirs.isEmpty()) window.openFamily(dirs);
-  if (!opening && parser.isSet(quitAfterLoad)) return 1;  // the session file itself was refused (shown in the window)
+  else if (!dirs.isEmpty()) opening = window.openFamily(dirs);
+  if (!opening && parser.isSet(quitAfterLoad)) {  // refused before the engine saw it (also shown in the window)
+    std::fprintf(stderr, "mosaic: %s could not be opened\n", qPrintable(sessionFile.isEmpty() ? dirs.join(QStringLiteral(" ")) : sessionFile));
+    return 1;
+  }
   return app.exec();
 }

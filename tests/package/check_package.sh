@@ -12,11 +12,15 @@ for tool in dpkg-deb desktop-file-validate appstreamcli lintian; do
   command -v "$tool" >/dev/null || fail "$tool is missing: run installer/setup-debian.sh"
 done
 
-cmake --build "$build" --target package >/dev/null 2>&1 || fail "the package target failed: cmake --build $build --target package"
+# Resolved: the programs report their own path resolved too (/proc/self/exe).
+work=$(cd "$(mktemp -d)" && pwd -P)
+trap 'rm -rf "$work"' EXIT
+if ! cmake --build "$build" --target package >"$work/package.log" 2>&1; then
+  tail -n 40 "$work/package.log" >&2
+  fail "the package target failed: cmake --build $build --target package"
+fi
 deb="$build/mosaic_${version}_amd64.deb"
 [[ -f $deb ]] || fail "the package target wrote no $deb"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 root="$work/root"
 dpkg-deb -x "$deb" "$root"
 share="$root/usr/share/mosaic"
@@ -52,7 +56,11 @@ for c in $commands; do grep -qw -- "$c" <<<"$completed" || fail "bash completion
 
 desktop-file-validate "$root/usr/share/applications/mosaic.desktop" || fail "desktop-file-validate"
 appstreamcli validate --no-net "$root/usr/share/metainfo/io.github.mosaic_moe.Mosaic.metainfo.xml" || fail "appstreamcli validate"
-tags=$(lintian --tag-display-limit 0 "$deb" 2>&1 | grep -E '^[EW]: ' || true)
+# lintian exits 1 when it reports errors, anything else but 0 when it could not check at all.
+status=0
+lintian --tag-display-limit 0 "$deb" >"$work/lintian.log" 2>&1 || status=$?
+((status <= 1)) || { cat "$work/lintian.log" >&2; fail "lintian could not check the package (status $status)"; }
+tags=$(grep -E '^[EW]: ' "$work/lintian.log" || true)
 [[ -n $tags ]] && echo "$tags"
 grep -q '^E: ' <<<"$tags" && fail "lintian reports errors"
 echo "package $(basename "$deb"): $(du -h "$deb" | cut -f1), installs and runs from $root; validators clean"

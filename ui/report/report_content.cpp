@@ -169,7 +169,7 @@ ReportTable layer_latency_table(const ReportData& d) {
     table.caption += QStringLiteral(" No step of these runs ran a request alone (every step batched several tokens), or their backend "
                                     "does not time its layers (CUDA).");
   for (std::size_t h = 0; h < columns; ++h) {
-    table.header << QStringLiteral("%1 of %2 resident").arg(h).arg(columns - 1);
+    table.header << (h == 1 ? QStringLiteral("1 resident") : QStringLiteral("%1 resident").arg(h));  // of the top-k: k is no run's field
     table.left << false;
   }
   for (const std::string& s : d.strategies) {

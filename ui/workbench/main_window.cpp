@@ -224,16 +224,17 @@ QStringList MainWindow::expandFamilyFolders(const QStringList& dirs) {
   return out;
 }
 
-void MainWindow::openFamily(const QStringList& dirs) {
+bool MainWindow::openFamily(const QStringList& dirs) {
   const QStringList variants = expandFamilyFolders(dirs);
   if (variants.isEmpty()) {
     family_->showError(tr("Open family"), tr("no folder holding a config.json among: %1").arg(dirs.join(QStringLiteral(", "))));
-    return;
+    return false;
   }
   opening_ = variants;
   opening_title_ = tr("Mosaic workbench");
   const qint64 budget = QSettings().value(budgetKey(variants), 0).toLongLong();  // 0: the engine's default
   engine_->openFamily(variants, budget, layout_->policy(), layout_->reserve());
+  return true;
 }
 
 bool MainWindow::openSession(const QString& file) {

@@ -22,8 +22,9 @@ class MainWindow : public QMainWindow {
   explicit MainWindow(QWidget* parent = nullptr);
   ~MainWindow() override;
 
-  // Variant folders, or family folders whose subfolders holding config.json are the variants.
-  void openFamily(const QStringList& dirs);
+  // Variant folders, or family folders whose subfolders holding config.json are the variants. False
+  // when none holds a variant (said in the family panel); the engine's open reports later.
+  bool openFamily(const QStringList& dirs);
   static QStringList expandFamilyFolders(const QStringList& dirs);
   // A mosaic.session/1 file: reopens its family, budget or layout, serving settings and chat. False
   // when the file itself is refused (said in the family panel); the family's own open reports later.

@@ -4,6 +4,9 @@
 // on Debian's libraries (Debian has no cuBLAS 13). Call through cublas().
 #include <cublas_v2.h>
 
+#include <optional>
+#include <string>
+
 namespace mosaic::cuda {
 
 struct CublasLibrary {
@@ -17,7 +20,9 @@ struct CublasLibrary {
   decltype(&cublasGetStatusString) status_string = nullptr;
 };
 
-// Opened once. Throws DeviceError naming the library file looked for and what to install.
+// Opened once. Why it cannot be used (the loader's words and what to install); nullopt when it can.
+std::optional<std::string> cublas_unavailable();
+// Throws DeviceError naming the library file looked for and what to install.
 const CublasLibrary& cublas();
 
 }  // namespace mosaic::cuda

@@ -19,7 +19,7 @@ std::optional<std::string> unavailable() {
   if (e != cudaSuccess) return std::string("no CUDA GPU can be used here (") + cudaGetErrorString(e) + ")";
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) return "no CUDA GPU was found";
-  return std::nullopt;
+  return cublas_unavailable();  // before anything is allocated on the device
 }
 
 std::optional<std::uint64_t> memory_bytes() {
