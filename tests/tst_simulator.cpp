@@ -235,11 +235,7 @@ class TestSimulator : public QObject {
       for (const auto& r : records)
         for (const LayerCounts& c : r.stats.counters.layers) {
           if (c.alone.size() > t.size()) return std::vector<LayerTime>{};  // more hits than top-k: wrong
-          for (std::size_t h = 0; h < c.alone.size(); ++h) {
-            t[h].steps += c.alone[h].steps;
-            t[h].attention_seconds += c.alone[h].attention_seconds;
-            t[h].expert_seconds += c.alone[h].expert_seconds;
-          }
+          add_times(t, c.alone);
         }
       return t;
     };

@@ -350,12 +350,7 @@ void add_bench_runtime_command(CLI::App& app) {
           for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<std::int64_t>(31 * i + 7 * rep) % one.vocab_size;
           const auto handle = engine.submit({one_store.name(0), {.prompt = prompt, .max_new_tokens = 256}});
           const RequestResult& r = handle->wait();
-          for (const LayerCounts& c : r.stats.counters.layers)
-            for (std::size_t h = 0; h < c.alone.size() && h < out.size(); ++h) {
-              out[h].steps += c.alone[h].steps;
-              out[h].attention_seconds += c.alone[h].attention_seconds;
-              out[h].expert_seconds += c.alone[h].expert_seconds;
-            }
+          for (const LayerCounts& c : r.stats.counters.layers) add_times(out, c.alone);
         }
         return out;
       };

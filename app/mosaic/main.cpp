@@ -104,14 +104,14 @@ int main(int argc, char** argv) {
     window.servingPanel()->setDeviceProfileDir(samples + QStringLiteral("/devices"));
     window.servingPanel()->setRoutingModelDir(samples + QStringLiteral("/routing"));
   }
+  // What is opened and from where: --quit-after-load says it (the package's test checks the installed tree).
+  const QString from = sessionFile.isEmpty() ? dirs.join(QStringLiteral(" ")) : QFileInfo(sessionFile).absoluteFilePath();
   if (parser.isSet(quitAfterLoad)) {
     if (sessionFile.isEmpty() && dirs.isEmpty()) {
       std::fprintf(stderr, "mosaic: nothing to open: no session or folders given, and no sample session was found "
                            "(set MOSAIC_DATA_DIR to the folder holding sample_configs/)\n");
       return 1;
     }
-    // What was opened and from where: the package's test checks it came from the installed tree.
-    const QString from = sessionFile.isEmpty() ? dirs.join(QStringLiteral(" ")) : QFileInfo(sessionFile).absoluteFilePath();
     QObject::connect(window.engine(), &mosaic::ui::EngineHost::familyOpened, &app, [from](const mosaic::ui::FamilyInfo& f) {
       std::printf("mosaic: opened %lld variants from %s\n", static_cast<long long>(f.variants.size()), qPrintable(from));
       QCoreApplication::exit(0);
@@ -126,7 +126,7 @@ int main(int argc, char** argv) {
   if (!sessionFile.isEmpty()) opening = window.openSession(sessionFile);
   else if (!dirs.isEmpty()) opening = window.openFamily(dirs);
   if (!opening && parser.isSet(quitAfterLoad)) {  // refused before the engine saw it (also shown in the window)
-    std::fprintf(stderr, "mosaic: %s could not be opened\n", qPrintable(sessionFile.isEmpty() ? dirs.join(QStringLiteral(" ")) : sessionFile));
+    std::fprintf(stderr, "mosaic: %s could not be opened\n", qPrintable(from));
     return 1;
   }
   return app.exec();

@@ -8,21 +8,26 @@ LayerCounts& LayerCounts::operator+=(const LayerCounts& o) {
   loads += o.loads;
   load_bytes += o.load_bytes;
   load_seconds += o.load_seconds;
-  if (alone.size() < o.alone.size()) alone.resize(o.alone.size());
-  for (std::size_t h = 0; h < o.alone.size(); ++h) {
-    alone[h].steps += o.alone[h].steps;
-    alone[h].attention_seconds += o.alone[h].attention_seconds;
-    alone[h].expert_seconds += o.alone[h].expert_seconds;
-  }
+  add_times(alone, o.alone);
   return *this;
+}
+
+LayerTime& LayerTime::operator+=(const LayerTime& o) {
+  steps += o.steps;
+  attention_seconds += o.attention_seconds;
+  expert_seconds += o.expert_seconds;
+  return *this;
+}
+
+void add_times(std::vector<LayerTime>& into, const std::vector<LayerTime>& from) {
+  if (into.size() < from.size()) into.resize(from.size());
+  for (std::size_t h = 0; h < from.size(); ++h) into[h] += from[h];
 }
 
 void LayerCounts::add_alone(std::int64_t hits_among_top_k, double attention_seconds, double expert_seconds) {
   const auto h = static_cast<std::size_t>(hits_among_top_k);
   if (alone.size() <= h) alone.resize(h + 1);
-  ++alone[h].steps;
-  alone[h].attention_seconds += attention_seconds;
-  alone[h].expert_seconds += expert_seconds;
+  alone[h] += LayerTime{1, attention_seconds, expert_seconds};
 }
 
 LayerCounts RuntimeCounters::total() const {

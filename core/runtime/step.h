@@ -14,7 +14,10 @@ namespace mosaic {
 struct LayerTime {
   std::int64_t steps = 0;
   double attention_seconds = 0, expert_seconds = 0;
+  LayerTime& operator+=(const LayerTime& o);
 };
+// Adds `from` to `into` hit count by hit count, growing `into` to as many hit counts as `from` has.
+void add_times(std::vector<LayerTime>& into, const std::vector<LayerTime>& from);
 
 // Per MoE layer: routed (token, expert) pairs served from a slot (hits) or not (misses), and the
 // expert loads the misses caused.

@@ -92,13 +92,7 @@ ReportData load_report_data(const Recorder& recorder, const std::vector<std::int
       for (std::size_t l = 0; l < c.layers.size(); ++l) {
         hits[l] += c.layers[l].hits;
         totals[l] += c.layers[l].hits + c.layers[l].misses;
-        const auto& times = c.layers[l].alone;
-        alone.resize(std::max(alone.size(), times.size()));
-        for (std::size_t h = 0; h < times.size(); ++h) {
-          alone[h].steps += times[h].steps;
-          alone[h].attention_seconds += times[h].attention_seconds;
-          alone[h].expert_seconds += times[h].expert_seconds;
-        }
+        add_times(alone, c.layers[l].alone);
       }
     }
     d.runs.push_back(std::move(run));

@@ -169,16 +169,13 @@ ReportTable layer_latency_table(const ReportData& d) {
     table.caption += QStringLiteral(" No step of these runs ran a request alone (every step batched several tokens), or their backend "
                                     "does not time its layers (CUDA).");
   for (std::size_t h = 0; h < columns; ++h) {
-    table.header << (h == 1 ? QStringLiteral("1 resident") : QStringLiteral("%1 resident").arg(h));  // of the top-k: k is no run's field
+    table.header << QStringLiteral("%1 resident").arg(h);  // of the top-k: k is no run's field
     table.left << false;
   }
   for (const std::string& s : d.strategies) {
     const auto& times = d.alone_layer_times.at(s);
     LayerTime all;
-    for (const LayerTime& t : times) {
-      all.steps += t.steps;
-      all.attention_seconds += t.attention_seconds;
-    }
+    for (const LayerTime& t : times) all += t;
     QStringList row{q(s), all.steps ? ms(all.attention_seconds / static_cast<double>(all.steps)) : QStringLiteral("–")};
     for (std::size_t h = 0; h < columns; ++h) {
       const bool some = h < times.size() && times[h].steps > 0;
