@@ -19,7 +19,7 @@ DeviceProfile parse_device_profile(const std::string& text, const std::string& f
   const auto j = parse_json(text, file, hint);
   if (!j.is_object()) throw FormatError(file, "", "is not a JSON object", hint);
   check_keys(j, {"schema", "name", "source", "h2d_pinned_gb_per_s", "h2d_pageable_gb_per_s", "memory_gb_per_s", "peak_tflops",
-                 "compute_dtype", "launch_us", "row_us", "sync_us"},
+                 "compute_dtype", "launch_us", "row_us", "sync_us", "copy_setup_us"},
              file, "", hint);
   check_schema(j, "mosaic.device/1", file);
   DeviceProfile p;
@@ -49,6 +49,7 @@ DeviceProfile parse_device_profile(const std::string& text, const std::string& f
   p.launch_seconds = number("launch_us", 1e-6, true);
   p.sync_seconds = number("sync_us", 1e-6, true);
   if (j.contains("row_us")) p.row_seconds = number("row_us", 1e-6, true);
+  if (j.contains("copy_setup_us")) p.copy_setup_seconds = number("copy_setup_us", 1e-6, true);
   const std::string dtype = j.contains("compute_dtype") ? text_of("compute_dtype", true) : "bf16";
   if (dtype != "bf16" && dtype != "fp32")
     throw FormatError(file, "field 'compute_dtype'", "is '" + dtype + "'; use bf16 (the CUDA backend) or fp32 (the CPU backend)", hint);
@@ -67,9 +68,11 @@ std::string device_profile_json(const DeviceProfile& p) {
                               {"compute_dtype", p.compute_bytes == 4 ? "fp32" : "bf16"},
                               {"launch_us", p.launch_seconds / 1e-6},
                               {"row_us", p.row_seconds / 1e-6},
-                              {"sync_us", p.sync_seconds / 1e-6}};
+                              {"sync_us", p.sync_seconds / 1e-6},
+                              {"copy_setup_us", p.copy_setup_seconds / 1e-6}};
   if (p.source.empty()) j.erase("source");
   if (p.row_seconds == 0) j.erase("row_us");
+  if (p.copy_setup_seconds == 0) j.erase("copy_setup_us");
   return j.dump(2) + "\n";
 }
 

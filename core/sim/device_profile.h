@@ -7,8 +7,10 @@
 //    "compute_dtype": "bf16" | "fp32",  what the backend holds weights in on the device
 //    "launch_us": n,              host overhead of one kernel (one LibTorch op on the CPU backend)
 //    "row_us": n,                 host overhead per token row per layer (routing, gathers; optional, 0)
-//    "sync_us": n}                the fixed host cost of one step (its synchronization, its setup);
-//                                 copies are priced at their measured rates, which include theirs
+//    "sync_us": n,                the fixed host cost of one step (its synchronization, its setup)
+//    "copy_setup_us": n}          the fixed cost of one host → device load (an expert, a non-expert
+//                                 set) whatever its size: its setup and synchronization (optional, 0).
+//                                 A MIG slice pays it whole; only the bytes share the link.
 // Profiles live in sample_configs/devices/; `mosaic-cli bench-device` measures one.
 #include <filesystem>
 #include <string>
@@ -23,6 +25,7 @@ struct DeviceProfile {
   std::size_t compute_bytes = 2;            // bytes per weight element as the device computes on it
   double launch_seconds = 0, sync_seconds = 0;
   double row_seconds = 0;  // per token row per layer
+  double copy_setup_seconds = 0;  // per host → device load
 };
 
 // Where the host keeps what the device copies: pinned memory reaches the profile's h2d_pinned rate,

@@ -53,8 +53,8 @@ void simulate_lane(const ModelShapes& m, const DeviceProfile& device, const SimP
   std::vector<Spares> spares(static_cast<std::size_t>(s.num_layers));
   SimRouter router(concentration, seed, s.num_experts, s.top_k);
   std::uint64_t tick = 0;
-  const double expert_load = copy_seconds(m.expert_bytes(), p.expert_bandwidth, p.copy_slowdown);
-  const double set_fill = copy_seconds(p.set_bytes, p.set_bandwidth, p.copy_slowdown);
+  const double expert_load = copy_seconds(m.expert_bytes(), p.expert_bandwidth, p.copy_slowdown, device.copy_setup_seconds);
+  const double set_fill = copy_seconds(p.set_bytes, p.set_bandwidth, p.copy_slowdown, device.copy_setup_seconds);
 
   std::size_t next = 0;
   double now = 0;

@@ -80,8 +80,8 @@ StepCost price_step(const ModelShapes& m, const DeviceProfile& d, const StepWork
   return cost;
 }
 
-double copy_seconds(std::uint64_t bytes, double bytes_per_second, double slowdown) {
-  return static_cast<double>(bytes) / bytes_per_second * slowdown;
+double copy_seconds(std::uint64_t bytes, double bytes_per_second, double slowdown, double setup_seconds) {
+  return setup_seconds + static_cast<double>(bytes) / bytes_per_second * slowdown;
 }
 
 }  // namespace mosaic

@@ -39,8 +39,10 @@ struct StepCost {
 
 StepCost price_step(const ModelShapes& shapes, const DeviceProfile& device, const StepWork& work);
 
-// One host → device copy of `bytes` at `bytes_per_second`, `slowdown` times slower (a MIG slice's
-// share of the link). Rates are measured copy to copy, so they include each copy's synchronization.
-double copy_seconds(std::uint64_t bytes, double bytes_per_second, double slowdown);
+// One host → device load of `bytes` at `bytes_per_second`, `slowdown` times slower (a MIG slice's
+// share of the link), plus the profile's fixed cost per load, which a slice pays whole: two slices
+// share the link's bytes, not each copy's setup (the Multi-MoE paper: 27.8 ms per expert on the
+// whole link, 51.3 ms on half of it, not 55.6).
+double copy_seconds(std::uint64_t bytes, double bytes_per_second, double slowdown, double setup_seconds);
 
 }  // namespace mosaic
