@@ -598,8 +598,9 @@ class TestCli : public QObject {
   }
 
   // routing (issue 20): a routing model measured on two held-out texts loads and says what it was
-  // measured on; stdout checks the fit at other prompt lengths; a text shorter than one prompt is
-  // refused naming the file, and nothing is written.
+  // measured on, neighbours sharing experts more often than uniform routing's; stdout checks the fit
+  // at other prompt lengths; a text shorter than one prompt is refused naming the file, and nothing
+  // is written. One fitted to a published overlap needs no weights; the two modes do not mix.
   void routingMeasuresAVariantsPrompts() {
     const fs::path family = fs::path(MOSAIC_RESOURCES) / "sample-family";
     const fs::path out = scratch("routing.json");
@@ -619,6 +620,30 @@ class TestCli : public QObject {
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains(QStringLiteral("tiny-prompts.txt")) && r.err.contains(QStringLiteral("fewer than a prompt")), qPrintable(r.err));
     QVERIFY(!fs::exists(scratch("never-routing.json")));
+    QVERIFY2(m.overlap > expected_overlap(0, 8, 2) && m.overlap < 1, qPrintable(QString::number(m.overlap)));
+
+    // Fitted to a published neighbour overlap alone: no checkpoint, no text.
+    const fs::path published = scratch("published-routing.json");
+    r = cli(args({"routing", "--overlap", "0.6", "--experts", "8", "--top-k", "2", "--source", "a paper's table", "--out"}) << path(published));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    const RoutingModel p = load_routing_model(published);
+    QCOMPARE(p.windows, std::int64_t(0));
+    QCOMPARE(p.overlap, 0.6);
+    QCOMPARE(p.source, std::string("a paper's table"));
+    QVERIFY(p.concentration > 0 && p.distinct < p.uniform_distinct);
+    QVERIFY2(std::abs(expected_overlap(p.concentration, 8, 2) - 0.6) < 0.01, qPrintable(QString::number(p.concentration)));
+    // Each mode alone: --overlap needs its shape and source, and measuring needs no --overlap.
+    const fs::path never = scratch("never-published.json");
+    r = cli(args({"routing", "--overlap", "0.6", "--experts", "8", "--source", "x", "--out"}) << path(never));
+    QVERIFY2(r.code != 0 && r.err.contains(QStringLiteral("--top-k")), qPrintable(r.err));
+    r = cli(args({"routing", "--overlap", "0.6", "--experts", "8", "--top-k", "2", "--source", "x", "--variant"})
+            << path(family / "base") << QStringLiteral("--out") << path(never));
+    QVERIFY2(r.code != 0 && r.err.contains(QStringLiteral("--variant")), qPrintable(r.err));
+    r = cli(args({"routing", "--overlap", "0.6", "--experts", "2", "--top-k", "3", "--source", "x", "--out"}) << path(never));
+    QVERIFY2(r.code == 2 && r.err.contains(QStringLiteral("--top-k")), qPrintable(r.err));
+    r = cli(args({"routing", "--out"}) << path(never));
+    QVERIFY2(r.code == 2 && r.err.contains(QStringLiteral("--overlap")), qPrintable(r.err));
+    QVERIFY(!fs::exists(never));
   }
 
   // A small sweep end to end: recorded runs and requests, a table on stdout; a bad config refused.

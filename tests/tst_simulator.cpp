@@ -468,6 +468,13 @@ class TestSimulator : public QObject {
       const double measured = measure_routing(*model, ids, tokens, 64).mean(), predicted = expected_distinct(a, tokens, 8, 2);
       QVERIFY2(std::abs(measured - predicted) < 0.3, qPrintable(QStringLiteral("%1 tokens: measured %2, model %3").arg(tokens).arg(measured).arg(predicted)));
     }
+    // Neighbours share an expert more often than uniform routing's 1 − C(6,2)/C(8,2), and more often
+    // than any two tokens of a prompt: a model fitted to the neighbours' overlap touches fewer experts
+    // than the router does (the bound a published overlap gives, sim/routing_model.h).
+    QCOMPARE(m.overlap.size(), std::size_t(4));
+    QVERIFY2(m.mean_overlap() > expected_overlap(0, 8, 2) + 0.05, qPrintable(QString::number(m.mean_overlap())));
+    const double bound = expected_distinct(fit_concentration_to_overlap(m.mean_overlap(), 8, 2), 20, 8, 2);
+    QVERIFY2(bound < m.mean(), qPrintable(QStringLiteral("fitted to neighbours %1, measured %2").arg(bound).arg(m.mean())));
     QCOMPARE(measure_routing(*model, ids, 20, 64).distinct, m.distinct);  // deterministic
     QVERIFY_THROWS_EXCEPTION(InvalidArgument, measure_routing(*model, std::span(ids).first(19), 20, 4));
   }
@@ -482,6 +489,18 @@ class TestSimulator : public QObject {
     }
     QCOMPARE(fit_concentration(8.0, 20, 8, 2), 0.0);
     QVERIFY_THROWS_EXCEPTION(InvalidArgument, fit_concentration(1.5, 20, 8, 2));
+    QVERIFY(std::abs(expected_overlap(0, 8, 2) - (1 - 15.0 / 28)) < 1e-12);
+    for (double a0 : {0.4, 2.0}) {
+      const double a = fit_concentration_to_overlap(expected_overlap(a0, 8, 2), 8, 2);
+      QVERIFY2(std::abs(a / a0 - 1) < 0.1, qPrintable(QStringLiteral("overlap of %1 fitted as %2").arg(a0).arg(a)));
+    }
+    QCOMPARE(fit_concentration_to_overlap(0.3, 8, 2), 0.0);
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, fit_concentration_to_overlap(1.0, 8, 2));
+    // Mixtral-8x7B's, from its paper's neighbour overlap alone.
+    const RoutingModel mixtral_routing = load_routing_model(samples() / "routing" / "mixtral-8x7b-published.json");
+    QCOMPARE(mixtral_routing.windows, std::int64_t(0));
+    QVERIFY(mixtral_routing.overlap > expected_overlap(0, 8, 2) && mixtral_routing.concentration > 0);
+    QVERIFY(std::abs(mixtral_routing.distinct - expected_distinct(mixtral_routing.concentration, 20, 8, 2)) < 1e-9);
 
     const fs::path file = samples() / "routing" / "sample-family-base.json";
     const RoutingModel r = load_routing_model(file);
@@ -510,6 +529,9 @@ class TestSimulator : public QObject {
     j = good;
     j["top_k"] = 9;
     refused(j, "top_k");
+    j = good;
+    j["overlap"] = 1;
+    refused(j, "overlap");
 
     // A MIG slice's 107 of 256 experts: prompts skewed as 0.3 concentrates them load far fewer
     // experts (TTFT falls); token hit rates stay the slice's share of positions either way.

@@ -160,7 +160,8 @@ ExpertHessians ExpertHessians::collect(const Model& model, std::span<const std::
   h.input_.resize(positions);
   h.mid_.resize(positions);
   h.tokens_.assign(positions, 0);
-  const ExpertInputSink sink = [&](std::int64_t layer, std::int64_t expert, std::span<const float> x, std::span<const float> mid) {
+  const ExpertInputSink sink = [&](std::int64_t layer, std::int64_t expert, std::span<const std::int64_t>, std::span<const float> x,
+                                   std::span<const float> mid) {
     const auto p = static_cast<std::size_t>(layer * s.num_experts + expert);
     const auto n = static_cast<std::int64_t>(x.size()) / h.hidden_;
     auto add = [&](std::vector<double>& acc, std::span<const float> v, std::int64_t width) {

@@ -9,9 +9,16 @@
 
 namespace mosaic {
 
-double RoutingMeasurement::mean() const {
-  return distinct.empty() ? 0.0 : std::accumulate(distinct.begin(), distinct.end(), 0.0) / static_cast<double>(distinct.size());
+namespace {
+
+double average(const std::vector<double>& v) {
+  return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
 }
+
+}  // namespace
+
+double RoutingMeasurement::mean() const { return average(distinct); }
+double RoutingMeasurement::mean_overlap() const { return average(overlap); }
 
 RoutingMeasurement measure_routing(const Model& model, std::span<const std::int64_t> ids, std::int64_t tokens, std::int64_t max_windows) {
   const ModelSpec& s = model.spec();
@@ -29,18 +36,36 @@ RoutingMeasurement measure_routing(const Model& model, std::span<const std::int6
       slot[static_cast<std::size_t>(l)] = static_cast<std::int64_t>(m.layers.size());
       m.layers.push_back(l);
     }
-  std::vector<double> sum(m.layers.size(), 0.0);
-  // The sink is called once per expert a layer used in the window.
-  const ExpertInputSink sink = [&](std::int64_t layer, std::int64_t, std::span<const float>, std::span<const float>) {
-    sum[static_cast<std::size_t>(slot[static_cast<std::size_t>(layer)])] += 1;
+  std::vector<double> sum(m.layers.size(), 0.0), shared(m.layers.size(), 0.0);
+  // [MoE layer][token × expert]: whether the window's token was routed to the expert.
+  std::vector<std::vector<char>> routed(m.layers.size());
+  const auto E = static_cast<std::size_t>(s.num_experts);
+  // The sink is called once per expert a layer used in the window, with the tokens routed to it.
+  const ExpertInputSink sink = [&](std::int64_t layer, std::int64_t expert, std::span<const std::int64_t> rows, std::span<const float>,
+                                   std::span<const float>) {
+    const auto i = static_cast<std::size_t>(slot[static_cast<std::size_t>(layer)]);
+    sum[i] += 1;
+    for (std::int64_t t : rows) routed[i][static_cast<std::size_t>(t) * E + static_cast<std::size_t>(expert)] = 1;
   };
   for (std::int64_t w = 0; w < m.windows; ++w) {
     const std::int64_t at = (w * available / m.windows) * tokens;  // spread over the text
+    for (auto& r : routed) r.assign(static_cast<std::size_t>(tokens) * E, 0);
     KvCache cache(s, 1, tokens);
     forward(model, cache, ids.subspan(static_cast<std::size_t>(at), static_cast<std::size_t>(tokens)), LogitsFor::LastPosition, nullptr, &sink);
+    for (std::size_t i = 0; i < routed.size(); ++i)
+      for (std::size_t t = 0; t + 1 < static_cast<std::size_t>(tokens); ++t)
+        for (std::size_t e = 0; e < E; ++e)
+          if (routed[i][t * E + e] && routed[i][(t + 1) * E + e]) {
+            shared[i] += 1;
+            break;
+          }
   }
   for (double& x : sum) x /= static_cast<double>(m.windows);
   m.distinct = std::move(sum);
+  const double pairs = static_cast<double>(m.windows * (tokens - 1));
+  if (pairs > 0)
+    for (double& x : shared) x /= pairs;
+  m.overlap = std::move(shared);
   return m;
 }
 

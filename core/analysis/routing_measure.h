@@ -1,8 +1,9 @@
 #pragma once
 // How a variant's router spreads a prompt over its experts: the mean number of distinct experts each
 // MoE layer uses among windows of consecutive tokens of a real text, each window run as a prompt of
-// its own by the reference forward. What the simulator's routing model is fitted to
-// (sim/routing_model.h; `mosaic-cli routing`).
+// its own by the reference forward, and how often consecutive tokens share an expert (the Mixtral
+// paper's "first or second choice" repetition, its Table 5). What the simulator's routing model is
+// fitted to and checked against (sim/routing_model.h; `mosaic-cli routing`).
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -15,7 +16,9 @@ struct RoutingMeasurement {
   std::int64_t tokens = 0, windows = 0;
   std::vector<std::int64_t> layers;  // the MoE layers measured
   std::vector<double> distinct;      // per MoE layer: mean distinct experts in a window
-  double mean() const;               // over the MoE layers
+  std::vector<double> overlap;       // per MoE layer: share of consecutive token pairs whose top-k share an expert
+  double mean() const;               // of distinct, over the MoE layers
+  double mean_overlap() const;       // of overlap, over the MoE layers (0 for one-token windows)
 };
 
 // Windows of `tokens` ids, at most `max_windows` of them spread evenly over `ids`. Throws

@@ -87,7 +87,7 @@ at::Tensor moe(const ModelSpec& s, const LayerWeights& L, const at::Tensor& h, c
       const at::Tensor gu = affine(xe, L.experts[e].gate_up);  // [n, 2I]
       const std::int64_t I = gu.size(1) / 2;
       const at::Tensor mid = (at::silu(gu.narrow(1, 0, I)) * gu.narrow(1, I, I)).contiguous();
-      (*sink)(layer, static_cast<std::int64_t>(e), {xe.data_ptr<float>(), static_cast<std::size_t>(xe.numel())},
+      (*sink)(layer, static_cast<std::int64_t>(e), rows[e], {xe.data_ptr<float>(), static_cast<std::size_t>(xe.numel())},
               {mid.data_ptr<float>(), static_cast<std::size_t>(mid.numel())});
     }
   if (L.shared_gate.defined()) out += at::sigmoid(affine(x, L.shared_gate)) * swiglu(x, L.shared);

@@ -13,11 +13,12 @@
 
 namespace mosaic {
 
-// What one routed expert of `layer` was given in a forward: its tokens' hidden states x [n, hidden]
-// and its intermediate activations act(x·gateᵀ) ⊙ (x·upᵀ) [n, intermediate], row-major fp32. GPTQ's
-// calibration (analysis/calibration.h) sums their outer products.
-using ExpertInputSink =
-    std::function<void(std::int64_t layer, std::int64_t expert, std::span<const float> x, std::span<const float> mid)>;
+// What one routed expert of `layer` was given in a forward: the rows it was routed (token indices
+// over batch × positions, ascending), their hidden states x [n, hidden] and its intermediate
+// activations act(x·gateᵀ) ⊙ (x·upᵀ) [n, intermediate], row-major fp32. GPTQ's calibration
+// (analysis/calibration.h) sums their outer products; routing measurement reads the rows.
+using ExpertInputSink = std::function<void(std::int64_t layer, std::int64_t expert, std::span<const std::int64_t> rows,
+                                           std::span<const float> x, std::span<const float> mid)>;
 
 // Keys and values of every layer for `batch` sequences of up to `capacity` tokens.
 class KvCache {

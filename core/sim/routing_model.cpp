@@ -50,6 +50,20 @@ double log_gamma_draw(double a, Stream& s) {
 
 const char* kHint = "measure one with mosaic-cli routing (sample_configs/routing/ has one)";
 
+// The concentration in [1e-3, 1e3] at which `f` (monotone in it) reaches `target`, bisecting its
+// logarithm; `rising`: f grows with the concentration.
+template <typename F>
+double bisect_concentration(double target, bool rising, F f) {
+  double lo = std::log(1e-3), hi = std::log(1e3);
+  auto below = [&](double log_a) { return (f(std::exp(log_a)) < target) == rising; };  // target lies above log_a
+  if (!below(lo)) return std::exp(lo);
+  for (int i = 0; i < 30; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (below(mid) ? lo : hi) = mid;
+  }
+  return std::exp(0.5 * (lo + hi));
+}
+
 }  // namespace
 
 RoutingModel load_routing_model(const std::filesystem::path& path) {
@@ -59,7 +73,9 @@ RoutingModel load_routing_model(const std::filesystem::path& path) {
 RoutingModel parse_routing_model(const std::string& text, const std::string& file) {
   const auto j = parse_json(text, file, kHint);
   if (!j.is_object()) throw FormatError(file, "", "is not a JSON object", kHint);
-  check_keys(j, {"schema", "source", "experts", "top_k", "prompt_tokens", "windows", "distinct", "layer_distinct", "uniform_distinct", "concentration"},
+  check_keys(j,
+             {"schema", "source", "experts", "top_k", "prompt_tokens", "windows", "distinct", "layer_distinct", "uniform_distinct", "overlap",
+              "concentration"},
              file, "", kHint);
   check_schema(j, "mosaic.routing/1", file);
   auto number = [&](const char* key, double least) {
@@ -69,9 +85,10 @@ RoutingModel parse_routing_model(const std::string& text, const std::string& fil
       throw FormatError(file, std::string("field '") + key + "'", "must be a number ≥ " + std::to_string(static_cast<long long>(least)), kHint);
     return v.get<double>();
   };
-  auto count = [&](const char* key) {
-    const double v = number(key, 1);
-    if (v != std::floor(v) || v > 1e9) throw FormatError(file, std::string("field '") + key + "'", "must be a whole number from 1", kHint);
+  auto count = [&](const char* key, double least) {
+    const double v = number(key, least);
+    if (v != std::floor(v) || v > 1e9)
+      throw FormatError(file, std::string("field '") + key + "'", "must be a whole number from " + std::to_string(static_cast<int>(least)), kHint);
     return static_cast<std::int64_t>(v);
   };
   RoutingModel m;
@@ -79,11 +96,15 @@ RoutingModel parse_routing_model(const std::string& text, const std::string& fil
     if (!j["source"].is_string()) throw FormatError(file, "field 'source'", "must be a string", kHint);
     m.source = j["source"].get<std::string>();
   }
-  m.experts = count("experts");
-  m.top_k = count("top_k");
-  m.prompt_tokens = count("prompt_tokens");
-  m.windows = count("windows");
+  m.experts = count("experts", 1);
+  m.top_k = count("top_k", 1);
+  m.prompt_tokens = count("prompt_tokens", 1);
+  m.windows = count("windows", 0);  // 0: fitted to a published overlap, not measured
   m.concentration = number("concentration", 0);
+  if (j.contains("overlap")) {
+    m.overlap = number("overlap", 0);
+    if (m.overlap >= 1) throw FormatError(file, "field 'overlap'", "must be a share below 1", kHint);
+  }
   m.distinct = number("distinct", 0);
   m.uniform_distinct = number("uniform_distinct", 0);
   if (m.top_k > m.experts) throw FormatError(file, "field 'top_k'", "is more than 'experts'", kHint);
@@ -107,7 +128,9 @@ std::string routing_model_json(const RoutingModel& m) {
                               {"distinct", m.distinct},
                               {"layer_distinct", m.layer_distinct},
                               {"uniform_distinct", m.uniform_distinct},
+                              {"overlap", m.overlap},
                               {"concentration", m.concentration}};
+  if (m.overlap == 0) j.erase("overlap");
   return j.dump(2) + "\n";
 }
 
@@ -136,14 +159,33 @@ double fit_concentration(double distinct, std::int64_t tokens, std::int64_t expe
   if (!(distinct >= static_cast<double>(top_k)))
     throw InvalidArgument("routing model", "distinct experts " + std::to_string(distinct), "is fewer than top_k (" + std::to_string(top_k) + ")");
   if (distinct >= expected_distinct(0, tokens, experts, top_k)) return 0;
-  // Distinct counts rise with the concentration: bisect its logarithm over 1e-3 … 1e3.
-  double lo = std::log(1e-3), hi = std::log(1e3);
-  if (distinct <= expected_distinct(std::exp(lo), tokens, experts, top_k)) return std::exp(lo);
-  for (int i = 0; i < 30; ++i) {
-    const double mid = 0.5 * (lo + hi);
-    (expected_distinct(std::exp(mid), tokens, experts, top_k) < distinct ? lo : hi) = mid;
+  return bisect_concentration(distinct, /*rising=*/true, [&](double a) { return expected_distinct(a, tokens, experts, top_k); });
+}
+
+double expected_overlap(double concentration, std::int64_t experts, std::int64_t top_k) {
+  if (concentration <= 0) {  // 1 − C(E−k, k) / C(E, k): the second token's k all avoid the first's
+    double apart = 1;
+    for (std::int64_t i = 0; i < top_k; ++i) apart *= static_cast<double>(experts - top_k - i) / static_cast<double>(experts - i);
+    return 1 - std::max(0.0, apart);
   }
-  return std::exp(0.5 * (lo + hi));
+  constexpr int kSamples = 20000;
+  SimRouter router(concentration, 0x5eed, experts, top_k);
+  std::vector<int> every(static_cast<std::size_t>(experts)), first, second;
+  for (int x = 0; x < experts; ++x) every[static_cast<std::size_t>(x)] = x;
+  int shared = 0;
+  for (int r = 0; r < kSamples; ++r) {
+    router.route(static_cast<std::uint64_t>(r), 0, 0, every, first);
+    router.route(static_cast<std::uint64_t>(r), 1, 0, every, second);
+    shared += std::any_of(first.begin(), first.end(), [&](int x) { return std::find(second.begin(), second.end(), x) != second.end(); });
+  }
+  return static_cast<double>(shared) / kSamples;
+}
+
+double fit_concentration_to_overlap(double overlap, std::int64_t experts, std::int64_t top_k) {
+  if (!(overlap >= 0 && overlap < 1))
+    throw InvalidArgument("routing model", "overlap " + std::to_string(overlap), "is not a share in [0, 1)", "give the share of neighbouring tokens that share an expert");
+  if (overlap <= expected_overlap(0, experts, top_k)) return 0;
+  return bisect_concentration(overlap, /*rising=*/false, [&](double a) { return expected_overlap(a, experts, top_k); });
 }
 
 SimRouter::SimRouter(double concentration, std::uint64_t seed, std::int64_t experts, std::int64_t top_k)

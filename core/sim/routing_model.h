@@ -5,7 +5,10 @@
 //    "experts": E, "top_k": k, "prompt_tokens": n, "windows": w,
 //    "distinct": mean distinct experts per MoE layer among a window of n tokens (measured),
 //    "layer_distinct": [the same per MoE layer], "uniform_distinct": what uniform routing gives,
+//    "overlap": share of consecutive token pairs whose top-k share an expert (optional),
 //    "concentration": a (fitted; 0: uniform)}
+// Or fitted to a published overlap alone (`mosaic-cli routing --overlap`, for a model whose weights
+// this machine cannot hold): then "windows" is 0 and "distinct" is what the model predicts.
 // Real routers are skewed within a prompt: its tokens keep returning to a few experts, so a prompt
 // needs fewer experts at once than a uniform draw would load. The model: each (request, layer) draws
 // its own preferences from a symmetric Dirichlet(a) over the experts, and each token takes k experts
@@ -27,6 +30,7 @@ struct RoutingModel {
   std::int64_t experts = 0, top_k = 0, prompt_tokens = 0, windows = 0;
   double distinct = 0, uniform_distinct = 0;
   std::vector<double> layer_distinct;
+  double overlap = 0;        // 0: not measured
   double concentration = 0;  // 0: uniform
 };
 
@@ -41,6 +45,15 @@ double expected_distinct(double concentration, std::int64_t tokens, std::int64_t
 // The concentration whose expected_distinct is `distinct`: 0 when that is at least uniform's.
 // Throws InvalidArgument for a count below top_k (no routing chooses fewer).
 double fit_concentration(double distinct, std::int64_t tokens, std::int64_t experts, std::int64_t top_k);
+// The chance that two tokens of one (request, layer) share an expert among their top-k: exact for
+// uniform routing, else a Monte Carlo mean from a fixed seed. The model's tokens are exchangeable,
+// so any two of a prompt share as often as neighbours do; a real router's locality fades with
+// distance (the Mixtral paper's Table 5 measures neighbours), so a model fitted to a neighbour
+// overlap is at least as skewed over a whole prompt as the router: it touches no more experts.
+double expected_overlap(double concentration, std::int64_t experts, std::int64_t top_k);
+// The concentration whose expected_overlap is `overlap`: 0 when that is at most uniform's.
+// Throws InvalidArgument for an overlap outside [0, 1).
+double fit_concentration_to_overlap(double overlap, std::int64_t experts, std::int64_t top_k);
 
 // The simulator's draws, from seeded keys alone, so a recomputed token routes as it did.
 class SimRouter {

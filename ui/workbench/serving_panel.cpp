@@ -94,7 +94,7 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   routing_->setEnabled(false);
   routing_->addItem(tr("uniform routing"), QString());
   routing_->setToolTip(tr("How the simulated clock's tokens choose experts: uniformly, or as a real router spreads a prompt "
-                          "(mosaic.routing/1; mosaic-cli routing measures one on text)"));
+                          "(mosaic.routing/1; mosaic-cli routing measures one on text, or fits one to a published overlap)"));
   trace_ = new QCheckBox(tr("record expert traces"));
   trace_->setToolTip(tr("Record where every token's router choices went, per request: the Runs panel shows a request's expert trace "
                         "(a little slower, and a bigger record)"));
