@@ -549,7 +549,7 @@ class TestSimulator : public QObject {
     }
 
     SweepConfig config = load_sweep_config(samples() / "paper-table2.json");
-    QCOMPARE(config.routing, file);
+    QCOMPARE(config.routing, samples() / "routing" / "mixtral-8x7b-published.json");
     RoutingModel other = r;
     other.experts = 60;
     other.top_k = 4;
@@ -584,7 +584,7 @@ class TestSimulator : public QObject {
       const auto j = nlohmann::json::parse(run.config_json);
       QCOMPARE(j["clock"].get<std::string>(), std::string("simulated"));
       QCOMPARE(j["device_profile"].get<std::string>(), a100().name);
-      QCOMPARE(j["routing"]["file"].get<std::string>(), std::string("sample-family-base.json"));
+      QCOMPARE(j["routing"]["file"].get<std::string>(), std::string("mixtral-8x7b-published.json"));
       QVERIFY(!recorder.requests(run.id).empty());
     }
     // The simulated clock wants a profile, and only it takes one.
