@@ -40,6 +40,19 @@ out=$(run mosaic-cli generate --model "$share/resources/sample-family/bible" --p
   fail "generate on the installed sample family failed: $out"
 [[ -n $out ]] || fail "generate printed nothing"
 
+# Every path a sample sweep or session names, relative to its folder (variants, profiles, routing
+# models), is installed: quoted strings with a slash and no space, other than the schema's name.
+for cfg in $(grep -l -E '"mosaic\.(sweep|session)/1"' "$share"/sample_configs/*.json); do
+  while read -r rel; do
+    [[ $rel == mosaic.* || $rel == /* ]] && continue
+    [[ -e $(dirname "$cfg")/$rel ]] || fail "$(basename "$cfg") names $rel, which the package does not install"
+  done < <(grep -o '"[^" ]*/[^" ]*"' "$cfg" | tr -d '"')
+done
+# A QoS sample sweep on the installed tiny family, on the simulated clock (3 s).
+out=$(run mosaic-cli bench --config "$share/sample_configs/paper-qos-simulated.json" --db "$work/qos.sqlite" 2>&1) ||
+  fail "the installed paper-qos-simulated.json did not run: $out"
+grep -q "recorded to $work/qos.sqlite" <<<"$out" || fail "the installed QoS sweep recorded nothing: $out"
+
 # No arguments: the installed sample session, found from the program's own prefix.
 out=$(run timeout 300 mosaic --quit-after-load 2>&1) || fail "mosaic --quit-after-load failed: $out"
 grep -q "opened 9 variants from $share/sample_configs/sample-session.json" <<<"$out" ||
