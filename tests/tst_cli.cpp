@@ -643,6 +643,8 @@ class TestCli : public QObject {
     QVERIFY2(r.code == 2 && r.err.contains(QStringLiteral("--top-k")), qPrintable(r.err));
     r = cli(args({"routing", "--out"}) << path(never));
     QVERIFY2(r.code == 2 && r.err.contains(QStringLiteral("--overlap")), qPrintable(r.err));
+    r = cli(args({"routing", "--overlap", "54.2", "--experts", "8", "--top-k", "2", "--source", "x", "--out"}) << path(never));
+    QVERIFY2(r.code != 0 && r.err.contains(QStringLiteral("0.542 for 54.2 %")), qPrintable(r.err));
     QVERIFY(!fs::exists(never));
   }
 

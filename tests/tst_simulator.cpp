@@ -475,7 +475,14 @@ class TestSimulator : public QObject {
     QVERIFY2(m.mean_overlap() > expected_overlap(0, 8, 2) + 0.05, qPrintable(QString::number(m.mean_overlap())));
     const double bound = expected_distinct(fit_concentration_to_overlap(m.mean_overlap(), 8, 2), 20, 8, 2);
     QVERIFY2(bound < m.mean(), qPrintable(QStringLiteral("fitted to neighbours %1, measured %2").arg(bound).arg(m.mean())));
-    QCOMPARE(measure_routing(*model, ids, 20, 64).distinct, m.distinct);  // deterministic
+    const RoutingMeasurement again = measure_routing(*model, ids, 20, 64);  // deterministic
+    QCOMPARE(again.distinct, m.distinct);
+    QCOMPARE(again.overlap, m.overlap);
+    // The neighbour count itself, on routes written by hand: 4 tokens over 3 experts, top-1.
+    //   token 0 → 0, token 1 → 0 (shares), token 2 → 1 (does not), token 3 → 1 and 2 (shares).
+    const std::vector<char> routed = {1, 0, 0, 1, 0, 0, 0, 1, 0, 0, 1, 1};
+    QCOMPARE(shared_neighbours(routed, 4, 3), std::int64_t(2));
+    QCOMPARE(shared_neighbours(std::span(routed).first(3), 1, 3), std::int64_t(0));  // one token: no pairs
     QVERIFY_THROWS_EXCEPTION(InvalidArgument, measure_routing(*model, std::span(ids).first(19), 20, 4));
   }
 
@@ -501,6 +508,7 @@ class TestSimulator : public QObject {
     QCOMPARE(mixtral_routing.windows, std::int64_t(0));
     QVERIFY(mixtral_routing.overlap > expected_overlap(0, 8, 2) && mixtral_routing.concentration > 0);
     QVERIFY(std::abs(mixtral_routing.distinct - expected_distinct(mixtral_routing.concentration, 20, 8, 2)) < 1e-9);
+    QCOMPARE(fit_concentration_to_overlap(mixtral_routing.overlap, 8, 2), mixtral_routing.concentration);
 
     const fs::path file = samples() / "routing" / "sample-family-base.json";
     const RoutingModel r = load_routing_model(file);
@@ -530,8 +538,10 @@ class TestSimulator : public QObject {
     j["top_k"] = 9;
     refused(j, "top_k");
     j = good;
-    j["overlap"] = 1;
+    j["overlap"] = 1.5;
     refused(j, "overlap");
+    j["overlap"] = 1;  // two top-5 sets of 8 always meet
+    QCOMPARE(parse_routing_model(j.dump(), "r.json").overlap, 1.0);
 
     // A MIG slice's 107 of 256 experts: prompts skewed as 0.3 concentrates them load far fewer
     // experts (TTFT falls); token hit rates stay the slice's share of positions either way.

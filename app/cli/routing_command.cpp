@@ -23,7 +23,9 @@ namespace {
 
 // A routing model fitted to a published overlap alone: no weights, no text.
 RoutingModel published_model(double overlap, std::int64_t experts, std::int64_t top_k, std::int64_t tokens, const std::string& source) {
-  if (top_k > experts) throw InvalidArgument("--top-k", std::to_string(top_k), "is more than --experts (" + std::to_string(experts) + ")");
+  if (top_k > experts)
+    throw InvalidArgument("--top-k", std::to_string(top_k), "is more than --experts (" + std::to_string(experts) + ")",
+                          "give the experts each token takes (num_experts_per_tok) and the routed experts per layer (num_local_experts)");
   RoutingModel r;
   r.source = source;
   r.experts = experts;
@@ -73,21 +75,34 @@ void add_routing_command(CLI::App& app) {
   auto* text = cmd->add_option("--text", o->texts, "real text files (UTF-8), each cut into prompts of --prompt-tokens tokens");
   cmd->add_option("--out", o->out, "routing model JSON to write")->required();
   cmd->add_option("--prompt-tokens", o->prompt_tokens, "tokens per prompt: the simulated prompts' length")->default_val(20)->check(CLI::Range(1, 1 << 16));
-  cmd->add_option("--windows", o->windows, "at most this many prompts, shared among the texts and spread over each")->default_val(256)->check(CLI::Range(1, 1 << 20));
+  auto* windows = cmd->add_option("--windows", o->windows, "at most this many prompts, shared among the texts and spread over each")->default_val(256)->check(CLI::Range(1, 1 << 20));
   auto* overlap = cmd->add_option("--overlap", o->overlap,
-                                  "instead of measuring: the published share of neighbouring tokens whose top-k share an expert (the Mixtral "
-                                  "paper's Table 5, \"first or second choice\")")
-                      ->check(CLI::Range(0.0, 0.999999));
-  auto* experts = cmd->add_option("--experts", o->experts, "with --overlap: routed experts per MoE layer")->check(CLI::Range(1, 1 << 16));
-  auto* top_k = cmd->add_option("--top-k", o->top_k, "with --overlap: experts per token")->check(CLI::Range(1, 1 << 16));
+                                  "instead of measuring: the published share, in [0, 1), of neighbouring tokens whose top-k share an expert (the "
+                                  "Mixtral paper's Table 5, \"first or second choice\"; 0.542 for 54.2 %)")
+                      ->check(CLI::Validator(
+                          [](std::string& v) -> std::string {
+                            double x = -1;
+                            try {
+                              x = std::stod(v);
+                            } catch (const std::exception&) {
+                            }
+                            return x >= 0 && x < 1 ? std::string() : "'" + v + "' is not a share in [0, 1): give 0.542 for 54.2 %";
+                          },
+                          "SHARE"));
+  // Bounded so that the Monte Carlo fit stays within seconds.
+  auto* experts = cmd->add_option("--experts", o->experts, "with --overlap: routed experts per MoE layer (at most 1024)")->check(CLI::Range(1, 1024));
+  auto* top_k = cmd->add_option("--top-k", o->top_k, "with --overlap: experts per token")->check(CLI::Range(1, 1024));
   auto* source = cmd->add_option("--source", o->source, "with --overlap: where the figure was published (written into the file)");
   for (auto* needs : {experts, top_k, source}) {
     needs->needs(overlap);
     overlap->needs(needs);
   }
-  overlap->excludes(variant)->excludes(text);
+  overlap->excludes(variant)->excludes(text)->excludes(windows);
   cmd->callback([o] {
     if (o->overlap) {
+      if (o->prompt_tokens > 4096)
+        throw InvalidArgument("--prompt-tokens", std::to_string(o->prompt_tokens), "is more than 4096, which --overlap's Monte Carlo fit prices",
+                              "give the prompt length the simulated sweep uses (its \"prompt\")");
       check_output(o->out, "--out", {});
       const RoutingModel r = published_model(*o->overlap, o->experts, o->top_k, o->prompt_tokens, o->source);
       write_file_atomically(o->out, [&](std::ostream& f) { f << routing_model_json(r); });

@@ -20,6 +20,18 @@ double average(const std::vector<double>& v) {
 double RoutingMeasurement::mean() const { return average(distinct); }
 double RoutingMeasurement::mean_overlap() const { return average(overlap); }
 
+std::int64_t shared_neighbours(std::span<const char> routed, std::int64_t tokens, std::int64_t experts) {
+  const auto E = static_cast<std::size_t>(experts);
+  std::int64_t shared = 0;
+  for (std::size_t t = 0; t + 1 < static_cast<std::size_t>(tokens); ++t)
+    for (std::size_t e = 0; e < E; ++e)
+      if (routed[t * E + e] && routed[(t + 1) * E + e]) {
+        ++shared;
+        break;
+      }
+  return shared;
+}
+
 RoutingMeasurement measure_routing(const Model& model, std::span<const std::int64_t> ids, std::int64_t tokens, std::int64_t max_windows) {
   const ModelSpec& s = model.spec();
   if (tokens < 1 || max_windows < 1) throw InvalidArgument("routing", "window", "needs at least one token and one window");
@@ -52,13 +64,7 @@ RoutingMeasurement measure_routing(const Model& model, std::span<const std::int6
     for (auto& r : routed) r.assign(static_cast<std::size_t>(tokens) * E, 0);
     KvCache cache(s, 1, tokens);
     forward(model, cache, ids.subspan(static_cast<std::size_t>(at), static_cast<std::size_t>(tokens)), LogitsFor::LastPosition, nullptr, &sink);
-    for (std::size_t i = 0; i < routed.size(); ++i)
-      for (std::size_t t = 0; t + 1 < static_cast<std::size_t>(tokens); ++t)
-        for (std::size_t e = 0; e < E; ++e)
-          if (routed[i][t * E + e] && routed[i][(t + 1) * E + e]) {
-            shared[i] += 1;
-            break;
-          }
+    for (std::size_t i = 0; i < routed.size(); ++i) shared[i] += static_cast<double>(shared_neighbours(routed[i], tokens, s.num_experts));
   }
   for (double& x : sum) x /= static_cast<double>(m.windows);
   m.distinct = std::move(sum);

@@ -21,6 +21,10 @@ struct RoutingMeasurement {
   double mean_overlap() const;       // of overlap, over the MoE layers (0 for one-token windows)
 };
 
+// Of `tokens` consecutive tokens' routes, flags [token × expert] (nonzero: routed there), how many
+// neighbouring pairs (t, t + 1) share at least one expert.
+std::int64_t shared_neighbours(std::span<const char> routed, std::int64_t tokens, std::int64_t experts);
+
 // Windows of `tokens` ids, at most `max_windows` of them spread evenly over `ids`. Throws
 // InvalidArgument when `ids` holds less than one window or `tokens` is below 1.
 RoutingMeasurement measure_routing(const Model& model, std::span<const std::int64_t> ids, std::int64_t tokens, std::int64_t max_windows);

@@ -48,7 +48,7 @@ double log_gamma_draw(double a, Stream& s) {
   }
 }
 
-const char* kHint = "measure one with mosaic-cli routing (sample_configs/routing/ has one)";
+const char* kHint = "measure one with mosaic-cli routing, or fit one to a published overlap with its --overlap (sample_configs/routing/ has both)";
 
 // The concentration in [1e-3, 1e3] at which `f` (monotone in it) reaches `target`, bisecting its
 // logarithm; `rising`: f grows with the concentration.
@@ -102,8 +102,8 @@ RoutingModel parse_routing_model(const std::string& text, const std::string& fil
   m.windows = count("windows", 0);  // 0: fitted to a published overlap, not measured
   m.concentration = number("concentration", 0);
   if (j.contains("overlap")) {
-    m.overlap = number("overlap", 0);
-    if (m.overlap >= 1) throw FormatError(file, "field 'overlap'", "must be a share below 1", kHint);
+    m.overlap = number("overlap", 0);  // 1 is possible: two top-k sets always meet when 2k > E
+    if (m.overlap > 1) throw FormatError(file, "field 'overlap'", "must be a share from 0 to 1", kHint);
   }
   m.distinct = number("distinct", 0);
   m.uniform_distinct = number("uniform_distinct", 0);

@@ -49,7 +49,8 @@ double fit_concentration(double distinct, std::int64_t tokens, std::int64_t expe
 // uniform routing, else a Monte Carlo mean from a fixed seed. The model's tokens are exchangeable,
 // so any two of a prompt share as often as neighbours do; a real router's locality fades with
 // distance (the Mixtral paper's Table 5 measures neighbours), so a model fitted to a neighbour
-// overlap is at least as skewed over a whole prompt as the router: it touches no more experts.
+// overlap is expected to be at least as skewed over a whole prompt as the router, touching no more
+// experts (a heuristic, not a theorem: checked on the sample family, 7.09 against 7.49 measured).
 double expected_overlap(double concentration, std::int64_t experts, std::int64_t top_k);
 // The concentration whose expected_overlap is `overlap`: 0 when that is at most uniform's.
 // Throws InvalidArgument for an overlap outside [0, 1).

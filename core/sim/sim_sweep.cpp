@@ -45,7 +45,7 @@ Outcome<> simulate_sweep(const SweepConfig& config, const SimFamily& family, con
         throw MismatchError(config.routing.string(), "experts and top_k",
                             "were measured on " + std::to_string(r.experts) + " experts, top-" + std::to_string(r.top_k) + "; this family routes " +
                                 std::to_string(spec.num_experts) + ", top-" + std::to_string(spec.top_k),
-                            "measure a routing model on a variant of this architecture (mosaic-cli routing)");
+                            "measure a routing model on a variant of this architecture (mosaic-cli routing), or fit one to its published overlap (--overlap)");
       concentration = r.concentration;
       routing = {{"file", config.routing.filename().string()}, {"source", r.source}, {"concentration", r.concentration}, {"distinct", r.distinct},
                  {"prompt_tokens", r.prompt_tokens}};
