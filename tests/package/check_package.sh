@@ -42,12 +42,19 @@ out=$(run mosaic-cli generate --model "$share/resources/sample-family/bible" --p
 
 # Every path a sample sweep or session names, relative to its folder (variants, profiles, routing
 # models), is installed: quoted strings with a slash and no space, other than the schema's name.
-for cfg in $(grep -l -E '"mosaic\.(sweep|session)/1"' "$share"/sample_configs/*.json); do
-  while read -r rel; do
+mapfile -t configs < <(grep -l -E '"mosaic\.(sweep|session)/1"' "$share"/sample_configs/*.json || true)
+((${#configs[@]} >= 5)) || fail "found ${#configs[@]} sample sweeps and sessions in $share/sample_configs, expected at least 5"
+checked=0
+for cfg in "${configs[@]}"; do
+  mapfile -t paths < <(grep -o '"[^" ]*/[^" ]*"' "$cfg" | tr -d '"' || true)
+  for rel in "${paths[@]}"; do
     [[ $rel == mosaic.* || $rel == /* ]] && continue
     [[ -e $(dirname "$cfg")/$rel ]] || fail "$(basename "$cfg") names $rel, which the package does not install"
-  done < <(grep -o '"[^" ]*/[^" ]*"' "$cfg" | tr -d '"')
+    checked=$((checked + 1))
+  done
 done
+((checked >= 10)) || fail "checked only $checked paths in the sample configs: has their format changed?"
+
 # A QoS sample sweep on the installed tiny family, on the simulated clock (3 s).
 out=$(run mosaic-cli bench --config "$share/sample_configs/paper-qos-simulated.json" --db "$work/qos.sqlite" 2>&1) ||
   fail "the installed paper-qos-simulated.json did not run: $out"
