@@ -664,7 +664,7 @@ class TestServing : public QObject {
       return std::string("accepted");
     };
     expect_mentions(error(R"({"schema": ["../b"], "variants": ["a"]})"), {"session.json", "schema", R"(["../b"])"});
-    expect_mentions(error(R"({"schema": 5, "variants": ["a"]})"), {"session.json", "schema", "is 5"});
+    expect_mentions(error(R"({"schema": 5, "variants": ["a"]})"), {"session.json", "schema", "is '5'", "sample-session.json"});
     expect_mentions(error(R"({"variants": ["a"]})"), {"schema", "missing"});
     expect_mentions(error(R"({"schema": "mosaic.session/1", "variants": [7]})"), {"session.json", "wrong type"});
     expect_mentions(error(R"({"schema": "mosaic.session/1", "variants": ["a"], "reserve": {"requests": -3}})"), {"reserve.requests", "from 1"});

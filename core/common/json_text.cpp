@@ -116,11 +116,11 @@ void check_keys(const nlohmann::json& object, const std::vector<std::string_view
   }
 }
 
-void check_schema(const nlohmann::json& object, std::string_view expected, const std::string& file) {
+void check_schema(const nlohmann::json& object, std::string_view expected, const std::string& file, const std::string& hint) {
   const auto at = object.find("schema");
   if (at != object.end() && at->is_string() && at->get<std::string>() == expected) return;
   const std::string found = at == object.end() ? "(missing)" : at->is_string() ? at->get<std::string>() : at->dump();
-  throw UnsupportedError(file, "field 'schema'", "is '" + found + "', not '" + std::string(expected) + "'");
+  throw UnsupportedError(file, "field 'schema'", "is '" + found + "', not '" + std::string(expected) + "'", hint);
 }
 
 }  // namespace mosaic

@@ -28,7 +28,7 @@ void check_keys(const nlohmann::json& object, const std::vector<std::string_view
                 const std::string& where, const std::string& hint);
 
 // Refuses an object whose "schema" is not `expected` (missing, another version, not a string) with
-// an UnsupportedError naming `file` and what the field holds.
-void check_schema(const nlohmann::json& object, std::string_view expected, const std::string& file);
+// an UnsupportedError naming `file`, what the field holds, and `hint` (where to find a good one).
+void check_schema(const nlohmann::json& object, std::string_view expected, const std::string& file, const std::string& hint = {});
 
 }  // namespace mosaic

@@ -41,11 +41,7 @@ SessionFile parse_session_file(std::string_view text, const std::string& file, c
   check_keys(j, {"schema", "variants", "budget_bytes", "policy", "shares", "layout", "reserve", "serving", "chat"}, file, "", hint);
   if (j.contains("reserve")) check_keys(j["reserve"], {"context_tokens", "requests", "prefill_chunk", "miss_slots"}, file, "reserve", hint);
   if (j.contains("chat")) check_keys(j["chat"], {"target", "prompt", "max_new_tokens", "temperature", "top_p"}, file, "chat", hint);
-  // Read by type: j.value("schema", "") throws the JSON library's error for an array or a number.
-  const json schema = j.contains("schema") ? j["schema"] : json();
-  if (!schema.is_string() || schema.get<std::string>() != SessionFile::kSchema)
-    throw UnsupportedError(file, "schema", "is " + (schema.is_null() ? std::string("missing") : schema.dump()) + ", not '" + SessionFile::kSchema + "'",
-                           hint);
+  check_schema(j, SessionFile::kSchema, file, hint);
   auto resolve = [&](const std::string& p) { return fs::path(p).is_absolute() ? fs::path(p) : (base / p).lexically_normal(); };
   SessionFile s;
   try {
