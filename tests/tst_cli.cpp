@@ -584,7 +584,9 @@ class TestCli : public QObject {
     QVERIFY2(r.code == 0, qPrintable(r.err));
     j = nlohmann::json::parse(std::ifstream(stats));
     const auto& v = j["virtual_experts"];
-    QVERIFY2(v["updates"].get<std::int64_t>() >= 1, j.dump().c_str());
+    // An update began: committed, or its copies (on the copy thread) still in flight when the last
+    // of these ~1 ms steps ended, which a loaded machine can make happen.
+    QVERIFY2(v["updates"].get<std::int64_t>() >= 1 || v["steps_overlapped"].get<std::int64_t>() >= 1, j.dump().c_str());
     QCOMPARE(v["bytes"].get<std::uint64_t>(), v["swapped"].get<std::uint64_t>() * expert);
 
     // Calibration shorter than one window.
