@@ -15,8 +15,13 @@
 #include "analysis/family_analysis.h"
 #include "common/error.h"
 #include "report/report_renderer.h"
+#include "report/report_content.h"
 #include "serving/runner.h"
+#include "serving/sweep.h"
+#include "sim/device_profile.h"
+#include "sim/sim_sweep.h"
 #include "store/report_data.h"
+#include "store/sweep_recording.h"
 #include "test_support.h"
 
 using namespace mosaic;
@@ -150,6 +155,29 @@ class TestReport : public QObject {
                  qPrintable(QStringLiteral("'%1' broken after '%2'").arg(w, w.left(cut))));
     }
     QVERIFY2(page.count(QStringLiteral("consolidated")) >= 4 + 1 + 4, qPrintable(page));  // Tables 1 to 4's rows
+  }
+
+  // A simulated sweep's report says how its tokens chose experts: the routing model's file, how many
+  // experts a prompt touches and where the model came from, not "uniformly at random".
+  void simulatedRunsSayHowTokensRouted() {
+    SweepConfig config = load_sweep_config(fs::path(MOSAIC_SOURCE_DIR) / "sample_configs" / "paper-table2.json");
+    config.rates = {0.01};
+    config.repeats = 1;
+    config.workload.duration_seconds = 500;
+    config.strategies.resize(1);
+    Recorder rec(scratch("simulated.sqlite"));
+    QVERIFY(simulate_sweep(config, load_sim_family(config.variants), load_device_profile(config.device_profile),
+                           recording(rec, {}, [](const Error& e) { QFAIL(e.what()); }))
+                .ok());
+    const ui::ReportContent c = ui::report_content(load_report_data(rec, {}, "simulated.sqlite"));
+    QString routing, clock;
+    for (const auto& [what, value] : c.setup) {
+      if (what == QStringLiteral("Routing")) routing = value;
+      if (what == QStringLiteral("Clock")) clock = value;
+    }
+    for (const char* part : {"mixtral-8x7b-published.json", "7.78 distinct experts per MoE layer", "Jiang et al. 2024"})
+      QVERIFY2(routing.contains(QString::fromUtf8(part)), qPrintable(routing));
+    QVERIFY2(clock.contains(QStringLiteral("simulated")) && !clock.contains(QStringLiteral("uniformly")), qPrintable(clock));
   }
 };
 

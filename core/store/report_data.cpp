@@ -20,6 +20,22 @@ std::string num(double v) {
   return o.str();
 }
 
+// How a simulated run's tokens chose experts, from its recorded "routing" (sim/sim_sweep.cpp):
+// "uniform", or the routing model's file, where it came from and how many experts a prompt touches.
+std::string routing_of(const nlohmann::json& r) {
+  if (r.is_string()) return r.get<std::string>();
+  if (!r.is_object() || !r.contains("file") || !r["file"].is_string()) return "";
+  std::string out = r["file"].get<std::string>();
+  if (r.contains("distinct") && r["distinct"].is_number()) {
+    std::ostringstream o;
+    o.precision(3);
+    o << r["distinct"].get<double>();
+    out += " (" + o.str() + " distinct experts per MoE layer in a prompt)";
+  }
+  if (r.contains("source") && r["source"].is_string() && !r["source"].get<std::string>().empty()) out += ": " + r["source"].get<std::string>();
+  return out;
+}
+
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
   std::string out = "\"";
@@ -71,6 +87,7 @@ ReportData load_report_data(const Recorder& recorder, const std::vector<std::int
       if (config.contains("clock") && config["clock"].is_string()) run.clock = config["clock"].get<std::string>();
       if (config.contains("device_profile") && config["device_profile"].is_string())
         run.device_profile = config["device_profile"].get<std::string>();
+      if (config.contains("routing")) run.routing = routing_of(config["routing"]);
       if (config.contains("sweep") && config["sweep"].is_object()) {
         const auto& sweep = config["sweep"];
         if (sweep.contains("duration_seconds") && sweep["duration_seconds"].is_number())

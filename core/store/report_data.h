@@ -20,6 +20,7 @@ struct ReportRun {
   std::int64_t capacity = 0, max_sequences = 0;  // resident experts (layout strategies); sequences at once
   std::string clock;                             // "virtual", "real" or "simulated"
   std::string device_profile;                    // simulated runs: the profile's name
+  std::string routing;                           // simulated runs: "uniform", or the routing model's file, source and spread
   std::vector<std::string> variants;             // the sweep's variant folders, as written
   double duration_seconds = 0;                   // the arrival window asked for (generated workloads)
   std::vector<RequestRecord> requests;  // as recorded, in workload order
