@@ -1,6 +1,7 @@
 // routing: how a variant's router spreads real prompts over its experts, measured and fitted as a
 // routing model (mosaic.routing/1) for the simulated clock's `"routing"` (sim/routing_model.h).
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -20,6 +21,11 @@ namespace fs = std::filesystem;
 namespace mosaic::cli {
 
 namespace {
+
+// The prompt lengths a model fitted at `n` tokens is shown at: a quarter, half, once and twice.
+std::array<std::int64_t, 4> checked_lengths(std::int64_t n) {
+  return {std::max<std::int64_t>(1, n / 4), std::max<std::int64_t>(1, n / 2), n, 2 * n};
+}
 
 // A routing model fitted to a published overlap alone: no weights, no text.
 RoutingModel published_model(double overlap, std::int64_t experts, std::int64_t top_k, std::int64_t tokens, const std::string& source) {
@@ -47,12 +53,11 @@ void print_published(const RoutingModel& r) {
   else
     std::printf("no more overlap than uniform routing's: concentration 0 (uniform)\n");
   std::printf("\n%-14s %10s %10s\n", "prompt tokens", "model", "uniform");
-  for (std::int64_t tokens : {std::max<std::int64_t>(1, r.prompt_tokens / 4), std::max<std::int64_t>(1, r.prompt_tokens / 2), r.prompt_tokens,
-                              2 * r.prompt_tokens})
+  for (std::int64_t tokens : checked_lengths(r.prompt_tokens))
     std::printf("%-14lld %10.2f %10.2f\n", static_cast<long long>(tokens), expected_distinct(r.concentration, tokens, r.experts, r.top_k),
                 expected_distinct(0, tokens, r.experts, r.top_k));
   std::printf("(distinct experts per MoE layer in a prompt. The model's tokens share an expert with every other token of their prompt as "
-              "often as the published neighbours do; a real router's locality fades with distance, so it touches at least this many)\n");
+              "often as the published neighbours do; a real router's locality fades with distance, so it is expected to touch at least this many)\n");
 }
 
 }  // namespace
@@ -179,8 +184,7 @@ void add_routing_command(CLI::App& app) {
       std::printf("no skew within a prompt beyond uniform routing's: concentration 0 (uniform)\n");
     // The model is fitted at one prompt length; how well it predicts others says whether its shape fits.
     std::printf("\n%-14s %10s %10s %10s\n", "prompt tokens", "measured", "model", "uniform");
-    for (std::int64_t tokens : {std::max<std::int64_t>(1, o->prompt_tokens / 4), std::max<std::int64_t>(1, o->prompt_tokens / 2), o->prompt_tokens,
-                                2 * o->prompt_tokens}) {
+    for (std::int64_t tokens : checked_lengths(o->prompt_tokens)) {
       const double measured = tokens == o->prompt_tokens ? r.distinct : measure(tokens).mean();
       std::printf("%-14lld %10.2f %10.2f %10.2f\n", static_cast<long long>(tokens), measured,
                   expected_distinct(r.concentration, tokens, s.num_experts, s.top_k), expected_distinct(0, tokens, s.num_experts, s.top_k));
