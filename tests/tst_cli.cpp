@@ -14,6 +14,7 @@
 
 #include "analysis/layout.h"
 #include "model/checkpoint.h"
+#include "runtime/device.h"
 #include "runtime/forward.h"
 #include "runtime/model.h"
 #include "sim/device_profile.h"
@@ -686,7 +687,8 @@ class TestCli : public QObject {
     QVERIFY(r.out.contains(QStringLiteral("consolidated")) && r.out.contains(QStringLiteral("time-sharing")));
     QVERIFY2(r.out.contains(QStringLiteral("TTFT p50 ms")), qPrintable(r.out));  // every time with its unit
     // --json: one document, each run's summary with the recorded run id, times in seconds.
-    r = cli(args({"bench", "--json", "--config"}) << path(cfg) << QStringLiteral("--db") << path(scratch("sweep-json.sqlite")));
+    // --device cpu says again what the config's default is.
+    r = cli(args({"bench", "--json", "--device", "cpu", "--config"}) << path(cfg) << QStringLiteral("--db") << path(scratch("sweep-json.sqlite")));
     QVERIFY2(r.code == 0, qPrintable(r.err));
     const auto doc = nlohmann::json::parse(r.out.toStdString());
     QCOMPARE(doc["runs"].size(), std::size_t(2));
@@ -694,6 +696,24 @@ class TestCli : public QObject {
     QCOMPARE(doc["runs"][1]["run"].get<int>(), 2);
     QVERIFY(doc["runs"][0]["requests"].get<int>() > 0);
     QVERIFY(doc["runs"][0]["ttft_seconds"]["p50"].get<double>() > 0);
+    QCOMPARE(nlohmann::json::parse(Recorder(scratch("sweep-json.sqlite")).runs()[0].config_json)["device"].get<std::string>(), std::string("cpu"));
+    if (const auto why = device_unavailable(Device::Cuda)) {
+      // The GPU asked for where there is none: said before the family is read, nothing recorded.
+      r = cli(args({"bench", "--device", "cuda", "--config"}) << path(cfg) << QStringLiteral("--db") << path(scratch("no-gpu.sqlite")));
+      QCOMPARE(r.code, 2);
+      QVERIFY2(r.err.contains(QStringLiteral("--device cuda")) && r.err.contains(QString::fromStdString(*why)) &&
+                   r.err.contains(QStringLiteral("--device cpu")),
+               qPrintable(r.err));
+      nlohmann::json on_gpu = sweep;
+      on_gpu["device"] = "cuda";
+      std::ofstream(scratch("gpu-sweep.json")) << on_gpu.dump();
+      r = cli(args({"bench", "--config"}) << path(scratch("gpu-sweep.json")) << QStringLiteral("--db") << path(scratch("no-gpu.sqlite")));
+      QCOMPARE(r.code, 2);
+      QVERIFY2(r.err.contains(QStringLiteral("gpu-sweep.json")) && r.err.contains(QStringLiteral("'device'")) &&
+                   r.err.contains(QStringLiteral("--device cpu")),
+               qPrintable(r.err));
+      QVERIFY(!fs::exists(scratch("no-gpu.sqlite")) || Recorder(scratch("no-gpu.sqlite")).runs().empty());
+    }
     const Recorder rec(db);
     const auto runs = rec.runs();
     QCOMPARE(runs.size(), std::size_t(2));

@@ -144,7 +144,7 @@ class TestReport : public QObject {
     // The setup that was run: family, capacity, batching, clock and durations.
     for (const char* part : {"3 variants served together: base, ft1, ft2", "consolidated (9 experts resident)", "one request at a time",
                              "Clock", "real", "3 s asked", "Figure 1.", "Figure 4.", "Table 3.", "Table 4.",
-                             "Multi-MoE Table 1", "2 resident"})
+                             "Multi-MoE Table 1", "2 resident", "cpu (the fp32 reference backend"})
       QVERIFY2(page.contains(QString::fromUtf8(part)), part);
     // Column widths fit their cells: no word is cut across lines (in reading order a cut header cell
     // reads "strate" then "gy" on the next line).
@@ -178,6 +178,25 @@ class TestReport : public QObject {
     for (const char* part : {"mixtral-8x7b-published.json", "7.78 distinct experts per MoE layer", "Jiang et al. 2024"})
       QVERIFY2(routing.contains(QString::fromUtf8(part)), qPrintable(routing));
     QVERIFY2(clock.contains(QStringLiteral("simulated")) && !clock.contains(QStringLiteral("uniformly")), qPrintable(clock));
+    for (const auto& setup : c.setup) QVERIFY2(setup.first != QStringLiteral("Device"), "no engine ran: the profile is the device");
+  }
+
+  // An engine run says which backend served it: a GPU run its GPU, a record from before sweeps named
+  // a device the CPU reference (they had no other).
+  void engineRunsNameTheirDevice() {
+    Recorder rec(scratch("devices.sqlite"));
+    for (const char* device : {"cuda: NVIDIA H100 80GB HBM3, 79.2 GiB, compute 9.0", ""}) {
+      nlohmann::json config = {{"rate", 1}, {"clock", "virtual"}};
+      if (*device) config["device"] = device;
+      rec.finish_run(rec.begin_run("consolidated", config.dump()), "finished");
+    }
+    const ReportData d = load_report_data(rec, {}, "devices.sqlite");
+    QCOMPARE(d.runs[1].device, std::string("cpu"));
+    QString device;
+    for (const auto& [what, value] : ui::report_content(d).setup)
+      if (what == QStringLiteral("Device")) device = value;
+    QVERIFY2(device.contains(QStringLiteral("cuda: NVIDIA H100 80GB HBM3")) && device.contains(QStringLiteral("cpu (the fp32 reference")),
+             qPrintable(device));
   }
 };
 

@@ -107,6 +107,56 @@ class TestServing : public QObject {
     QCOMPARE(swaps[0], std::int64_t(0));
   }
 
+  void aSweepNamesTheDeviceItsEngineRunsOn() {
+    nlohmann::json variants = nlohmann::json::array();
+    for (const Variant& v : family_.variants()) variants.push_back(v.checkpoint->dir().string());
+    auto sweep = [&](const nlohmann::json& extra, const std::string& clock = "virtual") {
+      nlohmann::json j = {{"schema", "mosaic.sweep/1"}, {"variants", variants}, {"clock", clock}, {"rates", {3}}, {"duration_seconds", 1},
+                          {"prompt", {4, 4}}, {"output", {2, 2}},
+                          {"strategies", {{{"kind", "consolidated"}, {"capacity", 12}}, {{"kind", "single"}}}}};
+      j.update(extra);
+      return j.dump();
+    };
+    // Every strategy runs on the sweep's device; cpu when it names none.
+    SweepConfig config = parse_sweep_config(sweep({{"device", "cuda"}}), "sweep.json", scratch(""));
+    QVERIFY(config.device == Device::Cuda);
+    for (const StrategyConfig& s : config.strategies) QVERIFY(s.device == Device::Cuda);
+    QVERIFY(parse_sweep_config(sweep(nlohmann::json::object()), "sweep.json", scratch("")).strategies[1].device == Device::Cpu);
+    for (const nlohmann::json& bad : {nlohmann::json{{"device", "tpu"}}, nlohmann::json{{"device", 1}}})
+      expect_mentions(error_of<FormatError>([&] { parse_sweep_config(sweep(bad), "sweep.json", scratch("")); }),
+                      {"sweep.json", "'device'", "cpu", "cuda"});
+    expect_mentions(error_of<FormatError>([&] {
+                      parse_sweep_config(sweep({{"device", "cpu"}, {"device_profile", "a100.json"}}, "simulated"), "sweep.json", scratch(""));
+                    }),
+                    {"sweep.json", "'device'", "simulated clock runs no engine", "device_profile"});
+
+    // What `bench --device` and the workbench's selector do: every strategy moves, and the text
+    // recorded with each run says so.
+    set_sweep_device(config, Device::Cpu);
+    for (const StrategyConfig& s : config.strategies) QVERIFY(s.device == Device::Cpu);
+    QCOMPARE(nlohmann::json::parse(config.text)["device"].get<std::string>(), std::string("cpu"));
+    QVERIFY(parse_sweep_config(config.text, "again.json", scratch("")).device == Device::Cpu);
+    std::vector<std::string> recorded;
+    SweepEvents events;
+    events.run_started = [&](SweepRun& run, std::size_t) { recorded.push_back(nlohmann::json::parse(run.config_json)["device"]); };
+    QVERIFY(run_sweep(config, family_, *store_, *analysis_, events).ok());
+    QCOMPARE(recorded, (std::vector<std::string>{"cpu", "cpu"}));
+
+    // CUDA where no GPU can be used: refused before anything is deployed, naming what to do.
+    set_sweep_device(config, Device::Cuda);
+    recorded.clear();
+    const auto outcome = run_sweep(config, family_, *store_, *analysis_, events);
+    if (const auto why = device_unavailable(Device::Cuda)) {
+      expect_mentions(error_of<DeviceError>([&] { outcome.rethrow(); }), {"sweep", "device 'cuda'", *why, "\"device\": \"cpu\""});
+      QVERIFY(recorded.empty());
+    } else {  // a GPU machine: the same sweep runs there, and says which GPU
+      QVERIFY(outcome.ok());
+      QVERIFY2(recorded.size() == 2 && recorded[0].starts_with("cuda: "), recorded.empty() ? "" : recorded[0].c_str());
+    }
+    auto simulated = parse_sweep_config(sweep({{"device_profile", "a100.json"}}, "simulated"), "sweep.json", scratch(""));
+    expect_mentions(error_of<InvalidArgument>([&] { set_sweep_device(simulated, Device::Cuda); }), {"device", "simulated", "device_profile"});
+  }
+
   void ratesComeFromTheEnginesOwnSaturation() {
     // The engine's path of "rates": {"saturation": …}: a burst measures the strategy on this engine,
     // the grid is built from it, the strategy stops at the first rate past `to` × its own, and the

@@ -11,6 +11,7 @@
 #include "analysis/family_analysis.h"
 #include "cli/commands.h"
 #include "cli/output_paths.h"
+#include "cli/serving_args.h"
 #include "model/variant_folders.h"
 #include "common/error.h"
 #include "runtime/threads.h"
@@ -39,15 +40,21 @@ void draw_progress(std::size_t done, std::size_t total, const std::string& label
 
 void add_bench_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Run a QoS sweep (strategies × arrival rates × repeats) and record it to SQLite");
-  struct Opts { fs::path config, db = "mosaic-runs.sqlite"; int threads = 0; bool json = false; };
+  struct Opts { fs::path config, db = "mosaic-runs.sqlite"; int threads = 0; bool json = false; std::string device; };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--config", o->config, "sweep config (mosaic.sweep/1), e.g. sample_configs/paper-qos.json")->required();
   cmd->add_option("--db", o->db, "SQLite file to record into (created or migrated)")->default_val("mosaic-runs.sqlite");
   cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
+  cmd->add_option("--device", o->device, "cpu | cuda: serve every strategy on this device, whatever the config's \"device\" says");
   cmd->add_flag("--json", o->json, "print the runs' summaries as one JSON document (times in seconds) instead of the table");
   cmd->callback([o] {
     configure_threads(o->threads);
-    const SweepConfig config = load_sweep_config(o->config);
+    SweepConfig config = load_sweep_config(o->config);
+    // Said before the family is read: reading a large one takes minutes.
+    if (!o->device.empty()) set_sweep_device(config, checked_device(o->device));
+    else if (config.clock != RunClock::Simulated)
+      if (const auto why = device_unavailable(config.device))
+        throw DeviceError(o->config.string(), "field 'device'", *why, "run it with --device cpu, or on a machine with an NVIDIA GPU");
     // Opened first: a read-only path, a full disk or a file that is not a record is said at once,
     // not after the family has been read and analysed.
     std::vector<fs::path> inputs = config.variants;  // the record lands on none of what the sweep reads

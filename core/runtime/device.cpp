@@ -18,6 +18,12 @@ std::optional<std::uint64_t> device_memory_bytes(Device d) {
   return cuda::memory_bytes();
 }
 
+std::string device_description(Device d) {
+  if (d == Device::Cpu) return "cpu";
+  const auto gpu = cuda::description();
+  return gpu ? "cuda: " + *gpu : "cuda";
+}
+
 std::optional<std::string> device_unavailable(Device d) {
   if (d == Device::Cpu) return std::nullopt;
   return cuda::unavailable();

@@ -15,6 +15,9 @@ std::string_view device_name(Device d);
 std::optional<Device> parse_device(std::string_view name);
 // nullopt when `d` can run here; else why not, in a sentence (no GPU, no driver, a build without CUDA).
 std::optional<std::string> device_unavailable(Device d);
+// What a run on `d` ran on, for records and reports: "cpu" (the fp32 reference; the machine is
+// recorded apart), or "cuda: NVIDIA H100 80GB HBM3, 79.2 GiB, compute 9.0" ("cuda" alone where no GPU can be used).
+std::string device_description(Device d);
 // The memory a budget on `d` stands for: the machine's RAM on the CPU, the GPU's memory on CUDA
 // (nullopt where no GPU can be used).
 std::optional<std::uint64_t> device_memory_bytes(Device d);

@@ -11,6 +11,7 @@
 #include "common/json_text.h"
 #include "common/text_file.h"
 #include "analysis/consolidation.h"
+#include "runtime/device.h"
 #include "runtime/miss_policy.h"
 
 namespace mosaic {
@@ -47,7 +48,7 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
   };
   if (!j.is_object()) throw FormatError(file, "", "is not a JSON object", hint);
   check_keys(j, {"schema", "description", "variants", "targets", "clock", "rates", "repeats", "seed", "alpha", "duration_seconds",
-                 "prompt", "output", "strategies", "trace", "trace_routes", "device_profile", "routing", "host_memory"},
+                 "prompt", "output", "strategies", "trace", "trace_routes", "device", "device_profile", "routing", "host_memory"},
              file, "", hint);
   check_schema(j, "mosaic.sweep/1", file);
 
@@ -75,6 +76,13 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
   } else {
     for (const char* key : {"device_profile", "routing", "host_memory"})
       if (j.contains(key)) fail(key, "is for the simulated clock only (\"clock\": \"simulated\")");
+  }
+  if (j.contains("device")) {
+    if (c.clock == RunClock::Simulated)
+      fail("device", "is the engine's backend, and the simulated clock runs no engine: its device is device_profile");
+    const auto d = j["device"].is_string() ? parse_device(j["device"].get<std::string>()) : std::nullopt;
+    if (!d) fail("device", "must be cpu (the fp32 reference) or cuda (bf16 weights on the GPU)");
+    c.device = *d;
   }
   if (j.contains("host_memory")) {
     const auto& h = j["host_memory"];
@@ -244,11 +252,26 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
     if (virtual_experts && !sc.budget_bytes && sc.capacity <= 0)
       fail(where, "virtual-experts needs a budget (with calibration: planned counts) or a capacity (uniform counts)");
     if (virtual_experts) sc.miss = "masked";
+    sc.device = c.device;
     c.strategies.push_back(sc);
   }
   return c;
 }
 }  // namespace
+
+void set_sweep_device(SweepConfig& config, Device device) {
+  if (config.clock == RunClock::Simulated)
+    throw InvalidArgument("device", std::string(device_name(device)),
+                          "is the engine's backend, and a simulated sweep runs no engine", "its device is the config's device_profile");
+  config.device = device;
+  for (StrategyConfig& s : config.strategies) s.device = device;
+  // What is recorded with every run says so too.
+  auto j = nlohmann::ordered_json::parse(config.text, nullptr, false);
+  if (j.is_object()) {
+    j["device"] = std::string(device_name(device));
+    config.text = j.dump(2);
+  }
+}
 
 SweepConfig parse_sweep_config(const std::string& text, const std::string& file, const std::filesystem::path& base_dir) {
   try {

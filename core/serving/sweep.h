@@ -7,6 +7,8 @@
 //             | {"saturation": {"points": n, "from": f, "to": t, "probe_requests": m}} (rates chosen from
 //               each strategy's measured saturation rate, serving/saturation.h; defaults 6, 0.25, 2 and
 //               0 for probe_requests: four times what the strategy's batches hold),
+//    "device": "cpu" | "cuda" (virtual and real clocks: the backend every strategy runs on; default cpu,
+//              the fp32 reference; `bench --device` overrides it),
 //    "device_profile": "profile.json" (simulated only, relative to the config: the device the cost
 //                      model prices steps for, sample_configs/devices/),
 //    "routing": "model.json" (simulated only, relative to the config: how tokens choose experts,
@@ -37,6 +39,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/device.h"
 #include "serving/runner.h"
 #include "sim/device_profile.h"
 
@@ -62,6 +65,7 @@ struct SweepConfig {
   std::filesystem::path trace;  // empty: generate Poisson workloads
   std::vector<std::string> targets;  // the names workloads draw from; empty: each strategy's own
   bool trace_routes = false;  // record each request's routes (RequestRecord::routes)
+  Device device = Device::Cpu;  // every strategy's backend (StrategyConfig::device), engine clocks only
   std::filesystem::path device_profile;  // simulated clock: the profile's file
   std::filesystem::path routing;         // simulated clock: a routing model's file; empty: uniform
   HostMemory host_memory;                // simulated clock: the link rate of each kind of copy
@@ -73,5 +77,8 @@ struct SweepConfig {
 SweepConfig load_sweep_config(const std::filesystem::path& path);
 // The same from text; `file` names it in errors, relative paths are resolved against `base_dir`.
 SweepConfig parse_sweep_config(const std::string& text, const std::string& file, const std::filesystem::path& base_dir);
+// Serves every strategy of `config` on `device` (what `bench --device` and the workbench's selector
+// ask for), recorded as if the config had said so. InvalidArgument on the simulated clock.
+void set_sweep_device(SweepConfig& config, Device device);
 
 }  // namespace mosaic

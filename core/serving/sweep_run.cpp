@@ -76,6 +76,10 @@ Outcome<> run_sweep(const SweepConfig& config, const Family& family, const HostS
   return Outcome<>::of([&]() -> Outcome<> {
     if (config.clock == RunClock::Simulated)
       throw InvalidArgument("sweep", "clock 'simulated'", "runs no engine", "run it with simulate_sweep (sim/sim_sweep.h)");
+    if (const auto why = device_unavailable(config.device))
+      throw DeviceError("sweep", "device '" + std::string(device_name(config.device)) + "'", *why,
+                        "set \"device\": \"cpu\" in the sweep config (or --device cpu), or run it on a machine with an NVIDIA GPU");
+    const std::string device = device_description(config.device);  // recorded with every run
     // Strategies that write merged checkpoints (averaging) put them here, removed afterwards.
     const auto scratch = std::filesystem::temp_directory_path() / ("mosaic-sweep-" + std::to_string(std::random_device{}()));
     std::filesystem::create_directories(scratch);
@@ -146,6 +150,7 @@ Outcome<> run_sweep(const SweepConfig& config, const Family& family, const HostS
                                              {"max_sequences", sc.scheduler.max_sequences},
                                              {"trace", config.trace.string()},
                                              {"clock", config.clock == RunClock::Real ? "real" : "virtual"},
+                                             {"device", device},
                                              {"targets", target_names},  // what a route's served_by indexes
                                              {"sweep", nlohmann::json::parse(config.text, nullptr, false)}};
           if (!saturation.is_null()) run_config["saturation"] = saturation;

@@ -88,6 +88,9 @@ ReportData load_report_data(const Recorder& recorder, const std::vector<std::int
       if (config.contains("device_profile") && config["device_profile"].is_string())
         run.device_profile = config["device_profile"].get<std::string>();
       if (config.contains("routing")) run.routing = routing_of(config["routing"]);
+      // Sweeps ran on the CPU backend alone before they recorded a device.
+      if (config.contains("device") && config["device"].is_string()) run.device = config["device"].get<std::string>();
+      else if (run.clock == "virtual" || run.clock == "real") run.device = "cpu";
       if (config.contains("sweep") && config["sweep"].is_object()) {
         const auto& sweep = config["sweep"];
         if (sweep.contains("duration_seconds") && sweep["duration_seconds"].is_number())

@@ -19,6 +19,7 @@ struct ReportRun {
   // What was run, from the run's recorded config (empty or 0 when an older record lacks it).
   std::int64_t capacity = 0, max_sequences = 0;  // resident experts (layout strategies); sequences at once
   std::string clock;                             // "virtual", "real" or "simulated"
+  std::string device;                            // engine runs: "cpu" or "cuda: <GPU>" (records before it: cpu)
   std::string device_profile;                    // simulated runs: the profile's name
   std::string routing;                           // simulated runs: "uniform", or the routing model's file, source and spread
   std::vector<std::string> variants;             // the sweep's variant folders, as written

@@ -66,12 +66,13 @@ QList<QPair<QString, QString>> setup_of(const ReportData& d) {
   out << qMakePair(QStringLiteral("Strategies"), strategies.join(QStringLiteral(", ")));
   if (const QString b = batching_of(d); !b.isEmpty()) out << qMakePair(QStringLiteral("Batching"), b);
   std::set<double> rates;
-  std::set<std::string> clocks, profiles, routings;
+  std::set<std::string> clocks, devices, profiles, routings;
   int repeats = 0;
   double asked = 0, window_min = INFINITY, window_max = 0, drain_max = 0, makespan = 0;
   for (const ReportRun& r : d.runs) {
     rates.insert(r.rate);
     if (!r.clock.empty()) clocks.insert(r.clock);
+    if (!r.device.empty()) devices.insert(r.device);
     if (!r.device_profile.empty()) profiles.insert(r.device_profile);
     if (!r.routing.empty()) routings.insert(r.routing);
     repeats = std::max(repeats, r.repeat + 1);
@@ -97,6 +98,11 @@ QList<QPair<QString, QString>> setup_of(const ReportData& d) {
     out << qMakePair(QStringLiteral("Clock"), c.join(QStringLiteral(", ")) +
                                                   (clocks.count("virtual") ? QStringLiteral(" (virtual: time moves on by each step's measured cost and jumps over idle gaps, so queueing is what it would be on an engine this fast)") : QString()) +
                                                   (clocks.count("simulated") ? QStringLiteral(" (simulated: no engine ran; the engine's scheduler decided every step and a cost model priced it from the model's shapes — bytes moved and flops done — on the device profile below, with tokens routed as the routing below says)") : QString()));
+  }
+  if (!devices.empty()) {
+    QStringList v;
+    for (const std::string& s : devices) v << (s == "cpu" ? QStringLiteral("cpu (the fp32 reference backend, on the machine below)") : q(s));
+    out << qMakePair(QStringLiteral("Device"), v.join(QStringLiteral("; ")));
   }
   if (!profiles.empty()) {
     QStringList p;

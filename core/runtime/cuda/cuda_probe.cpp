@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 
 #include "common/error.h"
@@ -27,6 +28,16 @@ std::optional<std::uint64_t> memory_bytes() {
   std::size_t free = 0, total = 0;
   if (cudaMemGetInfo(&free, &total) != cudaSuccess) return std::nullopt;
   return total;
+}
+
+std::optional<std::string> description() {
+  if (unavailable()) return std::nullopt;
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return std::nullopt;
+  char text[320];
+  std::snprintf(text, sizeof text, "%s, %.1f GiB, compute %d.%d", prop.name, double(prop.totalGlobalMem) / double(1ull << 30), prop.major,
+                prop.minor);
+  return std::string(text);
 }
 
 namespace {

@@ -11,6 +11,8 @@ namespace mosaic::cuda {
 std::optional<std::string> unavailable();
 // The memory of the GPU the backend uses (device 0, or its MIG instance); nullopt where none can be used.
 std::optional<std::uint64_t> memory_bytes();
+// "NVIDIA H100 80GB HBM3, 79.2 GiB, compute 9.0": the GPU the backend uses; nullopt where none can be used.
+std::optional<std::string> description();
 
 }  // namespace mosaic::cuda
 

@@ -13,6 +13,8 @@ std::optional<std::string> cuda::unavailable() {
 
 std::optional<std::uint64_t> cuda::memory_bytes() { return std::nullopt; }
 
+std::optional<std::string> cuda::description() { return std::nullopt; }
+
 cuda::DeviceRates cuda::measure_rates() {
   throw DeviceError("device cuda", "", *cuda::unavailable(), "run this on a machine with an NVIDIA GPU and a CUDA build");
 }
