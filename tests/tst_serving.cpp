@@ -564,6 +564,26 @@ class TestServing : public QObject {
     crowded.budget_bytes = s.capacity().minimum_budget();
     expect_mentions(error_of<BudgetError>([&] { s.apply(crowded); }), {"device budget", "raise the budget"});
     QCOMPARE(s.layout().plan.map, map);
+    // The device: the CPU is a no-op; the GPU serves the same layout where there is one, and where
+    // there is none is refused with the session still serving on the CPU.
+    const Runtime* before = &s.runtime();
+    s.set_device(Device::Cpu);
+    QCOMPARE(&s.runtime(), before);
+    if (const auto why = device_unavailable(Device::Cuda)) {
+      expect_mentions(error_of<DeviceError>([&] { s.set_device(Device::Cuda); }), {"device cuda", *why, "cpu"});
+      QVERIFY(s.device() == Device::Cpu && &s.runtime() == before && s.runtime().config().device == Device::Cpu);
+      QCOMPARE(s.engine().submit({"ft2", {.prompt = {1, 2, 3}, .max_new_tokens = 2}})->wait().finish, Finish::Length);
+    } else {
+      s.set_device(Device::Cuda);
+      const auto resident = static_cast<std::size_t>(std::count_if(map.begin(), map.end(), [](int v) { return v >= 0; }));
+      QVERIFY(s.runtime().config().device == Device::Cuda && s.runtime().config().pinned.size() == resident);
+      QCOMPARE(s.layout().plan.map, map);
+      QCOMPARE(s.engine().submit({"ft2", {.prompt = {1, 2, 3}, .max_new_tokens = 2}})->wait().finish, Finish::Length);
+      s.plan(0, Policy::Medoid);  // later plans stay on the device chosen
+      QVERIFY(s.runtime().config().device == Device::Cuda);
+      s.set_device(Device::Cpu);
+      s.plan(0, Policy::RoundRobin);
+    }
     // One checkpoint opens too: its distances are all 0, and it plans and serves.
     auto single = Session::open({fixture("olmoe", "ft2")});
     QVERIFY2(single.ok(), single.error_message().c_str());
@@ -719,6 +739,16 @@ class TestServing : public QObject {
     expect_mentions(error(R"({"schema": "mosaic.session/1", "variants": [7]})"), {"session.json", "wrong type"});
     expect_mentions(error(R"({"schema": "mosaic.session/1", "variants": ["a"], "reserve": {"requests": -3}})"), {"reserve.requests", "from 1"});
     QCOMPARE(parse_session_file(R"({"schema": "mosaic.session/1", "variants": ["a"]})", "s.json", "/base").variants.front(), fs::path("/base/a"));
+    // The device the family is served on: cpu unless the file says cuda, and written back only then.
+    QVERIFY(parse_session_file(R"({"schema": "mosaic.session/1", "variants": ["a"]})", "s.json", "/base").device == Device::Cpu);
+    expect_mentions(error(R"({"schema": "mosaic.session/1", "variants": ["a"], "device": "tpu"})"), {"session.json", "device", "cpu or cuda"});
+    SessionFile gpu = parse_session_file(R"({"schema": "mosaic.session/1", "variants": ["a"], "device": "cuda"})", "s.json", "/base");
+    QVERIFY(gpu.device == Device::Cuda);
+    save_session_file(scratch("gpu-session.json"), gpu);
+    QVERIFY(load_session_file(scratch("gpu-session.json")).device == Device::Cuda);
+    gpu.device = Device::Cpu;
+    save_session_file(scratch("cpu-session.json"), gpu);
+    QVERIFY(!nlohmann::json::parse(std::ifstream(scratch("cpu-session.json"))).contains("device"));
   }
 };
 

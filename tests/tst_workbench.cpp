@@ -37,6 +37,7 @@
 #include <fstream>
 
 #include "analysis/family_analysis.h"
+#include "runtime/device.h"
 #include "runtime/host_store.h"
 #include "analysis/consolidation.h"
 #include "analysis/delta_folder.h"
@@ -118,6 +119,31 @@ class WorkbenchTest : public QObject {
     QCOMPARE(l.capacity, qint64(16));  // the default budget keeps half the positions
     QCOMPARE(window_->layoutPanel()->grid()->residentCells(), 16);
     QCOMPARE(window_->chatPane()->targetBox()->count(), 9);
+  }
+
+  // The family is served on the device chosen in the family panel; the GPU is offered only where one
+  // can be used, and asked for where none can, is refused with the family still serving on the CPU.
+  void the_family_is_served_on_the_device_chosen() {
+    FamilyPanel* panel = window_->familyPanel();
+    auto* items = qobject_cast<QStandardItemModel*>(panel->deviceBox()->model());
+    QStandardItem* cuda = items->item(panel->deviceBox()->findData(QStringLiteral("cuda")));
+    QTRY_VERIFY_WITH_TIMEOUT(!cuda->toolTip().contains(QStringLiteral("looking")), 30000);  // the engine has answered
+    QCOMPARE(panel->device(), QStringLiteral("cpu"));
+    QVERIFY2(window_->servingPanel()->sweepJson().contains(QStringLiteral("\"device\":\"cpu\"")), qPrintable(window_->servingPanel()->sweepJson()));
+    const auto why = device_unavailable(Device::Cuda);
+    if (!why) QSKIP("this machine has a GPU: the refusal below is for machines without one (tst_cuda_backend serves on it)");
+    QVERIFY(!cuda->isEnabled());
+    QVERIFY2(cuda->toolTip().contains(QString::fromStdString(*why)), qPrintable(cuda->toolTip()));
+    Q_EMIT panel->deviceRequested(QStringLiteral("cuda"));  // as a session that names the GPU asks
+    QTRY_VERIFY_WITH_TIMEOUT(panel->errorText().contains(QStringLiteral("Serve on")), 30000);
+    QVERIFY2(panel->errorText().contains(QString::fromStdString(*why)) && panel->errorText().contains(QStringLiteral("cpu")), qPrintable(panel->errorText()));
+    QCOMPARE(panel->device(), QStringLiteral("cpu"));
+    QVERIFY(window_->servingPanel()->sweepJson().contains(QStringLiteral("\"device\":\"cpu\"")));
+    // Still serving: a chat on the CPU answers.
+    window_->chatPane()->promptEdit()->setText(QStringLiteral("In the beginning"));
+    QSignalSpy finished(window_->engine(), &EngineHost::chatFinished);
+    window_->chatPane()->send();
+    QVERIFY(finished.wait(60000));
   }
 
   // One checkpoint opens alone (to chat); more are added by drop or by the dialog's multi-select,
@@ -882,6 +908,19 @@ class WorkbenchTest : public QObject {
     QCOMPARE(window_->layoutPanel()->missSlotsBox()->value(), 3);
     QTRY_VERIFY_WITH_TIMEOUT(window_->windowTitle().endsWith(QStringLiteral("— session.json")), 30000);
     window_->layoutPanel()->policyBox()->setCurrentText(QStringLiteral("round-robin"));
+
+    QVERIFY(saved.device == Device::Cpu);
+    if (const auto why = device_unavailable(Device::Cuda)) {
+      // A session saved on a GPU machine opens here on the CPU, saying why.
+      SessionFile gpu = saved;
+      gpu.device = Device::Cuda;
+      save_session_file(dir.filePath(QStringLiteral("gpu.json")).toStdString(), gpu);
+      window_->openSession(dir.filePath(QStringLiteral("gpu.json")));
+      QTRY_VERIFY_WITH_TIMEOUT(window_->windowTitle().endsWith(QStringLiteral("— gpu.json")), 120000);  // opened
+      const QString shown = window_->familyPanel()->errorText();
+      QVERIFY2(shown.contains(QStringLiteral("Serve on")) && shown.contains(QString::fromStdString(*why)), qPrintable(shown));
+      QCOMPARE(window_->familyPanel()->device(), QStringLiteral("cpu"));
+    }
 
     std::ofstream(dir.filePath(QStringLiteral("bad.json")).toStdString()) << R"({"schema": "mosaic.session/9"})";
     window_->openSession(dir.filePath(QStringLiteral("bad.json")));

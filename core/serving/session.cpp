@@ -90,7 +90,9 @@ void Session::plan_hybrid(std::uint64_t budget_bytes, const ReserveSpec& reserve
                       "raise the budget, reserve less, or plan a round-robin, medoid or weighted layout, which may leave positions out");
   cap.budget_bytes = budget;
   // The runtime decides what the budget holds; the layout records what it pinned.
-  auto runtime = std::make_shared<Runtime>(*store_, hybrid_planning_config(*store_, analysis_.distances, budget, reserve));
+  RuntimeConfig config = hybrid_planning_config(*store_, analysis_.distances, budget, reserve);
+  config.device = device_;
+  auto runtime = std::make_shared<Runtime>(*store_, std::move(config));
   Layout layout = make_layout(*family_, analysis_.sha256, hybrid_plan_from(*store_, analysis_.distances, base, runtime->config().pinned));
   layout.budget_bytes = budget;
   layout.reserve = cap.reserve;
@@ -156,8 +158,24 @@ void Session::serve(Layout layout, const std::vector<int>& to_store, CapacityPla
   if (hybrid) config.hit = HitPolicy::Consolidated;  // rows without their delta take the base's copy
   config.budget_bytes = cap.budget_bytes;  // the session serves within the budget it was planned for
   config.reserve = reserve_;
+  config.device = device_;
   if (layout.plan.policy == Policy::Virtual) apply_virtual_layout(config, layout, to_store, *store_);  // masked, updating
   install(std::make_shared<Runtime>(*store_, std::move(config)), std::move(layout), std::move(cap));  // throws before anything changes
+}
+
+void Session::set_device(Device device) {
+  if (device == device_) return;
+  if (const auto why = device_unavailable(device))
+    throw DeviceError("device " + std::string(device_name(device)), "", *why, "serve on the cpu on this machine");
+  if (!runtime_) {
+    device_ = device;
+    return;
+  }
+  // The runtime on screen, rebuilt on the other device: its pins, budget and policies as they are.
+  RuntimeConfig config = runtime_->config();
+  config.device = device;
+  install(std::make_shared<Runtime>(*store_, std::move(config)), layout_, capacity_);  // throws before anything changes
+  device_ = device;
 }
 
 void Session::install(std::shared_ptr<Runtime> runtime, Layout layout, CapacityPlan cap) {

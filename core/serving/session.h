@@ -17,6 +17,7 @@
 #include "common/outcome.h"
 #include "model/family.h"
 #include "model/tokenizer.h"
+#include "runtime/device.h"
 #include "runtime/engine.h"
 #include "runtime/host_store.h"
 
@@ -61,6 +62,12 @@ class Session {
   const CapacityPlan& capacity() const { return capacity_; }
   const ReserveSpec& reserve() const { return reserve_; }  // what the layout on screen was planned to keep
 
+  // The backend every runtime of this session computes on (cpu until told). Serves the layout on
+  // screen there at once when one is served; throws DeviceError (no GPU, no CUDA build) or
+  // BudgetError (the layout's budget is beyond the device) and the session is then as it was.
+  void set_device(Device device);
+  Device device() const { return device_; }
+
   Engine& engine();  // precondition: plan() or apply() has succeeded
   const Runtime& runtime() const;
   // The variant's tokenizer.json, read once. Throws InvalidArgument for an unknown variant,
@@ -80,6 +87,7 @@ class Session {
   Layout layout_;
   CapacityPlan capacity_;
   ReserveSpec reserve_;
+  Device device_ = Device::Cpu;
   std::map<std::string, Tokenizer> tokenizers_;
   std::shared_ptr<Runtime> runtime_;
   std::unique_ptr<Engine> engine_;  // last: destroyed first

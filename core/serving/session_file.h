@@ -1,6 +1,6 @@
 #pragma once
 // A workbench session (mosaic.session/1 JSON): the family's variant folders, the budget and policy
-// (or a layout file) and the reserve planned with, the serving panel's sweep settings and the chat's target, prompt and sampling settings — so a
+// (or a layout file) and the reserve planned with, the device it is served on, the serving panel's sweep settings and the chat's target, prompt and sampling settings — so a
 // person reopens exactly what they were looking at. Relative paths are relative to the file.
 #include <cstdint>
 #include <filesystem>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "analysis/capacity.h"
+#include "runtime/device.h"
 
 namespace mosaic {
 
@@ -21,6 +22,7 @@ struct SessionFile {
   std::vector<double> shares;  // the weighted policy's, one per variant; empty: alike
   std::filesystem::path layout;  // empty: plan from the budget
   std::optional<ReserveSpec> reserve;  // what the budget keeps beside the experts; nullopt: defaults
+  Device device = Device::Cpu;         // what the family is served on (the workbench's "Serve on")
   std::string serving_json;      // a mosaic.sweep/1 object without variants, or empty
   std::string chat_target, chat_prompt;
   std::optional<int> chat_max_new_tokens;               // nullopt: the workbench's default

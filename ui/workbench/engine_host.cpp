@@ -182,7 +182,8 @@ void EngineHost::openFamily(const QStringList& dirs, qint64 budgetBytes, const Q
         return !cancel_open_.load();
       });
       if (opened.is_cancelled()) return Q_EMIT familyFailed(tr("Cancelled."));
-      st.session = std::move(*opened);  // rethrows a failure
+      (*opened)->set_device(st.device);  // rethrows a failure; the device was usable when chosen
+      st.session = std::move(*opened);
       st.own_models.clear();  // loaded from the old family's folders
       Q_EMIT progress(tr("Ready"), 1, 1);
       Q_EMIT familyOpened(describe(describe_family(*st.session)));
@@ -191,6 +192,34 @@ void EngineHost::openFamily(const QStringList& dirs, qint64 budgetBytes, const Q
     }
     // Shares named for other folders (an ESFT adapter brought its base in) weigh alike instead.
     planLayout(budgetBytes, policy, reserve, shares.size() == static_cast<qsizetype>(st.session->family().size()) ? shares : QVector<double>());
+  });
+}
+
+void EngineHost::probeDevices() {
+  post([this] {
+    const auto why = device_unavailable(Device::Cuda);
+    Q_EMIT devicesProbed(why ? QString() : QString::fromStdString(device_description(Device::Cuda)).remove(QStringLiteral("cuda: ")),
+                         why ? QString::fromStdString(*why) : QString());
+  });
+}
+
+void EngineHost::setDevice(const QString& name) {
+  post([this, name] {
+    State& st = *state_;
+    const QString current = QString::fromUtf8(device_name(st.device));
+    const auto device = parse_device(name.toStdString());
+    if (!device) return Q_EMIT deviceFailed(tr("'%1' is not a device: choose cpu or cuda.").arg(name), current);
+    if (*device == st.device) return Q_EMIT deviceChanged(current);
+    if (st.sweeping) return Q_EMIT deviceFailed(tr("A sweep is serving on this engine; stop it before changing the device."), current);
+    if (st.serving_http()) return Q_EMIT deviceFailed(tr("The HTTP server is serving on this engine; stop it before changing the device."), current);
+    try {
+      if (st.session) st.session->set_device(*device);  // the layout on screen, served there now
+      st.device = *device;
+      Q_EMIT deviceChanged(name);
+      if (st.session) Q_EMIT layoutPlanned(describe(*st.session));  // what it holds there
+    } catch (const std::exception& e) {
+      Q_EMIT deviceFailed(QString::fromUtf8(e.what()), current);
+    }
   });
 }
 

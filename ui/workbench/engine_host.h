@@ -25,6 +25,11 @@ class EngineHost : public QObject {
   void openFamily(const QStringList& dirs, qint64 budgetBytes, const QString& policy = QStringLiteral("round-robin"),
                   const mosaic::ui::ReserveSettings& reserve = {}, const QVector<double>& shares = {});
   void cancelOpen();
+  // Asks which devices can serve here: answered by devicesProbed.
+  void probeDevices();
+  // Serves the open family (and every family opened after) on "cpu" or "cuda": answered by
+  // deviceChanged, or deviceFailed with the device still serving.
+  void setDevice(const QString& device);
   // Re-plans the resident experts for a budget (bytes) and policy ("round-robin", "medoid", "weighted",
   // with `shares` per variant in the family's order; empty: alike).
   void planLayout(qint64 budgetBytes, const QString& policy, const mosaic::ui::ReserveSettings& reserve = {},
@@ -100,6 +105,11 @@ class EngineHost : public QObject {
   // A recorded request's trace: `labels` per position (prompt, then output tokens).
   void traceLoaded(const QString& title, const QString& target, int layers, const QStringList& labels,
                    const QVector<mosaic::ui::ExpertRoute>& routes);
+  // `cudaDescription`: the GPU ("NVIDIA H100 80GB HBM3, 79.2 GiB, compute 9.0"), or empty with
+  // `cudaUnavailable` saying why none can be used.
+  void devicesProbed(const QString& cudaDescription, const QString& cudaUnavailable);
+  void deviceChanged(const QString& device);  // "cpu" or "cuda"
+  void deviceFailed(const QString& message, const QString& device);  // `device`: the one still serving
   // Engine errors, as messages that say what to do.
   void familyFailed(const QString& message);
   void layoutFailed(const QString& message);

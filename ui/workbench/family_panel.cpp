@@ -1,6 +1,8 @@
 #include "workbench/family_panel.h"
 
+#include <QComboBox>
 #include <QDir>
+#include <QStandardItemModel>
 #include <QDragEnterEvent>
 #include <QDropEvent>
 #include <QListView>
@@ -87,17 +89,30 @@ FamilyPanel::FamilyPanel(QWidget* parent) : QWidget(parent), model_(new FamilyMo
   table_->horizontalHeader()->setStretchLastSection(true);
   table_->verticalHeader()->hide();
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  device_ = new QComboBox;
+  device_->addItem(tr("CPU (fp32 reference)"), QStringLiteral("cpu"));
+  device_->addItem(tr("CUDA GPU"), QStringLiteral("cuda"));
+  device_->setToolTip(tr("Where the family is served: chat, comparisons, the HTTP server and engine sweeps. The CPU backend "
+                         "computes in fp32 and is the reference; the CUDA backend keeps bf16 weights on the GPU"));
+  showDevices(QString(), tr("looking for a GPU…"));
+  auto* deviceLabel = new QLabel(tr("Serve on"));
+  deviceLabel->setBuddy(device_);
 
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(open);
   buttons->addWidget(add);
   buttons->addWidget(remove_);
   buttons->addStretch();
+  auto* deviceRow = new QHBoxLayout;  // a row of its own: the dock is narrow at 1366×768
+  deviceRow->addWidget(deviceLabel);
+  deviceRow->addWidget(device_);
+  deviceRow->addStretch();
   auto* bar = new QHBoxLayout;
   bar->addWidget(progress_, 1);
   bar->addWidget(cancel_);
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(buttons);
+  layout->addLayout(deviceRow);
   layout->addWidget(status_);
   layout->addWidget(error_);
   layout->addWidget(table_, 1);
@@ -115,6 +130,24 @@ FamilyPanel::FamilyPanel(QWidget* parent) : QWidget(parent), model_(new FamilyMo
   });
   setAcceptDrops(true);
   connect(cancel_, &QPushButton::clicked, this, &FamilyPanel::cancelRequested);
+  // Asked of the engine; the box shows what it serves on once it answers (showDevice).
+  connect(device_, &QComboBox::activated, this, [this](int index) { Q_EMIT deviceRequested(device_->itemData(index).toString()); });
+}
+
+QString FamilyPanel::device() const { return device_->currentData().toString(); }
+
+void FamilyPanel::showDevices(const QString& cudaDescription, const QString& cudaUnavailable) {
+  auto* items = qobject_cast<QStandardItemModel*>(device_->model());
+  QStandardItem* cuda = items->item(device_->findData(QStringLiteral("cuda")));
+  const bool usable = !cudaDescription.isEmpty();
+  cuda->setEnabled(usable);
+  cuda->setText(usable ? tr("CUDA: %1").arg(cudaDescription) : tr("CUDA GPU (none here)"));
+  cuda->setToolTip(usable ? tr("bf16 weights on %1").arg(cudaDescription) : tr("Cannot be used here: %1").arg(cudaUnavailable));
+}
+
+void FamilyPanel::showDevice(const QString& device) {
+  const QSignalBlocker quiet(device_);
+  device_->setCurrentIndex(std::max(0, device_->findData(device)));
 }
 
 void FamilyPanel::chooseFolders() {

@@ -2,7 +2,8 @@
 // The family: its variants in a table (architecture, parameters, bytes, dtypes, ESFT adapters),
 // buttons to open a family, add variant folders (several at once) and remove the selected ones,
 // folders dropped from a file manager added, a progress bar with cancel while the engine loads and
-// hashes, and the engine's error, in place, when a folder is refused.
+// hashes, the engine's error, in place, when a folder is refused, and the device the family is
+// served on (the CPU reference, or the GPU where one can be used).
 #include <QAbstractTableModel>
 #include <QWidget>
 
@@ -10,6 +11,7 @@
 
 class QDragEnterEvent;
 class QDropEvent;
+class QComboBox;
 class QLabel;
 class QProgressBar;
 class QPushButton;
@@ -40,6 +42,8 @@ class FamilyPanel : public QWidget {
   QString errorText() const;
   QStringList variantDirs() const;  // the open family's variant folders, in order
   QTableView* table() const { return table_; }
+  QComboBox* deviceBox() const { return device_; }
+  QString device() const;  // "cpu" or "cuda": what the engine serves on now
   // Each asks to reopen the family with its variant folders changed; the open family stays until
   // the new one has opened.
   void addFolders(const QStringList& dirs);
@@ -49,9 +53,13 @@ class FamilyPanel : public QWidget {
   void showProgress(const QString& stage, int done, int total);
   void showFamily(const mosaic::ui::FamilyInfo& family);
   void showError(const QString& what, const QString& message);
+  // Which devices can serve: the GPU's description, or empty and why there is none.
+  void showDevices(const QString& cudaDescription, const QString& cudaUnavailable);
+  void showDevice(const QString& device);  // what the engine serves on now ("cpu" or "cuda")
 
  Q_SIGNALS:
   void openRequested(const QStringList& dirs);
+  void deviceRequested(const QString& device);
   void cancelRequested();
 
  private:
@@ -63,6 +71,7 @@ class FamilyPanel : public QWidget {
   QProgressBar* progress_;
   QPushButton* cancel_;
   QPushButton* remove_;
+  QComboBox* device_;
   QLabel* status_;
   QLabel* error_;
 };

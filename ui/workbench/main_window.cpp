@@ -104,6 +104,23 @@ MainWindow::MainWindow(QWidget* parent)
   });
 
   connect(family_, &FamilyPanel::openRequested, this, &MainWindow::openFamily);
+  // The device: the family panel asks, the engine answers; engine sweeps serve on it too.
+  connect(family_, &FamilyPanel::deviceRequested, engine_, &EngineHost::setDevice);
+  connect(engine_, &EngineHost::devicesProbed, family_, &FamilyPanel::showDevices);
+  connect(engine_, &EngineHost::deviceChanged, family_, &FamilyPanel::showDevice);
+  connect(engine_, &EngineHost::deviceChanged, serving_, &ServingPanel::setDevice);
+  connect(engine_, &EngineHost::deviceChanged, this, [this] { statusBar()->showMessage(tr("Serving on %1").arg(family_->deviceBox()->currentText()), 5000); });
+  connect(engine_, &EngineHost::deviceFailed, this, [this](const QString& message, const QString& device) {
+    family_->showDevice(device);
+    family_->showError(tr("Serve on"), message);
+    device_error_ = message;  // shown again once a family opening next (a session's) has cleared it
+  });
+  connect(engine_, &EngineHost::deviceChanged, this, [this] { device_error_.clear(); });
+  connect(engine_, &EngineHost::familyOpened, this, [this] {
+    if (!device_error_.isEmpty()) family_->showError(tr("Serve on"), device_error_);
+    device_error_.clear();
+  });
+  engine_->probeDevices();
   connect(family_, &FamilyPanel::cancelRequested, engine_, &EngineHost::cancelOpen);
   connect(engine_, &EngineHost::progress, family_, &FamilyPanel::showProgress);
   connect(engine_, &EngineHost::familyOpened, family_, &FamilyPanel::showFamily);
@@ -250,6 +267,9 @@ bool MainWindow::openSession(const QString& file) {
     layout_->presetPlan(QString::fromStdString(session.policy), {r.context_tokens, r.requests, r.prefill_chunk, r.miss_slots}, shares);
     opening_ = dirs;
     opening_title_ = tr("Mosaic workbench — %1").arg(QFileInfo(file).fileName());
+    // Before the open, on the engine's queue: the family is planned on the session's device (or, where
+    // that cannot be used, stays where it is and the family panel says why).
+    engine_->setDevice(QString::fromUtf8(device_name(session.device)));
     engine_->openFamily(dirs, session.budget_bytes ? static_cast<qint64>(*session.budget_bytes) : 0, QString::fromStdString(session.policy),
                         layout_->reserve(), shares);
     if (!session.layout.empty()) engine_->importLayout(QString::fromStdString(session.layout.string()));  // runs after the open
@@ -275,6 +295,7 @@ bool MainWindow::saveSession(const QString& file) {
   s.shares.assign(shares.begin(), shares.end());
   const ReserveSettings r = layout_->reserve();
   s.reserve = ReserveSpec{.context_tokens = r.context, .requests = r.requests, .prefill_chunk = r.prefill_chunk, .miss_slots = r.miss_slots};
+  s.device = family_->device() == QLatin1String("cuda") ? Device::Cuda : Device::Cpu;
   s.serving_json = serving_->settingsJson().toStdString();
   s.chat_target = chat_->targetBox()->currentText().toStdString();
   s.chat_prompt = chat_->promptEdit()->text().toStdString();

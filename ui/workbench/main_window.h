@@ -61,6 +61,7 @@ class MainWindow : public QMainWindow {
   // What is being opened: becomes the family (Recent, budget key, title) only once it has opened.
   QStringList opening_;
   QString opening_title_;
+  QString device_error_;  // the device asked for that could not serve, until a family has opened
   QString pending_serving_;  // a session's serving settings, applied once its family is open
 };
 

@@ -299,12 +299,15 @@ QString ServingPanel::sweepJson() const {
     if (path.isEmpty()) return {};
     out.insert(QStringLiteral("device_profile"), path);
     if (const QString routing = chosen_file(routing_); !routing.isEmpty()) out.insert(QStringLiteral("routing"), routing);
-  } else if (trace_->isChecked()) {
-    out.insert(QStringLiteral("trace_routes"), true);  // nothing routes on the simulated clock
+  } else {
+    out.insert(QStringLiteral("device"), device_);  // the engine's backend: the family's device
+    if (trace_->isChecked()) out.insert(QStringLiteral("trace_routes"), true);  // nothing routes on the simulated clock
   }
   return QString::fromUtf8(QJsonDocument(out).toJson(QJsonDocument::Compact));
 }
 
+
+void ServingPanel::setDevice(const QString& device) { device_ = device; }
 
 void ServingPanel::setDeviceProfileDir(const QString& dir) { offer_files(profile_, dir, 0); }
 
@@ -315,6 +318,7 @@ QString ServingPanel::settingsJson() const {
   if (sweep.isEmpty()) return {};
   QJsonObject o = QJsonDocument::fromJson(sweep.toUtf8()).object();
   o.remove(QStringLiteral("variants"));
+  o.remove(QStringLiteral("device"));  // the family's, which a session keeps beside these
   return QString::fromUtf8(QJsonDocument(o).toJson(QJsonDocument::Compact));
 }
 

@@ -63,6 +63,8 @@ class ServingPanel : public QWidget {
 
  public Q_SLOTS:
   void setFamily(const mosaic::ui::FamilyInfo& family);
+  // The device the engine serves on ("cpu" or "cuda"): engine sweeps run there too.
+  void setDevice(const QString& device);
   // The layout the Layout panel shows: what consolidated and no-reconfig serve while "follow" is on.
   void followLayout(const mosaic::ui::LayoutInfo& layout);
   // A sweep whose rates come from saturation: what was measured and chosen, shown while it runs.
@@ -111,6 +113,7 @@ class ServingPanel : public QWidget {
   QComboBox* profile_;      // the simulated clock's device profile: a file offered, or a path typed
   QComboBox* routing_;      // the simulated clock's routing: uniform, a file offered, or a path typed
   QCheckBox* trace_;        // record every request's expert trace
+  QString device_ = QStringLiteral("cpu");  // the family's (Family panel), for engine clocks
   QTabWidget* tabs_;
   ServerControls* server_;
   bool sweeping_ = false;
