@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# What a session with the GPU machine runs, in stages that each fit one `run` call (10 minutes), so the
+# 30 minutes of device time a session gets go to measuring rather than to typing.
+#
+# Here, first:   bash docs/bench/gpu-session.sh prepare
+#   gathers the build's Debian packages into .device/ (../shared/device/prepare.sh) and a tokenizer for
+#   the synthetic family, and takes resources/ (32 MB) out of git's index: the working tree that
+#   travels holds 64 MiB, and the tracked files alone are 60 MB. Nothing on the device needs them.
+# There, one `run` each, `carry: [".device"]`, from the project root:
+#   bash .device/build.sh -- bash docs/bench/gpu-session.sh check   # gpu tests, sanitizers, a sweep and a session on CUDA
+#   bash .device/build.sh -- bash docs/bench/gpu-session.sh bench   # bench-cuda, transformers, bench-device --device cuda
+#   bash .device/build.sh -- bash docs/bench/gpu-session.sh serve   # the QoS sweep on the GPU, HTTP overhead
+# Here, last (before any commit):   bash docs/bench/gpu-session.sh restore
+#
+# A stage brings back at most 8 files (the device's limit): summary.txt (step, exit code, seconds, and
+# the tail of each failed step), <stage>-logs.tar.gz (every step's whole log) and its result JSONs. A
+# failed step does not stop the stage: one call brings back everything it can. The synthetic family
+# (2 × 9.5 GB) is written once into build-gpu/, which the device keeps between calls while warm.
+set -uo pipefail
+stage=${1:?"which stage: prepare, check, bench, serve or restore"}
+
+case $stage in
+  prepare)
+    set -e
+    cd "$(git rev-parse --show-toplevel)"
+    git diff --cached --quiet || { echo "commit or unstage what is staged first: prepare changes git's index" >&2; exit 1; }
+    bash ../shared/device/prepare.sh
+    cp resources/sample-family/base/tokenizer.json .device/tokenizer.json  # 1,024 ids: valid in the family's 32,000
+    git rm -r -q --cached resources
+    grep -qx '/resources/' .git/info/exclude || echo '/resources/' >>.git/info/exclude
+    echo "resources/ is out of the index until: bash docs/bench/gpu-session.sh restore (before any commit)"
+    exit 0 ;;
+  restore)
+    set -e
+    cd "$(git rev-parse --show-toplevel)"
+    sed -i '\#^/resources/$#d' .git/info/exclude
+    git reset -q -- resources
+    [[ -z $(git status --short -- resources) ]] && echo "resources/ is tracked again"
+    exit 0 ;;
+esac
+
+out=${OUT:-gpu-out}
+logs=$(mktemp -d)
+cli=build-gpu/app/mosaic-cli
+family=build-gpu/bench-cuda-family
+results=()
+
+# step NAME LIMIT_SECONDS COMMAND…: runs it under a time limit, its output to NAME.log.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local t0=$SECONDS
+  echo "== $name: $*"
+  timeout "$limit" "$@" >"$logs/$name.log" 2>&1
+  local rc=$?
+  results+=("$(printf '%-20s rc %3d  %5d s' "$name" "$rc" $((SECONDS - t0)))")
+  if ((rc != 0)); then
+    results+=("$(tail -n 15 "$logs/$name.log" | sed 's/^/    /')")
+  fi
+  return 0
+}
+
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+mkdir -p "$out"
+case $stage in
+  check)
+    step nvidia-smi 30 nvidia-smi
+    step ctest-gpu 300 ctest --test-dir build-gpu -L gpu --output-on-failure
+    # The CUDA branches of CPU-labelled suites: a sweep and a session served on the GPU.
+    step serving-on-cuda 240 build-gpu/tests/tst_serving aSweepNamesTheDeviceItsEngineRunsOn sessionServesWithinItsBudget
+    step memcheck-kernels 300 "$sanitizer" --tool memcheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels
+    step racecheck-kernels 300 "$sanitizer" --tool racecheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels
+    # The backend suite provokes one out-of-memory on purpose: its log says whether anything else was found.
+    step memcheck-backend 400 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend
+    ;;
+  bench)
+    step bench-cuda 400 "$cli" bench-cuda --dir "$family" --json "$out/bench-cuda.json"
+    step transformers 300 env PYTHONUNBUFFERED=1 python3 docs/bench/transformers_decode.py
+    step bench-device 400 "$cli" bench-device --device cuda --dir build-gpu/bench-device-family --out "$out/h100-measured.json"
+    ;;
+  serve)
+    [[ -d $family/variant-1 ]] || step write-family 400 "$cli" bench-cuda --dir "$family" --steps 2
+    for v in "$family"/variant-*; do cp .device/tokenizer.json "$v/"; done  # what the HTTP server encodes prompts with
+    # Multi-MoE's QoS experiment on the GPU: two variants, 96 of a variant's 128 expert positions'
+    # worth resident (part of two variants' experts), the rates from each strategy's saturation.
+    cat >"$out/qos-cuda.json" <<EOF
+{"schema": "mosaic.sweep/1", "description": "QoS on the GPU: the bench-cuda family, part of two variants' experts resident",
+ "variants": ["$PWD/$family/variant-0", "$PWD/$family/variant-1"], "device": "cuda", "clock": "virtual",
+ "rates": {"saturation": {"points": 4, "from": 0.25, "to": 2}}, "duration_seconds": 20, "prompt": [20, 20], "output": [25, 25],
+ "strategies": [{"kind": "single", "capacity": 96}, {"kind": "consolidated", "capacity": 96},
+                {"kind": "space-sharing", "capacity": 96}, {"kind": "time-sharing"}]}
+EOF
+    step qos-cuda 400 "$cli" bench --config "$out/qos-cuda.json" --db "$logs/qos-cuda.sqlite"
+    step qos-report 60 "$cli" report --db "$logs/qos-cuda.sqlite" --out "$logs/qos-report"
+    cp "$logs/qos-report/points.csv" "$out/qos-points.csv" 2>/dev/null
+    step bench-serve 400 "$cli" bench-serve --variants "$family/variant-0" "$family/variant-1" --capacity 192 --device cuda \
+      --clients 1 4 16 64 --json "$out/bench-serve.json"
+    ;;
+  *) echo "unknown stage '$stage': use prepare, check, bench, serve or restore" >&2; exit 2 ;;
+esac
+tar -czf "$out/$stage-logs.tar.gz" -C "$logs" .
+printf '%s\n' "${results[@]}" | tee "$out/summary.txt"
