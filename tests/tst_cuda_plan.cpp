@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "model/synthetic.h"
 #include "runtime/cuda/grouped_plan.h"
+#include "runtime/page_map.h"
 #include "runtime/cuda/step_inputs.h"
 #include "test_support.h"
 
@@ -105,6 +106,69 @@ class TestCudaPlan : public QObject {
     // Every served pair has one position and the position holds it.
     for (std::size_t p = 0; p < g.pos_of.size(); ++p)
       if (g.pos_of[p] >= 0) QCOMPARE(g.pair_at[static_cast<std::size_t>(g.pos_of[p])], std::int32_t(p));
+  }
+
+  // The virtual weight tensor's pages, as ExpertWeave's Figure 3 draws them: experts of 1.5 pages
+  // end to end, a page two neighbours share mapped while either holds an expert.
+  void pagesAreMappedOnlyUnderOccupiedSlots() {
+    constexpr std::uint64_t MiB = 1 << 20;
+    PageMap map(3 * MiB, 8, 2 * MiB);
+    QCOMPARE(map.pages(), std::int64_t(12));
+    QCOMPARE(map.reserved_bytes(), 24 * MiB);
+    QCOMPARE(map.first_page(1), std::int64_t(1));
+    QCOMPARE(map.last_page(1), std::int64_t(2));
+    QCOMPARE(map.occupy(0), (std::vector<std::int64_t>{0, 1}));
+    QCOMPARE(map.occupy(1), (std::vector<std::int64_t>{2}));  // page 1 is mapped already
+    QCOMPARE(map.references(1), 2);
+    QVERIFY(map.occupy(1).empty());  // occupied already: nothing more
+    QCOMPARE(map.occupy(5), (std::vector<std::int64_t>{7, 8}));
+    QCOMPARE(map.mapped_pages(), std::int64_t(5));  // 10 MiB for 9 MiB of experts, not 24
+    QCOMPARE(map.vacate(0), (std::vector<std::int64_t>{0}));  // page 1 still holds slot 1's start
+    QVERIFY(map.vacate(0).empty());
+    QCOMPARE(map.vacate(1), (std::vector<std::int64_t>{1, 2}));
+    QCOMPARE(map.mapped_pages(), std::int64_t(2));
+    expect_mentions(error_of<InvalidArgument>([&] { map.occupy(8); }), {"slot 8", "8 slots"});
+    expect_mentions(error_of<InvalidArgument>([&] { PageMap(0, 4, 2 * MiB); }), {"virtual weight tensor"});
+
+    // Any sequence: the pages mapped are exactly those some occupied slot lies on, and what each
+    // call says to map or unmap keeps the backend's view equal to that.
+    for (const std::uint64_t slot : std::initializer_list<std::uint64_t>{3 * MiB, 2 * MiB, 5 * MiB / 4, 69206016, 7 * MiB + 12345}) {
+      PageMap m(slot, 13, 2 * MiB);
+      std::vector<bool> mapped(static_cast<std::size_t>(m.pages()), false);
+      std::uint64_t state = 42;
+      for (int op = 0; op < 2000; ++op) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        const auto s = static_cast<std::int64_t>((state >> 33) % 13);
+        const bool in = (state >> 20) & 1;
+        for (std::int64_t p : in ? m.occupy(s) : m.vacate(s)) {
+          QCOMPARE(bool(mapped[static_cast<std::size_t>(p)]), !in);  // never mapped twice, never unmapped unmapped
+          mapped[static_cast<std::size_t>(p)] = in;
+        }
+        for (std::int64_t p = 0; p < m.pages(); ++p) {
+          bool under = false;
+          for (std::int64_t t = 0; t < m.slots(); ++t)
+            under |= m.occupied(t) && m.slot_offset(t) < (p + 1) * 2 * MiB && m.slot_offset(t) + slot > p * 2 * MiB;
+          QCOMPARE(bool(mapped[static_cast<std::size_t>(p)]), under);
+        }
+      }
+    }
+  }
+
+  void pagesComeBackToThePool() {
+    PagePool pool(3);
+    for (std::int64_t id = 0; id < 3; ++id) {
+      const auto page = pool.acquire();
+      QVERIFY(page && page->id == id && page->fresh);
+    }
+    QVERIFY(!pool.acquire());  // the budget's pages are all in use
+    pool.release(1);
+    QCOMPARE(pool.in_use(), std::int64_t(2));
+    const auto again = pool.acquire();
+    QVERIFY(again && again->id == 1 && !again->fresh);  // reused, not created
+    QCOMPARE(pool.created(), std::int64_t(3));
+    pool.release(1);
+    expect_mentions(error_of<InvalidArgument>([&] { pool.release(1); }), {"page 1", "not in use"});
+    expect_mentions(error_of<InvalidArgument>([&] { pool.release(7); }), {"page 7"});
   }
 };
 
