@@ -77,8 +77,20 @@ class TestCudaBackend : public QObject {
     }
   }
 
+  void mixedVariantsAndAdaptersInOneStep_data() {
+    QTest::addColumn<bool>("vmm");
+    QTest::newRow("slots in one allocation") << false;
+    QTest::newRow("slots on virtual memory") << true;
+  }
+
   void mixedVariantsAndAdaptersInOneStep() {
-    // Full fine-tunes and ESFT adapters over their base, every target's tokens in one batched step.
+    // Full fine-tunes and ESFT adapters over their base, every target's tokens in one batched step;
+    // with the layers' slots on virtual memory too, pages mapped as pins and lru misses fill them.
+    QFETCH(bool, vmm);
+    setenv("MOSAIC_CUDA_VMM", vmm ? "1" : "0", 1);  // read as each backend is made
+    struct Unset {
+      ~Unset() { unsetenv("MOSAIC_CUDA_VMM"); }
+    } unset;
     Family family;
     for (const char* v : {"base", "ft1", "ft2", "esft1", "esft2"}) family.add(v, fixture("qwen2_moe", v));
     const HostStore store(family);

@@ -103,7 +103,17 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
 
   slot_elements_ = 3 * s.expert_intermediate * s.hidden_size;
   const auto slot_bytes = static_cast<std::size_t>(slot_elements_) * sizeof(bf16_t);
-  for (std::int64_t n : shape.layer_slots) slots_.emplace_back(static_cast<std::size_t>(n) * slot_bytes);
+  if (const char* vmm = std::getenv("MOSAIC_CUDA_VMM"); vmm && std::string(vmm) == "1") {
+    int device = 0;
+    MOSAIC_CUDA_CHECK(cudaGetDevice(&device));
+    const std::uint64_t page = PhysicalPages::page_bytes(device);
+    std::int64_t pages = 0;  // as many as every slot full needs: the budget already priced them
+    for (std::int64_t n : shape.layer_slots) pages += PageMap(slot_bytes, n, page).pages();
+    pages_ = std::make_unique<PhysicalPages>(device, pages);
+    for (std::int64_t n : shape.layer_slots) virtual_slots_.push_back(std::make_unique<VirtualTensor>(*pages_, slot_bytes, n));
+  } else {
+    for (std::int64_t n : shape.layer_slots) slots_.emplace_back(static_cast<std::size_t>(n) * slot_bytes);
+  }
   scratch_slots_.resize(static_cast<std::size_t>(shape.scratch_slots) * slot_bytes);
 
   layout_ = set_layout(store);
@@ -165,13 +175,23 @@ void CudaBackend::copies_done() {
   MOSAIC_CUDA_CHECK(cudaStreamWaitEvent(stream_, copied_, 0));
 }
 
+bf16_t* CudaBackend::layer_slots(std::int64_t layer) const {
+  const auto l = static_cast<std::size_t>(layer);
+  return virtual_slots_.empty() ? slots_[l].get<bf16_t>() : virtual_slots_[l]->base<bf16_t>();
+}
+
 bf16_t* CudaBackend::slot_weights(std::int64_t layer, SlotRef slot) const {
-  const DeviceBuffer& pool = slot.scratch ? scratch_slots_ : slots_[static_cast<std::size_t>(layer)];
-  return pool.get<bf16_t>() + static_cast<std::int64_t>(slot.slot) * slot_elements_;
+  bf16_t* pool = slot.scratch ? scratch_slots_.get<bf16_t>() : layer_slots(layer);
+  return pool + static_cast<std::int64_t>(slot.slot) * slot_elements_;
+}
+
+void CudaBackend::occupy(std::int64_t layer, SlotRef slot) {
+  if (!slot.scratch && !virtual_slots_.empty()) virtual_slots_[static_cast<std::size_t>(layer)]->occupy(slot.slot);
 }
 
 std::uint64_t CudaBackend::load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) {
   const HostExpert& e = store_.expert_tensors(expert);
+  occupy(layer, slot);
   bf16_t* to = slot_weights(layer, slot);
   const std::int64_t IH = spec_.expert_intermediate * spec_.hidden_size;
   std::uint64_t bytes = copy_tensor(e.gate, to);

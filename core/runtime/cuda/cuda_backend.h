@@ -13,6 +13,7 @@
 #include "runtime/cuda/device_buffer.h"
 #include "runtime/cuda/pinned_mirror.h"
 #include "runtime/cuda/step_inputs.h"
+#include "runtime/cuda/virtual_memory.h"
 
 namespace mosaic::cuda {
 
@@ -86,6 +87,8 @@ class CudaBackend final : public Backend {
     return offset < 0 ? nullptr : sets_[static_cast<std::size_t>(buffer)].get<bf16_t>() + offset;
   }
   bf16_t* slot_weights(std::int64_t layer, SlotRef slot) const;
+  bf16_t* layer_slots(std::int64_t layer) const;  // a layer's slots, end to end
+  void occupy(std::int64_t layer, SlotRef slot);   // before an expert is copied into the slot
 
   const HostStore& store_;
   const ModelSpec& spec_;
@@ -97,6 +100,11 @@ class CudaBackend final : public Backend {
 
   std::int64_t slot_elements_ = 0;  // 3 · I · H
   std::vector<DeviceBuffer> slots_;  // [layers]
+  // MOSAIC_CUDA_VMM=1: the layers' slots on virtual memory instead (ExpertWeave's virtual weight
+  // tensor), pages mapped as slots fill. Off by default until a GPU run has checked it: written in a
+  // session without one (tst_cuda_backend compares both ways with the CPU).
+  std::unique_ptr<PhysicalPages> pages_;
+  std::vector<std::unique_ptr<VirtualTensor>> virtual_slots_;  // [layers]; destroyed before pages_
   DeviceBuffer scratch_slots_;
   SetLayout layout_;
   std::vector<DeviceBuffer> sets_;  // [buffers]

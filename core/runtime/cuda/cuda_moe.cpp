@@ -70,7 +70,7 @@ void CudaBackend::moe(std::int64_t layer, const StepInputs& in, MoeState& state,
   if (routable_on_device(layer, in, state)) {
     const auto slots = static_cast<int>(shape_.layer_slots[l]);
     MOSAIC_CUDA_CHECK(kernels::reroute_cuda(ids, in.device.rows, static_cast<int>(T), static_cast<int>(k), table, static_cast<int>(E),
-                                            slots, slots_[l].get<bf16_t>(), slot_elements_, w.reroute_scratch, w.groups, stream_));
+                                            slots, layer_slots(l), slot_elements_, w.reroute_scratch, w.groups, stream_));
     run_grouped(w.groups, static_cast<int>(std::min<std::int64_t>(P, slots)));
     routed_on_device_[l] = true;
   } else {
@@ -153,6 +153,7 @@ void CudaBackend::route_on_host(std::int64_t layer, const StepInputs& in, MoeSta
       const std::int64_t IH = I * H;
       for (const ExpertLoad& load : wave.loads) {
         const HostExpert& e = store_.expert_tensors(load.content);
+        occupy(layer, load.slot);
         bf16_t* to = slot_weights(layer, load.slot);
         bytes.push_back(copy_tensor(e.gate, to) + copy_tensor(e.up, to + IH) + copy_tensor(e.down, to + 2 * IH));
       }
