@@ -43,6 +43,7 @@ set(MOSAIC_FORMAT_SOURCES
   model/variant_folders.cpp
   model/weight_names.cpp
   runtime/miss_policy.cpp
+  runtime/device_name.cpp
   runtime/policies.cpp
   runtime/slot_pool.cpp
   serving/strategy_names.cpp

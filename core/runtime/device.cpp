@@ -5,14 +5,6 @@
 
 namespace mosaic {
 
-std::string_view device_name(Device d) { return d == Device::Cuda ? "cuda" : "cpu"; }
-
-std::optional<Device> parse_device(std::string_view name) {
-  if (name == "cpu") return Device::Cpu;
-  if (name == "cuda" || name == "gpu") return Device::Cuda;
-  return std::nullopt;
-}
-
 std::optional<std::uint64_t> device_memory_bytes(Device d) {
   if (d == Device::Cpu) return physical_memory_bytes();
   return cuda::memory_bytes();

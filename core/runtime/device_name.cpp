@@ -1,0 +1,15 @@
+// Device names apart from the probes in device.cpp: the config parsers (formats.cmake) need them,
+// and the fuzz build links the parsers without CUDA.
+#include "runtime/device.h"
+
+namespace mosaic {
+
+std::string_view device_name(Device d) { return d == Device::Cuda ? "cuda" : "cpu"; }
+
+std::optional<Device> parse_device(std::string_view name) {
+  if (name == "cpu") return Device::Cpu;
+  if (name == "cuda" || name == "gpu") return Device::Cuda;
+  return std::nullopt;
+}
+
+}  // namespace mosaic
