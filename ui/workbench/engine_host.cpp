@@ -215,7 +215,7 @@ void EngineHost::setDevice(const QString& name) {
     try {
       if (st.session) st.session->set_device(*device);  // the layout on screen, served there now
       st.device = *device;
-      Q_EMIT deviceChanged(name);
+      Q_EMIT deviceChanged(QString::fromUtf8(device_name(*device)));  // "cuda" for "gpu" too
       if (st.session) Q_EMIT layoutPlanned(describe(*st.session));  // what it holds there
     } catch (const std::exception& e) {
       Q_EMIT deviceFailed(QString::fromUtf8(e.what()), current);
