@@ -19,7 +19,6 @@ class PageMap {
 
   std::int64_t slots() const { return static_cast<std::int64_t>(occupied_.size()); }
   std::int64_t pages() const { return static_cast<std::int64_t>(references_.size()); }
-  std::uint64_t page_bytes() const { return page_bytes_; }
   std::uint64_t reserved_bytes() const { return page_bytes_ * static_cast<std::uint64_t>(pages()); }  // the virtual range
   std::uint64_t slot_offset(std::int64_t slot) const { return slot_bytes_ * static_cast<std::uint64_t>(slot); }
   // The pages [first, last] under `slot`.

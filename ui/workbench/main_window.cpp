@@ -109,13 +109,15 @@ MainWindow::MainWindow(QWidget* parent)
   connect(engine_, &EngineHost::devicesProbed, family_, &FamilyPanel::showDevices);
   connect(engine_, &EngineHost::deviceChanged, family_, &FamilyPanel::showDevice);
   connect(engine_, &EngineHost::deviceChanged, serving_, &ServingPanel::setDevice);
-  connect(engine_, &EngineHost::deviceChanged, this, [this] { statusBar()->showMessage(tr("Serving on %1").arg(family_->deviceBox()->currentText()), 5000); });
+  connect(engine_, &EngineHost::deviceChanged, this, [this] {
+    device_error_.clear();
+    statusBar()->showMessage(tr("Serving on %1").arg(family_->deviceBox()->currentText()), 5000);
+  });
   connect(engine_, &EngineHost::deviceFailed, this, [this](const QString& message, const QString& device) {
     family_->showDevice(device);
     family_->showError(tr("Serve on"), message);
     device_error_ = message;  // shown again once a family opening next (a session's) has cleared it
   });
-  connect(engine_, &EngineHost::deviceChanged, this, [this] { device_error_.clear(); });
   connect(engine_, &EngineHost::familyOpened, this, [this] {
     if (!device_error_.isEmpty()) family_->showError(tr("Serve on"), device_error_);
     device_error_.clear();
@@ -295,7 +297,7 @@ bool MainWindow::saveSession(const QString& file) {
   s.shares.assign(shares.begin(), shares.end());
   const ReserveSettings r = layout_->reserve();
   s.reserve = ReserveSpec{.context_tokens = r.context, .requests = r.requests, .prefill_chunk = r.prefill_chunk, .miss_slots = r.miss_slots};
-  s.device = family_->device() == QLatin1String("cuda") ? Device::Cuda : Device::Cpu;
+  s.device = parse_device(family_->device().toStdString()).value_or(Device::Cpu);
   s.serving_json = serving_->settingsJson().toStdString();
   s.chat_target = chat_->targetBox()->currentText().toStdString();
   s.chat_prompt = chat_->promptEdit()->text().toStdString();

@@ -27,7 +27,6 @@ class PhysicalPages {
   // A page to map (its id for release); throws DeviceError when `limit` pages are in use.
   CUmemGenericAllocationHandle acquire(std::int64_t& id);
   void release(std::int64_t id) { pool_.release(id); }
-  std::int64_t in_use() const { return pool_.in_use(); }
 
  private:
   CUmemLocation location_{};
@@ -49,7 +48,6 @@ class VirtualTensor {
   void occupy(std::int64_t slot);
   // Unmaps the pages under `slot` that no other occupied slot covers; after the device is done with them.
   void vacate(std::int64_t slot);
-  std::uint64_t mapped_bytes() const { return static_cast<std::uint64_t>(map_.mapped_pages()) * pages_.page_bytes(); }
 
  private:
   PhysicalPages& pages_;
