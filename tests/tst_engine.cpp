@@ -7,6 +7,7 @@
 #include <QTest>
 
 #include <map>
+#include <set>
 #include <tuple>
 
 #include <future>
@@ -278,6 +279,74 @@ class TestEngine : public QObject {
     std::int64_t bounded = 0;
     for (const auto& h : strict.submit_all(burst)) bounded += h->wait().stats.counters.swaps;
     QVERIFY(bounded > affinity);
+  }
+
+  void theSchedulerLoadsSetsAheadRatherThanStall() {
+    // Look-ahead swaps: while a batch runs, a request whose set is not in (or still being filled)
+    // waits and names its set for filling; once the set is in it joins; with nothing running it
+    // starts at once, its swap then stalling nobody.
+    KvBlockPool blocks(16, std::nullopt);
+    Scheduler s({.switching = SwitchPolicy::Affinity, .swap_ahead = true}, blocks, 2);
+    SequenceState a{.order = 0, .set = 0, .known = 4, .total = 8}, b{.order = 1, .arrival = 1, .set = 1, .known = 4, .total = 8};
+    s.add(&a);
+    StepPlan p = s.plan(0);
+    QCOMPARE(p.admitted.size(), std::size_t(1));  // nothing ran: a starts, its set swapped in for the step
+    QVERIFY(p.upcoming.empty());
+    s.add(&b);
+    const std::vector<int> resident0{0, -1}, both{0, 1}, one{1};
+    p = s.plan(2, resident0);
+    QVERIFY(p.admitted.empty());
+    QCOMPARE(p.upcoming, std::vector<int>{1});
+    QCOMPARE(p.sets, std::vector<int>{0});
+    p = s.plan(3, both, one);  // set 1 resident but still filling
+    QVERIFY(p.admitted.empty());
+    QCOMPARE(p.upcoming, std::vector<int>{1});
+    p = s.plan(4, both);  // filled
+    QCOMPARE(p.admitted, std::vector<SequenceState*>{&b});
+    QVERIFY(p.upcoming.empty());
+    QCOMPARE(p.sets, (std::vector<int>{0, 1}));
+    // Without look-ahead the same request joins at once, its swap in the running batch's step.
+    KvBlockPool blocks2(16, std::nullopt);
+    Scheduler plain({.switching = SwitchPolicy::Affinity}, blocks2, 2);
+    SequenceState c{.order = 0, .set = 0, .known = 4, .total = 8}, d{.order = 1, .arrival = 1, .set = 1, .known = 4, .total = 8};
+    plain.add(&c);
+    plain.plan(0);
+    plain.add(&d);
+    QCOMPARE(plain.plan(2, resident0).admitted, std::vector<SequenceState*>{&d});
+  }
+
+  void lookAheadSwapsFillWhileTheBatchDecodes() {
+    // Two set buffers, one long ft1 request, and ft2 and ft3 arriving while it decodes: each one's set
+    // is filled ahead into the buffer ft1 does not use (ft3's once ft2 has finished), so the only swap
+    // a step waits for in full is ft1's first. Every output is what plain swapping gives.
+    const std::vector<ServeRequest> burst{{"ft1", request(40), false, 0.0}, {"ft2", request(5), false, 1e-9}, {"ft3", request(5), false, 2e-9}};
+    std::set<int> sets;
+    for (const auto& r : burst) sets.insert(runtime()->set_of(store_->index(r.target)));
+    QCOMPARE(sets.size(), burst.size());  // three distinct non-expert sets
+    auto serve = [&](bool ahead, EngineStats& stats) {
+      Engine engine(runtime({.resident_sets = 2}), {.scheduler = {.max_sequences = 8, .swap_ahead = ahead}, .clock = make_virtual_clock()});
+      std::vector<RequestResult> out;
+      for (const auto& h : engine.submit_all(burst)) out.push_back(h->wait());
+      stats = engine.stats();
+      return out;
+    };
+    EngineStats plain_stats, ahead_stats;
+    const auto plain = serve(false, plain_stats), ahead = serve(true, ahead_stats);
+    QCOMPARE(plain_stats.swaps, std::int64_t(3));
+    QCOMPARE(plain_stats.swaps_ahead, std::int64_t(0));
+    QCOMPARE(ahead_stats.swaps, std::int64_t(3));
+    QCOMPARE(ahead_stats.swaps_ahead, std::int64_t(2));
+    for (std::size_t i = 0; i < burst.size(); ++i) {
+      QCOMPARE(ahead[i].tokens, plain[i].tokens);
+      const RuntimeCounters& c = ahead[i].stats.counters;
+      QCOMPARE(c.swaps, std::int64_t(1));
+      QCOMPARE(c.swap_bytes, plain[i].stats.counters.swap_bytes);
+      QVERIFY(c.swap_bytes > 0);
+    }
+    // Plain swapping starts ft2 in the step after ft1's prefill, its swap stalling ft1's decode; with
+    // look-ahead it joins a step later at the earliest, once its set is in.
+    QVERIFY(plain[1].stats.start <= plain[0].stats.first_token);
+    QVERIFY(ahead[1].stats.start > ahead[0].stats.first_token);
   }
 
   void virtualClockReplaysArrivals() {

@@ -677,6 +677,16 @@ class TestServing : public QObject {
     QCOMPARE(ok.strategies[0].resident_sets, 2);
     QCOMPARE(ok.strategies[0].miss, std::string("masked"));
     QCOMPARE(ok.workload.alpha, 1.0);
+    QVERIFY(!ok.strategies[0].scheduler.swap_ahead);
+    // Look-ahead swaps: on where a free set buffer can exist, recorded under their own name.
+    std::ofstream(scratch("sweep.json")) << head + R"("strategies": [{"kind": "consolidated", "resident_sets": 2, "swap_ahead": true}]})";
+    const SweepConfig ahead = load_sweep_config(scratch("sweep.json"));
+    QVERIFY(ahead.strategies[0].scheduler.swap_ahead);
+    QCOMPARE(strategy_label(ahead.strategies[0]), std::string("consolidated+ahead"));
+    expect_mentions(bad(head + R"("strategies": [{"kind": "consolidated", "swap_ahead": true}]})"), {"strategies[0].swap_ahead", "resident_sets 1"});
+    expect_mentions(bad(head + R"("strategies": [{"kind": "space-sharing", "resident_sets": 2, "swap_ahead": true}]})"),
+                    {"strategies[0].swap_ahead", "space-sharing"});
+    expect_mentions(bad(head + R"("strategies": [{"kind": "consolidated", "resident_sets": 2, "swap_ahead": 1}]})"), {"swap_ahead", "true or false"});
     const SweepConfig esft = load_sweep_config(cfg.parent_path() / "esft-skew.json");
     QCOMPARE(esft.targets.size(), std::size_t(4));
     QCOMPARE(esft.strategies.front().kind, StrategyKind::Esft);

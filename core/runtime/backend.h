@@ -49,6 +49,11 @@ class Backend {
   // Fills a resident-set buffer with the store's non-expert set `set`, copying only the tensors that
   // differ from what the buffer holds; returns the host bytes read.
   virtual std::uint64_t load_set(int buffer, int set) = 0;
+  // Look-ahead swaps: begins load_set(buffer, set) and returns at once with the host bytes it will
+  // read; steps run meanwhile, none of them reading `buffer`, until wait_set(buffer).
+  virtual std::uint64_t start_set(int buffer, int set) = 0;
+  virtual bool set_ready(int buffer) = 0;  // whether that fill has finished; never blocks
+  virtual void wait_set(int buffer) = 0;   // until it has (rethrowing what it threw); at once if none
   // Runs every chunk's tokens through the model: attention over each sequence's KV blocks (written
   // as it goes), the MoE layers through `moe` (routing, misses, loads and expert compute happen
   // here), and the logits the chunks ask for.

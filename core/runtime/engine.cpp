@@ -345,7 +345,8 @@ void Engine::run() {
 
 bool Engine::step(double now) {
   const std::vector<int> resident = runtime_->resident_sets();
-  StepPlan plan = scheduler_->plan(now, resident);
+  const bool ahead = scheduler_->options().swap_ahead;
+  StepPlan plan = scheduler_->plan(now, resident, ahead ? runtime_->loading_sets() : std::vector<int>{});
   for (auto& job : jobs_)
     if (std::find(plan.preempted.begin(), plan.preempted.end(), &job->seq) != plan.preempted.end())
       job->result.logits = {};  // recomputed from the start
@@ -374,11 +375,13 @@ bool Engine::step(double now) {
   });
 
   const auto t0 = std::chrono::steady_clock::now();
-  double throttle = 0;
-  std::int64_t swaps = 0;
+  double throttle = 0, swap_seconds = 0;
+  std::int64_t swaps = 0, swaps_ahead = 0;
   for (const SwapRecord& r : rt.make_resident(plan.sets)) {
     throttle += r.throttle_seconds;
+    swap_seconds += r.seconds;
     ++swaps;
+    swaps_ahead += r.ahead;
     for (std::size_t i : order)  // charged to the first request of that set in this step
       if (plan.chunks[i].sequence->set == r.set) {
         RuntimeCounters& c = job_of[i]->result.stats.counters;
@@ -403,6 +406,7 @@ bool Engine::step(double now) {
                             static_cast<bool>(job.callbacks.on_routes)});
     tokens += c.tokens;
   }
+  if (ahead) rt.load_ahead(plan.upcoming);  // while this step runs
   StepResult result = rt.run(batch);
   const std::shared_ptr<Clock> clock = this->clock();
   clock->worked(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -416,6 +420,8 @@ bool Engine::step(double now) {
     stats_.largest_step_sequences = std::max<std::int64_t>(stats_.largest_step_sequences, batch.sequences);
     stats_.preemptions += static_cast<std::int64_t>(plan.preempted.size());
     stats_.swaps += swaps;
+    stats_.swaps_ahead += swaps_ahead;
+    stats_.swap_seconds += swap_seconds;
   }
 
   for (std::size_t k = 0; k < order.size(); ++k) {

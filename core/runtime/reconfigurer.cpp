@@ -17,6 +17,25 @@ int Reconfigurer::buffer_of(int set) const {
 
 std::vector<int> Reconfigurer::resident() const { return held_; }
 
+int Reconfigurer::victim(std::uint64_t busy) const {
+  int victim = -1;
+  for (std::size_t b = 0; b < held_.size(); ++b) {
+    if (last_use_[b] == busy) continue;
+    if (held_[b] < 0) return static_cast<int>(b);
+    if (victim < 0 || last_use_[b] < last_use_[static_cast<std::size_t>(victim)]) victim = static_cast<int>(b);
+  }
+  return victim;
+}
+
+int Reconfigurer::ahead(int set) {
+  if (buffer_of(set) >= 0) return -1;
+  const int b = victim(tick_ > 0 ? tick_ : ~std::uint64_t{0});  // before any step, every buffer is free
+  if (b < 0) return -1;
+  held_[static_cast<std::size_t>(b)] = set;
+  last_use_[static_cast<std::size_t>(b)] = tick_;  // the next step's victim only if nothing older is free
+  return b;
+}
+
 std::vector<std::pair<int, int>> Reconfigurer::ensure(std::span<const int> sets) {
   const std::uint64_t now = ++tick_;
   for (int set : sets)
@@ -24,16 +43,7 @@ std::vector<std::pair<int, int>> Reconfigurer::ensure(std::span<const int> sets)
   std::vector<std::pair<int, int>> fills;
   for (int set : sets) {
     if (buffer_of(set) >= 0) continue;
-    // An empty buffer, else the least recently used one this step does not need.
-    int victim = -1;
-    for (std::size_t b = 0; b < held_.size(); ++b) {
-      if (last_use_[b] == now) continue;
-      if (held_[b] < 0) {
-        victim = static_cast<int>(b);
-        break;
-      }
-      if (victim < 0 || last_use_[b] < last_use_[static_cast<std::size_t>(victim)]) victim = static_cast<int>(b);
-    }
+    const int victim = this->victim(now);
     if (victim < 0)
       throw InvalidArgument("runtime", "step", "needs more resident sets than the " + std::to_string(buffers()) + " buffers hold");
     held_[static_cast<std::size_t>(victim)] = set;

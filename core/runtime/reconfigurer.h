@@ -20,9 +20,13 @@ class Reconfigurer {
   // Makes every set of `sets` resident (there must be at most buffers() distinct ones) and returns
   // the (buffer, set) fills that takes, in order.
   std::vector<std::pair<int, int>> ensure(std::span<const int> sets);
+  // Look-ahead: a buffer for `set` among those the last ensure() did not need (empty first, else the
+  // least recently used), now holding it; -1 when `set` is resident already or every buffer is needed.
+  int ahead(int set);
   void forget(int buffer) { held_[static_cast<std::size_t>(buffer)] = -1; }  // a fill that failed
 
  private:
+  int victim(std::uint64_t busy) const;  // the buffer to fill: empty, else LRU, never one used at `busy`
   std::vector<int> held_;
   std::vector<std::uint64_t> last_use_;
   std::uint64_t tick_ = 0;

@@ -1,6 +1,7 @@
 #include "runtime/runtime.h"
 
 #include <chrono>
+#include <utility>
 
 #include "common/byte_size.h"
 #include "common/error.h"
@@ -108,6 +109,7 @@ Runtime::Runtime(const HostStore& store, RuntimeConfig config)
   const std::int64_t spare = plan.spare, scratch = plan.scratch;
   const int sets = plan.sets;
   reconfigurer_ = Reconfigurer(sets);
+  ahead_.assign(static_cast<std::size_t>(sets), {});
   const std::uint64_t block_bytes = 2 * static_cast<std::uint64_t>(s.num_layers * s.kv_width() * config_.kv_block_tokens) *
                                     static_cast<std::uint64_t>(config_.reserve.kv_bytes);
   std::optional<std::int64_t> blocks;
@@ -221,7 +223,24 @@ void Runtime::load_pinned(int target, std::uint64_t& bytes) {
 
 std::vector<SwapRecord> Runtime::make_resident(std::span<const int> sets) {
   std::vector<SwapRecord> out;
-  for (const auto& [buffer, set] : reconfigurer_.ensure(sets)) {
+  const std::vector<std::pair<int, int>> fills = reconfigurer_.ensure(sets);
+  // Sets filled ahead: the step waits for what is left of their fill, and is charged that.
+  for (int set : sets) {
+    const int buffer = reconfigurer_.buffer_of(set);
+    AheadFill& a = ahead_[static_cast<std::size_t>(buffer)];
+    if (a.set != set) continue;
+    const auto t0 = std::chrono::steady_clock::now();
+    const AheadFill done = std::exchange(a, {});
+    try {
+      backend_->wait_set(buffer);
+    } catch (...) {
+      reconfigurer_.forget(buffer);
+      throw;
+    }
+    out.push_back({set, done.bytes, seconds_since(t0), 0, true});
+  }
+  for (const auto& [buffer, set] : fills) {
+    ahead_[static_cast<std::size_t>(buffer)] = {};  // a fill ahead nobody claimed: load_set waits for it, then overwrites
     const auto t0 = std::chrono::steady_clock::now();
     SwapRecord r{set, 0, 0};
     try {
@@ -236,6 +255,31 @@ std::vector<SwapRecord> Runtime::make_resident(std::span<const int> sets) {
     r.throttle_seconds = r.seconds - wall;
     out.push_back(r);
   }
+  return out;
+}
+
+int Runtime::load_ahead(std::span<const int> upcoming) {
+  if (config_.whole_model_swaps || config_.copy_slowdown > 1.0) return 0;
+  int started = 0;
+  for (int set : upcoming) {
+    if (reconfigurer_.buffer_of(set) >= 0) continue;
+    const int buffer = reconfigurer_.ahead(set);
+    if (buffer < 0) break;  // every buffer is needed by the step
+    try {
+      ahead_[static_cast<std::size_t>(buffer)] = {set, backend_->start_set(buffer, set)};
+    } catch (...) {
+      reconfigurer_.forget(buffer);
+      throw;
+    }
+    ++started;
+  }
+  return started;
+}
+
+std::vector<int> Runtime::loading_sets() const {
+  std::vector<int> out;
+  for (std::size_t b = 0; b < ahead_.size(); ++b)
+    if (ahead_[b].set >= 0 && !backend_->set_ready(static_cast<int>(b))) out.push_back(ahead_[b].set);
   return out;
 }
 

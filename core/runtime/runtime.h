@@ -78,6 +78,7 @@ struct SwapRecord {
   std::uint64_t bytes = 0;
   double seconds = 0;           // as the device would take it (copy slowdown included)
   double throttle_seconds = 0;  // of which the copy slowdown added, beyond the wall time measured
+  bool ahead = false;           // filled ahead (load_ahead): `seconds` is only what the step waited for it
 };
 
 class Runtime {
@@ -114,6 +115,13 @@ class Runtime {
   // Makes `sets` resident (at most resident_capacity()), copying and timing each one brought in.
   std::vector<SwapRecord> make_resident(std::span<const int> sets);
   int buffer_of(int set) const { return reconfigurer_.buffer_of(set); }
+  // Look-ahead swaps: after make_resident() for a step, begins filling buffers that step does not
+  // need with `upcoming` sets, in order, while it runs; make_resident() of one of them later waits
+  // only for what is left of its fill. Returns how many began. None under whole-model swaps (they
+  // reload pinned slots the step reads) or a copy slowdown (a slice's copies are priced, not overlapped).
+  int load_ahead(std::span<const int> upcoming);
+  // Sets being filled ahead whose fill has not finished (the scheduler admits their requests after).
+  std::vector<int> loading_sets() const;
   // One step; the chunks' `buffer` must come from buffer_of() after make_resident().
   StepResult run(const StepBatch& batch);
 
@@ -123,6 +131,11 @@ class Runtime {
 
  private:
   void load_pinned(int target, std::uint64_t& bytes);  // whole-model swaps
+
+  struct AheadFill {
+    int set = -1;  // -1: none under way or unclaimed in that buffer
+    std::uint64_t bytes = 0;
+  };
 
   const HostStore& store_;
   RuntimeConfig config_;
@@ -134,6 +147,7 @@ class Runtime {
   std::vector<std::unique_ptr<RerouteTable>> tables_;  // [layers]; null in dense layers
   std::unique_ptr<SlotPool> scratch_;
   Reconfigurer reconfigurer_;
+  std::vector<AheadFill> ahead_;  // [buffers]
   KvBlockPool kv_;
   std::unique_ptr<Backend> backend_;
   MoeState moe_;

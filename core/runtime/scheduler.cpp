@@ -51,7 +51,7 @@ bool Scheduler::grow(SequenceState& s, std::int64_t tokens) {
   return true;
 }
 
-StepPlan Scheduler::plan(double now, std::span<const int> resident) {
+StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<const int> loading) {
   StepPlan plan;
   std::int64_t budget = options_.max_batch_tokens;
   auto use_set = [&](int set) {
@@ -88,6 +88,11 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident) {
   // Admission. FCFS: in arrival order, stopping at the first request that cannot start. Affinity:
   // first the requests whose set is resident already, then the rest in arrival order, passing over
   // those whose set has no buffer free — unless the oldest has waited too long (then as FCFS).
+  auto ready = [&](int set) {
+    return std::find(plan.sets.begin(), plan.sets.end(), set) != plan.sets.end() ||
+           (std::find(resident.begin(), resident.end(), set) != resident.end() &&
+            std::find(loading.begin(), loading.end(), set) == loading.end());
+  };
   const bool strict = options_.switching == SwitchPolicy::Fcfs ||
                       (!waiting_.empty() && now - waiting_.front()->arrival > options_.max_wait_seconds);
   auto admit = [&](auto&& eligible) {
@@ -95,6 +100,13 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident) {
       if (budget <= 0 || static_cast<std::int64_t>(running_.size()) >= options_.max_sequences) return;
       SequenceState& s = **it;
       if (!eligible(s)) {
+        ++it;
+        continue;
+      }
+      if (options_.swap_ahead && !plan.chunks.empty() && !ready(s.set)) {
+        // Joining now would stall the running batch for its swap: its set is loaded ahead instead.
+        if (std::find(plan.upcoming.begin(), plan.upcoming.end(), s.set) == plan.upcoming.end()) plan.upcoming.push_back(s.set);
+        if (strict) return;
         ++it;
         continue;
       }

@@ -27,6 +27,10 @@ struct SchedulerOptions {
   std::int64_t max_sequences = 256;     // sequences running at once (1: one request at a time)
   SwitchPolicy switching = SwitchPolicy::Fcfs;
   double max_wait_seconds = 2.0;        // Affinity's bound on how long a request waits for its set
+  // Look-ahead swaps: while anything runs, a waiting request whose set is not resident and ready
+  // does not join (its swap would stall the running batch); its set is listed in StepPlan::upcoming
+  // for the runtime to load into a free buffer during the step, and it joins once the set is in.
+  bool swap_ahead = false;
 };
 
 // What the scheduler knows of a sequence. The engine owns them.
@@ -51,6 +55,7 @@ struct StepPlan {
   std::vector<int> sets;                    // resident sets the step needs, in first-use order
   std::vector<SequenceState*> admitted;     // started running this step
   std::vector<SequenceState*> preempted;    // sent back to wait; their blocks are free again
+  std::vector<int> upcoming;                // swap_ahead: sets waiting requests need next, in queue order
   bool empty() const { return chunks.empty(); }
 };
 
@@ -66,8 +71,8 @@ class Scheduler {
   std::size_t waiting() const { return waiting_.size(); }
   std::size_t running() const { return running_.size(); }
   // The next step at time `now`, with `resident` the sets the device holds now (Affinity prefers
-  // them: their requests start without a swap).
-  StepPlan plan(double now, std::span<const int> resident = {});
+  // them: their requests start without a swap) and `loading` those of them still being filled ahead.
+  StepPlan plan(double now, std::span<const int> resident = {}, std::span<const int> loading = {});
 
  private:
   bool grow(SequenceState& s, std::int64_t tokens);  // blocks for `tokens` more; false when none are left

@@ -27,6 +27,10 @@ std::vector<PinnedExpert> pinned_where(const ModelSpec& s, const FamilyAnalysis&
 
 }  // namespace
 
+std::string strategy_label(const StrategyConfig& config) {
+  return std::string(strategy_name(config.kind)) + (config.scheduler.swap_ahead ? "+ahead" : "");
+}
+
 Deployment::Deployment(const StrategyConfig& config, const Family& family, const HostStore& store,
                        const FamilyAnalysis& analysis, const std::filesystem::path& scratch)
     : config_(config) {

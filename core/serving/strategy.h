@@ -58,6 +58,10 @@ struct StrategyConfig {
   Device device = Device::Cpu;                // every partition's backend
 };
 
+// What a strategy's runs are recorded as: its kind's name, with "+ahead" for look-ahead swaps
+// (SchedulerOptions::swap_ahead), so that one sweep can compare a strategy with and without them.
+std::string strategy_label(const StrategyConfig& config);
+
 class Deployment {
  public:
   struct Partition {
@@ -72,7 +76,7 @@ class Deployment {
   ~Deployment();
 
   const StrategyConfig& config() const { return config_; }
-  std::string name() const { return std::string(strategy_name(config_.kind)); }
+  std::string name() const { return strategy_label(config_); }
   const std::vector<Partition>& partitions() const { return partitions_; }
   std::size_t partition_of(const std::string& target) const;  // throws InvalidArgument for a name not served
   // The names a workload for this strategy draws from: every variant, or (esft, delta) the adapters

@@ -176,7 +176,7 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
     if (!s.is_object()) fail(where, "must be an object with a kind");
     check_keys(s, {"kind", "capacity", "policy", "shares", "budget", "hit", "miss", "single_target", "resident_sets", "max_sequences",
                    "max_batch_tokens", "switching", "max_wait_seconds", "kv_context", "kv_requests", "calibration", "staging",
-                   "update_every", "decay", "shift"},
+                   "update_every", "decay", "shift", "swap_ahead"},
                file, where, hint);
     StrategyConfig sc;
     const auto kind = parse_strategy(s.value("kind", ""));
@@ -230,6 +230,15 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
       if (!s["max_wait_seconds"].is_number() || s["max_wait_seconds"].get<double>() < 0)
         fail(where + ".max_wait_seconds", "must be a number of seconds ≥ 0");
       sc.scheduler.max_wait_seconds = s["max_wait_seconds"].get<double>();
+    }
+    if (s.contains("swap_ahead")) {
+      if (!s["swap_ahead"].is_boolean()) fail(where + ".swap_ahead", "must be true or false");
+      if (s["swap_ahead"].get<bool>() && (sc.kind == StrategyKind::TimeSharing || sc.kind == StrategyKind::SpaceSharing))
+        fail(where + ".swap_ahead", std::string("does not apply to ") + std::string(strategy_name(sc.kind)) +
+                                        ": its swaps reload the experts a step reads, or run on a slice's slowed link; leave it out");
+      if (s["swap_ahead"].get<bool>() && sc.resident_sets < 2)
+        fail(where + ".swap_ahead", "fills a free set buffer ahead, and with resident_sets 1 there is none; set resident_sets to 2 or more");
+      sc.scheduler.swap_ahead = s["swap_ahead"].get<bool>();
     }
     // virtual-experts: the planner's calibration text (relative to the config) and how sets update.
     const bool virtual_experts = sc.kind == StrategyKind::VirtualExperts;

@@ -22,6 +22,9 @@
 //                    "single_target": name, "resident_sets": K,
 //                    "max_sequences": n (1: one request at a time), "max_batch_tokens": n,
 //                    "switching": "fcfs" | "affinity", "max_wait_seconds": s,
+//                    "swap_ahead": true (look-ahead swaps, runtime/scheduler.h: waiting requests' sets
+//                                  filled into free buffers while the batch decodes; needs
+//                                  resident_sets ≥ 2; not time-sharing or space-sharing),
 //                    "kv_context": tokens, "kv_requests": n (the KV reserve under a budget),
 //                    virtual-experts only: "calibration": "text file" (relative to the config; with a
 //                    budget, plan-virtual's counts; without, uniform counts from the capacity or the

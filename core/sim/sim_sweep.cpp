@@ -58,7 +58,7 @@ Outcome<> simulate_sweep(const SweepConfig& config, const SimFamily& family, con
         const auto partitions = simulated_deployment(sc, family.shapes, family.names, device, config.host_memory);
         const auto burst =
             burst_workload(config, targets, spec.vocab_size, burst_size(*config.saturation, sc.scheduler.max_sequences, partitions.size()));
-        const std::string name(strategy_name(sc.kind));
+        const std::string name = strategy_label(sc);
         const auto records = simulate_workload(family.shapes, device, partitions, family.names, burst, config.workload.seed, concentration);
         if (events.probe_progress && !events.probe_progress(name, records.size(), records.size())) return Cancelled{};
         probes.push_back(saturation_probe(name, records));
@@ -70,7 +70,7 @@ Outcome<> simulate_sweep(const SweepConfig& config, const SimFamily& family, con
     for (std::size_t i = 0; i < config.strategies.size(); ++i) {
       const StrategyConfig& sc = config.strategies[i];
       const auto partitions = simulated_deployment(sc, family.shapes, family.names, device, config.host_memory);
-      const std::string name(strategy_name(sc.kind));
+      const std::string name = strategy_label(sc);
       for (double rate : config.saturation ? strategy_rates(rates, *config.saturation, probes[i]) : rates)
         for (int rep = 0; rep < config.repeats; ++rep) {
           const SweepWorkload w = sweep_workload(config, targets, rate, rep, spec.vocab_size, trace);

@@ -56,16 +56,36 @@ void simulate_lane(const ModelShapes& m, const DeviceProfile& device, const SimP
   const double expert_load = copy_seconds(m.expert_bytes(), p.expert_bandwidth, p.copy_slowdown, device.copy_setup_seconds);
   const double set_fill = copy_seconds(p.set_bytes, p.set_bandwidth, p.copy_slowdown, device.copy_setup_seconds);
 
+  // Look-ahead fills (SchedulerOptions::swap_ahead): set and seconds of copying left, in the order
+  // they began. They share the host link one after another, and only while no step copies: a step's
+  // own swaps and expert loads go first, as its critical path.
+  std::vector<std::pair<int, double>> filling;
+  auto link_idle = [&](double seconds) {
+    for (auto& [set, left] : filling) {
+      const double used = std::min(left, seconds);
+      left -= used;
+      seconds -= used;
+    }
+  };
+  auto loading = [&] {
+    std::vector<int> out;
+    for (const auto& [set, left] : filling)
+      if (left > 0) out.push_back(set);
+    return out;
+  };
+
   std::size_t next = 0;
   double now = 0;
   std::vector<int> picked;
   for (;;) {
     while (next < requests.size() && requests[next]->state.arrival <= now) scheduler.add(&requests[next++]->state);
-    const StepPlan plan = scheduler.plan(now, sets.resident());
+    const StepPlan plan = scheduler.plan(now, sets.resident(), loading());
     if (plan.empty()) {
       if (!plan.preempted.empty()) continue;
       if (next < requests.size()) {
-        now = std::max(now, requests[next]->state.arrival);
+        const double until = std::max(now, requests[next]->state.arrival);
+        link_idle(until - now);
+        now = until;
         continue;
       }
       if (scheduler.waiting() > 0)  // cannot happen for requests the KV reserve holds: the engine refuses the rest at submit
@@ -78,17 +98,29 @@ void simulate_lane(const ModelShapes& m, const DeviceProfile& device, const SimP
       r.admitted = true;
     }
     double seconds = 0;
-    for (const auto& [buffer, set] : sets.ensure(plan.sets)) {
-      seconds += set_fill;
+    auto charge = [&](int set, double waited) {
+      seconds += waited;
       for (const auto& c : plan.chunks)  // charged to the step's first request of that set
         if (c.sequence->set == set) {
           RuntimeCounters& counters = owner_of(c.sequence).record.stats.counters;
           ++counters.swaps;
           counters.swap_bytes += p.set_bytes;
-          counters.swap_seconds += set_fill;
+          counters.swap_seconds += waited;
           break;
         }
-    }
+    };
+    for (const auto& [buffer, set] : sets.ensure(plan.sets)) charge(set, set_fill);
+    std::erase_if(filling, [&](const std::pair<int, double>& f) {
+      const bool needed = std::find(plan.sets.begin(), plan.sets.end(), f.first) != plan.sets.end();
+      if (needed) charge(f.first, f.second);  // what is left of its fill, waited for
+      return needed || sets.buffer_of(f.first) < 0;  // claimed, or its buffer refilled for this step
+    });
+    if (p.scheduler.swap_ahead && p.copy_slowdown == 1.0)  // as Runtime::load_ahead
+      for (int set : plan.upcoming) {
+        if (sets.buffer_of(set) >= 0) continue;
+        if (sets.ahead(set) < 0) break;
+        filling.emplace_back(set, set_fill);
+      }
     // One token alone (a request decoding by itself): its layers are priced one by one, with their
     // hits among its top-k and the loads they waited for, for Multi-MoE's Table 1.
     const StepPlan::Chunk* alone = nullptr;
@@ -162,6 +194,7 @@ void simulate_lane(const ModelShapes& m, const DeviceProfile& device, const SimP
     }
     const StepCost cost = price_step(m, device, work);
     now += seconds + cost.seconds(p.compute_slowdown);
+    link_idle(cost.seconds(p.compute_slowdown));
     if (alone)
       for (std::int64_t l = 0; l < s.num_layers; ++l)
         if (s.is_sparse(l)) {

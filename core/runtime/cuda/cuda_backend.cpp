@@ -94,6 +94,7 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
   const ModelSpec& s = spec_;
   MOSAIC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   MOSAIC_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_, cudaStreamNonBlocking));
+  MOSAIC_CUDA_CHECK(cudaStreamCreateWithFlags(&fill_, cudaStreamNonBlocking));
   MOSAIC_CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
   MOSAIC_CUDA_CHECK(cudaEventCreateWithFlags(&computed_, cudaEventDisableTiming));
   MOSAIC_CUDA_CHECK(cublas().create(&cublas_));
@@ -120,6 +121,7 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
   for (int b = 0; b < shape.buffers; ++b) {
     sets_.emplace_back(static_cast<std::size_t>(layout_.elements) * sizeof(bf16_t));
     held_.emplace_back(store.non_expert_names().size(), -1);
+    MOSAIC_CUDA_CHECK(cudaEventCreateWithFlags(&filled_.emplace_back(), cudaEventDisableTiming));
   }
   tables_.resize(static_cast<std::size_t>(s.num_layers));
   uploaded_.resize(static_cast<std::size_t>(s.num_layers));
@@ -136,32 +138,35 @@ CudaBackend::~CudaBackend() {
   // Buffers free after this (cudaFree waits for the device); the handles go first.
   if (stream_) cudaStreamSynchronize(stream_);
   if (copy_) cudaStreamSynchronize(copy_);
+  if (fill_) cudaStreamSynchronize(fill_);
+  for (cudaEvent_t e : filled_) cudaEventDestroy(e);
   for (Graph& g : graphs_) cudaGraphExecDestroy(g.exec);
   if (cublas_) cublas().destroy(cublas_);
   if (copied_) cudaEventDestroy(copied_);
   if (computed_) cudaEventDestroy(computed_);
   if (stream_) cudaStreamDestroy(stream_);
   if (copy_) cudaStreamDestroy(copy_);
+  if (fill_) cudaStreamDestroy(fill_);
 }
 
-std::uint64_t CudaBackend::copy_tensor(TensorId id, bf16_t* to) {
+std::uint64_t CudaBackend::copy_tensor(TensorId id, bf16_t* to, cudaStream_t stream, DeviceBuffer& staging) {
   const HostTensor& t = store_.tensor(id);
   const std::byte* from = mirror_->bytes(id);
   const auto n = numel(t.shape);
   switch (t.dtype) {
     case DType::BF16:
-      MOSAIC_CUDA_CHECK(cudaMemcpyAsync(to, from, t.bytes.size(), cudaMemcpyHostToDevice, copy_));
+      MOSAIC_CUDA_CHECK(cudaMemcpyAsync(to, from, t.bytes.size(), cudaMemcpyHostToDevice, stream));
       break;
     case DType::F16:
     case DType::F32:
       // Converted on the device, from a staging copy: the link carries the checkpoint's own bytes.
-      if (staging_.bytes() < t.bytes.size()) {
-        MOSAIC_CUDA_CHECK(cudaStreamSynchronize(copy_));  // the copy stream may still read the smaller one
-        staging_.resize(t.bytes.size());
+      if (staging.bytes() < t.bytes.size()) {
+        MOSAIC_CUDA_CHECK(cudaStreamSynchronize(stream));  // the stream may still read the smaller one
+        staging.resize(t.bytes.size());
       }
-      MOSAIC_CUDA_CHECK(cudaMemcpyAsync(staging_.get(), from, t.bytes.size(), cudaMemcpyHostToDevice, copy_));
-      if (t.dtype == DType::F16) MOSAIC_CUDA_CHECK(kernels::half_to_bf16_cuda(staging_.get<std::uint16_t>(), n, to, copy_));
-      else MOSAIC_CUDA_CHECK(kernels::float_to_bf16_cuda(staging_.get<float>(), n, to, copy_));
+      MOSAIC_CUDA_CHECK(cudaMemcpyAsync(staging.get(), from, t.bytes.size(), cudaMemcpyHostToDevice, stream));
+      if (t.dtype == DType::F16) MOSAIC_CUDA_CHECK(kernels::half_to_bf16_cuda(staging.get<std::uint16_t>(), n, to, stream));
+      else MOSAIC_CUDA_CHECK(kernels::float_to_bf16_cuda(staging.get<float>(), n, to, stream));
       break;
     default:
       throw UnsupportedError("host store", t.name, "is stored as " + std::string(dtype_name(t.dtype)) + ", which the CUDA backend does not load",
@@ -194,29 +199,47 @@ std::uint64_t CudaBackend::load_expert(std::int64_t layer, SlotRef slot, ExpertI
   occupy(layer, slot);
   bf16_t* to = slot_weights(layer, slot);
   const std::int64_t IH = spec_.expert_intermediate * spec_.hidden_size;
-  std::uint64_t bytes = copy_tensor(e.gate, to);
-  bytes += copy_tensor(e.up, to + IH);
-  bytes += copy_tensor(e.down, to + 2 * IH);
+  std::uint64_t bytes = copy_tensor(e.gate, to, copy_, staging_);
+  bytes += copy_tensor(e.up, to + IH, copy_, staging_);
+  bytes += copy_tensor(e.down, to + 2 * IH, copy_, staging_);
   // Called between steps (pinning, whole-model swaps): done when it returns, so its time is real.
   MOSAIC_CUDA_CHECK(cudaStreamSynchronize(copy_));
   return bytes;
 }
 
 std::uint64_t CudaBackend::load_set(int buffer, int set) {
+  const std::uint64_t bytes = start_set(buffer, set);
+  wait_set(buffer);
+  return bytes;
+}
+
+std::uint64_t CudaBackend::start_set(int buffer, int set) {
   std::vector<TensorId>& held = held_[static_cast<std::size_t>(buffer)];
   const std::vector<TensorId>& ids = store_.set_tensors(set);
   bf16_t* base = sets_[static_cast<std::size_t>(buffer)].get<bf16_t>();
-  // The buffer may still be read by the step before: copies start after it.
+  // The buffer may still be read by the steps before: copies start after them.
   MOSAIC_CUDA_CHECK(cudaEventRecord(computed_, stream_));
-  MOSAIC_CUDA_CHECK(cudaStreamWaitEvent(copy_, computed_, 0));
+  MOSAIC_CUDA_CHECK(cudaStreamWaitEvent(fill_, computed_, 0));
   std::uint64_t bytes = 0;
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (held[i] == ids[i]) continue;  // the same tensor: nothing to copy
-    bytes += copy_tensor(ids[i], base + layout_.offset[i]);
+    bytes += copy_tensor(ids[i], base + layout_.offset[i], fill_, fill_staging_);
     held[i] = ids[i];
   }
-  MOSAIC_CUDA_CHECK(cudaStreamSynchronize(copy_));
+  MOSAIC_CUDA_CHECK(cudaEventRecord(filled_[static_cast<std::size_t>(buffer)], fill_));
   return bytes;
+}
+
+bool CudaBackend::set_ready(int buffer) {
+  const cudaError_t e = cudaEventQuery(filled_[static_cast<std::size_t>(buffer)]);
+  if (e == cudaErrorNotReady) return false;
+  MOSAIC_CUDA_CHECK(e);
+  return true;
+}
+
+void CudaBackend::wait_set(int buffer) {
+  // The host waits (the runtime times what a step waited); the compute stream is then ordered after.
+  MOSAIC_CUDA_CHECK(cudaEventSynchronize(filled_[static_cast<std::size_t>(buffer)]));
 }
 
 void CudaBackend::reserve_kv(std::int64_t blocks) {

@@ -49,11 +49,15 @@ class CudaBackend final : public Backend {
 
   std::uint64_t load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) override;
   std::uint64_t load_set(int buffer, int set) override;
+  std::uint64_t start_set(int buffer, int set) override;
+  bool set_ready(int buffer) override;
+  void wait_set(int buffer) override;
   StepResult run(const StepBatch& batch, MoeState& moe) override;
 
  private:
-  // Copies, converting to bf16, on the copy stream; the compute stream waits for them.
-  std::uint64_t copy_tensor(TensorId id, bf16_t* to);
+  // Copies, converting to bf16 through `staging`, on `stream`: expert loads on the copy stream, set
+  // fills on their own, so that a miss's load does not queue behind a look-ahead fill.
+  std::uint64_t copy_tensor(TensorId id, bf16_t* to, cudaStream_t stream, DeviceBuffer& staging);
   void copies_done();  // the compute stream waits on what the copy stream has issued
   void reserve_kv(std::int64_t blocks);
   void reserve_workspace(std::int64_t tokens, std::int64_t wanted);
@@ -94,7 +98,8 @@ class CudaBackend final : public Backend {
   const ModelSpec& spec_;
   BackendShape shape_;
   std::shared_ptr<const PinnedMirror> mirror_;
-  cudaStream_t stream_ = nullptr, copy_ = nullptr;
+  cudaStream_t stream_ = nullptr, copy_ = nullptr, fill_ = nullptr;
+  std::vector<cudaEvent_t> filled_;  // [buffers]: recorded after a set fill's last copy
   cudaEvent_t copied_ = nullptr, computed_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
 
@@ -109,7 +114,7 @@ class CudaBackend final : public Backend {
   SetLayout layout_;
   std::vector<DeviceBuffer> sets_;  // [buffers]
   std::vector<std::vector<TensorId>> held_;  // [buffers][names]
-  DeviceBuffer staging_;            // a non-bf16 tensor on its way to conversion
+  DeviceBuffer staging_, fill_staging_;  // a non-bf16 tensor on its way to conversion (copy_, fill_)
 
   std::vector<DeviceBuffer> tables_;                 // [layers]: [targets, experts] int32
   std::vector<std::vector<std::int32_t>> uploaded_;  // what each device table holds

@@ -155,7 +155,8 @@ void CudaBackend::route_on_host(std::int64_t layer, const StepInputs& in, MoeSta
         const HostExpert& e = store_.expert_tensors(load.content);
         occupy(layer, load.slot);
         bf16_t* to = slot_weights(layer, load.slot);
-        bytes.push_back(copy_tensor(e.gate, to) + copy_tensor(e.up, to + IH) + copy_tensor(e.down, to + 2 * IH));
+        bytes.push_back(copy_tensor(e.gate, to, copy_, staging_) + copy_tensor(e.up, to + IH, copy_, staging_) +
+                        copy_tensor(e.down, to + 2 * IH, copy_, staging_));
       }
       MOSAIC_CUDA_CHECK(cudaStreamSynchronize(copy_));
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
