@@ -202,6 +202,23 @@ class TestCli : public QObject {
     QCOMPARE(j["hit"].get<std::string>(), std::string("strict"));
     QCOMPARE(j["engine"]["largest_step_sequences"].get<int>(), 5);  // one step for all five: 3 non-expert sets resident
     QCOMPARE(j["engine"]["steps"].get<int>(), 1);
+    // With two set buffers and look-ahead swaps the requests start in turn, sets filled ahead while
+    // others run: the same logits.
+    const fs::path ahead_out = scratch("ahead.safetensors"), ahead_stats = scratch("ahead-stats.json");
+    r = cli(args({"logits", "--variants"}) << path(fixture("mixtral", "ft1")) << path(fixture("mixtral", "ft2")) << path(adapter)
+            << args({"--capacity", "10", "--hit", "strict", "--resident-sets", "2", "--swap-ahead", "--requests"}) << path(requests)
+            << QStringLiteral("--out") << path(ahead_out) << QStringLiteral("--stats") << path(ahead_stats));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      const std::string key = "logits." + std::to_string(i);
+      QVERIFY2(relative_error(read_f32(SafetensorsFile(ahead_out), key), read_f32(f, key)) <= 1e-5, key.c_str());
+    }
+    const auto ja = nlohmann::json::parse(std::ifstream(ahead_stats));
+    QVERIFY2(ja["engine"]["swaps_ahead"].get<int>() >= 1, ja["engine"].dump().c_str());
+    r = cli(args({"logits", "--variants"}) << path(fixture("mixtral", "ft1")) << path(fixture("mixtral", "ft2"))
+            << args({"--capacity", "4", "--swap-ahead", "--requests"}) << path(requests) << QStringLiteral("--out") << path(scratch("never.safetensors")));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("--swap-ahead")) && r.err.contains(QStringLiteral("--resident-sets 2")), qPrintable(r.err));
 
     // A malformed line and an unknown target are refused by name, and no output is written.
     std::ofstream(scratch("bad.jsonl")) << R"({"target": "ft1", "ids": [1, 2]})" << "\n" << R"({"target": "ft1", "ids": ["x"]})" << "\n";

@@ -48,6 +48,8 @@ void ServingArgs::add_to(CLI::App* cmd, bool with_model) {
   cmd->add_flag("--no-reconfig", no_reconfig, "ablation: never swap non-expert weights; layout variant 0's stay resident");
   cmd->add_option("--resident-sets", resident_sets, "non-expert sets resident at once, budget permitting (1: the paper)")->default_val(1);
   cmd->add_option("--max-sequences", max_sequences, "sequences one engine step may run (1: one request at a time)")->default_val(256);
+  cmd->add_flag("--swap-ahead", swap_ahead,
+               "look-ahead swaps: fill a waiting request's non-expert set into a free buffer while the batch decodes (needs --resident-sets 2+)");
   cmd->add_option("--device", device, "cpu (the fp32 reference) | cuda (bf16 weights on the GPU)")->default_val("cpu");
   cmd->add_option("--stats", stats, "write hits, misses, loads, swaps, timings and engine steps to this JSON file");
 }
@@ -66,6 +68,8 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
   config.device = checked_device(a.device);
   config.reserve.miss_slots = a.miss_slots;
   config.resident_sets = a.resident_sets;
+  if (a.swap_ahead && a.resident_sets < 2)
+    throw InvalidArgument("--swap-ahead", "", "fills a free set buffer ahead, and with --resident-sets 1 there is none", "add --resident-sets 2");
   if (!a.budget.empty()) {
     config.budget_bytes = parse_byte_size(a.budget);
     if (!config.budget_bytes) throw InvalidArgument("--budget", "'" + a.budget + "'", byte_size_problem(a.budget), "write e.g. 2GiB");
@@ -123,7 +127,7 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
     }
   }
   s->runtime = std::make_shared<Runtime>(*s->store, std::move(config));
-  s->engine = std::make_unique<Engine>(s->runtime, EngineOptions{.scheduler = {.max_sequences = a.max_sequences}});
+  s->engine = std::make_unique<Engine>(s->runtime, EngineOptions{.scheduler = {.max_sequences = a.max_sequences, .swap_ahead = a.swap_ahead}});
   return s;
 }
 
@@ -166,7 +170,8 @@ void write_serving_stats(const std::filesystem::path& path, const ServingSession
   }
   const EngineStats e = s.engine->stats();
   j["engine"] = {{"steps", e.steps}, {"tokens", e.tokens}, {"largest_step_tokens", e.largest_step_tokens},
-                 {"largest_step_sequences", e.largest_step_sequences}, {"preemptions", e.preemptions}, {"swaps", e.swaps}};
+                 {"largest_step_sequences", e.largest_step_sequences}, {"preemptions", e.preemptions}, {"swaps", e.swaps},
+                 {"swaps_ahead", e.swaps_ahead}, {"swap_seconds_waited", e.swap_seconds}};
   RuntimeCounters all;
   all.layers.resize(static_cast<std::size_t>(s.store->spec().num_layers));
   j["requests"] = nlohmann::ordered_json::array();

@@ -26,6 +26,7 @@ struct ServingArgs {
   bool no_reconfig = false;    // keep layout variant 0's non-expert weights (the paper's ablation)
   int resident_sets = 1;
   std::int64_t max_sequences = 256;
+  bool swap_ahead = false;     // fill waiting requests' sets into free buffers while the batch decodes
   std::string device = "cpu";
 
   void add_to(CLI::App* cmd, bool with_model = true);
