@@ -18,6 +18,7 @@
 #include "common/error.h"
 #include "runtime/engine.h"
 #include "runtime/forward.h"
+#include "runtime/reconfigurer.h"
 #include "test_support.h"
 
 using namespace mosaic;
@@ -305,6 +306,31 @@ class TestEngine : public QObject {
     QCOMPARE(p.admitted, std::vector<SequenceState*>{&b});
     QVERIFY(p.upcoming.empty());
     QCOMPARE(p.sets, (std::vector<int>{0, 1}));
+    // One request at a time: the next one's set is filled while the running one decodes.
+    KvBlockPool blocks1(16, std::nullopt);
+    Scheduler one_at_a_time({.max_sequences = 1, .swap_ahead = true}, blocks1, 2);
+    SequenceState e{.order = 0, .set = 0, .known = 4, .total = 8}, g{.order = 1, .set = 1, .known = 4, .total = 8};
+    one_at_a_time.add(&e);
+    one_at_a_time.add(&g);
+    p = one_at_a_time.plan(0);
+    QCOMPARE(p.admitted, std::vector<SequenceState*>{&e});
+    QCOMPARE(p.upcoming, std::vector<int>{1});
+    // The runtime's buffers: a fill ahead never takes a buffer the step uses or one holding a set
+    // wanted sooner (else two waiting sets would evict each other's fills step after step).
+    Reconfigurer buffers(3);
+    const std::vector<int> step{0};
+    buffers.ensure(step);
+    const int b1 = buffers.ahead(1);
+    QVERIFY(b1 > 0);
+    buffers.ensure(step);
+    const std::vector<int> sooner{1};
+    const int b2 = buffers.ahead(2, sooner);
+    QVERIFY(b2 > 0 && b2 != b1);
+    buffers.ensure(step);
+    const std::vector<int> both_sooner{1, 2};
+    QCOMPARE(buffers.ahead(3, both_sooner), -1);
+    QCOMPARE(buffers.ahead(2), -1);  // resident already
+    QVERIFY(buffers.ahead(3, sooner) == b2);  // set 2 no longer wanted sooner: its buffer goes
     // Without look-ahead the same request joins at once, its swap in the running batch's step.
     KvBlockPool blocks2(16, std::nullopt);
     Scheduler plain({.switching = SwitchPolicy::Affinity}, blocks2, 2);

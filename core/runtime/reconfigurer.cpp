@@ -17,19 +17,19 @@ int Reconfigurer::buffer_of(int set) const {
 
 std::vector<int> Reconfigurer::resident() const { return held_; }
 
-int Reconfigurer::victim(std::uint64_t busy) const {
+int Reconfigurer::victim(std::uint64_t busy, std::span<const int> keep) const {
   int victim = -1;
   for (std::size_t b = 0; b < held_.size(); ++b) {
-    if (last_use_[b] == busy) continue;
+    if (last_use_[b] == busy || std::find(keep.begin(), keep.end(), held_[b]) != keep.end()) continue;
     if (held_[b] < 0) return static_cast<int>(b);
     if (victim < 0 || last_use_[b] < last_use_[static_cast<std::size_t>(victim)]) victim = static_cast<int>(b);
   }
   return victim;
 }
 
-int Reconfigurer::ahead(int set) {
+int Reconfigurer::ahead(int set, std::span<const int> keep) {
   if (buffer_of(set) >= 0) return -1;
-  const int b = victim(tick_ > 0 ? tick_ : ~std::uint64_t{0});  // before any step, every buffer is free
+  const int b = victim(tick_ > 0 ? tick_ : ~std::uint64_t{0}, keep);  // before any step, every buffer is free
   if (b < 0) return -1;
   held_[static_cast<std::size_t>(b)] = set;
   last_use_[static_cast<std::size_t>(b)] = tick_;  // the next step's victim only if nothing older is free

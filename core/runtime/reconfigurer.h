@@ -20,13 +20,15 @@ class Reconfigurer {
   // Makes every set of `sets` resident (there must be at most buffers() distinct ones) and returns
   // the (buffer, set) fills that takes, in order.
   std::vector<std::pair<int, int>> ensure(std::span<const int> sets);
-  // Look-ahead: a buffer for `set` among those the last ensure() did not need (empty first, else the
-  // least recently used), now holding it; -1 when `set` is resident already or every buffer is needed.
-  int ahead(int set);
+  // Look-ahead: a buffer for `set` among those the last ensure() did not need and that hold none of
+  // `keep` (sets wanted sooner), empty first, else the least recently used; it now holds `set`. -1
+  // when `set` is resident already or no buffer qualifies.
+  int ahead(int set, std::span<const int> keep = {});
   void forget(int buffer) { held_[static_cast<std::size_t>(buffer)] = -1; }  // a fill that failed
 
  private:
-  int victim(std::uint64_t busy) const;  // the buffer to fill: empty, else LRU, never one used at `busy`
+  // The buffer to fill: empty, else LRU; never one used at `busy` or holding one of `keep`.
+  int victim(std::uint64_t busy, std::span<const int> keep = {}) const;
   std::vector<int> held_;
   std::vector<std::uint64_t> last_use_;
   std::uint64_t tick_ = 0;

@@ -261,10 +261,11 @@ std::vector<SwapRecord> Runtime::make_resident(std::span<const int> sets) {
 int Runtime::load_ahead(std::span<const int> upcoming) {
   if (config_.whole_model_swaps || config_.copy_slowdown > 1.0) return 0;
   int started = 0;
-  for (int set : upcoming) {
+  for (std::size_t i = 0; i < upcoming.size(); ++i) {
+    const int set = upcoming[i];
     if (reconfigurer_.buffer_of(set) >= 0) continue;
-    const int buffer = reconfigurer_.ahead(set);
-    if (buffer < 0) break;  // every buffer is needed by the step
+    const int buffer = reconfigurer_.ahead(set, upcoming.first(i));  // never over one wanted sooner
+    if (buffer < 0) break;  // the step and the sets wanted sooner hold every buffer
     try {
       ahead_[static_cast<std::size_t>(buffer)] = {set, backend_->start_set(buffer, set)};
     } catch (...) {

@@ -105,7 +105,6 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
       }
       if (options_.swap_ahead && !plan.chunks.empty() && !ready(s.set)) {
         // Joining now would stall the running batch for its swap: its set is loaded ahead instead.
-        if (std::find(plan.upcoming.begin(), plan.upcoming.end(), s.set) == plan.upcoming.end()) plan.upcoming.push_back(s.set);
         if (strict) return;
         ++it;
         continue;
@@ -130,6 +129,12 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
   if (!strict)
     admit([&](const SequenceState& s) { return std::find(resident.begin(), resident.end(), s.set) != resident.end(); });
   admit([](const SequenceState&) { return true; });
+  // Whatever keeps them waiting (their set, the sequence limit, the token budget), the sets the
+  // waiting requests need next, for the runtime to fill ahead into buffers this step leaves free.
+  if (options_.swap_ahead)
+    for (const SequenceState* s : waiting_)
+      if (!ready(s->set) && std::find(plan.upcoming.begin(), plan.upcoming.end(), s->set) == plan.upcoming.end())
+        plan.upcoming.push_back(s->set);
   return plan;
 }
 

@@ -28,8 +28,9 @@ struct SchedulerOptions {
   SwitchPolicy switching = SwitchPolicy::Fcfs;
   double max_wait_seconds = 2.0;        // Affinity's bound on how long a request waits for its set
   // Look-ahead swaps: while anything runs, a waiting request whose set is not resident and ready
-  // does not join (its swap would stall the running batch); its set is listed in StepPlan::upcoming
-  // for the runtime to load into a free buffer during the step, and it joins once the set is in.
+  // does not join (its swap would stall the running batch); it joins once the set is in. The sets
+  // of all waiting requests not ready (whatever else keeps them waiting: the sequence limit, too)
+  // are listed in StepPlan::upcoming for the runtime to fill into free buffers during the step.
   bool swap_ahead = false;
 };
 

@@ -116,9 +116,10 @@ void simulate_lane(const ModelShapes& m, const DeviceProfile& device, const SimP
       return needed || sets.buffer_of(f.first) < 0;  // claimed, or its buffer refilled for this step
     });
     if (p.scheduler.swap_ahead && p.copy_slowdown == 1.0)  // as Runtime::load_ahead
-      for (int set : plan.upcoming) {
+      for (std::size_t i = 0; i < plan.upcoming.size(); ++i) {
+        const int set = plan.upcoming[i];
         if (sets.buffer_of(set) >= 0) continue;
-        if (sets.ahead(set) < 0) break;
+        if (sets.ahead(set, std::span<const int>(plan.upcoming).first(i)) < 0) break;
         filling.emplace_back(set, set_fill);
       }
     // One token alone (a request decoding by itself): its layers are priced one by one, with their
