@@ -4,7 +4,6 @@
 // values. Include only from the backend's own .cpp files.
 #include <ATen/ATen.h>
 
-#include <future>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -68,7 +67,7 @@ class CpuBackend final : public Backend {
   StepResult run(const StepBatch& batch, MoeState& moe) override;
 
  private:
-  std::uint64_t fill(int buffer, int set);  // load_set's work, on whichever thread
+  std::uint64_t fill(int buffer, int set);  // load_set's work
   // The MoE block of `layer` over every token of the step: h [tokens, H] → [tokens, H].
   at::Tensor moe(std::int64_t layer, const at::Tensor& h, const StepLayout& layout, MoeState& state, StepResult& result);
   // One wave's slot groups of `layer` into `out`: each expert over its tokens, weighted.
@@ -92,9 +91,6 @@ class CpuBackend final : public Backend {
   at::Tensor inv_freq_;
   std::vector<at::Tensor> k_, v_;   // [layers]: [blocks · block_tokens + 1, kvh, hd]; the last row zeros
   std::int64_t kv_blocks_ = 0;
-  // [buffers]: look-ahead fills running on a thread of their own (a std::async future's destructor
-  // waits, so they end before the buffers they write).
-  std::vector<std::future<std::uint64_t>> filling_;
 };
 
 }  // namespace mosaic::cpu

@@ -237,7 +237,7 @@ std::vector<SwapRecord> Runtime::make_resident(std::span<const int> sets) {
       reconfigurer_.forget(buffer);
       throw;
     }
-    out.push_back({set, done.bytes, seconds_since(t0), 0, true});
+    out.push_back({set, done.bytes, done.issue_seconds + seconds_since(t0), 0, true});
   }
   for (const auto& [buffer, set] : fills) {
     ahead_[static_cast<std::size_t>(buffer)] = {};  // a fill ahead nobody claimed: load_set waits for it, then overwrites
@@ -267,7 +267,9 @@ int Runtime::load_ahead(std::span<const int> upcoming) {
     const int buffer = reconfigurer_.ahead(set, upcoming.first(i));  // never over one wanted sooner
     if (buffer < 0) break;  // the step and the sets wanted sooner hold every buffer
     try {
-      ahead_[static_cast<std::size_t>(buffer)] = {set, backend_->start_set(buffer, set)};
+      const auto t0 = std::chrono::steady_clock::now();
+      const std::uint64_t bytes = backend_->start_set(buffer, set);
+      ahead_[static_cast<std::size_t>(buffer)] = {set, bytes, seconds_since(t0)};
     } catch (...) {
       reconfigurer_.forget(buffer);
       throw;

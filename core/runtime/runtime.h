@@ -78,7 +78,7 @@ struct SwapRecord {
   std::uint64_t bytes = 0;
   double seconds = 0;           // as the device would take it (copy slowdown included)
   double throttle_seconds = 0;  // of which the copy slowdown added, beyond the wall time measured
-  bool ahead = false;           // filled ahead (load_ahead): `seconds` is only what the step waited for it
+  bool ahead = false;           // filled ahead (load_ahead): `seconds` is the engine's time issuing it plus what the step waited
 };
 
 class Runtime {
@@ -135,6 +135,7 @@ class Runtime {
   struct AheadFill {
     int set = -1;  // -1: none under way or unclaimed in that buffer
     std::uint64_t bytes = 0;
+    double issue_seconds = 0;  // the engine's time in start_set (the whole fill where it is synchronous)
   };
 
   const HostStore& store_;

@@ -130,10 +130,12 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
     admit([&](const SequenceState& s) { return std::find(resident.begin(), resident.end(), s.set) != resident.end(); });
   admit([](const SequenceState&) { return true; });
   // Whatever keeps them waiting (their set, the sequence limit, the token budget), the sets the
-  // waiting requests need next, for the runtime to fill ahead into buffers this step leaves free.
+  // waiting requests need next, for the runtime to fill ahead into buffers this step leaves free —
+  // those in already too, so that a fill for a later request does not evict them.
   if (options_.swap_ahead)
     for (const SequenceState* s : waiting_)
-      if (!ready(s->set) && std::find(plan.upcoming.begin(), plan.upcoming.end(), s->set) == plan.upcoming.end())
+      if (std::find(plan.sets.begin(), plan.sets.end(), s->set) == plan.sets.end() &&
+          std::find(plan.upcoming.begin(), plan.upcoming.end(), s->set) == plan.upcoming.end())
         plan.upcoming.push_back(s->set);
   return plan;
 }

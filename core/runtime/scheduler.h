@@ -29,8 +29,8 @@ struct SchedulerOptions {
   double max_wait_seconds = 2.0;        // Affinity's bound on how long a request waits for its set
   // Look-ahead swaps: while anything runs, a waiting request whose set is not resident and ready
   // does not join (its swap would stall the running batch); it joins once the set is in. The sets
-  // of all waiting requests not ready (whatever else keeps them waiting: the sequence limit, too)
-  // are listed in StepPlan::upcoming for the runtime to fill into free buffers during the step.
+  // of all waiting requests (whatever keeps them waiting: the sequence limit, too) are listed in
+  // StepPlan::upcoming, for the runtime to fill those not in into free buffers during the step.
   bool swap_ahead = false;
 };
 
@@ -56,7 +56,7 @@ struct StepPlan {
   std::vector<int> sets;                    // resident sets the step needs, in first-use order
   std::vector<SequenceState*> admitted;     // started running this step
   std::vector<SequenceState*> preempted;    // sent back to wait; their blocks are free again
-  std::vector<int> upcoming;                // swap_ahead: sets waiting requests need next, in queue order
+  std::vector<int> upcoming;                // swap_ahead: sets waiting requests need (none of `sets`), in queue order
   bool empty() const { return chunks.empty(); }
 };
 
