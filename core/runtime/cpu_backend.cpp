@@ -89,9 +89,8 @@ std::uint64_t CpuBackend::load_expert(std::int64_t layer, SlotRef slot, ExpertId
 
 std::uint64_t CpuBackend::load_set(int buffer, int set) { return fill(buffer, set); }
 
-// No copy engine here: a fill ahead would convert on the cores the step computes on (measured: at
-// saturation a fill thread beside the step's halved the engine's throughput), so it is done at once,
-// before the step, and look-ahead on the CPU only moves a swap one step earlier.
+// No copy engine here: a fill ahead would convert on the cores the step already keeps busy, so it is
+// done at once, before the step; look-ahead on the CPU moves a swap earlier but hides none of it.
 std::uint64_t CpuBackend::start_set(int buffer, int set) { return fill(buffer, set); }
 bool CpuBackend::set_ready(int) { return true; }
 void CpuBackend::wait_set(int) {}
