@@ -106,6 +106,29 @@ class TestCudaBackend : public QObject {
     }
   }
 
+  void setsFilledAheadServeAsSwappedOnes() {
+    // Look-ahead swaps on the fill stream: two set buffers, three variants' requests one at a time,
+    // each next set filled while the one before runs; the logits are the CPU's, swapped plainly.
+    Family family;
+    for (const char* v : {"base", "ft1", "ft2"}) family.add(v, fixture("qwen2_moe", v));
+    const HostStore store(family);
+    std::vector<ServeRequest> requests;
+    for (const char* t : {"ft1", "ft2", "base", "ft1", "ft2"})
+      requests.push_back({t, {.prompt = prompt_of(40 + requests.size() * 8, 70 + requests.size(), store.spec().vocab_size), .max_new_tokens = 0}, true});
+    std::vector<RequestResult> cpu, cuda;
+    for (Device d : {Device::Cpu, Device::Cuda}) {
+      Engine engine(std::make_shared<Runtime>(store, RuntimeConfig{.resident_sets = 2, .device = d}),
+                    {.scheduler = {.max_sequences = 1, .swap_ahead = d == Device::Cuda}});
+      for (const auto& h : engine.submit_all(requests)) (d == Device::Cuda ? cuda : cpu).push_back(h->wait());
+      if (d == Device::Cuda) QVERIFY2(engine.stats().swaps_ahead >= 2, qPrintable(QString::number(engine.stats().swaps_ahead)));
+    }
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      QVERIFY2(cuda[i].error.empty(), cuda[i].error.c_str());
+      const double e = relative_error(cuda[i].logits.values, cpu[i].logits.values);
+      QVERIFY2(e <= 2e-2, qPrintable(QStringLiteral("request %1: %2").arg(i).arg(e)));
+    }
+  }
+
   void decodeStepsOnASyntheticMidSizeFamily_data() {
     QTest::addColumn<bool>("graphs");
     QTest::newRow("kernel by kernel") << false;
