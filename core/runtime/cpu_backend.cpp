@@ -87,15 +87,13 @@ std::uint64_t CpuBackend::load_expert(std::int64_t layer, SlotRef slot, ExpertId
   return bytes;
 }
 
-std::uint64_t CpuBackend::load_set(int buffer, int set) { return fill(buffer, set); }
-
 // No copy engine here: a fill ahead would convert on the cores the step already keeps busy, so it is
 // done at once, before the step; look-ahead on the CPU moves a swap earlier but hides none of it.
-std::uint64_t CpuBackend::start_set(int buffer, int set) { return fill(buffer, set); }
+std::uint64_t CpuBackend::start_set(int buffer, int set) { return load_set(buffer, set); }
 bool CpuBackend::set_ready(int) { return true; }
 void CpuBackend::wait_set(int) {}
 
-std::uint64_t CpuBackend::fill(int buffer, int set) {
+std::uint64_t CpuBackend::load_set(int buffer, int set) {
   SetBuffer& b = buffers_[static_cast<std::size_t>(buffer)];
   const std::vector<TensorId>& ids = store_.set_tensors(set);
   std::uint64_t bytes = 0;

@@ -67,7 +67,6 @@ class CpuBackend final : public Backend {
   StepResult run(const StepBatch& batch, MoeState& moe) override;
 
  private:
-  std::uint64_t fill(int buffer, int set);  // load_set's work
   // The MoE block of `layer` over every token of the step: h [tokens, H] → [tokens, H].
   at::Tensor moe(std::int64_t layer, const at::Tensor& h, const StepLayout& layout, MoeState& state, StepResult& result);
   // One wave's slot groups of `layer` into `out`: each expert over its tokens, weighted.

@@ -258,9 +258,8 @@ std::vector<SwapRecord> Runtime::make_resident(std::span<const int> sets) {
   return out;
 }
 
-int Runtime::load_ahead(std::span<const int> upcoming) {
-  if (config_.whole_model_swaps || config_.copy_slowdown > 1.0) return 0;
-  int started = 0;
+void Runtime::load_ahead(std::span<const int> upcoming) {
+  if (config_.whole_model_swaps || config_.copy_slowdown > 1.0) return;
   for (std::size_t i = 0; i < upcoming.size(); ++i) {
     const int set = upcoming[i];
     if (reconfigurer_.buffer_of(set) >= 0) continue;
@@ -274,9 +273,7 @@ int Runtime::load_ahead(std::span<const int> upcoming) {
       reconfigurer_.forget(buffer);
       throw;
     }
-    ++started;
   }
-  return started;
 }
 
 std::vector<int> Runtime::loading_sets() const {

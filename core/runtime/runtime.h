@@ -117,9 +117,9 @@ class Runtime {
   int buffer_of(int set) const { return reconfigurer_.buffer_of(set); }
   // Look-ahead swaps: after make_resident() for a step, begins filling buffers that step does not
   // need with `upcoming` sets, in order, while it runs; make_resident() of one of them later waits
-  // only for what is left of its fill. Returns how many began. None under whole-model swaps (they
-  // reload pinned slots the step reads) or a copy slowdown (a slice's copies are priced, not overlapped).
-  int load_ahead(std::span<const int> upcoming);
+  // only for what is left of its fill. None under whole-model swaps (they reload pinned slots the
+  // step reads) or a copy slowdown (a slice's copies are priced, not overlapped).
+  void load_ahead(std::span<const int> upcoming);
   // Sets being filled ahead whose fill has not finished (the scheduler admits their requests after).
   std::vector<int> loading_sets() const;
   // One step; the chunks' `buffer` must come from buffer_of() after make_resident().
