@@ -14,9 +14,11 @@
 #include "analysis/family_analysis.h"
 #include "analysis/merge.h"
 #include "common/error.h"
+#include "model/tokenizer.h"
 #include "model/variant_folders.h"
 #include "runtime/engine.h"
 #include "runtime/forward.h"
+#include "runtime/route_plan.h"
 #include "test_support.h"
 
 using namespace mosaic;
@@ -150,7 +152,7 @@ class TestRuntime : public QObject {
       const auto pinned = pinned_from_layout(layout, match_layout(layout, family, a->sha256, "layout"));
       std::vector<std::unique_ptr<Model>> own;
       for (const Variant& v : family.variants()) own.push_back(Model::load(*v.checkpoint));
-      for (std::string miss : {"transient", "lru"}) {
+      for (std::string miss : {"transient", "lru", "prefetch"}) {
         auto rt = std::make_shared<Runtime>(store, RuntimeConfig{.pinned = pinned, .hit = HitPolicy::Strict, .miss = miss,
                                                                  .resident_sets = 4});
         Engine engine(rt);
@@ -168,11 +170,117 @@ class TestRuntime : public QObject {
           const SlotPool& pool = rt->slots(l);
           std::int64_t kept = 0;
           for (std::int64_t s = 0; s < pool.size(); ++s) kept += pool.role(s) == SlotPool::Role::Spare && pool.content(s) >= 0;
-          QCOMPARE(kept > 0, miss == "lru");
+          QCOMPARE(kept > 0, miss != "transient");
         }
         for (std::int64_t s = 0; s < rt->scratch().size(); ++s) QCOMPARE(rt->scratch().content(s), ExpertId(-1));
       }
     }
+  }
+
+  void prefetchPlansAroundWhatThePredictionHits() {
+    // Layer 1 of two full fine-tunes: 2 pinned slots, 3 spare. Bible's expert 0 is pinned; its
+    // experts 5 and 6 sit in spare slots (5 used longer ago), one spare slot is empty.
+    Family family;
+    open_family(family, {sample_family() / "bible", sample_family() / "fortunes"});
+    const HostStore store(family);
+    const int bible = store.index("bible"), fortunes = store.index("fortunes");
+    const std::int64_t layer = 1;
+    RerouteTable table(store.targets(), store.spec().num_experts);
+    SlotPool pool(2, 3, 0), scratch(0, 0, 2);
+    const auto policy = make_miss_policy("prefetch");
+    QVERIFY(policy && policy->prefetches() && policy->keeps_misses());
+    auto put = [&](std::int32_t slot, std::int64_t e) {
+      pool.fill(slot, store.source(bible, layer, e), store.expert(bible, layer, e));
+      table.set(bible, e, slot);
+    };
+    put(0, 0);
+    put(2, 5);
+    put(3, 6);
+    const LayerSlots slots{layer, table, pool, scratch, store, *policy};
+
+    // Bible's token predicts 0 and 6 (both in: slot 3 must not be evicted); fortunes' predicts 3
+    // and 4, which go to the empty slot, then over bible's 5.
+    const std::vector<int> rows{bible, fortunes};
+    auto loads = plan_prefetch(slots, std::vector<std::int64_t>{0, 6, 3, 4}, 2, rows);
+    QCOMPARE(loads.size(), std::size_t(2));
+    QCOMPARE(loads[0].slot, (SlotRef{false, 4}));
+    QCOMPARE(loads[1].slot, (SlotRef{false, 2}));
+    QCOMPARE(loads[0].pair, std::int64_t(2));
+    QCOMPARE(loads[1].pair, std::int64_t(3));
+    QCOMPARE(loads[0].content, store.expert(fortunes, layer, 3));
+    QCOMPARE(table.at(fortunes, 3), 4);
+    QCOMPARE(table.at(fortunes, 4), 2);
+    QCOMPARE(table.at(bible, 5), RerouteTable::kMiss);  // evicted
+    QCOMPARE(table.at(bible, 6), 3);
+    QVERIFY(pool.ahead(4) && pool.ahead(2) && !pool.ahead(3) && !pool.ahead(0));
+
+    // The layer then routes: fortunes' 3 hits the prefetched slot (the prefetch was used), its 7 misses.
+    const RoutePlan plan = plan_routes(slots, std::vector<std::int64_t>{3, 7}, 2, std::vector<int>{fortunes});
+    QCOMPARE(plan.outcome[0], PairOutcome::Hit);
+    QCOMPARE(plan.outcome[1], PairOutcome::Miss);
+    QCOMPARE(plan.ahead_used, std::vector<std::int64_t>{0});
+    QVERIFY(!pool.ahead(4));
+    std::vector<std::vector<LayerCounts>> counts(1, std::vector<LayerCounts>(4));
+    count_outcomes(plan, 2, std::vector<int>{0}, layer, counts);
+    QCOMPARE(counts[0][1].prefetch_used, std::int64_t(1));
+
+    // More predicted misses than spare slots: the rest are left to miss, never put in scratch.
+    loads = plan_prefetch(slots, std::vector<std::int64_t>{1, 2, 5, 7}, 2, std::vector<int>{fortunes, bible});
+    QVERIFY(loads.size() <= 3);
+    for (const ExpertLoad& l : loads) QVERIFY(!l.slot.scratch && pool.role(l.slot.slot) == SlotPool::Role::Spare);
+    for (std::int64_t s = 0; s < scratch.size(); ++s) QCOMPARE(scratch.content(s), ExpertId(-1));
+  }
+
+  void prefetchServesTheSameTokensWithFewerMisses() {
+    // Bible's experts 0–3 pinned in every layer, consolidated: the other fine-tunes' tokens that
+    // route to 4–7 miss, into 3 spare slots a layer. Prefetching the next layer's experts from this
+    // layer's input must change nothing a request gets, and turn misses into hits on real text.
+    Family family;
+    open_family(family, {sample_family() / "bible", sample_family() / "fortunes", sample_family() / "jargon",
+                         sample_family() / "c-headers"});
+    const HostStore store(family);
+    const ModelSpec& s = store.spec();
+    std::vector<PinnedExpert> pinned;
+    for (std::int64_t l = 0; l < s.num_layers; ++l)
+      for (std::int64_t e = 0; e < 4; ++e) pinned.push_back({l, e, store.index("bible")});
+    const std::int64_t spare = 3, context = 96;
+    const std::uint64_t budget = budget_for(family, static_cast<std::int64_t>(pinned.size()) + spare * s.num_layers, 0, context);
+    const Tokenizer tok = Tokenizer::load(sample_family() / "bible" / "tokenizer.json");
+    const std::vector<std::pair<std::string, std::string>> asks{
+        {"fortunes", "You will be successful in your work, and"},
+        {"jargon", "hacker n. [originally, someone who makes furniture with an axe]"},
+        {"c-headers", "#include <stdio.h>\nint main(int argc, char **argv)"}};
+    auto serve = [&](const std::string& miss) {
+      auto rt = std::make_shared<Runtime>(store, RuntimeConfig{.pinned = pinned, .miss = miss, .budget_bytes = budget,
+                                                               .reserve = {.context_tokens = context, .requests = 1}});
+      for (std::int64_t l = 0; l < s.num_layers; ++l)
+        if (rt->slots(l).count(SlotPool::Role::Spare) != spare) throw std::logic_error("the budget did not give 3 spare slots");
+      Engine engine(rt);
+      std::vector<ServeRequest> requests;
+      for (const auto& [target, text] : asks) requests.push_back({target, {.prompt = tok.encode(text), .max_new_tokens = 24}});
+      std::vector<RequestResult> out;
+      for (const auto& h : engine.submit_all(requests)) out.push_back(h->wait());
+      return out;
+    };
+    const auto lru = serve("lru"), ahead = serve("prefetch");
+    std::int64_t misses_lru = 0, misses_ahead = 0, prefetches = 0, used = 0;
+    for (std::size_t i = 0; i < asks.size(); ++i) {
+      QCOMPARE(ahead[i].tokens, lru[i].tokens);
+      const LayerCounts a = ahead[i].stats.counters.total(), b = lru[i].stats.counters.total();
+      QCOMPARE(a.hits + a.misses, b.hits + b.misses);  // the same pairs routed
+      QCOMPARE(b.prefetches, std::int64_t(0));
+      QCOMPARE(ahead[i].stats.counters.layers[0].prefetches, std::int64_t(0));  // nothing comes before the first layer
+      QCOMPARE(ahead[i].stats.bytes_moved(), a.load_bytes + a.prefetch_bytes + ahead[i].stats.counters.swap_bytes);
+      misses_lru += b.misses;
+      misses_ahead += a.misses;
+      prefetches += a.prefetches;
+      used += a.prefetch_used;
+    }
+    qInfo("misses: lru %lld, prefetch %lld; prefetches %lld, of which used %lld", static_cast<long long>(misses_lru),
+          static_cast<long long>(misses_ahead), static_cast<long long>(prefetches), static_cast<long long>(used));
+    QVERIFY(prefetches > 0);
+    QVERIFY(used > 0 && used <= prefetches);
+    QVERIFY2(misses_ahead < misses_lru, "the prefetches turned no miss into a hit");
   }
 
   void maskedGatingIsTheMaskedRouter() {

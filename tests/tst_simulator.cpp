@@ -384,6 +384,11 @@ class TestSimulator : public QObject {
       QVERIFY2(std::string(e.what()).find("it holds 107 experts") != std::string::npos, e.what());
     }
     QVERIFY_THROWS_EXCEPTION(UnsupportedError, simulated_deployment(strategy(StrategyKind::Esft), f.shapes, f.names, d, {}));
+    // Prefetching predicts a layer's experts from the layer before's input, which the routing model does not link.
+    StrategyConfig ahead = strategy(StrategyKind::Single, 107);
+    ahead.miss = "prefetch";
+    const std::string why = error_of<UnsupportedError>([&] { simulated_deployment(ahead, f.shapes, f.names, d, {}); });
+    expect_mentions(why, {"miss 'prefetch'", "is not simulated", "simulate lru"});
   }
 
   // The layout of a family too large to open, from its config.json files alone: the budget's

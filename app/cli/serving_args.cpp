@@ -41,7 +41,7 @@ void ServingArgs::add_to(CLI::App* cmd, bool with_model) {
                     "with --model: JSON {\"<layer>\": [expert ids]}: only these experts are resident and the router chooses among them "
                     "(SwapMoE's masked gating, whatever --miss says); nothing else is loaded; layers not named keep every expert");
   cmd->add_option("--hit", hit, "consolidated (any resident copy serves) | strict (only the target's own)")->default_val("consolidated");
-  cmd->add_option("--miss", miss, "transient (load, use, drop) | lru (keep in spare slots) | masked (never load; gate over resident experts)")
+  cmd->add_option("--miss", miss, "transient (load, use, drop) | lru (keep in spare slots) | prefetch (lru, and the next layer's likely experts loaded ahead) | masked (never load; gate over resident experts)")
       ->default_val("transient");
   cmd->add_option("--budget", budget, "device budget, e.g. 2GiB (default: no limit, every byte still counted)");
   cmd->add_option("--miss-slots", miss_slots, "scratch slots for misses (-1 = top_k)")->default_val(-1);
@@ -62,7 +62,7 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
   RuntimeConfig config;
   const auto hit = parse_hit_policy(a.hit);
   if (!hit) throw InvalidArgument("--hit", "'" + a.hit + "'", "is not a hit policy", "use consolidated or strict");
-  if (!make_miss_policy(a.miss)) throw InvalidArgument("--miss", "'" + a.miss + "'", "is not a miss policy", "use transient, lru or masked");
+  if (!make_miss_policy(a.miss)) throw InvalidArgument("--miss", "'" + a.miss + "'", "is not a miss policy", "use " + miss_policy_choices());
   config.hit = *hit;
   config.miss = a.miss;
   config.device = checked_device(a.device);
@@ -146,7 +146,14 @@ std::vector<RequestResult> serve_all(ServingSession& s, std::vector<ServeRequest
 namespace {
 
 nlohmann::ordered_json layer_json(const LayerCounts& x) {
-  return {{"hits", x.hits}, {"misses", x.misses}, {"loads", x.loads}, {"load_bytes", x.load_bytes}, {"load_seconds", x.load_seconds}};
+  nlohmann::ordered_json j{{"hits", x.hits}, {"misses", x.misses}, {"loads", x.loads}, {"load_bytes", x.load_bytes}, {"load_seconds", x.load_seconds}};
+  if (x.prefetches > 0 || x.prefetch_used > 0) {  // only under the prefetch policy
+    j["prefetches"] = x.prefetches;
+    j["prefetch_used"] = x.prefetch_used;
+    j["prefetch_bytes"] = x.prefetch_bytes;
+    j["prefetch_seconds"] = x.prefetch_seconds;
+  }
+  return j;
 }
 
 }  // namespace

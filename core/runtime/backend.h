@@ -37,6 +37,12 @@ struct MoeState {
   const HostStore* store = nullptr;
   const MissPolicy* policy = nullptr;
   ExpertImportance* importance = nullptr;
+  // The first MoE layer after `layer` (the one a prefetch fills while `layer` computes); -1: none.
+  std::int64_t next_moe_layer(std::int64_t layer) const {
+    for (auto l = static_cast<std::size_t>(layer) + 1; l < pools.size(); ++l)
+      if (pools[l]) return static_cast<std::int64_t>(l);
+    return -1;
+  }
 };
 
 class Backend {

@@ -69,6 +69,9 @@ class CpuBackend final : public Backend {
  private:
   // The MoE block of `layer` over every token of the step: h [tokens, H] → [tokens, H].
   at::Tensor moe(std::int64_t layer, const at::Tensor& h, const StepLayout& layout, MoeState& state, StepResult& result);
+  // The prefetch policy: the next MoE layer's router over `layer`'s input h picks the experts that
+  // are loaded into its spare slots now (synchronously: the CPU has no copy engine to hide them behind).
+  void prefetch(std::int64_t layer, const at::Tensor& h, const StepLayout& layout, MoeState& state, StepResult& result);
   // One wave's slot groups of `layer` into `out`: each expert over its tokens, weighted.
   void run_groups(std::int64_t layer, const RouteWave& wave, const at::Tensor& h, std::span<const float> top_w,
                   std::int64_t k, at::Tensor& out) const;

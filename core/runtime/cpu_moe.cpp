@@ -83,6 +83,8 @@ at::Tensor CpuBackend::moe(std::int64_t layer, const at::Tensor& h, const StepLa
       if (load.slot.scratch) state.scratch->clear(load.slot.slot);  // transient: dropped after use
   }
 
+  if (state.policy->prefetches()) prefetch(layer, h, layout, state, result);
+
   for (const auto& g : layout.groups) {
     const LayerWeights& L = weights(g.buffer).layers[l];
     if (!L.shared_gate.defined()) continue;
@@ -90,6 +92,28 @@ at::Tensor CpuBackend::moe(std::int64_t layer, const at::Tensor& h, const StepLa
     out.narrow(0, g.begin, g.end - g.begin).add_(at::sigmoid(project(hg, L.shared_gate)) * swiglu(hg, L.shared, true));
   }
   return out;
+}
+
+void CpuBackend::prefetch(std::int64_t layer, const at::Tensor& h, const StepLayout& layout, MoeState& state, StepResult& result) {
+  const std::int64_t next = state.next_moe_layer(layer);
+  if (next < 0) return;
+  const auto n = static_cast<std::size_t>(next);
+  const std::int64_t k = store_.spec().top_k;
+  std::vector<std::int64_t> predicted(static_cast<std::size_t>(layout.tokens * k));
+  for (const auto& g : layout.groups) {
+    const at::Tensor logits = project(h.narrow(0, g.begin, g.end - g.begin), weights(g.buffer).layers[n].router);
+    const at::Tensor ids = std::get<1>(logits.topk(k, -1)).contiguous();  // softmax keeps the order
+    std::copy_n(ids.data_ptr<std::int64_t>(), ids.numel(), predicted.begin() + g.begin * k);
+  }
+  const LayerSlots slots{next, *state.tables[n], *state.pools[n], *state.scratch, *state.store, *state.policy};
+  for (const ExpertLoad& load : plan_prefetch(slots, predicted, k, layout.row)) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::uint64_t bytes = load_expert(next, load.slot, load.content);
+    LayerCounts& c = result.counts[static_cast<std::size_t>(layout.sequence[static_cast<std::size_t>(load.pair / k)])][n];
+    ++c.prefetches;
+    c.prefetch_bytes += bytes;
+    c.prefetch_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
 }
 
 }  // namespace mosaic::cpu

@@ -22,7 +22,7 @@ class Transient final : public MissPolicy {
   }
 };
 
-class Lru final : public MissPolicy {
+class Lru : public MissPolicy {
  public:
   std::string_view name() const override { return "lru"; }
   bool keeps_misses() const override { return true; }
@@ -46,6 +46,12 @@ class Lru final : public MissPolicy {
   }
 };
 
+class Prefetch final : public Lru {
+ public:
+  std::string_view name() const override { return "prefetch"; }
+  bool prefetches() const override { return true; }
+};
+
 class Masked final : public MissPolicy {
  public:
   std::string_view name() const override { return "masked"; }
@@ -58,13 +64,22 @@ class Masked final : public MissPolicy {
 std::unique_ptr<MissPolicy> make_miss_policy(std::string_view name) {
   if (name == "transient") return std::make_unique<Transient>();
   if (name == "lru") return std::make_unique<Lru>();
+  if (name == "prefetch") return std::make_unique<Prefetch>();
   if (name == "masked") return std::make_unique<Masked>();
   return nullptr;
 }
 
 const std::vector<std::string_view>& miss_policy_names() {
-  static const std::vector<std::string_view> names{"transient", "lru", "masked"};
+  static const std::vector<std::string_view> names{"transient", "lru", "prefetch", "masked"};
   return names;
+}
+
+std::string miss_policy_choices() {
+  const auto& names = miss_policy_names();
+  std::string out;
+  for (std::size_t i = 0; i < names.size(); ++i)
+    out.append(i == 0 ? "" : i + 1 == names.size() ? " or " : ", ").append(names[i]);
+  return out;
 }
 
 }  // namespace mosaic

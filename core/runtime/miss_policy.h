@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -35,6 +36,9 @@ class MissPolicy {
   virtual bool masks_router() const { return false; }
   // Whether it keeps what it loads in spare slots (which the runtime then sizes from the budget).
   virtual bool keeps_misses() const { return false; }
+  // Whether a layer's spare slots are also filled ahead of its routing, with the experts the next
+  // layer's router picks on this layer's input (plan_prefetch in route_plan.h).
+  virtual bool prefetches() const { return false; }
   // Slots for `count` distinct missing experts of one layer's step. `layer` may hand out spare slots
   // with last_use() ≤ `since` (not used by this step); `scratch` slots are dropped after their wave.
   virtual std::vector<Placement> place(std::size_t count, const SlotPool& layer, const SlotPool& scratch,
@@ -42,9 +46,11 @@ class MissPolicy {
 };
 
 // "transient" (the paper: load, use, drop), "lru" (keep misses in spare slots, least recently used
-// evicted first) or "masked" (SwapMoE: never load; renormalize over the resident experts).
+// evicted first), "prefetch" (lru, and the next layer's likely experts loaded while this layer
+// computes) or "masked" (SwapMoE: never load; renormalize over the resident experts).
 // nullptr for another name.
 std::unique_ptr<MissPolicy> make_miss_policy(std::string_view name);
 const std::vector<std::string_view>& miss_policy_names();
+std::string miss_policy_choices();  // "transient, lru, prefetch or masked", for messages
 
 }  // namespace mosaic

@@ -8,6 +8,10 @@ LayerCounts& LayerCounts::operator+=(const LayerCounts& o) {
   loads += o.loads;
   load_bytes += o.load_bytes;
   load_seconds += o.load_seconds;
+  prefetches += o.prefetches;
+  prefetch_used += o.prefetch_used;
+  prefetch_bytes += o.prefetch_bytes;
+  prefetch_seconds += o.prefetch_seconds;
   add_times(alone, o.alone);
   return *this;
 }

@@ -32,7 +32,10 @@ struct RequestStats {
     return generated_tokens > 1 ? (finish - first_token) / static_cast<double>(generated_tokens - 1) : 0;
   }
   double swap_seconds() const { return counters.swap_seconds; }
-  std::uint64_t bytes_moved() const { return counters.swap_bytes + counters.total().load_bytes; }
+  std::uint64_t bytes_moved() const {
+    const LayerCounts t = counters.total();
+    return counters.swap_bytes + t.load_bytes + t.prefetch_bytes;
+  }
 };
 
 }  // namespace mosaic

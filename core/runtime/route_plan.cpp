@@ -8,13 +8,13 @@ namespace {
 
 // A slot a policy keeps now holds `content`: rows whose own expert at this position it is (and that
 // no other slot serves) are pointed at it; rows pointed at what it held before lose it.
-void keep(const LayerSlots& s, std::int32_t slot, const ExpertSource& source, ExpertId content) {
+void keep(const LayerSlots& s, std::int32_t slot, const ExpertSource& source, ExpertId content, bool ahead = false) {
   const auto e_old = s.pool.source(slot).expert;
   const int rows = s.table.targets();
   if (s.pool.content(slot) >= 0)
     for (int r = 0; r < rows; ++r)
       if (s.table.at(r, e_old) == slot) s.table.set(r, e_old, RerouteTable::kMiss);
-  s.pool.fill(slot, source, content);
+  s.pool.fill(slot, source, content, ahead);
   for (int r = 0; r < rows; ++r)
     if (s.table.at(r, source.expert) == RerouteTable::kMiss && s.store.expert(r, s.layer, source.expert) == content)
       s.table.set(r, source.expert, slot);
@@ -42,6 +42,10 @@ RoutePlan plan_routes(const LayerSlots& s, std::span<const std::int64_t> experts
     if (slot != RerouteTable::kMiss) {
       slot_of[static_cast<std::size_t>(p)] = {false, slot};
       s.pool.touch(slot);
+      if (s.pool.ahead(slot)) {
+        plan.ahead_used.push_back(p);
+        s.pool.settle(slot);
+      }
     } else if (s.policy.masks_router()) {
       outcome = PairOutcome::Dropped;
     } else {
@@ -83,6 +87,33 @@ RoutePlan plan_routes(const LayerSlots& s, std::span<const std::int64_t> experts
   return plan;
 }
 
+std::vector<ExpertLoad> plan_prefetch(const LayerSlots& s, std::span<const std::int64_t> predicted, std::int64_t k,
+                                      std::span<const int> rows) {
+  // Slots the predictions hit are touched first, so that no prefetch evicts one.
+  const std::uint64_t since = s.pool.now();
+  std::vector<ExpertLoad> wanted;
+  for (std::size_t p = 0; p < predicted.size(); ++p) {
+    const int row = rows[p / static_cast<std::size_t>(k)];
+    const std::int64_t e = predicted[p];
+    if (const std::int32_t slot = s.table.at(row, e); slot != RerouteTable::kMiss) {
+      s.pool.touch(slot);
+      continue;
+    }
+    const ExpertId content = s.store.expert(row, s.layer, e);
+    if (std::none_of(wanted.begin(), wanted.end(), [&](const ExpertLoad& w) { return w.content == content; }))
+      wanted.push_back({{}, content, s.store.source(row, s.layer, e), static_cast<std::int64_t>(p)});
+  }
+  const std::vector<Placement> placed = s.policy.place(wanted.size(), s.pool, s.scratch, since);
+  std::vector<ExpertLoad> loads;
+  for (std::size_t i = 0; i < wanted.size(); ++i) {
+    if (placed[i].slot.scratch) continue;
+    ExpertLoad& load = loads.emplace_back(wanted[i]);
+    load.slot = placed[i].slot;
+    keep(s, load.slot.slot, load.source, load.content, /*ahead=*/true);
+  }
+  return loads;
+}
+
 void count_outcomes(const RoutePlan& plan, std::int64_t k, std::span<const int> sequence, std::int64_t layer,
                     std::vector<std::vector<LayerCounts>>& counts) {
   for (std::size_t p = 0; p < plan.outcome.size(); ++p) {
@@ -90,6 +121,8 @@ void count_outcomes(const RoutePlan& plan, std::int64_t k, std::span<const int> 
     if (plan.outcome[p] == PairOutcome::Hit) ++c.hits;
     if (plan.outcome[p] == PairOutcome::Miss) ++c.misses;
   }
+  for (std::int64_t p : plan.ahead_used)
+    ++counts[static_cast<std::size_t>(sequence[static_cast<std::size_t>(p / k)])][static_cast<std::size_t>(layer)].prefetch_used;
 }
 
 void trace_routes(const RoutePlan& plan, const LayerSlots& slots, std::span<const std::int64_t> experts, std::int64_t k,

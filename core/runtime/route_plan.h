@@ -38,6 +38,7 @@ struct RouteWave {
 struct RoutePlan {
   std::vector<RouteWave> waves;      // at least one
   std::vector<PairOutcome> outcome;  // [tokens * k]
+  std::vector<std::int64_t> ahead_used;  // pairs that were first to hit a slot filled by a prefetch
 };
 
 // One layer's slots and what fills them.
@@ -55,8 +56,16 @@ struct LayerSlots {
 RoutePlan plan_routes(const LayerSlots& slots, std::span<const std::int64_t> experts, std::int64_t k,
                       std::span<const int> rows);
 
-// Adds each pair's hit or miss to the counts of `layer` of its token's sequence: `sequence`
-// [tokens] is the caller's sequence index of each token, `counts` [sequences][layers].
+// The prefetch policy's loads into `slots` before its layer routes, from `predicted` [tokens * k]:
+// the top-k its router gives the tokens' input to the layer before. Each distinct expert a token's
+// row would miss goes to a spare slot, least recently used first — never over a slot a prediction
+// hits, never to scratch (what does not fit is left to miss) — and the table and pool are updated as
+// for a kept miss, the slots marked ahead. ExpertLoad::pair is the predicted pair.
+std::vector<ExpertLoad> plan_prefetch(const LayerSlots& slots, std::span<const std::int64_t> predicted, std::int64_t k,
+                                      std::span<const int> rows);
+
+// Adds each pair's hit or miss (and each prefetch it used) to the counts of `layer` of its token's
+// sequence: `sequence` [tokens] is the caller's sequence index of each token, `counts` [sequences][layers].
 void count_outcomes(const RoutePlan& plan, std::int64_t k, std::span<const int> sequence, std::int64_t layer,
                     std::vector<std::vector<LayerCounts>>& counts);
 

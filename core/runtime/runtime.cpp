@@ -98,7 +98,7 @@ Runtime::Runtime(const HostStore& store, RuntimeConfig config)
   const ModelSpec& s = store.spec();
   policy_ = make_miss_policy(config_.miss);
   if (!policy_)
-    throw InvalidArgument("runtime", "miss policy '" + config_.miss + "'", "is not a miss policy", "use transient, lru or masked");
+    throw InvalidArgument("runtime", "miss policy '" + config_.miss + "'", "is not a miss policy", "use " + miss_policy_choices());
   DevicePlan plan = plan_device(store, config_, *policy_);
   budget_ = plan.budget;
   items_ = std::move(plan.items);
@@ -294,7 +294,7 @@ StepResult Runtime::run(const StepBatch& batch) {
     // slowdown prices) takes N times as long.
     double loads = 0;
     for (const auto& seq : r.counts)
-      for (const LayerCounts& c : seq) loads += c.load_seconds;
+      for (const LayerCounts& c : seq) loads += c.load_seconds + c.prefetch_seconds;
     r.throttle_seconds += std::max(0.0, wall - loads) * (config_.compute_slowdown - 1.0);
   }
   if (config_.compute_slowdown > 1.0 || config_.copy_slowdown > 1.0)
@@ -303,14 +303,15 @@ StepResult Runtime::run(const StepBatch& batch) {
         for (LayerTime& t : c.alone)  // this step's one token: the layer's loads are its expert block's
           if (t.steps > 0) {
             t.attention_seconds *= config_.compute_slowdown;
-            t.expert_seconds = std::max(0.0, t.expert_seconds - c.load_seconds) * config_.compute_slowdown +
-                               c.load_seconds * config_.copy_slowdown;
+            const double copies = c.load_seconds + c.prefetch_seconds;
+            t.expert_seconds = std::max(0.0, t.expert_seconds - copies) * config_.compute_slowdown + copies * config_.copy_slowdown;
           }
   if (config_.copy_slowdown > 1.0)
     for (auto& seq : r.counts)
       for (LayerCounts& c : seq) {
-        r.throttle_seconds += c.load_seconds * (config_.copy_slowdown - 1.0);
+        r.throttle_seconds += (c.load_seconds + c.prefetch_seconds) * (config_.copy_slowdown - 1.0);
         c.load_seconds *= config_.copy_slowdown;
+        c.prefetch_seconds *= config_.copy_slowdown;
       }
   return r;
 }

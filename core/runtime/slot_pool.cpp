@@ -13,10 +13,11 @@ std::int64_t SlotPool::count(Role r) const {
   return r == Role::Pinned ? pinned_ : r == Role::Spare ? spare_ : size() - pinned_ - spare_;
 }
 
-void SlotPool::fill(std::int64_t slot, const ExpertSource& source, ExpertId content) {
+void SlotPool::fill(std::int64_t slot, const ExpertSource& source, ExpertId content, bool ahead) {
   Slot& s = slots_[static_cast<std::size_t>(slot)];
   s.source = source;
   s.content = content;
+  s.ahead = ahead;
   touch(slot);
 }
 
@@ -24,6 +25,7 @@ void SlotPool::clear(std::int64_t slot) {
   Slot& s = slots_[static_cast<std::size_t>(slot)];
   s.source = {};
   s.content = -1;
+  s.ahead = false;
 }
 
 }  // namespace mosaic

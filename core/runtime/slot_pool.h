@@ -24,7 +24,11 @@ class SlotPool {
   ExpertId content(std::int64_t slot) const { return at(slot).content; }  // -1 when empty
 
   // Records that `slot` now holds `content` (from `source`); the backend has copied it there.
-  void fill(std::int64_t slot, const ExpertSource& source, ExpertId content);
+  // `ahead`: the prefetch policy loaded it before its layer routed; the first pair to hit it
+  // settles it, which is how a prefetch is known to have been used.
+  void fill(std::int64_t slot, const ExpertSource& source, ExpertId content, bool ahead = false);
+  bool ahead(std::int64_t slot) const { return at(slot).ahead; }
+  void settle(std::int64_t slot) { slots_[static_cast<std::size_t>(slot)].ahead = false; }
   void clear(std::int64_t slot);
   // Use times: a tick per use. A step notes now() as it starts; slots with last_use() > that are
   // in use by the step and must not be evicted.
@@ -37,6 +41,7 @@ class SlotPool {
     ExpertSource source;
     ExpertId content = -1;
     std::uint64_t last_use = 0;
+    bool ahead = false;
   };
   const Slot& at(std::int64_t slot) const { return slots_[static_cast<std::size_t>(slot)]; }
   std::int64_t pinned_, spare_;

@@ -25,6 +25,13 @@ struct LayerCounts {
   std::int64_t hits = 0, misses = 0, loads = 0;
   std::uint64_t load_bytes = 0;
   double load_seconds = 0;
+  // The prefetch policy: experts loaded into the layer before it routed, on the prediction made from
+  // the layer before; how many of them a pair then hit (its hits include those); and the time the
+  // step spent on them that nothing hid (the CPU backend's copies; the CUDA layer's wait for its
+  // copy stream).
+  std::int64_t prefetches = 0, prefetch_used = 0;
+  std::uint64_t prefetch_bytes = 0;
+  double prefetch_seconds = 0;
   // The layer's time in steps that ran one token alone — a request decoding by itself, as Multi-MoE's
   // Table 1 measured — indexed by how many of the token's top-k experts were resident. Empty until
   // such a step.

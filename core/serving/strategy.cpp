@@ -28,7 +28,8 @@ std::vector<PinnedExpert> pinned_where(const ModelSpec& s, const FamilyAnalysis&
 }  // namespace
 
 std::string strategy_label(const StrategyConfig& config) {
-  return std::string(strategy_name(config.kind)) + (config.scheduler.swap_ahead ? "+ahead" : "");
+  return std::string(strategy_name(config.kind)) + (config.miss == "prefetch" ? "+prefetch" : "") +
+         (config.scheduler.swap_ahead ? "+ahead" : "");
 }
 
 Deployment::Deployment(const StrategyConfig& config, const Family& family, const HostStore& store,

@@ -58,8 +58,9 @@ struct StrategyConfig {
   Device device = Device::Cpu;                // every partition's backend
 };
 
-// What a strategy's runs are recorded as: its kind's name, with "+ahead" for look-ahead swaps
-// (SchedulerOptions::swap_ahead), so that one sweep can compare a strategy with and without them.
+// What a strategy's runs are recorded as: its kind's name, with "+prefetch" for the prefetch miss
+// policy and "+ahead" for look-ahead swaps (SchedulerOptions::swap_ahead), so that one sweep can
+// compare a strategy with and without them.
 std::string strategy_label(const StrategyConfig& config);
 
 class Deployment {

@@ -210,7 +210,7 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
     if (!hit) fail(where + ".hit", "must be consolidated or strict");
     sc.hit = *hit;
     sc.miss = s.value("miss", "transient");
-    if (!make_miss_policy(sc.miss)) fail(where + ".miss", "must be transient, lru or masked");
+    if (!make_miss_policy(sc.miss)) fail(where + ".miss", "must be " + miss_policy_choices());
     sc.single_target = s.value("single_target", "");
     // Each bounded by what it can mean (set-buffer counts and sizes are multiplied into the budget).
     auto count = [&](const char* key, std::int64_t fallback, std::int64_t min, std::int64_t max = kMaxTokens) {

@@ -18,7 +18,7 @@
 //    "alpha": skew in (0, 1] (1: even), "duration_seconds": t, "prompt": [min, max], "output": [min, max],
 //    "strategies": [{"kind": "consolidated" | "no-reconfig" | "single" | "single-resident" | "time-sharing" | "space-sharing"
 //                            | "averaging" | "esft" | "delta" | "hybrid" | "virtual-experts",
-//                    "capacity": n, "budget": "12GiB", "hit": …, "miss": "transient" | "lru" | "masked",
+//                    "capacity": n, "budget": "12GiB", "hit": …, "miss": "transient" | "lru" | "prefetch" | "masked",
 //                    "single_target": name, "resident_sets": K,
 //                    "max_sequences": n (1: one request at a time), "max_batch_tokens": n,
 //                    "switching": "fcfs" | "affinity", "max_wait_seconds": s,

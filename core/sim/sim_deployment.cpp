@@ -34,6 +34,11 @@ std::vector<SimPartition> simulated_deployment(const StrategyConfig& c, const Mo
                                                const DeviceProfile& d, HostMemory host) {
   const ModelSpec& s = m.spec;
   const std::string strategy = "strategy " + std::string(strategy_name(c.kind));
+  if (c.miss == "prefetch")
+    throw UnsupportedError(strategy, "miss 'prefetch'",
+                           "is not simulated: the routing model draws each layer's experts apart, so there is no next-layer "
+                           "choice to predict from this layer's",
+                           "simulate lru, or run prefetch on the virtual or the real clock");
   const int n = static_cast<int>(names.size());
   std::vector<int> all(static_cast<std::size_t>(n));
   for (int t = 0; t < n; ++t) all[static_cast<std::size_t>(t)] = t;

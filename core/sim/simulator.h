@@ -29,7 +29,7 @@ struct SimPartition {
   std::uint64_t set_bytes = 0; // what filling a set buffer copies
   double set_bandwidth = 0;    // bytes/s of those copies
   std::vector<std::vector<char>> pinned;  // [layer][expert]: a copy resident at that position (any variant's)
-  std::string miss = "transient";         // transient (loaded for the step), lru (kept in spares), masked (never loaded)
+  std::string miss = "transient";         // transient (loaded for the step), lru (kept in spares), masked (never loaded); not prefetch
   std::int64_t spare = 0;                 // lru: misses kept per layer
   double expert_bandwidth = 0;            // bytes/s of expert loads
   double copy_slowdown = 1, compute_slowdown = 1;  // a MIG slice's share of the link and of the device
