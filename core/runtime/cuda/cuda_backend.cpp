@@ -97,6 +97,7 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
   MOSAIC_CUDA_CHECK(cudaStreamCreateWithFlags(&fill_, cudaStreamNonBlocking));
   MOSAIC_CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
   MOSAIC_CUDA_CHECK(cudaEventCreateWithFlags(&computed_, cudaEventDisableTiming));
+  MOSAIC_CUDA_CHECK(cudaEventCreateWithFlags(&prefetched_, cudaEventDisableTiming));
   MOSAIC_CUDA_CHECK(cublas().create(&cublas_));
   MOSAIC_CUDA_CHECK(cublas().set_stream(cublas_, stream_));
   mirror_ = PinnedMirror::of(store);
@@ -144,6 +145,7 @@ CudaBackend::~CudaBackend() {
   if (cublas_) cublas().destroy(cublas_);
   if (copied_) cudaEventDestroy(copied_);
   if (computed_) cudaEventDestroy(computed_);
+  if (prefetched_) cudaEventDestroy(prefetched_);
   if (stream_) cudaStreamDestroy(stream_);
   if (copy_) cudaStreamDestroy(copy_);
   if (fill_) cudaStreamDestroy(fill_);
@@ -288,6 +290,8 @@ void CudaBackend::reserve_workspace(std::int64_t tokens, std::int64_t wanted) {
   part(&work_.pair_out, P * H, 4);
   part(&work_.logits, wanted * s.vocab_size, 4);
   part(&work_.topk_ids, s.num_layers * P, 4);
+  part(&work_.predicted_ids, P, 4);
+  part(&work_.predicted_w, P, 4);
   part(&work_.narrow, std::max({T * std::max({H, s.q_width(), mlp_width}), P * std::max(H, I)}), 2);
   std::int64_t most_slots = shape_.scratch_slots;
   for (std::int64_t n : shape_.layer_slots) most_slots = std::max(most_slots, n);
@@ -309,6 +313,7 @@ void CudaBackend::reserve_workspace(std::int64_t tokens, std::int64_t wanted) {
   }
   logits_host_.resize(static_cast<std::size_t>(wanted * s.vocab_size) * sizeof(float));
   ids_host_.resize(static_cast<std::size_t>(s.num_layers * P) * sizeof(std::int32_t));
+  predicted_host_.resize(static_cast<std::size_t>(P) * sizeof(std::int32_t));
   // A host plan's arrays: pair_at, pos_of, per wave counts, and per group begin, end, weights.
   plan_host_.resize(static_cast<std::size_t>(P + 1) * (4 * sizeof(std::int32_t) + sizeof(void*) + sizeof(std::int32_t)));
   work_tokens_ = tokens;
@@ -317,13 +322,16 @@ void CudaBackend::reserve_workspace(std::int64_t tokens, std::int64_t wanted) {
 }
 
 void CudaBackend::upload_tables(const MoeState& moe) {
-  for (std::size_t l = 0; l < tables_.size(); ++l) {
-    if (!moe.tables[l]) continue;
-    const std::vector<std::int32_t>& data = moe.tables[l]->data();
-    if (data == uploaded_[l]) continue;
-    MOSAIC_CUDA_CHECK(cudaMemcpyAsync(tables_[l].get(), data.data(), data.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream_));
-    uploaded_[l] = data;
-  }
+  for (std::size_t l = 0; l < tables_.size(); ++l)
+    if (moe.tables[l]) upload_table(l, *moe.tables[l]);
+}
+
+void CudaBackend::upload_table(std::size_t layer, const RerouteTable& table) {
+  const std::vector<std::int32_t>& data = table.data();
+  if (data == uploaded_[layer]) return;
+  uploaded_[layer] = data;
+  MOSAIC_CUDA_CHECK(cudaMemcpyAsync(tables_[layer].get(), uploaded_[layer].data(), data.size() * sizeof(std::int32_t),
+                                    cudaMemcpyHostToDevice, stream_));
 }
 
 void CudaBackend::linear(const float* x, std::int64_t n, std::int64_t in, const bf16_t* w, std::int64_t out,

@@ -36,6 +36,8 @@ struct SetLayout {
 struct Workspace {
   float *x, *h, *q, *k, *v, *attn, *mlp, *mlp2, *gate, *router, *topk_w, *act, *pair_out, *logits;
   std::int32_t *topk_ids;  // [layers][tokens · k]: kept for the host's bookkeeping after the step
+  std::int32_t* predicted_ids;  // [tokens · k]: the next MoE layer's top-k over this layer's input (prefetch)
+  float* predicted_w;
   bf16_t* narrow;          // bf16 copies of activations for cuBLAS
   int* reroute_scratch;
   kernels::GroupedPairs groups;
@@ -62,6 +64,16 @@ class CudaBackend final : public Backend {
   void reserve_kv(std::int64_t blocks);
   void reserve_workspace(std::int64_t tokens, std::int64_t wanted);
   void upload_tables(const MoeState& moe);
+  void upload_table(std::size_t layer, const RerouteTable& table);
+
+  // The prefetch policy (cuda_prefetch.cpp). predict: the router of MoE layer `next` over the current
+  // layer's input, its top-k copied back with the stream's next host wait. prefetch: after that
+  // wait, the loads plan_prefetch chose, issued on the copy stream without waiting. await_prefetch:
+  // before `layer`'s experts run, its prefetches are waited for — by the host when it has just
+  // waited for the layer's top-k (the time is charged as prefetch_seconds), else by the stream.
+  void predict(std::int64_t next, const StepInputs& in);
+  void prefetch(std::int64_t next, const StepInputs& in, MoeState& state, StepResult& result);
+  void await_prefetch(std::int64_t layer, const StepInputs& in, StepResult& result, bool host_waited);
 
   // y [n, out] (+)= x [n, in] · Wᵀ (+ b): the memory-bound kernel for few rows, cuBLAS beyond.
   void linear(const float* x, std::int64_t n, std::int64_t in, const bf16_t* w, std::int64_t out, const bf16_t* bias,
@@ -81,7 +93,8 @@ class CudaBackend final : public Backend {
   void moe(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result);
   // A layer whose pairs all hit (or whose router is masked): routed on the device, no host round trip.
   bool routable_on_device(std::int64_t layer, const StepInputs& in, const MoeState& state) const;
-  void route_on_host(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result);
+  // `next` ≥ 0: that layer's prefetch is issued once this layer's own loads are in.
+  void route_on_host(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result, std::int64_t next);
   void run_grouped(const kernels::GroupedPairs& g, int max_groups);
   // The host's routing plan of `layer` from its top-k `ids` [tokens · k] (slot use times, table
   // updates, loads to make), its hits and misses added to the result's counts.
@@ -100,7 +113,7 @@ class CudaBackend final : public Backend {
   std::shared_ptr<const PinnedMirror> mirror_;
   cudaStream_t stream_ = nullptr, copy_ = nullptr, fill_ = nullptr;
   std::vector<cudaEvent_t> filled_;  // [buffers]: recorded after a set fill's last copy
-  cudaEvent_t copied_ = nullptr, computed_ = nullptr;
+  cudaEvent_t copied_ = nullptr, computed_ = nullptr, prefetched_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
 
   std::int64_t slot_elements_ = 0;  // 3 · I · H
@@ -125,7 +138,9 @@ class CudaBackend final : public Backend {
   Workspace work_{};
   std::int64_t work_tokens_ = 0, work_wanted_ = 0;
   DeviceBuffer inputs_;             // the step's inputs (StepInputs), uploaded at once
-  PinnedBuffer inputs_host_, logits_host_, ids_host_, plan_host_;
+  PinnedBuffer inputs_host_, logits_host_, ids_host_, plan_host_, predicted_host_;
+  std::int64_t prefetch_layer_ = -1;          // the layer whose prefetch is in flight (one at a time)
+  std::vector<std::int64_t> prefetch_pairs_;  // its loads' predicted pairs, charged its wait
   std::vector<float> inv_freq_;
   std::vector<bool> routed_on_device_;  // [layers], this step
 

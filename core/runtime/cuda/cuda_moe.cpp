@@ -5,6 +5,7 @@
 //   through the host otherwise: the top-k comes back, the routing plan (misses, loads, waves) is made
 //   exactly as for the CPU backend, loads go on the copy stream, and each wave's groups run — small
 //   ones through the grouped kernels, large ones (prefill) through cuBLAS.
+// Under the prefetch policy the next MoE layer's likely experts are loaded meanwhile (cuda_prefetch.cpp).
 // Then the weighted combine into the residual, and each set's shared expert.
 #include <chrono>
 #include <cstring>
@@ -67,14 +68,24 @@ void CudaBackend::moe(std::int64_t layer, const StepInputs& in, MoeState& state,
   MOSAIC_CUDA_CHECK(kernels::router_topk_cuda(w.router, static_cast<int>(T), static_cast<int>(E), static_cast<int>(k), s.norm_topk_prob,
                                               ids, w.topk_w, stream_));
 
+  // The prefetch policy predicts the next MoE layer's experts here, unless every pair there hits anyway.
+  std::int64_t next = state.policy->prefetches() ? state.next_moe_layer(layer) : -1;
+  if (next >= 0 && routable_on_device(next, in, state)) next = -1;
+  if (next >= 0) predict(next, in);
+
   if (routable_on_device(layer, in, state)) {
+    if (next >= 0) {
+      MOSAIC_CUDA_CHECK(cudaStreamSynchronize(stream_));  // for the predicted ids
+      prefetch(next, in, state, result);
+    }
+    await_prefetch(layer, in, result, /*host_waited=*/false);
     const auto slots = static_cast<int>(shape_.layer_slots[l]);
     MOSAIC_CUDA_CHECK(kernels::reroute_cuda(ids, in.device.rows, static_cast<int>(T), static_cast<int>(k), table, static_cast<int>(E),
                                             slots, layer_slots(l), slot_elements_, w.reroute_scratch, w.groups, stream_));
     run_grouped(w.groups, static_cast<int>(std::min<std::int64_t>(P, slots)));
     routed_on_device_[l] = true;
   } else {
-    route_on_host(layer, in, state, result);
+    route_on_host(layer, in, state, result, next);
   }
   MOSAIC_CUDA_CHECK(kernels::moe_combine_cuda(w.pair_out, w.groups.pos_of, w.topk_w, static_cast<int>(T), static_cast<int>(k),
                                               static_cast<int>(H), w.x, stream_));
@@ -90,7 +101,7 @@ void CudaBackend::moe(std::int64_t layer, const StepInputs& in, MoeState& state,
   }
 }
 
-void CudaBackend::route_on_host(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result) {
+void CudaBackend::route_on_host(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result, std::int64_t next) {
   const ModelSpec& s = spec_;
   const auto l = static_cast<std::size_t>(layer);
   const std::int64_t T = in.tokens, k = s.top_k, H = s.hidden_size, I = s.expert_intermediate, P = T * k;
@@ -101,6 +112,7 @@ void CudaBackend::route_on_host(std::int64_t layer, const StepInputs& in, MoeSta
                                     cudaMemcpyDeviceToHost, stream_));
   MOSAIC_CUDA_CHECK(cudaStreamSynchronize(stream_));
   const RoutePlan plan = plan_on_host(layer, ids_host, in, state, result);
+  await_prefetch(layer, in, result, /*host_waited=*/true);
   auto counts_of = [&](std::int64_t pair) -> LayerCounts& {
     return result.counts[static_cast<std::size_t>(in.sequence[static_cast<std::size_t>(pair / k)])][l];
   };
@@ -195,6 +207,8 @@ void CudaBackend::route_on_host(std::int64_t layer, const StepInputs& in, MoeSta
     for (const ExpertLoad& load : wave.loads)
       if (load.slot.scratch) state.scratch->clear(load.slot.slot);  // transient: dropped after use
   }
+  // After this layer's own loads, so that they do not queue behind the next layer's.
+  if (next >= 0) prefetch(next, in, state, result);
   // The plan's host arrays are read by the copies above; the next layer may overwrite them.
   MOSAIC_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }

@@ -28,6 +28,7 @@ StepResult CudaBackend::run(const StepBatch& batch, MoeState& state) {
   const auto wanted = static_cast<std::int64_t>(in.wanted.size());
   upload_tables(state);
   routed_on_device_.assign(static_cast<std::size_t>(s.num_layers), false);
+  prefetch_layer_ = -1;  // a step that threw may have left one
   if (graphable(in, state)) {
     run_graph(in, state, result);
   } else {
