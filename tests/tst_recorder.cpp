@@ -46,7 +46,7 @@ RequestRecord sample_record(std::int64_t index) {
   r.stats.counters.swap_seconds = 0.01;
   r.stats.counters.swap_bytes = 4096;
   r.stats.counters.layers = {{.hits = 30, .misses = 10, .loads = 4, .load_bytes = 1000, .load_seconds = 0.002},
-                       {.hits = 40, .misses = 0}};
+                       {.hits = 40, .misses = 0, .prefetches = 3, .prefetch_used = 2, .prefetch_bytes = 750, .prefetch_seconds = 0.001}};
   // Steps it ran alone: layer 0 twice with 1 of its top-2 resident, once with none; layer 1 once with both.
   r.stats.counters.layers[0].add_alone(1, 0.001, 0.004);
   r.stats.counters.layers[0].add_alone(1, 0.001, 0.006);
@@ -98,6 +98,10 @@ class TestRecorder : public QObject {
     QCOMPARE(back[2].stats.counters.layers.size(), std::size_t(2));
     QCOMPARE(back[2].stats.counters.layers[0].misses, std::int64_t(10));
     QCOMPARE(back[2].stats.counters.layers[0].load_bytes, std::uint64_t(1000));
+    QCOMPARE(back[2].stats.counters.layers[1].prefetches, std::int64_t(3));
+    QCOMPARE(back[2].stats.counters.layers[1].prefetch_used, std::int64_t(2));
+    QCOMPARE(back[2].stats.counters.layers[1].prefetch_bytes, std::uint64_t(750));
+    QCOMPARE(back[2].stats.counters.layers[1].prefetch_seconds, 0.001);
     // Per-layer times of the steps it ran alone, by hits: layer 1 has no rows for 0 or 1 hits.
     const auto& alone = back[2].stats.counters.layers[0].alone;
     QCOMPARE(alone.size(), std::size_t(2));

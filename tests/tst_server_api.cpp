@@ -153,13 +153,15 @@ class ServerApiTest : public QObject {
     s.arrival = 0, s.first_token = 0.02, s.finish = 0.1, s.generated_tokens = 5, s.prompt_tokens = 3;
     s.counters.layers.resize(2);
     s.counters.layers[1].hits = 3, s.counters.layers[1].misses = 1;
+    s.counters.layers[1].prefetches = 2, s.counters.layers[1].prefetch_used = 1;
     m.finished("bible", "ok", s);
     m.rejected("nope", "invalid");
     const std::string t = m.text();
     for (const char* line : {"mosaic_requests_total{model=\"bible\",status=\"ok\"} 1", "mosaic_requests_total{model=\"nope\",status=\"invalid\"} 1",
                              "mosaic_ttft_seconds_bucket{le=\"0.025\"} 1", "mosaic_ttft_seconds_bucket{le=\"0.01\"} 0",
                              "mosaic_ttft_seconds_count 1", "mosaic_tpot_seconds_sum 0.02", "mosaic_expert_hit_rate{layer=\"1\"} 0.75",
-                             "mosaic_generated_tokens_total 5", "# TYPE mosaic_ttft_seconds histogram"})
+                             "mosaic_generated_tokens_total 5", "mosaic_expert_prefetches_total 2", "mosaic_expert_prefetches_used_total 1",
+                             "# TYPE mosaic_ttft_seconds histogram"})
       QVERIFY2(t.find(line) != std::string::npos, line);
     QCOMPARE(m.requests("ok"), std::int64_t(1));
   }

@@ -223,7 +223,9 @@ void add_generate_command(CLI::App& app) {
     const LayerCounts t = r.stats.counters.total();
     std::cerr << r.tokens.size() << " tokens, finish: " << finish_name(r.finish) << ", TTFT " << r.stats.ttft() * 1e3
               << " ms, TPOT " << r.stats.tpot() * 1e3 << " ms, " << t.hits << " hits, " << t.misses << " misses, " << t.loads
-              << " loads, " << r.stats.counters.swaps << " swaps\n";
+              << " loads, ";
+    if (t.prefetches > 0) std::cerr << t.prefetches << " prefetches (" << t.prefetch_used << " used), ";
+    std::cerr << r.stats.counters.swaps << " swaps\n";
     if (!o->serve.stats.empty()) write_serving_stats(o->serve.stats, *session, requests, results);
   });
 }

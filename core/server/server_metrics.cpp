@@ -122,6 +122,10 @@ std::string ServerMetrics::text() const {
   o << "mosaic_expert_loads_total " << total.loads << '\n';
   head("mosaic_expert_load_bytes_total", "counter", "Bytes of experts copied in on a miss.");
   o << "mosaic_expert_load_bytes_total " << total.load_bytes << '\n';
+  head("mosaic_expert_prefetches_total", "counter", "Experts copied in ahead of their layer (the prefetch miss policy).");
+  o << "mosaic_expert_prefetches_total " << total.prefetches << '\n';
+  head("mosaic_expert_prefetches_used_total", "counter", "Prefetched experts that a routed token then hit.");
+  o << "mosaic_expert_prefetches_used_total " << total.prefetch_used << '\n';
   head("mosaic_swaps_total", "counter", "Non-expert weight swaps between variants.");
   o << "mosaic_swaps_total " << swaps_ << '\n';
   head("mosaic_swap_seconds_total", "counter", "Seconds spent swapping non-expert weights.");

@@ -141,6 +141,14 @@ CREATE VIEW layer_latency_by_hits AS
   SELECT run_id, hits, SUM(steps) AS layer_steps, SUM(attention_seconds) / SUM(steps) AS attention_seconds,
          SUM(expert_seconds) / SUM(steps) AS expert_seconds
   FROM request_layer_alone GROUP BY run_id, hits;
+)sql",
+      // 7: the prefetch miss policy: experts loaded ahead into each layer, those a pair then hit,
+      // and the time the step spent on them that nothing hid.
+      R"sql(
+ALTER TABLE request_layers ADD COLUMN prefetches INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE request_layers ADD COLUMN prefetch_used INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE request_layers ADD COLUMN prefetch_bytes INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE request_layers ADD COLUMN prefetch_seconds REAL NOT NULL DEFAULT 0;
 )sql"};
   return m;
 }
@@ -326,13 +334,14 @@ void Recorder::record(std::int64_t run, const RequestRecord& r) {
     q.bind(14, c.swap_seconds).bind(15, static_cast<std::int64_t>(c.swap_bytes)).bind(16, st.preemptions);
     q.run();
     Statement l(db_,
-                "INSERT INTO request_layers (run_id, idx, layer, hits, misses, loads, load_bytes, load_seconds)"
-                " VALUES (?,?,?,?,?,?,?,?)",
+                "INSERT INTO request_layers (run_id, idx, layer, hits, misses, loads, load_bytes, load_seconds, prefetches,"
+                " prefetch_used, prefetch_bytes, prefetch_seconds) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 path_.string());
     for (std::size_t layer = 0; layer < c.layers.size(); ++layer) {
       const LayerCounts& n = c.layers[layer];
       l.bind(1, run).bind(2, r.index).bind(3, static_cast<std::int64_t>(layer)).bind(4, n.hits).bind(5, n.misses);
       l.bind(6, n.loads).bind(7, static_cast<std::int64_t>(n.load_bytes)).bind(8, n.load_seconds);
+      l.bind(9, n.prefetches).bind(10, n.prefetch_used).bind(11, static_cast<std::int64_t>(n.prefetch_bytes)).bind(12, n.prefetch_seconds);
       l.run();
     }
     Statement a(db_,
@@ -460,8 +469,8 @@ std::vector<RequestRecord> Recorder::requests(std::int64_t run) const {
     }
   }
   Statement l(db_,
-              "SELECT idx, layer, hits, misses, loads, load_bytes, load_seconds FROM request_layers WHERE run_id = ?"
-              " ORDER BY idx, layer",
+              "SELECT idx, layer, hits, misses, loads, load_bytes, load_seconds, prefetches, prefetch_used, prefetch_bytes,"
+              " prefetch_seconds FROM request_layers WHERE run_id = ? ORDER BY idx, layer",
               path_.string());
   l.bind(1, run);
   std::size_t at = 0;
@@ -470,7 +479,10 @@ std::vector<RequestRecord> Recorder::requests(std::int64_t run) const {
     if (at == out.size() || out[at].index != l.i64(0)) continue;
     auto& layers = out[at].stats.counters.layers;
     layers.resize(std::max(layers.size(), static_cast<std::size_t>(l.i64(1)) + 1));
-    layers[static_cast<std::size_t>(l.i64(1))] = {l.i64(2), l.i64(3), l.i64(4), static_cast<std::uint64_t>(l.i64(5)), l.f64(6), {}};
+    layers[static_cast<std::size_t>(l.i64(1))] = {.hits = l.i64(2), .misses = l.i64(3), .loads = l.i64(4),
+                                                  .load_bytes = static_cast<std::uint64_t>(l.i64(5)), .load_seconds = l.f64(6),
+                                                  .prefetches = l.i64(7), .prefetch_used = l.i64(8),
+                                                  .prefetch_bytes = static_cast<std::uint64_t>(l.i64(9)), .prefetch_seconds = l.f64(10)};
   }
   Statement a(db_,
               "SELECT idx, layer, hits, steps, attention_seconds, expert_seconds FROM request_layer_alone WHERE run_id = ?"

@@ -24,7 +24,7 @@ struct RunInfo {
 
 class Recorder {
  public:
-  static constexpr int kSchemaVersion = 6;
+  static constexpr int kSchemaVersion = 7;
 
   // Opens or creates the database and migrates it to kSchemaVersion. Throws IoError when it cannot
   // be opened, FormatError when it is not a Mosaic database or was written by a newer version.
