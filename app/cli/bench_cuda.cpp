@@ -5,7 +5,8 @@
 //    the read bandwidth of a kernel that only reads;
 //  - batched decode steps of 1–64 sequences mixed over the variants, against their weights-read floor;
 //  - expert loads (misses) and non-expert swaps against the pinned host-to-device rate;
-//  - a swap filled ahead while another variant decodes: its cost to the decode, and what is left of it.
+//  - a swap filled ahead while another variant decodes: its cost to the decode, and what is left of it;
+//  - prefetch against lru with few spare slots: the miss time it hides, the share of its copies used.
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -192,12 +193,49 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
                          {"fill_ms", fill * 1e3}, {"exposed_ms", exposed * 1e3}};
   }
   save();
+
+  {  // 6. Prefetch: half of each layer's experts pinned, 2 spare slots a layer; one request decoding
+     // under lru, then under prefetch (the next layer's experts copied while this layer computes).
+     // The miss time prefetching hides, and how much of its own copying the compute covered.
+    const std::int64_t spare = 2;
+    std::vector<PinnedExpert> half;
+    for (std::int64_t l = 0; l < spec.num_layers; ++l)
+      for (std::int64_t e = 0; e < spec.num_experts / 2; ++e) half.push_back({l, e, 0});
+    const std::uint64_t floor_bytes = Runtime(store, RuntimeConfig{.pinned = half, .hit = HitPolicy::Strict, .device = Device::Cuda}).budget().used();
+    const std::uint64_t budget = floor_bytes + static_cast<std::uint64_t>(spare * spec.num_sparse_layers()) * store.expert_bytes();
+    struct Served { double tpot = 0, loads = 0, exposed = 0; LayerCounts total; };
+    auto serve = [&](const char* miss) {
+      Engine engine(std::make_shared<Runtime>(store, RuntimeConfig{.pinned = half, .hit = HitPolicy::Strict, .miss = miss,
+                                                                   .budget_bytes = budget, .device = Device::Cuda}));
+      const RequestResult r = engine.submit({"v0", {.prompt = random_tokens(16, 5, spec.vocab_size), .max_new_tokens = 64}})->wait();
+      const LayerCounts t = r.stats.counters.total();
+      const double tokens = double(std::max<std::int64_t>(1, r.stats.generated_tokens));
+      return Served{r.stats.tpot(), t.load_seconds / tokens, t.prefetch_seconds / tokens, t};
+    };
+    const Served lru = serve("lru"), ahead = serve("prefetch");
+    const double waited_lru = lru.loads, waited_ahead = ahead.loads + ahead.exposed;
+    const double hidden = waited_lru > 0 ? 1 - waited_ahead / waited_lru : 0;
+    const double copy = double(ahead.total.prefetch_bytes) / rates.pinned_h2d_bytes_per_s;  // its copies at the pinned peak
+    const double covered = copy > 0 ? 1 - ahead.total.prefetch_seconds / copy : 0;
+    const double used = ahead.total.prefetches ? double(ahead.total.prefetch_used) / double(ahead.total.prefetches) : 0;
+    std::printf("\nprefetch (half the experts pinned, %lld spare slots a layer, one request, 64 tokens)\n", static_cast<long long>(spare));
+    std::printf("  TPOT: lru %.3f ms, prefetch %.3f ms (%.2f×)\n", lru.tpot * 1e3, ahead.tpot * 1e3, lru.tpot > 0 ? ahead.tpot / lru.tpot : 0.0);
+    std::printf("  loads waited for per token: lru %.3f ms; prefetch %.3f ms + %.3f ms of prefetches not hidden: %.0f%% of the miss time hidden\n",
+                waited_lru * 1e3, ahead.loads * 1e3, ahead.exposed * 1e3, hidden * 100);
+    std::printf("  %lld prefetches, %.0f%% then hit; their copies %.3f ms at the pinned peak, %.0f%% covered by compute\n",
+                static_cast<long long>(ahead.total.prefetches), used * 100, copy * 1e3, covered * 100);
+    out["prefetch"] = {{"spare_slots", spare}, {"lru_tpot_ms", lru.tpot * 1e3}, {"prefetch_tpot_ms", ahead.tpot * 1e3},
+                       {"lru_waited_ms_per_token", waited_lru * 1e3}, {"prefetch_waited_ms_per_token", waited_ahead * 1e3},
+                       {"miss_time_hidden", hidden}, {"prefetches", ahead.total.prefetches}, {"prefetch_used", used},
+                       {"copy_covered", covered}};
+  }
+  save();
 }
 
 }  // namespace
 
 void add_bench_cuda_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("bench-cuda", "CUDA backend on a synthetic Mixtral family: decode TPOT against the read-bandwidth floor, batching, loads, swaps");
+  auto* cmd = app.add_subcommand("bench-cuda", "CUDA backend on a synthetic Mixtral family: decode TPOT against the read-bandwidth floor, batching, loads, swaps, prefetch");
   struct Opts { std::int64_t hidden = 2048, inter = 5632, layers = 16, vocab = 32000; int steps = 64; fs::path dir = "bench-cuda-family", json; };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--hidden", o->hidden, "hidden size")->default_val(2048);
