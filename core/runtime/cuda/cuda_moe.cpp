@@ -74,11 +74,11 @@ void CudaBackend::moe(std::int64_t layer, const StepInputs& in, MoeState& state,
   if (next >= 0) predict(next, in);
 
   if (routable_on_device(layer, in, state)) {
+    await_prefetch(layer, in, result, /*host_waited=*/false);  // before this layer's own prefetch replaces it
     if (next >= 0) {
       MOSAIC_CUDA_CHECK(cudaStreamSynchronize(stream_));  // for the predicted ids
       prefetch(next, in, state, result);
     }
-    await_prefetch(layer, in, result, /*host_waited=*/false);
     const auto slots = static_cast<int>(shape_.layer_slots[l]);
     MOSAIC_CUDA_CHECK(kernels::reroute_cuda(ids, in.device.rows, static_cast<int>(T), static_cast<int>(k), table, static_cast<int>(E),
                                             slots, layer_slots(l), slot_elements_, w.reroute_scratch, w.groups, stream_));

@@ -4,6 +4,7 @@
 // layer's); the host plans the loads with the predicted ids it reads back in the same wait as this
 // layer's own top-k, and the next layer's experts wait on the copies' event, not on the host.
 #include <chrono>
+#include <stdexcept>
 
 #include "kernels/router_topk.h"
 #include "runtime/cuda/cuda_backend.h"
@@ -32,9 +33,10 @@ void CudaBackend::prefetch(std::int64_t next, const StepInputs& in, MoeState& st
   const std::vector<ExpertLoad> loads =
       plan_prefetch({next, *state.tables[n], *state.pools[n], *state.scratch, *state.store, *state.policy}, predicted, k, rows);
   if (loads.empty()) return;
-  // Slots being refilled may still be read by kernels issued before: the copies start after them.
-  MOSAIC_CUDA_CHECK(cudaEventRecord(computed_, stream_));
-  MOSAIC_CUDA_CHECK(cudaStreamWaitEvent(copy_, computed_, 0));
+  if (prefetch_layer_ >= 0) throw std::logic_error("a prefetch issued before the one in flight was awaited");
+  // No wait for the compute stream: only `next`'s kernels read its slots, and this step has not run
+  // them yet (the last step's ended with the stream synchronized). So the copies start at once, under
+  // this layer's expert compute.
   const std::int64_t IH = spec_.expert_intermediate * spec_.hidden_size;
   prefetch_pairs_.clear();
   for (const ExpertLoad& load : loads) {

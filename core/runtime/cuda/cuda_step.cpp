@@ -28,7 +28,10 @@ StepResult CudaBackend::run(const StepBatch& batch, MoeState& state) {
   const auto wanted = static_cast<std::int64_t>(in.wanted.size());
   upload_tables(state);
   routed_on_device_.assign(static_cast<std::size_t>(s.num_layers), false);
-  prefetch_layer_ = -1;  // a step that threw may have left one
+  if (prefetch_layer_ >= 0) {  // a step that threw left copies unawaited: none may land under this one
+    MOSAIC_CUDA_CHECK(cudaStreamSynchronize(copy_));
+    prefetch_layer_ = -1;
+  }
   if (graphable(in, state)) {
     run_graph(in, state, result);
   } else {
