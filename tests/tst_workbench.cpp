@@ -867,6 +867,21 @@ class WorkbenchTest : public QObject {
     window_->chatPane()->topPBox()->setValue(0.8);
     window_->layoutPanel()->contextBox()->setValue(2048);
     window_->layoutPanel()->missSlotsBox()->setValue(3);
+    // The engine's choices every strategy of the sweep takes, as the engine's own parser reads them.
+    ServingPanel* serving = window_->servingPanel();
+    QVERIFY(!serving->swapAheadBox()->isEnabled());  // one set buffer: nothing to fill ahead
+    serving->missBox()->setCurrentText(QStringLiteral("prefetch"));
+    QCOMPARE(serving->missBox()->currentText(), QStringLiteral("prefetch"));
+    serving->setsBox()->setValue(2);
+    QVERIFY(serving->swapAheadBox()->isEnabled());
+    serving->swapAheadBox()->setChecked(true);
+    const SweepConfig engine_choices = parse_sweep_config(serving->sweepJson().toStdString(), "workbench", {});
+    for (const StrategyConfig& sc : engine_choices.strategies) {
+      QCOMPARE(sc.miss, std::string("prefetch"));
+      QCOMPARE(sc.resident_sets, 2);
+      // Time-sharing's swaps reload the experts a step reads: it never fills ahead.
+      QCOMPARE(sc.scheduler.swap_ahead, sc.kind != StrategyKind::TimeSharing);
+    }
     QVERIFY(window_->saveSession(file));
     QVERIFY2(window_->windowTitle().endsWith(QStringLiteral("session.json")), qPrintable(window_->windowTitle()));  // Save As names it
     const SessionFile saved = load_session_file(file.toStdString());
@@ -906,6 +921,9 @@ class WorkbenchTest : public QObject {
     QCOMPARE(window_->chatPane()->topPBox()->value(), 0.8);
     QCOMPARE(window_->layoutPanel()->contextBox()->value(), 2048);  // the reserve planned with
     QCOMPARE(window_->layoutPanel()->missSlotsBox()->value(), 3);
+    QTRY_COMPARE_WITH_TIMEOUT(serving->missBox()->currentText(), QStringLiteral("prefetch"), 30000);
+    QCOMPARE(serving->setsBox()->value(), 2);
+    QVERIFY(serving->swapAheadBox()->isChecked());
     QTRY_VERIFY_WITH_TIMEOUT(window_->windowTitle().endsWith(QStringLiteral("— session.json")), 30000);
     window_->layoutPanel()->policyBox()->setCurrentText(QStringLiteral("round-robin"));
 
@@ -947,6 +965,9 @@ class WorkbenchTest : public QObject {
                    shown.contains(QStringLiteral("chat.max_new_tokens")),
                qPrintable(shown));
     }
+    serving->missBox()->setCurrentText(QStringLiteral("transient"));  // the tests after this one sweep with the defaults
+    serving->setsBox()->setValue(1);
+    serving->swapAheadBox()->setChecked(false);
   }
 
   void a_failed_open_keeps_the_family_that_was_open() {

@@ -23,6 +23,7 @@
 #include <QUrl>
 #include <QVBoxLayout>
 
+#include "runtime/miss_policy.h"
 #include "serving/strategy.h"
 
 #include "report/qcustomplot_include.h"
@@ -74,6 +75,21 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   batch_->setValue(256);
   batch_->setSuffix(tr(" sequences per step"));
   batch_->setToolTip(tr("Continuous batching: how many requests one engine step may run together (1: one at a time, as the paper serves)"));
+  miss_ = new QComboBox;
+  for (std::string_view m : miss_policy_names()) miss_->addItem(QString::fromUtf8(m.data(), static_cast<qsizetype>(m.size())));
+  miss_->setToolTip(tr("What a miss does: transient loads the expert, uses it and drops it (the paper); lru keeps it in spare "
+                       "slots; prefetch also loads the next layer's likely experts while a layer computes; masked never loads "
+                       "(the router chooses among resident experts). Virtual experts always mask."));
+  sets_ = new QSpinBox;
+  sets_->setRange(1, 8);
+  sets_->setPrefix(tr("set buffers "));
+  sets_->setToolTip(tr("Non-expert weight sets resident at once, budget permitting (1: the paper's one set, swapped as targets change)"));
+  swap_ahead_ = new QCheckBox(tr("swap ahead"));
+  swap_ahead_->setEnabled(false);
+  swap_ahead_->setToolTip(tr("With 2 or more set buffers: a waiting request's non-expert set is copied into a free buffer while the "
+                             "batch decodes, and the request joins once it is in (not for time-sharing or space-sharing, whose "
+                             "swaps cannot overlap a step)"));
+  connect(sets_, &QSpinBox::valueChanged, this, [this](int k) { swap_ahead_->setEnabled(k >= 2); });
   alpha_ = new QDoubleSpinBox;
   alpha_->setRange(0.05, 1.0);
   alpha_->setSingleStep(0.05);
@@ -120,6 +136,11 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   layoutRow->addWidget(follow_layout_);
   form->addRow(tr("Layout"), layoutRow);
   form->addRow(tr("Batching"), batch_);
+  auto* engineRow = new QHBoxLayout;
+  engineRow->addWidget(miss_);
+  engineRow->addWidget(sets_);
+  engineRow->addWidget(swap_ahead_);
+  form->addRow(tr("Misses, sets"), engineRow);
   form->addRow(tr("Traffic"), alpha_);
   connect(clock_, &QComboBox::currentTextChanged, this, [this](const QString& clock) {
     const bool simulated = clock == QLatin1String("simulated");
@@ -267,6 +288,12 @@ QString ServingPanel::sweepJson() const {
                     {QStringLiteral("capacity"), capacity},
                     {QStringLiteral("policy"), consolidating ? layout_policy_ : QStringLiteral("round-robin")},
                     {QStringLiteral("max_sequences"), batch_->value()}};
+      // Only what differs from the engine's defaults, so that older sessions read the same.
+      if (miss_->currentText() != QLatin1String("transient") && kind != QLatin1String("virtual-experts"))
+        s.insert(QStringLiteral("miss"), miss_->currentText());
+      if (sets_->value() > 1) s.insert(QStringLiteral("resident_sets"), sets_->value());
+      if (swap_ahead_->isEnabled() && swap_ahead_->isChecked() && kind != QLatin1String("time-sharing") && kind != QLatin1String("space-sharing"))
+        s.insert(QStringLiteral("swap_ahead"), true);
       if (kind == QLatin1String("virtual-experts") && follow && layout_virtual_) {
         // The Layout panel's plan: the same budget, counts planned on the same text (or uniform).
         s.remove(QStringLiteral("capacity"));
@@ -344,8 +371,14 @@ void ServingPanel::applySettings(const QString& json) {
   const QJsonArray strategies = o.value(QStringLiteral("strategies")).toArray();
   if (strategies.isEmpty()) return;
   for (int i = 0; i < strategies_->count(); ++i) strategies_->item(i)->setCheckState(Qt::Unchecked);
+  miss_->setCurrentText(QStringLiteral("transient"));
+  sets_->setValue(1);
+  swap_ahead_->setChecked(false);
   for (const auto& sv : strategies) {
     const QJsonObject so = sv.toObject();
+    if (so.contains(QStringLiteral("miss"))) miss_->setCurrentText(so.value(QStringLiteral("miss")).toString());
+    if (so.contains(QStringLiteral("resident_sets"))) sets_->setValue(so.value(QStringLiteral("resident_sets")).toInt());
+    if (so.value(QStringLiteral("swap_ahead")).toBool()) swap_ahead_->setChecked(true);
     for (int i = 0; i < strategies_->count(); ++i)
       if (strategies_->item(i)->text() == so.value(QStringLiteral("kind")).toString()) strategies_->item(i)->setCheckState(Qt::Checked);
     if (so.contains(QStringLiteral("capacity")) && !follow_layout_->isChecked()) capacity_->setValue(so.value(QStringLiteral("capacity")).toInt());

@@ -51,6 +51,9 @@ class ServingPanel : public QWidget {
   QSpinBox* capacityBox() const { return capacity_; }
   QCheckBox* traceBox() const { return trace_; }
   QComboBox* clockBox() const { return clock_; }
+  QComboBox* missBox() const { return miss_; }
+  QSpinBox* setsBox() const { return sets_; }
+  QCheckBox* swapAheadBox() const { return swap_ahead_; }
   QComboBox* profileBox() const { return profile_; }
   // The device profiles (mosaic.device/1) the simulated clock offers: every .json file in `dir`.
   void setDeviceProfileDir(const QString& dir);
@@ -108,6 +111,9 @@ class ServingPanel : public QWidget {
   ReserveSettings layout_reserve_;
   QString layout_calibration_;
   QSpinBox* batch_;         // sequences per engine step (1: one request at a time)
+  QComboBox* miss_;         // the miss policy of every strategy but virtual experts (which mask)
+  QSpinBox* sets_;          // resident non-expert set buffers (K)
+  QCheckBox* swap_ahead_;   // look-ahead swaps, where K ≥ 2 and the strategy's swaps can overlap
   QDoubleSpinBox* alpha_;   // traffic skew over the targets (1: even)
   QComboBox* clock_;
   QComboBox* profile_;      // the simulated clock's device profile: a file offered, or a path typed
