@@ -196,14 +196,17 @@ void CudaBackend::occupy(std::int64_t layer, SlotRef slot) {
   if (!slot.scratch && !virtual_slots_.empty()) virtual_slots_[static_cast<std::size_t>(layer)]->occupy(slot.slot);
 }
 
-std::uint64_t CudaBackend::load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) {
+std::uint64_t CudaBackend::issue_expert_copy(std::int64_t layer, SlotRef slot, ExpertId expert) {
   const HostExpert& e = store_.expert_tensors(expert);
   occupy(layer, slot);
   bf16_t* to = slot_weights(layer, slot);
   const std::int64_t IH = spec_.expert_intermediate * spec_.hidden_size;
-  std::uint64_t bytes = copy_tensor(e.gate, to, copy_, staging_);
-  bytes += copy_tensor(e.up, to + IH, copy_, staging_);
-  bytes += copy_tensor(e.down, to + 2 * IH, copy_, staging_);
+  return copy_tensor(e.gate, to, copy_, staging_) + copy_tensor(e.up, to + IH, copy_, staging_) +
+         copy_tensor(e.down, to + 2 * IH, copy_, staging_);
+}
+
+std::uint64_t CudaBackend::load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) {
+  const std::uint64_t bytes = issue_expert_copy(layer, slot, expert);
   // Called between steps (pinning, whole-model swaps): done when it returns, so its time is real.
   MOSAIC_CUDA_CHECK(cudaStreamSynchronize(copy_));
   return bytes;

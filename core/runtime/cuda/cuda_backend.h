@@ -60,6 +60,9 @@ class CudaBackend final : public Backend {
   // Copies, converting to bf16 through `staging`, on `stream`: expert loads on the copy stream, set
   // fills on their own, so that a miss's load does not queue behind a look-ahead fill.
   std::uint64_t copy_tensor(TensorId id, bf16_t* to, cudaStream_t stream, DeviceBuffer& staging);
+  // Issues the copies of host-store expert `expert` into `slot` of `layer` on the copy stream, mapping
+  // its pages first; returns the host bytes they read. Nothing waits for them here.
+  std::uint64_t issue_expert_copy(std::int64_t layer, SlotRef slot, ExpertId expert);
   void copies_done();  // the compute stream waits on what the copy stream has issued
   void reserve_kv(std::int64_t blocks);
   void reserve_workspace(std::int64_t tokens, std::int64_t wanted);

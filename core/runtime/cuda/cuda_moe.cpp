@@ -162,14 +162,7 @@ void CudaBackend::route_on_host(std::int64_t layer, const StepInputs& in, MoeSta
       MOSAIC_CUDA_CHECK(cudaStreamWaitEvent(copy_, computed_, 0));
       const auto t0 = std::chrono::steady_clock::now();
       std::vector<std::uint64_t> bytes;
-      const std::int64_t IH = I * H;
-      for (const ExpertLoad& load : wave.loads) {
-        const HostExpert& e = store_.expert_tensors(load.content);
-        occupy(layer, load.slot);
-        bf16_t* to = slot_weights(layer, load.slot);
-        bytes.push_back(copy_tensor(e.gate, to, copy_, staging_) + copy_tensor(e.up, to + IH, copy_, staging_) +
-                        copy_tensor(e.down, to + 2 * IH, copy_, staging_));
-      }
+      for (const ExpertLoad& load : wave.loads) bytes.push_back(issue_expert_copy(layer, load.slot, load.content));
       MOSAIC_CUDA_CHECK(cudaStreamSynchronize(copy_));
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       copies_done();

@@ -37,16 +37,11 @@ void CudaBackend::prefetch(std::int64_t next, const StepInputs& in, MoeState& st
   // No wait for the compute stream: only `next`'s kernels read its slots, and this step has not run
   // them yet (the last step's ended with the stream synchronized). So the copies start at once, under
   // this layer's expert compute.
-  const std::int64_t IH = spec_.expert_intermediate * spec_.hidden_size;
   prefetch_pairs_.clear();
   for (const ExpertLoad& load : loads) {
-    const HostExpert& e = store_.expert_tensors(load.content);
-    occupy(next, load.slot);
-    bf16_t* to = slot_weights(next, load.slot);
     LayerCounts& c = result.counts[static_cast<std::size_t>(in.sequence[static_cast<std::size_t>(load.pair / k)])][n];
     ++c.prefetches;
-    c.prefetch_bytes += copy_tensor(e.gate, to, copy_, staging_) + copy_tensor(e.up, to + IH, copy_, staging_) +
-                        copy_tensor(e.down, to + 2 * IH, copy_, staging_);
+    c.prefetch_bytes += issue_expert_copy(next, load.slot, load.content);
     prefetch_pairs_.push_back(load.pair);
   }
   MOSAIC_CUDA_CHECK(cudaEventRecord(prefetched_, copy_));
