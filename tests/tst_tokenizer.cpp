@@ -83,6 +83,9 @@ class TokenizerTest : public QObject {
     QCOMPARE(t.decode(ids), std::string("the theme"));
     QCOMPARE(t.encode("\n"), (std::vector<std::int64_t>{'\n'}));
     QCOMPARE(t.token('\n'), std::string("\u010A"));  // Ċ, GPT-2's stand-in for a newline
+    // An id past the vocabulary (a model's padded embedding rows) decodes to nothing, as in HF; looking
+    // it up alone is still an error that names it.
+    QCOMPARE(t.decode(std::vector<std::int64_t>{'t', 259, 257, -1, 4000}), std::string("the"));
   }
 
   void metaspace_with_byte_fallback_is_hand_checked() {

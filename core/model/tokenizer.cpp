@@ -450,6 +450,10 @@ std::string Tokenizer::decode(std::span<const std::int64_t> ids, bool keep_speci
     pending.clear();
   };
   for (std::int64_t id : ids) {
+    // An id past the vocabulary decodes to nothing, as HF tokenizers' decode skips it: models pad their
+    // embedding past the tokenizer (Qwen2's 151,936 rows for 151,665 tokens), and a sampled padding
+    // id is text the model cannot mean, not a reason to fail a request.
+    if (id < 0 || id >= vocab_size()) continue;
     const std::string& tok = token(id);
     const bool added = t.is_special[static_cast<std::size_t>(id)] ||
                        std::any_of(t.added.begin(), t.added.end(), [&](const Impl::Added& a) { return a.id == id; });

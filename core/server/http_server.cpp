@@ -332,7 +332,16 @@ struct HttpServer::Impl {
     res.set_chunked_content_provider(
         "text/event-stream",
         [call](std::size_t, httplib::DataSink& sink) {
-          const std::string out = call->take(std::chrono::milliseconds(250));
+          // httplib does not catch what a content provider throws: the process would end. A failure
+          // here ends this stream with OpenAI's error event instead.
+          std::string out;
+          try {
+            out = call->take(std::chrono::milliseconds(250));
+          } catch (const std::exception& e) {
+            call->handle->cancel();
+            call->closed = true;
+            out = sse(error_body(ApiError(500, "server_error", "", std::string("the answer could not be streamed: ") + e.what()))) + "data: [DONE]\n\n";
+          }
           if (out.empty() ? !sink.is_writable() : !sink.write(out.data(), out.size())) {
             call->handle->cancel();
             return false;
