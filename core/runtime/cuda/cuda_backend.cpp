@@ -105,9 +105,13 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
 
   slot_elements_ = 3 * s.expert_intermediate * s.hidden_size;
   const auto slot_bytes = static_cast<std::size_t>(slot_elements_) * sizeof(bf16_t);
-  if (const char* vmm = std::getenv("MOSAIC_CUDA_VMM"); vmm && std::string(vmm) == "1") {
-    int device = 0;
-    MOSAIC_CUDA_CHECK(cudaGetDevice(&device));
+  int device = 0;
+  MOSAIC_CUDA_CHECK(cudaGetDevice(&device));
+  // Virtual memory where the driver and device take it, unless MOSAIC_CUDA_VMM=0; =1 insists (an
+  // error naming what is missing rather than plain allocations).
+  const char* vmm = std::getenv("MOSAIC_CUDA_VMM");
+  const std::string want = vmm ? vmm : "";
+  if (want == "1" || (want != "0" && PhysicalPages::supported(device))) {
     const std::uint64_t page = PhysicalPages::page_bytes(device);
     std::int64_t pages = 0;  // as many as every slot full needs: the budget already priced them
     for (std::int64_t n : shape.layer_slots) pages += PageMap(slot_bytes, n, page).pages();
@@ -131,7 +135,7 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
   k_.resize(static_cast<std::size_t>(s.num_layers));
   v_.resize(static_cast<std::size_t>(s.num_layers));
   if (shape.kv_blocks) reserve_kv(*shape.kv_blocks);
-  if (const char* g = std::getenv("MOSAIC_CUDA_GRAPHS")) graphs_enabled_ = std::string(g) == "1";
+  if (const char* g = std::getenv("MOSAIC_CUDA_GRAPHS")) graphs_enabled_ = std::string(g) != "0";
   MOSAIC_CUDA_CHECK(kernels::paged_attention_cuda(nullptr, {}, 0, 1, 1, 1, 1, nullptr, nullptr, nullptr, stream_));  // configures it
 }
 

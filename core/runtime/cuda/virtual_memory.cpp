@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <optional>
 #include <string>
 
 #include "common/error.h"
@@ -20,32 +21,35 @@ struct Driver {
   decltype(&cuMemMap) map = nullptr;
   decltype(&cuMemUnmap) unmap = nullptr;
   decltype(&cuMemSetAccess) set_access = nullptr;
+  decltype(&cuDeviceGetAttribute) attribute = nullptr;
 };
 
 template <class F>
-void fetch(const char* name, F& to) {
+bool fetch(const char* name, F& to) {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult found{};
   const cudaError_t e = cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found);
-  if (e != cudaSuccess || found != cudaDriverEntryPointSuccess || !fn)
-    throw DeviceError("device cuda", name, "is not in this driver (virtual memory needs CUDA 12 or later)", "update the NVIDIA driver");
+  if (e != cudaSuccess || found != cudaDriverEntryPointSuccess || !fn) return false;
   to = reinterpret_cast<F>(fn);
+  return true;
+}
+
+// Null where this driver lacks one of them.
+const Driver* found_driver() {
+  static const std::optional<Driver> d = []() -> std::optional<Driver> {
+    Driver x;
+    const bool all = fetch("cuMemGetAllocationGranularity", x.granularity) && fetch("cuMemCreate", x.create) &&
+                     fetch("cuMemRelease", x.release) && fetch("cuMemAddressReserve", x.reserve) &&
+                     fetch("cuMemAddressFree", x.free) && fetch("cuMemMap", x.map) && fetch("cuMemUnmap", x.unmap) &&
+                     fetch("cuMemSetAccess", x.set_access) && fetch("cuDeviceGetAttribute", x.attribute);
+    return all ? std::optional<Driver>(x) : std::nullopt;
+  }();
+  return d ? &*d : nullptr;
 }
 
 const Driver& driver() {
-  static const Driver d = [] {
-    Driver x;
-    fetch("cuMemGetAllocationGranularity", x.granularity);
-    fetch("cuMemCreate", x.create);
-    fetch("cuMemRelease", x.release);
-    fetch("cuMemAddressReserve", x.reserve);
-    fetch("cuMemAddressFree", x.free);
-    fetch("cuMemMap", x.map);
-    fetch("cuMemUnmap", x.unmap);
-    fetch("cuMemSetAccess", x.set_access);
-    return x;
-  }();
-  return d;
+  if (const Driver* d = found_driver()) return *d;
+  throw DeviceError("device cuda", "cuMem*", "are not all in this driver (virtual memory needs CUDA 12 or later)", "update the NVIDIA driver");
 }
 
 CUmemAllocationProp page_properties(const CUmemLocation& where) {
@@ -63,6 +67,12 @@ CUmemLocation on_device(int device) {
 }
 
 }  // namespace
+
+bool PhysicalPages::supported(int device) {
+  const Driver* d = found_driver();
+  int yes = 0;
+  return d && d->attribute(&yes, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, device) == CUDA_SUCCESS && yes == 1;
+}
 
 std::uint64_t PhysicalPages::page_bytes(int device) {
   const CUmemAllocationProp p = page_properties(on_device(device));

@@ -18,6 +18,7 @@ namespace mosaic::cuda {
 class PhysicalPages {
  public:
   PhysicalPages(int device, std::int64_t limit);
+  static bool supported(int device);  // the driver has cuMem* and the device takes them
   static std::uint64_t page_bytes(int device);  // the driver's granularity there
   ~PhysicalPages();
   PhysicalPages(const PhysicalPages&) = delete;
