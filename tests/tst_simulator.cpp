@@ -130,6 +130,12 @@ class TestSimulator : public QObject {
     QCOMPARE(cpu.compute_bytes, std::size_t(4));
     QVERIFY(cpu.row_seconds > 0 && cpu.launch_seconds > 0);
     QCOMPARE(parse_device_profile(device_profile_json(cpu), "again.json").row_seconds, cpu.row_seconds);
+    // The GPU machine's, measured there: bf16, its loads near the pinned copy rate that bench-device
+    // measured beside them (the source names it), swaps from pinned memory as fast.
+    const DeviceProfile h100 = load_device_profile(samples() / "devices" / "h100-measured.json");
+    QCOMPARE(h100.compute_bytes, std::size_t(2));
+    QVERIFY(h100.source.find("--device cuda") != std::string::npos);
+    QVERIFY2(h100.h2d_pinned > 40e9 && h100.h2d_pinned < 64e9, qPrintable(QString::number(h100.h2d_pinned)));
   }
   void profiles_round_trip_and_refuse_bad_fields() {
     const DeviceProfile p = a100();
