@@ -1,7 +1,8 @@
 #pragma once
 // Attention over paged keys and values. The cache of one layer is a pool of rows [rows, kv_heads,
-// head_dim] in bf16 (the planner's 2 bytes per element); a sequence's position p lives in row blocks[p / block_tokens] · block_tokens +
-// p % block_tokens of its block list. Prefill and decode are one kernel: each query token carries its
+// head_dim] in bf16 (the planner's 2 bytes per element); a sequence's position p lives in row
+// blocks[block_offset + p / block_tokens] · block_tokens + p % block_tokens, its block list starting
+// at block_offset. Prefill and decode are one kernel: each query token carries its
 // position p and sees its sequence's positions 0 … p (causal), so a prompt chunk attends to the
 // cache and to itself once its keys are written.
 #include <cstdint>
@@ -20,13 +21,38 @@ struct PagedQueries {
 // The most positions one query may see: the kernel keeps a query's scores in shared memory.
 constexpr int kMaxAttentionPositions = 12288;
 
+// Prefill tiles. Tile i is query tokens [i · kTileQueries, (i + 1) · kTileQueries). A tile whose
+// tokens are one run of one sequence (one block list, consecutive positions), at least
+// kMinTileQueries of them, can go to a tiled kernel instead: it stages each block of keys and values
+// in shared memory once for all of the tile's queries, where the per-token kernel reads every
+// visible key and value again for every query (a 4096-token prefill: 75× its floor on the H100).
+// Fewer tokens than that (a decode step) would leave the tiled kernel's threads idle.
+constexpr int kTileQueries = 32, kMinTileQueries = 8, kMaxTiledHeadDim = 128;
+
+#if defined(__CUDACC__)
+#define MOSAIC_HOST_DEVICE __host__ __device__
+#else
+#define MOSAIC_HOST_DEVICE
+#endif
+
+// Whether tile `tile` of a step's `tokens` query tokens is one the tiled kernel takes.
+MOSAIC_HOST_DEVICE inline bool is_query_tile(const std::int32_t* position, const std::int32_t* block_offset, int tokens, int tile) {
+  const int first = tile * kTileQueries, n = tokens - first < kTileQueries ? tokens - first : kTileQueries;
+  if (n < kMinTileQueries) return false;
+  for (int i = 1; i < n; ++i)
+    if (block_offset[first + i] != block_offset[first] || position[first + i] != position[first] + i) return false;
+  return true;
+}
+
 // k, v [tokens, kv_heads, head_dim] → the cache rows of their positions.
 int kv_write_cuda(const float* k, const float* v, PagedQueries q, int tokens, int kv_heads, int head_dim, bf16_t* k_cache,
                   bf16_t* v_cache, void* stream);
 // q [tokens, heads, head_dim] → out [tokens, heads · head_dim]; head h reads kv head h / (heads / kv_heads).
-// max_positions: at least every token's position + 1, at most kMaxAttentionPositions.
+// max_positions: at least every token's position + 1, at most kMaxAttentionPositions. tiled: query
+// tiles (is_query_tile) go to the tiled kernel when head_dim ≤ kMaxTiledHeadDim, the rest token by token.
 int paged_attention_cuda(const float* q, PagedQueries pq, int tokens, int heads, int kv_heads, int head_dim,
-                         int max_positions, const bf16_t* k_cache, const bf16_t* v_cache, float* out, void* stream);
+                         int max_positions, const bf16_t* k_cache, const bf16_t* v_cache, float* out, bool tiled,
+                         void* stream);
 
 // CPU references over host copies of the same arrays.
 void kv_write_reference(const float* k, const float* v, PagedQueries q, int tokens, int kv_heads, int head_dim,

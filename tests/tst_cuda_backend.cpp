@@ -133,15 +133,20 @@ class TestCudaBackend : public QObject {
 
   void decodeStepsOnASyntheticMidSizeFamily_data() {
     QTest::addColumn<bool>("graphs");
-    QTest::newRow("kernel by kernel") << false;
-    QTest::newRow("CUDA graphs") << true;
+    QTest::addColumn<bool>("tiled");
+    QTest::newRow("kernel by kernel") << false << false;
+    QTest::newRow("CUDA graphs") << true << false;
+    QTest::newRow("CUDA graphs, tiled prompt attention") << true << true;
   }
 
   void decodeStepsOnASyntheticMidSizeFamily() {
     QFETCH(bool, graphs);
+    QFETCH(bool, tiled);
     setenv("MOSAIC_CUDA_GRAPHS", graphs ? "1" : "0", 1);  // read as the backend is made
-    // Two bf16 variants of 4 layers (hidden 512, 8 experts of 1024): a prefill chunk per sequence,
-    // then 12 decode steps of both together, each step's logits compared.
+    setenv("MOSAIC_CUDA_TILED_ATTENTION", tiled ? "1" : "0", 1);
+    // Two bf16 variants of 4 layers (hidden 512, 8 experts of 1024): a prefill chunk per sequence
+    // (70 tokens and 6: the first prompt's first two tiles of 32 can be tiled), then 12 decode steps
+    // of both together, each step's logits compared.
     ModelSpec spec = mixtral_like_spec(4096, 512, 1024, 4, 8);
     const fs::path root(tmp_.path().toStdString());
     Family family;
@@ -161,9 +166,10 @@ class TestCudaBackend : public QObject {
                                                              .device = d ? Device::Cuda : Device::Cpu});
     const std::vector<int> sets{store.set_of(0), store.set_of(1)};
     unsetenv("MOSAIC_CUDA_GRAPHS");
+    unsetenv("MOSAIC_CUDA_TILED_ATTENTION");
     for (auto& r : rt) r->make_resident(sets);
-    std::vector<std::vector<std::int64_t>> seq{prompt_of(21, 1, spec.vocab_size), prompt_of(6, 2, spec.vocab_size)};
-    const std::vector<std::int32_t> blocks0{3, 0, 5}, blocks1{1, 4, 2};
+    std::vector<std::vector<std::int64_t>> seq{prompt_of(70, 1, spec.vocab_size), prompt_of(6, 2, spec.vocab_size)};
+    const std::vector<std::int32_t> blocks0{3, 0, 5, 6, 8, 7}, blocks1{1, 4, 2};
     std::int64_t start[2] = {0, 0};
     for (int step = 0; step < 13; ++step) {
       StepBatch batch;

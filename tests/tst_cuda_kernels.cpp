@@ -333,7 +333,7 @@ class TestCudaKernels : public QObject {
     Dev<float> dq(q), dkn(k), dvn(v), dout(std::size_t(tokens) * heads * hd);
     const PagedQueries pq{dpos.p, doff.p, dblocks.p, bt};
     CHECK_LAUNCH(kv_write_cuda(dkn.p, dvn.p, pq, tokens, kvh, hd, dk.p, dv.p, nullptr));
-    CHECK_LAUNCH(paged_attention_cuda(dq.p, pq, tokens, heads, kvh, hd, 11, dk.p, dv.p, dout.p, nullptr));
+    CHECK_LAUNCH(paged_attention_cuda(dq.p, pq, tokens, heads, kvh, hd, 11, dk.p, dv.p, dout.p, false, nullptr));
     SYNCED();
     const PagedQueries hq{position.data(), block_offset.data(), blocks.data(), bt};
     kv_write_reference(k.data(), v.data(), hq, tokens, kvh, hd, kc.data(), vc.data());
@@ -343,7 +343,64 @@ class TestCudaKernels : public QObject {
     paged_attention_reference(q.data(), hq, tokens, heads, kvh, hd, kc.data(), vc.data(), expect.data());
     QVERIFY(rel(dout.get(), expect) < 1e-5);
     // Too long a context is refused, not overrun.
-    QVERIFY(paged_attention_cuda(dq.p, pq, tokens, heads, kvh, hd, kMaxAttentionPositions + 1, dk.p, dv.p, dout.p, nullptr) != 0);
+    QVERIFY(paged_attention_cuda(dq.p, pq, tokens, heads, kvh, hd, kMaxAttentionPositions + 1, dk.p, dv.p, dout.p, false, nullptr) != 0);
+  }
+
+  void tiledPromptAttentionMatchesReference_data() {
+    QTest::addColumn<int>("hd");
+    QTest::addColumn<bool>("fresh_first");
+    QTest::newRow("head_dim 128 (the tiled kernel's most)") << 128 << false;
+    QTest::newRow("head_dim 40") << 40 << false;
+    QTest::newRow("head_dim 66 (lanes own unequal dims)") << 66 << false;
+    QTest::newRow("head_dim 160 (token by token only)") << 160 << false;
+    QTest::newRow("head_dim 128, a fresh prompt first") << 128 << true;
+  }
+
+  void tiledPromptAttentionMatchesReference() {
+    // A 75-token prompt chunk after 20 cached positions (a), two decode tokens (b, b2) and a fresh
+    // 40-token prompt (c), in shuffled blocks of 16. In the order a b b2 c, tiles [0, 32), [32, 64)
+    // and the partial [96, 117) go to the tiled kernel (tst_cuda_plan checks which); in the order
+    // c a b b2, [0, 32) (positions 0-31) and [64, 96). The rest go token by token. Both ways equal
+    // the reference.
+    QFETCH(int, hd);
+    QFETCH(bool, fresh_first);
+    const int heads = 8, kvh = 2, bt = 16, pool_blocks = 12;
+    const std::vector<std::int32_t> blocks{4, 0, 6, 2, 9, 7, 1, 10, 3, 5, 8};  // a: 6 blocks; b: 1; b2: 1; c: 3
+    std::vector<std::int32_t> position, block_offset;
+    auto prompt_a = [&] { for (int p = 20; p < 95; ++p) { position.push_back(p); block_offset.push_back(0); } };
+    auto decodes = [&] {
+      position.push_back(7); block_offset.push_back(6);
+      position.push_back(3); block_offset.push_back(7);
+    };
+    auto prompt_c = [&] { for (int p = 0; p < 40; ++p) { position.push_back(p); block_offset.push_back(8); } };
+    if (fresh_first) { prompt_c(); prompt_a(); decodes(); }
+    else { prompt_a(); decodes(); prompt_c(); }
+    const int tokens = int(position.size());
+    QCOMPARE(tokens, 117);
+    const std::size_t width = std::size_t(kvh) * hd, rows = std::size_t(pool_blocks) * bt;
+    std::vector<bf16_t> kc = randn_bf16(rows * width), vc = randn_bf16(rows * width);
+    const auto q = randn(std::size_t(tokens) * heads * hd), k = randn(std::size_t(tokens) * width), v = randn(std::size_t(tokens) * width);
+    Dev<std::int32_t> dpos(position), doff(block_offset), dblocks(blocks);
+    Dev<bf16_t> dk(kc), dv(vc);
+    Dev<float> dq(q), dkn(k), dvn(v), tiled(std::size_t(tokens) * heads * hd), plain(std::size_t(tokens) * heads * hd);
+    const PagedQueries pq{dpos.p, doff.p, dblocks.p, bt};
+    CHECK_LAUNCH(kv_write_cuda(dkn.p, dvn.p, pq, tokens, kvh, hd, dk.p, dv.p, nullptr));
+    CHECK_LAUNCH(paged_attention_cuda(dq.p, pq, tokens, heads, kvh, hd, 95, dk.p, dv.p, tiled.p, true, nullptr));
+    CHECK_LAUNCH(paged_attention_cuda(dq.p, pq, tokens, heads, kvh, hd, 95, dk.p, dv.p, plain.p, false, nullptr));
+    SYNCED();
+    const PagedQueries hq{position.data(), block_offset.data(), blocks.data(), bt};
+    kv_write_reference(k.data(), v.data(), hq, tokens, kvh, hd, kc.data(), vc.data());
+    std::vector<float> expect(std::size_t(tokens) * heads * hd);
+    paged_attention_reference(q.data(), hq, tokens, heads, kvh, hd, kc.data(), vc.data(), expect.data());
+    QVERIFY2(rel(plain.get(), expect) < 1e-5, qPrintable(QString::number(rel(plain.get(), expect))));
+    QVERIFY2(rel(tiled.get(), expect) < 1e-5, qPrintable(QString::number(rel(tiled.get(), expect))));
+    // Every row of every tile, not only the total: a tile row left unwritten or misplaced shows here.
+    const auto got = tiled.get();
+    for (int t = 0; t < tokens; ++t) {
+      const std::size_t at = std::size_t(t) * heads * hd, n = std::size_t(heads) * hd;
+      const std::vector<float> a(got.begin() + at, got.begin() + at + n), b(expect.begin() + at, expect.begin() + at + n);
+      QVERIFY2(rel(a, b) < 1e-4, qPrintable(QStringLiteral("token %1: %2").arg(t).arg(rel(a, b))));
+    }
   }
 };
 

@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "model/synthetic.h"
+#include "kernels/paged_attention.h"
 #include "runtime/cuda/grouped_plan.h"
 #include "runtime/page_map.h"
 #include "runtime/cuda/step_inputs.h"
@@ -70,6 +71,35 @@ class TestCudaPlan : public QObject {
       QCOMPARE(pa.*m, pb.*m);
     QCOMPARE(reinterpret_cast<const std::int32_t*>(pb.bytes.data() + pb.positions)[1], 10);
     expect_mentions(error_of<InvalidArgument>([&] { cuda::pack_fixed(cuda::step_inputs(b, s, inv, 16), 1, 64, s.head_dim); }), {"2 tokens", "fixed input layout"});
+  }
+
+  void promptRunsMakeQueryTiles() {
+    // A step as the backend lays it out: a 75-token prompt chunk after 20 cached positions, two decode
+    // tokens, a 40-token prompt. Tiles of 32 that are one run of one sequence go to the tiled
+    // attention; the tile where the chunks meet, and a whole decode step, stay token by token.
+    ModelSpec s = mixtral_like_spec(100, 64, 32, 2, 4);
+    const std::vector<std::int64_t> a(75, 1), one{2}, c(40, 3);
+    const std::vector<std::int32_t> blocks_a{4, 0, 6, 2, 9, 7}, blocks_b{1}, blocks_c{3, 5, 8};
+    StepBatch batch;
+    batch.sequences = 4;
+    batch.chunks.push_back({.sequence = 0, .tokens = a, .start = 20, .blocks = blocks_a});
+    batch.chunks.push_back({.sequence = 1, .tokens = one, .start = 7, .blocks = blocks_b});
+    batch.chunks.push_back({.sequence = 2, .tokens = one, .start = 3, .blocks = blocks_b});
+    batch.chunks.push_back({.sequence = 3, .tokens = c, .start = 0, .blocks = blocks_c});
+    const cuda::StepInputs in = cuda::step_inputs(batch, s, cuda::inverse_frequencies(s), 16);
+    QCOMPARE(in.tokens, std::int64_t(117));
+    const int T = static_cast<int>(in.tokens);
+    std::vector<bool> tiles;
+    for (int t = 0; t * kernels::kTileQueries < T; ++t) tiles.push_back(kernels::is_query_tile(in.positions.data(), in.block_offset.data(), T, t));
+    // [0, 32) and [32, 64): the first prompt; [64, 96): its end, the decode tokens, the second's start;
+    // [96, 117): the second prompt's last 21 tokens, a partial tile of one run.
+    QCOMPARE(tiles, (std::vector<bool>{true, true, false, true}));
+    // A run shorter than kMinTileQueries (the last 7 tokens) is not a tile; nor is a decode step.
+    QVERIFY(!kernels::is_query_tile(in.positions.data(), in.block_offset.data(), 96 + kernels::kMinTileQueries - 1, 3));
+    QVERIFY(kernels::is_query_tile(in.positions.data(), in.block_offset.data(), 96 + kernels::kMinTileQueries, 3));
+    std::vector<std::int32_t> gap(in.positions.begin(), in.positions.end());
+    gap[40] += 1;  // positions no longer consecutive
+    QVERIFY(!kernels::is_query_tile(gap.data(), in.block_offset.data(), T, 1));
   }
 
   void badStepsAreRefused() {

@@ -6,7 +6,8 @@
 //  - batched decode steps of 1–64 sequences mixed over the variants, against their weights-read floor;
 //  - expert loads (misses) and non-expert swaps against the pinned host-to-device rate;
 //  - a swap filled ahead while another variant decodes: its cost to the decode, and what is left of it;
-//  - prefetch against lru with few spare slots: the miss time it hides, the share of its copies used.
+//  - prefetch against lru with few spare slots: the miss time it hides, the share of its copies used;
+//  - a long prompt's prefill, attention token by token and tiled, against the flops floor.
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -31,7 +32,7 @@ using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std::int64_t vocab, int steps, const fs::path& dir,
-               const fs::path& json_out) {
+               const fs::path& json_out, bool write_only) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines as they come, also into a file
   checked_device("cuda");
   const cuda::DeviceRates rates = cuda::measure_rates();
@@ -51,6 +52,7 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
   }
   const HostStore store(family);
   std::printf("family: 2 × %.2f GB bf16 (%.0f s to write and read)\n", double(store.host_bytes()) / 2e9, since(t_write));
+  if (write_only) return;
   nlohmann::ordered_json out{{"device", rates.name}, {"read_GBps", rates.read_bytes_per_s / 1e9},
                              {"pinned_h2d_GBps", rates.pinned_h2d_bytes_per_s / 1e9}, {"bf16_TFLOPs", rates.bf16_flops / 1e12}};
 
@@ -220,8 +222,8 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
     const double used = ahead.total.prefetches ? double(ahead.total.prefetch_used) / double(ahead.total.prefetches) : 0;
     std::printf("\nprefetch (half the experts pinned, %lld spare slots a layer, one request, 64 tokens)\n", static_cast<long long>(spare));
     std::printf("  TPOT: lru %.3f ms, prefetch %.3f ms (%.2f×)\n", lru.tpot * 1e3, ahead.tpot * 1e3, lru.tpot > 0 ? ahead.tpot / lru.tpot : 0.0);
-    std::printf("  loads waited for per token: lru %.3f ms; prefetch %.3f ms + %.3f ms of prefetches not hidden: %.0f%% of the miss time hidden\n",
-                waited_lru * 1e3, ahead.loads * 1e3, ahead.exposed * 1e3, hidden * 100);
+    std::printf("  loads waited for per token: lru %.3f ms; prefetch %.3f ms + %.3f ms of prefetches not hidden: %.0f%% of the miss time %s\n",
+                waited_lru * 1e3, ahead.loads * 1e3, ahead.exposed * 1e3, std::abs(hidden) * 100, hidden >= 0 ? "hidden" : "added");
     std::printf("  %lld prefetches, %.0f%% then hit; their copies %.3f ms at the pinned peak, %.0f%% covered by compute\n",
                 static_cast<long long>(ahead.total.prefetches), used * 100, copy * 1e3, covered * 100);
     out["prefetch"] = {{"spare_slots", spare}, {"lru_tpot_ms", lru.tpot * 1e3}, {"prefetch_tpot_ms", ahead.tpot * 1e3},
@@ -230,13 +232,43 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
                        {"copy_covered", covered}};
   }
   save();
+
+  {  // 7. A 2048-token prompt, every expert resident: attention token by token against the tiled
+     // kernel (MOSAIC_CUDA_TILED_ATTENTION), against the flops floor at the measured GEMM peak.
+    const std::int64_t prompt = 2048;
+    // 2 flops per bf16 weight (2 bytes) a token reads; the output projection for the last token only.
+    const double head = 2.0 * double(spec.vocab_size * spec.hidden_size);
+    const double matmul = (per_token - head) * double(prompt) + head;
+    const double attention = 2.0 * double(spec.head_dim * spec.num_heads * spec.num_layers) * double(prompt * prompt);  // causal QKᵀ and PV
+    const double floor = (matmul + attention) / rates.bf16_flops;
+    std::printf("\nprefill, one %lld-token prompt, all experts resident (best of 3)\n", static_cast<long long>(prompt));
+    std::printf("  %-28s %8.3f ms   (%.2f TFLOP ÷ %.0f TFLOP/s; attention %.2f of it)\n", "floor", floor * 1e3, (matmul + attention) / 1e12,
+                rates.bf16_flops / 1e12, attention / (matmul + attention));
+    nlohmann::ordered_json rows{{"prompt", prompt}, {"floor_ms", floor * 1e3}};
+    for (const bool tiled : {false, true}) {
+      setenv("MOSAIC_CUDA_TILED_ATTENTION", tiled ? "1" : "0", 1);  // read when the backend is made
+      Runtime rt(store, RuntimeConfig{.pinned = pin_all({0}), .hit = HitPolicy::Strict, .device = Device::Cuda});
+      rt.make_resident(std::vector<int>{store.set_of(0)});
+      double best = 0;
+      for (int rep = 0; rep < 3; ++rep) {
+        StepDecoder d(rt, store, {0}, static_cast<std::size_t>(prompt), prompt + 8);
+        const double t = d.step();
+        best = rep == 0 ? t : std::min(best, t);
+      }
+      std::printf("  %-28s %8.3f ms   %.1f× the floor\n", tiled ? "tiled attention" : "attention token by token", best * 1e3, best / floor);
+      rows[tiled ? "tiled_ms" : "per_token_ms"] = best * 1e3;
+    }
+    unsetenv("MOSAIC_CUDA_TILED_ATTENTION");
+    out["prefill"] = rows;
+  }
+  save();
 }
 
 }  // namespace
 
 void add_bench_cuda_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench-cuda", "CUDA backend on a synthetic Mixtral family: decode TPOT against the read-bandwidth floor, batching, loads, swaps, prefetch");
-  struct Opts { std::int64_t hidden = 2048, inter = 5632, layers = 16, vocab = 32000; int steps = 64; fs::path dir = "bench-cuda-family", json; };
+  struct Opts { std::int64_t hidden = 2048, inter = 5632, layers = 16, vocab = 32000; int steps = 64; fs::path dir = "bench-cuda-family", json; bool write_only = false; };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--hidden", o->hidden, "hidden size")->default_val(2048);
   cmd->add_option("--intermediate", o->inter, "expert intermediate size")->default_val(5632);
@@ -245,7 +277,8 @@ void add_bench_cuda_command(CLI::App& app) {
   cmd->add_option("--steps", o->steps, "decode steps timed at batch 1")->default_val(64);
   cmd->add_option("--dir", o->dir, "where the synthetic family is written (reused when present)")->default_val("bench-cuda-family");
   cmd->add_option("--json", o->json, "also write the numbers here");
-  cmd->callback([o] { run_bench(o->hidden, o->inter, o->layers, o->vocab, o->steps, o->dir, o->json); });
+  cmd->add_flag("--write-only", o->write_only, "write the family (unless present) and stop: for other commands to serve it");
+  cmd->callback([o] { run_bench(o->hidden, o->inter, o->layers, o->vocab, o->steps, o->dir, o->json, o->write_only); });
 }
 
 }  // namespace mosaic::cli

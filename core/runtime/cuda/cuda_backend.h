@@ -155,6 +155,9 @@ class CudaBackend final : public Backend {
   // batch-1 decode step took 2.42 ms replayed against 2.70 ms launched kernel by kernel).
   bool graphs_enabled_ = true;
   std::vector<Graph> graphs_;   // dropped whenever a buffer they point into moves
+  // MOSAIC_CUDA_TILED_ATTENTION=1: prompt tiles attended by the tiled kernel (kernels/paged_attention.h).
+  // Off by default until a GPU run has checked it: written in a session whose device time was spent.
+  bool tiled_attention_ = false;
   DeviceBuffer graph_inputs_;   // the inputs of graphed steps, at fixed offsets
 };
 

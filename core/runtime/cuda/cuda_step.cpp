@@ -75,6 +75,10 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
   const kernels::PagedQueries pq{in.device.positions, in.device.block_offset, in.device.blocks, static_cast<int>(shape_.kv_block_tokens)};
   const float eps = static_cast<float>(s.rms_norm_eps);
   Workspace& w = work_;
+  // The tiled attention only for a step that has a prompt tile: a decode step would launch it idle.
+  bool tiles = false;
+  for (int t = 0; tiled_attention_ && !tiles && t * kernels::kTileQueries < T; ++t)
+    tiles = kernels::is_query_tile(in.positions.data(), in.block_offset.data(), T, t);
 
   for (const TokenGroup& g : in.groups)
     MOSAIC_CUDA_CHECK(kernels::embed_rows_cuda(weight(g.buffer, layout_.embed), in.device.ids + g.begin, static_cast<int>(g.end - g.begin),
@@ -110,7 +114,7 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
     bf16_t* kc = k_[static_cast<std::size_t>(l)].get<bf16_t>();
     bf16_t* vc = v_[static_cast<std::size_t>(l)].get<bf16_t>();
     MOSAIC_CUDA_CHECK(kernels::kv_write_cuda(w.k, w.v, pq, T, kvh, hd, kc, vc, stream_));
-    MOSAIC_CUDA_CHECK(kernels::paged_attention_cuda(w.q, pq, T, nh, kvh, hd, attention_positions, kc, vc, w.attn, stream_));
+    MOSAIC_CUDA_CHECK(kernels::paged_attention_cuda(w.q, pq, T, nh, kvh, hd, attention_positions, kc, vc, w.attn, tiles, stream_));
     for (const TokenGroup& g : in.groups) {
       const std::int64_t n = g.end - g.begin;
       float *x = w.x + g.begin * H, *h = w.h + g.begin * H;
