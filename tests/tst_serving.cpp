@@ -9,6 +9,7 @@
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "analysis/merge.h"
 #include "common/error.h"
@@ -105,6 +106,41 @@ class TestServing : public QObject {
     QVERIFY(served[0] > 0 && served[0] == served[1]);
     QCOMPARE(swaps[0], swaps[1]);
     QCOMPARE(swaps[0], std::int64_t(0));
+  }
+
+  void strategiesOfOneKindAreRecordedApart() {
+    // Two consolidated strategies that differ in capacity, one with a name of its own, and a third
+    // differing in its hit policy too: each is named by what sets it apart, and its runs are
+    // recorded under that name (before, all three were "consolidated", one line in every chart).
+    std::string variants;
+    for (const Variant& v : family_.variants()) variants += (variants.empty() ? "\"" : ", \"") + v.checkpoint->dir().string() + "\"";
+    const std::string head = R"({"schema": "mosaic.sweep/1", "variants": [)" + variants +
+                             R"(], "rates": [4], "duration_seconds": 1, "prompt": [4, 4], "output": [2, 2], "strategies": )";
+    const SweepConfig config = parse_sweep_config(
+        head + R"([{"kind": "consolidated", "capacity": 8}, {"kind": "consolidated", "capacity": 12}, )" +
+            R"({"kind": "consolidated", "capacity": 12, "hit": "strict"}, {"kind": "consolidated", "capacity": 8, "name": "small"}, )" +
+            R"({"kind": "single"}]})",
+        "sweep.json", scratch(""));
+    std::vector<std::string> names;
+    for (const StrategyConfig& sc : config.strategies) names.push_back(strategy_label(sc));
+    QCOMPARE(names, (std::vector<std::string>{"consolidated (capacity 8)", "consolidated (capacity 12)",
+                                              "consolidated (capacity 12, hit strict)", "small", "single"}));
+    std::set<std::string> recorded;
+    SweepEvents events;
+    events.run_finished = [&](const SweepRun& run, const std::vector<RequestRecord>&, const RunSummary&, bool) { recorded.insert(run.strategy); };
+    QVERIFY(run_sweep(config, family_, *store_, *analysis_, events).ok());
+    QCOMPARE(recorded, std::set<std::string>(names.begin(), names.end()));
+    // The same strategy twice, or a name that meets another's, is refused naming both.
+    expect_mentions(error_of<FormatError>([&] {
+                      parse_sweep_config(head + R"([{"kind": "consolidated", "capacity": 8}, {"kind": "consolidated", "capacity": 8}]})", "sweep.json", scratch(""));
+                    }),
+                    {"strategies[1]", "strategies[0]", "'consolidated'", "\"name\"", "repeats"});
+    expect_mentions(error_of<FormatError>([&] {
+                      parse_sweep_config(head + R"([{"kind": "single", "name": "lru"}, {"kind": "consolidated", "name": "lru"}]})", "sweep.json", scratch(""));
+                    }),
+                    {"strategies[1]", "'lru'"});
+    expect_mentions(error_of<FormatError>([&] { parse_sweep_config(head + R"([{"kind": "single", "name": ""}]})", "sweep.json", scratch("")); }),
+                    {"strategies[0].name", "1 to 80"});
   }
 
   void aSweepNamesTheDeviceItsEngineRunsOn() {

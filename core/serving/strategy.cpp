@@ -28,6 +28,7 @@ std::vector<PinnedExpert> pinned_where(const ModelSpec& s, const FamilyAnalysis&
 }  // namespace
 
 std::string strategy_label(const StrategyConfig& config) {
+  if (!config.name.empty()) return config.name;
   return std::string(strategy_name(config.kind)) + (config.miss == "prefetch" ? "+prefetch" : "") +
          (config.scheduler.swap_ahead ? "+ahead" : "");
 }

@@ -56,11 +56,13 @@ struct StrategyConfig {
   VirtualConfig updates;
   SchedulerOptions scheduler;
   Device device = Device::Cpu;                // every partition's backend
+  std::string name;                           // what its runs are recorded as; empty: strategy_label's default
 };
 
-// What a strategy's runs are recorded as: its kind's name, with "+prefetch" for the prefetch miss
-// policy and "+ahead" for look-ahead swaps (SchedulerOptions::swap_ahead), so that one sweep can
-// compare a strategy with and without them.
+// What a strategy's runs are recorded as: `name` when given, else its kind's name, with "+prefetch"
+// for the prefetch miss policy and "+ahead" for look-ahead swaps (SchedulerOptions::swap_ahead), so
+// that one sweep can compare a strategy with and without them. A sweep names strategies that would
+// still share a label by the settings that tell them apart (sweep.h).
 std::string strategy_label(const StrategyConfig& config);
 
 class Deployment {

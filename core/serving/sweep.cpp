@@ -3,7 +3,9 @@
 #include "common/json_int.h"
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "common/byte_size.h"
@@ -21,6 +23,40 @@ SweepConfig load_sweep_config(const std::filesystem::path& path) {
 }
 
 namespace {
+
+// Strategies that would be recorded under one label (two consolidated ones of different capacities)
+// would be merged in every chart and report: each unnamed one gets the settings it was given that
+// differ within its group, "consolidated (capacity 64)". Names that still meet, given ones included,
+// are refused.
+template <class Fail>
+void name_strategies_apart(const nlohmann::json& written, std::vector<StrategyConfig>& strategies, Fail fail) {
+  auto value_text = [](const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); };
+  std::map<std::string, std::vector<std::size_t>> groups;
+  for (std::size_t i = 0; i < strategies.size(); ++i)
+    if (strategies[i].name.empty()) groups[strategy_label(strategies[i])].push_back(i);
+  for (const auto& [label, members] : groups) {
+    if (members.size() < 2) continue;
+    std::set<std::string> differing;  // keys whose values are not the same in every member
+    for (std::size_t i : members)
+      for (const auto& [key, value] : written[i].items())
+        for (std::size_t other : members)
+          if (key != "name" && (!written[other].contains(key) || written[other][key] != value)) differing.insert(key);
+    for (std::size_t i : members) {
+      std::string settings;
+      for (const std::string& key : differing)
+        if (written[i].contains(key)) settings += (settings.empty() ? "" : ", ") + key + " " + value_text(written[i][key]);
+      if (!settings.empty()) strategies[i].name = label + " (" + settings + ")";
+    }
+  }
+  std::map<std::string, std::size_t> seen;
+  for (std::size_t i = 0; i < strategies.size(); ++i) {
+    const std::string name = strategy_label(strategies[i]);
+    if (const auto [at, fresh] = seen.emplace(name, i); !fresh)
+      fail("strategies[" + std::to_string(i) + "]",
+           "would be recorded as '" + name + "', as strategies[" + std::to_string(at->second) +
+               "] is: give one a different \"name\", or use \"repeats\" to run the same strategy again");
+  }
+}
 
 constexpr std::int64_t kMaxRepeats = 1000, kMaxTokens = std::int64_t{1} << 20, kMaxRequests = 1000000;
 constexpr double kMaxDuration = 1e6;
@@ -176,7 +212,7 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
     if (!s.is_object()) fail(where, "must be an object with a kind");
     check_keys(s, {"kind", "capacity", "policy", "shares", "budget", "hit", "miss", "single_target", "resident_sets", "max_sequences",
                    "max_batch_tokens", "switching", "max_wait_seconds", "kv_context", "kv_requests", "calibration", "staging",
-                   "update_every", "decay", "shift", "swap_ahead"},
+                   "update_every", "decay", "shift", "swap_ahead", "name"},
                file, where, hint);
     StrategyConfig sc;
     const auto kind = parse_strategy(s.value("kind", ""));
@@ -261,9 +297,15 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
     if (virtual_experts && !sc.budget_bytes && sc.capacity <= 0)
       fail(where, "virtual-experts needs a budget (with calibration: planned counts) or a capacity (uniform counts)");
     if (virtual_experts) sc.miss = "masked";
+    if (s.contains("name")) {
+      if (!s["name"].is_string() || s["name"].get<std::string>().empty() || s["name"].get<std::string>().size() > 80)
+        fail(where + ".name", "must be a name of 1 to 80 characters: what the strategy's runs are recorded and charted as");
+      sc.name = s["name"].get<std::string>();
+    }
     sc.device = c.device;
     c.strategies.push_back(sc);
   }
+  name_strategies_apart(j["strategies"], c.strategies, fail);
   return c;
 }
 }  // namespace

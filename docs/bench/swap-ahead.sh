@@ -15,7 +15,7 @@ for v in chat code math law; do
 done
 cp -r sample_configs/devices sample_configs/routing "$out/"
 capacity=${CAPACITY:-220}  # the most 80 GiB holds beside two non-expert sets
-# Strategies are recorded by kind (consolidated, consolidated+ahead): one sweep per batch limit.
+# One sweep per batch limit, so that each report compares consolidated with consolidated+ahead alone.
 for seqs in 1 8; do
   strategies=""
   for ahead in false true; do
