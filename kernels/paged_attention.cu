@@ -88,9 +88,10 @@ __device__ __forceinline__ float row_reduce_sum(float v) {
   return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-__global__ void __launch_bounds__(kTiledThreads) tiled_attention_kernel(const float* q, PagedQueries pq, int tokens, int heads,
-                                                                        int kv_heads, int head_dim, const bf16_t* kc,
-                                                                        const bf16_t* vc, float* out) {
+__global__ void __launch_bounds__(kTiledThreads) tiled_attention_kernel(const float* __restrict__ q, PagedQueries pq, int tokens,
+                                                                        int heads, int kv_heads, int head_dim,
+                                                                        const bf16_t* __restrict__ kc, const bf16_t* __restrict__ vc,
+                                                                        float* __restrict__ out) {
   // The last tiles see the most keys: dispatched first, they do not leave a tail of long blocks.
   const int tile = static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x), h = blockIdx.y, kvh = h / (heads / kv_heads);
   if (!is_query_tile(pq.position, pq.block_offset, tokens, tile)) return;  // the per-token kernel's
@@ -127,12 +128,31 @@ __global__ void __launch_bounds__(kTiledThreads) tiled_attention_kernel(const fl
       rows[threadIdx.x] = p <= last ? static_cast<std::int64_t>(blocks[p / pq.block_tokens]) * pq.block_tokens + p % pq.block_tokens : -1;
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < kKeyTile * head_dim; i += kTiledThreads) {
-      const int c = i / head_dim, d = i % head_dim;
-      const std::int64_t row = rows[c];
-      const std::int64_t at = row * width + kvh * head_dim + d;
-      ks[c * stride + d] = row >= 0 ? bf16_bits_to_float(kc[at]) : 0.0f;
-      vs[c * stride + d] = row >= 0 ? bf16_bits_to_float(vc[at]) : 0.0f;
+    if (head_dim % 8 == 0) {  // 16-byte loads: rows start on 16 bytes when head_dim does (cudaMalloc'd caches)
+      const int vectors = head_dim / 8;
+      for (int i = threadIdx.x; i < kKeyTile * vectors; i += kTiledThreads) {
+        const int c = i / vectors, d = (i % vectors) * 8;
+        const std::int64_t row = rows[c];
+        float kf[8] = {}, vf[8] = {};
+        if (row >= 0) {
+          const std::int64_t at = row * width + kvh * head_dim + d;
+          unpack8(*reinterpret_cast<const uint4*>(kc + at), kf);
+          unpack8(*reinterpret_cast<const uint4*>(vc + at), vf);
+        }
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          ks[c * stride + d + e] = kf[e];
+          vs[c * stride + d + e] = vf[e];
+        }
+      }
+    } else {
+      for (int i = threadIdx.x; i < kKeyTile * head_dim; i += kTiledThreads) {
+        const int c = i / head_dim, d = i % head_dim;
+        const std::int64_t row = rows[c];
+        const std::int64_t at = row * width + kvh * head_dim + d;
+        ks[c * stride + d] = row >= 0 ? bf16_bits_to_float(kc[at]) : 0.0f;
+        vs[c * stride + d] = row >= 0 ? bf16_bits_to_float(vc[at]) : 0.0f;
+      }
     }
     __syncthreads();
 
