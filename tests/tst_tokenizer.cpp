@@ -166,6 +166,33 @@ class TokenizerTest : public QObject {
     QCOMPARE(cut.finish(), std::string());
   }
 
+  // Streamed pieces, joined, are what one decode of every token gives, on random streams of both
+  // kinds of tokenizer: specials, byte-fallback bytes that split characters (and never finish some),
+  // lone "▁" tokens (the Metaspace decoder drops the space that starts the text), ids past the
+  // vocabulary. The stream settles text as it goes and decodes only the rest again.
+  void text_stream_hands_out_what_decode_gives() {
+    const Tokenizer metaspace = Tokenizer::parse(metaspace_tokenizer().dump(), "llama-like");
+    const Tokenizer byte_level = Tokenizer::byte_level({"<|end|>"}, {{"\u0120", "t"}, {"h", "e"}, {"\u0120t", "he"}});
+    // "▁" then "▁hello": one space, not two and not none.
+    TextStream spaces(metaspace);
+    std::string joined = spaces.push(259);
+    joined += spaces.push(268);
+    QCOMPARE(joined + spaces.finish(), std::string(" hello"));
+    std::mt19937_64 rng(7);
+    for (const Tokenizer* t : {&metaspace, &byte_level})
+      for (int trial = 0; trial < 200; ++trial) {
+        std::uniform_int_distribution<std::int64_t> id(0, t->vocab_size() + 2);  // a few past the vocabulary
+        std::vector<std::int64_t> ids(static_cast<std::size_t>(1 + trial % 60));
+        for (auto& i : ids) i = trial % 3 == 0 && (rng() & 1) ? 259 : id(rng);  // lone "▁" often
+        TextStream stream(*t);
+        std::string pieces;
+        for (std::int64_t i : ids) pieces += stream.push(i);
+        pieces += stream.finish();
+        QCOMPARE(pieces, t->decode(ids));
+        QCOMPARE(stream.tokens(), ids);
+      }
+  }
+
   // Pipelines whose pieces do not fit together, or that Mosaic would silently read another way
   // than HF does, are refused naming the field.
   void mismatched_pipelines_are_refused() {

@@ -1,5 +1,6 @@
 #include "model/text_stream.h"
 
+#include <span>
 #include <utility>
 
 namespace mosaic {
@@ -20,13 +21,36 @@ std::size_t complete_prefix(const std::string& text) {
 
 }  // namespace
 
-std::string TextStream::push(std::int64_t token) {
-  tokens_.push_back(token);
-  const std::string text = tokenizer_->decode(tokens_);
-  return advance(text.substr(0, complete_prefix(text)));
+std::string TextStream::tail() const {
+  const std::span<const std::int64_t> rest = std::span(tokens_).subspan(settled_);
+  return tokenizer_->decode(rest, /*keep_special=*/false, /*text_start=*/!settled_text_);
 }
 
-std::string TextStream::finish() { return advance(tokenizer_->decode(tokens_)); }
+std::string TextStream::push(std::int64_t token) {
+  tokens_.push_back(token);
+  const std::string text = tail();
+  const std::size_t whole = complete_prefix(text);
+  std::string added = advance(text.substr(0, whole));
+  // Text that ends on a whole character, all of it handed out, is settled: later tokens only add to
+  // it. Not before there is some: a Metaspace decoder drops the space that starts the text, which
+  // may be a later token's ("▁" then "▁Hi" is " Hi").
+  if (whole == text.size() && shown_ == text && (settled_text_ || !text.empty())) {
+    settled_ = tokens_.size();
+    settled_text_ = true;
+    shown_.clear();
+  }
+  return added;
+}
+
+std::string TextStream::finish() {
+  std::string added = advance(tail());
+  if (settled_text_ || !shown_.empty()) {
+    settled_ = tokens_.size();
+    settled_text_ = true;
+    shown_.clear();
+  }
+  return added;
+}
 
 std::string TextStream::advance(std::string text) {
   std::string added;

@@ -1,8 +1,10 @@
 #pragma once
 // The text of a growing token stream, handed out piece by piece as tokens arrive (chat, generate,
-// side-by-side compare). Decoding the whole stream each time keeps merged spaces right; an
-// incomplete UTF-8 character at the end (byte-fallback tokens arrive a byte at a time) is held back
-// until its last byte comes, so no piece splits a character.
+// side-by-side compare, the HTTP server). An incomplete UTF-8 character at the end (byte-fallback
+// tokens arrive a byte at a time) is held back until its last byte comes, so no piece splits a
+// character. Only the tokens since the last point where the text was whole are decoded again: the
+// tokenizer decodes token by token (Tokenizer::decode), so text before that point cannot change,
+// and a long answer costs each token O(1) instead of a decode of everything so far.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -24,12 +26,16 @@ class TextStream {
   const std::vector<std::int64_t>& tokens() const { return tokens_; }
 
  private:
-  // Hands out what `text` adds to what was shown, and shows it.
+  // The text of the tokens from `settled_` on.
+  std::string tail() const;
+  // Hands out what `text` (the tail's) adds to what was shown of the tail, and shows it.
   std::string advance(std::string text);
 
   const Tokenizer* tokenizer_;
   std::vector<std::int64_t> tokens_;
-  std::string shown_;
+  std::size_t settled_ = 0;    // tokens whose text is handed out whole and cannot change
+  bool settled_text_ = false;  // whether they made any text (until then the text's start is ahead)
+  std::string shown_;          // what was handed out of the tail's text
 };
 
 }  // namespace mosaic

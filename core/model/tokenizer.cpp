@@ -442,13 +442,9 @@ std::vector<std::int64_t> Tokenizer::encode(std::string_view text, bool add_spec
   return out;
 }
 
-std::string Tokenizer::decode(std::span<const std::int64_t> ids, bool keep_special) const {
+std::string Tokenizer::decode(std::span<const std::int64_t> ids, bool keep_special, bool text_start) const {
   const Impl& t = *impl_;
-  std::string out, pending;  // pending: byte-level symbols not yet mapped back to bytes
-  auto flush = [&] {
-    if (!from_byte_symbols(pending, out)) out += pending;  // a non-byte symbol: keep it verbatim
-    pending.clear();
-  };
+  std::string out, bytes;
   for (std::int64_t id : ids) {
     // An id past the vocabulary decodes to nothing, as HF tokenizers' decode skips it: models pad their
     // embedding past the tokenizer (Qwen2's 151,936 rows for 151,665 tokens), and a sampled padding
@@ -459,8 +455,10 @@ std::string Tokenizer::decode(std::span<const std::int64_t> ids, bool keep_speci
                        std::any_of(t.added.begin(), t.added.end(), [&](const Impl::Added& a) { return a.id == id; });
     if (t.is_special[static_cast<std::size_t>(id)] && !keep_special) continue;
     if (t.kind == Kind::ByteLevel) {
-      if (added) { flush(); out += tok; }
-      else pending += tok;
+      // As HF's ByteLevel decoder: a token's symbols back to its bytes, or the token as written when
+      // one of them is no byte symbol (an added token).
+      bytes.clear();
+      out += !added && from_byte_symbols(tok, bytes) ? bytes : tok;
       continue;
     }
     unsigned byte = 0;
@@ -473,8 +471,7 @@ std::string Tokenizer::decode(std::span<const std::int64_t> ids, bool keep_speci
       else out += tok[i++];
     }
   }
-  flush();
-  if (t.kind == Kind::Metaspace && t.prepend != Impl::Prepend::Never && !out.empty() && out.front() == ' ') out.erase(0, 1);
+  if (text_start && t.kind == Kind::Metaspace && t.prepend != Impl::Prepend::Never && !out.empty() && out.front() == ' ') out.erase(0, 1);
   return out;
 }
 

@@ -28,8 +28,11 @@ class Tokenizer {
 
   // add_special: apply the post-processor's template (e.g. a leading <s>), as HF's default does.
   std::vector<std::int64_t> encode(std::string_view text, bool add_special = true) const;
-  // Special tokens are left out unless keep_special; invalid UTF-8 is returned as is.
-  std::string decode(std::span<const std::int64_t> ids, bool keep_special = false) const;
+  // Special tokens are left out unless keep_special; invalid UTF-8 is returned as is. Each token
+  // decodes on its own (as HF's decoders do), so the text of ids A then B is decode(A) followed by
+  // decode(B, …, /*text_start=*/false) whenever decode(A) is not empty: text_start only lets a
+  // Metaspace decoder drop the space its pre-tokenizer prepended to the text.
+  std::string decode(std::span<const std::int64_t> ids, bool keep_special = false, bool text_start = true) const;
 
   Kind kind() const;
   std::int64_t vocab_size() const;  // one past the largest id
