@@ -181,6 +181,22 @@ class TestReport : public QObject {
     for (const auto& setup : c.setup) QVERIFY2(setup.first != QStringLiteral("Device"), "no engine ran: the profile is the device");
   }
 
+  // Strategies named apart within their sweep ("single (capacity 8)", "space-sharing+ahead") keep
+  // their kind's explanation; "single-resident" and a name of the user's own say nothing of theirs.
+  void namedStrategiesKeepTheirKindsExplanation() {
+    auto definition = [&](const std::string& db, const std::vector<std::string>& names) {
+      Recorder rec(scratch(db));
+      for (const std::string& name : names)
+        rec.finish_run(rec.begin_run(name, nlohmann::json{{"rate", 1}, {"clock", "virtual"}, {"capacity", 8}}.dump()), "finished");
+      return ui::report_content(load_report_data(rec, {}, db)).throughput_definition;
+    };
+    const QString named = definition("named.sqlite", {"single (capacity 8)", "space-sharing+ahead", "consolidated (capacity 8)"});
+    QVERIFY2(named.contains(QStringLiteral("Single is the paper's single model")) && named.contains(QStringLiteral("Space-sharing models MIG")),
+             qPrintable(named));
+    const QString other = definition("other.sqlite", {"single-resident", "my-space-sharing", "consolidated"});
+    QVERIFY2(!other.contains(QStringLiteral("Single is")) && !other.contains(QStringLiteral("models MIG")), qPrintable(other));
+  }
+
   // An engine run says which backend served it: a GPU run its GPU, a record from before sweeps named
   // a device the CPU reference (they had no other).
   void engineRunsNameTheirDevice() {

@@ -27,7 +27,9 @@ QString joined(const QStringList& items) {
 
 QString strategy_setup(const std::string& strategy, const ReportData& d) {
   for (const ReportRun& r : d.runs)
-    if (r.info.strategy == strategy && r.capacity > 0) return QStringLiteral("%1 (%2 experts resident)").arg(q(strategy)).arg(r.capacity);
+    if (r.info.strategy == strategy && r.capacity > 0)  // a name that gives its capacity already says so
+      return strategy.find("capacity ") != std::string::npos ? q(strategy)
+                                                             : QStringLiteral("%1 (%2 experts resident)").arg(q(strategy)).arg(r.capacity);
   return q(strategy);
 }
 
@@ -264,7 +266,13 @@ ReportContent report_content(const ReportData& d) {
       "last arrival) per minute of that window. What finishes after the window is the drain, given per run in Table 4; when "
       "the engine saturates, the drain grows and throughput falls below the arrival rate.");
   // How the baselines are modelled, where the report has them.
-  auto has = [&](const char* name) { return std::find(d.strategies.begin(), d.strategies.end(), name) != d.strategies.end(); };
+  // A strategy is recorded as its kind, or as the kind followed by "+…" or " (…)" (the settings that
+  // set it apart within its sweep); a name of the user's own says nothing of its kind.
+  auto has = [&](const std::string& kind) {
+    return std::any_of(d.strategies.begin(), d.strategies.end(), [&](const std::string& s) {
+      return s == kind || (s.size() > kind.size() && s.compare(0, kind.size(), kind) == 0 && (s[kind.size()] == '+' || s[kind.size()] == ' '));
+    });
+  };
   if (has("space-sharing"))
     c.throughput_definition += QStringLiteral(
         " Space-sharing models MIG: each of N partitions holds 1/N of the budget and serves its own variant, and every step it "
