@@ -455,8 +455,9 @@ std::string Tokenizer::decode(std::span<const std::int64_t> ids, bool keep_speci
                        std::any_of(t.added.begin(), t.added.end(), [&](const Impl::Added& a) { return a.id == id; });
     if (t.is_special[static_cast<std::size_t>(id)] && !keep_special) continue;
     if (t.kind == Kind::ByteLevel) {
-      // As HF's ByteLevel decoder: a token's symbols back to its bytes, or the token as written when
-      // one of them is no byte symbol (an added token).
+      // As HF's ByteLevel decoder does for each token: its symbols back to its bytes, or the token as
+      // written when one of them is no byte symbol. Added tokens are kept as written (HF maps them too,
+      // which garbles an added token whose text has characters beyond ASCII).
       bytes.clear();
       out += !added && from_byte_symbols(tok, bytes) ? bytes : tok;
       continue;

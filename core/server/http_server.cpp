@@ -61,6 +61,16 @@ struct Call {
   bool done = false;
   RequestResult result;
   std::atomic<bool> stopped_by_text{false};  // set before the cancel it causes
+  std::string text_error;  // under m: why its text could not be made, set before the cancel it causes
+
+  // The connection's text failed (take() threw): the request is cancelled and ends failed.
+  void fail_text(const std::string& why) {
+    {
+      std::lock_guard lock(m);
+      text_error = why;
+    }
+    handle->cancel();
+  }
 
   // The connection's own.
   TextStream text;
@@ -208,8 +218,16 @@ struct HttpServer::Impl {
   }
 
   // Engine thread: the request ended. Counts it, hands it to the log, and wakes its connection.
-  void finished(const std::shared_ptr<Call>& call, const RequestHandle& handle, const RequestResult& result) {
+  void finished(const std::shared_ptr<Call>& call, const RequestHandle& handle, const RequestResult& original) {
     const bool by_text = call->stopped_by_text;
+    RequestResult result = original;
+    {
+      std::lock_guard lock(call->m);
+      if (!call->text_error.empty()) {  // cancelled because its text failed: it failed
+        result.finish = Finish::Failed;
+        result.error = call->text_error;
+      }
+    }
     metrics.finished(call->model->id, status_of(result, by_text), result.stats);
     metrics.set_kv_blocks(runtime->kv_blocks().used());
     RequestRecord rec;
@@ -310,7 +328,13 @@ struct HttpServer::Impl {
         if (!call->handle->finished()) live.insert(call->handle);
       }
       if (a.stream) return stream(call, res);
-      while (!call->closed) call->take(std::chrono::milliseconds(250));
+      try {
+        while (!call->closed) call->take(std::chrono::milliseconds(250));
+      } catch (const std::exception& e) {  // the text could not be made: nothing is left to generate for
+        const std::string why = std::string("the answer could not be made into text: ") + e.what();
+        call->fail_text(why);
+        throw ApiError(500, "server_error", "", why);
+      }
       const RequestResult& r = call->result;
       if (r.finish == Finish::Failed) throw ApiError(500, "server_error", "", r.error);
       if (r.finish == Finish::Cancelled && !call->stopped_by_text) throw ApiError(503, "server_error", "", "the request was cancelled: the server is shutting down");
@@ -334,13 +358,18 @@ struct HttpServer::Impl {
         [call](std::size_t, httplib::DataSink& sink) {
           // httplib does not catch what a content provider throws: the process would end. A failure
           // here ends this stream with OpenAI's error event instead.
+          auto failed = [&](const std::string& why) {
+            call->fail_text(why);
+            call->closed = true;
+            return sse(error_body(ApiError(500, "server_error", "", why))) + "data: [DONE]\n\n";
+          };
           std::string out;
           try {
             out = call->take(std::chrono::milliseconds(250));
           } catch (const std::exception& e) {
-            call->handle->cancel();
-            call->closed = true;
-            out = sse(error_body(ApiError(500, "server_error", "", std::string("the answer could not be streamed: ") + e.what()))) + "data: [DONE]\n\n";
+            out = failed(std::string("the answer could not be made into text: ") + e.what());
+          } catch (...) {
+            out = failed("the answer could not be made into text");
           }
           if (out.empty() ? !sink.is_writable() : !sink.write(out.data(), out.size())) {
             call->handle->cancel();

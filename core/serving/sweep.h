@@ -28,7 +28,10 @@
 //                    "kv_context": tokens, "kv_requests": n (the KV reserve under a budget),
 //                    virtual-experts only: "calibration": "text file" (relative to the config; with a
 //                    budget, plan-virtual's counts; without, uniform counts from the capacity or the
-//                    budget), "staging": slots per layer, "update_every": steps, "decay", "shift"}, …],
+//                    budget), "staging": slots per layer, "update_every": steps, "decay", "shift",
+//                    "name": what its runs are recorded as (optional: default its kind, "+prefetch",
+//                    "+ahead"; strategies that would share that are named by the settings they
+//                    differ in, "consolidated (capacity 64)"; names that still meet are refused)}, …],
 //    "targets": [names] (optional: the variants workloads draw from, for every strategy; default:
 //               every variant, or for esft the adapters and for delta and hybrid the delta folders),
 //    "trace": "file.jsonl" (optional, relative to the config: replayed instead of generated; the
