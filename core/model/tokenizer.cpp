@@ -38,6 +38,7 @@ struct Tokenizer::Impl {
   struct Added { std::string content; std::int64_t id; bool special; };
   std::vector<Added> added;                               // longest content first
   std::vector<bool> is_special;                           // by id
+  std::vector<bool> is_added;                             // by id: an added token, special or not
   bool byte_fallback = false, fuse_unk = false, ignore_merges = false;
   std::optional<std::int64_t> unk;
   // ByteLevel
@@ -373,7 +374,11 @@ Tokenizer Tokenizer::parse(std::string_view text, const std::string& source) {
   }
   std::stable_sort(t->added.begin(), t->added.end(), [](const Impl::Added& a, const Impl::Added& b) { return a.content.size() > b.content.size(); });
   t->is_special.assign(t->tokens.size(), false);
-  for (const auto& a : t->added) t->is_special[static_cast<std::size_t>(a.id)] = a.special;
+  t->is_added.assign(t->tokens.size(), false);
+  for (const auto& a : t->added) {
+    t->is_special[static_cast<std::size_t>(a.id)] = a.special;
+    t->is_added[static_cast<std::size_t>(a.id)] = true;
+  }
   t->json_text = std::string(text);
   return Tokenizer(std::move(t));
 }
@@ -451,8 +456,7 @@ std::string Tokenizer::decode(std::span<const std::int64_t> ids, bool keep_speci
     // id is text the model cannot mean, not a reason to fail a request.
     if (id < 0 || id >= vocab_size()) continue;
     const std::string& tok = token(id);
-    const bool added = t.is_special[static_cast<std::size_t>(id)] ||
-                       std::any_of(t.added.begin(), t.added.end(), [&](const Impl::Added& a) { return a.id == id; });
+    const bool added = t.is_added[static_cast<std::size_t>(id)];
     if (t.is_special[static_cast<std::size_t>(id)] && !keep_special) continue;
     if (t.kind == Kind::ByteLevel) {
       // As HF's ByteLevel decoder does for each token: its symbols back to its bytes, or the token as
