@@ -26,29 +26,27 @@ std::string TextStream::tail() const {
   return tokenizer_->decode(rest, /*keep_special=*/false, /*text_start=*/!settled_text_);
 }
 
+void TextStream::settle() {
+  // Not before there is some text: a Metaspace decoder drops the space that starts the text, which
+  // may be a later token's ("▁" then "▁Hi" is " Hi").
+  if (!settled_text_ && shown_.empty()) return;
+  settled_ = tokens_.size();
+  settled_text_ = true;
+  shown_.clear();
+}
+
 std::string TextStream::push(std::int64_t token) {
   tokens_.push_back(token);
   const std::string text = tail();
   const std::size_t whole = complete_prefix(text);
   std::string added = advance(text.substr(0, whole));
-  // Text that ends on a whole character, all of it handed out, is settled: later tokens only add to
-  // it. Not before there is some: a Metaspace decoder drops the space that starts the text, which
-  // may be a later token's ("▁" then "▁Hi" is " Hi").
-  if (whole == text.size() && shown_ == text && (settled_text_ || !text.empty())) {
-    settled_ = tokens_.size();
-    settled_text_ = true;
-    shown_.clear();
-  }
+  if (whole == text.size()) settle();  // all of it handed out, ending on a whole character
   return added;
 }
 
 std::string TextStream::finish() {
   std::string added = advance(tail());
-  if (settled_text_ || !shown_.empty()) {
-    settled_ = tokens_.size();
-    settled_text_ = true;
-    shown_.clear();
-  }
+  settle();
   return added;
 }
 

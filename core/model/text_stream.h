@@ -30,6 +30,8 @@ class TextStream {
   std::string tail() const;
   // Hands out what `text` (the tail's) adds to what was shown of the tail, and shows it.
   std::string advance(std::string text);
+  // The tail, all of it shown, becomes settled: later tokens only add to its text.
+  void settle();
 
   const Tokenizer* tokenizer_;
   std::vector<std::int64_t> tokens_;
