@@ -3,6 +3,7 @@
 // document at the end; a progress line on a terminal either way.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "model/variant_folders.h"
 #include "common/error.h"
 #include "runtime/threads.h"
+#include "serving/strategy.h"
 #include "serving/sweep.h"
 #include "serving/sweep_run.h"
 #include "sim/sim_sweep.h"
@@ -65,14 +67,17 @@ void add_bench_command(CLI::App& app) {
     Recorder recorder(o->db);
     recorder.check_writable();
     auto results = std::make_shared<nlohmann::ordered_json>(nlohmann::ordered_json::array());
+    // The strategy column as wide as its longest name (a sweep names strategies of one kind apart).
+    int width = 14;
+    for (const StrategyConfig& sc : config.strategies) width = std::max(width, static_cast<int>(strategy_label(sc).size()));
     if (!o->json) {
-      std::printf("%-14s %7s %3s %6s | %9s %8s | %11s %11s %11s | %11s %11s | %6s %9s\n", "strategy", "req/s", "rep", "reqs",
+      std::printf("%-*s %7s %3s %6s | %9s %8s | %11s %11s %11s | %11s %11s | %6s %9s\n", width, "strategy", "req/s", "rep", "reqs",
                   "req/min", "tok/s", "TTFT p50 ms", "TTFT p90 ms", "TTFT p99 ms", "turn p50 ms", "turn p90 ms", "hit %", "swap ms");
       std::fflush(stdout);
     }
     SweepEvents events;
     auto chosen = std::make_shared<nlohmann::ordered_json>();  // --json: the probes and rates, when measured
-    events.rates_chosen = [o, chosen, &config](const std::vector<SaturationProbe>& probes, const std::vector<double>& rates) {
+    events.rates_chosen = [o, chosen, &config, width](const std::vector<SaturationProbe>& probes, const std::vector<double>& rates) {
       if (o->json) {
         (*chosen)["saturation"] = nlohmann::ordered_json(saturation_json(probes));
         (*chosen)["rates"] = rates;
@@ -80,9 +85,9 @@ void add_bench_command(CLI::App& app) {
       }
       std::printf("rates (req/s):");
       for (double r : rates) std::printf(" %g", r);
-      std::printf("\n%-16s %12s %8s %10s\n", "saturation", "req/s", "burst", "runs to");
+      std::printf("\n%-*s %12s %8s %10s\n", width + 2, "saturation", "req/s", "burst", "runs to");
       for (const SaturationProbe& p : probes)
-        std::printf("%-16s %12.4g %8zu %10g\n", p.strategy.c_str(), p.rate_per_s, p.requests,
+        std::printf("%-*s %12.4g %8zu %10g\n", width + 2, p.strategy.c_str(), p.rate_per_s, p.requests,
                     strategy_rates(rates, *config.saturation, p).back());
       std::fflush(stdout);
     };
@@ -90,7 +95,7 @@ void add_bench_command(CLI::App& app) {
       draw_progress(done, total, run.strategy + " @ " + std::to_string(run.rate).substr(0, 5) + " req/s");
       return true;
     };
-    events.run_finished = [o, results](const SweepRun& run, const std::vector<RequestRecord>&, const RunSummary& s, bool) {
+    events.run_finished = [o, results, width](const SweepRun& run, const std::vector<RequestRecord>&, const RunSummary& s, bool) {
       if (o->json) {
         nlohmann::ordered_json j = {{"run", run.run_id}, {"strategy", run.strategy}, {"rate", run.rate}, {"repeat", run.repeat}};
         j.update(summary_json(s));
@@ -98,7 +103,7 @@ void add_bench_command(CLI::App& app) {
         return;
       }
       constexpr double ms = 1e3;
-      std::printf("%-14s %7.2f %3d %6lld | %9.1f %8.1f | %11.2f %11.2f %11.2f | %11.2f %11.2f | %6.1f %9.2f\n", run.strategy.c_str(),
+      std::printf("%-*s %7.2f %3d %6lld | %9.1f %8.1f | %11.2f %11.2f %11.2f | %11.2f %11.2f | %6.1f %9.2f\n", width, run.strategy.c_str(),
                   run.rate, run.repeat, static_cast<long long>(s.requests), s.requests_per_minute, s.tokens_per_second, ms * s.ttft.p50,
                   ms * s.ttft.p90, ms * s.ttft.p99, ms * s.turnaround.p50, ms * s.turnaround.p90, 100.0 * s.hit_rate, ms * s.swap_seconds);
       std::fflush(stdout);

@@ -1,5 +1,6 @@
 // report: CSV and JSON of every metric of recorded runs, and (in a GUI build) the HTML and PDF
 // report with charts drawn off screen.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -31,10 +32,12 @@ void add_runs_command(CLI::App& app) {
       throw MissingError(o->db.string(), "", "does not exist", "record runs with `mosaic-cli bench --db FILE` first");
     const Recorder recorder(o->db);
     const ReportData data = load_report_data(recorder, {}, o->db.filename().string(), /*incomplete=*/true);
-    std::printf("%5s  %-14s %-9s %8s %4s %6s  %11s %12s  %s\n", "run", "strategy", "status", "req/s", "rep", "reqs", "TTFT p50 ms",
+    int width = 14;  // as wide as the longest strategy name
+    for (const auto& r : data.runs) width = std::max(width, static_cast<int>(r.info.strategy.size()));
+    std::printf("%5s  %-*s %-9s %8s %4s %6s  %11s %12s  %s\n", "run", width, "strategy", "status", "req/s", "rep", "reqs", "TTFT p50 ms",
                 "turn p50 ms", "started (UTC)");
     for (const auto& r : data.runs)
-      std::printf("%5lld  %-14s %-9s %8.2f %4d %6lld  %11.2f %12.2f  %s\n", static_cast<long long>(r.info.id), r.info.strategy.c_str(),
+      std::printf("%5lld  %-*s %-9s %8.2f %4d %6lld  %11.2f %12.2f  %s\n", static_cast<long long>(r.info.id), width, r.info.strategy.c_str(),
                   r.info.status.c_str(), r.rate, r.repeat, static_cast<long long>(r.summary.requests), 1e3 * r.summary.ttft.p50,
                   1e3 * r.summary.turnaround.p50, r.info.started_at.c_str());
     std::printf("%zu runs in %s; `mosaic-cli report --db %s RUN… --out DIR` draws some or all of them\n", data.runs.size(),
