@@ -27,12 +27,6 @@ std::vector<PinnedExpert> pinned_where(const ModelSpec& s, const FamilyAnalysis&
 
 }  // namespace
 
-std::string strategy_label(const StrategyConfig& config) {
-  if (!config.name.empty()) return config.name;
-  return std::string(strategy_name(config.kind)) + (config.miss == "prefetch" ? "+prefetch" : "") +
-         (config.scheduler.swap_ahead ? "+ahead" : "");
-}
-
 Deployment::Deployment(const StrategyConfig& config, const Family& family, const HostStore& store,
                        const FamilyAnalysis& analysis, const std::filesystem::path& scratch)
     : config_(config) {

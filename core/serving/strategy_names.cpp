@@ -1,4 +1,4 @@
-// The strategies' names as sweep configs, the CLI and reports spell them; apart from strategy.cpp
+// The strategies' names and labels as sweep configs, the CLI and reports spell them; apart from strategy.cpp
 // so that parsers (sweep configs) link without the engine.
 #include <utility>
 
@@ -36,6 +36,12 @@ const std::vector<std::string_view>& strategy_names() {
     return v;
   }();
   return names;
+}
+
+std::string strategy_label(const StrategyConfig& config) {
+  if (!config.name.empty()) return config.name;
+  return std::string(strategy_name(config.kind)) + (config.miss == "prefetch" ? "+prefetch" : "") +
+         (config.scheduler.swap_ahead ? "+ahead" : "");
 }
 
 }  // namespace mosaic
