@@ -37,6 +37,7 @@
 #include <fstream>
 
 #include "analysis/family_analysis.h"
+#include "model/tokenizer.h"
 #include "runtime/device.h"
 #include "runtime/host_store.h"
 #include "analysis/consolidation.h"
@@ -234,6 +235,12 @@ class WorkbenchTest : public QObject {
     const auto& traces = chat->strip()->tokens();
     QVERIFY(traces.size() >= 5);
     QVERIFY(chat->answer().size() >= 5);
+    // The transcript's answer is the text of the tokens streamed, every byte of it (what the last
+    // token held back included).
+    std::vector<std::int64_t> ids;
+    for (const TokenTrace& t : traces) ids.push_back(t.token);
+    const Tokenizer tok = Tokenizer::load((kFamily + QStringLiteral("/bible/tokenizer.json")).toStdString());
+    QCOMPARE(chat->answer(), QString::fromStdString(tok.decode(ids)));
     // After the first (which carries the prompt's prefill), each step routes one token: top-2 in
     // each of the 4 layers, every choice a hit or a miss.
     for (int i = 1; i < traces.size(); ++i) {

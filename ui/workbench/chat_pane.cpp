@@ -216,9 +216,10 @@ void ChatPane::appendToken(const TokenTrace& token) {
   trace_->add(token);
 }
 
-void ChatPane::finish(const QString& summary) {
+void ChatPane::finish(const QString& rest, const QString& summary) {
+  answer_ += rest;
   transcript_->moveCursor(QTextCursor::End);
-  transcript_->insertPlainText(QStringLiteral("\n\n"));
+  transcript_->insertPlainText(rest + QStringLiteral("\n\n"));
   summary_->setStyleSheet(QString());
   summary_->setText(summary);
   setBusy(false);

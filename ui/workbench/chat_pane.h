@@ -65,7 +65,7 @@ class ChatPane : public QWidget {
  public Q_SLOTS:
   void setVariants(const mosaic::ui::FamilyInfo& family);
   void appendToken(const mosaic::ui::TokenTrace& token);
-  void finish(const QString& summary);
+  void finish(const QString& rest, const QString& summary);
   void showError(const QString& what, const QString& message);
   void send();
 

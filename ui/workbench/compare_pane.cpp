@@ -135,7 +135,11 @@ void ComparePane::updateStatus() {
     status_->setText(tr("Identical so far (%1 tokens)…").arg(std::min(ids_[0].size(), ids_[1].size())));
 }
 
-void ComparePane::finish(int side, const QString& summary) {
+void ComparePane::finish(int side, const QString& rest, const QString& summary) {
+  if (!rest.isEmpty() && !pieces_[side].isEmpty()) {  // a character the last token cut short: its piece's
+    pieces_[side].last() += rest;
+    render(side);
+  }
   summary_[side]->setText(summary);
   if (--running_ <= 0) {
     running_ = 0;
@@ -148,7 +152,7 @@ void ComparePane::finish(int side, const QString& summary) {
 void ComparePane::showError(int side, const QString& message) {
   summary_[side]->setStyleSheet(QStringLiteral("QLabel { color: #b00020; }"));
   summary_[side]->setText(message);
-  finish(side, message);
+  finish(side, {}, message);
   summary_[side]->setText(message);
 }
 

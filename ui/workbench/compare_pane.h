@@ -33,7 +33,7 @@ class ComparePane : public QWidget {
  public Q_SLOTS:
   void setVariants(const mosaic::ui::FamilyInfo& family);
   void appendToken(int side, qint64 token, const QString& text);
-  void finish(int side, const QString& summary);
+  void finish(int side, const QString& rest, const QString& summary);
   void showError(int side, const QString& message);
 
  Q_SIGNALS:

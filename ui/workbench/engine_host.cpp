@@ -344,7 +344,9 @@ void EngineHost::chat(const QString& target, const QString& prompt, int maxNewTo
         int prompt_tokens = 0;
       };
       auto stream = std::make_shared<Stream>(Stream{TextStream(tok), {}, {}, {}, static_cast<int>(req.prompt.size())});
-      for (const std::int64_t& id : req.prompt) stream->prompt << QString::fromStdString(tok.decode(std::span<const std::int64_t>(&id, 1)));
+      // Each prompt token's own text as it reads in the prompt (a Metaspace decoder drops the space only at the start).
+      for (std::size_t i = 0; i < req.prompt.size(); ++i)
+        stream->prompt << QString::fromStdString(tok.decode(std::span<const std::int64_t>(&req.prompt[i], 1), false, i == 0));
       QStringList names;  // target index → name, for whose copy served a choice
       for (int i = 0; i < st.session->store().targets(); ++i) names << QString::fromStdString(st.session->store().name(i));
       RequestCallbacks callbacks;
@@ -370,14 +372,15 @@ void EngineHost::chat(const QString& target, const QString& prompt, int maxNewTo
         stream->previous = now;
         Q_EMIT chatToken(t);
       };
-      callbacks.on_finish = [this](const RequestHandle& h, const RequestResult& r) {
+      callbacks.on_finish = [this, stream](const RequestHandle& h, const RequestResult& r) {
         {
           std::lock_guard lock(state_->request_mutex);
           if (state_->request && state_->request->id() == h.id()) state_->request.reset();
         }
         if (r.finish == Finish::Failed) return Q_EMIT chatFailed(QString::fromStdString(r.error));
         const LayerCounts total = r.stats.counters.total();
-        Q_EMIT chatFinished(tr("%1 tokens (%2) · TTFT %3 ms · %4 ms/token · %5 hits, %6 misses · %7 swap(s)")
+        Q_EMIT chatFinished(QString::fromStdString(stream->text.finish()),
+                            tr("%1 tokens (%2) · TTFT %3 ms · %4 ms/token · %5 hits, %6 misses · %7 swap(s)")
                                 .arg(r.tokens.size())
                                 .arg(QString::fromStdString(std::string(finish_name(r.finish))))
                                 .arg(r.stats.ttft() * 1e3, 0, 'f', 1)

@@ -83,9 +83,10 @@ class EngineHost : public QObject {
   void layoutPlanned(const mosaic::ui::LayoutInfo& layout);
   void configLayoutPlanned(const mosaic::ui::LayoutInfo& layout);
   void chatToken(const mosaic::ui::TokenTrace& token);
-  void chatFinished(const QString& summary);
+  // `rest`: text the last token left held back (a character it cut short), shown before the summary.
+  void chatFinished(const QString& rest, const QString& summary);
   void compareToken(int side, qint64 token, const QString& text);
-  void compareFinished(int side, const QString& summary);
+  void compareFinished(int side, const QString& rest, const QString& summary);
   void compareFailed(int side, const QString& message);
   void heatmapReady(const mosaic::ui::Heatmap& heatmap);
   void usageReady(const mosaic::ui::ExpertUsage& usage);

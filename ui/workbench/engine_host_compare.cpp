@@ -56,9 +56,9 @@ void EngineHost::compare(const QString& left, bool leftOwn, const QString& right
         callbacks.on_token = [this, side, stream](const RequestHandle&, std::int64_t token, const RuntimeCounters&) {
           Q_EMIT compareToken(side, token, QString::fromStdString(stream->push(token)));
         };
-        callbacks.on_finish = [this, side](const RequestHandle&, const RequestResult& r) {
+        callbacks.on_finish = [this, side, stream](const RequestHandle&, const RequestResult& r) {
           if (r.finish == Finish::Failed) return Q_EMIT compareFailed(side, QString::fromStdString(r.error));
-          Q_EMIT compareFinished(side, tr("%1 tokens (%2) · served, the layout on screen · TTFT %3 ms · %4 ms/token")
+          Q_EMIT compareFinished(side, QString::fromStdString(stream->finish()), tr("%1 tokens (%2) · served, the layout on screen · TTFT %3 ms · %4 ms/token")
                                            .arg(r.tokens.size())
                                            .arg(QString::fromUtf8(finish_name(r.finish)))
                                            .arg(r.stats.ttft() * 1e3, 0, 'f', 1)
@@ -88,7 +88,7 @@ void EngineHost::compare(const QString& left, bool leftOwn, const QString& right
           return !state_->stop_compare.load();
         });
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        Q_EMIT compareFinished(side, tr("%1 tokens (%2) · its own weights alone (reference forward) · %3 ms/token")
+        Q_EMIT compareFinished(side, QString::fromStdString(stream.finish()), tr("%1 tokens (%2) · its own weights alone (reference forward) · %3 ms/token")
                                          .arg(r.tokens.size())
                                          .arg(QString::fromUtf8(finish_name(r.finish)))
                                          .arg(r.tokens.empty() ? 0.0 : seconds * 1e3 / static_cast<double>(r.tokens.size()), 0, 'f', 1));
