@@ -13,6 +13,7 @@
 #include "gpu_suite.h"
 #include "model/synthetic.h"
 #include "model/variant_folders.h"
+#include "runtime/cuda/kernel_timing.h"
 #include "runtime/engine.h"
 #include "test_support.h"
 
@@ -214,6 +215,30 @@ class TestCudaBackend : public QObject {
     // A budget beyond the GPU's memory bounds nothing: refused before anything is allocated.
     expect_mentions(error_of<InvalidArgument>([&] { Runtime(store, RuntimeConfig{.budget_bytes = std::uint64_t(1) << 50, .device = Device::Cuda}); }),
                     {"budget", "the GPU's memory", "at most"});
+  }
+
+  // bench-cuda's table of where a decode step's time goes: every kernel of a batch-1 step of the
+  // bench's architecture timed, launches per token as the step makes them, bytes where it reads weights.
+  void kernelTimesCoverADecodeStep() {
+    ModelSpec spec = mixtral_like_spec(1000, 256, 512, 3, 8);
+    spec.num_heads = 4;
+    spec.num_kv_heads = 2;
+    spec.head_dim = 64;
+    const std::vector<cuda::KernelTime> times = cuda::time_decode_kernels(spec, 40);
+    int launches = 0;
+    double weight_bytes = 0;
+    for (const cuda::KernelTime& k : times) {
+      QVERIFY2(k.seconds > 0 && k.seconds < 1e-2, k.name.c_str());
+      launches += k.per_token;
+      if (k.name != "attention") weight_bytes += k.per_token * k.bytes;
+    }
+    // Per layer: 2 norms, q/k/v, 2 rotaries, the cache write, attention, output, router, top-k,
+    // reroute, gate-up, down, combine; then the embedding, the final norm, the gather and the head.
+    QCOMPARE(launches, 3 * 16 + 4);
+    // The weights a token reads: every non-expert weight but the embedding table (one row of it), and top-k experts a layer.
+    const double expected = 3.0 * (2 * 256 + 256 * (256 + 2 * 128) + 256 * 256 + 8 * 256 + 2 * 3 * 512 * 256) * 2 + 256 * 2 + 256 * 2 + 1000.0 * 256 * 2;
+    QCOMPARE(weight_bytes, expected);
+    expect_mentions(error_of<InvalidArgument>([&] { cuda::time_decode_kernels(spec, 0); }), {"context", "positions"});
   }
 };
 

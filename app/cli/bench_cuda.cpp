@@ -2,7 +2,7 @@
 // on a synthetic Mixtral-architecture bf16 family (default: hidden 2048, intermediate 5632, 16
 // layers, 8 experts, top-2, 16 heads, 4 KV heads, vocab 32000; two variants):
 //  - decode time per output token at batch 1, every expert resident, against bytes read per token ÷
-//    the read bandwidth of a kernel that only reads;
+//    the read bandwidth of a kernel that only reads; and each of its kernels alone, against its bytes;
 //  - batched decode steps of 1–64 sequences mixed over the variants, against their weights-read floor;
 //  - expert loads (misses) and non-expert swaps against the pinned host-to-device rate;
 //  - a swap filled ahead while another variant decodes: its cost to the decode, and what is left of it;
@@ -21,6 +21,7 @@
 #include "common/atomic_file.h"
 #include "model/synthetic.h"
 #include "runtime/cuda/cuda_probe.h"
+#include "runtime/cuda/kernel_timing.h"
 #include "runtime/engine.h"
 
 namespace fs = std::filesystem;
@@ -87,6 +88,27 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
       rows[graphs ? "graphs_tpot_ms" : "eager_tpot_ms"] = tpot * 1e3;
     }
     unsetenv("MOSAIC_CUDA_GRAPHS");
+
+    // Where the graph step's time goes: each of its kernels alone, at the steps' mean context.
+    const int context = 16 + 4 + steps / 2;
+    const std::vector<cuda::KernelTime> kernels = cuda::time_decode_kernels(spec, context);
+    double sum = 0;
+    for (const cuda::KernelTime& k : kernels) sum += k.per_token * k.seconds;
+    std::printf("\n  each kernel alone (a graph of its launches, weights rotated past the L2; context %d)\n", context);
+    std::printf("  %-22s %9s %9s %9s %6s %8s %8s\n", "kernel", "per token", "us each", "ms/token", "share", "GB/s", "of read");
+    nlohmann::ordered_json table = nlohmann::json::array();
+    for (const cuda::KernelTime& k : kernels) {
+      const double per_token_s = k.per_token * k.seconds;
+      std::printf("  %-22s %9d %9.2f %9.3f %5.1f%%", k.name.c_str(), k.per_token, k.seconds * 1e6, per_token_s * 1e3, 100 * per_token_s / sum);
+      if (k.bytes > 0) std::printf(" %8.0f %8.2f\n", k.bytes / k.seconds / 1e9, k.bytes / k.seconds / rates.read_bytes_per_s);
+      else std::printf(" %8s %8s\n", "-", "-");
+      table.push_back({{"kernel", k.name}, {"per_token", k.per_token}, {"us", k.seconds * 1e6}, {"bytes", k.bytes}});
+    }
+    const double step = rows["graphs_tpot_ms"].get<double>() / 1e3;
+    std::printf("  %-22s %9s %9s %9.3f   a graph step %.3f ms: %.3f ms outside the kernels' own time\n", "sum", "", "", sum * 1e3,
+                step * 1e3, (step - sum) * 1e3);
+    rows["kernels"] = table;
+    rows["kernels_sum_ms"] = sum * 1e3;
     out["batch1"] = rows;
   }
 

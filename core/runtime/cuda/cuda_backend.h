@@ -19,6 +19,11 @@ namespace mosaic::cuda {
 
 using kernels::bf16_t;
 
+// Decode steps replayed from CUDA graphs (cuda_graph.cpp): up to kGraphTokens sequences, their
+// attention launched for kGraphPositions positions (its shared memory fixed for the graph).
+constexpr std::int64_t kGraphTokens = 8;
+constexpr int kGraphPositions = 4096;
+
 // Where each non-expert weight sits in a set buffer (element offsets; −1: the model has none).
 struct LayerOffsets {
   std::int64_t input_norm = -1, post_norm = -1, wq = -1, wk = -1, wv = -1, wo = -1, bq = -1, bk = -1, bv = -1, bo = -1;

@@ -9,8 +9,6 @@
 namespace mosaic::cuda {
 namespace {
 
-constexpr std::int64_t kGraphTokens = 8;        // decode steps of up to 8 sequences
-constexpr int kGraphPositions = 4096;           // the attention's shared memory, fixed for the graph
 constexpr std::size_t kMostGraphs = 32;         // shapes kept; the oldest goes first
 
 }  // namespace

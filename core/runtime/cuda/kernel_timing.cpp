@@ -1,0 +1,244 @@
+#include "runtime/cuda/kernel_timing.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <limits>
+
+#include "common/error.h"
+#include "kernels/linear.h"
+#include "kernels/moe_experts.h"
+#include "kernels/paged_attention.h"
+#include "kernels/router_topk.h"
+#include "kernels/transformer_ops.h"
+#include "runtime/cuda/cuda_backend.h"
+#include "runtime/cuda/cuda_check.h"
+#include "runtime/cuda/cuda_probe.h"
+#include "runtime/cuda/device_buffer.h"
+
+namespace mosaic::cuda {
+namespace {
+
+using kernels::bf16_t;
+
+constexpr int kLaunches = 64;  // launches per graph
+constexpr int kReplays = 5;    // the best replay counts
+// Distinct weight bytes a graph's launches cycle through: many times the L2 (50 MB on the H100).
+constexpr std::size_t kMinArena = std::size_t(512) << 20;
+constexpr int kBlockTokens = 16;
+
+// Weights read in turn by a graph's launches: launch i reads copy i of as many as fit.
+class Arena {
+ public:
+  explicit Arena(std::size_t bytes) : buffer_(bytes) {
+    // Small values, not zeros: nothing for a memory system to compress.
+    std::vector<bf16_t> pattern(std::size_t(1) << 20);
+    for (std::size_t i = 0; i < pattern.size(); ++i)
+      pattern[i] = kernels::float_to_bf16(0.01f * static_cast<float>(static_cast<int>(i % 97) - 48) / 48.0f);
+    const std::size_t chunk = pattern.size() * sizeof(bf16_t);
+    for (std::size_t at = 0; at < bytes; at += chunk)
+      MOSAIC_CUDA_CHECK(cudaMemcpy(buffer_.get<std::byte>() + at, pattern.data(), std::min(chunk, bytes - at), cudaMemcpyHostToDevice));
+  }
+  const bf16_t* copy(int launch, std::size_t bytes) const {
+    const std::size_t copies = std::max<std::size_t>(1, buffer_.bytes() / bytes);
+    return reinterpret_cast<const bf16_t*>(buffer_.get<std::byte>() + (static_cast<std::size_t>(launch) % copies) * bytes);
+  }
+
+ private:
+  DeviceBuffer buffer_;
+};
+
+template <class T>
+DeviceBuffer upload(const std::vector<T>& host) {
+  DeviceBuffer d(std::max<std::size_t>(1, host.size()) * sizeof(T));
+  if (!host.empty()) MOSAIC_CUDA_CHECK(cudaMemcpy(d.get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+
+DeviceBuffer zeros(std::size_t bytes) {
+  DeviceBuffer d(std::max<std::size_t>(1, bytes));
+  MOSAIC_CUDA_CHECK(cudaMemset(d.get(), 0, d.bytes()));
+  return d;
+}
+
+// Seconds per launch of enqueue(i) for i < kLaunches, captured as one graph and replayed.
+class Timer {
+ public:
+  Timer() {
+    MOSAIC_CUDA_CHECK(cudaStreamCreate(&stream_));
+    MOSAIC_CUDA_CHECK(cudaEventCreate(&start_));
+    MOSAIC_CUDA_CHECK(cudaEventCreate(&stop_));
+  }
+  ~Timer() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+    cudaStreamDestroy(stream_);
+  }
+  Timer(const Timer&) = delete;
+  Timer& operator=(const Timer&) = delete;
+  cudaStream_t stream() const { return stream_; }
+
+  template <class F>
+  double per_launch(F&& enqueue) {
+    cudaGraph_t graph = nullptr;
+    MOSAIC_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    try {
+      for (int i = 0; i < kLaunches; ++i) MOSAIC_CUDA_CHECK(enqueue(i));
+    } catch (...) {
+      cudaStreamEndCapture(stream_, &graph);
+      if (graph) cudaGraphDestroy(graph);
+      throw;
+    }
+    MOSAIC_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    MOSAIC_CUDA_CHECK(made);
+    float best = std::numeric_limits<float>::max();
+    try {
+      MOSAIC_CUDA_CHECK(cudaGraphLaunch(exec, stream_));  // warm-up
+      for (int r = 0; r < kReplays; ++r) {
+        MOSAIC_CUDA_CHECK(cudaEventRecord(start_, stream_));
+        MOSAIC_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
+        MOSAIC_CUDA_CHECK(cudaEventRecord(stop_, stream_));
+        MOSAIC_CUDA_CHECK(cudaEventSynchronize(stop_));
+        float ms = 0;
+        MOSAIC_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+        best = std::min(best, ms);
+      }
+    } catch (...) {
+      cudaGraphExecDestroy(exec);
+      throw;
+    }
+    cudaGraphExecDestroy(exec);
+    return double(best) / 1e3 / kLaunches;
+  }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+};
+
+}  // namespace
+
+std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context) {
+  if (const auto why = unavailable()) throw DeviceError("device cuda", "", *why);
+  if (context < 1 || context > kGraphPositions)
+    throw InvalidArgument("kernel timing", "context", "is " + std::to_string(context),
+                          "give 1 … " + std::to_string(kGraphPositions) + " positions, as a decode graph takes");
+  const int H = static_cast<int>(s.hidden_size), Q = static_cast<int>(s.q_width()), KV = static_cast<int>(s.kv_width());
+  const int I = static_cast<int>(s.expert_intermediate), E = static_cast<int>(s.num_experts), K = static_cast<int>(s.top_k);
+  const int V = static_cast<int>(s.vocab_size), nh = static_cast<int>(s.num_heads), kvh = static_cast<int>(s.num_kv_heads);
+  const int hd = static_cast<int>(s.head_dim), L = static_cast<int>(s.num_layers), Ls = static_cast<int>(s.num_sparse_layers());
+  const auto eps = static_cast<float>(s.rms_norm_eps);
+  auto weights = [](std::int64_t rows, std::int64_t cols) { return static_cast<std::size_t>(rows * cols) * sizeof(bf16_t); };
+  const std::size_t expert = 3 * weights(I, H);  // gate_up [2I, H], then down [H, I], as a slot holds it
+
+  Timer timer;
+  const cudaStream_t st = timer.stream();
+  const Arena arena(std::max({kMinArena, 2 * weights(V, H), 2 * std::size_t(K) * expert}));
+
+  // Activations, fp32, zeroed; the step's small integer inputs.
+  DeviceBuffer x = zeros(4 * std::size_t(H)), h = zeros(4 * std::size_t(H)), q = zeros(4 * std::size_t(Q)), attn = zeros(4 * std::size_t(Q));
+  DeviceBuffer k = zeros(4 * std::size_t(KV)), v = zeros(4 * std::size_t(KV)), router = zeros(4 * std::size_t(E));
+  DeviceBuffer topk_w = zeros(4 * std::size_t(K)), act = zeros(4 * std::size_t(K) * I), pair_out = zeros(4 * std::size_t(K) * H);
+  DeviceBuffer logits = zeros(4 * std::size_t(V)), cos = zeros(4 * std::size_t(hd)), sin = zeros(4 * std::size_t(hd));
+  std::vector<std::int32_t> firsts(static_cast<std::size_t>(K)), slot_table(static_cast<std::size_t>(E)), ends(static_cast<std::size_t>(K));
+  for (int j = 0; j < K; ++j) {
+    firsts[static_cast<std::size_t>(j)] = j;
+    ends[static_cast<std::size_t>(j)] = j + 1;
+  }
+  for (int e = 0; e < E; ++e) slot_table[static_cast<std::size_t>(e)] = e;  // every expert resident, slot e
+  DeviceBuffer ids = upload(firsts), table = upload(slot_table), zero_int = zeros(sizeof(std::int32_t));
+  DeviceBuffer scratch = zeros(2 * std::size_t(E) * sizeof(int));
+
+  // One sequence at `context` − 1, its blocks in order.
+  std::vector<std::int32_t> blocks(static_cast<std::size_t>((context + kBlockTokens - 1) / kBlockTokens));
+  for (std::size_t b = 0; b < blocks.size(); ++b) blocks[b] = static_cast<std::int32_t>(b);
+  DeviceBuffer position = upload(std::vector<std::int32_t>{context - 1}), block_list = upload(blocks);
+  const kernels::PagedQueries pq{position.get<std::int32_t>(), zero_int.get<std::int32_t>(), block_list.get<std::int32_t>(), kBlockTokens};
+  const std::size_t cache_rows = blocks.size() * kBlockTokens;
+  DeviceBuffer kc = zeros(cache_rows * weights(1, KV)), vc = zeros(cache_rows * weights(1, KV));
+
+  // The grouped experts' pairs: one token's K experts, a group each. Launch i reads the K experts of
+  // arena copy i; reroute writes its own groups, apart.
+  std::vector<const bf16_t*> expert_weights;
+  for (int i = 0; i < kLaunches; ++i)
+    for (int j = 0; j < K; ++j) expert_weights.push_back(arena.copy(i, K * expert) + j * (expert / sizeof(bf16_t)));
+  DeviceBuffer group_count = upload(std::vector<int>{K}), begins = upload(firsts), group_ends = upload(ends);
+  DeviceBuffer pair_at = upload(firsts), pos_of = upload(firsts), expert_ptrs = upload(expert_weights);
+  auto pairs_of = [&](int launch) {
+    kernels::GroupedPairs g;
+    g.groups = group_count.get<int>();
+    g.begin = begins.get<int>();
+    g.end = group_ends.get<int>();
+    g.weights = expert_ptrs.get<const bf16_t*>() + launch * K;
+    g.pair_at = pair_at.get<std::int32_t>();
+    g.pos_of = pos_of.get<std::int32_t>();
+    return g;
+  };
+  DeviceBuffer r_groups = zeros(sizeof(int)), r_begin = zeros(E * sizeof(int)), r_end = zeros(E * sizeof(int));
+  DeviceBuffer r_weights = zeros(E * sizeof(void*)), r_pair_at = zeros(K * sizeof(int)), r_pos_of = zeros(K * sizeof(int)), r_misses = zeros(sizeof(int));
+  const kernels::GroupedPairs rerouted{r_groups.get<int>(), r_begin.get<int>(), r_end.get<int>(), r_weights.get<const bf16_t*>(),
+                                       r_pair_at.get<std::int32_t>(), r_pos_of.get<std::int32_t>(), r_misses.get<int>()};
+
+  std::vector<KernelTime> out;
+  auto measure = [&](std::string name, int per_token, std::size_t bytes, auto&& enqueue) {
+    out.push_back({std::move(name), per_token, timer.per_launch(enqueue), double(bytes)});
+  };
+  const float* xf = x.get<float>();
+  measure("embedding row", 1, weights(1, H), [&](int i) {
+    return kernels::embed_rows_cuda(arena.copy(i, weights(V, H)), ids.get<std::int32_t>(), 1, H, x.get<float>(), st);
+  });
+  measure("RMSNorm", 2 * L + 1, weights(1, H), [&](int i) {
+    return kernels::rms_norm_cuda(xf, arena.copy(i, weights(1, H)), 1, H, eps, h.get<float>(), st);
+  });
+  measure("q projection", L, weights(Q, H), [&](int i) {
+    return kernels::linear_cuda(h.get<float>(), 1, H, arena.copy(i, weights(Q, H)), Q, nullptr, false, q.get<float>(), st);
+  });
+  measure("k projection", L, weights(KV, H), [&](int i) {
+    return kernels::linear_cuda(h.get<float>(), 1, H, arena.copy(i, weights(KV, H)), KV, nullptr, false, k.get<float>(), st);
+  });
+  measure("v projection", L, weights(KV, H), [&](int i) {
+    return kernels::linear_cuda(h.get<float>(), 1, H, arena.copy(i, weights(KV, H)), KV, nullptr, false, v.get<float>(), st);
+  });
+  measure("rotary, q", L, 0, [&](int) { return kernels::rope_cuda(q.get<float>(), cos.get<float>(), sin.get<float>(), 1, nh, hd, st); });
+  measure("rotary, k", L, 0, [&](int) { return kernels::rope_cuda(k.get<float>(), cos.get<float>(), sin.get<float>(), 1, kvh, hd, st); });
+  measure("KV cache write", L, 0, [&](int) {
+    return kernels::kv_write_cuda(k.get<float>(), v.get<float>(), pq, 1, kvh, hd, kc.get<bf16_t>(), vc.get<bf16_t>(), st);
+  });
+  measure("attention", L, 2 * std::size_t(context) * weights(1, KV), [&](int) {
+    return kernels::paged_attention_cuda(q.get<float>(), pq, 1, nh, kvh, hd, kGraphPositions, kc.get<bf16_t>(), vc.get<bf16_t>(),
+                                         attn.get<float>(), false, st);
+  });
+  measure("output projection", L, weights(H, Q), [&](int i) {
+    return kernels::linear_cuda(attn.get<float>(), 1, Q, arena.copy(i, weights(H, Q)), H, nullptr, true, x.get<float>(), st);
+  });
+  measure("router", Ls, weights(E, H), [&](int i) {
+    return kernels::linear_cuda(h.get<float>(), 1, H, arena.copy(i, weights(E, H)), E, nullptr, false, router.get<float>(), st);
+  });
+  measure("softmax and top-k", Ls, 0, [&](int) {
+    return kernels::router_topk_cuda(router.get<float>(), 1, E, K, s.norm_topk_prob, ids.get<std::int32_t>(), topk_w.get<float>(), st);
+  });
+  measure("reroute", Ls, 0, [&](int i) {
+    return kernels::reroute_cuda(ids.get<std::int32_t>(), zero_int.get<std::int32_t>(), 1, K, table.get<std::int32_t>(), E, E,
+                                 arena.copy(i, expert), static_cast<std::int64_t>(expert / sizeof(bf16_t)), scratch.get<int>(), rerouted, st);
+  });
+  measure("experts: gate and up", Ls, K * weights(2 * std::int64_t(I), H), [&](int i) {
+    return kernels::expert_gate_up_cuda(h.get<float>(), H, I, K, pairs_of(i), K, act.get<float>(), st);
+  });
+  measure("experts: down", Ls, K * weights(H, I), [&](int i) {
+    return kernels::expert_down_cuda(act.get<float>(), H, I, pairs_of(i), K, pair_out.get<float>(), st);
+  });
+  measure("combine", Ls, 0, [&](int) {
+    return kernels::moe_combine_cuda(pair_out.get<float>(), pos_of.get<std::int32_t>(), topk_w.get<float>(), 1, K, H, x.get<float>(), st);
+  });
+  measure("logit row gather", 1, 0, [&](int) {
+    return kernels::gather_rows_cuda(xf, H, zero_int.get<std::int32_t>(), 1, h.get<float>(), st);
+  });
+  measure("output head", 1, weights(V, H), [&](int i) {
+    return kernels::linear_cuda(h.get<float>(), 1, H, arena.copy(i, weights(V, H)), V, nullptr, false, logits.get<float>(), st);
+  });
+  return out;
+}
+
+}  // namespace mosaic::cuda
