@@ -11,8 +11,8 @@ function(mosaic_add_test name)
   add_executable(${name} ${T_SOURCES})
   target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
   set_target_properties(${name} PROPERTIES AUTOMOC ON)
-  target_link_libraries(${name} PRIVATE Mosaic::settings Mosaic::core Qt6::Test nlohmann_json::nlohmann_json ${T_LIBS})
-  target_compile_definitions(${name} PRIVATE MOSAIC_TEST_DATA="${CMAKE_CURRENT_SOURCE_DIR}/data")
+  # mosaic_test_support (tests/CMakeLists.txt) brings core, Qt Test, JSON and MOSAIC_TEST_DATA.
+  target_link_libraries(${name} PRIVATE Mosaic::settings mosaic_test_support ${T_LIBS})
   add_test(NAME ${name} COMMAND ${name})
   set_tests_properties(${name} PROPERTIES
     LABELS "${T_LABELS}" SKIP_RETURN_CODE 77 TIMEOUT 600
