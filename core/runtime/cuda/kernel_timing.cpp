@@ -67,15 +67,16 @@ DeviceBuffer zeros(std::size_t bytes) {
 class Timer {
  public:
   Timer() {
-    MOSAIC_CUDA_CHECK(cudaStreamCreate(&stream_));
-    MOSAIC_CUDA_CHECK(cudaEventCreate(&start_));
-    MOSAIC_CUDA_CHECK(cudaEventCreate(&stop_));
+    try {
+      MOSAIC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));  // as the backend's stream
+      MOSAIC_CUDA_CHECK(cudaEventCreate(&start_));
+      MOSAIC_CUDA_CHECK(cudaEventCreate(&stop_));
+    } catch (...) {
+      release();
+      throw;
+    }
   }
-  ~Timer() {
-    cudaEventDestroy(start_);
-    cudaEventDestroy(stop_);
-    cudaStreamDestroy(stream_);
-  }
+  ~Timer() { release(); }
   Timer(const Timer&) = delete;
   Timer& operator=(const Timer&) = delete;
   cudaStream_t stream() const { return stream_; }
@@ -117,6 +118,11 @@ class Timer {
   }
 
  private:
+  void release() noexcept {
+    if (start_) cudaEventDestroy(start_);
+    if (stop_) cudaEventDestroy(stop_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
   cudaStream_t stream_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
 };
@@ -161,8 +167,8 @@ std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context) {
   for (std::size_t b = 0; b < blocks.size(); ++b) blocks[b] = static_cast<std::int32_t>(b);
   DeviceBuffer position = upload(std::vector<std::int32_t>{context - 1}), block_list = upload(blocks);
   const kernels::PagedQueries pq{position.get<std::int32_t>(), zero_int.get<std::int32_t>(), block_list.get<std::int32_t>(), kBlockTokens};
-  const std::size_t cache_rows = blocks.size() * kBlockTokens;
-  DeviceBuffer kc = zeros(cache_rows * weights(1, KV)), vc = zeros(cache_rows * weights(1, KV));
+  const std::size_t cache_rows = blocks.size() * kBlockTokens, cache_bytes = cache_rows * weights(1, KV);
+  DeviceBuffer kc = zeros(cache_bytes), vc = zeros(cache_bytes);  // what the cache write writes
 
   // The grouped experts' pairs: one token's K experts, a group each. Launch i reads the K experts of
   // arena copy i; reroute writes its own groups, apart.
@@ -211,8 +217,11 @@ std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context) {
   measure("KV cache write", L, 0, [&](int) {
     return kernels::kv_write_cuda(k.get<float>(), v.get<float>(), pq, 1, kvh, hd, kc.get<bf16_t>(), vc.get<bf16_t>(), st);
   });
-  measure("attention", L, 2 * std::size_t(context) * weights(1, KV), [&](int) {
-    return kernels::paged_attention_cuda(q.get<float>(), pq, 1, nh, kvh, hd, kGraphPositions, kc.get<bf16_t>(), vc.get<bf16_t>(),
+  // The attention reads its keys and values from the arena too: in a step, a layer's cache rows are
+  // read after gigabytes of weights have passed through the L2.
+  measure("attention", L, 2 * std::size_t(context) * weights(1, KV), [&](int i) {
+    const bf16_t* keys = arena.copy(i, 2 * cache_bytes);
+    return kernels::paged_attention_cuda(q.get<float>(), pq, 1, nh, kvh, hd, kGraphPositions, keys, keys + cache_bytes / sizeof(bf16_t),
                                          attn.get<float>(), false, st);
   });
   measure("output projection", L, weights(H, Q), [&](int i) {

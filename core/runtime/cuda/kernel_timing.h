@@ -2,7 +2,8 @@
 // Where a decode step's time goes: each kernel of a batch-1 step, timed alone at a model's shapes.
 // A step replayed from a CUDA graph costs more than its kernels' bytes at the read bandwidth; this
 // says which kernels are far from their own floor, and (against the step's measured time) how much
-// is spent between kernels rather than in them. Asked without CUDA headers; a build without nvcc
+// is spent outside them: the host's work on the step and its copies. Each launch's time includes
+// its gap to the next, as in a graph. Asked without CUDA headers; a build without nvcc
 // answers with DeviceError.
 #include <string>
 #include <vector>
