@@ -196,12 +196,11 @@ std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context) {
   auto measure = [&](std::string name, int per_token, std::size_t bytes, auto&& enqueue) {
     out.push_back({std::move(name), per_token, timer.per_launch(enqueue), double(bytes)});
   };
-  const float* xf = x.get<float>();
   measure("embedding row", 1, weights(1, H), [&](int i) {
     return kernels::embed_rows_cuda(arena.copy(i, weights(V, H)), ids.get<std::int32_t>(), 1, H, x.get<float>(), st);
   });
   measure("RMSNorm", 2 * L + 1, weights(1, H), [&](int i) {
-    return kernels::rms_norm_cuda(xf, arena.copy(i, weights(1, H)), 1, H, eps, h.get<float>(), st);
+    return kernels::rms_norm_cuda(x.get<float>(), arena.copy(i, weights(1, H)), 1, H, eps, h.get<float>(), st);
   });
   measure("q projection", L, weights(Q, H), [&](int i) {
     return kernels::linear_cuda(h.get<float>(), 1, H, arena.copy(i, weights(Q, H)), Q, nullptr, false, q.get<float>(), st);
@@ -247,7 +246,7 @@ std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context) {
     return kernels::moe_combine_cuda(pair_out.get<float>(), pos_of.get<std::int32_t>(), topk_w.get<float>(), 1, K, H, x.get<float>(), st);
   });
   measure("logit row gather", 1, 0, [&](int) {
-    return kernels::gather_rows_cuda(xf, H, zero_int.get<std::int32_t>(), 1, h.get<float>(), st);
+    return kernels::gather_rows_cuda(x.get<float>(), H, zero_int.get<std::int32_t>(), 1, h.get<float>(), st);
   });
   measure("output head", 1, weights(V, H), [&](int i) {
     return kernels::linear_cuda(h.get<float>(), 1, H, arena.copy(i, weights(V, H)), V, nullptr, false, logits.get<float>(), st);
