@@ -5,6 +5,7 @@
 
 #include "kernels/paged_attention.h"
 #include "runtime/cuda/cuda_backend.h"
+#include "runtime/cuda/graph_capture.h"
 
 namespace mosaic::cuda {
 namespace {
@@ -48,20 +49,7 @@ void CudaBackend::run_graph(StepInputs& in, MoeState& state, StepResult& result)
       MOSAIC_CUDA_CHECK(cudaGraphLaunch(g.exec, stream_));
       return;
     }
-  cudaGraph_t graph = nullptr;
-  MOSAIC_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-  try {
-    forward(in, state, result, kGraphPositions);
-  } catch (...) {
-    cudaStreamEndCapture(stream_, &graph);
-    if (graph) cudaGraphDestroy(graph);
-    throw;
-  }
-  MOSAIC_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
-  Graph g{shape, nullptr};
-  const cudaError_t made = cudaGraphInstantiate(&g.exec, graph, 0);
-  cudaGraphDestroy(graph);
-  MOSAIC_CUDA_CHECK(made);
+  const Graph g{shape, capture_graph(stream_, [&] { forward(in, state, result, kGraphPositions); })};
   if (graphs_.size() == kMostGraphs) {
     cudaGraphExecDestroy(graphs_.front().exec);
     graphs_.erase(graphs_.begin());

@@ -11,6 +11,7 @@
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cublas_library.h"
 #include "runtime/cuda/device_buffer.h"
+#include "runtime/cuda/event_timing.h"
 
 namespace mosaic::cuda {
 
@@ -39,31 +40,6 @@ std::optional<std::string> description() {
                 prop.minor);
   return std::string(text);
 }
-
-namespace {
-
-// Best of `rounds` of `f` timed with events on `stream`, in seconds.
-template <class F>
-double best_time(cudaStream_t stream, int rounds, F&& f) {
-  cudaEvent_t a, b;
-  MOSAIC_CUDA_CHECK(cudaEventCreate(&a));
-  MOSAIC_CUDA_CHECK(cudaEventCreate(&b));
-  float best = 1e30f;
-  for (int r = 0; r < rounds; ++r) {
-    MOSAIC_CUDA_CHECK(cudaEventRecord(a, stream));
-    f();
-    MOSAIC_CUDA_CHECK(cudaEventRecord(b, stream));
-    MOSAIC_CUDA_CHECK(cudaEventSynchronize(b));
-    float ms = 0;
-    MOSAIC_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
-    best = std::min(best, ms);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return best / 1000.0;
-}
-
-}  // namespace
 
 DeviceRates measure_rates() {
   if (const auto why = unavailable()) throw DeviceError("device cuda", "", *why);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <limits>
 
 #include "common/error.h"
 #include "kernels/linear.h"
@@ -14,6 +13,8 @@
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_probe.h"
 #include "runtime/cuda/device_buffer.h"
+#include "runtime/cuda/event_timing.h"
+#include "runtime/cuda/graph_capture.h"
 
 namespace mosaic::cuda {
 namespace {
@@ -66,65 +67,30 @@ DeviceBuffer zeros(std::size_t bytes) {
 // Seconds per launch of enqueue(i) for i < kLaunches, captured as one graph and replayed.
 class Timer {
  public:
-  Timer() {
-    try {
-      MOSAIC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));  // as the backend's stream
-      MOSAIC_CUDA_CHECK(cudaEventCreate(&start_));
-      MOSAIC_CUDA_CHECK(cudaEventCreate(&stop_));
-    } catch (...) {
-      release();
-      throw;
-    }
-  }
-  ~Timer() { release(); }
+  Timer() { MOSAIC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }  // as the backend's stream
+  ~Timer() { cudaStreamDestroy(stream_); }
   Timer(const Timer&) = delete;
   Timer& operator=(const Timer&) = delete;
   cudaStream_t stream() const { return stream_; }
 
   template <class F>
   double per_launch(F&& enqueue) {
-    cudaGraph_t graph = nullptr;
-    MOSAIC_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-    try {
+    const cudaGraphExec_t exec = capture_graph(stream_, [&] {
       for (int i = 0; i < kLaunches; ++i) MOSAIC_CUDA_CHECK(enqueue(i));
-    } catch (...) {
-      cudaStreamEndCapture(stream_, &graph);
-      if (graph) cudaGraphDestroy(graph);
-      throw;
-    }
-    MOSAIC_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
-    cudaGraphExec_t exec = nullptr;
-    const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
-    cudaGraphDestroy(graph);
-    MOSAIC_CUDA_CHECK(made);
-    float best = std::numeric_limits<float>::max();
+    });
     try {
       MOSAIC_CUDA_CHECK(cudaGraphLaunch(exec, stream_));  // warm-up
-      for (int r = 0; r < kReplays; ++r) {
-        MOSAIC_CUDA_CHECK(cudaEventRecord(start_, stream_));
-        MOSAIC_CUDA_CHECK(cudaGraphLaunch(exec, stream_));
-        MOSAIC_CUDA_CHECK(cudaEventRecord(stop_, stream_));
-        MOSAIC_CUDA_CHECK(cudaEventSynchronize(stop_));
-        float ms = 0;
-        MOSAIC_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
-        best = std::min(best, ms);
-      }
+      const double best = best_time(stream_, kReplays, [&] { MOSAIC_CUDA_CHECK(cudaGraphLaunch(exec, stream_)); });
+      cudaGraphExecDestroy(exec);
+      return best / kLaunches;
     } catch (...) {
       cudaGraphExecDestroy(exec);
       throw;
     }
-    cudaGraphExecDestroy(exec);
-    return double(best) / 1e3 / kLaunches;
   }
 
  private:
-  void release() noexcept {
-    if (start_) cudaEventDestroy(start_);
-    if (stop_) cudaEventDestroy(stop_);
-    if (stream_) cudaStreamDestroy(stream_);
-  }
   cudaStream_t stream_ = nullptr;
-  cudaEvent_t start_ = nullptr, stop_ = nullptr;
 };
 
 }  // namespace
