@@ -2,10 +2,12 @@
 #include <QTest>
 
 #include <cmath>
+#include <random>
 
 #include "common/error.h"
 #include "model/checkpoint.h"
 #include "runtime/generation.h"
+#include "runtime/sampler_reference.h"
 #include "runtime/threads.h"
 #include "test_support.h"
 
@@ -20,6 +22,7 @@ std::vector<std::int64_t> draw(SamplingParams p, const std::vector<float>& logit
   return out;
 }
 const std::vector<float> kLogits{0.5f, 2.0f, 1.0f, 2.0f, -1.0f};  // two tied maxima at 1 and 3
+
 }  // namespace
 
 class TestGeneration : public QObject {
@@ -55,6 +58,40 @@ class TestGeneration : public QObject {
     const auto cold = draw({.temperature = 0.5, .seed = 7}, logits, 20000);
     const double c1 = static_cast<double>(std::count(cold.begin(), cold.end(), 1)) / cold.size();
     QVERIFY2(std::abs(c1 - 0.9) < 0.015, qPrintable(QString::number(c1)));
+  }
+
+  void greedyFindsTheMaximumAnywhereInTheRow() {
+    // The maximum is searched in lanes of eight: put it in each lane, in the tail, and tie it.
+    for (std::size_t size : {1, 7, 8, 9, 17, 32000})
+      for (std::size_t at = 0; at < size; at += std::max<std::size_t>(1, size / 13)) {
+        std::vector<float> row(size, -3.0f);
+        row[at] = 5.0f;
+        if (at + 9 < size) row[at + 9] = 5.0f;  // a later tie in another lane does not win
+        QCOMPARE(Sampler({}).next(row), static_cast<std::int64_t>(at));
+      }
+  }
+
+  void lazySortingDrawsWhatAFullSortDraws() {
+    // Rows from peaked to flat, and with ties (logits rounded to quarters), so that prefixes reach past
+    // the first sorted block; every draw must equal the full sort's.
+    std::mt19937_64 gen(11);
+    for (std::size_t vocab : {5, 300, 5000})
+      for (double spread : {0.05, 1.0, 6.0}) {
+        std::normal_distribution<float> normal(0.0f, static_cast<float>(spread));
+        std::vector<float> row(vocab);
+        for (float& l : row) l = std::round(normal(gen) * 4.0f) / 4.0f;
+        for (double t : {0.3, 1.0, 2.0})
+          for (double top_p : {1.0, 0.9, 0.5})
+            for (std::int64_t top_k : {0, 1, 3, 100}) {
+              const SamplingParams p{.temperature = t, .top_p = top_p, .top_k = top_k, .seed = vocab + static_cast<std::uint64_t>(top_k)};
+              Sampler lazy(p);
+              FullSortSampler full(p);
+              for (int i = 0; i < 20; ++i)
+                QVERIFY2(lazy.next(row) == full.next(row), ("vocab " + std::to_string(vocab) + ", spread " + std::to_string(spread) + ", t " +
+                                                            std::to_string(t) + ", top_p " + std::to_string(top_p) + ", top_k " +
+                                                            std::to_string(top_k) + ", draw " + std::to_string(i)).c_str());
+            }
+      }
   }
 
   void topKAndTopPNarrowTheChoice() {

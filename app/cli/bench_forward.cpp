@@ -1,6 +1,8 @@
 // bench-forward: CPU prefill and decode throughput, against LibTorch's own matmul measured in the
 // same run. Prefill is compared in GFLOP/s with a GEMM of the model's expert shape; decode, which
-// reads every active weight once per token, in GB/s with a GEMV of the same shape.
+// reads every active weight once per token, in GB/s with a GEMV of the same shape. Then sampling:
+// the host's cost per token on each model's own last-position logits (and on rows the size of Mixtral's
+// and Qwen2's vocabularies), against sorting the whole row, measured in the same run.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +17,7 @@
 #include "model/synthetic.h"
 #include "runtime/forward.h"
 #include "runtime/matmul_yardstick.h"
+#include "runtime/sampler_reference.h"
 #include "runtime/threads.h"
 
 namespace fs = std::filesystem;
@@ -27,7 +30,18 @@ struct BenchRow {
   std::int64_t params = 0, active = 0;
   double prefill_tps = 0, prefill_gflops = 0, decode_tps = 0, decode_gbs = 0;
   MatmulRate gemm, gemv;
+  std::vector<float> logits;  // the prompt's last position
 };
+
+// Sampling settings a client sends, as the table's columns.
+struct SamplingCase {
+  const char* name;
+  SamplingParams params;
+};
+const SamplingCase kSamplingCases[] = {{"greedy", {}},
+                                       {"T 0.7", {.temperature = 0.7}},
+                                       {"T 0.7 p 0.9", {.temperature = 0.7, .top_p = 0.9}},
+                                       {"T 0.7 k 40", {.temperature = 0.7, .top_k = 40}}};
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -50,7 +64,8 @@ BenchRow bench_model(const std::string& name, const fs::path& dir, std::int64_t 
   for (int r = 0; r < reps; ++r) {  // best of `reps`: the machine's noise only ever slows a run down
     KvCache cache(s, 1, prompt + decode);
     auto t0 = std::chrono::steady_clock::now();
-    forward(*model, cache, ids, LogitsFor::LastPosition);
+    Logits last = forward(*model, cache, ids, LogitsFor::LastPosition);
+    if (row.logits.empty()) row.logits = std::move(last.values);
     best_prefill = std::min(best_prefill, seconds_since(t0));
     t0 = std::chrono::steady_clock::now();
     for (std::int64_t i = 0; i < decode; ++i) {
@@ -68,6 +83,42 @@ BenchRow bench_model(const std::string& name, const fs::path& dir, std::int64_t 
   row.gemm = measure_matmul(m, s.hidden_size, 2 * s.expert_intermediate);
   row.gemv = measure_matmul(1, s.hidden_size, 2 * s.expert_intermediate);
   return row;
+}
+
+// Microseconds per call of `f`, the best of 5 rounds of `calls`.
+template <class F>
+double best_us(int calls, F&& f) {
+  double best = 1e30;
+  for (int r = 0; r < 5; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < calls; ++i) f();
+    best = std::min(best, seconds_since(t0) / calls);
+  }
+  return best * 1e6;
+}
+
+struct SamplingRow {
+  std::string name;
+  std::vector<float> logits;
+};
+
+void print_sampling(const std::vector<SamplingRow>& rows) {
+  std::printf("\nHost sampling, us/token, best of 5: the Sampler (lazy prefix sort) | sorting the whole row | ratio\n");
+  std::printf("%-32s %7s", "logits", "vocab");
+  for (const SamplingCase& c : kSamplingCases) std::printf(" | %24s", c.name);
+  std::printf("\n");
+  for (const SamplingRow& r : rows) {
+    const std::span<const float> row(r.logits);
+    std::printf("%-32s %7zu", r.name.c_str(), row.size());
+    for (const SamplingCase& c : kSamplingCases) {
+      Sampler lazy(c.params);
+      FullSortSampler full(c.params);
+      volatile std::int64_t token = 0;
+      const double a = best_us(20, [&] { token = lazy.next(row); }), b = best_us(5, [&] { token = full.next(row); });
+      std::printf(" | %7.1f %8.1f %6.1fx", a, b, b / a);
+    }
+    std::printf("\n");
+  }
 }
 
 }  // namespace
@@ -107,6 +158,18 @@ void add_bench_forward_command(CLI::App& app) {
                   static_cast<long long>(r.params), static_cast<long long>(r.active), r.prefill_tps, r.prefill_gflops,
                   r.gemm.gflops, 100.0 * r.prefill_gflops / r.gemm.gflops, r.decode_tps, r.decode_gbs,
                   r.gemv.gbytes_per_s, 100.0 * r.decode_gbs / r.gemv.gbytes_per_s);
+    std::vector<SamplingRow> sampling;
+    for (BenchRow& r : rows) sampling.push_back({r.name, std::move(r.logits)});
+    // Real vocabularies are larger than these models': rows of Mixtral's and Qwen2's size, N(0, 2)
+    // logits with one token 8 above (a confident next token among a plausible crowd).
+    std::mt19937 gen(3);
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    for (std::size_t vocab : {32000, 151936}) {
+      SamplingRow& r = sampling.emplace_back(SamplingRow{"N(0,2), one 8 above, " + std::to_string(vocab / 1000) + "k", {}});
+      for (std::size_t i = 0; i < vocab; ++i) r.logits.push_back(normal(gen));
+      r.logits[vocab / 3] = *std::max_element(r.logits.begin(), r.logits.end()) + 8.0f;
+    }
+    print_sampling(sampling);
   });
 }
 
