@@ -3,11 +3,13 @@
 
 #include <cmath>
 #include <random>
+#include <set>
 
 #include "common/error.h"
 #include "model/checkpoint.h"
 #include "runtime/generation.h"
 #include "runtime/sampler_reference.h"
+#include "runtime/step_draws.h"
 #include "runtime/threads.h"
 #include "test_support.h"
 
@@ -87,11 +89,43 @@ class TestGeneration : public QObject {
               Sampler lazy(p);
               FullSortSampler full(p);
               for (int i = 0; i < 20; ++i)
-                QVERIFY2(lazy.next(row) == full.next(row), ("vocab " + std::to_string(vocab) + ", spread " + std::to_string(spread) + ", t " +
-                                                            std::to_string(t) + ", top_p " + std::to_string(top_p) + ", top_k " +
-                                                            std::to_string(top_k) + ", draw " + std::to_string(i)).c_str());
+                QVERIFY2(lazy.next(row) == full.next(row), qPrintable(QString::asprintf("vocab %zu, spread %g, t %g, top_p %g, top_k %lld, draw %d", vocab,
+                                                                                        spread, t, top_p, static_cast<long long>(top_k), i)));
             }
       }
+  }
+
+  void threadedDrawsTakeTheTokensOfOneThread() {
+    // A step's rows, each with its own sampler and settings; drawn on four threads and on one, from
+    // fresh samplers of the same seeds, round after round (the samplers' states must follow their rows).
+    std::mt19937_64 gen(5);
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    constexpr int kRows = 12;
+    std::vector<std::vector<float>> rows(kRows, std::vector<float>(4000));
+    for (auto& row : rows)
+      for (float& l : row) l = normal(gen);
+    auto samplers = [] {
+      std::vector<std::unique_ptr<Sampler>> out;
+      for (int r = 0; r < kRows; ++r)
+        out.push_back(std::make_unique<Sampler>(SamplingParams{.temperature = 0.5 + 0.1 * r, .top_p = r % 3 ? 0.9 : 1.0,
+                                                               .top_k = r % 4 ? 0 : 50, .seed = static_cast<std::uint64_t>(r)}));
+      return out;
+    };
+    auto rounds = [&](unsigned threads, std::size_t threaded_from) {
+      const auto s = samplers();
+      std::vector<std::int64_t> tokens;
+      for (int round = 0; round < 8; ++round) {
+        std::vector<TokenDraw> draws;
+        for (int r = 0; r < kRows; ++r) draws.push_back({s[static_cast<std::size_t>(r)].get(), rows[static_cast<std::size_t>((r + round) % kRows)]});
+        draw_tokens(draws, threads, threaded_from);
+        for (const TokenDraw& d : draws) tokens.push_back(d.token);
+      }
+      return tokens;
+    };
+    const auto one = rounds(1, SIZE_MAX), four = rounds(4, 0);
+    QCOMPARE(four, one);
+    QVERIFY(std::none_of(one.begin(), one.end(), [](std::int64_t t) { return t < 0; }));
+    QVERIFY(std::set<std::int64_t>(one.begin(), one.end()).size() > 10);  // not greedy: the draws vary
   }
 
   void topKAndTopPNarrowTheChoice() {

@@ -9,6 +9,7 @@
 #include "common/edit_distance.h"
 #include "common/error.h"
 #include "runtime/request_checks.h"
+#include "runtime/step_draws.h"
 
 namespace mosaic {
 
@@ -408,6 +409,15 @@ bool Engine::step(double now) {
   }
   if (ahead) rt.load_ahead(plan.upcoming);  // while this step runs
   StepResult result = rt.run(batch);
+  // The tokens are drawn before the clock is read: a token exists once it is sampled.
+  std::vector<TokenDraw> draws;
+  std::vector<std::size_t> draw_of(order.size());  // chunk k's draw, where it has one
+  for (std::size_t k = 0; k < order.size(); ++k)
+    if (!job_of[order[k]]->request.prompt_logits && result.logits[k].rows > 0) {
+      draw_of[k] = draws.size();
+      draws.push_back({job_of[order[k]]->sampler.get(), result.logits[k].row(0)});
+    }
+  draw_tokens(draws);
   const std::shared_ptr<Clock> clock = this->clock();
   clock->worked(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   clock->delay(throttle + result.throttle_seconds);
@@ -442,7 +452,7 @@ bool Engine::step(double now) {
     }
     if (logits.rows == 0) continue;  // a prompt chunk before the last
     const GenerationRequest& g = job.request.generation;
-    const std::int64_t token = job.sampler->next(logits.row(0));
+    const std::int64_t token = draws[draw_of[k]].token;
     job.tokens.push_back(token);
     const auto generated = static_cast<std::int64_t>(job.tokens.size() - g.prompt.size());
     if (generated == 1) job.result.stats.first_token = done_at;

@@ -3,7 +3,6 @@
 #include <cstdint>
 #include <random>
 #include <span>
-#include <vector>
 
 namespace mosaic {
 
@@ -23,8 +22,6 @@ class Sampler {
  private:
   SamplingParams params_;
   std::mt19937_64 rng_;
-  std::vector<std::uint64_t> scratch_;  // candidates as sort keys: logit, then index
-  std::vector<double> weights_;         // [vocab]: exp((logit − max) / temperature), where computed
 };
 
 }  // namespace mosaic

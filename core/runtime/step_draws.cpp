@@ -1,0 +1,18 @@
+#include "runtime/step_draws.h"
+
+#include "common/parallel.h"
+
+namespace mosaic {
+
+void draw_tokens(std::span<TokenDraw> draws, unsigned threads, std::size_t threaded_from) {
+  std::size_t values = 0;
+  for (const TokenDraw& d : draws) values += d.logits.size();
+  auto draw = [&](std::size_t i, unsigned) { draws[i].token = draws[i].sampler->next(draws[i].logits); };
+  if (draws.size() < 2 || values < threaded_from) {
+    for (std::size_t i = 0; i < draws.size(); ++i) draw(i, 0);
+    return;
+  }
+  parallel_for(draws.size(), threads ? threads : thread_count(0), draw);
+}
+
+}  // namespace mosaic

@@ -1,0 +1,29 @@
+#pragma once
+// The next token of every sequence a step produced logits for, each from its own Sampler. Rows are
+// independent (a sampler, its row), so a step with enough of them draws on several threads: at 64
+// sequences of a 32k vocabulary with a temperature, one thread takes ~18 ms, several steps' worth on
+// a GPU (docs/benchmarks.md, "Sampling").
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "runtime/sampler.h"
+
+namespace mosaic {
+
+struct TokenDraw {
+  Sampler* sampler = nullptr;
+  std::span<const float> logits;
+  std::int64_t token = -1;  // out
+};
+
+// Logit values a step must hold (rows · vocabulary) before its draws are spread over threads;
+// below it one thread is quicker than starting others.
+inline constexpr std::size_t kThreadedDrawsFrom = std::size_t{1} << 18;
+
+// Fills every draw's token; on up to `threads` threads (0: one per core) once the rows hold at
+// least `threaded_from` values. Each sampler is used by one thread, so the tokens are the same
+// either way.
+void draw_tokens(std::span<TokenDraw> draws, unsigned threads = 0, std::size_t threaded_from = kThreadedDrawsFrom);
+
+}  // namespace mosaic
