@@ -142,7 +142,7 @@ void print_step_draws(const SamplingRow& row) {
 }  // namespace
 
 void add_bench_forward_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("bench-forward", "CPU prefill/decode tokens/s against LibTorch's matmul, same run");
+  auto* cmd = app.add_subcommand("bench-forward", "CPU prefill/decode tokens/s against LibTorch's matmul, and host sampling against a full sort, same run");
   struct Opts { std::vector<fs::path> models; bool synthetic = true; std::int64_t prompt = 128, decode = 32; int reps = 3, threads = 0; };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--model", o->models, "checkpoint folders to measure (repeatable)");
