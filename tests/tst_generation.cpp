@@ -2,6 +2,7 @@
 #include <QTest>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <set>
 
@@ -82,15 +83,21 @@ class TestGeneration : public QObject {
         std::normal_distribution<float> normal(0.0f, static_cast<float>(spread));
         std::vector<float> row(vocab);
         for (float& l : row) l = std::round(normal(gen) * 4.0f) / 4.0f;
+        row[0] = -0.0f;  // equal to +0: ties go to the lower index either way
+        row[1] = 0.0f;
+        row[vocab / 2] = -std::numeric_limits<float>::infinity();  // a banned token: never drawn
         for (double t : {0.3, 1.0, 2.0})
           for (double top_p : {1.0, 0.9, 0.5})
-            for (std::int64_t top_k : {0, 1, 3, 100}) {
+            for (std::int64_t top_k : {std::int64_t{0}, std::int64_t{1}, std::int64_t{3}, std::int64_t{100}, static_cast<std::int64_t>(vocab)}) {
               const SamplingParams p{.temperature = t, .top_p = top_p, .top_k = top_k, .seed = vocab + static_cast<std::uint64_t>(top_k)};
               Sampler lazy(p);
               FullSortSampler full(p);
-              for (int i = 0; i < 20; ++i)
-                QVERIFY2(lazy.next(row) == full.next(row), qPrintable(QString::asprintf("vocab %zu, spread %g, t %g, top_p %g, top_k %lld, draw %d", vocab,
+              for (int i = 0; i < 20; ++i) {
+                const std::int64_t token = lazy.next(row);
+                QVERIFY(token != static_cast<std::int64_t>(vocab / 2));
+                QVERIFY2(token == full.next(row), qPrintable(QString::asprintf("vocab %zu, spread %g, t %g, top_p %g, top_k %lld, draw %d", vocab,
                                                                                         spread, t, top_p, static_cast<long long>(top_k), i)));
+              }
             }
       }
   }

@@ -16,7 +16,6 @@
 #include "model/checkpoint.h"
 #include "model/synthetic.h"
 #include "runtime/forward.h"
-#include "common/parallel.h"
 #include "runtime/matmul_yardstick.h"
 #include "runtime/sampler_reference.h"
 #include "runtime/step_draws.h"
@@ -123,10 +122,10 @@ void print_sampling(const std::vector<SamplingRow>& rows) {
   }
 }
 
-// A decode step's draws for 64 sequences on one row each: one thread against the engine's threads.
-void print_step_draws(const SamplingRow& row) {
+// A decode step's draws for 64 sequences on one row each: one thread against the engine's `threads`.
+void print_step_draws(const SamplingRow& row, unsigned threads) {
   std::printf("\nA step's draws, 64 sequences on %s, ms/step, best of 5: one thread | %u threads | ratio\n", row.name.c_str(),
-              thread_count(0));
+              threads);
   for (const SamplingCase& c : kSamplingCases) {
     auto draws_on = [&](unsigned threads, std::size_t threaded_from) {
       std::vector<Sampler> samplers(64, Sampler(c.params));
@@ -134,7 +133,7 @@ void print_step_draws(const SamplingRow& row) {
       for (Sampler& s : samplers) draws.push_back({&s, row.logits});
       return best_us(3, [&] { draw_tokens(draws, threads, threaded_from); }) / 1e3;
     };
-    const double one = draws_on(1, SIZE_MAX), many = draws_on(0, kThreadedDrawsFrom);
+    const double one = draws_on(1, SIZE_MAX), many = draws_on(threads, kThreadedDrawsFrom);
     std::printf("%-24s %9.2f %9.2f %6.1fx\n", c.name, one, many, one / many);
   }
 }
@@ -188,7 +187,7 @@ void add_bench_forward_command(CLI::App& app) {
       r.logits[vocab / 3] = *std::max_element(r.logits.begin(), r.logits.end()) + 8.0f;
     }
     print_sampling(sampling);
-    print_step_draws(sampling[sampling.size() - 2]);
+    print_step_draws(sampling[sampling.size() - 2], static_cast<unsigned>(threads));
   });
 }
 

@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "runtime/request_checks.h"
 #include "runtime/step_draws.h"
+#include "runtime/threads.h"
 
 namespace mosaic {
 
@@ -417,7 +418,7 @@ bool Engine::step(double now) {
       draw_of[k] = draws.size();
       draws.push_back({job_of[order[k]]->sampler.get(), result.logits[k].row(0)});
     }
-  draw_tokens(draws);
+  draw_tokens(draws, static_cast<unsigned>(configured_threads()));
   const std::shared_ptr<Clock> clock = this->clock();
   clock->worked(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   clock->delay(throttle + result.throttle_seconds);

@@ -12,9 +12,10 @@
 namespace mosaic {
 namespace {
 
-// The first maximum, as torch.argmax (and std::max_element) takes it. The maximum is found in eight
-// independent lanes, which the compiler vectorises: a vocabulary row is read once, at memory speed,
-// where max_element's chain of dependent compares ran 6× slower. A row of NaN only gives index 0.
+// The first maximum (the lowest index among equal maxima, as torch.argmax takes it for finite rows),
+// found in eight independent lanes that the compiler vectorises: a vocabulary row is read once, at
+// memory speed, where max_element's chain of dependent compares ran 6× slower. NaN is ignored (a row
+// of NaN only gives index 0).
 std::size_t first_max(std::span<const float> x) {
   constexpr std::size_t kLanes = 8;
   float lane[kLanes];
@@ -39,7 +40,8 @@ std::uint64_t sort_key(float logit, std::size_t index) {
 std::size_t index_of(std::uint64_t key) { return 0xFFFFFFFFu - static_cast<std::uint32_t>(key); }
 
 // A draw's working arrays, one set per thread rather than per sequence: 16 bytes per vocabulary entry
-// (2.4 MB at Qwen2's 152k) held once per thread, and warm in the cache from one draw to the next.
+// (2.4 MB at Qwen2's 152k) held once per thread, and warm in the cache from one draw to the next on
+// the engine's thread (a step's extra threads are new each step, and allocate theirs once).
 struct Scratch {
   std::vector<std::uint64_t> keys;  // candidates as sort keys
   std::vector<double> weights;      // [vocab]: exp((logit − max) / temperature), where computed
@@ -72,6 +74,7 @@ std::int64_t Sampler::next(std::span<const float> logits) {
   std::vector<std::uint64_t>& keys = scratch.keys;
   std::vector<double>& weights = scratch.weights;
   keys.clear();
+  keys.reserve(logits.size());
   for (std::size_t i = 0; i < logits.size(); ++i) keys.push_back(sort_key(logits[i], i));
   std::size_t keep = keys.size();
   if (params_.top_k > 0) keep = std::min(keep, static_cast<std::size_t>(params_.top_k));

@@ -1,7 +1,9 @@
 #pragma once
 // Sampler's draw written the plain way: the whole row sorted for every token. The Sampler sorts only
-// the prefix a draw reaches; from the same seed both take the same tokens (tst_generation checks it),
-// and bench-forward measures the Sampler against this.
+// the prefix a draw reaches; from the same seed both take the same tokens (tst_generation checks it)
+// up to rounding: without top-k the Sampler sums the softmax's normaliser in index order, this in
+// order of probability, so a draw within an ulp of a boundary could differ. bench-forward measures
+// the Sampler against this.
 #include <cstdint>
 #include <random>
 #include <span>

@@ -1,10 +1,16 @@
 #include "runtime/step_draws.h"
 
+#include <algorithm>
+#include <cassert>
+
 #include "common/parallel.h"
 
 namespace mosaic {
 
 void draw_tokens(std::span<TokenDraw> draws, unsigned threads, std::size_t threaded_from) {
+  assert(std::all_of(draws.begin(), draws.end(), [&](const TokenDraw& d) {
+    return std::count_if(draws.begin(), draws.end(), [&](const TokenDraw& e) { return e.sampler == d.sampler; }) == 1;
+  }));
   std::size_t values = 0;
   for (const TokenDraw& d : draws) values += d.logits.size();
   auto draw = [&](std::size_t i, unsigned) { draws[i].token = draws[i].sampler->next(draws[i].logits); };

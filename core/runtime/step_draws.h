@@ -22,8 +22,8 @@ struct TokenDraw {
 inline constexpr std::size_t kThreadedDrawsFrom = std::size_t{1} << 18;
 
 // Fills every draw's token; on up to `threads` threads (0: one per core) once the rows hold at
-// least `threaded_from` values. Each sampler is used by one thread, so the tokens are the same
-// either way.
+// least `threaded_from` values. Each draw's sampler must be its own (a sequence has one row a step):
+// then each is used by one thread, and the tokens are the same either way.
 void draw_tokens(std::span<TokenDraw> draws, unsigned threads = 0, std::size_t threaded_from = kThreadedDrawsFrom);
 
 }  // namespace mosaic

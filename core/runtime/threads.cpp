@@ -18,4 +18,6 @@ int configure_threads(int n) {
   at::set_num_threads(n);
   return at::get_num_threads();
 }
+
+int configured_threads() { return at::get_num_threads(); }
 }  // namespace mosaic
