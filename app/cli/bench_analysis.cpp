@@ -10,6 +10,7 @@
 #include <random>
 
 #include "analysis/expert_distance.h"
+#include "cli/best_seconds.h"
 #include "cli/commands.h"
 #include "model/variant_folders.h"
 #include "common/error.h"
@@ -21,17 +22,6 @@ namespace fs = std::filesystem;
 
 namespace mosaic::cli {
 namespace {
-
-template <class F>
-double best_seconds(int reps, F&& f) {
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best;
-}
 
 std::vector<fs::path> weight_files(const Family& family) {
   std::vector<fs::path> out;

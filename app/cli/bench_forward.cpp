@@ -12,6 +12,7 @@
 #include <random>
 #include <thread>
 
+#include "cli/best_seconds.h"
 #include "cli/commands.h"
 #include "model/checkpoint.h"
 #include "model/synthetic.h"
@@ -89,13 +90,9 @@ BenchRow bench_model(const std::string& name, const fs::path& dir, std::int64_t 
 // Microseconds per call of `f`, the best of 5 rounds of `calls`.
 template <class F>
 double best_us(int calls, F&& f) {
-  double best = 1e30;
-  for (int r = 0; r < 5; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < calls; ++i) f();
-    best = std::min(best, seconds_since(t0) / calls);
-  }
-  return best * 1e6;
+  return best_seconds(5, [&] {
+           for (int i = 0; i < calls; ++i) f();
+         }) / calls * 1e6;
 }
 
 struct SamplingRow {
