@@ -19,6 +19,7 @@
 #include "kernels/moe_experts.h"
 #include "kernels/paged_attention.h"
 #include "kernels/router_topk.h"
+#include "kernels/token_candidates.h"
 #include "kernels/transformer_ops.h"
 
 using namespace mosaic::kernels;
@@ -230,6 +231,54 @@ class TestCudaKernels : public QObject {
     QVERIFY(rel(dw.get(), w) < 1e-5);
     for (int t = 0; t < tokens; t += 2)
       for (int j = 0; j < k; ++j) QVERIFY(table[std::size_t(ids[std::size_t(t * k + j)])] >= 0);
+  }
+
+  // The draw's candidates: exactly the reference's first maximum, keys and order (ties at the last
+  // place to the lower index), the normaliser to double rounding; rows at temperature < 0 untouched.
+  void tokenCandidatesMatchReference_data() {
+    QTest::addColumn<int>("vocab");
+    QTest::addColumn<int>("candidates");
+    QTest::newRow("tiny vocabulary, more candidates than tokens") << 5 << 16;
+    QTest::newRow("odd vocabulary, one candidate") << 1001 << 1;
+    QTest::newRow("32k, the backend's 512") << 32000 << 512;
+    QTest::newRow("152k, the most") << 152064 << kMaxCandidates;
+  }
+  void tokenCandidatesMatchReference() {
+    QFETCH(int, vocab);
+    QFETCH(int, candidates);
+    const std::vector<double> temperature{0.7, -1.0, 0.0, 2.0, 0.7, 1.0, 0.3, 0.9};
+    const int rows = int(temperature.size());
+    std::vector<float> logits = randn(std::size_t(rows) * vocab, 3.0f);
+    const auto row = [&](int r) { return logits.begin() + std::ptrdiff_t(r) * vocab; };
+    std::transform(row(4), row(5), row(4), [](float x) { return std::round(x * 2.0f) / 2.0f; });  // many ties
+    std::fill(row(5), row(6), 1.5f);                                                               // all tied
+    for (int i = 0; i < vocab; i += 3) row(6)[i] = -INFINITY;                                      // banned tokens
+    row(7)[vocab / 2] = NAN;  // ignored by the maximum, first among the keys; the normaliser NaN
+    row(7)[vocab - 1] = -NAN;
+    row(0)[vocab / 2] = -0.0f;
+    row(0)[vocab / 3] = 0.0f;
+    const std::size_t keys = std::size_t(rows) * candidates;
+    const std::int32_t kUntouched = -7;
+    Dev<float> dl(logits), dm(std::vector<float>(std::size_t(rows), -7.0f));
+    Dev<double> dt(temperature), dn(std::vector<double>(std::size_t(rows), -7.0));
+    Dev<std::int32_t> df(std::vector<std::int32_t>(std::size_t(rows), kUntouched));
+    Dev<std::uint64_t> dk(std::vector<std::uint64_t>(keys, 7));
+    CHECK_LAUNCH(token_candidates_cuda(dl.p, rows, vocab, dt.p, candidates, df.p, dm.p, dn.p, dk.p, nullptr));
+    SYNCED();
+    std::vector<std::int32_t> first(std::size_t(rows), kUntouched);
+    std::vector<float> top(std::size_t(rows), -7.0f);
+    std::vector<double> norm(std::size_t(rows), -7.0);
+    std::vector<std::uint64_t> key(keys, 7);
+    token_candidates_reference(logits.data(), rows, vocab, temperature.data(), candidates, first.data(), top.data(), norm.data(), key.data());
+    QCOMPARE(df.get(), first);
+    QCOMPARE(dm.get(), top);
+    QCOMPARE(dk.get(), key);
+    const std::vector<double> got = dn.get();
+    for (int r = 0; r < rows; ++r)
+      QVERIFY2(got[std::size_t(r)] == norm[std::size_t(r)] || (std::isnan(got[std::size_t(r)]) && std::isnan(norm[std::size_t(r)])) ||
+                   std::abs(got[std::size_t(r)] - norm[std::size_t(r)]) < 1e-12 * norm[std::size_t(r)],
+               qPrintable(QString::asprintf("row %d: %.17g against %.17g", r, got[std::size_t(r)], norm[std::size_t(r)])));
+    QCOMPARE(first[1], kUntouched);  // the row wanted whole
   }
 
   void routerSurvivesNanLogits() {

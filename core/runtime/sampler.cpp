@@ -1,13 +1,15 @@
 #include "runtime/sampler.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
+#include "kernels/token_candidates.h"
 
 namespace mosaic {
 namespace {
@@ -29,26 +31,66 @@ std::size_t first_max(std::span<const float> x) {
   return at == x.end() ? 0 : static_cast<std::size_t>(at - x.begin());
 }
 
-// A candidate as one integer that sorts (descending) most probable first, ties by the lower index,
-// so that a draw does not depend on how the sort breaks ties: the logit's bits made monotonic above,
-// the index inverted below.
-std::uint64_t sort_key(float logit, std::size_t index) {
-  const auto bits = std::bit_cast<std::uint32_t>(logit + 0.0f);  // −0 as +0: they are equal logits
-  const std::uint32_t ordered = (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
-  return (std::uint64_t{ordered} << 32) | (0xFFFFFFFFu - static_cast<std::uint32_t>(index));
-}
-std::size_t index_of(std::uint64_t key) { return 0xFFFFFFFFu - static_cast<std::uint32_t>(key); }
-
 // A draw's working arrays, one set per thread rather than per sequence: 16 bytes per vocabulary entry
 // (2.4 MB at Qwen2's 152k) held once per thread, and warm in the cache from one draw to the next on
 // the engine's thread (a step's extra threads are new each step, and allocate theirs once).
 struct Scratch {
-  std::vector<std::uint64_t> keys;  // candidates as sort keys
+  std::vector<std::uint64_t> keys;  // candidates as sort keys (kernels/token_candidates.h)
   std::vector<double> weights;      // [vocab]: exp((logit − max) / temperature), where computed
 };
 Scratch& thread_scratch() {
   thread_local Scratch s;
   return s;
+}
+
+double weight(float logit, double top, double temperature) { return std::exp((static_cast<double>(logit) - top) / temperature); }
+
+// The row's maximum and the normaliser over the `keep` most probable, from keys in order; each
+// weight also to `weights` [vocab] where given.
+std::pair<double, double> top_and_sum(std::span<const std::uint64_t> keys, std::size_t keep, double temperature, double* weights = nullptr) {
+  const double top = kernels::key_logit(keys[0]);
+  double sum = 0;
+  for (std::size_t i = 0; i < keep; ++i) {
+    const double w = weight(kernels::key_logit(keys[i]), top, temperature);
+    if (weights) weights[kernels::key_index(keys[i])] = w;
+    sum += w;
+  }
+  return {top, sum};
+}
+
+// The inverse CDF of the softmax at the temperature over the candidates in order of probability:
+// top-k keeps the first `keep`, the nucleus the shortest prefix whose mass reaches top_p. `key_at(i)`
+// is the i-th most probable candidate's key, or nullopt where it is not known (a device prepared
+// fewer): then the draw gives nullopt. `weight_of(key)` is its weight exp((logit − max) / T), and
+// `sum` the normaliser over the `keep` most probable.
+template <class KeyAt, class WeightOf>
+std::optional<std::int64_t> draw(const SamplingParams& p, std::size_t keep, double sum, KeyAt&& key_at, WeightOf&& weight_of,
+                                 std::mt19937_64& rng) {
+  // Nucleus: the shortest prefix whose mass reaches top_p (at least one token); top_p 1 keeps all.
+  std::size_t n = keep;
+  double total = sum;
+  if (p.top_p < 1.0) {
+    double mass = 0;
+    total = 0;
+    n = 0;
+    while (n < keep) {
+      const std::optional<std::uint64_t> key = key_at(n++);
+      if (!key) return std::nullopt;
+      const double w = weight_of(*key);
+      total += w;
+      mass += w / sum;
+      if (mass >= p.top_p) break;
+    }
+  }
+  double u = std::uniform_real_distribution<double>(0.0, total)(rng);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::optional<std::uint64_t> key = key_at(i);
+    if (!key) return std::nullopt;
+    const double w = weight_of(*key);
+    if (u < w) return kernels::key_index(*key);
+    u -= w;
+  }
+  return kernels::key_index(*key_at(n - 1));  // u at the very top of the range, after rounding
 }
 
 }  // namespace
@@ -61,11 +103,10 @@ Sampler::Sampler(SamplingParams p) : params_(p), rng_(p.seed) {
     throw InvalidArgument("sampling", "temperature", "must be 0 (greedy) or positive, got " + std::to_string(p.temperature));
 }
 
-// The draw is the inverse CDF of the softmax at the temperature, over the candidates in order of
-// probability: top-k keeps the first k, the nucleus the shortest prefix whose mass reaches top_p.
-// The order is only ever needed for a prefix — a trained model's mass sits in a few tokens — so it is
-// sorted lazily, a growing block at a time. Sorting the whole vocabulary for every token cost 5 ms at
-// a vocabulary of 32 000 (docs/benchmarks.md, "Sampling"): twice a decode step on the H100.
+// The order of the candidates is only ever needed for a prefix — a trained model's mass sits in a few
+// tokens — so it is sorted lazily, a growing block at a time. Sorting the whole vocabulary for every
+// token cost 5 ms at a vocabulary of 32 000 (docs/benchmarks.md, "Sampling"): twice a decode step on
+// the H100.
 std::int64_t Sampler::next(std::span<const float> logits) {
   if (logits.empty()) throw InvalidArgument("sampling", "logits", "are empty");
   if (params_.temperature <= 0.0) return static_cast<std::int64_t>(first_max(logits));
@@ -75,7 +116,7 @@ std::int64_t Sampler::next(std::span<const float> logits) {
   std::vector<double>& weights = scratch.weights;
   keys.clear();
   keys.reserve(logits.size());
-  for (std::size_t i = 0; i < logits.size(); ++i) keys.push_back(sort_key(logits[i], i));
+  for (std::size_t i = 0; i < logits.size(); ++i) keys.push_back(kernels::token_key(logits[i], static_cast<std::uint32_t>(i)));
   std::size_t keep = keys.size();
   if (params_.top_k > 0) keep = std::min(keep, static_cast<std::size_t>(params_.top_k));
   // keys[0, sorted) is in order and before all the rest. A prefix grows 4× at a time, by a
@@ -97,46 +138,50 @@ std::int64_t Sampler::next(std::span<const float> logits) {
       sorted = n;
     }
   };
-  auto logit = [&](std::size_t i) { return logits[index_of(keys[i])]; };
 
-  double top = 0, sum = 0;
+  double sum = 0;
   const double t = params_.temperature;
-  auto weight = [&](float l) { return std::exp((static_cast<double>(l) - top) / t); };
   weights.resize(logits.size());
   if (keep < keys.size()) {
     sort_through(keep);
-    top = logit(0);
-    for (std::size_t i = 0; i < keep; ++i) sum += weights[index_of(keys[i])] = weight(logit(i));
+    sum = top_and_sum(keys, keep, t, weights.data()).second;
   } else {
-    top = logits[first_max(logits)];
-    for (std::size_t i = 0; i < logits.size(); ++i) sum += weights[i] = weight(logits[i]);
+    const double top = logits[first_max(logits)];
+    for (std::size_t i = 0; i < logits.size(); ++i) sum += weights[i] = weight(logits[i], top, t);
   }
-  auto weight_at = [&](std::size_t i) { return weights[index_of(keys[i])]; };  // of the i-th most probable
+  auto key_at = [&](std::size_t i) -> std::optional<std::uint64_t> {
+    sort_through(i + 1);
+    return keys[i];
+  };
+  auto weight_of = [&](std::uint64_t key) { return weights[kernels::key_index(key)]; };
+  return *draw(params_, keep, sum, key_at, weight_of, rng_);
+}
 
-  // Nucleus: the shortest prefix whose mass reaches top_p (at least one token); top_p 1 keeps all.
-  std::size_t n = keep;
-  double total = sum;
-  if (params_.top_p < 1.0) {
-    double mass = 0;
-    total = 0;
-    n = 0;
-    while (n < keep) {
-      sort_through(n + 1);
-      const double p = weight_at(n++);
-      total += p;
-      mass += p / sum;
-      if (mass >= params_.top_p) break;
+// The same draw from what a device prepared. The generator's state is kept until the draw stays within the
+// candidates; past them the draw is made again from the whole row, as if none had been prepared.
+std::int64_t Sampler::next(const TokenCandidates& c) {
+  if (c.vocab <= 0) throw InvalidArgument("sampling", "candidates", "are empty");
+  if (params_.temperature <= 0.0) return c.first_max;
+  const auto vocab = static_cast<std::size_t>(c.vocab);
+  const std::size_t keep = params_.top_k > 0 ? std::min(vocab, static_cast<std::size_t>(params_.top_k)) : vocab;
+  const bool whole = keep == vocab;
+  // The whole row's normaliser holds at the temperature it was summed at; a top-k within the
+  // candidates needs only their order, which no temperature changes.
+  if (!c.keys.empty() && (whole ? c.temperature == params_.temperature : keep <= c.keys.size())) {
+    const auto [top, sum] = whole ? std::pair<double, double>(c.max_logit, c.normaliser) : top_and_sum(c.keys, keep, params_.temperature);
+    auto key_at = [&](std::size_t i) -> std::optional<std::uint64_t> {
+      if (i < c.keys.size()) return c.keys[i];
+      return std::nullopt;
+    };
+    auto weight_of = [&, top = top](std::uint64_t key) { return weight(kernels::key_logit(key), top, params_.temperature); };
+    std::mt19937_64 rng = rng_;
+    if (const std::optional<std::int64_t> token = draw(params_, keep, sum, key_at, weight_of, rng)) {
+      rng_ = rng;
+      return *token;
     }
   }
-  double u = std::uniform_real_distribution<double>(0.0, total)(rng_);
-  for (std::size_t i = 0; i < n; ++i) {
-    sort_through(i + 1);
-    const double p = weight_at(i);
-    if (u < p) return static_cast<std::int64_t>(index_of(keys[i]));
-    u -= p;
-  }
-  sort_through(n);
-  return static_cast<std::int64_t>(index_of(keys[n - 1]));
+  if (!c.row) throw InvalidArgument("sampling", "candidates", "need the whole row, and it cannot be fetched");
+  return next(c.row());
 }
 
 }  // namespace mosaic

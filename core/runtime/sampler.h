@@ -4,6 +4,8 @@
 #include <random>
 #include <span>
 
+#include "runtime/token_candidates.h"
+
 namespace mosaic {
 
 struct SamplingParams {
@@ -17,6 +19,9 @@ class Sampler {
  public:
   explicit Sampler(SamplingParams params);  // throws InvalidArgument for values out of range
   std::int64_t next(std::span<const float> logits);
+  // The same token from what a device prepared (the same up to the normaliser's rounding: the device
+  // sums it in another order); the whole row is fetched only when the draw reaches past the candidates.
+  std::int64_t next(const TokenCandidates& candidates);
   const SamplingParams& params() const { return params_; }
 
  private:
