@@ -97,6 +97,35 @@ class TestEngine : public QObject {
     QVERIFY(engine.stats().largest_step_sequences > 1);  // they ran together
   }
 
+  // The CUDA backend returns the rows it draws from as candidates (the most probable tokens, the
+  // normaliser); the runtime prepares them the same way on the host here, so this runs the engine's
+  // path for them: the same tokens as from whole rows, greedy and sampled, with few candidates (many
+  // draws then fetch the row) and with many.
+  void preparedDrawsTakeTheTokensOfWholeRows() {
+    const std::vector<std::pair<std::string, SamplingParams>> requests{
+        {"ft1", {}},
+        {"base", {.temperature = 0.8, .seed = 3}},
+        {"ft2", {.temperature = 1.3, .top_p = 0.9, .seed = 4}},
+        {"ft3", {.temperature = 0.5, .top_k = 5, .seed = 5}},
+        {"ft1", {.temperature = 2.0, .top_k = 40, .seed = 6}}};
+    auto tokens = [&](int candidates) {
+      Engine engine(runtime({.resident_sets = 4, .host_candidates = candidates}));
+      std::vector<std::shared_ptr<RequestHandle>> handles;
+      for (const auto& [target, sampling] : requests) {
+        GenerationRequest g = request(10);
+        g.sampling = sampling;
+        handles.push_back(engine.submit({target, g}));
+      }
+      std::vector<std::vector<std::int64_t>> out;
+      for (const auto& h : handles) out.push_back(h->wait().tokens);
+      return out;
+    };
+    const auto whole = tokens(0);
+    for (const auto& t : whole) QCOMPARE(t.size(), std::size_t(10));
+    QCOMPARE(tokens(8), whole);
+    QCOMPARE(tokens(1024), whole);
+  }
+
   // Asked for, each step reports where every one of the request's tokens was routed: k choices per
   // MoE layer and token, hits and misses adding up to the counters, every hit served by the copy the
   // layout keeps resident (another variant's where it consolidated ft1's away) and every miss by

@@ -406,18 +406,22 @@ bool Engine::step(double now) {
                             c.sequence->computed, c.sequence->blocks,
                             job.request.prompt_logits ? Emit::All : last ? Emit::Last : Emit::Nothing,
                             static_cast<bool>(job.callbacks.on_routes)});
+    if (last && !job.request.prompt_logits) batch.chunks.back().draw_temperature = job.sampler->params().temperature;
     tokens += c.tokens;
   }
   if (ahead) rt.load_ahead(plan.upcoming);  // while this step runs
   StepResult result = rt.run(batch);
   // The tokens are drawn before the clock is read: a token exists once it is sampled.
   std::vector<TokenDraw> draws;
-  std::vector<std::size_t> draw_of(order.size());  // chunk k's draw, where it has one
-  for (std::size_t k = 0; k < order.size(); ++k)
-    if (!job_of[order[k]]->request.prompt_logits && result.logits[k].rows > 0) {
+  constexpr std::size_t kNoDraw = std::numeric_limits<std::size_t>::max();
+  std::vector<std::size_t> draw_of(order.size(), kNoDraw);  // chunk k's draw, where it has one
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    if (job_of[order[k]]->request.prompt_logits) continue;
+    if (const std::optional<TokenDraw> d = step_draw(job_of[order[k]]->sampler.get(), result, k)) {
       draw_of[k] = draws.size();
-      draws.push_back({job_of[order[k]]->sampler.get(), result.logits[k].row(0)});
+      draws.push_back(*d);
     }
+  }
   draw_tokens(draws, static_cast<unsigned>(configured_threads()));
   const std::shared_ptr<Clock> clock = this->clock();
   clock->worked(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -451,7 +455,7 @@ bool Engine::step(double now) {
       if (seq.computed == seq.known) finish(job, Finish::Length);
       continue;
     }
-    if (logits.rows == 0) continue;  // a prompt chunk before the last
+    if (draw_of[k] == kNoDraw) continue;  // a prompt chunk before the last
     const GenerationRequest& g = job.request.generation;
     const std::int64_t token = draws[draw_of[k]].token;
     job.tokens.push_back(token);

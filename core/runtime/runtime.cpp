@@ -283,11 +283,28 @@ std::vector<int> Runtime::loading_sets() const {
   return out;
 }
 
+namespace {
+
+// The rows `result` returned whole that `batch` draws from, as their candidates instead.
+void prepare_on_host(const StepBatch& batch, StepResult& result, int count) {
+  for (std::size_t ci = 0; ci < batch.chunks.size(); ++ci) {
+    const StepChunk& c = batch.chunks[ci];
+    Logits& whole = result.logits[ci];
+    if (c.emit != Emit::Last || !c.draw_temperature || whole.rows != 1) continue;
+    result.candidates.resize(batch.chunks.size());
+    result.candidates[ci] = prepare_candidates(whole.row(0), *c.draw_temperature, count);
+    whole = {};
+  }
+}
+
+}  // namespace
+
 StepResult Runtime::run(const StepBatch& batch) {
   if (virtual_) virtual_->before_step();
   const auto t0 = std::chrono::steady_clock::now();
   StepResult r = backend_->run(batch, moe_);
   const double wall = seconds_since(t0);
+  if (config_.host_candidates > 0) prepare_on_host(batch, r, config_.host_candidates);
   if (virtual_) virtual_->after_step();
   if (config_.compute_slowdown > 1.0) {
     // A MIG slice computes at 1/N of the device: the step's work beyond its copies (which the copy

@@ -56,6 +56,10 @@ struct RuntimeConfig {
   // the traffic, through staging slots charged to the budget; needs the masked miss policy.
   std::optional<VirtualConfig> virtual_experts;
   Device device = Device::Cpu;  // the CUDA backend throws DeviceError where no GPU can be used
+  // > 0: rows to be drawn from that a backend returned whole are turned into this many candidates
+  // (StepResult::candidates), as the CUDA backend prepares them, so that tests run the engine's
+  // prepared draws on the CPU.
+  int host_candidates = 0;
 };
 
 // The layout's resident copies as pinned experts; `to_store[i]` is layout variant i's target.

@@ -2,10 +2,12 @@
 // One engine step as the backend sees it — the chunks of the sequences that run in it — and what it
 // measured. Plain data.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "runtime/logits.h"
+#include "runtime/token_candidates.h"
 
 namespace mosaic {
 
@@ -66,6 +68,9 @@ struct StepChunk {
   std::span<const std::int32_t> blocks;  // the sequence's KV blocks: enough for start + tokens.size()
   Emit emit = Emit::Last;
   bool trace = false;  // record where each of its tokens' router choices went (StepResult::routes)
+  // Emit::Last only: the row is drawn from at this temperature (0: greedy), so a backend may prepare
+  // the draw (StepResult::candidates) instead of returning the row. nullopt: the row itself.
+  std::optional<double> draw_temperature;
 };
 
 struct StepBatch {
@@ -74,7 +79,9 @@ struct StepBatch {
 };
 
 struct StepResult {
-  std::vector<Logits> logits;                    // per chunk (no rows for Emit::Nothing)
+  std::vector<Logits> logits;                    // per chunk (no rows for Emit::Nothing, nor where prepared)
+  // Per chunk, or empty: the draws a backend prepared (vocab > 0) in place of the rows.
+  std::vector<TokenCandidates> candidates;
   std::vector<std::vector<LayerCounts>> counts;  // [sequences][layers]
   std::vector<std::vector<RoutedExpert>> routes;  // [sequences]: traced chunks' routes, layer by layer
   double throttle_seconds = 0;  // time the device would add: space-sharing's split copy bandwidth and compute

@@ -5,19 +5,26 @@
 // a GPU (docs/benchmarks.md, "Sampling").
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "runtime/sampler.h"
+#include "runtime/step.h"
 
 namespace mosaic {
 
 struct TokenDraw {
   Sampler* sampler = nullptr;
   std::span<const float> logits;
+  const TokenCandidates* candidates = nullptr;  // drawn from these instead, where a device prepared them
   std::int64_t token = -1;  // out
 };
 
-// Logit values a step must hold (rows · vocabulary) before its draws are spread over threads;
+// Chunk `chunk`'s draw from what a step returned for it: the candidates a backend prepared, else its
+// first row; nullopt where it returned neither (a prompt chunk before the last).
+std::optional<TokenDraw> step_draw(Sampler* sampler, const StepResult& result, std::size_t chunk);
+
+// Logit values a step must hold (rows · vocabulary, or candidates) before its draws are spread over threads;
 // below it one thread is quicker than starting others.
 inline constexpr std::size_t kThreadedDrawsFrom = std::size_t{1} << 18;
 
