@@ -183,12 +183,31 @@ class TestCudaBackend : public QObject {
       }
       StepResult r[2];
       for (int d = 0; d < 2; ++d) {
-        for (auto& c : batch.chunks) c.buffer = rt[d]->buffer_of(store.set_of(c.target));
+        for (auto& c : batch.chunks) {
+          c.buffer = rt[d]->buffer_of(store.set_of(c.target));
+          // On the GPU, rows to be drawn from: sequence 0's at T 0.8 every other step, sequence 1's greedy.
+          c.draw_temperature.reset();
+          if (d == 1 && (c.sequence == 1 || step % 2)) c.draw_temperature = c.sequence == 1 ? 0.0 : 0.8;
+        }
         r[d] = rt[d]->run(batch);
       }
       for (int s = 0; s < 2; ++s) {
         const auto& cpu = r[0].logits[static_cast<std::size_t>(s)].values;
-        const double e = relative_error(r[1].logits[static_cast<std::size_t>(s)].values, cpu);
+        std::vector<float> gpu = r[1].logits[static_cast<std::size_t>(s)].values;
+        if (const auto& c = batch.chunks[static_cast<std::size_t>(s)]; c.draw_temperature) {
+          // Prepared on the device: what the kernel's reference prepares from the row, fetched whole.
+          QVERIFY(gpu.empty() && r[1].candidates.size() == 2);
+          const TokenCandidates& got = r[1].candidates[static_cast<std::size_t>(s)];
+          gpu = got.row();
+          const TokenCandidates want = prepare_candidates(gpu, *c.draw_temperature, 512);
+          QCOMPARE(got.vocab, spec.vocab_size);
+          QCOMPARE(got.first_max, want.first_max);
+          QCOMPARE(got.max_logit, want.max_logit);
+          QCOMPARE(got.keys, want.keys);
+          QVERIFY(std::abs(got.normaliser - want.normaliser) <= 1e-12 * want.normaliser);
+          QCOMPARE(got.keys.empty(), *c.draw_temperature == 0.0);
+        }
+        const double e = relative_error(gpu, cpu);
         QVERIFY2(e <= 2e-2, qPrintable(QStringLiteral("step %1 sequence %2: %3").arg(step).arg(s).arg(e)));
         // The next token: the CPU's greedy choice, so both continue the same sequence.
         seq[static_cast<std::size_t>(s)].push_back(std::max_element(cpu.begin(), cpu.end()) - cpu.begin());
@@ -196,6 +215,32 @@ class TestCudaBackend : public QObject {
         QCOMPARE(r[1].counts[static_cast<std::size_t>(s)][0].hits, static_cast<std::int64_t>(chunk[s].size()) * spec.top_k);
       }
     }
+  }
+
+  void drawsPreparedOnTheDeviceTakeTheRowsTokens() {
+    // Greedy and sampled requests decoding together: the tokens drawn from the candidates the device
+    // prepared are those drawn from the rows returned whole (MOSAIC_CUDA_DRAWS=0).
+    Family family;
+    for (const char* v : {"base", "ft1", "ft2"}) family.add(v, fixture("qwen2_moe", v));
+    const HostStore store(family);
+    const std::vector<SamplingParams> sampling{{}, {.temperature = 0.8, .seed = 3}, {.temperature = 1.3, .top_p = 0.9, .seed = 4},
+                                               {.temperature = 0.5, .top_k = 5, .seed = 5}};
+    std::vector<ServeRequest> requests;
+    for (std::size_t i = 0; i < sampling.size(); ++i)
+      requests.push_back({store.name(static_cast<int>(i % 3)),
+                          {.prompt = prompt_of(9 + i, 20 + i, store.spec().vocab_size), .max_new_tokens = 12, .sampling = sampling[i]}});
+    std::vector<std::vector<std::int64_t>> tokens[2];
+    for (int prepared = 0; prepared < 2; ++prepared) {
+      setenv("MOSAIC_CUDA_DRAWS", prepared ? "1" : "0", 1);  // read as the backend is made
+      Engine engine(std::make_shared<Runtime>(store, RuntimeConfig{.resident_sets = 3, .device = Device::Cuda}));
+      unsetenv("MOSAIC_CUDA_DRAWS");
+      for (const auto& h : engine.submit_all(requests)) {
+        const RequestResult& r = h->wait();
+        QVERIFY2(r.error.empty(), r.error.c_str());
+        tokens[prepared].push_back(r.tokens);
+      }
+    }
+    QCOMPARE(tokens[1], tokens[0]);
   }
 
   void deviceErrorsAreTyped() {

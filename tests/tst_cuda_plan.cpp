@@ -28,7 +28,8 @@ class TestCudaPlan : public QObject {
     StepBatch batch;
     batch.sequences = 2;
     batch.chunks.push_back({.sequence = 0, .target = 2, .buffer = 0, .tokens = prompt, .start = 12, .blocks = blocks_a, .emit = Emit::All});
-    batch.chunks.push_back({.sequence = 1, .target = 1, .buffer = 1, .tokens = decode, .start = 3, .blocks = blocks_b, .emit = Emit::Last});
+    batch.chunks.push_back({.sequence = 1, .target = 1, .buffer = 1, .tokens = decode, .start = 3, .blocks = blocks_b, .emit = Emit::Last,
+                            .draw_temperature = 0.7});
     const auto inv = cuda::inverse_frequencies(s);
     QCOMPARE(inv.size(), std::size_t(s.head_dim / 2));
     QVERIFY(std::abs(inv[1] - 1.0 / std::pow(s.rope_theta, 2.0 / double(s.head_dim))) < 1e-6);
@@ -43,14 +44,36 @@ class TestCudaPlan : public QObject {
     QCOMPARE(in.groups.size(), std::size_t(2));
     QCOMPARE(in.wanted, (std::vector<std::int32_t>{0, 1, 2, 3, 4, 5}));
     QCOMPARE(in.distinct_rows, (std::vector<std::int32_t>{1, 2}));
+    // The prompt's rows return whole; the decode row is drawn from, at its temperature.
+    QCOMPARE(in.temperature, (std::vector<double>{-1, -1, -1, -1, -1, 0.7}));
+    QVERIFY(in.whole_rows() && in.draws());
     // cos/sin of position · frequency, the halves repeated.
     const std::size_t hd = static_cast<std::size_t>(s.head_dim);
     QVERIFY(std::abs(in.cos[2 * hd + 1] - std::cos(14.0f * inv[1])) < 1e-6f);
     QVERIFY(std::abs(in.sin[2 * hd + hd / 2 + 1] - std::sin(14.0f * inv[1])) < 1e-6f);
     // Packed: aligned, and the bytes round-trip.
     const cuda::PackedInputs p = cuda::pack(in);
-    for (std::size_t off : {p.ids, p.rows, p.positions, p.block_offset, p.blocks, p.wanted, p.cos, p.sin}) QCOMPARE(off % 256, std::size_t(0));
+    for (std::size_t off : {p.ids, p.rows, p.positions, p.block_offset, p.blocks, p.wanted, p.cos, p.sin, p.temperature})
+      QCOMPARE(off % 256, std::size_t(0));
     QCOMPARE(reinterpret_cast<const std::int32_t*>(p.bytes.data() + p.positions)[4], 16);
+    QCOMPARE(reinterpret_cast<const double*>(p.bytes.data() + p.temperature)[5], 0.7);
+    QVERIFY(p.temperature + 6 * sizeof(double) <= p.bytes.size());
+    // The prepared draws of 3 rows: normalisers, maxima and first maxima, then the keys (8-aligned),
+    // copied back through the last row drawn at a temperature.
+    const cuda::DrawLayout d = cuda::draw_layout(3, 512);
+    QCOMPARE(d.normaliser, std::size_t(0));
+    QCOMPARE(d.max_logit, std::size_t(3 * 8));
+    QCOMPARE(d.first_max, d.max_logit + 3 * 4);
+    QCOMPARE(d.keys, std::size_t(48));
+    QCOMPARE(d.bytes, d.keys + 3 * 512 * 8);
+    QCOMPARE(d.bytes_through(0), d.keys);
+    QCOMPARE(d.bytes_through(2), d.keys + 2 * 512 * 8);
+    QCOMPARE(in.sampled_rows(), std::int64_t(6));
+    // A greedy draw needs no keys; a temperature out of range is refused.
+    batch.chunks[1].draw_temperature = 0.0;
+    QCOMPARE(cuda::step_inputs(batch, s, inv, 8).sampled_rows(), std::int64_t(0));
+    batch.chunks[1].draw_temperature = -0.5;
+    expect_mentions(error_of<InvalidArgument>([&] { cuda::step_inputs(batch, s, inv, 8); }), {"draw temperature", "positive"});
     QCOMPARE(reinterpret_cast<const float*>(p.bytes.data() + p.sin)[2 * hd + hd / 2 + 1], in.sin[2 * hd + hd / 2 + 1]);
   }
 

@@ -137,6 +137,7 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
   if (shape.kv_blocks) reserve_kv(*shape.kv_blocks);
   if (const char* g = std::getenv("MOSAIC_CUDA_GRAPHS")) graphs_enabled_ = std::string(g) != "0";
   if (const char* t = std::getenv("MOSAIC_CUDA_TILED_ATTENTION")) tiled_attention_ = std::string(t) == "1";
+  if (const char* d = std::getenv("MOSAIC_CUDA_DRAWS")) prepared_draws_ = std::string(d) != "0";
   MOSAIC_CUDA_CHECK(kernels::paged_attention_cuda(nullptr, {}, 0, 1, 1, 1, 1, nullptr, nullptr, nullptr, false, stream_));  // configures it
 }
 
@@ -312,6 +313,7 @@ void CudaBackend::reserve_workspace(std::int64_t tokens, std::int64_t wanted) {
   part(&work_.groups.pair_at, P + 1, 4);
   part(&work_.groups.pos_of, P + 1, 4);
   part(&work_.group_counts, P + 1, 4);
+  part(&work_.draws, 1, draw_layout(wanted).bytes);
   for (auto& [p, bytes] : parts) at += (bytes + 255) / 256 * 256;
   work_buffer_.resize(at);
   at = 0;
@@ -321,6 +323,7 @@ void CudaBackend::reserve_workspace(std::int64_t tokens, std::int64_t wanted) {
   }
   logits_host_.resize(static_cast<std::size_t>(wanted * s.vocab_size) * sizeof(float));
   ids_host_.resize(static_cast<std::size_t>(s.num_layers * P) * sizeof(std::int32_t));
+  draws_host_.resize(draw_layout(wanted).bytes);
   predicted_host_.resize(static_cast<std::size_t>(P) * sizeof(std::int32_t));
   // A host plan's arrays: pair_at, pos_of, per wave counts, and per group begin, end, weights.
   plan_host_.resize(static_cast<std::size_t>(P + 1) * (4 * sizeof(std::int32_t) + sizeof(void*) + sizeof(std::int32_t)));

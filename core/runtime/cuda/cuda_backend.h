@@ -47,6 +47,7 @@ struct Workspace {
   int* reroute_scratch;
   kernels::GroupedPairs groups;
   std::int32_t* group_counts;  // [waves]
+  std::byte* draws;            // the prepared draws of the wanted rows (draw_layout)
 };
 
 class CudaBackend final : public Backend {
@@ -89,6 +90,9 @@ class CudaBackend final : public Backend {
   // The device work of a step, embeddings to the logits and top-k copied back; with no host wait
   // when every MoE layer routes on the device, which is what a CUDA graph captures.
   void forward(const StepInputs& in, MoeState& state, StepResult& result, int attention_positions);
+  // Wanted row `row`'s draw as the step prepared it (draws_host_, for `wanted` rows), its whole row
+  // fetched from the workspace on demand.
+  TokenCandidates prepared_draw(std::int64_t row, std::int64_t wanted, double temperature) const;
   // Decode steps of few tokens whose every MoE layer routes on the device are replayed from a CUDA
   // graph per shape (tokens, and the token groups of each buffer): ~20 launches a layer become one.
   bool graphable(const StepInputs& in, const MoeState& state) const;
@@ -146,7 +150,7 @@ class CudaBackend final : public Backend {
   Workspace work_{};
   std::int64_t work_tokens_ = 0, work_wanted_ = 0;
   DeviceBuffer inputs_;             // the step's inputs (StepInputs), uploaded at once
-  PinnedBuffer inputs_host_, logits_host_, ids_host_, plan_host_, predicted_host_;
+  PinnedBuffer inputs_host_, logits_host_, ids_host_, plan_host_, predicted_host_, draws_host_;
   std::int64_t prefetch_layer_ = -1;          // the layer whose prefetch is in flight (one at a time)
   std::vector<std::int64_t> prefetch_pairs_;  // its loads' predicted pairs, charged its wait
   std::vector<float> inv_freq_;
@@ -163,6 +167,10 @@ class CudaBackend final : public Backend {
   // MOSAIC_CUDA_TILED_ATTENTION=1: prompt tiles attended by the tiled kernel (kernels/paged_attention.h).
   // Off by default until a GPU run has checked it: written in a session whose device time was spent.
   bool tiled_attention_ = false;
+  // Rows to be drawn from come back as their draws' candidates (kernels/token_candidates.h) unless
+  // MOSAIC_CUDA_DRAWS=0, which returns them whole: tst_cuda_backend checks both take the same tokens.
+  bool prepared_draws_ = true;
+  std::uint64_t steps_ = 0;  // steps run: a prepared draw's row is fetched only before the next
   DeviceBuffer graph_inputs_;   // the inputs of graphed steps, at fixed offsets
 };
 

@@ -40,8 +40,9 @@ void CudaBackend::run_graph(StepInputs& in, MoeState& state, StepResult& result)
   MOSAIC_CUDA_CHECK(cudaMemcpyAsync(graph_inputs_.get(), inputs_host_.get(), packed.bytes.size(), cudaMemcpyHostToDevice, stream_));
   in.device = device_inputs(graph_inputs_.get<std::byte>(), packed);
 
-  // A graph per shape: the token count, and each buffer group's token and logit ranges.
-  std::vector<std::int64_t> shape{in.tokens};
+  // A graph per shape: the token count, which rows return whole or as draws, and each buffer
+  // group's token and logit ranges.
+  std::vector<std::int64_t> shape{in.tokens, in.whole_rows(), in.draws()};
   for (const TokenGroup& g : in.groups) shape.insert(shape.end(), {g.buffer, g.begin, g.end, g.wanted_begin, g.wanted_end});
   for (std::int64_t l = 0; l < spec_.num_layers; ++l) routed_on_device_[static_cast<std::size_t>(l)] = spec_.is_sparse(l);
   for (const Graph& g : graphs_)

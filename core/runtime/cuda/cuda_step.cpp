@@ -2,11 +2,13 @@
 // runs per resident-set group (each group's rows through its buffer's weights); rotary, the KV writes
 // and attention run over all tokens at once; MoE layers over all tokens (cuda_moe.cpp). The host
 // waits once per step, for the logits — and once per MoE layer whose pairs may miss.
+#include <algorithm>
 #include <cstring>
 
 #include "common/error.h"
 #include "kernels/linear.h"
 #include "kernels/paged_attention.h"
+#include "kernels/token_candidates.h"
 #include "kernels/transformer_ops.h"
 #include "runtime/cuda/cuda_backend.h"
 
@@ -18,8 +20,10 @@ StepResult CudaBackend::run(const StepBatch& batch, MoeState& state) {
   result.counts.assign(static_cast<std::size_t>(batch.sequences), std::vector<LayerCounts>(static_cast<std::size_t>(s.num_layers)));
   result.routes.resize(static_cast<std::size_t>(batch.sequences));  // not traced on the device (the CPU backend traces)
   result.logits.resize(batch.chunks.size());
+  ++steps_;
   StepInputs in = step_inputs(batch, s, inv_freq_, shape_.kv_block_tokens);
   if (in.tokens == 0) return result;
+  if (!prepared_draws_) std::fill(in.temperature.begin(), in.temperature.end(), -1.0);
   if (in.max_positions > kernels::kMaxAttentionPositions)
     throw InvalidArgument("step", "context of " + std::to_string(in.max_positions) + " tokens",
                           "is longer than the CUDA attention kernel holds (" + std::to_string(kernels::kMaxAttentionPositions) + ")",
@@ -47,17 +51,25 @@ StepResult CudaBackend::run(const StepBatch& batch, MoeState& state) {
   }
   MOSAIC_CUDA_CHECK(cudaStreamSynchronize(stream_));
 
+  // The wanted rows in the order step_inputs listed them: whole, or drawn from what the step prepared.
   const float* data = logits_host_.get<float>();
+  std::int64_t row = 0;
   for (const TokenGroup& g : in.groups)
     for (std::size_t ci = 0; ci < batch.chunks.size(); ++ci) {
       if (in.offset[ci] < g.begin || in.offset[ci] >= g.end) continue;
       const StepChunk& c = batch.chunks[ci];
       if (c.emit == Emit::Nothing || c.tokens.empty()) continue;
-      Logits& out = result.logits[ci];
-      out.vocab = s.vocab_size;
-      out.rows = c.emit == Emit::Last ? 1 : static_cast<std::int64_t>(c.tokens.size());
-      out.values.assign(data, data + out.rows * s.vocab_size);
-      data += out.rows * s.vocab_size;
+      const std::int64_t rows = c.emit == Emit::Last ? 1 : static_cast<std::int64_t>(c.tokens.size());
+      if (in.temperature[static_cast<std::size_t>(row)] >= 0) {
+        result.candidates.resize(batch.chunks.size());
+        result.candidates[ci] = prepared_draw(row, wanted, in.temperature[static_cast<std::size_t>(row)]);
+      } else {
+        Logits& out = result.logits[ci];
+        out.vocab = s.vocab_size;
+        out.rows = rows;
+        out.values.assign(data + row * s.vocab_size, data + (row + rows) * s.vocab_size);
+      }
+      row += rows;
     }
 
   // The bookkeeping of layers routed on the device — slot use times, hits, dropped pairs — replayed
@@ -137,12 +149,53 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
     MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(w.h, weight(g.buffer, layout_.final_norm), static_cast<int>(n), H, eps, w.h, stream_));
     linear(w.h, n, H, weight(g.buffer, layout_.lm_head), s.vocab_size, nullptr, false, w.logits + g.wanted_begin * s.vocab_size);
   }
+  // Rows to be drawn from come back as their draws' candidates (4 KB a row, not the vocabulary); the
+  // logits come back only when some row is wanted whole.
   const auto wanted = static_cast<std::int64_t>(in.wanted.size());
+  if (in.draws()) {
+    const DrawLayout d = draw_layout(wanted);
+    std::byte* at = w.draws;
+    MOSAIC_CUDA_CHECK(kernels::token_candidates_cuda(w.logits, static_cast<int>(wanted), static_cast<int>(s.vocab_size), in.device.temperature,
+                                                     kDrawCandidates, reinterpret_cast<std::int32_t*>(at + d.first_max),
+                                                     reinterpret_cast<float*>(at + d.max_logit), reinterpret_cast<double*>(at + d.normaliser),
+                                                     reinterpret_cast<std::uint64_t*>(at + d.keys), stream_));
+    MOSAIC_CUDA_CHECK(cudaMemcpyAsync(draws_host_.get(), at, d.bytes_through(in.sampled_rows()), cudaMemcpyDeviceToHost, stream_));
+  }
   const std::size_t logit_bytes = static_cast<std::size_t>(wanted * s.vocab_size) * sizeof(float);
-  if (logit_bytes) MOSAIC_CUDA_CHECK(cudaMemcpyAsync(logits_host_.get(), w.logits, logit_bytes, cudaMemcpyDeviceToHost, stream_));
+  if (logit_bytes && in.whole_rows())
+    MOSAIC_CUDA_CHECK(cudaMemcpyAsync(logits_host_.get(), w.logits, logit_bytes, cudaMemcpyDeviceToHost, stream_));
   const std::int64_t P = in.tokens * s.top_k;
   MOSAIC_CUDA_CHECK(cudaMemcpyAsync(ids_host_.get(), w.topk_ids, static_cast<std::size_t>(s.num_layers * P) * sizeof(std::int32_t),
                                     cudaMemcpyDeviceToHost, stream_));
+}
+
+TokenCandidates CudaBackend::prepared_draw(std::int64_t row, std::int64_t wanted, double temperature) const {
+  const std::int64_t V = spec_.vocab_size;
+  const DrawLayout d = draw_layout(wanted);
+  const std::byte* h = draws_host_.get<std::byte>();
+  TokenCandidates c;
+  c.vocab = V;
+  c.temperature = temperature;
+  c.first_max = reinterpret_cast<const std::int32_t*>(h + d.first_max)[row];
+  c.max_logit = reinterpret_cast<const float*>(h + d.max_logit)[row];
+  if (temperature > 0) {
+    c.normaliser = reinterpret_cast<const double*>(h + d.normaliser)[row];
+    const std::uint64_t* keys = reinterpret_cast<const std::uint64_t*>(h + d.keys) + row * kDrawCandidates;
+    c.keys.assign(keys, keys + std::min<std::int64_t>(kDrawCandidates, V));
+  }
+  // Valid until the next step rewrites the workspace (the engine draws before it runs another), from
+  // any thread: the draws may run on several.
+  int device = 0;
+  MOSAIC_CUDA_CHECK(cudaGetDevice(&device));
+  c.row = [this, from = work_.logits + row * V, V, device, step = steps_] {
+    if (step != steps_) throw InvalidArgument("sampling", "a prepared draw's row", "was asked for after the backend's next step");
+    MOSAIC_CUDA_CHECK(cudaSetDevice(device));
+    std::vector<float> out(static_cast<std::size_t>(V));
+    MOSAIC_CUDA_CHECK(cudaMemcpyAsync(out.data(), from, out.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    MOSAIC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return out;
+  };
+  return c;
 }
 
 void CudaBackend::swiglu(int buffer, const LayerOffsets& L, std::int64_t width, const float* h, std::int64_t n, bool accumulate,

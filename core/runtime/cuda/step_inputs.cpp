@@ -66,9 +66,17 @@ StepInputs step_inputs(const StepBatch& batch, const ModelSpec& s, const std::ve
       if (in.offset[ci] < g.begin || in.offset[ci] >= g.end) continue;
       const StepChunk& c = batch.chunks[ci];
       const auto n = static_cast<std::int64_t>(c.tokens.size());
-      if (c.emit == Emit::Last && n > 0) in.wanted.push_back(static_cast<std::int32_t>(in.offset[ci] + n - 1));
+      if (c.emit == Emit::Last && n > 0) {
+        if (c.draw_temperature && !(std::isfinite(*c.draw_temperature) && *c.draw_temperature >= 0))
+          throw InvalidArgument("step", "draw temperature " + std::to_string(*c.draw_temperature), "must be 0 (greedy) or positive");
+        in.wanted.push_back(static_cast<std::int32_t>(in.offset[ci] + n - 1));
+        in.temperature.push_back(c.draw_temperature.value_or(-1.0));
+      }
       if (c.emit == Emit::All)
-        for (std::int64_t t = 0; t < n; ++t) in.wanted.push_back(static_cast<std::int32_t>(in.offset[ci] + t));
+        for (std::int64_t t = 0; t < n; ++t) {
+          in.wanted.push_back(static_cast<std::int32_t>(in.offset[ci] + t));
+          in.temperature.push_back(-1.0);
+        }
     }
     g.wanted_end = static_cast<std::int64_t>(in.wanted.size());
   }
@@ -76,16 +84,42 @@ StepInputs step_inputs(const StepBatch& batch, const ModelSpec& s, const std::ve
   return in;
 }
 
+bool StepInputs::whole_rows() const {
+  return std::any_of(temperature.begin(), temperature.end(), [](double t) { return t < 0; });
+}
+bool StepInputs::draws() const {
+  return std::any_of(temperature.begin(), temperature.end(), [](double t) { return t >= 0; });
+}
+
+std::int64_t StepInputs::sampled_rows() const {
+  for (auto r = static_cast<std::int64_t>(temperature.size()); r > 0; --r)
+    if (temperature[static_cast<std::size_t>(r - 1)] > 0) return r;
+  return 0;
+}
+
+DrawLayout draw_layout(std::int64_t wanted, int candidates) {
+  const auto w = static_cast<std::size_t>(wanted);
+  DrawLayout d;
+  d.normaliser = 0;  // doubles first, and the keys at an 8-byte boundary: every array stays aligned
+  d.max_logit = d.normaliser + w * sizeof(double);
+  d.first_max = d.max_logit + w * sizeof(float);
+  d.keys = (d.first_max + w * sizeof(std::int32_t) + 7) / 8 * 8;
+  d.key_row = static_cast<std::size_t>(candidates) * sizeof(std::uint64_t);
+  d.bytes = d.bytes_through(wanted);
+  return d;
+}
+
 namespace {
 
 // Arrays placed at offsets sized by `room` (element counts per array, in pack order), filled from `in`.
-PackedInputs pack_with(const StepInputs& in, const std::array<std::size_t, 8>& room) {
+PackedInputs pack_with(const StepInputs& in, const std::array<std::size_t, 9>& room) {
   PackedInputs p{};
   std::size_t at = 0;
-  std::size_t* offsets[] = {&p.ids, &p.rows, &p.positions, &p.block_offset, &p.blocks, &p.wanted, &p.cos, &p.sin};
+  std::size_t* offsets[] = {&p.ids, &p.rows, &p.positions, &p.block_offset, &p.blocks, &p.wanted, &p.cos, &p.sin, &p.temperature};
   for (std::size_t i = 0; i < room.size(); ++i) {
     *offsets[i] = at;
-    at += (room[i] * 4 + 255) / 256 * 256;  // every element is 4 bytes
+    const std::size_t element = i + 1 == room.size() ? sizeof(double) : 4;  // temperatures are doubles, the rest 4 bytes
+    at += (room[i] * element + 255) / 256 * 256;
   }
   p.bytes.assign(at, std::byte{0});
   auto put = [&](std::size_t offset, const auto& v) {
@@ -99,6 +133,7 @@ PackedInputs pack_with(const StepInputs& in, const std::array<std::size_t, 8>& r
   put(p.wanted, in.wanted);
   put(p.cos, in.cos);
   put(p.sin, in.sin);
+  put(p.temperature, in.temperature);
   return p;
 }
 
@@ -106,7 +141,7 @@ PackedInputs pack_with(const StepInputs& in, const std::array<std::size_t, 8>& r
 
 PackedInputs pack(const StepInputs& in) {
   return pack_with(in, {in.ids.size(), in.rows.size(), in.positions.size(), in.block_offset.size(), in.blocks.size(),
-                        in.wanted.size(), in.cos.size(), in.sin.size()});
+                        in.wanted.size(), in.cos.size(), in.sin.size(), in.temperature.size()});
 }
 
 PackedInputs pack_fixed(const StepInputs& in, std::int64_t tokens, std::int64_t blocks, std::int64_t head_dim) {
@@ -114,13 +149,14 @@ PackedInputs pack_fixed(const StepInputs& in, std::int64_t tokens, std::int64_t 
     throw InvalidArgument("step", std::to_string(in.tokens) + " tokens over " + std::to_string(in.blocks.size()) + " blocks",
                           "do not fit the fixed input layout of " + std::to_string(tokens) + " tokens and " + std::to_string(blocks) + " blocks");
   const auto t = static_cast<std::size_t>(tokens);
-  return pack_with(in, {t, t, t, t, static_cast<std::size_t>(blocks), t, t * static_cast<std::size_t>(head_dim), t * static_cast<std::size_t>(head_dim)});
+  return pack_with(in, {t, t, t, t, static_cast<std::size_t>(blocks), t, t * static_cast<std::size_t>(head_dim), t * static_cast<std::size_t>(head_dim), t});
 }
 
 StepInputs::Device device_inputs(const std::byte* d, const PackedInputs& packed) {
   auto ints = [&](std::size_t off) { return reinterpret_cast<const std::int32_t*>(d + off); };
   return {ints(packed.ids), ints(packed.rows), ints(packed.positions), ints(packed.block_offset), ints(packed.blocks),
-          ints(packed.wanted), reinterpret_cast<const float*>(d + packed.cos), reinterpret_cast<const float*>(d + packed.sin)};
+          ints(packed.wanted), reinterpret_cast<const float*>(d + packed.cos), reinterpret_cast<const float*>(d + packed.sin),
+          reinterpret_cast<const double*>(d + packed.temperature)};
 }
 
 }  // namespace mosaic::cuda

@@ -27,6 +27,7 @@ struct StepInputs {
   std::vector<std::int32_t> blocks;    // each chunk's block list, concatenated
   std::vector<std::int32_t> wanted;    // token indices whose logits return, group by group
   std::vector<float> cos, sin;         // [tokens, head_dim]
+  std::vector<double> temperature;     // [wanted]: the draw's (StepChunk::draw_temperature); −1: the row returns whole
   std::int32_t max_positions = 0;      // the longest context any token of the step sees
   std::int64_t highest_block = -1;
   std::vector<std::int32_t> distinct_rows;  // reroute rows present, ascending
@@ -35,10 +36,27 @@ struct StepInputs {
   struct Device {
     const std::int32_t *ids, *rows, *positions, *block_offset, *blocks, *wanted;
     const float *cos, *sin;
+    const double* temperature;
   } device{};
+  bool whole_rows() const;  // whether any wanted row returns whole
+  bool draws() const;       // whether any is drawn from candidates
+  std::int64_t sampled_rows() const;  // wanted rows up to the last one drawn at a temperature (> 0)
 };
 
-// Throws InvalidArgument for a token id outside the vocabulary or a chunk whose blocks are too few.
+// The draws a step prepares on the device (kernels/token_candidates.h), in one region: byte offsets
+// of each array for `wanted` rows of `candidates` keys. The keys come last, so that a step copies
+// back only the per-row values and the keys of rows up to its last one drawn at a temperature.
+constexpr int kDrawCandidates = 512;
+struct DrawLayout {
+  std::size_t normaliser = 0, max_logit = 0, first_max = 0, keys = 0, bytes = 0;
+  std::size_t key_row = 0;  // bytes of one row's keys
+  // The region from its start through the keys of the first `rows` rows.
+  std::size_t bytes_through(std::int64_t rows) const { return keys + static_cast<std::size_t>(rows) * key_row; }
+};
+DrawLayout draw_layout(std::int64_t wanted, int candidates = kDrawCandidates);
+
+// Throws InvalidArgument for a token id outside the vocabulary, a chunk whose blocks are too few or a
+// draw temperature that is negative or not finite.
 StepInputs step_inputs(const StepBatch& batch, const ModelSpec& spec, const std::vector<float>& inv_freq,
                        std::int64_t block_tokens);
 // transformers' rotary inverse frequencies 1 / θ^(2i/d), in fp32.
@@ -47,7 +65,7 @@ std::vector<float> inverse_frequencies(const ModelSpec& spec);
 // The uploaded arrays packed back to back (each 256-byte aligned): the bytes, and where each starts.
 struct PackedInputs {
   std::vector<std::byte> bytes;
-  std::size_t ids, rows, positions, block_offset, blocks, wanted, cos, sin;
+  std::size_t ids, rows, positions, block_offset, blocks, wanted, cos, sin, temperature;
 };
 PackedInputs pack(const StepInputs& in);
 // The same at fixed offsets, for steps replayed from a CUDA graph (whose kernels keep the pointers
