@@ -7,13 +7,15 @@
 //  - expert loads (misses) and non-expert swaps against the pinned host-to-device rate;
 //  - a swap filled ahead while another variant decodes: its cost to the decode, and what is left of it;
 //  - prefetch against lru with few spare slots: the miss time it hides, the share of its copies used;
-//  - a long prompt's prefill, attention token by token and tiled, against the flops floor.
+//  - a long prompt's prefill, attention token by token and tiled, against the flops floor;
+//  - a step's token draws: rows copied back whole against candidates prepared on the device.
 #include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 
 #include "cli/commands.h"
 #include "cli/serving_args.h"
@@ -282,6 +284,43 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
     }
     unsetenv("MOSAIC_CUDA_TILED_ATTENTION");
     out["prefill"] = rows;
+  }
+  save();
+
+  {  // 8. The step's draws: rows copied back whole and drawn on the host, against candidates prepared
+     // on the device (kernels/token_candidates.h; MOSAIC_CUDA_DRAWS), at 1, 8 and 64 sequences of
+     // variant 0, greedy and at T 0.7. The steps include the draws, as the engine's do.
+    std::printf("\ntoken draws: step ms with the rows copied back whole, and with candidates prepared on the device\n");
+    std::printf("  %4s %-8s %10s %10s %8s\n", "seqs", "sampling", "whole", "prepared", "ratio");
+    nlohmann::ordered_json rows = nlohmann::json::array();
+    std::map<std::pair<int, double>, double> whole;
+    for (const bool prepared : {false, true}) {
+      setenv("MOSAIC_CUDA_DRAWS", prepared ? "1" : "0", 1);  // read when the backend is made
+      Runtime rt(store, RuntimeConfig{.pinned = pin_all({0}), .hit = HitPolicy::Strict, .device = Device::Cuda});
+      rt.make_resident(std::vector<int>{store.set_of(0)});
+      for (const int n : {1, 8, 64})
+        for (const double t : {0.0, 0.7}) {
+          StepDecoder d(rt, store, std::vector<int>(static_cast<std::size_t>(n), 0), 16, 16 + 16);
+          d.step();  // prefill
+          d.sample({.temperature = t, .seed = 1});
+          d.step();
+          d.step();
+          double best = 0;
+          for (int i = 0; i < 8; ++i) {
+            const double step = d.step();
+            best = i == 0 ? step : std::min(best, step);
+          }
+          if (!prepared) {
+            whole[{n, t}] = best;
+            continue;
+          }
+          const double before = whole[{n, t}];
+          std::printf("  %4d %-8s %10.3f %10.3f %7.2f×\n", n, t == 0 ? "greedy" : "T 0.7", before * 1e3, best * 1e3, before / best);
+          rows.push_back({{"sequences", n}, {"temperature", t}, {"whole_ms", before * 1e3}, {"prepared_ms", best * 1e3}});
+        }
+    }
+    unsetenv("MOSAIC_CUDA_DRAWS");
+    out["draws"] = rows;
   }
   save();
 }

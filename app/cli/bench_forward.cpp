@@ -5,6 +5,7 @@
 // and Qwen2's vocabularies), against sorting the whole row, measured in the same run.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -20,6 +21,7 @@
 #include "runtime/matmul_yardstick.h"
 #include "runtime/sampler_reference.h"
 #include "runtime/step_draws.h"
+#include "runtime/token_candidates.h"
 #include "runtime/threads.h"
 
 namespace fs = std::filesystem;
@@ -119,6 +121,36 @@ void print_sampling(const std::vector<SamplingRow>& rows) {
   }
 }
 
+// What is left on the host when a device prepares the draw (kernels/token_candidates.h, the CUDA
+// backend's 512 candidates): the Sampler finishing from them, and the share of draws that reached
+// past them and fetched the whole row (here a copy; on the GPU a copy back).
+void print_prepared(const std::vector<SamplingRow>& rows) {
+  constexpr int kCandidates = 512;
+  std::printf("\nHost part of a draw prepared on a device (%d candidates), us/token, mean of 2000 | draws that fetched the whole row\n", kCandidates);
+  std::printf("%-32s %7s", "logits", "vocab");
+  for (const SamplingCase& c : kSamplingCases) std::printf(" | %24s", c.name);
+  std::printf("\n");
+  for (const SamplingRow& r : rows) {
+    std::printf("%-32s %7zu", r.name.c_str(), r.logits.size());
+    for (const SamplingCase& c : kSamplingCases) {
+      TokenCandidates prepared = prepare_candidates(r.logits, c.params.temperature, kCandidates);
+      int fetched = 0, draws = 0;
+      prepared.row = [&, whole = std::move(prepared.row)] {
+        ++fetched;
+        return whole();
+      };
+      // The mean over many draws, not the best of a few: a draw that fetches the row is rare and dear.
+      Sampler sampler(c.params);
+      volatile std::int64_t token = 0;
+      const auto t0 = std::chrono::steady_clock::now();
+      for (; draws < 2000; ++draws) token = sampler.next(prepared);
+      const double us = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / draws * 1e6;
+      std::printf(" | %15.1f %7.1f%%", us, 100.0 * fetched / draws);
+    }
+    std::printf("\n");
+  }
+}
+
 // A decode step's draws for 64 sequences on one row each: one thread against the engine's `threads`.
 void print_step_draws(const SamplingRow& row, unsigned threads) {
   std::printf("\nA step's draws, 64 sequences on %s, ms/step, best of 5: one thread | %u threads | ratio\n", row.name.c_str(),
@@ -183,8 +215,14 @@ void add_bench_forward_command(CLI::App& app) {
       for (std::size_t i = 0; i < vocab; ++i) r.logits.push_back(normal(gen));
       r.logits[vocab / 3] = *std::max_element(r.logits.begin(), r.logits.end()) + 8.0f;
     }
+    // A trained model's tail, roughly: the i-th most probable token at probability ∝ i^−1.1, the
+    // ranks shuffled over the vocabulary.
+    SamplingRow& zipf = sampling.emplace_back(SamplingRow{"Zipf 1.1, 32k", {}});
+    for (std::size_t i = 0; i < 32000; ++i) zipf.logits.push_back(-1.1f * std::log(static_cast<float>(i + 1)));
+    std::shuffle(zipf.logits.begin(), zipf.logits.end(), gen);
     print_sampling(sampling);
-    print_step_draws(sampling[sampling.size() - 2], static_cast<unsigned>(threads));
+    print_prepared(sampling);
+    print_step_draws(sampling[sampling.size() - 3], static_cast<unsigned>(threads));
   });
 }
 

@@ -4,6 +4,9 @@
 #include <chrono>
 #include <random>
 
+#include "runtime/step_draws.h"
+#include "runtime/threads.h"
+
 namespace mosaic::cli {
 
 std::vector<std::int64_t> random_tokens(std::size_t n, std::uint64_t seed, std::int64_t vocab) {
@@ -26,6 +29,15 @@ StepDecoder::StepDecoder(Runtime& rt, const HostStore& store, const std::vector<
   }
 }
 
+void StepDecoder::sample(const SamplingParams& p) {
+  samplers_.clear();
+  for (std::size_t i = 0; i < target_.size(); ++i) {
+    SamplingParams own = p;
+    own.seed = p.seed + i;
+    samplers_.push_back(std::make_unique<Sampler>(own));
+  }
+}
+
 double StepDecoder::step() {
   StepBatch batch;
   batch.sequences = static_cast<int>(target_.size());
@@ -34,10 +46,15 @@ double StepDecoder::step() {
     chunk[i].assign(tokens_[i].begin() + cached_[i], tokens_[i].end());
     batch.chunks.push_back({.sequence = static_cast<int>(i), .target = target_[i], .buffer = rt_.buffer_of(store_.set_of(target_[i])),
                             .tokens = chunk[i], .start = cached_[i], .blocks = blocks_[i], .emit = Emit::Last, .trace = trace_});
+    if (!samplers_.empty()) batch.chunks.back().draw_temperature = samplers_[i]->params().temperature;
   }
   std::stable_sort(batch.chunks.begin(), batch.chunks.end(), [](const StepChunk& a, const StepChunk& b) { return a.buffer < b.buffer; });
   const auto t0 = std::chrono::steady_clock::now();
   last_ = rt_.run(batch);
+  std::vector<TokenDraw> draws;
+  for (std::size_t c = 0; c < batch.chunks.size() && !samplers_.empty(); ++c)
+    draws.push_back(step_draw(samplers_[static_cast<std::size_t>(batch.chunks[c].sequence)].get(), last_, c).value());
+  draw_tokens(draws, static_cast<unsigned>(configured_threads()));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   chunks_.clear();
   for (std::size_t c = 0; c < batch.chunks.size(); ++c) {
@@ -45,7 +62,7 @@ double StepDecoder::step() {
     const auto& v = last_.logits[c].values;
     chunks_.push_back({static_cast<std::int64_t>(chunk[i].size()), static_cast<std::int64_t>(tokens_[i].size())});
     cached_[i] = static_cast<std::int64_t>(tokens_[i].size());
-    tokens_[i].push_back(std::max_element(v.begin(), v.end()) - v.begin());
+    tokens_[i].push_back(draws.empty() ? std::max_element(v.begin(), v.end()) - v.begin() : draws[c].token);
   }
   return seconds;
 }

@@ -2,10 +2,12 @@
 // Sequences prefilling and then decoding together on one runtime, driven step by step with no engine
 // thread in the timing: what bench-cuda and bench-device time.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "runtime/host_store.h"
 #include "runtime/runtime.h"
+#include "runtime/sampler.h"
 
 namespace mosaic::cli {
 
@@ -17,8 +19,11 @@ class StepDecoder {
   // `max_len` positions. `trace`: steps record their routes (last().routes).
   StepDecoder(Runtime& rt, const HostStore& store, const std::vector<int>& targets, std::size_t prompt, std::int64_t max_len,
               bool trace = false);
+  // From now on each sequence's next token is drawn with `p` (seeded per sequence), the draws timed
+  // with the step, as the engine makes them; until then the greedy choice, untimed.
+  void sample(const SamplingParams& p);
   // One step: each sequence's uncached tokens (its prompt first, then one token at a time; the
-  // greedy choice is appended). Returns the step's seconds.
+  // drawn or greedy token is appended). Returns the step's seconds.
   double step();
   const StepResult& last() const { return last_; }
   // The last step's chunks: tokens run and positions cached after them.
@@ -35,6 +40,7 @@ class StepDecoder {
   std::vector<std::vector<std::int32_t>> blocks_;
   std::vector<std::int64_t> cached_;
   bool trace_;
+  std::vector<std::unique_ptr<Sampler>> samplers_;  // [sequences], once sample() is called
   StepResult last_;
   std::vector<Chunk> chunks_;
 };
