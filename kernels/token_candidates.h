@@ -18,12 +18,14 @@ namespace mosaic::kernels {
 
 // A logit's bits as an unsigned integer in the order of the values (−0 as +0: they are equal logits;
 // every NaN above +inf, alike on the host and the device, whatever its sign and payload).
+// Branch-free: a row's signs are random, and a mispredicted branch per logit tripled the host's sort.
 MOSAIC_HOST_DEVICE inline std::uint32_t ordered_bits(float logit) {
-  if (logit != logit) return 0xFFFFFFFFu;
   const float canonical = logit + 0.0f;
   std::uint32_t bits;
   std::memcpy(&bits, &canonical, sizeof bits);
-  return (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
+  const std::uint32_t flip = (0u - (bits >> 31)) | 0x80000000u;              // negative: all bits; else the sign
+  const std::uint32_t nan = 0u - static_cast<std::uint32_t>((bits & 0x7FFFFFFFu) > 0x7F800000u);
+  return (bits ^ flip) | nan;
 }
 // A candidate as one integer that sorts (descending) most probable first, ties to the lower index,
 // so that a draw does not depend on how a sort breaks ties: the ordered logit above, the index
