@@ -157,8 +157,8 @@ std::int64_t Sampler::next(std::span<const float> logits) {
   return *draw(params_, keep, sum, key_at, weight_of, rng_);
 }
 
-// The same draw from what a device prepared. The generator's state is kept until the draw stays within the
-// candidates; past them the draw is made again from the whole row, as if none had been prepared.
+// The same draw from what a device prepared. The generator advances only when the draw stays within
+// the candidates; past them the draw is made again from the whole row, as if none had been prepared.
 std::int64_t Sampler::next(const TokenCandidates& c) {
   if (c.vocab <= 0) throw InvalidArgument("sampling", "candidates", "are empty");
   if (params_.temperature <= 0.0) return c.first_max;

@@ -105,8 +105,8 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
 
   slot_elements_ = 3 * s.expert_intermediate * s.hidden_size;
   const auto slot_bytes = static_cast<std::size_t>(slot_elements_) * sizeof(bf16_t);
-  int device = 0;
-  MOSAIC_CUDA_CHECK(cudaGetDevice(&device));
+  MOSAIC_CUDA_CHECK(cudaGetDevice(&device_));
+  const int device = device_;
   // Virtual memory where the driver and device take it, unless MOSAIC_CUDA_VMM=0; =1 insists (an
   // error naming what is missing rather than plain allocations).
   const char* vmm = std::getenv("MOSAIC_CUDA_VMM");

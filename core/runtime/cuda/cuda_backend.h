@@ -90,9 +90,9 @@ class CudaBackend final : public Backend {
   // The device work of a step, embeddings to the logits and top-k copied back; with no host wait
   // when every MoE layer routes on the device, which is what a CUDA graph captures.
   void forward(const StepInputs& in, MoeState& state, StepResult& result, int attention_positions);
-  // Wanted row `row`'s draw as the step prepared it (draws_host_, for `wanted` rows), its whole row
+  // Wanted row `row`'s draw as the step prepared it (draws_host_, laid out by `d`), its whole row
   // fetched from the workspace on demand.
-  TokenCandidates prepared_draw(std::int64_t row, std::int64_t wanted, double temperature) const;
+  TokenCandidates prepared_draw(const DrawLayout& d, std::int64_t row, double temperature) const;
   // Decode steps of few tokens whose every MoE layer routes on the device are replayed from a CUDA
   // graph per shape (tokens, and the token groups of each buffer): ~20 launches a layer become one.
   bool graphable(const StepInputs& in, const MoeState& state) const;
@@ -123,6 +123,7 @@ class CudaBackend final : public Backend {
   const ModelSpec& spec_;
   BackendShape shape_;
   std::shared_ptr<const PinnedMirror> mirror_;
+  int device_ = 0;  // the GPU the backend was made on: a prepared draw's row is fetched from it on any thread
   cudaStream_t stream_ = nullptr, copy_ = nullptr, fill_ = nullptr;
   std::vector<cudaEvent_t> filled_;  // [buffers]: recorded after a set fill's last copy
   cudaEvent_t copied_ = nullptr, computed_ = nullptr, prefetched_ = nullptr;

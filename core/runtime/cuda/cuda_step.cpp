@@ -53,6 +53,7 @@ StepResult CudaBackend::run(const StepBatch& batch, MoeState& state) {
 
   // The wanted rows in the order step_inputs listed them: whole, or drawn from what the step prepared.
   const float* data = logits_host_.get<float>();
+  const DrawLayout drawn = draw_layout(wanted);
   std::int64_t row = 0;
   for (const TokenGroup& g : in.groups)
     for (std::size_t ci = 0; ci < batch.chunks.size(); ++ci) {
@@ -62,7 +63,7 @@ StepResult CudaBackend::run(const StepBatch& batch, MoeState& state) {
       const std::int64_t rows = c.emit == Emit::Last ? 1 : static_cast<std::int64_t>(c.tokens.size());
       if (in.temperature[static_cast<std::size_t>(row)] >= 0) {
         result.candidates.resize(batch.chunks.size());
-        result.candidates[ci] = prepared_draw(row, wanted, in.temperature[static_cast<std::size_t>(row)]);
+        result.candidates[ci] = prepared_draw(drawn, row, in.temperature[static_cast<std::size_t>(row)]);
       } else {
         Logits& out = result.logits[ci];
         out.vocab = s.vocab_size;
@@ -169,9 +170,8 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
                                     cudaMemcpyDeviceToHost, stream_));
 }
 
-TokenCandidates CudaBackend::prepared_draw(std::int64_t row, std::int64_t wanted, double temperature) const {
+TokenCandidates CudaBackend::prepared_draw(const DrawLayout& d, std::int64_t row, double temperature) const {
   const std::int64_t V = spec_.vocab_size;
-  const DrawLayout d = draw_layout(wanted);
   const std::byte* h = draws_host_.get<std::byte>();
   TokenCandidates c;
   c.vocab = V;
@@ -185,11 +185,9 @@ TokenCandidates CudaBackend::prepared_draw(std::int64_t row, std::int64_t wanted
   }
   // Valid until the next step rewrites the workspace (the engine draws before it runs another), from
   // any thread: the draws may run on several.
-  int device = 0;
-  MOSAIC_CUDA_CHECK(cudaGetDevice(&device));
-  c.row = [this, from = work_.logits + row * V, V, device, step = steps_] {
+  c.row = [this, from = work_.logits + row * V, V, step = steps_] {
     if (step != steps_) throw InvalidArgument("sampling", "a prepared draw's row", "was asked for after the backend's next step");
-    MOSAIC_CUDA_CHECK(cudaSetDevice(device));
+    MOSAIC_CUDA_CHECK(cudaSetDevice(device_));
     std::vector<float> out(static_cast<std::size_t>(V));
     MOSAIC_CUDA_CHECK(cudaMemcpyAsync(out.data(), from, out.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
     MOSAIC_CUDA_CHECK(cudaStreamSynchronize(stream_));
