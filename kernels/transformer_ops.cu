@@ -74,8 +74,8 @@ __global__ void gather_rows_bf16_kernel(const float* x, int width, const std::in
   for (int i = threadIdx.x; i < width; i += blockDim.x) dst[i] = __float2bfloat16_rn(src[i]);
 }
 
-__global__ void gather_rows_kernel(const float* x, int width, const std::int32_t* rows, float* out) {
-  const float* src = x + static_cast<std::int64_t>(rows[blockIdx.x]) * width;
+__global__ void gather_rows_kernel(const float* x, int width, const std::int32_t* rows, int divisor, float* out) {
+  const float* src = x + static_cast<std::int64_t>(rows[blockIdx.x] / divisor) * width;
   float* dst = out + static_cast<std::int64_t>(blockIdx.x) * width;
   for (int i = threadIdx.x; i < width; i += blockDim.x) dst[i] = src[i];
 }
@@ -150,9 +150,9 @@ int gather_rows_bf16_cuda(const float* x, int width, const std::int32_t* rows, i
   return launched();
 }
 
-int gather_rows_cuda(const float* x, int width, const std::int32_t* rows, int count, float* out, void* stream) {
+int gather_rows_cuda(const float* x, int width, const std::int32_t* rows, int count, int divisor, float* out, void* stream) {
   if (count == 0) return 0;
-  gather_rows_kernel<<<count, 256, 0, as_stream(stream)>>>(x, width, rows, out);
+  gather_rows_kernel<<<count, 256, 0, as_stream(stream)>>>(x, width, rows, divisor, out);
   return launched();
 }
 

@@ -43,8 +43,8 @@ int half_to_bf16_cuda(const std::uint16_t* x, std::int64_t n, bf16_t* out, void*
 int gather_rows_bf16_cuda(const float* x, int width, const std::int32_t* rows, int count, int divisor, bf16_t* out,
                           void* stream);
 
-// out[i, :] = x[rows[i], :] (fp32).
-int gather_rows_cuda(const float* x, int width, const std::int32_t* rows, int count, float* out, void* stream);
+// out[i, :] = x[rows[i] / divisor, :] (fp32).
+int gather_rows_cuda(const float* x, int width, const std::int32_t* rows, int count, int divisor, float* out, void* stream);
 
 // y[r, :] += bias (bf16) over rows of `width`.
 int add_bias_cuda(float* y, const bf16_t* bias, int rows, int width, void* stream);

@@ -200,7 +200,9 @@ class TestCudaKernels : public QObject {
       Dev<float> gathered(ids.size() * width);
       const std::vector<std::int32_t> rows_of{6, 0, 3, 3};
       Dev<std::int32_t> dr(rows_of);
-      CHECK_LAUNCH(gather_rows_cuda(dx.p, width, dr.p, 4, gathered.p, nullptr));
+      CHECK_LAUNCH(gather_rows_cuda(dx.p, width, dr.p, 4, 1, gathered.p, nullptr));
+      Dev<float> by_pair(ids.size() * width);  // pairs 6, 0, 3, 3 of top-2 routing: tokens 3, 0, 1, 1
+      CHECK_LAUNCH(gather_rows_cuda(dx.p, width, dr.p, 4, 2, by_pair.p, nullptr));
       SYNCED();
       std::vector<float> expect(ids.size() * width);
       embed_rows_reference(table.data(), ids.data(), int(ids.size()), width, expect.data());
@@ -208,7 +210,11 @@ class TestCudaKernels : public QObject {
       const auto got = narrow.get();
       for (std::size_t i = 0; i < x.size(); ++i) QCOMPARE(got[i], float_to_bf16(x[i]));
       const auto g = gathered.get();
-      for (int r = 0; r < 4; ++r) QCOMPARE(g[std::size_t(r) * width + 5], x[std::size_t(rows_of[std::size_t(r)]) * width + 5]);
+      const auto gp = by_pair.get();
+      for (int r = 0; r < 4; ++r) {
+        QCOMPARE(g[std::size_t(r) * width + 5], x[std::size_t(rows_of[std::size_t(r)]) * width + 5]);
+        QCOMPARE(gp[std::size_t(r) * width + 5], x[std::size_t(rows_of[std::size_t(r)] / 2) * width + 5]);
+      }
     }
   }
 

@@ -1,22 +1,41 @@
 // The CUDA backend's host-side logic, on any machine: a step's inputs as the device reads them
 // (positions, reroute rows, KV block lists, rotary angles as transformers computes them, the rows
 // whose logits return) and a host routing plan laid out as grouped pairs (consecutive positions per
-// slot, waves in order, large groups apart, dropped pairs unserved).
+// slot, waves in order, large groups apart, dropped pairs unserved; delta groups bundled over their
+// base), and a delta expert's packed arrays as the one block a load copies.
 #include <QTest>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
+#include <random>
 #include <set>
 
 #include "common/error.h"
 #include "model/synthetic.h"
 #include "kernels/paged_attention.h"
+#include "model/delta_codec.h"
+#include "runtime/cuda/delta_block.h"
 #include "runtime/cuda/grouped_plan.h"
+#include "runtime/delta_view.h"
 #include "runtime/page_map.h"
 #include "runtime/cuda/step_inputs.h"
 #include "test_support.h"
 
 using namespace mosaic;
 using namespace mosaic::test;
+
+namespace {
+
+std::vector<float> normal_values(std::size_t n, unsigned seed, float sd = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, sd);
+  std::vector<float> out(n);
+  for (float& v : out) v = dist(rng);
+  return out;
+}
+
+}  // namespace
 
 class TestCudaPlan : public QObject {
   Q_OBJECT
@@ -159,6 +178,92 @@ class TestCudaPlan : public QObject {
     // Every served pair has one position and the position holds it.
     for (std::size_t p = 0; p < g.pos_of.size(); ++p)
       if (g.pos_of[p] >= 0) QCOMPARE(g.pair_at[static_cast<std::size_t>(g.pos_of[p])], std::int32_t(p));
+  }
+
+  void deltaGroupsBundleOverTheirBase() {
+    // Wave 0: slot 0 holds base expert A, slot 1 a delta over A, slot 2 dense expert B, and scratch
+    // slot 0 is loaded with another delta over A; wave 1 reloads scratch 0 with dense expert C.
+    // Expert ids: 10 = A, 11 and 13 = deltas over A, 12 = B, 14 = C.
+    const std::map<std::int32_t, cuda::SlotServes> experts{{10, {{1, 2, 3}, false}}, {11, {{1, 2, 3}, true}}, {12, {{4, 5, 6}, false}},
+                                                           {13, {{1, 2, 3}, true}}, {14, {{7, 8, 9}, false}}};
+    const std::map<std::pair<bool, std::int32_t>, std::int32_t> held{{{false, 0}, 10}, {{false, 1}, 11}, {{false, 2}, 12}, {{true, 0}, 12}};
+    std::vector<std::int32_t> asked;  // the loaded ids the plan passed
+    const cuda::ServesOf serves = [&](SlotRef s, std::int32_t loaded) {
+      asked.push_back(loaded);
+      return experts.at(loaded >= 0 ? loaded : held.at({s.scratch, s.slot}));
+    };
+    RoutePlan plan;
+    plan.outcome.assign(10, PairOutcome::Hit);
+    plan.waves.resize(2);
+    plan.waves[0].groups = {{{false, 1}, {2}}, {{false, 2}, {3, 5}}, {{false, 0}, {0, 1}}, {{true, 0}, {4, 6}}};
+    plan.waves[0].loads = {{{true, 0}, 13, {}, 4}};
+    plan.waves[1].groups = {{{true, 0}, {7}}, {{false, 1}, {8, 9}}};
+    plan.waves[1].loads = {{{true, 0}, 14, {}, 7}};
+    const cuda::GroupedPlan g = cuda::grouped_plan(plan, 16, serves);
+    QCOMPARE(asked, (std::vector<std::int32_t>{-1, -1, -1, 13, 14, -1}));
+
+    const cuda::PlannedWave& w0 = g.waves[0];
+    QCOMPARE(w0.small.size(), std::size_t(1));  // B alone: no delta goes over it
+    QVERIFY(w0.small[0].slot == (SlotRef{false, 2}));
+    QCOMPARE(w0.bundles.size(), std::size_t(1));
+    const cuda::PlannedBundle& b = w0.bundles[0];
+    QCOMPARE(b.groups.size(), std::size_t(3));  // A's three slots in wave order, positions end to end
+    QVERIFY(b.groups[0].slot == (SlotRef{false, 1}) && b.groups[0].delta);
+    QVERIFY(b.groups[1].slot == (SlotRef{false, 0}) && !b.groups[1].delta);
+    QVERIFY(b.groups[2].slot == (SlotRef{true, 0}) && b.groups[2].delta);
+    QCOMPARE(b.begin, w0.small[0].end);
+    QCOMPARE(b.groups.front().begin, b.begin);
+    for (std::size_t i = 1; i < b.groups.size(); ++i) QCOMPARE(b.groups[i].begin, b.groups[i - 1].end);
+    QCOMPARE(b.end, b.groups.back().end);
+    QCOMPARE(b.end - b.begin, 5);
+
+    // Wave 1: scratch 0 now holds C, so it runs alone; slot 1's delta over A bundles by itself.
+    const cuda::PlannedWave& w1 = g.waves[1];
+    QCOMPARE(w1.small.size(), std::size_t(1));
+    QVERIFY(w1.small[0].slot == (SlotRef{true, 0}) && !w1.small[0].delta);
+    QCOMPARE(w1.bundles.size(), std::size_t(1));
+    QCOMPARE(w1.bundles[0].groups.size(), std::size_t(1));
+    QCOMPARE(w1.bundles[0].end - w1.bundles[0].begin, 2);
+    for (std::size_t p = 0; p < g.pos_of.size(); ++p) QCOMPARE(g.pair_at[static_cast<std::size_t>(g.pos_of[p])], std::int32_t(p));
+
+    // Without deltas nothing bundles, whatever shares matrices.
+    const cuda::GroupedPlan plain = cuda::grouped_plan(plan, 16);
+    QVERIFY(plain.waves[0].bundles.empty() && plain.waves[0].small.size() == 4);
+  }
+
+  void deltaBlocksReadAsTheirPackedArrays() {
+    // Gate, up and down of one expert in one block, each array 256-byte aligned; the kernel reading
+    // the block's views gives the products it gives from the packed arrays themselves.
+    const std::int64_t hidden = 64, inter = 40;
+    for (const DeltaFormat& f : {DeltaFormat{4, true, 32}, DeltaFormat{2, false, 16}}) {
+      HostDelta d{f, {}, {}, {}};
+      unsigned seed = 1;
+      for (PackedDelta* p : {&d.gate, &d.up, &d.down}) {
+        const bool down = p == &d.down;
+        const std::int64_t rows = down ? hidden : inter, cols = down ? inter : hidden;
+        *p = compress_delta(normal_values(static_cast<std::size_t>(rows * cols), seed++, 0.01f), rows, cols, f);
+      }
+      const cuda::DeltaBlock b = cuda::delta_block(d);
+      QVERIFY(b.bytes >= d.bytes() && b.bytes % 256 == 0);
+      std::vector<std::uint64_t> storage(b.bytes / 8 + 1, ~0ull);  // stale bytes: the write clears its gaps
+      auto* at = reinterpret_cast<std::byte*>(storage.data());
+      cuda::write_delta_block(d, b, at);
+      const auto views = cuda::delta_block_views(d, b, at);
+      int i = 0;
+      for (const PackedDelta* p : {&d.gate, &d.up, &d.down}) {
+        const auto& m = b.part[static_cast<std::size_t>(i)];
+        for (std::size_t off : {m.qweight, m.meta, m.scales, m.zeros}) QCOMPARE(off % 256, std::size_t(0));
+        QCOMPARE(views[static_cast<std::size_t>(i)].meta == nullptr, !f.sparse24);
+        const int n = 3;
+        const auto x = normal_values(static_cast<std::size_t>(n * p->cols), 40u + static_cast<unsigned>(i));
+        std::vector<float> want(static_cast<std::size_t>(n * p->rows)), got(want.size());
+        kernels::delta_linear_reference(x.data(), n, delta_view(*p, f), false, want.data());
+        kernels::delta_linear_reference(x.data(), n, views[static_cast<std::size_t>(i)], false, got.data());
+        QCOMPARE(got, want);
+        QVERIFY(std::any_of(want.begin(), want.end(), [](float v) { return v != 0.0f; }));
+        ++i;
+      }
+    }
   }
 
   // The virtual weight tensor's pages, as ExpertWeave's Figure 3 draws them: experts of 1.5 pages

@@ -146,7 +146,7 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
   for (const TokenGroup& g : in.groups) {
     const std::int64_t n = g.wanted_end - g.wanted_begin;
     if (n == 0) continue;
-    MOSAIC_CUDA_CHECK(kernels::gather_rows_cuda(w.x, H, in.device.wanted + g.wanted_begin, static_cast<int>(n), w.h, stream_));
+    MOSAIC_CUDA_CHECK(kernels::gather_rows_cuda(w.x, H, in.device.wanted + g.wanted_begin, static_cast<int>(n), 1, w.h, stream_));
     MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(w.h, weight(g.buffer, layout_.final_norm), static_cast<int>(n), H, eps, w.h, stream_));
     linear(w.h, n, H, weight(g.buffer, layout_.lm_head), s.vocab_size, nullptr, false, w.logits + g.wanted_begin * s.vocab_size);
   }

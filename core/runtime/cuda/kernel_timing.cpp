@@ -212,7 +212,7 @@ std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context) {
     return kernels::moe_combine_cuda(pair_out.get<float>(), pos_of.get<std::int32_t>(), topk_w.get<float>(), 1, K, H, x.get<float>(), st);
   });
   measure("logit row gather", 1, 0, [&](int) {
-    return kernels::gather_rows_cuda(x.get<float>(), H, zero_int.get<std::int32_t>(), 1, h.get<float>(), st);
+    return kernels::gather_rows_cuda(x.get<float>(), H, zero_int.get<std::int32_t>(), 1, 1, h.get<float>(), st);
   });
   measure("output head", 1, weights(V, H), [&](int i) {
     return kernels::linear_cuda(h.get<float>(), 1, H, arena.copy(i, weights(V, H)), V, nullptr, false, logits.get<float>(), st);
