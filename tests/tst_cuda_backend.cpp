@@ -1,13 +1,15 @@
 // The CUDA backend against the CPU reference, through the same runtime and engine: logits within 2e-2
 // relative (bf16 weights) on every fixture architecture under every hit and miss policy, on a mixed
 // batch of full fine-tunes and ESFT adapters, and step by step through prefill and decode on
-// a synthetic mid-size family. Label `gpu`: exits 77 without a device.
+// a synthetic mid-size family, and on delta folders over their base. Label `gpu`: exits 77 without a device.
 #include <QTemporaryDir>
 #include <QTest>
 
 #include <cstdlib>
+#include <filesystem>
 #include <random>
 
+#include "analysis/delta_folder.h"
 #include "analysis/family_analysis.h"
 #include "common/error.h"
 #include "gpu_suite.h"
@@ -28,11 +30,11 @@ struct Compared {
   double worst = 0;
   std::vector<RequestResult> cuda;
 };
-Compared compare(const HostStore& store, RuntimeConfig config, const std::vector<ServeRequest>& requests) {
+Compared compare(const HostStore& store, RuntimeConfig config, const std::vector<ServeRequest>& requests, EngineOptions options = {}) {
   std::vector<RequestResult> results[2];
   for (Device d : {Device::Cpu, Device::Cuda}) {
     config.device = d;
-    Engine engine(std::make_shared<Runtime>(store, config));
+    Engine engine(std::make_shared<Runtime>(store, config), options);
     for (const auto& h : engine.submit_all(requests)) results[d == Device::Cuda].push_back(h->wait());
   }
   Compared c{0, results[1]};
@@ -241,6 +243,59 @@ class TestCudaBackend : public QObject {
       }
     }
     QCOMPARE(tokens[1], tokens[0]);
+  }
+
+  void deltaFoldersServeAsOnTheCpu() {
+    // Two delta folders over their base, every target in one batched step: pins of dense and delta
+    // experts with lru misses, misses through one scratch slot wave after wave, and DeltaMoE's pins
+    // (the base once, each delta in a delta-only slot over it). Groups over one base run its GEMMs
+    // once and each delta from its packed arrays, as the CPU backend does.
+    for (const auto& fam : families()) {
+      const std::filesystem::path dir = tmp_.filePath(QString::fromStdString("delta-" + fam)).toStdString();
+      const Checkpoint base(fixture(fam, "base"));
+      for (const char* v : {"ft1", "ft2"}) write_delta(base, Checkpoint(fixture(fam, v)), {4, true, 32}, dir / (std::string("d") + v));
+      Family family;
+      open_family(family, {dir / "dft1", dir / "dft2"});
+      const HostStore store(family);
+      const ModelSpec& s = store.spec();
+      const int b = store.index("base"), d1 = store.index("dft1"), d2 = store.index("dft2");
+      std::vector<PinnedExpert> sparse, weave;
+      for (std::int64_t l = 0; l < s.num_layers; ++l)
+        for (std::int64_t e = 0; e < s.num_experts && s.is_sparse(l); ++e) {
+          if (e % 3 < 2) sparse.push_back({l, e, e % 3 == 0 ? d1 : b});
+          weave.push_back({l, e, b});
+          for (int d : {d1, d2})
+            if (store.source(d, l, e).kind == ExpertSource::Kind::Delta) weave.push_back({l, e, d});
+        }
+      // dft1's and base's requests share a prompt: their logits differ far beyond the tolerance, so
+      // serving one target's experts for another's cannot pass.
+      std::vector<ServeRequest> requests;
+      for (int t : {d1, b, d2, d1}) requests.push_back({store.name(t), {.prompt = prompt_of(5 + 3 * (requests.size() / 2), 90 + requests.size() / 2, s.vocab_size), .max_new_tokens = 0}, true});
+      struct Run {
+        const char* what;
+        RuntimeConfig config;
+        int sequences;  // a step's most: 1 keeps steps small enough to route on the device but for the deltas
+      };
+      const Run runs[] = {
+          {"sparse pins, lru", {.pinned = sparse, .hit = HitPolicy::Strict, .miss = "lru", .resident_sets = 3}, 0},
+          {"sparse pins, lru, one request a step", {.pinned = sparse, .hit = HitPolicy::Strict, .miss = "lru", .resident_sets = 3}, 1},
+          {"sparse pins, prefetch", {.pinned = sparse, .hit = HitPolicy::Strict, .miss = "prefetch", .resident_sets = 3}, 1},
+          {"waves of one scratch slot", {.pinned = sparse, .hit = HitPolicy::Strict, .miss = "transient", .resident_sets = 3, .reserve = {.miss_slots = 1}}, 0},
+          {"delta-only slots", {.pinned = weave, .hit = HitPolicy::Strict, .miss = "lru", .resident_sets = 3}, 0},
+          {"delta-only slots, one request a step", {.pinned = weave, .hit = HitPolicy::Strict, .miss = "lru", .resident_sets = 3}, 1},
+      };
+      for (const Run& run : runs) {
+        EngineOptions options;
+        if (run.sequences) options.scheduler.max_sequences = run.sequences;
+        const Compared c = compare(store, run.config, requests, options);
+        const QString what = QString::fromStdString(fam) + QStringLiteral(", ") + QString::fromUtf8(run.what);
+        QVERIFY2(c.worst <= 2e-2, qPrintable(what + QStringLiteral(": %1").arg(c.worst)));
+        QVERIFY2(relative_error(c.cuda[0].logits.values, c.cuda[1].logits.values) > 0.1, qPrintable(what));
+        std::int64_t misses = 0;
+        for (const auto& r : c.cuda) misses += r.stats.counters.total().misses;
+        QVERIFY2((misses == 0) == (run.config.pinned.size() == weave.size()), qPrintable(what));
+      }
+    }
   }
 
   void deviceErrorsAreTyped() {

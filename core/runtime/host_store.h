@@ -76,6 +76,7 @@ class HostStore {
   const HostExpert& expert_tensors(ExpertId id) const { return experts_[static_cast<std::size_t>(id)]; }
   int distinct_experts() const { return static_cast<int>(experts_.size()); }
   const HostDelta& delta(DeltaId id) const { return deltas_[static_cast<std::size_t>(id)]; }
+  int deltas() const { return static_cast<int>(deltas_.size()); }
   // Where that expert comes from: the adapter's own tuned expert, a delta folder's, or a full checkpoint's.
   ExpertSource source(int target, std::int64_t layer, std::int64_t expert) const;
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 
 #include "common/error.h"
 #include "kernels/linear.h"
@@ -13,6 +14,7 @@
 #include "model/weight_names.h"
 #include "runtime/cuda/cublas_library.h"
 #include "runtime/cuda/cuda_probe.h"
+#include "runtime/cuda/delta_block.h"
 
 namespace mosaic::cuda {
 namespace {
@@ -85,11 +87,6 @@ SetLayout set_layout(const HostStore& store) {
 
 CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
     : store_(store), spec_(store.spec()), shape_(shape) {
-  for (int t = 0; t < store.targets(); ++t)  // its slots hold dense experts only: a delta would be dropped
-    if (store.is_delta(t))
-      throw UnsupportedError("device cuda", "variant '" + store.name(t) + "'",
-                             "is a delta folder; the CUDA backend does not serve delta experts yet",
-                             "serve it with --device cpu, or write its dense checkpoint with `mosaic-cli delta expand`");
   if (const auto why = unavailable()) throw DeviceError("device cuda", "", *why, "use --device cpu on this machine");
   const ModelSpec& s = spec_;
   MOSAIC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -109,18 +106,27 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
   const int device = device_;
   // Virtual memory where the driver and device take it, unless MOSAIC_CUDA_VMM=0; =1 insists (an
   // error naming what is missing rather than plain allocations).
+  std::vector<std::int64_t> dense = shape.layer_slots;  // [layers]: slots with matrices of their own
+  for (std::size_t l = 0; l < dense.size() && l < shape.layer_delta_only.size(); ++l) dense[l] -= shape.layer_delta_only[l].second;
   const char* vmm = std::getenv("MOSAIC_CUDA_VMM");
   const std::string want = vmm ? vmm : "";
   if (want == "1" || (want != "0" && PhysicalPages::supported(device))) {
     const std::uint64_t page = PhysicalPages::page_bytes(device);
     std::int64_t pages = 0;  // as many as every slot full needs: the budget already priced them
-    for (std::int64_t n : shape.layer_slots) pages += PageMap(slot_bytes, n, page).pages();
+    for (std::int64_t n : dense) pages += PageMap(slot_bytes, n, page).pages();
     pages_ = std::make_unique<PhysicalPages>(device, pages);
-    for (std::int64_t n : shape.layer_slots) virtual_slots_.push_back(std::make_unique<VirtualTensor>(*pages_, slot_bytes, n));
+    for (std::int64_t n : dense) virtual_slots_.push_back(std::make_unique<VirtualTensor>(*pages_, slot_bytes, n));
   } else {
-    for (std::int64_t n : shape.layer_slots) slots_.emplace_back(static_cast<std::size_t>(n) * slot_bytes);
+    for (std::int64_t n : dense) slots_.emplace_back(static_cast<std::size_t>(n) * slot_bytes);
   }
   scratch_slots_.resize(static_cast<std::size_t>(shape.scratch_slots) * slot_bytes);
+  for (std::size_t l = 0; l < shape.layer_slots.size(); ++l) {
+    auto& r = records_.emplace_back(static_cast<std::size_t>(shape.layer_slots[l]));
+    if (l < shape.layer_delta_only.size())
+      for (std::int64_t i = 0; i < shape.layer_delta_only[l].second; ++i) r[static_cast<std::size_t>(shape.layer_delta_only[l].first + i)].delta_only = true;
+  }
+  scratch_records_.resize(static_cast<std::size_t>(shape.scratch_slots));
+  deltas_ = store.deltas() > 0;
 
   layout_ = set_layout(store);
   for (int b = 0; b < shape.buffers; ++b) {
@@ -194,21 +200,74 @@ bf16_t* CudaBackend::layer_slots(std::int64_t layer) const {
 }
 
 bf16_t* CudaBackend::slot_weights(std::int64_t layer, SlotRef slot) const {
-  bf16_t* pool = slot.scratch ? scratch_slots_.get<bf16_t>() : layer_slots(layer);
-  return pool + static_cast<std::int64_t>(slot.slot) * slot_elements_;
+  if (slot.scratch) return scratch_slots_.get<bf16_t>() + static_cast<std::int64_t>(slot.slot) * slot_elements_;
+  return layer_slots(layer) + dense_position(layer, slot.slot) * slot_elements_;
+}
+
+std::int64_t CudaBackend::dense_position(std::int64_t layer, std::int32_t slot) const {
+  if (!has_delta_only(layer)) return slot;
+  const auto [first, count] = shape_.layer_delta_only[static_cast<std::size_t>(layer)];
+  if (slot < first) return slot;
+  if (slot < first + count) throw std::logic_error("a delta-only slot has no dense matrices of its own");
+  return slot - count;
+}
+
+bool CudaBackend::has_delta_only(std::int64_t layer) const {
+  const auto l = static_cast<std::size_t>(layer);
+  return l < shape_.layer_delta_only.size() && shape_.layer_delta_only[l].second > 0;
+}
+
+const bf16_t* CudaBackend::dense_weights(std::int64_t layer, SlotRef slot) {
+  const SlotRecord& r = record(layer, slot);
+  return slot_weights(layer, {slot.scratch, r.dense >= 0 ? r.dense : slot.slot});
+}
+
+SlotRecord& CudaBackend::record(std::int64_t layer, SlotRef slot) {
+  return slot.scratch ? scratch_records_[static_cast<std::size_t>(slot.slot)]
+                      : records_[static_cast<std::size_t>(layer)][static_cast<std::size_t>(slot.slot)];
 }
 
 void CudaBackend::occupy(std::int64_t layer, SlotRef slot) {
-  if (!slot.scratch && !virtual_slots_.empty()) virtual_slots_[static_cast<std::size_t>(layer)]->occupy(slot.slot);
+  if (!slot.scratch && !virtual_slots_.empty()) virtual_slots_[static_cast<std::size_t>(layer)]->occupy(dense_position(layer, slot.slot));
 }
 
 std::uint64_t CudaBackend::issue_expert_copy(std::int64_t layer, SlotRef slot, ExpertId expert) {
   const HostExpert& e = store_.expert_tensors(expert);
-  occupy(layer, slot);
-  bf16_t* to = slot_weights(layer, slot);
-  const std::int64_t IH = spec_.expert_intermediate * spec_.hidden_size;
-  return copy_tensor(e.gate, to, copy_, staging_) + copy_tensor(e.up, to + IH, copy_, staging_) +
-         copy_tensor(e.down, to + 2 * IH, copy_, staging_);
+  SlotRecord& r = record(layer, slot);
+  std::uint64_t bytes = 0;
+  std::int32_t dense = slot.slot;
+  if (r.delta_only) {
+    // The dense part is the base's, in another slot of the layer (the runtime pinned it first).
+    const auto& held = records_[static_cast<std::size_t>(layer)];
+    const auto base = std::find_if(held.begin(), held.end(), [&](const SlotRecord& s) { return !s.delta_only && s.expert == e.dense; });
+    if (e.delta < 0 || base == held.end()) throw std::logic_error("a delta-only slot loaded without its base pinned in the layer");
+    dense = static_cast<std::int32_t>(base - held.begin());
+  } else {
+    occupy(layer, slot);
+    bf16_t* to = slot_weights(layer, slot);
+    const std::int64_t IH = spec_.expert_intermediate * spec_.hidden_size;
+    bytes = copy_tensor(e.gate, to, copy_, staging_) + copy_tensor(e.up, to + IH, copy_, staging_) +
+            copy_tensor(e.down, to + 2 * IH, copy_, staging_);
+  }
+  if (e.delta >= 0) {
+    // One copy: the pinned mirror holds each delta as one block.
+    const DeltaBlock& b = mirror_->delta_block(e.delta);
+    if (r.room.bytes() < b.bytes) {
+      if (r.room.bytes()) {  // the steps and copies before may still read the smaller room
+        MOSAIC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        MOSAIC_CUDA_CHECK(cudaStreamSynchronize(copy_));
+      }
+      r.room.resize(b.bytes);
+    }
+    MOSAIC_CUDA_CHECK(cudaMemcpyAsync(r.room.get(), mirror_->delta_bytes(e.delta), b.bytes, cudaMemcpyHostToDevice, copy_));
+    r.delta = delta_block_views(store_.delta(e.delta), b, r.room.get<std::byte>());
+    bytes += store_.delta(e.delta).bytes();
+  }
+  // Recorded once the copies are issued: a load that throws leaves the slot as it was recorded.
+  r.expert = expert;
+  r.dense = dense;
+  r.has_delta = e.delta >= 0;
+  return bytes;
 }
 
 std::uint64_t CudaBackend::load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) {
@@ -297,6 +356,7 @@ void CudaBackend::reserve_workspace(std::int64_t tokens, std::int64_t wanted) {
   part(&work_.topk_w, P, 4);
   part(&work_.act, P * std::max<std::int64_t>(2 * I, 1), 4);  // a large group's gate_up output, then its activations
   part(&work_.pair_out, P * H, 4);
+  part(&work_.gathered, deltas_ ? P * H : 1, 4);
   part(&work_.logits, wanted * s.vocab_size, 4);
   part(&work_.topk_ids, s.num_layers * P, 4);
   part(&work_.predicted_ids, P, 4);

@@ -2,15 +2,19 @@
 // Internal: the CUDA backend. bf16 weights — expert slots per layer and a scratch pool, K resident-set
 // buffers of non-expert weights — fp32 activations and paged fp32 keys and values, on one stream,
 // with host-to-device copies on a second. Include only from this folder's .cpp files.
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
 #include "kernels/bf16.h"
+#include "kernels/delta_linear.h"
 #include "kernels/moe_experts.h"
 #include "runtime/backend.h"
 #include "runtime/cuda/device_buffer.h"
+#include "runtime/cuda/grouped_plan.h"
 #include "runtime/cuda/pinned_mirror.h"
 #include "runtime/cuda/step_inputs.h"
 #include "runtime/cuda/virtual_memory.h"
@@ -37,9 +41,25 @@ struct SetLayout {
   std::vector<LayerOffsets> layers;
 };
 
+// What an expert slot holds. A delta folder's expert adds its packed Δ (in the slot's delta room)
+// over dense matrices: its base's, copied into the slot, or — in a delta-only slot — read from the
+// layer's slot that holds the base (DeltaMoE: the base's bytes once on the device).
+struct SlotRecord {
+  ExpertId expert = -1;
+  std::int32_t dense = -1;  // the slot whose matrices serve this one's dense part
+  bool delta_only = false;
+  bool has_delta = false;
+  std::array<kernels::DeltaView, 3> delta{};  // gate, up, down, in `room`
+  // Grown to the largest delta block the slot has held (delta_block.h): a slot that only ever holds
+  // dense experts costs nothing beyond the budget's byte model, one that holds a delta its packed
+  // bytes and under 3 KB of alignment.
+  DeviceBuffer room;
+};
+
 // One step's device scratch, carved from one allocation that grows to the largest step seen.
 struct Workspace {
   float *x, *h, *q, *k, *v, *attn, *mlp, *mlp2, *gate, *router, *topk_w, *act, *pair_out, *logits;
+  float* gathered;  // [pairs, hidden] fp32: a delta bundle's activations (one row when the family has no deltas)
   std::int32_t *topk_ids;  // [layers][tokens · k]: kept for the host's bookkeeping after the step
   std::int32_t* predicted_ids;  // [tokens · k]: the next MoE layer's top-k over this layer's input (prefetch)
   float* predicted_w;
@@ -108,6 +128,11 @@ class CudaBackend final : public Backend {
   // `next` ≥ 0: that layer's prefetch is issued once this layer's own loads are in.
   void route_on_host(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result, std::int64_t next);
   void run_grouped(const kernels::GroupedPairs& g, int max_groups);
+  // The SwiGLU of the dense matrices `wt` over positions [begin, end) through cuBLAS; each group of
+  // `deltas` marked delta adds its slot's packed Δ over its own positions (DeltaMoE's decoupled
+  // compute: the base's GEMMs once for every group over it).
+  void cublas_experts(std::int64_t layer, const bf16_t* wt, std::int32_t begin, std::int32_t end, std::span<const PlannedGroup> deltas);
+
   // The host's routing plan of `layer` from its top-k `ids` [tokens · k] (slot use times, table
   // updates, loads to make), its hits and misses added to the result's counts.
   RoutePlan plan_on_host(std::int64_t layer, const std::int32_t* ids, const StepInputs& in, MoeState& state, StepResult& result);
@@ -115,7 +140,13 @@ class CudaBackend final : public Backend {
   const bf16_t* weight(int buffer, std::int64_t offset) const {
     return offset < 0 ? nullptr : sets_[static_cast<std::size_t>(buffer)].get<bf16_t>() + offset;
   }
+  // A slot's own dense matrices: a layer's delta-only slots have none, so the slots after them sit
+  // that many places earlier in the layer's tensor (as the CPU backend lays them out).
   bf16_t* slot_weights(std::int64_t layer, SlotRef slot) const;
+  std::int64_t dense_position(std::int64_t layer, std::int32_t slot) const;
+  bool has_delta_only(std::int64_t layer) const;
+  const bf16_t* dense_weights(std::int64_t layer, SlotRef slot);  // the matrices a slot's expert computes with
+  SlotRecord& record(std::int64_t layer, SlotRef slot);
   bf16_t* layer_slots(std::int64_t layer) const;  // a layer's slots, end to end
   void occupy(std::int64_t layer, SlotRef slot);   // before an expert is copied into the slot
 
@@ -137,6 +168,9 @@ class CudaBackend final : public Backend {
   std::unique_ptr<PhysicalPages> pages_;
   std::vector<std::unique_ptr<VirtualTensor>> virtual_slots_;  // [layers]; destroyed before pages_
   DeviceBuffer scratch_slots_;
+  std::vector<std::vector<SlotRecord>> records_;  // [layers][slots]
+  std::vector<SlotRecord> scratch_records_;
+  bool deltas_ = false;  // the family has delta folders
   SetLayout layout_;
   std::vector<DeviceBuffer> sets_;  // [buffers]
   std::vector<std::vector<TensorId>> held_;  // [buffers][names]

@@ -7,8 +7,10 @@
 //   ones through the grouped kernels, large ones (prefill) through cuBLAS.
 // Under the prefetch policy the next MoE layer's likely experts are loaded meanwhile (cuda_prefetch.cpp).
 // Then the weighted combine into the residual, and each set's shared expert.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <stdexcept>
 
 #include "kernels/moe_experts.h"
 #include "kernels/router_topk.h"
@@ -26,12 +28,22 @@ constexpr std::int64_t kDevicePairs = 64;     // steps with more pairs (prefill)
 }  // namespace
 
 bool CudaBackend::routable_on_device(std::int64_t layer, const StepInputs& in, const MoeState& state) const {
-  if (in.tokens * spec_.top_k > kDevicePairs) return false;
-  if (state.policy->masks_router()) return true;
+  // The reroute kernel addresses a layer's slots end to end and the grouped kernels read dense
+  // matrices only: a layer with delta-only slots, or whose rows reach a slot holding a delta, routes
+  // on the host (its bundles run as cpu_experts.cpp runs them).
+  if (in.tokens * spec_.top_k > kDevicePairs || has_delta_only(layer)) return false;
+  const bool masked = state.policy->masks_router();
   const RerouteTable& table = *state.tables[static_cast<std::size_t>(layer)];
+  const std::vector<SlotRecord>& slots = records_[static_cast<std::size_t>(layer)];
   for (std::int32_t row : in.distinct_rows)
-    for (std::int64_t e = 0; e < spec_.num_experts; ++e)
-      if (table.at(row, e) == RerouteTable::kMiss) return false;
+    for (std::int64_t e = 0; e < spec_.num_experts; ++e) {
+      const std::int32_t slot = table.at(row, e);
+      if (slot == RerouteTable::kMiss) {
+        if (!masked) return false;  // a miss needs the host's plan; a masked router never picks it
+      } else if (slots[static_cast<std::size_t>(slot)].has_delta) {
+        return false;
+      }
+    }
   return true;
 }
 
@@ -50,6 +62,48 @@ void CudaBackend::run_grouped(const kernels::GroupedPairs& g, int max_groups) {
   const int H = static_cast<int>(spec_.hidden_size), I = static_cast<int>(spec_.expert_intermediate);
   MOSAIC_CUDA_CHECK(kernels::expert_gate_up_cuda(work_.h, H, I, static_cast<int>(spec_.top_k), g, max_groups, work_.act, stream_));
   MOSAIC_CUDA_CHECK(kernels::expert_down_cuda(work_.act, H, I, g, max_groups, work_.pair_out, stream_));
+}
+
+void CudaBackend::cublas_experts(std::int64_t layer, const bf16_t* wt, std::int32_t begin, std::int32_t end, std::span<const PlannedGroup> deltas) {
+  const std::int64_t H = spec_.hidden_size, I = spec_.expert_intermediate, k = spec_.top_k;
+  Workspace& w = work_;
+  const int n = end - begin;
+  float* gu = w.act + static_cast<std::int64_t>(begin) * 2 * I;  // [n, 2I], then [n, I] of activations in place
+  const std::int32_t* pairs = w.groups.pair_at + begin;
+  const bool any_delta = std::any_of(deltas.begin(), deltas.end(), [](const PlannedGroup& g) { return g.delta; });
+  if (any_delta) {
+    // A delta reads the activations in fp32, as the CPU's does; cuBLAS reads their bf16 copy.
+    float* x = w.gathered + static_cast<std::int64_t>(begin) * H;
+    MOSAIC_CUDA_CHECK(kernels::gather_rows_cuda(w.h, static_cast<int>(H), pairs, n, static_cast<int>(k), x, stream_));
+    MOSAIC_CUDA_CHECK(kernels::float_to_bf16_cuda(x, n * H, w.narrow, stream_));
+  } else {
+    MOSAIC_CUDA_CHECK(kernels::gather_rows_bf16_cuda(w.h, static_cast<int>(H), pairs, n, static_cast<int>(k), w.narrow, stream_));
+  }
+  // Each delta group's own rows of an output, its Δ added over the base's product there.
+  auto add_deltas = [&](int part, const float* x, std::int64_t x_width, std::int64_t x_first, float* y, std::int64_t ldy, std::int64_t y_col) {
+    for (const PlannedGroup& g : deltas) {
+      if (!g.delta) continue;
+      const SlotRecord& r = record(layer, g.slot);
+      if (!r.has_delta) throw std::logic_error("a delta group planned over a slot that holds no delta");
+      MOSAIC_CUDA_CHECK(kernels::delta_linear_cuda(x + (g.begin - x_first) * x_width, g.end - g.begin, r.delta[static_cast<std::size_t>(part)],
+                                                   /*accumulate=*/true, y + g.begin * ldy + y_col, ldy, stream_));
+    }
+  };
+  const float alpha = 1.0f, beta = 0.0f;
+  MOSAIC_CUDA_CHECK(cublas().gemm_ex(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(2 * I), n, static_cast<int>(H), &alpha, wt, CUDA_R_16BF,
+                                     static_cast<int>(H), w.narrow, CUDA_R_16BF, static_cast<int>(H), &beta, gu, CUDA_R_32F,
+                                     static_cast<int>(2 * I), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  if (any_delta) {
+    add_deltas(0, w.gathered, H, 0, w.act, 2 * I, 0);  // gate
+    add_deltas(1, w.gathered, H, 0, w.act, 2 * I, I);  // up
+  }
+  MOSAIC_CUDA_CHECK(kernels::silu_mul_cuda(gu, nullptr, n, static_cast<int>(I), w.mlp2, stream_));
+  MOSAIC_CUDA_CHECK(kernels::float_to_bf16_cuda(w.mlp2, static_cast<std::int64_t>(n) * I, w.narrow, stream_));
+  MOSAIC_CUDA_CHECK(cublas().gemm_ex(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(H), n, static_cast<int>(I), &alpha, wt + 2 * I * H,
+                                     CUDA_R_16BF, static_cast<int>(I), w.narrow, CUDA_R_16BF, static_cast<int>(I), &beta,
+                                     w.pair_out + static_cast<std::int64_t>(begin) * H, CUDA_R_32F, static_cast<int>(H),
+                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  if (any_delta) add_deltas(2, w.mlp2, I, begin, w.pair_out, H, 0);  // down: mlp2 holds the bundle's rows from 0
 }
 
 void CudaBackend::moe(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result) {
@@ -104,7 +158,7 @@ void CudaBackend::moe(std::int64_t layer, const StepInputs& in, MoeState& state,
 void CudaBackend::route_on_host(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result, std::int64_t next) {
   const ModelSpec& s = spec_;
   const auto l = static_cast<std::size_t>(layer);
-  const std::int64_t T = in.tokens, k = s.top_k, H = s.hidden_size, I = s.expert_intermediate, P = T * k;
+  const std::int64_t T = in.tokens, k = s.top_k, P = T * k;
   Workspace& w = work_;
 
   std::int32_t* ids_host = ids_host_.get<std::int32_t>() + layer * P;
@@ -116,7 +170,17 @@ void CudaBackend::route_on_host(std::int64_t layer, const StepInputs& in, MoeSta
   auto counts_of = [&](std::int64_t pair) -> LayerCounts& {
     return result.counts[static_cast<std::size_t>(in.sequence[static_cast<std::size_t>(pair / k)])][l];
   };
-  const GroupedPlan gp = grouped_plan(plan, kLargeGroup);
+  // With delta folders in the family, groups over the same base matrices bundle where a delta is
+  // among them: what a slot serves is what this step loaded into it last, else what it holds.
+  ServesOf serves;
+  if (deltas_)
+    serves = [&](SlotRef slot, std::int32_t loaded) {
+      const ExpertId id = loaded >= 0 ? loaded : record(layer, slot).expert;
+      if (id < 0) throw std::logic_error("a routing plan groups pairs on a slot that holds no expert");
+      const HostExpert& e = store_.expert_tensors(id);
+      return SlotServes{{e.gate, e.up, e.down}, e.delta >= 0};
+    };
+  const GroupedPlan gp = grouped_plan(plan, kLargeGroup, serves);
 
   // The plan's arrays in one upload: pair_at, pos_of, per wave the count of small groups, and the
   // small groups' begin, end and weights, wave after wave.
@@ -135,7 +199,7 @@ void CudaBackend::route_on_host(std::int64_t layer, const StepInputs& in, MoeSta
     for (const PlannedGroup& g : wave.small) {
       begins.push_back(g.begin);
       ends.push_back(g.end);
-      weights.push_back(slot_weights(layer, g.slot));
+      weights.push_back(dense_weights(layer, g.slot));
     }
   }
   const std::size_t n_pos = gp.pair_at.size(), n_groups = begins.size();
@@ -153,7 +217,6 @@ void CudaBackend::route_on_host(std::int64_t layer, const StepInputs& in, MoeSta
   upload(w.groups.weights, o_weights, n_groups * sizeof(void*));
 
   std::size_t first_group = 0;
-  const float alpha = 1.0f, beta = 0.0f;
   for (std::size_t wi = 0; wi < gp.waves.size(); ++wi) {
     const PlannedWave& wave = gp.waves[wi];
     if (!wave.loads.empty()) {
@@ -182,21 +245,8 @@ void CudaBackend::route_on_host(std::int64_t layer, const StepInputs& in, MoeSta
       run_grouped(g, static_cast<int>(wave.small.size()));
       first_group += wave.small.size();
     }
-    for (const PlannedGroup& g : wave.large) {
-      const int n = g.end - g.begin;
-      const bf16_t* wt = slot_weights(layer, g.slot);
-      float* gu = w.act + static_cast<std::int64_t>(g.begin) * 2 * I;  // [n, 2I], then [n, I] of activations in place
-      MOSAIC_CUDA_CHECK(kernels::gather_rows_bf16_cuda(w.h, static_cast<int>(H), w.groups.pair_at + g.begin, n, static_cast<int>(k), w.narrow, stream_));
-      MOSAIC_CUDA_CHECK(cublas().gemm_ex(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(2 * I), n, static_cast<int>(H), &alpha, wt, CUDA_R_16BF,
-                                     static_cast<int>(H), w.narrow, CUDA_R_16BF, static_cast<int>(H), &beta, gu, CUDA_R_32F,
-                                     static_cast<int>(2 * I), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-      MOSAIC_CUDA_CHECK(kernels::silu_mul_cuda(gu, nullptr, n, static_cast<int>(I), w.mlp2, stream_));
-      MOSAIC_CUDA_CHECK(kernels::float_to_bf16_cuda(w.mlp2, static_cast<std::int64_t>(n) * I, w.narrow, stream_));
-      MOSAIC_CUDA_CHECK(cublas().gemm_ex(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(H), n, static_cast<int>(I), &alpha, wt + 2 * I * H,
-                                     CUDA_R_16BF, static_cast<int>(I), w.narrow, CUDA_R_16BF, static_cast<int>(I), &beta,
-                                     w.pair_out + static_cast<std::int64_t>(g.begin) * H, CUDA_R_32F, static_cast<int>(H),
-                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    }
+    for (const PlannedGroup& g : wave.large) cublas_experts(layer, dense_weights(layer, g.slot), g.begin, g.end, {});
+    for (const PlannedBundle& b : wave.bundles) cublas_experts(layer, dense_weights(layer, b.groups.front().slot), b.begin, b.end, b.groups);
     for (const ExpertLoad& load : wave.loads)
       if (load.slot.scratch) state.scratch->clear(load.slot.slot);  // transient: dropped after use
   }
