@@ -120,13 +120,8 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
     for (std::int64_t n : dense) slots_.emplace_back(static_cast<std::size_t>(n) * slot_bytes);
   }
   scratch_slots_.resize(static_cast<std::size_t>(shape.scratch_slots) * slot_bytes);
-  for (std::size_t l = 0; l < shape.layer_slots.size(); ++l) {
-    auto& r = records_.emplace_back(static_cast<std::size_t>(shape.layer_slots[l]));
-    if (l < shape.layer_delta_only.size())
-      for (std::int64_t i = 0; i < shape.layer_delta_only[l].second; ++i) r[static_cast<std::size_t>(shape.layer_delta_only[l].first + i)].delta_only = true;
-  }
+  for (std::int64_t n : shape.layer_slots) records_.emplace_back(static_cast<std::size_t>(n));
   scratch_records_.resize(static_cast<std::size_t>(shape.scratch_slots));
-  deltas_ = store.deltas() > 0;
 
   layout_ = set_layout(store);
   for (int b = 0; b < shape.buffers; ++b) {
@@ -206,10 +201,15 @@ bf16_t* CudaBackend::slot_weights(std::int64_t layer, SlotRef slot) const {
 
 std::int64_t CudaBackend::dense_position(std::int64_t layer, std::int32_t slot) const {
   if (!has_delta_only(layer)) return slot;
+  if (is_delta_only(layer, {false, slot})) throw std::logic_error("a delta-only slot has no dense matrices of its own");
   const auto [first, count] = shape_.layer_delta_only[static_cast<std::size_t>(layer)];
-  if (slot < first) return slot;
-  if (slot < first + count) throw std::logic_error("a delta-only slot has no dense matrices of its own");
-  return slot - count;
+  return slot < first ? slot : slot - count;
+}
+
+bool CudaBackend::is_delta_only(std::int64_t layer, SlotRef slot) const {
+  if (slot.scratch || !has_delta_only(layer)) return false;
+  const auto [first, count] = shape_.layer_delta_only[static_cast<std::size_t>(layer)];
+  return slot.slot >= first && slot.slot < first + count;
 }
 
 bool CudaBackend::has_delta_only(std::int64_t layer) const {
@@ -236,12 +236,13 @@ std::uint64_t CudaBackend::issue_expert_copy(std::int64_t layer, SlotRef slot, E
   SlotRecord& r = record(layer, slot);
   std::uint64_t bytes = 0;
   std::int32_t dense = slot.slot;
-  if (r.delta_only) {
+  if (is_delta_only(layer, slot)) {
     // The dense part is the base's, in another slot of the layer (the runtime pinned it first).
     const auto& held = records_[static_cast<std::size_t>(layer)];
-    const auto base = std::find_if(held.begin(), held.end(), [&](const SlotRecord& s) { return !s.delta_only && s.expert == e.dense; });
-    if (e.delta < 0 || base == held.end()) throw std::logic_error("a delta-only slot loaded without its base pinned in the layer");
-    dense = static_cast<std::int32_t>(base - held.begin());
+    dense = -1;
+    for (std::int32_t i = 0; i < static_cast<std::int32_t>(held.size()) && dense < 0; ++i)
+      if (!is_delta_only(layer, {false, i}) && held[static_cast<std::size_t>(i)].expert == e.dense) dense = i;
+    if (e.delta < 0 || dense < 0) throw std::logic_error("a delta-only slot loaded without its base pinned in the layer");
   } else {
     occupy(layer, slot);
     bf16_t* to = slot_weights(layer, slot);
@@ -356,7 +357,7 @@ void CudaBackend::reserve_workspace(std::int64_t tokens, std::int64_t wanted) {
   part(&work_.topk_w, P, 4);
   part(&work_.act, P * std::max<std::int64_t>(2 * I, 1), 4);  // a large group's gate_up output, then its activations
   part(&work_.pair_out, P * H, 4);
-  part(&work_.gathered, deltas_ ? P * H : 1, 4);
+  part(&work_.gathered, store_.deltas() > 0 ? P * H : 1, 4);
   part(&work_.logits, wanted * s.vocab_size, 4);
   part(&work_.topk_ids, s.num_layers * P, 4);
   part(&work_.predicted_ids, P, 4);

@@ -47,7 +47,6 @@ struct SetLayout {
 struct SlotRecord {
   ExpertId expert = -1;
   std::int32_t dense = -1;  // the slot whose matrices serve this one's dense part
-  bool delta_only = false;
   bool has_delta = false;
   std::array<kernels::DeltaView, 3> delta{};  // gate, up, down, in `room`
   // Grown to the largest delta block the slot has held (delta_block.h): a slot that only ever holds
@@ -145,6 +144,7 @@ class CudaBackend final : public Backend {
   bf16_t* slot_weights(std::int64_t layer, SlotRef slot) const;
   std::int64_t dense_position(std::int64_t layer, std::int32_t slot) const;
   bool has_delta_only(std::int64_t layer) const;
+  bool is_delta_only(std::int64_t layer, SlotRef slot) const;  // as shape_.layer_delta_only places them
   const bf16_t* dense_weights(std::int64_t layer, SlotRef slot);  // the matrices a slot's expert computes with
   SlotRecord& record(std::int64_t layer, SlotRef slot);
   bf16_t* layer_slots(std::int64_t layer) const;  // a layer's slots, end to end
@@ -170,7 +170,6 @@ class CudaBackend final : public Backend {
   DeviceBuffer scratch_slots_;
   std::vector<std::vector<SlotRecord>> records_;  // [layers][slots]
   std::vector<SlotRecord> scratch_records_;
-  bool deltas_ = false;  // the family has delta folders
   SetLayout layout_;
   std::vector<DeviceBuffer> sets_;  // [buffers]
   std::vector<std::vector<TensorId>> held_;  // [buffers][names]

@@ -173,7 +173,7 @@ void CudaBackend::route_on_host(std::int64_t layer, const StepInputs& in, MoeSta
   // With delta folders in the family, groups over the same base matrices bundle where a delta is
   // among them: what a slot serves is what this step loaded into it last, else what it holds.
   ServesOf serves;
-  if (deltas_)
+  if (store_.deltas() > 0)
     serves = [&](SlotRef slot, std::int32_t loaded) {
       const ExpertId id = loaded >= 0 ? loaded : record(layer, slot).expert;
       if (id < 0) throw std::logic_error("a routing plan groups pairs on a slot that holds no expert");

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "runtime/delta_view.h"
+
 namespace mosaic::cuda {
 namespace {
 
@@ -52,11 +54,11 @@ std::array<kernels::DeltaView, 3> delta_block_views(const HostDelta& d, const De
   for (std::size_t i = 0; i < parts.size(); ++i) {
     const PackedDelta& p = *parts[i];
     const DeltaBlock::Matrix& m = b.part[i];
-    out[i] = {reinterpret_cast<const std::uint32_t*>(at + m.qweight),
-              d.format.sparse24 ? reinterpret_cast<const std::uint32_t*>(at + m.meta) : nullptr,
-              reinterpret_cast<const std::uint16_t*>(at + m.scales),
-              reinterpret_cast<const std::uint8_t*>(at + m.zeros),
-              p.rows, p.cols, d.format.group, d.format.bits, d.format.sparse24};
+    out[i] = delta_view(p, d.format);  // its shape and format; the arrays, the block's
+    out[i].qweight = reinterpret_cast<const std::uint32_t*>(at + m.qweight);
+    if (d.format.sparse24) out[i].meta = reinterpret_cast<const std::uint32_t*>(at + m.meta);
+    out[i].scales = reinterpret_cast<const std::uint16_t*>(at + m.scales);
+    out[i].zeros = reinterpret_cast<const std::uint8_t*>(at + m.zeros);
   }
   return out;
 }
