@@ -312,6 +312,13 @@ class TestCudaBackend : public QObject {
     batch.sequences = 1;
     batch.chunks.push_back({.tokens = tokens, .start = 0, .blocks = blocks});
     expect_mentions(error_of<DeviceError>([&] { rt.run(batch); }), {"cudaMalloc", "device_buffer.h", "out of memory"});
+    // The out-of-memory fails that step only: the next one runs (the runtime's last error once made
+    // the next kernel launch report it again).
+    const std::vector<std::int32_t> first_block{0};
+    batch.chunks.front().blocks = first_block;
+    const StepResult after = rt.run(batch);
+    QCOMPARE(after.logits.size(), std::size_t(1));
+    QVERIFY(!after.logits.front().values.empty());
     // A budget beyond the GPU's memory bounds nothing: refused before anything is allocated.
     expect_mentions(error_of<InvalidArgument>([&] { Runtime(store, RuntimeConfig{.budget_bytes = std::uint64_t(1) << 50, .device = Device::Cuda}); }),
                     {"budget", "the GPU's memory", "at most"});
