@@ -1,10 +1,13 @@
 // Sampling and the generation loop: greedy, seeded sampling, top-k/top-p, stop ids and cancelling.
 #include <QTest>
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <random>
+#include <mutex>
 #include <set>
+#include <thread>
 
 #include "common/error.h"
 #include "model/checkpoint.h"
@@ -204,6 +207,51 @@ class TestGeneration : public QObject {
     QCOMPARE(four, one);
     QVERIFY(std::none_of(one.begin(), one.end(), [](std::int64_t t) { return t < 0; }));
     QVERIFY(std::set<std::int64_t>(one.begin(), one.end()).size() > 10);  // not greedy: the draws vary
+  }
+
+  void candidateDrawsPastTheirKeysFetchRowsOnThreads() {
+    // A step of prepared draws: flat rows, whose draws reach past their 16 candidates and fetch the
+    // row, and peaked rows, whose draws stay within them. The fetches (a device copy each, 5 ms here)
+    // go to the threads; the tokens are those of the whole rows.
+    constexpr int kRows = 16, kVocab = 4000;
+    std::mt19937_64 gen(11);
+    std::uniform_real_distribution<float> noise(0.0f, 0.01f);
+    std::vector<std::vector<float>> rows(kRows, std::vector<float>(kVocab));
+    for (int r = 0; r < kRows; ++r) {
+      for (float& l : rows[static_cast<std::size_t>(r)]) l = noise(gen);
+      if (r % 2) rows[static_cast<std::size_t>(r)][static_cast<std::size_t>(r * 7)] = 30.0f;  // peaked: this token almost surely
+    }
+    std::mutex m;
+    std::set<std::thread::id> fetchers;
+    std::vector<int> fetched(kRows, 0);
+    std::vector<TokenCandidates> prepared;
+    for (int r = 0; r < kRows; ++r) {
+      TokenCandidates c = prepare_candidates(rows[static_cast<std::size_t>(r)], 1.0, 16);
+      c.row = [&, r, whole = std::move(c.row)] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        const std::lock_guard lock(m);
+        fetchers.insert(std::this_thread::get_id());
+        ++fetched[static_cast<std::size_t>(r)];
+        return whole();
+      };
+      prepared.push_back(std::move(c));
+    }
+    auto draw = [&](bool from_candidates) {
+      std::vector<std::unique_ptr<Sampler>> samplers;
+      std::vector<TokenDraw> draws;
+      for (int r = 0; r < kRows; ++r) {
+        samplers.push_back(std::make_unique<Sampler>(SamplingParams{.temperature = 1.0, .seed = static_cast<std::uint64_t>(r)}));
+        if (from_candidates) draws.push_back({samplers.back().get(), {}, &prepared[static_cast<std::size_t>(r)]});
+        else draws.push_back({samplers.back().get(), rows[static_cast<std::size_t>(r)]});
+      }
+      draw_tokens(draws, 4, 0);
+      std::vector<std::int64_t> tokens;
+      for (const TokenDraw& d : draws) tokens.push_back(d.token);
+      return tokens;
+    };
+    QCOMPARE(draw(true), draw(false));
+    for (int r = 0; r < kRows; ++r) QCOMPARE(fetched[static_cast<std::size_t>(r)], r % 2 ? 0 : 1);
+    QVERIFY2(fetchers.size() > 1, "the rows were fetched on one thread");
   }
 
   void topKAndTopPNarrowTheChoice() {

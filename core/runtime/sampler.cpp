@@ -160,6 +160,12 @@ std::int64_t Sampler::next(std::span<const float> logits) {
 // The same draw from what a device prepared. The generator advances only when the draw stays within
 // the candidates; past them the draw is made again from the whole row, as if none had been prepared.
 std::int64_t Sampler::next(const TokenCandidates& c) {
+  if (const std::optional<std::int64_t> token = next_within(c)) return *token;
+  if (!c.row) throw InvalidArgument("sampling", "candidates", "need the whole row, and it cannot be fetched");
+  return next(c.row());
+}
+
+std::optional<std::int64_t> Sampler::next_within(const TokenCandidates& c) {
   if (c.vocab <= 0) throw InvalidArgument("sampling", "candidates", "are empty");
   if (params_.temperature <= 0.0) return c.first_max;
   const auto vocab = static_cast<std::size_t>(c.vocab);
@@ -180,8 +186,7 @@ std::int64_t Sampler::next(const TokenCandidates& c) {
       return *token;
     }
   }
-  if (!c.row) throw InvalidArgument("sampling", "candidates", "need the whole row, and it cannot be fetched");
-  return next(c.row());
+  return std::nullopt;
 }
 
 }  // namespace mosaic

@@ -1,6 +1,7 @@
 #pragma once
 // Picks the next token from one row of logits: greedy, or seeded temperature / top-k / top-p.
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <span>
 
@@ -22,6 +23,9 @@ class Sampler {
   // The same token from what a device prepared (the same up to the normaliser's rounding: the device
   // sums it in another order); the whole row is fetched only when the draw reaches past the candidates.
   std::int64_t next(const TokenCandidates& candidates);
+  // The draw from the candidates alone; nullopt, the generator untouched, where it reaches past them
+  // and needs the whole row (so that a caller can fetch such rows on several threads).
+  std::optional<std::int64_t> next_within(const TokenCandidates& candidates);
   const SamplingParams& params() const { return params_; }
 
  private:
