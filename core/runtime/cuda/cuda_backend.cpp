@@ -137,7 +137,7 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
   v_.resize(static_cast<std::size_t>(s.num_layers));
   if (shape.kv_blocks) reserve_kv(*shape.kv_blocks);
   if (const char* g = std::getenv("MOSAIC_CUDA_GRAPHS")) graphs_enabled_ = std::string(g) != "0";
-  if (const char* t = std::getenv("MOSAIC_CUDA_TILED_ATTENTION")) tiled_attention_ = std::string(t) == "1";
+  if (const char* t = std::getenv("MOSAIC_CUDA_TILED_ATTENTION")) tiled_attention_ = std::string(t) != "0";
   if (const char* d = std::getenv("MOSAIC_CUDA_DRAWS")) prepared_draws_ = std::string(d) != "0";
   MOSAIC_CUDA_CHECK(kernels::paged_attention_cuda(nullptr, {}, 0, 1, 1, 1, 1, nullptr, nullptr, nullptr, false, stream_));  // configures it
 }
