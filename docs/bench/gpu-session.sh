@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # What a session with the GPU machine runs, in stages that each fit one `run` call (10 minutes), so the
-# 30 minutes of device time a session gets go to measuring rather than to typing.
+# device time a session gets (30 minutes once, 15 since 2026-11-27, start and build included) goes to
+# measuring rather than to typing. With 15 minutes: `quick` first (about 210 s with the build), then
+# one follow-up call for whatever it found.
 #
 # Here, first:   bash docs/bench/gpu-session.sh prepare
 #   gathers the build's Debian packages into .device/ (../shared/device/prepare.sh) and a tokenizer for
 #   the synthetic family, and takes resources/ (32 MB) out of git's index: the working tree that
 #   travels holds 64 MiB, and the tracked files alone are 60 MB. Nothing on the device needs them.
-# There, one `run` each, `carry: [".device"]`, from the project root (MOSAIC_GPU_DEADLINE: below):
+# There, one `run` each, `carry: [".device"]`, from the project root (MOSAIC_GPU_DEADLINE: below).
+# With 15 minutes of device time, one call instead:  MOSAIC_GPU_DEADLINE=$(($(date +%s)+545)) bash .device/build.sh -- bash docs/bench/gpu-session.sh quick
 #   MOSAIC_GPU_DEADLINE=$(($(date +%s)+585)) bash .device/build.sh -- bash docs/bench/gpu-session.sh check   # gpu tests, sanitizers, a sweep and a session on CUDA
 #   MOSAIC_GPU_DEADLINE=$(($(date +%s)+585)) bash .device/build.sh -- bash docs/bench/gpu-session.sh bench   # bench-cuda, transformers, bench-device --device cuda
 #   MOSAIC_GPU_DEADLINE=$(($(date +%s)+585)) bash .device/build.sh -- bash docs/bench/gpu-session.sh serve   # HTTP overhead, the QoS sweep on the GPU
@@ -92,6 +95,16 @@ case $stage in
     # The backend suite provokes one out-of-memory on purpose: its log says whether anything else was found.
     step memcheck-backend 400 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend
     ;;
+  quick)
+    # For a session lent 15 minutes of device time, start included: one call, correctness first. The
+    # gpu suites, the sanitizers on the tests written since the last GPU run only, then bench-cuda on a
+    # 4-layer family (the prefill and draw parts depend on a layer's shapes and the vocabulary, not the depth).
+    step ctest-gpu 200 ctest --test-dir build-gpu -L gpu --output-on-failure
+    step memcheck-new 150 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend deltaFoldersServeAsOnTheCpu drawsPreparedOnTheDeviceTakeTheRowsTokens
+    step memcheck-new-kern 90 "$sanitizer" --tool memcheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels tokenCandidatesMatchReference tiledPromptAttentionMatchesReference
+    step racecheck-new-kern 90 "$sanitizer" --tool racecheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels tokenCandidatesMatchReference tiledPromptAttentionMatchesReference
+    step bench-cuda-4l 400 "$cli" bench-cuda --dir build-gpu/bench-cuda-4l --layers 4 --json "$out/bench-cuda-4l.json"
+    ;;
   bench)
     step bench-cuda 400 "$cli" bench-cuda --dir "$family" --json "$out/bench-cuda.json"
     step transformers 300 env PYTHONUNBUFFERED=1 python3 docs/bench/transformers_decode.py
@@ -121,7 +134,7 @@ EOF
     step qos-report 60 "$cli" report --db "$logs/qos-cuda.sqlite" --out "$logs/qos-report"
     cp "$logs/qos-report/points.csv" "$out/qos-points.csv" 2>/dev/null
     ;;
-  *) echo "unknown stage '$stage': use prepare, check, bench, serve or restore" >&2; exit 2 ;;
+  *) echo "unknown stage '$stage': use prepare, quick, check, bench, serve or restore" >&2; exit 2 ;;
 esac
 publish
 cat "$out/summary.txt"
