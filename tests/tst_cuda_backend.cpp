@@ -1,7 +1,8 @@
 // The CUDA backend against the CPU reference, through the same runtime and engine: logits within 2e-2
 // relative (bf16 weights) on every fixture architecture under every hit and miss policy, on a mixed
 // batch of full fine-tunes and ESFT adapters, and step by step through prefill and decode on
-// a synthetic mid-size family, and on delta folders over their base. Label `gpu`: exits 77 without a device.
+// a synthetic mid-size family, and on delta folders over their base; a lone token's layers timed.
+// Label `gpu`: exits 77 without a device.
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -296,6 +297,64 @@ class TestCudaBackend : public QObject {
         QVERIFY2((misses == 0) == (run.config.pinned.size() == weave.size()), qPrintable(what));
       }
     }
+  }
+
+  void layersOfATokenAloneAreTimed_data() {
+    QTest::addColumn<bool>("graphs");
+    QTest::newRow("kernel by kernel") << false;
+    QTest::newRow("CUDA graphs") << true;
+  }
+
+  void layersOfATokenAloneAreTimed() {
+    // A request decoding by itself: every MoE layer of each one-token step is timed by events, filed
+    // by the hits among the token's top-k (Multi-MoE's Table 1), as the CPU backend does with its
+    // clock. Every expert resident (routed on the device, replayed from a graph where graphs are on),
+    // then half of them with transient misses (routed on the host).
+    QFETCH(bool, graphs);
+    setenv("MOSAIC_CUDA_GRAPHS", graphs ? "1" : "0", 1);  // read as each backend is made
+    struct Unset {
+      ~Unset() { unsetenv("MOSAIC_CUDA_GRAPHS"); }
+    } unset;
+    Family family;
+    family.add("base", fixture("mixtral", "base"));
+    const HostStore store(family);
+    const ModelSpec& s = store.spec();
+    std::vector<PinnedExpert> every, half;
+    for (std::int64_t l = 0; l < s.num_layers; ++l)
+      for (std::int64_t e = 0; e < s.num_experts && s.is_sparse(l); ++e) {
+        every.push_back({l, e, 0});
+        if (e % 2 == 0) half.push_back({l, e, 0});
+      }
+    constexpr std::int64_t kTokens = 6;  // a prompt step, then 5 steps of one token
+    for (const bool all : {true, false}) {
+      Engine engine(std::make_shared<Runtime>(store, RuntimeConfig{.pinned = all ? every : half, .hit = HitPolicy::Strict,
+                                                                   .miss = "transient", .device = Device::Cuda}));
+      const RequestResult r = engine.submit({"base", {.prompt = prompt_of(5, 7, s.vocab_size), .max_new_tokens = kTokens}})->wait();
+      QVERIFY2(r.error.empty(), r.error.c_str());
+      QCOMPARE(static_cast<std::int64_t>(r.tokens.size()), kTokens);
+      std::int64_t short_of_k = 0;
+      for (std::int64_t l = 0; l < s.num_layers; ++l) {
+        const auto& alone = r.stats.counters.layers[static_cast<std::size_t>(l)].alone;
+        if (!s.is_sparse(l)) {
+          QVERIFY(alone.empty());
+          continue;
+        }
+        QVERIFY(static_cast<std::int64_t>(alone.size()) <= s.top_k + 1);
+        std::int64_t steps = 0;
+        for (std::size_t h = 0; h < alone.size(); ++h) {
+          steps += alone[h].steps;
+          if (static_cast<std::int64_t>(h) < s.top_k) short_of_k += alone[h].steps;
+          if (alone[h].steps > 0) QVERIFY(alone[h].attention_seconds > 0 && alone[h].expert_seconds > 0);
+        }
+        QCOMPARE(steps, kTokens - 1);
+      }
+      QCOMPARE(short_of_k == 0, all);
+    }
+    // Two requests decoding together time nothing.
+    Engine engine(std::make_shared<Runtime>(store, RuntimeConfig{.pinned = every, .hit = HitPolicy::Strict, .device = Device::Cuda}));
+    for (const auto& h : engine.submit_all({{"base", {.prompt = prompt_of(4, 1, s.vocab_size), .max_new_tokens = 3}},
+                                            {"base", {.prompt = prompt_of(4, 2, s.vocab_size), .max_new_tokens = 3}}}))
+      for (const LayerCounts& c : h->wait().stats.counters.layers) QVERIFY(c.alone.empty());
   }
 
   void deviceErrorsAreTyped() {

@@ -135,6 +135,7 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
     if (s.is_sparse(l)) tables_[static_cast<std::size_t>(l)].resize(static_cast<std::size_t>(store.targets() * s.num_experts) * sizeof(std::int32_t));
   k_.resize(static_cast<std::size_t>(s.num_layers));
   v_.resize(static_cast<std::size_t>(s.num_layers));
+  for (std::int64_t i = 0; i < 3 * s.num_layers; ++i) MOSAIC_CUDA_CHECK(cudaEventCreate(&layer_marks_.emplace_back()));
   if (shape.kv_blocks) reserve_kv(*shape.kv_blocks);
   if (const char* g = std::getenv("MOSAIC_CUDA_GRAPHS")) graphs_enabled_ = std::string(g) != "0";
   if (const char* t = std::getenv("MOSAIC_CUDA_TILED_ATTENTION")) tiled_attention_ = std::string(t) != "0";
@@ -148,6 +149,7 @@ CudaBackend::~CudaBackend() {
   if (copy_) cudaStreamSynchronize(copy_);
   if (fill_) cudaStreamSynchronize(fill_);
   for (cudaEvent_t e : filled_) cudaEventDestroy(e);
+  for (cudaEvent_t e : layer_marks_) cudaEventDestroy(e);
   for (Graph& g : graphs_) cudaGraphExecDestroy(g.exec);
   if (cublas_) cublas().destroy(cublas_);
   if (copied_) cudaEventDestroy(copied_);

@@ -109,6 +109,11 @@ class CudaBackend final : public Backend {
   // The device work of a step, embeddings to the logits and top-k copied back; with no host wait
   // when every MoE layer routes on the device, which is what a CUDA graph captures.
   void forward(const StepInputs& in, MoeState& state, StepResult& result, int attention_positions);
+  // A step of one token alone (a request decoding by itself, Multi-MoE's Table 1): events around each
+  // MoE layer's attention and expert block, recorded by mark() and read by time_layers_alone() after
+  // the step's last wait, as the CPU backend times them with its clock.
+  void mark(std::int64_t layer, int point);
+  void time_layers_alone(const StepInputs& in, StepResult& result) const;
   // Wanted row `row`'s draw as the step prepared it (draws_host_, laid out by `d`), its whole row
   // fetched from the workspace on demand.
   TokenCandidates prepared_draw(const DrawLayout& d, std::int64_t row, double temperature) const;
@@ -158,6 +163,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr, copy_ = nullptr, fill_ = nullptr;
   std::vector<cudaEvent_t> filled_;  // [buffers]: recorded after a set fill's last copy
   cudaEvent_t copied_ = nullptr, computed_ = nullptr, prefetched_ = nullptr;
+  std::vector<cudaEvent_t> layer_marks_;  // [layers][3]: layer start, expert block start, its end
   cublasHandle_t cublas_ = nullptr;
 
   std::int64_t slot_elements_ = 0;  // 3 · I · H

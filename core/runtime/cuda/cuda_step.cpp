@@ -78,7 +78,32 @@ StepResult CudaBackend::run(const StepBatch& batch, MoeState& state) {
   const std::int64_t P = in.tokens * s.top_k;
   for (std::int64_t l = 0; l < s.num_layers; ++l)
     if (routed_on_device_[static_cast<std::size_t>(l)]) plan_on_host(l, ids_host_.get<std::int32_t>() + l * P, in, state, result);
+  if (in.tokens == 1) time_layers_alone(in, result);  // after the replay: a layer's hits are counted
   return result;
+}
+
+void CudaBackend::mark(std::int64_t layer, int point) {
+  // Inside a graph's capture the record must be a node of its own (External), else it only orders
+  // the capture; outside one that flag is invalid.
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  MOSAIC_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capturing));
+  const unsigned flags = capturing == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : cudaEventRecordDefault;
+  MOSAIC_CUDA_CHECK(cudaEventRecordWithFlags(layer_marks_[static_cast<std::size_t>(3 * layer + point)], stream_, flags));
+}
+
+void CudaBackend::time_layers_alone(const StepInputs& in, StepResult& result) const {
+  const auto sequence = static_cast<std::size_t>(in.sequence.front());
+  auto seconds = [&](std::int64_t l, int from) {
+    float ms = 0;
+    MOSAIC_CUDA_CHECK(cudaEventElapsedTime(&ms, layer_marks_[static_cast<std::size_t>(3 * l + from)],
+                                           layer_marks_[static_cast<std::size_t>(3 * l + from + 1)]));
+    return ms / 1e3;
+  };
+  for (std::int64_t l = 0; l < spec_.num_layers; ++l)
+    if (spec_.is_sparse(l)) {
+      LayerCounts& c = result.counts[sequence][static_cast<std::size_t>(l)];
+      c.add_alone(c.hits, seconds(l, 0), seconds(l, 1));
+    }
 }
 
 void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& result, int attention_positions) {
@@ -96,8 +121,10 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
   for (const TokenGroup& g : in.groups)
     MOSAIC_CUDA_CHECK(kernels::embed_rows_cuda(weight(g.buffer, layout_.embed), in.device.ids + g.begin, static_cast<int>(g.end - g.begin),
                                                H, w.x + g.begin * H, stream_));
+  const bool alone = T == 1;  // its MoE layers are timed (time_layers_alone)
   for (std::int64_t l = 0; l < s.num_layers; ++l) {
     const LayerOffsets& L = layout_.layers[static_cast<std::size_t>(l)];
+    if (alone && s.is_sparse(l)) mark(l, 0);
     for (const TokenGroup& g : in.groups) {
       const std::int64_t n = g.end - g.begin;
       const int b = g.buffer;
@@ -135,7 +162,9 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
       MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(x, weight(g.buffer, L.post_norm), static_cast<int>(n), H, eps, h, stream_));
     }
     if (s.is_sparse(l)) {
+      if (alone) mark(l, 1);
       moe(l, in, state, result);
+      if (alone) mark(l, 2);
     } else {
       for (const TokenGroup& g : in.groups)
         swiglu(g.buffer, L, s.dense_intermediate, w.h + g.begin * H, g.end - g.begin, true, w.x + g.begin * H);
