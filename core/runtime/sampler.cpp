@@ -161,6 +161,10 @@ std::int64_t Sampler::next(std::span<const float> logits) {
 // the candidates; past them the draw is made again from the whole row, as if none had been prepared.
 std::int64_t Sampler::next(const TokenCandidates& c) {
   if (const std::optional<std::int64_t> token = next_within(c)) return *token;
+  return next_from_row(c);
+}
+
+std::int64_t Sampler::next_from_row(const TokenCandidates& c) {
   if (!c.row) throw InvalidArgument("sampling", "candidates", "need the whole row, and it cannot be fetched");
   return next(c.row());
 }

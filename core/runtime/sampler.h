@@ -23,9 +23,11 @@ class Sampler {
   // The same token from what a device prepared (the same up to the normaliser's rounding: the device
   // sums it in another order); the whole row is fetched only when the draw reaches past the candidates.
   std::int64_t next(const TokenCandidates& candidates);
-  // The draw from the candidates alone; nullopt, the generator untouched, where it reaches past them
-  // and needs the whole row (so that a caller can fetch such rows on several threads).
+  // next(candidates) in its two parts, so that a caller can fetch the rows on several threads: the
+  // draw from the candidates alone (nullopt, the generator untouched, where it reaches past them),
+  // and the draw from their whole row, fetched.
   std::optional<std::int64_t> next_within(const TokenCandidates& candidates);
+  std::int64_t next_from_row(const TokenCandidates& candidates);
   const SamplingParams& params() const { return params_; }
 
  private:

@@ -37,7 +37,7 @@ void draw_tokens(std::span<TokenDraw> draws, unsigned threads, std::size_t threa
   }
   auto draw = [&](std::size_t r, unsigned) {
     TokenDraw& d = draws[rows[r]];
-    d.token = d.candidates ? d.sampler->next(*d.candidates) : d.sampler->next(d.logits);
+    d.token = d.candidates ? d.sampler->next_from_row(*d.candidates) : d.sampler->next(d.logits);
   };
   if (rows.size() < 2 || values < threaded_from) {
     for (std::size_t r = 0; r < rows.size(); ++r) draw(r, 0);
