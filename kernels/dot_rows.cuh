@@ -40,6 +40,46 @@ __device__ __forceinline__ void dot_rows(const std::uint16_t* __restrict__ w_row
   for (int t = 0; t < TOK; ++t) acc[t] = warp_sum(acc[t]);
 }
 
+// Two weight rows in one pass, each against its own activation rows (SwiGLU's gate and up against
+// the same; two pairs' down rows against their own): both rows' loads are in flight together, so a
+// warp waits on memory half as many times as with two dot_rows. The sums are dot_rows' own.
+template <int TOK>
+__device__ __forceinline__ void dot_row_pair(const std::uint16_t* __restrict__ a_row, const float* const* __restrict__ a_xs,
+                                             const std::uint16_t* __restrict__ b_row, const float* const* __restrict__ b_xs, int in,
+                                             int count, float (&a_acc)[TOK], float (&b_acc)[TOK]) {
+  if (in % 8 != 0) {
+    dot_rows<TOK>(a_row, in, a_xs, count, a_acc);
+    dot_rows<TOK>(b_row, in, b_xs, count, b_acc);
+    return;
+  }
+  const int lane = threadIdx.x % kWarp;
+#pragma unroll
+  for (int t = 0; t < TOK; ++t) a_acc[t] = b_acc[t] = 0.0f;
+  const uint4* a4 = reinterpret_cast<const uint4*>(a_row);
+  const uint4* b4 = reinterpret_cast<const uint4*>(b_row);
+#pragma unroll 4
+  for (int i = lane; i < in / 8; i += kWarp) {
+    float a[8], b[8];
+    unpack8(__ldg(a4 + i), a);
+    unpack8(__ldg(b4 + i), b);
+#pragma unroll
+    for (int t = 0; t < TOK; ++t) {
+      if (t >= count) break;
+      const float4 u = reinterpret_cast<const float4*>(a_xs[t])[2 * i];
+      const float4 v = reinterpret_cast<const float4*>(a_xs[t])[2 * i + 1];
+      a_acc[t] += a[0] * u.x + a[1] * u.y + a[2] * u.z + a[3] * u.w + a[4] * v.x + a[5] * v.y + a[6] * v.z + a[7] * v.w;
+      const float4 y = reinterpret_cast<const float4*>(b_xs[t])[2 * i];
+      const float4 z = reinterpret_cast<const float4*>(b_xs[t])[2 * i + 1];
+      b_acc[t] += b[0] * y.x + b[1] * y.y + b[2] * y.z + b[3] * y.w + b[4] * z.x + b[5] * z.y + b[6] * z.z + b[7] * z.w;
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < TOK; ++t) {
+    a_acc[t] = warp_sum(a_acc[t]);
+    b_acc[t] = warp_sum(b_acc[t]);
+  }
+}
+
 // Rows of x taken TOK at a time, and how many of them there are.
 template <int TOK>
 __device__ __forceinline__ int row_pointers(const float* x, int in, int first, int n, const float* (&xs)[TOK]) {

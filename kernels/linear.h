@@ -11,6 +11,17 @@ namespace mosaic::kernels {
 
 int linear_cuda(const float* x, int n, int in, const bf16_t* w, int out, const bf16_t* bias, bool accumulate, float* y,
                 void* stream);
+// Several weights that read the same x (q, k and v; a dense MLP's gate and up) in one launch: the
+// kernel above over their rows end to end, y_i = x · W_iᵀ (+ bias_i). n ≤ 8 rows of x.
+struct LinearPart {
+  const bf16_t* w = nullptr;
+  int out = 0;
+  const bf16_t* bias = nullptr;
+  float* y = nullptr;
+};
+constexpr int kMaxLinearParts = 4;
+int linear_parts_cuda(const float* x, int n, int in, const LinearPart* parts, int count, void* stream);
+
 void linear_reference(const float* x, int n, int in, const bf16_t* w, int out, const bf16_t* bias, bool accumulate, float* y);
 
 }  // namespace mosaic::kernels

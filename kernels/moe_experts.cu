@@ -2,21 +2,25 @@
 
 #include "kernels/dot_rows.cuh"
 #include "kernels/moe_experts.h"
+#include "kernels/router_topk.cuh"
 
 namespace mosaic::kernels {
 namespace {
 
-__global__ void mask_router_kernel(float* logits, const std::int32_t* rows, const std::int32_t* table, int experts) {
-  const int t = blockIdx.x;
-  const std::int32_t* entry = table + static_cast<std::int64_t>(rows[t]) * experts;
-  // Warp 0 alone: whether any expert of the row is resident, then the mask.
-  const int lane = threadIdx.x;
+// SwapMoE's mask on one token's row, by one warp: unless no expert of its table row is resident.
+__device__ __forceinline__ void mask_row(float* logits, const std::int32_t* entry, int experts) {
+  const int lane = threadIdx.x % kWarp;
   int any = 0;
   for (int e = lane; e < experts; e += kWarp) any |= entry[e] >= 0;
   any = __any_sync(0xffffffffu, any);
   if (!any) return;
   for (int e = lane; e < experts; e += kWarp)
-    if (entry[e] < 0) logits[static_cast<std::int64_t>(t) * experts + e] = -INFINITY;
+    if (entry[e] < 0) logits[e] = -INFINITY;
+}
+
+__global__ void mask_router_kernel(float* logits, const std::int32_t* rows, const std::int32_t* table, int experts) {
+  const int t = blockIdx.x;  // warp 0 alone
+  mask_row(logits + static_cast<std::int64_t>(t) * experts, table + static_cast<std::int64_t>(rows[t]) * experts, experts);
 }
 
 constexpr int kRerouteThreads = 1024;
@@ -38,9 +42,10 @@ __device__ int block_exclusive_scan(int v, int* shared, int* total) {
   return inclusive - v;
 }
 
-__global__ void reroute_kernel(const std::int32_t* ids, const std::int32_t* rows, int pairs, int k,
-                               const std::int32_t* table, int experts, int slots, const bf16_t* base,
-                               std::int64_t stride, int* count, int* fill, GroupedPairs out) {
+// The reroute by a whole block (its counts and scans are block-wide).
+__device__ void reroute_block(const std::int32_t* ids, const std::int32_t* rows, int pairs, int k, const std::int32_t* table,
+                              int experts, int slots, const bf16_t* base, std::int64_t stride, int* count, int* fill,
+                              GroupedPairs out) {
   __shared__ int scan[kRerouteThreads];
   __shared__ int misses;
   const int tid = threadIdx.x;
@@ -87,6 +92,29 @@ __global__ void reroute_kernel(const std::int32_t* ids, const std::int32_t* rows
   }
 }
 
+__global__ void __launch_bounds__(kRerouteThreads) reroute_kernel(const std::int32_t* ids, const std::int32_t* rows, int pairs, int k, const std::int32_t* table,
+                               int experts, int slots, const bf16_t* base, std::int64_t stride, int* count, int* fill,
+                               GroupedPairs out) {
+  reroute_block(ids, rows, pairs, k, table, experts, slots, base, stride, count, fill, out);
+}
+
+// A decode step's mask, top-k and reroute in one block: each warp takes tokens' rows, then the
+// block reroutes what they chose (global writes are visible to the block after __syncthreads).
+__global__ void __launch_bounds__(kRerouteThreads) route_kernel(float* logits, bool mask, bool renormalize, std::int32_t* ids, float* weights, const std::int32_t* rows,
+                             int tokens, int k, const std::int32_t* table, int experts, int slots, const bf16_t* base,
+                             std::int64_t stride, int* count, int* fill, GroupedPairs out) {
+  for (int t = threadIdx.x / kWarp; t < tokens; t += blockDim.x / kWarp) {
+    float* row = logits + static_cast<std::int64_t>(t) * experts;
+    if (mask) {
+      mask_row(row, table + static_cast<std::int64_t>(rows[t]) * experts, experts);
+      __syncwarp();  // orders the masking before the top-k's reads of the row
+    }
+    topk_of_row(row, experts, k, renormalize, ids + t * k, weights + t * k);
+  }
+  __syncthreads();
+  reroute_block(ids, rows, tokens * k, k, table, experts, slots, base, stride, count, fill, out);
+}
+
 // Grid: x over weight rows (kRowsPerBlock per block), y over groups; each block walks its group's
 // positions TOK at a time.
 template <int TOK>
@@ -103,8 +131,8 @@ __global__ void gate_up_kernel(const float* __restrict__ x, int hidden, int inte
 #pragma unroll
     for (int t = 0; t < TOK; ++t) xs[t] = x + static_cast<std::int64_t>(g.pair_at[first + (t < count ? t : 0)] / k) * hidden;
     float gate[TOK], up[TOK];
-    dot_rows<TOK>(w + static_cast<std::int64_t>(row) * hidden, hidden, xs, count, gate);
-    dot_rows<TOK>(w + static_cast<std::int64_t>(inter + row) * hidden, hidden, xs, count, up);
+    dot_row_pair<TOK>(w + static_cast<std::int64_t>(row) * hidden, xs, w + static_cast<std::int64_t>(inter + row) * hidden, xs, hidden, count,
+                      gate, up);
     if (threadIdx.x % kWarp == 0)
 #pragma unroll
       for (int t = 0; t < TOK; ++t)
@@ -143,6 +171,45 @@ __global__ void combine_kernel(const float* out, const std::int32_t* pos_of, con
   }
 }
 
+// The down projection and the combine for a step of one token: a warp per output row sums the
+// token's pairs in j order, as combine_kernel does, and adds the sum to x, so no pair's output goes
+// through memory. A pair's group is found among the G ≤ k groups by its position.
+constexpr int kCombineRows = 4;  // warps per block: 512 blocks over a hidden size of 2048
+
+__global__ void down_combine_kernel(const float* __restrict__ act, int hidden, int inter, int k, GroupedPairs g,
+                                    const float* __restrict__ weights, float* __restrict__ x) {
+  const int row = blockIdx.x * kCombineRows + threadIdx.x / kWarp;
+  if (row >= hidden) return;
+  const int groups = *g.groups;
+  // Pair j's down row and activations, or false for a pair no slot serves.
+  auto operands = [&](int j, const bf16_t*& w, const float*& a) {
+    const int pos = g.pos_of[j];
+    if (pos < 0) return false;
+    int group = 0;
+    while (group + 1 < groups && pos >= g.end[group]) ++group;
+    w = g.weights[group] + 2 * static_cast<std::int64_t>(inter) * hidden + static_cast<std::int64_t>(row) * inter;
+    a = act + static_cast<std::int64_t>(pos) * inter;
+    return true;
+  };
+  float sum = 0;
+  for (int j = 0; j < k; j += 2) {  // two pairs at a time, their loads in flight together; summed in j order
+    const bf16_t *wa = nullptr, *wb = nullptr;
+    const float *xa = nullptr, *xb = nullptr;
+    const bool a = operands(j, wa, xa), b = j + 1 < k && operands(j + 1, wb, xb);
+    float da[1] = {0.0f}, db[1] = {0.0f};
+    if (a && b) {
+      dot_row_pair<1>(wa, &xa, wb, &xb, inter, 1, da, db);
+    } else if (a) {
+      dot_rows<1>(wa, inter, &xa, 1, da);
+    } else if (b) {
+      dot_rows<1>(wb, inter, &xb, 1, db);
+    }
+    if (a) sum += weights[j] * da[0];
+    if (b) sum += weights[j + 1] * db[0];
+  }
+  if (threadIdx.x % kWarp == 0) x[row] += sum;
+}
+
 // Decode groups are small: 4 positions per pass keeps registers low; prefill groups go to cuBLAS.
 constexpr int kGroupTok = 4;
 
@@ -159,6 +226,22 @@ int reroute_cuda(const std::int32_t* ids, const std::int32_t* rows, int tokens, 
                  void* stream) {
   reroute_kernel<<<1, kRerouteThreads, 0, as_stream(stream)>>>(ids, rows, tokens * k, k, table, experts, slots, base,
                                                                 stride, scratch, scratch + slots, out);
+  return launched();
+}
+
+int route_cuda(float* logits, bool mask, bool renormalize, std::int32_t* ids, float* weights, const std::int32_t* rows, int tokens,
+               int k, const std::int32_t* table, int experts, int slots, const bf16_t* base, std::int64_t stride, int* scratch,
+               GroupedPairs out, void* stream) {
+  if (experts > kRouterMaxExperts || k > experts || k <= 0 || tokens * k > kRouteMaxPairs) return static_cast<int>(cudaErrorInvalidValue);
+  route_kernel<<<1, kRerouteThreads, 0, as_stream(stream)>>>(logits, mask, renormalize, ids, weights, rows, tokens, k, table, experts,
+                                                              slots, base, stride, scratch, scratch + slots, out);
+  return launched();
+}
+
+int expert_down_combine_cuda(const float* act, int hidden, int inter, int k, GroupedPairs g, const float* weights, float* x,
+                             void* stream) {
+  down_combine_kernel<<<blocks_for(hidden, kCombineRows), kCombineRows * kWarp, 0, as_stream(stream)>>>(act, hidden, inter, k, g,
+                                                                                                        weights, x);
   return launched();
 }
 

@@ -37,6 +37,14 @@ int reroute_cuda(const std::int32_t* ids, const std::int32_t* rows, int tokens, 
                  int experts, int slots, const bf16_t* base, std::int64_t stride, int* scratch, GroupedPairs out,
                  void* stream);
 
+// mask_router (when `mask`), the router's softmax and top-k (router_topk_cuda) and reroute_cuda in
+// one launch of one block, for decode steps of at most kRouteMaxPairs pairs: three launches of
+// 2-5 µs each become one.
+constexpr int kRouteMaxPairs = 1024;
+int route_cuda(float* logits, bool mask, bool renormalize, std::int32_t* ids, float* weights, const std::int32_t* rows, int tokens,
+               int k, const std::int32_t* table, int experts, int slots, const bf16_t* base, std::int64_t stride, int* scratch,
+               GroupedPairs out, void* stream);
+
 // The grouped SwiGLU over at most max_groups groups. x [tokens, H]; act [pairs, I]; out [pairs, H].
 int expert_gate_up_cuda(const float* x, int hidden, int inter, int k, GroupedPairs g, int max_groups, float* act,
                         void* stream);
@@ -44,6 +52,10 @@ int expert_down_cuda(const float* act, int hidden, int inter, GroupedPairs g, in
 // x [tokens, H] += Σ_j w[t, j] · out[pos_of[t·k + j]].
 int moe_combine_cuda(const float* out, const std::int32_t* pos_of, const float* weights, int tokens, int k, int hidden,
                      float* x, void* stream);
+
+// expert_down_cuda, then moe_combine_cuda, for a step of one token (its k pairs) in one launch.
+int expert_down_combine_cuda(const float* act, int hidden, int inter, int k, GroupedPairs g, const float* weights, float* x,
+                             void* stream);
 
 // CPU reference of the whole expert part for one layer, from slots given as host weight blocks:
 // slot_of [tokens·k] (−1: unserved); x += Σ_j w · SwiGLU_slot(x).

@@ -47,6 +47,12 @@ MOSAIC_HOST_DEVICE inline bool is_query_tile(const std::int32_t* position, const
 // k, v [tokens, kv_heads, head_dim] → the cache rows of their positions.
 int kv_write_cuda(const float* k, const float* v, PagedQueries q, int tokens, int kv_heads, int head_dim, bf16_t* k_cache,
                   bf16_t* v_cache, void* stream);
+// kv_write after the rotary embedding of q and k (transformers' non-interleaved halves, cos and sin
+// [tokens, head_dim]) in one launch: q and k rotated in place, k and v then written as kv_write does.
+// The same as rope on q, rope on k and kv_write, for a decode step's three launches of ~2 µs.
+int rotary_kv_write_cuda(float* q, float* k, const float* v, const float* cos, const float* sin, PagedQueries pq, int tokens,
+                         int heads, int kv_heads, int head_dim, bf16_t* k_cache, bf16_t* v_cache, void* stream);
+
 // q [tokens, heads, head_dim] → out [tokens, heads · head_dim]; head h reads kv head h / (heads / kv_heads).
 // max_positions: at least every token's position + 1, at most kMaxAttentionPositions. tiled: query
 // tiles (is_query_tile) go to the tiled kernel when head_dim ≤ kMaxTiledHeadDim, the rest token by token.

@@ -138,19 +138,30 @@ class TestCudaBackend : public QObject {
   void decodeStepsOnASyntheticMidSizeFamily_data() {
     QTest::addColumn<bool>("graphs");
     QTest::addColumn<bool>("tiled");
-    QTest::newRow("kernel by kernel") << false << false;
-    QTest::newRow("CUDA graphs") << true << false;
-    QTest::newRow("CUDA graphs, tiled prompt attention") << true << true;
+    QTest::addColumn<bool>("fused");
+    QTest::addColumn<int>("sequences");
+    QTest::newRow("kernel by kernel") << false << false << true << 2;
+    QTest::newRow("CUDA graphs") << true << false << true << 2;
+    QTest::newRow("CUDA graphs, tiled prompt attention") << true << true << true << 2;
+    QTest::newRow("kernel by kernel, unfused") << false << false << false << 2;
+    QTest::newRow("CUDA graphs, unfused") << true << false << false << 2;
+    // One token a step: the fused down projection sums its pairs into the residual itself.
+    QTest::newRow("one sequence, kernel by kernel") << false << true << true << 1;
+    QTest::newRow("one sequence, CUDA graphs") << true << true << true << 1;
+    QTest::newRow("one sequence, CUDA graphs, unfused") << true << true << false << 1;
   }
 
   void decodeStepsOnASyntheticMidSizeFamily() {
     QFETCH(bool, graphs);
     QFETCH(bool, tiled);
+    QFETCH(bool, fused);
+    QFETCH(int, sequences);
     setenv("MOSAIC_CUDA_GRAPHS", graphs ? "1" : "0", 1);  // read as the backend is made
     setenv("MOSAIC_CUDA_TILED_ATTENTION", tiled ? "1" : "0", 1);
+    setenv("MOSAIC_CUDA_FUSED", fused ? "1" : "0", 1);
     // Two bf16 variants of 4 layers (hidden 512, 8 experts of 1024): a prefill chunk per sequence
     // (70 tokens and 6: the first prompt's first two tiles of 32 can be tiled), then 12 decode steps
-    // of both together, each step's logits compared.
+    // of both together (or of the first alone), each step's logits compared.
     ModelSpec spec = mixtral_like_spec(4096, 512, 1024, 4, 8);
     const fs::path root(tmp_.path().toStdString());
     Family family;
@@ -171,15 +182,16 @@ class TestCudaBackend : public QObject {
     const std::vector<int> sets{store.set_of(0), store.set_of(1)};
     unsetenv("MOSAIC_CUDA_GRAPHS");
     unsetenv("MOSAIC_CUDA_TILED_ATTENTION");
+    unsetenv("MOSAIC_CUDA_FUSED");
     for (auto& r : rt) r->make_resident(sets);
     std::vector<std::vector<std::int64_t>> seq{prompt_of(70, 1, spec.vocab_size), prompt_of(6, 2, spec.vocab_size)};
     const std::vector<std::int32_t> blocks0{3, 0, 5, 6, 8, 7}, blocks1{1, 4, 2};
     std::int64_t start[2] = {0, 0};
     for (int step = 0; step < 13; ++step) {
       StepBatch batch;
-      batch.sequences = 2;
+      batch.sequences = sequences;
       std::vector<std::int64_t> chunk[2];
-      for (int s = 0; s < 2; ++s) {
+      for (int s = 0; s < sequences; ++s) {
         chunk[s] = step == 0 ? seq[static_cast<std::size_t>(s)] : std::vector<std::int64_t>{seq[static_cast<std::size_t>(s)].back()};
         batch.chunks.push_back({.sequence = s, .target = s, .buffer = rt[0]->buffer_of(store.set_of(s)), .tokens = chunk[s],
                                 .start = start[s], .blocks = s ? blocks1 : blocks0, .emit = Emit::Last});
@@ -194,12 +206,12 @@ class TestCudaBackend : public QObject {
         }
         r[d] = rt[d]->run(batch);
       }
-      for (int s = 0; s < 2; ++s) {
+      for (int s = 0; s < sequences; ++s) {
         const auto& cpu = r[0].logits[static_cast<std::size_t>(s)].values;
         std::vector<float> gpu = r[1].logits[static_cast<std::size_t>(s)].values;
         if (const auto& c = batch.chunks[static_cast<std::size_t>(s)]; c.draw_temperature) {
           // Prepared on the device: what the kernel's reference prepares from the row, fetched whole.
-          QVERIFY(gpu.empty() && r[1].candidates.size() == 2);
+          QVERIFY(gpu.empty() && r[1].candidates.size() == static_cast<std::size_t>(sequences));
           const TokenCandidates& got = r[1].candidates[static_cast<std::size_t>(s)];
           gpu = got.row();
           const TokenCandidates want = prepare_candidates(gpu, *c.draw_temperature, 512);

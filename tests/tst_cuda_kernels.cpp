@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <set>
@@ -307,7 +308,7 @@ class TestCudaKernels : public QObject {
 
   void routedExpertsMatchReference() {
     // Ragged groups: random top-k over 8 experts and 3 rows whose tables share, skip and miss slots.
-    for (const auto& [tokens, k, hidden, inter] : std::vector<std::tuple<int, int, int, int>>{{1, 2, 64, 40}, {5, 2, 64, 40}, {37, 4, 72, 48}, {13, 3, 36, 20}, {3, 2, 64, 40}}) {
+    for (const auto& [tokens, k, hidden, inter] : std::vector<std::tuple<int, int, int, int>>{{1, 2, 64, 40}, {5, 2, 64, 40}, {37, 4, 72, 48}, {13, 3, 36, 20}, {3, 2, 64, 40}, {1, 3, 36, 20}, {1, 1, 64, 40}}) {
       const int experts = 8, targets = 3, slots = 14;
       std::vector<std::int32_t> table(std::size_t(targets) * experts);
       std::uniform_int_distribution<int> pick(-3, slots - 1);
@@ -324,6 +325,11 @@ class TestCudaKernels : public QObject {
           ids[std::size_t(t * k + j)] = e[std::size_t(j)];
           weights[std::size_t(t * k + j)] = 0.1f + 0.2f * float(j);
         }
+      }
+      // One token with k 3: its second pair misses and its first is served, whatever the draw.
+      if (tokens == 1 && k == 3) {
+        table[std::size_t(rows[0]) * experts + std::size_t(ids[1])] = -1;
+        table[std::size_t(rows[0]) * experts + std::size_t(ids[0])] = 0;
       }
       const std::int64_t stride = 3LL * inter * hidden;
       const auto slot_w = randn_bf16(std::size_t(slots) * std::size_t(stride), 0.05f);
@@ -366,6 +372,161 @@ class TestCudaKernels : public QObject {
       moe_experts_reference(x.data(), tokens, hidden, inter, k, slot_of.data(), weights.data(), host_slots.data(), expect.data());
       const double e = rel(dres.get(), expect);
       QVERIFY2(e < 1e-5, qPrintable(QStringLiteral("tokens %1 k %2: %3").arg(tokens).arg(k).arg(e)));
+      if (tokens == 1) {  // the down projection and the combine in one launch, as a one-token step makes them
+        Dev<float> fused(residual);
+        CHECK_LAUNCH(expert_down_combine_cuda(act.p, hidden, inter, k, g, dweights.p, fused.p, nullptr));
+        SYNCED();
+        const double ef = rel(fused.get(), expect);
+        QVERIFY2(ef < 1e-5, qPrintable(QStringLiteral("fused, k %1: %2").arg(k).arg(ef)));
+      }
+    }
+  }
+
+  void fusedRoutingMatchesTheSeparateLaunches() {
+    // route_cuda against mask_router_cuda, router_topk_cuda and reroute_cuda on the same logits: the
+    // same ids, weights, groups and misses; each pair at a position of its slot's group. Tables that
+    // share, skip and miss slots; a row with no expert resident (the mask leaves it alone).
+    for (const auto& [tokens, k, experts] : std::vector<std::tuple<int, int, int>>{{1, 2, 8}, {7, 2, 8}, {32, 2, 8}, {40, 2, 8}, {5, 6, 64}, {1, 8, 256}})
+      for (bool mask : {false, true})
+        for (bool renormalize : {false, true}) {
+          const int targets = 3, slots = experts + 6;
+          std::vector<std::int32_t> table(std::size_t(targets) * experts);
+          std::uniform_int_distribution<int> pick(-3, slots - 1);
+          for (auto& s : table) s = std::max(-1, pick(rng));
+          std::fill(table.begin() + 2 * experts, table.end(), -1);  // target 2: nothing resident
+          std::vector<std::int32_t> rows(static_cast<std::size_t>(tokens));
+          for (auto& r : rows) r = int(rng() % targets);
+          const auto logits = randn(std::size_t(tokens) * experts);
+          const std::size_t P = std::size_t(tokens) * k;
+          const std::int64_t stride = 96;
+          Dev<bf16_t> base(std::size_t(slots) * stride);
+          Dev<std::int32_t> drows(rows), dtable(table);
+          struct Out {
+            Dev<float> logits, w;
+            Dev<std::int32_t> ids, scratch, pair_at, pos_of;
+            Dev<int> groups, misses, begin, end;
+            Dev<const bf16_t*> wptr;
+            GroupedPairs g() { return {groups.p, begin.p, end.p, wptr.p, pair_at.p, pos_of.p, misses.p}; }
+          };
+          auto make = [&] {
+            return Out{Dev<float>(logits), Dev<float>(P), Dev<std::int32_t>(P), Dev<std::int32_t>(2 * std::size_t(slots)),
+                       Dev<std::int32_t>(P), Dev<std::int32_t>(P), Dev<int>(1), Dev<int>(1), Dev<int>(P), Dev<int>(P),
+                       Dev<const bf16_t*>(P)};
+          };
+          Out a = make(), b = make();
+          if (mask) CHECK_LAUNCH(mask_router_cuda(a.logits.p, drows.p, dtable.p, tokens, experts, nullptr));
+          CHECK_LAUNCH(router_topk_cuda(a.logits.p, tokens, experts, k, renormalize, a.ids.p, a.w.p, nullptr));
+          CHECK_LAUNCH(reroute_cuda(a.ids.p, drows.p, tokens, k, dtable.p, experts, slots, base.p, stride, a.scratch.p, a.g(), nullptr));
+          CHECK_LAUNCH(route_cuda(b.logits.p, mask, renormalize, b.ids.p, b.w.p, drows.p, tokens, k, dtable.p, experts, slots, base.p,
+                                  stride, b.scratch.p, b.g(), nullptr));
+          SYNCED();
+          const QString where = QStringLiteral("tokens %1 k %2 experts %3 mask %4 renormalize %5").arg(tokens).arg(k).arg(experts).arg(mask).arg(renormalize);
+          QVERIFY2(a.ids.get() == b.ids.get(), qPrintable(where));
+          QVERIFY2(a.w.get() == b.w.get(), qPrintable(where));
+          QVERIFY2(a.logits.get() == b.logits.get(), qPrintable(where));  // masked alike
+          const int groups = a.groups.get()[0];
+          QCOMPARE(b.groups.get()[0], groups);
+          QCOMPARE(b.misses.get()[0], a.misses.get()[0]);
+          const auto begin = b.begin.get(), end = b.end.get();
+          QVERIFY(std::equal(begin.begin(), begin.begin() + groups, a.begin.get().begin()));
+          QVERIFY(std::equal(end.begin(), end.begin() + groups, a.end.get().begin()));
+          const auto wa = a.wptr.get(), wb = b.wptr.get();
+          QVERIFY(std::equal(wb.begin(), wb.begin() + groups, wa.begin()));
+          // Within a group positions may come in any order: each pair in its slot's group, once.
+          const auto pos_a = a.pos_of.get(), pos_b = b.pos_of.get(), at_b = b.pair_at.get();
+          for (std::size_t p = 0; p < P; ++p) {
+            QCOMPARE(pos_b[p] >= 0, pos_a[p] >= 0);
+            if (pos_b[p] < 0) continue;
+            QCOMPARE(at_b[std::size_t(pos_b[p])], std::int32_t(p));
+            int ga = 0, gb = 0;
+            while (pos_a[p] >= end[std::size_t(ga)]) ++ga;
+            while (pos_b[p] >= end[std::size_t(gb)]) ++gb;
+            QCOMPARE(gb, ga);
+          }
+        }
+  }
+
+  void linearPartsMatchReference() {
+    // Three weights over the same x, one of them empty, with and without biases: each part's rows
+    // are linear_reference's.
+    for (int n : {1, 3, 8})
+      for (int in : {64, 37})
+        for (bool bias : {false, true}) {
+          const std::vector<int> outs{33, 0, 100};
+          const auto x = randn(std::size_t(n) * in);
+          Dev<float> dx(x);
+          std::vector<std::vector<bf16_t>> w, b;
+          std::vector<std::unique_ptr<Dev<bf16_t>>> dw, db;
+          std::vector<std::unique_ptr<Dev<float>>> dy;
+          std::vector<LinearPart> parts;
+          for (int out : outs) {
+            w.push_back(randn_bf16(std::size_t(out) * in, 0.1f));
+            b.push_back(randn_bf16(std::size_t(out)));
+            dw.push_back(std::make_unique<Dev<bf16_t>>(w.back()));
+            db.push_back(std::make_unique<Dev<bf16_t>>(b.back()));
+            dy.push_back(std::make_unique<Dev<float>>(randn(std::size_t(n) * out)));  // overwritten, not added to
+            parts.push_back({dw.back()->p, out, bias ? db.back()->p : nullptr, dy.back()->p});
+          }
+          CHECK_LAUNCH(linear_parts_cuda(dx.p, n, in, parts.data(), int(parts.size()), nullptr));
+          SYNCED();
+          for (std::size_t i = 0; i < outs.size(); ++i) {
+            std::vector<float> expect(std::size_t(n) * outs[i]);
+            linear_reference(x.data(), n, in, w[i].data(), outs[i], bias ? b[i].data() : nullptr, false, expect.data());
+            const double e = rel(dy[i]->get(), expect);
+            QVERIFY2(e < 1e-5, qPrintable(QStringLiteral("n=%1 in=%2 part %3: %4").arg(n).arg(in).arg(i).arg(e)));
+          }
+        }
+    // More parts than a launch holds, or more rows than the kernel takes, are refused.
+    std::vector<LinearPart> five(5);
+    QVERIFY(linear_parts_cuda(nullptr, 1, 64, five.data(), 5, nullptr) != 0);
+    QVERIFY(linear_parts_cuda(nullptr, 9, 64, five.data(), 1, nullptr) != 0);
+  }
+
+  void rotaryAndCacheWriteMatchTheThreeLaunches() {
+    // rotary_kv_write_cuda against rope on q, rope on k and kv_write: a prompt chunk and a decode
+    // token of two sequences in shuffled blocks; odd head counts, head_dim 128 and 40.
+    for (int hd : {128, 40}) {
+      const int heads = 6, kvh = 3, bt = 4, pool_blocks = 10;
+      const std::vector<std::int32_t> blocks{7, 2, 9, 0, 5};
+      std::vector<std::int32_t> position, block_offset;
+      for (int p = 3; p < 10; ++p) { position.push_back(p); block_offset.push_back(0); }
+      position.push_back(5); block_offset.push_back(3);
+      const int tokens = int(position.size());
+      const std::size_t width = std::size_t(kvh) * hd, rows = std::size_t(pool_blocks) * bt;
+      const std::vector<bf16_t> kc0 = randn_bf16(rows * width), vc0 = randn_bf16(rows * width);
+      const auto q = randn(std::size_t(tokens) * heads * hd), k = randn(std::size_t(tokens) * width), v = randn(std::size_t(tokens) * width);
+      const auto cs = randn(std::size_t(tokens) * hd), sn = randn(std::size_t(tokens) * hd);
+      Dev<std::int32_t> dpos(position), doff(block_offset), dblocks(blocks);
+      Dev<bf16_t> dk(kc0), dv(vc0);
+      Dev<float> dq(q), dkn(k), dvn(v), dc(cs), ds(sn);
+      const PagedQueries pq{dpos.p, doff.p, dblocks.p, bt};
+      CHECK_LAUNCH(rotary_kv_write_cuda(dq.p, dkn.p, dvn.p, dc.p, ds.p, pq, tokens, heads, kvh, hd, dk.p, dv.p, nullptr));
+      SYNCED();
+      std::vector<float> eq = q, ek = k;
+      rope_reference(eq.data(), cs.data(), sn.data(), tokens, heads, hd);
+      rope_reference(ek.data(), cs.data(), sn.data(), tokens, kvh, hd);
+      std::vector<bf16_t> kc = kc0, vc = vc0;
+      const PagedQueries hq{position.data(), block_offset.data(), blocks.data(), bt};
+      kv_write_reference(ek.data(), v.data(), hq, tokens, kvh, hd, kc.data(), vc.data());
+      QVERIFY2(rel(dq.get(), eq) < 1e-5, qPrintable(QString::number(rel(dq.get(), eq))));
+      QVERIFY2(rel(dkn.get(), ek) < 1e-5, qPrintable(QString::number(rel(dkn.get(), ek))));
+      // The cache: rows not written are untouched, the written ones equal to the bit but where a
+      // rotated fp32 key (FMA against the reference's rounding) lands the other side of a bf16 tie.
+      std::vector<bool> written_row(rows, false);
+      for (int t = 0; t < tokens; ++t) {
+        const int p = position[std::size_t(t)];
+        written_row[std::size_t(blocks[std::size_t(block_offset[std::size_t(t)] + p / bt)] * bt + p % bt)] = true;
+      }
+      const auto got_k = dk.get();
+      int differ = 0;
+      for (std::size_t i = 0; i < kc.size(); ++i)
+        if (got_k[i] != kc[i]) {
+          QVERIFY2(written_row[i / width], "a cache row no token writes changed");
+          ++differ;
+        }
+      const std::size_t written = std::size_t(tokens) * width;
+      QVERIFY2(differ <= int(written / 200), qPrintable(QStringLiteral("%1 of %2 written keys differ").arg(differ).arg(written)));
+      QCOMPARE(dv.get(), vc);
     }
   }
 
@@ -397,6 +558,11 @@ class TestCudaKernels : public QObject {
     std::vector<float> expect(std::size_t(tokens) * heads * hd);
     paged_attention_reference(q.data(), hq, tokens, heads, kvh, hd, kc.data(), vc.data(), expect.data());
     QVERIFY(rel(dout.get(), expect) < 1e-5);
+    // At the most positions a launch may declare: the scores' shared memory the attribute allows.
+    Dev<float> most(std::size_t(tokens) * heads * hd);
+    CHECK_LAUNCH(paged_attention_cuda(dq.p, pq, tokens, heads, kvh, hd, kMaxAttentionPositions, dk.p, dv.p, most.p, false, nullptr));
+    SYNCED();
+    QVERIFY(rel(most.get(), expect) < 1e-5);
     // Too long a context is refused, not overrun.
     QVERIFY(paged_attention_cuda(dq.p, pq, tokens, heads, kvh, hd, kMaxAttentionPositions + 1, dk.p, dv.p, dout.p, false, nullptr) != 0);
   }
@@ -408,6 +574,7 @@ class TestCudaKernels : public QObject {
     QTest::newRow("head_dim 40") << 40 << false;
     QTest::newRow("head_dim 66 (lanes own unequal dims)") << 66 << false;
     QTest::newRow("head_dim 160 (token by token only)") << 160 << false;
+    QTest::newRow("head_dim 288 (token by token, the value sums in two passes)") << 288 << false;
     QTest::newRow("head_dim 128, a fresh prompt first") << 128 << true;
   }
 

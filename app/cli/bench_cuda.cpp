@@ -76,26 +76,33 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
     const double floor = per_token / rates.read_bytes_per_s;
     std::printf("  %-28s %8.3f ms   (%.2f GB ÷ %.0f GB/s)\n", "floor", floor * 1e3, per_token / 1e9, rates.read_bytes_per_s / 1e9);
     nlohmann::ordered_json rows{{"floor_ms", floor * 1e3}, {"bytes_per_token", per_token}};
-    for (const bool graphs : {false, true}) {
-      setenv("MOSAIC_CUDA_GRAPHS", graphs ? "1" : "0", 1);  // read when the backend is made
-      Runtime rt(store, RuntimeConfig{.pinned = pin_all({0}), .hit = HitPolicy::Strict, .device = Device::Cuda});
-      rt.make_resident(std::vector<int>{store.set_of(0)});
-      StepDecoder d(rt, store, {0}, 16, 16 + steps + 8);
-      d.step();  // prefill
-      for (int i = 0; i < 3; ++i) d.step();  // warm-up (and the graph's capture)
-      double total = 0;
-      for (int i = 0; i < steps; ++i) total += d.step();
-      const double tpot = total / steps;
-      std::printf("  %-28s %8.3f ms   %.2f× the floor\n", graphs ? "Mosaic, CUDA graphs" : "Mosaic, kernel by kernel", tpot * 1e3, tpot / floor);
-      rows[graphs ? "graphs_tpot_ms" : "eager_tpot_ms"] = tpot * 1e3;
-    }
+    // Fused small kernels (the default) and one by one (MOSAIC_CUDA_FUSED=0), each way launched and
+    // replayed: the fusions' gain, measured in this run.
+    for (const bool fused : {false, true})
+      for (const bool graphs : {false, true}) {
+        setenv("MOSAIC_CUDA_GRAPHS", graphs ? "1" : "0", 1);  // read when the backend is made
+        setenv("MOSAIC_CUDA_FUSED", fused ? "1" : "0", 1);
+        Runtime rt(store, RuntimeConfig{.pinned = pin_all({0}), .hit = HitPolicy::Strict, .device = Device::Cuda});
+        rt.make_resident(std::vector<int>{store.set_of(0)});
+        StepDecoder d(rt, store, {0}, 16, 16 + steps + 8);
+        d.step();  // prefill
+        for (int i = 0; i < 3; ++i) d.step();  // warm-up (and the graph's capture)
+        double total = 0;
+        for (int i = 0; i < steps; ++i) total += d.step();
+        const double tpot = total / steps;
+        const std::string name = std::string(graphs ? "Mosaic, CUDA graphs" : "Mosaic, kernel by kernel") + (fused ? "" : ", unfused");
+        std::printf("  %-36s %8.3f ms   %.2f× the floor\n", name.c_str(), tpot * 1e3, tpot / floor);
+        rows[std::string(graphs ? "graphs_tpot_ms" : "eager_tpot_ms") + (fused ? "" : "_unfused")] = tpot * 1e3;
+      }
     unsetenv("MOSAIC_CUDA_GRAPHS");
+    unsetenv("MOSAIC_CUDA_FUSED");
 
     // Where the graph step's time goes: each of its kernels alone, at the steps' mean context.
     const int context = 20 + steps / 2;  // the prompt's 16, 3 warm-up steps, half the timed ones
     const std::vector<cuda::KernelTime> kernels = cuda::time_decode_kernels(spec, context);
-    double sum = 0;
+    double sum = 0, unfused_sum = 0;
     for (const cuda::KernelTime& k : kernels) sum += k.per_token * k.seconds;
+    for (const cuda::KernelTime& k : cuda::time_decode_kernels(spec, context, /*fused=*/false)) unfused_sum += k.per_token * k.seconds;
     std::printf("\n  each kernel alone (a graph of its launches, weights rotated past the L2; context %d)\n", context);
     std::printf("  %-22s %9s %9s %9s %6s %8s %8s\n", "kernel", "per token", "us each", "ms/token", "share", "GB/s", "of read");
     nlohmann::ordered_json table = nlohmann::json::array();
@@ -109,8 +116,12 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
     const double step = rows["graphs_tpot_ms"].get<double>() / 1e3;
     std::printf("  %-22s %9s %9s %9.3f   a graph step %.3f ms: %.3f ms outside the kernels (host work, copies)\n", "sum", "", "", sum * 1e3,
                 step * 1e3, (step - sum) * 1e3);
+    const double unfused_step = rows["graphs_tpot_ms_unfused"].get<double>() / 1e3;
+    std::printf("  %-22s %9s %9s %9.3f   a graph step %.3f ms: %.3f ms outside the kernels\n", "sum, unfused", "", "", unfused_sum * 1e3,
+                unfused_step * 1e3, (unfused_step - unfused_sum) * 1e3);
     rows["kernels"] = table;
     rows["kernels_sum_ms"] = sum * 1e3;
+    rows["kernels_sum_ms_unfused"] = unfused_sum * 1e3;
     out["batch1"] = rows;
   }
 

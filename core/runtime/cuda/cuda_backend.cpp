@@ -140,6 +140,7 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
   if (const char* g = std::getenv("MOSAIC_CUDA_GRAPHS")) graphs_enabled_ = std::string(g) != "0";
   if (const char* t = std::getenv("MOSAIC_CUDA_TILED_ATTENTION")) tiled_attention_ = std::string(t) != "0";
   if (const char* d = std::getenv("MOSAIC_CUDA_DRAWS")) prepared_draws_ = std::string(d) != "0";
+  if (const char* f = std::getenv("MOSAIC_CUDA_FUSED")) fused_ = std::string(f) != "0";
   MOSAIC_CUDA_CHECK(kernels::paged_attention_cuda(nullptr, {}, 0, 1, 1, 1, 1, nullptr, nullptr, nullptr, false, stream_));  // configures it
 }
 
@@ -411,7 +412,7 @@ void CudaBackend::upload_table(std::size_t layer, const RerouteTable& table) {
 void CudaBackend::linear(const float* x, std::int64_t n, std::int64_t in, const bf16_t* w, std::int64_t out,
                          const bf16_t* bias, bool accumulate, float* y) {
   if (n == 0) return;
-  if (n <= 8) {
+  if (n <= kGemvRows) {
     MOSAIC_CUDA_CHECK(kernels::linear_cuda(x, static_cast<int>(n), static_cast<int>(in), w, static_cast<int>(out), bias,
                                            accumulate, y, stream_));
     return;

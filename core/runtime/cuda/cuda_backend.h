@@ -103,7 +103,8 @@ class CudaBackend final : public Backend {
   void prefetch(std::int64_t next, const StepInputs& in, MoeState& state, StepResult& result);
   void await_prefetch(std::int64_t layer, const StepInputs& in, StepResult& result, bool host_waited);
 
-  // y [n, out] (+)= x [n, in] · Wᵀ (+ b): the memory-bound kernel for few rows, cuBLAS beyond.
+  // y [n, out] (+)= x [n, in] · Wᵀ (+ b): the memory-bound kernel up to kGemvRows rows, cuBLAS beyond.
+  static constexpr std::int64_t kGemvRows = 8;
   void linear(const float* x, std::int64_t n, std::int64_t in, const bf16_t* w, std::int64_t out, const bf16_t* bias,
               bool accumulate, float* y);
   // The device work of a step, embeddings to the logits and top-k copied back; with no host wait
@@ -211,6 +212,11 @@ class CudaBackend final : public Backend {
   // Rows to be drawn from come back as their draws' candidates (kernels/token_candidates.h) unless
   // MOSAIC_CUDA_DRAWS=0, which returns them whole: tst_cuda_backend checks both take the same tokens.
   bool prepared_draws_ = true;
+  // A decode step's small kernels fused (q, k and v in one launch; rotary with the cache write; mask,
+  // top-k and reroute; for one token, the down projection with the combine) unless
+  // MOSAIC_CUDA_FUSED=0, which launches them one by one: tst_cuda_backend checks both ways against
+  // the CPU, bench-cuda times both.
+  bool fused_ = true;
   std::uint64_t steps_ = 0;  // steps run: a prepared draw's row is fetched only before the next
   DeviceBuffer graph_inputs_;   // the inputs of graphed steps, at fixed offsets
 };

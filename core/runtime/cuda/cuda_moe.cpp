@@ -1,7 +1,9 @@
 // The CUDA backend's MoE block over every token of a step: each token's router (its resident set's),
 // masked gating where the policy asks, fused softmax/top-k, then the routed experts —
 //   on the device, when every pair of the layer is sure to hit (or the router is masked): the
-//   reroute kernel groups pairs by slot and the grouped kernels run, with no host round trip;
+//   reroute kernel groups pairs by slot and the grouped kernels run, with no host round trip (with
+//   the fusions on, mask, top-k and reroute are one launch, and a lone token's down projection adds
+//   its pairs into the residual itself, with no combine);
 //   through the host otherwise: the top-k comes back, the routing plan (misses, loads, waves) is made
 //   exactly as for the CPU backend, loads go on the copy stream, and each wave's groups run — small
 //   ones through the grouped kernels, large ones (prefill) through cuBLAS.
@@ -115,34 +117,52 @@ void CudaBackend::moe(std::int64_t layer, const StepInputs& in, MoeState& state,
   const std::int32_t* table = tables_[l].get<std::int32_t>();
   std::int32_t* ids = w.topk_ids + layer * P;
 
+  const bool on_device = routable_on_device(layer, in, state);
+  const auto slots = static_cast<int>(shape_.layer_slots[l]);
   for (const TokenGroup& g : in.groups)
     linear(w.h + g.begin * H, g.end - g.begin, H, weight(g.buffer, L.router), E, nullptr, false, w.router + g.begin * E);
-  if (state.policy->masks_router())
-    MOSAIC_CUDA_CHECK(kernels::mask_router_cuda(w.router, in.device.rows, table, static_cast<int>(T), static_cast<int>(E), stream_));
-  MOSAIC_CUDA_CHECK(kernels::router_topk_cuda(w.router, static_cast<int>(T), static_cast<int>(E), static_cast<int>(k), s.norm_topk_prob,
-                                              ids, w.topk_w, stream_));
+  if (fused_ && on_device) {  // before predict, which reuses w.router
+    MOSAIC_CUDA_CHECK(kernels::route_cuda(w.router, state.policy->masks_router(), s.norm_topk_prob, ids, w.topk_w, in.device.rows,
+                                          static_cast<int>(T), static_cast<int>(k), table, static_cast<int>(E), slots, layer_slots(l),
+                                          slot_elements_, w.reroute_scratch, w.groups, stream_));
+  } else {
+    if (state.policy->masks_router())
+      MOSAIC_CUDA_CHECK(kernels::mask_router_cuda(w.router, in.device.rows, table, static_cast<int>(T), static_cast<int>(E), stream_));
+    MOSAIC_CUDA_CHECK(kernels::router_topk_cuda(w.router, static_cast<int>(T), static_cast<int>(E), static_cast<int>(k), s.norm_topk_prob,
+                                                ids, w.topk_w, stream_));
+  }
 
   // The prefetch policy predicts the next MoE layer's experts here, unless every pair there hits anyway.
   std::int64_t next = state.policy->prefetches() ? state.next_moe_layer(layer) : -1;
   if (next >= 0 && routable_on_device(next, in, state)) next = -1;
   if (next >= 0) predict(next, in);
 
-  if (routable_on_device(layer, in, state)) {
+  bool combined = false;
+  if (on_device) {
     await_prefetch(layer, in, result, /*host_waited=*/false);  // before this layer's own prefetch replaces it
     if (next >= 0) {
       MOSAIC_CUDA_CHECK(cudaStreamSynchronize(stream_));  // for the predicted ids
       prefetch(next, in, state, result);
     }
-    const auto slots = static_cast<int>(shape_.layer_slots[l]);
-    MOSAIC_CUDA_CHECK(kernels::reroute_cuda(ids, in.device.rows, static_cast<int>(T), static_cast<int>(k), table, static_cast<int>(E),
-                                            slots, layer_slots(l), slot_elements_, w.reroute_scratch, w.groups, stream_));
-    run_grouped(w.groups, static_cast<int>(std::min<std::int64_t>(P, slots)));
+    if (!fused_)
+      MOSAIC_CUDA_CHECK(kernels::reroute_cuda(ids, in.device.rows, static_cast<int>(T), static_cast<int>(k), table, static_cast<int>(E),
+                                              slots, layer_slots(l), slot_elements_, w.reroute_scratch, w.groups, stream_));
+    const int max_groups = static_cast<int>(std::min<std::int64_t>(P, slots));
+    if (fused_ && T == 1) {  // one token: its pairs' outputs summed as they are made
+      const int I = static_cast<int>(s.expert_intermediate);
+      MOSAIC_CUDA_CHECK(kernels::expert_gate_up_cuda(w.h, static_cast<int>(H), I, static_cast<int>(k), w.groups, max_groups, w.act, stream_));
+      MOSAIC_CUDA_CHECK(kernels::expert_down_combine_cuda(w.act, static_cast<int>(H), I, static_cast<int>(k), w.groups, w.topk_w, w.x, stream_));
+      combined = true;
+    } else {
+      run_grouped(w.groups, max_groups);
+    }
     routed_on_device_[l] = true;
   } else {
     route_on_host(layer, in, state, result, next);
   }
-  MOSAIC_CUDA_CHECK(kernels::moe_combine_cuda(w.pair_out, w.groups.pos_of, w.topk_w, static_cast<int>(T), static_cast<int>(k),
-                                              static_cast<int>(H), w.x, stream_));
+  if (!combined)
+    MOSAIC_CUDA_CHECK(kernels::moe_combine_cuda(w.pair_out, w.groups.pos_of, w.topk_w, static_cast<int>(T), static_cast<int>(k),
+                                                static_cast<int>(H), w.x, stream_));
 
   if (L.shared_gate < 0) return;
   const std::int64_t Is = s.shared_expert_intermediate;

@@ -131,9 +131,16 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
       float *x = w.x + g.begin * H, *h = w.h + g.begin * H;
       float *q = w.q + g.begin * s.q_width(), *k = w.k + g.begin * s.kv_width(), *v = w.v + g.begin * s.kv_width();
       MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(x, weight(b, L.input_norm), static_cast<int>(n), H, eps, h, stream_));
-      linear(h, n, H, weight(b, L.wq), s.q_width(), weight(b, L.bq), false, q);
-      linear(h, n, H, weight(b, L.wk), s.kv_width(), weight(b, L.bk), false, k);
-      linear(h, n, H, weight(b, L.wv), s.kv_width(), weight(b, L.bv), false, v);
+      if (fused_ && n <= kGemvRows) {
+        const kernels::LinearPart parts[] = {{weight(b, L.wq), static_cast<int>(s.q_width()), weight(b, L.bq), q},
+                                             {weight(b, L.wk), static_cast<int>(s.kv_width()), weight(b, L.bk), k},
+                                             {weight(b, L.wv), static_cast<int>(s.kv_width()), weight(b, L.bv), v}};
+        MOSAIC_CUDA_CHECK(kernels::linear_parts_cuda(h, static_cast<int>(n), H, parts, 3, stream_));
+      } else {
+        linear(h, n, H, weight(b, L.wq), s.q_width(), weight(b, L.bq), false, q);
+        linear(h, n, H, weight(b, L.wk), s.kv_width(), weight(b, L.bk), false, k);
+        linear(h, n, H, weight(b, L.wv), s.kv_width(), weight(b, L.bv), false, v);
+      }
       if (s.qk_norm == QkNorm::Whole) {  // OLMoE: over the whole projection
         MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(q, weight(b, L.q_norm), static_cast<int>(n), static_cast<int>(s.q_width()), eps, q, stream_));
         MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(k, weight(b, L.k_norm), static_cast<int>(n), static_cast<int>(s.kv_width()), eps, k, stream_));
@@ -149,11 +156,15 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
         MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(k, weight(b, L.k_norm), static_cast<int>(n) * kvh, hd, eps, k, stream_));
       }
     }
-    MOSAIC_CUDA_CHECK(kernels::rope_cuda(w.q, in.device.cos, in.device.sin, T, nh, hd, stream_));
-    MOSAIC_CUDA_CHECK(kernels::rope_cuda(w.k, in.device.cos, in.device.sin, T, kvh, hd, stream_));
     bf16_t* kc = k_[static_cast<std::size_t>(l)].get<bf16_t>();
     bf16_t* vc = v_[static_cast<std::size_t>(l)].get<bf16_t>();
-    MOSAIC_CUDA_CHECK(kernels::kv_write_cuda(w.k, w.v, pq, T, kvh, hd, kc, vc, stream_));
+    if (fused_) {
+      MOSAIC_CUDA_CHECK(kernels::rotary_kv_write_cuda(w.q, w.k, w.v, in.device.cos, in.device.sin, pq, T, nh, kvh, hd, kc, vc, stream_));
+    } else {
+      MOSAIC_CUDA_CHECK(kernels::rope_cuda(w.q, in.device.cos, in.device.sin, T, nh, hd, stream_));
+      MOSAIC_CUDA_CHECK(kernels::rope_cuda(w.k, in.device.cos, in.device.sin, T, kvh, hd, stream_));
+      MOSAIC_CUDA_CHECK(kernels::kv_write_cuda(w.k, w.v, pq, T, kvh, hd, kc, vc, stream_));
+    }
     MOSAIC_CUDA_CHECK(kernels::paged_attention_cuda(w.q, pq, T, nh, kvh, hd, attention_positions, kc, vc, w.attn, tiles, stream_));
     for (const TokenGroup& g : in.groups) {
       const std::int64_t n = g.end - g.begin;

@@ -95,7 +95,7 @@ class Timer {
 
 }  // namespace
 
-std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context) {
+std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context, bool fused) {
   if (const auto why = unavailable()) throw DeviceError("device cuda", "", *why);
   if (context < 1 || context > kGraphPositions)
     throw InvalidArgument("kernel timing", "context", "is " + std::to_string(context),
@@ -168,20 +168,34 @@ std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context) {
   measure("RMSNorm", 2 * L + 1, weights(1, H), [&](int i) {
     return kernels::rms_norm_cuda(x.get<float>(), arena.copy(i, weights(1, H)), 1, H, eps, h.get<float>(), st);
   });
-  measure("q projection", L, weights(Q, H), [&](int i) {
-    return kernels::linear_cuda(h.get<float>(), 1, H, arena.copy(i, weights(Q, H)), Q, nullptr, false, q.get<float>(), st);
-  });
-  measure("k projection", L, weights(KV, H), [&](int i) {
-    return kernels::linear_cuda(h.get<float>(), 1, H, arena.copy(i, weights(KV, H)), KV, nullptr, false, k.get<float>(), st);
-  });
-  measure("v projection", L, weights(KV, H), [&](int i) {
-    return kernels::linear_cuda(h.get<float>(), 1, H, arena.copy(i, weights(KV, H)), KV, nullptr, false, v.get<float>(), st);
-  });
-  measure("rotary, q", L, 0, [&](int) { return kernels::rope_cuda(q.get<float>(), cos.get<float>(), sin.get<float>(), 1, nh, hd, st); });
-  measure("rotary, k", L, 0, [&](int) { return kernels::rope_cuda(k.get<float>(), cos.get<float>(), sin.get<float>(), 1, kvh, hd, st); });
-  measure("KV cache write", L, 0, [&](int) {
-    return kernels::kv_write_cuda(k.get<float>(), v.get<float>(), pq, 1, kvh, hd, kc.get<bf16_t>(), vc.get<bf16_t>(), st);
-  });
+  if (fused) {
+    measure("q, k and v projections", L, weights(Q + 2 * std::int64_t(KV), H), [&](int i) {
+      const bf16_t* w = arena.copy(i, weights(Q + 2 * std::int64_t(KV), H));
+      const kernels::LinearPart parts[] = {{w, Q, nullptr, q.get<float>()},
+                                           {w + std::size_t(Q) * H, KV, nullptr, k.get<float>()},
+                                           {w + std::size_t(Q + KV) * H, KV, nullptr, v.get<float>()}};
+      return kernels::linear_parts_cuda(h.get<float>(), 1, H, parts, 3, st);
+    });
+    measure("rotary and KV cache write", L, 0, [&](int) {
+      return kernels::rotary_kv_write_cuda(q.get<float>(), k.get<float>(), v.get<float>(), cos.get<float>(), sin.get<float>(), pq, 1, nh, kvh,
+                                           hd, kc.get<bf16_t>(), vc.get<bf16_t>(), st);
+    });
+  } else {
+    measure("q projection", L, weights(Q, H), [&](int i) {
+      return kernels::linear_cuda(h.get<float>(), 1, H, arena.copy(i, weights(Q, H)), Q, nullptr, false, q.get<float>(), st);
+    });
+    measure("k projection", L, weights(KV, H), [&](int i) {
+      return kernels::linear_cuda(h.get<float>(), 1, H, arena.copy(i, weights(KV, H)), KV, nullptr, false, k.get<float>(), st);
+    });
+    measure("v projection", L, weights(KV, H), [&](int i) {
+      return kernels::linear_cuda(h.get<float>(), 1, H, arena.copy(i, weights(KV, H)), KV, nullptr, false, v.get<float>(), st);
+    });
+    measure("rotary, q", L, 0, [&](int) { return kernels::rope_cuda(q.get<float>(), cos.get<float>(), sin.get<float>(), 1, nh, hd, st); });
+    measure("rotary, k", L, 0, [&](int) { return kernels::rope_cuda(k.get<float>(), cos.get<float>(), sin.get<float>(), 1, kvh, hd, st); });
+    measure("KV cache write", L, 0, [&](int) {
+      return kernels::kv_write_cuda(k.get<float>(), v.get<float>(), pq, 1, kvh, hd, kc.get<bf16_t>(), vc.get<bf16_t>(), st);
+    });
+  }
   // The attention reads its keys and values from the arena too: in a step, a layer's cache rows are
   // read after gigabytes of weights have passed through the L2.
   measure("attention", L, 2 * std::size_t(context) * weights(1, KV), [&](int i) {
@@ -195,22 +209,36 @@ std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context) {
   measure("router", Ls, weights(E, H), [&](int i) {
     return kernels::linear_cuda(h.get<float>(), 1, H, arena.copy(i, weights(E, H)), E, nullptr, false, router.get<float>(), st);
   });
-  measure("softmax and top-k", Ls, 0, [&](int) {
-    return kernels::router_topk_cuda(router.get<float>(), 1, E, K, s.norm_topk_prob, ids.get<std::int32_t>(), topk_w.get<float>(), st);
-  });
-  measure("reroute", Ls, 0, [&](int i) {
-    return kernels::reroute_cuda(ids.get<std::int32_t>(), zero_int.get<std::int32_t>(), 1, K, table.get<std::int32_t>(), E, E,
-                                 arena.copy(i, expert), static_cast<std::int64_t>(expert / sizeof(bf16_t)), scratch.get<int>(), rerouted, st);
-  });
+  if (fused) {
+    measure("top-k and reroute", Ls, 0, [&](int i) {
+      return kernels::route_cuda(router.get<float>(), false, s.norm_topk_prob, ids.get<std::int32_t>(), topk_w.get<float>(),
+                                 zero_int.get<std::int32_t>(), 1, K, table.get<std::int32_t>(), E, E, arena.copy(i, expert),
+                                 static_cast<std::int64_t>(expert / sizeof(bf16_t)), scratch.get<int>(), rerouted, st);
+    });
+  } else {
+    measure("softmax and top-k", Ls, 0, [&](int) {
+      return kernels::router_topk_cuda(router.get<float>(), 1, E, K, s.norm_topk_prob, ids.get<std::int32_t>(), topk_w.get<float>(), st);
+    });
+    measure("reroute", Ls, 0, [&](int i) {
+      return kernels::reroute_cuda(ids.get<std::int32_t>(), zero_int.get<std::int32_t>(), 1, K, table.get<std::int32_t>(), E, E,
+                                   arena.copy(i, expert), static_cast<std::int64_t>(expert / sizeof(bf16_t)), scratch.get<int>(), rerouted, st);
+    });
+  }
   measure("experts: gate and up", Ls, K * weights(2 * std::int64_t(I), H), [&](int i) {
     return kernels::expert_gate_up_cuda(h.get<float>(), H, I, K, pairs_of(i), K, act.get<float>(), st);
   });
-  measure("experts: down", Ls, K * weights(H, I), [&](int i) {
-    return kernels::expert_down_cuda(act.get<float>(), H, I, pairs_of(i), K, pair_out.get<float>(), st);
-  });
-  measure("combine", Ls, 0, [&](int) {
-    return kernels::moe_combine_cuda(pair_out.get<float>(), pos_of.get<std::int32_t>(), topk_w.get<float>(), 1, K, H, x.get<float>(), st);
-  });
+  if (fused) {
+    measure("experts: down and combine", Ls, K * weights(H, I), [&](int i) {
+      return kernels::expert_down_combine_cuda(act.get<float>(), H, I, K, pairs_of(i), topk_w.get<float>(), x.get<float>(), st);
+    });
+  } else {
+    measure("experts: down", Ls, K * weights(H, I), [&](int i) {
+      return kernels::expert_down_cuda(act.get<float>(), H, I, pairs_of(i), K, pair_out.get<float>(), st);
+    });
+    measure("combine", Ls, 0, [&](int) {
+      return kernels::moe_combine_cuda(pair_out.get<float>(), pos_of.get<std::int32_t>(), topk_w.get<float>(), 1, K, H, x.get<float>(), st);
+    });
+  }
   measure("logit row gather", 1, 0, [&](int) {
     return kernels::gather_rows_cuda(x.get<float>(), H, zero_int.get<std::int32_t>(), 1, 1, h.get<float>(), st);
   });

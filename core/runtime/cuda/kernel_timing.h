@@ -24,7 +24,9 @@ struct KernelTime {
 // and the embedding and output head. Dense MLP layers, shared experts and q/k norms are not timed.
 // Each kernel runs as a graph of repeated launches over copies of its weights larger than the L2
 // together, so no launch reads them from cache; best of several replays. `context`: the positions
-// the attention reads.
-std::vector<KernelTime> time_decode_kernels(const ModelSpec& spec, int context);
+// the attention reads. `fused`: the kernels as the backend launches them by default (q, k and v in
+// one launch, rotary with the cache write, top-k with the reroute, the down projection with the
+// combine), else one by one as under MOSAIC_CUDA_FUSED=0.
+std::vector<KernelTime> time_decode_kernels(const ModelSpec& spec, int context, bool fused = true);
 
 }  // namespace mosaic::cuda
