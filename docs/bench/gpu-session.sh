@@ -10,6 +10,7 @@
 #   travels holds 64 MiB, and the tracked files alone are 60 MB. Nothing on the device needs them.
 # There, one `run` each, `carry: [".device"]`, from the project root (MOSAIC_GPU_DEADLINE: below).
 # With 15 minutes of device time, one call instead:  MOSAIC_GPU_DEADLINE=$(($(date +%s)+545)) bash .device/build.sh -- bash docs/bench/gpu-session.sh quick
+#   and then, on the warm machine:  MOSAIC_GPU_DEADLINE=$(($(date +%s)+400)) bash .device/build.sh -- bash docs/bench/gpu-session.sh qos   # issue 20's QoS sweep, 4 layers
 #   MOSAIC_GPU_DEADLINE=$(($(date +%s)+585)) bash .device/build.sh -- bash docs/bench/gpu-session.sh check   # gpu tests, sanitizers, a sweep and a session on CUDA
 #   MOSAIC_GPU_DEADLINE=$(($(date +%s)+585)) bash .device/build.sh -- bash docs/bench/gpu-session.sh bench   # bench-cuda, transformers, bench-device --device cuda
 #   MOSAIC_GPU_DEADLINE=$(($(date +%s)+585)) bash .device/build.sh -- bash docs/bench/gpu-session.sh serve   # HTTP overhead, the QoS sweep on the GPU
@@ -20,7 +21,7 @@
 # failed step does not stop the stage: one call brings back everything it can. The synthetic families
 # (2 × 9.5 GB each) are written into build-gpu/, which the device keeps between calls while warm.
 set -uo pipefail
-stage=${1:?"which stage: prepare, check, bench, serve or restore"}
+stage=${1:?"which stage: prepare, quick, qos, check, bench, serve or restore"}
 
 case $stage in
   prepare)
@@ -82,6 +83,24 @@ publish() {
   tar -czf "$out/$stage-logs.tar.gz" -C "$logs" .
 }
 
+# qos_sweep FAMILY CAPACITY: Multi-MoE's QoS experiment on the GPU over FAMILY's two variants, CAPACITY
+# expert positions of a variant's resident (part of two variants' experts), the rates from each
+# strategy's saturation, then the report. Kept to 3 rates of 10 s: 4 rates of 20 s did not finish one
+# strategy of the 16-layer family in 400 s (2026-11-26).
+qos_sweep() {
+  local family=$1 capacity=$2
+  cat >"$out/qos-cuda.json" <<EOF
+{"schema": "mosaic.sweep/1", "description": "QoS on the GPU: a synthetic Mixtral family, part of two variants' experts resident",
+ "variants": ["$PWD/$family/variant-0", "$PWD/$family/variant-1"], "device": "cuda", "clock": "virtual",
+ "rates": {"saturation": {"points": 3, "from": 0.25, "to": 1.5}}, "duration_seconds": 10, "prompt": [20, 20], "output": [25, 25],
+ "strategies": [{"kind": "single", "capacity": $capacity}, {"kind": "consolidated", "capacity": $capacity},
+                {"kind": "space-sharing", "capacity": $capacity}, {"kind": "time-sharing"}]}
+EOF
+  step qos-cuda 400 "$cli" bench --config "$out/qos-cuda.json" --db "$logs/qos-cuda.sqlite"
+  step qos-report 60 "$cli" report --db "$logs/qos-cuda.sqlite" --out "$logs/qos-report"
+  cp "$logs/qos-report/points.csv" "$out/qos-points.csv" 2>/dev/null
+}
+
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 mkdir -p "$out"
 case $stage in
@@ -100,9 +119,12 @@ case $stage in
     # gpu suites, the sanitizers on the tests written since the last GPU run only, then bench-cuda on a
     # 4-layer family (the prefill and draw parts depend on a layer's shapes and the vocabulary, not the depth).
     step ctest-gpu 200 ctest --test-dir build-gpu -L gpu --output-on-failure
-    step memcheck-new 150 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend deltaFoldersServeAsOnTheCpu drawsPreparedOnTheDeviceTakeTheRowsTokens
-    step memcheck-new-kern 90 "$sanitizer" --tool memcheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels tokenCandidatesMatchReference tiledPromptAttentionMatchesReference
-    step racecheck-new-kern 90 "$sanitizer" --tool racecheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels tokenCandidatesMatchReference tiledPromptAttentionMatchesReference
+    # The fused decode kernels of 2026-11-27 (stop 45): their kernel tests, and the synthetic family's
+    # decode steps fused and not, one sequence and two.
+    newk="fusedRoutingMatchesTheSeparateLaunches linearPartsMatchReference rotaryAndCacheWriteMatchTheThreeLaunches routedExpertsMatchReference pagedAttentionMatchesReference tiledPromptAttentionMatchesReference"
+    step memcheck-new 150 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend decodeStepsOnASyntheticMidSizeFamily layersOfATokenAloneAreTimed
+    step memcheck-new-kern 90 "$sanitizer" --tool memcheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk
+    step racecheck-new-kern 90 "$sanitizer" --tool racecheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk
     step bench-cuda-4l 400 "$cli" bench-cuda --dir build-gpu/bench-cuda-4l --layers 4 --json "$out/bench-cuda-4l.json"
     ;;
   bench)
@@ -120,21 +142,18 @@ case $stage in
     # HTTP against in-process (issue 18), both variants' non-expert sets resident so that they batch.
     step bench-serve 240 "$cli" bench-serve --variants "$serving/variant-0" "$serving/variant-1" --capacity 192 --resident-sets 2 \
       --device cuda --clients 1 4 16 64 --json "$out/bench-serve.json"
-    # Multi-MoE's QoS experiment on the GPU: two variants, 96 of a variant's 128 expert positions'
-    # worth resident (part of two variants' experts), the rates from each strategy's saturation. Kept
-    # to 3 rates of 10 s: 4 rates of 20 s did not finish one strategy in 400 s (2026-11-26).
-    cat >"$out/qos-cuda.json" <<EOF
-{"schema": "mosaic.sweep/1", "description": "QoS on the GPU: a synthetic Mixtral family, part of two variants' experts resident",
- "variants": ["$PWD/$serving/variant-0", "$PWD/$serving/variant-1"], "device": "cuda", "clock": "virtual",
- "rates": {"saturation": {"points": 3, "from": 0.25, "to": 1.5}}, "duration_seconds": 10, "prompt": [20, 20], "output": [25, 25],
- "strategies": [{"kind": "single", "capacity": 96}, {"kind": "consolidated", "capacity": 96},
-                {"kind": "space-sharing", "capacity": 96}, {"kind": "time-sharing"}]}
-EOF
-    step qos-cuda 400 "$cli" bench --config "$out/qos-cuda.json" --db "$logs/qos-cuda.sqlite"
-    step qos-report 60 "$cli" report --db "$logs/qos-cuda.sqlite" --out "$logs/qos-report"
-    cp "$logs/qos-report/points.csv" "$out/qos-points.csv" 2>/dev/null
+    # 96 of a variant's 128 expert positions (16 layers × 8).
+    qos_sweep "$serving" 96
     ;;
-  *) echo "unknown stage '$stage': use prepare, quick, check, bench, serve or restore" >&2; exit 2 ;;
+  qos)
+    # The QoS sweep alone, on a 4-layer family: what a 15-minute session can run after `quick`
+    # (the 16-layer family of `serve` takes 2 × 9.5 GB and minutes to write).
+    serving=build-gpu/qos-family
+    step write-family 150 "$cli" bench-cuda --dir "$serving" --vocab 1024 --layers 4 --write-only
+    for v in "$serving"/variant-*; do cp .device/tokenizer.json "$v/"; done
+    qos_sweep "$serving" 24  # of a variant's 32 expert positions (4 layers × 8)
+    ;;
+  *) echo "unknown stage '$stage': use prepare, quick, qos, check, bench, serve or restore" >&2; exit 2 ;;
 esac
 publish
 cat "$out/summary.txt"
