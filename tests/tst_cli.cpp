@@ -670,6 +670,7 @@ class TestCli : public QObject {
 
   // A small sweep end to end: recorded runs and requests, a table on stdout; a bad config refused.
   void benchDeviceFitsAProfile() {
+    if (qEnvironmentVariableIsSet("MOSAIC_TIMED_CASES_APART")) QSKIP("it times steps: CTest runs it alone, as tst_cli_timed");
     // A profile measured through the engine, small enough for a test: it loads, names what it was
     // fitted to, and stdout shows each kind of step beside the fitted price of it.
     const fs::path out = scratch("device.json");
