@@ -22,15 +22,3 @@ if(MOSAIC_SANITIZE)
   endif()
   target_link_options(mosaic_settings INTERFACE -fsanitize=${MOSAIC_SANITIZE})
 endif()
-
-# Code whose own speed no test waits on (the suites, the CLI's commands, the workbench) may take
-# another optimization level than core and the kernels: the `asan` and `tsan` presets give it -O0.
-# Most of their compile time was the optimizer on JSON and Qt templates (serving_args.cpp under ASan:
-# 31 s at -O1, 17 s at -O0, on the 2-core AMD host of 2026-11-27), while the suites spend their time
-# in core, which keeps the build type's -O1. Linked PRIVATE by those targets.
-set(MOSAIC_COLD_OPT "" CACHE STRING "Optimization flag for tests, CLI and UI code (empty: the build type's)")
-add_library(mosaic_cold INTERFACE)
-add_library(Mosaic::cold ALIAS mosaic_cold)
-if(MOSAIC_COLD_OPT)
-  target_compile_options(mosaic_cold INTERFACE $<$<COMPILE_LANGUAGE:CXX>:${MOSAIC_COLD_OPT}>)
-endif()
