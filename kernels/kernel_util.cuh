@@ -45,6 +45,14 @@ __device__ __forceinline__ void unpack8(const uint4& w, float* f) {
   }
 }
 
+// Rotary embedding of one pair of a head's vector v (transformers' non-interleaved halves: d and
+// d + half), in place, with that position's cos and sin rows.
+__device__ __forceinline__ void rotate_pair(float* v, const float* c, const float* s, int d, int half) {
+  const float a = v[d], b = v[d + half];
+  v[d] = a * c[d] - b * s[d];
+  v[d + half] = b * c[d + half] + a * s[d + half];
+}
+
 inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 inline int launched() { return static_cast<int>(cudaGetLastError()); }
 inline unsigned blocks_for(std::int64_t n, int per_block) { return static_cast<unsigned>((n + per_block - 1) / per_block); }

@@ -11,8 +11,9 @@ __device__ __forceinline__ std::int64_t cache_row(const PagedQueries& q, int tok
   return static_cast<std::int64_t>(blocks[p / q.block_tokens]) * q.block_tokens + p % q.block_tokens;
 }
 
-__global__ void kv_write_kernel(const float* k, const float* v, PagedQueries q, int width, __nv_bfloat16* kc, __nv_bfloat16* vc) {
-  const int t = blockIdx.x;
+// Token t's k and v rows [width] into the cache row of its position, by the whole block.
+__device__ __forceinline__ void write_kv_row(const float* k, const float* v, const PagedQueries& q, int t, int width,
+                                             __nv_bfloat16* kc, __nv_bfloat16* vc) {
   const std::int64_t row = cache_row(q, t, q.position[t]);
   for (int i = threadIdx.x; i < width; i += blockDim.x) {
     kc[row * width + i] = __float2bfloat16_rn(k[static_cast<std::int64_t>(t) * width + i]);
@@ -20,10 +21,8 @@ __global__ void kv_write_kernel(const float* k, const float* v, PagedQueries q, 
   }
 }
 
-__device__ __forceinline__ void rotate_pair(float* v, const float* c, const float* s, int d, int half) {
-  const float a = v[d], b = v[d + half];
-  v[d] = a * c[d] - b * s[d];
-  v[d + half] = b * c[d + half] + a * s[d + half];
+__global__ void kv_write_kernel(const float* k, const float* v, PagedQueries q, int width, __nv_bfloat16* kc, __nv_bfloat16* vc) {
+  write_kv_row(k, v, q, blockIdx.x, width, kc, vc);
 }
 
 __global__ void rotary_kv_write_kernel(float* q, float* k, const float* v, const float* cos, const float* sin, PagedQueries pq,
@@ -36,11 +35,7 @@ __global__ void rotary_kv_write_kernel(float* q, float* k, const float* v, const
   float* kt = k + static_cast<std::int64_t>(t) * width;
   for (int i = threadIdx.x; i < kv_heads * half; i += blockDim.x) rotate_pair(kt + (i / half) * head_dim, c, s, i % half, half);
   __syncthreads();  // every pair rotated (an odd head_dim's last element is not): then the rows as kv_write writes them
-  const std::int64_t row = cache_row(pq, t, pq.position[t]) * width;
-  for (int i = threadIdx.x; i < width; i += blockDim.x) {
-    kc[row + i] = __float2bfloat16_rn(kt[i]);
-    vc[row + i] = __float2bfloat16_rn(v[static_cast<std::int64_t>(t) * width + i]);
-  }
+  write_kv_row(k, v, pq, t, width, kc, vc);
 }
 
 // One block per (query token, head), its warps splitting the visible positions in both passes:

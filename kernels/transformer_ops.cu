@@ -26,13 +26,8 @@ __global__ void rope_kernel(float* x, const float* cos, const float* sin, int he
   const int t = blockIdx.x, half = head_dim / 2;
   const float* c = cos + static_cast<std::int64_t>(t) * head_dim;
   const float* s = sin + static_cast<std::int64_t>(t) * head_dim;
-  for (int i = threadIdx.x; i < heads * half; i += blockDim.x) {
-    const int h = i / half, d = i % half;
-    float* v = x + (static_cast<std::int64_t>(t) * heads + h) * head_dim;
-    const float a = v[d], b = v[d + half];
-    v[d] = a * c[d] - b * s[d];
-    v[d + half] = b * c[d + half] + a * s[d + half];
-  }
+  for (int i = threadIdx.x; i < heads * half; i += blockDim.x)
+    rotate_pair(x + (static_cast<std::int64_t>(t) * heads + i / half) * head_dim, c, s, i % half, half);
 }
 
 __global__ void silu_mul_kernel(const float* gate, const float* up, int rows, int width, float* out) {
