@@ -12,7 +12,7 @@ function(mosaic_add_test name)
   target_include_directories(${name} PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
   set_target_properties(${name} PROPERTIES AUTOMOC ON)
   # mosaic_test_support (tests/CMakeLists.txt) brings core, Qt Test, JSON and MOSAIC_TEST_DATA.
-  target_link_libraries(${name} PRIVATE Mosaic::settings mosaic_test_support ${T_LIBS})
+  target_link_libraries(${name} PRIVATE Mosaic::settings Mosaic::test_opt mosaic_test_support ${T_LIBS})
   add_test(NAME ${name} COMMAND ${name})
   set_tests_properties(${name} PROPERTIES
     LABELS "${T_LABELS}" SKIP_RETURN_CODE 77 TIMEOUT 600
