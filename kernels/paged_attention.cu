@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <cfloat>
+#include <cstddef>
 
 #include "kernels/kernel_util.cuh"
 #include "kernels/paged_attention.h"
@@ -38,36 +40,61 @@ __global__ void rotary_kv_write_kernel(float* q, float* k, const float* v, const
   write_kv_row(k, v, pq, t, width, kc, vc);
 }
 
-// One block per (query token, head), its warps splitting the visible positions in both passes:
-// scores into shared memory (a warp per position, four positions at a time so that their loads are
-// in flight together; lanes over head_dim), the softmax over the block, then each warp sums the
-// values of its positions (lanes over head_dim, kDimsPerLane dims each) and the warps' partial sums
-// are added in shared memory. A decode step has one block per head, so the sum over positions must
+// One block per (query token, head) and part of its positions, its warps splitting those positions
+// in both passes: scores into shared memory (a warp per position, four positions at a time so that
+// their loads are in flight together; lanes over head_dim), the softmax over the block, then each warp
+// sums the values of its positions (lanes over head_dim, kDimsPerLane dims each) and the warps' partial
+// sums are added in shared memory. A decode step has one block per head, so the sum over positions must
 // not be serial: a thread per dimension walking every position made a 52-position step take 13 µs.
 // With `skip_tiles`, a token whose tile the tiled kernel takes is left to it.
+//
+// Split (gridDim.z > 1, AttentionSplit): block z takes positions [z · chunk, (z + 1) · chunk) and,
+// unless it is its token's only block, writes a record — its unnormalized sums, its score maximum and
+// its sum of exponentials — to the scratch. The last block of a pair to finish (a counter per pair)
+// rescales the records to their common maximum, adds them up and resets the counter. gridDim.z is at
+// most kMaxSplits (split_count), the size of `factor`.
 constexpr int kAttentionThreads = 256, kAttentionWarps = kAttentionThreads / kWarp, kDimsPerLane = 8;
 constexpr int kPassDims = kWarp * kDimsPerLane;  // head dims summed per pass over the positions
 
+__host__ __device__ constexpr std::size_t split_record_floats(int head_dim) { return static_cast<std::size_t>(head_dim) + 2; }
+
+// The positions [begin, end) that block z of `splits` takes of a token's `positions`, and how many of
+// the blocks have any: at least kMinSplitPositions each when split, all of them in one block when not.
+struct PositionRange {
+  int begin, end, active;
+};
+__device__ __forceinline__ PositionRange split_range(int positions, int splits, int z) {
+  int chunk = max((positions + splits - 1) / splits, 1);
+  if (splits > 1 && chunk < kMinSplitPositions) chunk = kMinSplitPositions;
+  const int begin = z * chunk;
+  return {begin, min(begin + chunk, positions), (positions + chunk - 1) / chunk};
+}
+
 __global__ void __launch_bounds__(kAttentionThreads) attention_kernel(const float* q, PagedQueries pq, int tokens, int heads,
                                                                      int kv_heads, int head_dim, const bf16_t* kc,
-                                                                     const bf16_t* vc, float* out, bool skip_tiles) {
+                                                                     const bf16_t* vc, float* out, bool skip_tiles,
+                                                                     unsigned* counters, float* records) {
   extern __shared__ float scores[];
   __shared__ float partial[32];
   __shared__ float sums[kAttentionWarps][kPassDims];
+  __shared__ float factor[kMaxSplits];
+  __shared__ bool last;
   const int t = blockIdx.x, h = blockIdx.y, kvh = h / (heads / kv_heads);
   if (skip_tiles && is_query_tile(pq.position, pq.block_offset, tokens, t / kTileQueries)) return;  // the whole block
-  const int positions = pq.position[t] + 1;
+  const PositionRange range = split_range(pq.position[t] + 1, static_cast<int>(gridDim.z), static_cast<int>(blockIdx.z));
+  if (range.begin >= range.end) return;  // this token's context takes fewer blocks
+  const int n = range.end - range.begin;
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp;
   const float* qv = q + (static_cast<std::int64_t>(t) * heads + h) * head_dim;
   const float scale = rsqrtf(static_cast<float>(head_dim));
   const int width = kv_heads * head_dim;
   constexpr int kBatch = 4;
-  for (int p0 = warp * kBatch; p0 < positions; p0 += kAttentionWarps * kBatch) {
+  for (int p0 = warp * kBatch; p0 < n; p0 += kAttentionWarps * kBatch) {
     const bf16_t* key[kBatch];
     float s[kBatch];
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {
-      key[i] = kc + cache_row(pq, t, min(p0 + i, positions - 1)) * width + kvh * head_dim;
+      key[i] = kc + cache_row(pq, t, range.begin + min(p0 + i, n - 1)) * width + kvh * head_dim;
       s[i] = 0.0f;
     }
     for (int d = lane; d < head_dim; d += kWarp) {
@@ -78,12 +105,12 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_kernel(const floa
 #pragma unroll
     for (int i = 0; i < kBatch; ++i) {
       s[i] = warp_sum(s[i]);
-      if (lane == 0 && p0 + i < positions) scores[p0 + i] = s[i] * scale;
+      if (lane == 0 && p0 + i < n) scores[p0 + i] = s[i] * scale;
     }
   }
   __syncthreads();
   float m = -FLT_MAX;
-  for (int p = threadIdx.x; p < positions; p += blockDim.x) m = fmaxf(m, scores[p]);
+  for (int p = threadIdx.x; p < n; p += blockDim.x) m = fmaxf(m, scores[p]);
   m = warp_max(m);
   if (lane == 0) partial[warp] = m;
   __syncthreads();
@@ -91,21 +118,25 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_kernel(const floa
   for (int w = 0; w < kAttentionWarps; ++w) m = fmaxf(m, partial[w]);
   __syncthreads();
   float sum = 0;
-  for (int p = threadIdx.x; p < positions; p += blockDim.x) {
+  for (int p = threadIdx.x; p < n; p += blockDim.x) {
     const float e = __expf(scores[p] - m);
     scores[p] = e;
     sum += e;
   }
   sum = block_sum(sum, partial);  // synchronizes: every score is written
-  const float inv = 1.0f / sum;
+  const bool alone = range.active == 1;
+  const std::int64_t pair = static_cast<std::int64_t>(t) * heads + h;
+  const std::size_t record_floats = split_record_floats(head_dim);
+  float* to = alone ? out + pair * head_dim : records + (pair * gridDim.z + blockIdx.z) * record_floats;
+  const float inv = alone ? 1.0f / sum : 1.0f;
   for (int d0 = 0; d0 < head_dim; d0 += kPassDims) {
     float acc[kDimsPerLane];
 #pragma unroll
     for (int j = 0; j < kDimsPerLane; ++j) acc[j] = 0.0f;
 #pragma unroll 2
-    for (int p = warp; p < positions; p += kAttentionWarps) {
+    for (int p = warp; p < n; p += kAttentionWarps) {
       const float w = scores[p];
-      const bf16_t* value = vc + cache_row(pq, t, p) * width + kvh * head_dim + d0;
+      const bf16_t* value = vc + cache_row(pq, t, range.begin + p) * width + kvh * head_dim + d0;
 #pragma unroll
       for (int j = 0; j < kDimsPerLane; ++j)
         if (d0 + lane + kWarp * j < head_dim) acc[j] += w * bf16_bits_to_float(value[lane + kWarp * j]);
@@ -117,10 +148,45 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_kernel(const floa
       float total = 0;
 #pragma unroll
       for (int w = 0; w < kAttentionWarps; ++w) total += sums[w][d];
-      out[(static_cast<std::int64_t>(t) * heads + h) * head_dim + d0 + d] = total * inv;
+      to[d0 + d] = total * inv;
     }
     __syncthreads();  // the next pass rewrites the sums
   }
+  if (alone) return;
+
+  // A part of a split pair: the record is complete; the pair's last block adds the parts up.
+  if (threadIdx.x == 0) {
+    to[head_dim] = m;
+    to[head_dim + 1] = sum;
+  }
+  __threadfence();  // this block's record is visible to every block before its count is
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(counters + pair, 1u) == static_cast<unsigned>(range.active - 1);
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const float* parts = records + pair * gridDim.z * record_floats;  // read past L1 (__ldcg): other SMs wrote them
+  if (warp == 0) {
+    float most = -FLT_MAX;
+    for (int z = lane; z < range.active; z += kWarp) most = fmaxf(most, __ldcg(parts + z * record_floats + head_dim));
+    most = warp_max(most);
+    float total = 0.0f;
+    for (int z = lane; z < range.active; z += kWarp) {
+      const float f = __expf(__ldcg(parts + z * record_floats + head_dim) - most);
+      factor[z] = f;
+      total += f * __ldcg(parts + z * record_floats + head_dim + 1);
+    }
+    total = warp_sum(total);
+    if (lane == 0) partial[0] = 1.0f / total;
+  }
+  __syncthreads();
+  const float inv_total = partial[0];
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float acc = 0.0f;
+    for (int z = 0; z < range.active; ++z) acc += factor[z] * __ldcg(parts + z * record_floats + d);
+    out[pair * head_dim + d] = acc * inv_total;
+  }
+  if (threadIdx.x == 0) counters[pair] = 0;  // ready for the next launch (a graph replays this one)
 }
 
 // The tiled kernel: one block of 128 threads per (query tile, head). Keys and values come in tiles of
@@ -278,9 +344,53 @@ int rotary_kv_write_cuda(float* q, float* k, const float* v, const float* cos, c
   return launched();
 }
 
+namespace {
+
+// Aim for two blocks per SM: one block of 256 threads per SM leaves too few loads in flight to keep
+// the memory busy.
+int split_target_blocks() {
+  static const int target = [] {
+    int device = 0, sms = 0;
+    if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+      cudaGetLastError();  // not left for the next launch's check to report
+      return 0;
+    }
+    return 2 * sms;
+  }();
+  return target;
+}
+
+// The scratch: a counter for each pair that may split (fewer pairs than the target), then the records.
+std::size_t split_counter_bytes() { return (static_cast<std::size_t>(split_target_blocks()) * sizeof(unsigned) + 255) / 256 * 256; }
+
+// Blocks per (token, head) pair: 1 unless there are fewer pairs than the target, the longest context
+// has a second kMinSplitPositions, and the scratch holds the records.
+int split_count(int tokens, int heads, int head_dim, int max_positions, AttentionSplit split) {
+  const std::int64_t pairs = static_cast<std::int64_t>(tokens) * heads, target = split_target_blocks();
+  if (!split.scratch || pairs >= target || split.bytes <= split_counter_bytes()) return 1;
+  std::int64_t splits = std::min<std::int64_t>({(target + pairs - 1) / pairs, (max_positions + kMinSplitPositions - 1) / kMinSplitPositions,
+                                                kMaxSplits});
+  const std::size_t room = (split.bytes - split_counter_bytes()) / (sizeof(float) * split_record_floats(head_dim));
+  splits = std::min<std::int64_t>(splits, static_cast<std::int64_t>(room) / pairs);
+  return static_cast<int>(std::max<std::int64_t>(splits, 1));
+}
+
+}  // namespace
+
+int attention_splits(int tokens, int heads, int head_dim, int max_positions, AttentionSplit split) {
+  return split_count(tokens, heads, head_dim, max_positions, split);
+}
+
+std::size_t attention_split_bytes(int head_dim) {
+  const int target = split_target_blocks();
+  if (target == 0) return 0;
+  // Fewer pairs than the target, each with at most ⌈target / pairs⌉ blocks: under twice the target records.
+  return split_counter_bytes() + 2 * static_cast<std::size_t>(target) * split_record_floats(head_dim) * sizeof(float);
+}
+
 int paged_attention_cuda(const float* q, PagedQueries pq, int tokens, int heads, int kv_heads, int head_dim,
                          int max_positions, const bf16_t* k_cache, const bf16_t* v_cache, float* out, bool tiled,
-                         void* stream) {
+                         void* stream, AttentionSplit split) {
   // Rounded up with a word to spare: the compiler may read the scores in 16-byte vectors. The
   // attributes are set on the first call, which may launch nothing (so that they are not made while
   // a stream is being captured into a graph).
@@ -289,7 +399,8 @@ int paged_attention_cuda(const float* q, PagedQueries pq, int tokens, int heads,
       cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(padded(kMaxAttentionPositions))) ==
           cudaSuccess &&
       cudaFuncSetAttribute(tiled_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(tiled_shared_bytes(kMaxTiledHeadDim))) == cudaSuccess;
+                           static_cast<int>(tiled_shared_bytes(kMaxTiledHeadDim))) == cudaSuccess &&
+      split_target_blocks() >= 0;  // the SM count read here too, not under a capture
   if (!configured) return static_cast<int>(cudaErrorInvalidValue);
   if (tokens == 0) return 0;
   if (max_positions <= 0 || max_positions > kMaxAttentionPositions) return static_cast<int>(cudaErrorInvalidValue);
@@ -301,8 +412,13 @@ int paged_attention_cuda(const float* q, PagedQueries pq, int tokens, int heads,
                              as_stream(stream)>>>(q, pq, tokens, heads, kv_heads, head_dim, k_cache, v_cache, out);
     if (const int e = launched()) return e;
   }
-  attention_kernel<<<dim3(tokens, heads), kAttentionThreads, padded(max_positions), as_stream(stream)>>>(q, pq, tokens, heads, kv_heads, head_dim,
-                                                                                         k_cache, v_cache, out, tiles);
+  const int splits = split_count(tokens, heads, head_dim, max_positions, split);
+  // A block's scores: all of a token's positions, or its part of them (split_range's chunk at most).
+  const int chunk = splits == 1 ? max_positions : std::max(kMinSplitPositions, (max_positions + splits - 1) / splits);
+  auto* counters = static_cast<unsigned*>(split.scratch);
+  auto* records = splits == 1 ? nullptr : reinterpret_cast<float*>(static_cast<std::byte*>(split.scratch) + split_counter_bytes());
+  attention_kernel<<<dim3(tokens, heads, splits), kAttentionThreads, padded(chunk), as_stream(stream)>>>(
+      q, pq, tokens, heads, kv_heads, head_dim, k_cache, v_cache, out, tiles, counters, records);
   return launched();
 }
 

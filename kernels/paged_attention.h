@@ -5,6 +5,7 @@
 // at block_offset. Prefill and decode are one kernel: each query token carries its
 // position p and sees its sequence's positions 0 … p (causal), so a prompt chunk attends to the
 // cache and to itself once its keys are written.
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/bf16.h"
@@ -53,12 +54,30 @@ int kv_write_cuda(const float* k, const float* v, PagedQueries q, int tokens, in
 int rotary_kv_write_cuda(float* q, float* k, const float* v, const float* cos, const float* sin, PagedQueries pq, int tokens,
                          int heads, int kv_heads, int head_dim, bf16_t* k_cache, bf16_t* v_cache, void* stream);
 
+// The split over positions (flash-decoding). With one block per (token, head), a decode step of one
+// sequence keeps 16 or 32 of the GPU's SMs busy and each of them walks the whole context. Given
+// scratch, a step of fewer (token, head) pairs than about two per SM gives each pair several blocks,
+// each over a part of its positions; the last block of a pair to finish adds the parts up. How many
+// blocks a token uses is decided on the device from its own length (at least kMinSplitPositions
+// each), so one captured graph serves every length, and a short context takes one block as before.
+// scratch: attention_split_bytes(head_dim) bytes (or more), zeroed once when allocated; the kernel
+// leaves its counters zero again. None: no split.
+constexpr int kMinSplitPositions = 128, kMaxSplits = 64;
+struct AttentionSplit {
+  void* scratch = nullptr;
+  std::size_t bytes = 0;
+};
+// The scratch for the current device's SM count (0 where it cannot be read: no split).
+std::size_t attention_split_bytes(int head_dim);
+// The blocks per (token, head) a launch of these sizes takes: 1 unless it splits.
+int attention_splits(int tokens, int heads, int head_dim, int max_positions, AttentionSplit split);
+
 // q [tokens, heads, head_dim] → out [tokens, heads · head_dim]; head h reads kv head h / (heads / kv_heads).
 // max_positions: at least every token's position + 1, at most kMaxAttentionPositions. tiled: query
 // tiles (is_query_tile) go to the tiled kernel when head_dim ≤ kMaxTiledHeadDim, the rest token by token.
 int paged_attention_cuda(const float* q, PagedQueries pq, int tokens, int heads, int kv_heads, int head_dim,
                          int max_positions, const bf16_t* k_cache, const bf16_t* v_cache, float* out, bool tiled,
-                         void* stream);
+                         void* stream, AttentionSplit split = {});
 
 // CPU references over host copies of the same arrays.
 void kv_write_reference(const float* k, const float* v, PagedQueries q, int tokens, int kv_heads, int head_dim,

@@ -140,15 +140,20 @@ class TestCudaBackend : public QObject {
     QTest::addColumn<bool>("tiled");
     QTest::addColumn<bool>("fused");
     QTest::addColumn<int>("sequences");
-    QTest::newRow("kernel by kernel") << false << false << true << 2;
-    QTest::newRow("CUDA graphs") << true << false << true << 2;
-    QTest::newRow("CUDA graphs, tiled prompt attention") << true << true << true << 2;
-    QTest::newRow("kernel by kernel, unfused") << false << false << false << 2;
-    QTest::newRow("CUDA graphs, unfused") << true << false << false << 2;
+    QTest::addColumn<int>("prompt");  // the first sequence's
+    QTest::newRow("kernel by kernel") << false << false << true << 2 << 70;
+    QTest::newRow("CUDA graphs") << true << false << true << 2 << 70;
+    QTest::newRow("CUDA graphs, tiled prompt attention") << true << true << true << 2 << 70;
+    QTest::newRow("kernel by kernel, unfused") << false << false << false << 2 << 70;
+    QTest::newRow("CUDA graphs, unfused") << true << false << false << 2 << 70;
     // One token a step: the fused down projection sums its pairs into the residual itself.
-    QTest::newRow("one sequence, kernel by kernel") << false << true << true << 1;
-    QTest::newRow("one sequence, CUDA graphs") << true << true << true << 1;
-    QTest::newRow("one sequence, CUDA graphs, unfused") << true << true << false << 1;
+    QTest::newRow("one sequence, kernel by kernel") << false << true << true << 1 << 70;
+    QTest::newRow("one sequence, CUDA graphs") << true << true << true << 1 << 70;
+    QTest::newRow("one sequence, CUDA graphs, unfused") << true << true << false << 1 << 70;
+    // Past 2 · kMinSplitPositions, each decode step's attention splits over positions (and, from a
+    // graph, over the parts a graph launched for 4096 positions declares).
+    QTest::newRow("a 300-token context, kernel by kernel") << false << true << true << 2 << 300;
+    QTest::newRow("a 300-token context, CUDA graphs") << true << true << true << 2 << 300;
   }
 
   void decodeStepsOnASyntheticMidSizeFamily() {
@@ -156,11 +161,12 @@ class TestCudaBackend : public QObject {
     QFETCH(bool, tiled);
     QFETCH(bool, fused);
     QFETCH(int, sequences);
+    QFETCH(int, prompt);
     setenv("MOSAIC_CUDA_GRAPHS", graphs ? "1" : "0", 1);  // read as the backend is made
     setenv("MOSAIC_CUDA_TILED_ATTENTION", tiled ? "1" : "0", 1);
     setenv("MOSAIC_CUDA_FUSED", fused ? "1" : "0", 1);
     // Two bf16 variants of 4 layers (hidden 512, 8 experts of 1024): a prefill chunk per sequence
-    // (70 tokens and 6: the first prompt's first two tiles of 32 can be tiled), then 12 decode steps
+    // (`prompt` tokens and 6: the first prompt's first tiles of 32 can be tiled), then 12 decode steps
     // of both together (or of the first alone), each step's logits compared.
     ModelSpec spec = mixtral_like_spec(4096, 512, 1024, 4, 8);
     const fs::path root(tmp_.path().toStdString());
@@ -184,8 +190,10 @@ class TestCudaBackend : public QObject {
     unsetenv("MOSAIC_CUDA_TILED_ATTENTION");
     unsetenv("MOSAIC_CUDA_FUSED");
     for (auto& r : rt) r->make_resident(sets);
-    std::vector<std::vector<std::int64_t>> seq{prompt_of(70, 1, spec.vocab_size), prompt_of(6, 2, spec.vocab_size)};
-    const std::vector<std::int32_t> blocks0{3, 0, 5, 6, 8, 7}, blocks1{1, 4, 2};
+    std::vector<std::vector<std::int64_t>> seq{prompt_of(prompt, 1, spec.vocab_size), prompt_of(6, 2, spec.vocab_size)};
+    std::vector<std::int32_t> blocks0{3, 0, 5, 6, 8, 7};
+    const std::vector<std::int32_t> blocks1{1, 4, 2};
+    for (std::int32_t b = 9; static_cast<int>(blocks0.size()) * 16 < prompt + 13; ++b) blocks0.push_back(b);  // 16-token blocks
     std::int64_t start[2] = {0, 0};
     for (int step = 0; step < 13; ++step) {
       StepBatch batch;

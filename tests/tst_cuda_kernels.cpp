@@ -567,6 +567,87 @@ class TestCudaKernels : public QObject {
     QVERIFY(paged_attention_cuda(dq.p, pq, tokens, heads, kvh, hd, kMaxAttentionPositions + 1, dk.p, dv.p, dout.p, false, nullptr) != 0);
   }
 
+  void splitDecodeAttentionMatchesReference_data() {
+    QTest::addColumn<int>("hd");
+    QTest::addColumn<int>("heads");
+    QTest::addColumn<int>("longest");   // the first sequence's positions
+    QTest::addColumn<int>("declared");  // the launch's max_positions
+    QTest::addColumn<int>("chunk");     // that sequence's last tokens as one prompt chunk (a tile), or its decode token
+    QTest::addColumn<int>("eighths");   // of attention_split_bytes given as scratch
+    QTest::newRow("head_dim 128") << 128 << 8 << 3000 << 4096 << 1 << 8;
+    QTest::newRow("head_dim 288 (the records in two passes)") << 288 << 8 << 3000 << 4096 << 1 << 8;
+    QTest::newRow("head_dim 66 (lanes own unequal dims)") << 66 << 8 << 3000 << 4096 << 1 << 8;
+    QTest::newRow("head_dim 128, an eighth of the scratch (fewer blocks)") << 128 << 8 << 3000 << 4096 << 1 << 8 / 8;
+    // Over 32 parts: the combine's second pass over its lanes.
+    QTest::newRow("two heads, 9000 positions, the most declared") << 64 << 2 << 9000 << kMaxAttentionPositions << 1 << 8;
+    // A 32-token prompt chunk goes to the tiled kernel; the decode tokens beside it split.
+    QTest::newRow("beside a tiled prompt chunk") << 128 << 4 << 3000 << 4096 << 32 << 8;
+  }
+
+  void splitDecodeAttentionMatchesReference() {
+    // Query tokens of three sequences: the last `chunk` of `longest` positions (split over many
+    // blocks, or a tile), then decode tokens at 130 positions (two blocks, the second of two
+    // positions) and at 5 (one block, which writes its output itself), in shuffled blocks of 16.
+    // Split, twice (the counters the first launch leaves must serve the second), and unsplit: all
+    // three equal the reference.
+    QFETCH(int, hd);
+    QFETCH(int, heads);
+    QFETCH(int, longest);
+    QFETCH(int, declared);
+    QFETCH(int, chunk);
+    QFETCH(int, eighths);
+    const int kvh = std::min(2, heads), bt = 16;
+    const std::vector<int> lengths{longest, 130, 5};
+    std::vector<std::int32_t> position, block_offset, blocks;
+    for (std::size_t sq = 0; sq < lengths.size(); ++sq) {
+      const int len = lengths[sq];
+      for (int p = sq == 0 ? len - chunk : len - 1; p < len; ++p) {
+        position.push_back(p);
+        block_offset.push_back(std::int32_t(blocks.size()));
+      }
+      for (int b = 0; b < (len + bt - 1) / bt; ++b) blocks.push_back(std::int32_t(blocks.size()));
+    }
+    std::mt19937 shuffle(7);
+    std::shuffle(blocks.begin(), blocks.end(), shuffle);
+    const int tokens = int(position.size());
+    const std::size_t width = std::size_t(kvh) * hd, rows = blocks.size() * bt;
+    const std::vector<bf16_t> kc = randn_bf16(rows * width), vc = randn_bf16(rows * width);
+    const auto q = randn(std::size_t(tokens) * heads * hd);
+    Dev<std::int32_t> dpos(position), doff(block_offset), dblocks(blocks);
+    Dev<bf16_t> dk(kc), dv(vc);
+    const std::size_t out_size = std::size_t(tokens) * heads * hd;
+    Dev<float> dq(q), first(out_size), second(out_size), plain(out_size);
+    const std::size_t full = attention_split_bytes(hd);
+    QVERIFY2(full > 0, "no scratch size: the SM count could not be read");
+    Dev<unsigned char> scratch(full);  // zeroed, as the backend zeroes it once
+    const AttentionSplit split{scratch.p, full * std::size_t(eighths) / 8};
+    const int splits = attention_splits(tokens, heads, hd, declared, split);
+    QVERIFY2(splits >= 2, qPrintable(QStringLiteral("%1 blocks per pair: the launch does not split").arg(splits)));
+    QCOMPARE(attention_splits(tokens, heads, hd, declared, {}), 1);
+    QCOMPARE(attention_splits(tokens, 64 * heads, hd, declared, split), 1);  // pairs enough to fill the device
+    const PagedQueries pq{dpos.p, doff.p, dblocks.p, bt};
+    const bool tiled = chunk >= kMinTileQueries;
+    if (tiled) QVERIFY(is_query_tile(position.data(), block_offset.data(), tokens, 0));
+    CHECK_LAUNCH(paged_attention_cuda(dq.p, pq, tokens, heads, kvh, hd, declared, dk.p, dv.p, first.p, tiled, nullptr, split));
+    CHECK_LAUNCH(paged_attention_cuda(dq.p, pq, tokens, heads, kvh, hd, declared, dk.p, dv.p, second.p, tiled, nullptr, split));
+    CHECK_LAUNCH(paged_attention_cuda(dq.p, pq, tokens, heads, kvh, hd, declared, dk.p, dv.p, plain.p, tiled, nullptr));
+    SYNCED();
+    const PagedQueries hq{position.data(), block_offset.data(), blocks.data(), bt};
+    std::vector<float> expect(out_size);
+    paged_attention_reference(q.data(), hq, tokens, heads, kvh, hd, kc.data(), vc.data(), expect.data());
+    for (const auto* got : {&first, &second, &plain}) {
+      const auto g = got->get();
+      for (int t = 0; t < tokens; ++t) {  // token by token: a part left out or added twice shows in its own row
+        const std::size_t at = std::size_t(t) * heads * hd, n = std::size_t(heads) * hd;
+        const std::vector<float> a(g.begin() + at, g.begin() + at + n), b(expect.begin() + at, expect.begin() + at + n);
+        QVERIFY2(rel(a, b) < 1e-5, qPrintable(QStringLiteral("token %1 (position %2): %3").arg(t).arg(position[std::size_t(t)]).arg(rel(a, b))));
+      }
+    }
+    // The counters are zero again: the scratch is ready for a graph's next replay.
+    const auto left = scratch.get();
+    QVERIFY(std::all_of(left.begin(), left.begin() + std::ptrdiff_t(sizeof(unsigned)) * tokens * heads, [](unsigned char c) { return c == 0; }));
+  }
+
   void tiledPromptAttentionMatchesReference_data() {
     QTest::addColumn<int>("hd");
     QTest::addColumn<bool>("fresh_first");

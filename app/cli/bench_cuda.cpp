@@ -122,6 +122,21 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
     rows["kernels"] = table;
     rows["kernels_sum_ms"] = sum * 1e3;
     rows["kernels_sum_ms_unfused"] = unfused_sum * 1e3;
+
+    // The decode attention at longer contexts, split over positions (the default) and one block per
+    // head (MOSAIC_CUDA_FUSED=0), against its floor: the keys and values read once.
+    std::printf("\n  decode attention, one sequence: split over positions against one block per head\n");
+    std::printf("  %8s %10s %10s %10s %8s %8s\n", "context", "floor us", "split us", "one us", "split ×", "one ×");
+    nlohmann::ordered_json attention = nlohmann::json::array();
+    for (const int positions : {64, 512, 2048, 4096, 12288}) {
+      const double bytes = 2.0 * positions * double(spec.kv_width()) * 2, attention_floor = bytes / rates.read_bytes_per_s;
+      const cuda::AttentionTime t = cuda::time_decode_attention(spec, positions);
+      const double split = t.split, one = t.one_block;
+      std::printf("  %8d %10.2f %10.2f %10.2f %8.1f %8.1f\n", positions, attention_floor * 1e6, split * 1e6, one * 1e6, split / attention_floor,
+                  one / attention_floor);
+      attention.push_back({{"context", positions}, {"floor_us", attention_floor * 1e6}, {"split_us", split * 1e6}, {"one_block_us", one * 1e6}});
+    }
+    rows["decode_attention"] = attention;
     out["batch1"] = rows;
   }
 

@@ -119,12 +119,15 @@ case $stage in
     # gpu suites, the sanitizers on the tests written since the last GPU run only, then bench-cuda on a
     # 4-layer family (the prefill and draw parts depend on a layer's shapes and the vocabulary, not the depth).
     step ctest-gpu 200 ctest --test-dir build-gpu -L gpu --output-on-failure
-    # The fused decode kernels of 2026-11-27 (stop 45): their kernel tests, and the synthetic family's
-    # decode steps fused and not, one sequence and two.
-    newk="fusedRoutingMatchesTheSeparateLaunches linearPartsMatchReference rotaryAndCacheWriteMatchTheThreeLaunches routedExpertsMatchReference pagedAttentionMatchesReference tiledPromptAttentionMatchesReference"
-    step memcheck-new 150 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend decodeStepsOnASyntheticMidSizeFamily layersOfATokenAloneAreTimed
+    # The fused decode kernels of 2026-11-27 (stop 45) and the attention split over positions (stop
+    # 46): their kernel tests, and the synthetic family's decode steps fused and not, one sequence and
+    # two, short contexts and a 300-token one.
+    newk="fusedRoutingMatchesTheSeparateLaunches linearPartsMatchReference rotaryAndCacheWriteMatchTheThreeLaunches routedExpertsMatchReference pagedAttentionMatchesReference tiledPromptAttentionMatchesReference splitDecodeAttentionMatchesReference"
+    step memcheck-new 200 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend decodeStepsOnASyntheticMidSizeFamily layersOfATokenAloneAreTimed
     step memcheck-new-kern 90 "$sanitizer" --tool memcheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk
     step racecheck-new-kern 90 "$sanitizer" --tool racecheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk
+    # The split attention's barriers around its early returns and its last-block combine.
+    step synccheck-split 60 "$sanitizer" --tool synccheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels splitDecodeAttentionMatchesReference
     step bench-cuda-4l 400 "$cli" bench-cuda --dir build-gpu/bench-cuda-4l --layers 4 --json "$out/bench-cuda-4l.json"
     ;;
   bench)

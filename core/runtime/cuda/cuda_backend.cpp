@@ -141,6 +141,10 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
   if (const char* t = std::getenv("MOSAIC_CUDA_TILED_ATTENTION")) tiled_attention_ = std::string(t) != "0";
   if (const char* d = std::getenv("MOSAIC_CUDA_DRAWS")) prepared_draws_ = std::string(d) != "0";
   if (const char* f = std::getenv("MOSAIC_CUDA_FUSED")) fused_ = std::string(f) != "0";
+  if (fused_) {
+    attention_split_.resize(kernels::attention_split_bytes(static_cast<int>(s.head_dim)));
+    if (attention_split_.bytes()) MOSAIC_CUDA_CHECK(cudaMemsetAsync(attention_split_.get(), 0, attention_split_.bytes(), stream_));
+  }
   MOSAIC_CUDA_CHECK(kernels::paged_attention_cuda(nullptr, {}, 0, 1, 1, 1, 1, nullptr, nullptr, nullptr, false, stream_));  // configures it
 }
 

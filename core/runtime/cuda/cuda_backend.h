@@ -213,10 +213,12 @@ class CudaBackend final : public Backend {
   // MOSAIC_CUDA_DRAWS=0, which returns them whole: tst_cuda_backend checks both take the same tokens.
   bool prepared_draws_ = true;
   // A decode step's small kernels fused (q, k and v in one launch; rotary with the cache write; mask,
-  // top-k and reroute; for one token, the down projection with the combine) unless
-  // MOSAIC_CUDA_FUSED=0, which launches them one by one: tst_cuda_backend checks both ways against
-  // the CPU, bench-cuda times both.
+  // top-k and reroute; for one token, the down projection with the combine), and its attention split
+  // over positions (kernels::AttentionSplit, in attention_split_), unless MOSAIC_CUDA_FUSED=0, which
+  // launches them one by one and unsplit: tst_cuda_backend checks both ways against the CPU,
+  // bench-cuda times both.
   bool fused_ = true;
+  DeviceBuffer attention_split_;  // zeroed once: the kernel leaves its counters zero
   std::uint64_t steps_ = 0;  // steps run: a prepared draw's row is fetched only before the next
   DeviceBuffer graph_inputs_;   // the inputs of graphed steps, at fixed offsets
 };

@@ -26,6 +26,8 @@ cuda::DeviceRates cuda::measure_rates() { no_cuda(kMeasureThere); }
 
 std::vector<cuda::KernelTime> cuda::time_decode_kernels(const ModelSpec&, int, bool) { no_cuda(kMeasureThere); }
 
+cuda::AttentionTime cuda::time_decode_attention(const ModelSpec&, int) { no_cuda(kMeasureThere); }
+
 std::unique_ptr<Backend> make_cuda_backend(const HostStore&, const BackendShape&) {
   no_cuda("use --device cpu, or rebuild with the CUDA toolkit installed");
 }

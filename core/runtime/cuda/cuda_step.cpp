@@ -165,7 +165,8 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
       MOSAIC_CUDA_CHECK(kernels::rope_cuda(w.k, in.device.cos, in.device.sin, T, kvh, hd, stream_));
       MOSAIC_CUDA_CHECK(kernels::kv_write_cuda(w.k, w.v, pq, T, kvh, hd, kc, vc, stream_));
     }
-    MOSAIC_CUDA_CHECK(kernels::paged_attention_cuda(w.q, pq, T, nh, kvh, hd, attention_positions, kc, vc, w.attn, tiles, stream_));
+    MOSAIC_CUDA_CHECK(kernels::paged_attention_cuda(w.q, pq, T, nh, kvh, hd, attention_positions, kc, vc, w.attn, tiles, stream_,
+                                                    {attention_split_.get(), attention_split_.bytes()}));
     for (const TokenGroup& g : in.groups) {
       const std::int64_t n = g.end - g.begin;
       float *x = w.x + g.begin * H, *h = w.h + g.begin * H;

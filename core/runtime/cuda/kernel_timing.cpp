@@ -64,6 +64,21 @@ DeviceBuffer zeros(std::size_t bytes) {
   return d;
 }
 
+// One sequence at `context` − 1, its blocks in order.
+struct OneSequence {
+  explicit OneSequence(int context) {
+    std::vector<std::int32_t> list(static_cast<std::size_t>((context + kBlockTokens - 1) / kBlockTokens));
+    for (std::size_t b = 0; b < list.size(); ++b) list[b] = static_cast<std::int32_t>(b);
+    position = upload(std::vector<std::int32_t>{context - 1});
+    offset = zeros(sizeof(std::int32_t));
+    blocks = upload(list);
+    cache_rows = list.size() * kBlockTokens;
+  }
+  kernels::PagedQueries queries() const { return {position.get<std::int32_t>(), offset.get<std::int32_t>(), blocks.get<std::int32_t>(), kBlockTokens}; }
+  DeviceBuffer position, offset, blocks;
+  std::size_t cache_rows = 0;
+};
+
 // Seconds per launch of enqueue(i) for i < kLaunches, captured as one graph and replayed.
 class Timer {
  public:
@@ -128,12 +143,9 @@ std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context, boo
   DeviceBuffer ids = upload(firsts), table = upload(slot_table), zero_int = zeros(sizeof(std::int32_t));
   DeviceBuffer scratch = zeros(2 * std::size_t(E) * sizeof(int));
 
-  // One sequence at `context` − 1, its blocks in order.
-  std::vector<std::int32_t> blocks(static_cast<std::size_t>((context + kBlockTokens - 1) / kBlockTokens));
-  for (std::size_t b = 0; b < blocks.size(); ++b) blocks[b] = static_cast<std::int32_t>(b);
-  DeviceBuffer position = upload(std::vector<std::int32_t>{context - 1}), block_list = upload(blocks);
-  const kernels::PagedQueries pq{position.get<std::int32_t>(), zero_int.get<std::int32_t>(), block_list.get<std::int32_t>(), kBlockTokens};
-  const std::size_t cache_rows = blocks.size() * kBlockTokens, cache_bytes = cache_rows * weights(1, KV);
+  const OneSequence one(context);
+  const kernels::PagedQueries pq = one.queries();
+  const std::size_t cache_bytes = one.cache_rows * weights(1, KV);
   DeviceBuffer kc = zeros(cache_bytes), vc = zeros(cache_bytes);  // what the cache write writes
 
   // The grouped experts' pairs: one token's K experts, a group each. Launch i reads the K experts of
@@ -198,10 +210,14 @@ std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context, boo
   }
   // The attention reads its keys and values from the arena too: in a step, a layer's cache rows are
   // read after gigabytes of weights have passed through the L2.
+  // Fused: split over positions as the backend's step does (its counters zeroed, as it leaves them).
+  const DeviceBuffer split_scratch = zeros(kernels::attention_split_bytes(hd));
+  const kernels::AttentionSplit split = fused ? kernels::AttentionSplit{split_scratch.get(), split_scratch.bytes()} : kernels::AttentionSplit{};
+  MOSAIC_CUDA_CHECK(cudaDeviceSynchronize());  // the counters zeroed before the timer's stream (non-blocking) reads them
   measure("attention", L, 2 * std::size_t(context) * weights(1, KV), [&](int i) {
     const bf16_t* keys = arena.copy(i, 2 * cache_bytes);
     return kernels::paged_attention_cuda(q.get<float>(), pq, 1, nh, kvh, hd, kGraphPositions, keys, keys + cache_bytes / sizeof(bf16_t),
-                                         attn.get<float>(), false, st);
+                                         attn.get<float>(), false, st, split);
   });
   measure("output projection", L, weights(H, Q), [&](int i) {
     return kernels::linear_cuda(attn.get<float>(), 1, Q, arena.copy(i, weights(H, Q)), H, nullptr, true, x.get<float>(), st);
@@ -246,6 +262,31 @@ std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context, boo
     return kernels::linear_cuda(h.get<float>(), 1, H, arena.copy(i, weights(V, H)), V, nullptr, false, logits.get<float>(), st);
   });
   return out;
+}
+
+AttentionTime time_decode_attention(const ModelSpec& s, int context) {
+  if (const auto why = unavailable()) throw DeviceError("device cuda", "", *why);
+  if (context < 1 || context > kernels::kMaxAttentionPositions)
+    throw InvalidArgument("attention timing", "context", "is " + std::to_string(context),
+                          "give 1 … " + std::to_string(kernels::kMaxAttentionPositions) + " positions");
+  const int nh = static_cast<int>(s.num_heads), kvh = static_cast<int>(s.num_kv_heads), hd = static_cast<int>(s.head_dim);
+  Timer timer;
+  const cudaStream_t st = timer.stream();
+  MOSAIC_CUDA_CHECK(kernels::paged_attention_cuda(nullptr, {}, 0, 1, 1, 1, 1, nullptr, nullptr, nullptr, false, st));  // not captured
+  const OneSequence one(context);
+  const std::size_t cache_bytes = one.cache_rows * static_cast<std::size_t>(s.kv_width()) * sizeof(bf16_t);
+  const Arena arena(std::max(kMinArena, 2 * kLaunches * cache_bytes));  // each launch's keys and values from memory
+  const DeviceBuffer q = zeros(sizeof(float) * static_cast<std::size_t>(s.q_width())), out = zeros(sizeof(float) * static_cast<std::size_t>(s.q_width()));
+  const DeviceBuffer scratch = zeros(kernels::attention_split_bytes(hd));
+  MOSAIC_CUDA_CHECK(cudaDeviceSynchronize());  // the counters zeroed before the timer's stream (non-blocking) reads them
+  auto time = [&](kernels::AttentionSplit how) {
+    return timer.per_launch([&](int i) {
+      const bf16_t* keys = arena.copy(i, 2 * cache_bytes);
+      return kernels::paged_attention_cuda(q.get<float>(), one.queries(), 1, nh, kvh, hd, std::max(kGraphPositions, context), keys,
+                                           keys + cache_bytes / sizeof(bf16_t), out.get<float>(), false, st, how);
+    });
+  };
+  return {time({scratch.get(), scratch.bytes()}), time({})};
 }
 
 }  // namespace mosaic::cuda

@@ -26,7 +26,15 @@ struct KernelTime {
 // together, so no launch reads them from cache; best of several replays. `context`: the positions
 // the attention reads. `fused`: the kernels as the backend launches them by default (q, k and v in
 // one launch, rotary with the cache write, top-k with the reroute, the down projection with the
-// combine), else one by one as under MOSAIC_CUDA_FUSED=0.
+// combine, the attention split over positions), else one by one as under MOSAIC_CUDA_FUSED=0.
 std::vector<KernelTime> time_decode_kernels(const ModelSpec& spec, int context, bool fused = true);
+
+// One batch-1 decode attention of `spec` over `context` positions (its keys and values read from
+// memory, not the L2), launched as a graph captured for kGraphPositions (or `context` where longer)
+// launches it: seconds per launch split over positions (kernels::AttentionSplit) and in one block per head.
+struct AttentionTime {
+  double split = 0, one_block = 0;
+};
+AttentionTime time_decode_attention(const ModelSpec& spec, int context);
 
 }  // namespace mosaic::cuda
