@@ -240,6 +240,8 @@ int route_cuda(float* logits, bool mask, bool renormalize, std::int32_t* ids, fl
 
 int expert_down_combine_cuda(const float* act, int hidden, int inter, int k, GroupedPairs g, const float* weights, float* x,
                              void* stream) {
+  if (hidden == 0 || k == 0) return 0;  // nothing to add (a launch of no blocks is an error)
+  if (k < 0) return static_cast<int>(cudaErrorInvalidValue);
   down_combine_kernel<<<blocks_for(hidden, kCombineRows), kCombineRows * kWarp, 0, as_stream(stream)>>>(act, hidden, inter, k, g,
                                                                                                         weights, x);
   return launched();

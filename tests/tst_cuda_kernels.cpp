@@ -308,7 +308,14 @@ class TestCudaKernels : public QObject {
 
   void routedExpertsMatchReference() {
     // Ragged groups: random top-k over 8 experts and 3 rows whose tables share, skip and miss slots.
-    for (const auto& [tokens, k, hidden, inter] : std::vector<std::tuple<int, int, int, int>>{{1, 2, 64, 40}, {5, 2, 64, 40}, {37, 4, 72, 48}, {13, 3, 36, 20}, {3, 2, 64, 40}, {1, 3, 36, 20}, {1, 1, 64, 40}}) {
+    // `force`, for one token: 1 its second pair misses and its first is served; 2 its first misses
+    // and its second is served; 3 both are served from distinct slots; 4 both from one slot (two
+    // experts sharing a copy). Else as the draw falls.
+    enum Force { kDrawn, kSecondMisses, kFirstMisses, kBothHit, kOneSlot };
+    for (const auto& [tokens, k, hidden, inter, force] : std::vector<std::tuple<int, int, int, int, Force>>{
+             {1, 2, 64, 40, kDrawn}, {5, 2, 64, 40, kDrawn}, {37, 4, 72, 48, kDrawn}, {13, 3, 36, 20, kDrawn}, {3, 2, 64, 40, kDrawn},
+             {1, 3, 36, 20, kSecondMisses}, {1, 1, 64, 40, kDrawn}, {1, 2, 64, 40, kFirstMisses}, {1, 2, 64, 40, kBothHit},
+             {1, 2, 64, 40, kOneSlot}}) {
       const int experts = 8, targets = 3, slots = 14;
       std::vector<std::int32_t> table(std::size_t(targets) * experts);
       std::uniform_int_distribution<int> pick(-3, slots - 1);
@@ -326,10 +333,12 @@ class TestCudaKernels : public QObject {
           weights[std::size_t(t * k + j)] = 0.1f + 0.2f * float(j);
         }
       }
-      // One token with k 3: its second pair misses and its first is served, whatever the draw.
-      if (tokens == 1 && k == 3) {
-        table[std::size_t(rows[0]) * experts + std::size_t(ids[1])] = -1;
-        table[std::size_t(rows[0]) * experts + std::size_t(ids[0])] = 0;
+      // The forced cases, whatever the draw: the token's first two pairs' table entries.
+      if (force != kDrawn) {
+        std::int32_t* first = &table[std::size_t(rows[0]) * experts + std::size_t(ids[0])];
+        std::int32_t* second = &table[std::size_t(rows[0]) * experts + std::size_t(ids[1])];
+        *first = force == kFirstMisses ? -1 : 0;
+        *second = force == kSecondMisses ? -1 : force == kOneSlot ? 0 : 5;
       }
       const std::int64_t stride = 3LL * inter * hidden;
       const auto slot_w = randn_bf16(std::size_t(slots) * std::size_t(stride), 0.05f);
@@ -371,13 +380,13 @@ class TestCudaKernels : public QObject {
       std::vector<float> expect = residual;
       moe_experts_reference(x.data(), tokens, hidden, inter, k, slot_of.data(), weights.data(), host_slots.data(), expect.data());
       const double e = rel(dres.get(), expect);
-      QVERIFY2(e < 1e-5, qPrintable(QStringLiteral("tokens %1 k %2: %3").arg(tokens).arg(k).arg(e)));
+      QVERIFY2(e < 1e-5, qPrintable(QStringLiteral("tokens %1 k %2 case %3: %4").arg(tokens).arg(k).arg(int(force)).arg(e)));
       if (tokens == 1) {  // the down projection and the combine in one launch, as a one-token step makes them
         Dev<float> fused(residual);
         CHECK_LAUNCH(expert_down_combine_cuda(act.p, hidden, inter, k, g, dweights.p, fused.p, nullptr));
         SYNCED();
         const double ef = rel(fused.get(), expect);
-        QVERIFY2(ef < 1e-5, qPrintable(QStringLiteral("fused, k %1: %2").arg(k).arg(ef)));
+        QVERIFY2(ef < 1e-5, qPrintable(QStringLiteral("fused, k %1 case %2: %3").arg(k).arg(int(force)).arg(ef)));
       }
     }
   }
@@ -447,12 +456,12 @@ class TestCudaKernels : public QObject {
   }
 
   void linearPartsMatchReference() {
-    // Three weights over the same x, one of them empty, with and without biases: each part's rows
-    // are linear_reference's.
-    for (int n : {1, 3, 8})
+    // Three weights over the same x, one of them empty (the first or the second), with and without
+    // biases, for each row count of the kernel's (1, 2, 3 to 8): each part's rows are linear_reference's.
+    for (int n : {1, 2, 3, 8})
       for (int in : {64, 37})
-        for (bool bias : {false, true}) {
-          const std::vector<int> outs{33, 0, 100};
+        for (bool bias : {false, true})
+          for (const std::vector<int>& outs : {std::vector<int>{33, 0, 100}, std::vector<int>{0, 33, 100}}) {
           const auto x = randn(std::size_t(n) * in);
           Dev<float> dx(x);
           std::vector<std::vector<bf16_t>> w, b;
@@ -484,8 +493,9 @@ class TestCudaKernels : public QObject {
 
   void rotaryAndCacheWriteMatchTheThreeLaunches() {
     // rotary_kv_write_cuda against rope on q, rope on k and kv_write: a prompt chunk and a decode
-    // token of two sequences in shuffled blocks; odd head counts, head_dim 128 and 40.
-    for (int hd : {128, 40}) {
+    // token of two sequences in shuffled blocks; odd head counts, head_dim 128, 40 and 41 (an odd
+    // one: its last element is not rotated, and the cache write reads pairs other threads rotated).
+    for (int hd : {128, 40, 41}) {
       const int heads = 6, kvh = 3, bt = 4, pool_blocks = 10;
       const std::vector<std::int32_t> blocks{7, 2, 9, 0, 5};
       std::vector<std::int32_t> position, block_offset;

@@ -26,6 +26,7 @@ namespace {
 
 constexpr std::int32_t kLargeGroup = 16;      // pairs: from here a group goes to cuBLAS
 constexpr std::int64_t kDevicePairs = 64;     // steps with more pairs (prefill) are planned on the host
+static_assert(kDevicePairs <= kernels::kRouteMaxPairs, "a step routed on the device is one route_cuda launch");
 
 }  // namespace
 
