@@ -52,7 +52,7 @@ __global__ void rotary_kv_write_kernel(float* q, float* k, const float* v, const
 // unless it is its token's only block, writes a record — its unnormalized sums, its score maximum and
 // its sum of exponentials — to the scratch. The last block of a pair to finish (a counter per pair)
 // rescales the records to their common maximum, adds them up and resets the counter. gridDim.z is at
-// most kMaxSplits (split_count), the size of `factor`.
+// most kMaxSplits (attention_splits), the size of `factor`.
 constexpr int kAttentionThreads = 256, kAttentionWarps = kAttentionThreads / kWarp, kDimsPerLane = 8;
 constexpr int kPassDims = kWarp * kDimsPerLane;  // head dims summed per pass over the positions
 
@@ -363,9 +363,11 @@ int split_target_blocks() {
 // The scratch: a counter for each pair that may split (fewer pairs than the target), then the records.
 std::size_t split_counter_bytes() { return (static_cast<std::size_t>(split_target_blocks()) * sizeof(unsigned) + 255) / 256 * 256; }
 
+}  // namespace
+
 // Blocks per (token, head) pair: 1 unless there are fewer pairs than the target, the longest context
 // has a second kMinSplitPositions, and the scratch holds the records.
-int split_count(int tokens, int heads, int head_dim, int max_positions, AttentionSplit split) {
+int attention_splits(int tokens, int heads, int head_dim, int max_positions, AttentionSplit split) {
   const std::int64_t pairs = static_cast<std::int64_t>(tokens) * heads, target = split_target_blocks();
   if (!split.scratch || pairs >= target || split.bytes <= split_counter_bytes()) return 1;
   std::int64_t splits = std::min<std::int64_t>({(target + pairs - 1) / pairs, (max_positions + kMinSplitPositions - 1) / kMinSplitPositions,
@@ -373,12 +375,6 @@ int split_count(int tokens, int heads, int head_dim, int max_positions, Attentio
   const std::size_t room = (split.bytes - split_counter_bytes()) / (sizeof(float) * split_record_floats(head_dim));
   splits = std::min<std::int64_t>(splits, static_cast<std::int64_t>(room) / pairs);
   return static_cast<int>(std::max<std::int64_t>(splits, 1));
-}
-
-}  // namespace
-
-int attention_splits(int tokens, int heads, int head_dim, int max_positions, AttentionSplit split) {
-  return split_count(tokens, heads, head_dim, max_positions, split);
 }
 
 std::size_t attention_split_bytes(int head_dim) {
@@ -412,7 +408,7 @@ int paged_attention_cuda(const float* q, PagedQueries pq, int tokens, int heads,
                              as_stream(stream)>>>(q, pq, tokens, heads, kv_heads, head_dim, k_cache, v_cache, out);
     if (const int e = launched()) return e;
   }
-  const int splits = split_count(tokens, heads, head_dim, max_positions, split);
+  const int splits = attention_splits(tokens, heads, head_dim, max_positions, split);
   // A block's scores: all of a token's positions, or its part of them (split_range's chunk at most).
   const int chunk = splits == 1 ? max_positions : std::max(kMinSplitPositions, (max_positions + splits - 1) / splits);
   auto* counters = static_cast<unsigned*>(split.scratch);
