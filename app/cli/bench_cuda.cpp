@@ -25,6 +25,7 @@
 #include "runtime/cuda/cuda_probe.h"
 #include "runtime/cuda/kernel_timing.h"
 #include "runtime/engine.h"
+#include "common/stopwatch.h"
 
 namespace fs = std::filesystem;
 
@@ -32,7 +33,6 @@ namespace mosaic::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std::int64_t vocab, int steps, const fs::path& dir,
                const fs::path& json_out, bool write_only) {
@@ -54,7 +54,7 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
     family.add("v" + std::to_string(v), d);
   }
   const HostStore store(family);
-  std::printf("family: 2 × %.2f GB bf16 (%.0f s to write and read)\n", double(store.host_bytes()) / 2e9, since(t_write));
+  std::printf("family: 2 × %.2f GB bf16 (%.0f s to write and read)\n", double(store.host_bytes()) / 2e9, seconds_since(t_write));
   if (write_only) return;
   nlohmann::ordered_json out{{"device", rates.name}, {"read_GBps", rates.read_bytes_per_s / 1e9},
                              {"pinned_h2d_GBps", rates.pinned_h2d_bytes_per_s / 1e9}, {"bf16_TFLOPs", rates.bf16_flops / 1e12}};
@@ -181,7 +181,7 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
     for (int i = 0; i < 8; ++i) {
       const auto t0 = Clock::now();
       d.step();
-      wall += since(t0);
+      wall += seconds_since(t0);
     }
     // The load counters, from a request through the engine.
     Engine engine(std::make_shared<Runtime>(store, RuntimeConfig{.hit = HitPolicy::Strict, .miss = "transient", .device = Device::Cuda}));
@@ -231,7 +231,7 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
       const auto t0 = Clock::now();
       rt.load_ahead(std::vector<int>{store.set_of(1)});
       for (int i = 0; i < 60 && !rt.loading_sets().empty(); ++i, ++during_steps) during += d.step();
-      fill += since(t0) / reps;
+      fill += seconds_since(t0) / reps;
       for (const SwapRecord& r : rt.make_resident(std::vector<int>{store.set_of(0), store.set_of(1)})) exposed += r.seconds / reps;
     }
     const double step_during = during_steps ? during / during_steps : 0;

@@ -23,6 +23,7 @@
 #include "runtime/step_draws.h"
 #include "runtime/token_candidates.h"
 #include "runtime/threads.h"
+#include "common/stopwatch.h"
 
 namespace fs = std::filesystem;
 
@@ -46,10 +47,6 @@ const SamplingCase kSamplingCases[] = {{"greedy", {}},
                                        {"T 0.7", {.temperature = 0.7}},
                                        {"T 0.7 p 0.9", {.temperature = 0.7, .top_p = 0.9}},
                                        {"T 0.7 k 40", {.temperature = 0.7, .top_k = 40}}};
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 BenchRow bench_model(const std::string& name, const fs::path& dir, std::int64_t prompt, std::int64_t decode, int reps) {
   const Checkpoint ck(dir);

@@ -28,6 +28,7 @@
 #include "model/variant_folders.h"
 #include "runtime/engine.h"
 #include "runtime/threads.h"
+#include "common/stopwatch.h"
 
 namespace fs = std::filesystem;
 
@@ -35,7 +36,6 @@ namespace mosaic::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // memcpy GB/s of `bytes` at a time from sources that are not in cache (a rotation through ≥ 128 MiB,
 // past the L3), as the runtime's copies from a host store of hundreds of MiB are. Best of 5 rounds.
@@ -47,7 +47,7 @@ double memcpy_gbs(std::uint64_t bytes) {
   for (int r = 0; r < 5; ++r) {
     const auto t0 = Clock::now();
     for (const auto& f : from) std::memcpy(to.data(), f.data(), bytes);
-    best = std::min(best, since(t0) / static_cast<double>(n));
+    best = std::min(best, seconds_since(t0) / static_cast<double>(n));
   }
   return static_cast<double>(bytes) / best / 1e9;
 }
@@ -106,7 +106,7 @@ Batch serve(const std::shared_ptr<Runtime>& runtime, const std::vector<std::stri
     b.tokens += static_cast<std::int64_t>(r.tokens.size());
     b.tpot += r.stats.tpot() / static_cast<double>(handles.size());
   }
-  b.seconds = since(t0);
+  b.seconds = seconds_since(t0);
   b.steps = engine.stats().steps;
   return b;
 }

@@ -25,6 +25,7 @@
 #include "server/http_server.h"
 #include "server/served_models.h"
 #include "serving/metrics.h"
+#include "common/stopwatch.h"
 
 namespace fs = std::filesystem;
 
@@ -32,7 +33,6 @@ namespace mosaic::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 struct Workload {
   std::vector<std::string> models;
@@ -74,7 +74,7 @@ Measured closed_loop(int clients, const Workload& w, One&& one) {
         }
       });
   }
-  m.seconds = since(t0);
+  m.seconds = seconds_since(t0);
   m.tokens = tokens;
   if (!failure.empty()) throw InvalidArgument("bench-serve", "", "a request failed: " + failure);
   return m;
@@ -104,7 +104,7 @@ std::pair<double, std::int64_t> http_completion(int port, const std::string& bod
   char buf[16384];
   for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) {
     got.append(buf, static_cast<std::size_t>(n));
-    if (ttft < 0 && got.find("data: {") != std::string::npos) ttft = since(t0);
+    if (ttft < 0 && got.find("data: {") != std::string::npos) ttft = seconds_since(t0);
   }
   ::close(fd);
   // The usage chunk says how many tokens came; a stream without it did not finish.
@@ -173,7 +173,7 @@ void add_bench_serve_command(CLI::App& app) {
       RequestCallbacks cb;
       cb.on_token = [first, t0](const RequestHandle&, std::int64_t, const RuntimeCounters&) {
         double none = -1.0;
-        first->compare_exchange_strong(none, since(t0));
+        first->compare_exchange_strong(none, seconds_since(t0));
       };
       const auto handle = engine.submit(ServeRequest{w.models[t], g}, cb);  // held: wait() returns into it
       const RequestResult& r = handle->wait();

@@ -13,11 +13,11 @@
 namespace mosaic {
 namespace {
 
-constexpr std::size_t kChunk = 4096;  // elements per position per step
+constexpr std::size_t kCrossChunk = 4096;  // elements per position per step
 constexpr std::size_t kRows = 8;      // A positions per work item: B's chunks are reused 8 times
 
 struct Buffers {
-  std::vector<float> a, b;  // [kRows][kChunk], [positions][kChunk]
+  std::vector<float> a, b;  // [kRows][kCrossChunk], [positions][kCrossChunk]
   std::vector<double> sq;   // [kRows][positions]
 };
 
@@ -60,8 +60,8 @@ Outcome<CrossDistances> cross_position_distances(const Checkpoint& a, const Chec
     const unsigned workers = thread_count(threads);
     std::vector<Buffers> bufs(workers);
     for (Buffers& buf : bufs) {
-      buf.a.resize(kRows * kChunk);
-      buf.b.resize(n * kChunk);
+      buf.a.resize(kRows * kCrossChunk);
+      buf.b.resize(n * kCrossChunk);
       buf.sq.resize(kRows * n);
     }
     const std::size_t blocks = (n + kRows - 1) / kRows;
@@ -76,14 +76,14 @@ Outcome<CrossDistances> cross_position_distances(const Checkpoint& a, const Chec
           std::fill(buf.sq.begin(), buf.sq.end(), 0.0);
           for (int role = 0; role < 3; ++role) {
             const std::size_t numel = wa[0][role].size();
-            for (std::size_t off = 0; off < numel; off += kChunk) {
-              const std::size_t len = std::min(kChunk, numel - off);
-              for (std::size_t r = 0; r < rows; ++r) wa[r0 + r][role].read(off, std::span(&buf.a[r * kChunk], len));
-              for (std::size_t c = 0; c < n; ++c) wb[c][role].read(off, std::span(&buf.b[c * kChunk], len));
+            for (std::size_t off = 0; off < numel; off += kCrossChunk) {
+              const std::size_t len = std::min(kCrossChunk, numel - off);
+              for (std::size_t r = 0; r < rows; ++r) wa[r0 + r][role].read(off, std::span(&buf.a[r * kCrossChunk], len));
+              for (std::size_t c = 0; c < n; ++c) wb[c][role].read(off, std::span(&buf.b[c * kCrossChunk], len));
               for (std::size_t r = 0; r < rows; ++r)
                 for (std::size_t c = 0; c < n; ++c) {
-                  const float* x = &buf.a[r * kChunk];
-                  const float* y = &buf.b[c * kChunk];
+                  const float* x = &buf.a[r * kCrossChunk];
+                  const float* y = &buf.b[c * kCrossChunk];
                   buf.sq[r * n + c] += squared_distance(x, y, len);
                 }
             }

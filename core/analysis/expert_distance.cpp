@@ -13,7 +13,7 @@
 namespace mosaic {
 namespace {
 
-constexpr std::size_t kChunk = 65536;  // elements per variant per step: 256 KiB of fp32, in L2 with a few variants
+constexpr std::size_t kDistanceChunk = 65536;  // elements per variant per step: 256 KiB of fp32, in L2 with a few variants
 
 // Squared L2 distances of every variant pair for one (layer, expert), streamed chunk by chunk.
 void position_distances(const std::vector<const Checkpoint*>& ck, std::int64_t layer, std::int64_t expert,
@@ -27,8 +27,8 @@ void position_distances(const std::vector<const Checkpoint*>& ck, std::int64_t l
     std::vector<WeightFloats> w;
     for (std::size_t v = 0; v < n; ++v) w.emplace_back(*ck[v], ck[v]->weight(name));
     const std::size_t numel = w[0].size();
-    for (std::size_t off = 0; off < numel; off += kChunk) {
-      const std::size_t len = std::min(kChunk, numel - off);
+    for (std::size_t off = 0; off < numel; off += kDistanceChunk) {
+      const std::size_t len = std::min(kDistanceChunk, numel - off);
       for (std::size_t v = 0; v < n; ++v) w[v].read(off, std::span(buf[v].data(), len));
       std::size_t p = 0;
       for (std::size_t i = 0; i < n; ++i)
@@ -67,7 +67,7 @@ Outcome<ExpertDistances> expert_distances(const Family& family, const AnalysisPr
     std::int64_t done = 0;
     const unsigned workers = thread_count(threads);
     // Per thread: a chunk of every variant, and the pair sums.
-    std::vector<std::vector<std::vector<float>>> buf(workers, std::vector<std::vector<float>>(ck.size(), std::vector<float>(kChunk)));
+    std::vector<std::vector<std::vector<float>>> buf(workers, std::vector<std::vector<float>>(ck.size(), std::vector<float>(kDistanceChunk)));
     std::vector<std::vector<double>> sq(workers, std::vector<double>(static_cast<std::size_t>(d.pair_count())));
     parallel_for(
         todo.size(), workers,

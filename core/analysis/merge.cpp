@@ -10,7 +10,7 @@ namespace fs = std::filesystem;
 namespace mosaic {
 namespace {
 
-constexpr std::size_t kChunk = 1 << 16;  // elements converted per step
+constexpr std::size_t kMergeChunk = 1 << 16;  // elements converted per step
 
 std::vector<TensorEntry> entries_of(const Checkpoint& ck) {
   std::vector<TensorEntry> entries;
@@ -25,9 +25,9 @@ std::span<const std::byte> as_dtype(const Checkpoint& ck, const Weight& w, DType
   if (w.dtype == dtype && floats.is_stored()) return w.data();
   const std::size_t numel = floats.size();
   scratch.resize(numel * dtype_size(dtype));
-  std::vector<float> buf(kChunk);
-  for (std::size_t off = 0; off < numel; off += kChunk) {
-    const std::span<float> part(buf.data(), std::min(kChunk, numel - off));
+  std::vector<float> buf(kMergeChunk);
+  for (std::size_t off = 0; off < numel; off += kMergeChunk) {
+    const std::span<float> part(buf.data(), std::min(kMergeChunk, numel - off));
     floats.read(off, part);
     from_float(dtype, part, scratch.data() + off * dtype_size(dtype));
   }
@@ -41,16 +41,16 @@ void write_averaged(const Family& family, const fs::path& out) {
   const Checkpoint& first = *family.variants().front().checkpoint;
   const auto entries = entries_of(first);
   std::vector<std::byte> result;
-  std::vector<float> part(kChunk);
-  std::vector<double> sum(kChunk);
+  std::vector<float> part(kMergeChunk);
+  std::vector<double> sum(kMergeChunk);
   write_checkpoint_folder(out, first.dir(), entries, [&](std::size_t i) {
     const Weight& w0 = first.weights()[i];
     const auto numel = static_cast<std::size_t>(w0.info->numel());
     result.resize(numel * dtype_size(w0.dtype));
     std::vector<WeightFloats> floats;
     for (const Variant& v : family.variants()) floats.emplace_back(*v.checkpoint, v.checkpoint->weights()[i]);
-    for (std::size_t off = 0; off < numel; off += kChunk) {
-      const std::size_t len = std::min(kChunk, numel - off);
+    for (std::size_t off = 0; off < numel; off += kMergeChunk) {
+      const std::size_t len = std::min(kMergeChunk, numel - off);
       std::fill_n(sum.begin(), len, 0.0);
       for (const WeightFloats& w : floats) {
         w.read(off, std::span(part.data(), len));

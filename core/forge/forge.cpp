@@ -20,13 +20,14 @@
 #include "model/checkpoint.h"
 #include "model/esft_adapter.h"
 #include "model/tokenizer.h"
+#include "common/stopwatch.h"
 
 namespace mosaic {
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;
 
 constexpr const char* kDoneFile = "forge-stage.json";  // written last: the stage is complete
 
@@ -40,7 +41,6 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 class Forge {
  public:
@@ -109,7 +109,7 @@ class Forge {
         taken += c.size();
       }
     }
-    const auto t0 = Clock::now();
+    const auto t0 = SteadyClock::now();
     tokenizer_ = std::make_unique<Tokenizer>(train_byte_level_bpe(sample, r_.vocab_size, {"<pad>", "<s>", "</s>"}));
     tokenizer_->save(saved);
     log_("tokenizer: " + std::to_string(r_.vocab_size) + " tokens trained in " + fmt("%.1f s", seconds_since(t0)));
@@ -185,7 +185,7 @@ class Forge {
       log_(name + ": resuming at step " + std::to_string(step) + " of " + std::to_string(stage.steps));
     }
     const std::int64_t last = opt_.step_limit >= 0 ? std::min(stage.steps, step + opt_.step_limit) : stage.steps;
-    const auto t0 = Clock::now();
+    const auto t0 = SteadyClock::now();
     const std::int64_t first_step = step;
     double window = 0, first_loss = NAN, final_loss = NAN;
     std::int64_t in_window = 0;

@@ -53,7 +53,7 @@ void check_spec(const ModelSpec& s) {
     throw UnsupportedError("forge", "model", "the trainer builds plain Mixtral models only (every layer MoE, no biases)");
 }
 
-at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
+at::Tensor autograd_rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
   return w * (x * at::rsqrt(x.pow(2).mean(-1, true) + eps));
 }
 
@@ -93,7 +93,7 @@ MoeTrainer::Impl::Output MoeTrainer::Impl::run(const at::Tensor& tokens, RouterS
   at::Tensor aux = at::zeros({}, at::kFloat);
 
   for (std::int64_t l = 0; l < s.num_layers; ++l) {
-    const at::Tensor h = rms_norm(x, w(n.input_norm(l)), s.rms_norm_eps);
+    const at::Tensor h = autograd_rms_norm(x, w(n.input_norm(l)), s.rms_norm_eps);
     const at::Tensor q = rope(at::linear(h, w(n.attn(l, AttnPart::Q))).view({B, T, nh, hd}).transpose(1, 2), cos, sin);
     const at::Tensor k = rope(at::linear(h, w(n.attn(l, AttnPart::K))).view({B, T, kvh, hd}).transpose(1, 2), cos, sin)
                              .repeat_interleave(nh / kvh, 1);
@@ -103,7 +103,7 @@ MoeTrainer::Impl::Output MoeTrainer::Impl::run(const at::Tensor& tokens, RouterS
     const at::Tensor attn = at::matmul(at::softmax(scores, -1), v).transpose(1, 2).reshape({B, T, nh * hd});
     x = x + at::linear(attn, w(n.attn(l, AttnPart::O)));
 
-    const at::Tensor x2 = rms_norm(x, w(n.post_norm(l)), s.rms_norm_eps).reshape({B * T, H});
+    const at::Tensor x2 = autograd_rms_norm(x, w(n.post_norm(l)), s.rms_norm_eps).reshape({B * T, H});
     const at::Tensor probs = at::softmax(at::linear(x2, w(n.router(l))), -1);  // [N, E]
     auto [top_w, top_i] = probs.topk(K, -1);
     if (s.norm_topk_prob) top_w = top_w / top_w.sum(-1, true);
@@ -136,7 +136,7 @@ MoeTrainer::Impl::Output MoeTrainer::Impl::run(const at::Tensor& tokens, RouterS
     }
     x = x + out.view({B, T, H});
   }
-  const at::Tensor logits = at::linear(rms_norm(x, w(n.final_norm()), s.rms_norm_eps), w(n.lm_head()));
+  const at::Tensor logits = at::linear(autograd_rms_norm(x, w(n.final_norm()), s.rms_norm_eps), w(n.lm_head()));
   const at::Tensor loss = at::cross_entropy_loss(logits.reshape({B * T, s.vocab_size}), targets.reshape({-1}));
   return {loss, aux / static_cast<double>(s.num_layers)};
 }

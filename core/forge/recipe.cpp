@@ -15,7 +15,7 @@ namespace {
 
 using nlohmann::json;
 
-struct Reader {
+struct RecipeReader {
   const std::string& source;
 
   template <class T>
@@ -58,7 +58,7 @@ ForgeRecipe parse_recipe(const std::string& text, const std::string& source) {
   }
   if (!j.is_object() || j.value("format", std::string()) != "mosaic.forge/1")
     throw FormatError(source, "format", "is not \"mosaic.forge/1\"", "start from sample_configs/forge-sample.json");
-  const Reader r{source};
+  const RecipeReader r{source};
   ForgeRecipe f;
   f.text = text;
   f.output = r.get<std::string>(j, "output", "", "");

@@ -12,7 +12,7 @@
 namespace mosaic {
 namespace {
 
-float f16_to_float(std::uint16_t h) {
+float f16_value(std::uint16_t h) {
   float f = 0;
   to_float(DType::F16, reinterpret_cast<const std::byte*>(&h), std::span<float>(&f, 1));
   return f;
@@ -73,8 +73,8 @@ GroupGrid group_grid(float lo, float hi, const DeltaFormat& f, std::int64_t row)
   hi = std::max(hi, 0.0f);
   GroupGrid g;
   g.scale_bits = float_to_f16(hi > lo ? (hi - lo) / qmax : 1.0f);
-  if (f16_to_float(g.scale_bits) == 0.0f) g.scale_bits = 0x0001;  // a range below f16's: its smallest step
-  g.scale = f16_to_float(g.scale_bits);
+  if (f16_value(g.scale_bits) == 0.0f) g.scale_bits = 0x0001;  // a range below f16's: its smallest step
+  g.scale = f16_value(g.scale_bits);
   if (!std::isfinite(g.scale))
     throw InvalidArgument("delta", "values", "row " + std::to_string(row) + " spans [" + std::to_string(lo) + ", " + std::to_string(hi) + "], past what f16 scales hold",
                           "these checkpoints are too far apart for a delta; serve the variant whole");
@@ -174,7 +174,7 @@ void check_packed(const PackedDelta& p, const DeltaFormat& f, const std::string&
       throw FormatError(where, "zeros", "entry " + std::to_string(i) + " is " + std::to_string(p.zeros[i]) + ", past the " + std::to_string(f.bits) + "-bit codes",
                         "the pack is damaged or of another format: compress the delta again");
   for (std::size_t i = 0; i < p.scales.size(); ++i) {
-    const float s = f16_to_float(p.scales[i]);
+    const float s = f16_value(p.scales[i]);
     if (!(std::isfinite(s) && s > 0)) throw FormatError(where, "scales", "entry " + std::to_string(i) + " is " + std::to_string(s) + ", not a positive finite scale",
                                                   "the pack is damaged: compress the delta again");
   }
@@ -214,7 +214,7 @@ void add_delta_range(const PackedDelta& p, const DeltaFormat& f, std::int64_t be
       const std::int64_t g = r * groups + c / f.group;
       const float q = static_cast<float>(get(values, k, per_word, f.bits));
       out[static_cast<std::size_t>(at - begin)] +=
-          (q - static_cast<float>(p.zeros[static_cast<std::size_t>(g)])) * f16_to_float(p.scales[static_cast<std::size_t>(g)]);
+          (q - static_cast<float>(p.zeros[static_cast<std::size_t>(g)])) * f16_value(p.scales[static_cast<std::size_t>(g)]);
     }
   }
 }

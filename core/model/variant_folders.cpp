@@ -5,17 +5,12 @@
 #include <system_error>
 
 #include "common/error.h"
+#include "common/path_identity.h"
 
 namespace fs = std::filesystem;
 
 namespace mosaic {
 namespace {
-
-fs::path canonical_or_self(const fs::path& p) {
-  std::error_code ec;
-  const auto c = fs::weakly_canonical(p, ec);
-  return ec ? p.lexically_normal() : c;
-}
 
 std::string folder_name(const fs::path& d) {
   const fs::path n = d.lexically_normal();

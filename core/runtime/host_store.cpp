@@ -8,15 +8,10 @@
 
 #include "analysis/capacity.h"
 #include "common/error.h"
+#include "common/path_identity.h"
 
 namespace mosaic {
 namespace {
-
-std::filesystem::path canonical_or_self(const std::filesystem::path& p) {
-  std::error_code ec;
-  const auto c = std::filesystem::weakly_canonical(p, ec);
-  return ec ? p.lexically_normal() : c;
-}
 
 bool expands_to_zero(const PackedDelta& p, const DeltaFormat& f) {
   std::vector<float> dense(static_cast<std::size_t>(p.rows * p.cols));

@@ -6,13 +6,10 @@
 #include "common/byte_size.h"
 #include "common/error.h"
 #include "runtime/device_plan.h"
+#include "common/stopwatch.h"
 
 namespace mosaic {
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 void check_config(const HostStore& store, const RuntimeConfig& c) {
   const ModelSpec& s = store.spec();

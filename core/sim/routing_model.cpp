@@ -48,7 +48,7 @@ double log_gamma_draw(double a, Stream& s) {
   }
 }
 
-const char* kHint = "measure one with mosaic-cli routing, or fit one to a published overlap with its --overlap (sample_configs/routing/ has both)";
+const char* kRoutingHint = "measure one with mosaic-cli routing, or fit one to a published overlap with its --overlap (sample_configs/routing/ has both)";
 
 // The concentration in [1e-3, 1e3] at which `f` (monotone in it) reaches `target`, bisecting its
 // logarithm; `rising`: f grows with the concentration.
@@ -67,33 +67,33 @@ double bisect_concentration(double target, bool rising, F f) {
 }  // namespace
 
 RoutingModel load_routing_model(const std::filesystem::path& path) {
-  return parse_routing_model(read_text_file(path, "check the path of the routing model; " + std::string(kHint), 1u << 20), path.string());
+  return parse_routing_model(read_text_file(path, "check the path of the routing model; " + std::string(kRoutingHint), 1u << 20), path.string());
 }
 
 RoutingModel parse_routing_model(const std::string& text, const std::string& file) {
-  const auto j = parse_json(text, file, kHint);
-  if (!j.is_object()) throw FormatError(file, "", "is not a JSON object", kHint);
+  const auto j = parse_json(text, file, kRoutingHint);
+  if (!j.is_object()) throw FormatError(file, "", "is not a JSON object", kRoutingHint);
   check_keys(j,
              {"schema", "source", "experts", "top_k", "prompt_tokens", "windows", "distinct", "layer_distinct", "uniform_distinct", "overlap",
               "concentration"},
-             file, "", kHint);
+             file, "", kRoutingHint);
   check_schema(j, "mosaic.routing/1", file);
   auto number = [&](const char* key, double least) {
-    if (!j.contains(key)) throw MissingError(file, std::string("field '") + key + "'", "is missing", kHint);
+    if (!j.contains(key)) throw MissingError(file, std::string("field '") + key + "'", "is missing", kRoutingHint);
     const auto& v = j[key];
     if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < least)
-      throw FormatError(file, std::string("field '") + key + "'", "must be a number ≥ " + std::to_string(static_cast<long long>(least)), kHint);
+      throw FormatError(file, std::string("field '") + key + "'", "must be a number ≥ " + std::to_string(static_cast<long long>(least)), kRoutingHint);
     return v.get<double>();
   };
   auto count = [&](const char* key, double least) {
     const double v = number(key, least);
     if (v != std::floor(v) || v > 1e9)
-      throw FormatError(file, std::string("field '") + key + "'", "must be a whole number from " + std::to_string(static_cast<int>(least)), kHint);
+      throw FormatError(file, std::string("field '") + key + "'", "must be a whole number from " + std::to_string(static_cast<int>(least)), kRoutingHint);
     return static_cast<std::int64_t>(v);
   };
   RoutingModel m;
   if (j.contains("source")) {
-    if (!j["source"].is_string()) throw FormatError(file, "field 'source'", "must be a string", kHint);
+    if (!j["source"].is_string()) throw FormatError(file, "field 'source'", "must be a string", kRoutingHint);
     m.source = j["source"].get<std::string>();
   }
   m.experts = count("experts", 1);
@@ -103,15 +103,15 @@ RoutingModel parse_routing_model(const std::string& text, const std::string& fil
   m.concentration = number("concentration", 0);
   if (j.contains("overlap")) {
     m.overlap = number("overlap", 0);  // 1 is possible: two top-k sets always meet when 2k > E
-    if (m.overlap > 1) throw FormatError(file, "field 'overlap'", "must be a share from 0 to 1", kHint);
+    if (m.overlap > 1) throw FormatError(file, "field 'overlap'", "must be a share from 0 to 1", kRoutingHint);
   }
   m.distinct = number("distinct", 0);
   m.uniform_distinct = number("uniform_distinct", 0);
-  if (m.top_k > m.experts) throw FormatError(file, "field 'top_k'", "is more than 'experts'", kHint);
+  if (m.top_k > m.experts) throw FormatError(file, "field 'top_k'", "is more than 'experts'", kRoutingHint);
   if (j.contains("layer_distinct")) {
-    if (!j["layer_distinct"].is_array()) throw FormatError(file, "field 'layer_distinct'", "must be a list of numbers", kHint);
+    if (!j["layer_distinct"].is_array()) throw FormatError(file, "field 'layer_distinct'", "must be a list of numbers", kRoutingHint);
     for (const auto& v : j["layer_distinct"]) {
-      if (!v.is_number()) throw FormatError(file, "field 'layer_distinct'", "must be a list of numbers", kHint);
+      if (!v.is_number()) throw FormatError(file, "field 'layer_distinct'", "must be a list of numbers", kRoutingHint);
       m.layer_distinct.push_back(v.get<double>());
     }
   }

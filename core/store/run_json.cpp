@@ -6,17 +6,17 @@
 namespace mosaic {
 namespace {
 
-using json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
-json number(double v) { return std::isnan(v) ? json(nullptr) : json(v); }
+OrderedJson number(double v) { return std::isnan(v) ? OrderedJson(nullptr) : OrderedJson(v); }
 
-json percentiles(const Percentiles& p) {
+OrderedJson percentiles(const Percentiles& p) {
   return {{"p50", number(p.p50)}, {"p90", number(p.p90)}, {"p99", number(p.p99)}, {"mean", number(p.mean)}};
 }
 
 }  // namespace
 
-json summary_json(const RunSummary& s) {
+nlohmann::ordered_json summary_json(const RunSummary& s) {
   return {{"requests", s.requests},
           {"failed", s.failed},
           {"window_seconds", number(s.window_seconds)},

@@ -10,11 +10,11 @@
 
 #include "report/plot_export.h"
 #include "report/qcustomplot_include.h"
+#include "report/qt_text.h"
 
 namespace mosaic::ui {
 namespace {
 
-QString q(const std::string& s) { return QString::fromStdString(s); }
 QString fmt(double v, int digits) { return std::isnan(v) ? QStringLiteral("–") : QString::number(v, 'f', digits); }
 QString ms(double seconds) { return fmt(1e3 * seconds, 2); }
 QString percent(double fraction) { return std::isnan(fraction) ? QStringLiteral("–") : fmt(100 * fraction, 1); }

@@ -7,21 +7,21 @@
 #include "report/qcustomplot_include.h"
 #include "report/report_content.h"
 #include "report/report_pdf.h"
+#include "report/qt_text.h"
 
 namespace mosaic::ui {
 namespace {
 
-constexpr int kWidth = 900, kHeight = 520;
+constexpr int kChartWidth = 900, kChartHeight = 520;
 
-QString q(const std::string& s) { return QString::fromStdString(s); }
 
 // One chart, titled, in PNG, SVG and PDF, named by its stem.
 std::vector<std::filesystem::path> save_chart(const std::filesystem::path& dir, const ChartSpec& chart) {
   QCustomPlot plot;
-  plot.resize(kWidth, kHeight);
+  plot.resize(kChartWidth, kChartHeight);
   plot.plotLayout()->insertRow(0);
   plot.plotLayout()->addElement(0, 0, new QCPTextElement(&plot, chart.title, QFont(QStringLiteral("Sans"), 12, QFont::Bold)));
-  draw_chart(plot, chart, kWidth);
+  draw_chart(plot, chart, kChartWidth);
   plot.replot();
 
   const auto base = dir / chart.stem.toStdString();
@@ -31,11 +31,11 @@ std::vector<std::filesystem::path> save_chart(const std::filesystem::path& dir, 
     out.push_back(p);
   };
   const auto png = std::filesystem::path(base).replace_extension(".png");
-  check(plot.savePng(q(png.string()), kWidth, kHeight), png);
+  check(plot.savePng(q(png.string()), kChartWidth, kChartHeight), png);
   const auto pdf = std::filesystem::path(base).replace_extension(".pdf");
-  check(plot.savePdf(q(pdf.string()), kWidth, kHeight), pdf);
+  check(plot.savePdf(q(pdf.string()), kChartWidth, kChartHeight), pdf);
   const auto svg = std::filesystem::path(base).replace_extension(".svg");
-  check(savePlotSvg(plot, q(svg.string()), kWidth, kHeight, chart.title), svg);
+  check(savePlotSvg(plot, q(svg.string()), kChartWidth, kChartHeight, chart.title), svg);
   return out;
 }
 
