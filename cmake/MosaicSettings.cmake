@@ -45,3 +45,16 @@ foreach(kind test cold)
     target_compile_options(mosaic_${kind}_opt INTERFACE $<$<COMPILE_LANGUAGE:CXX>:${MOSAIC_${upper}_OPT}>)
   endif()
 endforeach()
+
+# Unity builds: each target's sources compiled 8 to a translation unit, so that the headers every file
+# includes (nlohmann JSON, LibTorch, Qt) and the templates they instantiate are compiled once per 8 files
+# instead of once per file. The presets turn it on (CI, the README's build): see docs/benchmarks.md,
+# "CI's time on the slower host". A plain configure (the device recipe; an edit-compile loop, where
+# one edit would recompile its 7 neighbours) leaves it off. So names in anonymous namespaces must be
+# unique within a target. The fuzz preset keeps it off: the parsers compile one by one there, so a
+# source that leans on a neighbour's includes still fails to build somewhere in CI.
+option(MOSAIC_UNITY_BUILD "Compile each target's sources 8 to a translation unit" OFF)
+if(MOSAIC_UNITY_BUILD)
+  set(CMAKE_UNITY_BUILD ON)
+  set(CMAKE_UNITY_BUILD_BATCH_SIZE 8)
+endif()
