@@ -17,6 +17,7 @@
 #include "common/error.h"
 #include "common/text_file.h"
 #include "model/text_stream.h"
+#include "report/qt_text.h"
 #include "serving/session.h"
 #include "serving/session_views.h"
 #include "serving/sweep_run.h"
@@ -30,7 +31,6 @@ namespace mosaic::ui {
 
 namespace {
 
-QString qs(const std::string& s) { return QString::fromStdString(s); }
 
 FamilyInfo describe(const FamilyView& f) {
   FamilyInfo info;
@@ -40,17 +40,17 @@ FamilyInfo describe(const FamilyView& f) {
   info.distances_from_cache = f.distances_from_cache;
   info.bytes_per_expert = static_cast<qint64>(f.bytes_per_expert);
   for (const VariantView& v : f.variants)
-    info.variants.push_back({qs(v.name), qs(v.dir), qs(v.architecture), qs(v.dtypes), v.parameters, v.active_parameters,
-                             static_cast<qint64>(v.bytes), static_cast<qint64>(v.non_expert_bytes), v.adapter_experts, qs(v.delta)});
+    info.variants.push_back({q(v.name), q(v.dir), q(v.architecture), q(v.dtypes), v.parameters, v.active_parameters,
+                             static_cast<qint64>(v.bytes), static_cast<qint64>(v.non_expert_bytes), v.adapter_experts, q(v.delta)});
   return info;
 }
 
 Heatmap describe(const MatrixView& m) {
   Heatmap h;
   h.kind = static_cast<Heatmap::Kind>(m.kind);
-  h.title = qs(m.title);
-  h.row_label = qs(m.row_label);
-  h.column_label = qs(m.column_label);
+  h.title = q(m.title);
+  h.row_label = q(m.row_label);
+  h.column_label = q(m.column_label);
   h.rows = m.rows;
   h.columns = m.columns;
   h.values = QVector<double>(m.values.begin(), m.values.end());
@@ -72,8 +72,8 @@ LayoutInfo describe(const ConsolidationPlan& plan, const CapacityPlan& cap) {
   info.minimum_budget = static_cast<qint64>(cap.minimum_budget());
   info.non_expert_bytes = static_cast<qint64>(cap.non_expert_bytes);
   info.bytes_per_expert = static_cast<qint64>(cap.bytes_per_expert);
-  for (const ReserveItem& r : cap.reserve) info.reserve.push_back({qs(r.name), qs(r.detail), static_cast<qint64>(r.bytes)});
-  info.policy = qs(std::string(policy_name(plan.policy)));
+  for (const ReserveItem& r : cap.reserve) info.reserve.push_back({q(r.name), q(r.detail), static_cast<qint64>(r.bytes)});
+  info.policy = q(std::string(policy_name(plan.policy)));
   info.shares = QVector<double>(plan.shares.begin(), plan.shares.end());
   return info;
 }
@@ -81,7 +81,7 @@ LayoutInfo describe(const ConsolidationPlan& plan, const CapacityPlan& cap) {
 LayoutInfo describe(const Session& session) {
   const Layout& layout = session.layout();
   LayoutInfo info = describe(layout.plan, session.capacity());
-  for (const auto& v : layout.variants) info.variants << qs(v.name);
+  for (const auto& v : layout.variants) info.variants << q(v.name);
   const ReserveSpec& r = session.reserve();
   info.reserve_settings = {r.context_tokens, r.requests, r.prefill_chunk, r.miss_slots};
   for (std::int64_t n : layout.plan.deltas) info.deltas << static_cast<int>(n);
@@ -108,7 +108,7 @@ LayoutInfo describe(const Session& session) {
 
 ServedPoint served_point(const RequestRecord& r) {
   ServedPoint p;
-  p.target = qs(r.target);
+  p.target = q(r.target);
   p.ttft = r.stats.ttft();
   p.turnaround = r.stats.turnaround();
   p.output_tokens = r.stats.generated_tokens;
@@ -284,7 +284,7 @@ void EngineHost::planFromConfigs(const QString& dir, qint64 budgetBytes, const Q
       // No distances: MoE positions show as 0 (the grid takes NaN for a dense layer), dense ones stay NaN.
       for (std::size_t p = 0; p < planned.plan.rank.size(); ++p)
         if (planned.plan.rank[p] >= 0) info.distance[static_cast<qsizetype>(p)] = 0;
-      for (const std::string& n : family.names) info.variants << qs(n);
+      for (const std::string& n : family.names) info.variants << q(n);
       info.reserve_settings = reserve;
       Q_EMIT configLayoutPlanned(info);
     } catch (const std::exception& e) {
@@ -499,8 +499,8 @@ void EngineHost::loadTrace(const QString& database, qint64 run, qint64 request) 
       QStringList labels;
       for (std::int64_t p = 0; p < rec->stats.prompt_tokens + rec->stats.generated_tokens; ++p)
         labels << (p < rec->stats.prompt_tokens ? tr("prompt %1").arg(p) : tr("output %1").arg(p - rec->stats.prompt_tokens));
-      Q_EMIT traceLoaded(tr("Run %1 (%2), request %3 for %4").arg(run).arg(qs(info->strategy)).arg(request).arg(qs(rec->target)),
-                         qs(rec->target), static_cast<int>(rec->stats.counters.layers.size()), labels, out);
+      Q_EMIT traceLoaded(tr("Run %1 (%2), request %3 for %4").arg(run).arg(q(info->strategy)).arg(request).arg(q(rec->target)),
+                         q(rec->target), static_cast<int>(rec->stats.counters.layers.size()), labels, out);
     } catch (const std::exception& e) {
       Q_EMIT runsFailed(QString::fromUtf8(e.what()));
     }
@@ -547,22 +547,22 @@ void EngineHost::startServing(const QString& sweepJson, const QString& database)
         SweepEvents events;
         events.rates_chosen = [&](const std::vector<SaturationProbe>& probes, const std::vector<double>& rates) {
           QStringList measured, chosen;
-          for (const SaturationProbe& p : probes) measured << QStringLiteral("%1 %2").arg(qs(p.strategy)).arg(p.rate_per_s, 0, 'g', 3);
+          for (const SaturationProbe& p : probes) measured << QStringLiteral("%1 %2").arg(q(p.strategy)).arg(p.rate_per_s, 0, 'g', 3);
           for (double r : rates) chosen << QString::number(r, 'g', 3);
           Q_EMIT servingRatesChosen(tr("Rates from saturation (req/s): %1; measured %2; each strategy stops at twice its own.")
                                         .arg(chosen.join(QStringLiteral(", ")), measured.join(QStringLiteral(", "))));
         };
         events.probe_progress = [&](const std::string& strategy, std::size_t done, std::size_t total) {
           if (done == total || done % std::max<std::size_t>(1, total / 50) == 0)  // a burst holds up to 4096
-            Q_EMIT servingProbeProgress(qs(strategy), static_cast<int>(done), static_cast<int>(total));
+            Q_EMIT servingProbeProgress(q(strategy), static_cast<int>(done), static_cast<int>(total));
           return !stop_serving_.load();
         };
         events.run_started = [&](SweepRun& r, std::size_t requests) {
-          Q_EMIT servingRunStarted(qs(r.strategy), r.rate, r.run_id, static_cast<int>(requests));
+          Q_EMIT servingRunStarted(q(r.strategy), r.rate, r.run_id, static_cast<int>(requests));
         };
         events.request_finished = [&](const SweepRun& r, const RequestRecord& rec, std::size_t done, std::size_t total) {
           ServedPoint p = served_point(rec);
-          p.strategy = qs(r.strategy);
+          p.strategy = q(r.strategy);
           p.rate = r.rate;
           p.run_id = r.run_id;
           p.finish = rec.stats.finish;
