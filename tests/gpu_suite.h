@@ -3,6 +3,10 @@
 // why, so that a machine without a GPU reports the suite skipped, never passed.
 #include <QTest>
 
+#if defined(MOSAIC_SIMT)
+// The same suite on simt, the kernels' CPU executor (tests/simt/simt.h): its device is always there.
+#define MOSAIC_GPU_TEST_MAIN(Suite) QTEST_GUILESS_MAIN(Suite)
+#else
 #include <cstdio>
 
 #include "runtime/device.h"
@@ -17,3 +21,4 @@
     Suite suite;                                                                                 \
     return QTest::qExec(&suite, argc, argv);                                                     \
   }
+#endif

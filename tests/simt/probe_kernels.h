@@ -1,0 +1,21 @@
+#pragma once
+// The launches of probe_kernels.cu, for tst_simt: each returns cudaGetLastError() after its launch.
+#include <cstddef>
+
+namespace simt_probe {
+
+struct Shape {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+int collectives(int* out);                                // 64 threads, 8 ints each
+int partial_warp(int threads, int* out);                  // an int per warp
+int barrier(int threads, int flagged, int* out);          // 2 × threads ints
+int early_exit(int threads, int alive, int* out);         // `alive` ints
+int missing_lane(int* out);                               // 32 ints
+int grid(Shape grid, Shape block, int* out);              // an int per thread of the grid
+int own_arguments(int threads, int step, int* out);       // `threads` ints
+int dynamic_shared(int threads, std::size_t bytes, float* out);
+int allow_dynamic_shared(int bytes);
+
+}  // namespace simt_probe
