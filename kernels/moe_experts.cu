@@ -115,6 +115,60 @@ __global__ void __launch_bounds__(kRerouteThreads) route_kernel(float* logits, b
   reroute_block(ids, rows, tokens * k, k, table, experts, slots, base, stride, count, fill, out);
 }
 
+// The reroute of at most kWarp pairs (a decode step of a few tokens) by warp 0, with votes in place
+// of the block's counting sort and scans: lane p holds pair p, and its position is the number of
+// served pairs before it in (slot, pair) order. The block version's two scans over 1024 threads are
+// some 40 barriers, more than the rest of a one-token step's routing. Groups come in slot order, as
+// there; within a group pairs come in pair order.
+__device__ void reroute_warp(const std::int32_t* ids, const std::int32_t* rows, int pairs, int k, const std::int32_t* table,
+                             int experts, const bf16_t* base, std::int64_t stride, GroupedPairs out) {
+  constexpr unsigned kAll = 0xffffffffu;
+  const int lane = threadIdx.x % kWarp;
+  const bool mine = lane < pairs;
+  const int slot = mine ? table[static_cast<std::int64_t>(rows[lane / k]) * experts + ids[lane]] : -1;
+  const bool served = slot >= 0;
+  const unsigned same = __match_any_sync(kAll, served ? slot : -1 - lane);  // an unserved lane stands alone
+  const unsigned served_lanes = __ballot_sync(kAll, served);
+  const unsigned leaders = __ballot_sync(kAll, served && lane == __ffs(static_cast<int>(same)) - 1);
+  const unsigned missed = __ballot_sync(kAll, mine && !served);
+  int before = 0, groups_before = 0;  // served pairs, and groups, on lower slots
+  for (int q = 0; q < kWarp; ++q) {
+    const int s = __shfl_sync(kAll, slot, q);
+    if ((served_lanes >> q & 1u) && s < slot) {
+      ++before;
+      groups_before += leaders >> q & 1u;
+    }
+  }
+  const int pos = before + __popc(same & ((1u << lane) - 1u));
+  if (mine) out.pos_of[lane] = served ? pos : -1;
+  if (served) out.pair_at[pos] = lane;
+  if (leaders >> lane & 1u) {
+    out.begin[groups_before] = pos;
+    out.end[groups_before] = pos + __popc(same);
+    out.weights[groups_before] = base + slot * stride;
+  }
+  if (lane == 0) {
+    *out.groups = __popc(leaders);
+    *out.misses = __popc(missed);
+  }
+}
+
+// route_kernel for at most kWarp pairs: a warp per token's top-k, then reroute_warp.
+__global__ void route_small_kernel(float* logits, bool mask, bool renormalize, std::int32_t* ids, float* weights, const std::int32_t* rows,
+                                   int tokens, int k, const std::int32_t* table, int experts, const bf16_t* base, std::int64_t stride,
+                                   GroupedPairs out) {
+  for (int t = threadIdx.x / kWarp; t < tokens; t += blockDim.x / kWarp) {
+    float* row = logits + static_cast<std::int64_t>(t) * experts;
+    if (mask) {
+      mask_row(row, table + static_cast<std::int64_t>(rows[t]) * experts, experts);
+      __syncwarp();
+    }
+    topk_of_row(row, experts, k, renormalize, ids + t * k, weights + t * k);
+  }
+  __syncthreads();  // every token's ids written
+  if (threadIdx.x < kWarp) reroute_warp(ids, rows, tokens * k, k, table, experts, base, stride, out);
+}
+
 // Grid: x over weight rows (kRowsPerBlock per block), y over groups; each block walks its group's
 // positions TOK at a time.
 template <int TOK>
@@ -233,6 +287,12 @@ int route_cuda(float* logits, bool mask, bool renormalize, std::int32_t* ids, fl
                int k, const std::int32_t* table, int experts, int slots, const bf16_t* base, std::int64_t stride, int* scratch,
                GroupedPairs out, void* stream) {
   if (experts > kRouterMaxExperts || k > experts || k <= 0 || tokens * k > kRouteMaxPairs) return static_cast<int>(cudaErrorInvalidValue);
+  if (tokens * k <= kWarp) {  // a decode step of a few tokens: a warp a token, no block-wide scans
+    const int warps = tokens > 0 ? tokens : 1;
+    route_small_kernel<<<1, warps * kWarp, 0, as_stream(stream)>>>(logits, mask, renormalize, ids, weights, rows, tokens, k, table,
+                                                                  experts, base, stride, out);
+    return launched();
+  }
   route_kernel<<<1, kRerouteThreads, 0, as_stream(stream)>>>(logits, mask, renormalize, ids, weights, rows, tokens, k, table, experts,
                                                               slots, base, stride, scratch, scratch + slots, out);
   return launched();

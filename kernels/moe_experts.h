@@ -39,7 +39,7 @@ int reroute_cuda(const std::int32_t* ids, const std::int32_t* rows, int tokens, 
 
 // mask_router (when `mask`), the router's softmax and top-k (router_topk_cuda) and reroute_cuda in
 // one launch of one block, for decode steps of at most kRouteMaxPairs pairs: three launches of
-// 2-5 µs each become one.
+// 2-5 µs each become one. Up to 32 pairs, warp votes group them in place of block-wide scans.
 constexpr int kRouteMaxPairs = 1024;
 int route_cuda(float* logits, bool mask, bool renormalize, std::int32_t* ids, float* weights, const std::int32_t* rows, int tokens,
                int k, const std::int32_t* table, int experts, int slots, const bf16_t* base, std::int64_t stride, int* scratch,

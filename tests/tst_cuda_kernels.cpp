@@ -394,8 +394,10 @@ class TestCudaKernels : public QObject {
   void fusedRoutingMatchesTheSeparateLaunches() {
     // route_cuda against mask_router_cuda, router_topk_cuda and reroute_cuda on the same logits: the
     // same ids, weights, groups and misses; each pair at a position of its slot's group. Tables that
-    // share, skip and miss slots; a row with no expert resident (the mask leaves it alone).
-    for (const auto& [tokens, k, experts] : std::vector<std::tuple<int, int, int>>{{1, 2, 8}, {7, 2, 8}, {32, 2, 8}, {40, 2, 8}, {5, 6, 64}, {1, 8, 256}})
+    // share, skip and miss slots; a row with no expert resident (the mask leaves it alone). Up to 32
+    // pairs route_cuda groups them by warp votes (16 × 2 the most), past that by the block's scans.
+    for (const auto& [tokens, k, experts] : std::vector<std::tuple<int, int, int>>{
+             {1, 2, 8}, {7, 2, 8}, {16, 2, 8}, {11, 3, 8}, {32, 2, 8}, {40, 2, 8}, {5, 6, 64}, {1, 8, 256}})
       for (bool mask : {false, true})
         for (bool renormalize : {false, true}) {
           const int targets = 3, slots = experts + 6;
