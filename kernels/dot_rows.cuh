@@ -37,7 +37,8 @@ __device__ __forceinline__ void dot_rows(const std::uint16_t* __restrict__ w_row
     }
   }
 #pragma unroll
-  for (int t = 0; t < TOK; ++t) acc[t] = warp_sum(acc[t]);
+  for (int t = 0; t < TOK; ++t)
+    if (t < count) acc[t] = warp_sum(acc[t]);  // count is the warp's own: only rows it has are reduced
 }
 
 // Two weight rows in one pass, each against its own activation rows (SwiGLU's gate and up against
@@ -74,10 +75,11 @@ __device__ __forceinline__ void dot_row_pair(const std::uint16_t* __restrict__ a
     }
   }
 #pragma unroll
-  for (int t = 0; t < TOK; ++t) {
-    a_acc[t] = warp_sum(a_acc[t]);
-    b_acc[t] = warp_sum(b_acc[t]);
-  }
+  for (int t = 0; t < TOK; ++t)
+    if (t < count) {
+      a_acc[t] = warp_sum(a_acc[t]);
+      b_acc[t] = warp_sum(b_acc[t]);
+    }
 }
 
 // Rows of x taken TOK at a time, and how many of them there are.
