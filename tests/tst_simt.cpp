@@ -111,6 +111,23 @@ class TestSimt : public QObject {
     QCOMPARE(simt_probe::allow_dynamic_shared(0), 0);  // back to the default for the cases after
   }
 
+  void blocksTakeTheirThreadsBothWays() {
+    // A missing barrier shows only where the thread that runs ahead reads what others write: blocks
+    // alternate between their first thread and their last running ahead.
+    const int blocks = 4, threads = 64;
+    Buffer<int> tickets(blocks * threads), counters(blocks);
+    QCOMPARE(simt_probe::start_order(blocks, threads, tickets.p, counters.p), 0);
+    const auto t = tickets.get();
+    int forwards = 0, backwards = 0;
+    for (int b = 0; b < blocks; ++b) {
+      const int* own = t.data() + b * threads;
+      if (own[0] == 0 && own[threads - 1] == threads - 1) ++forwards;
+      if (own[threads - 1] == 0 && own[0] == threads - 1) ++backwards;
+    }
+    QCOMPARE(forwards, 2);
+    QCOMPARE(backwards, 2);
+  }
+
   void deviceMemoryStartsAsGarbage() {
     // cudaMalloc gives NaNs, so that a kernel reading what nobody wrote fails its comparison.
     float* p = nullptr;

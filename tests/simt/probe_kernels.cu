@@ -85,6 +85,11 @@ __global__ void dynamic_shared_kernel(float* out) {
   out[threadIdx.x] = scratch[(threadIdx.x + 1) % blockDim.x];
 }
 
+// Each block's order of first runs: its threads take tickets as they start.
+__global__ void start_order_kernel(int* tickets, int* counters) {
+  tickets[blockIdx.x * blockDim.x + threadIdx.x] = atomicAdd(&counters[blockIdx.x], 1);
+}
+
 int last() { return static_cast<int>(cudaGetLastError()); }
 
 }  // namespace
@@ -119,6 +124,10 @@ int own_arguments(int threads, int step, int* out) {
 }
 int dynamic_shared(int threads, std::size_t bytes, float* out) {
   dynamic_shared_kernel<<<1, threads, bytes>>>(out);
+  return last();
+}
+int start_order(int blocks, int threads, int* tickets, int* counters) {
+  start_order_kernel<<<blocks, threads>>>(tickets, counters);
   return last();
 }
 int allow_dynamic_shared(int bytes) {

@@ -17,5 +17,6 @@ int grid(Shape grid, Shape block, int* out);              // an int per thread o
 int own_arguments(int threads, int step, int* out);       // `threads` ints
 int dynamic_shared(int threads, std::size_t bytes, float* out);
 int allow_dynamic_shared(int bytes);
+int start_order(int blocks, int threads, int* tickets, int* counters);  // blocks × threads tickets, a counter a block
 
 }  // namespace simt_probe

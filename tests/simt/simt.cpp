@@ -127,6 +127,7 @@ std::vector<Warp> warps;
 Gate block_gate;
 unsigned live = 0;
 std::uint64_t progress = 0;  // arrivals, releases and exits: a pass without any is a deadlock
+std::uint64_t blocks_run = 0;  // over all launches: which way the next block's threads are taken
 void* scheduler_sp = nullptr;
 #if !defined(__x86_64__)
 ucontext_t scheduler_context;
@@ -344,10 +345,15 @@ cudaError_t run(const char* name, const void* kernel, dim3 grid, dim3 block, std
         }
         block_gate = Gate{};
         live = static_cast<unsigned>(n);
+        // Every other block takes its threads last to first: its last thread runs ahead, where a
+        // missing barrier then shows that the first thread's running ahead would not.
+        const bool backwards = blocks_run++ % 2 == 1;
         while (live > 0) {
           const std::uint64_t before = progress;
-          for (std::size_t i = 0; i < n; ++i)
+          for (std::size_t j = 0; j < n; ++j) {
+            const std::size_t i = backwards ? n - 1 - j : j;
             if (!threads[i].done) resume(threads[i], i);
+          }
           if (live > 0 && progress == before) {
             report_deadlock();
             result = cudaErrorLaunchFailure;

@@ -9,8 +9,8 @@
 // indexing, bounds (ASan sees every buffer and shared array), the cooperation of lanes and blocks,
 // launch configurations and shared-memory limits. A collective some lane never reaches is reported
 // as a deadlock and fails the launch, where a GPU would hang or read garbage.
-// A thread runs until it waits, so the first thread of a block runs ahead of the others: a missing
-// __syncthreads shows as a wrong result. Not checked: memory ordering (compute-sanitizer's racecheck,
+// A thread runs until it waits, so one thread of a block runs ahead of the others (the first, or in
+// every other block the last): a missing __syncthreads shows as a wrong result. Not checked: memory ordering (compute-sanitizer's racecheck,
 // on the GPU) and speed. A thread spinning on memory another thread of its block writes would never
 // yield (no kernel here does). One launch at a time, from any one thread.
 #include <bit>
