@@ -53,6 +53,10 @@ __device__ __forceinline__ void rotate_pair(float* v, const float* c, const floa
   v[d + half] = b * c[d + half] + a * s[d + half];
 }
 
+// Threads of a block that normalizes a row of `width` (rms_norm_cuda; the fused norm_route_cuda
+// takes as many, so that the two sum alike).
+inline int rms_norm_threads(int width) { return width >= 1024 ? 1024 : (width >= 256 ? 256 : 64); }
+
 inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 inline int launched() { return static_cast<int>(cudaGetLastError()); }
 inline unsigned blocks_for(std::int64_t n, int per_block) { return static_cast<unsigned>((n + per_block - 1) / per_block); }

@@ -153,20 +153,61 @@ __device__ void reroute_warp(const std::int32_t* ids, const std::int32_t* rows, 
   }
 }
 
+// What the small routing reads and writes besides the logits.
+struct SmallRouting {
+  bool mask, renormalize;
+  std::int32_t* ids;
+  float* weights;
+  const std::int32_t* rows;
+  int tokens, k;
+  const std::int32_t* table;
+  int experts;
+  const bf16_t* base;
+  std::int64_t stride;
+  GroupedPairs out;
+};
+
 // route_kernel for at most kWarp pairs: a warp per token's top-k, then reroute_warp.
-__global__ void route_small_kernel(float* logits, bool mask, bool renormalize, std::int32_t* ids, float* weights, const std::int32_t* rows,
-                                   int tokens, int k, const std::int32_t* table, int experts, const bf16_t* base, std::int64_t stride,
-                                   GroupedPairs out) {
-  for (int t = threadIdx.x / kWarp; t < tokens; t += blockDim.x / kWarp) {
-    float* row = logits + static_cast<std::int64_t>(t) * experts;
-    if (mask) {
-      mask_row(row, table + static_cast<std::int64_t>(rows[t]) * experts, experts);
+__device__ void route_small(float* logits, const SmallRouting& r) {
+  for (int t = threadIdx.x / kWarp; t < r.tokens; t += blockDim.x / kWarp) {
+    float* row = logits + static_cast<std::int64_t>(t) * r.experts;
+    if (r.mask) {
+      mask_row(row, r.table + static_cast<std::int64_t>(r.rows[t]) * r.experts, r.experts);
       __syncwarp();
     }
-    topk_of_row(row, experts, k, renormalize, ids + t * k, weights + t * k);
+    topk_of_row(row, r.experts, r.k, r.renormalize, r.ids + t * r.k, r.weights + t * r.k);
   }
   __syncthreads();  // every token's ids written
-  if (threadIdx.x < kWarp) reroute_warp(ids, rows, tokens * k, k, table, experts, base, stride, out);
+  if (threadIdx.x < kWarp) reroute_warp(r.ids, r.rows, r.tokens * r.k, r.k, r.table, r.experts, r.base, r.stride, r.out);
+}
+
+__global__ void route_small_kernel(float* logits, SmallRouting r) { route_small(logits, r); }
+
+// The post-attention norm and the router before route_small, in the same block: h and the logits
+// are written with rms_norm_kernel's and linear_kernel's sums in their order (equal to the bit), for
+// the experts, the shared expert and the prefetch's prediction to read.
+__global__ void norm_route_kernel(const float* x, NormRouter nr, float* h, float* logits, SmallRouting r) {
+  __shared__ float partial[kWarp];
+  const int width = nr.hidden;
+  for (int t = 0; t < r.tokens; ++t) {
+    const float* row = x + static_cast<std::int64_t>(t) * width;
+    float ss = 0;
+    for (int i = threadIdx.x; i < width; i += blockDim.x) ss += row[i] * row[i];
+    const float scale = rsqrtf(block_sum(ss, partial) / static_cast<float>(width) + nr.eps);
+    float* o = h + static_cast<std::int64_t>(t) * width;
+    for (int i = threadIdx.x; i < width; i += blockDim.x) o[i] = bf16_bits_to_float(nr.norm[i]) * (row[i] * scale);
+  }
+  __syncthreads();  // h whole before a warp reads another's part of it
+  const int warps = blockDim.x / kWarp;
+  for (int task = threadIdx.x / kWarp; task < r.tokens * r.experts; task += warps) {
+    const int t = task / r.experts, e = task % r.experts;
+    const float* xs[1] = {h + static_cast<std::int64_t>(t) * width};
+    float logit[1];
+    dot_rows<1>(nr.router + static_cast<std::int64_t>(e) * width, width, xs, 1, logit);
+    if (threadIdx.x % kWarp == 0) logits[task] = logit[0];
+  }
+  __syncthreads();  // every logit written
+  route_small(logits, r);
 }
 
 // Grid: x over weight rows (kRowsPerBlock per block), y over groups; each block walks its group's
@@ -289,12 +330,23 @@ int route_cuda(float* logits, bool mask, bool renormalize, std::int32_t* ids, fl
   if (experts > kRouterMaxExperts || k > experts || k <= 0 || tokens * k > kRouteMaxPairs) return static_cast<int>(cudaErrorInvalidValue);
   if (tokens * k <= kWarp) {  // a decode step of a few tokens: a warp a token, no block-wide scans
     const int warps = tokens > 0 ? tokens : 1;
-    route_small_kernel<<<1, warps * kWarp, 0, as_stream(stream)>>>(logits, mask, renormalize, ids, weights, rows, tokens, k, table,
-                                                                  experts, base, stride, out);
+    const SmallRouting r{mask, renormalize, ids, weights, rows, tokens, k, table, experts, base, stride, out};
+    route_small_kernel<<<1, warps * kWarp, 0, as_stream(stream)>>>(logits, r);
     return launched();
   }
   route_kernel<<<1, kRerouteThreads, 0, as_stream(stream)>>>(logits, mask, renormalize, ids, weights, rows, tokens, k, table, experts,
                                                               slots, base, stride, scratch, scratch + slots, out);
+  return launched();
+}
+
+int norm_route_cuda(const float* x, const NormRouter& nr, float* h, float* logits, bool mask, bool renormalize, std::int32_t* ids,
+                    float* weights, const std::int32_t* rows, int tokens, int k, const std::int32_t* table, int experts, const bf16_t* base,
+                    std::int64_t stride, GroupedPairs out, void* stream) {
+  static_assert(kNormRouteMaxPairs <= kWarp, "reroute_warp holds a pair a lane");
+  if (experts > kNormRouteMaxExperts || k > experts || k <= 0 || tokens <= 0 || tokens * k > kNormRouteMaxPairs || nr.hidden <= 0)
+    return static_cast<int>(cudaErrorInvalidValue);
+  const SmallRouting r{mask, renormalize, ids, weights, rows, tokens, k, table, experts, base, stride, out};
+  norm_route_kernel<<<1, rms_norm_threads(nr.hidden), 0, as_stream(stream)>>>(x, nr, h, logits, r);
   return launched();
 }
 

@@ -45,6 +45,22 @@ int route_cuda(float* logits, bool mask, bool renormalize, std::int32_t* ids, fl
                int k, const std::int32_t* table, int experts, int slots, const bf16_t* base, std::int64_t stride, int* scratch,
                GroupedPairs out, void* stream);
 
+// For a decode step of one resident set: its post-attention RMSNorm (h = norm(x), as rms_norm_cuda
+// computes it), its router (logits = h · routerᵀ, as linear_cuda computes it) and route_cuda, in one
+// launch of one block — three launches become one. At most kNormRouteMaxPairs pairs and kNormRouteMaxExperts
+// experts (the block reads the router's E × H weights alone). x, h [tokens, hidden]; logits [tokens, E].
+struct NormRouter {
+  const bf16_t* norm = nullptr;    // [hidden]
+  float eps = 0;
+  const bf16_t* router = nullptr;  // [experts, hidden]
+  int hidden = 0;
+};
+constexpr int kNormRouteMaxExperts = 64;
+constexpr int kNormRouteMaxPairs = 32;  // tokens · k
+int norm_route_cuda(const float* x, const NormRouter& nr, float* h, float* logits, bool mask, bool renormalize, std::int32_t* ids,
+                    float* weights, const std::int32_t* rows, int tokens, int k, const std::int32_t* table, int experts, const bf16_t* base,
+                    std::int64_t stride, GroupedPairs out, void* stream);
+
 // The grouped SwiGLU over at most max_groups groups. x [tokens, H]; act [pairs, I]; out [pairs, H].
 int expert_gate_up_cuda(const float* x, int hidden, int inter, int k, GroupedPairs g, int max_groups, float* act,
                         void* stream);

@@ -94,8 +94,7 @@ int embed_rows_cuda(const bf16_t* table, const std::int32_t* ids, int tokens, in
 
 int rms_norm_cuda(const float* x, const bf16_t* w, int rows, int width, float eps, float* out, void* stream) {
   if (rows == 0) return 0;
-  const int threads = width >= 1024 ? 1024 : (width >= 256 ? 256 : 64);
-  rms_norm_kernel<<<rows, threads, 0, as_stream(stream)>>>(x, w, width, eps, out);
+  rms_norm_kernel<<<rows, rms_norm_threads(width), 0, as_stream(stream)>>>(x, w, width, eps, out);
   return launched();
 }
 

@@ -25,7 +25,9 @@
 
 using namespace mosaic::kernels;
 
-namespace {
+// Named, not anonymous: the cases' local structs hold Devs, and GCC warns of a member whose type
+// has internal linkage (-Wsubobject-linkage).
+namespace kernels_suite {
 
 // A device copy of a host vector, and back.
 template <class T>
@@ -47,6 +49,12 @@ struct Dev {
     return v;
   }
 };
+
+}  // namespace kernels_suite
+
+namespace {
+
+using kernels_suite::Dev;
 
 std::mt19937 rng(1234);
 std::vector<float> randn(std::size_t n, float scale = 1.0f) {
@@ -455,6 +463,78 @@ class TestCudaKernels : public QObject {
             QCOMPARE(gb, ga);
           }
         }
+  }
+
+  void normRouteMatchesTheSeparateLaunches() {
+    // norm_route_cuda against rms_norm_cuda, linear_cuda (the router) and route_cuda: the same h to the
+    // bit (the same sums in the same order), the same logits (the same dot products; within 1e-6 in
+    // case nvcc contracts another instantiation's differently), so the same choices and groups.
+    for (const auto& [tokens, k, experts, hidden] : std::vector<std::tuple<int, int, int, int>>{
+             {1, 2, 8, 2048}, {1, 2, 8, 72}, {7, 2, 8, 256}, {16, 2, 8, 136}, {5, 6, 64, 128}, {1, 8, 64, 1024}, {3, 1, 4, 40}})
+      for (bool mask : {false, true})
+        for (bool renormalize : {false, true}) {
+          const int targets = 3, slots = experts + 6;
+          std::vector<std::int32_t> table(std::size_t(targets) * experts);
+          std::uniform_int_distribution<int> pick(-3, slots - 1);
+          for (auto& s : table) s = std::max(-1, pick(rng));
+          std::fill(table.begin() + 2 * experts, table.end(), -1);  // target 2: nothing resident
+          std::vector<std::int32_t> rows(static_cast<std::size_t>(tokens));
+          for (auto& r : rows) r = int(rng() % targets);
+          const auto x = randn(std::size_t(tokens) * hidden);
+          const auto norm = randn_bf16(std::size_t(hidden), 0.2f, 1.0f), router = randn_bf16(std::size_t(experts) * hidden, 0.05f);
+          const std::size_t P = std::size_t(tokens) * k;
+          const std::int64_t stride = 96;
+          Dev<bf16_t> base(std::size_t(slots) * stride), dnorm(norm), drouter(router);
+          Dev<std::int32_t> drows(rows), dtable(table);
+          Dev<float> dx(x);
+          struct Out {
+            Dev<float> h, logits, w;
+            Dev<std::int32_t> ids, scratch, pair_at, pos_of;
+            Dev<int> groups, misses, begin, end;
+            Dev<const bf16_t*> wptr;
+            GroupedPairs g() { return {groups.p, begin.p, end.p, wptr.p, pair_at.p, pos_of.p, misses.p}; }
+          };
+          auto make = [&] {
+            return Out{Dev<float>(std::size_t(tokens) * hidden), Dev<float>(std::size_t(tokens) * experts), Dev<float>(P),
+                       Dev<std::int32_t>(P), Dev<std::int32_t>(2 * std::size_t(slots)), Dev<std::int32_t>(P), Dev<std::int32_t>(P),
+                       Dev<int>(1), Dev<int>(1), Dev<int>(P), Dev<int>(P), Dev<const bf16_t*>(P)};
+          };
+          Out a = make(), b = make();
+          const float eps = 1e-5f;
+          CHECK_LAUNCH(rms_norm_cuda(dx.p, dnorm.p, tokens, hidden, eps, a.h.p, nullptr));
+          CHECK_LAUNCH(linear_cuda(a.h.p, tokens, hidden, drouter.p, experts, nullptr, false, a.logits.p, nullptr));
+          CHECK_LAUNCH(route_cuda(a.logits.p, mask, renormalize, a.ids.p, a.w.p, drows.p, tokens, k, dtable.p, experts, slots, base.p,
+                                  stride, a.scratch.p, a.g(), nullptr));
+          const NormRouter nr{dnorm.p, eps, drouter.p, hidden};
+          CHECK_LAUNCH(norm_route_cuda(dx.p, nr, b.h.p, b.logits.p, mask, renormalize, b.ids.p, b.w.p, drows.p, tokens, k, dtable.p, experts,
+                                       base.p, stride, b.g(), nullptr));
+          SYNCED();
+          const QString where = QStringLiteral("tokens %1 k %2 experts %3 hidden %4 mask %5 renormalize %6")
+                                    .arg(tokens).arg(k).arg(experts).arg(hidden).arg(mask).arg(renormalize);
+          QVERIFY2(a.h.get() == b.h.get(), qPrintable(where));
+          const auto la = a.logits.get(), lb = b.logits.get();  // masked alike: −inf where masked
+          for (std::size_t i = 0; i < la.size(); ++i)
+            QVERIFY2(la[i] == lb[i] || std::abs(la[i] - lb[i]) <= 1e-6f * std::abs(la[i]), qPrintable(where));
+          QVERIFY2(a.ids.get() == b.ids.get(), qPrintable(where));
+          QVERIFY2(rel(b.w.get(), a.w.get()) < 1e-6, qPrintable(where));
+          const int groups = a.groups.get()[0];
+          QCOMPARE(b.groups.get()[0], groups);
+          QCOMPARE(b.misses.get()[0], a.misses.get()[0]);
+          const auto ba = a.begin.get(), bb = b.begin.get(), ea = a.end.get(), eb = b.end.get();
+          const auto wa = a.wptr.get(), wb = b.wptr.get();
+          QVERIFY(std::equal(bb.begin(), bb.begin() + groups, ba.begin()));
+          QVERIFY(std::equal(eb.begin(), eb.begin() + groups, ea.begin()));
+          QVERIFY(std::equal(wb.begin(), wb.begin() + groups, wa.begin()));
+          QVERIFY2(a.pos_of.get() == b.pos_of.get(), qPrintable(where));  // both grouped by warp votes: one order
+        }
+    // What one block cannot take is refused, not launched.
+    Dev<float> f(64 * 65);
+    Dev<std::int32_t> i(64);
+    const GroupedPairs none{};
+    const NormRouter nr{nullptr, 1e-5f, nullptr, 64};
+    QCOMPARE(norm_route_cuda(f.p, nr, f.p, f.p, false, false, i.p, f.p, i.p, 1, 2, i.p, 65, nullptr, 1, none, nullptr), int(cudaErrorInvalidValue));
+    QCOMPARE(norm_route_cuda(f.p, nr, f.p, f.p, false, false, i.p, f.p, i.p, 11, 3, i.p, 8, nullptr, 1, none, nullptr), int(cudaErrorInvalidValue));
+    QCOMPARE(norm_route_cuda(f.p, nr, f.p, f.p, false, false, i.p, f.p, i.p, 0, 2, i.p, 8, nullptr, 1, none, nullptr), int(cudaErrorInvalidValue));
   }
 
   void linearPartsMatchReference() {

@@ -130,6 +130,9 @@ class CudaBackend final : public Backend {
   void moe(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result);
   // A layer whose pairs all hit (or whose router is masked): routed on the device, no host round trip.
   bool routable_on_device(std::int64_t layer, const StepInputs& in, const MoeState& state) const;
+  // Such a layer in a decode step of one set: its post-attention norm, router and routing are one
+  // launch (kernels::norm_route_cuda), so forward() leaves the norm to moe().
+  bool norm_routes(std::int64_t layer, const StepInputs& in, const MoeState& state) const;
   // `next` ≥ 0: that layer's prefetch is issued once this layer's own loads are in.
   void route_on_host(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result, std::int64_t next);
   void run_grouped(const kernels::GroupedPairs& g, int max_groups);

@@ -2,8 +2,9 @@
 // masked gating where the policy asks, fused softmax/top-k, then the routed experts —
 //   on the device, when every pair of the layer is sure to hit (or the router is masked): the
 //   reroute kernel groups pairs by slot and the grouped kernels run, with no host round trip (with
-//   the fusions on, mask, top-k and reroute are one launch, and a lone token's down projection adds
-//   its pairs into the residual itself, with no combine);
+//   the fusions on, mask, top-k and reroute are one launch — with the post-attention norm and the
+//   router too in a decode step of one set — and a lone token's down projection adds its pairs into
+//   the residual itself, with no combine);
 //   through the host otherwise: the top-k comes back, the routing plan (misses, loads, waves) is made
 //   exactly as for the CPU backend, loads go on the copy stream, and each wave's groups run — small
 //   ones through the grouped kernels, large ones (prefill) through cuBLAS.
@@ -29,6 +30,12 @@ constexpr std::int64_t kDevicePairs = 64;     // steps with more pairs (prefill)
 static_assert(kDevicePairs <= kernels::kRouteMaxPairs, "a step routed on the device is one route_cuda launch");
 
 }  // namespace
+
+bool CudaBackend::norm_routes(std::int64_t layer, const StepInputs& in, const MoeState& state) const {
+  // One set's rows (one norm and one router), a router one block reads quickly, and pairs for a warp.
+  return fused_ && in.groups.size() == 1 && spec_.num_experts <= kernels::kNormRouteMaxExperts &&
+         in.tokens * spec_.top_k <= kernels::kNormRouteMaxPairs && routable_on_device(layer, in, state);
+}
 
 bool CudaBackend::routable_on_device(std::int64_t layer, const StepInputs& in, const MoeState& state) const {
   // The reroute kernel addresses a layer's slots end to end and the grouped kernels read dense
@@ -120,17 +127,26 @@ void CudaBackend::moe(std::int64_t layer, const StepInputs& in, MoeState& state,
 
   const bool on_device = routable_on_device(layer, in, state);
   const auto slots = static_cast<int>(shape_.layer_slots[l]);
-  for (const TokenGroup& g : in.groups)
-    linear(w.h + g.begin * H, g.end - g.begin, H, weight(g.buffer, L.router), E, nullptr, false, w.router + g.begin * E);
-  if (fused_ && on_device) {  // before predict, which reuses w.router
-    MOSAIC_CUDA_CHECK(kernels::route_cuda(w.router, state.policy->masks_router(), s.norm_topk_prob, ids, w.topk_w, in.device.rows,
-                                          static_cast<int>(T), static_cast<int>(k), table, static_cast<int>(E), slots, layer_slots(l),
-                                          slot_elements_, w.reroute_scratch, w.groups, stream_));
+  // The router's logits, its top-k and (on the device) the groups. Before predict, which reuses w.router.
+  const bool masks = state.policy->masks_router();
+  if (norm_routes(layer, in, state)) {  // the post-attention norm too (forward() left it): one launch
+    const int b = in.groups.front().buffer;
+    const kernels::NormRouter nr{weight(b, L.post_norm), static_cast<float>(s.rms_norm_eps), weight(b, L.router), static_cast<int>(H)};
+    MOSAIC_CUDA_CHECK(kernels::norm_route_cuda(w.x, nr, w.h, w.router, masks, s.norm_topk_prob, ids, w.topk_w, in.device.rows,
+                                               static_cast<int>(T), static_cast<int>(k), table, static_cast<int>(E), layer_slots(l),
+                                               slot_elements_, w.groups, stream_));
   } else {
-    if (state.policy->masks_router())
-      MOSAIC_CUDA_CHECK(kernels::mask_router_cuda(w.router, in.device.rows, table, static_cast<int>(T), static_cast<int>(E), stream_));
-    MOSAIC_CUDA_CHECK(kernels::router_topk_cuda(w.router, static_cast<int>(T), static_cast<int>(E), static_cast<int>(k), s.norm_topk_prob,
-                                                ids, w.topk_w, stream_));
+    for (const TokenGroup& g : in.groups)
+      linear(w.h + g.begin * H, g.end - g.begin, H, weight(g.buffer, L.router), E, nullptr, false, w.router + g.begin * E);
+    if (fused_ && on_device) {
+      MOSAIC_CUDA_CHECK(kernels::route_cuda(w.router, masks, s.norm_topk_prob, ids, w.topk_w, in.device.rows, static_cast<int>(T),
+                                            static_cast<int>(k), table, static_cast<int>(E), slots, layer_slots(l), slot_elements_,
+                                            w.reroute_scratch, w.groups, stream_));
+    } else {
+      if (masks) MOSAIC_CUDA_CHECK(kernels::mask_router_cuda(w.router, in.device.rows, table, static_cast<int>(T), static_cast<int>(E), stream_));
+      MOSAIC_CUDA_CHECK(kernels::router_topk_cuda(w.router, static_cast<int>(T), static_cast<int>(E), static_cast<int>(k), s.norm_topk_prob,
+                                                  ids, w.topk_w, stream_));
+    }
   }
 
   // The prefetch policy predicts the next MoE layer's experts here, unless every pair there hits anyway.

@@ -167,11 +167,13 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
     }
     MOSAIC_CUDA_CHECK(kernels::paged_attention_cuda(w.q, pq, T, nh, kvh, hd, attention_positions, kc, vc, w.attn, tiles, stream_,
                                                     {attention_split_.get(), attention_split_.bytes()}));
+    const bool normed_in_routing = s.is_sparse(l) && norm_routes(l, in, state);  // moe() normalizes
     for (const TokenGroup& g : in.groups) {
       const std::int64_t n = g.end - g.begin;
       float *x = w.x + g.begin * H, *h = w.h + g.begin * H;
       linear(w.attn + g.begin * s.q_width(), n, s.q_width(), weight(g.buffer, L.wo), H, weight(g.buffer, L.bo), true, x);
-      MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(x, weight(g.buffer, L.post_norm), static_cast<int>(n), H, eps, h, stream_));
+      if (!normed_in_routing)
+        MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(x, weight(g.buffer, L.post_norm), static_cast<int>(n), H, eps, h, stream_));
     }
     if (s.is_sparse(l)) {
       if (alone) mark(l, 1);

@@ -177,7 +177,10 @@ std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context, boo
   measure("embedding row", 1, weights(1, H), [&](int i) {
     return kernels::embed_rows_cuda(arena.copy(i, weights(V, H)), ids.get<std::int32_t>(), 1, H, x.get<float>(), st);
   });
-  measure("RMSNorm", 2 * L + 1, weights(1, H), [&](int i) {
+  // Fused, a MoE layer's post-attention norm is in its routing launch (norm_route_cuda), as the
+  // backend's step makes it where the router is small enough for one block.
+  const bool norm_routed = fused && E <= kernels::kNormRouteMaxExperts && K <= kernels::kNormRouteMaxPairs;
+  measure("RMSNorm", norm_routed ? 2 * L - Ls + 1 : 2 * L + 1, weights(1, H), [&](int i) {
     return kernels::rms_norm_cuda(x.get<float>(), arena.copy(i, weights(1, H)), 1, H, eps, h.get<float>(), st);
   });
   if (fused) {
@@ -222,16 +225,26 @@ std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context, boo
   measure("output projection", L, weights(H, Q), [&](int i) {
     return kernels::linear_cuda(attn.get<float>(), 1, Q, arena.copy(i, weights(H, Q)), H, nullptr, true, x.get<float>(), st);
   });
-  measure("router", Ls, weights(E, H), [&](int i) {
-    return kernels::linear_cuda(h.get<float>(), 1, H, arena.copy(i, weights(E, H)), E, nullptr, false, router.get<float>(), st);
-  });
-  if (fused) {
+  if (norm_routed) {
+    measure("norm, router, top-k, reroute", Ls, weights(E + 1, H), [&](int i) {
+      const bf16_t* w = arena.copy(i, weights(E + 1, H));
+      const kernels::NormRouter nr{w, eps, w + H, H};
+      return kernels::norm_route_cuda(x.get<float>(), nr, h.get<float>(), router.get<float>(), false, s.norm_topk_prob, ids.get<std::int32_t>(),
+                                      topk_w.get<float>(), zero_int.get<std::int32_t>(), 1, K, table.get<std::int32_t>(), E, arena.copy(i, expert),
+                                      static_cast<std::int64_t>(expert / sizeof(bf16_t)), rerouted, st);
+    });
+  } else {
+    measure("router", Ls, weights(E, H), [&](int i) {
+      return kernels::linear_cuda(h.get<float>(), 1, H, arena.copy(i, weights(E, H)), E, nullptr, false, router.get<float>(), st);
+    });
+  }
+  if (fused && !norm_routed) {
     measure("top-k and reroute", Ls, 0, [&](int i) {
       return kernels::route_cuda(router.get<float>(), false, s.norm_topk_prob, ids.get<std::int32_t>(), topk_w.get<float>(),
                                  zero_int.get<std::int32_t>(), 1, K, table.get<std::int32_t>(), E, E, arena.copy(i, expert),
                                  static_cast<std::int64_t>(expert / sizeof(bf16_t)), scratch.get<int>(), rerouted, st);
     });
-  } else {
+  } else if (!fused) {
     measure("softmax and top-k", Ls, 0, [&](int) {
       return kernels::router_topk_cuda(router.get<float>(), 1, E, K, s.norm_topk_prob, ids.get<std::int32_t>(), topk_w.get<float>(), st);
     });
