@@ -181,12 +181,14 @@ __device__ void route_small(float* logits, const SmallRouting& r) {
   if (threadIdx.x < kWarp) reroute_warp(r.ids, r.rows, r.tokens * r.k, r.k, r.table, r.experts, r.base, r.stride, r.out);
 }
 
-__global__ void route_small_kernel(float* logits, SmallRouting r) { route_small(logits, r); }
+__global__ void __launch_bounds__(1024) route_small_kernel(float* logits, SmallRouting r) { route_small(logits, r); }
 
 // The post-attention norm and the router before route_small, in the same block: h and the logits
-// are written with rms_norm_kernel's and linear_kernel's sums in their order (equal to the bit), for
-// the experts, the shared expert and the prefetch's prediction to read.
-__global__ void norm_route_kernel(const float* x, NormRouter nr, float* h, float* logits, SmallRouting r) {
+// are written with rms_norm_kernel's and linear_kernel's sums in their order, for the experts, the
+// shared expert and the prefetch's prediction to read. (The same bits as the separate launches
+// where the backend's router runs linear_kernel, up to kGemvRows tokens; past that it runs cuBLAS
+// on a bf16 copy of h, and fp32 here is the closer to the CPU's.) Up to 1024 threads: rms_norm's.
+__global__ void __launch_bounds__(1024) norm_route_kernel(const float* x, NormRouter nr, float* h, float* logits, SmallRouting r) {
   __shared__ float partial[kWarp];
   const int width = nr.hidden;
   for (int t = 0; t < r.tokens; ++t) {

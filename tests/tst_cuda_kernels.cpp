@@ -470,7 +470,8 @@ class TestCudaKernels : public QObject {
     // bit (the same sums in the same order), the same logits (the same dot products; within 1e-6 in
     // case nvcc contracts another instantiation's differently), so the same choices and groups.
     for (const auto& [tokens, k, experts, hidden] : std::vector<std::tuple<int, int, int, int>>{
-             {1, 2, 8, 2048}, {1, 2, 8, 72}, {7, 2, 8, 256}, {16, 2, 8, 136}, {5, 6, 64, 128}, {1, 8, 64, 1024}, {3, 1, 4, 40}})
+             {1, 2, 8, 2048}, {1, 2, 8, 72}, {7, 2, 8, 256}, {16, 2, 8, 136}, {5, 6, 64, 128}, {1, 8, 64, 1024}, {3, 1, 4, 40},
+             {2, 2, 8, 44} /* not a multiple of 8: the scalar dot products */, {4, 8, 64, 256} /* 32 pairs, OLMoE's E and k */})
       for (bool mask : {false, true})
         for (bool renormalize : {false, true}) {
           const int targets = 3, slots = experts + 6;

@@ -167,16 +167,18 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
     }
     MOSAIC_CUDA_CHECK(kernels::paged_attention_cuda(w.q, pq, T, nh, kvh, hd, attention_positions, kc, vc, w.attn, tiles, stream_,
                                                     {attention_split_.get(), attention_split_.bytes()}));
-    const bool normed_in_routing = s.is_sparse(l) && norm_routes(l, in, state);  // moe() normalizes
-    for (const TokenGroup& g : in.groups) {
-      const std::int64_t n = g.end - g.begin;
-      float *x = w.x + g.begin * H, *h = w.h + g.begin * H;
-      linear(w.attn + g.begin * s.q_width(), n, s.q_width(), weight(g.buffer, L.wo), H, weight(g.buffer, L.bo), true, x);
-      if (!normed_in_routing)
-        MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(x, weight(g.buffer, L.post_norm), static_cast<int>(n), H, eps, h, stream_));
-    }
+    for (const TokenGroup& g : in.groups)
+      linear(w.attn + g.begin * s.q_width(), g.end - g.begin, s.q_width(), weight(g.buffer, L.wo), H, weight(g.buffer, L.bo), true,
+             w.x + g.begin * H);
+    // A lone token's MoE layer is timed from here: the post-attention norm on, which a one-set
+    // decode step makes inside its routing launch (norm_route_cuda), so it counts in the expert block
+    // whichever way the layer routes.
+    if (alone && s.is_sparse(l)) mark(l, 1);
+    if (!(s.is_sparse(l) && norm_routes(l, in, state)))  // else moe() normalizes
+      for (const TokenGroup& g : in.groups)
+        MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(w.x + g.begin * H, weight(g.buffer, L.post_norm), static_cast<int>(g.end - g.begin), H,
+                                                 eps, w.h + g.begin * H, stream_));
     if (s.is_sparse(l)) {
-      if (alone) mark(l, 1);
       moe(l, in, state, result);
       if (alone) mark(l, 2);
     } else {
