@@ -5,13 +5,16 @@ namespace mosaic::kernels {
 namespace {
 
 // Weight row `row` against rows [first, first + TOK) of x, by one warp.
+// With norm.weight, against x's rows RMS-normalized (dot_rows_normed).
 template <int TOK>
 __device__ __forceinline__ void linear_row(const float* __restrict__ x, int n, int in, const bf16_t* __restrict__ w, int out, int row,
-                                           int first, const bf16_t* __restrict__ bias, bool accumulate, float* __restrict__ y) {
+                                           int first, const bf16_t* __restrict__ bias, bool accumulate, float* __restrict__ y,
+                                           RowNorm norm = {}) {
   const float* xs[TOK];
   const int count = row_pointers<TOK>(x, in, first, n, xs);
   float acc[TOK];
-  dot_rows<TOK>(w + static_cast<std::int64_t>(row) * in, in, xs, count, acc);
+  if (norm.weight) dot_rows_normed<TOK>(w + static_cast<std::int64_t>(row) * in, in, xs, count, norm.weight, norm.eps, acc);
+  else dot_rows<TOK>(w + static_cast<std::int64_t>(row) * in, in, xs, count, acc);
   if (threadIdx.x % kWarp != 0) return;
   const float b = bias ? bf16_bits_to_float(bias[row]) : 0.0f;
 #pragma unroll
@@ -38,7 +41,7 @@ struct Parts {
 };
 
 template <int TOK>
-__global__ void linear_parts_kernel(const float* __restrict__ x, int n, int in, Parts parts) {
+__global__ void linear_parts_kernel(const float* __restrict__ x, int n, int in, Parts parts, RowNorm norm) {
   // The block's part, by constant indices only: a runtime index into the parameters would copy
   // them to local memory.
   const int block = blockIdx.x;
@@ -52,7 +55,7 @@ __global__ void linear_parts_kernel(const float* __restrict__ x, int n, int in, 
     }
   const int row = (block - first) * kRowsPerBlock + threadIdx.x / kWarp;
   if (row >= p.out) return;
-  linear_row<TOK>(x, n, in, p.w, p.out, row, blockIdx.y * TOK, p.bias, false, p.y);
+  linear_row<TOK>(x, n, in, p.w, p.out, row, blockIdx.y * TOK, p.bias, false, p.y, norm);
 }
 
 template <int TOK>
@@ -63,9 +66,9 @@ int launch(const float* x, int n, int in, const bf16_t* w, int out, const bf16_t
 }
 
 template <int TOK>
-int launch_parts(const float* x, int n, int in, const Parts& parts, void* stream) {
+int launch_parts(const float* x, int n, int in, const Parts& parts, RowNorm norm, void* stream) {
   const dim3 grid(static_cast<unsigned>(parts.first_block[parts.count]), blocks_for(n, TOK));
-  linear_parts_kernel<TOK><<<grid, kRowsPerBlock * kWarp, 0, as_stream(stream)>>>(x, n, in, parts);
+  linear_parts_kernel<TOK><<<grid, kRowsPerBlock * kWarp, 0, as_stream(stream)>>>(x, n, in, parts, norm);
   return launched();
 }
 
@@ -80,7 +83,7 @@ int linear_cuda(const float* x, int n, int in, const bf16_t* w, int out, const b
   return launch<8>(x, n, in, w, out, bias, accumulate, y, stream);
 }
 
-int linear_parts_cuda(const float* x, int n, int in, const LinearPart* parts, int count, void* stream) {
+int linear_parts_cuda(const float* x, int n, int in, const LinearPart* parts, int count, void* stream, RowNorm norm) {
   if (count < 1 || count > kMaxLinearParts || n > 8) return static_cast<int>(cudaErrorInvalidValue);
   Parts p{};
   p.count = count;
@@ -89,10 +92,10 @@ int linear_parts_cuda(const float* x, int n, int in, const LinearPart* parts, in
     p.first_block[i + 1] = p.first_block[i] + static_cast<int>(blocks_for(parts[i].out, kRowsPerBlock));
   }
   if (n == 0 || p.first_block[count] == 0) return 0;
-  if (n == 1) return launch_parts<1>(x, n, in, p, stream);
-  if (n == 2) return launch_parts<2>(x, n, in, p, stream);
-  if (n <= 4) return launch_parts<4>(x, n, in, p, stream);
-  return launch_parts<8>(x, n, in, p, stream);
+  if (n == 1) return launch_parts<1>(x, n, in, p, norm, stream);
+  if (n == 2) return launch_parts<2>(x, n, in, p, norm, stream);
+  if (n <= 4) return launch_parts<4>(x, n, in, p, norm, stream);
+  return launch_parts<8>(x, n, in, p, norm, stream);
 }
 
 }  // namespace mosaic::kernels

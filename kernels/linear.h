@@ -20,7 +20,14 @@ struct LinearPart {
   float* y = nullptr;
 };
 constexpr int kMaxLinearParts = 4;
-int linear_parts_cuda(const float* x, int n, int in, const LinearPart* parts, int count, void* stream);
+// With `norm`, x's rows RMS-normalized first, folded into the products (a decode step's input norm
+// before q, k and v): y_i = (g ∘ x / rms(x)) · W_iᵀ, rms(x) = sqrt(mean(x²) + eps), as rms_norm_cuda
+// normalizes, to float rounding.
+struct RowNorm {
+  const bf16_t* weight = nullptr;  // g [in]; none: x as it is
+  float eps = 0;
+};
+int linear_parts_cuda(const float* x, int n, int in, const LinearPart* parts, int count, void* stream, RowNorm norm = {});
 
 void linear_reference(const float* x, int n, int in, const bf16_t* w, int out, const bf16_t* bias, bool accumulate, float* y);
 

@@ -540,13 +540,20 @@ class TestCudaKernels : public QObject {
 
   void linearPartsMatchReference() {
     // Three weights over the same x, one of them empty (the first or the second), with and without
-    // biases, for each row count of the kernel's (1, 2, 3 to 8): each part's rows are linear_reference's.
+    // biases, for each row count of the kernel's (1, 2, 3 to 8): each part's rows are linear_reference's
+    // — of x's rows RMS-normalized first where the norm is folded in (rms_norm_reference's rows).
     for (int n : {1, 2, 3, 8})
       for (int in : {64, 37})
         for (bool bias : {false, true})
+          for (bool normed : {false, true})
           for (const std::vector<int>& outs : {std::vector<int>{33, 0, 100}, std::vector<int>{0, 33, 100}}) {
-          const auto x = randn(std::size_t(n) * in);
+          const auto x = randn(std::size_t(n) * in, 3.0f);
+          const auto g = randn_bf16(std::size_t(in), 0.3f, 1.0f);
+          const float eps = 1e-6f;
+          std::vector<float> h = x;
+          if (normed) rms_norm_reference(x.data(), g.data(), n, in, eps, h.data());
           Dev<float> dx(x);
+          Dev<bf16_t> dg(g);
           std::vector<std::vector<bf16_t>> w, b;
           std::vector<std::unique_ptr<Dev<bf16_t>>> dw, db;
           std::vector<std::unique_ptr<Dev<float>>> dy;
@@ -559,13 +566,13 @@ class TestCudaKernels : public QObject {
             dy.push_back(std::make_unique<Dev<float>>(randn(std::size_t(n) * out)));  // overwritten, not added to
             parts.push_back({dw.back()->p, out, bias ? db.back()->p : nullptr, dy.back()->p});
           }
-          CHECK_LAUNCH(linear_parts_cuda(dx.p, n, in, parts.data(), int(parts.size()), nullptr));
+          CHECK_LAUNCH(linear_parts_cuda(dx.p, n, in, parts.data(), int(parts.size()), nullptr, normed ? RowNorm{dg.p, eps} : RowNorm{}));
           SYNCED();
           for (std::size_t i = 0; i < outs.size(); ++i) {
             std::vector<float> expect(std::size_t(n) * outs[i]);
-            linear_reference(x.data(), n, in, w[i].data(), outs[i], bias ? b[i].data() : nullptr, false, expect.data());
+            linear_reference(h.data(), n, in, w[i].data(), outs[i], bias ? b[i].data() : nullptr, false, expect.data());
             const double e = rel(dy[i]->get(), expect);
-            QVERIFY2(e < 1e-5, qPrintable(QStringLiteral("n=%1 in=%2 part %3: %4").arg(n).arg(in).arg(i).arg(e)));
+            QVERIFY2(e < 1e-5, qPrintable(QStringLiteral("n=%1 in=%2 normed %3 part %4: %5").arg(n).arg(in).arg(normed).arg(i).arg(e)));
           }
         }
     // More parts than a launch holds, or more rows than the kernel takes, are refused.

@@ -130,13 +130,13 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
       const int b = g.buffer;
       float *x = w.x + g.begin * H, *h = w.h + g.begin * H;
       float *q = w.q + g.begin * s.q_width(), *k = w.k + g.begin * s.kv_width(), *v = w.v + g.begin * s.kv_width();
-      MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(x, weight(b, L.input_norm), static_cast<int>(n), H, eps, h, stream_));
-      if (fused_ && n <= kGemvRows) {
+      if (fused_ && n <= kGemvRows) {  // the input norm folded into the projections: h is not written
         const kernels::LinearPart parts[] = {{weight(b, L.wq), static_cast<int>(s.q_width()), weight(b, L.bq), q},
                                              {weight(b, L.wk), static_cast<int>(s.kv_width()), weight(b, L.bk), k},
                                              {weight(b, L.wv), static_cast<int>(s.kv_width()), weight(b, L.bv), v}};
-        MOSAIC_CUDA_CHECK(kernels::linear_parts_cuda(h, static_cast<int>(n), H, parts, 3, stream_));
+        MOSAIC_CUDA_CHECK(kernels::linear_parts_cuda(x, static_cast<int>(n), H, parts, 3, stream_, {weight(b, L.input_norm), eps}));
       } else {
+        MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(x, weight(b, L.input_norm), static_cast<int>(n), H, eps, h, stream_));
         linear(h, n, H, weight(b, L.wq), s.q_width(), weight(b, L.bq), false, q);
         linear(h, n, H, weight(b, L.wk), s.kv_width(), weight(b, L.bk), false, k);
         linear(h, n, H, weight(b, L.wv), s.kv_width(), weight(b, L.bv), false, v);

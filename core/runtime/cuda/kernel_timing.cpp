@@ -177,19 +177,21 @@ std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context, boo
   measure("embedding row", 1, weights(1, H), [&](int i) {
     return kernels::embed_rows_cuda(arena.copy(i, weights(V, H)), ids.get<std::int32_t>(), 1, H, x.get<float>(), st);
   });
-  // Fused, a MoE layer's post-attention norm is in its routing launch (norm_route_cuda), as the
-  // backend's step makes it where the router is small enough for one block.
+  // Fused, as the backend's step makes them: each layer's input norm is folded into its q, k and v
+  // projections, and a MoE layer's post-attention norm is in its routing launch (norm_route_cuda)
+  // where the router is small enough for one block. The final norm stays.
   const bool norm_routed = fused && E <= kernels::kNormRouteMaxExperts && K <= kernels::kNormRouteMaxPairs;
-  measure("RMSNorm", norm_routed ? 2 * L - Ls + 1 : 2 * L + 1, weights(1, H), [&](int i) {
+  const int norms = fused ? (norm_routed ? L - Ls : L) + 1 : 2 * L + 1;
+  measure("RMSNorm", norms, weights(1, H), [&](int i) {
     return kernels::rms_norm_cuda(x.get<float>(), arena.copy(i, weights(1, H)), 1, H, eps, h.get<float>(), st);
   });
   if (fused) {
-    measure("q, k and v projections", L, weights(Q + 2 * std::int64_t(KV), H), [&](int i) {
-      const bf16_t* w = arena.copy(i, weights(Q + 2 * std::int64_t(KV), H));
+    measure("norm, q, k and v projections", L, weights(Q + 2 * std::int64_t(KV) + 1, H), [&](int i) {
+      const bf16_t* w = arena.copy(i, weights(Q + 2 * std::int64_t(KV) + 1, H));
       const kernels::LinearPart parts[] = {{w, Q, nullptr, q.get<float>()},
                                            {w + std::size_t(Q) * H, KV, nullptr, k.get<float>()},
                                            {w + std::size_t(Q + KV) * H, KV, nullptr, v.get<float>()}};
-      return kernels::linear_parts_cuda(h.get<float>(), 1, H, parts, 3, st);
+      return kernels::linear_parts_cuda(x.get<float>(), 1, H, parts, 3, st, {w + std::size_t(Q + 2 * KV) * H, eps});
     });
     measure("rotary and KV cache write", L, 0, [&](int) {
       return kernels::rotary_kv_write_cuda(q.get<float>(), k.get<float>(), v.get<float>(), cos.get<float>(), sin.get<float>(), pq, 1, nh, kvh,
