@@ -17,6 +17,7 @@ constexpr int kRowsPerBlock = 4;  // warps per block
 template <int Bits, bool Sparse>
 __global__ void delta_rows_kernel(const float* __restrict__ x, int n, DeltaView d, bool accumulate, float* __restrict__ y,
                                   std::int64_t ldy) {
+  wait_for_previous_grid();
   constexpr int per = 32 / Bits;
   constexpr std::uint32_t mask = (1u << Bits) - 1;
   const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp;

@@ -3,11 +3,23 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <utility>
+
+#include "kernels/launch.h"
 
 namespace mosaic::kernels {
 
 constexpr int kWarp = 32;
+
+// The first statement of every kernel: under a programmatic launch (launch.h), waits until the grid
+// before it has finished and its writes are visible; else returns at once.
+__device__ __forceinline__ void wait_for_previous_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -59,6 +71,27 @@ inline int rms_norm_threads(int width) { return width >= 1024 ? 1024 : (width >=
 
 inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 inline int launched() { return static_cast<int>(cudaGetLastError()); }
+// kernel<<<grid, block, shared, stream>>>(args…), as a programmatic dependent launch where those are
+// on (launch.h). Returns the launch's cudaError_t as an int, as launched() does.
+template <class... P, class... A>
+int launch_kernel(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t shared, cudaStream_t stream, A&&... args) {
+  cudaLaunchAttribute programmatic[1];
+  programmatic[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  programmatic[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = shared;
+  config.stream = stream;
+  if (programmatic_launches()) {
+    config.attrs = programmatic;
+    config.numAttrs = 1;
+  }
+  const cudaError_t e = cudaLaunchKernelEx(&config, kernel, std::forward<A>(args)...);
+  const int last = launched();
+  return e != cudaSuccess ? static_cast<int>(e) : last;
+}
+
 inline unsigned blocks_for(std::int64_t n, int per_block) { return static_cast<unsigned>((n + per_block - 1) / per_block); }
 
 }  // namespace mosaic::kernels

@@ -28,6 +28,7 @@ __device__ __forceinline__ void linear_row(const float* __restrict__ x, int n, i
 template <int TOK>
 __global__ void linear_kernel(const float* __restrict__ x, int n, int in, const bf16_t* __restrict__ w, int out,
                               const bf16_t* __restrict__ bias, bool accumulate, float* __restrict__ y) {
+  wait_for_previous_grid();
   const int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp;
   if (row >= out) return;
   linear_row<TOK>(x, n, in, w, out, row, blockIdx.y * TOK, bias, accumulate, y);
@@ -42,6 +43,7 @@ struct Parts {
 
 template <int TOK>
 __global__ void linear_parts_kernel(const float* __restrict__ x, int n, int in, Parts parts, RowNorm norm) {
+  wait_for_previous_grid();
   // The block's part, by constant indices only: a runtime index into the parameters would copy
   // them to local memory.
   const int block = blockIdx.x;
@@ -61,15 +63,13 @@ __global__ void linear_parts_kernel(const float* __restrict__ x, int n, int in, 
 template <int TOK>
 int launch(const float* x, int n, int in, const bf16_t* w, int out, const bf16_t* bias, bool accumulate, float* y, void* stream) {
   const dim3 grid(blocks_for(out, kRowsPerBlock), blocks_for(n, TOK));
-  linear_kernel<TOK><<<grid, kRowsPerBlock * kWarp, 0, as_stream(stream)>>>(x, n, in, w, out, bias, accumulate, y);
-  return launched();
+  return launch_kernel(linear_kernel<TOK>, grid, kRowsPerBlock * kWarp, 0, as_stream(stream), x, n, in, w, out, bias, accumulate, y);
 }
 
 template <int TOK>
 int launch_parts(const float* x, int n, int in, const Parts& parts, RowNorm norm, void* stream) {
   const dim3 grid(static_cast<unsigned>(parts.first_block[parts.count]), blocks_for(n, TOK));
-  linear_parts_kernel<TOK><<<grid, kRowsPerBlock * kWarp, 0, as_stream(stream)>>>(x, n, in, parts, norm);
-  return launched();
+  return launch_kernel(linear_parts_kernel<TOK>, grid, kRowsPerBlock * kWarp, 0, as_stream(stream), x, n, in, parts, norm);
 }
 
 }  // namespace

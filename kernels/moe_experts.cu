@@ -19,6 +19,7 @@ __device__ __forceinline__ void mask_row(float* logits, const std::int32_t* entr
 }
 
 __global__ void mask_router_kernel(float* logits, const std::int32_t* rows, const std::int32_t* table, int experts) {
+  wait_for_previous_grid();
   const int t = blockIdx.x;  // warp 0 alone
   mask_row(logits + static_cast<std::int64_t>(t) * experts, table + static_cast<std::int64_t>(rows[t]) * experts, experts);
 }
@@ -95,6 +96,7 @@ __device__ void reroute_block(const std::int32_t* ids, const std::int32_t* rows,
 __global__ void __launch_bounds__(kRerouteThreads) reroute_kernel(const std::int32_t* ids, const std::int32_t* rows, int pairs, int k, const std::int32_t* table,
                                int experts, int slots, const bf16_t* base, std::int64_t stride, int* count, int* fill,
                                GroupedPairs out) {
+  wait_for_previous_grid();
   reroute_block(ids, rows, pairs, k, table, experts, slots, base, stride, count, fill, out);
 }
 
@@ -103,6 +105,7 @@ __global__ void __launch_bounds__(kRerouteThreads) reroute_kernel(const std::int
 __global__ void __launch_bounds__(kRerouteThreads) route_kernel(float* logits, bool mask, bool renormalize, std::int32_t* ids, float* weights, const std::int32_t* rows,
                              int tokens, int k, const std::int32_t* table, int experts, int slots, const bf16_t* base,
                              std::int64_t stride, int* count, int* fill, GroupedPairs out) {
+  wait_for_previous_grid();
   for (int t = threadIdx.x / kWarp; t < tokens; t += blockDim.x / kWarp) {
     float* row = logits + static_cast<std::int64_t>(t) * experts;
     if (mask) {
@@ -181,7 +184,10 @@ __device__ void route_small(float* logits, const SmallRouting& r) {
   if (threadIdx.x < kWarp) reroute_warp(r.ids, r.rows, r.tokens * r.k, r.k, r.table, r.experts, r.base, r.stride, r.out);
 }
 
-__global__ void __launch_bounds__(1024) route_small_kernel(float* logits, SmallRouting r) { route_small(logits, r); }
+__global__ void __launch_bounds__(1024) route_small_kernel(float* logits, SmallRouting r) {
+  wait_for_previous_grid();
+  route_small(logits, r);
+}
 
 // The post-attention norm and the router before route_small, in the same block: h and the logits
 // are written with rms_norm_kernel's and linear_kernel's sums in their order, for the experts, the
@@ -189,6 +195,7 @@ __global__ void __launch_bounds__(1024) route_small_kernel(float* logits, SmallR
 // where the backend's router runs linear_kernel, up to kGemvRows tokens; past that it runs cuBLAS
 // on a bf16 copy of h, and fp32 here is the closer to the CPU's.) Up to 1024 threads: rms_norm's.
 __global__ void __launch_bounds__(1024) norm_route_kernel(const float* x, NormRouter nr, float* h, float* logits, SmallRouting r) {
+  wait_for_previous_grid();
   __shared__ float partial[kWarp];
   const int width = nr.hidden;
   for (int t = 0; t < r.tokens; ++t) {
@@ -217,6 +224,7 @@ __global__ void __launch_bounds__(1024) norm_route_kernel(const float* x, NormRo
 template <int TOK>
 __global__ void gate_up_kernel(const float* __restrict__ x, int hidden, int inter, int k, GroupedPairs g,
                                float* __restrict__ act) {
+  wait_for_previous_grid();
   if (static_cast<int>(blockIdx.y) >= *g.groups) return;
   const int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp;
   if (row >= inter) return;
@@ -239,6 +247,7 @@ __global__ void gate_up_kernel(const float* __restrict__ x, int hidden, int inte
 
 template <int TOK>
 __global__ void down_kernel(const float* __restrict__ act, int hidden, int inter, GroupedPairs g, float* __restrict__ out) {
+  wait_for_previous_grid();
   if (static_cast<int>(blockIdx.y) >= *g.groups) return;
   const int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp;
   if (row >= hidden) return;
@@ -257,6 +266,7 @@ __global__ void down_kernel(const float* __restrict__ act, int hidden, int inter
 }
 
 __global__ void combine_kernel(const float* out, const std::int32_t* pos_of, const float* weights, int k, int hidden, float* x) {
+  wait_for_previous_grid();
   const int t = blockIdx.x;
   for (int c = threadIdx.x; c < hidden; c += blockDim.x) {
     float sum = 0;
@@ -275,6 +285,7 @@ constexpr int kCombineRows = 4;  // warps per block: 512 blocks over a hidden si
 
 __global__ void down_combine_kernel(const float* __restrict__ act, int hidden, int inter, int k, GroupedPairs g,
                                     const float* __restrict__ weights, float* __restrict__ x) {
+  wait_for_previous_grid();
   const int row = blockIdx.x * kCombineRows + threadIdx.x / kWarp;
   if (row >= hidden) return;
   const int groups = *g.groups;
@@ -314,16 +325,14 @@ constexpr int kGroupTok = 4;
 
 int mask_router_cuda(float* logits, const std::int32_t* rows, const std::int32_t* table, int tokens, int experts, void* stream) {
   if (tokens == 0) return 0;
-  mask_router_kernel<<<tokens, kWarp, 0, as_stream(stream)>>>(logits, rows, table, experts);
-  return launched();
+  return launch_kernel(mask_router_kernel, tokens, kWarp, 0, as_stream(stream), logits, rows, table, experts);
 }
 
 int reroute_cuda(const std::int32_t* ids, const std::int32_t* rows, int tokens, int k, const std::int32_t* table,
                  int experts, int slots, const bf16_t* base, std::int64_t stride, int* scratch, GroupedPairs out,
                  void* stream) {
-  reroute_kernel<<<1, kRerouteThreads, 0, as_stream(stream)>>>(ids, rows, tokens * k, k, table, experts, slots, base,
-                                                                stride, scratch, scratch + slots, out);
-  return launched();
+  return launch_kernel(reroute_kernel, 1, kRerouteThreads, 0, as_stream(stream), ids, rows, tokens * k, k, table, experts, slots, base,
+                       stride, scratch, scratch + slots, out);
 }
 
 int route_cuda(float* logits, bool mask, bool renormalize, std::int32_t* ids, float* weights, const std::int32_t* rows, int tokens,
@@ -333,12 +342,11 @@ int route_cuda(float* logits, bool mask, bool renormalize, std::int32_t* ids, fl
   if (tokens * k <= kWarp) {  // a decode step of a few tokens: a warp a token, no block-wide scans
     const int warps = tokens > 0 ? tokens : 1;
     const SmallRouting r{mask, renormalize, ids, weights, rows, tokens, k, table, experts, base, stride, out};
-    route_small_kernel<<<1, warps * kWarp, 0, as_stream(stream)>>>(logits, r);
-    return launched();
+    return launch_kernel(route_small_kernel, 1, warps * kWarp, 0, as_stream(stream), logits, r);
   }
-  route_kernel<<<1, kRerouteThreads, 0, as_stream(stream)>>>(logits, mask, renormalize, ids, weights, rows, tokens, k, table, experts,
-                                                              slots, base, stride, scratch, scratch + slots, out);
-  return launched();
+  return launch_kernel(route_kernel, 1, kRerouteThreads, 0, as_stream(stream),
+                       logits, mask, renormalize, ids, weights, rows, tokens, k, table, experts,
+                       slots, base, stride, scratch, scratch + slots, out);
 }
 
 int norm_route_cuda(const float* x, const NormRouter& nr, float* h, float* logits, bool mask, bool renormalize, std::int32_t* ids,
@@ -348,38 +356,33 @@ int norm_route_cuda(const float* x, const NormRouter& nr, float* h, float* logit
   if (experts > kNormRouteMaxExperts || k > experts || k <= 0 || tokens <= 0 || tokens * k > kNormRouteMaxPairs || nr.hidden <= 0)
     return static_cast<int>(cudaErrorInvalidValue);
   const SmallRouting r{mask, renormalize, ids, weights, rows, tokens, k, table, experts, base, stride, out};
-  norm_route_kernel<<<1, rms_norm_threads(nr.hidden), 0, as_stream(stream)>>>(x, nr, h, logits, r);
-  return launched();
+  return launch_kernel(norm_route_kernel, 1, rms_norm_threads(nr.hidden), 0, as_stream(stream), x, nr, h, logits, r);
 }
 
 int expert_down_combine_cuda(const float* act, int hidden, int inter, int k, GroupedPairs g, const float* weights, float* x,
                              void* stream) {
   if (hidden == 0 || k == 0) return 0;  // nothing to add (a launch of no blocks is an error)
   if (k < 0) return static_cast<int>(cudaErrorInvalidValue);
-  down_combine_kernel<<<blocks_for(hidden, kCombineRows), kCombineRows * kWarp, 0, as_stream(stream)>>>(act, hidden, inter, k, g,
-                                                                                                        weights, x);
-  return launched();
+  return launch_kernel(down_combine_kernel, blocks_for(hidden, kCombineRows), kCombineRows * kWarp, 0, as_stream(stream),
+                       act, hidden, inter, k, g, weights, x);
 }
 
 int expert_gate_up_cuda(const float* x, int hidden, int inter, int k, GroupedPairs g, int max_groups, float* act, void* stream) {
   if (max_groups == 0) return 0;
   const dim3 grid(blocks_for(inter, kRowsPerBlock), static_cast<unsigned>(max_groups));
-  gate_up_kernel<kGroupTok><<<grid, kRowsPerBlock * kWarp, 0, as_stream(stream)>>>(x, hidden, inter, k, g, act);
-  return launched();
+  return launch_kernel(gate_up_kernel<kGroupTok>, grid, kRowsPerBlock * kWarp, 0, as_stream(stream), x, hidden, inter, k, g, act);
 }
 
 int expert_down_cuda(const float* act, int hidden, int inter, GroupedPairs g, int max_groups, float* out, void* stream) {
   if (max_groups == 0) return 0;
   const dim3 grid(blocks_for(hidden, kRowsPerBlock), static_cast<unsigned>(max_groups));
-  down_kernel<kGroupTok><<<grid, kRowsPerBlock * kWarp, 0, as_stream(stream)>>>(act, hidden, inter, g, out);
-  return launched();
+  return launch_kernel(down_kernel<kGroupTok>, grid, kRowsPerBlock * kWarp, 0, as_stream(stream), act, hidden, inter, g, out);
 }
 
 int moe_combine_cuda(const float* out, const std::int32_t* pos_of, const float* weights, int tokens, int k, int hidden,
                      float* x, void* stream) {
   if (tokens == 0) return 0;
-  combine_kernel<<<tokens, 256, 0, as_stream(stream)>>>(out, pos_of, weights, k, hidden, x);
-  return launched();
+  return launch_kernel(combine_kernel, tokens, 256, 0, as_stream(stream), out, pos_of, weights, k, hidden, x);
 }
 
 }  // namespace mosaic::kernels

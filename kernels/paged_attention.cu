@@ -24,11 +24,13 @@ __device__ __forceinline__ void write_kv_row(const float* k, const float* v, con
 }
 
 __global__ void kv_write_kernel(const float* k, const float* v, PagedQueries q, int width, __nv_bfloat16* kc, __nv_bfloat16* vc) {
+  wait_for_previous_grid();
   write_kv_row(k, v, q, blockIdx.x, width, kc, vc);
 }
 
 __global__ void rotary_kv_write_kernel(float* q, float* k, const float* v, const float* cos, const float* sin, PagedQueries pq,
                                        int heads, int kv_heads, int head_dim, __nv_bfloat16* kc, __nv_bfloat16* vc) {
+  wait_for_previous_grid();
   const int t = blockIdx.x, half = head_dim / 2, width = kv_heads * head_dim;
   const float* c = cos + static_cast<std::int64_t>(t) * head_dim;
   const float* s = sin + static_cast<std::int64_t>(t) * head_dim;
@@ -74,6 +76,7 @@ __global__ void __launch_bounds__(kAttentionThreads) attention_kernel(const floa
                                                                      int kv_heads, int head_dim, const bf16_t* kc,
                                                                      const bf16_t* vc, float* out, bool skip_tiles,
                                                                      unsigned* counters, float* records) {
+  wait_for_previous_grid();
   extern __shared__ float scores[];
   __shared__ float partial[32];
   __shared__ float sums[kAttentionWarps][kPassDims];
@@ -216,6 +219,7 @@ __global__ void __launch_bounds__(kTiledThreads) tiled_attention_kernel(const fl
                                                                         int heads, int kv_heads, int head_dim,
                                                                         const bf16_t* __restrict__ kc, const bf16_t* __restrict__ vc,
                                                                         float* __restrict__ out) {
+  wait_for_previous_grid();
   // The last tiles see the most keys: dispatched first, they do not leave a tail of long blocks.
   const int tile = static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x), h = blockIdx.y, kvh = h / (heads / kv_heads);
   if (!is_query_tile(pq.position, pq.block_offset, tokens, tile)) return;  // the per-token kernel's
@@ -330,18 +334,16 @@ __global__ void __launch_bounds__(kTiledThreads) tiled_attention_kernel(const fl
 int kv_write_cuda(const float* k, const float* v, PagedQueries q, int tokens, int kv_heads, int head_dim, bf16_t* k_cache,
                   bf16_t* v_cache, void* stream) {
   if (tokens == 0) return 0;
-  kv_write_kernel<<<tokens, 128, 0, as_stream(stream)>>>(k, v, q, kv_heads * head_dim, reinterpret_cast<__nv_bfloat16*>(k_cache),
-                                                         reinterpret_cast<__nv_bfloat16*>(v_cache));
-  return launched();
+  return launch_kernel(kv_write_kernel, tokens, 128, 0, as_stream(stream),
+                       k, v, q, kv_heads * head_dim, reinterpret_cast<__nv_bfloat16*>(k_cache),
+                       reinterpret_cast<__nv_bfloat16*>(v_cache));
 }
 
 int rotary_kv_write_cuda(float* q, float* k, const float* v, const float* cos, const float* sin, PagedQueries pq, int tokens,
                          int heads, int kv_heads, int head_dim, bf16_t* k_cache, bf16_t* v_cache, void* stream) {
   if (tokens == 0) return 0;
-  rotary_kv_write_kernel<<<tokens, 256, 0, as_stream(stream)>>>(q, k, v, cos, sin, pq, heads, kv_heads, head_dim,
-                                                                reinterpret_cast<__nv_bfloat16*>(k_cache),
-                                                                reinterpret_cast<__nv_bfloat16*>(v_cache));
-  return launched();
+  return launch_kernel(rotary_kv_write_kernel, tokens, 256, 0, as_stream(stream), q, k, v, cos, sin, pq, heads, kv_heads, head_dim,
+                       reinterpret_cast<__nv_bfloat16*>(k_cache), reinterpret_cast<__nv_bfloat16*>(v_cache));
 }
 
 namespace {
@@ -413,9 +415,8 @@ int paged_attention_cuda(const float* q, PagedQueries pq, int tokens, int heads,
   const int chunk = splits == 1 ? max_positions : std::max(kMinSplitPositions, (max_positions + splits - 1) / splits);
   auto* counters = static_cast<unsigned*>(split.scratch);
   auto* records = splits == 1 ? nullptr : reinterpret_cast<float*>(static_cast<std::byte*>(split.scratch) + split_counter_bytes());
-  attention_kernel<<<dim3(tokens, heads, splits), kAttentionThreads, padded(chunk), as_stream(stream)>>>(
-      q, pq, tokens, heads, kv_heads, head_dim, k_cache, v_cache, out, tiles, counters, records);
-  return launched();
+  return launch_kernel(attention_kernel, dim3(tokens, heads, splits), kAttentionThreads, padded(chunk), as_stream(stream),
+                       q, pq, tokens, heads, kv_heads, head_dim, k_cache, v_cache, out, tiles, counters, records);
 }
 
 }  // namespace mosaic::kernels

@@ -5,6 +5,7 @@ namespace mosaic::kernels {
 namespace {
 
 __global__ void read_probe_kernel(const uint4* __restrict__ data, std::size_t words, unsigned* sink) {
+  wait_for_previous_grid();
   unsigned acc = 0;
   for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < words;
        i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {

@@ -8,6 +8,7 @@ __global__ void router_topk_kernel(const float* __restrict__ logits,  // [tokens
                                    int tokens, int experts, int k, bool renormalize,
                                    std::int32_t* __restrict__ ids,    // [tokens, k]
                                    float* __restrict__ weights) {     // [tokens, k]
+  wait_for_previous_grid();
   const int token = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   if (token >= tokens) return;  // whole warps exit together: tokens map to warps
   topk_of_row(logits + static_cast<long long>(token) * experts, experts, k, renormalize, ids + token * k, weights + token * k);

@@ -72,6 +72,7 @@ __global__ void __launch_bounds__(kThreads, 1) token_candidates_kernel(const flo
                                                                      const double* __restrict__ temperatures, int candidates,
                                                                      std::int32_t* __restrict__ first_max, float* __restrict__ max_logit,
                                                                      double* __restrict__ normaliser, std::uint64_t* __restrict__ keys) {
+  wait_for_previous_grid();
   const int r = blockIdx.x;
   const double t = temperatures[r];
   if (t < 0) return;
@@ -206,9 +207,8 @@ int token_candidates_cuda(const float* logits, int rows, int vocab, const double
                           std::int32_t* first_max, float* max_logit, double* normaliser, std::uint64_t* keys, void* stream) {
   if (candidates < 1 || candidates > kMaxCandidates || vocab < 1 || rows < 0) return static_cast<int>(cudaErrorInvalidValue);
   if (rows == 0) return static_cast<int>(cudaSuccess);
-  token_candidates_kernel<<<rows, kThreads, 0, as_stream(stream)>>>(logits, vocab, temperatures, candidates, first_max, max_logit,
-                                                                     normaliser, keys);
-  return launched();
+  return launch_kernel(token_candidates_kernel, rows, kThreads, 0, as_stream(stream),
+                       logits, vocab, temperatures, candidates, first_max, max_logit, normaliser, keys);
 }
 
 }  // namespace mosaic::kernels

@@ -141,19 +141,24 @@ class TestCudaBackend : public QObject {
     QTest::addColumn<bool>("fused");
     QTest::addColumn<int>("sequences");
     QTest::addColumn<int>("prompt");  // the first sequence's
-    QTest::newRow("kernel by kernel") << false << false << true << 2 << 70;
-    QTest::newRow("CUDA graphs") << true << false << true << 2 << 70;
-    QTest::newRow("CUDA graphs, tiled prompt attention") << true << true << true << 2 << 70;
-    QTest::newRow("kernel by kernel, unfused") << false << false << false << 2 << 70;
-    QTest::newRow("CUDA graphs, unfused") << true << false << false << 2 << 70;
+    QTest::addColumn<bool>("pdl");     // programmatic dependent launches (kernels/launch.h)
+    QTest::newRow("kernel by kernel") << false << false << true << 2 << 70 << false;
+    QTest::newRow("CUDA graphs") << true << false << true << 2 << 70 << false;
+    QTest::newRow("CUDA graphs, tiled prompt attention") << true << true << true << 2 << 70 << false;
+    QTest::newRow("kernel by kernel, unfused") << false << false << false << 2 << 70 << false;
+    QTest::newRow("CUDA graphs, unfused") << true << false << false << 2 << 70 << false;
     // One token a step: the fused down projection sums its pairs into the residual itself.
-    QTest::newRow("one sequence, kernel by kernel") << false << true << true << 1 << 70;
-    QTest::newRow("one sequence, CUDA graphs") << true << true << true << 1 << 70;
-    QTest::newRow("one sequence, CUDA graphs, unfused") << true << true << false << 1 << 70;
+    QTest::newRow("one sequence, kernel by kernel") << false << true << true << 1 << 70 << false;
+    QTest::newRow("one sequence, CUDA graphs") << true << true << true << 1 << 70 << false;
+    QTest::newRow("one sequence, CUDA graphs, unfused") << true << true << false << 1 << 70 << false;
     // Past 2 · kMinSplitPositions, each decode step's attention splits over positions (and, from a
     // graph, over the parts a graph launched for 4096 positions declares).
-    QTest::newRow("a 300-token context, kernel by kernel") << false << true << true << 2 << 300;
-    QTest::newRow("a 300-token context, CUDA graphs") << true << true << true << 2 << 300;
+    QTest::newRow("a 300-token context, kernel by kernel") << false << true << true << 2 << 300 << false;
+    QTest::newRow("a 300-token context, CUDA graphs") << true << true << true << 2 << 300 << false;
+    // Each kernel of the step launched to overlap the one before it, as MOSAIC_CUDA_PDL=1 makes them.
+    QTest::newRow("one sequence, CUDA graphs, programmatic launches") << true << true << true << 1 << 70 << true;
+    QTest::newRow("CUDA graphs, programmatic launches") << true << false << true << 2 << 70 << true;
+    QTest::newRow("kernel by kernel, programmatic launches") << false << false << true << 2 << 70 << true;
   }
 
   void decodeStepsOnASyntheticMidSizeFamily() {
@@ -162,7 +167,9 @@ class TestCudaBackend : public QObject {
     QFETCH(bool, fused);
     QFETCH(int, sequences);
     QFETCH(int, prompt);
+    QFETCH(bool, pdl);
     setenv("MOSAIC_CUDA_GRAPHS", graphs ? "1" : "0", 1);  // read as the backend is made
+    setenv("MOSAIC_CUDA_PDL", pdl ? "1" : "0", 1);
     setenv("MOSAIC_CUDA_TILED_ATTENTION", tiled ? "1" : "0", 1);
     setenv("MOSAIC_CUDA_FUSED", fused ? "1" : "0", 1);
     // Two bf16 variants of 4 layers (hidden 512, 8 experts of 1024): a prefill chunk per sequence
@@ -189,6 +196,7 @@ class TestCudaBackend : public QObject {
     unsetenv("MOSAIC_CUDA_GRAPHS");
     unsetenv("MOSAIC_CUDA_TILED_ATTENTION");
     unsetenv("MOSAIC_CUDA_FUSED");
+    unsetenv("MOSAIC_CUDA_PDL");  // the flag stays as this backend set it until the next is made
     for (auto& r : rt) r->make_resident(sets);
     std::vector<std::vector<std::int64_t>> seq{prompt_of(prompt, 1, spec.vocab_size), prompt_of(6, 2, spec.vocab_size)};
     std::vector<std::int32_t> blocks0{3, 0, 5, 6, 8, 7};

@@ -16,6 +16,7 @@
 
 #include "gpu_suite.h"
 #include "kernels/delta_linear.h"
+#include "kernels/launch.h"
 #include "kernels/linear.h"
 #include "kernels/moe_experts.h"
 #include "kernels/paged_attention.h"
@@ -536,6 +537,50 @@ class TestCudaKernels : public QObject {
     QCOMPARE(norm_route_cuda(f.p, nr, f.p, f.p, false, false, i.p, f.p, i.p, 1, 2, i.p, 65, nullptr, 1, none, nullptr), int(cudaErrorInvalidValue));
     QCOMPARE(norm_route_cuda(f.p, nr, f.p, f.p, false, false, i.p, f.p, i.p, 11, 3, i.p, 8, nullptr, 1, none, nullptr), int(cudaErrorInvalidValue));
     QCOMPARE(norm_route_cuda(f.p, nr, f.p, f.p, false, false, i.p, f.p, i.p, 0, 2, i.p, 8, nullptr, 1, none, nullptr), int(cudaErrorInvalidValue));
+  }
+
+  void programmaticLaunchesComputeWhatStreamOrderDoes() {
+    // A decode layer's chain — norm folded into q/k/v, output projection into x, norm, router and
+    // routing, the experts — launched plainly and as programmatic dependent launches (each kernel may
+    // start as the one before it ends, and waits for it before touching memory): the same bits. On
+    // simt the launches run in turn either way; on the GPU this is the wait's check.
+    const int H = 256, Q = 256, KV = 64, E = 8, k = 2, I = 96, slots = E;
+    const auto x0 = randn(H);
+    const auto g = randn_bf16(H, 0.2f, 1.0f), wq = randn_bf16(std::size_t(Q + 2 * KV) * H, 0.05f);
+    const auto wo = randn_bf16(std::size_t(H) * Q, 0.05f), router = randn_bf16(std::size_t(E) * H, 0.05f);
+    const std::int64_t stride = 3LL * I * H;
+    const auto experts = randn_bf16(std::size_t(slots) * std::size_t(stride), 0.05f);
+    std::vector<std::int32_t> table(E);
+    std::iota(table.begin(), table.end(), 0);
+    Dev<bf16_t> dg(g), dwq(wq), dwo(wo), drouter(router), dexperts(experts);
+    Dev<std::int32_t> dtable(table), drows(std::vector<std::int32_t>{0});
+    using Outcome = std::tuple<std::vector<float>, std::vector<std::int32_t>, std::vector<std::int32_t>, int>;
+    auto layer = [&](bool programmatic) -> Outcome {
+      set_programmatic_launches(programmatic);
+      Dev<float> x(x0), qkv(std::size_t(Q + 2 * KV)), h(H), logits(E), w(k), act(std::size_t(k) * I);
+      Dev<std::int32_t> ids(k), pair_at(k), pos_of(k);
+      Dev<int> groups(1), misses(1), begin(k), end(k);
+      Dev<const bf16_t*> wptr(k);
+      const GroupedPairs gp{groups.p, begin.p, end.p, wptr.p, pair_at.p, pos_of.p, misses.p};
+      const LinearPart parts[] = {{dwq.p, Q, nullptr, qkv.p}, {dwq.p + std::size_t(Q) * H, KV, nullptr, qkv.p + Q},
+                                  {dwq.p + std::size_t(Q + KV) * H, KV, nullptr, qkv.p + Q + KV}};
+      int errors = linear_parts_cuda(x.p, 1, H, parts, 3, nullptr, {dg.p, 1e-5f});
+      errors |= linear_cuda(qkv.p, 1, Q, dwo.p, H, nullptr, true, x.p, nullptr);  // q standing in for the attention
+      errors |= norm_route_cuda(x.p, {dg.p, 1e-5f, drouter.p, H}, h.p, logits.p, false, true, ids.p, w.p, drows.p, 1, k, dtable.p, E,
+                                dexperts.p, stride, gp, nullptr);
+      errors |= expert_gate_up_cuda(h.p, H, I, k, gp, k, act.p, nullptr);
+      errors |= expert_down_combine_cuda(act.p, H, I, k, gp, w.p, x.p, nullptr);
+      errors |= int(cudaDeviceSynchronize());
+      set_programmatic_launches(false);
+      return {x.get(), ids.get(), pos_of.get(), errors};
+    };
+    const Outcome plain = layer(false), programmatic = layer(true);
+    QCOMPARE(std::get<3>(plain), 0);
+    QCOMPARE(std::get<3>(programmatic), 0);
+    QVERIFY(std::get<0>(plain) == std::get<0>(programmatic));
+    QVERIFY(std::get<1>(plain) == std::get<1>(programmatic));
+    QVERIFY(std::get<2>(plain) == std::get<2>(programmatic));
+    QVERIFY(std::get<0>(plain) != x0);  // the layer did something
   }
 
   void linearPartsMatchReference() {

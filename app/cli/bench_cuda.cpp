@@ -77,25 +77,31 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
     std::printf("  %-28s %8.3f ms   (%.2f GB ÷ %.0f GB/s)\n", "floor", floor * 1e3, per_token / 1e9, rates.read_bytes_per_s / 1e9);
     nlohmann::ordered_json rows{{"floor_ms", floor * 1e3}, {"bytes_per_token", per_token}};
     // Fused small kernels (the default) and one by one (MOSAIC_CUDA_FUSED=0), each way launched and
-    // replayed: the fusions' gain, measured in this run.
-    for (const bool fused : {false, true})
-      for (const bool graphs : {false, true}) {
-        setenv("MOSAIC_CUDA_GRAPHS", graphs ? "1" : "0", 1);  // read when the backend is made
-        setenv("MOSAIC_CUDA_FUSED", fused ? "1" : "0", 1);
-        Runtime rt(store, RuntimeConfig{.pinned = pin_all({0}), .hit = HitPolicy::Strict, .device = Device::Cuda});
-        rt.make_resident(std::vector<int>{store.set_of(0)});
-        StepDecoder d(rt, store, {0}, 16, 16 + steps + 8);
-        d.step();  // prefill
-        for (int i = 0; i < 3; ++i) d.step();  // warm-up (and the graph's capture)
-        double total = 0;
-        for (int i = 0; i < steps; ++i) total += d.step();
-        const double tpot = total / steps;
-        const std::string name = std::string(graphs ? "Mosaic, CUDA graphs" : "Mosaic, kernel by kernel") + (fused ? "" : ", unfused");
-        std::printf("  %-36s %8.3f ms   %.2f× the floor\n", name.c_str(), tpot * 1e3, tpot / floor);
-        rows[std::string(graphs ? "graphs_tpot_ms" : "eager_tpot_ms") + (fused ? "" : "_unfused")] = tpot * 1e3;
-      }
+    // replayed: the fusions' gain, measured in this run. Then the fused graphs again with programmatic
+    // dependent launches (MOSAIC_CUDA_PDL=1, off by default until this row says it pays).
+    struct Way {
+      bool fused, graphs, pdl;
+    };
+    for (const Way way : {Way{false, false, false}, Way{false, true, false}, Way{true, false, false}, Way{true, true, false}, Way{true, true, true}}) {
+      setenv("MOSAIC_CUDA_GRAPHS", way.graphs ? "1" : "0", 1);  // read when the backend is made
+      setenv("MOSAIC_CUDA_FUSED", way.fused ? "1" : "0", 1);
+      setenv("MOSAIC_CUDA_PDL", way.pdl ? "1" : "0", 1);
+      Runtime rt(store, RuntimeConfig{.pinned = pin_all({0}), .hit = HitPolicy::Strict, .device = Device::Cuda});
+      rt.make_resident(std::vector<int>{store.set_of(0)});
+      StepDecoder d(rt, store, {0}, 16, 16 + steps + 8);
+      d.step();  // prefill
+      for (int i = 0; i < 3; ++i) d.step();  // warm-up (and the graph's capture)
+      double total = 0;
+      for (int i = 0; i < steps; ++i) total += d.step();
+      const double tpot = total / steps;
+      const std::string name = std::string(way.graphs ? "Mosaic, CUDA graphs" : "Mosaic, kernel by kernel") + (way.fused ? "" : ", unfused") +
+                               (way.pdl ? ", programmatic" : "");
+      std::printf("  %-40s %8.3f ms   %.2f× the floor\n", name.c_str(), tpot * 1e3, tpot / floor);
+      rows[std::string(way.graphs ? "graphs_tpot_ms" : "eager_tpot_ms") + (way.fused ? "" : "_unfused") + (way.pdl ? "_pdl" : "")] = tpot * 1e3;
+    }
     unsetenv("MOSAIC_CUDA_GRAPHS");
     unsetenv("MOSAIC_CUDA_FUSED");
+    unsetenv("MOSAIC_CUDA_PDL");
 
     // Where the graph step's time goes: each of its kernels alone, at the steps' mean context.
     const int context = 20 + steps / 2;  // the prompt's 16, 3 warm-up steps, half the timed ones

@@ -88,6 +88,9 @@ simt_fiber_start:
 #endif
 
 namespace simt::detail {
+
+Thread* current = nullptr;  // the fiber running
+
 namespace {
 
 #if defined(SIMT_ASAN)
@@ -160,6 +163,7 @@ Stack& stack(std::size_t i) {
 // Switches from the scheduler into `t`, until it yields or ends.
 void resume(Thread& t, std::size_t i) {
   current = &t;
+  threadIdx = t.idx;
 #if defined(SIMT_ASAN)
   void* fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, stack(i).base, kStackBytes);
@@ -245,8 +249,8 @@ std::string where(const Thread& t) {
 }
 
 void report_deadlock() {
-  std::fprintf(stderr, "simt: %s deadlocked in block (%u,%u,%u) of (%u,%u,%u) x (%u,%u,%u):\n", launch.kernel, block_idx.x,
-               block_idx.y, block_idx.z, grid_dim.x, grid_dim.y, grid_dim.z, block_dim.x, block_dim.y, block_dim.z);
+  std::fprintf(stderr, "simt: %s deadlocked in block (%u,%u,%u) of (%u,%u,%u) x (%u,%u,%u):\n", launch.kernel, blockIdx.x,
+               blockIdx.y, blockIdx.z, gridDim.x, gridDim.y, gridDim.z, blockDim.x, blockDim.y, blockDim.z);
   int shown = 0;
   for (const Thread& t : threads) {
     if (t.done || !t.waits_at) continue;
@@ -261,11 +265,6 @@ void report_deadlock() {
 
 }  // namespace
 
-Thread* current = nullptr;
-uint3 block_idx{};
-dim3 block_dim, grid_dim;
-
-const uint3& thread_idx() { return current->idx; }
 unsigned lane() { return current->lane; }
 void* dynamic_shared() { return launch.shared; }
 
@@ -318,8 +317,8 @@ cudaError_t run(const char* name, const void* kernel, dim3 grid, dim3 block, std
   void* smem = shared ? ::operator new(shared) : nullptr;
   if (smem) std::memset(smem, 0xff, shared);
   launch = {name, body, context, smem};
-  grid_dim = grid;
-  block_dim = block;
+  gridDim = grid;
+  blockDim = block;
   threads.assign(n, Thread{});
   warps.assign((n + 31) / 32, Warp{});
   for (std::size_t i = 0; i < n; ++i) {
@@ -333,7 +332,7 @@ cudaError_t run(const char* name, const void* kernel, dim3 grid, dim3 block, std
   for (unsigned z = 0; z < grid.z && result == cudaSuccess; ++z)
     for (unsigned y = 0; y < grid.y && result == cudaSuccess; ++y)
       for (unsigned x = 0; x < grid.x && result == cudaSuccess; ++x) {
-        block_idx = {x, y, z};
+        blockIdx = {x, y, z};
         for (std::size_t i = 0; i < n; ++i) {
           threads[i].done = false;
           threads[i].waits_at = nullptr;
@@ -384,6 +383,9 @@ extern "C" void simt_fiber_main(simt::detail::Thread* t) {
   to_scheduler(true);
   std::abort();  // never resumed
 }
+
+uint3 threadIdx{}, blockIdx{};
+dim3 blockDim, gridDim;
 
 // ---- The runtime API.
 namespace {

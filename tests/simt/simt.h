@@ -106,10 +106,6 @@ constexpr int kSharedOptIn = 227 * 1024;
 namespace detail {
 
 struct Thread;
-extern Thread* current;
-extern uint3 block_idx;
-extern dim3 block_dim, grid_dim;
-const uint3& thread_idx();
 unsigned lane();
 
 cudaError_t set_max_dynamic_shared(const void* kernel, int bytes);
@@ -165,17 +161,40 @@ T* dynamic_shared() {
 
 }  // namespace simt
 
+// cudaLaunchKernelEx with its configuration; the attributes (a programmatic launch's) change nothing
+// here: a launch runs whole before the next starts.
+enum cudaLaunchAttributeID { cudaLaunchAttributeProgrammaticStreamSerialization = 5 };
+union cudaLaunchAttributeValue {
+  int programmaticStreamSerializationAllowed;
+  char pad[64];
+};
+struct cudaLaunchAttribute {
+  cudaLaunchAttributeID id;
+  cudaLaunchAttributeValue val;
+};
+struct cudaLaunchConfig_t {
+  dim3 gridDim, blockDim;
+  std::size_t dynamicSmemBytes = 0;
+  cudaStream_t stream = nullptr;
+  cudaLaunchAttribute* attrs = nullptr;
+  unsigned numAttrs = 0;
+};
+template <class... P, class... A>
+cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t* config, void (*kernel)(P...), A&&... args) {
+  simt::launcher("a kernel launched by cudaLaunchKernelEx", kernel, config->gridDim, config->blockDim, config->dynamicSmemBytes,
+                 config->stream)(std::forward<A>(args)...);
+  return cudaPeekAtLastError();
+}
+
 template <class K>
 cudaError_t cudaFuncSetAttribute(K* kernel, cudaFuncAttribute attr, int value) {
   if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaErrorInvalidValue;
   return simt::detail::set_max_dynamic_shared(reinterpret_cast<const void*>(kernel), value);
 }
 
-// ---- Built-in variables.
-#define threadIdx (::simt::detail::thread_idx())
-#define blockIdx (::simt::detail::block_idx)
-#define blockDim (::simt::detail::block_dim)
-#define gridDim (::simt::detail::grid_dim)
+// ---- Built-in variables: globals, as one thread runs at a time (threadIdx is set at each switch).
+extern uint3 threadIdx, blockIdx;
+extern dim3 blockDim, gridDim;
 
 // ---- Synchronization and warp collectives.
 inline void __syncthreads() { simt::detail::sync_block(); }

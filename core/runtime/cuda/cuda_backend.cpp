@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "common/error.h"
+#include "kernels/launch.h"
 #include "kernels/linear.h"
 #include "kernels/paged_attention.h"
 #include "kernels/transformer_ops.h"
@@ -141,6 +142,10 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
   if (const char* t = std::getenv("MOSAIC_CUDA_TILED_ATTENTION")) tiled_attention_ = std::string(t) != "0";
   if (const char* d = std::getenv("MOSAIC_CUDA_DRAWS")) prepared_draws_ = std::string(d) != "0";
   if (const char* f = std::getenv("MOSAIC_CUDA_FUSED")) fused_ = std::string(f) != "0";
+  // Programmatic dependent launches: off until bench-cuda has measured them (kernels/launch.h).
+  // Process-wide, so the backend made last decides.
+  const char* pdl = std::getenv("MOSAIC_CUDA_PDL");
+  kernels::set_programmatic_launches(pdl && std::string(pdl) != "0");
   if (fused_) {
     attention_split_.resize(kernels::attention_split_bytes(static_cast<int>(s.head_dim)));
     if (attention_split_.bytes()) MOSAIC_CUDA_CHECK(cudaMemsetAsync(attention_split_.get(), 0, attention_split_.bytes(), stream_));
