@@ -119,10 +119,13 @@ case $stage in
     # gpu suites, the sanitizers on the tests written since the last GPU run only, then bench-cuda on a
     # 4-layer family (the prefill and draw parts depend on a layer's shapes and the vocabulary, not the depth).
     step ctest-gpu 200 ctest --test-dir build-gpu -L gpu --output-on-failure
-    # The fused decode kernels of 2026-11-27 (stop 45) and the attention split over positions (stop
-    # 46): their kernel tests, and the synthetic family's decode steps fused and not, one sequence and
-    # two, short contexts and a 300-token one.
-    newk="fusedRoutingMatchesTheSeparateLaunches linearPartsMatchReference rotaryAndCacheWriteMatchTheThreeLaunches routedExpertsMatchReference pagedAttentionMatchesReference tiledPromptAttentionMatchesReference splitDecodeAttentionMatchesReference"
+    # The fused decode kernels of 2026-11-27 (stop 45), the attention split over positions (stop 46),
+    # and stop 48's warp routing, norm_route, the input norm folded into q/k/v and programmatic
+    # launches (MOSAIC_CUDA_PDL=1; bench-cuda's fifth batch-1 row): their kernel tests, and the
+    # synthetic family's decode steps fused and not, one sequence and two, short contexts and a
+    # 300-token one, with and without programmatic launches. simt (CI) has run every kernel case;
+    # what it cannot see is memory ordering between threads and kernels, and speed.
+    newk="fusedRoutingMatchesTheSeparateLaunches normRouteMatchesTheSeparateLaunches programmaticLaunchesComputeWhatStreamOrderDoes linearPartsMatchReference rotaryAndCacheWriteMatchTheThreeLaunches routedExpertsMatchReference pagedAttentionMatchesReference tiledPromptAttentionMatchesReference splitDecodeAttentionMatchesReference"
     step memcheck-new 200 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend decodeStepsOnASyntheticMidSizeFamily layersOfATokenAloneAreTimed
     step memcheck-new-kern 90 "$sanitizer" --tool memcheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk
     step racecheck-new-kern 90 "$sanitizer" --tool racecheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk
