@@ -68,9 +68,9 @@ __global__ void delta_rows_kernel(const float* __restrict__ x, int n, DeltaView 
 }
 
 template <int Bits, bool Sparse>
-void launch(const float* x, int n, const DeltaView& d, bool accumulate, float* y, std::int64_t ldy, cudaStream_t stream) {
+int launch(const float* x, int n, const DeltaView& d, bool accumulate, float* y, std::int64_t ldy, cudaStream_t stream) {
   const dim3 grid(blocks_for(d.rows, kRowsPerBlock), static_cast<unsigned>((n + kTokens - 1) / kTokens));
-  delta_rows_kernel<Bits, Sparse><<<grid, kRowsPerBlock * kWarp, 0, stream>>>(x, n, d, accumulate, y, ldy);
+  return launch_kernel(delta_rows_kernel<Bits, Sparse>, grid, kRowsPerBlock * kWarp, 0, stream, x, n, d, accumulate, y, ldy);
 }
 
 }  // namespace
@@ -79,9 +79,8 @@ int delta_linear_cuda(const float* x, int n, const DeltaView& d, bool accumulate
   if (n <= 0 || d.rows <= 0) return 0;
   if (ldy == 0) ldy = d.rows;
   const cudaStream_t s = as_stream(stream);
-  if (d.bits == 4) d.sparse24 ? launch<4, true>(x, n, d, accumulate, y, ldy, s) : launch<4, false>(x, n, d, accumulate, y, ldy, s);
-  else d.sparse24 ? launch<2, true>(x, n, d, accumulate, y, ldy, s) : launch<2, false>(x, n, d, accumulate, y, ldy, s);
-  return launched();
+  if (d.bits == 4) return d.sparse24 ? launch<4, true>(x, n, d, accumulate, y, ldy, s) : launch<4, false>(x, n, d, accumulate, y, ldy, s);
+  return d.sparse24 ? launch<2, true>(x, n, d, accumulate, y, ldy, s) : launch<2, false>(x, n, d, accumulate, y, ldy, s);
 }
 
 }  // namespace mosaic::kernels

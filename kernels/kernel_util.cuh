@@ -14,10 +14,13 @@ namespace mosaic::kernels {
 constexpr int kWarp = 32;
 
 // The first statement of every kernel: under a programmatic launch (launch.h), waits until the grid
-// before it has finished and its writes are visible; else returns at once.
+// before it has finished and its writes are visible; else returns at once. Then lets the grid after
+// it launch: that grid's blocks may take the SMs this one's last blocks leave, and wait there in turn
+// (a wait is for the whole grid's completion, not for this signal, so nothing is read early).
 __device__ __forceinline__ void wait_for_previous_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;");
 #endif
 }
 

@@ -5,15 +5,16 @@ namespace mosaic::kernels {
 namespace {
 
 // Weight row `row` against rows [first, first + TOK) of x, by one warp.
-// With norm.weight, against x's rows RMS-normalized (dot_rows_normed).
-template <int TOK>
+// Normed: against x's rows RMS-normalized by `norm` (dot_rows_normed). A template parameter, so that
+// the plain kernels keep their registers (linear_parts_kernel<8>: 64, where 68 would round to 72).
+template <int TOK, bool Normed = false>
 __device__ __forceinline__ void linear_row(const float* __restrict__ x, int n, int in, const bf16_t* __restrict__ w, int out, int row,
                                            int first, const bf16_t* __restrict__ bias, bool accumulate, float* __restrict__ y,
                                            RowNorm norm = {}) {
   const float* xs[TOK];
   const int count = row_pointers<TOK>(x, in, first, n, xs);
   float acc[TOK];
-  if (norm.weight) dot_rows_normed<TOK>(w + static_cast<std::int64_t>(row) * in, in, xs, count, norm.weight, norm.eps, acc);
+  if constexpr (Normed) dot_rows_normed<TOK>(w + static_cast<std::int64_t>(row) * in, in, xs, count, norm.weight, norm.eps, acc);
   else dot_rows<TOK>(w + static_cast<std::int64_t>(row) * in, in, xs, count, acc);
   if (threadIdx.x % kWarp != 0) return;
   const float b = bias ? bf16_bits_to_float(bias[row]) : 0.0f;
@@ -41,7 +42,7 @@ struct Parts {
   int count;
 };
 
-template <int TOK>
+template <int TOK, bool Normed>
 __global__ void linear_parts_kernel(const float* __restrict__ x, int n, int in, Parts parts, RowNorm norm) {
   wait_for_previous_grid();
   // The block's part, by constant indices only: a runtime index into the parameters would copy
@@ -57,7 +58,7 @@ __global__ void linear_parts_kernel(const float* __restrict__ x, int n, int in, 
     }
   const int row = (block - first) * kRowsPerBlock + threadIdx.x / kWarp;
   if (row >= p.out) return;
-  linear_row<TOK>(x, n, in, p.w, p.out, row, blockIdx.y * TOK, p.bias, false, p.y, norm);
+  linear_row<TOK, Normed>(x, n, in, p.w, p.out, row, blockIdx.y * TOK, p.bias, false, p.y, norm);
 }
 
 template <int TOK>
@@ -69,7 +70,8 @@ int launch(const float* x, int n, int in, const bf16_t* w, int out, const bf16_t
 template <int TOK>
 int launch_parts(const float* x, int n, int in, const Parts& parts, RowNorm norm, void* stream) {
   const dim3 grid(static_cast<unsigned>(parts.first_block[parts.count]), blocks_for(n, TOK));
-  return launch_kernel(linear_parts_kernel<TOK>, grid, kRowsPerBlock * kWarp, 0, as_stream(stream), x, n, in, parts, norm);
+  return launch_kernel(norm.weight ? linear_parts_kernel<TOK, true> : linear_parts_kernel<TOK, false>, grid, kRowsPerBlock * kWarp, 0,
+                       as_stream(stream), x, n, in, parts, norm);
 }
 
 }  // namespace

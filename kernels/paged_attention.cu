@@ -406,9 +406,10 @@ int paged_attention_cuda(const float* q, PagedQueries pq, int tokens, int heads,
   // launches the per-token kernel alone, as before.
   const bool tiles = tiled && head_dim <= kMaxTiledHeadDim && tokens >= kMinTileQueries;
   if (tiles) {
-    tiled_attention_kernel<<<dim3(blocks_for(tokens, kTileQueries), heads), kTiledThreads, tiled_shared_bytes(head_dim),
-                             as_stream(stream)>>>(q, pq, tokens, heads, kv_heads, head_dim, k_cache, v_cache, out);
-    if (const int e = launched()) return e;
+    if (const int e = launch_kernel(tiled_attention_kernel, dim3(blocks_for(tokens, kTileQueries), heads), kTiledThreads,
+                                    tiled_shared_bytes(head_dim), as_stream(stream), q, pq, tokens, heads, kv_heads, head_dim, k_cache,
+                                    v_cache, out))
+      return e;
   }
   const int splits = attention_splits(tokens, heads, head_dim, max_positions, split);
   // A block's scores: all of a token's positions, or its part of them (split_range's chunk at most).

@@ -22,9 +22,8 @@ int router_topk_cuda(const float* logits, int tokens, int experts, int k, bool r
   if (tokens == 0) return static_cast<int>(cudaSuccess);
   constexpr int kWarpsPerBlock = 4;
   const int blocks = (tokens + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  router_topk_kernel<<<blocks, kWarpsPerBlock * kWarp, 0, static_cast<cudaStream_t>(stream)>>>(
-      logits, tokens, experts, k, renormalize, ids, weights);
-  return static_cast<int>(cudaGetLastError());
+  return launch_kernel(router_topk_kernel, blocks, kWarpsPerBlock * kWarp, 0, as_stream(stream), logits, tokens, experts, k, renormalize,
+                       ids, weights);
 }
 
 }  // namespace mosaic::kernels

@@ -418,20 +418,25 @@ class TestCudaBackend : public QObject {
     spec.num_heads = 4;
     spec.num_kv_heads = 2;
     spec.head_dim = 64;
-    const std::vector<cuda::KernelTime> times = cuda::time_decode_kernels(spec, 40);
-    int launches = 0;
-    double weight_bytes = 0;
-    for (const cuda::KernelTime& k : times) {
-      QVERIFY2(k.seconds > 0 && k.seconds < 1e-2, k.name.c_str());
-      launches += k.per_token;
-      if (k.name != "attention") weight_bytes += k.per_token * k.bytes;
+    for (const bool fused : {false, true}) {
+      const std::vector<cuda::KernelTime> times = cuda::time_decode_kernels(spec, 40, fused);
+      int launches = 0;
+      double weight_bytes = 0;
+      for (const cuda::KernelTime& k : times) {
+        QVERIFY2(k.seconds > 0 && k.seconds < 1e-2, k.name.c_str());
+        launches += k.per_token;
+        if (k.name != "attention") weight_bytes += k.per_token * k.bytes;
+      }
+      // Per layer, unfused: 2 norms, q/k/v, 2 rotaries, the cache write, attention, output, router,
+      // top-k, reroute, gate-up, down, combine. Fused: the input norm with q/k/v, rotary and cache
+      // write, attention, output, the post-attention norm with the routing, gate-up, down with the
+      // combine. Then the embedding, the final norm, the gather and the head.
+      QCOMPARE(launches, 3 * (fused ? 7 : 16) + 4);
+      // The weights a token reads, either way: every non-expert weight but the embedding table (one
+      // row of it), and top-k experts a layer.
+      const double expected = 3.0 * (2 * 256 + 256 * (256 + 2 * 128) + 256 * 256 + 8 * 256 + 2 * 3 * 512 * 256) * 2 + 256 * 2 + 256 * 2 + 1000.0 * 256 * 2;
+      QCOMPARE(weight_bytes, expected);
     }
-    // Per layer: 2 norms, q/k/v, 2 rotaries, the cache write, attention, output, router, top-k,
-    // reroute, gate-up, down, combine; then the embedding, the final norm, the gather and the head.
-    QCOMPARE(launches, 3 * 16 + 4);
-    // The weights a token reads: every non-expert weight but the embedding table (one row of it), and top-k experts a layer.
-    const double expected = 3.0 * (2 * 256 + 256 * (256 + 2 * 128) + 256 * 256 + 8 * 256 + 2 * 3 * 512 * 256) * 2 + 256 * 2 + 256 * 2 + 1000.0 * 256 * 2;
-    QCOMPARE(weight_bytes, expected);
     expect_mentions(error_of<InvalidArgument>([&] { cuda::time_decode_kernels(spec, 0); }), {"context", "positions"});
   }
 };

@@ -542,8 +542,14 @@ class TestCudaKernels : public QObject {
   void programmaticLaunchesComputeWhatStreamOrderDoes() {
     // A decode layer's chain — norm folded into q/k/v, output projection into x, norm, router and
     // routing, the experts — launched plainly and as programmatic dependent launches (each kernel may
-    // start as the one before it ends, and waits for it before touching memory): the same bits. On
-    // simt the launches run in turn either way; on the GPU this is the wait's check.
+    // start as the one before it ends, and waits for it before touching memory): the same bits, on a
+    // stream of its own as the backend's. On simt the launches run in turn either way; on the GPU
+    // this is the wait's check.
+#if !defined(MOSAIC_SIMT)
+    if (!programmatic_launches_possible()) QSKIP("this GPU or build cannot launch programmatically (compute capability 9.0, sm_90)");
+#endif
+    cudaStream_t stream = nullptr;
+    QCOMPARE(int(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)), 0);
     const int H = 256, Q = 256, KV = 64, E = 8, k = 2, I = 96, slots = E;
     const auto x0 = randn(H);
     const auto g = randn_bf16(H, 0.2f, 1.0f), wq = randn_bf16(std::size_t(Q + 2 * KV) * H, 0.05f);
@@ -564,17 +570,19 @@ class TestCudaKernels : public QObject {
       const GroupedPairs gp{groups.p, begin.p, end.p, wptr.p, pair_at.p, pos_of.p, misses.p};
       const LinearPart parts[] = {{dwq.p, Q, nullptr, qkv.p}, {dwq.p + std::size_t(Q) * H, KV, nullptr, qkv.p + Q},
                                   {dwq.p + std::size_t(Q + KV) * H, KV, nullptr, qkv.p + Q + KV}};
-      int errors = linear_parts_cuda(x.p, 1, H, parts, 3, nullptr, {dg.p, 1e-5f});
-      errors |= linear_cuda(qkv.p, 1, Q, dwo.p, H, nullptr, true, x.p, nullptr);  // q standing in for the attention
+      int errors = int(cudaDeviceSynchronize());  // the buffers' memsets, on the legacy stream, done first
+      errors |= linear_parts_cuda(x.p, 1, H, parts, 3, stream, {dg.p, 1e-5f});
+      errors |= linear_cuda(qkv.p, 1, Q, dwo.p, H, nullptr, true, x.p, stream);  // q standing in for the attention
       errors |= norm_route_cuda(x.p, {dg.p, 1e-5f, drouter.p, H}, h.p, logits.p, false, true, ids.p, w.p, drows.p, 1, k, dtable.p, E,
-                                dexperts.p, stride, gp, nullptr);
-      errors |= expert_gate_up_cuda(h.p, H, I, k, gp, k, act.p, nullptr);
-      errors |= expert_down_combine_cuda(act.p, H, I, k, gp, w.p, x.p, nullptr);
-      errors |= int(cudaDeviceSynchronize());
+                                dexperts.p, stride, gp, stream);
+      errors |= expert_gate_up_cuda(h.p, H, I, k, gp, k, act.p, stream);
+      errors |= expert_down_combine_cuda(act.p, H, I, k, gp, w.p, x.p, stream);
+      errors |= int(cudaStreamSynchronize(stream));
       set_programmatic_launches(false);
       return {x.get(), ids.get(), pos_of.get(), errors};
     };
     const Outcome plain = layer(false), programmatic = layer(true);
+    cudaStreamDestroy(stream);
     QCOMPARE(std::get<3>(plain), 0);
     QCOMPARE(std::get<3>(programmatic), 0);
     QVERIFY(std::get<0>(plain) == std::get<0>(programmatic));

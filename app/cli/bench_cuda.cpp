@@ -20,6 +20,7 @@
 #include "cli/commands.h"
 #include "cli/serving_args.h"
 #include "cli/step_decoder.h"
+#include "kernels/launch.h"
 #include "common/atomic_file.h"
 #include "model/synthetic.h"
 #include "runtime/cuda/cuda_probe.h"
@@ -102,6 +103,7 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
     unsetenv("MOSAIC_CUDA_GRAPHS");
     unsetenv("MOSAIC_CUDA_FUSED");
     unsetenv("MOSAIC_CUDA_PDL");
+    kernels::set_programmatic_launches(false);  // the flag stays as the last backend set it: the tables below are plain
 
     // Where the graph step's time goes: each of its kernels alone, at the steps' mean context.
     const int context = 20 + steps / 2;  // the prompt's 16, 3 warm-up steps, half the timed ones

@@ -92,6 +92,9 @@ cudaError_t cudaGetLastError();
 cudaError_t cudaPeekAtLastError();
 const char* cudaGetErrorString(cudaError_t e);
 cudaError_t cudaGetDevice(int* device);
+constexpr unsigned cudaStreamNonBlocking = 1;
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t stream);
 cudaError_t cudaGetDeviceCount(int* count);
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device);
 
@@ -163,7 +166,7 @@ T* dynamic_shared() {
 
 // cudaLaunchKernelEx with its configuration; the attributes (a programmatic launch's) change nothing
 // here: a launch runs whole before the next starts.
-enum cudaLaunchAttributeID { cudaLaunchAttributeProgrammaticStreamSerialization = 5 };
+enum cudaLaunchAttributeID { cudaLaunchAttributeProgrammaticStreamSerialization = 6 };
 union cudaLaunchAttributeValue {
   int programmaticStreamSerializationAllowed;
   char pad[64];

@@ -145,7 +145,12 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
   // Programmatic dependent launches: off until bench-cuda has measured them (kernels/launch.h).
   // Process-wide, so the backend made last decides.
   const char* pdl = std::getenv("MOSAIC_CUDA_PDL");
-  kernels::set_programmatic_launches(pdl && std::string(pdl) != "0");
+  const bool programmatic = pdl && std::string(pdl) != "0";
+  if (programmatic && !kernels::programmatic_launches_possible())
+    throw DeviceError("device cuda", "MOSAIC_CUDA_PDL=1",
+                      "needs a GPU of compute capability 9.0 or later and kernels compiled for it (CMAKE_CUDA_ARCHITECTURES 90)",
+                      "unset MOSAIC_CUDA_PDL");
+  kernels::set_programmatic_launches(programmatic);
   if (fused_) {
     attention_split_.resize(kernels::attention_split_bytes(static_cast<int>(s.head_dim)));
     if (attention_split_.bytes()) MOSAIC_CUDA_CHECK(cudaMemsetAsync(attention_split_.get(), 0, attention_split_.bytes(), stream_));
