@@ -6,39 +6,61 @@
 
 namespace mosaic::kernels {
 
-template <int TOK>
-__device__ __forceinline__ void dot_rows(const std::uint16_t* __restrict__ w_row, int in,
-                                         const float* const* __restrict__ xs, int count, float (&acc)[TOK]) {
+// dot_rows, and with Normed dot_rows_normed (below): one loop, the norm's work compiled in or out.
+template <int TOK, bool Normed>
+__device__ __forceinline__ void dot_rows_impl(const std::uint16_t* __restrict__ w_row, int in, const float* const* __restrict__ xs,
+                                              int count, const std::uint16_t* __restrict__ g, float eps, float (&acc)[TOK]) {
   const int lane = threadIdx.x % kWarp;
+  float ss[TOK];  // Normed: each row's sum of squares
 #pragma unroll
-  for (int t = 0; t < TOK; ++t) acc[t] = 0.0f;
+  for (int t = 0; t < TOK; ++t) acc[t] = ss[t] = 0.0f;
   if (in % 8 == 0) {
     const uint4* w4 = reinterpret_cast<const uint4*>(w_row);
 #pragma unroll 4
     for (int i = lane; i < in / 8; i += kWarp) {
       float w[8];
       unpack8(__ldg(w4 + i), w);
+      if constexpr (Normed) {
+        float s[8];
+        unpack8(__ldg(reinterpret_cast<const uint4*>(g) + i), s);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) w[j] *= s[j];
+      }
 #pragma unroll
       for (int t = 0; t < TOK; ++t) {
         if (t >= count) break;
         const float4 a = reinterpret_cast<const float4*>(xs[t])[2 * i];
         const float4 b = reinterpret_cast<const float4*>(xs[t])[2 * i + 1];
         acc[t] += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y + w[6] * b.z + w[7] * b.w;
+        if constexpr (Normed)
+          ss[t] += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
       }
     }
   } else {
     for (int i = lane; i < in; i += kWarp) {
-      const float w = bf16_bits_to_float(w_row[i]);
+      float w = bf16_bits_to_float(w_row[i]);
+      if constexpr (Normed) w *= bf16_bits_to_float(g[i]);
 #pragma unroll
       for (int t = 0; t < TOK; ++t) {
         if (t >= count) break;
-        acc[t] += w * xs[t][i];
+        const float v = xs[t][i];
+        acc[t] += w * v;
+        if constexpr (Normed) ss[t] += v * v;
       }
     }
   }
 #pragma unroll
   for (int t = 0; t < TOK; ++t)
-    if (t < count) acc[t] = warp_sum(acc[t]);  // count is the warp's own: only rows it has are reduced
+    if (t < count) {  // count is the warp's own: only rows it has are reduced
+      acc[t] = warp_sum(acc[t]);
+      if constexpr (Normed) acc[t] *= rsqrtf(warp_sum(ss[t]) / static_cast<float>(in) + eps);
+    }
+}
+
+template <int TOK>
+__device__ __forceinline__ void dot_rows(const std::uint16_t* __restrict__ w_row, int in, const float* const* __restrict__ xs, int count,
+                                         float (&acc)[TOK]) {
+  dot_rows_impl<TOK, false>(w_row, in, xs, count, nullptr, 0.0f, acc);
 }
 
 // Two weight rows in one pass, each against its own activation rows (SwiGLU's gate and up against
@@ -89,44 +111,7 @@ __device__ __forceinline__ void dot_row_pair(const std::uint16_t* __restrict__ a
 template <int TOK>
 __device__ __forceinline__ void dot_rows_normed(const std::uint16_t* __restrict__ w_row, int in, const float* const* __restrict__ xs,
                                                 int count, const std::uint16_t* __restrict__ g, float eps, float (&acc)[TOK]) {
-  const int lane = threadIdx.x % kWarp;
-  float ss[TOK];
-#pragma unroll
-  for (int t = 0; t < TOK; ++t) acc[t] = ss[t] = 0.0f;
-  if (in % 8 == 0) {
-    const uint4* w4 = reinterpret_cast<const uint4*>(w_row);
-    const uint4* g4 = reinterpret_cast<const uint4*>(g);
-#pragma unroll 4
-    for (int i = lane; i < in / 8; i += kWarp) {
-      float w[8], s[8];
-      unpack8(__ldg(w4 + i), w);
-      unpack8(__ldg(g4 + i), s);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) w[j] *= s[j];
-#pragma unroll
-      for (int t = 0; t < TOK; ++t) {
-        if (t >= count) break;
-        const float4 a = reinterpret_cast<const float4*>(xs[t])[2 * i];
-        const float4 b = reinterpret_cast<const float4*>(xs[t])[2 * i + 1];
-        acc[t] += w[0] * a.x + w[1] * a.y + w[2] * a.z + w[3] * a.w + w[4] * b.x + w[5] * b.y + w[6] * b.z + w[7] * b.w;
-        ss[t] += a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
-      }
-    }
-  } else {
-    for (int i = lane; i < in; i += kWarp) {
-      const float w = bf16_bits_to_float(w_row[i]) * bf16_bits_to_float(g[i]);
-#pragma unroll
-      for (int t = 0; t < TOK; ++t) {
-        if (t >= count) break;
-        const float v = xs[t][i];
-        acc[t] += w * v;
-        ss[t] += v * v;
-      }
-    }
-  }
-#pragma unroll
-  for (int t = 0; t < TOK; ++t)
-    if (t < count) acc[t] = warp_sum(acc[t]) * rsqrtf(warp_sum(ss[t]) / static_cast<float>(in) + eps);
+  dot_rows_impl<TOK, true>(w_row, in, xs, count, g, eps, acc);
 }
 
 // Rows of x taken TOK at a time, and how many of them there are.

@@ -51,11 +51,25 @@ struct Dev {
   }
 };
 
+// What a routing launch writes (route_cuda, norm_route_cuda, or the launches they fuse), for P pairs
+// over `slots` slots; h: norm_route_cuda's normalized rows.
+struct Routed {
+  Dev<float> h, logits, w;
+  Dev<std::int32_t> ids, scratch, pair_at, pos_of;
+  Dev<int> groups, misses, begin, end;
+  Dev<const bf16_t*> wptr;
+  Routed(const std::vector<float>& logits0, std::size_t h_floats, std::size_t P, int slots)
+      : h(h_floats), logits(logits0), w(P), ids(P), scratch(2 * std::size_t(slots)), pair_at(P), pos_of(P), groups(1), misses(1),
+        begin(P), end(P), wptr(P) {}
+  GroupedPairs g() { return {groups.p, begin.p, end.p, wptr.p, pair_at.p, pos_of.p, misses.p}; }
+};
+
 }  // namespace kernels_suite
 
 namespace {
 
 using kernels_suite::Dev;
+using kernels_suite::Routed;
 
 std::mt19937 rng(1234);
 std::vector<float> randn(std::size_t n, float scale = 1.0f) {
@@ -421,19 +435,7 @@ class TestCudaKernels : public QObject {
           const std::int64_t stride = 96;
           Dev<bf16_t> base(std::size_t(slots) * stride);
           Dev<std::int32_t> drows(rows), dtable(table);
-          struct Out {
-            Dev<float> logits, w;
-            Dev<std::int32_t> ids, scratch, pair_at, pos_of;
-            Dev<int> groups, misses, begin, end;
-            Dev<const bf16_t*> wptr;
-            GroupedPairs g() { return {groups.p, begin.p, end.p, wptr.p, pair_at.p, pos_of.p, misses.p}; }
-          };
-          auto make = [&] {
-            return Out{Dev<float>(logits), Dev<float>(P), Dev<std::int32_t>(P), Dev<std::int32_t>(2 * std::size_t(slots)),
-                       Dev<std::int32_t>(P), Dev<std::int32_t>(P), Dev<int>(1), Dev<int>(1), Dev<int>(P), Dev<int>(P),
-                       Dev<const bf16_t*>(P)};
-          };
-          Out a = make(), b = make();
+          Routed a(logits, 0, P, slots), b(logits, 0, P, slots);
           if (mask) CHECK_LAUNCH(mask_router_cuda(a.logits.p, drows.p, dtable.p, tokens, experts, nullptr));
           CHECK_LAUNCH(router_topk_cuda(a.logits.p, tokens, experts, k, renormalize, a.ids.p, a.w.p, nullptr));
           CHECK_LAUNCH(reroute_cuda(a.ids.p, drows.p, tokens, k, dtable.p, experts, slots, base.p, stride, a.scratch.p, a.g(), nullptr));
@@ -489,19 +491,8 @@ class TestCudaKernels : public QObject {
           Dev<bf16_t> base(std::size_t(slots) * stride), dnorm(norm), drouter(router);
           Dev<std::int32_t> drows(rows), dtable(table);
           Dev<float> dx(x);
-          struct Out {
-            Dev<float> h, logits, w;
-            Dev<std::int32_t> ids, scratch, pair_at, pos_of;
-            Dev<int> groups, misses, begin, end;
-            Dev<const bf16_t*> wptr;
-            GroupedPairs g() { return {groups.p, begin.p, end.p, wptr.p, pair_at.p, pos_of.p, misses.p}; }
-          };
-          auto make = [&] {
-            return Out{Dev<float>(std::size_t(tokens) * hidden), Dev<float>(std::size_t(tokens) * experts), Dev<float>(P),
-                       Dev<std::int32_t>(P), Dev<std::int32_t>(2 * std::size_t(slots)), Dev<std::int32_t>(P), Dev<std::int32_t>(P),
-                       Dev<int>(1), Dev<int>(1), Dev<int>(P), Dev<int>(P), Dev<const bf16_t*>(P)};
-          };
-          Out a = make(), b = make();
+          const std::vector<float> no_logits(std::size_t(tokens) * experts);
+          Routed a(no_logits, std::size_t(tokens) * hidden, P, slots), b(no_logits, std::size_t(tokens) * hidden, P, slots);
           const float eps = 1e-5f;
           CHECK_LAUNCH(rms_norm_cuda(dx.p, dnorm.p, tokens, hidden, eps, a.h.p, nullptr));
           CHECK_LAUNCH(linear_cuda(a.h.p, tokens, hidden, drouter.p, experts, nullptr, false, a.logits.p, nullptr));
