@@ -68,8 +68,17 @@ __device__ __forceinline__ void rotate_pair(float* v, const float* c, const floa
   v[d + half] = b * c[d + half] + a * s[d + half];
 }
 
-// Threads of a block that normalizes a row of `width` (rms_norm_cuda; the fused norm_route_cuda
-// takes as many, so that the two sum alike).
+// One row's RMSNorm by the whole block: out = w ∘ row / sqrt(mean(row²) + eps). rms_norm_kernel's
+// body, and norm_route_kernel's first part (with as many threads, so that the two sum alike).
+// shared32: 32 floats of shared memory.
+__device__ __forceinline__ void rms_norm_row(const float* row, const std::uint16_t* w, int width, float eps, float* out, float* shared32) {
+  float ss = 0;
+  for (int i = threadIdx.x; i < width; i += blockDim.x) ss += row[i] * row[i];
+  const float scale = rsqrtf(block_sum(ss, shared32) / static_cast<float>(width) + eps);
+  for (int i = threadIdx.x; i < width; i += blockDim.x) out[i] = bf16_bits_to_float(w[i]) * (row[i] * scale);
+}
+
+// Threads of a block that normalizes a row of `width` (rms_norm_cuda, norm_route_cuda).
 inline int rms_norm_threads(int width) { return width >= 1024 ? 1024 : (width >= 256 ? 256 : 64); }
 
 inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }

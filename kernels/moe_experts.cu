@@ -199,12 +199,8 @@ __global__ void __launch_bounds__(1024) norm_route_kernel(const float* x, NormRo
   __shared__ float partial[kWarp];
   const int width = nr.hidden;
   for (int t = 0; t < r.tokens; ++t) {
-    const float* row = x + static_cast<std::int64_t>(t) * width;
-    float ss = 0;
-    for (int i = threadIdx.x; i < width; i += blockDim.x) ss += row[i] * row[i];
-    const float scale = rsqrtf(block_sum(ss, partial) / static_cast<float>(width) + nr.eps);
-    float* o = h + static_cast<std::int64_t>(t) * width;
-    for (int i = threadIdx.x; i < width; i += blockDim.x) o[i] = bf16_bits_to_float(nr.norm[i]) * (row[i] * scale);
+    const std::int64_t at = static_cast<std::int64_t>(t) * width;
+    rms_norm_row(x + at, nr.norm, width, nr.eps, h + at, partial);
   }
   __syncthreads();  // h whole before a warp reads another's part of it
   const int warps = blockDim.x / kWarp;

@@ -15,13 +15,9 @@ __global__ void embed_rows_kernel(const bf16_t* table, const std::int32_t* ids, 
 
 __global__ void rms_norm_kernel(const float* x, const bf16_t* w, int width, float eps, float* out) {
   wait_for_previous_grid();
-  __shared__ float partial[32];
-  const float* row = x + static_cast<std::int64_t>(blockIdx.x) * width;
-  float ss = 0;
-  for (int i = threadIdx.x; i < width; i += blockDim.x) ss += row[i] * row[i];
-  const float scale = rsqrtf(block_sum(ss, partial) / static_cast<float>(width) + eps);
-  float* o = out + static_cast<std::int64_t>(blockIdx.x) * width;
-  for (int i = threadIdx.x; i < width; i += blockDim.x) o[i] = bf16_bits_to_float(w[i]) * (row[i] * scale);
+  __shared__ float partial[kWarp];
+  const std::int64_t at = static_cast<std::int64_t>(blockIdx.x) * width;
+  rms_norm_row(x + at, w, width, eps, out + at, partial);
 }
 
 __global__ void rope_kernel(float* x, const float* cos, const float* sin, int heads, int head_dim) {
