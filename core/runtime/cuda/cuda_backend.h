@@ -126,13 +126,15 @@ class CudaBackend final : public Backend {
   // A SwiGLU MLP of a set buffer (a dense layer's, or the shared expert) over n rows of h:
   // out (+)= down(silu(gate·h) ∘ (up·h)), with gate, up and down at their set offsets.
   void swiglu(int buffer, const LayerOffsets& L, std::int64_t width, const float* h, std::int64_t n, bool accumulate, float* out);
-  // The MoE block of `layer` over every token: x += experts(h) (+ the shared expert).
-  void moe(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result);
+  // The MoE block of `layer` over every token: x += experts(h) (+ the shared expert). `on_device`:
+  // routable_on_device(layer, …), as forward() found it just before.
+  void moe(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result, bool on_device);
   // A layer whose pairs all hit (or whose router is masked): routed on the device, no host round trip.
   bool routable_on_device(std::int64_t layer, const StepInputs& in, const MoeState& state) const;
-  // Such a layer in a decode step of one set: its post-attention norm, router and routing are one
-  // launch (kernels::norm_route_cuda), so forward() leaves the norm to moe().
-  bool norm_routes(std::int64_t layer, const StepInputs& in, const MoeState& state) const;
+  // A step whose layers routed on the device make their post-attention norm, router and routing in
+  // one launch (kernels::norm_route_cuda; one set's rows, few pairs, a small router), so forward()
+  // leaves those layers' norm to moe().
+  bool norm_routes(const StepInputs& in) const;
   // `next` ≥ 0: that layer's prefetch is issued once this layer's own loads are in.
   void route_on_host(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result, std::int64_t next);
   void run_grouped(const kernels::GroupedPairs& g, int max_groups);

@@ -31,10 +31,10 @@ static_assert(kDevicePairs <= kernels::kRouteMaxPairs, "a step routed on the dev
 
 }  // namespace
 
-bool CudaBackend::norm_routes(std::int64_t layer, const StepInputs& in, const MoeState& state) const {
+bool CudaBackend::norm_routes(const StepInputs& in) const {
   // One set's rows (one norm and one router), a router one block reads quickly, and pairs for a warp.
   return fused_ && in.groups.size() == 1 && spec_.num_experts <= kernels::kNormRouteMaxExperts &&
-         in.tokens * spec_.top_k <= kernels::kNormRouteMaxPairs && routable_on_device(layer, in, state);
+         in.tokens * spec_.top_k <= kernels::kNormRouteMaxPairs;
 }
 
 bool CudaBackend::routable_on_device(std::int64_t layer, const StepInputs& in, const MoeState& state) const {
@@ -116,7 +116,7 @@ void CudaBackend::cublas_experts(std::int64_t layer, const bf16_t* wt, std::int3
   if (any_delta) add_deltas(2, w.mlp2, I, begin, w.pair_out, H, 0);  // down: mlp2 holds the bundle's rows from 0
 }
 
-void CudaBackend::moe(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result) {
+void CudaBackend::moe(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result, bool on_device) {
   const ModelSpec& s = spec_;
   const auto l = static_cast<std::size_t>(layer);
   const LayerOffsets& L = layout_.layers[l];
@@ -125,11 +125,10 @@ void CudaBackend::moe(std::int64_t layer, const StepInputs& in, MoeState& state,
   const std::int32_t* table = tables_[l].get<std::int32_t>();
   std::int32_t* ids = w.topk_ids + layer * P;
 
-  const bool on_device = routable_on_device(layer, in, state);
   const auto slots = static_cast<int>(shape_.layer_slots[l]);
   // The router's logits, its top-k and (on the device) the groups. Before predict, which reuses w.router.
   const bool masks = state.policy->masks_router();
-  if (norm_routes(layer, in, state)) {  // the post-attention norm too (forward() left it): one launch
+  if (on_device && norm_routes(in)) {  // the post-attention norm too (forward() left it): one launch
     const int b = in.groups.front().buffer;
     const kernels::NormRouter nr{weight(b, L.post_norm), static_cast<float>(s.rms_norm_eps), weight(b, L.router), static_cast<int>(H)};
     MOSAIC_CUDA_CHECK(kernels::norm_route_cuda(w.x, nr, w.h, w.router, masks, s.norm_topk_prob, ids, w.topk_w, in.device.rows,

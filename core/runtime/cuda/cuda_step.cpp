@@ -174,12 +174,13 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
     // decode step makes inside its routing launch (norm_route_cuda), so it counts in the expert block
     // whichever way the layer routes.
     if (alone && s.is_sparse(l)) mark(l, 1);
-    if (!(s.is_sparse(l) && norm_routes(l, in, state)))  // else moe() normalizes
+    const bool on_device = s.is_sparse(l) && routable_on_device(l, in, state);
+    if (!(on_device && norm_routes(in)))  // else moe() normalizes
       for (const TokenGroup& g : in.groups)
         MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(w.x + g.begin * H, weight(g.buffer, L.post_norm), static_cast<int>(g.end - g.begin), H,
                                                  eps, w.h + g.begin * H, stream_));
     if (s.is_sparse(l)) {
-      moe(l, in, state, result);
+      moe(l, in, state, result, on_device);
       if (alone) mark(l, 2);
     } else {
       for (const TokenGroup& g : in.groups)
