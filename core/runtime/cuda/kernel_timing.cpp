@@ -239,21 +239,21 @@ std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context, boo
     measure("router", Ls, weights(E, H), [&](int i) {
       return kernels::linear_cuda(h.get<float>(), 1, H, arena.copy(i, weights(E, H)), E, nullptr, false, router.get<float>(), st);
     });
-  }
-  if (fused && !norm_routed) {
-    measure("top-k and reroute", Ls, 0, [&](int i) {
-      return kernels::route_cuda(router.get<float>(), false, s.norm_topk_prob, ids.get<std::int32_t>(), topk_w.get<float>(),
-                                 zero_int.get<std::int32_t>(), 1, K, table.get<std::int32_t>(), E, E, arena.copy(i, expert),
-                                 static_cast<std::int64_t>(expert / sizeof(bf16_t)), scratch.get<int>(), rerouted, st);
-    });
-  } else if (!fused) {
-    measure("softmax and top-k", Ls, 0, [&](int) {
-      return kernels::router_topk_cuda(router.get<float>(), 1, E, K, s.norm_topk_prob, ids.get<std::int32_t>(), topk_w.get<float>(), st);
-    });
-    measure("reroute", Ls, 0, [&](int i) {
-      return kernels::reroute_cuda(ids.get<std::int32_t>(), zero_int.get<std::int32_t>(), 1, K, table.get<std::int32_t>(), E, E,
-                                   arena.copy(i, expert), static_cast<std::int64_t>(expert / sizeof(bf16_t)), scratch.get<int>(), rerouted, st);
-    });
+    if (fused) {
+      measure("top-k and reroute", Ls, 0, [&](int i) {
+        return kernels::route_cuda(router.get<float>(), false, s.norm_topk_prob, ids.get<std::int32_t>(), topk_w.get<float>(),
+                                   zero_int.get<std::int32_t>(), 1, K, table.get<std::int32_t>(), E, E, arena.copy(i, expert),
+                                   static_cast<std::int64_t>(expert / sizeof(bf16_t)), scratch.get<int>(), rerouted, st);
+      });
+    } else {
+      measure("softmax and top-k", Ls, 0, [&](int) {
+        return kernels::router_topk_cuda(router.get<float>(), 1, E, K, s.norm_topk_prob, ids.get<std::int32_t>(), topk_w.get<float>(), st);
+      });
+      measure("reroute", Ls, 0, [&](int i) {
+        return kernels::reroute_cuda(ids.get<std::int32_t>(), zero_int.get<std::int32_t>(), 1, K, table.get<std::int32_t>(), E, E,
+                                     arena.copy(i, expert), static_cast<std::int64_t>(expert / sizeof(bf16_t)), scratch.get<int>(), rerouted, st);
+      });
+    }
   }
   measure("experts: gate and up", Ls, K * weights(2 * std::int64_t(I), H), [&](int i) {
     return kernels::expert_gate_up_cuda(h.get<float>(), H, I, K, pairs_of(i), K, act.get<float>(), st);
