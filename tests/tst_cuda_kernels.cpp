@@ -84,6 +84,19 @@ std::vector<bf16_t> randn_bf16(std::size_t n, float scale = 1.0f, float mean = 0
   return v;
 }
 
+// A routing table of 3 targets over `experts` (slots shared, skipped and missing; target 2 with
+// nothing resident) and each of `tokens` tokens' target.
+std::pair<std::vector<std::int32_t>, std::vector<std::int32_t>> routing_of(int tokens, int experts, int slots) {
+  const int targets = 3;
+  std::vector<std::int32_t> table(std::size_t(targets) * experts);
+  std::uniform_int_distribution<int> pick(-3, slots - 1);
+  for (auto& s : table) s = std::max(-1, pick(rng));
+  std::fill(table.begin() + 2 * experts, table.end(), -1);
+  std::vector<std::int32_t> rows(static_cast<std::size_t>(tokens));
+  for (auto& r : rows) r = int(rng() % targets);
+  return {table, rows};
+}
+
 double rel(const std::vector<float>& a, const std::vector<float>& b) {
   double num = 0, den = 0;
   for (std::size_t i = 0; i < a.size(); ++i) {
@@ -423,13 +436,8 @@ class TestCudaKernels : public QObject {
              {1, 2, 8}, {7, 2, 8}, {16, 2, 8}, {11, 3, 8}, {32, 2, 8}, {40, 2, 8}, {5, 6, 64}, {1, 8, 256}})
       for (bool mask : {false, true})
         for (bool renormalize : {false, true}) {
-          const int targets = 3, slots = experts + 6;
-          std::vector<std::int32_t> table(std::size_t(targets) * experts);
-          std::uniform_int_distribution<int> pick(-3, slots - 1);
-          for (auto& s : table) s = std::max(-1, pick(rng));
-          std::fill(table.begin() + 2 * experts, table.end(), -1);  // target 2: nothing resident
-          std::vector<std::int32_t> rows(static_cast<std::size_t>(tokens));
-          for (auto& r : rows) r = int(rng() % targets);
+          const int slots = experts + 6;
+          const auto [table, rows] = routing_of(tokens, experts, slots);
           const auto logits = randn(std::size_t(tokens) * experts);
           const std::size_t P = std::size_t(tokens) * k;
           const std::int64_t stride = 96;
@@ -477,13 +485,8 @@ class TestCudaKernels : public QObject {
              {2, 2, 8, 44} /* not a multiple of 8: the scalar dot products */, {4, 8, 64, 256} /* 32 pairs, OLMoE's E and k */})
       for (bool mask : {false, true})
         for (bool renormalize : {false, true}) {
-          const int targets = 3, slots = experts + 6;
-          std::vector<std::int32_t> table(std::size_t(targets) * experts);
-          std::uniform_int_distribution<int> pick(-3, slots - 1);
-          for (auto& s : table) s = std::max(-1, pick(rng));
-          std::fill(table.begin() + 2 * experts, table.end(), -1);  // target 2: nothing resident
-          std::vector<std::int32_t> rows(static_cast<std::size_t>(tokens));
-          for (auto& r : rows) r = int(rng() % targets);
+          const int slots = experts + 6;
+          const auto [table, rows] = routing_of(tokens, experts, slots);
           const auto x = randn(std::size_t(tokens) * hidden);
           const auto norm = randn_bf16(std::size_t(hidden), 0.2f, 1.0f), router = randn_bf16(std::size_t(experts) * hidden, 0.05f);
           const std::size_t P = std::size_t(tokens) * k;
