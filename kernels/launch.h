@@ -3,8 +3,8 @@
 // in the stream is finishing, its launch and block setup overlapping that kernel's tail; every kernel
 // here waits for the grid before it (wait_for_previous_grid, kernel_util.cuh) before it touches
 // memory, so what it computes is as under plain stream order. Process-wide; every launch honours it
-// but read_probe's (a bandwidth probe, timed alone). Off until measured on the device: the CUDA
-// backend turns it on with MOSAIC_CUDA_PDL=1, where programmatic_launches_possible().
+// but read_probe's (a bandwidth probe, timed alone). The CUDA backend turns it on where
+// programmatic_launches_possible(), unless MOSAIC_CUDA_PDL=0.
 // A graph's event-record node between two kernels (a lone token's layer timer) leaves that boundary
 // a plain one.
 namespace mosaic::kernels {

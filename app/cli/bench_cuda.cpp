@@ -75,11 +75,11 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
   {  // 1. Batch 1, every expert resident: launched kernel by kernel, and replayed from CUDA graphs.
     std::printf("\ndecode, batch 1, all experts resident (%d steps)\n", steps);
     const double floor = per_token / rates.read_bytes_per_s;
-    std::printf("  %-28s %8.3f ms   (%.2f GB ÷ %.0f GB/s)\n", "floor", floor * 1e3, per_token / 1e9, rates.read_bytes_per_s / 1e9);
+    std::printf("  %-40s %8.3f ms   (%.2f GB ÷ %.0f GB/s)\n", "floor", floor * 1e3, per_token / 1e9, rates.read_bytes_per_s / 1e9);
     nlohmann::ordered_json rows{{"floor_ms", floor * 1e3}, {"bytes_per_token", per_token}};
     // Fused small kernels (the default) and one by one (MOSAIC_CUDA_FUSED=0), each way launched and
-    // replayed: the fusions' gain, measured in this run. Then the fused graphs again with programmatic
-    // dependent launches (MOSAIC_CUDA_PDL=1, off by default until this row says it pays).
+    // replayed: the fusions' gain, measured in this run; those four in plain stream order. Then the
+    // fused graphs with programmatic dependent launches, the default where the GPU runs them.
     struct Way {
       bool fused, graphs, pdl;
     };
@@ -103,7 +103,8 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
     unsetenv("MOSAIC_CUDA_GRAPHS");
     unsetenv("MOSAIC_CUDA_FUSED");
     unsetenv("MOSAIC_CUDA_PDL");
-    kernels::set_programmatic_launches(false);  // the flag stays as the last backend set it: the tables below are plain
+    // The flag stays as the last backend set it; the kernel table times each kernel alone, plainly.
+    kernels::set_programmatic_launches(false);
 
     // Where the graph step's time goes: each of its kernels alone, at the steps' mean context.
     const int context = 20 + steps / 2;  // the prompt's 16, 3 warm-up steps, half the timed ones

@@ -142,11 +142,13 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
   if (const char* t = std::getenv("MOSAIC_CUDA_TILED_ATTENTION")) tiled_attention_ = std::string(t) != "0";
   if (const char* d = std::getenv("MOSAIC_CUDA_DRAWS")) prepared_draws_ = std::string(d) != "0";
   if (const char* f = std::getenv("MOSAIC_CUDA_FUSED")) fused_ = std::string(f) != "0";
-  // Programmatic dependent launches: off until bench-cuda has measured them (kernels/launch.h).
-  // Process-wide, so the backend made last decides.
+  // Programmatic dependent launches (kernels/launch.h): on wherever the device and the kernels allow
+  // them (the H100's graph step, 2026-11-28: 0.517 ms against 0.539). MOSAIC_CUDA_PDL=0 turns them
+  // off; =1 insists, and is refused where they cannot run. Process-wide: the backend made last decides.
   const char* pdl = std::getenv("MOSAIC_CUDA_PDL");
-  const bool programmatic = pdl && std::string(pdl) != "0";
-  if (programmatic && !kernels::programmatic_launches_possible())
+  const bool insisted = pdl && std::string(pdl) != "0";
+  const bool programmatic = pdl ? insisted : kernels::programmatic_launches_possible();
+  if (insisted && !kernels::programmatic_launches_possible())
     throw DeviceError("device cuda", "MOSAIC_CUDA_PDL=1",
                       "needs a GPU of compute capability 9.0 or later and kernels compiled for it (CMAKE_CUDA_ARCHITECTURES 90)",
                       "unset MOSAIC_CUDA_PDL");
