@@ -274,44 +274,64 @@ __global__ void combine_kernel(const float* out, const std::int32_t* pos_of, con
   }
 }
 
-// The down projection and the combine for a step of one token: a warp per output row sums the
-// token's pairs in j order, as combine_kernel does, and adds the sum to x, so no pair's output goes
-// through memory. A pair's group is found among the G ≤ k groups by its position.
-constexpr int kCombineRows = 4;  // warps per block: 512 blocks over a hidden size of 2048
+// The down projection and the combine for a step of one token, so no pair's output goes through
+// memory: x[row] += Σ_j weights[j] · (down_j[row] · act_j). A down row is long (the intermediate size)
+// and there are only `hidden` of them, so each row's sums are split over kCombineSlices warps, each
+// taking a slice of the intermediate dimension for every pair: a warp per row left 15 warps an SM on
+// the H100 and read at 0.56 of the bandwidth (2026-11-28), where gate_up's many short warps read at
+// 0.84. The slices' partial sums meet in shared memory, added in slice order. A pair's group is found
+// among the G ≤ k groups by its position.
+constexpr int kCombineRows = 2, kCombineSlices = 4;  // warps per block: rows × slices
 
-__global__ void down_combine_kernel(const float* __restrict__ act, int hidden, int inter, int k, GroupedPairs g,
-                                    const float* __restrict__ weights, float* __restrict__ x) {
+__global__ void __launch_bounds__(kCombineRows * kCombineSlices * kWarp)
+    down_combine_kernel(const float* __restrict__ act, int hidden, int inter, int k, GroupedPairs g,
+                        const float* __restrict__ weights, float* __restrict__ x) {
   wait_for_previous_grid();
-  const int row = blockIdx.x * kCombineRows + threadIdx.x / kWarp;
-  if (row >= hidden) return;
-  const int groups = *g.groups;
-  // Pair j's down row and activations, or false for a pair no slot serves.
-  auto operands = [&](int j, const bf16_t*& w, const float*& a) {
-    const int pos = g.pos_of[j];
-    if (pos < 0) return false;
-    int group = 0;
-    while (group + 1 < groups && pos >= g.end[group]) ++group;
-    w = g.weights[group] + 2 * static_cast<std::int64_t>(inter) * hidden + static_cast<std::int64_t>(row) * inter;
-    a = act + static_cast<std::int64_t>(pos) * inter;
-    return true;
-  };
+  __shared__ float partial[kCombineRows][kCombineSlices];
+  const int warp = threadIdx.x / kWarp, r = warp / kCombineSlices, slice = warp % kCombineSlices;
+  const int row = blockIdx.x * kCombineRows + r;
+  // The slice's part of the intermediate dimension: whole 16-byte pieces where dot_rows reads them
+  // (inter a multiple of 8), else one warp takes the whole row, element by element.
+  const int slices = inter % 8 == 0 ? kCombineSlices : 1;
+  const int piece = inter % 8 == 0 ? ((inter / 8 + slices - 1) / slices) * 8 : inter;
+  const int lo = min(slice * piece, inter), hi = min(lo + piece, inter);
   float sum = 0;
-  for (int j = 0; j < k; j += 2) {  // two pairs at a time, their loads in flight together; summed in j order
-    const bf16_t *wa = nullptr, *wb = nullptr;
-    const float *xa = nullptr, *xb = nullptr;
-    const bool a = operands(j, wa, xa), b = j + 1 < k && operands(j + 1, wb, xb);
-    float da[1] = {0.0f}, db[1] = {0.0f};
-    if (a && b) {
-      dot_row_pair<1>(wa, &xa, wb, &xb, inter, 1, da, db);
-    } else if (a) {
-      dot_rows<1>(wa, inter, &xa, 1, da);
-    } else if (b) {
-      dot_rows<1>(wb, inter, &xb, 1, db);
+  if (row < hidden && lo < hi) {
+    const int groups = *g.groups;
+    // Pair j's slice of its down row and of its activations, or false for a pair no slot serves.
+    auto operands = [&](int j, const bf16_t*& w, const float*& a) {
+      const int pos = g.pos_of[j];
+      if (pos < 0) return false;
+      int group = 0;
+      while (group + 1 < groups && pos >= g.end[group]) ++group;
+      w = g.weights[group] + 2 * static_cast<std::int64_t>(inter) * hidden + static_cast<std::int64_t>(row) * inter + lo;
+      a = act + static_cast<std::int64_t>(pos) * inter + lo;
+      return true;
+    };
+    for (int j = 0; j < k; j += 2) {  // two pairs at a time, their loads in flight together; summed in j order
+      const bf16_t *wa = nullptr, *wb = nullptr;
+      const float *xa = nullptr, *xb = nullptr;
+      const bool a = operands(j, wa, xa), b = j + 1 < k && operands(j + 1, wb, xb);
+      float da[1] = {0.0f}, db[1] = {0.0f};
+      if (a && b) {
+        dot_row_pair<1>(wa, &xa, wb, &xb, hi - lo, 1, da, db);
+      } else if (a) {
+        dot_rows<1>(wa, hi - lo, &xa, 1, da);
+      } else if (b) {
+        dot_rows<1>(wb, hi - lo, &xb, 1, db);
+      }
+      if (a) sum += weights[j] * da[0];
+      if (b) sum += weights[j + 1] * db[0];
     }
-    if (a) sum += weights[j] * da[0];
-    if (b) sum += weights[j + 1] * db[0];
   }
-  if (threadIdx.x % kWarp == 0) x[row] += sum;
+  if (threadIdx.x % kWarp == 0) partial[r][slice] = sum;
+  __syncthreads();
+  if (row < hidden && threadIdx.x % (kCombineSlices * kWarp) == 0) {  // the row's first warp's lane 0
+    float total = 0;
+#pragma unroll
+    for (int z = 0; z < kCombineSlices; ++z) total += partial[r][z];
+    x[row] += total;
+  }
 }
 
 // Decode groups are small: 4 positions per pass keeps registers low; prefill groups go to cuBLAS.
@@ -359,7 +379,7 @@ int expert_down_combine_cuda(const float* act, int hidden, int inter, int k, Gro
                              void* stream) {
   if (hidden == 0 || k == 0) return 0;  // nothing to add (a launch of no blocks is an error)
   if (k < 0) return static_cast<int>(cudaErrorInvalidValue);
-  return launch_kernel(down_combine_kernel, blocks_for(hidden, kCombineRows), kCombineRows * kWarp, 0, as_stream(stream),
+  return launch_kernel(down_combine_kernel, blocks_for(hidden, kCombineRows), kCombineRows * kCombineSlices * kWarp, 0, as_stream(stream),
                        act, hidden, inter, k, g, weights, x);
 }
 

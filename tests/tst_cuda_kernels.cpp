@@ -351,7 +351,7 @@ class TestCudaKernels : public QObject {
     for (const auto& [tokens, k, hidden, inter, force] : std::vector<std::tuple<int, int, int, int, Force>>{
              {1, 2, 64, 40, kDrawn}, {5, 2, 64, 40, kDrawn}, {37, 4, 72, 48, kDrawn}, {13, 3, 36, 20, kDrawn}, {3, 2, 64, 40, kDrawn},
              {1, 3, 36, 20, kSecondMisses}, {1, 1, 64, 40, kDrawn}, {1, 2, 64, 40, kFirstMisses}, {1, 2, 64, 40, kBothHit},
-             {1, 2, 64, 40, kOneSlot}}) {
+             {1, 2, 64, 40, kOneSlot}, {1, 4, 64, 200, kDrawn}}) {  // the last: down rows in four unequal slices
       const int experts = 8, targets = 3, slots = 14;
       std::vector<std::int32_t> table(std::size_t(targets) * experts);
       std::uniform_int_distribution<int> pick(-3, slots - 1);
