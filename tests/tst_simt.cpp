@@ -128,6 +128,25 @@ class TestSimt : public QObject {
     QCOMPARE(backwards, 2);
   }
 
+  void warpsRunAheadOfEachOther() {
+    // A warp runs to its next __syncthreads before the other warps take a step, first to last or last
+    // to first, so that a read of another warp's writes without a barrier finds them unwritten (warps
+    // taking turns at every warp collective would hide it: they would move in step).
+    const int blocks = 2;
+    Buffer<int> tickets(blocks * 2 * 4), counters(blocks);
+    QCOMPARE(simt_probe::warp_order(blocks, tickets.p, counters.p), 0);
+    const auto t = tickets.get();
+    const std::vector<int> first_warp_first{0, 1, 2, 3, 4, 5, 6, 7}, last_warp_first{4, 5, 6, 7, 0, 1, 2, 3};
+    int forwards = 0, backwards = 0;
+    for (int b = 0; b < blocks; ++b) {
+      const std::vector<int> own(t.begin() + b * 8, t.begin() + b * 8 + 8);
+      forwards += own == first_warp_first;
+      backwards += own == last_warp_first;
+    }
+    QCOMPARE(forwards, 1);
+    QCOMPARE(backwards, 1);
+  }
+
   void deviceMemoryStartsAsGarbage() {
     // cudaMalloc gives NaNs, so that a kernel reading what nobody wrote fails its comparison.
     float* p = nullptr;

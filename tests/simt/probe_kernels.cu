@@ -90,6 +90,15 @@ __global__ void start_order_kernel(int* tickets, int* counters) {
   tickets[blockIdx.x * blockDim.x + threadIdx.x] = atomicAdd(&counters[blockIdx.x], 1);
 }
 
+// Two warps taking four tickets each, lane 0 a ticket between warp barriers: on a GPU a warp may take
+// all of its tickets before the other takes one.
+__global__ void warp_order_kernel(int* tickets, int* counters) {
+  for (int i = 0; i < 4; ++i) {
+    if (threadIdx.x % 32 == 0) tickets[(blockIdx.x * 2 + threadIdx.x / 32) * 4 + i] = atomicAdd(&counters[blockIdx.x], 1);
+    __syncwarp();
+  }
+}
+
 int last() { return static_cast<int>(cudaGetLastError()); }
 
 }  // namespace
@@ -128,6 +137,10 @@ int dynamic_shared(int threads, std::size_t bytes, float* out) {
 }
 int start_order(int blocks, int threads, int* tickets, int* counters) {
   start_order_kernel<<<blocks, threads>>>(tickets, counters);
+  return last();
+}
+int warp_order(int blocks, int* tickets, int* counters) {
+  warp_order_kernel<<<blocks, 64>>>(tickets, counters);
   return last();
 }
 int allow_dynamic_shared(int bytes) {

@@ -18,5 +18,6 @@ int own_arguments(int threads, int step, int* out);       // `threads` ints
 int dynamic_shared(int threads, std::size_t bytes, float* out);
 int allow_dynamic_shared(int bytes);
 int start_order(int blocks, int threads, int* tickets, int* counters);  // blocks × threads tickets, a counter a block
+int warp_order(int blocks, int* tickets, int* counters);                // blocks × 2 warps × 4 tickets, a counter a block
 
 }  // namespace simt_probe

@@ -344,14 +344,25 @@ cudaError_t run(const char* name, const void* kernel, dim3 grid, dim3 block, std
         }
         block_gate = Gate{};
         live = static_cast<unsigned>(n);
-        // Every other block takes its threads last to first: its last thread runs ahead, where a
-        // missing barrier then shows that the first thread's running ahead would not.
+        // A warp runs as far as it can (to a __syncthreads, its end, or a collective waiting for a
+        // lane that cannot come) before the next is taken, as a GPU's warps may run ahead of each
+        // other: a read of what another warp writes before a barrier gets NaNs. Within a warp, a
+        // lane runs until it waits. Every other block takes its warps and lanes last to first, so
+        // that a missing barrier shows whichever side of it runs ahead.
         const bool backwards = blocks_run++ % 2 == 1;
+        const std::size_t warp_count = warps.size();
         while (live > 0) {
           const std::uint64_t before = progress;
-          for (std::size_t j = 0; j < n; ++j) {
-            const std::size_t i = backwards ? n - 1 - j : j;
-            if (!threads[i].done) resume(threads[i], i);
+          for (std::size_t wj = 0; wj < warp_count; ++wj) {
+            const std::size_t w = backwards ? warp_count - 1 - wj : wj;
+            const std::size_t first = w * 32, count = std::min<std::size_t>(32, n - first);
+            for (std::uint64_t warp_before = ~progress; warp_before != progress;) {
+              warp_before = progress;
+              for (std::size_t j = 0; j < count; ++j) {
+                const std::size_t i = first + (backwards ? count - 1 - j : j);
+                if (!threads[i].done) resume(threads[i], i);
+              }
+            }
           }
           if (live > 0 && progress == before) {
             report_deadlock();
