@@ -119,18 +119,18 @@ case $stage in
     # gpu suites, the sanitizers on the tests written since the last GPU run only, then bench-cuda on a
     # 4-layer family (the prefill and draw parts depend on a layer's shapes and the vocabulary, not the depth).
     step ctest-gpu 200 ctest --test-dir build-gpu -L gpu --output-on-failure
-    # The fused decode kernels of 2026-11-27 (stop 45), the attention split over positions (stop 46),
-    # and stop 48's warp routing, norm_route, the input norm folded into q/k/v and programmatic
-    # launches (MOSAIC_CUDA_PDL=1; bench-cuda's fifth batch-1 row): their kernel tests, and the
-    # synthetic family's decode steps fused and not, one sequence and two, short contexts and a
-    # 300-token one, with and without programmatic launches. simt (CI) has run every kernel case;
-    # what it cannot see is memory ordering between threads and kernels, and speed.
-    newk="fusedRoutingMatchesTheSeparateLaunches normRouteMatchesTheSeparateLaunches programmaticLaunchesComputeWhatStreamOrderDoes linearPartsMatchReference rotaryAndCacheWriteMatchTheThreeLaunches routedExpertsMatchReference pagedAttentionMatchesReference tiledPromptAttentionMatchesReference splitDecodeAttentionMatchesReference"
+    # Since the H100 run of 2026-11-28 (docs/benchmarks.md): the decode attention stages keys and values
+    # through shared memory (paged, split and tiled rows: the kernel serves all three), the fused down
+    # and combine splits each row over 4 warps (the experts' one-token rows), and programmatic launches
+    # are the default, so every backend row runs with them. simt (CI) has run every kernel case; what
+    # it cannot see is memory ordering between threads and kernels, and speed: bench-cuda's kernel
+    # table ("attention", "experts: down and combine") and its split-attention table are the measure.
+    newk="routedExpertsMatchReference programmaticLaunchesComputeWhatStreamOrderDoes pagedAttentionMatchesReference tiledPromptAttentionMatchesReference splitDecodeAttentionMatchesReference"
     step memcheck-new 200 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend decodeStepsOnASyntheticMidSizeFamily layersOfATokenAloneAreTimed
     step memcheck-new-kern 90 "$sanitizer" --tool memcheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk
     step racecheck-new-kern 90 "$sanitizer" --tool racecheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk
-    # The split attention's barriers around its early returns and its last-block combine.
-    step synccheck-split 60 "$sanitizer" --tool synccheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels splitDecodeAttentionMatchesReference
+    # The attention's barriers: around its early returns, its stages and its last-block combine.
+    step synccheck-attention 60 "$sanitizer" --tool synccheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels splitDecodeAttentionMatchesReference pagedAttentionMatchesReference
     step bench-cuda-4l 400 "$cli" bench-cuda --dir build-gpu/bench-cuda-4l --layers 4 --json "$out/bench-cuda-4l.json"
     ;;
   bench)
