@@ -12,7 +12,9 @@
 namespace mosaic {
 
 // A MoE layer's time over some steps, in Multi-MoE's Table 1's two parts: attention (with its KV
-// reads) and the expert block after it (router, experts, and the loads its misses waited for).
+// reads) and the expert block after it (router, experts, and the loads its misses waited for). The
+// post-attention RMSNorm counts in attention on the CPU backend and in the expert block on CUDA,
+// where one kernel makes it with the router and the routing.
 struct LayerTime {
   std::int64_t steps = 0;
   double attention_seconds = 0, expert_seconds = 0;
