@@ -61,19 +61,25 @@ __global__ void rotary_kv_write_kernel(float* q, float* k, const float* v, const
 constexpr int kAttentionThreads = 256, kAttentionWarps = kAttentionThreads / kWarp, kDimsPerLane = 8;
 constexpr int kPassDims = kWarp * kDimsPerLane;  // head dims summed per pass over the positions
 constexpr int kStageBytes = 32 * 1024;          // the most a stage of key or value rows takes
+constexpr int kMaxStageRows = 256;               // and the most rows
 constexpr int kStageLoads = 8;                   // 16-byte loads a thread has in flight while staging
 
-// Rows a stage holds: a block's positions, at most kStageBytes of them.
+// Rows a stage holds: a block's positions, at most kStageBytes and kMaxStageRows of them.
 __host__ __device__ constexpr int stage_rows(int head_dim, int positions) {
-  const int fit = kStageBytes / (2 * head_dim);
+  int fit = kStageBytes / (2 * head_dim);
+  fit = fit < kMaxStageRows ? fit : kMaxStageRows;
   return positions < fit ? positions : (fit > 0 ? fit : 1);
 }
 
 // Positions [first, first + rows) of token t's sequence, kv head columns [col, col + head_dim) of
-// `cache`, into `stage` [rows, head_dim]: 16-byte pieces where rows are whole pieces (head_dim a
-// multiple of 8), each thread's kStageLoads loads issued before any is stored; else bf16 by bf16.
+// `cache`, into `stage` [rows, head_dim]. The rows' cache rows are looked up first, a thread a row,
+// into `row_of`, so that a piece's load waits on shared memory and not on the block table. Then
+// 16-byte pieces where rows are whole pieces (head_dim a multiple of 8), each thread's kStageLoads
+// loads issued before any is stored; else bf16 by bf16. Ends with the stage whole (a barrier).
 __device__ __forceinline__ void stage_rows_of(const bf16_t* cache, const PagedQueries& pq, int t, int first, int rows, int width,
-                                              int col, int head_dim, bf16_t* stage) {
+                                              int col, int head_dim, bf16_t* stage, std::int64_t* row_of) {
+  for (int p = threadIdx.x; p < rows; p += blockDim.x) row_of[p] = cache_row(pq, t, first + p) * width + col;
+  __syncthreads();
   if (head_dim % 8 == 0) {
     const int per_row = head_dim / 8, pieces = rows * per_row;
     for (int i0 = threadIdx.x; i0 < pieces; i0 += kStageLoads * blockDim.x) {
@@ -81,8 +87,7 @@ __device__ __forceinline__ void stage_rows_of(const bf16_t* cache, const PagedQu
 #pragma unroll
       for (int u = 0; u < kStageLoads; ++u) {
         const int i = i0 + u * static_cast<int>(blockDim.x);
-        if (i < pieces)
-          v[u] = reinterpret_cast<const uint4*>(cache + cache_row(pq, t, first + i / per_row) * width + col)[i % per_row];
+        if (i < pieces) v[u] = reinterpret_cast<const uint4*>(cache + row_of[i / per_row])[i % per_row];
       }
 #pragma unroll
       for (int u = 0; u < kStageLoads; ++u) {
@@ -91,9 +96,9 @@ __device__ __forceinline__ void stage_rows_of(const bf16_t* cache, const PagedQu
       }
     }
   } else {
-    for (int i = threadIdx.x; i < rows * head_dim; i += blockDim.x)
-      stage[i] = cache[cache_row(pq, t, first + i / head_dim) * width + col + i % head_dim];
+    for (int i = threadIdx.x; i < rows * head_dim; i += blockDim.x) stage[i] = cache[row_of[i / head_dim] + i % head_dim];
   }
+  __syncthreads();
 }
 
 __host__ __device__ constexpr std::size_t split_record_floats(int head_dim) { return static_cast<std::size_t>(head_dim) + 2; }
@@ -122,6 +127,7 @@ __global__ void __launch_bounds__(kAttentionThreads, 3)
   __shared__ float partial[32];
   __shared__ float sums[kAttentionWarps][kPassDims];
   __shared__ float factor[kMaxSplits];
+  __shared__ std::int64_t row_of[kMaxStageRows];  // the stage's rows' offsets in the cache
   __shared__ bool last;
   const int t = blockIdx.x, h = blockIdx.y, kvh = h / (heads / kv_heads);
   if (skip_tiles && is_query_tile(pq.position, pq.block_offset, tokens, t / kTileQueries)) return;  // the whole block
@@ -135,8 +141,7 @@ __global__ void __launch_bounds__(kAttentionThreads, 3)
   const int capacity = min(stage_capacity, n);
   for (int s0 = 0; s0 < n; s0 += capacity) {
     const int rows = min(capacity, n - s0);
-    stage_rows_of(kc, pq, t, range.begin + s0, rows, width, col, head_dim, stage);
-    __syncthreads();  // the stage's keys whole
+    stage_rows_of(kc, pq, t, range.begin + s0, rows, width, col, head_dim, stage, row_of);
     for (int p = warp; p < rows; p += kAttentionWarps) {
       const bf16_t* key = stage + static_cast<std::int64_t>(p) * head_dim;
       float s = 0.0f;
@@ -173,8 +178,7 @@ __global__ void __launch_bounds__(kAttentionThreads, 3)
     for (int s0 = 0; s0 < n; s0 += capacity) {
       const int rows = min(capacity, n - s0);
       __syncthreads();  // the stage's last reader done
-      stage_rows_of(vc, pq, t, range.begin + s0, rows, width, col, head_dim, stage);
-      __syncthreads();  // the stage's values whole
+      stage_rows_of(vc, pq, t, range.begin + s0, rows, width, col, head_dim, stage, row_of);
 #pragma unroll 2
       for (int p = warp; p < rows; p += kAttentionWarps) {
         const float w = scores[s0 + p];
