@@ -71,6 +71,11 @@ __host__ __device__ constexpr int stage_rows(int head_dim, int positions) {
   return positions < fit ? positions : (fit > 0 ? fit : 1);
 }
 
+// A stage of `rows` rows in dynamic shared memory, rounded up to 16 bytes: the scores follow it.
+__host__ __device__ constexpr std::size_t stage_bytes(int rows, int head_dim) {
+  return (static_cast<std::size_t>(rows) * head_dim * 2 + 15) / 16 * 16;
+}
+
 // Positions [first, first + rows) of token t's sequence, kv head columns [col, col + head_dim) of
 // `cache`, into `stage` [rows, head_dim]. The rows' cache rows are looked up first, a thread a row,
 // into `row_of`, so that a piece's load waits on shared memory and not on the block table. Then
@@ -123,7 +128,7 @@ __global__ void __launch_bounds__(kAttentionThreads, 3)
   // Dynamic: the stage [stage_capacity, head_dim] bf16, then the scores (16-byte aligned both).
   extern __shared__ uint4 dynamic[];
   bf16_t* stage = reinterpret_cast<bf16_t*>(dynamic);
-  float* scores = reinterpret_cast<float*>(dynamic + (static_cast<std::size_t>(stage_capacity) * head_dim * 2 + 15) / 16);
+  float* scores = reinterpret_cast<float*>(dynamic + stage_bytes(stage_capacity, head_dim) / sizeof(uint4));
   __shared__ float partial[32];
   __shared__ float sums[kAttentionWarps][kPassDims];
   __shared__ float factor[kMaxSplits];
@@ -437,8 +442,6 @@ int paged_attention_cuda(const float* q, PagedQueries pq, int tokens, int heads,
   // attributes are set on the first call, which may launch nothing (so that they are not made while
   // a stream is being captured into a graph).
   auto padded = [](int n) { return sizeof(float) * static_cast<std::size_t>((n + 4) / 4 * 4 + 4); };
-  // Then the stage ahead of them, its rows 16-byte aligned as a whole.
-  auto dynamic_bytes = [&](int chunk, int rows) { return (static_cast<std::size_t>(rows) * head_dim * 2 + 15) / 16 * 16 + padded(chunk); };
   static const bool configured =
       cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(kStageBytes + 16 + padded(kMaxAttentionPositions))) == cudaSuccess &&
@@ -463,8 +466,8 @@ int paged_attention_cuda(const float* q, PagedQueries pq, int tokens, int heads,
   auto* counters = static_cast<unsigned*>(split.scratch);
   auto* records = splits == 1 ? nullptr : reinterpret_cast<float*>(static_cast<std::byte*>(split.scratch) + split_counter_bytes());
   const int rows = stage_rows(head_dim, chunk);
-  return launch_kernel(attention_kernel, dim3(tokens, heads, splits), kAttentionThreads, dynamic_bytes(chunk, rows), as_stream(stream),
-                       q, pq, tokens, heads, kv_heads, head_dim, k_cache, v_cache, out, tiles, counters, records, rows);
+  return launch_kernel(attention_kernel, dim3(tokens, heads, splits), kAttentionThreads, stage_bytes(rows, head_dim) + padded(chunk),
+                       as_stream(stream), q, pq, tokens, heads, kv_heads, head_dim, k_cache, v_cache, out, tiles, counters, records, rows);
 }
 
 }  // namespace mosaic::kernels
