@@ -3,6 +3,7 @@
 // weight row with up to TOK fp32 activation rows. Lanes read the weight row in 16-byte pieces
 // (eight bf16 each) when `in` is a multiple of 8, else one element at a time.
 #include "kernels/kernel_util.cuh"
+#include "kernels/linear.h"
 
 namespace mosaic::kernels {
 
@@ -124,5 +125,27 @@ __device__ __forceinline__ int row_pointers(const float* x, int in, int first, i
 }
 
 constexpr int kRowsPerBlock = 8;  // warps per block: one weight row each
+
+// Weight row `row` against rows [first, first + TOK) of x, by one warp.
+// Normed: against x's rows RMS-normalized by `norm` (dot_rows_normed). A template parameter, so that
+// the plain kernels keep their registers (linear_parts_kernel<8>: 64, where 68 would round to 72).
+template <int TOK, bool Normed = false>
+__device__ __forceinline__ void linear_row(const float* __restrict__ x, int n, int in, const bf16_t* __restrict__ w, int out, int row,
+                                           int first, const bf16_t* __restrict__ bias, bool accumulate, float* __restrict__ y,
+                                           RowNorm norm = {}) {
+  const float* xs[TOK];
+  const int count = row_pointers<TOK>(x, in, first, n, xs);
+  float acc[TOK];
+  if constexpr (Normed) dot_rows_normed<TOK>(w + static_cast<std::int64_t>(row) * in, in, xs, count, norm.weight, norm.eps, acc);
+  else dot_rows<TOK>(w + static_cast<std::int64_t>(row) * in, in, xs, count, acc);
+  if (threadIdx.x % kWarp != 0) return;
+  const float b = bias ? bf16_bits_to_float(bias[row]) : 0.0f;
+#pragma unroll
+  for (int t = 0; t < TOK; ++t) {
+    if (t >= count) break;
+    float& dst = y[static_cast<std::int64_t>(first + t) * out + row];
+    dst = (accumulate ? dst : 0.0f) + acc[t] + b;
+  }
+}
 
 }  // namespace mosaic::kernels

@@ -60,22 +60,47 @@ __device__ __forceinline__ void unpack8(const uint4& w, float* f) {
   }
 }
 
+// Whether this block is the grid's last to get here; if so, every block's writes before the call are
+// visible to it (the CUDA guide's threadfence reduction). Lets a launch's last block go on with
+// one block's worth of work that needs the whole grid's results, in place of a launch of its own.
+// Every thread of every block calls it. `counter`: zero before the launch; the last block sets it
+// back to zero. What the last block then reads of other blocks' writes it reads past L1 (__ldcg):
+// its SM's L1 may hold a stale copy of a line a neighbouring block wrote.
+__device__ __forceinline__ bool last_block_done(unsigned* counter) {
+  __shared__ bool last;
+  __threadfence();  // this thread's writes before the block's count
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned blocks = gridDim.x * gridDim.y * gridDim.z;
+    last = atomicAdd(counter, 1u) == blocks - 1;
+    if (last) *counter = 0;  // no block counts again in this launch
+  }
+  __syncthreads();
+  if (last) __threadfence();
+  return last;
+}
+
 // Rotary embedding of one pair of a head's vector v (transformers' non-interleaved halves: d and
-// d + half), in place, with that position's cos and sin rows.
+// d + half), in place, with that position's cos and sin rows. v is read past L1: a launch's last
+// block rotates rows other blocks wrote (last_block_done).
 __device__ __forceinline__ void rotate_pair(float* v, const float* c, const float* s, int d, int half) {
-  const float a = v[d], b = v[d + half];
+  const float a = __ldcg(v + d), b = __ldcg(v + d + half);
   v[d] = a * c[d] - b * s[d];
   v[d + half] = b * c[d + half] + a * s[d + half];
 }
 
 // One row's RMSNorm by the whole block: out = w ∘ row / sqrt(mean(row²) + eps). rms_norm_kernel's
 // body, and norm_route_kernel's first part (with as many threads, so that the two sum alike).
-// shared32: 32 floats of shared memory.
+// shared32: 32 floats of shared memory. The row is read past L1, as a launch's last block must read
+// what the others wrote (last_block_done).
 __device__ __forceinline__ void rms_norm_row(const float* row, const std::uint16_t* w, int width, float eps, float* out, float* shared32) {
   float ss = 0;
-  for (int i = threadIdx.x; i < width; i += blockDim.x) ss += row[i] * row[i];
+  for (int i = threadIdx.x; i < width; i += blockDim.x) {
+    const float v = __ldcg(row + i);
+    ss += v * v;
+  }
   const float scale = rsqrtf(block_sum(ss, shared32) / static_cast<float>(width) + eps);
-  for (int i = threadIdx.x; i < width; i += blockDim.x) out[i] = bf16_bits_to_float(w[i]) * (row[i] * scale);
+  for (int i = threadIdx.x; i < width; i += blockDim.x) out[i] = bf16_bits_to_float(w[i]) * (__ldcg(row + i) * scale);
 }
 
 // Threads of a block that normalizes a row of `width` (rms_norm_cuda, norm_route_cuda).

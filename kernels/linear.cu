@@ -1,30 +1,9 @@
 #include "kernels/dot_rows.cuh"
+#include "kernels/kv_rows.cuh"
 #include "kernels/linear.h"
 
 namespace mosaic::kernels {
 namespace {
-
-// Weight row `row` against rows [first, first + TOK) of x, by one warp.
-// Normed: against x's rows RMS-normalized by `norm` (dot_rows_normed). A template parameter, so that
-// the plain kernels keep their registers (linear_parts_kernel<8>: 64, where 68 would round to 72).
-template <int TOK, bool Normed = false>
-__device__ __forceinline__ void linear_row(const float* __restrict__ x, int n, int in, const bf16_t* __restrict__ w, int out, int row,
-                                           int first, const bf16_t* __restrict__ bias, bool accumulate, float* __restrict__ y,
-                                           RowNorm norm = {}) {
-  const float* xs[TOK];
-  const int count = row_pointers<TOK>(x, in, first, n, xs);
-  float acc[TOK];
-  if constexpr (Normed) dot_rows_normed<TOK>(w + static_cast<std::int64_t>(row) * in, in, xs, count, norm.weight, norm.eps, acc);
-  else dot_rows<TOK>(w + static_cast<std::int64_t>(row) * in, in, xs, count, acc);
-  if (threadIdx.x % kWarp != 0) return;
-  const float b = bias ? bf16_bits_to_float(bias[row]) : 0.0f;
-#pragma unroll
-  for (int t = 0; t < TOK; ++t) {
-    if (t >= count) break;
-    float& dst = y[static_cast<std::int64_t>(first + t) * out + row];
-    dst = (accumulate ? dst : 0.0f) + acc[t] + b;
-  }
-}
 
 template <int TOK>
 __global__ void linear_kernel(const float* __restrict__ x, int n, int in, const bf16_t* __restrict__ w, int out,
@@ -42,8 +21,9 @@ struct Parts {
   int count;
 };
 
-template <int TOK, bool Normed>
-__global__ void linear_parts_kernel(const float* __restrict__ x, int n, int in, Parts parts, RowNorm norm) {
+// Rotary: the launch's last block goes on to the rotary embedding and the cache write (RotaryWrite).
+template <int TOK, bool Normed, bool Rotary>
+__global__ void linear_parts_kernel(const float* __restrict__ x, int n, int in, Parts parts, RowNorm norm, RotaryWrite then) {
   wait_for_previous_grid();
   // The block's part, by constant indices only: a runtime index into the parameters would copy
   // them to local memory.
@@ -57,8 +37,13 @@ __global__ void linear_parts_kernel(const float* __restrict__ x, int n, int in, 
       first = parts.first_block[i];
     }
   const int row = (block - first) * kRowsPerBlock + threadIdx.x / kWarp;
-  if (row >= p.out) return;
-  linear_row<TOK, Normed>(x, n, in, p.w, p.out, row, blockIdx.y * TOK, p.bias, false, p.y, norm);
+  if (row < p.out) linear_row<TOK, Normed>(x, n, in, p.w, p.out, row, blockIdx.y * TOK, p.bias, false, p.y, norm);
+  if constexpr (Rotary) {
+    if (!last_block_done(then.counter)) return;
+    for (int t = 0; t < n; ++t)
+      rotary_kv_row(parts.part[0].y, parts.part[1].y, parts.part[2].y, then.cos, then.sin, then.pq, t, then.heads, then.kv_heads,
+                    then.head_dim, reinterpret_cast<__nv_bfloat16*>(then.k_cache), reinterpret_cast<__nv_bfloat16*>(then.v_cache));
+  }
 }
 
 template <int TOK>
@@ -68,10 +53,12 @@ int launch(const float* x, int n, int in, const bf16_t* w, int out, const bf16_t
 }
 
 template <int TOK>
-int launch_parts(const float* x, int n, int in, const Parts& parts, RowNorm norm, void* stream) {
+int launch_parts(const float* x, int n, int in, const Parts& parts, RowNorm norm, const RotaryWrite& then, void* stream) {
   const dim3 grid(static_cast<unsigned>(parts.first_block[parts.count]), blocks_for(n, TOK));
-  return launch_kernel(norm.weight ? linear_parts_kernel<TOK, true> : linear_parts_kernel<TOK, false>, grid, kRowsPerBlock * kWarp, 0,
-                       as_stream(stream), x, n, in, parts, norm);
+  const bool rotary = then.counter != nullptr;
+  auto* kernel = norm.weight ? (rotary ? linear_parts_kernel<TOK, true, true> : linear_parts_kernel<TOK, true, false>)
+                             : (rotary ? linear_parts_kernel<TOK, false, true> : linear_parts_kernel<TOK, false, false>);
+  return launch_kernel(kernel, grid, kRowsPerBlock * kWarp, 0, as_stream(stream), x, n, in, parts, norm, then);
 }
 
 }  // namespace
@@ -85,8 +72,10 @@ int linear_cuda(const float* x, int n, int in, const bf16_t* w, int out, const b
   return launch<8>(x, n, in, w, out, bias, accumulate, y, stream);
 }
 
-int linear_parts_cuda(const float* x, int n, int in, const LinearPart* parts, int count, void* stream, RowNorm norm) {
+int linear_parts_cuda(const float* x, int n, int in, const LinearPart* parts, int count, void* stream, RowNorm norm,
+                      const RotaryWrite& then) {
   if (count < 1 || count > kMaxLinearParts || n > 8) return static_cast<int>(cudaErrorInvalidValue);
+  if (then.counter && (count != 3 || then.head_dim <= 0 || then.heads <= 0 || then.kv_heads <= 0)) return static_cast<int>(cudaErrorInvalidValue);
   Parts p{};
   p.count = count;
   for (int i = 0; i < count; ++i) {
@@ -94,10 +83,10 @@ int linear_parts_cuda(const float* x, int n, int in, const LinearPart* parts, in
     p.first_block[i + 1] = p.first_block[i] + static_cast<int>(blocks_for(parts[i].out, kRowsPerBlock));
   }
   if (n == 0 || p.first_block[count] == 0) return 0;
-  if (n == 1) return launch_parts<1>(x, n, in, p, norm, stream);
-  if (n == 2) return launch_parts<2>(x, n, in, p, norm, stream);
-  if (n <= 4) return launch_parts<4>(x, n, in, p, norm, stream);
-  return launch_parts<8>(x, n, in, p, norm, stream);
+  if (n == 1) return launch_parts<1>(x, n, in, p, norm, then, stream);
+  if (n == 2) return launch_parts<2>(x, n, in, p, norm, then, stream);
+  if (n <= 4) return launch_parts<4>(x, n, in, p, norm, then, stream);
+  return launch_parts<8>(x, n, in, p, norm, then, stream);
 }
 
 }  // namespace mosaic::kernels

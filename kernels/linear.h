@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "kernels/bf16.h"
+#include "kernels/paged_attention.h"
 
 namespace mosaic::kernels {
 
@@ -27,7 +28,19 @@ struct RowNorm {
   const bf16_t* weight = nullptr;  // g [in]; none: x as it is
   float eps = 0;
 };
-int linear_parts_cuda(const float* x, int n, int in, const LinearPart* parts, int count, void* stream, RowNorm norm = {});
+// With `then` (a counter given), q, k and v (parts 0, 1 and 2) go on, in the same launch, to the
+// rotary embedding and the cache write as rotary_kv_write_cuda makes them (its arguments; `tokens` is
+// n): the launch's last block to finish takes them, so a decode layer's attention inputs cost one
+// launch where they cost two. counter: a device unsigned, zero before; the launch leaves it zero.
+struct RotaryWrite {
+  const float *cos = nullptr, *sin = nullptr;
+  PagedQueries pq;
+  int heads = 0, kv_heads = 0, head_dim = 0;
+  bf16_t *k_cache = nullptr, *v_cache = nullptr;
+  unsigned* counter = nullptr;
+};
+int linear_parts_cuda(const float* x, int n, int in, const LinearPart* parts, int count, void* stream, RowNorm norm = {},
+                      const RotaryWrite& then = {});
 
 void linear_reference(const float* x, int n, int in, const bf16_t* w, int out, const bf16_t* bias, bool accumulate, float* y);
 

@@ -194,8 +194,7 @@ __global__ void __launch_bounds__(1024) route_small_kernel(float* logits, SmallR
 // shared expert and the prefetch's prediction to read. (The same bits as the separate launches
 // where the backend's router runs linear_kernel, up to kGemvRows tokens; past that it runs cuBLAS
 // on a bf16 copy of h, and fp32 here is the closer to the CPU's.) Up to 1024 threads: rms_norm's.
-__global__ void __launch_bounds__(1024) norm_route_kernel(const float* x, NormRouter nr, float* h, float* logits, SmallRouting r) {
-  wait_for_previous_grid();
+__device__ void norm_route(const float* x, const NormRouter& nr, float* h, float* logits, const SmallRouting& r) {
   __shared__ float partial[kWarp];
   const int width = nr.hidden;
   for (int t = 0; t < r.tokens; ++t) {
@@ -213,6 +212,25 @@ __global__ void __launch_bounds__(1024) norm_route_kernel(const float* x, NormRo
   }
   __syncthreads();  // every logit written
   route_small(logits, r);
+}
+
+__global__ void __launch_bounds__(1024) norm_route_kernel(const float* x, NormRouter nr, float* h, float* logits, SmallRouting r) {
+  wait_for_previous_grid();
+  norm_route(x, nr, h, logits, r);
+}
+
+// The attention's output projection into the residual, x += in_rows · Wᵀ (+ bias), as linear_kernel
+// adds it (a warp a row, TOK tokens a pass), then norm_route by the last block to finish. That block
+// has 256 threads where norm_route_kernel has rms_norm_threads(hidden): h's sums are in another order.
+template <int TOK>
+__global__ void __launch_bounds__(kRowsPerBlock * kWarp)
+    project_norm_route_kernel(Projection p, float* x, NormRouter nr, float* h, float* logits, SmallRouting r) {
+  wait_for_previous_grid();
+  const int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp;
+  if (row < nr.hidden)
+    for (int first = 0; first < r.tokens; first += TOK) linear_row<TOK>(p.rows, r.tokens, p.in, p.w, nr.hidden, row, first, p.bias, true, x);
+  if (!last_block_done(p.counter)) return;
+  norm_route(x, nr, h, logits, r);
 }
 
 // Grid: x over weight rows (kRowsPerBlock per block), y over groups; each block walks its group's
@@ -373,6 +391,17 @@ int norm_route_cuda(const float* x, const NormRouter& nr, float* h, float* logit
     return static_cast<int>(cudaErrorInvalidValue);
   const SmallRouting r{mask, renormalize, ids, weights, rows, tokens, k, table, experts, base, stride, out};
   return launch_kernel(norm_route_kernel, 1, rms_norm_threads(nr.hidden), 0, as_stream(stream), x, nr, h, logits, r);
+}
+
+int norm_route_cuda(float* x, const Projection& first, const NormRouter& nr, float* h, float* logits, bool mask, bool renormalize,
+                    std::int32_t* ids, float* weights, const std::int32_t* rows, int tokens, int k, const std::int32_t* table, int experts,
+                    const bf16_t* base, std::int64_t stride, GroupedPairs out, void* stream) {
+  if (experts > kNormRouteMaxExperts || k > experts || k <= 0 || tokens <= 0 || tokens * k > kNormRouteMaxPairs || nr.hidden <= 0 ||
+      tokens > kProjectMaxTokens || first.in <= 0 || !first.counter)
+    return static_cast<int>(cudaErrorInvalidValue);
+  const SmallRouting r{mask, renormalize, ids, weights, rows, tokens, k, table, experts, base, stride, out};
+  return launch_kernel(tokens == 1 ? project_norm_route_kernel<1> : project_norm_route_kernel<kProjectMaxTokens>,
+                       blocks_for(nr.hidden, kRowsPerBlock), kRowsPerBlock * kWarp, 0, as_stream(stream), first, x, nr, h, logits, r);
 }
 
 int expert_down_combine_cuda(const float* act, int hidden, int inter, int k, GroupedPairs g, const float* weights, float* x,

@@ -61,6 +61,23 @@ int norm_route_cuda(const float* x, const NormRouter& nr, float* h, float* logit
                     float* weights, const std::int32_t* rows, int tokens, int k, const std::int32_t* table, int experts, const bf16_t* base,
                     std::int64_t stride, GroupedPairs out, void* stream);
 
+// norm_route_cuda after the attention's output projection into the residual, in one launch:
+// x += rows · Wᵀ (+ bias) as linear_cuda accumulates it (rows [tokens, in], W [hidden, in]), over as
+// many blocks; the last of them to finish normalizes and routes. h's sums come in another order
+// than rms_norm_cuda's (a block of 256 threads), to float rounding. At most kProjectMaxTokens tokens.
+// counter: a device unsigned, zero before; the launch leaves it zero.
+struct Projection {
+  const float* rows = nullptr;
+  int in = 0;
+  const bf16_t* w = nullptr;
+  const bf16_t* bias = nullptr;
+  unsigned* counter = nullptr;
+};
+constexpr int kProjectMaxTokens = 8;
+int norm_route_cuda(float* x, const Projection& first, const NormRouter& nr, float* h, float* logits, bool mask, bool renormalize,
+                    std::int32_t* ids, float* weights, const std::int32_t* rows, int tokens, int k, const std::int32_t* table, int experts,
+                    const bf16_t* base, std::int64_t stride, GroupedPairs out, void* stream);
+
 // The grouped SwiGLU over at most max_groups groups. x [tokens, H]; act [pairs, I]; out [pairs, H].
 int expert_gate_up_cuda(const float* x, int hidden, int inter, int k, GroupedPairs g, int max_groups, float* act,
                         void* stream);

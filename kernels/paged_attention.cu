@@ -2,26 +2,11 @@
 #include <cfloat>
 #include <cstddef>
 
-#include "kernels/kernel_util.cuh"
+#include "kernels/kv_rows.cuh"
 #include "kernels/paged_attention.h"
 
 namespace mosaic::kernels {
 namespace {
-
-__device__ __forceinline__ std::int64_t cache_row(const PagedQueries& q, int token, int p) {
-  const std::int32_t* blocks = q.blocks + q.block_offset[token];
-  return static_cast<std::int64_t>(blocks[p / q.block_tokens]) * q.block_tokens + p % q.block_tokens;
-}
-
-// Token t's k and v rows [width] into the cache row of its position, by the whole block.
-__device__ __forceinline__ void write_kv_row(const float* k, const float* v, const PagedQueries& q, int t, int width,
-                                             __nv_bfloat16* kc, __nv_bfloat16* vc) {
-  const std::int64_t row = cache_row(q, t, q.position[t]);
-  for (int i = threadIdx.x; i < width; i += blockDim.x) {
-    kc[row * width + i] = __float2bfloat16_rn(k[static_cast<std::int64_t>(t) * width + i]);
-    vc[row * width + i] = __float2bfloat16_rn(v[static_cast<std::int64_t>(t) * width + i]);
-  }
-}
 
 __global__ void kv_write_kernel(const float* k, const float* v, PagedQueries q, int width, __nv_bfloat16* kc, __nv_bfloat16* vc) {
   wait_for_previous_grid();
@@ -31,15 +16,7 @@ __global__ void kv_write_kernel(const float* k, const float* v, PagedQueries q, 
 __global__ void rotary_kv_write_kernel(float* q, float* k, const float* v, const float* cos, const float* sin, PagedQueries pq,
                                        int heads, int kv_heads, int head_dim, __nv_bfloat16* kc, __nv_bfloat16* vc) {
   wait_for_previous_grid();
-  const int t = blockIdx.x, half = head_dim / 2, width = kv_heads * head_dim;
-  const float* c = cos + static_cast<std::int64_t>(t) * head_dim;
-  const float* s = sin + static_cast<std::int64_t>(t) * head_dim;
-  for (int i = threadIdx.x; i < heads * half; i += blockDim.x)
-    rotate_pair(q + (static_cast<std::int64_t>(t) * heads + i / half) * head_dim, c, s, i % half, half);
-  float* kt = k + static_cast<std::int64_t>(t) * width;
-  for (int i = threadIdx.x; i < kv_heads * half; i += blockDim.x) rotate_pair(kt + (i / half) * head_dim, c, s, i % half, half);
-  __syncthreads();  // every pair rotated (an odd head_dim's last element is not): then the rows as kv_write writes them
-  write_kv_row(k, v, pq, t, width, kc, vc);
+  rotary_kv_row(q, k, v, cos, sin, pq, blockIdx.x, heads, kv_heads, head_dim, kc, vc);
 }
 
 // One block per (query token, head) and part of its positions, its warps splitting those positions

@@ -43,6 +43,8 @@ struct Dev {
     cudaMalloc(&p, std::max<std::size_t>(1, n) * sizeof(T));
     cudaMemset(p, 0, std::max<std::size_t>(1, n) * sizeof(T));
   }
+  Dev(const Dev&) = delete;
+  Dev& operator=(const Dev&) = delete;
   ~Dev() { cudaFree(p); }
   std::vector<T> get() const {
     std::vector<T> v(n);
@@ -675,6 +677,151 @@ class TestCudaKernels : public QObject {
       QVERIFY2(differ <= int(written / 200), qPrintable(QStringLiteral("%1 of %2 written keys differ").arg(differ).arg(written)));
       QCOMPARE(dv.get(), vc);
     }
+  }
+
+  void projectionsEndInTheRotaryAndCacheWrite() {
+    // linear_parts_cuda with a RotaryWrite against linear_parts_cuda, then rotary_kv_write_cuda: a
+    // decode step of two resident sets, each set's tokens one launch (the second's pointers offset,
+    // as the backend passes them), twice over, so the second pass shows the counter left at zero.
+    for (const auto& [tokens, first, heads, kvh, hd, in] : std::vector<std::tuple<int, int, int, int, int, int>>{
+             {1, 1, 16, 4, 128, 256}, {3, 1, 6, 3, 40, 72}, {8, 5, 4, 2, 41, 37} /* odd head_dim, scalar dot products */,
+             {16, 8, 2, 1, 64, 64}})
+      for (bool normed : {false, true}) {
+        const int bt = 4, pool_blocks = 24, Q = heads * hd, KV = kvh * hd;
+        std::vector<std::int32_t> blocks(pool_blocks), position, block_offset;
+        std::iota(blocks.begin(), blocks.end(), 0);
+        std::shuffle(blocks.begin(), blocks.end(), rng);
+        for (int t = 0; t < tokens; ++t) {  // sequence t: its blocks from t, at position 2 t + 1
+          position.push_back(2 * t + 1);
+          block_offset.push_back(t % 8);
+        }
+        const std::size_t rows = std::size_t(pool_blocks) * bt;
+        const auto x = randn(std::size_t(tokens) * in, 2.0f);
+        const auto g = randn_bf16(std::size_t(in), 0.3f, 1.0f);
+        const auto wq = randn_bf16(std::size_t(Q) * in, 0.1f), wk = randn_bf16(std::size_t(KV) * in, 0.1f),
+                   wv = randn_bf16(std::size_t(KV) * in, 0.1f);
+        const auto cs = randn(std::size_t(tokens) * hd), sn = randn(std::size_t(tokens) * hd);
+        const std::vector<bf16_t> kc0 = randn_bf16(rows * KV), vc0 = randn_bf16(rows * KV);
+        Dev<float> dx(x), dc(cs), ds(sn);
+        Dev<bf16_t> dg(g), dwq(wq), dwk(wk), dwv(wv);
+        Dev<std::int32_t> dpos(position), doff(block_offset), dblocks(blocks);
+        Dev<unsigned> counter(1);
+        const RowNorm norm = normed ? RowNorm{dg.p, 1e-5f} : RowNorm{};
+        struct Outputs {
+          Dev<float> q, k, v;
+          Dev<bf16_t> kc, vc;
+        };
+        auto outputs = [&] {
+          // Made in place: a Dev frees its memory and has no copy of its own.
+          return std::unique_ptr<Outputs>(new Outputs{Dev<float>(std::size_t(tokens) * Q), Dev<float>(std::size_t(tokens) * KV),
+                                                      Dev<float>(std::size_t(tokens) * KV), Dev<bf16_t>(kc0), Dev<bf16_t>(vc0)});
+        };
+        // Tokens [t0, t1) of `o`: the three parts' rows there.
+        auto parts_of = [&](Outputs& o, int t0) {
+          return std::vector<LinearPart>{{dwq.p, Q, nullptr, o.q.p + std::size_t(t0) * Q},
+                                         {dwk.p, KV, nullptr, o.k.p + std::size_t(t0) * KV},
+                                         {dwv.p, KV, nullptr, o.v.p + std::size_t(t0) * KV}};
+        };
+        const PagedQueries pq{dpos.p, doff.p, dblocks.p, bt};
+        const auto apart = outputs();
+        for (const auto& [t0, t1] : {std::pair{0, first}, std::pair{first, tokens}})
+          if (t1 > t0) CHECK_LAUNCH(linear_parts_cuda(dx.p + std::size_t(t0) * in, t1 - t0, in, parts_of(*apart, t0).data(), 3, nullptr, norm));
+        CHECK_LAUNCH(rotary_kv_write_cuda(apart->q.p, apart->k.p, apart->v.p, dc.p, ds.p, pq, tokens, heads, kvh, hd, apart->kc.p, apart->vc.p,
+                                          nullptr));
+        for (int pass = 0; pass < 2; ++pass) {
+          const auto fused = outputs();
+          for (const auto& [t0, t1] : {std::pair{0, first}, std::pair{first, tokens}}) {
+            if (t1 == t0) continue;
+            const PagedQueries group{dpos.p + t0, doff.p + t0, dblocks.p, bt};
+            const RotaryWrite then{dc.p + std::size_t(t0) * hd, ds.p + std::size_t(t0) * hd, group, heads, kvh, hd, fused->kc.p, fused->vc.p,
+                                   counter.p};
+            CHECK_LAUNCH(linear_parts_cuda(dx.p + std::size_t(t0) * in, t1 - t0, in, parts_of(*fused, t0).data(), 3, nullptr, norm, then));
+          }
+          SYNCED();
+          const QString where = QStringLiteral("tokens %1 (%2 + %3) heads %4/%5 hd %6 in %7 normed %8 pass %9")
+                                    .arg(tokens).arg(first).arg(tokens - first).arg(heads).arg(kvh).arg(hd).arg(in).arg(normed).arg(pass);
+          QCOMPARE(counter.get(), std::vector<unsigned>{0u});
+          QVERIFY2(rel(fused->q.get(), apart->q.get()) < 1e-6, qPrintable(where));
+          QVERIFY2(rel(fused->k.get(), apart->k.get()) < 1e-6, qPrintable(where));
+          QVERIFY2(rel(fused->v.get(), apart->v.get()) < 1e-6, qPrintable(where));
+          // The caches: the same rows written, to the bit but where a sum another instantiation
+          // contracted differently lands the other side of a bf16 tie.
+          for (const auto& [got, expect] : {std::pair{fused->kc.get(), apart->kc.get()}, std::pair{fused->vc.get(), apart->vc.get()}}) {
+            int differ = 0;
+            for (std::size_t i = 0; i < got.size(); ++i) differ += got[i] != expect[i];
+            QVERIFY2(differ <= std::max(1, tokens * KV / 200), qPrintable(where + QStringLiteral(": %1 cache values differ").arg(differ)));
+          }
+          QVERIFY2(fused->kc.get() != kc0, qPrintable(where));  // written at all
+        }
+      }
+    // A rotary tail asks for q, k and v: three parts.
+    std::vector<LinearPart> two(2);
+    Dev<unsigned> counter(1);
+    RotaryWrite then{};
+    then.heads = then.kv_heads = then.head_dim = 1;
+    then.counter = counter.p;
+    QVERIFY(linear_parts_cuda(nullptr, 1, 64, two.data(), 2, nullptr, {}, then) != 0);
+  }
+
+  void outputProjectionEndsInTheRouting() {
+    // norm_route_cuda with a Projection against linear_cuda (accumulating into x), then
+    // norm_route_cuda: the same x, h to float rounding (another block size sums it), the same
+    // choices and groups; twice over, so the second pass shows the counter left at zero.
+    for (const auto& [tokens, k, experts, hidden, in] : std::vector<std::tuple<int, int, int, int, int>>{
+             {1, 2, 8, 2048, 2048}, {3, 2, 8, 256, 192}, {8, 2, 8, 136, 72}, {8, 4, 64, 128, 64}, {2, 2, 8, 44, 40} /* scalar */})
+      for (bool mask : {false, true}) {
+        const int slots = experts + 6;
+        const auto [table, rows] = routing_of(tokens, experts, slots);
+        const auto x = randn(std::size_t(tokens) * hidden), attn = randn(std::size_t(tokens) * in);
+        const auto wo = randn_bf16(std::size_t(hidden) * in, 0.05f), bo = randn_bf16(std::size_t(hidden), 0.1f);
+        const auto norm = randn_bf16(std::size_t(hidden), 0.2f, 1.0f), router = randn_bf16(std::size_t(experts) * hidden, 0.05f);
+        const std::size_t P = std::size_t(tokens) * k;
+        const std::int64_t stride = 96;
+        Dev<bf16_t> base(std::size_t(slots) * stride), dnorm(norm), drouter(router), dwo(wo), dbo(bo);
+        Dev<std::int32_t> drows(rows), dtable(table);
+        Dev<float> dattn(attn);
+        Dev<unsigned> counter(1);
+        const std::vector<float> no_logits(std::size_t(tokens) * experts);
+        const NormRouter nr{dnorm.p, 1e-5f, drouter.p, hidden};
+        Dev<float> xa(x);
+        Routed a(no_logits, std::size_t(tokens) * hidden, P, slots);
+        CHECK_LAUNCH(linear_cuda(dattn.p, tokens, in, dwo.p, hidden, dbo.p, true, xa.p, nullptr));
+        CHECK_LAUNCH(norm_route_cuda(xa.p, nr, a.h.p, a.logits.p, mask, true, a.ids.p, a.w.p, drows.p, tokens, k, dtable.p, experts, base.p,
+                                     stride, a.g(), nullptr));
+        for (int pass = 0; pass < 2; ++pass) {
+          Dev<float> xb(x);
+          Routed b(no_logits, std::size_t(tokens) * hidden, P, slots);
+          const Projection first{dattn.p, in, dwo.p, dbo.p, counter.p};
+          CHECK_LAUNCH(norm_route_cuda(xb.p, first, nr, b.h.p, b.logits.p, mask, true, b.ids.p, b.w.p, drows.p, tokens, k, dtable.p, experts,
+                                       base.p, stride, b.g(), nullptr));
+          SYNCED();
+          const QString where = QStringLiteral("tokens %1 k %2 experts %3 hidden %4 in %5 mask %6 pass %7")
+                                    .arg(tokens).arg(k).arg(experts).arg(hidden).arg(in).arg(mask).arg(pass);
+          QCOMPARE(counter.get(), std::vector<unsigned>{0u});
+          QVERIFY2(rel(xb.get(), xa.get()) < 1e-6, qPrintable(where));
+          QVERIFY2(rel(b.h.get(), a.h.get()) < 1e-5, qPrintable(where));
+          const auto la = a.logits.get(), lb = b.logits.get();  // masked alike: −inf where masked
+          for (std::size_t i = 0; i < la.size(); ++i)
+            QVERIFY2(la[i] == lb[i] || std::abs(la[i] - lb[i]) <= 1e-4f * std::max(1.0f, std::abs(la[i])), qPrintable(where));
+          QVERIFY2(a.ids.get() == b.ids.get(), qPrintable(where));
+          QVERIFY2(rel(b.w.get(), a.w.get()) < 1e-4, qPrintable(where));
+          QCOMPARE(b.groups.get()[0], a.groups.get()[0]);
+          QCOMPARE(b.misses.get()[0], a.misses.get()[0]);
+          QVERIFY2(a.pos_of.get() == b.pos_of.get(), qPrintable(where));
+          QVERIFY2(a.pair_at.get() == b.pair_at.get(), qPrintable(where));
+        }
+      }
+    // More tokens than the fused projection takes, or no counter, are refused.
+    Dev<float> f(64 * 16);
+    Dev<std::int32_t> i(64);
+    Dev<unsigned> counter(1);
+    const NormRouter nr{nullptr, 1e-5f, nullptr, 64};
+    QCOMPARE(norm_route_cuda(f.p, Projection{f.p, 64, nullptr, nullptr, counter.p}, nr, f.p, f.p, false, false, i.p, f.p, i.p, 9, 2, i.p, 8,
+                             nullptr, 1, GroupedPairs{}, nullptr),
+             int(cudaErrorInvalidValue));
+    QCOMPARE(norm_route_cuda(f.p, Projection{f.p, 64, nullptr, nullptr, nullptr}, nr, f.p, f.p, false, false, i.p, f.p, i.p, 1, 2, i.p, 8,
+                             nullptr, 1, GroupedPairs{}, nullptr),
+             int(cudaErrorInvalidValue));
   }
 
   void pagedAttentionMatchesReference() {

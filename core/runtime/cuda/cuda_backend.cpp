@@ -156,6 +156,8 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
   if (fused_) {
     attention_split_.resize(kernels::attention_split_bytes(static_cast<int>(s.head_dim)));
     if (attention_split_.bytes()) MOSAIC_CUDA_CHECK(cudaMemsetAsync(attention_split_.get(), 0, attention_split_.bytes(), stream_));
+    tail_counters_.resize(2 * sizeof(unsigned));
+    MOSAIC_CUDA_CHECK(cudaMemsetAsync(tail_counters_.get(), 0, tail_counters_.bytes(), stream_));
   }
   MOSAIC_CUDA_CHECK(kernels::paged_attention_cuda(nullptr, {}, 0, 1, 1, 1, 1, nullptr, nullptr, nullptr, false, stream_));  // configures it
 }

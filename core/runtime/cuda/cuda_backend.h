@@ -127,8 +127,9 @@ class CudaBackend final : public Backend {
   // out (+)= down(silu(gate·h) ∘ (up·h)), with gate, up and down at their set offsets.
   void swiglu(int buffer, const LayerOffsets& L, std::int64_t width, const float* h, std::int64_t n, bool accumulate, float* out);
   // The MoE block of `layer` over every token: x += experts(h) (+ the shared expert). `on_device`:
-  // routable_on_device(layer, …), as forward() found it just before.
-  void moe(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result, bool on_device);
+  // routable_on_device(layer, …), as forward() found it just before. `project`: the attention's
+  // output projection (w.attn into x) is still to be made, in the routing launch (norm_routes).
+  void moe(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result, bool on_device, bool project);
   // A layer whose pairs all hit (or whose router is masked): routed on the device, no host round trip.
   bool routable_on_device(std::int64_t layer, const StepInputs& in, const MoeState& state) const;
   // A step whose layers routed on the device make their post-attention norm, router and routing in
@@ -217,13 +218,18 @@ class CudaBackend final : public Backend {
   // Rows to be drawn from come back as their draws' candidates (kernels/token_candidates.h) unless
   // MOSAIC_CUDA_DRAWS=0, which returns them whole: tst_cuda_backend checks both take the same tokens.
   bool prepared_draws_ = true;
-  // A decode step's small kernels fused (q, k and v in one launch; rotary with the cache write; mask,
-  // top-k and reroute; for one token, the down projection with the combine), and its attention split
-  // over positions (kernels::AttentionSplit, in attention_split_), unless MOSAIC_CUDA_FUSED=0, which
+  // A decode step's small kernels fused (the input norm, q, k and v, rotary and the cache write in one
+  // launch; the output projection, the post-attention norm, router, mask, top-k and reroute in
+  // another; for one token, the down projection with the combine), and its attention split over
+  // positions (kernels::AttentionSplit, in attention_split_), unless MOSAIC_CUDA_FUSED=0, which
   // launches them one by one and unsplit: tst_cuda_backend checks both ways against the CPU,
   // bench-cuda times both.
   bool fused_ = true;
   DeviceBuffer attention_split_;  // zeroed once: the kernel leaves its counters zero
+  // Zeroed once, left zero by the launches whose last block goes on (kernels' last_block_done):
+  // [0] the q, k and v projections', [1] the output projection's.
+  DeviceBuffer tail_counters_;
+  unsigned* tail_counter(int i) const { return tail_counters_.get<unsigned>() + i; }
   std::uint64_t steps_ = 0;  // steps run: a prepared draw's row is fetched only before the next
   DeviceBuffer graph_inputs_;   // the inputs of graphed steps, at fixed offsets
 };

@@ -116,7 +116,7 @@ void CudaBackend::cublas_experts(std::int64_t layer, const bf16_t* wt, std::int3
   if (any_delta) add_deltas(2, w.mlp2, I, begin, w.pair_out, H, 0);  // down: mlp2 holds the bundle's rows from 0
 }
 
-void CudaBackend::moe(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result, bool on_device) {
+void CudaBackend::moe(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result, bool on_device, bool project) {
   const ModelSpec& s = spec_;
   const auto l = static_cast<std::size_t>(layer);
   const LayerOffsets& L = layout_.layers[l];
@@ -131,9 +131,16 @@ void CudaBackend::moe(std::int64_t layer, const StepInputs& in, MoeState& state,
   if (on_device && norm_routes(in)) {  // the post-attention norm too (forward() left it): one launch
     const int b = in.groups.front().buffer;
     const kernels::NormRouter nr{weight(b, L.post_norm), static_cast<float>(s.rms_norm_eps), weight(b, L.router), static_cast<int>(H)};
-    MOSAIC_CUDA_CHECK(kernels::norm_route_cuda(w.x, nr, w.h, w.router, masks, s.norm_topk_prob, ids, w.topk_w, in.device.rows,
-                                               static_cast<int>(T), static_cast<int>(k), table, static_cast<int>(E), layer_slots(l),
-                                               slot_elements_, w.groups, stream_));
+    if (project) {
+      const kernels::Projection wo{w.attn, static_cast<int>(s.q_width()), weight(b, L.wo), weight(b, L.bo), tail_counter(1)};
+      MOSAIC_CUDA_CHECK(kernels::norm_route_cuda(w.x, wo, nr, w.h, w.router, masks, s.norm_topk_prob, ids, w.topk_w, in.device.rows,
+                                                 static_cast<int>(T), static_cast<int>(k), table, static_cast<int>(E), layer_slots(l),
+                                                 slot_elements_, w.groups, stream_));
+    } else {
+      MOSAIC_CUDA_CHECK(kernels::norm_route_cuda(w.x, nr, w.h, w.router, masks, s.norm_topk_prob, ids, w.topk_w, in.device.rows,
+                                                 static_cast<int>(T), static_cast<int>(k), table, static_cast<int>(E), layer_slots(l),
+                                                 slot_elements_, w.groups, stream_));
+    }
   } else {
     for (const TokenGroup& g : in.groups)
       linear(w.h + g.begin * H, g.end - g.begin, H, weight(g.buffer, L.router), E, nullptr, false, w.router + g.begin * E);

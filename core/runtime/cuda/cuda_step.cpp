@@ -122,8 +122,14 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
     MOSAIC_CUDA_CHECK(kernels::embed_rows_cuda(weight(g.buffer, layout_.embed), in.device.ids + g.begin, static_cast<int>(g.end - g.begin),
                                                H, w.x + g.begin * H, stream_));
   const bool alone = T == 1;  // its MoE layers are timed (time_layers_alone)
+  // A decode step's rotary embedding and cache write are made by its q, k and v launches' last blocks
+  // (nothing comes between the projections and the rotary: no q/k norm, no clipping).
+  bool rotary_in_projection = fused_ && s.qk_norm == QkNorm::None && !s.clip_qkv;
+  for (const TokenGroup& g : in.groups) rotary_in_projection = rotary_in_projection && g.end - g.begin <= kGemvRows;
   for (std::int64_t l = 0; l < s.num_layers; ++l) {
     const LayerOffsets& L = layout_.layers[static_cast<std::size_t>(l)];
+    bf16_t* kc = k_[static_cast<std::size_t>(l)].get<bf16_t>();
+    bf16_t* vc = v_[static_cast<std::size_t>(l)].get<bf16_t>();
     if (alone && s.is_sparse(l)) mark(l, 0);
     for (const TokenGroup& g : in.groups) {
       const std::int64_t n = g.end - g.begin;
@@ -134,7 +140,12 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
         const kernels::LinearPart parts[] = {{weight(b, L.wq), static_cast<int>(s.q_width()), weight(b, L.bq), q},
                                              {weight(b, L.wk), static_cast<int>(s.kv_width()), weight(b, L.bk), k},
                                              {weight(b, L.wv), static_cast<int>(s.kv_width()), weight(b, L.bv), v}};
-        MOSAIC_CUDA_CHECK(kernels::linear_parts_cuda(x, static_cast<int>(n), H, parts, 3, stream_, {weight(b, L.input_norm), eps}));
+        kernels::RotaryWrite rotary{};
+        if (rotary_in_projection) {
+          const kernels::PagedQueries group_pq{pq.position + g.begin, pq.block_offset + g.begin, pq.blocks, pq.block_tokens};
+          rotary = {in.device.cos + g.begin * hd, in.device.sin + g.begin * hd, group_pq, nh, kvh, hd, kc, vc, tail_counter(0)};
+        }
+        MOSAIC_CUDA_CHECK(kernels::linear_parts_cuda(x, static_cast<int>(n), H, parts, 3, stream_, {weight(b, L.input_norm), eps}, rotary));
       } else {
         MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(x, weight(b, L.input_norm), static_cast<int>(n), H, eps, h, stream_));
         linear(h, n, H, weight(b, L.wq), s.q_width(), weight(b, L.bq), false, q);
@@ -156,31 +167,32 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
         MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(k, weight(b, L.k_norm), static_cast<int>(n) * kvh, hd, eps, k, stream_));
       }
     }
-    bf16_t* kc = k_[static_cast<std::size_t>(l)].get<bf16_t>();
-    bf16_t* vc = v_[static_cast<std::size_t>(l)].get<bf16_t>();
-    if (fused_) {
+    if (fused_ && !rotary_in_projection) {
       MOSAIC_CUDA_CHECK(kernels::rotary_kv_write_cuda(w.q, w.k, w.v, in.device.cos, in.device.sin, pq, T, nh, kvh, hd, kc, vc, stream_));
-    } else {
+    } else if (!fused_) {
       MOSAIC_CUDA_CHECK(kernels::rope_cuda(w.q, in.device.cos, in.device.sin, T, nh, hd, stream_));
       MOSAIC_CUDA_CHECK(kernels::rope_cuda(w.k, in.device.cos, in.device.sin, T, kvh, hd, stream_));
       MOSAIC_CUDA_CHECK(kernels::kv_write_cuda(w.k, w.v, pq, T, kvh, hd, kc, vc, stream_));
     }
     MOSAIC_CUDA_CHECK(kernels::paged_attention_cuda(w.q, pq, T, nh, kvh, hd, attention_positions, kc, vc, w.attn, tiles, stream_,
                                                     {attention_split_.get(), attention_split_.bytes()}));
-    for (const TokenGroup& g : in.groups)
-      linear(w.attn + g.begin * s.q_width(), g.end - g.begin, s.q_width(), weight(g.buffer, L.wo), H, weight(g.buffer, L.bo), true,
-             w.x + g.begin * H);
-    // A lone token's MoE layer is timed from here: the post-attention norm on, which a one-set
-    // decode step makes inside its routing launch (norm_route_cuda), so it counts in the expert block
-    // whichever way the layer routes.
-    if (alone && s.is_sparse(l)) mark(l, 1);
     const bool on_device = s.is_sparse(l) && routable_on_device(l, in, state);
+    // A one-set decode step's output projection is made by its routing launch (moe(), norm_route_cuda
+    // with a Projection). A lone token's MoE layer is timed from its post-attention norm on, or from
+    // that launch: the expert block counts the norm, and then the projection too.
+    const bool projects = on_device && norm_routes(in) && T <= kernels::kProjectMaxTokens;
+    if (alone && s.is_sparse(l) && projects) mark(l, 1);
+    if (!projects)
+      for (const TokenGroup& g : in.groups)
+        linear(w.attn + g.begin * s.q_width(), g.end - g.begin, s.q_width(), weight(g.buffer, L.wo), H, weight(g.buffer, L.bo), true,
+               w.x + g.begin * H);
+    if (alone && s.is_sparse(l) && !projects) mark(l, 1);
     if (!(on_device && norm_routes(in)))  // else moe() normalizes
       for (const TokenGroup& g : in.groups)
         MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(w.x + g.begin * H, weight(g.buffer, L.post_norm), static_cast<int>(g.end - g.begin), H,
                                                  eps, w.h + g.begin * H, stream_));
     if (s.is_sparse(l)) {
-      moe(l, in, state, result, on_device);
+      moe(l, in, state, result, on_device, projects);
       if (alone) mark(l, 2);
     } else {
       for (const TokenGroup& g : in.groups)

@@ -185,17 +185,18 @@ std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context, boo
   measure("RMSNorm", norms, weights(1, H), [&](int i) {
     return kernels::rms_norm_cuda(x.get<float>(), arena.copy(i, weights(1, H)), 1, H, eps, h.get<float>(), st);
   });
-  if (fused) {
-    measure("norm, q, k and v projections", L, weights(Q + 2 * std::int64_t(KV) + 1, H), [&](int i) {
+  // The launches that end in their last block's work (last_block_done) count on these, left zero.
+  const DeviceBuffer counters = zeros(2 * sizeof(unsigned));
+  MOSAIC_CUDA_CHECK(cudaDeviceSynchronize());  // zeroed before the timer's stream (non-blocking) reads them
+  if (fused) {  // and the rotary embedding and cache write by the same launch (no q/k norm here)
+    measure("norm, q, k, v, rotary, KV write", L, weights(Q + 2 * std::int64_t(KV) + 1, H), [&](int i) {
       const bf16_t* w = arena.copy(i, weights(Q + 2 * std::int64_t(KV) + 1, H));
       const kernels::LinearPart parts[] = {{w, Q, nullptr, q.get<float>()},
                                            {w + std::size_t(Q) * H, KV, nullptr, k.get<float>()},
                                            {w + std::size_t(Q + KV) * H, KV, nullptr, v.get<float>()}};
-      return kernels::linear_parts_cuda(x.get<float>(), 1, H, parts, 3, st, {w + std::size_t(Q + 2 * KV) * H, eps});
-    });
-    measure("rotary and KV cache write", L, 0, [&](int) {
-      return kernels::rotary_kv_write_cuda(q.get<float>(), k.get<float>(), v.get<float>(), cos.get<float>(), sin.get<float>(), pq, 1, nh, kvh,
-                                           hd, kc.get<bf16_t>(), vc.get<bf16_t>(), st);
+      const kernels::RotaryWrite rotary{cos.get<float>(), sin.get<float>(), pq, nh, kvh, hd, kc.get<bf16_t>(), vc.get<bf16_t>(),
+                                        counters.get<unsigned>()};
+      return kernels::linear_parts_cuda(x.get<float>(), 1, H, parts, 3, st, {w + std::size_t(Q + 2 * KV) * H, eps}, rotary);
     });
   } else {
     measure("q projection", L, weights(Q, H), [&](int i) {
@@ -224,16 +225,20 @@ std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context, boo
     return kernels::paged_attention_cuda(q.get<float>(), pq, 1, nh, kvh, hd, kGraphPositions, keys, keys + cache_bytes / sizeof(bf16_t),
                                          attn.get<float>(), false, st, split);
   });
-  measure("output projection", L, weights(H, Q), [&](int i) {
+  // A MoE layer's output projection is in its routing launch where that normalizes and routes.
+  measure("output projection", norm_routed ? L - Ls : L, weights(H, Q), [&](int i) {
     return kernels::linear_cuda(attn.get<float>(), 1, Q, arena.copy(i, weights(H, Q)), H, nullptr, true, x.get<float>(), st);
   });
   if (norm_routed) {
-    measure("norm, router, top-k, reroute", Ls, weights(E + 1, H), [&](int i) {
-      const bf16_t* w = arena.copy(i, weights(E + 1, H));
-      const kernels::NormRouter nr{w, eps, w + H, H};
-      return kernels::norm_route_cuda(x.get<float>(), nr, h.get<float>(), router.get<float>(), false, s.norm_topk_prob, ids.get<std::int32_t>(),
-                                      topk_w.get<float>(), zero_int.get<std::int32_t>(), 1, K, table.get<std::int32_t>(), E, arena.copy(i, expert),
-                                      static_cast<std::int64_t>(expert / sizeof(bf16_t)), rerouted, st);
+    measure("out proj, norm, route", Ls, weights(H, Q) + weights(E + 1, H), [&](int i) {
+      const bf16_t* w = arena.copy(i, weights(H, Q) + weights(E + 1, H));
+      const bf16_t* n = w + std::size_t(H) * Q;
+      const kernels::Projection wo{attn.get<float>(), Q, w, nullptr, counters.get<unsigned>() + 1};
+      const kernels::NormRouter nr{n, eps, n + H, H};
+      return kernels::norm_route_cuda(x.get<float>(), wo, nr, h.get<float>(), router.get<float>(), false, s.norm_topk_prob,
+                                      ids.get<std::int32_t>(), topk_w.get<float>(), zero_int.get<std::int32_t>(), 1, K,
+                                      table.get<std::int32_t>(), E, arena.copy(i, expert), static_cast<std::int64_t>(expert / sizeof(bf16_t)),
+                                      rerouted, st);
     });
   } else {
     measure("router", Ls, weights(E, H), [&](int i) {
