@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "kernels/l2_prefetch.h"
 #include "kernels/launch.h"
 
 namespace mosaic::kernels {
@@ -78,6 +79,25 @@ __device__ __forceinline__ bool last_block_done(unsigned* counter) {
   __syncthreads();
   if (last) __threadfence();
   return last;
+}
+
+// Block `part` of `parts` asks the L2 for its share of `f` (l2_prefetch.h), in pieces of
+// kL2PrefetchPiece bytes spread over its threads.
+constexpr std::size_t kL2PrefetchPiece = 16 * 1024;
+__device__ __forceinline__ void prefetch_l2(const L2Prefetch& f, unsigned part, unsigned parts) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#pragma unroll
+  for (int r = 0; r < L2Prefetch::kRanges; ++r) {
+    const std::size_t pieces = (f.bytes[r] + kL2PrefetchPiece - 1) / kL2PrefetchPiece;
+    for (std::size_t i = static_cast<std::size_t>(part) * blockDim.x + threadIdx.x; i < pieces; i += static_cast<std::size_t>(parts) * blockDim.x) {
+      const std::size_t at = i * kL2PrefetchPiece;
+      const auto n = static_cast<unsigned>(f.bytes[r] - at < kL2PrefetchPiece ? f.bytes[r] - at : kL2PrefetchPiece);
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(static_cast<const char*>(f.p[r]) + at), "r"(n) : "memory");
+    }
+  }
+#else
+  (void)f, (void)part, (void)parts;
+#endif
 }
 
 // Rotary embedding of one pair of a head's vector v (transformers' non-interleaved halves: d and

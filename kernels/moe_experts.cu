@@ -194,7 +194,7 @@ __global__ void __launch_bounds__(1024) route_small_kernel(float* logits, SmallR
 // shared expert and the prefetch's prediction to read. (The same bits as the separate launches
 // where the backend's router runs linear_kernel, up to kGemvRows tokens; past that it runs cuBLAS
 // on a bf16 copy of h, and fp32 here is the closer to the CPU's.) Up to 1024 threads: rms_norm's.
-__device__ void norm_route(const float* x, const NormRouter& nr, float* h, float* logits, const SmallRouting& r) {
+__device__ __forceinline__ void norm_route(const float* x, const NormRouter& nr, float* h, float* logits, const SmallRouting& r) {
   __shared__ float partial[kWarp];
   const int width = nr.hidden;
   for (int t = 0; t < r.tokens; ++t) {
@@ -303,7 +303,7 @@ constexpr int kCombineRows = 2, kCombineSlices = 4;  // warps per block: rows ×
 
 __global__ void __launch_bounds__(kCombineRows * kCombineSlices * kWarp)
     down_combine_kernel(const float* __restrict__ act, int hidden, int inter, int k, GroupedPairs g,
-                        const float* __restrict__ weights, float* __restrict__ x) {
+                        const float* __restrict__ weights, float* __restrict__ x, L2Prefetch next) {
   wait_for_previous_grid();
   __shared__ float partial[kCombineRows][kCombineSlices];
   const int warp = threadIdx.x / kWarp, r = warp / kCombineSlices, slice = warp % kCombineSlices;
@@ -350,6 +350,9 @@ __global__ void __launch_bounds__(kCombineRows * kCombineSlices * kWarp)
     for (int z = 0; z < kCombineSlices; ++z) total += partial[r][z];
     x[row] += total;
   }
+  // Each block's share of what the next layer reads first, asked for as the block leaves: the last
+  // blocks ask while the memory's load falls off.
+  prefetch_l2(next, blockIdx.x, gridDim.x);
 }
 
 // Decode groups are small: 4 positions per pass keeps registers low; prefill groups go to cuBLAS.
@@ -405,11 +408,11 @@ int norm_route_cuda(float* x, const Projection& first, const NormRouter& nr, flo
 }
 
 int expert_down_combine_cuda(const float* act, int hidden, int inter, int k, GroupedPairs g, const float* weights, float* x,
-                             void* stream) {
+                             void* stream, const L2Prefetch& next) {
   if (hidden == 0 || k == 0) return 0;  // nothing to add (a launch of no blocks is an error)
   if (k < 0) return static_cast<int>(cudaErrorInvalidValue);
   return launch_kernel(down_combine_kernel, blocks_for(hidden, kCombineRows), kCombineRows * kCombineSlices * kWarp, 0, as_stream(stream),
-                       act, hidden, inter, k, g, weights, x);
+                       act, hidden, inter, k, g, weights, x, next);
 }
 
 int expert_gate_up_cuda(const float* x, int hidden, int inter, int k, GroupedPairs g, int max_groups, float* act, void* stream) {

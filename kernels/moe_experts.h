@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "kernels/bf16.h"
+#include "kernels/l2_prefetch.h"
 
 namespace mosaic::kernels {
 
@@ -87,8 +88,9 @@ int moe_combine_cuda(const float* out, const std::int32_t* pos_of, const float* 
                      float* x, void* stream);
 
 // expert_down_cuda, then moe_combine_cuda, for a step of one token (its k pairs) in one launch.
+// next: asked of the L2 by the blocks as they finish (the next layer's q, k and v weights).
 int expert_down_combine_cuda(const float* act, int hidden, int inter, int k, GroupedPairs g, const float* weights, float* x,
-                             void* stream);
+                             void* stream, const L2Prefetch& next = {});
 
 // CPU reference of the whole expert part for one layer, from slots given as host weight blocks:
 // slot_of [tokens·k] (−1: unserved); x += Σ_j w · SwiGLU_slot(x).

@@ -100,8 +100,11 @@ __device__ __forceinline__ PositionRange split_range(int positions, int splits, 
 // Three blocks an SM: 80 registers, where the staging's loads in flight would take 94.
 __global__ void __launch_bounds__(kAttentionThreads, 3)
     attention_kernel(const float* q, PagedQueries pq, int tokens, int heads, int kv_heads, int head_dim, const bf16_t* kc,
-                     const bf16_t* vc, float* out, bool skip_tiles, unsigned* counters, float* records, int stage_capacity) {
+                     const bf16_t* vc, float* out, bool skip_tiles, unsigned* counters, float* records, int stage_capacity,
+                     L2Prefetch next) {
   wait_for_previous_grid();
+  // A decode step's attention reads little and waits much: the memory is free for what comes next.
+  prefetch_l2(next, blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z), gridDim.x * gridDim.y * gridDim.z);
   // Dynamic: the stage [stage_capacity, head_dim] bf16, then the scores (16-byte aligned both).
   extern __shared__ uint4 dynamic[];
   bf16_t* stage = reinterpret_cast<bf16_t*>(dynamic);
@@ -414,7 +417,7 @@ std::size_t attention_split_bytes(int head_dim) {
 
 int paged_attention_cuda(const float* q, PagedQueries pq, int tokens, int heads, int kv_heads, int head_dim,
                          int max_positions, const bf16_t* k_cache, const bf16_t* v_cache, float* out, bool tiled,
-                         void* stream, AttentionSplit split) {
+                         void* stream, AttentionSplit split, const L2Prefetch& next) {
   // Rounded up with a word to spare: the compiler may read the scores in 16-byte vectors. The
   // attributes are set on the first call, which may launch nothing (so that they are not made while
   // a stream is being captured into a graph).
@@ -444,7 +447,8 @@ int paged_attention_cuda(const float* q, PagedQueries pq, int tokens, int heads,
   auto* records = splits == 1 ? nullptr : reinterpret_cast<float*>(static_cast<std::byte*>(split.scratch) + split_counter_bytes());
   const int rows = stage_rows(head_dim, chunk);
   return launch_kernel(attention_kernel, dim3(tokens, heads, splits), kAttentionThreads, stage_bytes(rows, head_dim) + padded(chunk),
-                       as_stream(stream), q, pq, tokens, heads, kv_heads, head_dim, k_cache, v_cache, out, tiles, counters, records, rows);
+                       as_stream(stream), q, pq, tokens, heads, kv_heads, head_dim, k_cache, v_cache, out, tiles, counters, records, rows,
+                       next);
 }
 
 }  // namespace mosaic::kernels

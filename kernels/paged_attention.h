@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/bf16.h"
+#include "kernels/l2_prefetch.h"
 
 namespace mosaic::kernels {
 
@@ -75,9 +76,11 @@ int attention_splits(int tokens, int heads, int head_dim, int max_positions, Att
 // q [tokens, heads, head_dim] → out [tokens, heads · head_dim]; head h reads kv head h / (heads / kv_heads).
 // max_positions: at least every token's position + 1, at most kMaxAttentionPositions. tiled: query
 // tiles (is_query_tile) go to the tiled kernel when head_dim ≤ kMaxTiledHeadDim, the rest token by token.
+// next: asked of the L2 by the token-by-token kernel's blocks as they start (the output projection's
+// weights, for a decode step).
 int paged_attention_cuda(const float* q, PagedQueries pq, int tokens, int heads, int kv_heads, int head_dim,
                          int max_positions, const bf16_t* k_cache, const bf16_t* v_cache, float* out, bool tiled,
-                         void* stream, AttentionSplit split = {});
+                         void* stream, AttentionSplit split = {}, const L2Prefetch& next = {});
 
 // CPU references over host copies of the same arrays.
 void kv_write_reference(const float* k, const float* v, PagedQueries q, int tokens, int kv_heads, int head_dim,

@@ -383,6 +383,14 @@ class TestCudaBackend : public QObject {
     for (const auto& h : engine.submit_all({{"base", {.prompt = prompt_of(4, 1, s.vocab_size), .max_new_tokens = 3}},
                                             {"base", {.prompt = prompt_of(4, 2, s.vocab_size), .max_new_tokens = 3}}}))
       for (const LayerCounts& c : h->wait().stats.counters.layers) QVERIFY(c.alone.empty());
+    // Nor does a request alone where the timing is turned off (MOSAIC_CUDA_LAYER_TIMES=0).
+    setenv("MOSAIC_CUDA_LAYER_TIMES", "0", 1);  // read as the backend is made
+    Engine untimed(std::make_shared<Runtime>(store, RuntimeConfig{.pinned = every, .hit = HitPolicy::Strict, .device = Device::Cuda}));
+    unsetenv("MOSAIC_CUDA_LAYER_TIMES");
+    const RequestResult r = untimed.submit({"base", {.prompt = prompt_of(5, 7, s.vocab_size), .max_new_tokens = kTokens}})->wait();
+    QVERIFY2(r.error.empty(), r.error.c_str());
+    QCOMPARE(static_cast<std::int64_t>(r.tokens.size()), kTokens);
+    for (const LayerCounts& c : r.stats.counters.layers) QVERIFY(c.alone.empty());
   }
 
   void deviceErrorsAreTyped() {

@@ -421,7 +421,9 @@ class TestCudaKernels : public QObject {
       QVERIFY2(e < 1e-5, qPrintable(QStringLiteral("tokens %1 k %2 case %3: %4").arg(tokens).arg(k).arg(int(force)).arg(e)));
       if (tokens == 1) {  // the down projection and the combine in one launch, as a one-token step makes them
         Dev<float> fused(residual);
-        CHECK_LAUNCH(expert_down_combine_cuda(act.p, hidden, inter, k, g, dweights.p, fused.p, nullptr));
+        // Asking the L2 for the slots' weights as it goes (the next layer's, in a step) changes nothing.
+        CHECK_LAUNCH(expert_down_combine_cuda(act.p, hidden, inter, k, g, dweights.p, fused.p, nullptr,
+                                              L2Prefetch{}.add(dslots.p, slot_w.size() * sizeof(bf16_t))));
         SYNCED();
         const double ef = rel(fused.get(), expect);
         QVERIFY2(ef < 1e-5, qPrintable(QStringLiteral("fused, k %1 case %2: %3").arg(k).arg(int(force)).arg(ef)));
@@ -679,6 +681,20 @@ class TestCudaKernels : public QObject {
     }
   }
 
+  void l2PrefetchRangesRoundInward() {
+    // The bulk prefetch takes 16-byte aligned starts and sizes: a range is rounded inward, one with
+    // no whole piece (or none at all) is left out, and ranges past kRanges are dropped.
+    alignas(16) static char bytes[256];
+    L2Prefetch f;
+    f.add(bytes + 3, 100).add(nullptr, 64).add(bytes + 17, 10).add(bytes + 32, 32).add(bytes + 128, 64).add(bytes + 192, 64);
+    QCOMPARE(f.p[0], static_cast<const void*>(bytes + 16));
+    QCOMPARE(f.bytes[0], std::size_t(80));  // [16, 96) of [3, 103)
+    QCOMPARE(f.p[1], static_cast<const void*>(bytes + 32));
+    QCOMPARE(f.bytes[1], std::size_t(32));
+    QCOMPARE(f.p[2], static_cast<const void*>(bytes + 128));
+    QCOMPARE(f.bytes[2], std::size_t(64));
+  }
+
   void projectionsEndInTheRotaryAndCacheWrite() {
     // linear_parts_cuda with a RotaryWrite against linear_parts_cuda, then rotary_kv_write_cuda: a
     // decode step of two resident sets, each set's tokens one launch (the second's pointers offset,
@@ -923,7 +939,10 @@ class TestCudaKernels : public QObject {
     const bool tiled = chunk >= kMinTileQueries;
     if (tiled) QVERIFY(is_query_tile(position.data(), block_offset.data(), tokens, 0));
     CHECK_LAUNCH(paged_attention_cuda(dq.p, pq, tokens, heads, kvh, hd, declared, dk.p, dv.p, first.p, tiled, nullptr, split));
-    CHECK_LAUNCH(paged_attention_cuda(dq.p, pq, tokens, heads, kvh, hd, declared, dk.p, dv.p, second.p, tiled, nullptr, split));
+    // The second launch also asks the L2 for ranges (the cache's, one not 16-byte aligned): a hint
+    // that changes nothing it computes.
+    const L2Prefetch next = L2Prefetch{}.add(dk.p, kc.size() * sizeof(bf16_t)).add(reinterpret_cast<const char*>(dv.p) + 6, 4000);
+    CHECK_LAUNCH(paged_attention_cuda(dq.p, pq, tokens, heads, kvh, hd, declared, dk.p, dv.p, second.p, tiled, nullptr, split, next));
     CHECK_LAUNCH(paged_attention_cuda(dq.p, pq, tokens, heads, kvh, hd, declared, dk.p, dv.p, plain.p, tiled, nullptr));
     SYNCED();
     const PagedQueries hq{position.data(), block_offset.data(), blocks.data(), bt};

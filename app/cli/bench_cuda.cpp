@@ -80,13 +80,19 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
     // Fused small kernels (the default) and one by one (MOSAIC_CUDA_FUSED=0), each way launched and
     // replayed: the fusions' gain, measured in this run; those four in plain stream order. Then the
     // fused graphs with programmatic dependent launches, the default where the GPU runs them.
+    // Last, the default without its L2 prefetches (MOSAIC_CUDA_L2_PREFETCH=0), and without its layer
+    // timing (MOSAIC_CUDA_LAYER_TIMES=0): what the timing's events between the kernels cost a lone
+    // request's step.
     struct Way {
-      bool fused, graphs, pdl;
+      bool fused, graphs, pdl, timed = true, prefetch = true;
     };
-    for (const Way way : {Way{false, false, false}, Way{false, true, false}, Way{true, false, false}, Way{true, true, false}, Way{true, true, true}}) {
+    for (const Way way : {Way{false, false, false}, Way{false, true, false}, Way{true, false, false}, Way{true, true, false}, Way{true, true, true},
+                          Way{true, true, true, true, false}, Way{true, true, true, false}}) {
       setenv("MOSAIC_CUDA_GRAPHS", way.graphs ? "1" : "0", 1);  // read when the backend is made
       setenv("MOSAIC_CUDA_FUSED", way.fused ? "1" : "0", 1);
       setenv("MOSAIC_CUDA_PDL", way.pdl ? "1" : "0", 1);
+      setenv("MOSAIC_CUDA_LAYER_TIMES", way.timed ? "1" : "0", 1);
+      setenv("MOSAIC_CUDA_L2_PREFETCH", way.prefetch ? "1" : "0", 1);
       Runtime rt(store, RuntimeConfig{.pinned = pin_all({0}), .hit = HitPolicy::Strict, .device = Device::Cuda});
       rt.make_resident(std::vector<int>{store.set_of(0)});
       StepDecoder d(rt, store, {0}, 16, 16 + steps + 8);
@@ -96,10 +102,13 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
       for (int i = 0; i < steps; ++i) total += d.step();
       const double tpot = total / steps;
       const std::string name = std::string(way.graphs ? "Mosaic, CUDA graphs" : "Mosaic, kernel by kernel") + (way.fused ? "" : ", unfused") +
-                               (way.pdl ? ", programmatic" : "");
+                               (way.pdl ? ", programmatic" : "") + (way.prefetch ? "" : ", no L2 prefetch") + (way.timed ? "" : ", untimed");
       std::printf("  %-40s %8.3f ms   %.2f× the floor\n", name.c_str(), tpot * 1e3, tpot / floor);
-      rows[std::string(way.graphs ? "graphs_tpot_ms" : "eager_tpot_ms") + (way.fused ? "" : "_unfused") + (way.pdl ? "_pdl" : "")] = tpot * 1e3;
+      rows[std::string(way.graphs ? "graphs_tpot_ms" : "eager_tpot_ms") + (way.fused ? "" : "_unfused") + (way.pdl ? "_pdl" : "") +
+           (way.prefetch ? "" : "_no_prefetch") + (way.timed ? "" : "_untimed")] = tpot * 1e3;
     }
+    unsetenv("MOSAIC_CUDA_LAYER_TIMES");
+    unsetenv("MOSAIC_CUDA_L2_PREFETCH");
     unsetenv("MOSAIC_CUDA_GRAPHS");
     unsetenv("MOSAIC_CUDA_FUSED");
     unsetenv("MOSAIC_CUDA_PDL");

@@ -121,16 +121,18 @@ case $stage in
     step ctest-gpu 200 ctest --test-dir build-gpu -L gpu --output-on-failure
     # Since the H100 run of 2026-11-28 (docs/benchmarks.md): the decode attention stages keys and values
     # through shared memory (paged, split and tiled rows: the kernel serves all three), the fused down
-    # and combine splits each row over 4 warps (the experts' one-token rows), and programmatic launches
-    # are the default, so every backend row runs with them. simt (CI) has run every kernel case; what
-    # it cannot see is memory ordering between threads and kernels, and speed: bench-cuda's kernel
-    # table ("attention", "experts: down and combine") and its split-attention table are the measure.
-    newk="routedExpertsMatchReference programmaticLaunchesComputeWhatStreamOrderDoes pagedAttentionMatchesReference tiledPromptAttentionMatchesReference splitDecodeAttentionMatchesReference"
+    # and combine splits each row over 4 warps (the experts' one-token rows). Then (2026-11-28, later):
+    # the q/k/v launch's last block does the rotary and cache write and the output projection's last
+    # block normalizes and routes (last_block_done: memory ordering between blocks, which simt cannot
+    # see), and the attention and the down projection ask the L2 for the next kernels' weights. simt
+    # (CI) has run every kernel case; bench-cuda's rows ("no L2 prefetch", "untimed") and its kernel
+    # table are the measure.
+    newk="routedExpertsMatchReference programmaticLaunchesComputeWhatStreamOrderDoes pagedAttentionMatchesReference splitDecodeAttentionMatchesReference projectionsEndInTheRotaryAndCacheWrite outputProjectionEndsInTheRouting"
     step memcheck-new 200 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend decodeStepsOnASyntheticMidSizeFamily layersOfATokenAloneAreTimed
     step memcheck-new-kern 90 "$sanitizer" --tool memcheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk
     step racecheck-new-kern 90 "$sanitizer" --tool racecheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk
-    # The attention's barriers: around its early returns, its stages and its last-block combine.
-    step synccheck-attention 60 "$sanitizer" --tool synccheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels splitDecodeAttentionMatchesReference pagedAttentionMatchesReference
+    # Barriers: the attention's around its early returns, stages and last-block combine; the fused launches' tails.
+    step synccheck-new 60 "$sanitizer" --tool synccheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels splitDecodeAttentionMatchesReference pagedAttentionMatchesReference projectionsEndInTheRotaryAndCacheWrite outputProjectionEndsInTheRouting
     step bench-cuda-4l 400 "$cli" bench-cuda --dir build-gpu/bench-cuda-4l --layers 4 --json "$out/bench-cuda-4l.json"
     ;;
   bench)

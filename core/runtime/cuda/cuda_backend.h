@@ -226,6 +226,18 @@ class CudaBackend final : public Backend {
   // bench-cuda times both.
   bool fused_ = true;
   DeviceBuffer attention_split_;  // zeroed once: the kernel leaves its counters zero
+  // A step of one token alone times its MoE layers (time_layers_alone) unless
+  // MOSAIC_CUDA_LAYER_TIMES=0: in a graph each mark is a node of its own, and a kernel after one
+  // starts in plain stream order, not programmatically. bench-cuda times the step both ways.
+  bool layer_times_ = true;
+  // A decode step's latency-bound kernels ask the L2 for the weights the next kernels read
+  // (kernels/l2_prefetch.h: the attention for the output projection's, a lone token's down projection
+  // for the next layer's q, k and v) unless MOSAIC_CUDA_L2_PREFETCH=0. bench-cuda times both.
+  bool l2_prefetch_ = true;
+  // What the L2 is asked for ahead of `layer`'s output projection and of its q, k and v projections
+  // (none where l2_prefetch_ is off, or past the last layer).
+  kernels::L2Prefetch ahead_of_output(std::int64_t layer, const StepInputs& in) const;
+  kernels::L2Prefetch ahead_of_qkv(std::int64_t layer, int buffer) const;
   // Zeroed once, left zero by the launches whose last block goes on (kernels' last_block_done):
   // [0] the q, k and v projections', [1] the output projection's.
   DeviceBuffer tail_counters_;

@@ -174,7 +174,8 @@ void CudaBackend::moe(std::int64_t layer, const StepInputs& in, MoeState& state,
     if (fused_ && T == 1) {  // one token: its pairs' outputs summed as they are made
       const int I = static_cast<int>(s.expert_intermediate);
       MOSAIC_CUDA_CHECK(kernels::expert_gate_up_cuda(w.h, static_cast<int>(H), I, static_cast<int>(k), w.groups, max_groups, w.act, stream_));
-      MOSAIC_CUDA_CHECK(kernels::expert_down_combine_cuda(w.act, static_cast<int>(H), I, static_cast<int>(k), w.groups, w.topk_w, w.x, stream_));
+      MOSAIC_CUDA_CHECK(kernels::expert_down_combine_cuda(w.act, static_cast<int>(H), I, static_cast<int>(k), w.groups, w.topk_w, w.x, stream_,
+                                                          ahead_of_qkv(layer + 1, in.groups.front().buffer)));
       combined = true;
     } else {
       run_grouped(w.groups, max_groups);

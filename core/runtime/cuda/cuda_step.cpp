@@ -78,7 +78,7 @@ StepResult CudaBackend::run(const StepBatch& batch, MoeState& state) {
   const std::int64_t P = in.tokens * s.top_k;
   for (std::int64_t l = 0; l < s.num_layers; ++l)
     if (routed_on_device_[static_cast<std::size_t>(l)]) plan_on_host(l, ids_host_.get<std::int32_t>() + l * P, in, state, result);
-  if (in.tokens == 1) time_layers_alone(in, result);  // after the replay: a layer's hits are counted
+  if (in.tokens == 1 && layer_times_) time_layers_alone(in, result);  // after the replay: a layer's hits are counted
   return result;
 }
 
@@ -106,6 +106,26 @@ void CudaBackend::time_layers_alone(const StepInputs& in, StepResult& result) co
     }
 }
 
+kernels::L2Prefetch CudaBackend::ahead_of_output(std::int64_t layer, const StepInputs& in) const {
+  kernels::L2Prefetch f;
+  if (!l2_prefetch_ || !fused_) return f;
+  const LayerOffsets& L = layout_.layers[static_cast<std::size_t>(layer)];
+  const std::size_t bytes = static_cast<std::size_t>(spec_.hidden_size * spec_.q_width()) * sizeof(bf16_t);
+  for (const TokenGroup& g : in.groups) f.add(weight(g.buffer, L.wo), bytes);  // the first kRanges groups'
+  return f;
+}
+
+kernels::L2Prefetch CudaBackend::ahead_of_qkv(std::int64_t layer, int buffer) const {
+  kernels::L2Prefetch f;
+  if (!l2_prefetch_ || !fused_ || layer >= spec_.num_layers) return f;
+  const LayerOffsets& L = layout_.layers[static_cast<std::size_t>(layer)];
+  const auto H = static_cast<std::size_t>(spec_.hidden_size);
+  f.add(weight(buffer, L.wq), H * static_cast<std::size_t>(spec_.q_width()) * sizeof(bf16_t));
+  f.add(weight(buffer, L.wk), H * static_cast<std::size_t>(spec_.kv_width()) * sizeof(bf16_t));
+  f.add(weight(buffer, L.wv), H * static_cast<std::size_t>(spec_.kv_width()) * sizeof(bf16_t));
+  return f;
+}
+
 void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& result, int attention_positions) {
   const ModelSpec& s = spec_;
   const int T = static_cast<int>(in.tokens), H = static_cast<int>(s.hidden_size);
@@ -121,7 +141,7 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
   for (const TokenGroup& g : in.groups)
     MOSAIC_CUDA_CHECK(kernels::embed_rows_cuda(weight(g.buffer, layout_.embed), in.device.ids + g.begin, static_cast<int>(g.end - g.begin),
                                                H, w.x + g.begin * H, stream_));
-  const bool alone = T == 1;  // its MoE layers are timed (time_layers_alone)
+  const bool alone = T == 1 && layer_times_;  // its MoE layers are timed (time_layers_alone)
   // A decode step's rotary embedding and cache write are made by its q, k and v launches' last blocks
   // (nothing comes between the projections and the rotary: no q/k norm, no clipping).
   bool rotary_in_projection = fused_ && s.qk_norm == QkNorm::None && !s.clip_qkv;
@@ -175,7 +195,7 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
       MOSAIC_CUDA_CHECK(kernels::kv_write_cuda(w.k, w.v, pq, T, kvh, hd, kc, vc, stream_));
     }
     MOSAIC_CUDA_CHECK(kernels::paged_attention_cuda(w.q, pq, T, nh, kvh, hd, attention_positions, kc, vc, w.attn, tiles, stream_,
-                                                    {attention_split_.get(), attention_split_.bytes()}));
+                                                    {attention_split_.get(), attention_split_.bytes()}, ahead_of_output(l, in)));
     const bool on_device = s.is_sparse(l) && routable_on_device(l, in, state);
     // A one-set decode step's output projection is made by its routing launch (moe(), norm_route_cuda
     // with a Projection). A lone token's MoE layer is timed from its post-attention norm on, or from
