@@ -700,7 +700,7 @@ class TestCudaKernels : public QObject {
     // decode step of two resident sets, each set's tokens one launch (the second's pointers offset,
     // as the backend passes them), twice over, so the second pass shows the counter left at zero.
     for (const auto& [tokens, first, heads, kvh, hd, in] : std::vector<std::tuple<int, int, int, int, int, int>>{
-             {1, 1, 16, 4, 128, 256}, {3, 1, 6, 3, 40, 72}, {8, 5, 4, 2, 41, 37} /* odd head_dim, scalar dot products */,
+             {1, 1, 8, 2, 128, 64}, {3, 1, 6, 3, 40, 72}, {8, 5, 4, 2, 41, 37} /* odd head_dim, scalar dot products */,
              {16, 8, 2, 1, 64, 64}})
       for (bool normed : {false, true}) {
         const int bt = 4, pool_blocks = 24, Q = heads * hd, KV = kvh * hd;
@@ -784,7 +784,7 @@ class TestCudaKernels : public QObject {
     // norm_route_cuda: the same x, h to float rounding (another block size sums it), the same
     // choices and groups; twice over, so the second pass shows the counter left at zero.
     for (const auto& [tokens, k, experts, hidden, in] : std::vector<std::tuple<int, int, int, int, int>>{
-             {1, 2, 8, 2048, 2048}, {3, 2, 8, 256, 192}, {8, 2, 8, 136, 72}, {8, 4, 64, 128, 64}, {2, 2, 8, 44, 40} /* scalar */})
+             {1, 2, 8, 1024, 128}, {3, 2, 8, 256, 192}, {8, 2, 8, 136, 72}, {8, 4, 64, 128, 64}, {2, 2, 8, 44, 40} /* scalar */})
       for (bool mask : {false, true}) {
         const int slots = experts + 6;
         const auto [table, rows] = routing_of(tokens, experts, slots);
