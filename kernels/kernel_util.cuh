@@ -62,34 +62,38 @@ __device__ __forceinline__ void unpack8(const uint4& w, float* f) {
 }
 
 // Whether this block is the grid's last to get here; if so, every block's writes before the call are
-// visible to it (the CUDA guide's threadfence reduction). Lets a launch's last block go on with
-// one block's worth of work that needs the whole grid's results, in place of a launch of its own.
-// Every thread of every block calls it. `counter`: zero before the launch; the last block sets it
-// back to zero. What the last block then reads of other blocks' writes it reads past L1 (__ldcg):
-// its SM's L1 may hold a stale copy of a line a neighbouring block wrote.
+// visible to it (the CUDA guide's threadfence reduction, in cooperative groups' order: the barrier
+// gathers the block's writes, thread 0's fence releases them with the count, and its fence after
+// the count acquires the others' before the barrier lets the block read). Lets a launch's last block
+// go on with one block's worth of work that needs the whole grid's results, in place of a launch of
+// its own. Every thread of every block calls it. `counter`: zero before the launch; the last block
+// sets it back to zero. What the last block then reads of other blocks' writes it reads past L1
+// (__ldcg): its SM's L1 may hold a stale copy of a line a neighbouring block wrote.
 __device__ __forceinline__ bool last_block_done(unsigned* counter) {
   __shared__ bool last;
-  __threadfence();  // this thread's writes before the block's count
   __syncthreads();
   if (threadIdx.x == 0) {
+    __threadfence();
     const unsigned blocks = gridDim.x * gridDim.y * gridDim.z;
     last = atomicAdd(counter, 1u) == blocks - 1;
-    if (last) *counter = 0;  // no block counts again in this launch
+    if (last) {
+      __threadfence();
+      *counter = 0;  // every block has counted: none counts again in this launch
+    }
   }
   __syncthreads();
-  if (last) __threadfence();
   return last;
 }
 
-// Block `part` of `parts` asks the L2 for its share of `f` (l2_prefetch.h), in pieces of
-// kL2PrefetchPiece bytes spread over its threads.
+// Block `part` of `parts` asks the L2 for its share of `f` (l2_prefetch.h): pieces of
+// kL2PrefetchPiece bytes dealt out a block at a time, so that many SMs' copy engines issue them.
 constexpr std::size_t kL2PrefetchPiece = 16 * 1024;
 __device__ __forceinline__ void prefetch_l2(const L2Prefetch& f, unsigned part, unsigned parts) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #pragma unroll
   for (int r = 0; r < L2Prefetch::kRanges; ++r) {
     const std::size_t pieces = (f.bytes[r] + kL2PrefetchPiece - 1) / kL2PrefetchPiece;
-    for (std::size_t i = static_cast<std::size_t>(part) * blockDim.x + threadIdx.x; i < pieces; i += static_cast<std::size_t>(parts) * blockDim.x) {
+    for (std::size_t i = part + static_cast<std::size_t>(parts) * threadIdx.x; i < pieces; i += static_cast<std::size_t>(parts) * blockDim.x) {
       const std::size_t at = i * kL2PrefetchPiece;
       const auto n = static_cast<unsigned>(f.bytes[r] - at < kL2PrefetchPiece ? f.bytes[r] - at : kL2PrefetchPiece);
       asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(static_cast<const char*>(f.p[r]) + at), "r"(n) : "memory");

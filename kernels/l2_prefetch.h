@@ -26,6 +26,16 @@ struct L2Prefetch {
       }
     return *this;
   }
+  // At most `most` bytes in all (whole 16-byte pieces), the first ranges' first bytes kept: what is
+  // asked for ahead of its reader must still be in the L2 when the reader comes.
+  L2Prefetch& limit(std::size_t most) {
+    for (int i = 0; i < kRanges; ++i) {
+      bytes[i] = bytes[i] < most ? bytes[i] : most / 16 * 16;
+      most -= bytes[i];
+      if (!bytes[i]) p[i] = nullptr;
+    }
+    return *this;
+  }
 };
 
 }  // namespace mosaic::kernels

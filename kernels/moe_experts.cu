@@ -222,9 +222,12 @@ __global__ void __launch_bounds__(1024) norm_route_kernel(const float* x, NormRo
 // The attention's output projection into the residual, x += in_rows · Wᵀ (+ bias), as linear_kernel
 // adds it (a warp a row, TOK tokens a pass), then norm_route by the last block to finish. That block
 // has 256 threads where norm_route_kernel has rms_norm_threads(hidden): h's sums are in another order.
+// `router`: the router's and the norm's weights, asked of the L2 by every block before its wait,
+// for the last block's tail (one block's 8 warps read E router rows, 8 at a time).
 template <int TOK>
 __global__ void __launch_bounds__(kRowsPerBlock * kWarp)
-    project_norm_route_kernel(Projection p, float* x, NormRouter nr, float* h, float* logits, SmallRouting r) {
+    project_norm_route_kernel(Projection p, float* x, NormRouter nr, float* h, float* logits, SmallRouting r, L2Prefetch router) {
+  prefetch_l2(router, blockIdx.x, gridDim.x);
   wait_for_previous_grid();
   const int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp;
   if (row < nr.hidden)
@@ -350,9 +353,10 @@ __global__ void __launch_bounds__(kCombineRows * kCombineSlices * kWarp)
     for (int z = 0; z < kCombineSlices; ++z) total += partial[r][z];
     x[row] += total;
   }
-  // Each block's share of what the next layer reads first, asked for as the block leaves: the last
-  // blocks ask while the memory's load falls off.
-  prefetch_l2(next, blockIdx.x, gridDim.x);
+  // What the next layer reads first, asked for by the last quarter of the blocks as they leave, while
+  // the memory's load falls off (asked for earlier, the rest of the down rows would evict it).
+  const unsigned tail = (gridDim.x + 3) / 4, from_end = gridDim.x - 1 - blockIdx.x;
+  if (from_end < tail) prefetch_l2(next, from_end, tail);
 }
 
 // Decode groups are small: 4 positions per pass keeps registers low; prefill groups go to cuBLAS.
@@ -403,8 +407,10 @@ int norm_route_cuda(float* x, const Projection& first, const NormRouter& nr, flo
       tokens > kProjectMaxTokens || first.in <= 0 || !first.counter)
     return static_cast<int>(cudaErrorInvalidValue);
   const SmallRouting r{mask, renormalize, ids, weights, rows, tokens, k, table, experts, base, stride, out};
+  const std::size_t row_bytes = static_cast<std::size_t>(nr.hidden) * sizeof(bf16_t);
+  const L2Prefetch router = L2Prefetch{}.add(nr.router, static_cast<std::size_t>(experts) * row_bytes).add(nr.norm, row_bytes);
   return launch_kernel(tokens == 1 ? project_norm_route_kernel<1> : project_norm_route_kernel<kProjectMaxTokens>,
-                       blocks_for(nr.hidden, kRowsPerBlock), kRowsPerBlock * kWarp, 0, as_stream(stream), first, x, nr, h, logits, r);
+                       blocks_for(nr.hidden, kRowsPerBlock), kRowsPerBlock * kWarp, 0, as_stream(stream), first, x, nr, h, logits, r, router);
 }
 
 int expert_down_combine_cuda(const float* act, int hidden, int inter, int k, GroupedPairs g, const float* weights, float* x,

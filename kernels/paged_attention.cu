@@ -102,9 +102,11 @@ __global__ void __launch_bounds__(kAttentionThreads, 3)
     attention_kernel(const float* q, PagedQueries pq, int tokens, int heads, int kv_heads, int head_dim, const bf16_t* kc,
                      const bf16_t* vc, float* out, bool skip_tiles, unsigned* counters, float* records, int stage_capacity,
                      L2Prefetch next) {
-  wait_for_previous_grid();
   // A decode step's attention reads little and waits much: the memory is free for what comes next.
+  // Weights no kernel of the step writes, so asked for before the wait, under the tail of the launch
+  // before (with programmatic launches).
   prefetch_l2(next, blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z), gridDim.x * gridDim.y * gridDim.z);
+  wait_for_previous_grid();
   // Dynamic: the stage [stage_capacity, head_dim] bf16, then the scores (16-byte aligned both).
   extern __shared__ uint4 dynamic[];
   bf16_t* stage = reinterpret_cast<bf16_t*>(dynamic);

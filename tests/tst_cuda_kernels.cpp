@@ -693,6 +693,16 @@ class TestCudaKernels : public QObject {
     QCOMPARE(f.bytes[1], std::size_t(32));
     QCOMPARE(f.p[2], static_cast<const void*>(bytes + 128));
     QCOMPARE(f.bytes[2], std::size_t(64));
+    // A limit keeps the first ranges' first bytes, in whole pieces.
+    L2Prefetch g = f;
+    g.limit(120);
+    QCOMPARE(g.bytes[0], std::size_t(80));
+    QCOMPARE(g.bytes[1], std::size_t(32));
+    QVERIFY(g.p[2] == nullptr);
+    QCOMPARE(g.bytes[2], std::size_t(0));
+    f.limit(50);
+    QCOMPARE(f.bytes[0], std::size_t(48));
+    QVERIFY(f.p[1] == nullptr);
   }
 
   void projectionsEndInTheRotaryAndCacheWrite() {

@@ -75,7 +75,7 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
   {  // 1. Batch 1, every expert resident: launched kernel by kernel, and replayed from CUDA graphs.
     std::printf("\ndecode, batch 1, all experts resident (%d steps)\n", steps);
     const double floor = per_token / rates.read_bytes_per_s;
-    std::printf("  %-40s %8.3f ms   (%.2f GB ÷ %.0f GB/s)\n", "floor", floor * 1e3, per_token / 1e9, rates.read_bytes_per_s / 1e9);
+    std::printf("  %-56s %8.3f ms   (%.2f GB ÷ %.0f GB/s)\n", "floor", floor * 1e3, per_token / 1e9, rates.read_bytes_per_s / 1e9);
     nlohmann::ordered_json rows{{"floor_ms", floor * 1e3}, {"bytes_per_token", per_token}};
     // Fused small kernels (the default) and one by one (MOSAIC_CUDA_FUSED=0), each way launched and
     // replayed: the fusions' gain, measured in this run; those four in plain stream order. Then the
@@ -103,7 +103,7 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
       const double tpot = total / steps;
       const std::string name = std::string(way.graphs ? "Mosaic, CUDA graphs" : "Mosaic, kernel by kernel") + (way.fused ? "" : ", unfused") +
                                (way.pdl ? ", programmatic" : "") + (way.prefetch ? "" : ", no L2 prefetch") + (way.timed ? "" : ", untimed");
-      std::printf("  %-40s %8.3f ms   %.2f× the floor\n", name.c_str(), tpot * 1e3, tpot / floor);
+      std::printf("  %-56s %8.3f ms   %.2f× the floor\n", name.c_str(), tpot * 1e3, tpot / floor);
       rows[std::string(way.graphs ? "graphs_tpot_ms" : "eager_tpot_ms") + (way.fused ? "" : "_unfused") + (way.pdl ? "_pdl" : "") +
            (way.prefetch ? "" : "_no_prefetch") + (way.timed ? "" : "_untimed")] = tpot * 1e3;
     }
@@ -122,20 +122,20 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
     for (const cuda::KernelTime& k : kernels) sum += k.per_token * k.seconds;
     for (const cuda::KernelTime& k : cuda::time_decode_kernels(spec, context, /*fused=*/false)) unfused_sum += k.per_token * k.seconds;
     std::printf("\n  each kernel alone (a graph of its launches, weights rotated past the L2; context %d)\n", context);
-    std::printf("  %-22s %9s %9s %9s %6s %8s %8s\n", "kernel", "per token", "us each", "ms/token", "share", "GB/s", "of read");
+    std::printf("  %-26s %9s %9s %9s %6s %8s %8s\n", "kernel", "per token", "us each", "ms/token", "share", "GB/s", "of read");
     nlohmann::ordered_json table = nlohmann::json::array();
     for (const cuda::KernelTime& k : kernels) {
       const double per_token_s = k.per_token * k.seconds;
-      std::printf("  %-22s %9d %9.2f %9.3f %5.1f%%", k.name.c_str(), k.per_token, k.seconds * 1e6, per_token_s * 1e3, 100 * per_token_s / sum);
+      std::printf("  %-26s %9d %9.2f %9.3f %5.1f%%", k.name.c_str(), k.per_token, k.seconds * 1e6, per_token_s * 1e3, 100 * per_token_s / sum);
       if (k.bytes > 0) std::printf(" %8.0f %8.2f\n", k.bytes / k.seconds / 1e9, k.bytes / k.seconds / rates.read_bytes_per_s);
       else std::printf(" %8s %8s\n", "-", "-");
       table.push_back({{"kernel", k.name}, {"per_token", k.per_token}, {"us", k.seconds * 1e6}, {"bytes", k.bytes}});
     }
     const double step = rows["graphs_tpot_ms"].get<double>() / 1e3;
-    std::printf("  %-22s %9s %9s %9.3f   a graph step %.3f ms: %.3f ms outside the kernels (host work, copies)\n", "sum", "", "", sum * 1e3,
+    std::printf("  %-26s %9s %9s %9.3f   a graph step %.3f ms: %.3f ms outside the kernels (host work, copies)\n", "sum", "", "", sum * 1e3,
                 step * 1e3, (step - sum) * 1e3);
     const double unfused_step = rows["graphs_tpot_ms_unfused"].get<double>() / 1e3;
-    std::printf("  %-22s %9s %9s %9.3f   a graph step %.3f ms: %.3f ms outside the kernels\n", "sum, unfused", "", "", unfused_sum * 1e3,
+    std::printf("  %-26s %9s %9s %9.3f   a graph step %.3f ms: %.3f ms outside the kernels\n", "sum, unfused", "", "", unfused_sum * 1e3,
                 unfused_step * 1e3, (unfused_step - unfused_sum) * 1e3);
     rows["kernels"] = table;
     rows["kernels_sum_ms"] = sum * 1e3;

@@ -14,7 +14,9 @@ namespace mosaic {
 // A MoE layer's time over some steps, in Multi-MoE's Table 1's two parts: attention (with its KV
 // reads) and the expert block after it (router, experts, and the loads its misses waited for). The
 // post-attention RMSNorm counts in attention on the CPU backend and in the expert block on CUDA,
-// where one kernel makes it with the router and the routing.
+// where one kernel makes it with the router and the routing; in a CUDA step of one set whose layer
+// routes on the device, that kernel makes the output projection too (a few µs of a layer), which
+// then counts in the expert block as well.
 struct LayerTime {
   std::int64_t steps = 0;
   double attention_seconds = 0, expert_seconds = 0;

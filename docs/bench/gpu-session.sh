@@ -127,7 +127,7 @@ case $stage in
     # see), and the attention and the down projection ask the L2 for the next kernels' weights. simt
     # (CI) has run every kernel case; bench-cuda's rows ("no L2 prefetch", "untimed") and its kernel
     # table are the measure.
-    newk="routedExpertsMatchReference programmaticLaunchesComputeWhatStreamOrderDoes pagedAttentionMatchesReference splitDecodeAttentionMatchesReference projectionsEndInTheRotaryAndCacheWrite outputProjectionEndsInTheRouting"
+    newk="routedExpertsMatchReference programmaticLaunchesComputeWhatStreamOrderDoes pagedAttentionMatchesReference tiledPromptAttentionMatchesReference splitDecodeAttentionMatchesReference projectionsEndInTheRotaryAndCacheWrite outputProjectionEndsInTheRouting"
     step memcheck-new 200 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend decodeStepsOnASyntheticMidSizeFamily layersOfATokenAloneAreTimed
     step memcheck-new-kern 90 "$sanitizer" --tool memcheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk
     step racecheck-new-kern 90 "$sanitizer" --tool racecheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk

@@ -144,6 +144,9 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
   if (const char* f = std::getenv("MOSAIC_CUDA_FUSED")) fused_ = std::string(f) != "0";
   if (const char* t = std::getenv("MOSAIC_CUDA_LAYER_TIMES")) layer_times_ = std::string(t) != "0";
   if (const char* p = std::getenv("MOSAIC_CUDA_L2_PREFETCH")) l2_prefetch_ = std::string(p) != "0";
+  int l2 = 0;
+  MOSAIC_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device_));
+  l2_bytes_ = static_cast<std::size_t>(l2);
   // Programmatic dependent launches (kernels/launch.h): on wherever the device and the kernels allow
   // them (the H100's graph step, 2026-11-28: 0.517 ms against 0.539). MOSAIC_CUDA_PDL=0 turns them
   // off; =1 insists, and is refused where they cannot run. Process-wide: the backend made last decides.

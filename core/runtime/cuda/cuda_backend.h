@@ -234,6 +234,7 @@ class CudaBackend final : public Backend {
   // (kernels/l2_prefetch.h: the attention for the output projection's, a lone token's down projection
   // for the next layer's q, k and v) unless MOSAIC_CUDA_L2_PREFETCH=0. bench-cuda times both.
   bool l2_prefetch_ = true;
+  std::size_t l2_bytes_ = 0;  // the device's L2: a prefetch asks for at most half of it
   // What the L2 is asked for ahead of `layer`'s output projection and of its q, k and v projections
   // (none where l2_prefetch_ is off, or past the last layer).
   kernels::L2Prefetch ahead_of_output(std::int64_t layer, const StepInputs& in) const;

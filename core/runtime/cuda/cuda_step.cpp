@@ -112,7 +112,7 @@ kernels::L2Prefetch CudaBackend::ahead_of_output(std::int64_t layer, const StepI
   const LayerOffsets& L = layout_.layers[static_cast<std::size_t>(layer)];
   const std::size_t bytes = static_cast<std::size_t>(spec_.hidden_size * spec_.q_width()) * sizeof(bf16_t);
   for (const TokenGroup& g : in.groups) f.add(weight(g.buffer, L.wo), bytes);  // the first kRanges groups'
-  return f;
+  return f.limit(l2_bytes_ / 2);
 }
 
 kernels::L2Prefetch CudaBackend::ahead_of_qkv(std::int64_t layer, int buffer) const {
@@ -123,7 +123,7 @@ kernels::L2Prefetch CudaBackend::ahead_of_qkv(std::int64_t layer, int buffer) co
   f.add(weight(buffer, L.wq), H * static_cast<std::size_t>(spec_.q_width()) * sizeof(bf16_t));
   f.add(weight(buffer, L.wk), H * static_cast<std::size_t>(spec_.kv_width()) * sizeof(bf16_t));
   f.add(weight(buffer, L.wv), H * static_cast<std::size_t>(spec_.kv_width()) * sizeof(bf16_t));
-  return f;
+  return f.limit(l2_bytes_ / 2);
 }
 
 void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& result, int attention_positions) {

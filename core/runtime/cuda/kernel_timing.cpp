@@ -188,16 +188,25 @@ std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context, boo
   // The launches that end in their last block's work (last_block_done) count on these, left zero.
   const DeviceBuffer counters = zeros(2 * sizeof(unsigned));
   MOSAIC_CUDA_CHECK(cudaDeviceSynchronize());  // zeroed before the timer's stream (non-blocking) reads them
-  if (fused) {  // and the rotary embedding and cache write by the same launch (no q/k norm here)
-    measure("norm, q, k, v, rotary, KV write", L, weights(Q + 2 * std::int64_t(KV) + 1, H), [&](int i) {
+  if (fused) {
+    // The rotary embedding and the cache write in the same launch where nothing comes between them
+    // and the projections (forward()'s rule: no q/k norm, no clipping; those norms are not timed here).
+    const bool rotary_in_projection = s.qk_norm == QkNorm::None && !s.clip_qkv;
+    measure(rotary_in_projection ? "norm, q/k/v, rotary, KV" : "norm, q, k and v", L, weights(Q + 2 * std::int64_t(KV) + 1, H), [&](int i) {
       const bf16_t* w = arena.copy(i, weights(Q + 2 * std::int64_t(KV) + 1, H));
       const kernels::LinearPart parts[] = {{w, Q, nullptr, q.get<float>()},
                                            {w + std::size_t(Q) * H, KV, nullptr, k.get<float>()},
                                            {w + std::size_t(Q + KV) * H, KV, nullptr, v.get<float>()}};
-      const kernels::RotaryWrite rotary{cos.get<float>(), sin.get<float>(), pq, nh, kvh, hd, kc.get<bf16_t>(), vc.get<bf16_t>(),
-                                        counters.get<unsigned>()};
+      kernels::RotaryWrite rotary{};
+      if (rotary_in_projection)
+        rotary = {cos.get<float>(), sin.get<float>(), pq, nh, kvh, hd, kc.get<bf16_t>(), vc.get<bf16_t>(), counters.get<unsigned>()};
       return kernels::linear_parts_cuda(x.get<float>(), 1, H, parts, 3, st, {w + std::size_t(Q + 2 * KV) * H, eps}, rotary);
     });
+    if (!rotary_in_projection)
+      measure("rotary and KV cache write", L, 0, [&](int) {
+        return kernels::rotary_kv_write_cuda(q.get<float>(), k.get<float>(), v.get<float>(), cos.get<float>(), sin.get<float>(), pq, 1, nh,
+                                             kvh, hd, kc.get<bf16_t>(), vc.get<bf16_t>(), st);
+      });
   } else {
     measure("q projection", L, weights(Q, H), [&](int i) {
       return kernels::linear_cuda(h.get<float>(), 1, H, arena.copy(i, weights(Q, H)), Q, nullptr, false, q.get<float>(), st);
@@ -226,9 +235,10 @@ std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context, boo
                                          attn.get<float>(), false, st, split);
   });
   // A MoE layer's output projection is in its routing launch where that normalizes and routes.
-  measure("output projection", norm_routed ? L - Ls : L, weights(H, Q), [&](int i) {
-    return kernels::linear_cuda(attn.get<float>(), 1, Q, arena.copy(i, weights(H, Q)), H, nullptr, true, x.get<float>(), st);
-  });
+  if (!norm_routed || L > Ls)
+    measure("output projection", norm_routed ? L - Ls : L, weights(H, Q), [&](int i) {
+      return kernels::linear_cuda(attn.get<float>(), 1, Q, arena.copy(i, weights(H, Q)), H, nullptr, true, x.get<float>(), st);
+    });
   if (norm_routed) {
     measure("out proj, norm, route", Ls, weights(H, Q) + weights(E + 1, H), [&](int i) {
       const bf16_t* w = arena.copy(i, weights(H, Q) + weights(E + 1, H));
