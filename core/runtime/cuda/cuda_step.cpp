@@ -1,6 +1,7 @@
 // The CUDA backend's batched step: every chunk's tokens through the model on one stream. Dense work
 // runs per resident-set group (each group's rows through its buffer's weights); rotary, the KV writes
-// and attention run over all tokens at once; MoE layers over all tokens (cuda_moe.cpp). The host
+// and attention run over all tokens at once (a decode step's rotary and KV writes inside each group's
+// q/k/v launch); MoE layers over all tokens (cuda_moe.cpp). The host
 // waits once per step, for the logits — and once per MoE layer whose pairs may miss.
 #include <algorithm>
 #include <cstring>
