@@ -436,10 +436,11 @@ class TestCudaBackend : public QObject {
         if (k.name != "attention") weight_bytes += k.per_token * k.bytes;
       }
       // Per layer, unfused: 2 norms, q/k/v, 2 rotaries, the cache write, attention, output, router,
-      // top-k, reroute, gate-up, down, combine. Fused: the input norm, q/k/v, rotary and cache write;
-      // attention; the output projection, the post-attention norm and the routing; gate-up; down with
-      // the combine. Then the embedding, the final norm, the gather and the head.
-      QCOMPARE(launches, 3 * (fused ? 5 : 16) + 4);
+      // top-k, reroute, gate-up, down, combine; then the embedding, the final norm, the gather and the
+      // head. Fused: the input norm, q/k/v, rotary and cache write; attention; the output projection,
+      // the post-attention norm and the routing; gate-up; down with the combine; then the embedding
+      // and the final norm with the head.
+      QCOMPARE(launches, fused ? 3 * 5 + 2 : 3 * 16 + 4);
       // The weights a token reads, either way: every non-expert weight but the embedding table (one
       // row of it), and top-k experts a layer.
       const double expected = 3.0 * (2 * 256 + 256 * (256 + 2 * 128) + 256 * 256 + 8 * 256 + 2 * 3 * 512 * 256) * 2 + 256 * 2 + 256 * 2 + 1000.0 * 256 * 2;

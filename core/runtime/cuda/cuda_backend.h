@@ -235,6 +235,10 @@ class CudaBackend final : public Backend {
   // for the next layer's q, k and v) unless MOSAIC_CUDA_L2_PREFETCH=0. bench-cuda times both.
   bool l2_prefetch_ = true;
   std::size_t l2_bytes_ = 0;  // the device's L2: a prefetch asks for at most half of it
+  // A group whose wanted rows are its tokens in order (a decode step's, up to kGemvRows): the head
+  // reads x there with the final norm folded in (linear_parts_cuda's RowNorm), so the step gathers
+  // and normalizes nothing. Part of a graph's shape: the rows are the step's, not the graph's.
+  bool head_in_place(const StepInputs& in, const TokenGroup& g) const;
   // What the L2 is asked for ahead of `layer`'s output projection and of its q, k and v projections
   // (none where l2_prefetch_ is off, or past the last layer).
   kernels::L2Prefetch ahead_of_output(std::int64_t layer, const StepInputs& in) const;

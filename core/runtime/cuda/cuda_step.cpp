@@ -107,6 +107,14 @@ void CudaBackend::time_layers_alone(const StepInputs& in, StepResult& result) co
     }
 }
 
+bool CudaBackend::head_in_place(const StepInputs& in, const TokenGroup& g) const {
+  const std::int64_t n = g.wanted_end - g.wanted_begin;
+  if (!fused_ || n == 0 || n > kGemvRows || n != g.end - g.begin) return false;
+  for (std::int64_t i = 0; i < n; ++i)
+    if (in.wanted[static_cast<std::size_t>(g.wanted_begin + i)] != g.begin + i) return false;
+  return true;
+}
+
 kernels::L2Prefetch CudaBackend::ahead_of_output(std::int64_t layer, const StepInputs& in) const {
   kernels::L2Prefetch f;
   if (!l2_prefetch_ || !fused_) return f;
@@ -221,10 +229,18 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
     }
   }
 
-  // Logits of the rows the chunks ask for, one projection per group.
+  // Logits of the rows the chunks ask for, one projection per group: the final norm folded into it
+  // where the rows are the group's tokens in order (head_in_place), else gathered and normalized first.
   for (const TokenGroup& g : in.groups) {
     const std::int64_t n = g.wanted_end - g.wanted_begin;
     if (n == 0) continue;
+    if (head_in_place(in, g)) {
+      const kernels::LinearPart head[] = {{weight(g.buffer, layout_.lm_head), static_cast<int>(s.vocab_size), nullptr,
+                                           w.logits + g.wanted_begin * s.vocab_size}};
+      MOSAIC_CUDA_CHECK(kernels::linear_parts_cuda(w.x + g.begin * H, static_cast<int>(n), H, head, 1, stream_,
+                                                   {weight(g.buffer, layout_.final_norm), eps}));
+      continue;
+    }
     MOSAIC_CUDA_CHECK(kernels::gather_rows_cuda(w.x, H, in.device.wanted + g.wanted_begin, static_cast<int>(n), 1, w.h, stream_));
     MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(w.h, weight(g.buffer, layout_.final_norm), static_cast<int>(n), H, eps, w.h, stream_));
     linear(w.h, n, H, weight(g.buffer, layout_.lm_head), s.vocab_size, nullptr, false, w.logits + g.wanted_begin * s.vocab_size);

@@ -181,10 +181,12 @@ std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context, boo
   // projections, and a MoE layer's post-attention norm is in its routing launch (norm_route_cuda)
   // where the router is small enough for one block. The final norm stays.
   const bool norm_routed = fused && E <= kernels::kNormRouteMaxExperts && K <= kernels::kNormRouteMaxPairs;
-  const int norms = fused ? (norm_routed ? L - Ls : L) + 1 : 2 * L + 1;
-  measure("RMSNorm", norms, weights(1, H), [&](int i) {
-    return kernels::rms_norm_cuda(x.get<float>(), arena.copy(i, weights(1, H)), 1, H, eps, h.get<float>(), st);
-  });
+  // The final norm too, folded into the head (a decode step's one row, read where it is).
+  const int norms = fused ? (norm_routed ? L - Ls : L) : 2 * L + 1;
+  if (norms > 0)
+    measure("RMSNorm", norms, weights(1, H), [&](int i) {
+      return kernels::rms_norm_cuda(x.get<float>(), arena.copy(i, weights(1, H)), 1, H, eps, h.get<float>(), st);
+    });
   // The launches that end in their last block's work (last_block_done) count on these, left zero.
   const DeviceBuffer counters = zeros(2 * sizeof(unsigned));
   MOSAIC_CUDA_CHECK(cudaDeviceSynchronize());  // zeroed before the timer's stream (non-blocking) reads them
@@ -285,12 +287,20 @@ std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context, boo
       return kernels::moe_combine_cuda(pair_out.get<float>(), pos_of.get<std::int32_t>(), topk_w.get<float>(), 1, K, H, x.get<float>(), st);
     });
   }
-  measure("logit row gather", 1, 0, [&](int) {
-    return kernels::gather_rows_cuda(x.get<float>(), H, zero_int.get<std::int32_t>(), 1, 1, h.get<float>(), st);
-  });
-  measure("output head", 1, weights(V, H), [&](int i) {
-    return kernels::linear_cuda(h.get<float>(), 1, H, arena.copy(i, weights(V, H)), V, nullptr, false, logits.get<float>(), st);
-  });
+  if (fused) {
+    measure("final norm and head", 1, weights(V + 1, H), [&](int i) {
+      const bf16_t* w = arena.copy(i, weights(V + 1, H));
+      const kernels::LinearPart head[] = {{w, V, nullptr, logits.get<float>()}};
+      return kernels::linear_parts_cuda(x.get<float>(), 1, H, head, 1, st, {w + std::size_t(V) * H, eps});
+    });
+  } else {
+    measure("logit row gather", 1, 0, [&](int) {
+      return kernels::gather_rows_cuda(x.get<float>(), H, zero_int.get<std::int32_t>(), 1, 1, h.get<float>(), st);
+    });
+    measure("output head", 1, weights(V, H), [&](int i) {
+      return kernels::linear_cuda(h.get<float>(), 1, H, arena.copy(i, weights(V, H)), V, nullptr, false, logits.get<float>(), st);
+    });
+  }
   return out;
 }
 
