@@ -21,7 +21,8 @@ struct Parts {
   int count;
 };
 
-// Rotary: the launch's last block goes on to the rotary embedding and the cache write (RotaryWrite).
+// Rotary: the launch's last block goes on to the q/k norms and clamp where given, the rotary
+// embedding and the cache write (RotaryWrite).
 template <int TOK, bool Normed, bool Rotary>
 __global__ void linear_parts_kernel(const float* __restrict__ x, int n, int in, Parts parts, RowNorm norm, RotaryWrite then) {
   wait_for_previous_grid();
@@ -40,9 +41,13 @@ __global__ void linear_parts_kernel(const float* __restrict__ x, int n, int in, 
   if (row < p.out) linear_row<TOK, Normed>(x, n, in, p.w, p.out, row, blockIdx.y * TOK, p.bias, false, p.y, norm);
   if constexpr (Rotary) {
     if (!last_block_done(then.counter)) return;
-    for (int t = 0; t < n; ++t)
+    __shared__ float partial[kWarp];
+    for (int t = 0; t < n; ++t) {
+      prepare_qkv_row(parts.part[0].y, parts.part[1].y, parts.part[2].y, then.prepare, t, then.heads, then.kv_heads, then.head_dim,
+                      partial);
       rotary_kv_row(parts.part[0].y, parts.part[1].y, parts.part[2].y, then.cos, then.sin, then.pq, t, then.heads, then.kv_heads,
                     then.head_dim, reinterpret_cast<__nv_bfloat16*>(then.k_cache), reinterpret_cast<__nv_bfloat16*>(then.v_cache));
+    }
   }
 }
 

@@ -32,12 +32,23 @@ struct RowNorm {
 // rotary embedding and the cache write as rotary_kv_write_cuda makes them (its arguments; `tokens` is
 // n): the launch's last block to finish takes them, so a decode layer's attention inputs cost one
 // launch where they cost two. counter: a device unsigned, zero before; the launch leaves it zero.
+// Before the rotary, where given, what some architectures put between it and the projections, in
+// the backend's order: q and k RMS-normalized over the whole row (OLMoE), q, k and v clamped to
+// ±clip, q and k normalized head by head (Qwen3) — as rms_norm_cuda and clamp_cuda make them, to
+// float rounding (one block's sums in another order).
+struct QkPrepare {
+  const bf16_t *q_norm = nullptr, *k_norm = nullptr;  // none: no q/k norm
+  bool per_head = false;                               // else over the whole row
+  float eps = 0;
+  float clip = 0;  // > 0: clamp
+};
 struct RotaryWrite {
   const float *cos = nullptr, *sin = nullptr;
   PagedQueries pq;
   int heads = 0, kv_heads = 0, head_dim = 0;
   bf16_t *k_cache = nullptr, *v_cache = nullptr;
   unsigned* counter = nullptr;
+  QkPrepare prepare;
 };
 int linear_parts_cuda(const float* x, int n, int in, const LinearPart* parts, int count, void* stream, RowNorm norm = {},
                       const RotaryWrite& then = {});

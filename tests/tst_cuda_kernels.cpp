@@ -709,10 +709,15 @@ class TestCudaKernels : public QObject {
     // linear_parts_cuda with a RotaryWrite against linear_parts_cuda, then rotary_kv_write_cuda: a
     // decode step of two resident sets, each set's tokens one launch (the second's pointers offset,
     // as the backend passes them), twice over, so the second pass shows the counter left at zero.
+    // With the q/k norms and the clamp of some architectures before the rotary (QkPrepare) against
+    // rms_norm_cuda and clamp_cuda in the backend's order: OLMoE's whole-row norms, Qwen3's per head,
+    // each with and without a clamp.
+    enum Prep { kPlain, kWhole, kPerHead, kWholeClip, kPerHeadClip };
     for (const auto& [tokens, first, heads, kvh, hd, in] : std::vector<std::tuple<int, int, int, int, int, int>>{
-             {1, 1, 8, 2, 128, 64}, {3, 1, 6, 3, 40, 72}, {8, 5, 4, 2, 41, 37} /* odd head_dim, scalar dot products */,
+             {1, 1, 4, 2, 128, 64}, {3, 1, 6, 3, 40, 72}, {8, 5, 4, 2, 41, 37} /* odd head_dim, scalar dot products */,
              {16, 8, 2, 1, 64, 64}})
-      for (bool normed : {false, true}) {
+      for (const auto& [normed, prep] : {std::pair{false, kPlain}, std::pair{true, kPlain}, std::pair{true, kWhole}, std::pair{true, kPerHead},
+                                         std::pair{true, kWholeClip}, std::pair{true, kPerHeadClip}}) {
         const int bt = 4, pool_blocks = 24, Q = heads * hd, KV = kvh * hd;
         std::vector<std::int32_t> blocks(pool_blocks), position, block_offset;
         std::iota(blocks.begin(), blocks.end(), 0);
@@ -733,6 +738,13 @@ class TestCudaKernels : public QObject {
         Dev<std::int32_t> dpos(position), doff(block_offset), dblocks(blocks);
         Dev<unsigned> counter(1);
         const RowNorm norm = normed ? RowNorm{dg.p, 1e-5f} : RowNorm{};
+        const bool whole = prep == kWhole || prep == kWholeClip, per_head = prep == kPerHead || prep == kPerHeadClip;
+        const float clip = prep == kWholeClip || prep == kPerHeadClip ? 0.3f : 0.0f;  // the projections' values reach ±1 and more
+        const auto qn = randn_bf16(std::size_t(whole ? Q : hd), 0.2f, 1.0f), kn = randn_bf16(std::size_t(whole ? KV : hd), 0.2f, 1.0f);
+        Dev<bf16_t> dqn(qn), dkn(kn);
+        QkPrepare qk;
+        if (whole || per_head) qk = {dqn.p, dkn.p, per_head, 1e-6f, clip};
+        qk.clip = clip;
         struct Outputs {
           Dev<float> q, k, v;
           Dev<bf16_t> kc, vc;
@@ -752,6 +764,19 @@ class TestCudaKernels : public QObject {
         const auto apart = outputs();
         for (const auto& [t0, t1] : {std::pair{0, first}, std::pair{first, tokens}})
           if (t1 > t0) CHECK_LAUNCH(linear_parts_cuda(dx.p + std::size_t(t0) * in, t1 - t0, in, parts_of(*apart, t0).data(), 3, nullptr, norm));
+        if (whole) {
+          CHECK_LAUNCH(rms_norm_cuda(apart->q.p, dqn.p, tokens, Q, 1e-6f, apart->q.p, nullptr));
+          CHECK_LAUNCH(rms_norm_cuda(apart->k.p, dkn.p, tokens, KV, 1e-6f, apart->k.p, nullptr));
+        }
+        if (clip > 0) {
+          CHECK_LAUNCH(clamp_cuda(apart->q.p, std::int64_t(tokens) * Q, clip, nullptr));
+          CHECK_LAUNCH(clamp_cuda(apart->k.p, std::int64_t(tokens) * KV, clip, nullptr));
+          CHECK_LAUNCH(clamp_cuda(apart->v.p, std::int64_t(tokens) * KV, clip, nullptr));
+        }
+        if (per_head) {
+          CHECK_LAUNCH(rms_norm_cuda(apart->q.p, dqn.p, tokens * heads, hd, 1e-6f, apart->q.p, nullptr));
+          CHECK_LAUNCH(rms_norm_cuda(apart->k.p, dkn.p, tokens * kvh, hd, 1e-6f, apart->k.p, nullptr));
+        }
         CHECK_LAUNCH(rotary_kv_write_cuda(apart->q.p, apart->k.p, apart->v.p, dc.p, ds.p, pq, tokens, heads, kvh, hd, apart->kc.p, apart->vc.p,
                                           nullptr));
         for (int pass = 0; pass < 2; ++pass) {
@@ -760,16 +785,22 @@ class TestCudaKernels : public QObject {
             if (t1 == t0) continue;
             const PagedQueries group{dpos.p + t0, doff.p + t0, dblocks.p, bt};
             const RotaryWrite then{dc.p + std::size_t(t0) * hd, ds.p + std::size_t(t0) * hd, group, heads, kvh, hd, fused->kc.p, fused->vc.p,
-                                   counter.p};
+                                   counter.p, qk};
             CHECK_LAUNCH(linear_parts_cuda(dx.p + std::size_t(t0) * in, t1 - t0, in, parts_of(*fused, t0).data(), 3, nullptr, norm, then));
           }
           SYNCED();
-          const QString where = QStringLiteral("tokens %1 (%2 + %3) heads %4/%5 hd %6 in %7 normed %8 pass %9")
-                                    .arg(tokens).arg(first).arg(tokens - first).arg(heads).arg(kvh).arg(hd).arg(in).arg(normed).arg(pass);
+          const QString where = QStringLiteral("tokens %1 (%2 + %3) heads %4/%5 hd %6 in %7 normed %8 prep %9 pass %10")
+                                    .arg(tokens).arg(first).arg(tokens - first).arg(heads).arg(kvh).arg(hd).arg(in).arg(normed).arg(int(prep)).arg(pass);
           QCOMPARE(counter.get(), std::vector<unsigned>{0u});
+          // The norms' sums come in another order here (a block of 256, a warp a head): 1e-6 apart.
           QVERIFY2(rel(fused->q.get(), apart->q.get()) < 1e-6, qPrintable(where));
           QVERIFY2(rel(fused->k.get(), apart->k.get()) < 1e-6, qPrintable(where));
           QVERIFY2(rel(fused->v.get(), apart->v.get()) < 1e-6, qPrintable(where));
+          if (clip > 0) {  // the clamp took hold, and held
+            const auto v = fused->v.get();
+            QVERIFY2(std::count_if(v.begin(), v.end(), [&](float e) { return std::abs(e) == clip; }) > 0, qPrintable(where));
+            QVERIFY2(std::all_of(v.begin(), v.end(), [&](float e) { return std::abs(e) <= clip; }), qPrintable(where));
+          }
           // The caches: the same rows written, to the bit but where a sum another instantiation
           // contracted differently lands the other side of a bf16 tie.
           for (const auto& [got, expect] : {std::pair{fused->kc.get(), apart->kc.get()}, std::pair{fused->vc.get(), apart->vc.get()}}) {

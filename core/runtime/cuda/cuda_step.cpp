@@ -151,10 +151,11 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
     MOSAIC_CUDA_CHECK(kernels::embed_rows_cuda(weight(g.buffer, layout_.embed), in.device.ids + g.begin, static_cast<int>(g.end - g.begin),
                                                H, w.x + g.begin * H, stream_));
   const bool alone = T == 1 && layer_times_;  // its MoE layers are timed (time_layers_alone)
-  // A decode step's rotary embedding and cache write are made by its q, k and v launches' last blocks
-  // (nothing comes between the projections and the rotary: no q/k norm, no clipping).
-  bool rotary_in_projection = fused_ && s.qk_norm == QkNorm::None && !s.clip_qkv;
+  // A decode step's q/k norms, clamp, rotary embedding and cache write are made by its q, k and v
+  // launches' last blocks.
+  bool rotary_in_projection = fused_;
   for (const TokenGroup& g : in.groups) rotary_in_projection = rotary_in_projection && g.end - g.begin <= kGemvRows;
+  kernels::QkPrepare prepare{nullptr, nullptr, s.qk_norm == QkNorm::PerHead, eps, s.clip_qkv ? static_cast<float>(*s.clip_qkv) : 0.0f};
   for (std::int64_t l = 0; l < s.num_layers; ++l) {
     const LayerOffsets& L = layout_.layers[static_cast<std::size_t>(l)];
     bf16_t* kc = k_[static_cast<std::size_t>(l)].get<bf16_t>();
@@ -172,7 +173,11 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
         kernels::RotaryWrite rotary{};
         if (rotary_in_projection) {
           const kernels::PagedQueries group_pq{pq.position + g.begin, pq.block_offset + g.begin, pq.blocks, pq.block_tokens};
-          rotary = {in.device.cos + g.begin * hd, in.device.sin + g.begin * hd, group_pq, nh, kvh, hd, kc, vc, tail_counter(0)};
+          rotary = {in.device.cos + g.begin * hd, in.device.sin + g.begin * hd, group_pq, nh, kvh, hd, kc, vc, tail_counter(0), prepare};
+          if (s.qk_norm != QkNorm::None) {
+            rotary.prepare.q_norm = weight(b, L.q_norm);
+            rotary.prepare.k_norm = weight(b, L.k_norm);
+          }
         }
         MOSAIC_CUDA_CHECK(kernels::linear_parts_cuda(x, static_cast<int>(n), H, parts, 3, stream_, {weight(b, L.input_norm), eps}, rotary));
       } else {
@@ -181,6 +186,7 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
         linear(h, n, H, weight(b, L.wk), s.kv_width(), weight(b, L.bk), false, k);
         linear(h, n, H, weight(b, L.wv), s.kv_width(), weight(b, L.bv), false, v);
       }
+      if (rotary_in_projection) continue;  // the norms and the clamp too
       if (s.qk_norm == QkNorm::Whole) {  // OLMoE: over the whole projection
         MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(q, weight(b, L.q_norm), static_cast<int>(n), static_cast<int>(s.q_width()), eps, q, stream_));
         MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(k, weight(b, L.k_norm), static_cast<int>(n), static_cast<int>(s.kv_width()), eps, k, stream_));
