@@ -56,6 +56,24 @@ class TestCudaBackend : public QObject {
  private Q_SLOTS:
   void initTestCase() { QVERIFY(tmp_.isValid()); }
 
+  void shortStepsOfEveryFixtureFamily() {
+    // Steps whose every set group has at most 8 tokens, so the q/k/v launches' last blocks make the
+    // rotary, the cache write and, for OLMoE, the q/k norms (QkPrepare): four variants' prompts of
+    // 5 to 8 tokens in one step (four groups, pointers offset), then one prompt alone.
+    for (const auto& fam : families()) {
+      Family family;
+      for (const char* v : {"base", "ft1", "ft2", "esft1"}) family.add(v, fixture(fam, v));
+      const HostStore store(family);
+      std::vector<ServeRequest> four, one;
+      for (int t = 0; t < 4; ++t) four.push_back({store.name(t), {.prompt = prompt_of(5 + t, 11 + t, 320), .max_new_tokens = 0}, true});
+      one.push_back({store.name(1), {.prompt = prompt_of(3, 5, 320), .max_new_tokens = 0}, true});
+      for (const auto* requests : {&four, &one}) {
+        const Compared c = compare(store, {.resident_sets = 4}, *requests);
+        QVERIFY2(c.worst <= 2e-2, qPrintable(QStringLiteral("%1, %2 requests: %3").arg(QString::fromStdString(fam)).arg(requests->size()).arg(c.worst)));
+      }
+    }
+  }
+
   void everyPolicyOnEveryFixtureFamily() {
     for (const auto& fam : families()) {
       Family family;

@@ -153,7 +153,8 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
   const bool alone = T == 1 && layer_times_;  // its MoE layers are timed (time_layers_alone)
   // A decode step's q/k norms, clamp, rotary embedding and cache write are made by its q, k and v
   // launches' last blocks.
-  bool rotary_in_projection = fused_;
+  // (A clip of 0 or less, which the separate clamp applies, is left to it: the tail clamps above 0.)
+  bool rotary_in_projection = fused_ && !(s.clip_qkv && !(static_cast<float>(*s.clip_qkv) > 0.0f));
   for (const TokenGroup& g : in.groups) rotary_in_projection = rotary_in_projection && g.end - g.begin <= kGemvRows;
   kernels::QkPrepare prepare{nullptr, nullptr, s.qk_norm == QkNorm::PerHead, eps, s.clip_qkv ? static_cast<float>(*s.clip_qkv) : 0.0f};
   for (std::int64_t l = 0; l < s.num_layers; ++l) {

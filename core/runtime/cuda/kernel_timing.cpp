@@ -179,7 +179,7 @@ std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context, boo
   });
   // Fused, as the backend's step makes them: each layer's input norm is folded into its q, k and v
   // projections, and a MoE layer's post-attention norm is in its routing launch (norm_route_cuda)
-  // where the router is small enough for one block. The final norm stays.
+  // where the router is small enough for one block.
   const bool norm_routed = fused && E <= kernels::kNormRouteMaxExperts && K <= kernels::kNormRouteMaxPairs;
   // The final norm too, folded into the head (a decode step's one row, read where it is).
   const int norms = fused ? (norm_routed ? L - Ls : L) : 2 * L + 1;
