@@ -128,7 +128,7 @@ case $stage in
     # (CI) has run every kernel case; bench-cuda's rows ("no L2 prefetch", "untimed") and its kernel
     # table are the measure.
     newk="routedExpertsMatchReference programmaticLaunchesComputeWhatStreamOrderDoes pagedAttentionMatchesReference tiledPromptAttentionMatchesReference splitDecodeAttentionMatchesReference projectionsEndInTheRotaryAndCacheWrite outputProjectionEndsInTheRouting"
-    step memcheck-new 200 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend decodeStepsOnASyntheticMidSizeFamily layersOfATokenAloneAreTimed
+    step memcheck-new 200 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend decodeStepsOnASyntheticMidSizeFamily layersOfATokenAloneAreTimed shortStepsOfEveryFixtureFamily
     step memcheck-new-kern 90 "$sanitizer" --tool memcheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk
     step racecheck-new-kern 90 "$sanitizer" --tool racecheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk
     # Barriers: the attention's around its early returns, stages and last-block combine; the fused launches' tails.
