@@ -359,6 +359,12 @@ __global__ void __launch_bounds__(kCombineRows * kCombineSlices * kWarp)
   if (from_end < tail) prefetch_l2(next, from_end, tail);
 }
 
+// What norm_route's one block takes: the router's rows, and a pair a lane for reroute_warp.
+bool routes_in_one_block(int tokens, int k, int experts, int hidden) {
+  static_assert(kNormRouteMaxPairs <= kWarp, "reroute_warp holds a pair a lane");
+  return experts <= kNormRouteMaxExperts && k > 0 && k <= experts && tokens > 0 && tokens * k <= kNormRouteMaxPairs && hidden > 0;
+}
+
 // Decode groups are small: 4 positions per pass keeps registers low; prefill groups go to cuBLAS.
 constexpr int kGroupTok = 4;
 
@@ -393,9 +399,7 @@ int route_cuda(float* logits, bool mask, bool renormalize, std::int32_t* ids, fl
 int norm_route_cuda(const float* x, const NormRouter& nr, float* h, float* logits, bool mask, bool renormalize, std::int32_t* ids,
                     float* weights, const std::int32_t* rows, int tokens, int k, const std::int32_t* table, int experts, const bf16_t* base,
                     std::int64_t stride, GroupedPairs out, void* stream) {
-  static_assert(kNormRouteMaxPairs <= kWarp, "reroute_warp holds a pair a lane");
-  if (experts > kNormRouteMaxExperts || k > experts || k <= 0 || tokens <= 0 || tokens * k > kNormRouteMaxPairs || nr.hidden <= 0)
-    return static_cast<int>(cudaErrorInvalidValue);
+  if (!routes_in_one_block(tokens, k, experts, nr.hidden)) return static_cast<int>(cudaErrorInvalidValue);
   const SmallRouting r{mask, renormalize, ids, weights, rows, tokens, k, table, experts, base, stride, out};
   return launch_kernel(norm_route_kernel, 1, rms_norm_threads(nr.hidden), 0, as_stream(stream), x, nr, h, logits, r);
 }
@@ -403,8 +407,7 @@ int norm_route_cuda(const float* x, const NormRouter& nr, float* h, float* logit
 int norm_route_cuda(float* x, const Projection& first, const NormRouter& nr, float* h, float* logits, bool mask, bool renormalize,
                     std::int32_t* ids, float* weights, const std::int32_t* rows, int tokens, int k, const std::int32_t* table, int experts,
                     const bf16_t* base, std::int64_t stride, GroupedPairs out, void* stream) {
-  if (experts > kNormRouteMaxExperts || k > experts || k <= 0 || tokens <= 0 || tokens * k > kNormRouteMaxPairs || nr.hidden <= 0 ||
-      tokens > kProjectMaxTokens || first.in <= 0 || !first.counter)
+  if (!routes_in_one_block(tokens, k, experts, nr.hidden) || tokens > kProjectMaxTokens || first.in <= 0 || !first.counter)
     return static_cast<int>(cudaErrorInvalidValue);
   const SmallRouting r{mask, renormalize, ids, weights, rows, tokens, k, table, experts, base, stride, out};
   const std::size_t row_bytes = static_cast<std::size_t>(nr.hidden) * sizeof(bf16_t);

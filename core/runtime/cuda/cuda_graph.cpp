@@ -41,8 +41,8 @@ void CudaBackend::run_graph(StepInputs& in, MoeState& state, StepResult& result)
   in.device = device_inputs(graph_inputs_.get<std::byte>(), packed);
 
   // A graph per shape: the token count, which rows return whole or as draws (and how many draws'
-  // keys come back: the copy's size is captured), and each buffer
-  // group's token and logit ranges, and whether its head reads its rows in place.
+  // keys come back: the copy's size is captured), and each buffer group's token and logit ranges
+  // and whether its head reads its rows in place.
   std::vector<std::int64_t> shape{in.tokens, in.whole_rows(), in.draws(), in.sampled_rows()};
   for (const TokenGroup& g : in.groups)
     shape.insert(shape.end(), {g.buffer, g.begin, g.end, g.wanted_begin, g.wanted_end, head_in_place(in, g) ? 1 : 0});
