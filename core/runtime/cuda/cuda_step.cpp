@@ -154,8 +154,10 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
   // A decode step's q/k norms, clamp, rotary embedding and cache write are made by its q, k and v
   // launches' last blocks.
   // (A clip of 0 or less, which the separate clamp applies, is left to it: the tail clamps above 0.)
-  bool rotary_in_projection = fused_ && !(s.clip_qkv && !(static_cast<float>(*s.clip_qkv) > 0.0f));
-  for (const TokenGroup& g : in.groups) rotary_in_projection = rotary_in_projection && g.end - g.begin <= kGemvRows;
+  const bool clip_in_tail = !s.clip_qkv || static_cast<float>(*s.clip_qkv) > 0.0f;
+  const bool rotary_in_projection = fused_ && clip_in_tail && std::all_of(in.groups.begin(), in.groups.end(), [](const TokenGroup& g) {
+    return g.end - g.begin <= kGemvRows;
+  });
   kernels::QkPrepare prepare{nullptr, nullptr, s.qk_norm == QkNorm::PerHead, eps, s.clip_qkv ? static_cast<float>(*s.clip_qkv) : 0.0f};
   for (std::int64_t l = 0; l < s.num_layers; ++l) {
     const LayerOffsets& L = layout_.layers[static_cast<std::size_t>(l)];
