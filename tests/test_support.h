@@ -35,6 +35,8 @@ std::string read_text(const fs::path& path);
 
 // Copies a checkpoint folder into `to` (writable), returning `to`.
 fs::path copy_checkpoint(const fs::path& from, const fs::path& to);
+// The same, with config.json's clip_qkv set to `clip` (OLMoE's; no fixture sets one).
+fs::path copy_with_clip_qkv(const fs::path& from, const fs::path& to, double clip);
 
 // Rewrites `dir/model.safetensors` keeping each tensor for which `keep` is true, after letting
 // `edit` change its bytes (as stored). Uses the project's own writer.

@@ -1,6 +1,6 @@
 // The CPU reference forward pass against transformers: logits and greedy continuations of every
-// variant of every fixture family, the KV cache against the full pass, and Qwen3-MoE's per-head
-// q/k normalization (no fixture exists for it) through properties only that design has.
+// variant of every fixture family, the KV cache against the full pass, and what no fixture has,
+// through properties only that design has: Qwen3-MoE's per-head q/k norms, OLMoE's clip_qkv.
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -138,6 +138,21 @@ class TestForward : public QObject {
     scale_rows(o, "self_attn.q_proj.weight", 16, 3.0f);
     const auto olmoe = all_logits(*load(fixture("olmoe", "base")), ids, 1);
     QVERIFY(relative_error(all_logits(*load(o), ids, 1), olmoe) > 1e-3);
+  }
+
+  // OLMoE clamps q, k and v to ±clip_qkv after its q/k norms; no fixture sets clip_qkv, so these are
+  // properties: a clip wider than every value changes nothing, a tight one changes the logits, and as
+  // it comes after the norm, q_proj scaled whole still changes nothing under it.
+  void olmoeClipQkvClampsAfterTheNorms() {
+    const std::vector<std::int64_t> ids{3, 14, 15, 92, 65, 35, 89, 79, 32, 38};
+    const auto base = all_logits(*load(fixture("olmoe", "base")), ids, 1);
+    QCOMPARE(all_logits(*load(copy_with_clip_qkv(fixture("olmoe", "base"), scratch("olmoe-clip-wide"), 1e6)), ids, 1), base);
+    const fs::path tight = copy_with_clip_qkv(fixture("olmoe", "base"), scratch("olmoe-clip-tight"), 0.05);
+    const auto tight_logits = all_logits(*load(tight), ids, 1);
+    const double changed = relative_error(tight_logits, base);
+    QVERIFY2(changed > 0.05, qPrintable(QString::number(changed)));
+    scale_rows(tight, "self_attn.q_proj.weight", 64, 10.0f);  // every row of q_proj: 4 heads of 16
+    QVERIFY2(relative_error(all_logits(*load(tight), ids, 1), tight_logits) < 1e-5, "the clip came before the q norm");
   }
 
   void rejectsBadRequests() {
