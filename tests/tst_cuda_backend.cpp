@@ -1,7 +1,8 @@
 // The CUDA backend against the CPU reference, through the same runtime and engine: logits within 2e-2
-// relative (bf16 weights) on every fixture architecture under every hit and miss policy, on a mixed
-// batch of full fine-tunes and ESFT adapters, and step by step through prefill and decode on
-// a synthetic mid-size family, and on delta folders over their base; a lone token's layers timed.
+// relative (bf16 weights) on every fixture architecture under every hit and miss policy, on Qwen3-MoE
+// and a clipped OLMoE (which no fixture is), on a mixed batch of full fine-tunes and ESFT adapters,
+// step by step through prefill and decode on a synthetic mid-size family, and on delta folders over
+// their base; a lone token's layers timed.
 // Label `gpu`: exits 77 without a device.
 #include <QTemporaryDir>
 #include <QTest>
@@ -71,6 +72,40 @@ class TestCudaBackend : public QObject {
         const Compared c = compare(store, {.resident_sets = 4}, *requests);
         QVERIFY2(c.worst <= 2e-2, qPrintable(QStringLiteral("%1, %2 requests: %3").arg(QString::fromStdString(fam)).arg(requests->size()).arg(c.worst)));
       }
+    }
+  }
+
+  void architecturesNoFixtureHas_data() {
+    QTest::addColumn<QString>("model");
+    QTest::newRow("qwen3_moe: per-head q/k norms, a dense layer") << QStringLiteral("qwen3_moe");
+    QTest::newRow("olmoe, clip_qkv 0.05") << QStringLiteral("olmoe");
+  }
+
+  void architecturesNoFixtureHas() {
+    // Qwen3's per-head q/k norms on two synthetic bf16 variants, and OLMoE's base and ft1 with a
+    // clip_qkv that takes hold (the fixtures' is null): steps whose groups hold at most 8 tokens (the
+    // q/k/v launches' last blocks prepare, clip and rotate), then one of 24 (norms and clamp apart).
+    QFETCH(QString, model);
+    const fs::path root(tmp_.path().toStdString());
+    Family family;
+    for (int v = 0; v < 2; ++v) {
+      const std::string name = "v" + std::to_string(v);
+      if (model == QStringLiteral("qwen3_moe")) {
+        const fs::path dir = root / ("qwen3-" + name);
+        write_synthetic_checkpoint(dir, parse_model_spec(qwen3_moe_config(), "qwen3_moe"), DType::BF16, 60 + static_cast<std::uint64_t>(v));
+        family.add(name, dir);
+      } else {
+        family.add(name, copy_with_clip_qkv(fixture("olmoe", v ? "ft1" : "base"), root / ("olmoe-clipped-" + name), 0.05));
+      }
+    }
+    const HostStore store(family);
+    const std::vector<std::vector<std::pair<int, std::size_t>>> steps{{{0, 3}, {1, 5}}, {{1, 1}}, {{0, 24}}};  // (variant, length)
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      std::vector<ServeRequest> requests;
+      for (auto [v, length] : steps[i])
+        requests.push_back({store.name(v), {.prompt = prompt_of(length, 30 + length, store.spec().vocab_size), .max_new_tokens = 0}, true});
+      const Compared c = compare(store, {.resident_sets = 2}, requests);
+      QVERIFY2(c.worst <= 2e-2, qPrintable(QStringLiteral("%1, step %2: %3").arg(model).arg(i).arg(c.worst)));
     }
   }
 

@@ -126,9 +126,9 @@ case $stage in
     # block normalizes and routes (last_block_done: memory ordering between blocks, which simt cannot
     # see), and the attention and the down projection ask the L2 for the next kernels' weights. simt
     # (CI) has run every kernel case; bench-cuda's rows ("no L2 prefetch", "untimed") and its kernel
-    # table are the measure.
+    # table are the measure. architecturesNoFixtureHas: Qwen3-MoE and a clipped OLMoE end to end (2026-11-28).
     newk="routedExpertsMatchReference programmaticLaunchesComputeWhatStreamOrderDoes pagedAttentionMatchesReference tiledPromptAttentionMatchesReference splitDecodeAttentionMatchesReference projectionsEndInTheRotaryAndCacheWrite outputProjectionEndsInTheRouting"
-    step memcheck-new 200 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend decodeStepsOnASyntheticMidSizeFamily layersOfATokenAloneAreTimed shortStepsOfEveryFixtureFamily
+    step memcheck-new 200 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend decodeStepsOnASyntheticMidSizeFamily layersOfATokenAloneAreTimed shortStepsOfEveryFixtureFamily architecturesNoFixtureHas
     step memcheck-new-kern 90 "$sanitizer" --tool memcheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk
     step racecheck-new-kern 90 "$sanitizer" --tool racecheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk
     # Barriers: the attention's around its early returns, stages and last-block combine; the fused launches' tails.
