@@ -18,12 +18,10 @@ fs::path copy_checkpoint(const fs::path& from, const fs::path& to) {
   return to;
 }
 
-fs::path copy_with_clip_qkv(const fs::path& from, const fs::path& to, double clip) {
-  copy_checkpoint(from, to);
-  auto config = nlohmann::json::parse(read_text(to / "config.json"));
-  config["clip_qkv"] = clip;
-  std::ofstream(to / "config.json") << config.dump(1);
-  return to;
+void patch_config(const fs::path& dir, const std::string& key, const nlohmann::json& value) {
+  auto config = nlohmann::json::parse(read_text(dir / "config.json"));
+  config[key] = value;
+  std::ofstream(dir / "config.json") << config.dump(1);
 }
 
 void rewrite_weights(const fs::path& dir, const std::function<bool(const TensorInfo&)>& keep,

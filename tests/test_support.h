@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "model/safetensors.h"
 
 namespace mosaic::test {
@@ -35,8 +37,8 @@ std::string read_text(const fs::path& path);
 
 // Copies a checkpoint folder into `to` (writable), returning `to`.
 fs::path copy_checkpoint(const fs::path& from, const fs::path& to);
-// The same, with config.json's clip_qkv set to `clip` (OLMoE's; no fixture sets one).
-fs::path copy_with_clip_qkv(const fs::path& from, const fs::path& to, double clip);
+// Sets `key` of `dir/config.json` to `value` (a copy's: see copy_checkpoint), keeping the rest.
+void patch_config(const fs::path& dir, const std::string& key, const nlohmann::json& value);
 
 // Rewrites `dir/model.safetensors` keeping each tensor for which `keep` is true, after letting
 // `edit` change its bytes (as stored). Uses the project's own writer.

@@ -25,11 +25,6 @@ class TestCheckpoint : public QObject {
   Q_OBJECT
   QTemporaryDir tmp_;
   fs::path scratch(const std::string& name) const { return fs::path(tmp_.path().toStdString()) / name; }
-  void patch_config(const fs::path& dir, const char* key, const nlohmann::json& value) {
-    nlohmann::json j = nlohmann::json::parse(std::ifstream(dir / "config.json"));
-    j[key] = value;
-    std::ofstream(dir / "config.json") << j.dump(1);
-  }
 
  private Q_SLOTS:
   void initTestCase() { QVERIFY(tmp_.isValid()); }

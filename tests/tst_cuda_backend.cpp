@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <random>
 
+#include <nlohmann/json.hpp>
+
 #include "analysis/delta_folder.h"
 #include "analysis/family_analysis.h"
 #include "common/error.h"
@@ -95,7 +97,9 @@ class TestCudaBackend : public QObject {
         write_synthetic_checkpoint(dir, parse_model_spec(qwen3_moe_config(), "qwen3_moe"), DType::BF16, 60 + static_cast<std::uint64_t>(v));
         family.add(name, dir);
       } else {
-        family.add(name, copy_with_clip_qkv(fixture("olmoe", v ? "ft1" : "base"), root / ("olmoe-clipped-" + name), 0.05));
+        const fs::path dir = copy_checkpoint(fixture("olmoe", v ? "ft1" : "base"), root / ("olmoe-clipped-" + name));
+        patch_config(dir, "clip_qkv", 0.05);
+        family.add(name, dir);
       }
     }
     const HostStore store(family);
