@@ -1,4 +1,4 @@
-// DeltaMoE's compressed deltas (model/delta_codec, docs/delta-format.md): the packing as the
+// Deltas across fine-tunes with DeltaMoE's codec (model/delta_codec, docs/delta-format.md): the packing as the
 // format document states it, the 2:4 structure, the quantization bound, and refusals of damaged packs.
 #include <QTemporaryDir>
 #include <QTest>

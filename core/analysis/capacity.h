@@ -1,5 +1,5 @@
 #pragma once
-// How many experts a memory budget holds (Multi-MoE §4): what is left of the budget after one
+// How many experts a memory budget holds (Multi-MoE §3.1): what is left of the budget after one
 // variant's non-expert weights and an itemized reserve, divided by the bytes of one expert.
 #include <cstdint>
 #include <string>

@@ -1,5 +1,5 @@
 #pragma once
-// Similarity-based consolidation (Multi-MoE §4.1): rank the MoE positions by ascending position
+// Similarity-based consolidation (Multi-MoE §3.1): rank the MoE positions by ascending position
 // distance and keep one shared copy resident at the first C of them. Which variant's copy is kept
 // is the policy: the paper's round-robin, or (beyond it) the medoid copy or traffic-weighted turns.
 #include <cstdint>

@@ -1,5 +1,5 @@
 #pragma once
-// What happens when a token routes to an expert no slot serves for its row (Multi-MoE §4.2's miss,
+// What happens when a token routes to an expert no slot serves for its row (Multi-MoE §3.2's miss,
 // SwapMoE's masked gating). A policy only decides where missing experts go; the routing plan
 // (route_plan.h) loads them, updates the reroute table and groups the work.
 #include <cstdint>

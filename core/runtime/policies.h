@@ -1,5 +1,5 @@
 #pragma once
-// Which rows a pinned expert slot serves (Multi-MoE §4.2). Miss policies are types: miss_policy.h.
+// Which rows a pinned expert slot serves (Multi-MoE §3.2). Miss policies are types: miss_policy.h.
 #include <optional>
 #include <string_view>
 

@@ -1,5 +1,5 @@
 #pragma once
-// Partial runtime reconfiguration (Multi-MoE §4.2), generalized to K resident sets: up to K
+// Partial runtime reconfiguration (Multi-MoE §3.2), generalized to K resident sets: up to K
 // "resident sets" — a target's non-expert weights (embeddings, attention, norms, routers, shared
 // experts, lm_head), or under time-sharing its whole model — sit in K device buffers. A step that
 // needs a set not resident copies it over the least recently used buffer no other set of the step

@@ -29,7 +29,7 @@ enum class StrategyKind {
   SpaceSharing,  // budget, capacity and copy bandwidth split evenly; each partition serves its variant
   Averaging,     // one merged model (the uniform mean) serves every request
   Esft,          // ESFT adapters over their base (ExpertWeave): base and tuned experts pinned, one batch
-  Delta,         // delta folders over their base (DeltaMoE): base pinned, packed deltas pinned while the budget holds them
+  Delta,         // delta folders over their base (DeltaMoE's codec across fine-tunes): base pinned, packed deltas pinned while the budget holds them
   Hybrid,        // delta folders: the least similar positions get their deltas, the most similar share the base's copy
   VirtualExperts,  // SwapMoE: per-layer counts planned on calibration text (or uniform), the sets updated with the traffic
 };

@@ -1,6 +1,6 @@
 #pragma once
 // Internal: the CUDA backend. bf16 weights — expert slots per layer and a scratch pool, K resident-set
-// buffers of non-expert weights — fp32 activations and paged fp32 keys and values, on one stream,
+// buffers of non-expert weights — fp32 activations and paged bf16 keys and values, on one stream,
 // with host-to-device copies on a second. Include only from this folder's .cpp files.
 #include <array>
 #include <cstdint>
