@@ -62,7 +62,28 @@ class TestModelSpec : public QObject {
     QCOMPARE(s.qk_norm, QkNorm::Whole);
     QVERIFY(!s.clip_qkv);
     QCOMPARE(s.expert_intermediate, 48);
-    QCOMPARE(s.eos_token_ids, std::vector<std::int64_t>{50279});
+    QVERIFY(s.eos_token_ids.empty());  // tests/data says null where transformers wrote its default 50279
+  }
+
+  // A stop id the vocabulary does not hold could never be sampled: generation would silently run to
+  // its length. Refused naming the field, as a bos id past it is.
+  void tokenIdsOutsideTheVocabularyAreRefused() {
+    for (const char* key : {"eos_token_id", "bos_token_id"})
+      for (const json& id : {json(320), json(50279), json(-1), json::array({2, 320})}) {
+        json j = fixture_config("olmoe");
+        if (std::string(key) == "bos_token_id" && id.is_array()) continue;
+        j[key] = id;
+        try {
+          parse(j);
+          QFAIL((std::string(key) + " = " + id.dump() + " was accepted").c_str());
+        } catch (const mosaic::FormatError& e) {
+          QVERIFY2(std::string(e.what()).find(key) != std::string::npos, e.what());
+          QVERIFY2(std::string(e.what()).find("320-token vocabulary") != std::string::npos, e.what());
+        }
+      }
+    json j = fixture_config("olmoe");
+    j["eos_token_id"] = 319;
+    QCOMPARE(parse(j).eos_token_ids, std::vector<std::int64_t>{319});
   }
 
   void qwen3MoeFromDefinition() {

@@ -246,12 +246,16 @@ ModelSpec parse_model_spec(std::string_view text, const std::string& source) {
   s.tie_word_embeddings = c.boolean("tie_word_embeddings", false);
   if (c.has("bos_token_id")) s.bos_token_id = c.int_or("bos_token_id", 0);
   s.eos_token_ids = c.int_list("eos_token_id");
-  // Negative ids are no token's. An id past the vocabulary is accepted: transformers writes such
-  // configs (the tiny-random OLMoE in tests/data has eos 50279 over 320 tokens), and a stop id that
-  // can never be sampled changes nothing.
-  for (std::int64_t id : s.eos_token_ids)
-    if (id < 0) throw c.bad("eos_token_id", std::to_string(id) + " is not a token id (ids are ≥ 0)");
-  if (s.bos_token_id && *s.bos_token_id < 0) throw c.bad("bos_token_id", std::to_string(*s.bos_token_id) + " is not a token id (ids are ≥ 0)");
+  // An id outside the vocabulary is no token's: as a stop id it can never be sampled, so generation
+  // would silently run to its length. (transformers writes such configs when a model is shrunk
+  // without its ids: OlmoeConfig's default eos 50279 over a 320-token vocabulary.)
+  const auto check_id = [&](const char* key, std::int64_t id) {
+    if (id < 0 || id >= s.vocab_size)
+      throw c.bad(key, std::to_string(id) + " is not a token of the " + std::to_string(s.vocab_size) +
+                           "-token vocabulary (set it to the model's own id, or null for none)");
+  };
+  for (std::int64_t id : s.eos_token_ids) check_id("eos_token_id", id);
+  if (s.bos_token_id) check_id("bos_token_id", *s.bos_token_id);
   // The dtype the weights are said to be in (transformers 4.x torch_dtype, 5.x dtype); the weights'
   // own dtypes are what is read, but a dtype no checkpoint Mosaic reads can hold is a wrong config.
   for (const char* key : {"torch_dtype", "dtype"}) {
