@@ -6,6 +6,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <cstring>
 #include <map>
 #include <set>
 #include <tuple>
@@ -459,6 +460,38 @@ class TestEngine : public QObject {
     QCOMPARE(r.tokens.size(), std::size_t(20));
     auto after = engine.submit({"ft2", request(5)});
     QCOMPARE(after->wait().stats.counters.total().misses, std::int64_t(0));  // the new runtime pins all of ft2
+  }
+
+  // Finite weights whose products overflow float (layer 1's output projection at 3e38) make that
+  // variant's hidden states infinite: its request fails naming the layer, and the requests batched
+  // with it are untouched (the same tokens as served alone), as are the requests after it.
+  void valuesThatAreNotFiniteFailOnlyTheirRequest() {
+    const fs::path overflow = copy_checkpoint(fixture("qwen2_moe", "ft1"), scratch("overflow"));
+    rewrite_weights(overflow, [](const TensorInfo&) { return true; }, [](const TensorInfo& t, std::vector<std::byte>& bytes) {
+      if (t.name != "model.layers.1.self_attn.o_proj.weight") return;
+      QCOMPARE(t.dtype, DType::F32);
+      const float big = 3e38f;
+      for (std::size_t i = 0; i + sizeof big <= bytes.size(); i += sizeof big) std::memcpy(bytes.data() + i, &big, sizeof big);
+    });
+    Family family;
+    for (const char* v : {"base", "ft1"}) family.add(v, fixture("qwen2_moe", v));
+    family.add("overflow", overflow);
+    const HostStore store(family);
+    Engine engine(std::make_shared<Runtime>(store, RuntimeConfig{.resident_sets = 3}));
+    const std::vector<std::int64_t> base_alone = engine.submit({"base", request(6)})->wait().tokens;
+    const std::vector<std::int64_t> ft1_alone = engine.submit({"ft1", request(6)})->wait().tokens;
+
+    auto bad = engine.submit({"overflow", request(6)});
+    auto base = engine.submit({"base", request(6)});
+    auto ft1 = engine.submit({"ft1", request(6)});
+    const RequestResult& r = bad->wait();
+    QCOMPARE(r.finish, Finish::Failed);
+    expect_mentions(r.error, {"'overflow'", "layer 1", "not finite"});
+    QVERIFY(r.tokens.empty());
+    QCOMPARE(base->wait().tokens, base_alone);
+    QCOMPARE(ft1->wait().tokens, ft1_alone);
+    QVERIFY(engine.stats().largest_step_sequences >= 2);  // they did share steps
+    QCOMPARE(engine.submit({"base", request(6)})->wait().tokens, base_alone);
   }
 };
 

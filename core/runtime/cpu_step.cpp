@@ -41,6 +41,20 @@ StepLayout layout_of(const StepBatch& batch) {
   return out;
 }
 
+// Chunks whose rows of x hold a value that is not finite fail (once, at the first layer that made
+// them so), and those rows are zeroed so that nothing after them computes on NaN. Rows of different
+// sequences never mix, so the other chunks' values are not touched.
+void fail_non_finite(at::Tensor& x, const StepBatch& batch, const StepLayout& layout, StepResult& result, const std::string& where) {
+  if (at::isfinite(x).all().item<bool>()) return;
+  for (std::size_t ci = 0; ci < batch.chunks.size(); ++ci) {
+    at::Tensor rows = x.narrow(0, layout.offset[ci], static_cast<std::int64_t>(batch.chunks[ci].tokens.size()));
+    if (at::isfinite(rows).all().item<bool>()) continue;
+    result.fail(batch.chunks.size(), ci,
+                where + " computed values that are not finite (its weights' products overflow float32: check the checkpoint's weights)");
+    rows.zero_();
+  }
+}
+
 }  // namespace
 
 // Where a step's keys and values go and come from, in rows of the KV pool (block · block_tokens +
@@ -200,6 +214,7 @@ StepResult CpuBackend::run(const StepBatch& batch, MoeState& moe_state) {
     } else {
       for (const auto& g : layout.groups) part(x, g).add_(swiglu(part(h, g), weights(g.buffer).layers[li].shared, true));
     }
+    fail_non_finite(x, batch, layout, result, "layer " + std::to_string(l));
   }
 
   // Logits of the rows the chunks ask for, one projection per group.

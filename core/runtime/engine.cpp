@@ -416,7 +416,7 @@ bool Engine::step(double now) {
   constexpr std::size_t kNoDraw = std::numeric_limits<std::size_t>::max();
   std::vector<std::size_t> draw_of(order.size(), kNoDraw);  // chunk k's draw, where it has one
   for (std::size_t k = 0; k < order.size(); ++k) {
-    if (job_of[order[k]]->request.prompt_logits) continue;
+    if (job_of[order[k]]->request.prompt_logits || result.failure(k)) continue;
     if (const std::optional<TokenDraw> d = step_draw(job_of[order[k]]->sampler.get(), result, k)) {
       draw_of[k] = draws.size();
       draws.push_back(*d);
@@ -446,6 +446,10 @@ bool Engine::step(double now) {
     seq.computed += plan.chunks[order[k]].tokens;
     RuntimeCounters& counters = job.result.stats.counters;
     for (std::size_t l = 0; l < counters.layers.size(); ++l) counters.layers[l] += result.counts[k][l];
+    if (const std::string* why = result.failure(k)) {  // this request only: the others' values are untouched
+      finish(job, Finish::Failed, "'" + job.request.target + "': " + *why);
+      continue;
+    }
     const Logits& logits = result.logits[k];
     if (job.request.prompt_logits) {
       Logits& all = job.result.logits;

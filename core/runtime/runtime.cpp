@@ -1,6 +1,8 @@
 #include "runtime/runtime.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <utility>
 
 #include "common/byte_size.h"
@@ -294,6 +296,21 @@ void prepare_on_host(const StepBatch& batch, StepResult& result, int count) {
   }
 }
 
+// Logits no backend should hand back: a chunk whose row holds NaN or infinity fails (the CPU backend
+// has already named the layer where its values stopped being finite; this catches the output head,
+// and every backend).
+void fail_non_finite_logits(const StepBatch& batch, StepResult& result) {
+  const char* why = "the output head computed logits that are not finite (the weights' products overflow: check the checkpoint's weights)";
+  for (std::size_t ci = 0; ci < batch.chunks.size(); ++ci) {
+    if (result.failure(ci)) continue;
+    const std::vector<float>& v = result.logits[ci].values;
+    const bool rows_bad = !std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
+    const bool prepared_bad = ci < result.candidates.size() && result.candidates[ci].vocab > 0 &&
+                              (!std::isfinite(result.candidates[ci].max_logit) || !std::isfinite(result.candidates[ci].normaliser));
+    if (rows_bad || prepared_bad) result.fail(batch.chunks.size(), ci, why);
+  }
+}
+
 }  // namespace
 
 StepResult Runtime::run(const StepBatch& batch) {
@@ -301,6 +318,7 @@ StepResult Runtime::run(const StepBatch& batch) {
   const auto t0 = std::chrono::steady_clock::now();
   StepResult r = backend_->run(batch, moe_);
   const double wall = seconds_since(t0);
+  fail_non_finite_logits(batch, r);
   if (config_.host_candidates > 0) prepare_on_host(batch, r, config_.host_candidates);
   if (virtual_) virtual_->after_step();
   if (config_.compute_slowdown > 1.0) {

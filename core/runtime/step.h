@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "runtime/logits.h"
@@ -89,6 +90,16 @@ struct StepResult {
   std::vector<std::vector<LayerCounts>> counts;  // [sequences][layers]
   std::vector<std::vector<RoutedExpert>> routes;  // [sequences]: traced chunks' routes, layer by layer
   double throttle_seconds = 0;  // time the device would add: space-sharing's split copy bandwidth and compute
+  // Per chunk, or empty: why its values stopped being finite ("" where they did not), e.g. weights
+  // whose products overflow float. Such a chunk's request fails; the others in the step are not touched.
+  std::vector<std::string> failures;
+  const std::string* failure(std::size_t chunk) const {
+    return chunk < failures.size() && !failures[chunk].empty() ? &failures[chunk] : nullptr;
+  }
+  void fail(std::size_t chunks, std::size_t chunk, std::string why) {
+    failures.resize(chunks);
+    if (failures[chunk].empty()) failures[chunk] = std::move(why);
+  }
 };
 
 }  // namespace mosaic
