@@ -127,6 +127,34 @@ class TestCliFaults : public QObject {
     QCOMPARE(Recorder(db).runs().size(), std::size_t(1));
   }
 
+  // A record on a read-only mount (a WAL file cannot get its -shm there): `runs` and `report` read it,
+  // and it keeps every byte. The mount is the test's own, in a user and mount namespace of its own.
+  void recordOnAReadOnlyMountIsRead() {
+    const fs::path dir = scratch("ro-mount");
+    fs::create_directories(dir);
+    const fs::path db = dir / "record.sqlite";
+    QCOMPARE(cli(args({"bench", "--config"}) << path(write_sweep("ro-mount.json", sweep("virtual", 1, 10))) << QStringLiteral("--db") << path(db))
+                 .code,
+             0);
+    const std::string before = read_text(db);
+    QVERIFY(!fs::exists(dir / "record.sqlite-shm"));  // closed cleanly: nothing beside it
+    const QString script =
+        QStringLiteral("mount --bind '%1' '%1' && mount -o remount,bind,ro '%1' || exit 125; touch '%1/x' 2>/dev/null && exit 124; "
+                       "'%2' runs --db '%3' && '%2' report --db '%3' --out '%4'")
+            .arg(path(dir), QStringLiteral(MOSAIC_CLI), path(db), path(scratch("ro-report")));
+    QProcess p;
+    p.start(QStringLiteral("unshare"), {QStringLiteral("-rm"), QStringLiteral("sh"), QStringLiteral("-c"), script});
+    if (!p.waitForStarted()) QSKIP("no unshare(1) here to make a read-only mount");
+    QVERIFY(p.waitForFinished(120000));
+    const QString out = QString::fromUtf8(p.readAllStandardOutput()), err = QString::fromUtf8(p.readAllStandardError());
+    if (p.exitCode() == 125 || (p.exitCode() != 0 && err.contains(QStringLiteral("unshare")))) QSKIP(qPrintable(QStringLiteral("cannot make a read-only mount here: ") + err));
+    QVERIFY2(p.exitCode() != 124, "the bind mount was not read-only");
+    QVERIFY2(p.exitCode() == 0, qPrintable(err));
+    QVERIFY2(out.contains(QStringLiteral("finished")), qPrintable(out));
+    QVERIFY(fs::exists(scratch("ro-report") / "runs.csv"));
+    QCOMPARE(read_text(db), before);
+  }
+
   // A disk that is full before anything is written: refused at once, and no empty file is left.
   void fullDiskAtOpenRefusedAtOnce() {
     const fs::path db = scratch("full.sqlite");

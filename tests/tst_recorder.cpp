@@ -158,6 +158,46 @@ class TestRecorder : public QObject {
     QCOMPARE(query(db, "SELECT COUNT(*) FROM request_metrics"), std::string("2"));
   }
 
+  // A reader's open never writes: an older schema is read through a copy migrated in memory, a run
+  // whose recorder is gone reads as aborted without being marked, and the file keeps every byte.
+  void readOnlyAccessLeavesTheFileAsItWas() {
+    const fs::path db = scratch("v1-read.sqlite");
+    {
+      sqlite3* h = nullptr;
+      sqlite3_open(db.c_str(), &h);
+      const std::string v1 = Recorder::migrations()[0] + "PRAGMA user_version = 1;"
+                             "INSERT INTO runs VALUES (1, '2026-01-01T00:00:00Z', 'single', '{}');"
+                             "INSERT INTO requests VALUES (1, 0, 'base', 0.0, 0.5, 0.75, 2.0, 25);";
+      QCOMPARE(sqlite3_exec(h, v1.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+      sqlite3_close(h);
+    }
+    const std::string before = read_text(db);
+    {
+      const Recorder rec(db, Recorder::Access::ReadOnly);
+      QCOMPARE(rec.schema_version(), Recorder::kSchemaVersion);  // the copy's
+      QCOMPARE(rec.requests(1).size(), std::size_t(1));
+      QCOMPARE(rec.requests(1)[0].stats.preemptions, std::int64_t(0));
+      expect_mentions(error_of<IoError>([&] { rec.check_writable(); }), {"can only be read"});
+    }
+    QCOMPARE(read_text(db), before);
+    QCOMPARE(query(db, "PRAGMA user_version"), std::string("1"));
+
+    // A run left 'running' by a process that is gone (no owner noted: an older Mosaic's).
+    const fs::path current = scratch("abandoned-read.sqlite");
+    {
+      Recorder rec(current);
+      rec.begin_run("consolidated", "{}");
+    }
+    sqlite3* h = nullptr;
+    sqlite3_open(current.c_str(), &h);
+    QCOMPARE(sqlite3_exec(h, "UPDATE runs SET owner = ''", nullptr, nullptr, nullptr), SQLITE_OK);
+    sqlite3_close(h);
+    QCOMPARE(Recorder(current, Recorder::Access::ReadOnly).runs()[0].status, std::string("aborted"));
+    QCOMPARE(query(current, "SELECT status FROM runs"), std::string("running"));  // not marked in the file
+    expect_mentions(error_of<MissingError>([&] { Recorder(scratch("absent.sqlite"), Recorder::Access::ReadOnly); }), {"does not exist"});
+    QVERIFY(!fs::exists(scratch("absent.sqlite")));
+  }
+
   void refusesForeignAndNewerFiles() {
     std::ofstream(scratch("text.sqlite")) << "this is not a database at all, just some text that is long enough";
     expect_mentions(error_of<IoError>([&] { Recorder r(scratch("text.sqlite")); }), {"text.sqlite"});

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
@@ -153,10 +154,52 @@ ALTER TABLE request_layers ADD COLUMN prefetch_seconds REAL NOT NULL DEFAULT 0;
   return m;
 }
 
-Recorder::Recorder(const std::filesystem::path& path) : path_(path) {
+namespace {
+
+// A path as an SQLite URI's path: the characters a URI gives meaning to, percent-encoded.
+std::string uri_path(const std::filesystem::path& p) {
+  const std::string abs = std::filesystem::absolute(p).string();
+  std::string out;
+  for (unsigned char c : abs) {
+    if (c == '%' || c == '?' || c == '#' || c < 0x20) {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// A record read, not written: mode=ro first. A WAL record on a read-only mount cannot be opened so
+// without its -shm file (SQLite must create one to read the WAL index); then it is read immutable,
+// which takes the main file as it is (a record closed cleanly has all of itself there).
+void Recorder::open_read_only() {
+  const std::string base = "file:" + uri_path(path_) + "?mode=ro";
+  for (const std::string& uri : {base, base + "&immutable=1"}) {
+    sqlite3_close(db_);
+    db_ = nullptr;
+    if (sqlite3_open_v2(uri.c_str(), &db_, SQLITE_OPEN_READONLY | SQLITE_OPEN_URI, nullptr) != SQLITE_OK) continue;
+    sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+    if (sqlite3_exec(db_, "SELECT COUNT(*) FROM sqlite_master", nullptr, nullptr, nullptr) == SQLITE_OK) return;
+    if (sqlite3_extended_errcode(db_) != SQLITE_CANTOPEN && sqlite3_errcode(db_) != SQLITE_READONLY) return;  // said by the checks below
+  }
+  const std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
+  sqlite3_close(db_);
+  db_ = nullptr;
+  throw IoError(path_.string(), "", "cannot be opened for reading: " + msg, "check the path and its permissions");
+}
+
+Recorder::Recorder(const std::filesystem::path& path, Access access) : path_(path), access_(access) {
   std::error_code ec;
   const bool existed = std::filesystem::exists(path, ec) || ec;
-  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
+  if (access == Access::ReadOnly) {
+    if (!existed) throw MissingError(path.string(), "", "does not exist", "record runs with `mosaic-cli bench --db FILE` first");
+    open_read_only();
+  } else if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr) != SQLITE_OK) {
     const std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
     db_ = nullptr;
@@ -191,6 +234,23 @@ Recorder::Recorder(const std::filesystem::path& path) : path_(path) {
                           "record to a new file; `sqlite3 FILE .recover` may save what it holds");
     }
     exec("COMMIT");
+    if (access == Access::ReadOnly) {
+      if (version < kSchemaVersion) {
+        // The older schema migrated in a copy in memory: the file stays as it is.
+        sqlite3* copy = nullptr;
+        if (sqlite3_open(":memory:", &copy) != SQLITE_OK) throw IoError(path.string(), "", "cannot be copied into memory to be read");
+        sqlite3_backup* b = sqlite3_backup_init(copy, "main", db_, "main");
+        const int rc = b ? sqlite3_backup_step(b, -1) : SQLITE_ERROR;
+        sqlite3_backup_finish(b);
+        sqlite3_close(db_);
+        db_ = copy;
+        if (rc != SQLITE_DONE) throw IoError(path.string(), "", std::string("cannot be copied into memory to be read: ") + sqlite3_errmsg(db_));
+        migrate();
+      }
+      const auto gone = abandoned_runs();
+      read_as_aborted_.insert(gone.begin(), gone.end());
+      return;
+    }
     set_wal_mode();
     exec("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;");
     if (version < kSchemaVersion) migrate();  // the write lock only when there is something to write: read-only files open
@@ -211,7 +271,7 @@ Recorder::Recorder(const std::filesystem::path& path) : path_(path) {
 }
 
 void Recorder::check_writable() const {
-  if (sqlite3_db_readonly(db_, "main") == 1)
+  if (access_ == Access::ReadOnly || sqlite3_db_readonly(db_, "main") == 1)
     throw IoError(path_.string(), "", "can only be read (its permissions, or a read-only file system)",
                   "record to a file you can write (--db), or make this one writable");
   exec("BEGIN IMMEDIATE; COMMIT;");  // the write lock: a read-only folder (no -wal file) or a stuck writer says so here
@@ -284,6 +344,14 @@ std::string this_process() { return process_scope() + ":" + std::to_string(::get
 // process to ask and is marked. (Were its recorder, an older Mosaic, still alive after this one
 // migrated the file, its finish sets the status again: finishing writes it unconditionally.)
 void Recorder::mark_abandoned_runs() {
+  for (std::int64_t id : abandoned_runs()) {
+    Statement u(db_, "UPDATE runs SET status = 'aborted' WHERE id = ? AND status = 'running'", path_.string());
+    u.bind(1, id);
+    u.run();
+  }
+}
+
+std::vector<std::int64_t> Recorder::abandoned_runs() const {
   Statement q(db_, "SELECT id, owner FROM runs WHERE status = 'running'", path_.string());
   std::vector<std::int64_t> gone;
   const std::string scope = process_scope();
@@ -301,11 +369,7 @@ void Recorder::mark_abandoned_runs() {
     const long pid = std::strtol(owner.c_str() + colon + 1, nullptr, 10);
     if (pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) gone.push_back(q.i64(0));
   }
-  for (std::int64_t id : gone) {
-    Statement u(db_, "UPDATE runs SET status = 'aborted' WHERE id = ? AND status = 'running'", path_.string());
-    u.bind(1, id);
-    u.run();
-  }
+  return gone;
 }
 
 std::int64_t Recorder::begin_run(const std::string& strategy, const std::string& config_json) {
@@ -434,6 +498,8 @@ std::vector<RunInfo> Recorder::runs() const {
               path_.string());
   std::vector<RunInfo> out;
   while (s.step()) out.push_back({s.i64(0), s.text(1), s.text(2), s.text(3), s.text(4), s.text(5), s.text(6), s.text(7)});
+  for (RunInfo& r : out)
+    if (read_as_aborted_.contains(r.id)) r.status = "aborted";
   return out;
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,9 +27,14 @@ class Recorder {
  public:
   static constexpr int kSchemaVersion = 7;
 
-  // Opens or creates the database and migrates it to kSchemaVersion. Throws IoError when it cannot
-  // be opened, FormatError when it is not a Mosaic database or was written by a newer version.
-  explicit Recorder(const std::filesystem::path& path);
+  // ReadWrite opens or creates the database and migrates it to kSchemaVersion. ReadOnly (what a
+  // reader such as `runs` or `report` asks for) never writes the file: it opens it with SQLite's
+  // mode=ro, or immutable on a read-only mount that has no -shm file beside it; an older schema is
+  // migrated in a copy in memory; runs whose recorder died read as 'aborted' without being marked.
+  // Throws IoError when it cannot be opened, MissingError when a file to read does not exist,
+  // FormatError when it is not a Mosaic database or was written by a newer version.
+  enum class Access { ReadWrite, ReadOnly };
+  explicit Recorder(const std::filesystem::path& path, Access access = Access::ReadWrite);
   ~Recorder();
   Recorder(const Recorder&) = delete;
   Recorder& operator=(const Recorder&) = delete;
@@ -60,9 +66,13 @@ class Recorder {
   void exec(const std::string& sql) const;
   void set_wal_mode();
   void migrate();
+  void open_read_only();
   void mark_abandoned_runs();
+  std::vector<std::int64_t> abandoned_runs() const;
   std::filesystem::path path_;
   sqlite3* db_ = nullptr;
+  Access access_ = Access::ReadWrite;
+  std::set<std::int64_t> read_as_aborted_;  // ReadOnly: runs whose recorder is gone, not marked in the file
 };
 
 }  // namespace mosaic

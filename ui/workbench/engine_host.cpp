@@ -462,7 +462,7 @@ void EngineHost::loadRuns(const QString& database) {
   post([this, database] {
     try {
       if (!QFileInfo::exists(database)) throw IoError(database.toStdString(), "", "does not exist", "record runs with the serving panel or mosaic-cli bench");
-      const Recorder recorder(database.toStdString());
+      const Recorder recorder(database.toStdString(), Recorder::Access::ReadOnly);
       Q_EMIT runsLoaded(load_report_data(recorder, {}, QFileInfo(database).fileName().toStdString(), /*incomplete=*/true));
     } catch (const std::exception& e) {
       Q_EMIT runsFailed(QString::fromUtf8(e.what()));
@@ -473,7 +473,7 @@ void EngineHost::loadRuns(const QString& database) {
 void EngineHost::loadTrace(const QString& database, qint64 run, qint64 request) {
   post([this, database, run, request] {
     try {
-      const Recorder recorder(database.toStdString());
+      const Recorder recorder(database.toStdString(), Recorder::Access::ReadOnly);
       const auto runs = recorder.runs();
       const auto info = std::find_if(runs.begin(), runs.end(), [&](const RunInfo& r) { return r.id == run; });
       if (info == runs.end()) throw InvalidArgument(database.toStdString(), "run " + std::to_string(run), "is not in this database");
@@ -510,7 +510,7 @@ void EngineHost::loadTrace(const QString& database, qint64 run, qint64 request) 
 void EngineHost::exportReport(const QString& database, const QList<qint64>& runs, const QString& dir) {
   post([this, database, runs, dir] {
     try {
-      const Recorder recorder(database.toStdString());
+      const Recorder recorder(database.toStdString(), Recorder::Access::ReadOnly);
       const ReportData data = load_report_data(recorder, std::vector<std::int64_t>(runs.begin(), runs.end()),
                                                QFileInfo(database).fileName().toStdString());
       std::filesystem::create_directories(dir.toStdString());
