@@ -128,6 +128,13 @@ class TestConsolidation : public QObject {
     const std::string msg = error_of<BudgetError>([&] { plan_capacity(s, non_expert, per_expert, minimum - 1, r); });
     expect_mentions(msg, {"below the minimum", std::to_string(minimum) + " bytes", "kv cache", "miss slots"});
     expect_mentions(error_of<InvalidArgument>([&] { plan_reserve(s, per_expert, {.context_tokens = -1}); }), {"context tokens"});
+    // Sizes past 64 bits are refused naming the item, never wrapped to a small reserve (2^62 tokens
+    // of context gave a 0-byte KV cache and a layout with exit 0).
+    constexpr std::int64_t huge = std::int64_t{1} << 62;
+    expect_mentions(error_of<InvalidArgument>([&] { plan_reserve(s, per_expert, {.context_tokens = huge}); }), {"reserve", "kv cache", "64 bits"});
+    expect_mentions(error_of<InvalidArgument>([&] { plan_reserve(s, per_expert, {.prefill_chunk = huge}); }), {"reserve", "prefill chunk", "64 bits"});
+    expect_mentions(error_of<InvalidArgument>([&] { plan_reserve(s, per_expert, {.miss_slots = huge}); }), {"reserve", "miss slots", "64 bits"});
+    expect_mentions(error_of<InvalidArgument>([&] { plan_capacity(s, ~std::uint64_t{0} - 4, per_expert, ~std::uint64_t{0}, r); }), {"64 bits"});
 
     // For a family, the largest variant's bytes.
     Family f;

@@ -3,14 +3,19 @@
 #include <algorithm>
 
 #include "common/byte_size.h"
+#include "common/checked_math.h"
 #include "common/error.h"
 
 namespace mosaic {
 
 std::uint64_t CapacityPlan::reserve_bytes() const {
   std::uint64_t n = 0;
-  for (const ReserveItem& r : reserve) n += r.bytes;
+  for (const ReserveItem& r : reserve) n = checked_add(n, r.bytes, "reserve", r.name);
   return n;
+}
+
+std::uint64_t CapacityPlan::minimum_budget() const {
+  return checked_add(checked_add(non_expert_bytes, reserve_bytes(), "reserve", "total"), pinned_floor, "reserve", "total");
 }
 
 std::vector<ReserveItem> plan_reserve(const ModelSpec& s, std::uint64_t bytes_per_expert, const ReserveSpec& r) {
@@ -25,7 +30,9 @@ std::vector<ReserveItem> plan_reserve(const ModelSpec& s, std::uint64_t bytes_pe
   const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
   std::vector<ReserveItem> items;
 
-  const std::uint64_t kv = 2 * u(s.num_layers) * u(s.kv_width()) * u(r.context_tokens) * u(r.requests) * u(r.kv_bytes);
+  // Each item checked as it is multiplied out: 2^62 tokens must not wrap to a 0-byte reserve.
+  const std::uint64_t kv = checked_product({2, u(s.num_layers), u(s.kv_width()), u(r.context_tokens), u(r.requests), u(r.kv_bytes)}, "reserve",
+                                           "kv cache (context tokens × requests)");
   items.push_back({"kv cache", kv,
                    "2 (K,V) × " + std::to_string(s.num_layers) + " layers × " + std::to_string(s.kv_width()) +
                        " × " + std::to_string(r.context_tokens) + " tokens × " + std::to_string(r.requests) +
@@ -34,15 +41,16 @@ std::vector<ReserveItem> plan_reserve(const ModelSpec& s, std::uint64_t bytes_pe
   // fp32 working set of one prefill step, per token: residual stream and its normed copy, attention
   // input/output, q/k/v, one row of attention scores over the context, the routed experts' gate/up/
   // down activations, the shared expert's, router logits, and the vocabulary logits.
-  const std::int64_t per_token = 4 * s.hidden_size + s.q_width() + 2 * s.kv_width() + s.num_heads * r.context_tokens +
-                                 3 * s.top_k * s.expert_intermediate + 3 * s.shared_expert_intermediate +
-                                 3 * s.dense_intermediate + s.num_experts + s.vocab_size;
-  items.push_back({"activations", u(per_token) * u(r.prefill_chunk) * 4,
+  const std::uint64_t scores = checked_mul(u(s.num_heads), u(r.context_tokens), "reserve", "activations (context tokens)");
+  const std::uint64_t per_token = checked_add(u(4 * s.hidden_size + s.q_width() + 2 * s.kv_width() + 3 * s.top_k * s.expert_intermediate +
+                                                3 * s.shared_expert_intermediate + 3 * s.dense_intermediate + s.num_experts + s.vocab_size),
+                                              scores, "reserve", "activations (context tokens)");
+  items.push_back({"activations", checked_product({per_token, u(r.prefill_chunk), 4}, "reserve", "activations (prefill chunk)"),
                    std::to_string(per_token) + " fp32 values per token × " + std::to_string(r.prefill_chunk) +
                        " tokens per step"});
 
   const std::int64_t slots = r.miss_slots < 0 ? s.top_k : r.miss_slots;
-  items.push_back({"miss slots", u(slots) * bytes_per_expert,
+  items.push_back({"miss slots", checked_mul(u(slots), bytes_per_expert, "reserve", "miss slots"),
                    std::to_string(slots) + " experts loaded on demand × " + format_bytes(bytes_per_expert)});
   return items;
 }

@@ -34,7 +34,7 @@ struct CapacityPlan {
   std::uint64_t pinned_floor = 0;       // experts pinned at any budget (hybrid: the base at every position)
 
   std::uint64_t reserve_bytes() const;
-  std::uint64_t minimum_budget() const { return non_expert_bytes + reserve_bytes() + pinned_floor; }
+  std::uint64_t minimum_budget() const;  // throws InvalidArgument when the sum passes 64 bits
 };
 
 std::vector<ReserveItem> plan_reserve(const ModelSpec& spec, std::uint64_t bytes_per_expert, const ReserveSpec& r);
