@@ -8,9 +8,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <thread>
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include "analysis/layout.h"
 #include "model/checkpoint.h"
@@ -314,7 +322,7 @@ class TestCli : public QObject {
     r = cli(args({"--version"}));
     QCOMPARE(r.code, 0);
     QVERIFY2(r.out.startsWith(QStringLiteral("mosaic-cli ")), qPrintable(r.out));
-    r = cli(args({"generate", "--model"}) << path(fixture("mixtral", "ft1")) << args({"--ids", "1,2", "--threads", "100000"}));
+    r = cli(args({"generate", "--model"}) << path(fixture("mixtral", "ft1")) << args({"--ids", "1,2", "--threads", "4000"}));
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains(QStringLiteral("--threads")) && r.err.contains(QStringLiteral("per core")), qPrintable(r.err));
     r = cli(args({"generate", "--model"}) << path(fixture("mixtral", "ft1")) << args({"--ids", "1,2,3", "--max-new", "100000000"}));
@@ -331,6 +339,133 @@ class TestCli : public QObject {
     r = cli(args({"generate", "--model"}) << path(fixture("mixtral", "ft1")) << args({"--prompt", "hello", "--top-p", "0"}));
     QCOMPARE(r.code, 2);
     QVERIFY2(r.out.isEmpty() && r.err.contains(QStringLiteral("top_p")), qPrintable(r.out + r.err));
+  }
+
+  // Every mistake on the command line in one format: "error: " naming the command, and the nearest
+  // valid option for an unknown one (a probe found 27 range errors without the prefix).
+  void commandLineMistakesShareOneFormat() {
+    const QString model = path(fixture("mixtral", "ft1"));
+    Run r = cli(QStringList{QStringLiteral("serve"), QStringLiteral("--variants"), model, QStringLiteral("--capacity"), QStringLiteral("4"),
+                            QStringLiteral("--port"), QStringLiteral("70000")});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.startsWith(QStringLiteral("error: mosaic-cli serve: --port")) && r.err.contains(QStringLiteral("70000")), qPrintable(r.err));
+    r = cli(QStringList{QStringLiteral("serve"), QStringLiteral("--variants"), model, QStringLiteral("--prot"), QStringLiteral("7000"),
+                        QStringLiteral("--max-request"), QStringLiteral("3")});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.startsWith(QStringLiteral("error: mosaic-cli serve: '--prot', '7000', '--max-request', '3'")), qPrintable(r.err));
+    QVERIFY2(r.err.contains(QStringLiteral("'--port' for '--prot'")) && r.err.contains(QStringLiteral("'--max-requests' for '--max-request'")),
+             qPrintable(r.err));
+    r = cli(QStringList{QStringLiteral("logits"), QStringLiteral("--model"), model});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.startsWith(QStringLiteral("error: mosaic-cli logits: --out is required")), qPrintable(r.err));
+    // Numbers a probe found passing: sizes that overflow, counts that abort or print NaN, negative
+    // and huge sizes that ended in an internal error (exit 3). Each is refused as the user's mistake.
+    const QString a = path(fixture("mixtral", "base")), b = path(fixture("mixtral", "ft1"));
+    for (const QStringList& bad :
+         {QStringList{QStringLiteral("consolidate"), QStringLiteral("--variants"), a, b, QStringLiteral("--budget"), QStringLiteral("1GiB"),
+                      QStringLiteral("--context"), QStringLiteral("4611686018427387904"), QStringLiteral("--out"), path(scratch("l.json"))},
+          QStringList{QStringLiteral("consolidate"), QStringLiteral("--variants"), a, b, QStringLiteral("--budget"), QStringLiteral("1GiB"),
+                      QStringLiteral("--miss-slots"), QStringLiteral("4611686018427387904"), QStringLiteral("--out"), path(scratch("l.json"))},
+          QStringList{QStringLiteral("consolidate"), QStringLiteral("--variants"), a, b, QStringLiteral("--budget"), QStringLiteral("1GiB"),
+                      QStringLiteral("--prefill-chunk"), QStringLiteral("4611686018427387904"), QStringLiteral("--out"), path(scratch("l.json"))},
+          QStringList{QStringLiteral("bench-serve"), QStringLiteral("--variants"), a, QStringLiteral("--capacity"), QStringLiteral("4"),
+                      QStringLiteral("--clients"), QStringLiteral("100000")},
+          QStringList{QStringLiteral("bench-serve"), QStringLiteral("--variants"), a, QStringLiteral("--capacity"), QStringLiteral("4"),
+                      QStringLiteral("--clients"), QStringLiteral("0")},
+          QStringList{QStringLiteral("bench-serve"), QStringLiteral("--variants"), a, QStringLiteral("--capacity"), QStringLiteral("4"),
+                      QStringLiteral("--clients"), QStringLiteral("-3")},
+          args({"bench-device", "--hidden", "-3"}), args({"bench-device", "--layers", "100000000"}), args({"bench-forward", "--decode", "-3"}),
+          args({"bench-forward", "--reps", "0"}), args({"bench-analysis", "--layers", "-2"}), args({"bench-analysis", "--layers", "100000"}),
+          args({"bench-forward", "--threads", "-1"}), args({"bench-runtime", "--reps", "0"})}) {
+      r = cli(bad);
+      QVERIFY2(r.code == 2 && r.err.startsWith(QStringLiteral("error: ")), qPrintable(bad.join(QLatin1Char(' ')) + QStringLiteral(": ") + r.err));
+      QVERIFY2(!r.out.contains(QStringLiteral("nan")), qPrintable(r.out));
+    }
+    QVERIFY(!fs::exists(scratch("l.json")));
+  }
+
+  // An output that names a FIFO or a character device is a stream the user asked for: written in
+  // place. A folder or a socket is refused. A link to a file is followed and stays a link. (A probe,
+  // as root, renamed a temporary over /dev/null and replaced /dev/stdout's link.)
+  void outputsThatAreNotRegularFiles() {
+    const fs::path dir = scratch("outputs");
+    fs::create_directories(dir);
+    auto logits_to = [&](const fs::path& out) {
+      return cli({QStringLiteral("logits"), QStringLiteral("--model"), path(fixture("mixtral", "ft1")), QStringLiteral("--ids"), kPrompt,
+                  QStringLiteral("--out"), path(out)});
+    };
+    const Run plain = logits_to(dir / "plain.safetensors");
+    QVERIFY2(plain.code == 0, qPrintable(plain.err));
+    const std::string expected = read_text(dir / "plain.safetensors");
+
+    QCOMPARE(::mkfifo((dir / "fifo").c_str(), 0600), 0);
+    std::string streamed;
+    std::thread reader([&] { streamed = read_text(dir / "fifo"); });  // opening blocks until the writer opens it
+    const Run fifo = logits_to(dir / "fifo");
+    reader.join();
+    QVERIFY2(fifo.code == 0, qPrintable(fifo.err));
+    QVERIFY(fs::is_fifo(dir / "fifo"));
+    QCOMPARE(streamed, expected);
+
+    fs::create_symlink("target.safetensors", dir / "link.safetensors");
+    std::ofstream(dir / "target.safetensors") << "old";
+    const Run link = logits_to(dir / "link.safetensors");
+    QVERIFY2(link.code == 0, qPrintable(link.err));
+    QVERIFY(fs::is_symlink(dir / "link.safetensors"));
+    QCOMPARE(read_text(dir / "target.safetensors"), expected);
+    fs::create_symlink("made-through-the-link.safetensors", dir / "dangling.safetensors");
+    QCOMPARE(logits_to(dir / "dangling.safetensors").code, 0);
+    QVERIFY(fs::is_symlink(dir / "dangling.safetensors"));
+    QCOMPARE(read_text(dir / "made-through-the-link.safetensors"), expected);
+
+    fs::create_directories(dir / "folder");
+    Run r = logits_to(dir / "folder");
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("--out")) && r.err.contains(QStringLiteral("is a folder")), qPrintable(r.err));
+    const int sock = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    const std::string sock_path = (dir / "sock").string();
+    QVERIFY(sock_path.size() < sizeof addr.sun_path);
+    std::memcpy(addr.sun_path, sock_path.c_str(), sock_path.size());
+    QCOMPARE(::bind(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    r = logits_to(dir / "sock");
+    ::close(sock);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("is a socket")), qPrintable(r.err));
+    QVERIFY(fs::is_socket(dir / "sock"));
+    // A record is SQLite's, written in place: a FIFO is no place for one.
+    r = cli({QStringLiteral("serve"), QStringLiteral("--variants"), path(fixture("mixtral", "base")), QStringLiteral("--capacity"), QStringLiteral("4"),
+             QStringLiteral("--db"), path(dir / "fifo")});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("--db")) && r.err.contains(QStringLiteral("not a regular file")), qPrintable(r.err));
+
+    // A character device of the test's own (mknod needs CAP_MKNOD): /dev/null's numbers.
+    if (::mknod((dir / "null").c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0) {
+      qInfo("no character device of its own: mknod failed (%s); the FIFO case stands for streams", std::strerror(errno));
+    } else {
+      r = logits_to(dir / "null");
+      QVERIFY2(r.code == 0, qPrintable(r.err));
+      struct stat st {};
+      QCOMPARE(::stat((dir / "null").c_str(), &st), 0);
+      QVERIFY(S_ISCHR(st.st_mode));
+    }
+    QVERIFY(std::none_of(fs::directory_iterator(dir), fs::directory_iterator(), [](const auto& e) {
+      return e.path().filename().string().find(".tmp-") != std::string::npos;
+    }));
+  }
+
+  // Two outputs a probe found overwriting their inputs: bench-device's profile over the config it
+  // was told to read, and a report whose CSV went over the record it read.
+  void outputsNeverReplaceTheirInputs() {
+    const fs::path like = scratch("like-config.json");
+    fs::copy_file(fixture("qwen2_moe", "base") / "config.json", like, fs::copy_options::overwrite_existing);
+    const std::string config = read_text(like);
+    Run r = cli({QStringLiteral("bench-device"), QStringLiteral("--like"), path(like), QStringLiteral("--out"), path(like)});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("is one of this command's inputs")), qPrintable(r.err));
+    QCOMPARE(read_text(like), config);
+
   }
 
 #ifdef MOSAIC_WORKBENCH
@@ -780,6 +915,22 @@ class TestCli : public QObject {
     r = cli(args({"report", "--db"}) << path(scratch("absent.sqlite")) << QStringLiteral("--out") << path(scratch("r2")));
     QCOMPARE(r.code, 2);
     QVERIFY(!fs::exists(scratch("absent.sqlite")));
+    // A record named like one of the report's files, inside the report's folder.
+    const fs::path folder = scratch("report-over-db");
+    fs::create_directories(folder);
+    fs::copy_file(db, folder / "runs.csv");
+    const std::string record = read_text(folder / "runs.csv");
+    r = cli({QStringLiteral("report"), QStringLiteral("--db"), path(folder / "runs.csv"), QStringLiteral("--out"), path(folder)});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("one of this command's inputs")), qPrintable(r.err));
+    QCOMPARE(read_text(folder / "runs.csv"), record);
+    QVERIFY(std::none_of(fs::directory_iterator(scratch("")), fs::directory_iterator(), [](const auto& e) {
+      return e.path().filename().string().starts_with(".report-over-db.tmp-");
+    }));
+    // Beside it, the same report lands whole.
+    r = cli({QStringLiteral("report"), QStringLiteral("--db"), path(folder / "runs.csv"), QStringLiteral("--out"), path(scratch("report-whole"))});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY(fs::exists(scratch("report-whole") / "runs.csv") && fs::exists(scratch("report-whole") / "report.json"));
 
     std::ofstream(cfg) << R"({"schema": "mosaic.sweep/1", "variants": ["x", "y"], "rates": [-1], "strategies": []})";
     r = cli(args({"bench", "--config"}) << path(cfg) << QStringLiteral("--db") << path(scratch("never.sqlite")));

@@ -13,8 +13,10 @@
 #include "analysis/family_analysis.h"
 #include "analysis/layout.h"
 #include "analysis/merge.h"
+#include "cli/analyzed.h"
 #include "cli/commands.h"
 #include "cli/output_paths.h"
+#include "cli/serving_args.h"
 #include "model/variant_folders.h"
 #include "common/atomic_file.h"
 #include "common/byte_size.h"
@@ -42,7 +44,7 @@ struct FamilyOptions {
     cmd->add_option("--cache-dir", cache_dir, "where hashes and distances are cached (default: $MOSAIC_CACHE_DIR, "
                                               "$XDG_CACHE_HOME/mosaic or ~/.cache/mosaic)");
     cmd->add_flag("--no-cache", no_cache, "neither read nor write the cache");
-    cmd->add_option("--threads", threads, "threads (0 = all cores)")->default_val(0);
+    add_threads_option(cmd, threads, "threads (0 = all cores)");
   }
   std::optional<fs::path> cache() const {
     if (no_cache) return std::nullopt;
@@ -67,7 +69,8 @@ AnalysisProgress progress_printer(const char* what) {
 
 FamilyAnalysis analyze(const Family& family, const FamilyOptions& o) {
   const auto start = std::chrono::steady_clock::now();
-  auto r = analyze_family(family, {o.cache(), o.threads, progress_printer("expert distances: positions")});
+  auto r = analyzed(family, {o.cache(), o.threads, progress_printer("expert distances: positions")});
+  r.rethrow();
   if (!r) throw std::runtime_error("analysis cancelled");  // no caller cancels from the command line
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::cerr << (r->from_cache ? "distances read from the cache" : "distances computed") << " in " << std::fixed
@@ -230,11 +233,7 @@ void add_consolidate_command(CLI::App& app) {
                   "deltas at the least similar positions while --budget holds them)")
       ->default_val("round-robin");
   cmd->add_option("--shares", o->shares, "weighted: expected traffic share of each variant, in order")->delimiter(',');
-  cmd->add_option("--context", o->reserve.context_tokens, "reserve: KV cache tokens per request")->default_val(4096);
-  cmd->add_option("--requests", o->reserve.requests, "reserve: requests holding a KV cache at once")->default_val(1);
-  cmd->add_option("--prefill-chunk", o->reserve.prefill_chunk, "reserve: tokens per forward step")->default_val(512);
-  cmd->add_option("--miss-slots", o->reserve.miss_slots, "reserve: expert slots for on-demand loads (-1 = top_k)")
-      ->default_val(-1);
+  add_reserve_options(cmd, o->reserve, /*miss_slots=*/true);
   cmd->add_option("--out", o->out, "layout JSON to write")->required();
   cmd->callback([o] {
     check_output(o->out, "--out", o->variants);
@@ -290,7 +289,7 @@ void add_merge_command(CLI::App& app) {
   cmd->callback([o] {
     auto inputs = o->variants;
     inputs.push_back(o->layout);
-    check_output(o->out, "--out", inputs);
+    check_output(o->out, "--out", inputs, OutputKind::Folder);
     Family family;
     open_family(family, o->variants);
     if (o->method == "averaging") {

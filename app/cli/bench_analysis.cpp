@@ -89,9 +89,9 @@ void add_bench_analysis_command(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   cmd->add_option("--variants", o->variants, "a family to measure: checkpoint folders or a folder of variants");
   cmd->add_flag("--synthetic,!--no-synthetic", o->synthetic, "also measure 3 synthetic bf16 Mixtral-architecture variants")->default_val(true);
-  cmd->add_option("--layers", o->layers, "layers of the synthetic model (8 experts of 4.3 MiB each per layer)")->default_val(8);
-  cmd->add_option("--reps", o->reps, "repetitions; the best is reported")->default_val(3);
-  cmd->add_option("--threads", o->threads, "analysis and hashing threads (0 = all cores)")->default_val(0);
+  add_count_option<std::int64_t>(cmd, "--layers", o->layers, "layers of the synthetic model (8 experts of 4.3 MiB each per layer)", 1, 256);
+  add_count_option(cmd, "--reps", o->reps, "repetitions; the best is reported", 1, 1000);
+  add_threads_option(cmd, o->threads, "analysis and hashing threads (0 = all cores)");
   cmd->callback([o] {
     std::vector<Row> rows;
     if (!o->variants.empty()) rows.push_back(bench_family(o->variants.front().filename().string(), o->variants, o->reps, o->threads));

@@ -18,6 +18,7 @@
 #include <map>
 
 #include "cli/commands.h"
+#include "cli/output_paths.h"
 #include "cli/serving_args.h"
 #include "cli/step_decoder.h"
 #include "kernels/launch.h"
@@ -375,15 +376,19 @@ void add_bench_cuda_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench-cuda", "CUDA backend on a synthetic Mixtral family: decode TPOT against the read-bandwidth floor, batching, loads, swaps, prefetch");
   struct Opts { std::int64_t hidden = 2048, inter = 5632, layers = 16, vocab = 32000; int steps = 64; fs::path dir = "bench-cuda-family", json; bool write_only = false; };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--hidden", o->hidden, "hidden size")->default_val(2048);
-  cmd->add_option("--intermediate", o->inter, "expert intermediate size")->default_val(5632);
-  cmd->add_option("--layers", o->layers, "layers")->default_val(16);
-  cmd->add_option("--vocab", o->vocab, "vocabulary")->default_val(32000);
-  cmd->add_option("--steps", o->steps, "decode steps timed at batch 1")->default_val(64);
+  add_count_option<std::int64_t>(cmd, "--hidden", o->hidden, "hidden size", 64, 16384);
+  add_count_option<std::int64_t>(cmd, "--intermediate", o->inter, "expert intermediate size", 64, 65536);
+  add_count_option<std::int64_t>(cmd, "--layers", o->layers, "layers", 1, 256);
+  add_count_option<std::int64_t>(cmd, "--vocab", o->vocab, "vocabulary", 16, 1 << 20);
+  add_count_option(cmd, "--steps", o->steps, "decode steps timed at batch 1", 1, 100000);
   cmd->add_option("--dir", o->dir, "where the synthetic family is written (reused when present)")->default_val("bench-cuda-family");
   cmd->add_option("--json", o->json, "also write the numbers here");
   cmd->add_flag("--write-only", o->write_only, "write the family (unless present) and stop: for other commands to serve it");
-  cmd->callback([o] { run_bench(o->hidden, o->inter, o->layers, o->vocab, o->steps, o->dir, o->json, o->write_only); });
+  cmd->callback([o] {
+    check_output(o->json, "--json", {});
+    check_output(o->dir, "--dir", {}, OutputKind::Folder);
+    run_bench(o->hidden, o->inter, o->layers, o->vocab, o->steps, o->dir, o->json, o->write_only);
+  });
 }
 
 }  // namespace mosaic::cli

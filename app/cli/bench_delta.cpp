@@ -37,7 +37,7 @@ void add_bench_delta_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench-delta", "CPU delta GEMV/GEMM from packed deltas against LibTorch's dense fp32 matmul of the same shape, same run");
   struct Opts { int threads = 1; };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--threads", o->threads, "CPU threads for the dense matmul (the delta kernel runs on one)")->default_val(1);
+  add_threads_option(cmd, o->threads, "CPU threads for the dense matmul (the delta kernel runs on one)");
   cmd->callback([o] {
     configure_threads(o->threads);
     std::mt19937 rng(11);

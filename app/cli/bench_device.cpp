@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "cli/commands.h"
+#include "cli/output_paths.h"
 #include "cli/serving_args.h"
 #include "cli/step_decoder.h"
 #include "common/atomic_file.h"
@@ -159,6 +160,11 @@ std::string today() {
 
 void run_bench_device(const Opts& o) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  // Before the measurements: the profile and the synthetic families never land on what is read.
+  std::vector<fs::path> inputs = o.check;
+  inputs.push_back(o.like);
+  check_output(o.out, "--out", inputs);
+  check_output(o.dir, "--dir", inputs, OutputKind::Folder);
   const Device device = checked_device(o.device);
   const bool cpu = device == Device::Cpu;
   const int threads = cpu ? configure_threads(o.threads) : 0;
@@ -281,12 +287,12 @@ void add_bench_device_command(CLI::App& app) {
   cmd->add_option("--out", o->out, "write the profile here (default: print it)");
   cmd->add_option("--name", o->name, "the profile's name (default: the device's)");
   cmd->add_option("--dir", o->dir, "where the synthetic families are written (reused when present)")->default_val("bench-device-family");
-  cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
+  add_threads_option(cmd, o->threads, "CPU threads (0 = all cores)");
   cmd->add_option("--steps", o->steps, "timed decode steps per configuration")->default_val(24)->check(CLI::Range(2, 100000));
-  cmd->add_option("--hidden", o->hidden, "the larger model's hidden size (0: 1024 on CPU, 2048 on CUDA)")->default_val(0);
-  cmd->add_option("--intermediate", o->intermediate, "its expert intermediate size (0: 2048 on CPU, 5632 on CUDA)")->default_val(0);
-  cmd->add_option("--layers", o->layers, "its layers (0: 4 on CPU, 16 on CUDA)")->default_val(0);
-  cmd->add_option("--prefill", o->prefill, "tokens of the compute-bound prefill (0: 256 on CPU, 4096 on CUDA)")->default_val(0);
+  add_count_option<std::int64_t>(cmd, "--hidden", o->hidden, "the larger model's hidden size (0: 1024 on CPU, 2048 on CUDA)", 0, 16384);
+  add_count_option<std::int64_t>(cmd, "--intermediate", o->intermediate, "its expert intermediate size (0: 2048 on CPU, 5632 on CUDA)", 0, 65536);
+  add_count_option<std::int64_t>(cmd, "--layers", o->layers, "its layers (0: 4 on CPU, 16 on CUDA)", 0, 256);
+  add_count_option<std::int64_t>(cmd, "--prefill", o->prefill, "tokens of the compute-bound prefill (0: 256 on CPU, 4096 on CUDA)", 0, 65536);
   cmd->add_option("--like", o->like, "a config.json whose architecture the synthetic models take (default: Mixtral's)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--check", o->check, "checkpoint folders whose decode and prefill steps are also timed and priced with the fitted profile")

@@ -172,10 +172,10 @@ void add_bench_forward_command(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   cmd->add_option("--model", o->models, "checkpoint folders to measure (repeatable)");
   cmd->add_flag("--synthetic,!--no-synthetic", o->synthetic, "also measure a ~50M-parameter Mixtral-architecture model")->default_val(true);
-  cmd->add_option("--prompt", o->prompt, "prompt tokens for prefill")->default_val(128);
-  cmd->add_option("--decode", o->decode, "tokens to decode one at a time")->default_val(32);
-  cmd->add_option("--reps", o->reps, "repetitions; the best is reported")->default_val(3);
-  cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
+  add_count_option<std::int64_t>(cmd, "--prompt", o->prompt, "prompt tokens for prefill", 1, 1 << 16);
+  add_count_option<std::int64_t>(cmd, "--decode", o->decode, "tokens to decode one at a time", 1, 1 << 16);
+  add_count_option(cmd, "--reps", o->reps, "repetitions; the best is reported", 1, 1000);
+  add_threads_option(cmd, o->threads, "CPU threads (0 = all cores)");
   cmd->callback([o] {
     const int threads = configure_threads(o->threads);
     std::vector<BenchRow> rows;

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/family_analysis.h"
+#include "cli/analyzed.h"
 #include "cli/commands.h"
 #include "cli/output_paths.h"
 #include "cli/serving_args.h"
@@ -46,7 +47,7 @@ void add_bench_command(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   cmd->add_option("--config", o->config, "sweep config (mosaic.sweep/1), e.g. sample_configs/paper-qos.json")->required();
   cmd->add_option("--db", o->db, "SQLite file to record into (created or migrated)")->default_val("mosaic-runs.sqlite");
-  cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
+  add_threads_option(cmd, o->threads, "CPU threads (0 = all cores)");
   cmd->add_option("--device", o->device, "cpu | cuda: serve every strategy on this device, whatever the config's \"device\" says");
   cmd->add_flag("--json", o->json, "print the runs' summaries as one JSON document (times in seconds) instead of the table");
   cmd->callback([o] {
@@ -63,7 +64,10 @@ void add_bench_command(CLI::App& app) {
     inputs.push_back(o->config);
     if (!config.trace.empty()) inputs.push_back(config.trace);
     if (config.clock == RunClock::Simulated) inputs.push_back(config.device_profile);
-    check_output(o->db, "--db", inputs);
+    if (!config.routing.empty()) inputs.push_back(config.routing);
+    for (const StrategyConfig& sc : config.strategies)
+      if (!sc.calibration.empty()) inputs.push_back(sc.calibration);
+    check_output(o->db, "--db", inputs, OutputKind::Database);
     Recorder recorder(o->db);
     recorder.check_writable();
     auto results = std::make_shared<nlohmann::ordered_json>(nlohmann::ordered_json::array());
@@ -124,7 +128,7 @@ void add_bench_command(CLI::App& app) {
       Family family;
       open_family(family, config.variants);
       const HostStore store(family);
-      const auto analysis = analyze_family(family, {default_cache_dir(), o->threads, {}});
+      const auto analysis = analyzed(family, {default_cache_dir(), o->threads, {}});
       run_sweep(config, family, store, *analysis, recording(recorder, events, failed)).rethrow();
     }
     if (o->json) {

@@ -22,6 +22,7 @@
 #include "analysis/family_analysis.h"
 #include "analysis/merge.h"
 #include "analysis/virtual_plan.h"
+#include "cli/analyzed.h"
 #include "cli/commands.h"
 #include "cli/output_paths.h"
 #include "model/variant_folders.h"
@@ -61,7 +62,7 @@ std::unique_ptr<ServingSession> open_delta_serving(const std::vector<fs::path>& 
   auto s = std::make_unique<ServingSession>();
   open_family(s->family, folders);
   s->store = std::make_unique<HostStore>(s->family);
-  const auto analysis = analyze_family(s->family);
+  const auto analysis = analyzed(s->family, {});
   const Deployment d(StrategyConfig{.kind = shared ? StrategyKind::Hybrid : StrategyKind::Delta, .capacity = shared.value_or(0)}, s->family,
                      *s->store, *analysis, scratch);
   s->runtime = d.partitions().front().runtime;
@@ -75,7 +76,7 @@ std::unique_ptr<ServingSession> open_delta_serving(const std::vector<fs::path>& 
 std::unique_ptr<ServingSession> open_consolidated_resident(const std::vector<fs::path>& dirs, const std::string& target, std::int64_t shared) {
   auto s = std::make_unique<ServingSession>();
   open_family(s->family, dirs);
-  const auto analysis = analyze_family(s->family, {default_cache_dir(), 0, {}});
+  const auto analysis = analyzed(s->family, {default_cache_dir(), 0, {}});
   s->layout = make_layout(s->family, analysis->sha256, plan_consolidation(analysis->distances, shared, Policy::RoundRobin));
   const std::vector<int> to_store = match_layout(s->layout, s->family, analysis->sha256, "planned layout");
   s->store = std::make_unique<HostStore>(s->family);
@@ -99,7 +100,7 @@ std::unique_ptr<ServingSession> open_virtual_serving(const std::vector<fs::path>
   auto s = std::make_unique<ServingSession>();
   open_family(s->family, dirs);
   s->store = std::make_unique<HostStore>(s->family);
-  const auto analysis = analyze_family(s->family, {default_cache_dir(), 0, {}});
+  const auto analysis = analyzed(s->family, {default_cache_dir(), 0, {}});
   VirtualPlanOptions o;
   o.reserve.miss_slots = 0;
   std::uint64_t reserve = 0;
@@ -275,7 +276,7 @@ void add_bench_quality_command(CLI::App& app) {
   cmd->add_option("--window", o->window, "tokens per scored window")->default_val(128);
   cmd->add_option("--max-windows", o->max_windows, "windows spread over the held-out text (0 = all)")->default_val(64);
   cmd->add_option("--out", o->out, "write quality.md, quality.csv, quality.json and report.html here");
-  cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
+  add_threads_option(cmd, o->threads, "CPU threads (0 = all cores)");
   cmd->add_flag("--virtual,!--no-virtual", o->virtual_experts,
                 "also serve virtual experts (SwapMoE) at the consolidated and delta rows' bytes, counts planned on the first "
                 "--calibration-fraction of the held-out text and uniform; every row is then scored on the rest")
@@ -288,7 +289,7 @@ void add_bench_quality_command(CLI::App& app) {
     if (!(o->resident_fraction > 0 && o->resident_fraction <= 1))
       throw InvalidArgument("--resident-fraction", std::to_string(o->resident_fraction), "must be in (0, 1]");
     configure_threads(o->threads);
-    check_output(o->out, "--out", {o->family});  // before the minutes of scoring, not after
+    check_output(o->out, "--out", {o->family}, OutputKind::Folder);  // before the minutes of scoring, not after
     const auto t0 = std::chrono::steady_clock::now();
     const std::string domain = o->domain.empty() ? o->target : o->domain;
     if (!(o->calibration_fraction > 0 && o->calibration_fraction < 1))
@@ -444,7 +445,9 @@ void add_bench_quality_command(CLI::App& app) {
                                    {"date", utc_timestamp()}, {"rows", nlohmann::json::array()}};
       std::uint64_t all_alone = 0;
       for (std::uint64_t b : alone_bytes) all_alone += b;
-      write_outputs(o->out, rows, o->target, domain, alone, quality_chart(rows, static_cast<std::int64_t>(names.size()), alone, all_alone), meta);
+      StagedFolder staged(o->out);  // the five files appear together or not at all
+      write_outputs(staged.path(), rows, o->target, domain, alone, quality_chart(rows, static_cast<std::int64_t>(names.size()), alone, all_alone), meta);
+      staged.publish("--out", {o->family});
       std::cout << "wrote " << (o->out / "quality.md").string() << ", quality.csv, quality.json, quality.svg, report.html\n";
     }
   });

@@ -193,12 +193,12 @@ void add_bench_runtime_command(CLI::App& app) {
     fs::path json;
   };
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--prompt", o->prompt, "prompt tokens per request")->default_val(16);
-  cmd->add_option("--decode", o->decode, "tokens generated per request")->default_val(32);
-  cmd->add_option("--reps", o->reps, "repetitions of each measurement; the best is reported")->default_val(2);
-  cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
+  add_count_option<std::int64_t>(cmd, "--prompt", o->prompt, "prompt tokens per request", 1, 4096);
+  add_count_option<std::int64_t>(cmd, "--decode", o->decode, "tokens generated per request", 1, 4096);
+  add_count_option(cmd, "--reps", o->reps, "repetitions of each measurement; the best is reported", 1, 1000);
+  add_threads_option(cmd, o->threads, "CPU threads (0 = all cores)");
   cmd->add_option("--json", o->json, "also write the measurements to this JSON file");
-  cmd->add_option("--concurrency", o->concurrency, "concurrent sequences of the batching measurement")->default_str("1 4 16 32");
+  cmd->add_option("--concurrency", o->concurrency, "concurrent sequences of the batching measurement")->default_str("1 4 16 32")->check(CLI::Range(1, 1024));
   cmd->add_option("--parts", o->parts, "which measurements: batching, esft, delta, virtual, hits, memory, copies")->default_str("all");
   cmd->callback([o] {
     const int threads = configure_threads(o->threads);

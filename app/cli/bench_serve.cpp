@@ -129,13 +129,15 @@ void add_bench_serve_command(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   o->serve.add_to(cmd);
-  cmd->add_option("--clients", o->clients, "client counts to measure")->default_str("1 2 4 8 16 32 64");
+  // Each client is a thread of this process and a connection the server holds: past 1024 the
+  // measurement is of the machine's thread limits, not of serving.
+  cmd->add_option("--clients", o->clients, "client counts to measure (1 to 1024)")->default_str("1 2 4 8 16 32 64")->check(CLI::Range(1, 1024));
   cmd->add_option("--per-client", o->per_client, "requests per client (at least --min-requests in all)")->default_val(4)->check(CLI::Range(1, 1000));
   cmd->add_option("--min-requests", o->min_requests, "requests per measurement at least")->default_val(32)->check(CLI::Range(1, 100000));
   cmd->add_option("--max-tokens", o->max_tokens, "tokens each request generates (EOS ignored)")->default_val(32)->check(CLI::Range(1, 100000));
   cmd->add_option("--prompt", o->prompt, "the prompt of every request")->default_val("In the beginning");
   cmd->add_option("--reps", o->reps, "repetitions, alternating in-process and HTTP; the best of each is reported")->default_val(2)->check(CLI::Range(1, 20));
-  cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
+  add_threads_option(cmd, o->threads, "CPU threads (0 = all cores)");
   cmd->add_option("--stream-interval", o->stream_interval, "the server's tokens per streamed event after the first (as serve's)")
       ->default_val(1)->check(CLI::Range(1, 1024));
   cmd->add_option("--json", o->json, "also write the measurements to this JSON file");

@@ -186,7 +186,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--seed", o->req.sampling.seed, "sampling seed")->default_val(0);
   cmd->add_option("--stop", o->stop, "stop ids, e.g. 2,7");
   cmd->add_flag("--stop-at-eos", o->eos, "also stop at the config's eos_token_id");
-  cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
+  add_threads_option(cmd, o->threads, "CPU threads (0 = all cores)");
   cmd->callback([o] {
     if (o->ids.empty() && o->prompt.empty()) throw InvalidArgument("generate", "--ids / --prompt", "give a prompt", "write --prompt \"text\" or --ids 1,2,3");
     if (!o->stop.empty()) o->req.stop_ids = parse_ids(o->stop);
@@ -239,7 +239,7 @@ void add_logits_command(CLI::App& app) {
   auto* ids = cmd->add_option("--ids", o->ids, "token ids, e.g. 1,2,3 (with --model, or --variants … --target)");
   cmd->add_option("--requests", o->requests, "JSONL: one {\"target\": NAME, \"ids\": [..]} per line, all submitted at once")->excludes(ids);
   cmd->add_option("--out", o->out, "output .safetensors file")->required();
-  cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
+  add_threads_option(cmd, o->threads, "CPU threads (0 = all cores)");
   cmd->callback([o] {
     auto inputs = o->serve.inputs();
     inputs.push_back(o->requests);
@@ -266,6 +266,10 @@ void add_logits_command(CLI::App& app) {
     std::cout << "wrote logits of " << results.size() << " request(s) to " << o->out.string() << " (" << e.steps
               << " engine steps, at most " << e.largest_step_sequences << " sequences in one)\n";
   });
+}
+
+CLI::Option* add_threads_option(CLI::App* cmd, int& threads, const std::string& what) {
+  return cmd->add_option("--threads", threads, what)->default_val(threads)->check(CLI::Range(0, 4096));
 }
 
 }  // namespace mosaic::cli

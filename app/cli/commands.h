@@ -26,5 +26,13 @@ void add_bench_quality_command(CLI::App& app);
 void add_delta_command(CLI::App& app);
 void add_bench_delta_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
+
+// The --threads option every command that computes on the CPU takes: 0 for one per core, never negative.
+CLI::Option* add_threads_option(CLI::App* cmd, int& threads, const std::string& what = "CPU threads (0 = all cores)");
+// A size or count option bounded to [lo, hi]: anything else is a mistake on the command line (exit 2).
+template <class T>
+CLI::Option* add_count_option(CLI::App* cmd, const std::string& name, T& value, const std::string& what, T lo, T hi) {
+  return cmd->add_option(name, value, what)->default_val(value)->check(CLI::Range(lo, hi));
+}
 void add_bench_serve_command(CLI::App& app);
 }  // namespace mosaic::cli

@@ -92,7 +92,7 @@ void add_delta_command(CLI::App& app) {
   compress->callback([c] {
     std::vector<fs::path> inputs{c->base, c->variant};
     if (!c->calibration.empty()) inputs.push_back(c->calibration);
-    check_output(c->out, "--out", inputs);
+    check_output(c->out, "--out", inputs, OutputKind::Folder);
     const Checkpoint base(c->base), variant(c->variant);
     const DeltaFormat format{.bits = c->bits, .sparse24 = c->sparsity == "2:4", .group = c->group};
     std::optional<ExpertHessians> hessians;
@@ -120,7 +120,7 @@ void add_delta_command(CLI::App& app) {
       const DeltaConfig config = read_delta_config(e->delta / kDeltaCfgFile);
       inputs.push_back(config.base_model.is_absolute() ? config.base_model : e->delta / config.base_model);
     }
-    check_output(e->out, "--out", inputs);
+    check_output(e->out, "--out", inputs, OutputKind::Folder);
     write_expanded(e->delta, e->out);
     std::cout << "wrote " << e->out.string() << "\n";
   });

@@ -22,7 +22,7 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--text", o->text, "or: score this text file");
   cmd->add_option("--window", o->window, "tokens per scored window (each window starts from an empty cache)")->default_val(128);
   cmd->add_option("--max-windows", o->max_windows, "at most this many windows, spread over the text (0 = all)")->default_val(64);
-  cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
+  add_threads_option(cmd, o->threads, "CPU threads (0 = all cores)");
   cmd->callback([o] {
     if (o->domain.empty() && o->text.empty()) throw InvalidArgument("eval ppl", "--domain / --text", "give a domain or a text file");
     configure_threads(o->threads);

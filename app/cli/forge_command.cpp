@@ -28,13 +28,13 @@ void add_forge_command(CLI::App& app) {
   cmd->add_option("--recipe", o->recipe, "mosaic.forge/1 recipe, e.g. sample_configs/forge-sample.json")->required();
   cmd->add_option("--output", o->output, "write the family here instead of the recipe's output");
   cmd->add_option("--work-dir", o->work, "keep resumable state here instead of the recipe's work_dir");
-  cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
+  add_threads_option(cmd, o->threads, "CPU threads (0 = all cores)");
   cmd->add_option("--step-limit", o->step_limit, "stop each stage after this many steps (resume later)");
   cmd->callback([o] {
     ForgeRecipe recipe = load_recipe(o->recipe);
     if (!o->output.empty()) recipe.output = o->output;
     if (!o->work.empty()) recipe.work_dir = o->work;
-    check_output(recipe.output, "--output", {o->recipe});
+    check_output(recipe.output, "--output", {o->recipe}, OutputKind::Folder);
     configure_threads(o->threads);
     std::signal(SIGINT, on_interrupt);
     const auto t0 = std::chrono::steady_clock::now();

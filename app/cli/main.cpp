@@ -2,6 +2,7 @@
 // (bad arguments, bad input files), 3 an internal error.
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 #include <new>
 #include <algorithm>
 #include <string>
@@ -29,11 +30,63 @@ int unknown_command(const CLI::App& app, const std::string& name) {
   return 2;
 }
 
+// The command a mistake was made in: the deepest subcommand parsed, else the tool itself.
+const CLI::App* command_of(const CLI::App* app) {
+  for (const CLI::App* sub : app->get_subcommands())
+    if (sub->parsed()) return command_of(sub);
+  return app;
+}
+
+// The option nearest to an unknown one, among the command's own ("" when none is near).
+std::string nearest_option(const CLI::App& cmd, std::string_view given) {
+  const std::string_view name = given.substr(0, given.find('='));
+  std::vector<std::string> names;
+  for (const CLI::Option* o : cmd.get_options()) {
+    for (const std::string& l : o->get_lnames()) names.push_back("--" + l);
+    for (const std::string& s : o->get_snames()) names.push_back("-" + s);
+  }
+  return std::string(mosaic::nearest_name(name, std::vector<std::string_view>(names.begin(), names.end())));
+}
+
+// Every mistake on the command line in the one format of every user error: "error: …", the nearest
+// valid option when one is unknown, and where the options are described.
+std::string failure_message(const CLI::App* app, const CLI::Error& e) {
+  const CLI::App* cmd = command_of(app);
+  const std::string path = cmd == app ? "mosaic-cli" : "mosaic-cli " + cmd->get_name();
+  std::string msg = "error: ";
+  if (dynamic_cast<const CLI::ExtrasError*>(&e)) {
+    // CLI11 lists the arguments it did not expect after a colon, separated by spaces.
+    const std::string what = e.what();
+    const std::size_t colon = what.find(": ");
+    std::istringstream args(colon == std::string::npos ? std::string() : what.substr(colon + 2));
+    std::vector<std::string> given, unknown, hints;
+    for (std::string a; args >> a;) given.insert(given.begin(), a);  // CLI11 lists them last first
+    for (const std::string& a : given) {
+      unknown.push_back("'" + a + "'");
+      if (a.size() > 1 && a[0] == '-')
+        if (const std::string near = nearest_option(*cmd, a); !near.empty()) hints.push_back("'" + near + "' for '" + a + "'");
+    }
+    msg += path + ": ";
+    for (std::size_t i = 0; i < unknown.size(); ++i) msg += (i ? ", " : "") + unknown[i];
+    msg += unknown.size() == 1 ? " is not an option or argument it takes" : " are not options or arguments it takes";
+    if (!hints.empty()) {
+      msg += " (did you mean ";
+      for (std::size_t i = 0; i < hints.size(); ++i) msg += (i ? ", " : "") + hints[i];
+      msg += "?)";
+    }
+  } else {
+    msg += path + ": " + e.what();
+  }
+  return msg + "\n  " + path + " --help describes its options\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"mosaic-cli — serve and study fine-tuned variants of one MoE model"};
   app.require_subcommand(1);
+  // Set before the commands are added: each takes its parent's at creation.
+  app.failure_message(failure_message);
   app.set_version_flag("--version", std::string("mosaic-cli ") + mosaic::mosaic_version());
   mosaic::cli::add_inspect_command(app);
   mosaic::cli::add_generate_command(app);

@@ -4,7 +4,9 @@
 #include <optional>
 #include <system_error>
 
+#include "common/atomic_file.h"
 #include "common/error.h"
+#include "common/path_identity.h"
 #include "common/json_text.h"
 #include "common/text_file.h"
 #include "model/variant_folders.h"
@@ -63,16 +65,31 @@ std::vector<fs::path> guarded(const std::vector<fs::path>& inputs) {
   return out;
 }
 
-// The same file under another name: a symlink resolves to it, a hard link does not.
-bool same_file(const fs::path& a, const fs::path& b) {
+// What the path names may be replaced by this kind of output.
+void check_kind(const fs::path& out, const std::string& flag, OutputKind kind) {
   std::error_code ec;
-  return fs::exists(a, ec) && fs::exists(b, ec) && fs::equivalent(a, b, ec) && !ec;
+  const auto st = fs::status(out, ec);  // through links
+  if (!fs::exists(st)) return;
+  if (kind == OutputKind::Folder) {
+    if (!fs::is_directory(st))
+      throw InvalidArgument(flag, out.string(), "exists and is not a folder", "name a folder, or a path that does not exist yet");
+    return;
+  }
+  try {
+    const OutputPlace place = output_place(out);
+    if (kind == OutputKind::Database && place.in_place)
+      throw InvalidArgument(flag, out.string(), "is not a regular file: a record is an SQLite file, read and written in place",
+                            "name a regular file, or a path that does not exist yet");
+  } catch (const IoError& e) {
+    throw InvalidArgument(flag, out.string(), e.problem(), e.hint());
+  }
 }
 
 }  // namespace
 
-void check_output(const fs::path& out, const std::string& flag, const std::vector<fs::path>& inputs) {
+void check_output(const fs::path& out, const std::string& flag, const std::vector<fs::path>& inputs, OutputKind kind) {
   if (out.empty()) return;
+  check_kind(out, flag, kind);
   // "merged/" names the folder merged, not a file in it.
   const fs::path named = out.has_filename() ? out : out.parent_path();
   const fs::path folder = fs::absolute(named).parent_path();

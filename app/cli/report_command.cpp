@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/output_paths.h"
+#include "common/atomic_file.h"
 #include "common/error.h"
 #include "store/report_data.h"
 
@@ -30,7 +31,7 @@ void add_runs_command(CLI::App& app) {
   cmd->callback([o] {
     if (!fs::exists(o->db))
       throw MissingError(o->db.string(), "", "does not exist", "record runs with `mosaic-cli bench --db FILE` first");
-    const Recorder recorder(o->db);
+    const Recorder recorder(o->db, Recorder::Access::ReadOnly);
     const ReportData data = load_report_data(recorder, {}, o->db.filename().string(), /*incomplete=*/true);
     int width = 14;  // as wide as the longest strategy name
     for (const auto& r : data.runs) width = std::max(width, static_cast<int>(r.info.strategy.size()));
@@ -56,8 +57,10 @@ void add_report_command(CLI::App& app) {
   cmd->callback([o] {
     if (!fs::exists(o->db))
       throw MissingError(o->db.string(), "", "does not exist", "record runs with `mosaic-cli bench --db FILE` first");
-    check_output(o->out, "--out", {o->db});
-    const Recorder recorder(o->db);
+    // The record and its WAL files: a report file of the same name must not replace them.
+    const std::vector<fs::path> inputs{o->db, o->db.string() + "-wal", o->db.string() + "-shm"};
+    check_output(o->out, "--out", inputs, OutputKind::Folder);
+    const Recorder recorder(o->db, Recorder::Access::ReadOnly);
     const ReportData data = load_report_data(recorder, o->runs, o->db.filename().string(), o->all);
     if (data.runs.empty())
       throw InvalidArgument(o->db.string(), "", data.left_out.empty() ? "holds no runs" : "holds no finished runs",
@@ -68,7 +71,9 @@ void add_report_command(CLI::App& app) {
       for (const RunInfo& r : data.left_out) std::cerr << " " << r.id << " (" << r.status << ")";
       std::cerr << "; pass --all or their ids to include them\n";
     }
-    write_report_tables(data, o->out);
+    // Written beside the folder and moved in once whole: a full disk leaves no half-written report.
+    StagedFolder staged(o->out);
+    write_report_tables(data, staged.path());
 #ifdef MOSAIC_REPORT_CHARTS
     // Charts need a QApplication; without a display the offscreen platform draws them.
     if (!std::getenv("QT_QPA_PLATFORM") && !std::getenv("DISPLAY") && !std::getenv("WAYLAND_DISPLAY"))
@@ -94,10 +99,12 @@ void add_report_command(CLI::App& app) {
     char name[] = "mosaic-cli";
     char* argv[] = {name, nullptr};
     QApplication qt(argc, argv);
-    const auto files = ui::render_report(data, o->out);
+    const auto files = ui::render_report(data, staged.path());
+    staged.publish("--out", inputs);
     std::cout << "wrote " << data.runs.size() << " runs: tables, " << files.size() << " chart and report files in "
               << o->out.string() << " (open report.html)\n";
 #else
+    staged.publish("--out", inputs);
     std::cout << "wrote " << data.runs.size() << " runs as CSV and JSON in " << o->out.string()
               << " (this build has no GUI: configure with -DMOSAIC_GUI=ON for the charts and the HTML/PDF report)\n";
 #endif

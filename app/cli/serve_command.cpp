@@ -43,14 +43,14 @@ void add_serve_command(CLI::App& app) {
       ->default_val(64)->check(CLI::Range(1, 4096));
   cmd->add_option("--db", o->db, "record every request to this SQLite file (a run of strategy 'serve')");
   cmd->add_option("--grace", o->grace, "seconds running requests may finish after SIGTERM or Ctrl-C")->default_val(10);
-  cmd->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->default_val(0);
+  add_threads_option(cmd, o->threads, "CPU threads (0 = all cores)");
   cmd->add_option("--stream-interval", o->http.stream_interval,
                   "tokens per streamed event after the first: fewer wake-ups and writes per token, text in larger steps")
       ->default_val(1)->check(CLI::Range(1, 1024));
   cmd->add_flag("--plain-chat", o->plain_chat,
                 "format chat requests as 'role: content' lines even where a model's tokenizer_config.json has a chat template");
   cmd->callback([o] {
-    check_output(o->db, "--db", o->serve.inputs());
+    check_output(o->db, "--db", o->serve.inputs(), OutputKind::Database);
     // The signals are waited for on a thread of their own: blocked here, before any thread starts,
     // so that every thread inherits the mask.
     sigset_t signals;

@@ -6,6 +6,7 @@
 #include "analysis/family_analysis.h"
 #include "analysis/resident_set.h"
 #include "analysis/virtual_plan.h"
+#include "cli/analyzed.h"
 #include "common/atomic_file.h"
 #include "common/byte_size.h"
 #include "common/edit_distance.h"
@@ -30,11 +31,25 @@ std::vector<std::filesystem::path> ServingArgs::inputs() const {
   return in;
 }
 
+void add_reserve_options(CLI::App* cmd, ReserveSpec& reserve, bool miss_slots) {
+  // The same bounds as a session file's reserve.
+  cmd->add_option("--context", reserve.context_tokens, "reserve: KV cache tokens per request")->default_val(reserve.context_tokens)
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
+  cmd->add_option("--requests", reserve.requests, "reserve: requests holding a KV cache at once")->default_val(reserve.requests)
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
+  cmd->add_option("--prefill-chunk", reserve.prefill_chunk, "reserve: tokens per forward step")->default_val(reserve.prefill_chunk)
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));
+  if (miss_slots)
+    cmd->add_option("--miss-slots", reserve.miss_slots, "reserve: expert slots for on-demand loads (-1 = top_k)")->default_val(reserve.miss_slots)
+        ->check(CLI::Range(std::int64_t{-1}, std::int64_t{1} << 20));
+}
+
 void ServingArgs::add_to(CLI::App* cmd, bool with_model) {
   if (with_model) cmd->add_option("--model", model, "checkpoint folder (or an ESFT adapter folder, served over its base)");
   cmd->add_option("--variants", variants, "serve these variants with the multi-variant runtime (instead of --model)");
   cmd->add_option("--layout", layout, "with --variants: the layout file (mosaic-cli consolidate)");
-  cmd->add_option("--capacity", capacity, "with --variants and no --layout: plan a round-robin layout with this many resident experts");
+  cmd->add_option("--capacity", capacity, "with --variants and no --layout: plan a round-robin layout with this many resident experts")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 24));
   cmd->add_option("--target", target, "with --variants: the variant or adapter to run");
   if (with_model)
     cmd->add_option("--resident", resident,
@@ -44,10 +59,11 @@ void ServingArgs::add_to(CLI::App* cmd, bool with_model) {
   cmd->add_option("--miss", miss, "transient (load, use, drop) | lru (keep in spare slots) | prefetch (lru, and the next layer's likely experts loaded ahead) | masked (never load; gate over resident experts)")
       ->default_val("transient");
   cmd->add_option("--budget", budget, "device budget, e.g. 2GiB (default: no limit, every byte still counted)");
-  cmd->add_option("--miss-slots", miss_slots, "scratch slots for misses (-1 = top_k)")->default_val(-1);
+  cmd->add_option("--miss-slots", miss_slots, "scratch slots for misses (-1 = top_k)")->default_val(-1)->check(CLI::Range(std::int64_t{-1}, std::int64_t{1} << 20));
   cmd->add_flag("--no-reconfig", no_reconfig, "ablation: never swap non-expert weights; layout variant 0's stay resident");
-  cmd->add_option("--resident-sets", resident_sets, "non-expert sets resident at once, budget permitting (1: the paper)")->default_val(1);
-  cmd->add_option("--max-sequences", max_sequences, "sequences one engine step may run (1: one request at a time)")->default_val(256);
+  cmd->add_option("--resident-sets", resident_sets, "non-expert sets resident at once, budget permitting (1: the paper)")->default_val(1)->check(CLI::Range(1, 1024));
+  cmd->add_option("--max-sequences", max_sequences, "sequences one engine step may run (1: one request at a time)")->default_val(256)
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 16));
   cmd->add_flag("--swap-ahead", swap_ahead,
                "look-ahead swaps: fill a waiting request's non-expert set into a free buffer while the batch decodes (needs --resident-sets 2+)");
   cmd->add_option("--device", device, "cpu (the fp32 reference) | cuda (bf16 weights on the GPU)")->default_val("cpu");
@@ -98,7 +114,7 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
     std::vector<int> to_store;
     if (a.layout.empty()) {  // plan one now, as `consolidate --capacity` (or `--budget`) would
       const std::int64_t capacity = a.capacity >= 0 ? a.capacity : plan_capacity(s->family, *config.budget_bytes, config.reserve).capacity;
-      const auto analysis = analyze_family(s->family, {default_cache_dir(), 0, {}});
+      const auto analysis = analyzed(s->family, {default_cache_dir(), 0, {}});
       s->layout = make_layout(s->family, analysis->sha256, plan_consolidation(analysis->distances, capacity, Policy::RoundRobin));
       to_store = match_layout(s->layout, s->family, analysis->sha256, "planned layout");
     } else {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/capacity.h"
 #include "analysis/layout.h"
 #include "runtime/engine.h"
 
@@ -57,5 +58,9 @@ std::vector<RequestResult> serve_all(ServingSession& session, std::vector<ServeR
 // Writes what serving cost (per request and in total) and what the engine did, as JSON, atomically.
 void write_serving_stats(const std::filesystem::path& path, const ServingSession& session,
                          const std::vector<ServeRequest>& requests, const std::vector<RequestResult>& results);
+
+// The reserve's flags (--context, --requests, --prefill-chunk and, when asked, --miss-slots), bounded
+// as a session file bounds them.
+void add_reserve_options(CLI::App* cmd, ReserveSpec& reserve, bool miss_slots);
 
 }  // namespace mosaic::cli

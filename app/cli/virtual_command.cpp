@@ -7,8 +7,10 @@
 
 #include "analysis/family_analysis.h"
 #include "analysis/virtual_plan.h"
+#include "cli/analyzed.h"
 #include "cli/commands.h"
 #include "cli/output_paths.h"
+#include "cli/serving_args.h"
 #include "common/byte_size.h"
 #include "common/error.h"
 #include "common/text_file.h"
@@ -44,9 +46,7 @@ void add_plan_virtual_command(CLI::App& app) {
   cmd->add_option("--decay", o->plan.updates.decay, "each step's factor on the importance before it, in (0, 1]")->default_val(0.9);
   cmd->add_option("--shift", o->plan.updates.shift, "update sooner once this share of a layer's importance is outside its set, in (0, 1]")
       ->default_val(0.25);
-  cmd->add_option("--context", o->plan.reserve.context_tokens, "reserve: KV cache tokens per request")->default_val(4096);
-  cmd->add_option("--requests", o->plan.reserve.requests, "reserve: requests holding a KV cache at once")->default_val(1);
-  cmd->add_option("--prefill-chunk", o->plan.reserve.prefill_chunk, "reserve: tokens per forward step")->default_val(512);
+  add_reserve_options(cmd, o->plan.reserve, /*miss_slots=*/false);
   cmd->callback([o] {
     std::vector<fs::path> inputs = o->variants;
     inputs.push_back(o->calibration);
@@ -66,7 +66,7 @@ void add_plan_virtual_command(CLI::App& app) {
     const std::vector<std::int64_t> ids = Tokenizer::load(tok).encode(text, /*add_special=*/false);
     const HostStore store(family);
     // The distances too (cached), so that the workbench's grid shows the plan as it shows any layout.
-    const auto analysis = analyze_family(family, {default_cache_dir(), 0, {}});
+    const auto analysis = analyzed(family, {default_cache_dir(), 0, {}});
     const Layout layout = plan_virtual(family, analysis->sha256, store, ids, o->plan, &analysis->distances);
 
     const VirtualLayout& v = *layout.virtual_experts;

@@ -69,19 +69,23 @@ fs::path default_cache_dir() {
   return fs::temp_directory_path() / "mosaic-cache";
 }
 
-std::vector<std::string> family_sha256(const Family& family, const std::optional<fs::path>& cache_dir) {
+std::vector<std::string> family_sha256(const Family& family, const std::optional<fs::path>& cache_dir, std::vector<std::string>* warnings) {
   std::optional<FileHashMemo> memo;
   if (cache_dir) memo.emplace(*cache_dir / "file-hashes.json");
   std::vector<std::string> out;
   for (const Variant& v : family.variants()) out.push_back(checkpoint_sha256(*v.checkpoint, memo ? &*memo : nullptr));
-  if (memo && memo->computed() > 0) memo->save();
+  if (memo && memo->computed() > 0) try {
+      memo->save();
+    } catch (const Error& e) {
+      if (warnings) warnings->push_back(std::string("the cache's file hashes were not kept: ") + e.what());
+    }
   return out;
 }
 
 Outcome<FamilyAnalysis> analyze_family(const Family& family, const AnalysisOptions& options) {
   return Outcome<FamilyAnalysis>::of([&]() -> Outcome<FamilyAnalysis> {
     FamilyAnalysis result;
-    result.sha256 = family_sha256(family, options.cache_dir);
+    result.sha256 = family_sha256(family, options.cache_dir, &result.warnings);
     std::optional<fs::path> entry;
     if (options.cache_dir) {
       std::string key_text = kSchema;
@@ -102,9 +106,13 @@ Outcome<FamilyAnalysis> analyze_family(const Family& family, const AnalysisOptio
                       {"experts", x.experts},    {"position", cells(x.position)}, {"pairs", cells(x.pairs)}};
       std::error_code ec;
       fs::create_directories(entry->parent_path(), ec);
-      if (ec) throw IoError(entry->parent_path().string(), "", "cannot create the cache folder: " + ec.message(),
-                            "set MOSAIC_CACHE_DIR to a writable folder, or run without a cache");
-      write_file_atomically(*entry, [&](std::ostream& out) { out << j.dump() << "\n"; });
+      try {
+        if (ec) throw IoError(entry->parent_path().string(), "", "cannot create the cache folder: " + ec.message());
+        write_file_atomically(*entry, [&](std::ostream& out) { out << j.dump() << "\n"; });
+      } catch (const Error& e) {
+        result.warnings.push_back(std::string("the distances were computed but not cached: ") + e.what() +
+                                  " (set MOSAIC_CACHE_DIR or --cache-dir to a writable folder to keep them)");
+      }
     }
     return result;
   });

@@ -12,4 +12,10 @@ inline std::filesystem::path canonical_or_self(const std::filesystem::path& p) {
   return ec ? p.lexically_normal() : c;
 }
 
+// Both exist and are one file: through symbolic links, and as hard links of one another.
+inline bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
+  std::error_code ec;
+  return std::filesystem::exists(a, ec) && std::filesystem::exists(b, ec) && std::filesystem::equivalent(a, b, ec) && !ec;
+}
+
 }  // namespace mosaic
