@@ -485,6 +485,105 @@ class TestServeFaults : public QObject {
     QVERIFY(s.running());
   }
 
+  // 200 connections that send their headers a line at a time and never finish (a probe's 100 took
+  // every worker, and /health timed out at 15 s): /health answers within 1 s throughout, a completion
+  // is served, and the slow ones end (408 at the read timeout, or closed at the per-client cap).
+  void slowClientsCannotStarveTheServer() {
+    Server s({QStringLiteral("--read-timeout"), QStringLiteral("3")});
+    QVERIFY2(s.port() > 0, qPrintable(s.errors()));
+    constexpr int slow = 200;
+    std::vector<int> fds;
+    for (int i = 0; i < slow; ++i) {
+      const int fd = connect_to(s.port(), 10);
+      QVERIFY(fd >= 0);
+      QVERIFY(send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"));
+      fds.push_back(fd);
+    }
+    double worst = 0;
+    int checks = 0;
+    const auto t0 = Clock::now();
+    while (Clock::now() - t0 < std::chrono::seconds(5)) {
+      for (int fd : fds) (void)send_all(fd, "X-Slow: still here\r\n");  // a line each, never the blank one
+      const auto h0 = Clock::now();
+      const Response h = ask(s.port(), http_request("GET", "/health"), 1);
+      worst = std::max(worst, std::chrono::duration<double>(Clock::now() - h0).count());
+      QCOMPARE(h.status, 200);
+      ++checks;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    QVERIFY2(worst < 1.0, qPrintable(QStringLiteral("/health took %1 s").arg(worst)));
+    stillServes(s.port());
+    // Past the read timeout every slow request has ended, with a 408 or by giving way at the cap.
+    int ended = 0, timed_out = 0;
+    for (int fd : fds) {
+      const std::string raw = read_all(fd);
+      ++ended;
+      if (parse_response(raw).status == 408) ++timed_out;
+      ::close(fd);
+    }
+    const auto m = metrics(s.port());
+    qInfo("%d slow connections: /health answered %d times, at worst in %.0f ms; %d got 408; closed: %.0f timed out, %.0f evicted", slow,
+          checks, worst * 1e3, timed_out, m.at("mosaic_http_connections_closed_total{reason=\"timed_out\"}"),
+          m.at("mosaic_http_connections_closed_total{reason=\"evicted\"}"));
+    QCOMPARE(ended, slow);
+    QVERIFY(timed_out > 0);
+    QCOMPARE(m.at("mosaic_http_connections_closed_total{reason=\"timed_out\"}") + m.at("mosaic_http_connections_closed_total{reason=\"evicted\"}"),
+             static_cast<double>(slow));
+    QVERIFY(s.running());
+  }
+
+  // SIGTERM with slow clients connected (a probe's server was still alive 30 s after SIGTERM with
+  // --grace 2): every connection closes after the grace period, the process exits 0, the record is intact.
+  void sigtermWithSlowClientsConnected() {
+    const fs::path db = scratch("slow-term.sqlite");
+    Server s({QStringLiteral("--grace"), QStringLiteral("2"), QStringLiteral("--db"), path(db)});
+    QVERIFY2(s.port() > 0, qPrintable(s.errors()));
+    stillServes(s.port());
+    std::vector<int> fds;
+    for (int i = 0; i < 50; ++i) {
+      const int fd = connect_to(s.port(), 30);
+      QVERIFY(fd >= 0);
+      QVERIFY(send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"model\""));
+      fds.push_back(fd);
+    }
+    const auto t0 = Clock::now();
+    s.signal_term();
+    const int code = s.wait_exit(15);
+    const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+    for (int fd : fds) {
+      (void)read_all(fd);  // closed by the server: the read ends
+      ::close(fd);
+    }
+    QCOMPARE(code, 0);
+    QVERIFY2(took < 2 + 3, qPrintable(QStringLiteral("exited %1 s after SIGTERM").arg(took)));
+    std::string status;
+    QCOMPARE(recorded(db, &status), (std::map<std::pair<std::string, std::string>, std::int64_t>{{{"fortunes", "ok"}, 1}}));
+    QCOMPARE(status, std::string("finished"));
+    QCOMPARE(integrity_check(db), std::string("ok"));
+  }
+
+  // Names of models that are not served share one label in /metrics (a probe's 100 requests with
+  // 900 kB names grew the server by 154 MB and one scrape to 90 MB), and a name longer than any served
+  // one is a 400 before anything keeps it.
+  void unknownModelsShareOneLabel() {
+    Server s({});
+    QVERIFY2(s.port() > 0, qPrintable(s.errors()));
+    for (int i = 0; i < 100; ++i) {
+      const Response r = ask(s.port(), http_request("POST", "/v1/completions", json{{"model", "no-such-model-" + std::to_string(i)}, {"prompt", "x"}}.dump()));
+      QCOMPARE(r.status, 404);
+    }
+    const Response longer = ask(s.port(), http_request("POST", "/v1/completions", json{{"model", std::string(257, 'm')}, {"prompt", "x"}}.dump()));
+    QCOMPARE(longer.status, 400);
+    QCOMPARE(json::parse(longer.body)["error"]["param"].get<std::string>(), std::string("model"));
+    const Response scrape = ask(s.port(), http_request("GET", "/metrics"));
+    QVERIFY2(scrape.body.size() < 64 * 1024, qPrintable(QString::number(scrape.body.size())));
+    const auto m = metrics(s.port());
+    QCOMPARE(m.at("mosaic_requests_total{model=\"unknown\",status=\"invalid\"}"), 101.0);
+    for (const auto& [key, v] : m)
+      if (key.starts_with("mosaic_requests_total{"))
+        QVERIFY2(key.find("no-such-model") == std::string::npos && key.find("mmmm") == std::string::npos, key.c_str());
+  }
+
   // bench-serve runs both paths on the same workload and reports each, with the overhead between.
   void benchServeComparesBothPaths() {
     const fs::path out = scratch("bench-serve.json");

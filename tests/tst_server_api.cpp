@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "server/openai_api.h"
+#include "server/request_framing.h"
 #include "server/server_metrics.h"
 #include "server/stop_text.h"
 
@@ -145,6 +146,49 @@ class ServerApiTest : public QObject {
     // Completed by the same character, the longer string counts.
     StopText same({"c", "abc"});
     QCOMPARE(same.push("xabcd"), std::string("x"));
+  }
+
+  // Where a request ends in what a connection sent: whole only once every byte of it has come,
+  // whatever follows; refused with the status to answer when it can never be framed.
+  void requests_are_framed() {
+    using S = Framed::State;
+    const FramingLimits lim{.max_head = 256, .max_body = 64};
+    const std::string get = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    const std::string post = "POST /v1/completions HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello";
+    const std::string chunked = "POST /v1/completions HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nhel\r\n2\r\nlo\r\n0\r\nT: 1\r\n\r\n";
+    for (const std::string& r : {get, post, chunked}) {
+      const Framed whole = frame_request(r + get, lim);  // a pipelined request after it changes nothing
+      QCOMPARE(whole.state, S::Complete);
+      QCOMPARE(whole.bytes, r.size());
+      for (std::size_t cut = 0; cut < r.size(); ++cut) QCOMPARE(frame_request(r.substr(0, cut), lim).state, S::Incomplete);
+    }
+    const Framed blank = frame_request("\r\n\r\n" + get, lim);  // blank lines before it are skipped
+    QCOMPARE(blank.state, S::Complete);
+    QCOMPARE(blank.skip, std::size_t(4));
+    QCOMPARE(blank.target, std::string("/health"));
+    const std::string expect = "POST /x HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n";
+    const Framed waiting = frame_request(expect, lim);
+    QCOMPARE(waiting.state, S::Incomplete);
+    QVERIFY(waiting.head_whole && waiting.expect_continue);
+    QCOMPARE(expect.substr(waiting.expect_at, waiting.expect_bytes), std::string("Expect: 100-continue\r\n"));
+    auto status = [&](const std::string& r) {
+      const Framed f = frame_request(r, lim);
+      return f.state == S::Refused ? f.status : 0;
+    };
+    QCOMPARE(status("POST /x HTTP/1.1\r\nContent-Length: 65\r\n\r\n"), 413);
+    QCOMPARE(status("POST /x HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n"), 413);
+    QCOMPARE(status("POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n41\r\n"), 413);
+    QCOMPARE(status("GET /x HTTP/1.1\r\nX: " + std::string(300, 'a')), 431);
+    QCOMPARE(status("POST /x HTTP/1.1\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n"), 400);  // smuggling
+    QCOMPARE(status("POST /x HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n"), 400);
+    QCOMPARE(status("POST /x HTTP/1.1\r\nContent-Length: -1\r\n\r\n"), 400);
+    QCOMPARE(status("POST /x HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n"), 501);
+    QCOMPARE(status("GET /x HTTP/1.1\r\nX: a\r\n folded\r\n\r\n"), 400);
+    QCOMPARE(status("GET /x HTTP/1.1\r\nX : a\r\n\r\n"), 400);
+    QCOMPARE(status("GET /x HTTP/2.0\r\n\r\n"), 400);
+    QCOMPARE(status("GET /x y HTTP/1.1\r\n\r\n"), 400);
+    QCOMPARE(status("POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"), 400);
+    QCOMPARE(status("POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nabc\r\n"), 400);
   }
 
   void metrics_are_prometheus_text() {

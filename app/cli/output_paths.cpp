@@ -89,7 +89,6 @@ void check_kind(const fs::path& out, const std::string& flag, OutputKind kind) {
 
 void check_output(const fs::path& out, const std::string& flag, const std::vector<fs::path>& inputs, OutputKind kind) {
   if (out.empty()) return;
-  check_kind(out, flag, kind);
   // "merged/" names the folder merged, not a file in it.
   const fs::path named = out.has_filename() ? out : out.parent_path();
   const fs::path folder = fs::absolute(named).parent_path();
@@ -108,6 +107,7 @@ void check_output(const fs::path& out, const std::string& flag, const std::vecto
       throw InvalidArgument(flag, out.string(), same ? "is one of this command's inputs" : "lies inside the input folder " + input.string(),
                             "write the output somewhere else: it would overwrite what is read");
   }
+  check_kind(out, flag, kind);  // after the inputs: "would overwrite what is read" says more
 }
 
 }  // namespace mosaic::cli

@@ -42,7 +42,14 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-requests", o->http.max_requests, "requests admitted at once; past it 429 with Retry-After")
       ->default_val(64)->check(CLI::Range(1, 4096));
   cmd->add_option("--db", o->db, "record every request to this SQLite file (a run of strategy 'serve')");
-  cmd->add_option("--grace", o->grace, "seconds running requests may finish after SIGTERM or Ctrl-C")->default_val(10);
+  cmd->add_option("--grace", o->grace, "seconds running requests may finish after SIGTERM or Ctrl-C")->default_val(10)->check(CLI::Range(0.0, 3600.0));
+  cmd->add_option("--read-timeout", o->http.read_timeout_seconds, "seconds a client has to send a request's head and body (408 past it)")
+      ->default_val(10)->check(CLI::Range(0.1, 3600.0));
+  cmd->add_option("--max-connections", o->http.max_connections,
+                  "client connections open at once; at the cap the slowest reader gives way, or the new one gets 503")
+      ->default_val(512)->check(CLI::Range(1, 900));
+  cmd->add_option("--max-per-client", o->http.max_per_client, "connections from one address (raise it behind a reverse proxy)")
+      ->default_val(64)->check(CLI::Range(1, 900));
   add_threads_option(cmd, o->threads, "CPU threads (0 = all cores)");
   cmd->add_option("--stream-interval", o->http.stream_interval,
                   "tokens per streamed event after the first: fewer wake-ups and writes per token, text in larger steps")

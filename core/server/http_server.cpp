@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "model/text_stream.h"
+#include "server/http_transport.h"
 #include "server/openai_api.h"
 #include "server/server_metrics.h"
 #include "server/stop_text.h"
@@ -165,6 +166,44 @@ struct Call {
   }
 };
 
+// httplib's routing and parsing, handed requests the transport read whole.
+class Router : public httplib::Server {
+ public:
+  // httplib ends a streamed response early while its listening socket is INVALID_SOCKET (its sign of
+  // shutting down); this server's listening socket is the transport's, so the router's never is. The
+  // value is only compared: stop(), which would close it, is never called.
+  Router() { svr_sock_ = 0; }
+  bool serve(httplib::Stream& stream, bool close, bool& closed) { return process_request(stream, close, closed, nullptr); }
+};
+
+const char* reason_phrase(int status) {
+  switch (status) {
+    case 400: return "Bad Request";
+    case 408: return "Request Timeout";
+    case 413: return "Payload Too Large";
+    case 431: return "Request Header Fields Too Large";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    default: return "Error";
+  }
+}
+
+// A refusal the transport sends itself, in OpenAI's error shape, closing the connection.
+std::string refusal_response(int status, const std::string& why) {
+  const std::string body = wire(error_body(ApiError(status, status >= 500 ? "server_error" : "invalid_request_error", "", why)));
+  std::string r = "HTTP/1.1 " + std::to_string(status) + " " + reason_phrase(status) +
+                  "\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  if (status == 503) r += "Retry-After: 1\r\n";
+  return r + "\r\n" + body;
+}
+
+// Requests that answer at once from what the server holds: they have workers of their own, so a
+// load balancer's health check answers while every other worker streams.
+bool light_request(std::string_view method, std::string_view target) {
+  const std::string_view path = target.substr(0, target.find('?'));
+  return method == "GET" && (path == "/health" || path == "/metrics" || path == "/v1/models");
+}
+
 std::string status_of(const RequestResult& r, bool stopped_by_text) {
   if (stopped_by_text) return "ok";
   switch (r.finish) {
@@ -186,17 +225,16 @@ struct HttpServer::Impl {
   ServerRecording recording;
   std::int64_t run_id = 0;
   std::unique_ptr<RequestLog> log;  // made by bind(), once the run is begun
-  httplib::Server http;
+  Router http;
+  std::unique_ptr<HttpTransport> transport;
   ServerMetrics metrics;
   std::atomic<std::size_t> admitted{0};
-  std::atomic<int> streaming{0};
-  std::atomic<bool> listening{false}, listened{false};  // run() entered, and returned  // streams whose response is not yet over (their last events unwritten)
+  std::atomic<int> streaming{0};  // streams whose response is not yet over (their last events unwritten)
   std::atomic<bool> draining{false};
   std::atomic<std::uint64_t> next_id{1};
   std::mutex live_m;
   std::set<std::shared_ptr<RequestHandle>> live;
   std::once_flag stopped;
-  int listen_fd = -1;
 
   const ServedModel* find(const std::string& id) const {
     for (const ServedModel& m : models)
@@ -269,13 +307,15 @@ struct HttpServer::Impl {
   }
 
   void completion(const httplib::Request& req, httplib::Response& res, bool chat) {
-    std::string model_id = "?";
+    // /metrics counts under served models' names only, and one fixed label for every other name:
+    // label series made from what clients send would grow without bound.
+    std::string model_id = "unknown";
     try {
       authorize(req);
       if (draining) throw ApiError(503, "server_error", "", "the server is shutting down; retry on another instance");
       ApiRequest api = parse_request(req.body, chat);
-      model_id = api.model;
       const ServedModel* m = find(api.model);
+      if (m) model_id = m->id;
       if (!m) throw ApiError(404, "invalid_request_error", "model", "The model '" + api.model + "' does not exist (GET /v1/models lists those served)", "model_not_found");
       auto call = std::make_shared<Call>(std::move(api), *m);
       // Stop strings are found on the connection's thread, so a request with some is looked at
@@ -405,6 +445,7 @@ struct HttpServer::Impl {
       try {
         authorize(req);
         update_gauges();
+        if (transport) metrics.set_connections(transport->counts());
         res.set_content(metrics.text(), "text/plain; version=0.0.4");
       } catch (const ApiError& e) {
         send_error(res, e);
@@ -443,20 +484,16 @@ HttpServer::HttpServer(Engine& engine, std::vector<ServedModel> models, ServerOp
   s.models = std::move(models);
   s.opt = std::move(options);
   s.recording = std::move(recording);
-  const std::size_t threads = s.opt.threads > 0 ? static_cast<std::size_t>(s.opt.threads) : s.opt.max_requests + 8;
-  s.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  TransportOptions t;
+  t.workers = s.opt.threads > 0 ? static_cast<std::size_t>(s.opt.threads) : s.opt.max_requests + 8;  // every admitted stream, and room to refuse
+  t.max_body_bytes = s.opt.max_body_bytes;
+  t.read_timeout_seconds = s.opt.read_timeout_seconds;
+  t.max_connections = s.opt.max_connections;
+  t.max_per_client = s.opt.max_per_client;
   s.http.set_payload_max_length(s.opt.max_body_bytes);
-  // Noted so that bind() can widen the listen queue (httplib's is 5, built into Debian's library).
-  s.http.set_socket_options([&s](int sock) {
-    const int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-    s.listen_fd = sock;
-  });
-  // Streams write one small event per token: without TCP_NODELAY, Nagle holds each behind the
-  // last one's ACK, which the client delays.
-  s.http.set_tcp_nodelay(true);
-  s.http.set_read_timeout(10);
-  s.http.set_write_timeout(10);
+  s.transport = std::make_unique<HttpTransport>(
+      t, [&s](httplib::Stream& stream, bool close, bool& closed) { return s.http.serve(stream, close || s.draining, closed); }, light_request,
+      refusal_response);
   s.routes();
 }
 
@@ -464,13 +501,7 @@ HttpServer::~HttpServer() { stop(0); }
 
 int HttpServer::bind() {
   Impl& s = *impl_;
-  const int port = s.opt.port == 0 ? s.http.bind_to_any_port(s.opt.host) : (s.http.bind_to_port(s.opt.host, s.opt.port) ? s.opt.port : -1);
-  if (port <= 0)
-    throw IoError(s.opt.host + ":" + std::to_string(s.opt.port), "", "cannot be listened on (in use, or not an address of this machine)",
-                  "choose another --port or --host");
-  // With a queue of 5, a burst of clients connecting at once loses SYNs, and each waits out TCP's
-  // retry (1 s, then 3 s, 7 s …) before it is even heard.
-  if (s.listen_fd >= 0) ::listen(s.listen_fd, SOMAXCONN);
+  const int port = s.transport->bind(s.opt.host, s.opt.port);
   if (s.recording.recorder) s.run_id = s.recording.recorder->begin_run("serve", s.recording.config_json);
   s.log = std::make_unique<RequestLog>(s.recording.recorder, s.run_id, std::move(s.recording.observer));
   return port;
@@ -478,9 +509,7 @@ int HttpServer::bind() {
 
 void HttpServer::run() {
   Impl& s = *impl_;
-  s.listening = true;
-  if (!s.draining) s.http.listen_after_bind();  // stop() set draining first: either it sees `listening`, or this sees `draining`
-  s.listened = true;
+  s.transport->run();  // returns at once when stop() came first
 }
 
 void HttpServer::stop(double grace_seconds) {
@@ -502,17 +531,12 @@ void HttpServer::stop(double grace_seconds) {
       for (const auto& h : rest) h->cancel();
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    // httplib stops calling content providers once stopped: let every stream write its last
-    // events (an error saying the server shut down, then [DONE]) first, a slow reader for 2 s at most.
+    // Every stream writes its last events (an error saying the server shut down, then [DONE]) before
+    // the connections close, a slow reader for 2 s at most.
     const auto written = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     while (s.streaming > 0 && std::chrono::steady_clock::now() < written) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    // httplib's stop() does nothing until listen has begun: repeat it until run() has returned, or
-    // never listens if it had not started.
-    while (s.listening && !s.listened) {
-      s.http.stop();
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    s.http.stop();
+    // Then every connection closes, slow clients' included, and run() returns.
+    s.transport->stop();
     if (!s.log) return;  // never bound
     s.log->flush();
     if (s.recording.recorder) try {

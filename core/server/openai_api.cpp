@@ -77,6 +77,10 @@ ApiRequest parse_request(std::string_view body, bool chat) {
   if (!has(j, "model") || !j["model"].is_string() || j["model"].get<std::string>().empty())
     throw bad_request("model", "'model' must name a served model (GET /v1/models lists them)");
   r.model = j["model"].get<std::string>();
+  // No served name is this long (folder names); a longer one is refused before anything keeps it.
+  if (r.model.size() > kMaxModelName)
+    throw bad_request("model", "'model' is " + std::to_string(r.model.size()) + " bytes long; no served model's name is longer than " +
+                                   std::to_string(kMaxModelName));
   if (chat) {
     if (!has(j, "messages") || !j["messages"].is_array() || j["messages"].empty())
       throw bad_request("messages", "'messages' must be a non-empty list of {\"role\", \"content\"}");

@@ -26,6 +26,9 @@ class ApiError : public std::runtime_error {
 };
 ApiError bad_request(const std::string& param, const std::string& message);
 
+// The longest `model` a request may name (a served model's id is its folder's name).
+inline constexpr std::size_t kMaxModelName = 256;
+
 struct ChatMessage {
   std::string role, content;
 };

@@ -64,6 +64,11 @@ void ServerMetrics::set_sequences(std::int64_t running, std::int64_t waiting) {
   waiting_ = waiting;
 }
 
+void ServerMetrics::set_connections(const TransportCounts& c) {
+  std::lock_guard lock(m_);
+  connections_ = c;
+}
+
 void ServerMetrics::set_kv_blocks(std::int64_t used) {
   std::lock_guard lock(m_);
   kv_used_ = used;
@@ -132,6 +137,14 @@ std::string ServerMetrics::text() const {
   o << "mosaic_swap_seconds_total " << num(swap_seconds_) << '\n';
   head("mosaic_swap_bytes_total", "counter", "Bytes of non-expert weights swapped in.");
   o << "mosaic_swap_bytes_total " << swap_bytes_ << '\n';
+  head("mosaic_http_connections", "gauge", "Client connections open.");
+  o << "mosaic_http_connections " << connections_.open << '\n';
+  head("mosaic_http_connections_closed_total", "counter",
+       "Connections the server closed: refused at a cap, evicted at a cap (the slowest reader), timed out (408), malformed.");
+  o << "mosaic_http_connections_closed_total{reason=\"refused\"} " << connections_.refused << '\n'
+    << "mosaic_http_connections_closed_total{reason=\"evicted\"} " << connections_.evicted << '\n'
+    << "mosaic_http_connections_closed_total{reason=\"timed_out\"} " << connections_.timed_out << '\n'
+    << "mosaic_http_connections_closed_total{reason=\"malformed\"} " << connections_.malformed << '\n';
   return o.str();
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/request_stats.h"
+#include "server/http_transport.h"
 
 namespace mosaic::server {
 
@@ -21,6 +22,7 @@ class ServerMetrics {
   void rejected(const std::string& model, const std::string& status);
   void set_sequences(std::int64_t running, std::int64_t waiting);
   void set_kv_blocks(std::int64_t used);
+  void set_connections(const TransportCounts& c);
 
   std::string text() const;  // the exposition
   // Requests counted by status, summed over models (for tests and the closing summary).
@@ -37,6 +39,7 @@ class ServerMetrics {
   std::map<std::pair<std::string, std::string>, std::int64_t> requests_;  // (model, status)
   Histogram ttft_, tpot_;
   std::int64_t running_ = 0, waiting_ = 0, kv_used_ = 0;
+  TransportCounts connections_;
   std::int64_t prompt_tokens_ = 0, generated_tokens_ = 0;
   std::vector<LayerCounts> layers_;
   std::int64_t swaps_ = 0;
