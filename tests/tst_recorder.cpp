@@ -38,6 +38,17 @@ std::string query(const fs::path& db, const std::string& sql) {
   return out;
 }
 
+// A record of schema version 1 holding one run of one request.
+void write_version_one(const fs::path& db) {
+  sqlite3* h = nullptr;
+  sqlite3_open(db.c_str(), &h);
+  const std::string v1 = Recorder::migrations()[0] + "PRAGMA user_version = 1;"
+                         "INSERT INTO runs VALUES (1, '2026-01-01T00:00:00Z', 'single', '{}');"
+                         "INSERT INTO requests VALUES (1, 0, 'base', 0.0, 0.5, 0.75, 2.0, 25);";
+  QCOMPARE(sqlite3_exec(h, v1.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(h);
+}
+
 RequestRecord sample_record(std::int64_t index) {
   RequestRecord r{.index = index, .target = "ft1", .lane = 0,
                   .stats = {.arrival = 1.0 * index, .start = 1.5 * index, .first_token = 1.5 * index + 0.25,
@@ -136,15 +147,7 @@ class TestRecorder : public QObject {
 
   void migratesAVersionOneFile() {
     const fs::path db = scratch("v1.sqlite");
-    {
-      sqlite3* h = nullptr;
-      sqlite3_open(db.c_str(), &h);
-      const std::string v1 = Recorder::migrations()[0] + "PRAGMA user_version = 1;"
-                             "INSERT INTO runs VALUES (1, '2026-01-01T00:00:00Z', 'single', '{}');"
-                             "INSERT INTO requests VALUES (1, 0, 'base', 0.0, 0.5, 0.75, 2.0, 25);";
-      QCOMPARE(sqlite3_exec(h, v1.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
-      sqlite3_close(h);
-    }
+    write_version_one(db);
     Recorder rec(db);
     QCOMPARE(rec.schema_version(), Recorder::kSchemaVersion);
     const auto old = rec.requests(1);
@@ -162,15 +165,7 @@ class TestRecorder : public QObject {
   // whose recorder is gone reads as aborted without being marked, and the file keeps every byte.
   void readOnlyAccessLeavesTheFileAsItWas() {
     const fs::path db = scratch("v1-read.sqlite");
-    {
-      sqlite3* h = nullptr;
-      sqlite3_open(db.c_str(), &h);
-      const std::string v1 = Recorder::migrations()[0] + "PRAGMA user_version = 1;"
-                             "INSERT INTO runs VALUES (1, '2026-01-01T00:00:00Z', 'single', '{}');"
-                             "INSERT INTO requests VALUES (1, 0, 'base', 0.0, 0.5, 0.75, 2.0, 25);";
-      QCOMPARE(sqlite3_exec(h, v1.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
-      sqlite3_close(h);
-    }
+    write_version_one(db);
     const std::string before = read_text(db);
     {
       const Recorder rec(db, Recorder::Access::ReadOnly);
