@@ -20,6 +20,7 @@
 #include "runtime/delta_view.h"
 #include "runtime/page_map.h"
 #include "runtime/cuda/step_inputs.h"
+#include "model/rope.h"
 #include "test_support.h"
 
 using namespace mosaic;
@@ -142,6 +143,33 @@ class TestCudaPlan : public QObject {
     std::vector<std::int32_t> gap(in.positions.begin(), in.positions.end());
     gap[40] += 1;  // positions no longer consecutive
     QVERIFY(!kernels::is_query_tile(gap.data(), in.block_offset.data(), T, 1));
+  }
+
+  // The CUDA backend serves YaRN and Llama 3.1 rope scaling (host-computed frequencies, cos and sin
+  // times YaRN's attention factor) and refuses, naming what it lacks, what it has no kernels for:
+  // DeepSeek's latent attention and its routers.
+  void scaledRopeAndWhatCudaRefuses() {
+    ModelSpec s = mixtral_like_spec(100, 64, 32, 2, 4);
+    QVERIFY(!cuda::cuda_unsupported(s));
+    s.rope_scaling = {.kind = RopeKind::Yarn, .factor = 4, .original_max_positions = 64, .attention_factor = 1.25};
+    const auto inv = cuda::inverse_frequencies(s);
+    const auto exact = rope_inverse_frequencies(s);
+    QCOMPARE(inv.size(), exact.size());
+    for (std::size_t i = 0; i < inv.size(); ++i) QVERIFY(std::abs(inv[i] / exact[i] - 1) < 1e-6);
+    QVERIFY(inv.back() < 1.0f / std::pow(static_cast<float>(s.rope_theta), 62.0f / 64.0f));  // the slow end interpolated
+    const std::vector<std::int64_t> one{5};
+    const std::vector<std::int32_t> blocks{0};
+    StepBatch batch;
+    batch.sequences = 1;
+    batch.chunks.push_back({.sequence = 0, .target = 0, .buffer = 0, .tokens = one, .start = 3, .blocks = blocks, .emit = Emit::Last});
+    const cuda::StepInputs in = cuda::step_inputs(batch, s, inv, 16);
+    QVERIFY(std::abs(in.cos[0] - std::cos(3 * inv[0]) * 1.25f) < 1e-5 && std::abs(in.sin[1] - std::sin(3 * inv[1]) * 1.25f) < 1e-5);
+    QVERIFY(!cuda::cuda_unsupported(s));
+    for (const std::string& config : {deepseek_v2_config(), deepseek_v3_config()}) {
+      const auto why = cuda::cuda_unsupported(parse_model_spec(config, "config.json"));
+      QVERIFY(why.has_value());
+      expect_mentions(*why, {"deepseek_v", "latent attention"});
+    }
   }
 
   void badStepsAreRefused() {

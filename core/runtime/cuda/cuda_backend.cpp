@@ -88,6 +88,7 @@ SetLayout set_layout(const HostStore& store) {
 
 CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
     : store_(store), spec_(store.spec()), shape_(shape) {
+  if (const auto why = cuda_unsupported(spec_)) throw UnsupportedError("device cuda", "", *why, "serve it with --device cpu");
   if (const auto why = unavailable()) throw DeviceError("device cuda", "", *why, "use --device cpu on this machine");
   const ModelSpec& s = spec_;
   MOSAIC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));

@@ -8,15 +8,35 @@
 #include <string>
 
 #include "common/error.h"
+#include "model/rope.h"
 
 namespace mosaic::cuda {
 
 std::vector<float> inverse_frequencies(const ModelSpec& s) {
   std::vector<float> f;
+  if (s.rope_scaling.kind != RopeKind::Default) {  // YaRN, Llama 3.1: computed in double, rounded
+    for (double v : rope_inverse_frequencies(s)) f.push_back(static_cast<float>(v));
+    return f;
+  }
   for (std::int64_t i = 0; i < s.head_dim; i += 2)
     // In float, as the CPU backend's at::pow on a float tensor computes it.
     f.push_back(1.0f / std::pow(static_cast<float>(s.rope_theta), static_cast<float>(i) / static_cast<float>(s.head_dim)));
   return f;
+}
+
+std::optional<std::string> cuda_unsupported(const ModelSpec& s) {
+  std::string missing;
+  auto lacks = [&](bool yes, const char* what) {
+    if (yes) missing += (missing.empty() ? "" : ", ") + std::string(what);
+  };
+  lacks(s.mla.has_value(), "multi-head latent attention");
+  lacks(s.router_scoring != RouterScoring::Softmax, "sigmoid router scores");
+  lacks(s.expert_choice != ExpertChoice::TopK, "group-limited expert choice");
+  lacks(s.routed_scaling_factor != 1.0, "routed_scaling_factor");
+  lacks(s.shared_expert_intermediate > 0 && !s.shared_expert_gated, "ungated shared experts");
+  lacks(s.rope_interleaved, "interleaved rotary pairs");
+  if (missing.empty()) return std::nullopt;
+  return std::string(s.model_type()) + " needs what the CUDA backend does not implement yet (" + missing + ")";
 }
 
 StepInputs step_inputs(const StepBatch& batch, const ModelSpec& s, const std::vector<float>& inv_freq,
@@ -51,14 +71,15 @@ StepInputs step_inputs(const StepBatch& batch, const ModelSpec& s, const std::ve
   }
   // [tokens, hd/2] angles → cos and sin of [angles, angles] (transformers' cat((freqs, freqs))).
   const std::size_t half = inv_freq.size();
+  const auto factor = static_cast<float>(s.rope_scaling.attention_factor);  // YaRN's: 1 otherwise
   std::vector<float> angles = std::move(in.cos);
   in.cos.assign(static_cast<std::size_t>(in.tokens) * 2 * half, 0.0f);
   in.sin = in.cos;
   for (std::size_t t = 0; t < static_cast<std::size_t>(in.tokens); ++t)
     for (std::size_t i = 0; i < half; ++i) {
       const float a = angles[t * half + i];
-      in.cos[t * 2 * half + i] = in.cos[t * 2 * half + half + i] = std::cos(a);
-      in.sin[t * 2 * half + i] = in.sin[t * 2 * half + half + i] = std::sin(a);
+      in.cos[t * 2 * half + i] = in.cos[t * 2 * half + half + i] = factor == 1.0f ? std::cos(a) : std::cos(a) * factor;
+      in.sin[t * 2 * half + i] = in.sin[t * 2 * half + half + i] = factor == 1.0f ? std::sin(a) : std::sin(a) * factor;
     }
   for (TokenGroup& g : in.groups) {
     g.wanted_begin = static_cast<std::int64_t>(in.wanted.size());

@@ -4,6 +4,8 @@
 // groups of tokens sharing a resident-set buffer, and the rows whose logits come back. Plain C++ (no
 // CUDA), so it is tested on any machine.
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "model/model_spec.h"
@@ -59,8 +61,11 @@ DrawLayout draw_layout(std::int64_t wanted, int candidates = kDrawCandidates);
 // draw temperature that is negative or not finite.
 StepInputs step_inputs(const StepBatch& batch, const ModelSpec& spec, const std::vector<float>& inv_freq,
                        std::int64_t block_tokens);
-// transformers' rotary inverse frequencies 1 / θ^(2i/d), in fp32.
+// transformers' rotary inverse frequencies 1 / θ^(2i/d) in fp32, or scaled (YaRN, Llama 3.1).
 std::vector<float> inverse_frequencies(const ModelSpec& spec);
+// Why the CUDA backend cannot serve `spec` (what of the architecture it does not implement), or
+// nullopt. The CPU backend serves every spec Mosaic reads.
+std::optional<std::string> cuda_unsupported(const ModelSpec& spec);
 
 // The uploaded arrays packed back to back (each 256-byte aligned): the bytes, and where each starts.
 struct PackedInputs {
