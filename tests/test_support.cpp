@@ -4,8 +4,13 @@
 #include <cstring>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 #include <nlohmann/json.hpp>
+
+#include "model/esft_adapter.h"
+#include "model/model_spec.h"
+#include "model/weight_names.h"
 
 namespace mosaic::test {
 
@@ -74,6 +79,82 @@ std::string qwen3_moe_config() {
                         {"mlp_only_layers", {1}}, {"decoder_sparse_step", 1}, {"rms_norm_eps", 1e-6},
                         {"rope_theta", 1000000.0}, {"attention_bias", false}, {"hidden_act", "silu"}, {"use_sliding_window", false}}
       .dump();
+}
+
+// DeepSeek's own spelling (rope_scaling with "type", n_routed_experts), as its Hub configs write it.
+std::string deepseek_v2_config() {
+  return nlohmann::json{{"model_type", "deepseek_v2"}, {"vocab_size", 320}, {"hidden_size", 64}, {"num_hidden_layers", 3},
+                        {"num_attention_heads", 4}, {"num_key_value_heads", 4}, {"q_lora_rank", nullptr}, {"kv_lora_rank", 32},
+                        {"qk_nope_head_dim", 16}, {"qk_rope_head_dim", 8}, {"v_head_dim", 16}, {"intermediate_size", 96},
+                        {"moe_intermediate_size", 24}, {"n_routed_experts", 8}, {"n_shared_experts", 2}, {"num_experts_per_tok", 2},
+                        {"first_k_dense_replace", 1}, {"moe_layer_freq", 1}, {"topk_method", "group_limited_greedy"}, {"n_group", 4},
+                        {"topk_group", 2}, {"routed_scaling_factor", 2.0}, {"norm_topk_prob", false}, {"scoring_func", "softmax"},
+                        {"max_position_embeddings", 256}, {"rms_norm_eps", 1e-6}, {"rope_theta", 10000.0},
+                        {"rope_scaling", {{"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 64}, {"beta_fast", 32},
+                                          {"beta_slow", 1}, {"mscale", 0.707}, {"mscale_all_dim", 0.707}}},
+                        {"attention_bias", false}, {"hidden_act", "silu"}, {"bos_token_id", 0}, {"eos_token_id", 1},
+                        {"tie_word_embeddings", false}}
+      .dump();
+}
+
+// transformers 5's spelling (rope_parameters), as it saves a DeepSeek-V3 config.
+std::string deepseek_v3_config() {
+  return nlohmann::json{{"model_type", "deepseek_v3"}, {"vocab_size", 320}, {"hidden_size", 64}, {"num_hidden_layers", 3},
+                        {"num_attention_heads", 4}, {"num_key_value_heads", 4}, {"q_lora_rank", 24}, {"kv_lora_rank", 32},
+                        {"qk_nope_head_dim", 16}, {"qk_rope_head_dim", 8}, {"v_head_dim", 16}, {"intermediate_size", 96},
+                        {"moe_intermediate_size", 24}, {"n_routed_experts", 8}, {"n_shared_experts", 1}, {"num_experts_per_tok", 2},
+                        {"first_k_dense_replace", 1}, {"n_group", 4}, {"topk_group", 2}, {"routed_scaling_factor", 2.5},
+                        {"norm_topk_prob", true}, {"max_position_embeddings", 256}, {"rms_norm_eps", 1e-6}, {"rope_interleave", true},
+                        {"rope_parameters", {{"rope_type", "yarn"}, {"rope_theta", 10000.0}, {"factor", 4.0}, {"original_max_position_embeddings", 64},
+                                             {"beta_fast", 32}, {"beta_slow", 1}, {"mscale", 1.0}, {"mscale_all_dim", 1.0}}},
+                        {"attention_bias", false}, {"hidden_act", "silu"}, {"bos_token_id", 0}, {"eos_token_id", 1},
+                        {"tie_word_embeddings", false}}
+      .dump();
+}
+
+fs::path make_deepseek_adapter(const fs::path& base, const fs::path& to, const DeepseekAdapter& a) {
+  fs::create_directories(to);
+  fs::copy_file(base / "config.json", to / "config.json", fs::copy_options::overwrite_existing);
+  const ModelSpec spec = load_model_spec(base / "config.json");
+  const WeightNames names(spec);
+  std::set<std::string> tuned;
+  for (const auto& [layer, ids] : a.experts)
+    for (std::int64_t e : ids)
+      for (ExpertRole r : {ExpertRole::Gate, ExpertRole::Up, ExpertRole::Down}) tuned.insert(names.expert(layer, e, r));
+  for (const ExpectedTensor& e : expected_tensors(spec)) {
+    if (e.is_expert()) continue;
+    const bool shared = e.name.find(".shared_experts.") != std::string::npos;
+    if (shared ? a.shared_experts : a.non_expert_modules) tuned.insert(e.name);
+  }
+  const SafetensorsFile file(base / "model.safetensors");
+  std::vector<std::vector<std::byte>> storage;
+  std::vector<TensorBytes> out;
+  nlohmann::ordered_json map = nlohmann::ordered_json::object();
+  const std::string shard = a.model_prefix ? "model.safetensors" : "model-00001-of-000001.safetensors";
+  storage.reserve(tuned.size());
+  for (const TensorInfo& t : file.tensors()) {
+    if (!tuned.count(t.name)) continue;
+    const auto bytes = file.data(t);
+    auto& buf = storage.emplace_back(bytes.begin(), bytes.end());
+    if (t.dtype == DType::F32)
+      for (std::size_t i = 0; i + 4 <= buf.size(); i += 4) {
+        float f;
+        std::memcpy(&f, buf.data() + i, 4);
+        f *= 1.25f;
+        std::memcpy(buf.data() + i, &f, 4);
+      }
+    const std::string name = a.model_prefix || !t.name.starts_with("model.layers.") ? t.name : t.name.substr(6);
+    out.push_back({name, t.dtype, t.shape, buf});
+    map[name] = shard;
+  }
+  write_safetensors(to / shard, out, {{"format", "pt"}});
+  if (!a.model_prefix) std::ofstream(to / "model.safetensors.index.json") << nlohmann::json{{"metadata", {{"total_size", 0}}}, {"weight_map", map}}.dump(2);
+  EsftAdapterConfig cfg;
+  cfg.experts = a.experts;
+  cfg.shared_experts = a.shared_experts;
+  cfg.non_expert_modules = a.non_expert_modules;
+  std::ofstream(to / "expert_cfg.json") << deepseek_expert_cfg_text(cfg, spec);
+  return to;
 }
 
 std::vector<std::int64_t> prompt_of(std::size_t length, std::uint64_t seed, std::int64_t vocab) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <initializer_list>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +55,22 @@ std::vector<std::int64_t> read_i64(const SafetensorsFile& f, const std::string& 
 
 // config.json of a small Qwen3-MoE (no fixture exists): head_dim 32 ≠ hidden/heads, layer 1 dense.
 std::string qwen3_moe_config();
+// config.json of small DeepSeek models: V2 with a plain q_proj, group_limited_greedy routing, scaled
+// weights, two shared experts; V3 with q_lora_rank, sigmoid noaux_tc routing, one shared expert.
+// Both: multi-head latent attention, a dense first layer, YaRN (factor 4 over 64 positions).
+std::string deepseek_v2_config();
+std::string deepseek_v3_config();
+
+// An ESFT adapter folder as DeepSeek releases theirs, over the fp32 checkpoint `base`: expert_cfg.json
+// without base_model ({"experts": …, "shared_experts", "non_expert_modules"}, every MoE layer keyed),
+// the tuned tensors (the base's, times 1.25, so they differ) named "layers.N.…" in
+// model-00001-of-000001.safetensors with its index, or "model.layers.N.…" in model.safetensors
+// (train.py's output) when `model_prefix`; the base's config.json beside them. Returns `to`.
+struct DeepseekAdapter {
+  std::map<std::int64_t, std::vector<std::int64_t>> experts;
+  bool shared_experts = false, non_expert_modules = false, model_prefix = false;
+};
+fs::path make_deepseek_adapter(const fs::path& base, const fs::path& to, const DeepseekAdapter& a);
 
 // ‖a − b‖ / ‖b‖
 double relative_error(const std::vector<float>& a, const std::vector<float>& b);

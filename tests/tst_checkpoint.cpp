@@ -224,6 +224,50 @@ class TestCheckpoint : public QObject {
     // Active: everything but the experts a token is not routed to (top-2 of 4 in each of 2 layers).
     QCOMPARE(parameter_count(s) - active_parameter_count(s), std::int64_t(2 * 2 * 3 * 128 * 192));
   }
+
+  // DeepSeek's ESFT adapter folders: opened over a base given beside them (they name none), their
+  // released "layers.N.…" names read as the model's, and refused, naming the tensor or field, when
+  // they hold more or less than expert_cfg.json says they tuned or sit on another model.
+  void deepseekAdapterFolders() {
+    const ModelSpec v2 = parse_model_spec(deepseek_v2_config(), "config.json");
+    const fs::path base = scratch("ds-base");
+    write_synthetic_checkpoint(base, v2, DType::F32, 3);
+    const fs::path adapter = make_deepseek_adapter(base, scratch("ds-adapter"), {.experts = {{1, {6, 2}}, {2, {0}}}});
+    expect_mentions(error_of<MissingError>([&] { Checkpoint ck(adapter); }), {"expert_cfg.json", "base_model", "--variants BASE ADAPTER"});
+    const Checkpoint ck(adapter, base);
+    QVERIFY(ck.is_adapter());
+    QCOMPARE(ck.adapter_experts(), (std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 2}, {1, 6}, {2, 0}}));
+    QVERIFY(ck.unused_tensors().empty());
+    QCOMPARE(ck.weight("model.layers.1.mlp.experts.6.gate_proj.weight").file->path().parent_path(), adapter);
+    QCOMPARE(ck.weight("model.layers.1.mlp.experts.5.gate_proj.weight").file->path().parent_path(), base);
+
+    // An expert it does not list, stored anyway.
+    const fs::path extra = make_deepseek_adapter(base, scratch("ds-extra"), {.experts = {{1, {6}}, {2, {0}}}});
+    std::ofstream(extra / "expert_cfg.json") << R"({"experts": {"1": [], "2": [0]}, "shared_experts": false, "non_expert_modules": false})";
+    expect_mentions(error_of<FormatError>([&] { Checkpoint c(extra, base); }), {"layers.1.mlp.experts.6.", "is not one of the tensors"});
+    // One it lists and does not store; shared experts it says it tuned but did not store.
+    std::ofstream(extra / "expert_cfg.json") << R"({"experts": {"1": [6, 7], "2": [0]}, "shared_experts": false, "non_expert_modules": false})";
+    expect_mentions(error_of<MissingError>([&] { Checkpoint c(extra, base); }), {"model.layers.1.mlp.experts.7", "absent from the adapter"});
+    std::ofstream(extra / "expert_cfg.json") << R"({"experts": {"1": [6], "2": [0]}, "shared_experts": true, "non_expert_modules": false})";
+    expect_mentions(error_of<MissingError>([&] { Checkpoint c(extra, base); }), {"shared_experts", "absent from the adapter"});
+    std::ofstream(extra / "expert_cfg.json") << R"({"experts": {"1": [6], "2": [0]}, "shared_experts": "yes"})";
+    expect_mentions(error_of<FormatError>([&] { Checkpoint c(extra, base); }), {"shared_experts", "true or false"});
+    // A dense layer's empty key is nothing tuned; a tuned expert there means another model.
+    std::ofstream(extra / "expert_cfg.json") << R"({"experts": {"0": [], "1": [6], "2": [0]}})";
+    QVERIFY(Checkpoint(extra, base).is_adapter());
+    std::ofstream(extra / "expert_cfg.json") << R"({"experts": {"0": [1], "1": [6], "2": [0]}})";
+    expect_mentions(error_of<FormatError>([&] { Checkpoint c(extra, base); }), {"experts.0", "not an MoE layer"});
+    // Over a base of another model (V3's config).
+    const fs::path other = scratch("ds-v3-base");
+    write_synthetic_checkpoint(other, parse_model_spec(deepseek_v3_config(), "config.json"), DType::F32, 3);
+    expect_mentions(error_of<MismatchError>([&] { Checkpoint c(adapter, other); }), {"config.json", "differs from the base model's"});
+    // In a family: served over the full checkpoint listed last before it; none before it, refused.
+    Family family;
+    open_family(family, {base, adapter});
+    QCOMPARE(family.variants()[1].checkpoint->base_dir(), fs::absolute(base));
+    Family alone;
+    expect_mentions(error_of<MissingError>([&] { open_family(alone, {adapter, base}); }), {"base_model"});
+  }
 };
 
 QTEST_GUILESS_MAIN(TestCheckpoint)

@@ -22,6 +22,7 @@
 
 #include "analysis/layout.h"
 #include "model/checkpoint.h"
+#include "model/safetensors.h"
 #include "runtime/device.h"
 #include "runtime/forward.h"
 #include "runtime/model.h"
@@ -339,6 +340,39 @@ class TestCli : public QObject {
     r = cli(args({"generate", "--model"}) << path(fixture("mixtral", "ft1")) << args({"--prompt", "hello", "--top-p", "0"}));
     QCOMPARE(r.code, 2);
     QVERIFY2(r.out.isEmpty() && r.err.contains(QStringLiteral("top_p")), qPrintable(r.out + r.err));
+  }
+
+  // esft export writes a Mosaic adapter as DeepSeek releases theirs; opened over the base given
+  // beside it (--base), it computes what the original does, logit for logit. Without a base it is
+  // refused saying how to give one.
+  void esftExportRoundTrip() {
+    const fs::path family = fs::path(MOSAIC_RESOURCES) / "sample-family";
+    const fs::path out = scratch("esft-bible-deepseek");
+    Run r = cli({QStringLiteral("esft"), QStringLiteral("export"), QStringLiteral("--adapter"), path(family / "esft-bible"), QStringLiteral("--out"), path(out)});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY(fs::exists(out / "model-00001-of-000001.safetensors") && fs::exists(out / "model.safetensors.index.json"));
+    const auto cfg = nlohmann::json::parse(read_text(out / "expert_cfg.json"));
+    QVERIFY(!cfg.contains("base_model") && cfg["shared_experts"] == false && cfg["non_expert_modules"] == false);
+    QVERIFY(read_text(out / "model.safetensors.index.json").find("\"layers.") != std::string::npos);  // the released names
+    const QString ids = QStringLiteral("165,299,204,8,63,73,11");
+    r = cli({QStringLiteral("logits"), QStringLiteral("--model"), path(family / "esft-bible"), QStringLiteral("--ids"), ids, QStringLiteral("--out"),
+             path(scratch("original.safetensors"))});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    r = cli({QStringLiteral("logits"), QStringLiteral("--model"), path(out), QStringLiteral("--base"), path(family / "base"), QStringLiteral("--ids"), ids,
+             QStringLiteral("--out"), path(scratch("exported.safetensors"))});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    const SafetensorsFile a(scratch("original.safetensors")), b(scratch("exported.safetensors"));
+    QCOMPARE(read_f32(b, "logits"), read_f32(a, "logits"));
+    r = cli({QStringLiteral("generate"), QStringLiteral("--model"), path(out), QStringLiteral("--ids"), ids});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("base_model")) && r.err.contains(QStringLiteral("--base DIR")), qPrintable(r.err));
+    // Over its base in a family: base first, then the adapter.
+    r = cli({QStringLiteral("generate"), QStringLiteral("--variants"), path(family / "base"), path(out), QStringLiteral("--capacity"), QStringLiteral("8"),
+             QStringLiteral("--target"), QStringLiteral("esft-bible-deepseek"), QStringLiteral("--ids"), ids, QStringLiteral("--max-new"), QStringLiteral("4")});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    // Not over an existing output.
+    r = cli({QStringLiteral("esft"), QStringLiteral("export"), QStringLiteral("--adapter"), path(family / "esft-bible"), QStringLiteral("--out"), path(out)});
+    QCOMPARE(r.code, 2);
   }
 
   // Every mistake on the command line in one format: "error: " naming the command, and the nearest

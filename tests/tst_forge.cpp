@@ -176,7 +176,7 @@ class ForgeTest : public QObject {
 
     // Bad adapters are typed errors naming what is wrong.
     write_expert_cfg(root / "esft" / kExpertCfgFile, {{{0, {1}}}, "../base"});
-    QVERIFY(error_of<FormatError>([&] { Checkpoint c(root / "esft"); }).find("is not one of the experts") != std::string::npos);
+    QVERIFY(error_of<FormatError>([&] { Checkpoint c(root / "esft"); }).find("is not one of the tensors") != std::string::npos);
     write_expert_cfg(root / "esft" / kExpertCfgFile, {{{0, {1, 9}}, {1, {0, 3}}}, "../base"});
     QVERIFY(error_of<FormatError>([&] { Checkpoint c(root / "esft"); }).find("experts.0") != std::string::npos);
     write_expert_cfg(root / "esft" / kExpertCfgFile, {{{0, {1}}, {1, {0, 3}}}, "../nowhere"});

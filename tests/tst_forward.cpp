@@ -4,6 +4,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include "common/error.h"
 #include "model/checkpoint.h"
 #include "model/synthetic.h"
+#include "runtime/cpu_ops.h"
 #include "runtime/forward.h"
 #include "runtime/generation.h"
 #include "runtime/threads.h"
@@ -55,6 +57,15 @@ class TestForward : public QObject {
         QTest::newRow((f + "/" + v).c_str()) << QString::fromStdString(f) << QString::fromStdString(v);
   }
 
+  // A synthetic DeepSeek checkpoint of the given config: written as transformers 5 would (the config
+  // round-trips through to_config_json), random fp32 weights.
+  fs::path deepseek_checkpoint(const std::string& name, const std::string& config, std::uint64_t seed = 5) {
+    const ModelSpec s = parse_model_spec(config, name);
+    const fs::path dir = scratch(name);
+    if (!fs::exists(dir)) write_synthetic_checkpoint(dir, s, DType::F32, seed);
+    return dir;
+  }
+
   fs::path qwen3_checkpoint(const std::string& name) {
     ModelSpec s = parse_model_spec(qwen3_moe_config(), "qwen3");
     s.rms_norm_eps = 1e-12;  // makes RMSNorm exactly scale-invariant for the property tests
@@ -82,6 +93,31 @@ class TestForward : public QObject {
     QVERIFY2(err <= 1e-4, qPrintable(QStringLiteral("relative error %1").arg(err)));
   }
 
+  // DeepSeek-V2 and V3 against transformers, once tests/data/hf-tiny/make_deepseek.py has made the
+  // fixtures on the GPU machine (transformers runs there): until then each row says so and skips.
+  // esft-released is DeepSeek's adapter format over base: its reference is esft1's.
+  void deepseekMatchesTransformers_data() {
+    QTest::addColumn<QString>("family");
+    QTest::addColumn<QString>("variant");
+    for (const char* f : {"deepseek_v2", "deepseek_v3"})
+      for (const char* v : {"base", "ft1", "esft1", "esft-released"}) QTest::newRow((std::string(f) + "/" + v).c_str()) << f << v;
+  }
+  void deepseekMatchesTransformers() {
+    QFETCH(QString, family);
+    QFETCH(QString, variant);
+    const fs::path dir = fixture(family.toStdString());
+    if (!fs::exists(dir / "reference.safetensors"))
+      QSKIP("no DeepSeek fixture yet: run tests/data/hf-tiny/make_deepseek.py on the GPU machine (it needs transformers)");
+    const SafetensorsFile ref(dir / "reference.safetensors");
+    const auto ids = read_i64(ref, "input_ids");
+    const auto model = Model::load(Checkpoint(dir / variant.toStdString(), dir / "base"));
+    const double err = relative_error(all_logits(*model, ids, 2), read_f32(ref, "logits." + variant.toStdString()));
+    QVERIFY2(err <= 1e-4, qPrintable(QStringLiteral("relative error %1").arg(err)));
+    const auto greedy = read_i64(ref, "greedy." + variant.toStdString());
+    const GenerationResult r = generate(*model, {.prompt = {greedy.begin(), greedy.begin() + 12}, .max_new_tokens = 10});
+    QCOMPARE(r.tokens, std::vector<std::int64_t>(greedy.begin() + 12, greedy.end()));
+  }
+
   void greedyMatchesTransformers_data() { add_family_variant_rows(); }
   void greedyMatchesTransformers() {
     QFETCH(QString, family);
@@ -102,6 +138,8 @@ class TestForward : public QObject {
     QTest::addColumn<QString>("dir");
     for (const auto& f : families()) QTest::newRow(f.c_str()) << QString::fromStdString((fixture(f, "ft3")).string());
     QTest::newRow("qwen3_moe") << QString::fromStdString(qwen3_checkpoint("qwen3-cache").string());
+    QTest::newRow("deepseek_v2") << QString::fromStdString(deepseek_checkpoint("deepseek-v2", deepseek_v2_config()).string());
+    QTest::newRow("deepseek_v3") << QString::fromStdString(deepseek_checkpoint("deepseek-v3", deepseek_v3_config()).string());
   }
   void cacheMatchesFullPass() {
     QFETCH(QString, dir);
@@ -158,6 +196,81 @@ class TestForward : public QObject {
     QVERIFY2(changed > 0.05, qPrintable(QString::number(changed)));
     scale_rows(tight, "self_attn.q_proj.weight", 64, 10.0f);  // every row of q_proj: 4 heads of 16
     QVERIFY2(relative_error(all_logits(*load(tight), ids, 1), tight_logits) < 1e-5, "the clip came before the q norm");
+  }
+
+  // What no fixture made by transformers has yet (tests/data/hf-tiny/make_deepseek.py makes them on
+  // the GPU machine): the parts of DeepSeek's forward pass that properties pin down.
+  // A synthetic checkpoint written from the config reads back as the same model.
+  void deepseekConfigsRoundTrip() {
+    for (const std::string& config : {deepseek_v2_config(), deepseek_v3_config()}) {
+      const ModelSpec given = parse_model_spec(config, "given");
+      const fs::path dir = deepseek_checkpoint(std::string(given.model_type()) + "-roundtrip", config);
+      const ModelSpec written = load_model_spec(dir / "config.json");
+      QCOMPARE(first_difference(given, written).value_or(""), std::string());
+      QVERIFY(given.mla && written.mla);
+      QCOMPARE(written.rope_scaling.kind, RopeKind::Yarn);
+    }
+  }
+
+  // The rotary key is shared by every head and rotated once; scaling the latent's norm weight by a
+  // constant c scales every key's and value's no-rope part by c: not a symmetry, so the logits move.
+  // Scaling kv_a_proj's latent rows instead changes nothing (the latent is normalized after it), while
+  // scaling its rotary-key rows does: the split between latent and rotary key is where DeepSeek puts it.
+  void deepseekLatentSplit() {
+    const std::vector<std::int64_t> ids{3, 14, 15, 92, 65, 35, 89, 79, 32, 38};
+    for (const std::string& config : {deepseek_v2_config(), deepseek_v3_config()}) {
+      const ModelSpec spec = parse_model_spec(config, "c");
+      const fs::path a = deepseek_checkpoint(std::string(spec.model_type()) + "-split", config);
+      const auto base = all_logits(*load(a), ids, 1);
+      QVERIFY(std::all_of(base.begin(), base.end(), [](float x) { return std::isfinite(x); }));
+      const fs::path latent = copy_checkpoint(a, scratch(std::string(spec.model_type()) + "-latent-scaled"));
+      scale_rows(latent, "self_attn.kv_a_proj_with_mqa.weight", spec.mla->kv_lora_rank, 4.0f);
+      QVERIFY2(relative_error(all_logits(*load(latent), ids, 1), base) < 1e-4, "the latent is not normalized after kv_a_proj");
+      const fs::path all = copy_checkpoint(a, scratch(std::string(spec.model_type()) + "-all-scaled"));
+      scale_rows(all, "self_attn.kv_a_proj_with_mqa.weight", spec.mla->kv_lora_rank + spec.mla->rope_dim, 4.0f);
+      QVERIFY2(relative_error(all_logits(*load(all), ids, 1), base) > 1e-3, "the rotary key rows changed nothing");
+    }
+  }
+
+  // DeepSeek's expert choice on logits built so that the answer is known. V2's group_limited_greedy
+  // (groups of 2, the 2 of highest best probability kept) takes 3 experts: the third best overall (4,
+  // in the third group) loses to the best left in the kept groups (3). V3's noaux_tc: sigmoid scores,
+  // the correction bias steers the choice (expert 7, scored low, is chosen) but the weights are the
+  // unbiased scores, renormalized and scaled.
+  void deepseekExpertChoice() {
+    ModelSpec v2 = parse_model_spec(deepseek_v2_config(), "v2");
+    v2.top_k = 3;
+    const std::vector<double> p{0.30, 0.01, 0.20, 0.02, 0.19, 0.18, 0.05, 0.05};  // softmax(log p) = p
+    std::vector<float> logp;
+    for (double x : p) logp.push_back(static_cast<float>(std::log(x)));
+    const at::Tensor logits = at::tensor(logp, at::kFloat).view({1, 8});
+    auto [w, i] = cpu::route_tokens(v2, logits);
+    std::vector<std::int64_t> ids(i.data_ptr<std::int64_t>(), i.data_ptr<std::int64_t>() + 3);
+    QCOMPARE(ids, (std::vector<std::int64_t>{0, 2, 3}));
+    QVERIFY(std::abs(w[0][0].item<float>() - 0.30f * 2.0f) < 1e-6);  // the probability times routed_scaling_factor 2
+    QVERIFY(std::abs(w[0][2].item<float>() - 0.02f * 2.0f) < 1e-6);
+    v2.expert_choice = ExpertChoice::TopK;  // greedy takes the three best overall
+    i = cpu::route_tokens(v2, logits).ids;
+    QCOMPARE(std::vector<std::int64_t>(i.data_ptr<std::int64_t>(), i.data_ptr<std::int64_t>() + 3), (std::vector<std::int64_t>{0, 2, 4}));
+
+    const ModelSpec v3 = parse_model_spec(deepseek_v3_config(), "v3");  // 4 groups of 2, 2 kept, top-2, scale 2.5
+    const std::vector<double> s{0.90, 0.10, 0.60, 0.55, 0.50, 0.45, 0.05, 0.04};
+    std::vector<float> logit, bias{0, 0, 0, 0, 0, 0, 0, 0.9f};  // biased: group 3 sums 0.05 + 0.94
+    for (double x : s) logit.push_back(static_cast<float>(std::log(x / (1 - x))));
+    const auto r = cpu::route_tokens(v3, at::tensor(logit, at::kFloat).view({1, 8}), at::tensor(bias, at::kFloat));
+    // Group scores (sum of the two best biased): g0 1.00, g1 1.15, g2 0.95, g3 0.99 → g1 and g0 kept.
+    std::vector<std::int64_t> chosen(r.ids.data_ptr<std::int64_t>(), r.ids.data_ptr<std::int64_t>() + 2);
+    std::sort(chosen.begin(), chosen.end());
+    QCOMPARE(chosen, (std::vector<std::int64_t>{0, 2}));
+    const at::Tensor again = cpu::route_tokens(v3, at::tensor(logit, at::kFloat).view({1, 8}), at::tensor(std::vector<float>{0, 0, 0, 0, 0, 0, 0, 2.0f}, at::kFloat)).ids;
+    std::vector<std::int64_t> steered(again.data_ptr<std::int64_t>(), again.data_ptr<std::int64_t>() + 2);
+    std::sort(steered.begin(), steered.end());
+    QCOMPARE(steered, (std::vector<std::int64_t>{2, 7}));  // the bias made group 3 win over group 0, and expert 7 beat expert 3
+    const float sum = 0.60f + 0.04f;
+    const at::Tensor wv = cpu::route_tokens(v3, at::tensor(logit, at::kFloat).view({1, 8}), at::tensor(std::vector<float>{0, 0, 0, 0, 0, 0, 0, 2.0f}, at::kFloat)).weights;
+    const float w0 = std::max(wv[0][0].item<float>(), wv[0][1].item<float>()), w1 = std::min(wv[0][0].item<float>(), wv[0][1].item<float>());
+    QVERIFY(std::abs(w0 - 0.60f / sum * 2.5f) < 1e-5);
+    QVERIFY(std::abs(w1 - 0.04f / sum * 2.5f) < 1e-5);  // the unbiased score, not 0.04 + 2
   }
 
   void rejectsBadRequests() {

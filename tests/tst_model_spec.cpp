@@ -5,12 +5,14 @@
 
 #include <sys/stat.h>
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
 #include "model/arch.h"
 #include "model/model_spec.h"
+#include "model/rope.h"
 #include "test_support.h"
 
 using namespace mosaic;
@@ -125,12 +127,13 @@ class TestModelSpec : public QObject {
     QTest::addColumn<QString>("patch");  // JSON merged into the fixture's config
     QTest::addColumn<QString>("field");
     QTest::newRow("llama") << "mixtral" << R"({"model_type": "llama"})" << "'model_type'";
-    QTest::newRow("deepseek") << "mixtral" << R"({"model_type": "deepseek_v2"})" << "deepseek_v2";
+    QTest::newRow("dbrx") << "mixtral" << R"({"model_type": "dbrx"})" << "dbrx";
     QTest::newRow("no model_type") << "olmoe" << R"({"model_type": null})" << "'model_type'";
     QTest::newRow("mixtral sliding window") << "mixtral" << R"({"sliding_window": 4096})" << "'sliding_window'";
     QTest::newRow("qwen sliding window") << "qwen2_moe" << R"({"use_sliding_window": true})" << "'use_sliding_window'";
     QTest::newRow("sliding layers") << "qwen2_moe" << R"({"layer_types": ["full_attention", "sliding_attention", "full_attention"]})" << "'layer_types'";
-    QTest::newRow("rope scaling v4") << "olmoe" << R"({"rope_scaling": {"type": "yarn", "factor": 4.0}})" << "'rope_scaling'";
+    QTest::newRow("rope scaling v4") << "olmoe" << R"({"rope_scaling": {"type": "linear", "factor": 4.0}})" << "'rope_scaling.rope_type'";
+    QTest::newRow("rope scaling dynamic") << "olmoe" << R"({"rope_scaling": {"rope_type": "dynamic", "factor": 4.0}})" << "dynamic";
     QTest::newRow("rope type v5") << "olmoe" << R"({"rope_parameters": {"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0}})" << "rope_type";
     QTest::newRow("partial rotary") << "mixtral" << R"({"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}})" << "partial_rotary_factor";
     QTest::newRow("gelu") << "mixtral" << R"({"hidden_act": "gelu"})" << "'hidden_act'";
@@ -182,6 +185,120 @@ class TestModelSpec : public QObject {
   void refusesByteOrderMark() {
     const std::string text = "\xEF\xBB\xBF" + fixture_config("mixtral").dump();
     expect_mentions(error_of<FormatError>([&] { parse_model_spec(text, "config.json"); }), {"config.json", "byte-order mark"});
+  }
+
+  // DeepSeek-V2-Lite's config.json as DeepSeek released it (its own spellings: rope_scaling with
+  // "type", n_routed_experts, q_lora_rank null) and V3's.
+  void deepseekReleasedConfigs() {
+    const json lite = {{"model_type", "deepseek_v2"}, {"vocab_size", 102400}, {"hidden_size", 2048}, {"intermediate_size", 10944},
+                       {"moe_intermediate_size", 1408}, {"num_hidden_layers", 27}, {"num_attention_heads", 16}, {"num_key_value_heads", 16},
+                       {"n_shared_experts", 2}, {"n_routed_experts", 64}, {"routed_scaling_factor", 1.0}, {"kv_lora_rank", 512},
+                       {"q_lora_rank", nullptr}, {"qk_rope_head_dim", 64}, {"v_head_dim", 128}, {"qk_nope_head_dim", 128},
+                       {"topk_method", "greedy"}, {"n_group", 1}, {"topk_group", 1}, {"num_experts_per_tok", 6}, {"moe_layer_freq", 1},
+                       {"first_k_dense_replace", 1}, {"norm_topk_prob", false}, {"scoring_func", "softmax"}, {"aux_loss_alpha", 0.001},
+                       {"seq_aux", true}, {"hidden_act", "silu"}, {"max_position_embeddings", 163840}, {"rms_norm_eps", 1e-6},
+                       {"rope_theta", 10000}, {"attention_bias", false}, {"bos_token_id", 100000}, {"eos_token_id", 100001},
+                       {"tie_word_embeddings", false},
+                       {"rope_scaling", {{"beta_fast", 32}, {"beta_slow", 1}, {"factor", 40}, {"mscale", 0.707}, {"mscale_all_dim", 0.707},
+                                         {"original_max_position_embeddings", 4096}, {"type", "yarn"}}}};
+    const ModelSpec s = parse(lite);
+    QCOMPARE(s.arch, Arch::DeepseekV2);
+    QVERIFY(s.mla && s.mla->q_lora_rank == 0 && s.mla->kv_lora_rank == 512);
+    QCOMPARE(s.head_dim, std::int64_t(192));  // 128 + 64: the query and key width of a head
+    QCOMPARE(s.o_width(), std::int64_t(16 * 128));
+    QCOMPARE(s.kv_cache_width(), std::int64_t(576));  // what a token caches per layer, against 2 × 16 × 192 of full K and V
+    QCOMPARE(s.num_sparse_layers(), std::int64_t(26));
+    QVERIFY(!s.is_sparse(0) && s.is_sparse(1) && s.is_sparse(26));
+    QCOMPARE(s.dense_intermediate, std::int64_t(10944));
+    QCOMPARE(s.shared_expert_intermediate, std::int64_t(2816));
+    QVERIFY(!s.shared_expert_gated && s.rope_interleaved && !s.router_bias);
+    QCOMPARE(s.expert_choice, ExpertChoice::TopK);
+    QCOMPARE(s.rope_scaling.kind, RopeKind::Yarn);
+    QCOMPARE(s.rope_scaling.attention_factor, 1.0);  // mscale / mscale_all_dim
+    // The softmax scale: 192^-1/2 × yarn_get_mscale(40, 0.707)² (transformers ≥ 5.15, DeepSeek's own code).
+    QVERIFY(std::abs(s.softmax_scale() - 0.1147213867929261) < 1e-12);
+    // YaRN over 64 rotary dims, base 1e4, 4096 → 163840 positions: dims 0–10 keep their frequency,
+    // 23 and up are 40 times slower, the ones between are blended.
+    const auto inv = rope_inverse_frequencies(s);
+    QCOMPARE(inv.size(), std::size_t(32));
+    auto plain = [](double i) { return 1.0 / std::pow(10000.0, 2 * i / 64); };
+    for (int i = 0; i <= 10; ++i) QVERIFY(std::abs(inv[i] / plain(i) - 1) < 1e-12);
+    for (int i = 23; i < 32; ++i) QVERIFY(std::abs(inv[i] * 40 / plain(i) - 1) < 1e-12);
+    for (int i = 11; i < 23; ++i) QVERIFY(inv[i] < plain(i) && inv[i] > plain(i) / 40);
+
+    json v3 = lite;
+    v3.update({{"model_type", "deepseek_v3"}, {"q_lora_rank", 1536}, {"n_routed_experts", 256}, {"n_shared_experts", 1},
+               {"num_experts_per_tok", 8}, {"n_group", 8}, {"topk_group", 4}, {"topk_method", "noaux_tc"}, {"scoring_func", "sigmoid"},
+               {"norm_topk_prob", true}, {"routed_scaling_factor", 2.5}, {"first_k_dense_replace", 3}, {"num_hidden_layers", 61},
+               {"num_nextn_predict_layers", 1}});
+    v3["rope_scaling"]["mscale"] = 1.0;
+    v3["rope_scaling"]["mscale_all_dim"] = 1.0;
+    const ModelSpec t = parse(v3);
+    QCOMPARE(t.arch, Arch::DeepseekV3);
+    QVERIFY(t.router_bias && t.router_scoring == RouterScoring::Sigmoid && t.expert_choice == ExpertChoice::GroupTopTwo);
+    QVERIFY(t.norm_topk_prob && t.mla->q_lora_rank == 1536 && t.mtp_layers == 1);
+    QCOMPARE(t.num_sparse_layers(), std::int64_t(58));
+    QVERIFY(std::abs(t.softmax_scale() - 0.1352337788608801) < 1e-12);
+
+    // transformers 5's spellings read the same: rope_parameters, and the expert count's alias.
+    json v5 = lite;
+    v5.erase("rope_scaling");
+    v5.erase("n_routed_experts");
+    v5["num_experts"] = 64;
+    v5["rope_parameters"] = {{"rope_type", "yarn"}, {"rope_theta", 10000.0}, {"factor", 40.0}, {"original_max_position_embeddings", 4096},
+                             {"beta_fast", 32.0}, {"beta_slow", 1.0}, {"mscale", 0.707}, {"mscale_all_dim", 0.707}};
+    QCOMPARE(first_difference(parse(v5), s).value_or(""), std::string());
+    json absent = lite;
+    absent.erase("q_lora_rank");  // transformers' default, not none
+    QCOMPARE(parse(absent).mla->q_lora_rank, std::int64_t(1536));
+  }
+
+  // What DeepSeek's configs may say that Mosaic does not compute, or that would mean two models.
+  void deepseekRefusals_data() {
+    QTest::addColumn<QString>("arch");
+    QTest::addColumn<QString>("patch");
+    QTest::addColumn<QString>("mentions");
+    QTest::newRow("v2 norm_topk_prob") << "v2" << R"({"norm_topk_prob": true})" << "norm_topk_prob";
+    QTest::newRow("v2 sigmoid") << "v2" << R"({"scoring_func": "sigmoid"})" << "scoring_func";
+    QTest::newRow("v2 topk method") << "v2" << R"({"topk_method": "noaux_tc"})" << "topk_method";
+    QTest::newRow("v3 greedy") << "v3" << R"({"topk_method": "greedy"})" << "topk_method";
+    QTest::newRow("groups not dividing") << "v2" << R"({"n_group": 3})" << "n_group";
+    QTest::newRow("too few left") << "v3" << R"({"topk_group": 0})" << "topk_group";
+    QTest::newRow("kv heads") << "v2" << R"({"num_key_value_heads": 2})" << "num_key_value_heads";
+    QTest::newRow("odd rope dim") << "v3" << R"({"qk_rope_head_dim": 7})" << "qk_rope_head_dim";
+    QTest::newRow("dense past the end") << "v2" << R"({"first_k_dense_replace": 9})" << "first_k_dense_replace";
+    QTest::newRow("yarn factor") << "v3" << R"({"rope_parameters": {"rope_type": "yarn", "factor": 0.5}})" << "factor";
+  }
+  void deepseekRefusals() {
+    QFETCH(QString, arch);
+    QFETCH(QString, patch);
+    QFETCH(QString, mentions);
+    json j = json::parse(arch == QLatin1String("v2") ? deepseek_v2_config() : deepseek_v3_config());
+    j.update(json::parse(patch.toStdString()));
+    expect_mentions(error_of<Error>([&] { parse(j); }), {"config.json", mentions.toStdString()});
+  }
+
+  // Llama 3.1's rope scaling: short wavelengths kept, long ones slowed by the factor, a smooth band
+  // between (transformers' _compute_llama3_parameters), on a Mixtral config.
+  void llama3RopeScaling() {
+    json j = fixture_config("mixtral");
+    j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}, {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                         {"original_max_position_embeddings", 64}};
+    const ModelSpec s = parse(j);
+    const auto inv = rope_inverse_frequencies(s);
+    const double pi = 3.14159265358979323846;
+    int kept = 0, slowed = 0, blended = 0;
+    for (std::size_t i = 0; i < inv.size(); ++i) {
+      const double plain = 1.0 / std::pow(s.rope_theta, 2.0 * static_cast<double>(i) / static_cast<double>(s.head_dim));
+      const double wavelen = 2 * pi / plain;
+      if (wavelen < 64 / 4.0) kept += std::abs(inv[i] / plain - 1) < 1e-12;
+      else if (wavelen > 64 / 1.0) slowed += std::abs(inv[i] * 8 / plain - 1) < 1e-12;
+      else blended += inv[i] < plain && inv[i] > plain / 8;
+    }
+    QCOMPARE(kept + slowed + blended, static_cast<int>(inv.size()));
+    QVERIFY(kept > 0 && slowed > 0 && blended > 0);
+    j["rope_scaling"].erase("low_freq_factor");
+    expect_mentions(error_of<FormatError>([&] { parse(j); }), {"rope_scaling.low_freq_factor", "llama3"});
   }
 
   // Every spelling transformers accepts gives the same ModelSpec: the expert count as

@@ -7,6 +7,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <cmath>
 #include <future>
 #include <random>
 #include <utility>
@@ -14,6 +15,7 @@
 #include "analysis/family_analysis.h"
 #include "analysis/merge.h"
 #include "common/error.h"
+#include "model/synthetic.h"
 #include "model/tokenizer.h"
 #include "model/variant_folders.h"
 #include "runtime/engine.h"
@@ -175,6 +177,94 @@ class TestRuntime : public QObject {
         for (std::int64_t s = 0; s < rt->scratch().size(); ++s) QCOMPARE(rt->scratch().content(s), ExpertId(-1));
       }
     }
+  }
+
+  // DeepSeek-V2 and V3 through the engine: the batched step attends in the absorbed form over the
+  // latent cache (one shared key head), the reference expands keys and values from the latent as
+  // transformers does; group-limited routing, shared experts and scaled weights run through the route
+  // plan. Mixed in one batch with every miss policy, each request's logits and greedy tokens are the
+  // reference's for its own variant.
+  void deepseekThroughTheEngineIsTheReference() {
+    for (const std::string& config : {deepseek_v2_config(), deepseek_v3_config()}) {
+      const ModelSpec spec = parse_model_spec(config, "config.json");
+      const std::string arch(spec.model_type());
+      Family family;
+      for (std::uint64_t seed : {5, 6}) {
+        const fs::path dir = scratch(arch + "-" + std::to_string(seed));
+        write_synthetic_checkpoint(dir, spec, DType::F32, seed);
+        family.add(seed == 5 ? "base" : "ft", dir);
+      }
+      const HostStore store(family);
+      QCOMPARE(store.spec().num_sparse_layers(), std::int64_t(2));  // the first layer is dense: no expert positions
+      const auto a = analyze_family(family);
+      QVERIFY(std::isnan(a->distances.at(0, 0)) && std::isfinite(a->distances.at(1, 0)));  // no positions in the dense layer
+      const Layout layout = make_layout(family, a->sha256, plan_consolidation(a->distances, 6, Policy::RoundRobin));
+      const auto pinned = pinned_from_layout(layout, match_layout(layout, family, a->sha256, "layout"));
+      std::vector<std::unique_ptr<Model>> own;
+      for (const Variant& v : family.variants()) own.push_back(Model::load(*v.checkpoint));
+      for (std::string miss : {"transient", "lru", "prefetch"}) {
+        Engine engine(std::make_shared<Runtime>(store, RuntimeConfig{.pinned = pinned, .hit = HitPolicy::Strict, .miss = miss, .resident_sets = 2}));
+        std::vector<ServeRequest> requests;
+        for (int i = 0; i < 4; ++i)
+          requests.push_back({store.name(i % 2), {.prompt = prompt_of(6 + 3 * i, 40 + i, spec.vocab_size), .max_new_tokens = i < 2 ? 0 : 8}, i < 2});
+        const auto handles = engine.submit_all(requests);
+        for (int i = 0; i < 4; ++i) {
+          const RequestResult& r = handles[static_cast<std::size_t>(i)]->wait();
+          QVERIFY2(r.finish == Finish::Length, r.error.c_str());
+          const Model& m = *own[static_cast<std::size_t>(i % 2)];
+          const ServeRequest& q = requests[static_cast<std::size_t>(i)];
+          if (q.prompt_logits) {
+            const double err = relative_error(r.logits.values, reference_logits(m, q.generation.prompt));
+            QVERIFY2(err <= 1e-5, qPrintable(QStringLiteral("%1 %2 request %3: %4").arg(QString::fromStdString(arch), QString::fromStdString(miss)).arg(i).arg(err)));
+          } else {
+            QCOMPARE(r.tokens, generate(m, {.prompt = q.generation.prompt, .max_new_tokens = 8}).tokens);
+          }
+        }
+        QVERIFY(engine.stats().largest_step_sequences >= 2);
+      }
+    }
+  }
+
+  // DeepSeek's ESFT adapters as released (no base_model, "layers.N.…" names, one indexed shard),
+  // listed after their base: the tuned experts served over the base by rerouting; one tuning the
+  // shared experts too has a non-expert set of its own (sharing every other tensor with the base);
+  // one saved by train.py ("model."-prefixed, every non-expert module tuned) as well. Mixed in one
+  // batch with the base, each request's logits are those of its adapter alone (the adapter's tensors
+  // over the base's, read through Model), and greedy tokens likewise.
+  void deepseekAdaptersAsReleased() {
+    const ModelSpec spec = parse_model_spec(deepseek_v2_config(), "config.json");
+    const fs::path base = scratch("ds-esft-base");
+    if (!fs::exists(base)) write_synthetic_checkpoint(base, spec, DType::F32, 21);
+    make_deepseek_adapter(base, scratch("ds-esft-experts"), {.experts = {{1, {3, 6}}, {2, {0}}}});
+    make_deepseek_adapter(base, scratch("ds-esft-shared"), {.experts = {{1, {5}}, {2, {}}}, .shared_experts = true});
+    make_deepseek_adapter(base, scratch("ds-esft-modules"), {.experts = {{1, {1}}, {2, {7}}}, .non_expert_modules = true, .model_prefix = true});
+    Family family;
+    open_family(family, {base, scratch("ds-esft-experts"), scratch("ds-esft-shared"), scratch("ds-esft-modules")});
+    QCOMPARE(family.size(), std::size_t(4));
+    const HostStore store(family);
+    QVERIFY(store.is_adapter(1) && store.is_adapter(2) && store.is_adapter(3));
+    QCOMPARE(store.base_of(1), 0);
+    QCOMPARE(store.set_of(1), store.set_of(0));  // tuned experts only: the base's non-expert set
+    QVERIFY(store.set_of(2) != store.set_of(0) && store.set_of(3) != store.set_of(0));
+    QCOMPARE(store.sets(), 3);
+    std::vector<std::unique_ptr<Model>> alone;
+    for (const Variant& v : family.variants()) alone.push_back(Model::load(*v.checkpoint));
+    Engine engine(std::make_shared<Runtime>(store, RuntimeConfig{.hit = HitPolicy::Strict, .resident_sets = 3}));
+    std::vector<ServeRequest> requests;
+    for (int i = 0; i < 8; ++i)
+      requests.push_back({store.name(i % 4), {.prompt = prompt_of(5 + i, 70 + i, spec.vocab_size), .max_new_tokens = i < 4 ? 0 : 6}, i < 4});
+    const auto handles = engine.submit_all(requests);
+    for (int i = 0; i < 8; ++i) {
+      const RequestResult& r = handles[static_cast<std::size_t>(i)]->wait();
+      QVERIFY2(r.finish == Finish::Length, r.error.c_str());
+      const Model& m = *alone[static_cast<std::size_t>(i % 4)];
+      const auto& q = requests[static_cast<std::size_t>(i)];
+      if (q.prompt_logits) QVERIFY(relative_error(r.logits.values, reference_logits(m, q.generation.prompt)) <= 1e-5);
+      else QCOMPARE(r.tokens, generate(m, {.prompt = q.generation.prompt, .max_new_tokens = 6}).tokens);
+    }
+    // Each adapter is another model than its base (its tensors were scaled).
+    const auto ids = prompt_of(9, 1, spec.vocab_size);
+    for (std::size_t a = 1; a < 4; ++a) QVERIFY(relative_error(reference_logits(*alone[a], ids), reference_logits(*alone[0], ids)) > 1e-4);
   }
 
   void prefetchPlansAroundWhatThePredictionHits() {

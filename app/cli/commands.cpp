@@ -68,6 +68,18 @@ nlohmann::ordered_json describe_checkpoint(const Checkpoint& ck) {
       {"expert_width", s.expert_intermediate}, {"shared_expert_width", s.shared_expert_intermediate},
       {"parameters", parameter_count(s)}, {"active_parameters", active_parameter_count(s)}, {"dtypes", dtypes},
       {"bytes", ck.total_bytes()}, {"non_expert_bytes", ck.non_expert_bytes()}, {"expert_bytes_per_layer", per_layer}};
+  // What one token costs the KV cache in bf16: every layer's keys and values, or latent attention's
+  // compressed latent and rotary key.
+  j["attention"] = s.mla ? "latent (MLA)" : s.num_kv_heads < s.num_heads ? "grouped-query" : "multi-head";
+  j["kv_cache_bytes_per_token"] = s.num_layers * s.kv_cache_width() * 2;
+  j["context"] = s.max_position_embeddings;
+  if (s.rope_scaling.kind != RopeKind::Default)
+    j["rope_scaling"] = {{"type", s.rope_scaling.kind == RopeKind::Yarn ? "yarn" : "llama3"}, {"factor", s.rope_scaling.factor},
+                         {"original_max_position_embeddings", s.rope_scaling.original_max_positions}};
+  if (s.router_scoring != RouterScoring::Softmax || s.expert_choice != ExpertChoice::TopK || s.routed_scaling_factor != 1.0)
+    j["routing"] = {{"scores", s.router_scoring == RouterScoring::Sigmoid ? "sigmoid" : "softmax"},
+                    {"choice", s.expert_choice == ExpertChoice::TopK ? "top-k" : s.expert_choice == ExpertChoice::GroupMax ? "group_limited_greedy" : "noaux_tc"},
+                    {"groups", s.n_group}, {"topk_group", s.topk_group}, {"scaling", s.routed_scaling_factor}};
   std::int64_t first = 0;
   while (first < s.num_layers && !s.is_sparse(first)) ++first;
   if (s.num_experts > 0 && first < s.num_layers) j["one_expert_bytes"] = ck.expert_bytes(first, 0);
@@ -96,6 +108,14 @@ void print_checkpoint(const nlohmann::ordered_json& j) {
             << "  experts         " << j["experts"] << " per MoE layer, top-" << j["top_k"]
             << (j["renormalized"].get<bool>() ? " renormalized" : "") << ", width " << j["expert_width"];
   if (j["shared_expert_width"].get<std::int64_t>()) std::cout << ", shared expert width " << j["shared_expert_width"];
+  if (j.contains("routing"))
+    std::cout << "; " << j["routing"]["scores"].get<std::string>() << " scores, " << j["routing"]["choice"].get<std::string>() << " ("
+              << j["routing"]["groups"] << " groups, " << j["routing"]["topk_group"] << " kept), weights ×" << j["routing"]["scaling"];
+  std::cout << "\n  attention       " << j["attention"].get<std::string>() << ", " << format_bytes(j["kv_cache_bytes_per_token"].get<std::uint64_t>())
+            << " of KV cache a token (bf16), context " << j["context"];
+  if (j.contains("rope_scaling"))
+    std::cout << " (" << j["rope_scaling"]["type"].get<std::string>() << " ×" << j["rope_scaling"]["factor"] << " over "
+              << j["rope_scaling"]["original_max_position_embeddings"] << ")";
   std::cout << "\n  parameters      " << j["parameters"] << " total, " << j["active_parameters"] << " active per token\n  dtypes          ";
   for (const auto& [name, count] : j["dtypes"].items()) std::cout << name << " (" << count << " tensors) ";
   std::cout << "\n  bytes           " << format_bytes(j["bytes"]) << " total, " << format_bytes(j["non_expert_bytes"])

@@ -24,6 +24,7 @@ void add_forge_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
 void add_bench_quality_command(CLI::App& app);
 void add_delta_command(CLI::App& app);
+void add_esft_command(CLI::App& app);
 void add_bench_delta_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 

@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
   mosaic::cli::add_routing_command(app);
   mosaic::cli::add_merge_command(app);
   mosaic::cli::add_delta_command(app);
+  mosaic::cli::add_esft_command(app);
   mosaic::cli::add_bench_command(app);
   mosaic::cli::add_report_command(app);
   mosaic::cli::add_runs_command(app);

@@ -26,6 +26,7 @@ Device checked_device(const std::string& name) {
 std::vector<std::filesystem::path> ServingArgs::inputs() const {
   std::vector<std::filesystem::path> in = variants;
   in.push_back(model);
+  in.push_back(base);
   in.push_back(layout);
   in.push_back(resident);
   return in;
@@ -45,7 +46,10 @@ void add_reserve_options(CLI::App* cmd, ReserveSpec& reserve, bool miss_slots) {
 }
 
 void ServingArgs::add_to(CLI::App* cmd, bool with_model) {
-  if (with_model) cmd->add_option("--model", model, "checkpoint folder (or an ESFT adapter folder, served over its base)");
+  if (with_model) {
+    cmd->add_option("--model", model, "checkpoint folder (or an ESFT adapter folder, served over its base)");
+    cmd->add_option("--base", base, "with --model: the base of an ESFT adapter whose expert_cfg.json names none (DeepSeek's)");
+  }
   cmd->add_option("--variants", variants, "serve these variants with the multi-variant runtime (instead of --model)");
   cmd->add_option("--layout", layout, "with --variants: the layout file (mosaic-cli consolidate)");
   cmd->add_option("--capacity", capacity, "with --variants and no --layout: plan a round-robin layout with this many resident experts")
@@ -91,11 +95,13 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
     if (!config.budget_bytes) throw InvalidArgument("--budget", "'" + a.budget + "'", byte_size_problem(a.budget), "write e.g. 2GiB");
   }
 
+  if (!a.base.empty() && a.model.empty())
+    throw InvalidArgument("--base", a.base.string(), "is the base of the adapter --model names", "with --variants, list the base before its adapters");
   if (!a.resident.empty() && a.model.empty())
     throw InvalidArgument("--resident", a.resident.string(), "fixes the resident experts of one checkpoint", "give it with --model DIR, not --variants");
   if (!a.model.empty()) {
     // One checkpoint: its own expert at every position (an adapter's tuned ones, its base's elsewhere).
-    open_family(s->family, {a.model});
+    open_family(s->family, {a.model}, a.base);
     s->store = std::make_unique<HostStore>(s->family);
     s->target = s->family.variants().front().name;
     const int t = s->store->index(s->target);

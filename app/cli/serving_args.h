@@ -18,6 +18,7 @@ namespace mosaic::cli {
 
 struct ServingArgs {
   std::filesystem::path model;
+  std::filesystem::path base;      // with --model: an adapter's base where its expert_cfg.json names none
   std::vector<std::filesystem::path> variants;
   std::filesystem::path layout, stats;
   std::filesystem::path resident;  // with --model: a fixed resident set per layer (masked gating)

@@ -31,18 +31,22 @@ std::vector<ReserveItem> plan_reserve(const ModelSpec& s, std::uint64_t bytes_pe
   std::vector<ReserveItem> items;
 
   // Each item checked as it is multiplied out: 2^62 tokens must not wrap to a 0-byte reserve.
-  const std::uint64_t kv = checked_product({2, u(s.num_layers), u(s.kv_width()), u(r.context_tokens), u(r.requests), u(r.kv_bytes)}, "reserve",
-                                           "kv cache (context tokens × requests)");
+  const std::uint64_t kv = checked_product({u(s.num_layers), u(s.kv_cache_width()), u(r.context_tokens), u(r.requests), u(r.kv_bytes)},
+                                           "reserve", "kv cache (context tokens × requests)");
+  // Latent attention caches one latent and one rotary key a token (DeepSeek: 512 + 64 values), not
+  // every head's keys and values.
+  const std::string kv_per_token = s.mla ? std::to_string(s.kv_cache_width()) + " (latent " + std::to_string(s.mla->kv_lora_rank) + " + rotary key " +
+                                            std::to_string(s.mla->rope_dim) + ")"
+                                      : "2 (K,V) × " + std::to_string(s.kv_width());
   items.push_back({"kv cache", kv,
-                   "2 (K,V) × " + std::to_string(s.num_layers) + " layers × " + std::to_string(s.kv_width()) +
-                       " × " + std::to_string(r.context_tokens) + " tokens × " + std::to_string(r.requests) +
-                       " requests × " + std::to_string(r.kv_bytes) + " B"});
+                   kv_per_token + " × " + std::to_string(s.num_layers) + " layers × " + std::to_string(r.context_tokens) + " tokens × " +
+                       std::to_string(r.requests) + " requests × " + std::to_string(r.kv_bytes) + " B"});
 
   // fp32 working set of one prefill step, per token: residual stream and its normed copy, attention
   // input/output, q/k/v, one row of attention scores over the context, the routed experts' gate/up/
   // down activations, the shared expert's, router logits, and the vocabulary logits.
   const std::uint64_t scores = checked_mul(u(s.num_heads), u(r.context_tokens), "reserve", "activations (context tokens)");
-  const std::uint64_t per_token = checked_add(u(4 * s.hidden_size + s.q_width() + 2 * s.kv_width() + 3 * s.top_k * s.expert_intermediate +
+  const std::uint64_t per_token = checked_add(u(4 * s.hidden_size + s.q_width() + s.kv_cache_width() + 3 * s.top_k * s.expert_intermediate +
                                                 3 * s.shared_expert_intermediate + 3 * s.dense_intermediate + s.num_experts + s.vocab_size),
                                               scores, "reserve", "activations (context tokens)");
   items.push_back({"activations", checked_product({per_token, u(r.prefill_chunk), 4}, "reserve", "activations (prefill chunk)"),

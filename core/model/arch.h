@@ -6,7 +6,7 @@
 
 namespace mosaic {
 
-enum class Arch { Mixtral, Qwen2Moe, Qwen3Moe, Olmoe };
+enum class Arch { Mixtral, Qwen2Moe, Qwen3Moe, Olmoe, DeepseekV2, DeepseekV3 };
 enum class QkNorm { None, Whole, PerHead };  // RMSNorm over all of q/k (OLMoE) or per head (Qwen3)
 
 struct ArchInfo {
@@ -19,7 +19,10 @@ struct ArchInfo {
   QkNorm qk_norm;
   bool always_norm_topk;            // Mixtral renormalizes top-k weights unconditionally
   bool has_shared_expert;
+  std::string_view shared_expert_prefix;  // below "model.layers.N.": Qwen2's one shared expert, DeepSeek's fused ones
+  bool shared_expert_gated;               // Qwen2-MoE scales it by a sigmoid gate; DeepSeek adds it as is
   bool qkv_bias_default;            // Qwen2-MoE: q/k/v biases unless the config says otherwise
+  bool latent_attention;            // DeepSeek's multi-head latent attention (MLA) instead of q/k/v/o
   // transformers' config defaults for optional fields.
   double default_rms_eps, default_rope_theta;
   long default_max_positions;

@@ -49,7 +49,7 @@ std::optional<std::int64_t> index_after(const std::string& name, std::string_vie
 // Why a tensor the config does not ask for means the config and the weights disagree, or nullopt
 // for an extra that is harmless (older checkpoints carry rotary `inv_freq` buffers, for one).
 std::optional<std::string> contradicts_config(const std::string& name, const ModelSpec& s) {
-  if (const auto layer = index_after(name, "layers."); layer && *layer >= s.num_layers)
+  if (const auto layer = index_after(name, "layers."); layer && *layer >= s.num_layers + s.mtp_layers)
     return "belongs to layer " + std::to_string(*layer) + ", but config.json has num_hidden_layers " + std::to_string(s.num_layers);
   if (const auto expert = index_after(name, "experts."); expert && *expert >= s.num_experts)
     return "belongs to expert " + std::to_string(*expert) + ", but config.json has " + std::to_string(s.num_experts) + " experts";
@@ -94,7 +94,7 @@ std::map<std::string, std::string> read_index(const std::filesystem::path& index
 
 }  // namespace
 
-Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
+Checkpoint::Checkpoint(const std::filesystem::path& dir, const std::filesystem::path& base_hint) : dir_(dir) {
   if (!std::filesystem::is_directory(dir))
     throw MissingError(dir.string(), "", "is not a folder", "give the checkpoint folder holding config.json");
   spec_ = load_model_spec(dir / "config.json");
@@ -151,27 +151,55 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
     return base;
   };
 
-  // An ESFT adapter: the listed experts come from its own file, which must hold exactly them;
-  // everything else from the base checkpoint.
+  // An ESFT adapter: what it tuned comes from its own files, which must hold exactly that; everything
+  // else from the base checkpoint (named by base_model, or given beside it for DeepSeek's adapters).
   if (present(dir / kExpertCfgFile)) {
     const EsftAdapterConfig cfg = read_expert_cfg(dir / kExpertCfgFile, spec_);
+    if (cfg.base_model.empty() && base_hint.empty())
+      throw MissingError((dir / kExpertCfgFile).string(), "base_model",
+                         "is absent, and no base was given beside the adapter (DeepSeek's adapters name their base only in their README)",
+                         "list the base before the adapter (--variants BASE ADAPTER …), give --base DIR with --model, or add "
+                         "\"base_model\": \"../base\" to expert_cfg.json");
     const WeightNames names(spec_);
-    std::set<std::string> listed;
+    // What esft.py's to_esft leaves trainable is what it saves: the listed experts, every MoE layer's
+    // shared experts when "shared_experts" says so, and every other non-expert tensor when
+    // "non_expert_modules" does (a router's correction bias is a buffer, saved or not).
+    std::set<std::string> required, optional, shared;
     for (const auto& [layer, ids] : cfg.experts)
       for (std::int64_t e : ids) {
         adapter_experts_.emplace_back(layer, e);
-        for (ExpertRole r : {ExpertRole::Gate, ExpertRole::Up, ExpertRole::Down}) listed.insert(names.expert(layer, e, r));
+        for (ExpertRole r : {ExpertRole::Gate, ExpertRole::Up, ExpertRole::Down}) required.insert(names.expert(layer, e, r));
       }
-    for (const auto& [name, file] : location)
-      if (!listed.count(name))
-        throw FormatError(file->path().string(), "tensor '" + name + "'", "is not one of the experts expert_cfg.json lists",
-                          "an ESFT adapter stores only its tuned experts");
-    for (const std::string& name : listed)
-      if (!location.count(name))
-        throw MissingError(dir.string(), "tensor '" + name + "'", "is listed in expert_cfg.json but absent from the adapter");
-    Checkpoint base = open_base(cfg.base_model, kExpertCfgFile, "adapter");
+    for (std::int64_t l = 0; l < spec_.num_layers; ++l)
+      if (spec_.is_sparse(l) && spec_.shared_expert_intermediate > 0) {
+        for (ExpertRole r : {ExpertRole::Gate, ExpertRole::Up, ExpertRole::Down}) shared.insert(names.shared_expert(l, r));
+        if (spec_.shared_expert_gated) shared.insert(names.shared_expert_gate(l));
+      }
+    for (const ExpectedTensor& e : expected_tensors(spec_)) {
+      if (e.is_expert()) continue;
+      if (shared.count(e.name) ? !cfg.shared_experts : !cfg.non_expert_modules) continue;
+      (spec_.router_bias && e.name == names.router_bias(e.layer) ? optional : required).insert(e.name);
+    }
+    const std::string tunes = std::string("its listed experts") + (cfg.shared_experts ? ", the shared experts" : "") +
+                              (cfg.non_expert_modules ? ", every non-expert tensor" : "");
+    std::map<std::string, const SafetensorsFile*> own;
+    for (const auto& [stored, file] : location) {
+      const std::string name = adapter_tensor_name(stored);
+      if (!required.count(name) && !optional.count(name))
+        throw FormatError(file->path().string(), "tensor '" + stored + "'", "is not one of the tensors expert_cfg.json says the adapter tunes (" + tunes + ")",
+                          "an ESFT adapter stores exactly what it tuned");
+      if (!own.emplace(name, file).second)
+        throw FormatError(file->path().string(), "tensor '" + stored + "'", "is stored twice, as '" + name + "' and as '" + stored + "'", "keep one");
+      if (name != stored) stored_names_[name] = stored;
+    }
+    for (const std::string& name : required)
+      if (!own.count(name))
+        throw MissingError(dir.string(), "tensor '" + name + "'", "is tuned by expert_cfg.json (" + tunes + ") but absent from the adapter");
+    location = std::move(own);
+    Checkpoint base = open_base(cfg.base_model.empty() ? std::filesystem::absolute(base_hint) : cfg.base_model, kExpertCfgFile, "adapter");
     kind_ = Kind::Adapter;
     for (const Weight& w : base.weights()) location.emplace(w.expected.name, w.file);  // keeps the adapter's own
+    for (const auto& [name, stored] : base.stored_names_) stored_names_.emplace(name, stored);
     for (auto& f : base.files_) files_.push_back(std::move(f));
   } else if (present(dir / kDeltaCfgFile)) {
     // A delta folder: its own non-expert tensors, and for each expert the base's weight plus a pack.
@@ -213,7 +241,8 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
       throw MissingError(dir.string(), "tensor '" + e.name + "'",
                          "is required by config.json (" + std::string(spec_.model_type()) + ") but absent from the checkpoint",
                          "the weights are incomplete or belong to another configuration");
-    const TensorInfo* info = it->second->find(e.name);
+    const auto stored = stored_names_.find(e.name);
+    const TensorInfo* info = it->second->find(stored == stored_names_.end() ? e.name : stored->second);
     if (info->shape != e.shape)
       throw MismatchError(it->second->path().string(), "tensor '" + e.name + "'",
                           "has shape " + shape_str(info->shape) + " but config.json implies " + shape_str(e.shape),
@@ -226,9 +255,10 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir) : dir_(dir) {
     if (e.is_expert()) expert_bytes_[e.layer * spec_.num_experts + e.expert] += info->nbytes();
   }
   // Weights the config leaves out are not silently dropped when they say the config is wrong.
+  for (const auto& [name, stored] : stored_names_) renamed_.insert(stored);
   for (const auto& f : files_)
     for (const TensorInfo& t : f->tensors())
-      if (!by_name_.count(t.name) && !packs_.count(t.name))
+      if (!by_name_.count(t.name) && !packs_.count(t.name) && !renamed_.count(t.name))
         if (const auto why = contradicts_config(t.name, spec_)) {
           if (t.name == "lm_head.weight" && same_bytes(*f, t, weight(WeightNames(spec_).embed()))) continue;  // a redundant tied copy
           throw MismatchError(f->path().string(), "tensor '" + t.name + "'", *why,
@@ -271,7 +301,7 @@ std::vector<std::string> Checkpoint::unused_tensors() const {
   std::vector<std::string> out;
   for (const auto& f : files_)
     for (const TensorInfo& t : f->tensors())
-      if (!by_name_.count(t.name) && !packs_.count(t.name)) out.push_back(t.name);
+      if (!by_name_.count(t.name) && !packs_.count(t.name) && !renamed_.count(t.name)) out.push_back(t.name);
   return out;
 }
 

@@ -6,6 +6,7 @@
 // memory-mapped, nothing is copied.
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <set>
 #include <unordered_map>
@@ -57,7 +58,9 @@ class WeightFloats {
 
 class Checkpoint {
  public:
-  explicit Checkpoint(const std::filesystem::path& dir);  // throws mosaic::Error subclasses
+  // Throws mosaic::Error subclasses. `base_hint`: the base of an ESFT adapter whose expert_cfg.json
+  // names none (DeepSeek's), as the caller was given it; ignored otherwise.
+  explicit Checkpoint(const std::filesystem::path& dir, const std::filesystem::path& base_hint = {});
   ~Checkpoint();
   Checkpoint(Checkpoint&&) noexcept;
   Checkpoint& operator=(Checkpoint&&) noexcept;
@@ -98,6 +101,10 @@ class Checkpoint {
   std::vector<std::pair<std::int64_t, std::int64_t>> adapter_experts_;  // (layer, expert)
   std::filesystem::path base_dir_;
   enum class Kind { Full, Adapter, Delta } kind_ = Kind::Full;
+  // An adapter's tensors stored under other names than they stand for (DeepSeek's "layers.N.…"):
+  // the name → as stored, and the stored names so renamed.
+  std::map<std::string, std::string> stored_names_;
+  std::set<std::string> renamed_;
   std::set<std::string> packs_;  // a delta folder's pack arrays (not unused tensors)
   const SafetensorsFile* delta_file_ = nullptr;  // the delta folder's own model.safetensors
   DeltaFormat delta_format_;

@@ -4,11 +4,11 @@
 
 namespace mosaic {
 
-const Variant& Family::add(std::string name, const std::filesystem::path& dir) {
+const Variant& Family::add(std::string name, const std::filesystem::path& dir, const std::filesystem::path& base_hint) {
   if (find(name))
     throw InvalidArgument(dir.string(), "variant '" + name + "'", "the family already has a variant of this name",
                           "give each variant its own name");
-  auto checkpoint = std::make_unique<Checkpoint>(dir);
+  auto checkpoint = std::make_unique<Checkpoint>(dir, base_hint);
   if (!variants_.empty()) {
     const Variant& first = variants_.front();
     if (const auto diff = first_difference(first.checkpoint->spec(), checkpoint->spec()))

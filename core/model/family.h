@@ -18,7 +18,8 @@ class Family {
  public:
   // Opens and validates the checkpoint, then checks it against the family's first variant.
   // Throws MismatchError naming the first differing config field, InvalidArgument for a taken name.
-  const Variant& add(std::string name, const std::filesystem::path& dir);
+  // `base_hint`: an ESFT adapter's base where its expert_cfg.json names none (Checkpoint).
+  const Variant& add(std::string name, const std::filesystem::path& dir, const std::filesystem::path& base_hint = {});
 
   bool empty() const { return variants_.empty(); }
   std::size_t size() const { return variants_.size(); }

@@ -5,6 +5,8 @@
 #include "common/json_text.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -23,6 +25,7 @@ class ConfigReader {
   ConfigReader(const json& j, std::string source) : j_(j), source_(std::move(source)) {}
 
   bool has(const char* key) const { return j_.contains(key) && !j_.at(key).is_null(); }
+  bool present(const char* key) const { return j_.contains(key); }  // null included
 
   // Sizes are bounded before anything is allocated from them: a config that asks for more than any
   // model has is a mistake (or an attack), refused naming the field, never an out-of-memory.
@@ -110,27 +113,9 @@ void refuse_unimplemented(const ConfigReader& c, const ArchInfo& arch) {
   if (c.string("hidden_act", "silu") != "silu")
     throw c.unsupported("hidden_act", "is '" + c.string("hidden_act", "") + "'; only 'silu' (SwiGLU) is implemented");
 
-  // Rope: transformers 5 writes rope_parameters {rope_type, rope_theta}; 4.x wrote rope_scaling.
-  // A rope type is read by type: json::value() throws the JSON library's error for a number or null.
-  auto rope_type = [&](const json& obj, const std::string& parent, const std::string& fallback) {
-    for (const char* key : {"rope_type", "type"})
-      if (obj.contains(key)) {
-        if (!obj[key].is_string()) throw c.bad(parent + "." + key, "must be a string such as \"default\"");
-        return obj[key].get<std::string>();
-      }
-    return fallback;
-  };
-  if (c.has("rope_scaling")) {
-    const json& rs = c.raw("rope_scaling");
-    const std::string type = rs.is_object() ? rope_type(rs, "rope_scaling", "?") : "?";
-    if (type != "default") throw c.unsupported("rope_scaling", "rope scaling '" + type + "' is not implemented");
-  }
   if (c.has("rope_parameters")) {
     const json& rp = c.raw("rope_parameters");
-    if (!rp.is_object()) throw c.bad("rope_parameters", "must be an object");
-    const std::string type = rope_type(rp, "rope_parameters", "default");
-    if (type != "default") throw c.unsupported("rope_parameters.rope_type", "rope type '" + type + "' is not implemented");
-    if (rp.contains("partial_rotary_factor") && rp["partial_rotary_factor"].is_number() &&
+    if (rp.is_object() && rp.contains("partial_rotary_factor") && rp["partial_rotary_factor"].is_number() &&
         rp["partial_rotary_factor"].get<double>() != 1.0)
       throw c.unsupported("rope_parameters.partial_rotary_factor", "partial rotary embeddings are not implemented");
   }
@@ -151,9 +136,165 @@ void refuse_unimplemented(const ConfigReader& c, const ArchInfo& arch) {
   }
 }
 
+// transformers' yarn_get_mscale: how much a context `factor` times longer sharpens attention.
+double yarn_mscale(double factor, double mscale) { return factor <= 1 ? 1.0 : 0.1 * mscale * std::log(factor) + 1.0; }
+
+// Rope scaling as transformers reads it (modeling_rope_utils.py): 5.x writes rope_parameters
+// {rope_type, rope_theta, …}; 4.x and model authors' own code wrote rope_scaling {type | rope_type, …}.
+// default, yarn and llama3 are implemented; any other type is refused.
+RopeScaling read_rope_scaling(const ConfigReader& c, std::int64_t max_positions) {
+  // Both given (a 4.x config re-saved by 5.x): transformers 5 moves rope_scaling into rope_parameters.
+  const char* key = c.has("rope_scaling") ? "rope_scaling" : c.has("rope_parameters") ? "rope_parameters" : nullptr;
+  RopeScaling r;
+  if (!key) return r;
+  const std::string k = key;
+  const json& obj = c.raw(key);
+  if (!obj.is_object()) throw c.bad(k, "must be an object");
+  std::string type = k == "rope_parameters" ? "default" : "";
+  for (const char* t : {"rope_type", "type"})
+    if (obj.contains(t) && !obj[t].is_null()) {
+      if (!obj[t].is_string()) throw c.bad(k + "." + t, "must be a string such as \"default\" or \"yarn\"");
+      type = obj[t].get<std::string>();
+      break;
+    }
+  if (type.empty()) throw c.bad(k, "names no rope type (\"type\" or \"rope_type\")");
+  if (type == "default") return r;
+  auto number = [&](const char* field, double fallback) {
+    if (!obj.contains(field) || obj[field].is_null()) return fallback;
+    if (!obj[field].is_number()) throw c.bad(k + "." + field, "must be a number");
+    const double v = obj[field].get<double>();
+    if (!std::isfinite(v)) throw c.bad(k + "." + field, "must be finite");
+    return v;
+  };
+  auto required = [&](const char* field) {
+    const double v = number(field, std::numeric_limits<double>::quiet_NaN());
+    if (std::isnan(v)) throw c.bad(k + "." + field, "is required by rope type '" + type + "'");
+    return v;
+  };
+  auto positions = [&](double v, const char* field) {
+    if (!(v >= 1 && v <= static_cast<double>(kMaxPositions))) throw c.bad(k + "." + field, "must be a positive number of positions");
+    return static_cast<std::int64_t>(v);
+  };
+  if (type == "yarn") {
+    r.kind = RopeKind::Yarn;
+    r.original_max_positions = positions(number("original_max_position_embeddings", static_cast<double>(max_positions)),
+                                         "original_max_position_embeddings");
+    r.factor = number("factor", static_cast<double>(max_positions) / static_cast<double>(r.original_max_positions));
+    r.beta_fast = number("beta_fast", 0) ? number("beta_fast", 0) : 32;  // Python's `or`: 0 is the default too
+    r.beta_slow = number("beta_slow", 0) ? number("beta_slow", 0) : 1;
+    if (obj.contains("truncate") && !obj["truncate"].is_null()) {
+      if (!obj["truncate"].is_boolean()) throw c.bad(k + ".truncate", "must be true or false");
+      r.truncate = obj["truncate"].get<bool>();
+    }
+    r.mscale = number("mscale", 0);
+    r.mscale_all_dim = number("mscale_all_dim", 0);
+    // _compute_yarn_parameters: both mscales given → their ratio; else the factor's own.
+    const double given = number("attention_factor", std::numeric_limits<double>::quiet_NaN());
+    r.attention_factor = !std::isnan(given)                ? given
+                         : r.mscale && r.mscale_all_dim ? yarn_mscale(r.factor, r.mscale) / yarn_mscale(r.factor, r.mscale_all_dim)
+                                                          : yarn_mscale(r.factor, 1.0);
+  } else if (type == "llama3") {
+    r.kind = RopeKind::Llama3;
+    r.factor = required("factor");
+    r.low_freq_factor = required("low_freq_factor");
+    r.high_freq_factor = required("high_freq_factor");
+    r.original_max_positions = positions(required("original_max_position_embeddings"), "original_max_position_embeddings");
+    if (!(r.high_freq_factor > r.low_freq_factor))
+      throw c.bad(k + ".high_freq_factor", "must be larger than low_freq_factor");
+  } else {
+    throw c.unsupported(k + ".rope_type", "rope type '" + type + "' is not implemented (Mosaic implements default, yarn and llama3)");
+  }
+  if (!(r.factor >= 1 && r.factor <= 1e6)) throw c.bad(k + ".factor", "must lie in [1, 1e6]: it is how many times longer the context is");
+  if (!(r.attention_factor > 0 && r.attention_factor < 100)) throw c.bad(k + ".attention_factor", "must be a small positive number");
+  return r;
+}
+
+// DeepSeek-V2/V3's fields (configuration_deepseek_v2.py / _v3.py, and DeepSeek's own
+// configuration_deepseek.py), defaulting as transformers does where a field is absent.
+void read_deepseek(const ConfigReader& c, const ArchInfo& arch, ModelSpec& s) {
+  const bool v3 = arch.arch == Arch::DeepseekV3;
+  // Multi-head latent attention. q_lora_rank null (V2-Lite) means a plain q_proj; absent, transformers' 1536.
+  LatentAttention a;
+  if (c.present("q_lora_rank") && !c.has("q_lora_rank")) a.q_lora_rank = 0;
+  else if (c.has("q_lora_rank") && c.raw("q_lora_rank").is_number_integer() && c.raw("q_lora_rank").get<std::int64_t>() == 0) a.q_lora_rank = 0;
+  else a.q_lora_rank = c.positive_int_or("q_lora_rank", 1536);
+  a.kv_lora_rank = c.positive_int_or("kv_lora_rank", 512);
+  a.nope_dim = c.positive_int_or("qk_nope_head_dim", 128, kMaxHeadDim);
+  a.rope_dim = c.positive_int_or("qk_rope_head_dim", 64, kMaxHeadDim);
+  a.v_dim = c.positive_int_or("v_head_dim", 128, kMaxHeadDim);
+  if (a.rope_dim % 2 != 0) throw c.bad("qk_rope_head_dim", "must be even for rotary embeddings");
+  s.mla = a;
+  s.head_dim = a.nope_dim + a.rope_dim;
+  // MLA makes keys and values for every head: transformers' repeat_kv fails for any other count.
+  if (s.num_kv_heads != s.num_heads)
+    throw c.bad("num_key_value_heads", "must equal num_attention_heads (" + std::to_string(s.num_heads) + ") in DeepSeek's latent attention");
+  s.qkv_bias = s.o_bias = c.boolean("attention_bias", false);  // q_a_proj / kv_a_proj_with_mqa and o_proj
+  // V2 pairs rotary dimensions as DeepSeek's weights do (complex pairs); V3 too unless rope_interleave is false.
+  s.rope_interleaved = v3 ? c.boolean("rope_interleave", true) : true;
+
+  // Which layers are MoE: from first_k_dense_replace, every moe_layer_freq-th (DeepSeek's own
+  // modeling_deepseek.py; transformers ignores moe_layer_freq, which every released config sets to 1).
+  const std::int64_t dense_first = c.int_or("first_k_dense_replace", 0);
+  const std::int64_t every = c.positive_int_or("moe_layer_freq", 1, kMaxLayers);
+  if (dense_first < 0 || dense_first > s.num_layers) throw c.bad("first_k_dense_replace", "must lie in [0, num_hidden_layers]");
+  for (std::int64_t l = 0; l < s.num_layers; ++l) s.sparse_layers[static_cast<std::size_t>(l)] = l >= dense_first && l % every == 0;
+  if (s.num_sparse_layers() < s.num_layers) s.dense_intermediate = c.positive_int("intermediate_size");
+
+  // Shared experts: n_shared_experts of moe_intermediate_size, fused into one MLP, added without a gate.
+  const std::int64_t shared = c.present("n_shared_experts") && !c.has("n_shared_experts") ? 0 : c.int_or("n_shared_experts", v3 ? 1 : 2);
+  if (shared < 0 || shared > 64) throw c.bad("n_shared_experts", "must lie in [0, 64]");
+  s.shared_expert_intermediate = shared * s.expert_intermediate;
+  s.shared_expert_gated = false;
+
+  // The router.
+  const std::string scoring = c.string("scoring_func", v3 ? "sigmoid" : "softmax");
+  if (scoring != (v3 ? "sigmoid" : "softmax"))
+    throw c.unsupported("scoring_func", "is '" + scoring + "'; transformers' " + std::string(arch.model_type) + " scores with " +
+                                           (v3 ? "sigmoid" : "softmax") + " whatever it says");
+  s.router_scoring = v3 ? RouterScoring::Sigmoid : RouterScoring::Softmax;
+  s.routed_scaling_factor = c.number("routed_scaling_factor", v3 ? 2.5 : 1.0);
+  if (!(s.routed_scaling_factor > 0 && s.routed_scaling_factor <= 1e3)) throw c.bad("routed_scaling_factor", "must lie in (0, 1000]");
+  const std::string method = c.string("topk_method", v3 ? "noaux_tc" : "greedy");
+  auto groups = [&](std::int64_t n_default, std::int64_t top_default) {
+    s.n_group = c.positive_int_or("n_group", n_default, kMaxExperts);
+    s.topk_group = c.positive_int_or("topk_group", top_default, kMaxExperts);
+    if (s.num_experts % s.n_group != 0) throw c.bad("n_group", "must divide the " + std::to_string(s.num_experts) + " routed experts");
+    if (s.topk_group > s.n_group) throw c.bad("topk_group", "is more than n_group (" + std::to_string(s.n_group) + ")");
+    if (s.topk_group * (s.num_experts / s.n_group) < s.top_k)
+      throw c.bad("topk_group", "leaves fewer experts than num_experts_per_tok to choose from");
+  };
+  if (v3) {
+    if (method != "noaux_tc") throw c.unsupported("topk_method", "is '" + method + "'; deepseek_v3 routes with noaux_tc (sigmoid scores, biased group choice)");
+    s.expert_choice = ExpertChoice::GroupTopTwo;
+    s.router_bias = true;
+    groups(8, 4);
+    if (s.num_experts / s.n_group < 2) throw c.bad("n_group", "leaves groups of one expert; a group's score is the sum of its two best");
+    // Its multi-token-prediction layer (model.layers.<num_hidden_layers>.*) is left unread, as transformers does.
+    s.mtp_layers = c.int_or("num_nextn_predict_layers", c.int_or("num_mtp_layers", 0));
+    if (s.mtp_layers < 0 || s.mtp_layers > 16) throw c.bad("num_nextn_predict_layers", "must lie in [0, 16]");
+    s.norm_topk_prob = c.boolean("norm_topk_prob", true);
+  } else {
+    if (method == "greedy" || method == "gready") {  // "gready": DeepSeek's own class default, a typo it shipped
+      s.expert_choice = ExpertChoice::TopK;
+    } else if (method == "group_limited_greedy") {
+      s.expert_choice = ExpertChoice::GroupMax;
+      groups(1, 1);
+    } else {
+      throw c.unsupported("topk_method", "is '" + method + "'; deepseek_v2 routes with greedy or group_limited_greedy");
+    }
+    // transformers ignores it for V2 (the weights are only scaled); DeepSeek's own code renormalizes
+    // instead. Every released V2 config says false; true would mean two different models.
+    if (c.boolean("norm_topk_prob", false))
+      throw c.unsupported("norm_topk_prob", "is true: transformers' deepseek_v2 ignores it while DeepSeek's own code renormalizes the weights");
+    s.norm_topk_prob = false;
+  }
+}
+
 }  // namespace
 
 std::string_view ModelSpec::model_type() const { return arch_info(arch).model_type; }
+
+double ModelSpec::softmax_scale() const { return attention_mscale / std::sqrt(static_cast<double>(head_dim)); }
 
 std::int64_t ModelSpec::num_sparse_layers() const {
   return std::count(sparse_layers.begin(), sparse_layers.end(), true);
@@ -189,7 +330,9 @@ ModelSpec parse_model_spec(std::string_view text, const std::string& source) {
   s.num_kv_heads = c.positive_int_or("num_key_value_heads", s.num_heads, kMaxHeads);
   if (s.num_heads % s.num_kv_heads != 0)
     throw c.bad("num_key_value_heads", "must divide num_attention_heads (" + std::to_string(s.num_heads) + ")");
-  if (s.arch == Arch::Qwen3Moe) {
+  if (arch->latent_attention) {
+    // head_dim follows from MLA's parts (read below); transformers overwrites any head_dim given.
+  } else if (s.arch == Arch::Qwen3Moe) {
     s.head_dim = c.positive_int("head_dim", kMaxHeadDim);  // Qwen3 decouples head_dim from hidden_size
   } else if (c.has("head_dim")) {
     s.head_dim = c.positive_int("head_dim", kMaxHeadDim);
@@ -198,7 +341,7 @@ ModelSpec parse_model_spec(std::string_view text, const std::string& source) {
       throw c.bad("hidden_size", "must be divisible by num_attention_heads when head_dim is not given");
     s.head_dim = s.hidden_size / s.num_heads;
   }
-  if (s.head_dim % 2 != 0) throw c.bad("head_dim", "must be even for rotary embeddings");
+  if (!arch->latent_attention && s.head_dim % 2 != 0) throw c.bad("head_dim", "must be even for rotary embeddings");
 
   s.num_experts = c.positive_int_either(arch->experts_key, arch->experts_alias, kMaxExperts);
   s.expert_intermediate = c.positive_int(s.arch == Arch::Mixtral || s.arch == Arch::Olmoe ? "intermediate_size" : "moe_intermediate_size");
@@ -218,14 +361,15 @@ ModelSpec parse_model_spec(std::string_view text, const std::string& source) {
     }
     if (s.num_sparse_layers() < s.num_layers) s.dense_intermediate = c.positive_int("intermediate_size");
   }
+  if (arch->latent_attention) read_deepseek(c, *arch, s);
   // 0: no shared expert; else bounded like every other size.
-  if (arch->has_shared_expert && c.has("shared_expert_intermediate_size") &&
+  if (s.arch == Arch::Qwen2Moe && c.has("shared_expert_intermediate_size") &&
       !(c.raw("shared_expert_intermediate_size").is_number_integer() && c.raw("shared_expert_intermediate_size") == 0))
     s.shared_expert_intermediate = c.positive_int("shared_expert_intermediate_size");
 
   if (s.arch == Arch::Qwen2Moe) {
     s.qkv_bias = c.boolean("qkv_bias", arch->qkv_bias_default);
-  } else if (s.arch != Arch::Mixtral) {
+  } else if (s.arch != Arch::Mixtral && !arch->latent_attention) {
     s.qkv_bias = s.o_bias = c.boolean("attention_bias", false);
   }
   s.qk_norm = arch->qk_norm;
@@ -243,6 +387,13 @@ ModelSpec parse_model_spec(std::string_view text, const std::string& source) {
     throw c.bad(c.has("rope_parameters") && c.raw("rope_parameters").contains("rope_theta") ? "rope_parameters.rope_theta" : "rope_theta",
                 "must be positive and at most 1e12 (models use 1e4 to 1e7)");
   s.max_position_embeddings = c.positive_int_or("max_position_embeddings", arch->default_max_positions, kMaxPositions);
+  s.rope_scaling = read_rope_scaling(c, s.max_position_embeddings);
+  // DeepSeek's attention sharpens its softmax by yarn's mscale(factor, mscale_all_dim)² where the rope
+  // is scaled (transformers' yarn_apply_mscale; DeepSeek's own DeepseekV2Attention).
+  if (arch->latent_attention && s.rope_scaling.kind != RopeKind::Default && s.rope_scaling.mscale_all_dim != 0) {
+    const double m = yarn_mscale(s.rope_scaling.factor, s.rope_scaling.mscale_all_dim);
+    s.attention_mscale = m * m;
+  }
   s.tie_word_embeddings = c.boolean("tie_word_embeddings", false);
   if (c.has("bos_token_id")) s.bos_token_id = c.int_or("bos_token_id", 0);
   s.eos_token_ids = c.int_list("eos_token_id");
@@ -287,7 +438,19 @@ std::string to_config_json(const ModelSpec& s) {
   j["num_experts_per_tok"] = s.top_k;
   j["hidden_act"] = "silu";
   j["rms_norm_eps"] = s.rms_norm_eps;
-  j["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", s.rope_theta}};
+  json rope = {{"rope_type", "default"}, {"rope_theta", s.rope_theta}};
+  const RopeScaling& r = s.rope_scaling;
+  if (r.kind == RopeKind::Yarn) {
+    rope["rope_type"] = "yarn";
+    rope.update({{"factor", r.factor}, {"original_max_position_embeddings", r.original_max_positions}, {"beta_fast", r.beta_fast},
+                 {"beta_slow", r.beta_slow}, {"truncate", r.truncate}});
+    if (r.mscale) rope["mscale"] = r.mscale;
+    if (r.mscale_all_dim) rope["mscale_all_dim"] = r.mscale_all_dim;
+  } else if (r.kind == RopeKind::Llama3) {
+    rope.update({{"rope_type", "llama3"}, {"factor", r.factor}, {"low_freq_factor", r.low_freq_factor},
+                 {"high_freq_factor", r.high_freq_factor}, {"original_max_position_embeddings", r.original_max_positions}});
+  }
+  j["rope_parameters"] = rope;
   j["max_position_embeddings"] = s.max_position_embeddings;
   j["tie_word_embeddings"] = s.tie_word_embeddings;
   if (s.bos_token_id) j["bos_token_id"] = *s.bos_token_id;
@@ -321,6 +484,38 @@ std::string to_config_json(const ModelSpec& s) {
         j["qkv_bias"] = s.qkv_bias;
       } else {
         j["attention_bias"] = s.qkv_bias;
+      }
+      break;
+    }
+    case Arch::DeepseekV2:
+    case Arch::DeepseekV3: {
+      const LatentAttention& a = *s.mla;
+      j.erase("head_dim");  // transformers derives it (qk_rope_head_dim)
+      j["n_routed_experts"] = s.num_experts;
+      j["moe_intermediate_size"] = s.expert_intermediate;
+      j["intermediate_size"] = s.dense_intermediate > 0 ? s.dense_intermediate : s.expert_intermediate;
+      j["n_shared_experts"] = s.expert_intermediate ? s.shared_expert_intermediate / s.expert_intermediate : 0;
+      std::int64_t dense_first = 0;
+      while (dense_first < s.num_layers && !s.is_sparse(dense_first)) ++dense_first;
+      j["first_k_dense_replace"] = dense_first;
+      j["moe_layer_freq"] = 1;
+      j["q_lora_rank"] = a.q_lora_rank ? json(a.q_lora_rank) : json(nullptr);
+      j["kv_lora_rank"] = a.kv_lora_rank;
+      j["qk_nope_head_dim"] = a.nope_dim;
+      j["qk_rope_head_dim"] = a.rope_dim;
+      j["v_head_dim"] = a.v_dim;
+      j["attention_bias"] = s.qkv_bias;
+      j["routed_scaling_factor"] = s.routed_scaling_factor;
+      j["norm_topk_prob"] = s.norm_topk_prob;
+      j["n_group"] = s.n_group;
+      j["topk_group"] = s.topk_group;
+      if (s.arch == Arch::DeepseekV3) {
+        j["topk_method"] = "noaux_tc";
+        j["scoring_func"] = "sigmoid";
+        j["rope_interleave"] = s.rope_interleaved;
+      } else {
+        j["topk_method"] = s.expert_choice == ExpertChoice::GroupMax ? "group_limited_greedy" : "greedy";
+        j["scoring_func"] = "softmax";
       }
       break;
     }
@@ -358,6 +553,27 @@ std::optional<std::string> first_difference(const ModelSpec& a, const ModelSpec&
   check("rope_theta", a.rope_theta, b.rope_theta);
   check("rms_norm_eps", a.rms_norm_eps, b.rms_norm_eps);
   check("tie_word_embeddings", a.tie_word_embeddings, b.tie_word_embeddings);
+  check("shared expert gated", a.shared_expert_gated, b.shared_expert_gated);
+  check("router scoring", static_cast<int>(a.router_scoring), static_cast<int>(b.router_scoring));
+  check("topk_method", static_cast<int>(a.expert_choice), static_cast<int>(b.expert_choice));
+  check("n_group", a.n_group, b.n_group);
+  check("topk_group", a.topk_group, b.topk_group);
+  check("routed_scaling_factor", a.routed_scaling_factor, b.routed_scaling_factor);
+  check("e_score_correction_bias", a.router_bias, b.router_bias);
+  check("attention (latent or not)", a.mla.has_value(), b.mla.has_value());
+  if (a.mla && b.mla) {
+    check("q_lora_rank", a.mla->q_lora_rank, b.mla->q_lora_rank);
+    check("kv_lora_rank", a.mla->kv_lora_rank, b.mla->kv_lora_rank);
+    check("qk_nope_head_dim", a.mla->nope_dim, b.mla->nope_dim);
+    check("qk_rope_head_dim", a.mla->rope_dim, b.mla->rope_dim);
+    check("v_head_dim", a.mla->v_dim, b.mla->v_dim);
+  }
+  check("rope type", static_cast<int>(a.rope_scaling.kind), static_cast<int>(b.rope_scaling.kind));
+  check("rope factor", a.rope_scaling.factor, b.rope_scaling.factor);
+  check("rope original_max_position_embeddings", a.rope_scaling.original_max_positions, b.rope_scaling.original_max_positions);
+  check("rope attention factor", a.rope_scaling.attention_factor, b.rope_scaling.attention_factor);
+  check("rope_interleave", a.rope_interleaved, b.rope_interleaved);
+  check("attention mscale", a.attention_mscale, b.attention_mscale);
   for (std::int64_t l = 0; !diff && l < a.num_layers; ++l)
     check(("layer " + std::to_string(l) + " is MoE").c_str(), a.is_sparse(l), b.is_sparse(l));
   return diff;

@@ -16,7 +16,8 @@ std::vector<std::pair<std::string, std::filesystem::path>> discover_variants(con
 
 // Opens the discovered variants as one family, one by one (so a refusal names the variant). An ESFT
 // adapter whose base_model folder is not among them brings its base in (named by its folder), since
-// an adapter is served over its base.
-void open_family(Family& family, const std::vector<std::filesystem::path>& dirs);
+// an adapter is served over its base. An adapter that names no base (DeepSeek's) is served over the
+// full checkpoint listed last before it (BASE ADAPTER …), else over `base` (--base with --model).
+void open_family(Family& family, const std::vector<std::filesystem::path>& dirs, const std::filesystem::path& base = {});
 
 }  // namespace mosaic

@@ -11,6 +11,9 @@ namespace mosaic {
 
 enum class ExpertRole { Gate, Up, Down };
 enum class AttnPart { Q, K, V, O };
+// DeepSeek's latent attention: q_proj, or q_a_proj → q_a_layernorm → q_b_proj; kv_a_proj_with_mqa →
+// kv_a_layernorm → kv_b_proj (and o_proj, AttnPart::O).
+enum class MlaPart { QA, QANorm, QB, Q, KVA, KVANorm, KVB };
 
 class WeightNames {
  public:
@@ -24,10 +27,14 @@ class WeightNames {
   std::string attn(std::int64_t l, AttnPart p, bool bias = false) const;
   std::string q_norm(std::int64_t l) const { return layer(l) + "self_attn.q_norm.weight"; }
   std::string k_norm(std::int64_t l) const { return layer(l) + "self_attn.k_norm.weight"; }
+  std::string mla(std::int64_t l, MlaPart p, bool bias = false) const;
   std::string router(std::int64_t l) const;
+  std::string router_bias(std::int64_t l) const;  // DeepSeek-V3's e_score_correction_bias
   std::string expert(std::int64_t l, std::int64_t e, ExpertRole r) const;
   std::string shared_expert(std::int64_t l, ExpertRole r) const;
   std::string shared_expert_gate(std::int64_t l) const { return layer(l) + "mlp.shared_expert_gate.weight"; }
+  // The decoder layer a tensor name belongs to ("model.layers.N." → N); -1 for none.
+  static std::int64_t layer_of(const std::string& name);
   std::string dense_mlp(std::int64_t l, ExpertRole r) const;
 
  private:

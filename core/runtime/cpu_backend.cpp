@@ -52,8 +52,9 @@ CpuBackend::CpuBackend(const HostStore& store, const BackendShape& shape) : stor
   }
   inv_freq_ = inverse_frequencies(s);
   for (std::int64_t l = 0; l < s.num_layers; ++l) {
-    k_.push_back(at::zeros({1, s.num_kv_heads, s.head_dim}, at::kFloat));
-    v_.push_back(at::zeros({1, s.num_kv_heads, s.head_dim}, at::kFloat));
+    // Latent attention keeps one row a token: the latent and the rotated shared key; no values apart.
+    k_.push_back(at::zeros({1, s.mla ? 1 : s.num_kv_heads, s.mla ? s.kv_cache_width() : s.head_dim}, at::kFloat));
+    v_.push_back(at::zeros({1, s.mla ? 1 : s.num_kv_heads, s.mla ? 0 : s.head_dim}, at::kFloat));
   }
   if (shape.kv_blocks) reserve_kv(*shape.kv_blocks);
 }

@@ -23,14 +23,12 @@ at::Tensor CpuBackend::moe(std::int64_t layer, const at::Tensor& h, const StepLa
   for (const auto& g : layout.groups) {
     const std::int64_t n = g.end - g.begin;
     const at::Tensor hg = h.narrow(0, g.begin, n);
-    at::Tensor logits = project(hg, weights(g.buffer).layers[l].router);  // [n, E]
+    const LayerWeights& L = weights(g.buffer).layers[l];
+    const at::Tensor logits = project(hg, L.router);  // [n, E]
     if (state.importance) {
       // SwapMoE's importance, from the choices the tokens would make with every expert resident.
-      auto [w, i] = at::softmax(logits, -1).topk(k, -1);  // [n, k]
-      if (s.norm_topk_prob) w = w / w.sum(-1, /*keepdim=*/true);
+      const auto [w, i] = route_tokens(s, logits, L.router_bias);  // [n, k]
       const at::Tensor norms = hg.norm(2, {1}).contiguous();  // [n]
-      w = w.contiguous();
-      i = i.contiguous();
       const float* wp = w.data_ptr<float>();
       const std::int64_t* ip = i.data_ptr<std::int64_t>();
       const float* np = norms.data_ptr<float>();
@@ -38,10 +36,11 @@ at::Tensor CpuBackend::moe(std::int64_t layer, const at::Tensor& h, const StepLa
         for (std::int64_t j = 0; j < k; ++j)
           state.importance->add(layer, layout.row[static_cast<std::size_t>(g.begin + t)], ip[t * k + j], np[t], wp[t * k + j]);
     }
+    at::Tensor absent;
     if (state.policy->masks_router()) {
       // SwapMoE's masked gating: experts with no slot for the token's row take no probability. A
       // token whose row has no expert resident in this layer keeps uniform logits; its pairs are dropped.
-      at::Tensor absent = at::zeros({n, E}, at::kBool);
+      absent = at::zeros({n, E}, at::kBool);
       auto* a = absent.data_ptr<bool>();
       for (std::int64_t t = 0; t < n; ++t) {
         const int row = layout.row[static_cast<std::size_t>(g.begin + t)];
@@ -50,12 +49,8 @@ at::Tensor CpuBackend::moe(std::int64_t layer, const at::Tensor& h, const StepLa
         if (!any)
           for (std::int64_t e = 0; e < E; ++e) a[t * E + e] = false;
       }
-      logits.masked_fill_(absent, -std::numeric_limits<float>::infinity());
     }
-    auto [w, i] = at::softmax(logits, -1).topk(k, -1);  // [n, k]
-    if (s.norm_topk_prob) w = w / w.sum(-1, /*keepdim=*/true);
-    w = w.contiguous();
-    i = i.contiguous();
+    const auto [w, i] = route_tokens(s, logits, L.router_bias, absent);  // [n, k]
     std::copy_n(i.data_ptr<std::int64_t>(), n * k, top_i.begin() + g.begin * k);
     std::copy_n(w.data_ptr<float>(), n * k, top_w.begin() + g.begin * k);
   }
@@ -87,9 +82,11 @@ at::Tensor CpuBackend::moe(std::int64_t layer, const at::Tensor& h, const StepLa
 
   for (const auto& g : layout.groups) {
     const LayerWeights& L = weights(g.buffer).layers[l];
-    if (!L.shared_gate.defined()) continue;
+    if (!L.shared.gate_up.defined()) continue;
     const at::Tensor hg = h.narrow(0, g.begin, g.end - g.begin);
-    out.narrow(0, g.begin, g.end - g.begin).add_(at::sigmoid(project(hg, L.shared_gate)) * swiglu(hg, L.shared, true));
+    const at::Tensor shared = swiglu(hg, L.shared, true);
+    // Qwen2-MoE's shared expert through its sigmoid gate; DeepSeek's shared experts as they are.
+    out.narrow(0, g.begin, g.end - g.begin).add_(L.shared_gate.defined() ? at::sigmoid(project(hg, L.shared_gate)) * shared : shared);
   }
   return out;
 }
@@ -101,8 +98,8 @@ void CpuBackend::prefetch(std::int64_t layer, const at::Tensor& h, const StepLay
   const std::int64_t k = store_.spec().top_k;
   std::vector<std::int64_t> predicted(static_cast<std::size_t>(layout.tokens * k));
   for (const auto& g : layout.groups) {
-    const at::Tensor logits = project(h.narrow(0, g.begin, g.end - g.begin), weights(g.buffer).layers[n].router);
-    const at::Tensor ids = std::get<1>(logits.topk(k, -1)).contiguous();  // softmax keeps the order
+    const LayerWeights& L = weights(g.buffer).layers[n];
+    const at::Tensor ids = route_tokens(store_.spec(), project(h.narrow(0, g.begin, g.end - g.begin), L.router), L.router_bias).ids;
     std::copy_n(ids.data_ptr<std::int64_t>(), ids.numel(), predicted.begin() + g.begin * k);
   }
   const LayerSlots slots{next, *state.tables[n], *state.pools[n], *state.scratch, *state.store, *state.policy};

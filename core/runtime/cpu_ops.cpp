@@ -5,6 +5,7 @@
 
 #include <ATen/Parallel.h>
 
+#include "model/rope.h"
 #include "runtime/cpu_gemm.h"
 
 namespace mosaic::cpu {
@@ -39,6 +40,71 @@ at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& si
   const std::int64_t half = x.size(-1) / 2;
   const at::Tensor rotated = at::cat({-x.narrow(-1, half, half), x.narrow(-1, 0, half)}, -1);
   return x * cos + rotated * sin;
+}
+
+at::Tensor rope_pairs(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  // transformers' DeepSeek-V2 apply_rotary_emb (pairs as complex numbers times e^{iθ}); cos and sin
+  // are cat(θ, θ), so their first halves are the pairs' angles.
+  const std::int64_t half = x.size(-1) / 2;
+  const at::Tensor c = cos.narrow(-1, 0, half), sn = sin.narrow(-1, 0, half);
+  const at::Tensor even = x.slice(-1, 0, x.size(-1), 2), odd = x.slice(-1, 1, x.size(-1), 2);
+  return at::stack({even * c - odd * sn, even * sn + odd * c}, -1).flatten(-2);
+}
+
+at::Tensor rotate(const ModelSpec& s, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  return s.rope_interleaved ? rope_pairs(x, cos, sin) : rope(x, cos, sin);
+}
+
+LatentQkv project_latent(const ModelSpec& s, const LayerWeights& L, const at::Tensor& h, bool batched) {
+  const auto proj = batched ? project : affine;
+  const LatentAttention& a = *s.mla;
+  // q_a_layernorm and kv_a_layernorm keep their own eps, 1e-6, whatever rms_norm_eps says (transformers
+  // and DeepSeek's code construct them without it).
+  constexpr double kLatentEps = 1e-6;
+  const at::Tensor q = a.q_lora_rank > 0 ? proj(rms_norm(proj(h, L.wq_a, L.bq_a), L.q_a_norm, kLatentEps), L.wq_b, {}) : proj(h, L.wq, {});
+  std::vector<std::int64_t> shape(h.sizes().begin(), h.sizes().end() - 1);
+  shape.push_back(s.num_heads);
+  shape.push_back(s.head_dim);
+  const at::Tensor heads = q.reshape(shape);
+  const at::Tensor kv = proj(h, L.wkv_a, L.bkv_a);  // [..., rkv + dr]
+  return {heads.narrow(-1, 0, a.nope_dim), heads.narrow(-1, a.nope_dim, a.rope_dim),
+          rms_norm(kv.narrow(-1, 0, a.kv_lora_rank), L.kv_a_norm, kLatentEps), kv.narrow(-1, a.kv_lora_rank, a.rope_dim)};
+}
+
+Routed route_tokens(const ModelSpec& s, const at::Tensor& logits, const at::Tensor& bias, const at::Tensor& absent) {
+  const std::int64_t n = logits.size(0), E = s.num_experts, k = s.top_k;
+  constexpr float kNone = -std::numeric_limits<float>::infinity();
+  at::Tensor weights, ids;
+  // The groups a token may choose from: the topk_group best by `group_score`, the others masked.
+  auto within_best_groups = [&](const at::Tensor& scores, const at::Tensor& group_score, float masked) {
+    const at::Tensor best = std::get<1>(group_score.topk(s.topk_group, -1));                  // [n, TG]
+    const at::Tensor keep = at::zeros({n, s.n_group}, at::kBool).scatter_(1, best, true);     // [n, G]
+    return scores.masked_fill(keep.unsqueeze(-1).expand({n, s.n_group, E / s.n_group}).reshape({n, E}).logical_not(), masked);
+  };
+  if (s.router_scoring == RouterScoring::Softmax) {
+    // Masked experts take no probability: the others' is renormalized over them (SwapMoE's gating).
+    const at::Tensor probs = at::softmax(absent.defined() ? logits.masked_fill(absent, kNone) : logits, -1);
+    at::Tensor pool = probs;
+    // DeepSeek-V2's group_limited_greedy: groups ranked by their best probability; the rest 0
+    // (transformers' DeepseekV2TopkRouter, as its tmp_scores).
+    if (s.expert_choice == ExpertChoice::GroupMax) pool = within_best_groups(probs, probs.view({n, s.n_group, E / s.n_group}).amax(-1), 0.0f);
+    std::tie(weights, ids) = pool.topk(k, -1);
+    if (s.norm_topk_prob) weights = weights / weights.sum(-1, /*keepdim=*/true);
+  } else {
+    // DeepSeek-V3's noaux_tc (DeepseekV3TopkRouter): sigmoid scores; the bias only steers which
+    // experts are chosen; groups ranked by the sum of their two best biased scores; masked at −inf
+    // (transformers ≥ 5.6, DeepSeek's updated code); weights the unbiased scores of the chosen.
+    const at::Tensor scores = at::sigmoid(logits);
+    at::Tensor choice = bias.defined() ? scores + bias.unsqueeze(0) : scores;
+    if (absent.defined()) choice = choice.masked_fill(absent, kNone);
+    if (s.expert_choice != ExpertChoice::TopK)
+      choice = within_best_groups(choice, std::get<0>(choice.view({n, s.n_group, E / s.n_group}).topk(2, -1)).sum(-1), kNone);
+    ids = std::get<1>(choice.topk(k, -1));
+    weights = scores.gather(1, ids);
+    if (s.norm_topk_prob) weights = weights / (weights.sum(-1, /*keepdim=*/true) + 1e-20);
+  }
+  if (s.routed_scaling_factor != 1.0) weights = weights * s.routed_scaling_factor;
+  return {weights.contiguous(), ids.contiguous()};
 }
 
 at::Tensor swiglu(const at::Tensor& x, const MlpWeights& m, bool batched) {
@@ -84,27 +150,31 @@ HeadsQkv project_heads(const ModelSpec& s, const LayerWeights& L, const at::Tens
   return {q, k, v};
 }
 
-at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-  const std::int64_t nh = q.size(0), T = q.size(1), hd = q.size(2), kvh = k.size(0), S = k.size(1);
-  at::Tensor scores = at::matmul(q.reshape({kvh, nh / kvh, T, hd}), k.unsqueeze(1).transpose(-1, -2)) *
-                      (1.0 / std::sqrt(static_cast<double>(hd)));  // [kvh, rep, T, S]
+at::Tensor attend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale) {
+  const std::int64_t nh = q.size(0), T = q.size(1), hd = q.size(2), kvh = k.size(0), S = k.size(1), dv = v.size(2);
+  at::Tensor scores = at::matmul(q.reshape({kvh, nh / kvh, T, hd}), k.unsqueeze(1).transpose(-1, -2)) * scale;  // [kvh, rep, T, S]
   if (T > 1) {
     const at::Tensor qpos = at::arange(S - T, S, at::kLong).unsqueeze(1);
     const at::Tensor kpos = at::arange(0, S, at::kLong).unsqueeze(0);
     scores.masked_fill_(kpos > qpos, -std::numeric_limits<float>::infinity());
   }
-  const at::Tensor out = at::matmul(at::softmax(scores, -1), v.unsqueeze(1));  // [kvh, rep, T, hd]
-  return out.reshape({nh, T, hd}).transpose(0, 1).reshape({T, nh * hd});
+  const at::Tensor out = at::matmul(at::softmax(scores, -1), v.unsqueeze(1));  // [kvh, rep, T, dv]
+  return out.reshape({nh, T, dv}).transpose(0, 1).reshape({T, nh * dv});
 }
 
-std::pair<at::Tensor, at::Tensor> rotary(const at::Tensor& positions, const at::Tensor& inv_freq) {
-  const at::Tensor freqs = at::outer(positions.to(at::kFloat), inv_freq);  // [P, hd/2]
+std::pair<at::Tensor, at::Tensor> rotary(const at::Tensor& positions, const at::Tensor& inv_freq, double attention_factor) {
+  const at::Tensor freqs = at::outer(positions.to(at::kFloat), inv_freq);  // [P, d/2]
   const at::Tensor emb = at::cat({freqs, freqs}, -1);
-  return {emb.cos(), emb.sin()};
+  if (attention_factor == 1.0) return {emb.cos(), emb.sin()};
+  return {emb.cos() * attention_factor, emb.sin() * attention_factor};
 }
 
 at::Tensor inverse_frequencies(const ModelSpec& s) {
-  return (1.0 / at::pow(s.rope_theta, at::arange(0, s.head_dim, 2, at::kLong).to(at::kFloat) / s.head_dim)).to(at::kFloat);
+  const std::int64_t d = s.rope_dim();
+  if (s.rope_scaling.kind == RopeKind::Default)  // in fp32 as transformers computes them: bit for bit
+    return (1.0 / at::pow(s.rope_theta, at::arange(0, d, 2, at::kLong).to(at::kFloat) / d)).to(at::kFloat);
+  const std::vector<double> inv = rope_inverse_frequencies(s);
+  return at::tensor(inv, at::kDouble).to(at::kFloat);
 }
 
 at::Tensor to_fp32(const std::byte* data, DType dtype, const std::vector<std::int64_t>& shape) {

@@ -116,43 +116,55 @@ CpuBackend::KvRows CpuBackend::kv_rows(const StepBatch& batch, const StepLayout&
   return r;
 }
 
-// q, k, v of a group's tokens, rotary applied; keys and values written to the pool.
+// q, k, v of a group's tokens, rotary applied; keys and values written to the pool. With latent
+// attention the pool row is the normalized latent and the rotated shared key, and the query comes
+// back absorbed: each head's no-rope part turned into the latent's space through its slice of
+// kv_b_proj (W_UK), so that attention runs over the latent itself, one key "head" shared by all
+// (DeepSeek's inference/model.py, attn_impl "absorb"). [n, nh, hd], or [n, nh, rkv + dr].
 at::Tensor CpuBackend::project_qkv(std::int64_t layer, const LayerWeights& L, const at::Tensor& h, const at::Tensor& cos,
                                    const at::Tensor& sin, const at::Tensor& write_rows) {
   const ModelSpec& s = store_.spec();
+  const at::Tensor c = cos.unsqueeze(1), sn = sin.unsqueeze(1);  // [n, 1, d]
+  if (s.mla) {
+    const LatentQkv p = project_latent(s, L, h, /*batched=*/true);  // [n, nh, ·], [n, rkv], [n, dr]
+    k_[static_cast<std::size_t>(layer)].index_copy_(0, write_rows, at::cat({p.latent, rotate(s, p.k_pe, cos, sin)}, -1).unsqueeze(1));
+    const at::Tensor q_latent = at::bmm(p.q_nope.transpose(0, 1), L.w_uk).transpose(0, 1);  // [n, nh, rkv]
+    return at::cat({q_latent, rotate(s, p.q_pe, c, sn)}, -1);
+  }
   const auto [q, k, v] = project_heads(s, L, h, /*batched=*/true);  // [n, heads, hd]
-  const at::Tensor c = cos.unsqueeze(1), sn = sin.unsqueeze(1);  // [n, 1, hd]
-  k_[static_cast<std::size_t>(layer)].index_copy_(0, write_rows, rope(k, c, sn));
+  k_[static_cast<std::size_t>(layer)].index_copy_(0, write_rows, rotate(s, k, c, sn));
   v_[static_cast<std::size_t>(layer)].index_copy_(0, write_rows, v);
-  return rope(q, c, sn);  // [n, nh, hd]
+  return rotate(s, q, c, sn);  // [n, nh, hd]
 }
 
-// Attention of every chunk over its own cache; q [tokens, nh, hd] → [tokens, nh·hd].
+// Attention of every chunk over its own cache; q [tokens, nh, dk] → [tokens, nh·dv]. Latent
+// attention's values are the latent part of its pool rows.
 at::Tensor CpuBackend::attend_all(std::int64_t layer, const at::Tensor& q, const StepBatch& batch, const StepLayout& layout,
                                   const KvRows& rows) {
   const ModelSpec& s = store_.spec();
-  const std::int64_t nh = s.num_heads, kvh = s.num_kv_heads, hd = s.head_dim;
   const at::Tensor& K = k_[static_cast<std::size_t>(layer)];
-  const at::Tensor& V = v_[static_cast<std::size_t>(layer)];
-  at::Tensor out = at::empty({layout.tokens, nh * hd}, at::kFloat);
+  const at::Tensor V = s.mla ? K.narrow(2, 0, s.mla->kv_lora_rank) : v_[static_cast<std::size_t>(layer)];
+  const std::int64_t nh = s.num_heads, kvh = K.size(1), hd = K.size(2), dv = V.size(2);
+  const double scale = s.softmax_scale();
+  at::Tensor out = at::empty({layout.tokens, nh * dv}, at::kFloat);
   if (!rows.decode.empty()) {
     // One query per sequence against its keys, padded to the longest: the scores of padding are −∞.
     const auto B = static_cast<std::int64_t>(rows.decode.size());
     const std::int64_t S = rows.decode_span;
     const std::int64_t rep = nh / kvh;
     const at::Tensor keys = K.index_select(0, rows.decode_rows).view({B, S, kvh, hd}).permute({0, 2, 3, 1}).reshape({B * kvh, hd, S});
-    const at::Tensor values = V.index_select(0, rows.decode_rows).view({B, S, kvh, hd}).permute({0, 2, 1, 3}).reshape({B * kvh, S, hd});
+    const at::Tensor values = V.index_select(0, rows.decode_rows).view({B, S, kvh, dv}).permute({0, 2, 1, 3}).reshape({B * kvh, S, dv});
     const at::Tensor qd = q.index_select(0, rows.decode_tokens).view({B * kvh, rep, hd});
-    const at::Tensor scores = (at::bmm(qd, keys) * (1.0 / std::sqrt(static_cast<double>(hd)))).view({B, kvh, rep, S}) + rows.decode_mask;
-    const at::Tensor o = at::bmm(at::softmax(scores, -1).view({B * kvh, rep, S}), values);  // [B·kvh, rep, hd]
-    out.index_copy_(0, rows.decode_tokens, o.reshape({B, nh * hd}));
+    const at::Tensor scores = (at::bmm(qd, keys) * scale).view({B, kvh, rep, S}) + rows.decode_mask;
+    const at::Tensor o = at::bmm(at::softmax(scores, -1).view({B * kvh, rep, S}), values);  // [B·kvh, rep, dv]
+    out.index_copy_(0, rows.decode_tokens, o.reshape({B, nh * dv}));
   }
   for (std::size_t i = 0; i < rows.prefill.size(); ++i) {
     const std::size_t ci = rows.prefill[i];
     const std::int64_t off = layout.offset[ci], T = static_cast<std::int64_t>(batch.chunks[ci].tokens.size());
     const at::Tensor keys = K.index_select(0, rows.prefill_rows[i]).transpose(0, 1);  // [kvh, S, hd]
     const at::Tensor values = V.index_select(0, rows.prefill_rows[i]).transpose(0, 1);
-    out.narrow(0, off, T).copy_(attend(q.narrow(0, off, T).transpose(0, 1), keys, values));
+    out.narrow(0, off, T).copy_(attend(q.narrow(0, off, T).transpose(0, 1), keys, values, scale));
   }
   return out;
 }
@@ -177,13 +189,13 @@ StepResult CpuBackend::run(const StepBatch& batch, MoeState& moe_state) {
   }
   const KvRows rows = kv_rows(batch, layout);
   const at::Tensor id_t = long_tensor(ids);
-  const auto [cos, sin] = rotary(long_tensor(positions), inv_freq_);  // [tokens, hd]
+  const auto [cos, sin] = rotary(long_tensor(positions), inv_freq_, s.rope_scaling.attention_factor);  // [tokens, rope_dim]
   auto part = [](const at::Tensor& t, const StepLayout::Group& g) { return t.narrow(0, g.begin, g.end - g.begin); };
 
   at::Tensor x = at::empty({layout.tokens, s.hidden_size}, at::kFloat);
   for (const auto& g : layout.groups) part(x, g).copy_(weights(g.buffer).embed.index_select(0, part(id_t, g)));
   at::Tensor h = at::empty_like(x);
-  at::Tensor q = at::empty({layout.tokens, s.num_heads, s.head_dim}, at::kFloat);
+  at::Tensor q = at::empty({layout.tokens, s.num_heads, s.mla ? s.kv_cache_width() : s.head_dim}, at::kFloat);
   // One token alone (a request decoding by itself): each MoE layer is timed, for Multi-MoE's Table 1.
   const bool alone = layout.tokens == 1;
   std::size_t alone_sequence = 0;
@@ -200,7 +212,12 @@ StepResult CpuBackend::run(const StepBatch& batch, MoeState& moe_state) {
     for (const auto& g : layout.groups) {
       const LayerWeights& L = weights(g.buffer).layers[li];
       at::Tensor xg = part(x, g);
-      xg.add_(project(part(attended, g), L.wo, L.bo));
+      at::Tensor heads = part(attended, g);
+      if (s.mla) {  // out of the latent's space through each head's W_UV: [n, nh·rkv] → [n, nh·dv]
+        const std::int64_t n = g.end - g.begin;
+        heads = at::bmm(heads.view({n, s.num_heads, s.mla->kv_lora_rank}).transpose(0, 1), L.w_uv.transpose(1, 2)).transpose(0, 1).reshape({n, s.o_width()});
+      }
+      xg.add_(project(heads, L.wo, L.bo));
       part(h, g).copy_(rms_norm(xg, L.post_norm, s.rms_norm_eps));
     }
     if (s.is_sparse(l)) {

@@ -11,7 +11,9 @@
 namespace mosaic {
 
 struct KvCache::Impl {
-  std::vector<at::Tensor> k, v;  // per layer [batch, kvh, capacity, hd]
+  // Per layer [batch, kvh, capacity, hd]; with latent attention k holds [batch, 1, capacity, rkv + dr]
+  // (the normalized latent and the rotated shared key) and v nothing.
+  std::vector<at::Tensor> k, v;
   std::int64_t batch = 0, capacity = 0, position = 0;
 };
 
@@ -22,6 +24,11 @@ KvCache::KvCache(const ModelSpec& s, std::int64_t batch, std::int64_t capacity) 
   impl_->capacity = capacity;
   for (std::int64_t l = 0; l < s.num_layers; ++l) {
     // Uninitialized: attention reads only the prefix [0, position) that forward() has written.
+    if (s.mla) {
+      impl_->k.push_back(at::empty({batch, 1, capacity, s.kv_cache_width()}, at::kFloat));
+      impl_->v.push_back(at::empty({0}, at::kFloat));
+      continue;
+    }
     impl_->k.push_back(at::empty({batch, s.num_kv_heads, capacity, s.head_dim}, at::kFloat));
     impl_->v.push_back(at::empty({batch, s.num_kv_heads, capacity, s.head_dim}, at::kFloat));
   }
@@ -38,18 +45,43 @@ namespace {
 
 using namespace cpu;
 
+// DeepSeek's latent attention as transformers computes it (DeepseekV3Attention): the cache holds
+// each token's normalized latent and rotated shared key; keys and values are expanded from the
+// latent through kv_b_proj every step, and each head's query [nope | rope] meets key [nope | rope].
+// (The batched step computes the same in its absorbed form, over the latent: cpu_step.cpp.)
+at::Tensor latent_attention(const ModelSpec& s, const LayerWeights& L, KvCache::Impl& cache, std::int64_t layer, const at::Tensor& h,
+                            const at::Tensor& cos, const at::Tensor& sin) {
+  const LatentAttention& a = *s.mla;
+  const std::int64_t B = h.size(0), T = h.size(1), p0 = cache.position, nh = s.num_heads;
+  const LatentQkv p = project_latent(s, L, h, /*batched=*/false);  // [B, T, nh, ·], [B, T, rkv], [B, T, dr]
+  const at::Tensor q_pe = rotate(s, p.q_pe.transpose(1, 2), cos, sin);  // [B, nh, T, dr]
+  const at::Tensor k_pe = rotate(s, p.k_pe, cos, sin);                  // [B, T, dr]
+  cache.k[layer].narrow(2, p0, T).copy_(at::cat({p.latent, k_pe}, -1).unsqueeze(1));
+  const at::Tensor q = at::cat({p.q_nope.transpose(1, 2), q_pe}, -1);  // [B, nh, T, dq]
+  std::vector<at::Tensor> rows;
+  for (std::int64_t b = 0; b < B; ++b) {
+    const at::Tensor cached = cache.k[layer][b][0].narrow(0, 0, p0 + T);  // [S, rkv + dr]
+    const std::int64_t S = cached.size(0);
+    const at::Tensor kv = affine(cached.narrow(1, 0, a.kv_lora_rank), L.wkv_b).view({S, nh, a.nope_dim + a.v_dim}).transpose(0, 1);
+    const at::Tensor k = at::cat({kv.narrow(2, 0, a.nope_dim), cached.narrow(1, a.kv_lora_rank, a.rope_dim).unsqueeze(0).expand({nh, S, a.rope_dim})}, -1);
+    rows.push_back(attend(q[b], k, kv.narrow(2, a.nope_dim, a.v_dim), s.softmax_scale()));
+  }
+  return affine(at::stack(rows), L.wo, L.bo);  // [B, T, H]
+}
+
 // Self-attention of B sequences of T new tokens each over their contiguous caches; h [B, T, H].
 at::Tensor attention(const ModelSpec& s, const LayerWeights& L, KvCache::Impl& cache, std::int64_t layer,
                      const at::Tensor& h, const at::Tensor& cos, const at::Tensor& sin) {
+  if (s.mla) return latent_attention(s, L, cache, layer, h, cos, sin);
   const std::int64_t B = h.size(0), T = h.size(1), p0 = cache.position;
   auto [q, k, v] = project_heads(s, L, h, /*batched=*/false);  // [B, T, heads, hd]
-  q = rope(q.transpose(1, 2), cos, sin);  // [B, nh, T, hd]
-  k = rope(k.transpose(1, 2), cos, sin);  // [B, kvh, T, hd]
+  q = rotate(s, q.transpose(1, 2), cos, sin);  // [B, nh, T, hd]
+  k = rotate(s, k.transpose(1, 2), cos, sin);  // [B, kvh, T, hd]
   cache.k[layer].narrow(2, p0, T).copy_(k);
   cache.v[layer].narrow(2, p0, T).copy_(v.transpose(1, 2));
   std::vector<at::Tensor> rows;
   for (std::int64_t b = 0; b < B; ++b)
-    rows.push_back(attend(q[b], cache.k[layer][b].narrow(1, 0, p0 + T), cache.v[layer][b].narrow(1, 0, p0 + T)));
+    rows.push_back(attend(q[b], cache.k[layer][b].narrow(1, 0, p0 + T), cache.v[layer][b].narrow(1, 0, p0 + T), s.softmax_scale()));
   return affine(at::stack(rows), L.wo, L.bo);  // [B, T, H]
 }
 
@@ -58,15 +90,14 @@ at::Tensor moe(const ModelSpec& s, const LayerWeights& L, const at::Tensor& h, c
                const ExpertInputSink* sink) {
   const at::Tensor x = h.reshape({-1, s.hidden_size});  // [N, H]
   const std::int64_t N = x.size(0);
-  at::Tensor logits = affine(x, L.router);  // [N, E]
-  if (allowed)
+  const at::Tensor logits = affine(x, L.router);  // [N, E]
+  at::Tensor absent;
+  if (allowed) {
+    absent = at::zeros({N, s.num_experts}, at::kBool);
     for (std::int64_t e = 0; e < s.num_experts; ++e)
-      if (!(*allowed)[static_cast<std::size_t>(e)]) logits.select(1, e).fill_(-std::numeric_limits<float>::infinity());
-  const at::Tensor probs = at::softmax(logits, -1);
-  auto [top_w, top_i] = probs.topk(s.top_k, -1);                  // [N, k]
-  if (s.norm_topk_prob) top_w = top_w / top_w.sum(-1, /*keepdim=*/true);
-  top_w = top_w.contiguous();
-  top_i = top_i.contiguous();
+      if (!(*allowed)[static_cast<std::size_t>(e)]) absent.select(1, e).fill_(true);
+  }
+  const auto [top_w, top_i] = route_tokens(s, logits, L.router_bias, absent);  // [N, k]
   // Group (token, weight) pairs by expert on the host: E small lists instead of E masked passes.
   std::vector<std::vector<std::int64_t>> rows(static_cast<std::size_t>(s.num_experts));
   std::vector<std::vector<float>> weights(rows.size());
@@ -91,6 +122,7 @@ at::Tensor moe(const ModelSpec& s, const LayerWeights& L, const at::Tensor& h, c
               {mid.data_ptr<float>(), static_cast<std::size_t>(mid.numel())});
     }
   if (L.shared_gate.defined()) out += at::sigmoid(affine(x, L.shared_gate)) * swiglu(x, L.shared);
+  else if (L.shared.gate_up.defined()) out += swiglu(x, L.shared);  // DeepSeek's shared experts: no gate
   return out.view(h.sizes());
 }
 
@@ -118,7 +150,7 @@ Logits forward(const Model& model, KvCache& kv, std::span<const std::int64_t> id
   c10::NoGradGuard no_grad;
   const at::Tensor id_t = at::from_blob(const_cast<std::int64_t*>(ids.data()), {B * T}, at::kLong);
   at::Tensor x = W.embed.index_select(0, id_t).view({B, T, s.hidden_size});
-  const auto [cos, sin] = rotary(at::arange(p0, p0 + T, at::kLong), W.inv_freq);  // [T, hd]
+  const auto [cos, sin] = rotary(at::arange(p0, p0 + T, at::kLong), W.inv_freq, s.rope_scaling.attention_factor);  // [T, rope_dim]
 
   for (std::int64_t l = 0; l < s.num_layers; ++l) {
     const LayerWeights& L = W.layers[static_cast<std::size_t>(l)];

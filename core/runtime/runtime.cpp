@@ -109,7 +109,7 @@ Runtime::Runtime(const HostStore& store, RuntimeConfig config)
   const int sets = plan.sets;
   reconfigurer_ = Reconfigurer(sets);
   ahead_.assign(static_cast<std::size_t>(sets), {});
-  const std::uint64_t block_bytes = 2 * static_cast<std::uint64_t>(s.num_layers * s.kv_width() * config_.kv_block_tokens) *
+  const std::uint64_t block_bytes = static_cast<std::uint64_t>(s.num_layers * s.kv_cache_width() * config_.kv_block_tokens) *
                                     static_cast<std::uint64_t>(config_.reserve.kv_bytes);
   std::optional<std::int64_t> blocks;
   if (config_.budget_bytes) blocks = block_bytes ? static_cast<std::int64_t>(plan.kv_bytes / block_bytes) : 0;

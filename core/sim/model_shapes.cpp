@@ -23,11 +23,17 @@ ModelShapes model_shapes(const ModelSpec& spec, std::size_t stored_bytes) {
   if (spec.tie_word_embeddings) m.head_params = static_cast<std::uint64_t>(spec.vocab_size * spec.hidden_size);
   const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
   const std::uint64_t h = u(spec.hidden_size);
-  m.attention_params = h * u(spec.q_width()) * 2 + h * u(spec.kv_width()) * 2;
-  if (spec.qkv_bias) m.attention_params += u(spec.q_width()) + 2 * u(spec.kv_width());
+  // One layer's attention weights as the checkpoint holds them: q/k/v/o with their biases and q/k
+  // norms, or latent attention's down and up projections and norms.
+  for (const ExpectedTensor& t : expected_tensors(spec))
+    if (t.layer == 0 && t.name.find(".self_attn.") != std::string::npos) {
+      std::uint64_t n = 1;
+      for (std::int64_t d : t.shape) n *= static_cast<std::uint64_t>(d);
+      m.attention_params += n;
+    }
   m.expert_params = 3 * h * u(spec.expert_intermediate);
   m.router_params = h * u(spec.num_experts);
-  if (spec.shared_expert_intermediate > 0) m.shared_params = 3 * h * u(spec.shared_expert_intermediate) + h;
+  if (spec.shared_expert_intermediate > 0) m.shared_params = 3 * h * u(spec.shared_expert_intermediate) + (spec.shared_expert_gated ? h : 0);
   m.dense_params = 3 * h * u(spec.dense_intermediate);
   return m;
 }

@@ -45,10 +45,14 @@ StepCost price_step(const ModelShapes& m, const DeviceProfile& d, const StepWork
     cost.roofline += kernel(groups * static_cast<double>(m.attention_params) * cb, 2 * t * static_cast<double>(m.attention_params));
     launches += kAttentionKernels * groups;
     bool decoding = false;
+    // Per head, the widths a query meets its context in: keys and values of head_dim, or latent
+    // attention's absorbed form, scores over [latent | rotary key] and values over the latent.
+    const double score_width = static_cast<double>(s.mla ? s.kv_cache_width() : s.head_dim);
+    const double value_width = static_cast<double>(s.mla ? s.mla->kv_lora_rank : s.head_dim);
     for (const auto& c : w.chunks) {  // keys and values of its context, read in the KV dtype (as computed)
       const double ctx = static_cast<double>(c.context);
-      cost.roofline += kernel(2 * ctx * static_cast<double>(s.kv_width()) * cb,
-                              4 * static_cast<double>(c.tokens) * ctx * static_cast<double>(s.q_width()));
+      cost.roofline += kernel(ctx * static_cast<double>(s.kv_cache_width()) * cb,
+                              2 * static_cast<double>(c.tokens) * ctx * static_cast<double>(s.num_heads) * (score_width + value_width));
       if (c.tokens > 1) launches += kPromptKernels;
       else decoding = true;
     }

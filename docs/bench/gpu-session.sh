@@ -118,6 +118,10 @@ case $stage in
     # For a session lent 15 minutes of device time, start included: one call, correctness first. The
     # gpu suites, the sanitizers on the tests written since the last GPU run only, then bench-cuda on a
     # 4-layer family (the prefill and draw parts depend on a layer's shapes and the vocabulary, not the depth).
+    # Issue 58: transformers' own DeepSeek-V2/V3 fixtures (no build needed; about 30 s), brought back as
+    # one tarball to unpack into tests/data/hf-tiny/ (tst_forward deepseekMatchesTransformers then runs).
+    step make-deepseek 120 python3 tests/data/hf-tiny/make_deepseek.py build-gpu/deepseek-fixtures
+    tar -czf "$out/deepseek-fixtures.tar.gz" -C build-gpu/deepseek-fixtures deepseek_v2 deepseek_v3 2>/dev/null
     step ctest-gpu 200 ctest --test-dir build-gpu -L gpu --output-on-failure
     # Since the H100 run of 2026-11-28 (docs/benchmarks.md): the decode attention stages keys and values
     # through shared memory (paged, split and tiled rows: the kernel serves all three), the fused down
