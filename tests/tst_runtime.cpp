@@ -8,6 +8,8 @@
 #include <QTest>
 
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <future>
 #include <random>
 #include <utility>
@@ -15,6 +17,7 @@
 #include "analysis/family_analysis.h"
 #include "analysis/merge.h"
 #include "common/error.h"
+#include "model/mapped_file.h"
 #include "model/synthetic.h"
 #include "model/tokenizer.h"
 #include "model/variant_folders.h"
@@ -43,6 +46,25 @@ std::uint64_t budget_for(const Family& f, std::int64_t pinned, int extra_sets, s
   const CapacityPlan cap = plan_capacity(f, std::uint64_t(1) << 50, reserve);
   return cap.minimum_budget() + static_cast<std::uint64_t>(pinned) * cap.bytes_per_expert +
          static_cast<std::uint64_t>(extra_sets) * cap.non_expert_bytes;
+}
+
+void write_bytes(const fs::path& file, const std::vector<std::byte>& data) {
+  std::ofstream f(file, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+  QVERIFY(f.flush());
+}
+
+// The resident bytes this process has of the mapping that holds `inside` (/proc/self/smaps).
+std::uint64_t mapped_rss(const void* inside) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<std::uintptr_t>(inside);
+  bool in = false;
+  for (std::string line; std::getline(smaps, line);) {
+    std::uintptr_t begin = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &begin, &end) == 2) in = begin <= at && at < end;
+    else if (in && line.rfind("Rss:", 0) == 0) return std::stoull(line.substr(4)) * 1024;
+  }
+  return ~0ull;
 }
 
 }  // namespace
@@ -265,6 +287,119 @@ class TestRuntime : public QObject {
     // Each adapter is another model than its base (its tensors were scaled).
     const auto ids = prompt_of(9, 1, spec.vocab_size);
     for (std::size_t a = 1; a < 4; ++a) QVERIFY(relative_error(reference_logits(*alone[a], ids), reference_logits(*alone[0], ids)) > 1e-4);
+  }
+
+  // The host tier on a file of its own: tensors admitted within the budget, the least recently used
+  // giving way; one larger than the whole budget streamed in chunks that arrive in order and whole;
+  // the reader thread's read-ahead makes a tensor resident so that the next read costs no disk. The
+  // process's resident pages of the mapping stay within the budget (smaps), not just the count.
+  void hostTierKeepsToItsBudget() {
+    constexpr std::size_t MiB = std::size_t{1} << 20;
+    const std::vector<std::size_t> sizes{4 * MiB, 4 * MiB, 4 * MiB, HostTier::kChunk + 3 * MiB + 17};
+    std::vector<std::byte> data;
+    std::mt19937 g(7);
+    for (std::size_t n : sizes)
+      for (std::size_t i = 0; i < n; ++i) data.push_back(static_cast<std::byte>(g()));
+    const fs::path file = scratch("tier.bin");
+    write_bytes(file, data);
+    const MappedFile map(file);
+    const std::uint64_t budget = 9 * MiB;
+    HostTier tier(budget);
+    std::vector<std::size_t> offset;
+    for (std::size_t i = 0, at = 0; i < sizes.size(); at += sizes[i++]) {
+      offset.push_back(at);
+      QCOMPARE(tier.add(map.bytes().subspan(at, sizes[i])), i);
+    }
+    // Reads tensor i whole, checking its bytes and that its pieces came in order: the disk bytes and pieces.
+    auto read = [&](std::size_t i) {
+      std::size_t got = 0, pieces = 0;
+      bool same = true;
+      const TierRead r = tier.read(i, [&](std::span<const std::byte> chunk, std::size_t at) {
+        same = same && at == got && std::equal(chunk.begin(), chunk.end(), data.begin() + static_cast<std::ptrdiff_t>(offset[i] + at));
+        got += chunk.size();
+        ++pieces;
+      });
+      if (!same || got != sizes[i] || r.bytes != sizes[i]) return std::pair<std::uint64_t, std::size_t>{~0ull, 0};
+      return std::pair<std::uint64_t, std::size_t>{r.disk_bytes, pieces};
+    };
+    using P = std::pair<std::uint64_t, std::size_t>;
+    QCOMPARE(read(0), P(4 * MiB, 1));  // admitted
+    QCOMPARE(read(1), P(4 * MiB, 1));
+    QCOMPARE(read(0), P(0, 1));  // resident, and now the most recent
+    QCOMPARE(read(2), P(4 * MiB, 1));  // 1 gives way
+    QCOMPARE(tier.stats().resident_bytes, 8 * MiB);
+    QCOMPARE(read(0), P(0, 1));
+    QCOMPARE(read(1), P(4 * MiB, 1));  // read again; 2 gives way
+    QCOMPARE(read(3), P(sizes[3], 2));  // larger than the budget: two chunks, given back
+    QCOMPARE(read(3), P(sizes[3], 2));  // and never resident
+    tier.read_ahead(std::vector<std::size_t>{2});
+    tier.settle();
+    QCOMPARE(tier.stats().ahead_reads, std::int64_t(1));
+    QCOMPARE(tier.stats().ahead_bytes, 4 * MiB);
+    QCOMPARE(read(2), P(0, 1));  // read ahead: resident
+    const TierStats st = tier.stats();
+    QVERIFY(st.resident_peak <= budget);
+    QCOMPARE(st.disk_reads, std::int64_t(6));
+    QCOMPARE(st.disk_bytes, 4 * 4 * MiB + 2 * sizes[3]);
+    // What the kernel counts against this process for the mapping: the resident tensors' pages, and no
+    // more than a few of fault-around beyond them.
+    const std::uint64_t rss = mapped_rss(map.bytes().data());
+    QVERIFY2(rss <= budget + MiB, qPrintable(QStringLiteral("%1 bytes resident").arg(rss)));
+
+    // Without a budget everything is resident from the start: no read is from disk.
+    HostTier all(std::nullopt);
+    all.add(map.bytes().subspan(0, sizes[0]));
+    QCOMPARE(all.read(0, [](std::span<const std::byte>, std::size_t) {}).disk_bytes, std::uint64_t(0));
+  }
+
+  // A family twice its host budget serves the same logits and tokens as with no budget: experts the
+  // tier does not hold come from disk, counted per layer; the tier never holds more than the budget.
+  // One request at a time, variants alternating: while one runs, the next one's target's earlier
+  // misses are read ahead. Below one non-expert set and the staging chunks, the budget is refused.
+  void aHostBudgetChangesNothingServed() {
+    const ModelSpec spec = mixtral_like_spec(256, 128, 2048, 2, 8);  // a bf16 expert: 1.5 MiB
+    const fs::path dir = scratch("tier-family");
+    write_synthetic_family(dir, spec, DType::BF16, 3, [](std::int64_t, std::int64_t e) { return e % 2 == 0; }, 31);
+    Family family;
+    for (const char* v : {"v0", "v1", "v2"}) family.add(v, dir / v);
+    const HostStore all(family);
+    QCOMPARE(all.distinct_experts(), 32);
+    const std::uint64_t budget = all.non_expert_bytes() + 2 * HostTier::kChunk + 4 * all.expert_bytes();
+    QVERIFY(all.host_bytes() > 2 * budget);
+    const HostStore tight(family, budget);
+
+    std::vector<ServeRequest> requests;
+    for (int i = 0; i < 6; ++i)
+      requests.push_back({all.name(i % 3), {.prompt = prompt_of(5 + 2 * i, 90 + i, spec.vocab_size), .max_new_tokens = i < 3 ? 0 : 6}, i < 3});
+    auto serve = [&](const HostStore& store) {
+      Engine engine(std::make_shared<Runtime>(store, RuntimeConfig{.hit = HitPolicy::Strict, .miss = "lru", .resident_sets = 3}),
+                    {.scheduler = {.max_sequences = 1}});
+      std::vector<RequestResult> out;
+      for (const auto& h : engine.submit_all(requests)) out.push_back(h->wait());
+      return out;
+    };
+    const auto want = serve(all), got = serve(tight);
+    std::int64_t disk_all = 0, disk_tight = 0;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      QVERIFY2(got[i].finish == Finish::Length, got[i].error.c_str());
+      QCOMPARE(got[i].logits.values, want[i].logits.values);
+      QCOMPARE(got[i].tokens, want[i].tokens);
+      disk_all += want[i].stats.counters.total().disk_loads;
+      disk_tight += got[i].stats.counters.total().disk_loads;
+    }
+    QCOMPARE(disk_all, std::int64_t(0));
+    QVERIFY(disk_tight > 0);
+    const TierStats st = tight.tier().stats();
+    QVERIFY(st.resident_peak <= budget);
+    QVERIFY(st.disk_reads > 0 && st.disk_bytes > 0);
+    QVERIFY(st.ahead_reads > 0);
+
+    try {
+      const HostStore refused(family, all.non_expert_bytes() + HostTier::kChunk);
+      QFAIL("a host budget below its minimum was taken");
+    } catch (const BudgetError& e) {
+      QVERIFY2(std::string(e.what()).find("host budget") != std::string::npos && std::string(e.what()).find("minimum") != std::string::npos, e.what());
+    }
   }
 
   void prefetchPlansAroundWhatThePredictionHits() {

@@ -112,6 +112,7 @@ int main(int argc, char** argv) {
   mosaic::cli::add_bench_cuda_command(app);
   mosaic::cli::add_bench_device_command(app);
   mosaic::cli::add_bench_delta_command(app);
+  mosaic::cli::add_bench_host_command(app);
   if (argc > 1 && argv[1][0] != '-') {
     const auto subs = app.get_subcommands({});
     if (std::none_of(subs.begin(), subs.end(), [&](const CLI::App* s) { return s->check_name(argv[1]); }))

@@ -63,6 +63,9 @@ void ServingArgs::add_to(CLI::App* cmd, bool with_model) {
   cmd->add_option("--miss", miss, "transient (load, use, drop) | lru (keep in spare slots) | prefetch (lru, and the next layer's likely experts loaded ahead) | masked (never load; gate over resident experts)")
       ->default_val("transient");
   cmd->add_option("--budget", budget, "device budget, e.g. 2GiB (default: no limit, every byte still counted)");
+  cmd->add_option("--host-budget", host_budget,
+                  "host RAM for the checkpoints' bytes, e.g. 16GiB: the most used stay resident, the rest are read from disk as "
+                  "needed (default: all of them, as read)");
   cmd->add_option("--miss-slots", miss_slots, "scratch slots for misses (-1 = top_k)")->default_val(-1)->check(CLI::Range(std::int64_t{-1}, std::int64_t{1} << 20));
   cmd->add_flag("--no-reconfig", no_reconfig, "ablation: never swap non-expert weights; layout variant 0's stay resident");
   cmd->add_option("--resident-sets", resident_sets, "non-expert sets resident at once, budget permitting (1: the paper)")->default_val(1)->check(CLI::Range(1, 1024));
@@ -72,6 +75,13 @@ void ServingArgs::add_to(CLI::App* cmd, bool with_model) {
                "look-ahead swaps: fill a waiting request's non-expert set into a free buffer while the batch decodes (needs --resident-sets 2+)");
   cmd->add_option("--device", device, "cpu (the fp32 reference) | cuda (bf16 weights on the GPU)")->default_val("cpu");
   cmd->add_option("--stats", stats, "write hits, misses, loads, swaps, timings and engine steps to this JSON file");
+}
+
+std::optional<std::uint64_t> host_budget_bytes(const std::string& text) {
+  if (text.empty() || text == "all") return std::nullopt;
+  const auto bytes = parse_byte_size(text);
+  if (!bytes) throw InvalidArgument("--host-budget", "'" + text + "'", byte_size_problem(text), "write e.g. 16GiB, or all");
+  return bytes;
 }
 
 std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_target) {
@@ -102,7 +112,7 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
   if (!a.model.empty()) {
     // One checkpoint: its own expert at every position (an adapter's tuned ones, its base's elsewhere).
     open_family(s->family, {a.model}, a.base);
-    s->store = std::make_unique<HostStore>(s->family);
+    s->store = std::make_unique<HostStore>(s->family, host_budget_bytes(a.host_budget));
     s->target = s->family.variants().front().name;
     const int t = s->store->index(s->target);
     const ModelSpec& spec = s->store->spec();
@@ -127,7 +137,7 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
       s->layout = load_layout(a.layout);
       to_store = match_layout(s->layout, s->family, family_sha256(s->family, default_cache_dir()), a.layout.string());
     }
-    s->store = std::make_unique<HostStore>(s->family);
+    s->store = std::make_unique<HostStore>(s->family, host_budget_bytes(a.host_budget));
     // A hybrid layout (consolidate --policy hybrid) also pins its deltas; rows without theirs take
     // the base's copy under consolidated hits (the default --hit).
     if (s->layout.plan.policy == Policy::Virtual)
@@ -168,7 +178,8 @@ std::vector<RequestResult> serve_all(ServingSession& s, std::vector<ServeRequest
 namespace {
 
 nlohmann::ordered_json layer_json(const LayerCounts& x) {
-  nlohmann::ordered_json j{{"hits", x.hits}, {"misses", x.misses}, {"loads", x.loads}, {"load_bytes", x.load_bytes}, {"load_seconds", x.load_seconds}};
+  nlohmann::ordered_json j{{"hits", x.hits}, {"misses", x.misses}, {"loads", x.loads}, {"load_bytes", x.load_bytes}, {"load_seconds", x.load_seconds},
+                           {"disk_loads", x.disk_loads}, {"disk_bytes", x.disk_bytes}, {"disk_seconds", x.disk_seconds}};
   if (x.prefetches > 0 || x.prefetch_used > 0) {  // only under the prefetch policy
     j["prefetches"] = x.prefetches;
     j["prefetch_used"] = x.prefetch_used;
@@ -197,6 +208,12 @@ void write_serving_stats(const std::filesystem::path& path, const ServingSession
     j["virtual_experts"] = {{"updates", x.updates}, {"swapped", x.swapped}, {"bytes", x.bytes}, {"copy_seconds", x.copy_seconds},
                             {"steps_overlapped", x.steps_overlapped}};
   }
+  const TierStats tier = s.store->tier().stats();
+  j["host"] = {{"budget", s.store->tier().budget() ? nlohmann::ordered_json(*s.store->tier().budget()) : nlohmann::ordered_json(nullptr)},
+               {"distinct_bytes", s.store->host_bytes()}, {"resident_bytes", tier.resident_bytes}, {"resident_peak", tier.resident_peak},
+               {"disk_reads", tier.disk_reads}, {"disk_bytes", tier.disk_bytes}, {"disk_seconds", tier.disk_seconds},
+               {"ahead_reads", tier.ahead_reads}, {"ahead_bytes", tier.ahead_bytes}, {"ahead_seconds", tier.ahead_seconds},
+               {"disk_time_hidden", tier.hidden_share()}};
   const EngineStats e = s.engine->stats();
   j["engine"] = {{"steps", e.steps}, {"tokens", e.tokens}, {"largest_step_tokens", e.largest_step_tokens},
                  {"largest_step_sequences", e.largest_step_sequences}, {"preemptions", e.preemptions}, {"swaps", e.swaps},

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@ namespace mosaic::cli {
 struct ServingArgs {
   std::filesystem::path model;
   std::filesystem::path base;      // with --model: an adapter's base where its expert_cfg.json names none
+  std::string host_budget;         // --host-budget: the host tier's RAM ("" or "all": every distinct tensor)
   std::vector<std::filesystem::path> variants;
   std::filesystem::path layout, stats;
   std::filesystem::path resident;  // with --model: a fixed resident set per layer (masked gating)
@@ -63,5 +65,9 @@ void write_serving_stats(const std::filesystem::path& path, const ServingSession
 // The reserve's flags (--context, --requests, --prefill-chunk and, when asked, --miss-slots), bounded
 // as a session file bounds them.
 void add_reserve_options(CLI::App* cmd, ReserveSpec& reserve, bool miss_slots);
+
+// --host-budget's value: the bytes the host tier keeps in RAM, or nullopt for every distinct tensor
+// ("" or "all"). Throws InvalidArgument naming the flag.
+std::optional<std::uint64_t> host_budget_bytes(const std::string& text);
 
 }  // namespace mosaic::cli

@@ -17,8 +17,8 @@ bool is_norm(const std::string& name) { return name.find("norm.weight") != std::
 
 }  // namespace
 
-void write_synthetic_checkpoint(const std::filesystem::path& dir, const ModelSpec& spec, DType dtype,
-                                std::uint64_t seed) {
+void write_synthetic_checkpoint(const std::filesystem::path& dir, const ModelSpec& spec, DType dtype, std::uint64_t seed,
+                                const std::function<std::uint64_t(const ExpectedTensor&)>& seed_of) {
   if (dtype != DType::BF16 && dtype != DType::F16 && dtype != DType::F32)
     throw InvalidArgument(dir.string(), "dtype", "synthetic weights are written as BF16, F16 or F32");
   std::error_code ec;
@@ -31,18 +31,23 @@ void write_synthetic_checkpoint(const std::filesystem::path& dir, const ModelSpe
   const auto expected = expected_tensors(spec);
   std::vector<std::vector<std::byte>> storage;
   std::vector<TensorBytes> tensors;
-  struct Job { std::size_t tensor; std::int64_t begin, end; };
+  struct Job { std::size_t tensor; std::int64_t begin, end; std::uint64_t stream; };
   std::vector<Job> jobs;
   storage.reserve(expected.size());
   for (const ExpectedTensor& e : expected) {
     std::int64_t numel = 1;
     for (auto d : e.shape) numel *= d;
     storage.emplace_back(static_cast<std::size_t>(numel) * dtype_size(dtype));
-    for (std::int64_t b = 0; b < numel; b += kChunk) jobs.push_back({storage.size() - 1, b, std::min(numel, b + kChunk)});
+    // A chunk's stream: its tensor's seed, name and place, so that a tensor's values do not depend on
+    // the tensors written before it.
+    const std::uint64_t tensor_seed = seed_of ? seed_of(e) : seed;
+    const std::uint64_t name_hash = std::hash<std::string>{}(e.name);
+    for (std::int64_t b = 0; b < numel; b += kChunk)
+      jobs.push_back({storage.size() - 1, b, std::min(numel, b + kChunk), tensor_seed * 0x9E3779B97F4A7C15ull ^ (name_hash + static_cast<std::uint64_t>(b / kChunk))});
   }
   parallel_for(jobs.size(), thread_count(0), [&](std::size_t j, unsigned) {
     const Job& job = jobs[j];
-    std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + j);
+    std::mt19937_64 rng(job.stream);
     std::normal_distribution<float> normal(0.0f, 0.02f);
     std::byte* buf = storage[job.tensor].data();
     const float base = is_norm(expected[job.tensor].name) ? 1.0f : 0.0f;
@@ -60,6 +65,19 @@ void write_synthetic_checkpoint(const std::filesystem::path& dir, const ModelSpe
   write_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
   const std::string config = to_config_json(spec);
   write_file_atomically(dir / "config.json", [&](std::ostream& out) { out << config; });
+}
+
+void write_synthetic_family(const std::filesystem::path& dir, const ModelSpec& spec, DType dtype, int variants,
+                            const std::function<bool(std::int64_t, std::int64_t)>& shared, std::uint64_t seed) {
+  for (int v = 0; v < variants; ++v) {
+    const std::filesystem::path d = dir / ("v" + std::to_string(v));
+    std::error_code ec;
+    if (std::filesystem::exists(d / "config.json", ec) && std::filesystem::exists(d / "model.safetensors", ec)) continue;
+    const std::uint64_t own = seed + 1000 * static_cast<std::uint64_t>(v);
+    write_synthetic_checkpoint(d, spec, dtype, own, [&](const ExpectedTensor& t) {
+      return t.is_expert() && shared(t.layer, t.expert) ? seed : own;
+    });
+  }
 }
 
 ModelSpec mixtral_like_spec(std::int64_t vocab, std::int64_t hidden, std::int64_t intermediate,

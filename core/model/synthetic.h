@@ -3,16 +3,26 @@
 // architectures no fixture has. Written through the same safetensors writer as everything else.
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 
 #include "model/dtype.h"
 #include "model/model_spec.h"
+#include "model/weight_names.h"
 
 namespace mosaic {
 
 // Writes config.json and model.safetensors into `dir` (created if absent). Weights ~ N(0, 0.02²),
-// norm weights ~ 1 + N(0, 0.02²); `dtype` is BF16, F16 or F32. Deterministic for a given seed.
-void write_synthetic_checkpoint(const std::filesystem::path& dir, const ModelSpec& spec, DType dtype,
-                                std::uint64_t seed);
+// norm weights ~ 1 + N(0, 0.02²); `dtype` is BF16, F16 or F32. Deterministic for a given seed: each
+// tensor's values depend on its seed and name only, so `seed_of` (a tensor's seed; default `seed`) can
+// make checkpoints that share tensors byte for byte.
+void write_synthetic_checkpoint(const std::filesystem::path& dir, const ModelSpec& spec, DType dtype, std::uint64_t seed,
+                                const std::function<std::uint64_t(const ExpectedTensor&)>& seed_of = {});
+
+// A family of `variants` checkpoints in dir/v0 … (v0 the base): every variant's non-expert tensors
+// its own, its routed experts shared byte for byte with v0's where `shared(layer, expert)` says so,
+// its own otherwise — fine-tunes that changed some experts only. Written only where absent.
+void write_synthetic_family(const std::filesystem::path& dir, const ModelSpec& spec, DType dtype, int variants,
+                            const std::function<bool(std::int64_t layer, std::int64_t expert)>& shared, std::uint64_t seed);
 
 // A Mixtral-architecture spec (SwiGLU experts, top-2 of `experts`, GQA 4:1).
 ModelSpec mixtral_like_spec(std::int64_t vocab, std::int64_t hidden, std::int64_t intermediate,

@@ -37,6 +37,7 @@ struct MoeState {
   const HostStore* store = nullptr;
   const MissPolicy* policy = nullptr;
   ExpertImportance* importance = nullptr;
+  RecentExperts* recent = nullptr;  // each target's misses, for the host tier to read ahead
   // The first MoE layer after `layer` (the one a prefetch fills while `layer` computes); -1: none.
   std::int64_t next_moe_layer(std::int64_t layer) const {
     for (auto l = static_cast<std::size_t>(layer) + 1; l < pools.size(); ++l)
@@ -49,9 +50,10 @@ class Backend {
  public:
   virtual ~Backend() = default;
   // Copies a host-store expert into a slot of `layer` (or of the scratch pool when scratch),
-  // converting to the compute dtype; returns the host bytes read. May be called from another thread
-  // (virtual experts' copy path) while run() executes, for a slot that no reroute-table entry names.
-  virtual std::uint64_t load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) = 0;
+  // converting to the compute dtype; returns the host bytes read, and of them those read from disk.
+  // May be called from another thread (virtual experts' copy path) while run() executes, for a slot
+  // that no reroute-table entry names.
+  virtual TierRead load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) = 0;
   // Fills a resident-set buffer with the store's non-expert set `set`, copying only the tensors that
   // differ from what the buffer holds; returns the host bytes read.
   virtual std::uint64_t load_set(int buffer, int set) = 0;

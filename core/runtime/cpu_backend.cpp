@@ -1,5 +1,8 @@
 #include "runtime/cpu_backend.h"
 
+#include <ATen/Parallel.h>
+
+#include "model/dtype_convert.h"
 #include "runtime/cpu_ops.h"
 
 namespace mosaic {
@@ -7,16 +10,19 @@ namespace mosaic {
 namespace cpu {
 namespace {
 
-// A read-only view of host-store bytes in their own dtype (the store's buffers are heap-aligned).
-at::Tensor host_view(const HostTensor& t) {
-  at::ScalarType type = at::kFloat;
-  switch (t.dtype) {
-    case DType::BF16: type = at::kBFloat16; break;
-    case DType::F16: type = at::kHalf; break;
-    case DType::F64: type = at::kDouble; break;
-    default: break;
-  }
-  return at::from_blob(const_cast<std::byte*>(t.bytes.data()), t.shape, at::TensorOptions().dtype(type));
+// A host-store tensor converted into `out` (contiguous fp32 of as many elements) through the host
+// tier: from RAM, or from disk a chunk at a time.
+TierRead fill_fp32(const HostStore& store, TensorId id, at::Tensor out) {
+  const DType dtype = store.tensor(id).dtype;
+  float* to = out.data_ptr<float>();
+  const std::size_t size = dtype_size(dtype);
+  return store.read(id, [&](std::span<const std::byte> chunk, std::size_t offset) {
+    // Converted on every core: a load is on the critical path of the step that waits for it.
+    const auto n = static_cast<std::int64_t>(chunk.size() / size);
+    at::parallel_for(0, n, std::int64_t{1} << 16, [&](std::int64_t begin, std::int64_t end) {
+      to_float(dtype, chunk.data() + static_cast<std::size_t>(begin) * size, std::span(to + offset / size + begin, static_cast<std::size_t>(end - begin)));
+    });
+  });
 }
 
 // `n` slots of which [delta_only.first, + .second) hold a packed delta only.
@@ -59,11 +65,11 @@ CpuBackend::CpuBackend(const HostStore& store, const BackendShape& shape) : stor
   if (shape.kv_blocks) reserve_kv(*shape.kv_blocks);
 }
 
-std::uint64_t CpuBackend::load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) {
+TierRead CpuBackend::load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) {
   ExpertSlots& to = slot.scratch ? scratch_ : slots_[static_cast<std::size_t>(layer)];
   const HostExpert& e = store_.expert_tensors(expert);
   const auto at = static_cast<std::size_t>(slot.slot);
-  std::uint64_t bytes = 0;
+  TierRead bytes;
   if (to.delta_only[at]) {
     // The dense part is the base's, in another slot of the layer (the runtime pinned it first).
     std::size_t base = 0;
@@ -71,19 +77,17 @@ std::uint64_t CpuBackend::load_expert(std::int64_t layer, SlotRef slot, ExpertId
     if (e.delta < 0 || base == to.held.size()) throw std::logic_error("a delta-only slot loaded without its base pinned in the layer");
     to.dense[at] = to.dense[base];
   } else {
-    const HostTensor &gate = store_.tensor(e.gate), &up = store_.tensor(e.up), &down = store_.tensor(e.down);
     const std::int64_t I = store_.spec().expert_intermediate, d = to.dense[at];
     // One pass each: the copy converts from the stored dtype.
-    to.gate_up[d].narrow(0, 0, I).copy_(host_view(gate));
-    to.gate_up[d].narrow(0, I, I).copy_(host_view(up));
-    to.down[d].copy_(host_view(down));
-    bytes = gate.bytes.size() + up.bytes.size() + down.bytes.size();
+    bytes += fill_fp32(store_, e.gate, to.gate_up[d].narrow(0, 0, I));
+    bytes += fill_fp32(store_, e.up, to.gate_up[d].narrow(0, I, I));
+    bytes += fill_fp32(store_, e.down, to.down[d]);
   }
   to.held[at] = expert;
   to.has_delta[at] = e.delta >= 0;
   if (e.delta >= 0) {
     to.delta[at] = store_.delta(e.delta);  // reuses the slot's arrays' capacity
-    bytes += to.delta[at].bytes();
+    bytes.bytes += to.delta[at].bytes();
   }
   return bytes;
 }
@@ -101,9 +105,9 @@ std::uint64_t CpuBackend::load_set(int buffer, int set) {
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (b.held[i] == ids[i]) continue;  // the same tensor: nothing to copy
     const HostTensor& t = store_.tensor(ids[i]);
-    b.fp32[i] = to_fp32(t);
+    if (!b.fp32[i].defined() || b.fp32[i].sizes() != at::IntArrayRef(t.shape)) b.fp32[i] = at::empty(t.shape, at::kFloat);
+    bytes += fill_fp32(store_, ids[i], b.fp32[i]).bytes;
     b.held[i] = ids[i];
-    bytes += t.bytes.size();
   }
   b.weights = assemble_weights(store_.spec(), [&](const std::string& name) { return b.fp32[name_index_.at(name)]; },
                                /*with_experts=*/false);

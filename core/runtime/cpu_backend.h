@@ -59,7 +59,7 @@ class CpuBackend final : public Backend {
  public:
   CpuBackend(const HostStore& store, const BackendShape& shape);
 
-  std::uint64_t load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) override;
+  TierRead load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) override;
   std::uint64_t load_set(int buffer, int set) override;
   std::uint64_t start_set(int buffer, int set) override;
   bool set_ready(int buffer) override;

@@ -55,7 +55,7 @@ at::Tensor CpuBackend::moe(std::int64_t layer, const at::Tensor& h, const StepLa
     std::copy_n(w.data_ptr<float>(), n * k, top_w.begin() + g.begin * k);
   }
 
-  const LayerSlots slots{layer, table, *state.pools[l], *state.scratch, *state.store, *state.policy};
+  const LayerSlots slots{layer, table, *state.pools[l], *state.scratch, *state.store, *state.policy, state.recent};
   const RoutePlan plan = plan_routes(slots, top_i, k, layout.row);
   count_outcomes(plan, k, layout.sequence, layer, result.counts);
   if (layout.any_traced) trace_routes(plan, slots, top_i, k, layout.sequence, layout.first, layout.traced, result.routes);
@@ -67,11 +67,8 @@ at::Tensor CpuBackend::moe(std::int64_t layer, const at::Tensor& h, const StepLa
   for (const RouteWave& wave : plan.waves) {
     for (const ExpertLoad& load : wave.loads) {
       const auto t0 = std::chrono::steady_clock::now();
-      const std::uint64_t bytes = load_expert(layer, load.slot, load.content);
-      LayerCounts& c = counts_of(load.pair);
-      ++c.loads;
-      c.load_bytes += bytes;
-      c.load_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const TierRead read = load_expert(layer, load.slot, load.content);
+      counts_of(load.pair).count_load(read, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     run_groups(layer, wave, h, top_w, k, out);
     for (const ExpertLoad& load : wave.loads)
@@ -102,10 +99,10 @@ void CpuBackend::prefetch(std::int64_t layer, const at::Tensor& h, const StepLay
     const at::Tensor ids = route_tokens(store_.spec(), project(h.narrow(0, g.begin, g.end - g.begin), L.router), L.router_bias).ids;
     std::copy_n(ids.data_ptr<std::int64_t>(), ids.numel(), predicted.begin() + g.begin * k);
   }
-  const LayerSlots slots{next, *state.tables[n], *state.pools[n], *state.scratch, *state.store, *state.policy};
+  const LayerSlots slots{next, *state.tables[n], *state.pools[n], *state.scratch, *state.store, *state.policy, state.recent};
   for (const ExpertLoad& load : plan_prefetch(slots, predicted, k, layout.row)) {
     const auto t0 = std::chrono::steady_clock::now();
-    const std::uint64_t bytes = load_expert(next, load.slot, load.content);
+    const std::uint64_t bytes = load_expert(next, load.slot, load.content).bytes;
     LayerCounts& c = result.counts[static_cast<std::size_t>(layout.sequence[static_cast<std::size_t>(load.pair / k)])][n];
     ++c.prefetches;
     c.prefetch_bytes += bytes;

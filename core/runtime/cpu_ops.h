@@ -61,6 +61,5 @@ at::Tensor inverse_frequencies(const ModelSpec& spec);
 
 // An owned fp32 copy of a tensor held in any floating dtype (mapped or host-store bytes).
 at::Tensor to_fp32(const std::byte* data, DType dtype, const std::vector<std::int64_t>& shape);
-inline at::Tensor to_fp32(const HostTensor& t) { return to_fp32(t.bytes.data(), t.dtype, t.shape); }
 
 }  // namespace mosaic::cpu

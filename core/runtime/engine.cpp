@@ -410,6 +410,14 @@ bool Engine::step(double now) {
     tokens += c.tokens;
   }
   if (ahead) rt.load_ahead(plan.upcoming);  // while this step runs
+  {  // the host tier: what runs now stays, what waits comes in from disk
+    std::vector<int> running, waiting;
+    for (const auto& job : jobs_) {
+      std::vector<int>& list = job->seq.running ? running : waiting;
+      if (!job->done && std::find(list.begin(), list.end(), job->target) == list.end()) list.push_back(job->target);
+    }
+    rt.read_ahead(running, waiting);
+  }
   StepResult result = rt.run(batch);
   // The tokens are drawn before the clock is read: a token exists once it is sampled.
   std::vector<TokenDraw> draws;

@@ -7,16 +7,20 @@
 namespace mosaic {
 namespace {
 
-// Σ x² over a host tensor, converted from its stored dtype in blocks.
-double sum_of_squares(const HostTensor& t) {
-  const std::size_t size = dtype_size(t.dtype), n = t.bytes.size() / size;
+// Σ x² over a host tensor, converted from its stored dtype in blocks, read through the host tier.
+double sum_of_squares(const HostStore& store, TensorId id) {
+  const DType dtype = store.tensor(id).dtype;
+  const std::size_t size = dtype_size(dtype);
   std::vector<float> block(4096);
   double sum = 0;
-  for (std::size_t i = 0; i < n; i += block.size()) {
-    const std::size_t m = std::min(block.size(), n - i);
-    to_float(t.dtype, t.bytes.data() + i * size, std::span<float>(block.data(), m));
-    for (std::size_t j = 0; j < m; ++j) sum += static_cast<double>(block[j]) * block[j];
-  }
+  store.read(id, [&](std::span<const std::byte> chunk, std::size_t) {
+    const std::size_t n = chunk.size() / size;
+    for (std::size_t i = 0; i < n; i += block.size()) {
+      const std::size_t m = std::min(block.size(), n - i);
+      to_float(dtype, chunk.data() + i * size, std::span<float>(block.data(), m));
+      for (std::size_t j = 0; j < m; ++j) sum += static_cast<double>(block[j]) * block[j];
+    }
+  });
   return sum;
 }
 
@@ -45,7 +49,7 @@ double ExpertImportance::norm(ExpertId expert) {
     // A delta expert's norm is its base's: the packed Δ is small beside it, and reading it whole
     // would cost what loading it does.
     const HostExpert& e = store_.expert_tensors(expert);
-    n = std::sqrt(sum_of_squares(store_.tensor(e.gate)) + sum_of_squares(store_.tensor(e.up)) + sum_of_squares(store_.tensor(e.down)));
+    n = std::sqrt(sum_of_squares(store_, e.gate) + sum_of_squares(store_, e.up) + sum_of_squares(store_, e.down));
   }
   return n;
 }

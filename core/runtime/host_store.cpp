@@ -7,8 +7,10 @@
 #include <unordered_map>
 
 #include "analysis/capacity.h"
+#include "common/byte_size.h"
 #include "common/error.h"
 #include "common/path_identity.h"
+#include "model/dtype_convert.h"
 
 namespace mosaic {
 namespace {
@@ -30,12 +32,52 @@ std::uint64_t HostDelta::bytes() const {
   return n;
 }
 
-HostStore::HostStore(const Family& family) : spec_(family.spec()) {
+HostStore::~HostStore() = default;
+
+HostStore::HostStore(const Family& family, std::optional<std::uint64_t> host_budget) : spec_(family.spec()) {
   const ModelSpec& s = spec_;
   const auto positions = static_cast<std::size_t>(s.num_layers * s.num_experts);
   const DeviceBytes device = device_bytes(family);
   non_expert_bytes_ = device.non_expert;
   expert_bytes_ = device.per_expert;
+  // The least a budget must hold: one non-expert set (every step reads all of it) and the staging a
+  // copy to the device goes through.
+  const std::uint64_t minimum = non_expert_bytes_ + 2 * HostTier::kChunk;
+  if (host_budget && *host_budget < minimum)
+    throw BudgetError("host budget", format_bytes(*host_budget),
+                      "is below the minimum of " + format_bytes(minimum) + ": one non-expert set (" + format_bytes(non_expert_bytes_) +
+                          ") and the staging chunks (" + format_bytes(2 * HostTier::kChunk) + ")",
+                      "raise --host-budget");
+
+  // With a budget every byte is looked at a chunk at a time and its pages given back once done, so
+  // that finding the distinct tensors of a family larger than RAM does not fill it.
+  auto chunks = [&](std::span<const std::byte> a, auto&& each) {
+    for (std::size_t at = 0; at < a.size(); at += HostTier::kChunk) {
+      const std::size_t n = std::min(HostTier::kChunk, a.size() - at);
+      const bool go_on = each(at, n);
+      if (host_budget) HostTier::release(a.subspan(at, n));
+      if (!go_on) return false;
+    }
+    return true;
+  };
+  auto same_bytes = [&](std::span<const std::byte> a, std::span<const std::byte> b) {
+    return a.size() == b.size() && chunks(a, [&](std::size_t at, std::size_t n) {
+             const bool same = std::memcmp(a.data() + at, b.data() + at, n) == 0;
+             if (host_budget) HostTier::release(b.subspan(at, n));
+             return same;
+           });
+  };
+  auto check_finite = [&](const Weight& w) {  // require_finite's refusal, a chunk at a time
+    const auto data = w.data();
+    chunks(data, [&](std::size_t at, std::size_t n) {
+      if (const auto bad = first_non_finite(w.dtype, data.subspan(at, n)))
+        throw FormatError(w.file->path().string(), "tensor '" + w.expected.name + "'",
+                          "holds NaN or infinity (element " + std::to_string(*bad + at / dtype_size(w.dtype)) + " of " +
+                              std::to_string(w.info->numel()) + ")",
+                          "the checkpoint is corrupt or was saved after training diverged; re-download or re-save it");
+      return true;
+    });
+  };
 
   // Distinct tensors per name. Two weights are one tensor when they are the same bytes of the same
   // file (an adapter's untuned tensors are its base's), or compare equal byte for byte.
@@ -48,15 +90,14 @@ HostStore::HostStore(const Family& family) : spec_(family.spec()) {
     auto& same_name = by_name[w.expected.name];
     for (TensorId id : same_name) {
       const HostTensor& t = tensors_[static_cast<std::size_t>(id)];
-      if (t.dtype == w.dtype && t.shape == w.info->shape && t.bytes.size() == data.size() &&
-          std::memcmp(t.bytes.data(), data.data(), data.size()) == 0) {
+      if (t.dtype == w.dtype && t.shape == w.info->shape && same_bytes(t.bytes, data)) {
         by_location.emplace(where, id);
         return id;
       }
     }
-    require_finite(w);  // each distinct tensor once, as it is copied
+    check_finite(w);  // each distinct tensor once
     const auto id = static_cast<TensorId>(tensors_.size());
-    tensors_.push_back({w.expected.name, w.dtype, w.info->shape, std::vector<std::byte>(data.begin(), data.end())});
+    tensors_.push_back({w.expected.name, w.dtype, w.info->shape, data});
     host_bytes_ += data.size();
     same_name.push_back(id);
     by_location.emplace(where, id);
@@ -122,6 +163,8 @@ HostStore::HostStore(const Family& family) : spec_(family.spec()) {
     }
     targets_.push_back(std::move(t));
   }
+  tier_ = std::make_unique<HostTier>(host_budget);
+  for (const HostTensor& t : tensors_) tier_->add(t.bytes);
   for (HostExpert& e : experts_)
     if (e.delta >= 0)
       if (const auto it = expert_index.find(std::make_tuple(e.gate, e.up, e.down, DeltaId(-1))); it != expert_index.end()) e.dense = it->second;

@@ -1,7 +1,9 @@
 #pragma once
 // The host side of the device: every distinct tensor of a family once, in the checkpoint's own
 // dtype, from which the device's non-expert sets and expert slots are filled (converted to the
-// backend's compute dtype as they are copied).
+// backend's compute dtype as they are copied). The bytes stay where the checkpoints hold them
+// (memory-mapped): the host tier (runtime/host_tier.h) keeps the most used in RAM within a host
+// budget and reads the rest from disk as they are needed.
 //
 // Targets are what a request names: every variant of the family, full fine-tunes, ESFT adapters and
 // delta folders alike. Tensors that are byte-identical across targets are held once, so an adapter
@@ -10,6 +12,8 @@
 // deltas (a delta that expands to zero is no delta: that expert is the base's). No LibTorch here:
 // the CPU and CUDA backends both read these bytes.
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -18,6 +22,7 @@
 #include "model/dtype.h"
 #include "model/family.h"
 #include "runtime/expert_source.h"
+#include "runtime/host_tier.h"
 
 namespace mosaic {
 
@@ -28,7 +33,9 @@ struct HostTensor {
   std::string name;  // as its first holder names it
   DType dtype = DType::F32;
   std::vector<std::int64_t> shape;
-  std::vector<std::byte> bytes;  // row-major, as stored in the checkpoint
+  // Row-major, as stored in the checkpoint, in its mapped file. Read through HostStore::tier(), which
+  // keeps the process within its host budget; reading these bytes directly grows it.
+  std::span<const std::byte> bytes;
 };
 
 // A delta folder's packed Δ for one expert (docs/delta-format.md), added to its base's matrices.
@@ -47,9 +54,14 @@ struct HostExpert {
 
 class HostStore {
  public:
-  // Copies every tensor of every variant, keeping one copy of each distinct one. Throws what reading
-  // the checkpoints throws.
-  explicit HostStore(const Family& family);
+  // Finds the distinct tensors of every variant (the same file and place, or the same bytes) and
+  // checks each once for NaN and infinity. `host_budget`: the bytes of them the tier keeps in RAM
+  // (nullopt: every one, as read); with a budget the checkpoints are compared in chunks given back
+  // as they are done, so that opening a family larger than RAM does not fill it. The family must
+  // outlive the store (its files are mapped). Throws what reading the checkpoints throws, and
+  // BudgetError for a budget below one non-expert set and a staging chunk.
+  explicit HostStore(const Family& family, std::optional<std::uint64_t> host_budget = std::nullopt);
+  ~HostStore();
 
   const ModelSpec& spec() const { return spec_; }
   int targets() const { return static_cast<int>(targets_.size()); }
@@ -82,7 +94,12 @@ class HostStore {
 
   const HostTensor& tensor(TensorId id) const { return tensors_[static_cast<std::size_t>(id)]; }
   int distinct_tensors() const { return static_cast<int>(tensors_.size()); }
-  std::uint64_t host_bytes() const { return host_bytes_; }  // what the store holds
+  std::uint64_t host_bytes() const { return host_bytes_; }  // the distinct bytes (tensors and packed deltas)
+  // Where every read of a tensor's bytes goes: RAM within the host budget, disk past it. Its
+  // residency is the store's only mutable state.
+  HostTier& tier() const { return *tier_; }
+  // tier().read() of a tensor: its bytes in order to `use` (in chunks when they come from disk).
+  TierRead read(TensorId id, const HostTier::Use& use) const { return tier_->read(static_cast<std::size_t>(id), use); }
 
   // The device byte model (analysis/capacity.h, device_bytes): one non-expert set and one routed
   // expert as the device holds them, in the checkpoints' stored dtype.
@@ -106,6 +123,7 @@ class HostStore {
   std::vector<std::vector<TensorId>> sets_;
   std::vector<std::string> non_expert_names_;
   std::uint64_t host_bytes_ = 0, non_expert_bytes_ = 0, expert_bytes_ = 0, max_delta_bytes_ = 0;
+  std::unique_ptr<HostTier> tier_;
 };
 
 }  // namespace mosaic

@@ -12,8 +12,21 @@ LayerCounts& LayerCounts::operator+=(const LayerCounts& o) {
   prefetch_used += o.prefetch_used;
   prefetch_bytes += o.prefetch_bytes;
   prefetch_seconds += o.prefetch_seconds;
+  disk_loads += o.disk_loads;
+  disk_bytes += o.disk_bytes;
+  disk_seconds += o.disk_seconds;
   add_times(alone, o.alone);
   return *this;
+}
+
+void LayerCounts::count_load(const TierRead& r, double seconds) {
+  ++loads;
+  load_bytes += r.bytes;
+  load_seconds += seconds;
+  if (r.disk_bytes == 0) return;
+  ++disk_loads;
+  disk_bytes += r.disk_bytes;
+  disk_seconds += r.disk_seconds;
 }
 
 LayerTime& LayerTime::operator+=(const LayerTime& o) {

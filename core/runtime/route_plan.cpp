@@ -51,6 +51,7 @@ RoutePlan plan_routes(const LayerSlots& s, std::span<const std::int64_t> experts
     } else {
       outcome = PairOutcome::Miss;
       const ExpertId content = s.store.expert(row, s.layer, e);
+      if (s.recent) s.recent->missed(row, content);
       const auto [it, fresh] = miss_index.emplace(content, misses.size());
       if (fresh) misses.push_back({{}, content, s.store.source(row, s.layer, e), p});
       miss_of[static_cast<std::size_t>(p)] = it->second;

@@ -10,6 +10,7 @@
 
 #include "runtime/host_store.h"
 #include "runtime/miss_policy.h"
+#include "runtime/recent_experts.h"
 #include "runtime/reroute_table.h"
 #include "runtime/slot_pool.h"
 #include "runtime/step.h"
@@ -49,6 +50,7 @@ struct LayerSlots {
   SlotPool& scratch;
   const HostStore& store;
   const MissPolicy& policy;
+  RecentExperts* recent = nullptr;  // where each miss is recorded against its target, when set
 };
 
 // `experts` [tokens * k]: each token's top-k expert ids; `rows` [tokens]: each token's reroute row

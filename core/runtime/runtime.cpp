@@ -92,7 +92,8 @@ Runtime::Runtime(const HostStore& store, RuntimeConfig config)
       config_(std::move(config)),
       budget_(config_.budget_bytes.value_or(DeviceBudget::kUnlimited)),
       reconfigurer_(1),
-      kv_(1, 0) {
+      kv_(1, 0),
+      recent_(store.targets(), store.distinct_experts()) {
   check_config(store, config_);
   const ModelSpec& s = store.spec();
   policy_ = make_miss_policy(config_.miss);
@@ -138,6 +139,7 @@ Runtime::Runtime(const HostStore& store, RuntimeConfig config)
   moe_.scratch = scratch_.get();
   moe_.store = &store_;
   moe_.policy = policy_.get();
+  moe_.recent = &recent_;
   backend_ = config_.device == Device::Cuda ? make_cuda_backend(store, shape) : make_cpu_backend(store, shape);
 
   // The pinned experts: dense ones first, so that a delta-only slot's base is in place when it loads.
@@ -211,7 +213,7 @@ void Runtime::load_pinned(int target, std::uint64_t& bytes) {
       const std::int64_t e = pool.source(slot).expert;
       const ExpertId content = store_.expert(target, l, e);
       if (pool.content(slot) != content) {
-        bytes += backend_->load_expert(l, {false, static_cast<std::int32_t>(slot)}, content);
+        bytes += backend_->load_expert(l, {false, static_cast<std::int32_t>(slot)}, content).bytes;
         pool.fill(slot, store_.source(target, l, e), content);
       }
       for (int r = 0; r < store_.targets(); ++r)
@@ -273,6 +275,29 @@ void Runtime::load_ahead(std::span<const int> upcoming) {
       throw;
     }
   }
+}
+
+void Runtime::read_ahead(std::span<const int> running_targets, std::span<const int> waiting_targets) const {
+  if (!store_.tier().budget()) return;
+  std::vector<std::size_t> ids;
+  auto add = [&](TensorId t) { ids.push_back(static_cast<std::size_t>(t)); };
+  // The store's non-expert set a target's requests read (whole-model swaps number sets by target).
+  auto set_tensors = [&](int target) -> const std::vector<TensorId>& {
+    return store_.set_tensors(store_.set_of(config_.non_expert_of.empty() ? target : config_.non_expert_of[static_cast<std::size_t>(target)]));
+  };
+  for (int target : running_targets)
+    for (TensorId t : set_tensors(target)) add(t);
+  // A request routes each token to top_k experts a layer: a few tokens' worth of its target's
+  // recent misses is what the tier can usefully hold ahead without pushing out what runs.
+  const std::size_t most = static_cast<std::size_t>(store_.spec().num_sparse_layers() * store_.spec().top_k) * 4;
+  for (int target : waiting_targets) {
+    for (TensorId t : set_tensors(target)) add(t);
+    for (ExpertId e : recent_.latest(target, most)) {
+      const HostExpert& x = store_.expert_tensors(e);
+      for (TensorId t : {x.gate, x.up, x.down}) add(t);
+    }
+  }
+  store_.tier().read_ahead(ids);
 }
 
 std::vector<int> Runtime::loading_sets() const {

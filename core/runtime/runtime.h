@@ -124,6 +124,11 @@ class Runtime {
   // only for what is left of its fill. None under whole-model swaps (they reload pinned slots the
   // step reads) or a copy slowdown (a slice's copies are priced, not overlapped).
   void load_ahead(std::span<const int> upcoming);
+  // Under a host budget: the non-expert sets of the running requests' targets kept resident in the host tier
+  // (the last to give way), and for the waiting requests' targets (in queue order) their sets and the
+  // experts their earlier requests missed on read ahead from disk by the tier's reader thread, so
+  // that their swaps and misses do not wait for the disk. Nothing without a budget.
+  void read_ahead(std::span<const int> running_targets, std::span<const int> waiting_targets) const;
   // Sets being filled ahead whose fill has not finished (the scheduler admits their requests after).
   std::vector<int> loading_sets() const;
   // One step; the chunks' `buffer` must come from buffer_of() after make_resident().
@@ -156,6 +161,7 @@ class Runtime {
   KvBlockPool kv_;
   std::unique_ptr<Backend> backend_;
   MoeState moe_;
+  RecentExperts recent_;  // each target's misses (read ahead under a host budget)
   std::unique_ptr<VirtualExperts> virtual_;  // after backend_: its copy thread loads through it
 };
 

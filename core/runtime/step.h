@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/host_tier.h"
 #include "runtime/logits.h"
 #include "runtime/token_candidates.h"
 
@@ -39,6 +40,13 @@ struct LayerCounts {
   std::int64_t prefetches = 0, prefetch_used = 0;
   std::uint64_t prefetch_bytes = 0;
   double prefetch_seconds = 0;
+  // Of the loads, those whose bytes were not in the host tier's RAM (host budget): read from disk on
+  // the critical path, and the time that took (part of load_seconds).
+  std::int64_t disk_loads = 0;
+  std::uint64_t disk_bytes = 0;
+  double disk_seconds = 0;
+  // One load's host read counted: a load, and a load from disk when its bytes came from there.
+  void count_load(const TierRead& r, double seconds);
   // The layer's time in steps that ran one token alone — a request decoding by itself, as Multi-MoE's
   // Table 1 measured — indexed by how many of the token's top-k experts were resident. Empty until
   // such a step.

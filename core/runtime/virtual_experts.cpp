@@ -72,7 +72,7 @@ void VirtualExperts::copy(const std::vector<Swap>& swaps) {
   const auto t0 = std::chrono::steady_clock::now();
   try {
     std::uint64_t bytes = 0;
-    for (const Swap& s : swaps) bytes += backend_.load_expert(s.layer, {false, s.in}, s.content);
+    for (const Swap& s : swaps) bytes += backend_.load_expert(s.layer, {false, s.in}, s.content).bytes;
     pending_bytes_ = bytes;
   } catch (...) {
     copy_error_ = std::current_exception();

@@ -99,7 +99,20 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
   MOSAIC_CUDA_CHECK(cudaEventCreateWithFlags(&prefetched_, cudaEventDisableTiming));
   MOSAIC_CUDA_CHECK(cublas().create(&cublas_));
   MOSAIC_CUDA_CHECK(cublas().set_stream(cublas_, stream_));
-  mirror_ = PinnedMirror::of(store);
+  // Every distinct host byte in pinned memory when the host tier holds them all in RAM (the family
+  // fits); otherwise each copy streams through a ring of pinned staging chunks from the tier, which
+  // reads what is not resident from disk.
+  if (!store.tier().budget()) {
+    mirror_ = PinnedMirror::of(store);
+  } else {
+    if (store.deltas() > 0)
+      throw UnsupportedError("host budget", "", "is not implemented on CUDA for delta folders yet (their packs are mirrored whole)",
+                             "serve them without --host-budget, or on --device cpu");
+    for (StagingChunk& c : ring_) {
+      c.host.resize(HostTier::kChunk);
+      MOSAIC_CUDA_CHECK(cudaEventCreateWithFlags(&c.done, cudaEventDisableTiming));
+    }
+  }
   inv_freq_ = inverse_frequencies(s);
 
   slot_elements_ = 3 * s.expert_intermediate * s.hidden_size;
@@ -177,6 +190,11 @@ CudaBackend::~CudaBackend() {
   for (cudaEvent_t e : layer_marks_) cudaEventDestroy(e);
   for (Graph& g : graphs_) cudaGraphExecDestroy(g.exec);
   if (cublas_) cublas().destroy(cublas_);
+  for (StagingChunk& c : ring_)
+    if (c.done) {
+      cudaEventSynchronize(c.done);
+      cudaEventDestroy(c.done);
+    }
   if (copied_) cudaEventDestroy(copied_);
   if (computed_) cudaEventDestroy(computed_);
   if (prefetched_) cudaEventDestroy(prefetched_);
@@ -185,13 +203,35 @@ CudaBackend::~CudaBackend() {
   if (fill_) cudaStreamDestroy(fill_);
 }
 
-std::uint64_t CudaBackend::copy_tensor(TensorId id, bf16_t* to, cudaStream_t stream, DeviceBuffer& staging) {
+// A tensor's stored bytes to `to` on the device: from the pinned mirror in one copy, or through the
+// staging ring from the host tier, chunk by chunk (a chunk waits for its ring slot's last copy, is
+// filled from the tier's bytes, then copied), so the host never holds more than the ring of them.
+TierRead CudaBackend::upload(TensorId id, std::byte* to, cudaStream_t stream) {
   const HostTensor& t = store_.tensor(id);
-  const std::byte* from = mirror_->bytes(id);
+  if (mirror_) {
+    MOSAIC_CUDA_CHECK(cudaMemcpyAsync(to, mirror_->bytes(id), t.bytes.size(), cudaMemcpyHostToDevice, stream));
+    return {t.bytes.size(), 0, 0};
+  }
+  std::lock_guard lock(ring_m_);  // the copy and fill streams, and a virtual-experts copy thread, share it
+  return store_.read(id, [&](std::span<const std::byte> chunk, std::size_t offset) {
+    for (std::size_t at = 0; at < chunk.size(); at += HostTier::kChunk) {
+      StagingChunk& c = ring_[ring_next_++ % ring_.size()];
+      MOSAIC_CUDA_CHECK(cudaEventSynchronize(c.done));  // its last copy has left it
+      const std::size_t n = std::min(HostTier::kChunk, chunk.size() - at);
+      std::memcpy(c.host.get(), chunk.data() + at, n);
+      MOSAIC_CUDA_CHECK(cudaMemcpyAsync(to + offset + at, c.host.get(), n, cudaMemcpyHostToDevice, stream));
+      MOSAIC_CUDA_CHECK(cudaEventRecord(c.done, stream));
+    }
+  });
+}
+
+TierRead CudaBackend::copy_tensor(TensorId id, bf16_t* to, cudaStream_t stream, DeviceBuffer& staging) {
+  const HostTensor& t = store_.tensor(id);
   const auto n = numel(t.shape);
+  TierRead r;
   switch (t.dtype) {
     case DType::BF16:
-      MOSAIC_CUDA_CHECK(cudaMemcpyAsync(to, from, t.bytes.size(), cudaMemcpyHostToDevice, stream));
+      r = upload(id, reinterpret_cast<std::byte*>(to), stream);
       break;
     case DType::F16:
     case DType::F32:
@@ -200,7 +240,7 @@ std::uint64_t CudaBackend::copy_tensor(TensorId id, bf16_t* to, cudaStream_t str
         MOSAIC_CUDA_CHECK(cudaStreamSynchronize(stream));  // the stream may still read the smaller one
         staging.resize(t.bytes.size());
       }
-      MOSAIC_CUDA_CHECK(cudaMemcpyAsync(staging.get(), from, t.bytes.size(), cudaMemcpyHostToDevice, stream));
+      r = upload(id, staging.get<std::byte>(), stream);
       if (t.dtype == DType::F16) MOSAIC_CUDA_CHECK(kernels::half_to_bf16_cuda(staging.get<std::uint16_t>(), n, to, stream));
       else MOSAIC_CUDA_CHECK(kernels::float_to_bf16_cuda(staging.get<float>(), n, to, stream));
       break;
@@ -208,7 +248,7 @@ std::uint64_t CudaBackend::copy_tensor(TensorId id, bf16_t* to, cudaStream_t str
       throw UnsupportedError("host store", t.name, "is stored as " + std::string(dtype_name(t.dtype)) + ", which the CUDA backend does not load",
                              "convert the checkpoint to bf16, f16 or f32");
   }
-  return t.bytes.size();
+  return r;
 }
 
 void CudaBackend::copies_done() {
@@ -258,10 +298,10 @@ void CudaBackend::occupy(std::int64_t layer, SlotRef slot) {
   if (!slot.scratch && !virtual_slots_.empty()) virtual_slots_[static_cast<std::size_t>(layer)]->occupy(dense_position(layer, slot.slot));
 }
 
-std::uint64_t CudaBackend::issue_expert_copy(std::int64_t layer, SlotRef slot, ExpertId expert) {
+TierRead CudaBackend::issue_expert_copy(std::int64_t layer, SlotRef slot, ExpertId expert) {
   const HostExpert& e = store_.expert_tensors(expert);
   SlotRecord& r = record(layer, slot);
-  std::uint64_t bytes = 0;
+  TierRead bytes;
   std::int32_t dense = slot.slot;
   if (is_delta_only(layer, slot)) {
     // The dense part is the base's, in another slot of the layer (the runtime pinned it first).
@@ -274,8 +314,9 @@ std::uint64_t CudaBackend::issue_expert_copy(std::int64_t layer, SlotRef slot, E
     occupy(layer, slot);
     bf16_t* to = slot_weights(layer, slot);
     const std::int64_t IH = spec_.expert_intermediate * spec_.hidden_size;
-    bytes = copy_tensor(e.gate, to, copy_, staging_) + copy_tensor(e.up, to + IH, copy_, staging_) +
-            copy_tensor(e.down, to + 2 * IH, copy_, staging_);
+    bytes += copy_tensor(e.gate, to, copy_, staging_);
+    bytes += copy_tensor(e.up, to + IH, copy_, staging_);
+    bytes += copy_tensor(e.down, to + 2 * IH, copy_, staging_);
   }
   if (e.delta >= 0) {
     // One copy: the pinned mirror holds each delta as one block.
@@ -289,7 +330,7 @@ std::uint64_t CudaBackend::issue_expert_copy(std::int64_t layer, SlotRef slot, E
     }
     MOSAIC_CUDA_CHECK(cudaMemcpyAsync(r.room.get(), mirror_->delta_bytes(e.delta), b.bytes, cudaMemcpyHostToDevice, copy_));
     r.delta = delta_block_views(store_.delta(e.delta), b, r.room.get<std::byte>());
-    bytes += store_.delta(e.delta).bytes();
+    bytes.bytes += store_.delta(e.delta).bytes();
   }
   // Recorded once the copies are issued: a load that throws leaves the slot as it was recorded.
   r.expert = expert;
@@ -298,8 +339,8 @@ std::uint64_t CudaBackend::issue_expert_copy(std::int64_t layer, SlotRef slot, E
   return bytes;
 }
 
-std::uint64_t CudaBackend::load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) {
-  const std::uint64_t bytes = issue_expert_copy(layer, slot, expert);
+TierRead CudaBackend::load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) {
+  const TierRead bytes = issue_expert_copy(layer, slot, expert);
   // Called between steps (pinning, whole-model swaps): done when it returns, so its time is real.
   MOSAIC_CUDA_CHECK(cudaStreamSynchronize(copy_));
   return bytes;
@@ -321,7 +362,7 @@ std::uint64_t CudaBackend::start_set(int buffer, int set) {
   std::uint64_t bytes = 0;
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (held[i] == ids[i]) continue;  // the same tensor: nothing to copy
-    bytes += copy_tensor(ids[i], base + layout_.offset[i], fill_, fill_staging_);
+    bytes += copy_tensor(ids[i], base + layout_.offset[i], fill_, fill_staging_).bytes;
     held[i] = ids[i];
   }
   MOSAIC_CUDA_CHECK(cudaEventRecord(filled_[static_cast<std::size_t>(buffer)], fill_));

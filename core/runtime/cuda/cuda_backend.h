@@ -3,6 +3,7 @@
 // buffers of non-expert weights — fp32 activations and paged bf16 keys and values, on one stream,
 // with host-to-device copies on a second. Include only from this folder's .cpp files.
 #include <array>
+#include <mutex>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -74,7 +75,7 @@ class CudaBackend final : public Backend {
   CudaBackend(const HostStore& store, const BackendShape& shape);
   ~CudaBackend() override;
 
-  std::uint64_t load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) override;
+  TierRead load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) override;
   std::uint64_t load_set(int buffer, int set) override;
   std::uint64_t start_set(int buffer, int set) override;
   bool set_ready(int buffer) override;
@@ -84,10 +85,11 @@ class CudaBackend final : public Backend {
  private:
   // Copies, converting to bf16 through `staging`, on `stream`: expert loads on the copy stream, set
   // fills on their own, so that a miss's load does not queue behind a look-ahead fill.
-  std::uint64_t copy_tensor(TensorId id, bf16_t* to, cudaStream_t stream, DeviceBuffer& staging);
+  TierRead copy_tensor(TensorId id, bf16_t* to, cudaStream_t stream, DeviceBuffer& staging);
+  TierRead upload(TensorId id, std::byte* to, cudaStream_t stream);
   // Issues the copies of host-store expert `expert` into `slot` of `layer` on the copy stream, mapping
   // its pages first; returns the host bytes they read. Nothing waits for them here.
-  std::uint64_t issue_expert_copy(std::int64_t layer, SlotRef slot, ExpertId expert);
+  TierRead issue_expert_copy(std::int64_t layer, SlotRef slot, ExpertId expert);
   void copies_done();  // the compute stream waits on what the copy stream has issued
   void reserve_kv(std::int64_t blocks);
   void reserve_workspace(std::int64_t tokens, std::int64_t wanted);
@@ -165,7 +167,14 @@ class CudaBackend final : public Backend {
   const HostStore& store_;
   const ModelSpec& spec_;
   BackendShape shape_;
-  std::shared_ptr<const PinnedMirror> mirror_;
+  std::shared_ptr<const PinnedMirror> mirror_;  // null under a host budget: copies go through ring_
+  struct StagingChunk {
+    PinnedBuffer host;
+    cudaEvent_t done = nullptr;
+  };
+  std::array<StagingChunk, 2> ring_;
+  std::size_t ring_next_ = 0;
+  std::mutex ring_m_;
   int device_ = 0;  // the GPU the backend was made on: a prepared draw's row is fetched from it on any thread
   cudaStream_t stream_ = nullptr, copy_ = nullptr, fill_ = nullptr;
   std::vector<cudaEvent_t> filled_;  // [buffers]: recorded after a set fill's last copy

@@ -63,7 +63,7 @@ RoutePlan CudaBackend::plan_on_host(std::int64_t layer, const std::int32_t* ids,
   const std::int64_t k = spec_.top_k;
   const std::vector<std::int64_t> experts(ids, ids + in.tokens * k);
   const std::vector<int> rows(in.rows.begin(), in.rows.end());
-  RoutePlan plan = plan_routes({layer, *state.tables[l], *state.pools[l], *state.scratch, *state.store, *state.policy}, experts, k, rows);
+  RoutePlan plan = plan_routes({layer, *state.tables[l], *state.pools[l], *state.scratch, *state.store, *state.policy, state.recent}, experts, k, rows);
   count_outcomes(plan, k, in.sequence, layer, result.counts);
   return plan;
 }
@@ -268,17 +268,13 @@ void CudaBackend::route_on_host(std::int64_t layer, const StepInputs& in, MoeSta
       MOSAIC_CUDA_CHECK(cudaEventRecord(computed_, stream_));
       MOSAIC_CUDA_CHECK(cudaStreamWaitEvent(copy_, computed_, 0));
       const auto t0 = std::chrono::steady_clock::now();
-      std::vector<std::uint64_t> bytes;
+      std::vector<TierRead> bytes;
       for (const ExpertLoad& load : wave.loads) bytes.push_back(issue_expert_copy(layer, load.slot, load.content));
       MOSAIC_CUDA_CHECK(cudaStreamSynchronize(copy_));
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       copies_done();
-      for (std::size_t i = 0; i < wave.loads.size(); ++i) {
-        LayerCounts& c = counts_of(wave.loads[i].pair);
-        ++c.loads;
-        c.load_bytes += bytes[i];
-        c.load_seconds += seconds / static_cast<double>(wave.loads.size());
-      }
+      for (std::size_t i = 0; i < wave.loads.size(); ++i)
+        counts_of(wave.loads[i].pair).count_load(bytes[i], seconds / static_cast<double>(wave.loads.size()));
     }
     if (!wave.small.empty()) {
       kernels::GroupedPairs g = w.groups;

@@ -31,7 +31,7 @@ void CudaBackend::prefetch(std::int64_t next, const StepInputs& in, MoeState& st
   const std::vector<std::int64_t> predicted(ids, ids + P);
   const std::vector<int> rows(in.rows.begin(), in.rows.end());
   const std::vector<ExpertLoad> loads =
-      plan_prefetch({next, *state.tables[n], *state.pools[n], *state.scratch, *state.store, *state.policy}, predicted, k, rows);
+      plan_prefetch({next, *state.tables[n], *state.pools[n], *state.scratch, *state.store, *state.policy, state.recent}, predicted, k, rows);
   if (loads.empty()) return;
   if (prefetch_layer_ >= 0) throw std::logic_error("a prefetch issued before the one in flight was awaited");
   // No wait for the compute stream: only `next`'s kernels read its slots, and this step has not run
@@ -41,7 +41,7 @@ void CudaBackend::prefetch(std::int64_t next, const StepInputs& in, MoeState& st
   for (const ExpertLoad& load : loads) {
     LayerCounts& c = result.counts[static_cast<std::size_t>(in.sequence[static_cast<std::size_t>(load.pair / k)])][n];
     ++c.prefetches;
-    c.prefetch_bytes += issue_expert_copy(next, load.slot, load.content);
+    c.prefetch_bytes += issue_expert_copy(next, load.slot, load.content).bytes;
     prefetch_pairs_.push_back(load.pair);
   }
   MOSAIC_CUDA_CHECK(cudaEventRecord(prefetched_, copy_));
