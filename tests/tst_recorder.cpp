@@ -56,7 +56,8 @@ RequestRecord sample_record(std::int64_t index) {
   r.stats.counters.swaps = 1;
   r.stats.counters.swap_seconds = 0.01;
   r.stats.counters.swap_bytes = 4096;
-  r.stats.counters.layers = {{.hits = 30, .misses = 10, .loads = 4, .load_bytes = 1000, .load_seconds = 0.002},
+  r.stats.counters.layers = {{.hits = 30, .misses = 10, .loads = 4, .load_bytes = 1000, .load_seconds = 0.002,
+                              .disk_loads = 3, .disk_bytes = 600, .disk_seconds = 0.0015},
                        {.hits = 40, .misses = 0, .prefetches = 3, .prefetch_used = 2, .prefetch_bytes = 750, .prefetch_seconds = 0.001}};
   // Steps it ran alone: layer 0 twice with 1 of its top-2 resident, once with none; layer 1 once with both.
   r.stats.counters.layers[0].add_alone(1, 0.001, 0.004);
@@ -113,6 +114,9 @@ class TestRecorder : public QObject {
     QCOMPARE(back[2].stats.counters.layers[1].prefetch_used, std::int64_t(2));
     QCOMPARE(back[2].stats.counters.layers[1].prefetch_bytes, std::uint64_t(750));
     QCOMPARE(back[2].stats.counters.layers[1].prefetch_seconds, 0.001);
+    QCOMPARE(back[2].stats.counters.layers[0].disk_loads, std::int64_t(3));
+    QCOMPARE(back[2].stats.counters.layers[0].disk_bytes, std::uint64_t(600));
+    QCOMPARE(back[2].stats.counters.layers[0].disk_seconds, 0.0015);
     // Per-layer times of the steps it ran alone, by hits: layer 1 has no rows for 0 or 1 hits.
     const auto& alone = back[2].stats.counters.layers[0].alone;
     QCOMPARE(alone.size(), std::size_t(2));
@@ -141,6 +145,7 @@ class TestRecorder : public QObject {
     QCOMPARE(query(db, "SELECT requests FROM run_summary"), std::string("3"));
     QCOMPARE(query(db, "SELECT ttft FROM request_metrics WHERE idx = 2"), std::string("1.25"));
     QCOMPARE(query(db, "SELECT hit_rate FROM layer_hit_rates WHERE layer = 0"), std::string("0.75"));
+    QCOMPARE(query(db, "SELECT ram_loads || ' ' || disk_loads FROM layer_hit_rates WHERE layer = 0"), std::string("3 9"));
     QCOMPARE(query(db, "SELECT layer_steps || ' ' || printf('%.4f', expert_seconds) FROM layer_latency_by_hits WHERE hits = 1"), std::string("6 0.0050"));
     QCOMPARE(query(db, "PRAGMA journal_mode"), std::string("wal"));
   }
@@ -206,8 +211,8 @@ class TestRecorder : public QObject {
     expect_mentions(error_of<FormatError>([&] { Recorder r(other); }), {"not a Mosaic record"});
     const fs::path newer = scratch("newer.sqlite");
     { Recorder r(newer); }
-    query(newer, "PRAGMA user_version = 9");
-    expect_mentions(error_of<FormatError>([&] { Recorder r(newer); }), {"schema version 9", "newer Mosaic"});
+    query(newer, "PRAGMA user_version = 99");
+    expect_mentions(error_of<FormatError>([&] { Recorder r(newer); }), {"schema version 99", "newer Mosaic"});
     query(newer, "PRAGMA user_version = -1");  // once read as migrations()[size_t(-1)]
     expect_mentions(error_of<FormatError>([&] { Recorder r(newer); }), {"schema version -1", "not one Mosaic writes"});
     expect_mentions(error_of<IoError>([&] { Recorder r(scratch("no/such/folder/x.sqlite")); }), {"cannot be opened"});

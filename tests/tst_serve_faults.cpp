@@ -276,6 +276,24 @@ class TestServeFaults : public QObject {
     QCOMPARE(s.terminate(30), 0);
   }
 
+  // Under a host budget the tier starts empty: the first misses read their experts from disk, and
+  // /metrics counts them per layer beside the tier's residency, which stays within the budget.
+  void hostBudgetDiskLoadsAreCounted() {
+    Server s({QStringLiteral("--host-budget"), QStringLiteral("64MiB")});
+    QVERIFY2(s.port() > 0, qPrintable(s.errors()));
+    const double budget = 64.0 * 1024 * 1024;
+    QCOMPARE(metrics(s.port())["mosaic_host_budget_bytes"], budget);  // before any request
+    stillServes(s.port());
+    const auto m = metrics(s.port());
+    double disk = 0;
+    for (const auto& [key, v] : m)
+      if (key.starts_with("mosaic_expert_disk_loads_total{")) disk += v;
+    QVERIFY2(disk > 0, qPrintable(QString::number(disk)));
+    QVERIFY(m.at("mosaic_expert_disk_bytes_total") > 0);
+    QVERIFY(m.at("mosaic_host_resident_bytes") > 0 && m.at("mosaic_host_resident_bytes") <= budget);
+    QCOMPARE(s.terminate(30), 0);
+  }
+
   // A folder's tokenizer_config.json template writes the chat's prompt (an adapter takes its
   // base's); the template's refusal is a 400 in its own words; --plain-chat keeps the plain lines.
   void chatTemplatesWriteThePrompt() {

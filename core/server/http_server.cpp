@@ -268,6 +268,7 @@ struct HttpServer::Impl {
     }
     metrics.finished(call->model->id, status_of(result, by_text), result.stats);
     metrics.set_kv_blocks(runtime->kv_blocks().used());
+    metrics.set_host_tier(runtime->store().tier().stats(), runtime->store().tier().budget());
     RequestRecord rec;
     rec.target = call->model->id;
     rec.outcome = by_text ? Finish::Stop : result.finish;
@@ -484,6 +485,7 @@ HttpServer::HttpServer(Engine& engine, std::vector<ServedModel> models, ServerOp
   s.models = std::move(models);
   s.opt = std::move(options);
   s.recording = std::move(recording);
+  s.metrics.set_host_tier(s.runtime->store().tier().stats(), s.runtime->store().tier().budget());
   TransportOptions t;
   t.workers = s.opt.threads > 0 ? static_cast<std::size_t>(s.opt.threads) : s.opt.max_requests + 8;  // every admitted stream, and room to refuse
   t.max_body_bytes = s.opt.max_body_bytes;

@@ -69,6 +69,12 @@ void ServerMetrics::set_connections(const TransportCounts& c) {
   connections_ = c;
 }
 
+void ServerMetrics::set_host_tier(const TierStats& stats, std::optional<std::uint64_t> budget) {
+  std::lock_guard lock(m_);
+  host_ = stats;
+  host_budget_ = budget;
+}
+
 void ServerMetrics::set_kv_blocks(std::int64_t used) {
   std::lock_guard lock(m_);
   kv_used_ = used;
@@ -127,6 +133,22 @@ std::string ServerMetrics::text() const {
   o << "mosaic_expert_loads_total " << total.loads << '\n';
   head("mosaic_expert_load_bytes_total", "counter", "Bytes of experts copied in on a miss.");
   o << "mosaic_expert_load_bytes_total " << total.load_bytes << '\n';
+  head("mosaic_expert_disk_loads_total", "counter", "Expert loads whose bytes were read from disk (not in RAM under the host budget), per layer.");
+  for (std::size_t l = 0; l < layers_.size(); ++l) o << "mosaic_expert_disk_loads_total{layer=\"" << l << "\"} " << layers_[l].disk_loads << '\n';
+  head("mosaic_expert_disk_bytes_total", "counter", "Bytes of experts read from disk on a miss.");
+  o << "mosaic_expert_disk_bytes_total " << total.disk_bytes << '\n';
+  head("mosaic_expert_disk_seconds_total", "counter", "Seconds misses waited for expert bytes from disk.");
+  o << "mosaic_expert_disk_seconds_total " << num(total.disk_seconds) << '\n';
+  if (host_) {
+    head("mosaic_host_resident_bytes", "gauge", "Distinct weight bytes the host tier holds in RAM.");
+    o << "mosaic_host_resident_bytes " << host_->resident_bytes << '\n';
+    if (host_budget_) {
+      head("mosaic_host_budget_bytes", "gauge", "The host budget: the most the host tier holds in RAM.");
+      o << "mosaic_host_budget_bytes " << *host_budget_ << '\n';
+    }
+    head("mosaic_host_read_ahead_bytes_total", "counter", "Bytes the host tier read from disk ahead of their use.");
+    o << "mosaic_host_read_ahead_bytes_total " << host_->ahead_bytes << '\n';
+  }
   head("mosaic_expert_prefetches_total", "counter", "Experts copied in ahead of their layer (the prefetch miss policy).");
   o << "mosaic_expert_prefetches_total " << total.prefetches << '\n';
   head("mosaic_expert_prefetches_used_total", "counter", "Prefetched experts that a routed token then hit.");

@@ -1,14 +1,16 @@
 #pragma once
 // What `GET /metrics` reports, in Prometheus' text format: requests by model and status, TTFT and
 // TPOT histograms, sequences running and waiting, KV blocks in use, per-layer hits and misses,
-// swaps and expert loads. Updated from the engine's callbacks and the HTTP threads; thread-safe.
+// swaps and expert loads (from RAM or from disk), the host tier's residency. Updated from the engine's callbacks and the HTTP threads; thread-safe.
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "runtime/host_tier.h"
 #include "runtime/request_stats.h"
 #include "server/http_transport.h"
 
@@ -22,6 +24,7 @@ class ServerMetrics {
   void rejected(const std::string& model, const std::string& status);
   void set_sequences(std::int64_t running, std::int64_t waiting);
   void set_kv_blocks(std::int64_t used);
+  void set_host_tier(const TierStats& stats, std::optional<std::uint64_t> budget);
   void set_connections(const TransportCounts& c);
 
   std::string text() const;  // the exposition
@@ -40,6 +43,8 @@ class ServerMetrics {
   Histogram ttft_, tpot_;
   std::int64_t running_ = 0, waiting_ = 0, kv_used_ = 0;
   TransportCounts connections_;
+  std::optional<TierStats> host_;
+  std::optional<std::uint64_t> host_budget_;
   std::int64_t prompt_tokens_ = 0, generated_tokens_ = 0;
   std::vector<LayerCounts> layers_;
   std::int64_t swaps_ = 0;

@@ -41,6 +41,9 @@ RunSummary summarize(const std::vector<RequestRecord>& records) {
     const LayerCounts t = c.total();
     s.load_seconds += t.load_seconds;
     s.load_bytes += t.load_bytes;
+    s.loads += t.loads;
+    s.disk_loads += t.disk_loads;
+    s.disk_seconds += t.disk_seconds;
     hits.resize(std::max(hits.size(), c.layers.size()));
     misses.resize(hits.size());
     for (std::size_t l = 0; l < c.layers.size(); ++l) {

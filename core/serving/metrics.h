@@ -44,6 +44,10 @@ struct RunSummary {
   std::int64_t swaps = 0, preemptions = 0;
   double swap_seconds = 0, load_seconds = 0;
   std::uint64_t swap_bytes = 0, load_bytes = 0;
+  // Expert loads, and of them those whose bytes were read from disk (host budget): with hits, the
+  // three outcomes of a routed expert — on the device, in RAM, on disk.
+  std::int64_t loads = 0, disk_loads = 0;
+  double disk_seconds = 0;
 };
 
 RunSummary summarize(const std::vector<RequestRecord>& records);

@@ -150,6 +150,19 @@ ALTER TABLE request_layers ADD COLUMN prefetches INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE request_layers ADD COLUMN prefetch_used INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE request_layers ADD COLUMN prefetch_bytes INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE request_layers ADD COLUMN prefetch_seconds REAL NOT NULL DEFAULT 0;
+)sql",
+      // 8: the host tier: of the loads, those whose bytes were read from disk (not in RAM under the
+      // host budget), and the time that took; hit rates by the three outcomes.
+      R"sql(
+ALTER TABLE request_layers ADD COLUMN disk_loads INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE request_layers ADD COLUMN disk_bytes INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE request_layers ADD COLUMN disk_seconds REAL NOT NULL DEFAULT 0;
+DROP VIEW layer_hit_rates;
+CREATE VIEW layer_hit_rates AS
+  SELECT run_id, layer, SUM(hits) AS hits, SUM(misses) AS misses,
+         CAST(SUM(hits) AS REAL) / NULLIF(SUM(hits) + SUM(misses), 0) AS hit_rate,
+         SUM(loads) - SUM(disk_loads) AS ram_loads, SUM(disk_loads) AS disk_loads
+  FROM request_layers GROUP BY run_id, layer;
 )sql"};
   return m;
 }
@@ -399,13 +412,15 @@ void Recorder::record(std::int64_t run, const RequestRecord& r) {
     q.run();
     Statement l(db_,
                 "INSERT INTO request_layers (run_id, idx, layer, hits, misses, loads, load_bytes, load_seconds, prefetches,"
-                " prefetch_used, prefetch_bytes, prefetch_seconds) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                " prefetch_used, prefetch_bytes, prefetch_seconds, disk_loads, disk_bytes, disk_seconds)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 path_.string());
     for (std::size_t layer = 0; layer < c.layers.size(); ++layer) {
       const LayerCounts& n = c.layers[layer];
       l.bind(1, run).bind(2, r.index).bind(3, static_cast<std::int64_t>(layer)).bind(4, n.hits).bind(5, n.misses);
       l.bind(6, n.loads).bind(7, static_cast<std::int64_t>(n.load_bytes)).bind(8, n.load_seconds);
       l.bind(9, n.prefetches).bind(10, n.prefetch_used).bind(11, static_cast<std::int64_t>(n.prefetch_bytes)).bind(12, n.prefetch_seconds);
+      l.bind(13, n.disk_loads).bind(14, static_cast<std::int64_t>(n.disk_bytes)).bind(15, n.disk_seconds);
       l.run();
     }
     Statement a(db_,
@@ -536,7 +551,7 @@ std::vector<RequestRecord> Recorder::requests(std::int64_t run) const {
   }
   Statement l(db_,
               "SELECT idx, layer, hits, misses, loads, load_bytes, load_seconds, prefetches, prefetch_used, prefetch_bytes,"
-              " prefetch_seconds FROM request_layers WHERE run_id = ? ORDER BY idx, layer",
+              " prefetch_seconds, disk_loads, disk_bytes, disk_seconds FROM request_layers WHERE run_id = ? ORDER BY idx, layer",
               path_.string());
   l.bind(1, run);
   std::size_t at = 0;
@@ -548,7 +563,9 @@ std::vector<RequestRecord> Recorder::requests(std::int64_t run) const {
     layers[static_cast<std::size_t>(l.i64(1))] = {.hits = l.i64(2), .misses = l.i64(3), .loads = l.i64(4),
                                                   .load_bytes = static_cast<std::uint64_t>(l.i64(5)), .load_seconds = l.f64(6),
                                                   .prefetches = l.i64(7), .prefetch_used = l.i64(8),
-                                                  .prefetch_bytes = static_cast<std::uint64_t>(l.i64(9)), .prefetch_seconds = l.f64(10)};
+                                                  .prefetch_bytes = static_cast<std::uint64_t>(l.i64(9)), .prefetch_seconds = l.f64(10),
+                                                  .disk_loads = l.i64(11), .disk_bytes = static_cast<std::uint64_t>(l.i64(12)),
+                                                  .disk_seconds = l.f64(13)};
   }
   Statement a(db_,
               "SELECT idx, layer, hits, steps, attention_seconds, expert_seconds FROM request_layer_alone WHERE run_id = ?"

@@ -25,7 +25,7 @@ struct RunInfo {
 
 class Recorder {
  public:
-  static constexpr int kSchemaVersion = 7;
+  static constexpr int kSchemaVersion = 8;
 
   // ReadWrite opens or creates the database and migrates it to kSchemaVersion. ReadOnly (what a
   // reader such as `runs` or `report` asks for) never writes the file: it opens it with SQLite's

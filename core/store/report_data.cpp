@@ -165,7 +165,8 @@ void write_report_tables(const ReportData& d, const std::filesystem::path& dir) 
                     num(s.ttft.p50), num(s.ttft.p90), num(s.ttft.p99), num(s.ttft.mean), num(s.turnaround.p50),
                     num(s.turnaround.p90), num(s.turnaround.p99), num(s.turnaround.mean), num(s.queue_wait.mean),
                     num(s.tpot.mean), num(s.hit_rate), std::to_string(s.swaps), num(s.swap_seconds),
-                    std::to_string(s.swap_bytes), std::to_string(s.load_bytes), r.info.machine, r.info.started_at});
+                    std::to_string(s.swap_bytes), std::to_string(s.load_bytes), std::to_string(s.loads), std::to_string(s.disk_loads),
+                    num(s.disk_seconds), r.info.machine, r.info.started_at});
     nlohmann::ordered_json run = {{"id", r.info.id}, {"strategy", r.info.strategy}, {"status", r.info.status}, {"rate", r.rate}, {"repeat", r.repeat}};
     run.update(summary_json(s));
     run.update(nlohmann::ordered_json{{"machine", r.info.machine}, {"build", r.info.build}, {"started_at", r.info.started_at}});
@@ -176,8 +177,8 @@ void write_report_tables(const ReportData& d, const std::filesystem::path& dir) 
       requests.push_back({std::to_string(r.info.id), std::to_string(q.index), q.target, std::to_string(q.lane), num(st.arrival),
                           num(st.start), num(st.first_token), num(st.finish), num(st.queue_wait()), num(st.ttft()),
                           num(st.tpot()), num(st.turnaround()), std::to_string(st.generated_tokens), std::to_string(t.hits),
-                          std::to_string(t.misses), num(st.swap_seconds()), std::to_string(st.bytes_moved()),
-                          finish_name(q.outcome)});
+                          std::to_string(t.misses), std::to_string(t.loads - t.disk_loads), std::to_string(t.disk_loads),
+                          num(st.swap_seconds()), std::to_string(st.bytes_moved()), finish_name(q.outcome)});
     }
   }
   j["points"] = nlohmann::ordered_json::array();
@@ -220,7 +221,7 @@ void write_report_tables(const ReportData& d, const std::filesystem::path& dir) 
             {"run", "strategy", "status", "rate", "repeat", "requests", "failed", "makespan_s", "window_s", "drain_s", "requests_per_minute", "tokens_per_s",
              "ttft_p50", "ttft_p90", "ttft_p99", "ttft_mean", "turnaround_p50", "turnaround_p90", "turnaround_p99",
              "turnaround_mean", "queue_wait_mean", "tpot_mean", "hit_rate", "swaps", "swap_s", "swap_bytes", "load_bytes",
-             "machine", "started_at"},
+             "loads", "disk_loads", "disk_s", "machine", "started_at"},
             runs);
   write_csv(dir / "points.csv",
             {"strategy", "rate", "runs", "requests_per_minute", "tokens_per_s", "ttft_mean", "ttft_p90", "turnaround_mean",
@@ -230,7 +231,7 @@ void write_report_tables(const ReportData& d, const std::filesystem::path& dir) 
   write_csv(dir / "layer_latency.csv", {"strategy", "hits", "layer_steps", "attention_s", "experts_s"}, latency);
   write_csv(dir / "requests.csv",
             {"run", "index", "target", "lane", "arrival", "start", "first_token", "finish", "queue_wait", "ttft", "tpot",
-             "turnaround", "output_tokens", "hits", "misses", "swap_s", "bytes_moved", "outcome"},
+             "turnaround", "output_tokens", "hits", "misses", "ram_loads", "disk_loads", "swap_s", "bytes_moved", "outcome"},
             requests);
   const std::string text = j.dump(1);
   write_file_atomically(dir / "report.json", [&](std::ostream& out) { out << text << "\n"; });

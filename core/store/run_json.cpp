@@ -32,7 +32,10 @@ nlohmann::ordered_json summary_json(const RunSummary& s) {
           {"swaps", s.swaps},
           {"swap_seconds", number(s.swap_seconds)},
           {"swap_bytes", s.swap_bytes},
-          {"load_bytes", s.load_bytes}};
+          {"load_bytes", s.load_bytes},
+          {"loads", s.loads},
+          {"disk_loads", s.disk_loads},
+          {"disk_seconds", number(s.disk_seconds)}};
 }
 
 }  // namespace mosaic

@@ -232,18 +232,21 @@ std::vector<ReportTable> tables_of(const ReportData& d) {
 
   ReportTable by_hits = layer_latency_table(d);
 
-  ReportTable runs{QStringLiteral("Table 4. Every run: its arrival window and the drain after it, and latency percentiles."),
+  ReportTable runs{QStringLiteral("Table 4. Every run: its arrival window and the drain after it, latency percentiles, and its expert "
+                                  "loads by where their bytes were: in RAM, or read from disk under a host budget."),
                    {QStringLiteral("run"), QStringLiteral("strategy"), QStringLiteral("status"), QStringLiteral("rate (req/s)"), QStringLiteral("repeat"),
                     QStringLiteral("requests"), QStringLiteral("failed"), QStringLiteral("window (s)"), QStringLiteral("drain (s)"),
                     QStringLiteral("TTFT p50 (ms)"), QStringLiteral("TTFT p99 (ms)"), QStringLiteral("turnaround p99 (ms)"),
-                    QStringLiteral("started (UTC)")},
+                    QStringLiteral("loads RAM / disk"), QStringLiteral("started (UTC)")},
                    {},
-                   {false, true, true, false, false, false, false, false, false, false, false, false, true}};
+                   {false, true, true, false, false, false, false, false, false, false, false, false, false, true}};
   for (const ReportRun& r : d.runs)
     runs.rows << QStringList{QString::number(r.info.id), q(r.info.strategy), q(r.info.status), fmt(r.rate, 2), QString::number(r.repeat),
                              QString::number(r.summary.requests), QString::number(r.summary.failed), fmt(r.summary.window_seconds, 2),
                              fmt(r.summary.drain_seconds, 2), ms(r.summary.ttft.p50), ms(r.summary.ttft.p99),
-                             ms(r.summary.turnaround.p99), q(r.info.started_at).replace(QLatin1Char('T'), QLatin1Char(' ')).remove(QLatin1Char('Z'))};
+                             ms(r.summary.turnaround.p99),
+                             QStringLiteral("%1 / %2").arg(r.summary.loads - r.summary.disk_loads).arg(r.summary.disk_loads),
+                             q(r.info.started_at).replace(QLatin1Char('T'), QLatin1Char(' ')).remove(QLatin1Char('Z'))};
   return {latency, hits, by_hits, runs};
 }
 
