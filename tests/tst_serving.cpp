@@ -191,6 +191,19 @@ class TestServing : public QObject {
     }
     auto simulated = parse_sweep_config(sweep({{"device_profile", "a100.json"}}, "simulated"), "sweep.json", scratch(""));
     expect_mentions(error_of<InvalidArgument>([&] { set_sweep_device(simulated, Device::Cuda); }), {"device", "simulated", "device_profile"});
+
+    // The host tier's budget: a byte size or "all"; recorded exactly when `bench --host-budget` sets it.
+    QCOMPARE(parse_sweep_config(sweep({{"host_budget", "2GiB"}}), "sweep.json", scratch("")).host_budget, std::optional<std::uint64_t>(2ull << 30));
+    QVERIFY(!parse_sweep_config(sweep({{"host_budget", "all"}}), "sweep.json", scratch("")).host_budget);
+    expect_mentions(error_of<FormatError>([&] { parse_sweep_config(sweep({{"host_budget", "lots"}}), "sweep.json", scratch("")); }),
+                    {"sweep.json", "'host_budget'", "16GiB"});
+    expect_mentions(error_of<FormatError>([&] {
+                      parse_sweep_config(sweep({{"host_budget", "1GiB"}, {"device_profile", "a100.json"}}, "simulated"), "sweep.json", scratch(""));
+                    }),
+                    {"'host_budget'", "simulated clock"});
+    set_sweep_host_budget(config, 3ull << 30);
+    QCOMPARE(parse_sweep_config(config.text, "again.json", scratch("")).host_budget, std::optional<std::uint64_t>(3ull << 30));
+    expect_mentions(error_of<InvalidArgument>([&] { set_sweep_host_budget(simulated, 1ull << 30); }), {"--host-budget", "simulated"});
   }
 
   void ratesComeFromTheEnginesOwnSaturation() {
@@ -799,6 +812,12 @@ class TestServing : public QObject {
     gpu.device = Device::Cpu;
     save_session_file(scratch("cpu-session.json"), gpu);
     QVERIFY(!nlohmann::json::parse(std::ifstream(scratch("cpu-session.json"))).contains("device"));
+    // The host budget: bytes, or absent (every weight in RAM); written back only when there is one.
+    QVERIFY(!load_session_file(scratch("cpu-session.json")).host_budget_bytes);
+    gpu.host_budget_bytes = 3ull << 30;
+    save_session_file(scratch("host-session.json"), gpu);
+    QCOMPARE(load_session_file(scratch("host-session.json")).host_budget_bytes, std::optional<std::uint64_t>(3ull << 30));
+    expect_mentions(error(R"({"schema": "mosaic.session/1", "variants": ["a"], "host_budget_bytes": "lots"})"), {"session.json", "host_budget_bytes", "bytes"});
   }
 };
 

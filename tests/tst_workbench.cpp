@@ -191,6 +191,47 @@ class WorkbenchTest : public QObject {
     QTRY_COMPARE_WITH_TIMEOUT(panel->model()->family().variants[0].name, QStringLiteral("base"), 120000);
   }
 
+  // The host budget: the family opens again under it, and the Layout panel shows the three tiers
+  // (device, RAM within the budget, disk); a chat's first misses read their experts from disk (the
+  // tier starts empty), drawn as the strip's third outcome. A budget below the minimum is refused
+  // naming it, the family keeping the budget it has. "all" puts every byte back in RAM.
+  void the_host_budget_reopens_the_family_with_three_tiers() {
+    FamilyPanel* panel = window_->familyPanel();
+    const qint64 budget = qint64(64) << 20;
+    panel->hostBudgetBox()->setBytes(budget);
+    Q_EMIT panel->hostBudgetRequested(budget);  // as editing the box does
+    QTRY_COMPARE_WITH_TIMEOUT(panel->model()->family().host_budget, budget, 120000);
+    QTRY_COMPARE_WITH_TIMEOUT(window_->layoutPanel()->grid()->layoutInfo().host_budget, budget, 30000);
+    const FamilyInfo& f = panel->model()->family();
+    const LayoutInfo& l = window_->layoutPanel()->grid()->layoutInfo();
+    QCOMPARE(l.distinct_bytes, f.host_bytes);
+    QCOMPARE(l.ram_bytes + l.disk_bytes, l.distinct_bytes);
+    QCOMPARE(l.ram_bytes, std::min(budget, f.host_bytes));
+    QVERIFY(l.device_bytes > 0 && l.device_bytes <= l.budget);
+    QVERIFY2(window_->layoutPanel()->summaryText().contains(QStringLiteral("Tiers: device")), qPrintable(window_->layoutPanel()->summaryText()));
+
+    QSignalSpy tokens(window_->engine(), &EngineHost::chatToken);
+    window_->chatPane()->promptEdit()->setText(QStringLiteral("In the beginning"));
+    QSignalSpy finished(window_->engine(), &EngineHost::chatFinished);
+    window_->chatPane()->send();
+    QVERIFY(finished.wait(60000));
+    int disk = 0;
+    for (const QList<QVariant>& args : tokens)
+      for (int d : args.at(0).value<TokenTrace>().disk) disk += d;
+    QVERIFY2(disk > 0, "no expert was read from disk under a host budget, where the tier starts empty");
+
+    Q_EMIT panel->hostBudgetRequested(qint64(1) << 20);  // below one non-expert set and the staging chunks
+    QTRY_VERIFY_WITH_TIMEOUT(panel->errorText().contains(QStringLiteral("minimum")), 60000);
+    QVERIFY2(panel->errorText().contains(QStringLiteral("host budget")), qPrintable(panel->errorText()));
+    QCOMPARE(panel->hostBudget(), budget);
+    QCOMPARE(panel->model()->family().host_budget, budget);
+
+    Q_EMIT panel->hostBudgetRequested(0);
+    QTRY_COMPARE_WITH_TIMEOUT(panel->model()->family().host_budget, qint64(0), 120000);
+    QTRY_COMPARE_WITH_TIMEOUT(window_->layoutPanel()->grid()->layoutInfo().disk_bytes, qint64(0), 30000);
+    QCOMPARE(panel->hostBudgetBox()->text(), QStringLiteral("all"));
+  }
+
   void distance_heatmaps_and_their_export() {
     AnalysisPanel* a = window_->analysisPanel();
     QTRY_COMPARE_WITH_TIMEOUT(a->heatmap().rows, 4, 30000);  // d(l, e): layers × experts

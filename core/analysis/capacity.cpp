@@ -111,4 +111,14 @@ CapacityPlan plan_capacity(const Family& family, std::uint64_t budget_bytes, con
   return plan_capacity(family.spec(), b.non_expert, b.per_expert + b.max_packed_delta, budget_bytes, reserve);
 }
 
+TierBytes tier_bytes(std::uint64_t distinct_bytes, std::uint64_t device_bytes, std::optional<std::uint64_t> host_budget) {
+  const std::uint64_t ram = host_budget ? std::min(*host_budget, distinct_bytes) : distinct_bytes;
+  return {.device = device_bytes, .ram = ram, .disk = distinct_bytes - ram, .distinct = distinct_bytes};
+}
+
+std::uint64_t planned_device_bytes(const CapacityPlan& plan) {
+  const std::uint64_t experts = checked_mul(static_cast<std::uint64_t>(plan.capacity), plan.bytes_per_expert, "capacity", "resident experts");
+  return checked_add(checked_add(plan.non_expert_bytes, experts, "capacity", "device bytes"), plan.reserve_bytes(), "capacity", "device bytes");
+}
+
 }  // namespace mosaic

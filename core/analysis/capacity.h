@@ -2,6 +2,7 @@
 // How many experts a memory budget holds (Multi-MoE §3.1): what is left of the budget after one
 // variant's non-expert weights and an itemized reserve, divided by the bytes of one expert.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,17 @@ CapacityPlan plan_capacity(const ModelSpec& spec, std::uint64_t non_expert_bytes
 // The same for a family: the largest variant's non-expert bytes, and per expert (pinned or in a miss
 // slot) the largest expert plus, in a family with delta folders, the largest packed delta.
 CapacityPlan plan_capacity(const Family& family, std::uint64_t budget_bytes, const ReserveSpec& reserve = {});
+
+// The three tiers a family's weights live in. The device holds what the plan keeps there (its
+// budget, at most); host RAM the distinct bytes the host tier keeps (runtime/host_tier.h: every one
+// without a host budget); disk the rest, read on demand. A device byte is a copy of a host byte, so
+// `ram + disk == distinct`.
+struct TierBytes {
+  std::uint64_t device = 0, ram = 0, disk = 0, distinct = 0;
+};
+TierBytes tier_bytes(std::uint64_t distinct_bytes, std::uint64_t device_bytes, std::optional<std::uint64_t> host_budget);
+// What a plan keeps on the device: one non-expert set, its resident experts and its reserve.
+std::uint64_t planned_device_bytes(const CapacityPlan& plan);
 
 // Number of MoE positions of a spec, and a capacity given directly, clamped to it.
 std::int64_t moe_positions(const ModelSpec& spec);

@@ -40,7 +40,8 @@ std::uint64_t packed_delta_bytes(const HostStore& store, int base) {
 
 Session::~Session() { engine_.reset(); }
 
-Outcome<std::unique_ptr<Session>> Session::open(const std::vector<std::filesystem::path>& dirs, const AnalysisProgress& progress) {
+Outcome<std::unique_ptr<Session>> Session::open(const std::vector<std::filesystem::path>& dirs, const AnalysisProgress& progress,
+                                                std::optional<std::uint64_t> host_budget) {
   return Outcome<std::unique_ptr<Session>>::of([&]() -> Outcome<std::unique_ptr<Session>> {
     std::unique_ptr<Session> s(new Session);
     s->family_ = std::make_unique<Family>();
@@ -49,7 +50,7 @@ Outcome<std::unique_ptr<Session>> Session::open(const std::vector<std::filesyste
     auto analysis = analyze_family(*s->family_, {default_cache_dir(), 0, progress});
     if (analysis.is_cancelled()) return Cancelled{};
     s->analysis_ = std::move(*analysis);
-    s->store_ = std::make_unique<HostStore>(*s->family_);
+    s->store_ = std::make_unique<HostStore>(*s->family_, host_budget);
     return s;
   });
 }

@@ -26,10 +26,12 @@ namespace mosaic {
 class Session {
  public:
   // Opens the variant folders (model/variant_folders.h) as one family, analyzes it through the cache
-  // and loads the host store. Cancelled when `progress` says so; failed with what opening or
-  // analyzing throws.
+  // and loads the host store, keeping `host_budget` of its distinct bytes in RAM (nullopt: all).
+  // Cancelled when `progress` says so; failed with what opening or analyzing throws (BudgetError for
+  // a host budget below its minimum).
   static Outcome<std::unique_ptr<Session>> open(const std::vector<std::filesystem::path>& dirs,
-                                                const AnalysisProgress& progress = {});
+                                                const AnalysisProgress& progress = {},
+                                                std::optional<std::uint64_t> host_budget = std::nullopt);
   ~Session();
 
   const Family& family() const { return *family_; }

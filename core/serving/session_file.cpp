@@ -38,7 +38,7 @@ SessionFile parse_session_file(std::string_view text, const std::string& file, c
   const std::string hint = "see sample_configs/sample-session.json";
   const json j = parse_json(text, file, hint);
   if (!j.is_object()) throw FormatError(file, "", "is not a JSON object", hint);
-  check_keys(j, {"schema", "variants", "budget_bytes", "policy", "shares", "layout", "reserve", "device", "serving", "chat"}, file, "", hint);
+  check_keys(j, {"schema", "variants", "budget_bytes", "host_budget_bytes", "policy", "shares", "layout", "reserve", "device", "serving", "chat"}, file, "", hint);
   if (j.contains("reserve")) check_keys(j["reserve"], {"context_tokens", "requests", "prefill_chunk", "miss_slots"}, file, "reserve", hint);
   if (j.contains("chat")) check_keys(j["chat"], {"target", "prompt", "max_new_tokens", "temperature", "top_p"}, file, "chat", hint);
   check_schema(j, SessionFile::kSchema, file, hint);
@@ -52,6 +52,11 @@ SessionFile parse_session_file(std::string_view text, const std::string& file, c
       // Read as unsigned, −5 would become 2^64 − 5.
       if (!j["budget_bytes"].is_number_unsigned()) throw FormatError(file, "budget_bytes", "must be a whole number of bytes ≥ 0", hint);
       s.budget_bytes = j["budget_bytes"].get<std::uint64_t>();
+    }
+    if (j.contains("host_budget_bytes") && !j["host_budget_bytes"].is_null()) {
+      if (!j["host_budget_bytes"].is_number_unsigned())
+        throw FormatError(file, "host_budget_bytes", "must be a whole number of bytes ≥ 0, or null (every weight in RAM)", hint);
+      s.host_budget_bytes = j["host_budget_bytes"].get<std::uint64_t>();
     }
     s.policy = j.value("policy", s.policy);
     if (j.contains("shares")) {
@@ -100,6 +105,7 @@ void save_session_file(const fs::path& path, const SessionFile& s) {
   for (const auto& v : s.variants) j["variants"].push_back(relative(v));
   if (!s.shares.empty()) j["shares"] = s.shares;
   j["budget_bytes"] = s.budget_bytes ? json(*s.budget_bytes) : json(nullptr);
+  if (s.host_budget_bytes) j["host_budget_bytes"] = *s.host_budget_bytes;
   if (!s.layout.empty()) j["layout"] = relative(s.layout);
   if (s.reserve)
     j["reserve"] = {{"context_tokens", s.reserve->context_tokens}, {"requests", s.reserve->requests},

@@ -18,6 +18,7 @@ struct SessionFile {
   static constexpr const char* kSchema = "mosaic.session/1";
   std::vector<std::filesystem::path> variants;
   std::optional<std::uint64_t> budget_bytes;  // nullopt: the engine's default
+  std::optional<std::uint64_t> host_budget_bytes;  // the host tier's budget; nullopt: every weight in RAM
   std::string policy = "round-robin";
   std::vector<double> shares;  // the weighted policy's, one per variant; empty: alike
   std::filesystem::path layout;  // empty: plan from the budget

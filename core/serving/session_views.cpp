@@ -37,6 +37,7 @@ FamilyView describe_family(const Session& session) {
   info.distances_from_cache = session.analysis().from_cache;
   info.bytes_per_expert = device_bytes(family).per_expert;
   info.host_bytes = session.store().host_bytes();
+  info.host_budget = session.store().tier().budget();
   for (const Variant& v : family.variants()) {
     const Checkpoint& ck = *v.checkpoint;
     VariantView vi;

@@ -26,6 +26,7 @@ struct FamilyView {
   int layers = 0, experts = 0, top_k = 0;
   std::uint64_t bytes_per_expert = 0;
   std::uint64_t host_bytes = 0;  // what the host store holds (each distinct tensor once)
+  std::optional<std::uint64_t> host_budget;  // what of it the host tier keeps in RAM; nullopt: all
   bool distances_from_cache = false;
 };
 

@@ -84,7 +84,8 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
   };
   if (!j.is_object()) throw FormatError(file, "", "is not a JSON object", hint);
   check_keys(j, {"schema", "description", "variants", "targets", "clock", "rates", "repeats", "seed", "alpha", "duration_seconds",
-                 "prompt", "output", "strategies", "trace", "trace_routes", "device", "device_profile", "routing", "host_memory"},
+                 "prompt", "output", "strategies", "trace", "trace_routes", "device", "device_profile", "routing", "host_memory",
+                 "host_budget"},
              file, "", hint);
   check_schema(j, "mosaic.sweep/1", file);
 
@@ -119,6 +120,17 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
     const auto d = j["device"].is_string() ? parse_device(j["device"].get<std::string>()) : std::nullopt;
     if (!d) fail("device", "must be cpu (the fp32 reference) or cuda (bf16 weights on the GPU)");
     c.device = *d;
+  }
+  if (j.contains("host_budget")) {
+    if (c.clock == RunClock::Simulated)
+      fail("host_budget", "is the engine's host tier, and the simulated clock runs no engine (it reads no weights)");
+    const auto& h = j["host_budget"];
+    if (!(h.is_string() && h.get<std::string>() == "all")) {
+      const auto b = h.is_string() ? parse_byte_size(h.get<std::string>()) : std::nullopt;
+      if (!b) fail("host_budget", h.is_string() ? byte_size_problem(h.get<std::string>()) + "; write a byte size such as \"16GiB\", or \"all\""
+                                                : "must be a byte size such as \"16GiB\", or \"all\"");
+      c.host_budget = b;
+    }
   }
   if (j.contains("host_memory")) {
     const auto& h = j["host_memory"];
@@ -320,6 +332,17 @@ void set_sweep_device(SweepConfig& config, Device device) {
   auto j = nlohmann::ordered_json::parse(config.text, nullptr, false);
   if (j.is_object()) {
     j["device"] = std::string(device_name(device));
+    config.text = j.dump(2);
+  }
+}
+
+void set_sweep_host_budget(SweepConfig& config, std::optional<std::uint64_t> bytes) {
+  if (config.clock == RunClock::Simulated)
+    throw InvalidArgument("--host-budget", "", "is the engine's host tier, and a simulated sweep runs no engine", "leave it out");
+  config.host_budget = bytes;
+  auto j = nlohmann::ordered_json::parse(config.text, nullptr, false);
+  if (j.is_object()) {
+    j["host_budget"] = bytes ? std::to_string(*bytes) : std::string("all");  // exact: the record can be run again
     config.text = j.dump(2);
   }
 }

@@ -13,6 +13,9 @@
 //                      model prices steps for, sample_configs/devices/),
 //    "routing": "model.json" (simulated only, relative to the config: how tokens choose experts,
 //               sim/routing_model.h, measured by `mosaic-cli routing`; default uniform top-k),
+//    "host_budget": "16GiB" (virtual and real clocks: the host tier's budget, runtime/host_tier.h: the
+//                   distinct weight bytes kept in RAM, the rest read from disk; default all;
+//                   `bench --host-budget` overrides it),
 //    "host_memory": {"experts": "pinned" | "pageable", "non_expert": "pinned" | "pageable"}
 //                   (simulated only: which link rate each kind of copy gets; default pinned),
 //    "alpha": skew in (0, 1] (1: even), "duration_seconds": t, "prompt": [min, max], "output": [min, max],
@@ -72,6 +75,7 @@ struct SweepConfig {
   std::vector<std::string> targets;  // the names workloads draw from; empty: each strategy's own
   bool trace_routes = false;  // record each request's routes (RequestRecord::routes)
   Device device = Device::Cpu;  // every strategy's backend (StrategyConfig::device), engine clocks only
+  std::optional<std::uint64_t> host_budget;  // engine clocks: the host tier's budget; nullopt: every byte in RAM
   std::filesystem::path device_profile;  // simulated clock: the profile's file
   std::filesystem::path routing;         // simulated clock: a routing model's file; empty: uniform
   HostMemory host_memory;                // simulated clock: the link rate of each kind of copy
@@ -86,5 +90,8 @@ SweepConfig parse_sweep_config(const std::string& text, const std::string& file,
 // Serves every strategy of `config` on `device` (what `bench --device` and the workbench's selector
 // ask for), recorded as if the config had said so. InvalidArgument on the simulated clock.
 void set_sweep_device(SweepConfig& config, Device device);
+// The host budget every strategy's host store keeps (`bench --host-budget`), recorded likewise.
+// InvalidArgument on the simulated clock.
+void set_sweep_host_budget(SweepConfig& config, std::optional<std::uint64_t> bytes);
 
 }  // namespace mosaic

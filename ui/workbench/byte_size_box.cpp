@@ -32,10 +32,12 @@ void ByteSizeBox::setBytes(qint64 bytes) { setValue(static_cast<double>(bytes) /
 
 QValidator::State ByteSizeBox::validate(QString& text, int&) const {
   if (typed_bytes(text)) return QValidator::Acceptable;
+  if (!specialValueText().isEmpty() && text.trimmed() == specialValueText()) return QValidator::Acceptable;  // e.g. "all"
   return QValidator::Intermediate;  // a unit half typed
 }
 
 double ByteSizeBox::valueFromText(const QString& text) const {
+  if (!specialValueText().isEmpty() && text.trimmed() == specialValueText()) return minimum();
   const auto b = typed_bytes(text);
   return b ? *b / kMiB : value();
 }

@@ -1,6 +1,7 @@
 #pragma once
 // A byte-size field that takes what people type — "2GiB", "1.5 GB", "300 MiB", or a bare number
-// of MiB — and shows IEC units, always printed (the unit of the value is MiB).
+// of MiB — and shows IEC units, always printed (the unit of the value is MiB). With a special value
+// text (setMinimum(0), setSpecialValueText("all")) that text is typed and shown for the minimum.
 #include <QDoubleSpinBox>
 
 namespace mosaic::ui {

@@ -35,7 +35,10 @@ void TokenStrip::append(const TokenTrace& t) {
 
 namespace {
 constexpr int kMinCell = 4, kMaxCell = 14;
-QColor cellColor(int hits, int misses) {
+// Hits, misses whose expert came from RAM, and misses whose bytes were read from disk (host budget):
+// the three outcomes of a routed expert, the slowest winning the cell.
+QColor cellColor(int hits, int misses, int disk) {
+  if (disk > 0) return QColor(0x8c564b);
   return misses == 0 ? (hits > 0 ? QColor(0x2ca02c) : QColor(0xeeeeee)) : (hits == 0 ? QColor(0xd62728) : QColor(0xff7f0e));
 }
 }  // namespace
@@ -69,6 +72,7 @@ QString TokenStrip::describe(int index) const {
     }
     text += experts.isEmpty() ? tr("\nlayer %1: %2 hit, %3 missed").arg(l).arg(t.hits.value(l)).arg(t.misses.value(l))
                               : tr("\nlayer %1: experts %2").arg(l).arg(experts.join(QStringLiteral(", ")));
+    if (t.disk.value(l) > 0) text += tr(" — %n expert(s) read from disk", "", t.disk.value(l));
   }
   return text;
 }
@@ -95,7 +99,7 @@ void TokenStrip::paintEvent(QPaintEvent*) {
     const TokenTrace& t = tokens_[i];
     const int x = (i - firstShown()) * w;
     if (t.swaps > 0) p.fillRect(QRect(x, 0, w - 1, 6), QColor(0x9467bd));  // a swap before this token
-    for (int l = 0; l < layers; ++l) p.fillRect(QRect(x, 8 + l * h, w - 1, h - 1), cellColor(t.hits.value(l), t.misses.value(l)));
+    for (int l = 0; l < layers; ++l) p.fillRect(QRect(x, 8 + l * h, w - 1, h - 1), cellColor(t.hits.value(l), t.misses.value(l), t.disk.value(l)));
   }
 }
 
@@ -140,6 +144,7 @@ ChatPane::ChatPane(QWidget* parent) : QWidget(parent) {
   auto* key = new QLabel(tr("Per token (→) and MoE layer (↓): <span style='color:#2ca02c'>■</span>&nbsp;all&nbsp;hits "
                             "<span style='color:#ff7f0e'>■</span>&nbsp;hits&nbsp;and&nbsp;misses "
                             "<span style='color:#d62728'>■</span>&nbsp;all&nbsp;misses "
+                            "<span style='color:#8c564b'>■</span>&nbsp;misses&nbsp;read&nbsp;from&nbsp;disk "
                             "<span style='color:#9467bd'>▬</span>&nbsp;non-expert&nbsp;swap&nbsp;before&nbsp;it · hover a token for its layers"));
   key->setTextFormat(Qt::RichText);
   key->setWordWrap(true);

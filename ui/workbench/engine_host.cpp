@@ -39,6 +39,8 @@ FamilyInfo describe(const FamilyView& f) {
   info.top_k = f.top_k;
   info.distances_from_cache = f.distances_from_cache;
   info.bytes_per_expert = static_cast<qint64>(f.bytes_per_expert);
+  info.host_bytes = static_cast<qint64>(f.host_bytes);
+  info.host_budget = f.host_budget ? static_cast<qint64>(*f.host_budget) : 0;
   for (const VariantView& v : f.variants)
     info.variants.push_back({q(v.name), q(v.dir), q(v.architecture), q(v.dtypes), v.parameters, v.active_parameters,
                              static_cast<qint64>(v.bytes), static_cast<qint64>(v.non_expert_bytes), v.adapter_experts, q(v.delta)});
@@ -78,9 +80,19 @@ LayoutInfo describe(const ConsolidationPlan& plan, const CapacityPlan& cap) {
   return info;
 }
 
+void describe_tiers(LayoutInfo& info, const CapacityPlan& cap, std::uint64_t distinct, std::optional<std::uint64_t> host_budget) {
+  const TierBytes t = tier_bytes(distinct, planned_device_bytes(cap), host_budget);
+  info.device_bytes = static_cast<qint64>(t.device);
+  info.ram_bytes = static_cast<qint64>(t.ram);
+  info.disk_bytes = static_cast<qint64>(t.disk);
+  info.distinct_bytes = static_cast<qint64>(t.distinct);
+  info.host_budget = host_budget ? static_cast<qint64>(*host_budget) : 0;
+}
+
 LayoutInfo describe(const Session& session) {
   const Layout& layout = session.layout();
   LayoutInfo info = describe(layout.plan, session.capacity());
+  describe_tiers(info, session.capacity(), session.store().host_bytes(), session.store().tier().budget());
   for (const auto& v : layout.variants) info.variants << q(v.name);
   const ReserveSpec& r = session.reserve();
   info.reserve_settings = {r.context_tokens, r.requests, r.prefill_chunk, r.miss_slots};
@@ -173,14 +185,17 @@ void EngineHost::openFamily(const QStringList& dirs, qint64 budgetBytes, const Q
       for (const QString& d : dirs) paths.emplace_back(d.toStdString());
       auto last = std::chrono::steady_clock::now();
       Q_EMIT progress(tr("Hashing and expert distances"), 0, 1);
-      auto opened = Session::open(paths, [&](std::int64_t done, std::int64_t total) {
-        const auto now = std::chrono::steady_clock::now();
-        if (now - last > std::chrono::milliseconds(100) || done == total) {  // at most ~10 updates a second
-          last = now;
-          Q_EMIT progress(tr("Expert distances"), static_cast<int>(done), static_cast<int>(total));
-        }
-        return !cancel_open_.load();
-      });
+      auto opened = Session::open(
+          paths,
+          [&](std::int64_t done, std::int64_t total) {
+            const auto now = std::chrono::steady_clock::now();
+            if (now - last > std::chrono::milliseconds(100) || done == total) {  // at most ~10 updates a second
+              last = now;
+              Q_EMIT progress(tr("Expert distances"), static_cast<int>(done), static_cast<int>(total));
+            }
+            return !cancel_open_.load();
+          },
+          st.host_budget);
       if (opened.is_cancelled()) return Q_EMIT familyFailed(tr("Cancelled."));
       (*opened)->set_device(st.device);  // rethrows a failure; the device was usable when chosen
       st.session = std::move(*opened);
@@ -201,6 +216,10 @@ void EngineHost::probeDevices() {
     Q_EMIT devicesProbed(why ? QString() : QString::fromStdString(device_description(Device::Cuda)).remove(QStringLiteral("cuda: ")),
                          why ? QString::fromStdString(*why) : QString());
   });
+}
+
+void EngineHost::setHostBudget(qint64 bytes) {
+  post([this, bytes] { state_->host_budget = bytes > 0 ? std::optional<std::uint64_t>(static_cast<std::uint64_t>(bytes)) : std::nullopt; });
 }
 
 void EngineHost::setDevice(const QString& name) {
@@ -280,6 +299,11 @@ void EngineHost::planFromConfigs(const QString& dir, qint64 budgetBytes, const Q
       const ConfigLayout planned = plan_config_layout(family, budgetBytes > 0 ? static_cast<std::uint64_t>(budgetBytes) : 0, *policy, spec,
                                                       std::span<const double>(shares.constData(), static_cast<std::size_t>(shares.size())));
       LayoutInfo info = describe(planned.plan, planned.capacity);
+      // Configs say nothing of which tensors variants share: every variant counted whole.
+      const CapacityPlan& c = planned.capacity;
+      const std::uint64_t variant_bytes = c.non_expert_bytes + static_cast<std::uint64_t>(c.positions) * c.bytes_per_expert;
+      describe_tiers(info, c, variant_bytes * family.names.size(), state_->host_budget);
+      info.distinct_assumed = true;
       info.config_family = dir;
       // No distances: MoE positions show as 0 (the grid takes NaN for a dense layer), dense ones stay NaN.
       for (std::size_t p = 0; p < planned.plan.rank.size(); ++p)
@@ -367,6 +391,7 @@ void EngineHost::chat(const QString& target, const QString& prompt, int maxNewTo
         for (std::size_t l = 0; l < now.layers.size(); ++l) {
           t.hits << static_cast<int>(now.layers[l].hits - stream->previous.layers[l].hits);
           t.misses << static_cast<int>(now.layers[l].misses - stream->previous.layers[l].misses);
+          t.disk << static_cast<int>(now.layers[l].disk_loads - stream->previous.layers[l].disk_loads);
         }
         t.swaps = now.swaps - stream->previous.swaps;
         stream->previous = now;

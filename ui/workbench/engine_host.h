@@ -30,6 +30,9 @@ class EngineHost : public QObject {
   // Serves the open family (and every family opened after) on "cpu" or "cuda": answered by
   // deviceChanged, or deviceFailed with the device still serving.
   void setDevice(const QString& device);
+  // The host tier's budget (bytes; 0: every weight in RAM) of every family opened after, and of the
+  // what-if plans' tiers. The open family keeps its own until it is opened again.
+  void setHostBudget(qint64 bytes);
   // Re-plans the resident experts for a budget (bytes) and policy ("round-robin", "medoid", "weighted",
   // with `shares` per variant in the family's order; empty: alike).
   void planLayout(qint64 budgetBytes, const QString& policy, const mosaic::ui::ReserveSettings& reserve = {},

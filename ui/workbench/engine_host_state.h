@@ -25,6 +25,7 @@ ServedPoint served_point(const RequestRecord& r);
 struct EngineHost::State {
   std::unique_ptr<Session> session;
   Device device = Device::Cpu;  // what every session opened serves on
+  std::optional<std::uint64_t> host_budget;  // the host tier's budget of every session opened; nullopt: all
   std::mutex request_mutex;  // guards `request`, which stopChat() reaches from the GUI thread
   std::shared_ptr<RequestHandle> request;
   // A sweep runs on a thread of its own so that this thread stays free: the chat's requests join the

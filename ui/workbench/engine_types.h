@@ -24,6 +24,8 @@ struct FamilyInfo {
   int layers = 0, experts = 0, top_k = 0;
   qint64 bytes_per_expert = 0;
   bool distances_from_cache = false;
+  qint64 host_bytes = 0;   // the distinct weight bytes (each tensor held once)
+  qint64 host_budget = 0;  // of them, the most kept in RAM; 0: every one
 };
 
 struct ReserveLine {
@@ -73,6 +75,11 @@ struct LayoutInfo {
   double virtual_full_nll = 0, virtual_planned_nll = 0, virtual_uniform_nll = 0;
   int delta_folders = 0;
   qint64 deltas_resident = 0, deltas_total = 0, delta_positions = 0, delta_bytes = 0;
+  // The three tiers (analysis/capacity.h, TierBytes): what this layout keeps on the device, what the
+  // host tier keeps in RAM (host_budget 0: every distinct byte) and what stays on disk. A family
+  // planned from configs knows no shared tensors: its distinct bytes assume none (distinct_assumed).
+  qint64 device_bytes = 0, ram_bytes = 0, disk_bytes = 0, distinct_bytes = 0, host_budget = 0;
+  bool distinct_assumed = false;
 };
 
 // Where one router choice of the token at `position` went (core's RoutedExpert, names resolved).
@@ -92,6 +99,7 @@ struct TokenTrace {
   qint64 token = -1;
   int position = -1;          // this token's position in the sequence
   QVector<int> hits, misses;  // per layer, for this token's step alone
+  QVector<int> disk;          // per layer: of the step's expert loads, those read from disk (host budget)
   qint64 swaps = 0;           // non-expert swaps during this step (the first token carries the request's)
   QVector<ExpertRoute> routes;  // the step's: the prompt's for the first token, else the previous token's
   QStringList prompt;           // the first token only: the prompt's tokens as text

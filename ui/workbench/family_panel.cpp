@@ -1,5 +1,7 @@
 #include "workbench/family_panel.h"
 
+#include "workbench/byte_size_box.h"
+
 #include <QComboBox>
 #include <QDir>
 #include <QStandardItemModel>
@@ -97,6 +99,15 @@ FamilyPanel::FamilyPanel(QWidget* parent) : QWidget(parent), model_(new FamilyMo
   showDevices(QString(), tr("looking for a GPU…"));
   auto* deviceLabel = new QLabel(tr("Serve on"));
   deviceLabel->setBuddy(device_);
+  host_budget_ = new ByteSizeBox;
+  host_budget_->setMinimum(0);
+  host_budget_->setSpecialValueText(tr("all"));
+  host_budget_->setValue(0);
+  host_budget_->setToolTip(tr("Host RAM the family's weights may hold (each distinct tensor once): the most recently used stay, the "
+                              "rest are read from disk when a miss needs them. \"all\": every weight in RAM. Type a size (16GiB) or all; "
+                              "the family opens again under it"));
+  auto* hostLabel = new QLabel(tr("Host budget"));
+  hostLabel->setBuddy(host_budget_);
 
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(open);
@@ -106,6 +117,9 @@ FamilyPanel::FamilyPanel(QWidget* parent) : QWidget(parent), model_(new FamilyMo
   auto* deviceRow = new QHBoxLayout;  // a row of its own: the dock is narrow at 1366×768
   deviceRow->addWidget(deviceLabel);
   deviceRow->addWidget(device_);
+  deviceRow->addSpacing(12);
+  deviceRow->addWidget(hostLabel);
+  deviceRow->addWidget(host_budget_);
   deviceRow->addStretch();
   auto* bar = new QHBoxLayout;
   bar->addWidget(progress_, 1);
@@ -122,6 +136,9 @@ FamilyPanel::FamilyPanel(QWidget* parent) : QWidget(parent), model_(new FamilyMo
     // A folder of variant folders (its variants are found as everywhere: model/variant_folders.h).
     const QString root = QFileDialog::getExistingDirectory(this, tr("Open a family folder"));
     if (!root.isEmpty()) Q_EMIT openRequested({root});
+  });
+  connect(host_budget_, &QAbstractSpinBox::editingFinished, this, [this] {
+    if (host_budget_->bytes() != host_budget_shown_) Q_EMIT hostBudgetRequested(host_budget_->bytes());
   });
   connect(add, &QPushButton::clicked, this, &FamilyPanel::chooseFolders);
   connect(remove_, &QPushButton::clicked, this, &FamilyPanel::removeSelected);
@@ -220,13 +237,25 @@ void FamilyPanel::showFamily(const FamilyInfo& family) {
   model_->setFamily(family);
   table_->resizeColumnsToContents();
   cancel_->setEnabled(false);
-  status_->setText(tr("%1 variants · %2 layers × %3 experts, top-%4 · %5 per expert%6")
+  setHostBudget(family.host_budget);
+  const QString host = family.host_budget > 0 && family.host_budget < family.host_bytes
+                           ? tr("%1 distinct, at most %2 in RAM, the rest read from disk").arg(formatBytes(family.host_bytes), formatBytes(family.host_budget))
+                           : tr("%1 distinct, all in RAM").arg(formatBytes(family.host_bytes));
+  status_->setText(tr("%1 variants · %2 layers × %3 experts, top-%4 · %5 per expert · %6%7")
                        .arg(family.variants.size())
                        .arg(family.layers)
                        .arg(family.experts)
                        .arg(family.top_k)
                        .arg(formatBytes(family.bytes_per_expert))
+                       .arg(host)
                        .arg(family.distances_from_cache ? tr(" · distances from cache") : QString()));
+}
+
+qint64 FamilyPanel::hostBudget() const { return host_budget_->bytes(); }
+
+void FamilyPanel::setHostBudget(qint64 bytes) {
+  host_budget_shown_ = bytes;
+  host_budget_->setBytes(bytes);
 }
 
 void FamilyPanel::showError(const QString& what, const QString& message) {

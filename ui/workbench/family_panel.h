@@ -3,7 +3,8 @@
 // buttons to open a family, add variant folders (several at once) and remove the selected ones,
 // folders dropped from a file manager added, a progress bar with cancel while the engine loads and
 // hashes, the engine's error, in place, when a folder is refused, and the device the family is
-// served on (the CPU reference, or the GPU where one can be used).
+// served on (the CPU reference, or the GPU where one can be used), and the host budget: how much of
+// the family's distinct weights stays in RAM, the rest read from disk as needed.
 #include <QAbstractTableModel>
 #include <QWidget>
 
@@ -12,6 +13,9 @@
 class QDragEnterEvent;
 class QDropEvent;
 class QComboBox;
+namespace mosaic::ui {
+class ByteSizeBox;
+}
 class QLabel;
 class QProgressBar;
 class QPushButton;
@@ -44,6 +48,9 @@ class FamilyPanel : public QWidget {
   QTableView* table() const { return table_; }
   QComboBox* deviceBox() const { return device_; }
   QString device() const;  // "cpu" or "cuda": what the engine serves on now
+  ByteSizeBox* hostBudgetBox() const { return host_budget_; }
+  qint64 hostBudget() const;  // bytes; 0: every weight in RAM
+  void setHostBudget(qint64 bytes);  // shown only: no signal
   // Each asks to reopen the family with its variant folders changed; the open family stays until
   // the new one has opened.
   void addFolders(const QStringList& dirs);
@@ -60,6 +67,8 @@ class FamilyPanel : public QWidget {
  Q_SIGNALS:
   void openRequested(const QStringList& dirs);
   void deviceRequested(const QString& device);
+  // The host budget was changed (bytes; 0: all): the family opens again under it.
+  void hostBudgetRequested(qint64 bytes);
   void cancelRequested();
 
  private:
@@ -72,6 +81,8 @@ class FamilyPanel : public QWidget {
   QPushButton* cancel_;
   QPushButton* remove_;
   QComboBox* device_;
+  ByteSizeBox* host_budget_;
+  qint64 host_budget_shown_ = 0;  // what the open family was opened with
   QLabel* status_;
   QLabel* error_;
 };

@@ -301,8 +301,12 @@ void LayoutPanel::showLayout(const LayoutInfo& l) {
                    .arg(formatBytes(l.delta_bytes))
              : tr("Capacity %1 of %2 expert positions resident (%3 each)").arg(l.capacity).arg(l.positions).arg(formatBytes(l.bytes_per_expert));
   if (!l.virtual_counts.isEmpty()) head = virtualSummary(l);
-  summary_->setText(tr("%1 · non-expert %2 · minimum budget %3\nReserve:%4")
-                        .arg(head, formatBytes(l.non_expert_bytes), formatBytes(l.minimum_budget), reserve));
+  const QString host = l.host_budget > 0 ? tr("host budget %1").arg(formatBytes(l.host_budget)) : tr("no host budget");
+  const QString tiers = tr("Tiers: device %1 (this layout) · RAM %2 (%3) · disk %4 · of %5 distinct%6")
+                            .arg(formatBytes(l.device_bytes), formatBytes(l.ram_bytes), host, formatBytes(l.disk_bytes), formatBytes(l.distinct_bytes),
+                                 l.distinct_assumed ? tr(" (configs: no tensor assumed shared)") : QString());
+  summary_->setText(tr("%1 · non-expert %2 · minimum budget %3\n%4\nReserve:%5")
+                        .arg(head, formatBytes(l.non_expert_bytes), formatBytes(l.minimum_budget), tiers, reserve));
   summary_->setStyleSheet(QString());
 }
 

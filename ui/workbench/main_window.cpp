@@ -104,6 +104,13 @@ MainWindow::MainWindow(QWidget* parent)
   });
 
   connect(family_, &FamilyPanel::openRequested, this, &MainWindow::openFamily);
+  // The host budget is the host store's, made when a family opens: the open family opens again under it.
+  connect(family_, &FamilyPanel::hostBudgetRequested, this, [this](qint64 bytes) {
+    engine_->setHostBudget(bytes);
+    if (!layout_->configFamily().isEmpty()) return layout_->openConfigFamily(layout_->configFamily());  // the what-if's tiers
+    const QStringList dirs = family_->variantDirs();
+    if (!dirs.isEmpty()) openFamily(dirs);
+  });
   // The device: the family panel asks, the engine answers; engine sweeps serve on it too.
   connect(family_, &FamilyPanel::deviceRequested, engine_, &EngineHost::setDevice);
   connect(engine_, &EngineHost::devicesProbed, family_, &FamilyPanel::showDevices);
@@ -138,6 +145,9 @@ MainWindow::MainWindow(QWidget* parent)
     opening_.clear();
     opening_title_.clear();
     pending_serving_.clear();
+    // The open family's host budget stays the one it was opened with (a budget below the minimum failed).
+    family_->setHostBudget(family_->model()->family().host_budget);
+    engine_->setHostBudget(family_->hostBudget());
     family_->showError(tr("Open family"), m);
   });
   connect(engine_, &EngineHost::familyOpened, this, [this] {
@@ -272,6 +282,7 @@ bool MainWindow::openSession(const QString& file) {
     // Before the open, on the engine's queue: the family is planned on the session's device (or, where
     // that cannot be used, stays where it is and the family panel says why).
     engine_->setDevice(QString::fromUtf8(device_name(session.device)));
+    engine_->setHostBudget(session.host_budget_bytes ? static_cast<qint64>(*session.host_budget_bytes) : 0);
     engine_->openFamily(dirs, session.budget_bytes ? static_cast<qint64>(*session.budget_bytes) : 0, QString::fromStdString(session.policy),
                         layout_->reserve(), shares);
     if (!session.layout.empty()) engine_->importLayout(QString::fromStdString(session.layout.string()));  // runs after the open
@@ -298,6 +309,7 @@ bool MainWindow::saveSession(const QString& file) {
   const ReserveSettings r = layout_->reserve();
   s.reserve = ReserveSpec{.context_tokens = r.context, .requests = r.requests, .prefill_chunk = r.prefill_chunk, .miss_slots = r.miss_slots};
   s.device = parse_device(family_->device().toStdString()).value_or(Device::Cpu);
+  if (const qint64 host = family_->model()->family().host_budget; host > 0) s.host_budget_bytes = static_cast<std::uint64_t>(host);
   s.serving_json = serving_->settingsJson().toStdString();
   s.chat_target = chat_->targetBox()->currentText().toStdString();
   s.chat_prompt = chat_->promptEdit()->text().toStdString();
