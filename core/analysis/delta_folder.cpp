@@ -9,6 +9,7 @@
 #include "model/delta_config.h"
 #include "model/delta_pack.h"
 #include "model/dtype_convert.h"
+#include "model/mapped_file.h"
 #include "model/model_spec.h"
 
 namespace fs = std::filesystem;
@@ -91,6 +92,8 @@ DeltaReport write_delta(const Checkpoint& base, const Checkpoint& variant, const
           const auto bw = as_floats(b.dtype, b.data());
           std::vector<float> delta(v.size());
           for (std::size_t k = 0; k < v.size(); ++k) delta[k] = v[k] - bw[k];
+          variant_floats.release();  // each matrix is read once: its pages go back (a family larger than RAM)
+          release_pages(b.data());
           const std::span<const double> hessian =
               calibration ? calibration->of(w.expected.layer, w.expected.expert, w.expected.role) : std::span<const double>();
           const std::int64_t rows = w.expected.shape[0], cols = w.expected.shape[1];

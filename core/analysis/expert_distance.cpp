@@ -38,6 +38,9 @@ void position_distances(const std::vector<const Checkpoint*>& ck, std::int64_t l
           sq[p] += squared_distance(a, b, len);  // fp32 within a chunk; chunks add up in double
         }
     }
+    // Read once: its pages go back, so that analysing a family larger than RAM keeps the process
+    // to its buffers (the page cache keeps what the kernel can).
+    for (const WeightFloats& x : w) x.release();
   }
 }
 

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "common/error.h"
+#include "model/mapped_file.h"
 #include "common/json_text.h"
 #include "common/text_file.h"
 #include "model/content_hash.h"
@@ -292,6 +293,8 @@ void WeightFloats::read(std::size_t offset, std::span<float> out) const {
   to_float(w_->dtype, w_->data().data() + offset * dtype_size(w_->dtype), out);
   if (delta_) add_delta_range(*delta_, format_, static_cast<std::int64_t>(offset), out);
 }
+
+void WeightFloats::release() const { release_pages(w_->data()); }
 
 PackedDelta Checkpoint::delta_pack(const Weight& expert) const {
   return read_pack(*delta_file_, expert.expected.name, expert.expected.shape[0], expert.expected.shape[1], delta_format_);

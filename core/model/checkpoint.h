@@ -49,6 +49,9 @@ class WeightFloats {
   std::size_t size() const { return static_cast<std::size_t>(w_->info->numel()); }
   void read(std::size_t offset, std::span<float> out) const;  // elements [offset, offset + out.size())
   bool is_stored() const { return !delta_; }  // the stored bytes are what it means
+  // Gives the mapped pages read so far back (model/mapped_file.h): for readers that stream a family
+  // larger than RAM, one matrix at a time.
+  void release() const;
 
  private:
   const Weight* w_;

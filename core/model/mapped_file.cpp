@@ -53,4 +53,11 @@ MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<std::byte*>(data_), size_);
 }
 
+void release_pages(std::span<const std::byte> bytes) {
+  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<std::uintptr_t>(bytes.data()), end = begin + bytes.size();
+  const std::uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 }  // namespace mosaic

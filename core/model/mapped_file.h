@@ -23,4 +23,9 @@ class MappedFile {
   std::size_t size_ = 0;
 };
 
+// Gives the whole pages inside `bytes` (a span of a read-only mapping) back to the kernel: the file
+// keeps the data, the page cache may too, but this process's resident memory no longer counts
+// them. A reader streaming a file larger than RAM through a mapping calls it on what it has used.
+void release_pages(std::span<const std::byte> bytes);
+
 }  // namespace mosaic

@@ -1,8 +1,6 @@
 #include "runtime/cpu_backend.h"
 
-#include <ATen/Parallel.h>
-
-#include "model/dtype_convert.h"
+#include "model/dtype.h"
 #include "runtime/cpu_ops.h"
 
 namespace mosaic {
@@ -14,14 +12,13 @@ namespace {
 // tier: from RAM, or from disk a chunk at a time.
 TierRead fill_fp32(const HostStore& store, TensorId id, at::Tensor out) {
   const DType dtype = store.tensor(id).dtype;
-  float* to = out.data_ptr<float>();
-  const std::size_t size = dtype_size(dtype);
+  const auto size = static_cast<std::int64_t>(dtype_size(dtype));
+  at::Tensor flat = out.view({-1});  // `out` is contiguous (a slot, or a row block of one)
   return store.read(id, [&](std::span<const std::byte> chunk, std::size_t offset) {
-    // Converted on every core: a load is on the critical path of the step that waits for it.
-    const auto n = static_cast<std::int64_t>(chunk.size() / size);
-    at::parallel_for(0, n, std::int64_t{1} << 16, [&](std::int64_t begin, std::int64_t end) {
-      to_float(dtype, chunk.data() + static_cast<std::size_t>(begin) * size, std::span(to + offset / size + begin, static_cast<std::size_t>(end - begin)));
-    });
+    // ATen's conversion: vectorized, and on every core (a load is on the critical path of its step).
+    const auto n = static_cast<std::int64_t>(chunk.size()) / size;
+    const at::Tensor from = at::from_blob(const_cast<std::byte*>(chunk.data()), {n}, at::TensorOptions().dtype(aten_type(dtype)));
+    flat.narrow(0, static_cast<std::int64_t>(offset) / size, n).copy_(from);
   });
 }
 

@@ -177,16 +177,18 @@ at::Tensor inverse_frequencies(const ModelSpec& s) {
   return at::tensor(inv, at::kDouble).to(at::kFloat);
 }
 
-at::Tensor to_fp32(const std::byte* data, DType dtype, const std::vector<std::int64_t>& shape) {
-  at::ScalarType type = at::kFloat;
+at::ScalarType aten_type(DType dtype) {
   switch (dtype) {
-    case DType::BF16: type = at::kBFloat16; break;
-    case DType::F16: type = at::kHalf; break;
-    case DType::F64: type = at::kDouble; break;
-    default: break;  // F32: weights are floating (Checkpoint refuses others)
+    case DType::BF16: return at::kBFloat16;
+    case DType::F16: return at::kHalf;
+    case DType::F64: return at::kDouble;
+    default: return at::kFloat;  // F32: weights are floating (Checkpoint refuses others)
   }
+}
+
+at::Tensor to_fp32(const std::byte* data, DType dtype, const std::vector<std::int64_t>& shape) {
   // The source may be an unaligned, read-only map: copy, never view.
-  return at::from_blob(const_cast<std::byte*>(data), shape, at::TensorOptions().dtype(type))
+  return at::from_blob(const_cast<std::byte*>(data), shape, at::TensorOptions().dtype(aten_type(dtype)))
       .to(at::kFloat, /*non_blocking=*/false, /*copy=*/true)
       .contiguous();
 }

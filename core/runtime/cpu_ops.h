@@ -61,5 +61,6 @@ at::Tensor inverse_frequencies(const ModelSpec& spec);
 
 // An owned fp32 copy of a tensor held in any floating dtype (mapped or host-store bytes).
 at::Tensor to_fp32(const std::byte* data, DType dtype, const std::vector<std::int64_t>& shape);
+at::ScalarType aten_type(DType dtype);  // a stored floating dtype as ATen's
 
 }  // namespace mosaic::cpu

@@ -91,6 +91,7 @@ HostStore::HostStore(const Family& family, std::optional<std::uint64_t> host_bud
     for (TensorId id : same_name) {
       const HostTensor& t = tensors_[static_cast<std::size_t>(id)];
       if (t.dtype == w.dtype && t.shape == w.info->shape && same_bytes(t.bytes, data)) {
+        HostTier::release(data);  // a copy: never read again, its pages need not stay, budget or not
         by_location.emplace(where, id);
         return id;
       }

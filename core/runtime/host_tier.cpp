@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "common/stopwatch.h"
+#include "model/mapped_file.h"
 
 namespace mosaic {
 namespace {
@@ -38,11 +39,7 @@ std::size_t HostTier::add(std::span<const std::byte> bytes) {
   return tensors_.size() - 1;
 }
 
-void HostTier::release(std::span<const std::byte> bytes) {
-  const auto begin = reinterpret_cast<std::uintptr_t>(bytes.data()), end = begin + bytes.size();
-  const std::uintptr_t first = (begin + page_size() - 1) / page_size() * page_size(), last = end / page_size() * page_size();
-  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
-}
+void HostTier::release(std::span<const std::byte> bytes) { release_pages(bytes); }
 
 double HostTier::touch(std::span<const std::byte> bytes) {
   const auto t0 = std::chrono::steady_clock::now();
