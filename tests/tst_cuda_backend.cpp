@@ -77,6 +77,43 @@ class TestCudaBackend : public QObject {
     }
   }
 
+  // A host budget: copies go through the two-chunk pinned staging ring from the host tier instead of
+  // the whole-family pinned mirror, tensors larger than a chunk in several (fp32 ones through the
+  // conversion's staging), part of the family read from disk. Logits and tokens are those of the run
+  // without a budget, bit for bit (the same bytes reach the same kernels).
+  void aHostBudgetCopiesThroughTheStagingRing() {
+    const fs::path dir = fs::path(tmp_.path().toStdString()) / "tier-family";
+    // fp32: the 16 MiB embedding and head are two chunks each; an expert matrix is 4 MiB.
+    const ModelSpec spec = mixtral_like_spec(4096, 1024, 1024, 2, 8);
+    write_synthetic_family(dir, spec, DType::F32, 3, [](std::int64_t, std::int64_t e) { return e % 2 == 0; }, 41);
+    Family family;
+    for (const char* v : {"v0", "v1", "v2"}) family.add(v, dir / v);
+    const HostStore all(family);
+    const std::uint64_t budget = all.non_expert_bytes() + 2 * HostTier::kChunk + 4 * all.expert_bytes();
+    QVERIFY(all.host_bytes() > 2 * budget);
+    const HostStore tight(family, budget);
+    std::vector<ServeRequest> requests;
+    for (int i = 0; i < 6; ++i)
+      requests.push_back({all.name(i % 3), {.prompt = prompt_of(6 + i, 70 + i, spec.vocab_size), .max_new_tokens = i < 3 ? 0 : 5}, i < 3});
+    auto serve = [&](const HostStore& store) {
+      Engine engine(std::make_shared<Runtime>(store, RuntimeConfig{.hit = HitPolicy::Strict, .miss = "lru", .resident_sets = 2, .device = Device::Cuda}),
+                    {.scheduler = {.max_sequences = 1}});
+      std::vector<RequestResult> out;
+      for (const auto& h : engine.submit_all(requests)) out.push_back(h->wait());
+      return out;
+    };
+    const auto want = serve(all), got = serve(tight);
+    std::int64_t disk = 0;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      QVERIFY2(got[i].error.empty(), got[i].error.c_str());
+      QCOMPARE(got[i].logits.values, want[i].logits.values);
+      QCOMPARE(got[i].tokens, want[i].tokens);
+      disk += got[i].stats.counters.total().disk_loads;
+    }
+    QVERIFY(disk > 0);
+    QVERIFY(tight.tier().stats().resident_peak <= budget);
+  }
+
   void architecturesNoFixtureHas_data() {
     QTest::addColumn<QString>("model");
     QTest::newRow("qwen3_moe: per-head q/k norms, a dense layer") << QStringLiteral("qwen3_moe");
