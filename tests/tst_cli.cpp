@@ -225,7 +225,8 @@ class TestCli : public QObject {
     const auto ja = nlohmann::json::parse(std::ifstream(ahead_stats));
     QVERIFY2(ja["engine"]["swaps_ahead"].get<int>() >= 1, ja["engine"].dump().c_str());
     r = cli(args({"logits", "--variants"}) << path(fixture("mixtral", "ft1")) << path(fixture("mixtral", "ft2"))
-            << args({"--capacity", "4", "--swap-ahead", "--requests"}) << path(requests) << QStringLiteral("--out") << path(scratch("never.safetensors")));
+            << args({"--capacity", "4", "--resident-sets", "1", "--swap-ahead", "--requests"}) << path(requests) << QStringLiteral("--out")
+            << path(scratch("never.safetensors")));
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains(QStringLiteral("--swap-ahead")) && r.err.contains(QStringLiteral("--resident-sets 2")), qPrintable(r.err));
 

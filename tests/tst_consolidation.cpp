@@ -145,6 +145,23 @@ class TestConsolidation : public QObject {
     QCOMPARE(clamp_capacity(-1, s), std::int64_t(0));
   }
 
+  void residentSetsAutoUnderABudget() {
+    // A second non-expert set when it costs at most an eighth of the positions one set leaves.
+    CapacityPlan one{.budget_bytes = 0, .non_expert_bytes = 300, .bytes_per_expert = 100, .positions = 64, .capacity = 24};
+    QCOMPARE(planned_sets(one, 4), 2);  // 3 positions of 24
+    QCOMPARE(with_sets(one, 2).capacity, std::int64_t(21));
+    QCOMPARE(planned_sets(one, 1), 1);  // one set is all the targets use
+    one.capacity = 23;
+    QCOMPARE(planned_sets(one, 4), 1);  // 3 × 8 = 24 > 23
+    one.non_expert_bytes = 301;         // a set costs whole positions: ⌈301 / 100⌉ = 4
+    QCOMPARE(with_sets(one, 2).capacity, std::int64_t(19));
+    QCOMPARE(with_sets(one, 9).capacity, std::int64_t(0));  // never below none
+    // The tiers: RAM within the host budget, the rest on disk; without one, all in RAM.
+    QCOMPARE(tier_bytes(1000, 300, 400).disk, std::uint64_t(600));
+    QCOMPARE(tier_bytes(1000, 300, std::nullopt).ram, std::uint64_t(1000));
+    QCOMPARE(tier_bytes(1000, 300, 4000).ram, std::uint64_t(1000));
+  }
+
   void byteSizes() {
     QCOMPARE(parse_byte_size("12GiB"), std::optional<std::uint64_t>(12ull << 30));
     QCOMPARE(parse_byte_size("1.5 kib"), std::optional<std::uint64_t>(1536));

@@ -132,7 +132,9 @@ class TestEngine : public QObject {
   // layout keeps resident (another variant's where it consolidated ft1's away) and every miss by
   // ft1's own expert, loaded on demand.
   void routesAreTracedOnRequest() {
-    Engine engine(runtime({.resident_sets = 4}));
+    // Without look-ahead swaps: with them a request whose set is not in waits while another decodes
+    // alone, and the two requests below are to run together.
+    Engine engine(runtime({.resident_sets = 4}), {.scheduler = {.swap_ahead = false}});
     struct Step {
       std::int64_t position;
       std::vector<RoutedExpert> routes;
@@ -310,6 +312,52 @@ class TestEngine : public QObject {
     std::int64_t bounded = 0;
     for (const auto& h : strict.submit_all(burst)) bounded += h->wait().stats.counters.swaps;
     QVERIFY(bounded > affinity);
+  }
+
+  void affinityChoosesTheSetWithTheMostQueuedWork() {
+    // One set buffer, set 0 resident and running. Waiting: one old request of set 1 (8 tokens to
+    // run) and three newer ones of set 2 (24): once set 0's work is done, set 2 goes first, though
+    // set 1's request is older; past the fairness bound the oldest goes first whatever the work.
+    // `newer_total`: each set-2 request's tokens (4 of them its prompt).
+    auto plan_after = [](double now, double max_wait, double newer_arrival, std::int64_t newer_total) {
+      KvBlockPool blocks(16, std::nullopt);
+      Scheduler s({.max_sequences = 8, .switching = SwitchPolicy::Affinity, .max_wait_seconds = max_wait, .swap_ahead = false}, blocks, 1);
+      std::vector<SequenceState> q{{.order = 0, .arrival = 0.0, .set = 1, .known = 4, .total = 8}};
+      for (std::uint64_t i = 1; i <= 3; ++i)
+        q.push_back({.order = i, .arrival = newer_arrival, .set = 2, .known = 4, .total = newer_total});
+      for (SequenceState& x : q) s.add(&x);
+      std::vector<int> sets;
+      for (const SequenceState* x : s.plan(now).admitted) sets.push_back(x->set);
+      return sets;
+    };
+    // 24 tokens × (1 + 0.5/10) against 8 × (1 + 1/10): the most work first, though not the oldest.
+    QCOMPARE(plan_after(1.0, 10.0, 0.5, 8), (std::vector<int>{2, 2, 2}));
+    // Set 1's request has waited past the bound: arrival order, the oldest first.
+    QCOMPARE(plan_after(11.0, 10.0, 0.5, 8), std::vector<int>{1});
+    // Within the bound the wait weighs the work: 8 × (1 + 9/10) = 15.2 against 3 × 8 × (1 + 0.1/10) =
+    // 24.2, and against 3 × 5 × 1.01 = 15.15 when the newer requests are shorter.
+    QCOMPARE(plan_after(9.0, 10.0, 8.9, 8), (std::vector<int>{2, 2, 2}));
+    QCOMPARE(plan_after(9.0, 10.0, 8.9, 5), std::vector<int>{1});
+  }
+
+  void residentSetsAutoAndLookAheadByDefault() {
+    // resident_sets auto holds every set the targets use (4 here, no budget); the engine then fills
+    // sets ahead without being asked, so a burst over four variants swaps ahead, with the outputs of
+    // one set at a time (K = 1, arrival order, as the paper runs it).
+    const auto rt = runtime({.resident_sets = RuntimeConfig::kAutoSets});
+    QCOMPARE(rt->resident_capacity(), store_->sets());
+    QVERIFY(store_->sets() >= 4);
+    std::vector<ServeRequest> burst;
+    for (int i = 0; i < 8; ++i) burst.push_back({i % 4 == 0 ? "base" : i % 4 == 1 ? "ft1" : i % 4 == 2 ? "ft2" : "ft3", request(6), false, 0.0});
+    std::vector<std::vector<std::int64_t>> paper, now;
+    {
+      Engine engine(runtime(), {.scheduler = {.switching = SwitchPolicy::Fcfs}});
+      for (const auto& h : engine.submit_all(burst)) paper.push_back(h->wait().tokens);
+    }
+    Engine engine(rt);
+    for (const auto& h : engine.submit_all(burst)) now.push_back(h->wait().tokens);
+    QCOMPARE(now, paper);
+    QVERIFY2(engine.stats().swaps_ahead >= 1, qPrintable(QString::number(engine.stats().swaps_ahead)));
   }
 
   void theSchedulerLoadsSetsAheadRatherThanStall() {

@@ -333,9 +333,11 @@ class TestRecorder : public QObject {
     QCOMPARE(runs[0].status, std::string("aborted"));  // its process is gone: marked when the file is next opened
     const auto requests = rec.requests(runs[0].id);
     QCOMPARE(requests.size(), std::size_t(3));
-    for (std::int64_t i = 0; i < 3; ++i) {
-      QCOMPARE(requests[static_cast<std::size_t>(i)].index, i);
-      QCOMPARE(requests[static_cast<std::size_t>(i)].stats.counters.layers.size(), std::size_t(3));
+    // The three that finished first (affinity admission runs a resident variant's requests first:
+    // not necessarily the first three of the workload), each whole.
+    for (std::size_t i = 0; i < 3; ++i) {
+      QVERIFY(requests[i].index >= 0 && requests[i].index < 1000 && (i == 0 || requests[i].index > requests[i - 1].index));
+      QCOMPARE(requests[i].stats.counters.layers.size(), std::size_t(3));
     }
     QCOMPARE(query(db, "PRAGMA integrity_check"), std::string("ok"));
     // Reports leave the aborted run out unless asked for it (its numbers are partial).

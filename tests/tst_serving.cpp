@@ -54,6 +54,25 @@ class TestServing : public QObject {
   }
 
  private Q_SLOTS:
+  // A layout strategy given a budget and no capacity pins what the budget holds (it pinned nothing),
+  // leaving room for a second set under resident_sets auto where capacity.h's rule says so; either
+  // way the runtime stays within the budget and holds the sets the plan left room for.
+  void aBudgetWithoutACapacityPlansFromTheBudget() {
+    const CapacityPlan unlimited = plan_capacity(family_, std::uint64_t(1) << 50);
+    for (const std::int64_t positions : {std::int64_t(8), unlimited.positions - 2}) {
+      const std::uint64_t budget = unlimited.minimum_budget() + static_cast<std::uint64_t>(positions) * unlimited.bytes_per_expert;
+      const CapacityPlan one = plan_capacity(family_, budget);
+      const int sets = planned_sets(one, store_->sets());
+      const Deployment d({.kind = StrategyKind::Consolidated, .budget_bytes = budget, .resident_sets = RuntimeConfig::kAutoSets}, family_,
+                         *store_, *analysis_, scratch(""));
+      const Runtime& rt = *d.partitions()[0].runtime;
+      QCOMPARE(static_cast<std::int64_t>(rt.config().pinned.size()), with_sets(one, sets).capacity);
+      QVERIFY(!rt.config().pinned.empty());
+      QVERIFY(rt.resident_capacity() >= sets);
+      QVERIFY(rt.budget().used() <= budget);
+    }
+  }
+
   void consolidatedServesTheLayoutItsPolicyPlans() {
     // The serving strategy pins exactly the layout the Layout panel (or consolidate) plans with the
     // same capacity and policy; round-robin and medoid differ on this family.
@@ -726,7 +745,16 @@ class TestServing : public QObject {
     QCOMPARE(ok.strategies[0].resident_sets, 2);
     QCOMPARE(ok.strategies[0].miss, std::string("masked"));
     QCOMPARE(ok.workload.alpha, 1.0);
-    QVERIFY(!ok.strategies[0].scheduler.swap_ahead);
+    QVERIFY(!ok.strategies[0].scheduler.swap_ahead);  // not said: the engine decides (on where K ≥ 2)
+    // The defaults: affinity admission, every set the targets use; "admission" is the newer spelling.
+    std::ofstream(scratch("sweep.json")) << head + R"("strategies": [{"kind": "consolidated", "capacity": 4}, {"kind": "single", "admission": "fcfs", "resident_sets": "auto"}]})";
+    const SweepConfig defaults = load_sweep_config(scratch("sweep.json"));
+    QCOMPARE(defaults.strategies[0].scheduler.switching, SwitchPolicy::Affinity);
+    QCOMPARE(defaults.strategies[0].resident_sets, RuntimeConfig::kAutoSets);
+    QCOMPARE(defaults.strategies[1].scheduler.switching, SwitchPolicy::Fcfs);
+    QCOMPARE(defaults.strategies[1].resident_sets, RuntimeConfig::kAutoSets);
+    expect_mentions(bad(head + R"("strategies": [{"kind": "consolidated", "admission": "fcfs", "switching": "fcfs"}]})"), {"switching", "older name of admission"});
+    expect_mentions(bad(head + R"("strategies": [{"kind": "consolidated", "resident_sets": "many"}]})"), {"strategies[0].resident_sets", "auto"});
     // Look-ahead swaps: on where a free set buffer can exist, recorded under their own name.
     std::ofstream(scratch("sweep.json")) << head + R"("strategies": [{"kind": "consolidated", "resident_sets": 2, "swap_ahead": true}]})";
     const SweepConfig ahead = load_sweep_config(scratch("sweep.json"));
@@ -736,7 +764,7 @@ class TestServing : public QObject {
     QCOMPARE(strategy_label(load_sweep_config(scratch("sweep.json")).strategies[0]), std::string("consolidated+prefetch+ahead"));
     expect_mentions(bad(head + R"("strategies": [{"kind": "consolidated", "miss": "prefetched"}]})"),
                     {"strategies[0].miss", "transient, lru, prefetch or masked"});
-    expect_mentions(bad(head + R"("strategies": [{"kind": "consolidated", "swap_ahead": true}]})"), {"strategies[0].swap_ahead", "resident_sets 1"});
+    expect_mentions(bad(head + R"("strategies": [{"kind": "consolidated", "resident_sets": 1, "swap_ahead": true}]})"), {"strategies[0].swap_ahead", "resident_sets 1"});
     expect_mentions(bad(head + R"("strategies": [{"kind": "space-sharing", "resident_sets": 2, "swap_ahead": true}]})"),
                     {"strategies[0].swap_ahead", "space-sharing"});
     expect_mentions(bad(head + R"("strategies": [{"kind": "consolidated", "resident_sets": 2, "swap_ahead": 1}]})"), {"swap_ahead", "true or false"});

@@ -437,7 +437,8 @@ class TestSimulator : public QObject {
     j["rates"] = {{"saturation", {{"points", 7}}}};
     j["repeats"] = 1;
     j["duration_seconds"] = 2;
-    j["strategies"] = {{{"kind", "single-resident"}}, {{"kind", "consolidated"}, {"capacity", 12}}};
+    // Consolidated as the paper runs it (one set, arrival order): the two ridges far apart.
+    j["strategies"] = {{{"kind", "single-resident"}}, {{"kind", "consolidated"}, {"capacity", 12}, {"admission", "fcfs"}, {"resident_sets", 1}}};
     config = parse_sweep_config(j.dump(), "ridge.json", samples());
     QVERIFY(config.saturation && config.rates.empty());
     std::vector<SaturationProbe> probes;

@@ -917,18 +917,29 @@ class WorkbenchTest : public QObject {
     window_->layoutPanel()->missSlotsBox()->setValue(3);
     // The engine's choices every strategy of the sweep takes, as the engine's own parser reads them.
     ServingPanel* serving = window_->servingPanel();
+    // The defaults: set buffers auto, swap ahead on (the engine decides where K ≥ 2), affinity admission.
+    QVERIFY(serving->swapAheadBox()->isEnabled() && serving->swapAheadBox()->isChecked());
+    for (const StrategyConfig& sc : parse_sweep_config(serving->sweepJson().toStdString(), "workbench", {}).strategies) {
+      QCOMPARE(sc.resident_sets, RuntimeConfig::kAutoSets);
+      QVERIFY(!sc.scheduler.swap_ahead);
+      QCOMPARE(sc.scheduler.switching, SwitchPolicy::Affinity);
+    }
+    serving->setsBox()->setValue(1);
     QVERIFY(!serving->swapAheadBox()->isEnabled());  // one set buffer: nothing to fill ahead
     serving->missBox()->setCurrentText(QStringLiteral("prefetch"));
     QCOMPARE(serving->missBox()->currentText(), QStringLiteral("prefetch"));
     serving->setsBox()->setValue(2);
     QVERIFY(serving->swapAheadBox()->isEnabled());
-    serving->swapAheadBox()->setChecked(true);
+    serving->swapAheadBox()->setChecked(false);
+    serving->admissionBox()->setCurrentIndex(1);
     const SweepConfig engine_choices = parse_sweep_config(serving->sweepJson().toStdString(), "workbench", {});
     for (const StrategyConfig& sc : engine_choices.strategies) {
       QCOMPARE(sc.miss, std::string("prefetch"));
       QCOMPARE(sc.resident_sets, 2);
-      // Time-sharing's swaps reload the experts a step reads: it never fills ahead.
-      QCOMPARE(sc.scheduler.swap_ahead, sc.kind != StrategyKind::TimeSharing);
+      QCOMPARE(sc.scheduler.switching, SwitchPolicy::Fcfs);
+      // Cleared: off where it would apply; time-sharing and space-sharing never fill ahead.
+      const bool overlaps = sc.kind != StrategyKind::TimeSharing && sc.kind != StrategyKind::SpaceSharing;
+      QCOMPARE(sc.scheduler.swap_ahead, overlaps ? std::optional<bool>(false) : std::nullopt);
     }
     QVERIFY(window_->saveSession(file));
     QVERIFY2(window_->windowTitle().endsWith(QStringLiteral("session.json")), qPrintable(window_->windowTitle()));  // Save As names it
@@ -971,7 +982,8 @@ class WorkbenchTest : public QObject {
     QCOMPARE(window_->layoutPanel()->missSlotsBox()->value(), 3);
     QTRY_COMPARE_WITH_TIMEOUT(serving->missBox()->currentText(), QStringLiteral("prefetch"), 30000);
     QCOMPARE(serving->setsBox()->value(), 2);
-    QVERIFY(serving->swapAheadBox()->isChecked());
+    QVERIFY(!serving->swapAheadBox()->isChecked());  // cleared when saved
+    QCOMPARE(serving->admissionBox()->currentIndex(), 1);
     QTRY_VERIFY_WITH_TIMEOUT(window_->windowTitle().endsWith(QStringLiteral("— session.json")), 30000);
     window_->layoutPanel()->policyBox()->setCurrentText(QStringLiteral("round-robin"));
 

@@ -360,6 +360,7 @@ void add_bench_quality_command(CLI::App& app) {
       ServingArgs args;
       args.variants = dirs;
       args.target = o->target;
+      args.resident_sets = "1";  // the weight bytes compared are one variant's set and the experts
       // At half the served experts, capped at one shared copy per position; the rest load on miss.
       for (bool reconfig : {true, false}) {
         args.capacity = std::max<std::int64_t>(1, std::llround(o->resident_fraction * static_cast<double>(total)));

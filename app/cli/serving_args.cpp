@@ -1,5 +1,7 @@
 #include "cli/serving_args.h"
 
+#include <charconv>
+
 #include <nlohmann/json.hpp>
 
 #include "analysis/capacity.h"
@@ -68,11 +70,22 @@ void ServingArgs::add_to(CLI::App* cmd, bool with_model) {
                   "needed (default: all of them, as read)");
   cmd->add_option("--miss-slots", miss_slots, "scratch slots for misses (-1 = top_k)")->default_val(-1)->check(CLI::Range(std::int64_t{-1}, std::int64_t{1} << 20));
   cmd->add_flag("--no-reconfig", no_reconfig, "ablation: never swap non-expert weights; layout variant 0's stay resident");
-  cmd->add_option("--resident-sets", resident_sets, "non-expert sets resident at once, budget permitting (1: the paper)")->default_val(1)->check(CLI::Range(1, 1024));
+  cmd->add_option("--resident-sets", resident_sets,
+                  "non-expert sets resident at once, budget permitting: auto (every set the variants use; with --budget and no "
+                  "--capacity, room for a second one when it costs at most 1/8 of the resident experts) or 1 to 1024 (1: the paper)")
+      ->default_val("auto");
+  cmd->add_option("--admission", admission,
+                  "affinity (requests of resident sets first, then the set with the most queued work, its wait weighed against "
+                  "--max-wait) | fcfs (arrival order: the paper's setting)")
+      ->default_val("affinity");
+  cmd->add_option("--max-wait", max_wait, "affinity's fairness bound: past it, the oldest request goes first (seconds)")
+      ->default_val(SchedulerOptions::kDefaultMaxWait)
+      ->check(CLI::Range(0.0, 3600.0));
   cmd->add_option("--max-sequences", max_sequences, "sequences one engine step may run (1: one request at a time)")->default_val(256)
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 16));
-  cmd->add_flag("--swap-ahead", swap_ahead,
-               "look-ahead swaps: fill a waiting request's non-expert set into a free buffer while the batch decodes (needs --resident-sets 2+)");
+  cmd->add_flag("--swap-ahead,!--no-swap-ahead", swap_ahead,
+               "look-ahead swaps: fill a waiting request's non-expert set into a free buffer while the batch decodes (default: on "
+               "wherever two sets or more are resident)");
   cmd->add_option("--device", device, "cpu (the fp32 reference) | cuda (bf16 weights on the GPU)")->default_val("cpu");
   cmd->add_option("--stats", stats, "write hits, misses, loads, swaps, timings and engine steps to this JSON file");
 }
@@ -97,9 +110,18 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
   config.miss = a.miss;
   config.device = checked_device(a.device);
   config.reserve.miss_slots = a.miss_slots;
-  config.resident_sets = a.resident_sets;
-  if (a.swap_ahead && a.resident_sets < 2)
-    throw InvalidArgument("--swap-ahead", "", "fills a free set buffer ahead, and with --resident-sets 1 there is none", "add --resident-sets 2");
+  if (a.resident_sets == "auto") {
+    config.resident_sets = RuntimeConfig::kAutoSets;
+  } else {
+    int k = 0;
+    const auto [end, ec] = std::from_chars(a.resident_sets.data(), a.resident_sets.data() + a.resident_sets.size(), k);
+    if (ec != std::errc() || end != a.resident_sets.data() + a.resident_sets.size() || k < 1 || k > 1024) throw InvalidArgument("--resident-sets", "'" + a.resident_sets + "'", "is not auto or a whole number from 1 to 1024", "write auto, or e.g. 2");
+    config.resident_sets = k;
+  }
+  if (a.swap_ahead.value_or(false) && config.resident_sets == 1)
+    throw InvalidArgument("--swap-ahead", "", "fills a free set buffer ahead, and with --resident-sets 1 there is none", "add --resident-sets 2, or auto");
+  if (a.admission != "fcfs" && a.admission != "affinity")
+    throw InvalidArgument("--admission", "'" + a.admission + "'", "is not an admission policy", "use affinity or fcfs");
   if (!a.budget.empty()) {
     config.budget_bytes = parse_byte_size(a.budget);
     if (!config.budget_bytes) throw InvalidArgument("--budget", "'" + a.budget + "'", byte_size_problem(a.budget), "write e.g. 2GiB");
@@ -127,9 +149,16 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
       throw InvalidArgument("--variants", "--layout / --capacity / --budget", "serving several variants needs a layout",
                             "give a layout from `mosaic-cli consolidate`, --capacity N to plan one, or --budget B to plan one that fits");
     open_family(s->family, a.variants);
+    s->store = std::make_unique<HostStore>(s->family, host_budget_bytes(a.host_budget));
     std::vector<int> to_store;
     if (a.layout.empty()) {  // plan one now, as `consolidate --capacity` (or `--budget`) would
-      const std::int64_t capacity = a.capacity >= 0 ? a.capacity : plan_capacity(s->family, *config.budget_bytes, config.reserve).capacity;
+      std::int64_t capacity = a.capacity;
+      if (capacity < 0) {  // from the budget, leaving room for the sets resident_sets asks (auto: capacity.h's rule)
+        const CapacityPlan one = plan_capacity(s->family, *config.budget_bytes, config.reserve);
+        const int sets = config.resident_sets == RuntimeConfig::kAutoSets ? planned_sets(one, s->store->sets())
+                                                                          : std::min(config.resident_sets, s->store->sets());
+        capacity = with_sets(one, sets).capacity;
+      }
       const auto analysis = analyzed(s->family, {default_cache_dir(), 0, {}});
       s->layout = make_layout(s->family, analysis->sha256, plan_consolidation(analysis->distances, capacity, Policy::RoundRobin));
       to_store = match_layout(s->layout, s->family, analysis->sha256, "planned layout");
@@ -137,7 +166,6 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
       s->layout = load_layout(a.layout);
       to_store = match_layout(s->layout, s->family, family_sha256(s->family, default_cache_dir()), a.layout.string());
     }
-    s->store = std::make_unique<HostStore>(s->family, host_budget_bytes(a.host_budget));
     // A hybrid layout (consolidate --policy hybrid) also pins its deltas; rows without theirs take
     // the base's copy under consolidated hits (the default --hit).
     if (s->layout.plan.policy == Policy::Virtual)
@@ -159,7 +187,11 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
     }
   }
   s->runtime = std::make_shared<Runtime>(*s->store, std::move(config));
-  s->engine = std::make_unique<Engine>(s->runtime, EngineOptions{.scheduler = {.max_sequences = a.max_sequences, .swap_ahead = a.swap_ahead}});
+  s->engine = std::make_unique<Engine>(
+      s->runtime, EngineOptions{.scheduler = {.max_sequences = a.max_sequences,
+                                              .switching = a.admission == "fcfs" ? SwitchPolicy::Fcfs : SwitchPolicy::Affinity,
+                                              .max_wait_seconds = a.max_wait,
+                                              .swap_ahead = a.swap_ahead}});
   return s;
 }
 

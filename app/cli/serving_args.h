@@ -28,9 +28,11 @@ struct ServingArgs {
   std::int64_t miss_slots = -1;
   std::int64_t capacity = -1;  // without --layout: plan one (round-robin) with this many resident experts
   bool no_reconfig = false;    // keep layout variant 0's non-expert weights (the paper's ablation)
-  int resident_sets = 1;
+  std::string resident_sets = "auto";  // K, or auto: every set the targets use, budget permitting
   std::int64_t max_sequences = 256;
-  bool swap_ahead = false;     // fill waiting requests' sets into free buffers while the batch decodes
+  std::optional<bool> swap_ahead;  // fill waiting requests' sets into free buffers while the batch decodes; nullopt: where K ≥ 2
+  std::string admission = "affinity";  // fcfs: the paper's arrival order
+  double max_wait = SchedulerOptions::kDefaultMaxWait;
   std::string device = "cpu";
 
   void add_to(CLI::App* cmd, bool with_model = true);

@@ -121,4 +121,21 @@ std::uint64_t planned_device_bytes(const CapacityPlan& plan) {
   return checked_add(checked_add(plan.non_expert_bytes, experts, "capacity", "device bytes"), plan.reserve_bytes(), "capacity", "device bytes");
 }
 
+int planned_sets(const CapacityPlan& one_set, int distinct_sets) {
+  if (distinct_sets < 2 || one_set.bytes_per_expert == 0) return 1;
+  const auto cost = static_cast<std::int64_t>((one_set.non_expert_bytes + one_set.bytes_per_expert - 1) / one_set.bytes_per_expert);
+  return cost * kSetShare <= one_set.capacity ? 2 : 1;
+}
+
+CapacityPlan with_sets(CapacityPlan one_set, int sets) {
+  if (sets <= 1 || one_set.bytes_per_expert == 0) return one_set;
+  const std::uint64_t extra = static_cast<std::uint64_t>(sets - 1) * one_set.non_expert_bytes;
+  const auto cost = static_cast<std::int64_t>((extra + one_set.bytes_per_expert - 1) / one_set.bytes_per_expert);
+  const std::int64_t kept = std::max<std::int64_t>(0, one_set.capacity - cost);
+  one_set.positions_for_sets = one_set.capacity - kept;
+  one_set.capacity = kept;
+  one_set.sets = sets;
+  return one_set;
+}
+
 }  // namespace mosaic

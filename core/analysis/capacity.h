@@ -33,6 +33,8 @@ struct CapacityPlan {
   std::int64_t positions = 0;           // MoE positions: sparse layers × experts
   std::int64_t capacity = 0;            // resident experts, in [0, positions]
   std::uint64_t pinned_floor = 0;       // experts pinned at any budget (hybrid: the base at every position)
+  int sets = 1;                         // non-expert sets the plan leaves room for (with_sets)
+  std::int64_t positions_for_sets = 0;  // the positions given up for the sets beyond the first
 
   std::uint64_t reserve_bytes() const;
   std::uint64_t minimum_budget() const;  // throws InvalidArgument when the sum passes 64 bits
@@ -56,6 +58,16 @@ CapacityPlan plan_capacity(const ModelSpec& spec, std::uint64_t non_expert_bytes
 // The same for a family: the largest variant's non-expert bytes, and per expert (pinned or in a miss
 // slot) the largest expert plus, in a family with delta folders, the largest packed delta.
 CapacityPlan plan_capacity(const Family& family, std::uint64_t budget_bytes, const ReserveSpec& reserve = {});
+
+// Resident non-expert sets under `resident_sets: auto` for a layout planned from a budget: one more
+// than the first when the targets use two sets or more and it costs at most 1/kSetShare of the
+// expert positions the budget holds with one set (a set costs ⌈set bytes / expert bytes⌉
+// positions); with two, a swap overlaps decode instead of stalling it. More sets only from what the
+// layout leaves. `with_sets` is the plan with room kept for `sets` of them: its capacity less the
+// positions they cost (never below 0).
+constexpr std::int64_t kSetShare = 8;
+int planned_sets(const CapacityPlan& one_set, int distinct_sets);
+CapacityPlan with_sets(CapacityPlan one_set, int sets);
 
 // The three tiers a family's weights live in. The device holds what the plan keeps there (its
 // budget, at most); host RAM the distinct bytes the host tier keeps (runtime/host_tier.h: every one

@@ -123,7 +123,17 @@ DevicePlan plan_device(const HostStore& store, const RuntimeConfig& config, cons
       if (s.is_sparse(l))
         charge(static_cast<std::uint64_t>(plan.spare) * plan.slot_bytes, "staging slots of layer " + std::to_string(l) + " (" + std::to_string(plan.spare) + ")");
   }
-  while (plan.sets < config.resident_sets && (!limited || plan.budget.available() >= ne)) {
+  // Auto: as many as the targets use (one for no-reconfig's shared set and whole-model swaps).
+  int wanted = config.resident_sets;
+  if (wanted == RuntimeConfig::kAutoSets) {
+    std::vector<int> used;
+    for (int t = 0; t < store.targets() && !config.whole_model_swaps; ++t) {
+      const int set = store.set_of(config.non_expert_of.empty() ? t : config.non_expert_of[static_cast<std::size_t>(t)]);
+      if (std::find(used.begin(), used.end(), set) == used.end()) used.push_back(set);
+    }
+    wanted = std::max<int>(1, static_cast<int>(used.size()));
+  }
+  while (plan.sets < wanted && (!limited || plan.budget.available() >= ne)) {
     charge(ne, "non-expert weights of resident set " + std::to_string(plan.sets + 1));
     ++plan.sets;
   }

@@ -249,6 +249,8 @@ std::unique_ptr<Scheduler> Engine::make_scheduler() const {
   // A step runs no more tokens than the runtime's activation workspace holds.
   SchedulerOptions o = scheduler_options_;
   o.max_batch_tokens = std::min(o.max_batch_tokens, runtime_->max_step_tokens());
+  // Look-ahead swaps unless told otherwise, wherever a second set buffer lets a swap overlap decode.
+  if (!o.swap_ahead) o.swap_ahead = runtime_->resident_capacity() >= 2 && runtime_->fills_ahead();
   return std::make_unique<Scheduler>(o, runtime_->kv_blocks(), runtime_->resident_capacity());
 }
 
@@ -347,7 +349,7 @@ void Engine::run() {
 
 bool Engine::step(double now) {
   const std::vector<int> resident = runtime_->resident_sets();
-  const bool ahead = scheduler_->options().swap_ahead;
+  const bool ahead = scheduler_->options().ahead();
   StepPlan plan = scheduler_->plan(now, resident, ahead ? runtime_->loading_sets() : std::vector<int>{});
   for (auto& job : jobs_)
     if (std::find(plan.preempted.begin(), plan.preempted.end(), &job->seq) != plan.preempted.end())

@@ -23,7 +23,7 @@ void check_config(const HostStore& store, const RuntimeConfig& c) {
     if (t < 0 || t >= targets) bad("non-expert sets", "names target " + std::to_string(t) + ", not one of the store's");
   for (const auto& [name, t] : c.aliases)
     if (t < 0 || t >= targets) bad("alias '" + name + "'", "names target " + std::to_string(t) + ", not one of the store's");
-  if (c.resident_sets < 1) bad("resident sets", "must be at least 1");
+  if (c.resident_sets < 0) bad("resident sets", "must be at least 1, or auto");
   if (!(c.copy_slowdown >= 1.0)) bad("copy slowdown", "must be at least 1");
   if (!(c.compute_slowdown >= 1.0)) bad("compute slowdown", "must be at least 1");
   if (c.kv_block_tokens < 1) bad("KV block tokens", "must be at least 1");
@@ -260,7 +260,7 @@ std::vector<SwapRecord> Runtime::make_resident(std::span<const int> sets) {
 }
 
 void Runtime::load_ahead(std::span<const int> upcoming) {
-  if (config_.whole_model_swaps || config_.copy_slowdown > 1.0) return;
+  if (!fills_ahead()) return;
   for (std::size_t i = 0; i < upcoming.size(); ++i) {
     const int set = upcoming[i];
     if (reconfigurer_.buffer_of(set) >= 0) continue;

@@ -46,7 +46,9 @@ struct RuntimeConfig {
   // Time-sharing: a resident set is a target's whole model; swapping one reloads the pinned slots
   // (which then hold exactly one model's experts).
   bool whole_model_swaps = false;
-  int resident_sets = 1;       // K: non-expert sets resident at once, budget permitting
+  // K: non-expert sets resident at once, budget permitting; kAutoSets: every set the targets use.
+  static constexpr int kAutoSets = 0;
+  int resident_sets = 1;
   double copy_slowdown = 1.0;     // space-sharing: copies take this many times as long
   double compute_slowdown = 1.0;  // space-sharing (MIG): a step's compute takes this many times as long
   std::optional<std::uint64_t> budget_bytes;  // nullopt: no limit (counted, never refused)
@@ -124,6 +126,8 @@ class Runtime {
   // only for what is left of its fill. None under whole-model swaps (they reload pinned slots the
   // step reads) or a copy slowdown (a slice's copies are priced, not overlapped).
   void load_ahead(std::span<const int> upcoming);
+  // Whether load_ahead fills anything: not under whole-model swaps or a copy slowdown.
+  bool fills_ahead() const { return !config_.whole_model_swaps && config_.copy_slowdown <= 1.0; }
   // Under a host budget: the non-expert sets of the running requests' targets kept resident in the host tier
   // (the last to give way), and for the waiting requests' targets (in queue order) their sets and the
   // experts their earlier requests missed on read ahead from disk by the tier's reader thread, so

@@ -103,7 +103,7 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
         ++it;
         continue;
       }
-      if (options_.swap_ahead && !plan.chunks.empty() && !ready(s.set)) {
+      if (options_.ahead() && !plan.chunks.empty() && !ready(s.set)) {
         // Joining now would stall the running batch for its swap: its set is loaded ahead instead.
         if (strict) return;
         ++it;
@@ -126,13 +126,33 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
       budget -= n;
     }
   };
-  if (!strict)
+  if (!strict) {
     admit([&](const SequenceState& s) { return std::find(resident.begin(), resident.end(), s.set) != resident.end(); });
+    // Then the sets to swap in, the most queued work first (tokens still to run), each weighted up by
+    // how long its oldest request has waited against the bound: a set with much work waiting goes
+    // before a lone request's, and a set waiting long goes before either.
+    struct Queued {
+      int set;
+      double work = 0, oldest = 0;  // tokens still to run; the oldest request's arrival
+    };
+    std::vector<Queued> queued;  // in order of each set's oldest request (waiting_ is by arrival)
+    for (const SequenceState* s : waiting_) {
+      auto q = std::find_if(queued.begin(), queued.end(), [&](const Queued& x) { return x.set == s->set; });
+      if (q == queued.end()) q = queued.insert(queued.end(), {s->set, 0, s->arrival});
+      q->work += static_cast<double>(s->total - s->computed);
+    }
+    auto priority = [&](const Queued& q) {
+      const double age = std::max(0.0, now - q.oldest);
+      return q.work * (1.0 + (options_.max_wait_seconds > 0 ? age / options_.max_wait_seconds : age));
+    };
+    std::stable_sort(queued.begin(), queued.end(), [&](const Queued& a, const Queued& b) { return priority(a) > priority(b); });
+    for (const Queued& q : queued) admit([set = q.set](const SequenceState& s) { return s.set == set; });
+  }
   admit([](const SequenceState&) { return true; });
   // Whatever keeps them waiting (their set, the sequence limit, the token budget), the sets the
   // waiting requests need next, for the runtime to fill ahead into buffers this step leaves free —
   // those in already too, so that a fill for a later request does not evict them.
-  if (options_.swap_ahead)
+  if (options_.ahead())
     for (const SequenceState* s : waiting_)
       if (std::find(plan.sets.begin(), plan.sets.end(), s->set) == plan.sets.end() &&
           std::find(plan.upcoming.begin(), plan.upcoming.end(), s->set) == plan.upcoming.end())

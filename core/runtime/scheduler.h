@@ -6,6 +6,7 @@
 // freed and it waits to be recomputed from its tokens. Pure bookkeeping, no clock of its own.
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -17,21 +18,27 @@ namespace mosaic {
 // How the scheduler chooses among waiting requests whose resident sets are not all resident.
 enum class SwitchPolicy {
   Fcfs,      // strictly in arrival order: a request whose set cannot join waits, and so do all after it
-  Affinity,  // requests of sets already resident go first, then the others in arrival order; once
-             // the oldest has waited max_wait_seconds, strict arrival order until it starts
+  Affinity,  // requests of sets already resident go first, then the other sets' by queued work
+             // (tokens still to run, weighted up by their oldest request's wait against the bound);
+             // once the oldest has waited max_wait_seconds, strict arrival order until it starts
 };
 std::string_view switch_policy_name(SwitchPolicy p);  // "fcfs", "affinity"
 
 struct SchedulerOptions {
   std::int64_t max_batch_tokens = 512;  // tokens one step runs (the activation workspace)
   std::int64_t max_sequences = 256;     // sequences running at once (1: one request at a time)
-  SwitchPolicy switching = SwitchPolicy::Fcfs;
-  double max_wait_seconds = 2.0;        // Affinity's bound on how long a request waits for its set
+  // Affinity unless asked otherwise: arrival order makes a batch of the head-of-queue run of one
+  // variant and pays a swap for each (Fcfs is the paper's setting).
+  SwitchPolicy switching = SwitchPolicy::Affinity;
+  double max_wait_seconds = kDefaultMaxWait;  // Affinity's bound on how long a request waits for its set
+  static constexpr double kDefaultMaxWait = 2.0;
   // Look-ahead swaps: while anything runs, a waiting request whose set is not resident and ready
   // does not join (its swap would stall the running batch); it joins once the set is in. The sets
   // of all waiting requests (whatever keeps them waiting: the sequence limit, too) are listed in
   // StepPlan::upcoming, for the runtime to fill those not in into free buffers during the step.
-  bool swap_ahead = false;
+  // nullopt: on wherever the runtime holds two sets or more and can fill one ahead (Engine decides).
+  std::optional<bool> swap_ahead;
+  bool ahead() const { return swap_ahead.value_or(false); }
 };
 
 // What the scheduler knows of a sequence. The engine owns them.

@@ -66,7 +66,9 @@ void Session::plan(std::uint64_t budget_bytes, Policy policy, const ReserveSpec&
   if (policy == Policy::Hybrid) return plan_hybrid(budget_bytes, reserve);
   if (policy == Policy::Virtual) return plan_virtual(budget_bytes, reserve, {});
   const std::uint64_t budget = budget_bytes ? budget_bytes : default_budget();
+  // Room for a second non-expert set where it costs little (resident sets auto: capacity.h's rule).
   CapacityPlan cap = plan_capacity(*family_, budget, reserve);
+  cap = with_sets(cap, planned_sets(cap, store_->sets()));
   // Weighted without traffic shares weighs every variant alike.
   std::vector<double> shares(given.begin(), given.end());
   if (policy != Policy::Weighted) shares.clear();
@@ -159,6 +161,7 @@ void Session::serve(Layout layout, const std::vector<int>& to_store, CapacityPla
   if (hybrid) config.hit = HitPolicy::Consolidated;  // rows without their delta take the base's copy
   config.budget_bytes = cap.budget_bytes;  // the session serves within the budget it was planned for
   config.reserve = reserve_;
+  config.resident_sets = RuntimeConfig::kAutoSets;  // every set the budget holds beside the layout
   config.device = device_;
   if (layout.plan.policy == Policy::Virtual) apply_virtual_layout(config, layout, to_store, *store_);  // masked, updating
   install(std::make_shared<Runtime>(*store_, std::move(config)), std::move(layout), std::move(cap));  // throws before anything changes

@@ -25,6 +25,15 @@ std::vector<PinnedExpert> pinned_where(const ModelSpec& s, const FamilyAnalysis&
   return out;
 }
 
+// A layout strategy's resident experts: its capacity, or with a budget and none given, what the
+// budget holds beside `sets_used` non-expert sets' worth of room (resident_sets auto: capacity.h's rule).
+std::int64_t capacity_of(const StrategyConfig& config, const Family& family, int sets_used) {
+  if (config.capacity > 0 || !config.budget_bytes) return config.capacity;
+  const CapacityPlan one = plan_capacity(family, *config.budget_bytes, config.reserve);
+  const int sets = config.resident_sets == RuntimeConfig::kAutoSets ? planned_sets(one, sets_used) : std::min(config.resident_sets, sets_used);
+  return with_sets(one, sets).capacity;
+}
+
 }  // namespace
 
 Deployment::Deployment(const StrategyConfig& config, const Family& family, const HostStore& store,
@@ -55,7 +64,9 @@ Deployment::Deployment(const StrategyConfig& config, const Family& family, const
     case StrategyKind::NoReconfig: {
       std::vector<double> shares = config.shares;
       if (config.policy == Policy::Weighted && shares.empty()) shares.assign(static_cast<std::size_t>(n), 1.0);  // equal traffic
-      const Layout layout = make_layout(family, analysis.sha256, plan_consolidation(analysis.distances, config.capacity, config.policy, shares));
+      const int sets_used = config.kind == StrategyKind::NoReconfig ? 1 : store.sets();
+      const Layout layout =
+          make_layout(family, analysis.sha256, plan_consolidation(analysis.distances, capacity_of(config, family, sets_used), config.policy, shares));
       RuntimeConfig rc = base;
       rc.pinned = pinned_from_layout(layout, match_layout(layout, family, analysis.sha256, "strategy layout"));
       if (config.kind == StrategyKind::NoReconfig) rc.non_expert_of.assign(static_cast<std::size_t>(n), 0);
@@ -70,8 +81,9 @@ Deployment::Deployment(const StrategyConfig& config, const Family& family, const
       RuntimeConfig rc = base;
       // The paper's single model is offloaded under the same memory as the others: its best-ranked
       // `capacity` positions pinned, misses loaded. single-resident pins all: the upper reference.
-      const bool offloaded = config.kind == StrategyKind::Single && config.capacity > 0;
-      rc.pinned = offloaded ? pinned_where(s, analysis, single, [&](std::int64_t rank) { return rank < config.capacity; }) : every_position(s, single);
+      const std::int64_t capacity = config.kind == StrategyKind::Single ? capacity_of(config, family, 1) : 0;
+      const bool offloaded = capacity > 0;
+      rc.pinned = offloaded ? pinned_where(s, analysis, single, [&](std::int64_t rank) { return rank < capacity; }) : every_position(s, single);
       for (const std::string& name : names) rc.aliases.emplace_back(name, single);
       add(store, std::move(rc), names, single);
       break;

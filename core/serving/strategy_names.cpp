@@ -41,7 +41,7 @@ const std::vector<std::string_view>& strategy_names() {
 std::string strategy_label(const StrategyConfig& config) {
   if (!config.name.empty()) return config.name;
   return std::string(strategy_name(config.kind)) + (config.miss == "prefetch" ? "+prefetch" : "") +
-         (config.scheduler.swap_ahead ? "+ahead" : "");
+         (config.scheduler.swap_ahead.value_or(false) ? "+ahead" : "");
 }
 
 }  // namespace mosaic

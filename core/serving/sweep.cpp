@@ -223,7 +223,7 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
     const std::string where = "strategies[" + std::to_string(i) + "]";
     if (!s.is_object()) fail(where, "must be an object with a kind");
     check_keys(s, {"kind", "capacity", "policy", "shares", "budget", "hit", "miss", "single_target", "resident_sets", "max_sequences",
-                   "max_batch_tokens", "switching", "max_wait_seconds", "kv_context", "kv_requests", "calibration", "staging",
+                   "max_batch_tokens", "admission", "switching", "max_wait_seconds", "kv_context", "kv_requests", "calibration", "staging",
                    "update_every", "decay", "shift", "swap_ahead", "name"},
                file, where, hint);
     StrategyConfig sc;
@@ -265,15 +265,24 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
       return whole(s, key, fallback, min, max, [&](const std::string& k, const std::string& p) { fail(where + "." + k, p); });
     };
     if (s.contains("capacity")) sc.capacity = count("capacity", 0, 0, std::int64_t{1} << 31);
-    sc.resident_sets = static_cast<int>(count("resident_sets", 1, 1, 1024));
+    if (s.contains("resident_sets") && s["resident_sets"].is_string()) {
+      if (s["resident_sets"] != "auto") fail(where + ".resident_sets", "must be auto or a whole number from 1 to 1024");
+      sc.resident_sets = RuntimeConfig::kAutoSets;
+    } else {
+      sc.resident_sets = static_cast<int>(count("resident_sets", RuntimeConfig::kAutoSets, 1, 1024));  // absent: auto
+    }
     sc.scheduler.max_sequences = count("max_sequences", sc.scheduler.max_sequences, 1);
     sc.scheduler.max_batch_tokens = count("max_batch_tokens", sc.scheduler.max_batch_tokens, 1);
     sc.reserve.prefill_chunk = sc.scheduler.max_batch_tokens;  // the activation workspace one step needs
     sc.reserve.requests = count("kv_requests", sc.reserve.requests, 1);
     sc.reserve.context_tokens = count("kv_context", sc.reserve.context_tokens, 1);
-    const std::string switching = s.value("switching", "fcfs");
-    if (switching != "fcfs" && switching != "affinity") fail(where + ".switching", "must be fcfs or affinity");
-    sc.scheduler.switching = switching == "fcfs" ? SwitchPolicy::Fcfs : SwitchPolicy::Affinity;
+    // "admission" ("switching" is its older spelling): affinity unless the config asks for the paper's fcfs.
+    if (s.contains("admission") && s.contains("switching")) fail(where + ".switching", "is the older name of admission: give one of them");
+    const char* admission_key = s.contains("switching") ? "switching" : "admission";
+    if (s.contains(admission_key) && !s[admission_key].is_string()) fail(where + "." + admission_key, "must be fcfs or affinity");
+    const std::string admission = s.value(admission_key, "affinity");
+    if (admission != "fcfs" && admission != "affinity") fail(where + "." + admission_key, "must be fcfs or affinity");
+    sc.scheduler.switching = admission == "fcfs" ? SwitchPolicy::Fcfs : SwitchPolicy::Affinity;
     if (s.contains("max_wait_seconds")) {
       if (!s["max_wait_seconds"].is_number() || s["max_wait_seconds"].get<double>() < 0)
         fail(where + ".max_wait_seconds", "must be a number of seconds ≥ 0");
@@ -284,8 +293,8 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
       if (s["swap_ahead"].get<bool>() && (sc.kind == StrategyKind::TimeSharing || sc.kind == StrategyKind::SpaceSharing))
         fail(where + ".swap_ahead", std::string("does not apply to ") + std::string(strategy_name(sc.kind)) +
                                         ": its swaps reload the experts a step reads, or run on a slice's slowed link; leave it out");
-      if (s["swap_ahead"].get<bool>() && sc.resident_sets < 2)
-        fail(where + ".swap_ahead", "fills a free set buffer ahead, and with resident_sets 1 there is none; set resident_sets to 2 or more");
+      if (s["swap_ahead"].get<bool>() && sc.resident_sets == 1)
+        fail(where + ".swap_ahead", "fills a free set buffer ahead, and with resident_sets 1 there is none; set resident_sets to 2 or more, or auto");
       sc.scheduler.swap_ahead = s["swap_ahead"].get<bool>();
     }
     // virtual-experts: the planner's calibration text (relative to the config) and how sets update.

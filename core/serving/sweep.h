@@ -22,12 +22,19 @@
 //    "strategies": [{"kind": "consolidated" | "no-reconfig" | "single" | "single-resident" | "time-sharing" | "space-sharing"
 //                            | "averaging" | "esft" | "delta" | "hybrid" | "virtual-experts",
 //                    "capacity": n, "budget": "12GiB", "hit": …, "miss": "transient" | "lru" | "prefetch" | "masked",
-//                    "single_target": name, "resident_sets": K,
+//                    "single_target": name,
+//                    "resident_sets": "auto" (default: every set the targets use, budget permitting;
+//                                     with a budget and no capacity, room for a second set where it
+//                                     costs at most 1/8 of the positions: analysis/capacity.h) | K,
 //                    "max_sequences": n (1: one request at a time), "max_batch_tokens": n,
-//                    "switching": "fcfs" | "affinity", "max_wait_seconds": s,
-//                    "swap_ahead": true (look-ahead swaps, runtime/scheduler.h: waiting requests' sets
-//                                  filled into free buffers while the batch decodes; needs
-//                                  resident_sets ≥ 2; not time-sharing or space-sharing),
+//                    "admission": "affinity" (default: resident sets' requests first, then the set
+//                                 with the most queued work, weighed by its oldest's wait) | "fcfs"
+//                                 (arrival order: the paper's setting); "switching" is its older name,
+//                    "max_wait_seconds": s (affinity's fairness bound, default 2),
+//                    "swap_ahead": false | true (look-ahead swaps, runtime/scheduler.h: waiting
+//                                  requests' sets filled into free buffers while the batch decodes;
+//                                  default: on wherever two sets or more are resident; not
+//                                  time-sharing or space-sharing),
 //                    "kv_context": tokens, "kv_requests": n (the KV reserve under a budget),
 //                    virtual-experts only: "calibration": "text file" (relative to the config; with a
 //                    budget, plan-virtual's counts; without, uniform counts from the capacity or the

@@ -28,6 +28,15 @@ std::int64_t pinned_count(const SimPartition& p) {
   return n;
 }
 
+// As the engine's Deployment: a layout strategy's capacity, or with a budget and none given, what the
+// budget holds beside room for the sets resident_sets asks (auto: capacity.h's rule).
+std::int64_t capacity_of(const StrategyConfig& c, const ModelShapes& m, int sets_used) {
+  if (c.capacity > 0 || !c.budget_bytes) return c.capacity;
+  const CapacityPlan one = plan_capacity(m.spec, m.non_expert_bytes(), m.expert_bytes(), *c.budget_bytes, c.reserve);
+  const int sets = c.resident_sets == RuntimeConfig::kAutoSets ? planned_sets(one, sets_used) : std::min(c.resident_sets, sets_used);
+  return with_sets(one, sets).capacity;
+}
+
 }  // namespace
 
 std::vector<SimPartition> simulated_deployment(const StrategyConfig& c, const ModelShapes& m, const std::vector<std::string>& names,
@@ -55,7 +64,7 @@ std::vector<SimPartition> simulated_deployment(const StrategyConfig& c, const Mo
   switch (c.kind) {
     case StrategyKind::Consolidated:
     case StrategyKind::NoReconfig:
-      base.pinned = spread(s, c.capacity);
+      base.pinned = spread(s, capacity_of(c, m, c.kind == StrategyKind::NoReconfig ? 1 : n));
       if (c.kind == StrategyKind::NoReconfig) std::fill(base.set_of.begin(), base.set_of.end(), 0);
       parts.push_back(base);
       break;
@@ -68,8 +77,8 @@ std::vector<SimPartition> simulated_deployment(const StrategyConfig& c, const Mo
         if (at == names.end()) throw InvalidArgument(strategy, "single_target '" + c.single_target + "'", "is not a variant");
         single = static_cast<int>(at - names.begin());
       }
-      const bool offloaded = c.kind == StrategyKind::Single && c.capacity > 0;
-      base.pinned = spread(s, offloaded ? c.capacity : -1);
+      const std::int64_t capacity = c.kind == StrategyKind::Single ? capacity_of(c, m, 1) : 0;
+      base.pinned = spread(s, capacity > 0 ? capacity : -1);
       std::fill(base.set_of.begin(), base.set_of.end(), single);
       base.warm_set = single;
       parts.push_back(base);
@@ -100,12 +109,23 @@ std::vector<SimPartition> simulated_deployment(const StrategyConfig& c, const Mo
   for (const ReserveItem& r : plan_reserve(s, m.expert_bytes(), c.reserve)) reserve += r.bytes;
   const std::int64_t sparse = s.num_sparse_layers();
   for (SimPartition& p : parts) {
+    if (p.resident_sets == RuntimeConfig::kAutoSets) {  // every set its targets use
+      std::vector<int> used;
+      for (int t : p.serves)
+        if (std::find(used.begin(), used.end(), p.set_of[static_cast<std::size_t>(t)]) == used.end()) used.push_back(p.set_of[static_cast<std::size_t>(t)]);
+      p.resident_sets = std::max<int>(1, static_cast<int>(used.size()));
+    }
     const std::int64_t pins = pinned_count(p);
     // Time-sharing's set is the whole model: its experts are what the set holds beyond the non-expert weights.
     const std::uint64_t pinned_bytes =
         c.kind == StrategyKind::TimeSharing ? p.set_bytes - m.non_expert_bytes() : static_cast<std::uint64_t>(pins) * m.expert_bytes();
+    // Look-ahead swaps unless the config says, as the engine decides (Engine::make_scheduler).
+    auto decide_ahead = [&] {
+      if (!p.scheduler.swap_ahead) p.scheduler.swap_ahead = p.resident_sets >= 2 && p.copy_slowdown == 1.0 && c.kind != StrategyKind::TimeSharing;
+    };
     if (!c.budget_bytes) {
       p.spare = s.num_experts * n;  // unbounded: every miss is kept
+      decide_ahead();
       continue;
     }
     const std::uint64_t budget = *c.budget_bytes / (c.kind == StrategyKind::SpaceSharing ? static_cast<std::uint64_t>(n) : 1);
@@ -122,6 +142,7 @@ std::vector<SimPartition> simulated_deployment(const StrategyConfig& c, const Mo
     std::uint64_t left = budget - need;
     const int more = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(std::max(p.resident_sets - 1, 0)), left / p.set_bytes));
     p.resident_sets = 1 + more;
+    decide_ahead();
     left -= static_cast<std::uint64_t>(more) * p.set_bytes;
     p.spare = p.miss == "lru" && sparse > 0 ? static_cast<std::int64_t>(left / (m.expert_bytes() * static_cast<std::uint64_t>(sparse))) : 0;
     // The KV reserve: context × requests positions, in blocks.

@@ -93,6 +93,8 @@ LayoutInfo describe(const Session& session) {
   const Layout& layout = session.layout();
   LayoutInfo info = describe(layout.plan, session.capacity());
   describe_tiers(info, session.capacity(), session.store().host_bytes(), session.store().tier().budget());
+  info.resident_sets = session.runtime().resident_capacity();
+  info.positions_for_sets = session.capacity().positions_for_sets;
   for (const auto& v : layout.variants) info.variants << q(v.name);
   const ReserveSpec& r = session.reserve();
   info.reserve_settings = {r.context_tokens, r.requests, r.prefill_chunk, r.miss_slots};

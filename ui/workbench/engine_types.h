@@ -80,6 +80,10 @@ struct LayoutInfo {
   // planned from configs knows no shared tensors: its distinct bytes assume none (distinct_assumed).
   qint64 device_bytes = 0, ram_bytes = 0, disk_bytes = 0, distinct_bytes = 0, host_budget = 0;
   bool distinct_assumed = false;
+  // Non-expert sets resident at once (resident sets auto: what the budget holds beside the layout),
+  // and the expert positions the plan gave up to leave room for the second (capacity.h's rule).
+  int resident_sets = 1;
+  qint64 positions_for_sets = 0;
 };
 
 // Where one router choice of the token at `position` went (core's RoutedExpert, names resolved).

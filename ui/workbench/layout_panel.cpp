@@ -305,8 +305,13 @@ void LayoutPanel::showLayout(const LayoutInfo& l) {
   const QString tiers = tr("Tiers: device %1 (this layout) · RAM %2 (%3) · disk %4 · of %5 distinct%6")
                             .arg(formatBytes(l.device_bytes), formatBytes(l.ram_bytes), host, formatBytes(l.disk_bytes), formatBytes(l.distinct_bytes),
                                  l.distinct_assumed ? tr(" (configs: no tensor assumed shared)") : QString());
-  summary_->setText(tr("%1 · non-expert %2 · minimum budget %3\n%4\nReserve:%5")
-                        .arg(head, formatBytes(l.non_expert_bytes), formatBytes(l.minimum_budget), tiers, reserve));
+  QString sets;
+  if (l.config_family.isEmpty()) {
+    sets = tr(" · %n non-expert set(s) resident", "", l.resident_sets);
+    if (l.positions_for_sets > 0) sets += tr(" (%n position(s) given up for the second: swaps then overlap decode)", "", static_cast<int>(l.positions_for_sets));
+  }
+  summary_->setText(tr("%1 · non-expert %2 · minimum budget %3%4\n%5\nReserve:%6")
+                        .arg(head, formatBytes(l.non_expert_bytes), formatBytes(l.minimum_budget), sets, tiers, reserve));
   summary_->setStyleSheet(QString());
 }
 

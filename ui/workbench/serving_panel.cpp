@@ -81,15 +81,25 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
                        "slots; prefetch also loads the next layer's likely experts while a layer computes; masked never loads "
                        "(the router chooses among resident experts). Virtual experts always mask."));
   sets_ = new QSpinBox;
-  sets_->setRange(1, 8);
+  sets_->setRange(0, 8);
+  sets_->setSpecialValueText(tr("set buffers auto"));
   sets_->setPrefix(tr("set buffers "));
-  sets_->setToolTip(tr("Non-expert weight sets resident at once, budget permitting (1: the paper's one set, swapped as targets change)"));
+  sets_->setValue(0);
+  sets_->setToolTip(tr("Non-expert weight sets resident at once, budget permitting. auto: every set the variants use (with a "
+                       "budget and no capacity, room for a second when it costs at most 1/8 of the resident experts); 1: the "
+                       "paper's one set, swapped as targets change"));
   swap_ahead_ = new QCheckBox(tr("swap ahead"));
-  swap_ahead_->setEnabled(false);
+  swap_ahead_->setChecked(true);
   swap_ahead_->setToolTip(tr("With 2 or more set buffers: a waiting request's non-expert set is copied into a free buffer while the "
                              "batch decodes, and the request joins once it is in (not for time-sharing or space-sharing, whose "
-                             "swaps cannot overlap a step)"));
-  connect(sets_, &QSpinBox::valueChanged, this, [this](int k) { swap_ahead_->setEnabled(k >= 2); });
+                             "swaps cannot overlap a step). On unless cleared"));
+  connect(sets_, &QSpinBox::valueChanged, this, [this](int k) { swap_ahead_->setEnabled(k != 1); });
+  admission_ = new QComboBox;
+  admission_->addItem(tr("affinity admission"), QStringLiteral("affinity"));
+  admission_->addItem(tr("arrival order (fcfs)"), QStringLiteral("fcfs"));
+  admission_->setToolTip(tr("affinity: requests of resident sets first, then the set with the most queued work (its wait weighed "
+                            "against the fairness bound, after which the oldest goes first); fcfs: strictly in arrival order, "
+                            "the paper's setting"));
   alpha_ = new QDoubleSpinBox;
   alpha_->setRange(0.05, 1.0);
   alpha_->setSingleStep(0.05);
@@ -140,6 +150,7 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   engineRow->addWidget(miss_);
   engineRow->addWidget(sets_);
   engineRow->addWidget(swap_ahead_);
+  engineRow->addWidget(admission_);
   form->addRow(tr("Misses, sets"), engineRow);
   form->addRow(tr("Traffic"), alpha_);
   connect(clock_, &QComboBox::currentTextChanged, this, [this](const QString& clock) {
@@ -291,9 +302,10 @@ QString ServingPanel::sweepJson() const {
       // Only what differs from the engine's defaults, so that older sessions read the same.
       if (miss_->currentText() != QLatin1String("transient") && kind != QLatin1String("virtual-experts"))
         s.insert(QStringLiteral("miss"), miss_->currentText());
-      if (sets_->value() > 1) s.insert(QStringLiteral("resident_sets"), sets_->value());
-      if (swap_ahead_->isEnabled() && swap_ahead_->isChecked() && kind != QLatin1String("time-sharing") && kind != QLatin1String("space-sharing"))
-        s.insert(QStringLiteral("swap_ahead"), true);
+      if (sets_->value() > 0) s.insert(QStringLiteral("resident_sets"), sets_->value());  // auto is the default
+      if (swap_ahead_->isEnabled() && !swap_ahead_->isChecked() && kind != QLatin1String("time-sharing") && kind != QLatin1String("space-sharing"))
+        s.insert(QStringLiteral("swap_ahead"), false);  // on by default where K ≥ 2
+      if (admission_->currentData().toString() == QLatin1String("fcfs")) s.insert(QStringLiteral("admission"), QStringLiteral("fcfs"));
       if (kind == QLatin1String("virtual-experts") && follow && layout_virtual_) {
         // The Layout panel's plan: the same budget, counts planned on the same text (or uniform).
         s.remove(QStringLiteral("capacity"));
@@ -372,13 +384,16 @@ void ServingPanel::applySettings(const QString& json) {
   if (strategies.isEmpty()) return;
   for (int i = 0; i < strategies_->count(); ++i) strategies_->item(i)->setCheckState(Qt::Unchecked);
   miss_->setCurrentText(QStringLiteral("transient"));
-  sets_->setValue(1);
-  swap_ahead_->setChecked(false);
+  sets_->setValue(0);
+  swap_ahead_->setChecked(true);
+  admission_->setCurrentIndex(0);
   for (const auto& sv : strategies) {
     const QJsonObject so = sv.toObject();
     if (so.contains(QStringLiteral("miss"))) miss_->setCurrentText(so.value(QStringLiteral("miss")).toString());
-    if (so.contains(QStringLiteral("resident_sets"))) sets_->setValue(so.value(QStringLiteral("resident_sets")).toInt());
-    if (so.value(QStringLiteral("swap_ahead")).toBool()) swap_ahead_->setChecked(true);
+    if (so.value(QStringLiteral("resident_sets")).isDouble()) sets_->setValue(so.value(QStringLiteral("resident_sets")).toInt());
+    if (so.contains(QStringLiteral("swap_ahead"))) swap_ahead_->setChecked(so.value(QStringLiteral("swap_ahead")).toBool());
+    for (const char* key : {"admission", "switching"})
+      if (so.value(QLatin1String(key)).toString() == QLatin1String("fcfs")) admission_->setCurrentIndex(1);
     for (int i = 0; i < strategies_->count(); ++i)
       if (strategies_->item(i)->text() == so.value(QStringLiteral("kind")).toString()) strategies_->item(i)->setCheckState(Qt::Checked);
     if (so.contains(QStringLiteral("capacity")) && !follow_layout_->isChecked()) capacity_->setValue(so.value(QStringLiteral("capacity")).toInt());

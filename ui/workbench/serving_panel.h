@@ -52,6 +52,7 @@ class ServingPanel : public QWidget {
   QCheckBox* traceBox() const { return trace_; }
   QComboBox* clockBox() const { return clock_; }
   QComboBox* missBox() const { return miss_; }
+  QComboBox* admissionBox() const { return admission_; }
   QSpinBox* setsBox() const { return sets_; }
   QCheckBox* swapAheadBox() const { return swap_ahead_; }
   QComboBox* profileBox() const { return profile_; }
@@ -112,6 +113,7 @@ class ServingPanel : public QWidget {
   QString layout_calibration_;
   QSpinBox* batch_;         // sequences per engine step (1: one request at a time)
   QComboBox* miss_;         // the miss policy of every strategy but virtual experts (which mask)
+  QComboBox* admission_;    // affinity (the default) or fcfs
   QSpinBox* sets_;          // resident non-expert set buffers (K)
   QCheckBox* swap_ahead_;   // look-ahead swaps, where K ≥ 2 and the strategy's swaps can overlap
   QDoubleSpinBox* alpha_;   // traffic skew over the targets (1: even)
