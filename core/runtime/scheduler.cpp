@@ -86,8 +86,9 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
   for (const SequenceState* s : running_) use_set(s->set);  // their sets stay resident even if idle this step
 
   // Admission. FCFS: in arrival order, stopping at the first request that cannot start. Affinity:
-  // first the requests whose set is resident already, then the rest in arrival order, passing over
-  // those whose set has no buffer free — unless the oldest has waited too long (then as FCFS).
+  // first the requests whose set is resident already, then the other sets' by queued work, passing
+  // over those whose set has no buffer free — unless the oldest has waited too long (then it and its
+  // set first, the rest as FCFS).
   auto ready = [&](int set) {
     return std::find(plan.sets.begin(), plan.sets.end(), set) != plan.sets.end() ||
            (std::find(resident.begin(), resident.end(), set) != resident.end() &&
@@ -147,6 +148,10 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
     };
     std::stable_sort(queued.begin(), queued.end(), [&](const Queued& a, const Queued& b) { return priority(a) > priority(b); });
     for (const Queued& q : queued) admit([set = q.set](const SequenceState& s) { return s.set == set; });
+  } else if (options_.switching == SwitchPolicy::Affinity && !waiting_.empty()) {
+    // Past the bound the oldest goes first, and the requests of its set with it: its swap is paid
+    // once for all of them, where arrival order would run the head of the queue alone.
+    admit([set = waiting_.front()->set](const SequenceState& s) { return s.set == set; });
   }
   admit([](const SequenceState&) { return true; });
   // Whatever keeps them waiting (their set, the sequence limit, the token budget), the sets the

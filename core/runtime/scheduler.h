@@ -20,7 +20,8 @@ enum class SwitchPolicy {
   Fcfs,      // strictly in arrival order: a request whose set cannot join waits, and so do all after it
   Affinity,  // requests of sets already resident go first, then the other sets' by queued work
              // (tokens still to run, weighted up by their oldest request's wait against the bound);
-             // once the oldest has waited max_wait_seconds, strict arrival order until it starts
+             // once the oldest has waited max_wait_seconds, it goes first with its set's other
+             // requests, and the rest in strict arrival order, until it starts
 };
 std::string_view switch_policy_name(SwitchPolicy p);  // "fcfs", "affinity"
 
