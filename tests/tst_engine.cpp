@@ -332,8 +332,17 @@ class TestEngine : public QObject {
     };
     // 24 tokens × (1 + 0.5/10) against 8 × (1 + 1/10): the most work first, though not the oldest.
     QCOMPARE(plan_after(1.0, 10.0, 0.5, 8), (std::vector<int>{2, 2, 2}));
-    // Set 1's request has waited past the bound: arrival order, the oldest first.
+    // Set 1's request has waited past the bound: the oldest first.
     QCOMPARE(plan_after(11.0, 10.0, 0.5, 8), std::vector<int>{1});
+    {  // and its set's newer requests with it, where arrival order would have run it alone
+      KvBlockPool blocks(16, std::nullopt);
+      Scheduler s({.max_sequences = 8, .switching = SwitchPolicy::Affinity, .max_wait_seconds = 10, .swap_ahead = false}, blocks, 1);
+      std::vector<SequenceState> q{{.order = 0, .arrival = 0.0, .set = 1, .known = 4, .total = 8},
+                                   {.order = 1, .arrival = 0.5, .set = 2, .known = 4, .total = 8},
+                                   {.order = 2, .arrival = 0.6, .set = 1, .known = 4, .total = 8}};
+      for (SequenceState& x : q) s.add(&x);
+      QCOMPARE(s.plan(11.0).admitted, (std::vector<SequenceState*>{&q[0], &q[2]}));
+    }
     // Within the bound the wait weighs the work: 8 × (1 + 9/10) = 15.2 against 3 × 8 × (1 + 0.1/10) =
     // 24.2, and against 3 × 5 × 1.01 = 15.15 when the newer requests are shorter.
     QCOMPARE(plan_after(9.0, 10.0, 8.9, 8), (std::vector<int>{2, 2, 2}));
