@@ -161,7 +161,7 @@ class TestCudaBackend : public QObject {
       std::vector<ServeRequest> requests;
       for (int t = 0; t < 4; ++t) requests.push_back({store.name(t), {.prompt = prompt_of(7 + 3 * t, t, 320), .max_new_tokens = 0}, true});
       for (HitPolicy hit : {HitPolicy::Strict, HitPolicy::Consolidated})
-        for (std::string miss : {"transient", "lru", "prefetch", "masked"}) {
+        for (std::string miss : {"transient", "lru", "prefetch", "prefetch-always", "masked"}) {
           const Compared c = compare(store, {.pinned = pinned, .hit = hit, .miss = miss, .resident_sets = 4}, requests);
           QVERIFY2(c.worst <= 2e-2, qPrintable(QStringLiteral("%1 %2 %3: %4").arg(QString::fromStdString(fam), hit == HitPolicy::Strict ? QStringLiteral("strict") : QStringLiteral("consolidated"), QString::fromStdString(miss)).arg(c.worst)));
           std::int64_t misses = 0, loads = 0, prefetches = 0;
@@ -172,7 +172,7 @@ class TestCudaBackend : public QObject {
           }
           QCOMPARE(misses > 0, miss != "masked");
           QCOMPARE(loads > 0, miss != "masked");
-          QCOMPARE(prefetches > 0, miss == "prefetch");
+          if (miss != "prefetch") QCOMPARE(prefetches > 0, miss == "prefetch-always");  // the gate may judge a prefetch not worth it
         }
     }
   }

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <fstream>
 #include <future>
+#include <map>
 #include <random>
 #include <utility>
 
@@ -402,6 +403,47 @@ class TestRuntime : public QObject {
     }
   }
 
+  // The adaptive prefetcher: a layer whose prefetched experts go unused stops being predicted, and
+  // so does one with nothing to load; each is probed again kProbeAfter steps on, and a useful probe
+  // keeps it on. Layers are judged apart.
+  void prefetchStopsWherePredictionsDoNotPay() {
+    PrefetchGate gate(4);
+    auto step = [&](std::int64_t layer, PrefetchOutcome o) {
+      const bool asked = gate.wanted(layer);
+      gate.observe(layer, asked ? o : PrefetchOutcome{.loads = o.loads, .load_seconds = o.load_seconds});
+      return asked;
+    };
+    // Layer 1: predicted experts never hit (no demand load timed yet: judged on hits alone).
+    int first_off = -1;
+    for (int i = 0; i < 10 && first_off < 0; ++i) {
+      QVERIFY(step(1, {.prefetches = 4, .used = 0}));
+      if (!gate.on(1)) first_off = i;
+    }
+    QCOMPARE(first_off, 2);  // the share used averages 1 → 0.75 → 0.56 → 0.42, under kUseful
+    for (std::int64_t i = 0; i < PrefetchGate::kProbeAfter - 1; ++i) QVERIFY(!gate.wanted(1));
+    QVERIFY(gate.wanted(1));  // the probe, judged afresh
+    gate.observe(1, {.prefetches = 2, .used = 2});
+    QVERIFY(gate.on(1));
+    for (int i = 0; i < 5; ++i) QVERIFY(step(1, {.prefetches = 2, .used = 1}));  // half used: kept
+    QVERIFY(gate.on(1));
+
+    // Layer 2: every prefetch is used, but the step waits for them longer than the demand loads
+    // they replace would have taken (the link is the bottleneck, nothing hides the copies).
+    QVERIFY(step(2, {.prefetches = 1, .used = 1, .loads = 2, .prefetch_seconds = 1e-3, .load_seconds = 2e-3}));
+    QVERIFY(gate.on(2));  // a wait of 1 ms for one prefetch against a saved load of 1 ms: even
+    QVERIFY(step(2, {.prefetches = 3, .used = 3, .loads = 1, .prefetch_seconds = 4e-3, .load_seconds = 1e-3}));
+    QVERIFY(!gate.on(2));
+    // Layer 3: the copies hide behind compute (waits short against the loads saved): kept on.
+    for (int i = 0; i < 20; ++i)
+      QVERIFY(step(3, {.prefetches = 3, .used = 2, .loads = 1, .prefetch_seconds = 0.2e-3, .load_seconds = 1e-3}));
+
+    // Layer 0: everything predicted is in already, for kIdleSteps steps: nothing to gain.
+    for (std::int64_t i = 0; i < PrefetchGate::kIdleSteps; ++i) QVERIFY(step(0, {}));
+    QVERIFY(!gate.on(0) && !gate.wanted(0));
+    QVERIFY(gate.on(1) && gate.on(3));
+    QCOMPARE(gate.skipped(), PrefetchGate::kProbeAfter - 1 + 1);
+  }
+
   void prefetchPlansAroundWhatThePredictionHits() {
     // Layer 1 of two full fine-tunes: 2 pinned slots, 3 spare. Bible's expert 0 is pinned; its
     // experts 5 and 6 sit in spare slots (5 used longer ago), one spare slot is empty.
@@ -475,6 +517,7 @@ class TestRuntime : public QObject {
         {"fortunes", "You will be successful in your work, and"},
         {"jargon", "hacker n. [originally, someone who makes furniture with an axe]"},
         {"c-headers", "#include <stdio.h>\nint main(int argc, char **argv)"}};
+    std::map<std::string, std::int64_t> skipped;  // the gate's, by policy (-1: none)
     auto serve = [&](const std::string& miss) {
       auto rt = std::make_shared<Runtime>(store, RuntimeConfig{.pinned = pinned, .miss = miss, .budget_bytes = budget,
                                                                .reserve = {.context_tokens = context, .requests = 1}});
@@ -485,9 +528,10 @@ class TestRuntime : public QObject {
       for (const auto& [target, text] : asks) requests.push_back({target, {.prompt = tok.encode(text), .max_new_tokens = 24}});
       std::vector<RequestResult> out;
       for (const auto& h : engine.submit_all(requests)) out.push_back(h->wait());
+      skipped[miss] = rt->prefetch_gate() ? rt->prefetch_gate()->skipped() : -1;
       return out;
     };
-    const auto lru = serve("lru"), ahead = serve("prefetch");
+    const auto lru = serve("lru"), ahead = serve("prefetch-always");  // the predictor, at every layer and step
     std::int64_t misses_lru = 0, misses_ahead = 0, prefetches = 0, used = 0;
     for (std::size_t i = 0; i < asks.size(); ++i) {
       QCOMPARE(ahead[i].tokens, lru[i].tokens);
@@ -506,6 +550,20 @@ class TestRuntime : public QObject {
     QVERIFY(prefetches > 0);
     QVERIFY(used > 0 && used <= prefetches);
     QVERIFY2(misses_ahead < misses_lru, "the prefetches turned no miss into a hit");
+    QCOMPARE(skipped["prefetch-always"], std::int64_t(-1));
+
+    // Adaptive: the CPU has no copy engine, so a prefetch's copy is never hidden and can at best
+    // tie with the demand load it replaces. The gate sees that and stops predicting most steps.
+    const auto gated = serve("prefetch");
+    std::int64_t gated_prefetches = 0;
+    for (std::size_t i = 0; i < asks.size(); ++i) {
+      QCOMPARE(gated[i].tokens, lru[i].tokens);
+      gated_prefetches += gated[i].stats.counters.total().prefetches;
+    }
+    qInfo("adaptive: %lld prefetches, %lld predictions skipped", static_cast<long long>(gated_prefetches),
+          static_cast<long long>(skipped["prefetch"]));
+    QVERIFY(skipped["prefetch"] > 0);
+    QVERIFY(gated_prefetches < prefetches / 2);
   }
 
   void maskedGatingIsTheMaskedRouter() {

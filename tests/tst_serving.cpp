@@ -763,7 +763,7 @@ class TestServing : public QObject {
     std::ofstream(scratch("sweep.json")) << head + R"("strategies": [{"kind": "consolidated", "miss": "prefetch", "resident_sets": 2, "swap_ahead": true}]})";
     QCOMPARE(strategy_label(load_sweep_config(scratch("sweep.json")).strategies[0]), std::string("consolidated+prefetch+ahead"));
     expect_mentions(bad(head + R"("strategies": [{"kind": "consolidated", "miss": "prefetched"}]})"),
-                    {"strategies[0].miss", "transient, lru, prefetch or masked"});
+                    {"strategies[0].miss", "transient, lru, prefetch, prefetch-always or masked"});
     expect_mentions(bad(head + R"("strategies": [{"kind": "consolidated", "resident_sets": 1, "swap_ahead": true}]})"), {"strategies[0].swap_ahead", "resident_sets 1"});
     expect_mentions(bad(head + R"("strategies": [{"kind": "space-sharing", "resident_sets": 2, "swap_ahead": true}]})"),
                     {"strategies[0].swap_ahead", "space-sharing"});

@@ -275,23 +275,35 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
     const std::uint64_t floor_bytes = Runtime(store, RuntimeConfig{.pinned = half, .hit = HitPolicy::Strict, .device = Device::Cuda}).budget().used();
     const std::uint64_t budget = floor_bytes + static_cast<std::uint64_t>(spare * spec.num_sparse_layers()) * store.expert_bytes();
     struct Served { double tpot = 0, loads = 0, exposed = 0; LayerCounts total; };
-    auto serve = [&](const char* miss) {
+    // `batch` requests decoding together, over the family's variants in turn.
+    auto serve = [&](const char* miss, int batch) {
       Engine engine(std::make_shared<Runtime>(store, RuntimeConfig{.pinned = half, .hit = HitPolicy::Strict, .miss = miss,
                                                                    .budget_bytes = budget, .device = Device::Cuda}));
-      const RequestResult r = engine.submit({"v0", {.prompt = random_tokens(16, 5, spec.vocab_size), .max_new_tokens = 64}})->wait();
-      const LayerCounts t = r.stats.counters.total();
-      const double tokens = double(std::max<std::int64_t>(1, r.stats.generated_tokens));
-      return Served{r.stats.tpot(), t.load_seconds / tokens, t.prefetch_seconds / tokens, t};
+      std::vector<ServeRequest> requests;
+      for (int i = 0; i < batch; ++i)
+        requests.push_back({store.name(i % store.targets()), {.prompt = random_tokens(16, 5 + static_cast<std::uint64_t>(i), spec.vocab_size), .max_new_tokens = 64}});
+      Served s;
+      double tokens = 0;
+      for (const auto& h : engine.submit_all(requests)) {
+        const RequestResult r = h->wait();
+        const LayerCounts t = r.stats.counters.total();
+        s.total += t;
+        s.tpot += r.stats.tpot() / batch;
+        tokens += double(std::max<std::int64_t>(1, r.stats.generated_tokens));
+      }
+      s.loads = s.total.load_seconds / tokens;
+      s.exposed = s.total.prefetch_seconds / tokens;
+      return s;
     };
-    const Served lru = serve("lru"), ahead = serve("prefetch");
+    const Served lru = serve("lru", 1), ahead = serve("prefetch-always", 1);
     const double waited_lru = lru.loads, waited_ahead = ahead.loads + ahead.exposed;
     const double hidden = waited_lru > 0 ? 1 - waited_ahead / waited_lru : 0;
     const double copy = double(ahead.total.prefetch_bytes) / rates.pinned_h2d_bytes_per_s;  // its copies at the pinned peak
     const double covered = copy > 0 ? 1 - ahead.total.prefetch_seconds / copy : 0;
     const double used = ahead.total.prefetches ? double(ahead.total.prefetch_used) / double(ahead.total.prefetches) : 0;
     std::printf("\nprefetch (half the experts pinned, %lld spare slots a layer, one request, 64 tokens)\n", static_cast<long long>(spare));
-    std::printf("  TPOT: lru %.3f ms, prefetch %.3f ms (%.2f×)\n", lru.tpot * 1e3, ahead.tpot * 1e3, lru.tpot > 0 ? ahead.tpot / lru.tpot : 0.0);
-    std::printf("  loads waited for per token: lru %.3f ms; prefetch %.3f ms + %.3f ms of prefetches not hidden: %.0f%% of the miss time %s\n",
+    std::printf("  TPOT: lru %.3f ms, prefetch-always %.3f ms (%.2f×)\n", lru.tpot * 1e3, ahead.tpot * 1e3, lru.tpot > 0 ? ahead.tpot / lru.tpot : 0.0);
+    std::printf("  loads waited for per token: lru %.3f ms; prefetch-always %.3f ms + %.3f ms of prefetches not hidden: %.0f%% of the miss time %s\n",
                 waited_lru * 1e3, ahead.loads * 1e3, ahead.exposed * 1e3, std::abs(hidden) * 100, hidden >= 0 ? "hidden" : "added");
     std::printf("  %lld prefetches, %.0f%% then hit; their copies %.3f ms at the pinned peak, %.0f%% covered by compute\n",
                 static_cast<long long>(ahead.total.prefetches), used * 100, copy * 1e3, covered * 100);
@@ -299,6 +311,18 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
                        {"lru_waited_ms_per_token", waited_lru * 1e3}, {"prefetch_waited_ms_per_token", waited_ahead * 1e3},
                        {"miss_time_hidden", hidden}, {"prefetches", ahead.total.prefetches}, {"prefetch_used", used},
                        {"copy_covered", covered}};
+    // The adaptive prefetch (the gate stops predicting where it has not paid) against lru and the
+    // predictor always on, at batch sizes where a layer's compute covers less and more of a copy.
+    std::printf("  %-6s %10s %14s %18s %10s\n", "batch", "lru ms", "prefetch ms", "prefetch-always ms", "prefetches");
+    nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+    for (const int batch : {1, 8, 32}) {
+      const Served l = batch == 1 ? lru : serve("lru", batch), g = serve("prefetch", batch), a = batch == 1 ? ahead : serve("prefetch-always", batch);
+      std::printf("  %-6d %10.3f %14.3f %18.3f %4lld / %lld\n", batch, l.tpot * 1e3, g.tpot * 1e3, a.tpot * 1e3,
+                  static_cast<long long>(g.total.prefetches), static_cast<long long>(a.total.prefetches));
+      rows.push_back({{"batch", batch}, {"lru_tpot_ms", l.tpot * 1e3}, {"prefetch_tpot_ms", g.tpot * 1e3}, {"prefetch_always_tpot_ms", a.tpot * 1e3},
+                      {"prefetches", g.total.prefetches}, {"prefetches_always", a.total.prefetches}});
+    }
+    out["prefetch"]["adaptive"] = rows;
   }
   save();
 

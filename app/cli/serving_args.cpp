@@ -62,7 +62,7 @@ void ServingArgs::add_to(CLI::App* cmd, bool with_model) {
                     "with --model: JSON {\"<layer>\": [expert ids]}: only these experts are resident and the router chooses among them "
                     "(SwapMoE's masked gating, whatever --miss says); nothing else is loaded; layers not named keep every expert");
   cmd->add_option("--hit", hit, "consolidated (any resident copy serves) | strict (only the target's own)")->default_val("consolidated");
-  cmd->add_option("--miss", miss, "transient (load, use, drop) | lru (keep in spare slots) | prefetch (lru, and the next layer's likely experts loaded ahead) | masked (never load; gate over resident experts)")
+  cmd->add_option("--miss", miss, "transient (load, use, drop) | lru (keep in spare slots) | prefetch (lru, and the next layer's likely experts loaded ahead where that has paid) | prefetch-always (at every layer and step) | masked (never load; gate over resident experts)")
       ->default_val("transient");
   cmd->add_option("--budget", budget, "device budget, e.g. 2GiB (default: no limit, every byte still counted)");
   cmd->add_option("--host-budget", host_budget,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "runtime/host_store.h"
+#include "runtime/prefetch_gate.h"
 #include "runtime/route_plan.h"
 #include "runtime/step.h"
 
@@ -38,6 +39,7 @@ struct MoeState {
   const MissPolicy* policy = nullptr;
   ExpertImportance* importance = nullptr;
   RecentExperts* recent = nullptr;  // each target's misses, for the host tier to read ahead
+  PrefetchGate* gate = nullptr;     // the prefetch policy's: which layers are worth predicting
   // The first MoE layer after `layer` (the one a prefetch fills while `layer` computes); -1: none.
   std::int64_t next_moe_layer(std::int64_t layer) const {
     for (auto l = static_cast<std::size_t>(layer) + 1; l < pools.size(); ++l)

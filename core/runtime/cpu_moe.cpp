@@ -75,7 +75,10 @@ at::Tensor CpuBackend::moe(std::int64_t layer, const at::Tensor& h, const StepLa
       if (load.slot.scratch) state.scratch->clear(load.slot.slot);  // transient: dropped after use
   }
 
-  if (state.policy->prefetches()) prefetch(layer, h, layout, state, result);
+  if (state.policy->prefetches()) {
+    const std::int64_t next = state.next_moe_layer(layer);
+    if (next >= 0 && (!state.gate || state.gate->wanted(next))) prefetch(layer, h, layout, state, result);
+  }
 
   for (const auto& g : layout.groups) {
     const LayerWeights& L = weights(g.buffer).layers[l];

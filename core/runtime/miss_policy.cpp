@@ -48,8 +48,13 @@ class Lru : public MissPolicy {
 
 class Prefetch final : public Lru {
  public:
-  std::string_view name() const override { return "prefetch"; }
+  explicit Prefetch(bool gated) : gated_(gated) {}
+  std::string_view name() const override { return gated_ ? "prefetch" : "prefetch-always"; }
   bool prefetches() const override { return true; }
+  bool gates_prefetch() const override { return gated_; }
+
+ private:
+  bool gated_;
 };
 
 class Masked final : public MissPolicy {
@@ -64,13 +69,14 @@ class Masked final : public MissPolicy {
 std::unique_ptr<MissPolicy> make_miss_policy(std::string_view name) {
   if (name == "transient") return std::make_unique<Transient>();
   if (name == "lru") return std::make_unique<Lru>();
-  if (name == "prefetch") return std::make_unique<Prefetch>();
+  if (name == "prefetch") return std::make_unique<Prefetch>(true);
+  if (name == "prefetch-always") return std::make_unique<Prefetch>(false);
   if (name == "masked") return std::make_unique<Masked>();
   return nullptr;
 }
 
 const std::vector<std::string_view>& miss_policy_names() {
-  static const std::vector<std::string_view> names{"transient", "lru", "prefetch", "masked"};
+  static const std::vector<std::string_view> names{"transient", "lru", "prefetch", "prefetch-always", "masked"};
   return names;
 }
 

@@ -39,6 +39,8 @@ class MissPolicy {
   // Whether a layer's spare slots are also filled ahead of its routing, with the experts the next
   // layer's router picks on this layer's input (plan_prefetch in route_plan.h).
   virtual bool prefetches() const { return false; }
+  // Whether a layer stops being predicted where its predictions have not paid (prefetch_gate.h).
+  virtual bool gates_prefetch() const { return false; }
   // Slots for `count` distinct missing experts of one layer's step. `layer` may hand out spare slots
   // with last_use() ≤ `since` (not used by this step); `scratch` slots are dropped after their wave.
   virtual std::vector<Placement> place(std::size_t count, const SlotPool& layer, const SlotPool& scratch,
@@ -47,7 +49,9 @@ class MissPolicy {
 
 // "transient" (the paper: load, use, drop), "lru" (keep misses in spare slots, least recently used
 // evicted first), "prefetch" (lru, and the next layer's likely experts loaded while this layer
-// computes) or "masked" (SwapMoE: never load; renormalize over the resident experts).
+// computes, in the layers and steps where that has paid), "prefetch-always" (the same at every layer
+// and step: the predictor as it is, for measuring it) or "masked" (SwapMoE: never load; renormalize
+// over the resident experts).
 // nullptr for another name.
 std::unique_ptr<MissPolicy> make_miss_policy(std::string_view name);
 const std::vector<std::string_view>& miss_policy_names();

@@ -93,7 +93,8 @@ Runtime::Runtime(const HostStore& store, RuntimeConfig config)
       budget_(config_.budget_bytes.value_or(DeviceBudget::kUnlimited)),
       reconfigurer_(1),
       kv_(1, 0),
-      recent_(store.targets(), store.distinct_experts()) {
+      recent_(store.targets(), store.distinct_experts()),
+      gate_(store.spec().num_layers) {
   check_config(store, config_);
   const ModelSpec& s = store.spec();
   policy_ = make_miss_policy(config_.miss);
@@ -140,6 +141,7 @@ Runtime::Runtime(const HostStore& store, RuntimeConfig config)
   moe_.store = &store_;
   moe_.policy = policy_.get();
   moe_.recent = &recent_;
+  moe_.gate = policy_->gates_prefetch() ? &gate_ : nullptr;
   backend_ = config_.device == Device::Cuda ? make_cuda_backend(store, shape) : make_cpu_backend(store, shape);
 
   // The pinned experts: dense ones first, so that a delta-only slot's base is in place when it loads.
@@ -370,7 +372,24 @@ StepResult Runtime::run(const StepBatch& batch) {
         c.load_seconds *= config_.copy_slowdown;
         c.prefetch_seconds *= config_.copy_slowdown;
       }
+  if (moe_.gate) judge_prefetches(r);
   return r;
+}
+
+void Runtime::judge_prefetches(const StepResult& r) {
+  for (std::size_t l = 0; l < moe_.pools.size(); ++l) {
+    PrefetchOutcome o;
+    for (const auto& seq : r.counts) {
+      if (l >= seq.size()) continue;
+      const LayerCounts& c = seq[l];
+      o.prefetches += c.prefetches;
+      o.used += c.prefetch_used;
+      o.loads += c.loads;
+      o.prefetch_seconds += c.prefetch_seconds;
+      o.load_seconds += c.load_seconds;
+    }
+    moe_.gate->observe(static_cast<std::int64_t>(l), o);
+  }
 }
 
 }  // namespace mosaic

@@ -140,10 +140,13 @@ class Runtime {
 
   // Virtual experts (RuntimeConfig::virtual_experts); null without.
   VirtualExperts* virtual_experts() { return virtual_.get(); }
+  // The prefetch policy's judge of where predictions pay; null under other policies.
+  const PrefetchGate* prefetch_gate() const { return moe_.gate; }
   const VirtualExperts* virtual_experts() const { return virtual_.get(); }
 
  private:
   void load_pinned(int target, std::uint64_t& bytes);  // whole-model swaps
+  void judge_prefetches(const StepResult& r);           // tells the gate what each layer's step measured
 
   struct AheadFill {
     int set = -1;  // -1: none under way or unclaimed in that buffer
@@ -166,6 +169,7 @@ class Runtime {
   std::unique_ptr<Backend> backend_;
   MoeState moe_;
   RecentExperts recent_;  // each target's misses (read ahead under a host budget)
+  PrefetchGate gate_;     // the prefetch policy's, per layer
   std::unique_ptr<VirtualExperts> virtual_;  // after backend_: its copy thread loads through it
 };
 

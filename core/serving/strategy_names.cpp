@@ -40,7 +40,7 @@ const std::vector<std::string_view>& strategy_names() {
 
 std::string strategy_label(const StrategyConfig& config) {
   if (!config.name.empty()) return config.name;
-  return std::string(strategy_name(config.kind)) + (config.miss == "prefetch" ? "+prefetch" : "") +
+  return std::string(strategy_name(config.kind)) + (config.miss.starts_with("prefetch") ? "+" + config.miss : "") +
          (config.scheduler.swap_ahead.value_or(false) ? "+ahead" : "");
 }
 

@@ -21,7 +21,7 @@
 //    "alpha": skew in (0, 1] (1: even), "duration_seconds": t, "prompt": [min, max], "output": [min, max],
 //    "strategies": [{"kind": "consolidated" | "no-reconfig" | "single" | "single-resident" | "time-sharing" | "space-sharing"
 //                            | "averaging" | "esft" | "delta" | "hybrid" | "virtual-experts",
-//                    "capacity": n, "budget": "12GiB", "hit": …, "miss": "transient" | "lru" | "prefetch" | "masked",
+//                    "capacity": n, "budget": "12GiB", "hit": …, "miss": "transient" | "lru" | "prefetch" | "prefetch-always" | "masked",
 //                    "single_target": name,
 //                    "resident_sets": "auto" (default: every set the targets use, budget permitting;
 //                                     with a budget and no capacity, room for a second set where it

@@ -43,8 +43,8 @@ std::vector<SimPartition> simulated_deployment(const StrategyConfig& c, const Mo
                                                const DeviceProfile& d, HostMemory host) {
   const ModelSpec& s = m.spec;
   const std::string strategy = "strategy " + std::string(strategy_name(c.kind));
-  if (c.miss == "prefetch")
-    throw UnsupportedError(strategy, "miss 'prefetch'",
+  if (c.miss.starts_with("prefetch"))
+    throw UnsupportedError(strategy, "miss '" + c.miss + "'",
                            "is not simulated: the routing model draws each layer's experts apart, so there is no next-layer "
                            "choice to predict from this layer's",
                            "simulate lru, or run prefetch on the virtual or the real clock");

@@ -5,14 +5,15 @@ Four fine-tunes of the sample family served together, a round-robin consolidated
 resident experts (of 32 positions), a budget that leaves S spare slots a layer beside it (S = 1, 2,
 4). Each fine-tune continues up to three paragraphs of its own held-out text (greedy, 48 new
 tokens), one request at a time, under
-the lru miss policy and under prefetch (lru, and while a layer computes, the experts the next
-layer's router picks for this layer's input are copied into its spare slots). Prints, per S and
+the lru miss policy, under prefetch-always (lru, and while a layer computes, the experts the next
+layer's router picks for this layer's input are copied into its spare slots) and under prefetch (the
+same where the prefetch gate judges that predictions pay). Prints, per S and
 policy: the pairs that missed, the loads a layer waited for (the misses' copies, on the critical
 path on any device), the prefetches and the share of them a pair then hit, the bytes each moved,
 and TPOT. On the CPU a prefetch's copy is not hidden (no copy engine): what this measures is the
 predictor, and how many loads leave the critical path where a copy engine can hide them.
 
-Usage: python3 docs/bench/prefetch.py [--cli build/default/app/mosaic-cli]  (about 2 minutes on 2 cores)
+Usage: python3 docs/bench/prefetch.py [--cli build/default/app/mosaic-cli]  (about 3 minutes on 2 cores)
 """
 import argparse
 import json
@@ -58,10 +59,10 @@ def main():
     floor = generate(a.cli, "bible", "In the beginning", "transient", None, stats)["budget"]["used"]
     asks = [(t, p) for t in TARGETS for p in passages(t)]
     print(f"{len(asks)} requests (up to 3 held-out paragraphs per fine-tune, 48 new tokens each), capacity 16, budget = floor {floor} B + spare slots")
-    print(f"{'spare':>5} {'policy':>8} {'pairs':>6} {'missed':>6} {'loads':>5} {'load MB':>7} {'prefetch':>8} {'used':>5} {'pf MB':>6} {'TPOT ms':>7}")
+    print(f"{'spare':>5} {'policy':>15} {'pairs':>6} {'missed':>6} {'loads':>5} {'load MB':>7} {'prefetch':>8} {'used':>5} {'pf MB':>6} {'TPOT ms':>7}")
     for spare in (1, 2, 4):
         budget = floor + spare * SPARSE_LAYERS * EXPERT_BYTES
-        for miss in ("lru", "prefetch"):
+        for miss in ("lru", "prefetch", "prefetch-always"):
             pairs = missed = loads = prefetches = used = 0
             load_bytes = prefetch_bytes = 0
             tpot = []
@@ -76,7 +77,7 @@ def main():
                 prefetch_bytes += r.get("prefetch_bytes", 0)
                 tpot.append(r["tpot_seconds"])
             share = f"{used / prefetches:.0%}" if prefetches else "-"
-            print(f"{spare:>5} {miss:>8} {pairs:>6} {missed:>6} {loads:>5} {load_bytes / 1e6:>7.1f} {prefetches:>8} {share:>5} "
+            print(f"{spare:>5} {miss:>15} {pairs:>6} {missed:>6} {loads:>5} {load_bytes / 1e6:>7.1f} {prefetches:>8} {share:>5} "
                   f"{prefetch_bytes / 1e6:>6.1f} {1e3 * sum(tpot) / len(tpot):>7.3f}")
 
 

@@ -78,7 +78,8 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   miss_ = new QComboBox;
   for (std::string_view m : miss_policy_names()) miss_->addItem(QString::fromUtf8(m.data(), static_cast<qsizetype>(m.size())));
   miss_->setToolTip(tr("What a miss does: transient loads the expert, uses it and drops it (the paper); lru keeps it in spare "
-                       "slots; prefetch also loads the next layer's likely experts while a layer computes; masked never loads "
+                       "slots; prefetch also loads the next layer's likely experts while a layer computes, where that has paid (prefetch-always: "
+                       "everywhere, to measure the predictor); masked never loads "
                        "(the router chooses among resident experts). Virtual experts always mask."));
   sets_ = new QSpinBox;
   sets_->setRange(0, 8);

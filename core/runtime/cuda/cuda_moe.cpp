@@ -158,6 +158,7 @@ void CudaBackend::moe(std::int64_t layer, const StepInputs& in, MoeState& state,
   // The prefetch policy predicts the next MoE layer's experts here, unless every pair there hits anyway.
   std::int64_t next = state.policy->prefetches() ? state.next_moe_layer(layer) : -1;
   if (next >= 0 && routable_on_device(next, in, state)) next = -1;
+  if (next >= 0 && state.gate && !state.gate->wanted(next)) next = -1;  // its predictions have not paid lately
   if (next >= 0) predict(next, in);
 
   bool combined = false;
