@@ -602,6 +602,85 @@ class TestServeFaults : public QObject {
         QVERIFY2(key.find("no-such-model") == std::string::npos && key.find("mmmm") == std::string::npos, key.c_str());
   }
 
+  // serve --allow-model-changes: a model added, used and removed while streams of another run; the
+  // streams neither fail nor change their tokens. What cannot be done is refused with its reason.
+  void modelsAreAddedAndRemovedWhileOthersStream() {
+    auto state = [](int port, const std::string& id) {
+      const Response r = ask(port, http_request("GET", "/v1/models/" + id));
+      return r.status == 200 ? json::parse(r.body).value("status", "") : "http " + std::to_string(r.status);
+    };
+    auto until = [&](int port, const std::string& id, const std::string& want) {
+      const auto give_up = Clock::now() + std::chrono::seconds(60);
+      std::string now = state(port, id);
+      while (now != want && Clock::now() < give_up && now != "failed") {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        now = state(port, id);
+      }
+      return now;
+    };
+    auto post = [](int port, const json& body) { return ask(port, http_request("POST", "/v1/models", body.dump())); };
+    {
+      Server off({});  // without the flag, nothing changes
+      QVERIFY2(off.port() > 0, qPrintable(off.errors()));
+      QCOMPARE(post(off.port(), {{"id", "jargon"}, {"path", path(family / "jargon").toStdString()}}).status, 403);
+      QCOMPARE(ask(off.port(), http_request("DELETE", "/v1/models/bible")).status, 403);
+      QCOMPARE(state(off.port(), "bible"), std::string("ready"));
+    }
+    // Strict hits: each model's own experts, so a re-plan cannot change a token (under consolidated
+    // hits it changes which copies serve, and so may the text).
+    Server s({QStringLiteral("--allow-model-changes"), QStringLiteral("--hit"), QStringLiteral("strict")}, {family / "base", family / "bible"});
+    QVERIFY2(s.port() > 0, qPrintable(s.errors()));
+    const int port = s.port();
+    const std::string body = completion("bible", 400, true);
+    std::string alone;
+    QVERIFY(complete_stream(ask(port, http_request("POST", "/v1/completions", body)), &alone));
+
+    std::vector<std::string> texts(4);
+    std::vector<int> whole(4, 0);
+    std::vector<std::thread> streams;
+    for (int i = 0; i < 4; ++i)
+      streams.emplace_back([&, i] { whole[static_cast<std::size_t>(i)] = complete_stream(ask(port, http_request("POST", "/v1/completions", body)), &texts[static_cast<std::size_t>(i)]); });
+    const Response added = post(port, {{"id", "fortunes"}, {"path", path(family / "fortunes").toStdString()}});
+    QCOMPARE(added.status, 202);
+    QCOMPARE(until(port, "fortunes", "ready"), std::string("ready"));
+    // The streams straddle the change (else this test would show nothing about them).
+    QVERIFY2(metrics(port).at("mosaic_sequences_running") > 0, "the streams ended before the model was added: make them longer");
+    const Response used = ask(port, http_request("POST", "/v1/completions", completion("fortunes", 6, false)));
+    QCOMPARE(used.status, 200);
+    QCOMPARE(json::parse(used.body)["model"].get<std::string>(), std::string("fortunes"));
+    QCOMPARE(ask(port, http_request("DELETE", "/v1/models/fortunes")).status, 202);
+    QCOMPARE(until(port, "fortunes", "removed"), std::string("removed"));
+    const Response gone = ask(port, http_request("POST", "/v1/completions", completion("fortunes", 6, false)));
+    QCOMPARE(gone.status, 404);
+    for (auto& t : streams) t.join();
+    for (std::size_t i = 0; i < texts.size(); ++i) {
+      QVERIFY2(whole[i], qPrintable(QString::number(i)));
+      QCOMPARE(texts[i], alone);  // recomputed under each new runtime, the same tokens
+    }
+
+    // Refused, each with its reason; the family is as it was.
+    auto refused_with = [&](const Response& r, int status, const std::string& param) {
+      const json e = json::parse(r.body, nullptr, false);
+      return r.status == status && !e.is_discarded() && e["error"]["param"] == (param.empty() ? json() : json(param));
+    };
+    QVERIFY(refused_with(ask(port, http_request("POST", "/v1/models", "not json")), 400, ""));
+    QVERIFY(refused_with(post(port, {{"id", "jargon"}}), 400, "path"));
+    QVERIFY(refused_with(post(port, {{"id", "jargon"}, {"path", "/no/such/folder"}}), 400, "path"));
+    QVERIFY(refused_with(post(port, {{"id", "argot"}, {"path", path(family / "jargon").toStdString()}}), 400, "id"));
+    QVERIFY(refused_with(post(port, {{"id", "bible"}, {"path", path(family / "bible").toStdString()}}), 409, "id"));
+    QVERIFY(refused_with(post(port, {{"id", "jargon"}, {"path", path(family / "jargon").toStdString()}, {"size", 1}}), 400, "size"));
+    QCOMPARE(ask(port, http_request("DELETE", "/v1/models/no-such-model")).status, 404);
+    QCOMPARE(ask(port, http_request("DELETE", "/v1/models/base")).status, 202);
+    QCOMPARE(until(port, "base", "removed"), std::string("removed"));
+    QVERIFY(refused_with(ask(port, http_request("DELETE", "/v1/models/bible")), 409, "model"));  // the last one
+    QCOMPARE(ask(port, http_request("POST", "/v1/completions", completion("bible", 4, false))).status, 200);  // bible alone now
+    const auto m = metrics(port);
+    QCOMPARE(m.at("mosaic_model_changes_total{change=\"add\"}"), 1.0);
+    QCOMPARE(m.at("mosaic_model_changes_total{change=\"remove\"}"), 2.0);
+    QVERIFY(m.at("mosaic_model_change_bytes_total") > 0);
+    QCOMPARE(s.terminate(30), 0);
+  }
+
   // bench-serve runs both paths on the same workload and reports each, with the overhead between.
   void benchServeComparesBothPaths() {
     const fs::path out = scratch("bench-serve.json");

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/model_changes.h"
 #include "cli/output_paths.h"
 #include "cli/serving_args.h"
 #include "common/error.h"
@@ -33,6 +34,7 @@ void add_serve_command(CLI::App& app) {
     int threads = 0;
     double grace = 10;
     bool plain_chat = false;
+    bool allow_model_changes = false;
   };
   auto o = std::make_shared<Opts>();
   o->serve.add_to(cmd);
@@ -54,6 +56,10 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--stream-interval", o->http.stream_interval,
                   "tokens per streamed event after the first: fewer wake-ups and writes per token, text in larger steps")
       ->default_val(1)->check(CLI::Range(1, 1024));
+  cmd->add_flag("--allow-model-changes", o->allow_model_changes,
+                "take POST /v1/models {\"id\", \"path\"} and DELETE /v1/models/NAME (behind --api-key when one is set): the family is "
+                "re-planned with the folder added or removed, under the same flags, and served between steps (needs --variants with "
+                "--capacity or --budget)");
   cmd->add_flag("--plain-chat", o->plain_chat,
                 "format chat requests as 'role: content' lines even where a model's tokenizer_config.json has a chat template");
   cmd->callback([o] {
@@ -78,6 +84,11 @@ void add_serve_command(CLI::App& app) {
     const std::size_t model_count = models.size();
     server::HttpServer http(*session->engine, std::move(models), o->http,
                             {.recorder = recorder.get(), .config_json = nlohmann::json{{"kind", "serve"}, {"host", o->http.host}, {"port", o->http.port}}.dump()});
+    std::unique_ptr<FamilyChanges> changes;  // destroyed before the server: its thread calls it
+    if (o->allow_model_changes) {
+      changes = std::make_unique<FamilyChanges>(o->serve, *session, http, !o->plain_chat, o->grace);
+      http.set_model_changes(changes.get());
+    }
     const int port = http.bind();
     std::atomic<bool> over{false};
     std::thread watcher([&] {
@@ -94,6 +105,7 @@ void add_serve_command(CLI::App& app) {
     pthread_kill(watcher.native_handle(), SIGTERM);
     watcher.join();
     http.stop(0);  // a no-op after the watcher's; either way the request log is written out and the run finished here
+    changes.reset();  // a change in progress finishes first
     std::cerr << "serve: stopped; " << http.metrics().requests("ok") << " requests served" << (recorder ? ", " + std::to_string(http.recorded()) + " recorded" : "")
               << "\n";
   });

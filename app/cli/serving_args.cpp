@@ -97,7 +97,7 @@ std::optional<std::uint64_t> host_budget_bytes(const std::string& text) {
   return bytes;
 }
 
-std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_target) {
+std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_target, bool with_engine) {
   if (a.model.empty() == a.variants.empty())
     throw InvalidArgument("arguments", "--model / --variants", a.model.empty() ? "neither was given" : "both were given",
                           "give --model DIR for one checkpoint, or --variants … --layout … to serve several");
@@ -187,6 +187,7 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
     }
   }
   s->runtime = std::make_shared<Runtime>(*s->store, std::move(config));
+  if (!with_engine) return s;
   s->engine = std::make_unique<Engine>(
       s->runtime, EngineOptions{.scheduler = {.max_sequences = a.max_sequences,
                                               .switching = a.admission == "fcfs" ? SwitchPolicy::Fcfs : SwitchPolicy::Affinity,

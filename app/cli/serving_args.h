@@ -54,8 +54,8 @@ struct ServingSession {
 
 // Throws mosaic::Error for missing or conflicting options, an unknown policy or target, or a layout
 // that does not match the variants (including changed checkpoints). `need_target`: --target must
-// name a variant (or --model be given).
-std::unique_ptr<ServingSession> open_serving(const ServingArgs& args, bool need_target = true);
+// name a variant (or --model be given). `with_engine` false: no engine (a runtime for one that runs).
+std::unique_ptr<ServingSession> open_serving(const ServingArgs& args, bool need_target = true, bool with_engine = true);
 
 // Submits every request at once and waits for all; throws InvalidArgument with the first failure.
 std::vector<RequestResult> serve_all(ServingSession& session, std::vector<ServeRequest> requests);

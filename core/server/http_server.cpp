@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <iostream>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -48,8 +49,9 @@ void send_error(httplib::Response& res, const ApiError& e) {
 // One request in flight. The engine's thread only hands it token ids and the result; turning them
 // into text, stop strings and JSON happens on the connection's thread, off the batch's critical path.
 struct Call {
-  Call(ApiRequest a, const ServedModel& m) : api(std::move(a)), model(&m), text(m.tokenizer), stop(api.stop) {}
+  Call(ApiRequest a, std::shared_ptr<const ServedModel> m) : api(std::move(a)), hold(std::move(m)), model(hold.get()), text(model->tokenizer), stop(api.stop) {}
   ApiRequest api;
+  std::shared_ptr<const ServedModel> hold;  // kept while the call lasts, whatever the server serves by then
   const ServedModel* model;
   std::string id;
   std::int64_t created = 0, prompt_tokens = 0;
@@ -62,6 +64,7 @@ struct Call {
   bool done = false;
   RequestResult result;
   std::atomic<bool> stopped_by_text{false};  // set before the cancel it causes
+  std::atomic<bool> withdrawn{false};        // cancelled because its model was removed
   std::string text_error;  // under m: why its text could not be made, set before the cancel it causes
 
   // The connection's text failed (take() threw): the request is cancelled and ends failed.
@@ -155,9 +158,10 @@ struct Call {
     if (result.finish == Finish::Failed) {
       out += sse(error_body(ApiError(500, "server_error", "", result.error)));
     } else if (result.finish == Finish::Cancelled && !stopped_by_text) {
-      // Only the shutdown cancels a stream whose client still listens: say so, so that the client
-      // raises instead of taking the text so far as the whole answer.
-      out += sse(error_body(ApiError(503, "server_error", "", "the server shut down before the request finished; retry on another instance")));
+      // Only the shutdown or the model's removal cancels a stream whose client still listens: say
+      // so, so that the client raises instead of taking the text so far as the whole answer.
+      out += sse(error_body(withdrawn ? ApiError(404, "invalid_request_error", "model", "the model '" + model->id + "' was removed before the request finished", "model_not_found")
+                                      : ApiError(503, "server_error", "", "the server shut down before the request finished; retry on another instance")));
     } else {
       out += sse(stream_chunk(api, id, created, "", finish_reason(), false));
       if (api.include_usage) out += sse(usage_chunk(api, id, created, {prompt_tokens, static_cast<std::int64_t>(result.tokens.size())}));
@@ -201,7 +205,16 @@ std::string refusal_response(int status, const std::string& why) {
 // load balancer's health check answers while every other worker streams.
 bool light_request(std::string_view method, std::string_view target) {
   const std::string_view path = target.substr(0, target.find('?'));
-  return method == "GET" && (path == "/health" || path == "/metrics" || path == "/v1/models");
+  return method == "GET" && (path == "/health" || path == "/metrics" || path == "/v1/models" || path.starts_with("/v1/models/"));
+}
+
+ApiError not_served(const std::string& id) {
+  return ApiError(404, "invalid_request_error", "model", "The model '" + id + "' does not exist (GET /v1/models lists those served)", "model_not_found");
+}
+
+json model_object(const ServedModel& m) {
+  return {{"id", m.id}, {"object", "model"}, {"created", 0}, {"owned_by", "mosaic"}, {"root", m.base.empty() ? m.id : m.base},
+          {"parent", m.base.empty() ? json() : json(m.base)}};
 }
 
 std::string status_of(const RequestResult& r, bool stopped_by_text) {
@@ -219,8 +232,6 @@ std::string status_of(const RequestResult& r, bool stopped_by_text) {
 
 struct HttpServer::Impl {
   Engine* engine = nullptr;
-  std::shared_ptr<Runtime> runtime;  // read on the engine's thread only (KV blocks in use)
-  std::vector<ServedModel> models;
   ServerOptions opt;
   ServerRecording recording;
   std::int64_t run_id = 0;
@@ -233,13 +244,47 @@ struct HttpServer::Impl {
   std::atomic<bool> draining{false};
   std::atomic<std::uint64_t> next_id{1};
   std::mutex live_m;
-  std::set<std::shared_ptr<RequestHandle>> live;
+  std::map<const RequestHandle*, std::shared_ptr<Call>> live;  // submitted, not finished
   std::once_flag stopped;
 
-  const ServedModel* find(const std::string& id) const {
-    for (const ServedModel& m : models)
-      if (m.id == id) return &m;
+  // What is served, under models_m: the models, the runtime serving them (whose KV blocks and host
+  // tier /metrics reads, on the engine's thread), each model's requests submitted and not finished,
+  // and the states of models being added or removed.
+  mutable std::mutex models_m;
+  std::vector<std::shared_ptr<const ServedModel>> models;
+  std::shared_ptr<Runtime> runtime_now;
+  std::map<std::string, int> in_flight;
+  std::map<std::string, ModelState> states;
+  ModelChanges* changes = nullptr;
+
+  std::shared_ptr<const ServedModel> find(const std::string& id) const {
+    std::lock_guard lock(models_m);
+    for (const auto& m : models)
+      if (m->id == id) return m;
     return nullptr;
+  }
+  std::shared_ptr<Runtime> runtime() const {
+    std::lock_guard lock(models_m);
+    return runtime_now;
+  }
+  // Counts a request in for its model, unless the model stopped being served since it was found.
+  bool enter(const std::string& id) {
+    std::lock_guard lock(models_m);
+    for (const auto& m : models)
+      if (m->id == id) {
+        ++in_flight[id];
+        return true;
+      }
+    return false;
+  }
+  void leave(const std::string& id) {
+    std::lock_guard lock(models_m);
+    if (--in_flight[id] <= 0) in_flight.erase(id);
+  }
+  int running(const std::string& id) const {
+    std::lock_guard lock(models_m);
+    const auto it = in_flight.find(id);
+    return it == in_flight.end() ? 0 : it->second;
   }
 
   void authorize(const httplib::Request& req) const {
@@ -267,8 +312,9 @@ struct HttpServer::Impl {
       }
     }
     metrics.finished(call->model->id, status_of(result, by_text), result.stats);
-    metrics.set_kv_blocks(runtime->kv_blocks().used());
-    metrics.set_host_tier(runtime->store().tier().stats(), runtime->store().tier().budget());
+    const std::shared_ptr<Runtime> rt = runtime();
+    metrics.set_kv_blocks(rt->kv_blocks().used());
+    metrics.set_host_tier(rt->store().tier().stats(), rt->store().tier().budget());
     RequestRecord rec;
     rec.target = call->model->id;
     rec.outcome = by_text ? Finish::Stop : result.finish;
@@ -277,11 +323,7 @@ struct HttpServer::Impl {
     log->add(std::move(rec));
     {
       std::lock_guard lock(live_m);
-      for (auto it = live.begin(); it != live.end(); ++it)
-        if (it->get() == &handle) {
-          live.erase(it);
-          break;
-        }
+      live.erase(&handle);
     }
     {
       std::lock_guard lock(call->m);
@@ -289,6 +331,7 @@ struct HttpServer::Impl {
       call->done = true;
     }
     call->cv.notify_all();
+    leave(call->model->id);
     --admitted;
   }
 
@@ -315,10 +358,10 @@ struct HttpServer::Impl {
       authorize(req);
       if (draining) throw ApiError(503, "server_error", "", "the server is shutting down; retry on another instance");
       ApiRequest api = parse_request(req.body, chat);
-      const ServedModel* m = find(api.model);
+      const std::shared_ptr<const ServedModel> m = find(api.model);
       if (m) model_id = m->id;
-      if (!m) throw ApiError(404, "invalid_request_error", "model", "The model '" + api.model + "' does not exist (GET /v1/models lists those served)", "model_not_found");
-      auto call = std::make_shared<Call>(std::move(api), *m);
+      if (!m) throw not_served(api.model);
+      auto call = std::make_shared<Call>(std::move(api), m);
       // Stop strings are found on the connection's thread, so a request with some is looked at
       // every token (or every interval, streamed), lest the engine run past one.
       call->interval = call->api.stream ? opt.stream_interval : call->api.stop.empty() ? std::numeric_limits<std::size_t>::max() : 1;
@@ -352,21 +395,26 @@ struct HttpServer::Impl {
         --admitted;
         throw ApiError(503, "server_error", "", "the server is shutting down; retry on another instance");
       }
+      if (!enter(m->id)) {  // removed since it was found
+        --admitted;
+        throw not_served(m->id);
+      }
       RequestCallbacks cb;
       cb.on_token = [this, call](const RequestHandle&, std::int64_t token, const RuntimeCounters&) {
         call->push(token);
-        metrics.set_kv_blocks(runtime->kv_blocks().used());
+        metrics.set_kv_blocks(runtime()->kv_blocks().used());
       };
       cb.on_finish = [this, call](const RequestHandle& h, const RequestResult& r) { finished(call, h, r); };
       try {
         call->handle = engine->submit(ServeRequest{m->id, g}, cb);
       } catch (const Error& e) {
+        leave(m->id);
         --admitted;
         throw bad_request(prompt_param, e.what());
       }
       {
         std::lock_guard lock(live_m);
-        if (!call->handle->finished()) live.insert(call->handle);
+        if (!call->handle->finished()) live.emplace(call->handle.get(), call);
       }
       if (a.stream) return stream(call, res);
       try {
@@ -378,6 +426,8 @@ struct HttpServer::Impl {
       }
       const RequestResult& r = call->result;
       if (r.finish == Finish::Failed) throw ApiError(500, "server_error", "", r.error);
+      if (r.finish == Finish::Cancelled && !call->stopped_by_text && call->withdrawn)
+        throw ApiError(404, "invalid_request_error", "model", "the model '" + m->id + "' was removed before the request finished", "model_not_found");
       if (r.finish == Finish::Cancelled && !call->stopped_by_text) throw ApiError(503, "server_error", "", "the request was cancelled: the server is shutting down");
       res.set_content(wire(completion_body(a, call->id, call->created, call->whole, call->finish_reason(), {n, static_cast<std::int64_t>(r.tokens.size())})),
                       "application/json");
@@ -425,6 +475,106 @@ struct HttpServer::Impl {
         });
   }
 
+  // GET /v1/models/NAME: a served model's object with "status": "ready", else the state of a change.
+  json model_status(const std::string& id) const {
+    if (const auto m = find(id)) {
+      json j = model_object(*m);
+      j["status"] = "ready";
+      return j;
+    }
+    std::lock_guard lock(models_m);
+    const auto it = states.find(id);
+    if (it == states.end()) throw not_served(id);
+    json j{{"id", id}, {"object", "model"}, {"status", it->second.state}};
+    if (!it->second.detail.empty()) j["detail"] = it->second.detail;
+    return j;
+  }
+
+  ModelChanges& changes_on() const {
+    if (!changes)
+      throw ApiError(403, "invalid_request_error", "", "this server's models cannot be changed: start `mosaic-cli serve` with --allow-model-changes",
+                     "model_changes_off");
+    return *changes;
+  }
+  bool changing(const std::string& id) const {  // under models_m
+    const auto it = states.find(id);
+    return it != states.end() && (it->second.state == "queued" || it->second.state == "loading" || it->second.state == "removing");
+  }
+
+  // POST /v1/models {"id": NAME, "path": DIR}: 202 once the folder is found to fit the family; the
+  // model is served once GET /v1/models/NAME says "ready".
+  void add_model(const httplib::Request& req, httplib::Response& res) {
+    try {
+      authorize(req);
+      if (draining) throw ApiError(503, "server_error", "", "the server is shutting down");
+      ModelChanges& c = changes_on();
+      json body;
+      try {
+        body = json::parse(req.body);
+      } catch (const json::exception&) {
+        throw bad_request("", "the body is not JSON: send {\"id\": NAME, \"path\": DIR}");
+      }
+      if (!body.is_object()) throw bad_request("", "the body must be a JSON object {\"id\": NAME, \"path\": DIR}");
+      for (const char* key : {"id", "path"})
+        if (!body.contains(key) || !body[key].is_string() || body[key].get<std::string>().empty())
+          throw bad_request(key, std::string("'") + key + "' must be a non-empty string");
+      for (const auto& [key, _] : body.items())
+        if (key != "id" && key != "path") throw bad_request(key, "'" + key + "' is not a field of a model to add (id, path)");
+      const std::string id = body["id"].get<std::string>();
+      {
+        std::lock_guard lock(models_m);
+        for (const auto& m : models)
+          if (m->id == id) throw ApiError(409, "invalid_request_error", "id", "the model '" + id + "' is served already", "model_exists");
+        if (changing(id)) throw ApiError(409, "invalid_request_error", "id", "the model '" + id + "' is being " + states.at(id).state + " already", "model_changing");
+        states[id] = {"queued", "checking the folder"};
+      }
+      try {
+        c.add(id, body["path"].get<std::string>());
+      } catch (const Error& e) {
+        std::lock_guard lock(models_m);
+        states.erase(id);
+        throw bad_request(e.subject() == "id" ? "id" : "path", e.what());
+      }
+      res.status = 202;
+      res.set_content(wire(model_status(id)), "application/json");
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    }
+  }
+
+  // DELETE /v1/models/NAME: not admitted from now on; 202, and removed once its requests are over.
+  void remove_model(const httplib::Request& req, httplib::Response& res) {
+    try {
+      authorize(req);
+      if (draining) throw ApiError(503, "server_error", "", "the server is shutting down");
+      ModelChanges& c = changes_on();
+      const std::string id = req.matches[1];
+      std::shared_ptr<const ServedModel> was;
+      {
+        std::lock_guard lock(models_m);
+        if (changing(id)) throw ApiError(409, "invalid_request_error", "model", "the model '" + id + "' is being " + states.at(id).state + " already", "model_changing");
+        const auto it = std::find_if(models.begin(), models.end(), [&](const auto& m) { return m->id == id; });
+        if (it == models.end()) throw not_served(id);
+        if (models.size() == 1) throw ApiError(409, "invalid_request_error", "model", "'" + id + "' is the last model served; add another first", "last_model");
+        was = *it;
+        models.erase(it);  // admitted no more
+        states[id] = {"removing", "waiting for its requests to finish"};
+      }
+      try {
+        c.remove(id);
+      } catch (const Error& e) {
+        std::lock_guard lock(models_m);
+        models.push_back(was);
+        states.erase(id);
+        throw ApiError(409, "invalid_request_error", "model", e.what(), "model_changing");
+      }
+      res.status = 202;
+      res.set_content(wire(json{{"id", id}, {"object", "model"}, {"deleted", false}, {"status", "removing"}}), "application/json");
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    }
+  }
+
   void routes() {
     http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
       res.status = draining ? 503 : 200;
@@ -434,14 +584,23 @@ struct HttpServer::Impl {
       try {
         authorize(req);
         json data = json::array();
-        for (const ServedModel& m : models)
-          data.push_back({{"id", m.id}, {"object", "model"}, {"created", 0}, {"owned_by", "mosaic"}, {"root", m.base.empty() ? m.id : m.base},
-                          {"parent", m.base.empty() ? json() : json(m.base)}});
+        std::lock_guard lock(models_m);
+        for (const auto& m : models) data.push_back(model_object(*m));
         res.set_content(wire(json{{"object", "list"}, {"data", data}}), "application/json");
       } catch (const ApiError& e) {
         send_error(res, e);
       }
     });
+    http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+      try {
+        authorize(req);
+        res.set_content(wire(model_status(req.matches[1])), "application/json");
+      } catch (const ApiError& e) {
+        send_error(res, e);
+      }
+    });
+    http.Post("/v1/models", [this](const httplib::Request& req, httplib::Response& res) { add_model(req, res); });
+    http.Delete(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) { remove_model(req, res); });
     http.Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
       try {
         authorize(req);
@@ -480,12 +639,12 @@ struct HttpServer::Impl {
 HttpServer::HttpServer(Engine& engine, std::vector<ServedModel> models, ServerOptions options, ServerRecording recording)
     : impl_(std::make_unique<Impl>()) {
   Impl& s = *impl_;
-  s.runtime = engine.runtime();
+  s.runtime_now = engine.runtime();
   s.engine = &engine;
-  s.models = std::move(models);
+  for (ServedModel& m : models) s.models.push_back(std::make_shared<const ServedModel>(std::move(m)));
   s.opt = std::move(options);
   s.recording = std::move(recording);
-  s.metrics.set_host_tier(s.runtime->store().tier().stats(), s.runtime->store().tier().budget());
+  s.metrics.set_host_tier(s.runtime_now->store().tier().stats(), s.runtime_now->store().tier().budget());
   TransportOptions t;
   t.workers = s.opt.threads > 0 ? static_cast<std::size_t>(s.opt.threads) : s.opt.max_requests + 8;  // every admitted stream, and room to refuse
   t.max_body_bytes = s.opt.max_body_bytes;
@@ -528,7 +687,7 @@ void HttpServer::stop(double grace_seconds) {
       std::vector<std::shared_ptr<RequestHandle>> rest;
       {
         std::lock_guard lock(s.live_m);
-        rest.assign(s.live.begin(), s.live.end());
+        for (const auto& [_, call] : s.live) rest.push_back(call->handle);
       }
       for (const auto& h : rest) h->cancel();
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -547,6 +706,53 @@ void HttpServer::stop(double grace_seconds) {
         std::cerr << "serve: the record's run could not be closed: " << e.what() << "\n";
       }
   });
+}
+
+void HttpServer::set_model_changes(ModelChanges* changes) { impl_->changes = changes; }
+
+void HttpServer::set_models(std::vector<ServedModel> models, std::shared_ptr<Runtime> runtime) {
+  Impl& s = *impl_;
+  std::vector<std::shared_ptr<const ServedModel>> served;
+  for (ServedModel& m : models) served.push_back(std::make_shared<const ServedModel>(std::move(m)));
+  std::lock_guard lock(s.models_m);
+  for (const auto& m : served) s.states.erase(m->id);
+  s.models = std::move(served);
+  if (runtime) s.runtime_now = std::move(runtime);
+}
+
+void HttpServer::set_model_state(const std::string& id, ModelState state) {
+  std::lock_guard lock(impl_->models_m);
+  impl_->states[id] = std::move(state);
+}
+
+int HttpServer::withdraw(const std::string& id, double grace_seconds) {
+  Impl& s = *impl_;
+  {
+    std::lock_guard lock(s.models_m);
+    std::erase_if(s.models, [&](const auto& m) { return m->id == id; });
+  }
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(grace_seconds);
+  while (s.running(id) > 0 && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  int cancelled = 0;
+  while (s.running(id) > 0) {  // past the grace: cancelled, again until each has finished (one may be about to be live)
+    std::vector<std::shared_ptr<Call>> rest;
+    {
+      std::lock_guard lock(s.live_m);
+      for (const auto& [_, call] : s.live)
+        if (call->model->id == id) rest.push_back(call);
+    }
+    for (const auto& call : rest)
+      if (!call->withdrawn.exchange(true)) {
+        ++cancelled;
+        call->handle->cancel();
+      }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return cancelled;
+}
+
+void HttpServer::record_model_change(const std::string& change, double seconds, std::uint64_t bytes) {
+  impl_->metrics.model_changed(change, seconds, bytes);
 }
 
 const ServerMetrics& HttpServer::metrics() const { return impl_->metrics; }

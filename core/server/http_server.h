@@ -1,10 +1,12 @@
 #pragma once
 // An OpenAI-compatible HTTP server over one Engine: GET /v1/models, POST /v1/completions and
 // /v1/chat/completions (streamed as server-sent events or whole), GET /metrics (Prometheus), GET
-// /health. The variant is chosen per request by `model`. Every request that reaches the engine is
-// recorded to SQLite when a Recorder is given, as one run of strategy "serve", and shown to an
-// observer when one is given (both on the request log's thread, never the engine's).
+// /health, GET /v1/models/NAME. The variant is chosen per request by `model`. Every request that
+// reaches the engine is recorded to SQLite when a Recorder is given, as one run of strategy "serve",
+// and shown to an observer when one is given (both on the request log's thread, never the engine's).
+// With a ModelChanges owner, POST /v1/models and DELETE /v1/models/NAME change the family served.
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -57,6 +59,26 @@ struct ServerRecording {
   RequestLog::Observer observer;
 };
 
+// Model management (serve --allow-model-changes). The server takes POST /v1/models {"id", "path"}
+// and DELETE /v1/models/NAME, checks what it can at once, and hands the work to its owner, which runs
+// it off the HTTP threads and reports back through set_models() and set_model_state().
+class ModelChanges {
+ public:
+  virtual ~ModelChanges() = default;
+  // Throws mosaic::Error for a folder that cannot join the family (answered 400, naming why); else
+  // the change is queued (the owner sets its state) and the answer is 202.
+  virtual void add(const std::string& id, const std::filesystem::path& dir) = 0;
+  // The server has stopped admitting `id` already; the owner withdraws it (HttpServer::withdraw) and
+  // serves the family without it. Throws mosaic::Error when it cannot be removed (the last model).
+  virtual void remove(const std::string& id) = 0;
+};
+
+// A model's state as GET /v1/models/NAME reports it while it is not simply served.
+struct ModelState {
+  std::string state;   // "queued", "loading", "removing", "removed", "failed"
+  std::string detail;  // what it is doing, or why it failed
+};
+
 class HttpServer {
  public:
   HttpServer(Engine& engine, std::vector<ServedModel> models, ServerOptions options, ServerRecording recording = {});
@@ -73,6 +95,21 @@ class HttpServer {
   // cancels the rest, then closes the socket, writes what the log holds and finishes the run.
   // Thread-safe, idempotent.
   void stop(double grace_seconds);
+
+  // Model management: `changes` (owned by the caller, outliving the server) takes the changes; null:
+  // POST and DELETE on /v1/models answer 403. Call before bind().
+  void set_model_changes(ModelChanges* changes);
+  // The models served from now on (thread-safe): requests for others are 404, requests running keep
+  // theirs. `runtime`: the engine's from its next step (what /metrics reads).
+  void set_models(std::vector<ServedModel> models, std::shared_ptr<Runtime> runtime);
+  // What GET /v1/models/NAME says of a model not (or no longer) served; ready models clear theirs.
+  void set_model_state(const std::string& id, ModelState state);
+  // Stops admitting `id` and waits until its requests have finished, cancelling those still running
+  // after `grace_seconds`. Returns how many were cancelled. Thread-safe; not from the engine's thread.
+  int withdraw(const std::string& id, double grace_seconds);
+  // A change carried out ("add" or "remove"): how long from the request to serving the new family,
+  // and the device bytes its runtime filled (/metrics counts them).
+  void record_model_change(const std::string& change, double seconds, std::uint64_t bytes);
 
   const ServerMetrics& metrics() const;
   std::int64_t recorded() const;  // requests written to the record so far

@@ -88,6 +88,13 @@ std::int64_t ServerMetrics::requests(const std::string& status) const {
   return n;
 }
 
+void ServerMetrics::model_changed(const std::string& change, double seconds, std::uint64_t bytes) {
+  std::lock_guard lock(m_);
+  ++changes_[change];
+  change_seconds_ += seconds;
+  change_bytes_ += bytes;
+}
+
 std::string ServerMetrics::text() const {
   std::lock_guard lock(m_);
   std::ostringstream o;
@@ -159,6 +166,14 @@ std::string ServerMetrics::text() const {
   o << "mosaic_swap_seconds_total " << num(swap_seconds_) << '\n';
   head("mosaic_swap_bytes_total", "counter", "Bytes of non-expert weights swapped in.");
   o << "mosaic_swap_bytes_total " << swap_bytes_ << '\n';
+  if (!changes_.empty()) {  // only where models were changed while serving
+    head("mosaic_model_changes_total", "counter", "Models added or removed while serving.");
+    for (const auto& [change, n] : changes_) o << "mosaic_model_changes_total{change=\"" << change << "\"} " << n << '\n';
+    head("mosaic_model_change_seconds_total", "counter", "Seconds from a change's request to its family served.");
+    o << "mosaic_model_change_seconds_total " << num(change_seconds_) << '\n';
+    head("mosaic_model_change_bytes_total", "counter", "Device bytes filled by runtimes rebuilt for model changes (a change rebuilds the whole runtime).");
+    o << "mosaic_model_change_bytes_total " << change_bytes_ << '\n';
+  }
   head("mosaic_http_connections", "gauge", "Client connections open.");
   o << "mosaic_http_connections " << connections_.open << '\n';
   head("mosaic_http_connections_closed_total", "counter",

@@ -26,6 +26,9 @@ class ServerMetrics {
   void set_kv_blocks(std::int64_t used);
   void set_host_tier(const TierStats& stats, std::optional<std::uint64_t> budget);
   void set_connections(const TransportCounts& c);
+  // A model added or removed while serving: the time it took and the device bytes the rebuilt
+  // runtime filled.
+  void model_changed(const std::string& change, double seconds, std::uint64_t bytes);
 
   std::string text() const;  // the exposition
   // Requests counted by status, summed over models (for tests and the closing summary).
@@ -50,6 +53,9 @@ class ServerMetrics {
   std::int64_t swaps_ = 0;
   std::uint64_t swap_bytes_ = 0;
   double swap_seconds_ = 0;
+  std::map<std::string, std::int64_t> changes_;  // by "add" / "remove"
+  double change_seconds_ = 0;
+  std::uint64_t change_bytes_ = 0;
 };
 
 }  // namespace mosaic::server
