@@ -35,6 +35,7 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <thread>
 
 #include "analysis/family_analysis.h"
 #include "model/tokenizer.h"
@@ -677,6 +678,55 @@ class WorkbenchTest : public QObject {
   // The HTTP tab serves the open session over the OpenAI API: external requests are answered,
   // charted live as they finish, and recorded as a "serve" run the Runs panel opens; while it
   // serves, the layout stays as it is and no sweep starts; Stop closes the port.
+  // Variants removed and added while the HTTP server serves: the server keeps its port and its
+  // clients, serves the new family from the next step, and a stream running across both changes
+  // ends whole; a removed variant is 404 until it is back.
+  void the_family_changes_while_the_http_server_serves() {
+    ServingPanel* serving = window_->servingPanel();
+    ServerControls* server = serving->serverControls();
+    FamilyPanel* panel = window_->familyPanel();
+    serving->databaseEdit()->clear();
+    server->portBox()->setValue(0);
+    server->startButton()->click();
+    QTRY_VERIFY2_WITH_TIMEOUT(serving->statusText().startsWith(QStringLiteral("Serving at")), qPrintable(serving->statusText()), 30000);
+    const int port = QUrl(server->url()).port();
+    QVERIFY(server->models().contains(QStringLiteral("fortunes")));
+    QSignalSpy stopped(window_->engine(), &EngineHost::httpServerStopped);
+    const std::string request = nlohmann::json{{"model", "bible"}, {"prompt", "In the beginning"}, {"max_tokens", 480}, {"temperature", 0},
+                                               {"stream", true}, {"ignore_eos", true}}.dump();
+    Response across;
+    std::thread client([&] { across = ask(port, http_request("POST", "/v1/completions", request)); });
+    QTest::qWait(20);
+
+    const auto& variants = panel->model()->family().variants;
+    const auto at = std::find_if(variants.begin(), variants.end(), [](const auto& v) { return v.name == QStringLiteral("fortunes"); });
+    QVERIFY(at != variants.end());
+    panel->table()->selectRow(static_cast<int>(at - variants.begin()));
+    panel->removeSelected();
+    QTRY_VERIFY_WITH_TIMEOUT(!server->models().contains(QStringLiteral("fortunes")) && !server->models().isEmpty(), 60000);
+    QVERIFY(ask(port, http_request("GET", "/v1/models")).body.find("\"fortunes\"") == std::string::npos);
+    const std::string fortunes = nlohmann::json{{"model", "fortunes"}, {"prompt", "You will"}, {"max_tokens", 4}}.dump();
+    QCOMPARE(ask(port, http_request("POST", "/v1/completions", fortunes)).status, 404);
+
+    panel->addFolders({kFamily + QStringLiteral("/fortunes")});
+    QTRY_VERIFY_WITH_TIMEOUT(server->models().contains(QStringLiteral("fortunes")), 60000);
+    QCOMPARE(ask(port, http_request("POST", "/v1/completions", fortunes)).status, 200);
+    client.join();
+    QCOMPARE(across.status, 200);
+    const auto events = across.events();
+    QVERIFY(events.size() >= 2 && events.back() == "[DONE]");
+    QVERIFY2(across.body.find("\"error\"") == std::string::npos, across.body.c_str());
+    QCOMPARE(stopped.size(), 0);  // one server throughout
+    QVERIFY(serving->statusText().startsWith(QStringLiteral("Serving at")));
+
+    server->stopButton()->click();
+    QTRY_COMPARE_WITH_TIMEOUT(stopped.size(), 1, 30000);
+    QSignalSpy planned(window_->engine(), &EngineHost::layoutPlanned);
+    window_->openFamily({kFamily});  // folder order again, as the tests below expect
+    QTRY_VERIFY_WITH_TIMEOUT(planned.size() >= 1, 120000);
+    QCOMPARE(panel->model()->family().variants[0].name, QStringLiteral("base"));
+  }
+
   void http_server_serves_external_traffic_live() {
     ServingPanel* serving = window_->servingPanel();
     ServerControls* server = serving->serverControls();

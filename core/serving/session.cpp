@@ -1,7 +1,9 @@
 #include "serving/session.h"
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
+#include <thread>
 
 #include "analysis/virtual_plan.h"
 #include "common/error.h"
@@ -133,6 +135,29 @@ void Session::serve_planned(Layout layout, CapacityPlan cap, const ReserveSpec& 
   }
 }
 
+void Session::plan_on(std::unique_ptr<Session>& previous, std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve,
+                      std::span<const double> shares) {
+  if (engine_) throw std::logic_error("plan_on: the session serves on an engine of its own already");
+  if (!previous || !previous->engine_) return plan(budget_bytes, policy, reserve, shares);
+  engine_ = std::move(previous->engine_);
+  try {
+    plan(budget_bytes, policy, reserve, shares);
+  } catch (...) {
+    previous->engine_ = std::move(engine_);  // set_runtime was not reached: it serves as it did
+    throw;
+  }
+  retired_ = std::move(previous);
+}
+
+bool Session::release_retired(double wait_seconds) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_seconds);
+  // The engine drops the old runtime at its next turn; the retired session then holds the last reference.
+  while (retired_ && retired_->runtime_ && retired_->runtime_.use_count() > 1 && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  if (retired_ && (!retired_->runtime_ || retired_->runtime_.use_count() == 1) && retired_->release_retired()) retired_.reset();
+  return !retired_;
+}
+
 bool Session::can_plan_hybrid() const {
   const std::vector<int> folders = delta_folders_over(*store_);
   return !folders.empty() && std::all_of(folders.begin(), folders.end(), [&](int t) { return store_->base_of(t) == store_->base_of(folders.front()); });
@@ -188,6 +213,7 @@ void Session::install(std::shared_ptr<Runtime> runtime, Layout layout, CapacityP
   runtime_ = std::move(runtime);
   layout_ = std::move(layout);
   capacity_ = std::move(cap);
+  release_retired();
 }
 
 Engine& Session::engine() {

@@ -52,6 +52,15 @@ class Session {
   // Policy::Virtual: SwapMoE's virtual experts, uniform counts (the most the budget holds), the sets
   // moving with the traffic; plan_virtual() plans them on calibration text instead.
   void plan(std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve = {}, std::span<const double> shares = {});
+  // plan(), served on `previous`'s engine instead of a new one: the engine takes the new runtime
+  // between steps, so its running requests (and an HTTP server on it) carry on, recomputed under it.
+  // `previous` is kept until its runtime is let go (released_retired()). On failure nothing changes:
+  // `previous` keeps its engine. Precondition: this session has no engine yet.
+  void plan_on(std::unique_ptr<Session>& previous, std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve = {},
+               std::span<const double> shares = {});
+  // Frees a session replaced by plan_on() once the engine has let go of its runtime; true when none
+  // is held any more. Waits up to `wait_seconds` for that.
+  bool release_retired(double wait_seconds = 0);
   // Virtual experts with counts planned on `calibration` (token ids) for the budget
   // (analysis/virtual_plan.h). Throws as plan_virtual does; the session is then as it was.
   void plan_virtual(std::uint64_t budget_bytes, const ReserveSpec& reserve, std::span<const std::int64_t> calibration);
@@ -92,6 +101,7 @@ class Session {
   Device device_ = Device::Cpu;
   std::map<std::string, Tokenizer> tokenizers_;
   std::shared_ptr<Runtime> runtime_;
+  std::unique_ptr<Session> retired_;  // replaced by plan_on(), its runtime maybe still in the engine's hands
   std::unique_ptr<Engine> engine_;  // last: destroyed first
 };
 

@@ -18,6 +18,7 @@
 #include "common/text_file.h"
 #include "model/text_stream.h"
 #include "report/qt_text.h"
+#include "server/served_models.h"
 #include "serving/session.h"
 #include "serving/session_views.h"
 #include "serving/sweep_run.h"
@@ -179,10 +180,6 @@ void EngineHost::openFamily(const QStringList& dirs, qint64 budgetBytes, const Q
     try {
       stop_serving_ = true;  // a sweep on the old family ends before the family goes
       st.join_sweep();
-      if (st.serving_http()) {  // and so does its HTTP server, its running requests given a moment
-        const QString database = st.http_database;
-        Q_EMIT httpServerStopped(st.stop_http(2.0), database);
-      }
       std::vector<std::filesystem::path> paths;
       for (const QString& d : dirs) paths.emplace_back(d.toStdString());
       auto last = std::chrono::steady_clock::now();
@@ -200,6 +197,8 @@ void EngineHost::openFamily(const QStringList& dirs, qint64 budgetBytes, const Q
           st.host_budget);
       if (opened.is_cancelled()) return Q_EMIT familyFailed(tr("Cancelled."));
       (*opened)->set_device(st.device);  // rethrows a failure; the device was usable when chosen
+      if (st.serving_http() && st.session)  // the server keeps serving: the new family is served on its engine
+        return serveChangedFamily(std::move(*opened), budgetBytes, policy, reserve, shares);
       st.session = std::move(*opened);
       st.own_models.clear();  // loaded from the old family's folders
       Q_EMIT progress(tr("Ready"), 1, 1);
@@ -242,6 +241,39 @@ void EngineHost::setDevice(const QString& name) {
       Q_EMIT deviceFailed(QString::fromUtf8(e.what()), current);
     }
   });
+}
+
+// The family changed while the HTTP server serves: models no longer in it are withdrawn (their
+// requests finish first, 2 s at most), the new family is planned onto the running engine, and the
+// server serves its models from the next step; clients keep their connections and streams.
+void EngineHost::serveChangedFamily(std::unique_ptr<Session> opened, qint64 budgetBytes, const QString& policyName, const ReserveSettings& reserve,
+                                    const QVector<double>& shares) {
+  State& st = *state_;
+  const auto policy = parse_policy(policyName.toStdString());
+  if (!policy) throw InvalidArgument("layout", "policy", "'" + policyName.toStdString() + "' is not a policy", "use round-robin, medoid or weighted");
+  const ReserveSpec spec{.context_tokens = reserve.context, .requests = reserve.requests, .prefill_chunk = reserve.prefill_chunk,
+                         .miss_slots = reserve.miss_slots};
+  std::vector<server::ServedModel> models = server::served_models(opened->family(), opened->store(), !st.http_plain_chat);
+  for (const Variant& v : st.session->family().variants())
+    if (!opened->family().find(v.name)) st.http->withdraw(v.name, 2.0);
+  const std::span<const double> weights(shares.constData(), static_cast<std::size_t>(shares.size()));
+  try {
+    opened->plan_on(st.session, budgetBytes > 0 ? static_cast<std::uint64_t>(budgetBytes) : 0, *policy, spec,
+                    shares.size() == static_cast<qsizetype>(opened->family().size()) ? weights : std::span<const double>());
+  } catch (...) {  // the old family serves on: its models again, the withdrawn ones included
+    st.http->set_models(server::served_models(st.session->family(), st.session->store(), !st.http_plain_chat), st.session->engine().runtime());
+    throw;
+  }
+  QStringList names;
+  for (const auto& m : models) names << QString::fromStdString(m.id);
+  st.http->set_models(std::move(models), opened->engine().runtime());
+  st.session = std::move(opened);
+  st.session->release_retired(2.0);
+  st.own_models.clear();
+  Q_EMIT progress(tr("Ready"), 1, 1);
+  Q_EMIT familyOpened(describe(describe_family(*st.session)));
+  Q_EMIT layoutPlanned(describe(*st.session));
+  Q_EMIT httpServerModels(names);
 }
 
 void EngineHost::planLayout(qint64 budgetBytes, const QString& policyName, const ReserveSettings& reserve, const QVector<double>& shares) {

@@ -10,6 +10,10 @@
 
 #include "workbench/engine_types.h"
 
+namespace mosaic {
+class Session;
+}
+
 namespace mosaic::ui {
 
 class EngineHost : public QObject {
@@ -104,6 +108,8 @@ class EngineHost : public QObject {
   void reportDataReady(const mosaic::ReportData& data, const QString& dir);
   // The server listens at `url` (…/v1), serving `models`, recording to run `runId` (0: not recorded).
   void httpServerStarted(const QString& url, qint64 runId, const QStringList& models);
+  // The family changed while serving: the server now serves `models` (its clients carried on).
+  void httpServerModels(const QStringList& models);
   void httpServerStopped(const QString& summary, const QString& database);
   void httpServerFailed(const QString& message);
   // A recorded request's trace: `labels` per position (prompt, then output tokens).
@@ -127,6 +133,8 @@ class EngineHost : public QObject {
  private:
   struct State;
   void post(std::function<void()> work);
+  void serveChangedFamily(std::unique_ptr<Session> opened, qint64 budgetBytes, const QString& policy, const ReserveSettings& reserve,
+                          const QVector<double>& shares);
   QThread thread_;
   QObject* context_ = nullptr;  // lives on thread_: queued work runs there
   std::unique_ptr<State> state_;  // touched only on thread_

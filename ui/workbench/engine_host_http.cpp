@@ -63,6 +63,7 @@ void EngineHost::startHttpServer(const HttpSettings& settings) {
       st.http_recorder = std::move(recorder);
       st.http_run = run_id->load();
       st.http_database = settings.database;
+      st.http_plain_chat = settings.plain_chat;
       server::HttpServer* server = st.http.get();
       st.http_thread = std::thread([server] { server->run(); });
       const QString url = QStringLiteral("http://%1:%2/v1").arg(settings.host.trimmed()).arg(port);

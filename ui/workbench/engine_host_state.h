@@ -44,6 +44,7 @@ struct EngineHost::State {
   std::unique_ptr<Recorder> http_recorder;
   std::int64_t http_run = 0;
   QString http_database;
+  bool http_plain_chat = false;
   std::unique_ptr<server::HttpServer> http;
   std::thread http_thread;
   bool serving_http() const { return http != nullptr; }

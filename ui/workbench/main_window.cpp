@@ -185,6 +185,7 @@ MainWindow::MainWindow(QWidget* parent)
   connect(serving_, &ServingPanel::httpStartRequested, engine_, &EngineHost::startHttpServer);
   connect(serving_, &ServingPanel::httpStopRequested, engine_, &EngineHost::stopHttpServer);
   connect(engine_, &EngineHost::httpServerStarted, serving_, &ServingPanel::httpStarted);
+  connect(engine_, &EngineHost::httpServerModels, serving_, &ServingPanel::httpModels);
   connect(engine_, &EngineHost::httpServerStopped, serving_, &ServingPanel::httpStopped);
   connect(engine_, &EngineHost::httpServerFailed, serving_, &ServingPanel::httpFailed);
   connect(engine_, &EngineHost::httpServerStopped, runs_, [this](const QString&, const QString& db) {

@@ -100,16 +100,21 @@ void ServerControls::started(const QString& url, qint64 runId, const QStringList
   serving_ = true;
   starting_ = false;
   url_ = url;
-  first_model_ = models.value(0);
-  where_->setText(tr("Serving %1 model(s) at <b>%2</b> (OpenAI API: /models, /completions, /chat/completions; "
-                     "/metrics and /health beside /v1)%3.<br>Models: %4")
-                      .arg(models.size())
-                      .arg(url.toHtmlEscaped())
-                      .arg(runId > 0 ? tr("; recording run %1").arg(runId) : QString())
-                      .arg(models.join(QStringLiteral(", ")).toHtmlEscaped()));
-  example_->setPlainText(example());
+  run_ = runId;
+  setModels(models);
   example_->setVisible(true);
   update();
+}
+
+void ServerControls::setModels(const QStringList& models) {
+  models_ = models;
+  first_model_ = models.value(0);
+  where_->setText(tr("Serving %n model(s) at <b>%1</b> (OpenAI API: /models, /completions, /chat/completions; "
+                     "/metrics and /health beside /v1)%2.<br>Models: %3", nullptr, static_cast<int>(models.size()))
+                      .arg(url_.toHtmlEscaped())
+                      .arg(run_ > 0 ? tr("; recording run %1").arg(run_) : QString())
+                      .arg(models.join(QStringLiteral(", ")).toHtmlEscaped()));
+  example_->setPlainText(example());
 }
 
 void ServerControls::stopped() {

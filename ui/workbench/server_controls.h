@@ -33,6 +33,8 @@ class ServerControls : public QWidget {
 
  public Q_SLOTS:
   void started(const QString& url, qint64 runId, const QStringList& models);
+  void setModels(const QStringList& models);  // the family changed while serving
+  QStringList models() const { return models_; }
   void stopped();
   void failed();  // the start was refused: Start is offered again
 
@@ -52,6 +54,8 @@ class ServerControls : public QWidget {
   QLabel* where_;
   QPlainTextEdit* example_;
   QString url_, first_model_;
+  QStringList models_;
+  qint64 run_ = 0;
   bool serving_ = false, available_ = false, starting_ = false;
 };
 

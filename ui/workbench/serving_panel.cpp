@@ -237,6 +237,7 @@ void ServingPanel::setFamily(const FamilyInfo& family) {
   capacity_->setValue(std::max(1, family.layers * family.experts / 2));
   start_->setEnabled(variants_.size() >= 2 && !server_->isServing());
   server_->setAvailable(!variants_.isEmpty() && !sweeping_);
+  if (server_->isServing()) return;  // the family changed under the server: its status stays
   status_->setStyleSheet(QString());
   status_->setText(variants_.size() < 2 ? tr("Serving compares strategies over at least two variants.")
                                         : tr("%1 variants open: choose strategies and rates, then Start.").arg(variants_.size()));
@@ -453,6 +454,8 @@ void ServingPanel::httpStarted(const QString& url, qint64 runId, const QStringLi
   status_->setText(runId > 0 ? tr("Serving at %1; every request is recorded as run %2 and charted here.").arg(url).arg(runId)
                              : tr("Serving at %1; every request is charted here (not recorded: no database given).").arg(url));
 }
+
+void ServingPanel::httpModels(const QStringList& models) { server_->setModels(models); }
 
 void ServingPanel::httpStopped(const QString& summary, const QString&) {
   server_->stopped();

@@ -80,6 +80,7 @@ class ServingPanel : public QWidget {
   void finished(const QString& summary, const QString& database);
   void showError(const QString& message);
   void httpStarted(const QString& url, qint64 runId, const QStringList& models);
+  void httpModels(const QStringList& models);  // the family changed while the server ran
   void httpStopped(const QString& summary, const QString& database);
   void httpFailed(const QString& message);
 
