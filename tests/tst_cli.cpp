@@ -1039,12 +1039,13 @@ class TestCli : public QObject {
     // averaging, consolidated, no-reconfig, each delta format followed by consolidation at its bytes,
     // hybrid at a quarter, half and three quarters of the positions shared, and virtual experts
     // (planned, uniform) at the bytes of the consolidated and delta rows that hold their minimum.
-    QVERIFY(lines.size() >= std::size_t(1 + 5 + 2 * 12));
+    QVERIFY(lines.size() >= std::size_t(1 + 5 + 3 + 2 * 12));
+    const std::size_t o = 3;  // the within rows (checked below) come before the rest
     const auto three = static_cast<std::size_t>(std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return l.rfind("3,", 0) == 0; }) - lines.begin());
-    QVERIFY2(three > 18 && three < lines.size(), lines.back().c_str());
-    QVERIFY(lines[6].rfind("2,averaging,", 0) == 0);
-    QVERIFY(lines[7].rfind("2,consolidated,\"bible, fortunes\",8,16,", 0) == 0);
-    QVERIFY(lines[8].rfind("2,no-reconfig,", 0) == 0);
+    QVERIFY2(three > o + 18 && three < lines.size(), lines.back().c_str());
+    QVERIFY(lines[o + 6].rfind("2,averaging,", 0) == 0);
+    QVERIFY(lines[o + 7].rfind("2,consolidated,\"bible, fortunes\",8,16,", 0) == 0);
+    QVERIFY(lines[o + 8].rfind("2,no-reconfig,", 0) == 0);
     QVERIFY(lines[three + 1].rfind("3,consolidated,", 0) == 0);
     QVERIFY(lines[three + 4].rfind("3,consolidated (all resident),", 0) == 0);
     // The fields after the quoted variants: resident, total, weight bytes, perplexity.
@@ -1055,8 +1056,18 @@ class TestCli : public QObject {
       return std::stod(f);
     };
     const double expert_bytes = field(lines[1], 2) / 8;  // more than one: alone bible holds its 8 experts and the rest
+    // After the alone rows, DeltaMoE's own setting: the target alone as deltas within it over each
+    // layer's medoid, in each format: in growing bytes, all fewer than the model alone (the medoid is
+    // held once a layer).
+    double within = 0;
+    for (std::size_t row = 6; row < 9; ++row) {
+      QVERIFY2(lines[row].rfind("1,within delta ", 0) == 0, lines[row].c_str());
+      QVERIFY2(field(lines[row], 2) > within && field(lines[row], 2) < field(lines[1], 2), lines[row].c_str());
+      QVERIFY(field(lines[row], 3) > 1.0);
+      within = field(lines[row], 2);
+    }
     double previous = 0;
-    for (std::size_t row = 9; row < 15; row += 2) {
+    for (std::size_t row = o + 9; row < o + 15; row += 2) {
       QVERIFY2(lines[row].rfind("2,delta ", 0) == 0 && lines[row + 1].rfind("2,consolidated (all resident),", 0) == 0, lines[row].c_str());
       const double bytes = field(lines[row], 2), same = field(lines[row + 1], 2);
       QVERIFY2(bytes > previous, lines[row].c_str());  // 2-bit 2:4, 4-bit 2:4, 4-bit dense: in growing bytes
@@ -1067,8 +1078,8 @@ class TestCli : public QObject {
       previous = bytes;
     }
     // Hybrid: fewer bytes than all of its deltas, and fewer as more positions share the base.
-    previous = field(lines[11], 2);  // delta 4-bit 2:4
-    for (std::size_t row = 15; row < 18; ++row) {
+    previous = field(lines[o + 11], 2);  // delta 4-bit 2:4
+    for (std::size_t row = o + 15; row < o + 18; ++row) {
       QVERIFY2(lines[row].rfind("2,hybrid 4-bit 2:4 (", 0) == 0, lines[row].c_str());
       QVERIFY2(field(lines[row], 2) < previous, lines[row].c_str());
       previous = field(lines[row], 2);
@@ -1076,13 +1087,13 @@ class TestCli : public QObject {
     // Virtual experts: every row within the bytes of the row it was planned for, and the planner no
     // worse than uniform counts at the same point (both on text it never saw).
     std::size_t planned = 0;
-    for (std::size_t row = 18; row < three; ++row) {
+    for (std::size_t row = o + 18; row < three; ++row) {
       QVERIFY2(lines[row].rfind("2,virtual experts (planned),", 0) == 0 || lines[row].rfind("2,virtual experts (uniform),", 0) == 0, lines[row].c_str());
       planned += lines[row].rfind("2,virtual experts (planned),", 0) == 0;
-      QVERIFY2(field(lines[row], 2) <= field(lines[13], 2), lines[row].c_str());  // at most the largest delta row's bytes
+      QVERIFY2(field(lines[row], 2) <= field(lines[o + 13], 2), lines[row].c_str());  // at most the largest delta row's bytes
       QVERIFY(field(lines[row], 3) > 1.0);
     }
-    QVERIFY2(planned >= 1, lines[17].c_str());
+    QVERIFY2(planned >= 1, lines[o + 17].c_str());
     QVERIFY(fs::exists(scratch("quality/report.html")));
     QVERIFY(read_text(scratch("quality/quality.svg")).find("<polyline") != std::string::npos);
 

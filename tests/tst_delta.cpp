@@ -17,7 +17,9 @@
 #include "model/delta_codec.h"
 #include "analysis/capacity.h"
 #include "analysis/delta_folder.h"
+#include "analysis/cross_distance.h"
 #include "analysis/delta_gptq.h"
+#include "analysis/delta_within.h"
 #include "common/error.h"
 #include "analysis/expert_distance.h"
 #include "analysis/family_analysis.h"
@@ -290,6 +292,64 @@ class DeltaTest : public QObject {
         floats.read(off, std::span(got).subspan(off, std::min<std::size_t>(100, got.size() - off)));
       QVERIFY2(want == got, w.expected.name.c_str());
     }
+  }
+
+  void deltas_within_one_model_are_served_over_its_medoids() {
+    // DeltaMoE's own setting on hf-tiny olmoe's ft1: each layer's medoid is the base of the layer's
+    // other experts. The family folder serves as its expansion, the medoid held once a layer.
+    QTemporaryDir tmp;
+    const fs::path out = fs::path(tmp.path().toStdString()) / "within";
+    const Checkpoint variant(fixture("olmoe", "ft1"));
+    const ModelSpec& s = variant.spec();
+    const WithinReport w = write_delta_within(variant, {4, false, 32}, out);
+    QCOMPARE(read_delta_config(w.delta_dir / kDeltaCfgFile).base_model, fs::path("../medoid-base"));
+    // The medoid: no other expert of its layer is nearer to the others, summed.
+    for (std::int64_t l = 0; l < s.num_layers; ++l) {
+      if (!s.is_sparse(l)) continue;
+      const auto d = cross_position_distances(variant, variant, l).value();
+      std::vector<double> sums(d.size(), 0.0);
+      for (std::size_t a = 0; a < d.size(); ++a)
+        for (std::size_t b = 0; b < d.size(); ++b) sums[a] += d.at(a, b);
+      const std::int64_t m = w.medoids[static_cast<std::size_t>(l)];
+      QVERIFY(m >= 0 && m < s.num_experts);
+      QCOMPARE(sums[static_cast<std::size_t>(m)], *std::min_element(sums.begin(), sums.end()));
+    }
+    write_expanded(w.delta_dir, out.parent_path() / "expanded");
+    const auto expanded = Model::load(Checkpoint(out.parent_path() / "expanded"));
+
+    Family family;
+    open_family(family, {out});  // a family folder: the base and the delta folder over it
+    QCOMPARE(family.size(), std::size_t(2));
+    const HostStore store(family);
+    const int b = store.index("medoid-base"), d = store.index(w.delta_dir.filename().string());
+    QVERIFY(b >= 0 && store.is_delta(d) && store.base_of(d) == b);
+    std::vector<PinnedExpert> pins;
+    for (std::int64_t l = 0; l < s.num_layers; ++l) {
+      if (!s.is_sparse(l)) continue;
+      const std::int64_t m = w.medoids[static_cast<std::size_t>(l)];
+      for (std::int64_t e = 0; e < s.num_experts; ++e) QCOMPARE(store.expert(b, l, e), store.expert(b, l, m));  // one expert a layer
+      pins.push_back({l, m, b});
+      for (std::int64_t e = 0; e < s.num_experts; ++e)
+        if (store.source(d, l, e).kind == ExpertSource::Kind::Delta) pins.push_back({l, e, d});
+    }
+    auto rt = std::make_shared<Runtime>(store, RuntimeConfig{.pinned = pins, .hit = HitPolicy::Strict, .miss = "lru"});
+    std::uint64_t dense = 0;
+    for (const DeviceItem& item : rt->device_items())
+      if (item.name.starts_with("expert slots")) dense += item.bytes;
+    QCOMPARE(dense, store.expert_bytes() * static_cast<std::uint64_t>(s.num_sparse_layers()));  // the medoids alone, dense
+    Engine engine(rt);
+    const std::vector<std::int64_t> ids = prompt_of(9, 1, s.vocab_size);
+    const RequestResult r = engine.submit({store.name(d), {.prompt = ids, .max_new_tokens = 0}, true})->wait();
+    KvCache cache(expanded->spec(), 1, static_cast<std::int64_t>(ids.size()));
+    const auto want = forward(*expanded, cache, ids, LogitsFor::AllPositions).values;
+    QVERIFY2(relative_error(r.logits.values, want) <= 1e-5, qPrintable(QString::number(relative_error(r.logits.values, want))));
+    QCOMPARE(r.stats.counters.total().misses, std::int64_t(0));
+
+    // A folder in the way, or a delta folder as the variant, is refused; nothing is left behind.
+    expect_mentions(error_of<InvalidArgument>([&] { write_delta_within(variant, {4, false, 32}, out); }), {"not an empty folder"});
+    expect_mentions(error_of<InvalidArgument>([&] { write_delta_within(Checkpoint(w.delta_dir), {4, false, 32}, out.parent_path() / "again"); }),
+                    {"not a full checkpoint"});
+    QVERIFY(!fs::exists(out.parent_path() / "again"));
   }
 
   void the_runtime_serves_delta_folders_as_their_expansions() {

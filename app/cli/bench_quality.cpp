@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "analysis/delta_folder.h"
+#include "analysis/delta_within.h"
 #include "analysis/family_analysis.h"
 #include "analysis/merge.h"
 #include "analysis/virtual_plan.h"
@@ -338,6 +339,17 @@ void add_bench_quality_command(CLI::App& app) {
       const Checkpoint base(o->family / "base");
       for (const DeltaMethod& m : kDeltaMethods)
         for (const std::string& name : names) write_delta(base, Checkpoint(o->family / name), m.format, scratch / m.name / name);
+    }
+    // DeltaMoE's own setting: the target alone, each layer's experts as its medoid plus deltas of the
+    // others (analysis/delta_within.h), served by the delta strategy.
+    for (const DeltaMethod& m : kDeltaMethods) {
+      if (!o->deltas) break;
+      const WithinReport w = write_delta_within(Checkpoint(o->family / o->target), m.format, scratch / "within" / m.name);
+      const auto session = open_delta_serving({w.delta_dir}, w.delta_dir.filename().string(), scratch);
+      Row r{std::string("within ") + m.name, o->target, 1, -1, -1};
+      r.p = served_perplexity(*session, ids, o->window, o->max_windows);
+      r.bytes = session->runtime->weight_bytes();
+      report(r);
     }
 
     for (std::size_t n = 2; n <= names.size(); ++n) {

@@ -7,6 +7,7 @@
 
 #include "analysis/delta_folder.h"
 #include "analysis/delta_gptq.h"
+#include "analysis/delta_within.h"
 #include "common/machine.h"
 #include "common/text_file.h"
 #include "model/tokenizer.h"
@@ -78,9 +79,14 @@ void add_delta_command(CLI::App& app) {
     int bits = 4;
     std::string sparsity = "2:4";
     std::int64_t group = 128, window = 256;
+    bool within = false;
   };
   auto c = std::make_shared<CompressOpts>();
-  compress->add_option("--base", c->base, "the checkpoint the variant was fine-tuned from")->required();
+  auto* base_opt = compress->add_option("--base", c->base, "the checkpoint the variant was fine-tuned from");
+  compress->add_flag("--within", c->within,
+                     "DeltaMoE's own setting: each MoE layer's experts as the layer's medoid expert plus deltas of the others, "
+                     "written as a family folder (OUT/medoid-base, OUT/<variant>-within)")
+      ->excludes(base_opt);
   compress->add_option("--variant", c->variant, "the fine-tuned checkpoint")->required();
   compress->add_option("--bits", c->bits, "bits per stored delta value")->check(CLI::IsMember({2, 4}))->default_val(4);
   compress->add_option("--sparsity", c->sparsity, "2:4 keeps 2 of every 4 input columns; none keeps all")->check(CLI::IsMember({"2:4", "none"}))->default_val("2:4");
@@ -90,10 +96,14 @@ void add_delta_command(CLI::App& app) {
   compress->add_option("--calibration-window", c->window, "tokens per calibration sequence")->default_val(256)->check(CLI::Range(2, 1 << 16));
   compress->add_option("--out", c->out, "output delta folder (must not exist, or be empty)")->required();
   compress->callback([c] {
-    std::vector<fs::path> inputs{c->base, c->variant};
+    if (c->base.empty() && !c->within)
+      throw InvalidArgument("delta compress", "--base / --within", "neither was given",
+                            "give --base DIR (the checkpoint the variant was fine-tuned from), or --within for deltas inside the variant");
+    std::vector<fs::path> inputs{c->variant};
+    if (!c->within) inputs.push_back(c->base);
     if (!c->calibration.empty()) inputs.push_back(c->calibration);
     check_output(c->out, "--out", inputs, OutputKind::Folder);
-    const Checkpoint base(c->base), variant(c->variant);
+    const Checkpoint variant(c->variant);
     const DeltaFormat format{.bits = c->bits, .sparse24 = c->sparsity == "2:4", .group = c->group};
     std::optional<ExpertHessians> hessians;
     if (!c->calibration.empty()) {
@@ -105,7 +115,18 @@ void add_delta_command(CLI::App& app) {
       hessians = ExpertHessians::collect(*Model::load(variant), ids, c->window, physical_memory_bytes() / 2);
       std::cout << "calibration: " << hessians->calibration_tokens() << " tokens of " << c->calibration.string() << "\n";
     }
-    print_report(write_delta(base, variant, format, c->out, hessians ? &*hessians : nullptr));
+    if (c->within) {
+      const WithinReport w = write_delta_within(variant, format, c->out, hessians ? &*hessians : nullptr);
+      std::cout << "layer medoids (the base expert of each MoE layer):";
+      for (std::size_t l = 0; l < w.medoids.size(); ++l)
+        if (w.medoids[l] >= 0) std::cout << " " << l << ":" << w.medoids[l];
+      std::cout << "\n";
+      print_report(w.delta);
+      std::cout << "wrote " << w.base_dir.string() << " and " << w.delta_dir.string() << " (" << format_name(format)
+                << "; serve both, e.g. --variants " << c->out.string() << ")\n";
+      return;
+    }
+    print_report(write_delta(Checkpoint(c->base), variant, format, c->out, hessians ? &*hessians : nullptr));
     std::cout << "wrote " << c->out.string() << " (" << format_name(format) << ")\n";
   });
 

@@ -80,17 +80,30 @@ HostStore::HostStore(const Family& family, std::optional<std::uint64_t> host_bud
   };
 
   // Distinct tensors per name. Two weights are one tensor when they are the same bytes of the same
-  // file (an adapter's untuned tensors are its base's), or compare equal byte for byte.
+  // file (an adapter's untuned tensors are its base's), or compare equal byte for byte. An expert's
+  // matrix is compared with every expert's of its layer and role, not only its position's: a
+  // within-model delta folder's base repeats the layer's medoid at each expert (analysis/delta_within.h).
   std::unordered_map<std::string, std::vector<TensorId>> by_name;
+  // Each distinct tensor's first bytes, kept: most candidates differ there, and are passed over
+  // without touching their pages (under a host budget those would be read again, maybe from disk).
+  std::vector<std::string> heads;
+  auto head_of = [](std::span<const std::byte> data) {
+    const std::size_t n = std::min<std::size_t>(data.size(), 64);
+    return std::string(reinterpret_cast<const char*>(data.data()), n);
+  };
+  auto candidates_of = [](const ExpectedTensor& x) {
+    return x.is_expert() ? "experts of layer " + std::to_string(x.layer) + ", role " + std::to_string(static_cast<int>(x.role)) : x.name;
+  };
   std::map<std::pair<std::string, std::uint64_t>, TensorId> by_location;
   auto intern = [&](const Weight& w) -> TensorId {
     const auto where = std::make_pair(canonical_or_self(w.file->path()).string(), w.info->begin);
     if (const auto it = by_location.find(where); it != by_location.end()) return it->second;
     const auto data = w.data();
-    auto& same_name = by_name[w.expected.name];
+    const std::string head = head_of(data);
+    auto& same_name = by_name[candidates_of(w.expected)];
     for (TensorId id : same_name) {
       const HostTensor& t = tensors_[static_cast<std::size_t>(id)];
-      if (t.dtype == w.dtype && t.shape == w.info->shape && same_bytes(t.bytes, data)) {
+      if (t.dtype == w.dtype && t.shape == w.info->shape && heads[static_cast<std::size_t>(id)] == head && same_bytes(t.bytes, data)) {
         HostTier::release(data);  // a copy: never read again, its pages need not stay, budget or not
         by_location.emplace(where, id);
         return id;
@@ -99,6 +112,7 @@ HostStore::HostStore(const Family& family, std::optional<std::uint64_t> host_bud
     check_finite(w);  // each distinct tensor once
     const auto id = static_cast<TensorId>(tensors_.size());
     tensors_.push_back({w.expected.name, w.dtype, w.info->shape, data});
+    heads.push_back(head);
     host_bytes_ += data.size();
     same_name.push_back(id);
     by_location.emplace(where, id);

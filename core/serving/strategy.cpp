@@ -1,6 +1,7 @@
 #include "serving/strategy.h"
 
 #include <algorithm>
+#include <set>
 
 #include "analysis/merge.h"
 #include "analysis/virtual_plan.h"
@@ -149,7 +150,12 @@ Deployment::Deployment(const StrategyConfig& config, const Family& family, const
         const int b = store.base_of(t);
         if (std::find(bases.begin(), bases.end(), b) == bases.end()) {
           bases.push_back(b);
-          for (const PinnedExpert& p : every_position(s, b)) rc.pinned.push_back(p);
+          // A base expert whose content is pinned in its layer already (a within-model delta
+          // folder's medoid base repeats one expert across the layer) needs no slot of its own:
+          // the deltas over it find their dense part by content.
+          std::set<std::pair<std::int64_t, ExpertId>> held;
+          for (const PinnedExpert& p : every_position(s, b))
+            if (config.kind != StrategyKind::Delta || held.emplace(p.layer, store.expert(b, p.layer, p.expert)).second) rc.pinned.push_back(p);
         }
         if (esft)
           for (const auto& [l, e] : store.tuned(t)) rc.pinned.push_back({l, e, t});
