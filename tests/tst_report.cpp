@@ -197,6 +197,66 @@ class TestReport : public QObject {
     QVERIFY2(!other.contains(QStringLiteral("Single is")) && !other.contains(QStringLiteral("models MIG")), qPrintable(other));
   }
 
+  // A serve run takes external requests at no arrival rate: the report says so and plots it against
+  // none; a server that served nothing recorded an "empty" run, left out; a sweep run that completed
+  // nothing within its arrival window is "saturated", in the tables and in `runs`.
+  void serveEmptyAndSaturatedRunsAreSaidSo() {
+    {
+      Recorder rec(scratch("kinds.sqlite"));
+      std::int64_t index = 0;
+      auto request = [&](double arrival, double finish) {
+        RequestRecord r;
+        r.index = index++ % 2;
+        r.target = "ft1";
+        r.stats.arrival = arrival;
+        r.stats.start = r.stats.first_token = arrival + 0.1;
+        r.stats.finish = finish;
+        r.stats.prompt_tokens = 4;
+        r.stats.generated_tokens = 3;
+        return r;
+      };
+      const auto swamped = rec.begin_run("consolidated", nlohmann::json{{"rate", 2}, {"clock", "virtual"}}.dump());
+      for (double a : {0.0, 1.0}) rec.record(swamped, request(a, 5.0 + a));  // both finish after the last arrival
+      rec.finish_run(swamped, "finished");
+      const auto served = rec.begin_run("serve", nlohmann::json{{"kind", "serve"}, {"host", "127.0.0.1"}, {"port", 0}}.dump());
+      for (double a : {0.0, 2.0}) rec.record(served, request(a, a + 0.5));
+      rec.finish_run(served, "finished");
+      rec.finish_run(rec.begin_run("serve", nlohmann::json{{"kind", "serve"}}.dump()), "empty");
+    }  // closed: the file holds it all
+    const Recorder rec(scratch("kinds.sqlite"), Recorder::Access::ReadOnly);
+    const ReportData d = load_report_data(rec, {}, "kinds.sqlite");
+    QCOMPARE(d.runs.size(), std::size_t(2));
+    QCOMPARE(d.left_out.size(), std::size_t(1));
+    QCOMPARE(d.left_out[0].status, std::string("empty"));
+    QCOMPARE(d.runs[0].status(), std::string("saturated"));
+    QVERIFY(d.runs[1].external && d.runs[1].status() == "finished");
+    const auto content = ui::report_content(d);
+    QString arrivals;
+    for (const auto& [what, value] : content.setup)
+      if (what == QStringLiteral("Arrivals")) arrivals = value;
+    QVERIFY2(arrivals.contains(QStringLiteral("Poisson at 2 requests/s")) && arrivals.contains(QStringLiteral("external requests")), qPrintable(arrivals));
+    QVERIFY2(content.subtitle.startsWith(QStringLiteral("2 runs of 2 strategies")), qPrintable(content.subtitle));
+    bool dash = false, saturated = false;
+    for (const auto& table : content.tables)
+      for (const QStringList& row : table.rows) {
+        dash |= row.size() > 3 && row[0] == QStringLiteral("serve") && row[1] == QStringLiteral("—");
+        saturated |= row.contains(QStringLiteral("saturated"));
+      }
+    QVERIFY(dash && saturated);
+    for (const auto& chart : content.charts)
+      for (const auto& series : chart.series)
+        if (series.name == QStringLiteral("serve") && chart.stem != QStringLiteral("hit_rates")) QVERIFY2(series.x.isEmpty(), qPrintable(chart.stem));
+    // `runs` says the same, and quotes the path it hands back.
+    const fs::path spaced = scratch("with space.sqlite");
+    fs::copy_file(scratch("kinds.sqlite"), spaced);
+    QProcess runs;
+    runs.start(QStringLiteral(MOSAIC_CLI), {QStringLiteral("runs"), QStringLiteral("--db"), QString::fromStdString(spaced.string())});
+    QVERIFY(runs.waitForFinished(60000));
+    const QString out = QString::fromUtf8(runs.readAllStandardOutput());
+    QVERIFY2(out.contains(QStringLiteral("saturated")) && out.contains(QStringLiteral("empty")) && out.contains(QStringLiteral("—")), qPrintable(out));
+    QVERIFY2(out.contains(QStringLiteral("--db '") + QString::fromStdString(spaced.string()) + QStringLiteral("'")), qPrintable(out));
+  }
+
   // An engine run says which backend served it: a GPU run its GPU, a record from before sweeps named
   // a device the CPU reference (they had no other).
   void engineRunsNameTheirDevice() {

@@ -681,6 +681,19 @@ class TestServeFaults : public QObject {
     QCOMPARE(s.terminate(30), 0);
   }
 
+  // A server stopped before any request reached the engine records its run as "empty", which
+  // reports leave out instead of averaging its zeros in.
+  void aServerThatServedNothingRecordsAnEmptyRun() {
+    const fs::path db = scratch("empty.sqlite");
+    Server s({QStringLiteral("--db"), path(db)});
+    QVERIFY2(s.port() > 0, qPrintable(s.errors()));
+    QCOMPARE(ask(s.port(), http_request("POST", "/v1/completions", json{{"model", "no-such-model"}, {"prompt", "x"}}.dump())).status, 404);
+    QCOMPARE(s.terminate(30), 0);
+    std::string status;
+    QVERIFY(recorded(db, &status).empty());
+    QCOMPARE(status, std::string("empty"));
+  }
+
   // bench-serve runs both paths on the same workload and reports each, with the overhead between.
   void benchServeComparesBothPaths() {
     const fs::path out = scratch("bench-serve.json");

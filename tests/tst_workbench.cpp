@@ -762,7 +762,7 @@ class WorkbenchTest : public QObject {
 
     // Both answered requests reach the charts (the refused one never reached the engine).
     QTRY_COMPARE_WITH_TIMEOUT(serving->pointsReceived(), 2, 30000);
-    QTRY_VERIFY2_WITH_TIMEOUT(serving->statusText().contains(QStringLiteral("2 requests served")), qPrintable(serving->statusText()), 10000);
+    QTRY_VERIFY2_WITH_TIMEOUT(serving->statusText().contains(QStringLiteral("2 completed;")), qPrintable(serving->statusText()), 10000);
     QVERIFY(serving->latencyPlot()->graphCount() >= 1);
     QVERIFY(serving->latencyPlot()->graph(0)->name().startsWith(QStringLiteral("HTTP :")));
     QTRY_COMPARE_WITH_TIMEOUT(serving->hitRatePlot()->plottableCount(), 1, 10000);
@@ -777,7 +777,7 @@ class WorkbenchTest : public QObject {
     QVERIFY(refused.first().first().toString().contains(QStringLiteral("HTTP server")));
 
     server->stopButton()->click();
-    QTRY_VERIFY2_WITH_TIMEOUT(serving->statusText().startsWith(QStringLiteral("HTTP server stopped: 2 request(s) served, 2 recorded as run")),
+    QTRY_VERIFY2_WITH_TIMEOUT(serving->statusText().startsWith(QStringLiteral("HTTP server stopped: 2 completed; 2 recorded as run")),
                               qPrintable(serving->statusText()), 30000);
     QVERIFY(server->startButton()->isEnabled() && server->portBox()->isEnabled());
     QCOMPARE(ask(port, http_request("GET", "/health"), 2).status, 0);  // nothing listens any more

@@ -37,12 +37,19 @@ void add_runs_command(CLI::App& app) {
     for (const auto& r : data.runs) width = std::max(width, static_cast<int>(r.info.strategy.size()));
     std::printf("%5s  %-*s %-9s %8s %4s %6s  %11s %12s  %s\n", "run", width, "strategy", "status", "req/s", "rep", "reqs", "TTFT p50 ms",
                 "turn p50 ms", "started (UTC)");
-    for (const auto& r : data.runs)
-      std::printf("%5lld  %-*s %-9s %8.2f %4d %6lld  %11.2f %12.2f  %s\n", static_cast<long long>(r.info.id), width, r.info.strategy.c_str(),
-                  r.info.status.c_str(), r.rate, r.repeat, static_cast<long long>(r.summary.requests), 1e3 * r.summary.ttft.p50,
+    for (const auto& r : data.runs) {
+      char rate[16];
+      std::snprintf(rate, sizeof rate, "%8.2f", r.rate);
+      std::printf("%5lld  %-*s %-9s %8s %4d %6lld  %11.2f %12.2f  %s\n", static_cast<long long>(r.info.id), width, r.info.strategy.c_str(),
+                  r.status().c_str(), r.external ? "—" : rate, r.repeat, static_cast<long long>(r.summary.requests), 1e3 * r.summary.ttft.p50,
                   1e3 * r.summary.turnaround.p50, r.info.started_at.c_str());
-    std::printf("%zu runs in %s; `mosaic-cli report --db %s RUN… --out DIR` draws some or all of them\n", data.runs.size(),
-                o->db.string().c_str(), o->db.string().c_str());
+    }
+    // The path as a shell reads it back: quoted (a workbench record's folder may hold a space).
+    std::string quoted = "'";
+    for (char ch : o->db.string()) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    quoted += "'";
+    std::printf("%zu run%s in %s; `mosaic-cli report --db %s RUN… --out DIR` draws some or all of them\n", data.runs.size(),
+                data.runs.size() == 1 ? "" : "s", o->db.string().c_str(), quoted.c_str());
   });
 }
 

@@ -106,7 +106,7 @@ void add_serve_command(CLI::App& app) {
     watcher.join();
     http.stop(0);  // a no-op after the watcher's; either way the request log is written out and the run finished here
     changes.reset();  // a change in progress finishes first
-    std::cerr << "serve: stopped; " << http.metrics().requests("ok") << " requests served" << (recorder ? ", " + std::to_string(http.recorded()) + " recorded" : "")
+    std::cerr << "serve: stopped; " << http.metrics().finished_summary() << (recorder ? "; " + std::to_string(http.recorded()) + " recorded" : "")
               << "\n";
   });
 }

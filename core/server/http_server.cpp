@@ -701,7 +701,8 @@ void HttpServer::stop(double grace_seconds) {
     if (!s.log) return;  // never bound
     s.log->flush();
     if (s.recording.recorder) try {
-        s.recording.recorder->finish_run(s.run_id, "finished");
+        // A server that served nothing has no run to average in: "empty", which reports leave out.
+        s.recording.recorder->finish_run(s.run_id, s.log->recorded() > 0 ? "finished" : "empty");
       } catch (const Error& e) {
         std::cerr << "serve: the record's run could not be closed: " << e.what() << "\n";
       }

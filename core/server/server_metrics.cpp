@@ -88,6 +88,13 @@ std::int64_t ServerMetrics::requests(const std::string& status) const {
   return n;
 }
 
+std::string ServerMetrics::finished_summary() const {
+  std::string s = std::to_string(requests("ok")) + " completed";
+  for (const char* status : {"cancelled", "failed"})
+    if (const std::int64_t n = requests(status); n > 0) s += ", " + std::to_string(n) + " " + status;
+  return s;
+}
+
 void ServerMetrics::model_changed(const std::string& change, double seconds, std::uint64_t bytes) {
   std::lock_guard lock(m_);
   ++changes_[change];

@@ -33,6 +33,9 @@ class ServerMetrics {
   std::string text() const;  // the exposition
   // Requests counted by status, summed over models (for tests and the closing summary).
   std::int64_t requests(const std::string& status) const;
+  // What the engine finished, as every front end says it: "5 completed, 1 cancelled" (parts that
+  // are zero left out, but for "completed").
+  std::string finished_summary() const;
 
  private:
   struct Histogram {

@@ -78,7 +78,9 @@ ReportData load_report_data(const Recorder& recorder, const std::vector<std::int
     ReportRun run;
     run.info = info;
     const auto config = nlohmann::json::parse(info.config_json, nullptr, /*allow_exceptions=*/false);
+    run.external = info.strategy == "serve";
     if (config.is_object()) {
+      if (config.contains("kind") && config["kind"] == "serve") run.external = true;
       if (config.contains("rate") && config["rate"].is_number()) run.rate = config["rate"].get<double>();
       if (config.contains("repeat") && config["repeat"].is_number_integer()) run.repeat = config["repeat"].get<int>();
       if (config.contains("capacity") && config["capacity"].is_number_integer()) run.capacity = config["capacity"].get<std::int64_t>();
@@ -126,6 +128,7 @@ ReportData load_report_data(const Recorder& recorder, const std::vector<std::int
       ReportPoint p;
       p.strategy = s;
       p.rate = rate;
+      p.external = std::any_of(d.runs.begin(), d.runs.end(), [&](const ReportRun& r) { return r.info.strategy == s && r.rate == rate && r.external; });
       for (const ReportRun& r : d.runs) {
         if (r.info.strategy != s || r.rate != rate) continue;
         ++p.runs;
@@ -152,6 +155,11 @@ ReportData load_report_data(const Recorder& recorder, const std::vector<std::int
   return d;
 }
 
+std::string ReportRun::status() const {
+  if (info.status == "finished" && !external && summary.requests > 0 && summary.completed_in_window == 0) return "saturated";
+  return info.status;
+}
+
 void write_report_tables(const ReportData& d, const std::filesystem::path& dir) {
   std::vector<std::vector<std::string>> runs, points, layers, latency, requests;
   nlohmann::ordered_json j;
@@ -159,7 +167,7 @@ void write_report_tables(const ReportData& d, const std::filesystem::path& dir) 
   j["runs"] = nlohmann::ordered_json::array();
   for (const ReportRun& r : d.runs) {
     const RunSummary& s = r.summary;
-    runs.push_back({std::to_string(r.info.id), r.info.strategy, r.info.status, num(r.rate), std::to_string(r.repeat), std::to_string(s.requests),
+    runs.push_back({std::to_string(r.info.id), r.info.strategy, r.status(), r.external ? std::string() : num(r.rate), std::to_string(r.repeat), std::to_string(s.requests),
                     std::to_string(s.failed), num(s.makespan_seconds), num(s.window_seconds), num(s.drain_seconds),
                     num(s.requests_per_minute), num(s.tokens_per_second),
                     num(s.ttft.p50), num(s.ttft.p90), num(s.ttft.p99), num(s.ttft.mean), num(s.turnaround.p50),
@@ -167,7 +175,8 @@ void write_report_tables(const ReportData& d, const std::filesystem::path& dir) 
                     num(s.tpot.mean), num(s.hit_rate), std::to_string(s.swaps), num(s.swap_seconds),
                     std::to_string(s.swap_bytes), std::to_string(s.load_bytes), std::to_string(s.loads), std::to_string(s.disk_loads),
                     num(s.disk_seconds), r.info.machine, r.info.started_at});
-    nlohmann::ordered_json run = {{"id", r.info.id}, {"strategy", r.info.strategy}, {"status", r.info.status}, {"rate", r.rate}, {"repeat", r.repeat}};
+    nlohmann::ordered_json run = {{"id", r.info.id}, {"strategy", r.info.strategy}, {"status", r.status()},
+                                  {"rate", r.external ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.rate)}, {"repeat", r.repeat}};
     run.update(summary_json(s));
     run.update(nlohmann::ordered_json{{"machine", r.info.machine}, {"build", r.info.build}, {"started_at", r.info.started_at}});
     j["runs"].push_back(run);
@@ -183,10 +192,10 @@ void write_report_tables(const ReportData& d, const std::filesystem::path& dir) 
   }
   j["points"] = nlohmann::ordered_json::array();
   for (const ReportPoint& p : d.points) {
-    points.push_back({p.strategy, num(p.rate), std::to_string(p.runs), num(p.requests_per_minute), num(p.tokens_per_second),
+    points.push_back({p.strategy, p.external ? std::string() : num(p.rate), std::to_string(p.runs), num(p.requests_per_minute), num(p.tokens_per_second),
                       num(p.ttft_mean), num(p.ttft_p90), num(p.turnaround_mean), num(p.turnaround_p90), num(p.hit_rate),
                       num(p.swap_seconds)});
-    j["points"].push_back({{"strategy", p.strategy}, {"rate", p.rate}, {"runs", p.runs},
+    j["points"].push_back({{"strategy", p.strategy}, {"rate", p.external ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(p.rate)}, {"runs", p.runs},
                            {"requests_per_minute", p.requests_per_minute}, {"tokens_per_second", p.tokens_per_second},
                            {"ttft_mean", p.ttft_mean}, {"ttft_p90", p.ttft_p90}, {"turnaround_mean", p.turnaround_mean},
                            {"turnaround_p90", p.turnaround_p90}, {"hit_rate", p.hit_rate}, {"swap_seconds", p.swap_seconds}});

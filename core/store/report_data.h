@@ -15,6 +15,7 @@ namespace mosaic {
 struct ReportRun {
   RunInfo info;
   double rate = 0;  // total arrival rate (requests/s) from the run's config; 0 when unknown
+  bool external = false;  // a serve run: requests came from clients (HTTP), at no arrival rate of its own
   int repeat = 0;
   // What was run, from the run's recorded config (empty or 0 when an older record lacks it).
   std::int64_t capacity = 0, max_sequences = 0;  // resident experts (layout strategies); sequences at once
@@ -26,12 +27,16 @@ struct ReportRun {
   double duration_seconds = 0;                   // the arrival window asked for (generated workloads)
   std::vector<RequestRecord> requests;  // as recorded, in workload order
   RunSummary summary;
+  // "saturated" for a run that completed nothing within its arrival window (every request finished
+  // in the drain), else the status recorded.
+  std::string status() const;
 };
 
 // The runs of one strategy at one arrival rate, averaged over repeats.
 struct ReportPoint {
   std::string strategy;
   double rate = 0;
+  bool external = false;  // serve runs: no arrival rate, not plotted against one
   int runs = 0;
   double requests_per_minute = 0, tokens_per_second = 0;
   double ttft_mean = 0, ttft_p90 = 0, turnaround_mean = 0, turnaround_p90 = 0;

@@ -68,11 +68,13 @@ QList<QPair<QString, QString>> setup_of(const ReportData& d) {
   out << qMakePair(QStringLiteral("Strategies"), strategies.join(QStringLiteral(", ")));
   if (const QString b = batching_of(d); !b.isEmpty()) out << qMakePair(QStringLiteral("Batching"), b);
   std::set<double> rates;
+  bool external = false;
   std::set<std::string> clocks, devices, profiles, routings;
   int repeats = 0;
   double asked = 0, window_min = INFINITY, window_max = 0, drain_max = 0, makespan = 0;
   for (const ReportRun& r : d.runs) {
-    rates.insert(r.rate);
+    if (r.external) external = true;
+    else rates.insert(r.rate);
     if (!r.clock.empty()) clocks.insert(r.clock);
     if (!r.device.empty()) devices.insert(r.device);
     if (!r.device_profile.empty()) profiles.insert(r.device_profile);
@@ -86,8 +88,11 @@ QList<QPair<QString, QString>> setup_of(const ReportData& d) {
   }
   QStringList rate_text;
   for (double r : rates) rate_text << QLocale::c().toString(r, 'g', 4);
-  out << qMakePair(QStringLiteral("Arrivals"),
-                   QStringLiteral("Poisson at %1 requests/s, %2 repeat%3 each").arg(joined(rate_text)).arg(repeats).arg(repeats == 1 ? QString() : QStringLiteral("s")));
+  QStringList arrivals;
+  if (!rates.empty())
+    arrivals << QStringLiteral("Poisson at %1 requests/s, %2 repeat%3 each").arg(joined(rate_text)).arg(repeats).arg(repeats == 1 ? QString() : QStringLiteral("s"));
+  if (external) arrivals << QStringLiteral("serve runs: external requests from HTTP clients, at no arrival rate of their own (not plotted against one)");
+  if (!arrivals.isEmpty()) out << qMakePair(QStringLiteral("Arrivals"), arrivals.join(QStringLiteral("; ")));
   if (!d.runs.empty()) {
     QString windows = asked > 0 ? QStringLiteral("%1 s asked; ").arg(asked) : QString();
     windows += window_min == window_max ? QStringLiteral("%1 s measured").arg(fmt(window_min, 2))
@@ -119,8 +124,9 @@ QList<QPair<QString, QString>> setup_of(const ReportData& d) {
   if (!d.runs.empty()) {
     out << qMakePair(QStringLiteral("Machine"), q(d.runs.front().info.machine));
     out << qMakePair(QStringLiteral("Build"), q(d.runs.front().info.build));
-    out << qMakePair(QStringLiteral("Recorded"), QStringLiteral("%1 runs in %2, from %3 to %4")
+    out << qMakePair(QStringLiteral("Recorded"), QStringLiteral("%1 run%2 in %3, from %4 to %5")
                                                      .arg(d.runs.size())
+                                                     .arg(d.runs.size() == 1 ? QString() : QStringLiteral("s"))
                                                      .arg(q(d.database), q(d.runs.front().info.started_at), q(d.runs.back().info.finished_at)));
   }
   return out;
@@ -143,7 +149,7 @@ std::vector<ChartSpec> charts_of(const ReportData& d) {
   for (const std::string& s : d.strategies) {
     ChartSeries t{q(s), {}, {}}, f{q(s), {}, {}}, a{q(s), {}, {}}, h{q(s), {}, {}};
     for (const ReportPoint& p : d.points) {
-      if (p.strategy != s) continue;
+      if (p.strategy != s || p.external) continue;
       t.x << p.rate * 60;
       t.y << p.requests_per_minute;
       f.x << p.rate * 60;
@@ -210,7 +216,7 @@ std::vector<ReportTable> tables_of(const ReportData& d) {
                       {},
                       {true, false, false, false, false, false, false, false, false, false, false}};
   for (const ReportPoint& p : d.points)
-    latency.rows << QStringList{q(p.strategy), fmt(p.rate, 2), QString::number(p.runs), fmt(p.requests_per_minute, 1),
+    latency.rows << QStringList{q(p.strategy), p.external ? QStringLiteral("—") : fmt(p.rate, 2), QString::number(p.runs), fmt(p.requests_per_minute, 1),
                                 fmt(p.tokens_per_second, 1), ms(p.ttft_mean), ms(p.ttft_p90), ms(p.turnaround_mean),
                                 ms(p.turnaround_p90), percent(p.hit_rate), ms(p.swap_seconds)};
 
@@ -241,7 +247,7 @@ std::vector<ReportTable> tables_of(const ReportData& d) {
                    {},
                    {false, true, true, false, false, false, false, false, false, false, false, false, false, true}};
   for (const ReportRun& r : d.runs)
-    runs.rows << QStringList{QString::number(r.info.id), q(r.info.strategy), q(r.info.status), fmt(r.rate, 2), QString::number(r.repeat),
+    runs.rows << QStringList{QString::number(r.info.id), q(r.info.strategy), q(r.status()), r.external ? QStringLiteral("—") : fmt(r.rate, 2), QString::number(r.repeat),
                              QString::number(r.summary.requests), QString::number(r.summary.failed), fmt(r.summary.window_seconds, 2),
                              fmt(r.summary.drain_seconds, 2), ms(r.summary.ttft.p50), ms(r.summary.ttft.p99),
                              ms(r.summary.turnaround.p99),
@@ -262,7 +268,12 @@ QColor color_of(int i) {
 ReportContent report_content(const ReportData& d) {
   ReportContent c;
   c.title = QStringLiteral("Mosaic QoS report");
-  c.subtitle = QStringLiteral("%1 runs of %2 strategies recorded in %3").arg(d.runs.size()).arg(d.strategies.size()).arg(q(d.database));
+  c.subtitle = QStringLiteral("%1 run%2 of %3 strateg%4 recorded in %5")
+                   .arg(d.runs.size())
+                   .arg(d.runs.size() == 1 ? QString() : QStringLiteral("s"))
+                   .arg(d.strategies.size())
+                   .arg(d.strategies.size() == 1 ? QStringLiteral("y") : QStringLiteral("ies"))
+                   .arg(q(d.database));
   c.setup = setup_of(d);
   c.throughput_definition = QStringLiteral(
       "Throughput is as Multi-MoE measures it: the requests completed within the arrival window (from a run's start to its "

@@ -128,6 +128,7 @@ ServedPoint served_point(const RequestRecord& r) {
   p.turnaround = r.stats.turnaround();
   p.output_tokens = r.stats.generated_tokens;
   p.swaps = r.stats.counters.swaps;
+  p.outcome = r.outcome == Finish::Cancelled ? QStringLiteral("cancelled") : r.outcome == Finish::Failed ? QStringLiteral("failed") : QStringLiteral("completed");
   for (const LayerCounts& l : r.stats.counters.layers) {
     p.hits << static_cast<int>(l.hits);
     p.misses << static_cast<int>(l.misses);

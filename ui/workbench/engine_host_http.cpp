@@ -16,11 +16,13 @@ QString EngineHost::State::stop_http(double grace_seconds) {
   if (!http) return {};
   http->stop(grace_seconds);  // drains, cancels the rest, writes the request log out
   if (http_thread.joinable()) http_thread.join();
-  const std::int64_t served = http->metrics().requests("ok"), recorded = http->recorded();
+  const QString served = QString::fromStdString(http->metrics().finished_summary());
+  const std::int64_t recorded = http->recorded();
   http.reset();  // before its recorder
   http_recorder.reset();
-  QString summary = EngineHost::tr("HTTP server stopped: %1 request(s) served").arg(served);
-  if (http_run > 0) summary += EngineHost::tr(", %1 recorded as run %2").arg(recorded).arg(http_run);
+  QString summary = EngineHost::tr("HTTP server stopped: %1").arg(served);
+  if (http_run > 0) summary += recorded > 0 ? EngineHost::tr("; %1 recorded as run %2").arg(recorded).arg(http_run)
+                                            : EngineHost::tr("; nothing served, so run %1 is recorded as empty").arg(http_run);
   return summary + QStringLiteral(".");
 }
 

@@ -139,6 +139,7 @@ struct ServedPoint {
   qint64 output_tokens = 0, swaps = 0;
   QVector<int> hits, misses;    // per layer
   int done = 0, total = 0;      // requests finished in the run so far, of
+  QString outcome = QStringLiteral("completed");  // or "cancelled", "failed"
 };
 
 }  // namespace mosaic::ui

@@ -477,6 +477,7 @@ void ServingPanel::httpFailed(const QString& message) {
 void ServingPanel::beginRun(const QString& label) {
   run_label_ = label;
   completed_ = 0;
+  outcomes_.clear();
   ++run_index_;
   // Runs follow one another on the sweep's time axis, each starting at a named line.
   run_offset_ = sweep_end_;
@@ -516,8 +517,13 @@ void ServingPanel::addPoint(const ServedPoint& p) {
     r.hits[l] += p.hits[l];
     r.misses[l] += p.misses[l];
   }
+  ++outcomes_[p.outcome];
+  // As the server's summary says it: "5 completed, 1 cancelled".
+  QString finished = tr("%1 completed").arg(outcomes_.value(QStringLiteral("completed")));
+  for (const QString& o : {QStringLiteral("cancelled"), QStringLiteral("failed")})
+    if (outcomes_.value(o) > 0) finished += QStringLiteral(", %1 %2").arg(outcomes_.value(o)).arg(o);
   status_->setText(p.total > 0 ? tr("%1: %2 of %3 requests").arg(run_label_).arg(p.done).arg(p.total)
-                               : tr("%1: %2 requests served; the latest for %3, TTFT %4 ms").arg(run_label_).arg(p.done).arg(p.target).arg(p.ttft * 1e3, 0, 'f', 1));
+                               : tr("%1: %2; the latest for %3, TTFT %4 ms").arg(run_label_, finished, p.target).arg(p.ttft * 1e3, 0, 'f', 1));
   dirty_ = true;
 }
 

@@ -1,4 +1,5 @@
 #pragma once
+#include <QMap>
 // The serving dashboard: choose strategies, arrival rates and request lengths, start and stop a
 // sweep on the open family, and watch it live — TTFT and turnaround of every request over the
 // sweep's time, its runs one after another, each marked and named (swaps marked), completed requests
@@ -145,6 +146,7 @@ class ServingPanel : public QWidget {
   };
   QVector<RunHits> run_hits_;  // every run of the sweep, in order: one group of bars each
   int points_ = 0, replots_ = 0, completed_ = 0;
+  QMap<QString, int> outcomes_;  // the run's finished requests by outcome
   bool dirty_ = false;
 };
 
