@@ -58,6 +58,10 @@ class TestCli : public QObject {
     QVERIFY(r.out.contains(QStringLiteral("variant esft2")));
     QVERIFY(r.out.contains(QStringLiteral("shared expert width 96")));
     QVERIFY(r.out.contains(QStringLiteral("F32 (")));
+    // The architecture once, for all six; a line of its own per variant.
+    QCOMPARE(r.out.count(QStringLiteral("  architecture    qwen2_moe")), 1);
+    QVERIFY(r.out.contains(QStringLiteral("architecture of the 6 variants")));
+    QCOMPARE(r.out.count(QStringLiteral("  stored          ")), 6);
   }
 
   void logitsFileMatchesReference() {

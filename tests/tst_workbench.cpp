@@ -20,6 +20,7 @@
 #include <QTableWidget>
 #include <QTabWidget>
 #include <QUrl>
+#include <QWheelEvent>
 #include <QSettings>
 #include <QSignalSpy>
 #include <QSpinBox>
@@ -165,6 +166,16 @@ class WorkbenchTest : public QObject {
     QApplication::sendEvent(panel, &drop);
     QTRY_COMPARE_WITH_TIMEOUT(panel->model()->rowCount(), 2, 60000);
     QCOMPARE(panel->model()->family().variants[1].name, QStringLiteral("bible"));
+    QTRY_VERIFY_WITH_TIMEOUT(panel->progressBar()->isHidden(), 10000);  // no "100%" left beside a dead Cancel
+
+    // The wheel over a field that does not have focus scrolls its dock, never changes the value.
+    QSpinBox* duration = window_->servingPanel()->durationBox();
+    duration->clearFocus();
+    const int was = duration->value();
+    QWheelEvent wheel(QPointF(5, 5), duration->mapToGlobal(QPointF(5, 5)), QPoint(), QPoint(0, -120), Qt::NoButton, Qt::NoModifier,
+                      Qt::NoScrollPhase, false);
+    QApplication::sendEvent(duration, &wheel);
+    QCOMPARE(duration->value(), was);
 
     QMimeData files;  // files alone are refused
     files.setUrls({QUrl::fromLocalFile(kFamily + QStringLiteral("/forge.json"))});

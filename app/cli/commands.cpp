@@ -101,7 +101,8 @@ nlohmann::ordered_json describe_checkpoint(const Checkpoint& ck) {
   return j;
 }
 
-void print_checkpoint(const nlohmann::ordered_json& j) {
+// What every variant of a family shares: the architecture, its experts, attention and size.
+void print_architecture(const nlohmann::ordered_json& j) {
   std::cout << "  architecture    " << j["model_type"].get<std::string>() << ": " << j["layers"] << " layers (" << j["moe_layers"]
             << " MoE), hidden " << j["hidden"] << ", " << j["heads"] << " heads / " << j["kv_heads"] << " kv heads of "
             << j["head_dim"] << ", vocab " << j["vocab"] << "\n"
@@ -116,13 +117,23 @@ void print_checkpoint(const nlohmann::ordered_json& j) {
   if (j.contains("rope_scaling"))
     std::cout << " (" << j["rope_scaling"]["type"].get<std::string>() << " ×" << j["rope_scaling"]["factor"] << " over "
               << j["rope_scaling"]["original_max_position_embeddings"] << ")";
-  std::cout << "\n  parameters      " << j["parameters"] << " total, " << j["active_parameters"] << " active per token\n  dtypes          ";
-  for (const auto& [name, count] : j["dtypes"].items()) std::cout << name << " (" << count << " tensors) ";
-  std::cout << "\n  bytes           " << format_bytes(j["bytes"]) << " total, " << format_bytes(j["non_expert_bytes"])
-            << " non-expert\n  expert bytes    per layer:";
-  for (const auto& b : j["expert_bytes_per_layer"]) std::cout << " " << format_bytes(b);
-  std::cout << "\n";
-  if (j.contains("one_expert_bytes")) std::cout << "  one expert      " << format_bytes(j["one_expert_bytes"]) << "\n";
+  std::cout << "\n  parameters      " << j["parameters"] << " total, " << j["active_parameters"] << " active per token\n";
+}
+
+// What is a variant's own: how it is stored, and what it is over (an adapter's or delta's base).
+// `compact`: one line for the dtypes and bytes (a family's variants, under one architecture block).
+void print_storage(const nlohmann::ordered_json& j, bool compact) {
+  std::string dtypes;
+  for (const auto& [name, count] : j["dtypes"].items()) dtypes += (dtypes.empty() ? "" : ", ") + name + " (" + std::to_string(count.get<int>()) + " tensors)";
+  if (compact) {
+    std::cout << "  stored          " << dtypes << "; " << format_bytes(j["bytes"]) << ", " << format_bytes(j["non_expert_bytes"]) << " non-expert\n";
+  } else {
+    std::cout << "  dtypes          " << dtypes << "\n  bytes           " << format_bytes(j["bytes"]) << " total, " << format_bytes(j["non_expert_bytes"])
+              << " non-expert\n  expert bytes    per layer:";
+    for (const auto& b : j["expert_bytes_per_layer"]) std::cout << " " << format_bytes(b);
+    std::cout << "\n";
+    if (j.contains("one_expert_bytes")) std::cout << "  one expert      " << format_bytes(j["one_expert_bytes"]) << "\n";
+  }
   if (j.contains("esft")) {
     const auto& a = j["esft"];
     std::cout << "  ESFT adapter    of " << a["base"].get<std::string>() << ": " << a["experts_tuned"] << " experts tuned, "
@@ -170,7 +181,8 @@ void add_inspect_command(CLI::App& app) {
   cmd->callback([dirs, json] {
     Family family;  // added one by one, so each variant is printed before a later one is refused
     nlohmann::ordered_json doc{{"variants", nlohmann::ordered_json::array()}};
-    for (const auto& [name, dir] : discover_variants(*dirs)) {
+    const auto found = discover_variants(*dirs);
+    for (const auto& [name, dir] : found) {
       const Variant& v = family.add(name, dir);
       nlohmann::ordered_json facts = describe_checkpoint(*v.checkpoint);
       if (*json) {
@@ -179,9 +191,18 @@ void add_inspect_command(CLI::App& app) {
         doc["variants"].push_back(entry);
         continue;
       }
+      // A family's architecture once (every variant is checked to match it), then each variant's own.
+      if (found.size() > 1 && family.size() == 1) {
+        std::cout << "architecture of the " << found.size() << " variants\n";
+        print_architecture(facts);
+        std::cout << "  expert bytes    per layer:";
+        for (const auto& b : facts["expert_bytes_per_layer"]) std::cout << " " << format_bytes(b);
+        std::cout << (facts.contains("one_expert_bytes") ? "; one expert " + format_bytes(facts["one_expert_bytes"]) : std::string()) << "\n";
+      }
       std::cout << "variant " << v.name << (v.checkpoint->is_adapter() ? "  [ESFT adapter]" : v.checkpoint->is_delta() ? "  [delta folder]" : "")
                 << "  (" << dir.string() << ")\n";
-      print_checkpoint(facts);
+      if (found.size() == 1) print_architecture(facts);
+      print_storage(facts, found.size() > 1);
     }
     if (*json) {
       doc["family_matches"] = true;  // a mismatch throws above (exit 2), with no document

@@ -37,7 +37,7 @@ void add_serve_command(CLI::App& app) {
     bool allow_model_changes = false;
   };
   auto o = std::make_shared<Opts>();
-  o->serve.add_to(cmd);
+  o->serve.add_to(cmd, /*with_model=*/true, /*with_target=*/false);
   cmd->add_option("--host", o->http.host, "address to listen on (127.0.0.1: this machine only)")->default_val("127.0.0.1");
   cmd->add_option("--port", o->http.port, "port (0: any free one, printed)")->default_val(8000)->check(CLI::Range(0, 65535));
   cmd->add_option("--api-key", o->http.api_key, "require 'Authorization: Bearer KEY' (also read from MOSAIC_API_KEY)")->envname("MOSAIC_API_KEY");

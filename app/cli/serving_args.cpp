@@ -47,7 +47,7 @@ void add_reserve_options(CLI::App* cmd, ReserveSpec& reserve, bool miss_slots) {
         ->check(CLI::Range(std::int64_t{-1}, std::int64_t{1} << 20));
 }
 
-void ServingArgs::add_to(CLI::App* cmd, bool with_model) {
+void ServingArgs::add_to(CLI::App* cmd, bool with_model, bool with_target) {
   if (with_model) {
     cmd->add_option("--model", model, "checkpoint folder (or an ESFT adapter folder, served over its base)");
     cmd->add_option("--base", base, "with --model: the base of an ESFT adapter whose expert_cfg.json names none (DeepSeek's)");
@@ -56,7 +56,7 @@ void ServingArgs::add_to(CLI::App* cmd, bool with_model) {
   cmd->add_option("--layout", layout, "with --variants: the layout file (mosaic-cli consolidate)");
   cmd->add_option("--capacity", capacity, "with --variants and no --layout: plan a round-robin layout with this many resident experts")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 24));
-  cmd->add_option("--target", target, "with --variants: the variant or adapter to run");
+  if (with_target) cmd->add_option("--target", target, "with --variants: the variant or adapter to run");
   if (with_model)
     cmd->add_option("--resident", resident,
                     "with --model: JSON {\"<layer>\": [expert ids]}: only these experts are resident and the router chooses among them "

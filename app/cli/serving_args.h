@@ -35,7 +35,8 @@ struct ServingArgs {
   double max_wait = SchedulerOptions::kDefaultMaxWait;
   std::string device = "cpu";
 
-  void add_to(CLI::App* cmd, bool with_model = true);
+  // `with_target` false: no --target (a server's requests each name their model).
+  void add_to(CLI::App* cmd, bool with_model = true, bool with_target = true);
   std::vector<std::filesystem::path> inputs() const;  // what is read: --model, --variants, --layout
 };
 

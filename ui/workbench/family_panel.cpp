@@ -78,8 +78,10 @@ FamilyPanel::FamilyPanel(QWidget* parent) : QWidget(parent), model_(new FamilyMo
   remove_->setEnabled(false);
   cancel_ = new QPushButton(tr("Cancel"));
   cancel_->setEnabled(false);
+  cancel_->hide();  // the bar and Cancel show only while a family opens
   progress_ = new QProgressBar;
   progress_->setTextVisible(true);
+  progress_->hide();
   status_ = new QLabel(tr("No family open."));
   error_ = new QLabel;
   error_->setWordWrap(true);
@@ -231,12 +233,16 @@ void FamilyPanel::showProgress(const QString& stage, int done, int total) {
   progress_->setRange(0, std::max(total, 1));
   progress_->setValue(done);
   cancel_->setEnabled(done < total);
+  progress_->setVisible(done < total);
+  cancel_->setVisible(done < total);
 }
 
 void FamilyPanel::showFamily(const FamilyInfo& family) {
   model_->setFamily(family);
   table_->resizeColumnsToContents();
   cancel_->setEnabled(false);
+  progress_->hide();
+  cancel_->hide();
   setHostBudget(family.host_budget);
   const QString host = family.host_budget > 0 && family.host_budget < family.host_bytes
                            ? tr("%1 distinct, at most %2 in RAM, the rest read from disk").arg(formatBytes(family.host_bytes), formatBytes(family.host_budget))
@@ -262,6 +268,8 @@ void FamilyPanel::showError(const QString& what, const QString& message) {
   cancel_->setEnabled(false);
   progress_->setRange(0, 1);
   progress_->setValue(0);
+  progress_->hide();
+  cancel_->hide();
   error_->setText(what + QStringLiteral(": ") + message);
   error_->show();
 }

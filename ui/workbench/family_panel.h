@@ -46,6 +46,7 @@ class FamilyPanel : public QWidget {
   QString errorText() const;
   QStringList variantDirs() const;  // the open family's variant folders, in order
   QTableView* table() const { return table_; }
+  QProgressBar* progressBar() const { return progress_; }  // shown only while a family opens
   QComboBox* deviceBox() const { return device_; }
   QString device() const;  // "cpu" or "cuda": what the engine serves on now
   ByteSizeBox* hostBudgetBox() const { return host_budget_; }

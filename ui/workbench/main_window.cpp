@@ -1,4 +1,5 @@
 #include "workbench/main_window.h"
+#include "workbench/wheel_guard.h"
 
 #include <QCloseEvent>
 #include <QCryptographicHash>
@@ -233,6 +234,7 @@ MainWindow::MainWindow(QWidget* parent)
     }
   }
   rebuildRecentMenu();
+  guard_wheel(this);  // every panel is built: their fields take the wheel only when focused
   const QString db = settings.value(QStringLiteral("runs/database")).toString();
   if (!db.isEmpty() && QFileInfo::exists(db)) runs_->openDatabase(db);
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include "common/error.h"
@@ -18,7 +19,12 @@ namespace mosaic::cuda {
 std::optional<std::string> unavailable() {
   // cudart is linked statically: without a driver this returns an error rather than failing to load.
   const cudaError_t e = cudaFree(nullptr);
-  if (e != cudaSuccess) return std::string("no CUDA GPU can be used here (") + cudaGetErrorString(e) + ")";
+  // Without an NVIDIA driver the runtime says "CUDA driver version is insufficient", which reads as
+  // if an update would help: say what is missing instead.
+  std::error_code ec;
+  if (e != cudaSuccess && !std::filesystem::exists("/dev/nvidiactl", ec)) return std::string("no NVIDIA GPU or driver found");
+  if (e == cudaErrorNoDevice) return std::string("no NVIDIA GPU found (the driver is installed)");
+  if (e != cudaSuccess) return std::string("the NVIDIA driver cannot run CUDA here: ") + cudaGetErrorString(e);
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) return "no CUDA GPU was found";
   return cublas_unavailable();  // before anything is allocated on the device
