@@ -31,6 +31,7 @@
 #include <algorithm>
 #include <QStandardItemModel>
 #include <QTest>
+#include <QTextEdit>
 #include <QTimer>
 
 #include <nlohmann/json.hpp>
@@ -277,6 +278,60 @@ class WorkbenchTest : public QObject {
     QVERIFY2(a->statusText().contains(QStringLiteral("'.bmp'")), qPrintable(a->statusText()));
     QVERIFY(!QFileInfo::exists(out.filePath(QStringLiteral("cross.bmp"))));
     QVERIFY(QFileInfo(out.filePath(QStringLiteral("cross.svg"))).size() > 1000);
+  }
+
+  // A chat as a user expects one: at T > 0 each Send draws anew (the seed shown), a seed set draws the
+  // same answer again, Regenerate repeats the last prompt, max tokens stop at the model's context,
+  // and a refused prompt leaves no header without its answer.
+  void chat_draws_anew_repeats_on_a_seed_and_fits_the_context() {
+    ChatPane* chat = window_->chatPane();
+    chat->targetBox()->setCurrentText(QStringLiteral("bible"));
+    chat->temperatureBox()->setValue(1.0);
+    chat->maxNewBox()->setValue(24);
+    // QTRY returns from the lambda on failure, leaving `out` empty: the comparisons below then fail.
+    auto ask = [&](QString* out) {
+      out->clear();
+      const QString before = chat->summaryText();
+      chat->promptEdit()->setText(QStringLiteral("And God said"));
+      chat->send();
+      QTRY_VERIFY_WITH_TIMEOUT(chat->summaryText().contains(QStringLiteral("TTFT")) && chat->summaryText() != before, 60000);
+      *out = chat->answer();
+    };
+    QString a, next;
+    ask(&a);
+    QVERIFY(!a.isEmpty());
+    const qint64 first = chat->lastSeed();
+    QVERIFY2(chat->summaryText().contains(QStringLiteral("seed %1").arg(first)), qPrintable(chat->summaryText()));
+    QStringList answers{a};
+    for (int i = 0; i < 3; ++i) {
+      ask(&next);
+      answers << next;
+    }
+    answers.removeDuplicates();
+    QVERIFY2(answers.size() > 1, qPrintable(answers.join(QStringLiteral(" | "))));  // four draws, not one answer four times
+    chat->seedBox()->setValue(static_cast<int>(first));
+    ask(&next);
+    QCOMPARE(next, a);  // the first draw's seed draws it again
+    QVERIFY(chat->regenerateButton()->isEnabled());
+    chat->regenerateButton()->click();
+    QVERIFY(!chat->regenerateButton()->isEnabled());  // busy
+    QTRY_VERIFY_WITH_TIMEOUT(chat->regenerateButton()->isEnabled(), 60000);
+    QCOMPARE(chat->answer(), a);
+    chat->seedBox()->setValue(-1);
+
+    chat->temperatureBox()->setValue(0);
+    chat->maxNewBox()->setValue(4000);  // past the sample family's context of 512
+    ask(&next);
+    QVERIFY2(chat->summaryText().contains(QStringLiteral("max tokens cut to")) && chat->summaryText().contains(QStringLiteral("context is 512")),
+             qPrintable(chat->summaryText()));
+    chat->maxNewBox()->setValue(60);
+    QString longer;
+    for (int i = 0; i < 400; ++i) longer += QStringLiteral("And God said ");
+    chat->promptEdit()->setText(longer);
+    chat->send();
+    QTRY_VERIFY_WITH_TIMEOUT(chat->summaryText().contains(QStringLiteral("context is 512")) && !chat->summaryText().contains(QStringLiteral("TTFT")), 60000);
+    QVERIFY(chat->findChild<QTextEdit*>()->toPlainText().contains(QStringLiteral("(no answer: ")));
+    chat->temperatureBox()->setValue(0.7);
   }
 
   void chat_streams_tokens_with_their_hits_and_misses() {

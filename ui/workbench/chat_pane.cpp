@@ -1,5 +1,9 @@
 #include "workbench/chat_pane.h"
 
+#include <QRandomGenerator>
+
+#include <limits>
+
 #include <algorithm>
 
 #include <QComboBox>
@@ -125,6 +129,15 @@ ChatPane::ChatPane(QWidget* parent) : QWidget(parent) {
   top_p_->setSingleStep(0.05);
   top_p_->setValue(0.95);
   top_p_->setPrefix(tr("top-p "));
+  seed_ = new QSpinBox;
+  seed_->setRange(-1, std::numeric_limits<int>::max());
+  seed_->setValue(-1);
+  seed_->setSpecialValueText(tr("seed: new each time"));
+  seed_->setPrefix(tr("seed "));
+  seed_->setToolTip(tr("At T > 0 every Send draws with a new seed (shown under the answer); set one to draw the same answer again"));
+  regenerate_ = new QPushButton(tr("Regenerate"));
+  regenerate_->setToolTip(tr("The last prompt again, with a new seed unless one is set"));
+  regenerate_->setEnabled(false);
   transcript_ = new QTextEdit;
   transcript_->setReadOnly(true);
   trace_ = new ExpertTraceModel(this);
@@ -158,10 +171,12 @@ ChatPane::ChatPane(QWidget* parent) : QWidget(parent) {
   top->addWidget(max_new_);
   top->addWidget(temperature_);
   top->addWidget(top_p_);
+  top->addWidget(seed_);
   top->addStretch();
   auto* input = new QHBoxLayout;
   input->addWidget(prompt_, 1);
   input->addWidget(send_);
+  input->addWidget(regenerate_);
   input->addWidget(stop_);
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(top);
@@ -172,6 +187,7 @@ ChatPane::ChatPane(QWidget* parent) : QWidget(parent) {
   layout->addLayout(input);
 
   connect(send_, &QPushButton::clicked, this, &ChatPane::send);
+  connect(regenerate_, &QPushButton::clicked, this, &ChatPane::regenerate);
   connect(prompt_, &QLineEdit::returnPressed, this, &ChatPane::send);
   connect(stop_, &QPushButton::clicked, this, &ChatPane::stopRequested);
   setBusy(false);
@@ -201,15 +217,29 @@ QString ChatPane::summaryText() const { return summary_->text(); }
 
 void ChatPane::send() {
   if (!send_->isEnabled() || prompt_->text().isEmpty()) return;
+  submit(target_->currentText(), prompt_->text());
+}
+
+void ChatPane::regenerate() {
+  if (!send_->isEnabled() || last_prompt_.isEmpty()) return;
+  submit(last_target_, last_prompt_);
+}
+
+void ChatPane::submit(const QString& target, const QString& prompt) {
   answer_.clear();
   strip_->clear();
-  trace_->start(target_->currentText());
+  trace_->start(target);
   summary_->clear();
+  last_target_ = target;
+  last_prompt_ = prompt;
+  // At T > 0 a new draw each time, unless a seed is set; greedy decoding draws nothing.
+  last_seed_ = seed_->value() >= 0 ? seed_->value() : static_cast<qint64>(QRandomGenerator::global()->bounded(1u << 31));
   transcript_->moveCursor(QTextCursor::End);
-  transcript_->insertHtml(QStringLiteral("<p><b>%1 ›</b> %2</p><p>").arg(target_->currentText().toHtmlEscaped(), prompt_->text().toHtmlEscaped()));
-  transcript_->insertPlainText(prompt_->text());
+  transcript_->insertHtml(QStringLiteral("<p><b>%1 ›</b> %2</p><p>").arg(target.toHtmlEscaped(), prompt.toHtmlEscaped()));
+  transcript_->insertPlainText(prompt);
+  answering_ = true;
   setBusy(true);
-  Q_EMIT chatRequested(target_->currentText(), prompt_->text(), max_new_->value(), temperature_->value(), top_p_->value());
+  Q_EMIT chatRequested(target, prompt, max_new_->value(), temperature_->value(), top_p_->value(), static_cast<quint64>(last_seed_));
 }
 
 void ChatPane::appendToken(const TokenTrace& token) {
@@ -225,19 +255,27 @@ void ChatPane::finish(const QString& rest, const QString& summary) {
   answer_ += rest;
   transcript_->moveCursor(QTextCursor::End);
   transcript_->insertPlainText(rest + QStringLiteral("\n\n"));
+  answering_ = false;
   summary_->setStyleSheet(QString());
-  summary_->setText(summary);
+  summary_->setText(temperature_->value() > 0 ? summary + tr(" · seed %1").arg(last_seed_) : summary);
   setBusy(false);
 }
 
 void ChatPane::showError(const QString& what, const QString& message) {
   summary_->setStyleSheet(QStringLiteral("QLabel { color: #b00020; }"));
   summary_->setText(what + QStringLiteral(": ") + message);
+  if (answering_) {  // the prompt's header gets its ending: no header is left without an answer
+    transcript_->moveCursor(QTextCursor::End);
+    transcript_->insertHtml(QStringLiteral("</p><p><i style='color:#b00020'>%1</i></p><p>").arg(tr("(no answer: %1)").arg(message).toHtmlEscaped()));
+    transcript_->insertPlainText(QStringLiteral("\n"));
+    answering_ = false;
+  }
   setBusy(false);
 }
 
 void ChatPane::setBusy(bool busy) {
   send_->setEnabled(!busy && target_->count() > 0);
+  regenerate_->setEnabled(!busy && target_->count() > 0 && !last_prompt_.isEmpty());
   stop_->setEnabled(busy);
   prompt_->setEnabled(!busy);
 }

@@ -59,6 +59,9 @@ class ChatPane : public QWidget {
   QSpinBox* maxNewBox() const { return max_new_; }
   QDoubleSpinBox* temperatureBox() const { return temperature_; }
   QDoubleSpinBox* topPBox() const { return top_p_; }
+  QSpinBox* seedBox() const { return seed_; }  // −1 ("new each time"): a fresh seed per Send at T > 0
+  QPushButton* regenerateButton() const { return regenerate_; }
+  qint64 lastSeed() const { return last_seed_; }  // the seed the last Send drew with
   // Chosen once the family's variants arrive (a session reopening); negative numbers keep the current value.
   void preset(const QString& target, const QString& prompt, int maxNew = -1, double temperature = -1, double topP = -1);
 
@@ -68,13 +71,15 @@ class ChatPane : public QWidget {
   void finish(const QString& rest, const QString& summary);
   void showError(const QString& what, const QString& message);
   void send();
+  void regenerate();  // the last prompt again, with a new seed unless one is set
 
  Q_SIGNALS:
-  void chatRequested(const QString& target, const QString& prompt, int maxNewTokens, double temperature, double topP);
+  void chatRequested(const QString& target, const QString& prompt, int maxNewTokens, double temperature, double topP, quint64 seed);
   void stopRequested();
 
  private:
   void setBusy(bool busy);
+  void submit(const QString& target, const QString& prompt);
   QComboBox* target_;
   QLineEdit* prompt_;
   QPushButton* send_;
@@ -82,6 +87,8 @@ class ChatPane : public QWidget {
   QSpinBox* max_new_;
   QDoubleSpinBox* temperature_;
   QDoubleSpinBox* top_p_;
+  QSpinBox* seed_;
+  QPushButton* regenerate_;
   QTextEdit* transcript_;
   ExpertTraceModel* trace_;
   QTableView* trace_view_;
@@ -91,6 +98,9 @@ class ChatPane : public QWidget {
   QLabel* key_;  // what the strip's colours mean
   QString answer_;
   QString preset_target_;
+  QString last_target_, last_prompt_;
+  qint64 last_seed_ = 0;
+  bool answering_ = false;  // a header is in the transcript whose answer has not ended
 };
 
 }  // namespace mosaic::ui

@@ -380,8 +380,8 @@ void EngineHost::exportLayout(const QString& file) {
   });
 }
 
-void EngineHost::chat(const QString& target, const QString& prompt, int maxNewTokens, double temperature, double topP) {
-  post([this, target, prompt, maxNewTokens, temperature, topP] {
+void EngineHost::chat(const QString& target, const QString& prompt, int maxNewTokens, double temperature, double topP, quint64 seed) {
+  post([this, target, prompt, maxNewTokens, temperature, topP, seed] {
     State& st = *state_;
     if (!st.session) return Q_EMIT chatFailed(tr("Open a family first."));
     try {
@@ -390,9 +390,18 @@ void EngineHost::chat(const QString& target, const QString& prompt, int maxNewTo
       GenerationRequest req;
       req.prompt = tok.encode(prompt.toStdString());
       if (req.prompt.empty()) throw InvalidArgument("chat", "prompt", "is empty", "type something first");
-      req.max_new_tokens = maxNewTokens;
+      const std::int64_t context = st.session->family().spec().max_position_embeddings;
+      const auto prompt_tokens = static_cast<std::int64_t>(req.prompt.size());
+      if (context > 0 && prompt_tokens >= context)
+        throw InvalidArgument("chat", "prompt", "is " + std::to_string(prompt_tokens) + " tokens; the model's context is " + std::to_string(context),
+                              "shorten it");
+      req.max_new_tokens = context > 0 ? std::min<std::int64_t>(maxNewTokens, context - prompt_tokens) : maxNewTokens;
+      const QString cut = req.max_new_tokens < maxNewTokens
+                              ? tr(" · max tokens cut to %1: the model's context is %2 tokens").arg(req.max_new_tokens).arg(context)
+                              : QString();
       req.sampling.temperature = temperature;
       req.sampling.top_p = topP;
+      req.sampling.seed = seed;
       req.stop_ids = st.session->family().spec().eos_token_ids;
       // The stream's state lives with the callbacks, on the engine's thread; this thread moves on.
       struct Stream {
@@ -432,7 +441,7 @@ void EngineHost::chat(const QString& target, const QString& prompt, int maxNewTo
         stream->previous = now;
         Q_EMIT chatToken(t);
       };
-      callbacks.on_finish = [this, stream](const RequestHandle& h, const RequestResult& r) {
+      callbacks.on_finish = [this, stream, cut](const RequestHandle& h, const RequestResult& r) {
         {
           std::lock_guard lock(state_->request_mutex);
           if (state_->request && state_->request->id() == h.id()) state_->request.reset();
@@ -447,7 +456,8 @@ void EngineHost::chat(const QString& target, const QString& prompt, int maxNewTo
                                 .arg(r.stats.tpot() * 1e3, 0, 'f', 1)
                                 .arg(total.hits)
                                 .arg(total.misses)
-                                .arg(r.stats.counters.swaps));
+                                .arg(r.stats.counters.swaps) +
+                                cut);
       };
       std::lock_guard lock(st.request_mutex);  // held across submit: a fast finish clears what is set here
       st.request = st.session->engine().submit({name, req}, callbacks);

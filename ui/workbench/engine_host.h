@@ -53,7 +53,9 @@ class EngineHost : public QObject {
   void importLayout(const QString& file);
   void exportLayout(const QString& file);
   // Streams a continuation of `prompt` by `target`, served with the current layout.
-  void chat(const QString& target, const QString& prompt, int maxNewTokens, double temperature, double topP);
+  // `seed`: the draw's at temperature > 0. max_new_tokens is cut to what the model's context leaves
+  // after the prompt (the summary says so); a prompt that fills the context fails.
+  void chat(const QString& target, const QString& prompt, int maxNewTokens, double temperature, double topP, quint64 seed = 0);
   void stopChat();
   // One prompt to two sides at once (0: left, 1: right), each a variant served as the layout on
   // screen serves it or, `own`, through its own checkpoint alone (the single-model reference forward
