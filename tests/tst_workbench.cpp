@@ -255,6 +255,7 @@ class WorkbenchTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(a->heatmap().kind == Heatmap::Kind::Pair, 30000);
     const auto& v = a->heatmap().values;
     QCOMPARE(std::count_if(v.begin(), v.end(), [](double x) { return x > 0; }), 6);
+    QVERIFY2(a->describeCell(0, 0).contains(QStringLiteral("L2 distance")), qPrintable(a->describeCell(0, 0)));  // the measure named, not a bare number
     a->choose(Heatmap::Kind::Cross, 0, 1, 2);  // base against bible within layer 2 (Figure 2)
     QTRY_VERIFY_WITH_TIMEOUT(a->heatmap().kind == Heatmap::Kind::Cross, 60000);
     QCOMPARE(a->heatmap().rows, 8);

@@ -138,10 +138,17 @@ QString AnalysisPanel::describeCell(int row, int column) const {
   const QString value = std::isnan(v) ? tr("dense layer") : QString::number(v, 'g', 5);
   if (h.kind == Heatmap::Kind::Cross) {
     const auto ra = h.positions.value(row), cb = h.positions.value(column);
-    return tr("%1: layer %2, expert %3\n%4: layer %5, expert %6\ndistance %7")
+    return tr("%1: layer %2, expert %3\n%4: layer %5, expert %6\nL2 distance %7 (‖A − B‖₂ of gate, up and down weights together)")
         .arg(h.row_label).arg(ra.first).arg(ra.second).arg(h.column_label).arg(cb.first).arg(cb.second).arg(value);
   }
-  return tr("layer %1, expert %2\n%3").arg(row).arg(column).arg(value);
+  if (std::isnan(v)) return tr("layer %1, expert %2\n%3").arg(row).arg(column).arg(value);
+  // The measure and its unit: an L2 norm of weight differences, in the weights' own units.
+  return h.kind == Heatmap::Kind::Pair
+             ? tr("layer %1, expert %2\nL2 distance %3 between the two variants' copies (‖A − B‖₂ of gate, up and down weights together)")
+                   .arg(row).arg(column).arg(value)
+             : tr("layer %1, expert %2\nposition distance d = %3: the sum over every pair of variants of ‖A − B‖₂ of this expert's "
+                  "gate, up and down weights")
+                   .arg(row).arg(column).arg(value);
 }
 
 bool AnalysisPanel::exportTo(const QString& file) {
