@@ -25,6 +25,8 @@
 #include "store/run_json.h"
 #include "store/sweep_recording.h"
 
+#include <chrono>
+
 namespace fs = std::filesystem;
 
 namespace mosaic::cli {
@@ -38,6 +40,23 @@ void draw_progress(std::size_t done, std::size_t total, const std::string& label
                std::string(static_cast<std::size_t>(width - filled), '.').c_str(), done, total, label.c_str());
   if (done == total) std::fprintf(stderr, "\n");
 }
+
+// Where the whole sweep stands: "run 3/56, 1m12s, about 4m left" (the estimate from the runs done).
+struct SweepProgress {
+  std::size_t runs = 0, started = 0;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now(), run_t0 = t0;
+  std::string label(const SweepRun& run) const {
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double done_time = std::chrono::duration<double>(run_t0 - t0).count();  // the runs before this one
+    auto clock = [](double s) {
+      const auto m = static_cast<long long>(s) / 60, sec = static_cast<long long>(s) % 60;
+      return (m > 0 ? std::to_string(m) + "m" : std::string()) + std::to_string(sec) + "s";
+    };
+    std::string out = "run " + std::to_string(started) + "/" + std::to_string(std::max(runs, started)) + ", " + clock(elapsed);
+    if (started > 1 && runs >= started) out += ", about " + clock(done_time / static_cast<double>(started - 1) * static_cast<double>(runs - started + 1)) + " left";
+    return out + "  " + run.strategy + " @ " + std::to_string(run.rate).substr(0, 5) + " req/s";
+  }
+};
 
 }  // namespace
 
@@ -82,8 +101,13 @@ void add_bench_command(CLI::App& app) {
       std::fflush(stdout);
     }
     SweepEvents events;
+    auto progress = std::make_shared<SweepProgress>();
+    progress->runs = config.strategies.size() * std::max<std::size_t>(1, config.rates.size()) * static_cast<std::size_t>(std::max(1, config.repeats));
     auto chosen = std::make_shared<nlohmann::ordered_json>();  // --json: the probes and rates, when measured
-    events.rates_chosen = [o, chosen, &config, width](const std::vector<SaturationProbe>& probes, const std::vector<double>& rates) {
+    events.rates_chosen = [o, chosen, &config, width, progress](const std::vector<SaturationProbe>& probes, const std::vector<double>& rates) {
+      progress->runs = 0;  // each strategy runs up to its own saturation
+      for (const SaturationProbe& p : probes)
+        progress->runs += strategy_rates(rates, *config.saturation, p).size() * static_cast<std::size_t>(std::max(1, config.repeats));
       if (o->json) {
         (*chosen)["saturation"] = nlohmann::ordered_json(saturation_json(probes));
         (*chosen)["rates"] = rates;
@@ -97,8 +121,12 @@ void add_bench_command(CLI::App& app) {
                     strategy_rates(rates, *config.saturation, p).back());
       std::fflush(stdout);
     };
-    events.request_finished = [](const SweepRun& run, const RequestRecord&, std::size_t done, std::size_t total) {
-      draw_progress(done, total, run.strategy + " @ " + std::to_string(run.rate).substr(0, 5) + " req/s");
+    events.run_started = [progress](SweepRun&, std::size_t) {
+      ++progress->started;
+      progress->run_t0 = std::chrono::steady_clock::now();
+    };
+    events.request_finished = [progress](const SweepRun& run, const RequestRecord&, std::size_t done, std::size_t total) {
+      draw_progress(done, total, progress->label(run));
       return true;
     };
     events.run_finished = [o, results, width](const SweepRun& run, const std::vector<RequestRecord>&, const RunSummary& s, bool) {
