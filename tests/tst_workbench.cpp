@@ -878,12 +878,17 @@ class WorkbenchTest : public QObject {
     window_->layoutPanel()->budgetBox()->setValue(static_cast<double>(before.minimum_budget) / (2 * 1024.0 * 1024.0));
     QTRY_VERIFY_WITH_TIMEOUT(window_->layoutPanel()->summaryText().contains(QStringLiteral("is below the minimum")), 30000);
     QCOMPARE(window_->layoutPanel()->grid()->residentCells(), 5);  // the last good layout stays, marked as such
-    QVERIFY(window_->layoutPanel()->grid()->staleNote().startsWith(QStringLiteral("Not planned")));
+    // Said beside the budget in a few words, the minimum with it, and on the grid still shown.
+    QVERIFY2(window_->layoutPanel()->budgetNote().startsWith(QStringLiteral("Budget too small: minimum ")) &&
+                 window_->layoutPanel()->budgetNote().endsWith(QStringLiteral("(showing the previous layout)")),
+             qPrintable(window_->layoutPanel()->budgetNote()));
+    QCOMPARE(window_->layoutPanel()->grid()->staleNote(), window_->layoutPanel()->budgetNote());
     QVERIFY(window_->layoutPanel()->summaryText().contains(QStringLiteral("prefill chunk")));  // the advice names settings that exist
     // Reserving less (a smaller prefill chunk) brings the same budget above the minimum.
     window_->layoutPanel()->prefillBox()->setValue(32);
     QTRY_VERIFY_WITH_TIMEOUT(window_->layoutPanel()->summaryText().startsWith(QStringLiteral("Capacity")), 30000);
     QVERIFY(window_->layoutPanel()->grid()->staleNote().isEmpty());
+    QVERIFY(window_->layoutPanel()->budgetNote().isEmpty());
     QVERIFY(window_->layoutPanel()->grid()->layoutInfo().minimum_budget < before.minimum_budget / 2);
     window_->layoutPanel()->prefillBox()->setValue(512);
     window_->layoutPanel()->budgetBox()->setValue(mib);

@@ -1,5 +1,7 @@
 #include "workbench/layout_panel.h"
 
+#include <QRegularExpression>
+
 #include <QComboBox>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -114,7 +116,15 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
   });
   connect(leave, &QPushButton::clicked, this, &LayoutPanel::leaveConfigFamily);
   auto* form = new QFormLayout;
-  form->addRow(tr("Device budget"), budget_);
+  budget_note_ = new QLabel;  // why the budget did not plan, beside it
+  budget_note_->setWordWrap(true);
+  budget_note_->setStyleSheet(QStringLiteral("QLabel { color: #b00020; }"));
+  budget_note_->hide();
+  auto* budgetRow = new QVBoxLayout;
+  budgetRow->setContentsMargins(0, 0, 0, 0);
+  budgetRow->addWidget(budget_);
+  budgetRow->addWidget(budget_note_);
+  form->addRow(tr("Device budget"), budgetRow);
   form->addRow(tr("Policy"), files);
   auto* reserveRow = new QGridLayout;
   reserveRow->addWidget(context_, 0, 0);
@@ -310,15 +320,25 @@ void LayoutPanel::showLayout(const LayoutInfo& l) {
     sets = tr(" · %n non-expert set(s) resident", "", l.resident_sets);
     if (l.positions_for_sets > 0) sets += tr(" (%n position(s) given up for the second: swaps then overlap decode)", "", static_cast<int>(l.positions_for_sets));
   }
+  budget_note_->hide();
   summary_->setText(tr("%1 · non-expert %2 · minimum budget %3%4\n%5\nReserve:%6")
                         .arg(head, formatBytes(l.non_expert_bytes), formatBytes(l.minimum_budget), sets, tiers, reserve));
   summary_->setStyleSheet(QString());
 }
 
+QString LayoutPanel::budgetNote() const { return budget_note_->isHidden() ? QString() : budget_note_->text(); }
+
 void LayoutPanel::showError(const QString& what, const QString& message) {
   summary_->setText(what + QStringLiteral(": ") + message);
+  // A budget below the minimum is said beside the budget, with the minimum, in a few words.
+  static const QRegularExpression minimum(QStringLiteral("minimum of ([0-9.]+ [KMGT]?i?B)"));
+  const QRegularExpressionMatch m = minimum.match(message);
+  const QString shown = grid_->layoutInfo().layers > 0 ? tr(" (showing the previous layout)") : QString();
+  const QString brief = m.hasMatch() ? tr("Budget too small: minimum %1%2").arg(m.captured(1), shown) : tr("Not planned%1: see below").arg(shown);
+  budget_note_->setText(brief);
+  budget_note_->show();
   // The grid still shows the last layout that was planned: say so on it, not only below it.
-  if (grid_->layoutInfo().layers > 0) grid_->setStale(tr("Not planned: %1. Shown: the last layout that was.").arg(what));
+  if (grid_->layoutInfo().layers > 0) grid_->setStale(brief);
   summary_->setStyleSheet(QStringLiteral("QLabel { color: #b00020; }"));
 }
 

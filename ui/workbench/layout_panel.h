@@ -25,6 +25,7 @@ class LayoutPanel : public QWidget {
   explicit LayoutPanel(QWidget* parent = nullptr);
   LayoutGrid* grid() const { return grid_; }
   ByteSizeBox* budgetBox() const { return budget_; }
+  QString budgetNote() const;  // why the budget did not plan ("" when it did)
   qint64 budgetBytes() const;
   QString summaryText() const;
   QString policy() const;
@@ -72,6 +73,7 @@ class LayoutPanel : public QWidget {
  private:
   LayoutGrid* grid_;
   ByteSizeBox* budget_;
+  QLabel* budget_note_;
   QComboBox* policy_;
   QSpinBox *context_, *requests_, *prefill_, *miss_slots_;  // the reserve
   QTableWidget* shares_;
