@@ -837,14 +837,19 @@ class WorkbenchTest : public QObject {
     QDir().mkpath(QStringLiteral(MOSAIC_SCREENSHOT_DIR));
     QVERIFY(serving->grab().save(QStringLiteral(MOSAIC_SCREENSHOT_DIR "/serving-http.png")));
 
-    // Serving pins the layout: a re-plan is refused, saying why.
-    QSignalSpy refused(window_->engine(), &EngineHost::layoutFailed);
+    // A re-plan while serving applies at once, and the server serves on under it.
+    QSignalSpy planned(window_->engine(), &EngineHost::layoutPlanned);
     window_->engine()->planLayout(0, QStringLiteral("medoid"));
-    QTRY_COMPARE_WITH_TIMEOUT(refused.size(), 1, 10000);
-    QVERIFY(refused.first().first().toString().contains(QStringLiteral("HTTP server")));
+    QTRY_COMPARE_WITH_TIMEOUT(planned.size(), 1, 10000);
+    QCOMPARE(planned.first().first().value<LayoutInfo>().policy, QStringLiteral("medoid"));
+    const Response after = ask(port, http_request("POST", "/v1/completions", body("bible", false)));
+    QCOMPARE(after.status, 200);
+    QTRY_COMPARE_WITH_TIMEOUT(serving->pointsReceived(), 3, 30000);
+    window_->engine()->planLayout(0, QStringLiteral("round-robin"));  // as the tests below expect
+    QTRY_COMPARE_WITH_TIMEOUT(planned.size(), 2, 10000);
 
     server->stopButton()->click();
-    QTRY_VERIFY2_WITH_TIMEOUT(serving->statusText().startsWith(QStringLiteral("HTTP server stopped: 2 completed; 2 recorded as run")),
+    QTRY_VERIFY2_WITH_TIMEOUT(serving->statusText().startsWith(QStringLiteral("HTTP server stopped: 3 completed; 3 recorded as run")),
                               qPrintable(serving->statusText()), 30000);
     QVERIFY(server->startButton()->isEnabled() && server->portBox()->isEnabled());
     QCOMPARE(ask(port, http_request("GET", "/health"), 2).status, 0);  // nothing listens any more
@@ -854,7 +859,7 @@ class WorkbenchTest : public QObject {
     QCOMPARE(recorded.runs()[0].strategy, std::string("serve"));
     QCOMPARE(recorded.runs()[0].status, std::string("finished"));
     const auto requests = recorded.requests(recorded.runs()[0].id);
-    QCOMPARE(requests.size(), std::size_t(2));
+    QCOMPARE(requests.size(), std::size_t(3));
     QCOMPARE(requests[0].target, std::string("bible"));
     QCOMPARE(requests[1].target, std::string("fortunes"));
     QCOMPARE(requests[1].stats.generated_tokens, std::int64_t{6});

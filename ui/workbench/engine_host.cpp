@@ -282,7 +282,6 @@ void EngineHost::planLayout(qint64 budgetBytes, const QString& policyName, const
     State& st = *state_;
     if (!st.session) return Q_EMIT layoutFailed(tr("Open a family first."));
     if (st.sweeping) return Q_EMIT layoutFailed(tr("A sweep is serving on this engine; stop it before planning another layout."));
-    if (st.serving_http()) return Q_EMIT layoutFailed(tr("The HTTP server is serving this layout; stop it before planning another."));
     try {
       const auto policy = parse_policy(policyName.toStdString());
       if (!policy) throw InvalidArgument("layout", "policy", "'" + policyName.toStdString() + "' is not a policy", "use round-robin, medoid or weighted");
@@ -290,6 +289,7 @@ void EngineHost::planLayout(qint64 budgetBytes, const QString& policyName, const
                              .prefill_chunk = reserve.prefill_chunk, .miss_slots = reserve.miss_slots};
       st.session->plan(budgetBytes > 0 ? static_cast<std::uint64_t>(budgetBytes) : 0, *policy, spec,
                        std::span<const double>(shares.constData(), static_cast<std::size_t>(shares.size())));
+      st.follow_runtime();  // the HTTP server, if one serves, carries on under the new layout
       Q_EMIT layoutPlanned(describe(*st.session));
     } catch (const std::exception& e) {
       Q_EMIT layoutFailed(QString::fromUtf8(e.what()));
@@ -302,7 +302,6 @@ void EngineHost::planVirtual(qint64 budgetBytes, const ReserveSettings& reserve,
     State& st = *state_;
     if (!st.session) return Q_EMIT layoutFailed(tr("Open a family first."));
     if (st.sweeping) return Q_EMIT layoutFailed(tr("A sweep is serving on this engine; stop it before planning another layout."));
-    if (st.serving_http()) return Q_EMIT layoutFailed(tr("The HTTP server is serving this layout; stop it before planning another."));
     try {
       const ReserveSpec spec{.context_tokens = reserve.context, .requests = reserve.requests,
                              .prefill_chunk = reserve.prefill_chunk, .miss_slots = reserve.miss_slots};
@@ -313,6 +312,7 @@ void EngineHost::planVirtual(qint64 budgetBytes, const ReserveSettings& reserve,
         ids = st.session->tokenizer(st.session->family().variants().front().name).encode(text, /*add_special=*/false);
       }
       st.session->plan_virtual(budgetBytes > 0 ? static_cast<std::uint64_t>(budgetBytes) : 0, spec, ids);
+      st.follow_runtime();
       LayoutInfo info = describe(*st.session);
       info.virtual_calibration = calibration;
       Q_EMIT layoutPlanned(info);
@@ -357,9 +357,9 @@ void EngineHost::importLayout(const QString& file) {
     State& st = *state_;
     if (!st.session) return Q_EMIT layoutFailed(tr("Open a family first."));
     if (st.sweeping) return Q_EMIT layoutFailed(tr("A sweep is serving on this engine; stop it before importing a layout."));
-    if (st.serving_http()) return Q_EMIT layoutFailed(tr("The HTTP server is serving this layout; stop it before importing another."));
     try {
       st.session->apply(load_layout(file.toStdString()));
+      st.follow_runtime();
       Q_EMIT layoutPlanned(describe(*st.session));
     } catch (const std::exception& e) {
       Q_EMIT layoutFailed(QString::fromUtf8(e.what()));

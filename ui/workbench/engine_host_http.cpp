@@ -26,6 +26,11 @@ QString EngineHost::State::stop_http(double grace_seconds) {
   return summary + QStringLiteral(".");
 }
 
+void EngineHost::State::follow_runtime() {
+  if (!http) return;
+  http->set_models(server::served_models(session->family(), session->store(), !http_plain_chat), session->engine().runtime());
+}
+
 void EngineHost::startHttpServer(const HttpSettings& settings) {
   post([this, settings] {
     State& st = *state_;

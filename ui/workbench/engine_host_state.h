@@ -51,6 +51,9 @@ struct EngineHost::State {
   // Stops the server (running requests get `grace_seconds`), joins it and finishes its run;
   // returns what it served, in a sentence. Defined in engine_host_http.cpp.
   QString stop_http(double grace_seconds);
+  // After a re-plan of the session while the server serves: the engine takes the new runtime at its
+  // next step (running requests recomputed under it), and the server reads its metrics from it.
+  void follow_runtime();
 };
 
 }  // namespace mosaic::ui
