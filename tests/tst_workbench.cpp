@@ -1329,6 +1329,19 @@ class WorkbenchTest : public QObject {
              qPrintable(QStringLiteral("minimum %1×%2:%3").arg(min.width()).arg(min.height()).arg(parts)));
   }
 
+  // View → Reset layout brings every dock back, shown; Help → Documentation finds the README.
+  void docks_reset_and_the_documentation_is_found() {
+    auto* runs = window_->findChild<QDockWidget*>(QStringLiteral("runsDock"));
+    auto* usage = window_->findChild<QDockWidget*>(QStringLiteral("usageDock"));
+    QVERIFY(runs && usage);
+    runs->hide();
+    usage->setFloating(true);
+    window_->resetLayout();
+    QVERIFY(!runs->isHidden() && !usage->isFloating());
+    const QString readme = MainWindow::documentationPath();
+    QVERIFY2(readme.endsWith(QStringLiteral("README.md")) && QFileInfo::exists(readme), qPrintable(readme));
+  }
+
   void window_state_persists() {
     window_->close();
     QVERIFY(!QSettings().value(QStringLiteral("window/state")).toByteArray().isEmpty());

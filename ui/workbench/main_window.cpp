@@ -1,4 +1,7 @@
 #include "workbench/main_window.h"
+#include <QCoreApplication>
+#include <QUrl>
+#include <QDesktopServices>
 #include "workbench/wheel_guard.h"
 
 #include <QCloseEvent>
@@ -96,7 +99,20 @@ MainWindow::MainWindow(QWidget* parent)
   view->addAction(usageDock->toggleViewAction());
   view->addAction(servingDock->toggleViewAction());
   view->addAction(runsDock->toggleViewAction());
+  view->addSeparator();
+  view->addAction(tr("&Reset layout"), this, &MainWindow::resetLayout);
   QMenu* help = menuBar()->addMenu(tr("&Help"));
+  help->addAction(tr("&Documentation"), this, [this] {
+    const QString readme = documentationPath();
+    if (readme.isEmpty() || !QDesktopServices::openUrl(QUrl::fromLocalFile(readme)))
+      QMessageBox::information(this, tr("Documentation"),
+                               readme.isEmpty() ? tr("The README was not found beside this program.") : tr("Open %1 in a browser or editor.").arg(readme));
+  });
+  help->addAction(tr("&Command-line reference"), this, [this] {
+    QMessageBox::information(this, tr("Command-line reference"),
+                             tr("Everything the workbench does runs from mosaic-cli too. In a terminal:<br><br><tt>man mosaic-cli</tt> — every "
+                                "command and option<br><tt>mosaic-cli --help</tt>, <tt>mosaic-cli COMMAND --help</tt> — the same, briefly"));
+  });
   help->addAction(tr("&About Mosaic"), this, [this] {
     QMessageBox::about(this, tr("About Mosaic"),
                        tr("<h3>Mosaic %1</h3><p>Serve many fine-tuned variants of one Mixture-of-Experts model on one GPU, "
@@ -221,6 +237,7 @@ MainWindow::MainWindow(QWidget* parent)
     statusBar()->showMessage(tr("Layout: %1 of %2 expert positions resident").arg(l.capacity).arg(l.positions), 5000);
   });
 
+  default_state_ = saveState();
   QSettings settings;
   const bool restored = restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray());
   restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
@@ -240,6 +257,20 @@ MainWindow::MainWindow(QWidget* parent)
 }
 
 MainWindow::~MainWindow() = default;
+
+void MainWindow::resetLayout() {
+  restoreState(default_state_);
+  for (QDockWidget* d : findChildren<QDockWidget*>()) d->show();
+  for (const char* front : {"servingDock", "layoutDock"})
+    if (auto* d = findChild<QDockWidget*>(QString::fromLatin1(front))) d->raise();
+}
+
+QString MainWindow::documentationPath() {
+  const QString app = QCoreApplication::applicationDirPath();
+  for (const QString& candidate : {app + QStringLiteral("/../share/doc/mosaic/README.md"), QStringLiteral(MOSAIC_SOURCE_README)})
+    if (QFileInfo::exists(candidate)) return QFileInfo(candidate).canonicalFilePath();
+  return {};
+}
 
 QStringList MainWindow::expandFamilyFolders(const QStringList& dirs) {
   std::vector<std::filesystem::path> paths;

@@ -40,6 +40,10 @@ class MainWindow : public QMainWindow {
   ChatPane* chatPane() const { return chat_; }
   UsagePanel* usagePanel() const { return usage_; }
   ComparePane* comparePane() const { return compare_; }
+  // View → Reset layout: every dock back where a first start puts it, shown.
+  void resetLayout();
+  // Help → Documentation: the README found beside the installed program or in the source tree ("" if none).
+  static QString documentationPath();
 
  protected:
   void closeEvent(QCloseEvent* event) override;
@@ -57,6 +61,7 @@ class MainWindow : public QMainWindow {
   UsagePanel* usage_;
   ComparePane* compare_;
   QMenu* recent_ = nullptr;
+  QByteArray default_state_;  // the docks as arranged before any saved state was restored
   QString family_key_;  // where this family's budget is remembered
   // What is being opened: becomes the family (Recent, budget key, title) only once it has opened.
   QStringList opening_;
