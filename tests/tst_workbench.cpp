@@ -803,8 +803,10 @@ class WorkbenchTest : public QObject {
     server->portBox()->setValue(0);  // any free port
     QVERIFY(server->startButton()->isEnabled());
     QVERIFY(!server->stopButton()->isEnabled());
+    QVERIFY(serving->latencyPlot()->graphCount() > 0);  // the sweep before left its series
     server->startButton()->click();
     QTRY_VERIFY2_WITH_TIMEOUT(serving->statusText().startsWith(QStringLiteral("Serving at")), qPrintable(serving->statusText()), 30000);
+    QCOMPARE(serving->latencyPlot()->graphCount(), 0);  // a serve run starts on charts of its own
     const QUrl url(server->url());
     QVERIFY2(url.host() == QStringLiteral("127.0.0.1") && url.port() > 0 && url.path() == QStringLiteral("/v1"), qPrintable(server->url()));
     QVERIFY(server->example().contains(server->url() + QStringLiteral("/completions")));

@@ -448,6 +448,7 @@ void ServingPanel::runStarted(const QString& strategy, double rate, qint64 runId
 void ServingPanel::httpStarted(const QString& url, qint64 runId, const QStringList& models) {
   server_->started(url, runId, models);
   start_->setEnabled(false);
+  clearCharts();  // a serve run on charts of its own: the last sweep's axes would hide its first requests
   for (Chart* c : {latency_, throughput_}) c->xAxis->setLabel(tr("time serving (s)"));
   beginRun(tr("HTTP %1").arg(QUrl(url).port() > 0 ? QStringLiteral(":%1").arg(QUrl(url).port()) : url));
   timer_->start();
