@@ -1331,6 +1331,27 @@ class WorkbenchTest : public QObject {
              qPrintable(QStringLiteral("minimum %1×%2:%3").arg(min.width()).arg(min.height()).arg(parts)));
   }
 
+  // The conversation is the main area: on a short pane the token strip and its legend fold away;
+  // the user's own choice then holds.
+  void the_token_strip_folds_on_a_short_pane() {
+    ChatPane* chat = window_->chatPane();
+    const QSize was = window_->size();
+    window_->resize(1366, 500);
+    QTRY_VERIFY_WITH_TIMEOUT(chat->height() < ChatPane::kStripRoom, 5000);
+    QVERIFY(chat->strip()->isHidden() && !chat->stripToggle()->isChecked());
+    window_->resize(1920, 1080);
+    QTRY_VERIFY_WITH_TIMEOUT(chat->height() >= ChatPane::kStripRoom, 5000);
+    QVERIFY(!chat->strip()->isHidden());
+    chat->stripToggle()->click();  // hidden by hand
+    QVERIFY(chat->strip()->isHidden());
+    window_->resize(1920, 1050);
+    QTest::qWait(50);
+    QVERIFY(chat->strip()->isHidden());  // stays as the user left it
+    chat->stripToggle()->click();
+    QVERIFY(!chat->strip()->isHidden());
+    window_->resize(was);
+  }
+
   // View → Reset layout brings every dock back, shown; Help → Documentation finds the README.
   void docks_reset_and_the_documentation_is_found() {
     auto* runs = window_->findChild<QDockWidget*>(QStringLiteral("runsDock"));

@@ -1,6 +1,8 @@
 #include "workbench/chat_pane.h"
 
 #include <QRandomGenerator>
+#include <QResizeEvent>
+#include <QToolButton>
 
 #include <limits>
 
@@ -164,6 +166,14 @@ ChatPane::ChatPane(QWidget* parent) : QWidget(parent) {
   key_ = key;
   summary_ = new QLabel;
   summary_->setWordWrap(true);
+  strip_toggle_ = new QToolButton;
+  strip_toggle_->setText(tr("Hits per token"));
+  strip_toggle_->setCheckable(true);
+  strip_toggle_->setChecked(true);
+  strip_toggle_->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+  strip_toggle_->setArrowType(Qt::DownArrow);
+  strip_toggle_->setAutoRaise(true);
+  strip_toggle_->setToolTip(tr("Show or hide the strip of hits and misses per token (hidden by itself when the pane is short)"));
 
   auto* top = new QHBoxLayout;
   top->addWidget(new QLabel(tr("Variant")));
@@ -181,6 +191,7 @@ ChatPane::ChatPane(QWidget* parent) : QWidget(parent) {
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(top);
   layout->addWidget(tabs_, 1);
+  layout->addWidget(strip_toggle_);
   layout->addWidget(strip_);
   layout->addWidget(key_);
   layout->addWidget(summary_);
@@ -188,10 +199,27 @@ ChatPane::ChatPane(QWidget* parent) : QWidget(parent) {
 
   connect(send_, &QPushButton::clicked, this, &ChatPane::send);
   connect(regenerate_, &QPushButton::clicked, this, &ChatPane::regenerate);
+  connect(strip_toggle_, &QToolButton::clicked, this, [this](bool on) {
+    strip_chosen_ = true;
+    showStrip(on);
+  });
   connect(prompt_, &QLineEdit::returnPressed, this, &ChatPane::send);
   connect(stop_, &QPushButton::clicked, this, &ChatPane::stopRequested);
   setBusy(false);
   send_->setEnabled(false);
+}
+
+void ChatPane::showStrip(bool on) {
+  strip_->setVisible(on);
+  key_->setVisible(on);
+  strip_toggle_->setChecked(on);
+  strip_toggle_->setArrowType(on ? Qt::DownArrow : Qt::RightArrow);
+}
+
+// The conversation is the main area: on a short pane the strip and its legend give it their room.
+void ChatPane::resizeEvent(QResizeEvent* event) {
+  QWidget::resizeEvent(event);
+  if (!strip_chosen_) showStrip(height() >= kStripRoom);
 }
 
 void ChatPane::setVariants(const FamilyInfo& family) {

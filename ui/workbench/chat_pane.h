@@ -16,6 +16,7 @@ class QPushButton;
 class QSpinBox;
 class QTabWidget;
 class QTableView;
+class QToolButton;
 class QTextEdit;
 
 namespace mosaic::ui {
@@ -61,6 +62,9 @@ class ChatPane : public QWidget {
   QDoubleSpinBox* topPBox() const { return top_p_; }
   QSpinBox* seedBox() const { return seed_; }  // −1 ("new each time"): a fresh seed per Send at T > 0
   QPushButton* regenerateButton() const { return regenerate_; }
+  // The token strip and its legend: shown when the pane has room (kStripRoom px) or when asked.
+  QToolButton* stripToggle() const { return strip_toggle_; }
+  static constexpr int kStripRoom = 420;
   qint64 lastSeed() const { return last_seed_; }  // the seed the last Send drew with
   // Chosen once the family's variants arrive (a session reopening); negative numbers keep the current value.
   void preset(const QString& target, const QString& prompt, int maxNew = -1, double temperature = -1, double topP = -1);
@@ -77,8 +81,12 @@ class ChatPane : public QWidget {
   void chatRequested(const QString& target, const QString& prompt, int maxNewTokens, double temperature, double topP, quint64 seed);
   void stopRequested();
 
+ protected:
+  void resizeEvent(QResizeEvent* event) override;
+
  private:
   void setBusy(bool busy);
+  void showStrip(bool on);
   void submit(const QString& target, const QString& prompt);
   QComboBox* target_;
   QLineEdit* prompt_;
@@ -89,6 +97,8 @@ class ChatPane : public QWidget {
   QDoubleSpinBox* top_p_;
   QSpinBox* seed_;
   QPushButton* regenerate_;
+  QToolButton* strip_toggle_;
+  bool strip_chosen_ = false;  // the user toggled it: room no longer decides
   QTextEdit* transcript_;
   ExpertTraceModel* trace_;
   QTableView* trace_view_;
