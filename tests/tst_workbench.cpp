@@ -63,6 +63,7 @@
 #include "workbench/family_panel.h"
 #include "workbench/layout_grid.h"
 #include "workbench/layout_panel.h"
+#include "workbench/file_dialogs.h"
 #include "workbench/main_window.h"
 #include "workbench/runs_panel.h"
 #include "workbench/server_controls.h"
@@ -1350,6 +1351,20 @@ class WorkbenchTest : public QObject {
     chat->stripToggle()->click();
     QVERIFY(!chat->strip()->isHidden());
     window_->resize(was);
+  }
+
+  // File dialogs start where the last one ended, else in the user's documents, never the folder the
+  // program was started from.
+  void file_dialogs_start_in_the_last_folder() {
+    QTemporaryDir dir;
+    remembered(dir.filePath(QStringLiteral("layout.json")));
+    QCOMPARE(startFolder(), QFileInfo(dir.path()).absoluteFilePath());
+    QCOMPARE(inStartFolder(QStringLiteral("session.json")), QDir(dir.path()).filePath(QStringLiteral("session.json")));
+    remembered(QString());  // a cancelled dialog changes nothing
+    QCOMPARE(startFolder(), QFileInfo(dir.path()).absoluteFilePath());
+    const QString gone = dir.path();
+    dir.remove();
+    QVERIFY(startFolder() != gone && QFileInfo(startFolder()).isDir());
   }
 
   // View → Reset layout brings every dock back, shown; Help → Documentation finds the README.

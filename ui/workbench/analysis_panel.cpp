@@ -1,4 +1,5 @@
 #include "workbench/analysis_panel.h"
+#include "workbench/file_dialogs.h"
 
 #include <QComboBox>
 #include <QFileDialog>
@@ -165,8 +166,8 @@ bool AnalysisPanel::exportTo(const QString& file) {
 QString AnalysisPanel::statusText() const { return status_->text(); }
 
 void AnalysisPanel::exportDialog() {
-  const QString file = QFileDialog::getSaveFileName(this, tr("Export heatmap"), QStringLiteral("distances.png"),
-                                                    tr("PNG (*.png);;SVG (*.svg);;PDF (*.pdf)"));
+  const QString file = remembered(QFileDialog::getSaveFileName(this, tr("Export heatmap"), inStartFolder(QStringLiteral("distances.png")),
+                                                               tr("PNG (*.png);;SVG (*.svg);;PDF (*.pdf)")));
   if (!file.isEmpty()) exportTo(file);
 }
 

@@ -1,4 +1,5 @@
 #include "workbench/chart.h"
+#include "workbench/file_dialogs.h"
 
 #include <QContextMenuEvent>
 #include <QFileDialog>
@@ -121,8 +122,8 @@ void Chart::contextMenuEvent(QContextMenuEvent* event) {
   });
   menu.addSeparator();
   menu.addAction(tr("Export chart…"), this, [this] {
-    const QString file = QFileDialog::getSaveFileName(this, tr("Export the chart"), title_ + QStringLiteral(".png"),
-                                                      tr("PNG image (*.png);;SVG drawing (*.svg);;PDF document (*.pdf)"));
+    const QString file = remembered(QFileDialog::getSaveFileName(this, tr("Export the chart"), inStartFolder(title_ + QStringLiteral(".png")),
+                                                                 tr("PNG image (*.png);;SVG drawing (*.svg);;PDF document (*.pdf)")));
     if (!file.isEmpty()) exportTo(file);
   });
   menu.exec(event->globalPos());

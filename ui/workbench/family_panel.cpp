@@ -1,4 +1,5 @@
 #include "workbench/family_panel.h"
+#include "workbench/file_dialogs.h"
 
 #include "workbench/byte_size_box.h"
 
@@ -136,7 +137,7 @@ FamilyPanel::FamilyPanel(QWidget* parent) : QWidget(parent), model_(new FamilyMo
 
   connect(open, &QPushButton::clicked, this, [this] {
     // A folder of variant folders (its variants are found as everywhere: model/variant_folders.h).
-    const QString root = QFileDialog::getExistingDirectory(this, tr("Open a family folder"));
+    const QString root = remembered(QFileDialog::getExistingDirectory(this, tr("Open a family folder"), startFolder()));
     if (!root.isEmpty()) Q_EMIT openRequested({root});
   });
   connect(host_budget_, &QAbstractSpinBox::editingFinished, this, [this] {

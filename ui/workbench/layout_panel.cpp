@@ -1,4 +1,5 @@
 #include "workbench/layout_panel.h"
+#include "workbench/file_dialogs.h"
 
 #include <QRegularExpression>
 
@@ -73,7 +74,7 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
   calibrationLayout->addWidget(browse);
   calibration_row_->hide();
   connect(browse, &QPushButton::clicked, this, [this] {
-    const QString f = QFileDialog::getOpenFileName(this, tr("Calibration text"), {}, tr("Text (*.txt);;All files (*)"));
+    const QString f = remembered(QFileDialog::getOpenFileName(this, tr("Calibration text"), startFolder(), tr("Text (*.txt);;All files (*)")));
     if (f.isEmpty()) return;
     calibration_->setText(f);
     debounce_->start();
@@ -111,7 +112,7 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
   configRow->addWidget(leave);
   config_bar_->hide();
   connect(configButton, &QPushButton::clicked, this, [this] {
-    const QString dir = QFileDialog::getExistingDirectory(this, tr("A family's folder (variant folders with config.json)"));
+    const QString dir = remembered(QFileDialog::getExistingDirectory(this, tr("A family's folder (variant folders with config.json)"), startFolder()));
     if (!dir.isEmpty()) openConfigFamily(dir);
   });
   connect(leave, &QPushButton::clicked, this, &LayoutPanel::leaveConfigFamily);
@@ -135,11 +136,11 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
   form->addRow(shares_);
   form->addRow(calibration_row_);
   connect(importButton, &QPushButton::clicked, this, [this] {
-    const QString f = QFileDialog::getOpenFileName(this, tr("Import a layout"), {}, tr("Layouts (*.json)"));
+    const QString f = remembered(QFileDialog::getOpenFileName(this, tr("Import a layout"), startFolder(), tr("Layouts (*.json)")));
     if (!f.isEmpty()) Q_EMIT importRequested(f);
   });
   connect(exportButton, &QPushButton::clicked, this, [this] {
-    const QString f = QFileDialog::getSaveFileName(this, tr("Export the layout"), QStringLiteral("layout.json"), tr("Layouts (*.json)"));
+    const QString f = remembered(QFileDialog::getSaveFileName(this, tr("Export the layout"), inStartFolder(QStringLiteral("layout.json")), tr("Layouts (*.json)")));
     if (!f.isEmpty()) Q_EMIT exportRequested(f);
   });
   auto* layout = new QVBoxLayout(this);

@@ -1,4 +1,5 @@
 #include "workbench/main_window.h"
+#include "workbench/file_dialogs.h"
 #include <QCoreApplication>
 #include <QUrl>
 #include <QDesktopServices>
@@ -82,11 +83,11 @@ MainWindow::MainWindow(QWidget* parent)
 
   QMenu* file = menuBar()->addMenu(tr("&File"));
   file->addAction(tr("&Open session…"), QKeySequence::Open, this, [this] {
-    const QString f = QFileDialog::getOpenFileName(this, tr("Open a session"), {}, tr("Sessions (*.json)"));
+    const QString f = remembered(QFileDialog::getOpenFileName(this, tr("Open a session"), startFolder(), tr("Sessions (*.json)")));
     if (!f.isEmpty()) openSession(f);
   });
   file->addAction(tr("&Save session…"), QKeySequence::Save, this, [this] {
-    const QString f = QFileDialog::getSaveFileName(this, tr("Save the session"), QStringLiteral("session.json"), tr("Sessions (*.json)"));
+    const QString f = remembered(QFileDialog::getSaveFileName(this, tr("Save the session"), inStartFolder(QStringLiteral("session.json")), tr("Sessions (*.json)")));
     if (!f.isEmpty()) saveSession(f);
   });
   recent_ = file->addMenu(tr("Recent families"));

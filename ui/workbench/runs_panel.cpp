@@ -1,4 +1,5 @@
 #include "workbench/runs_panel.h"
+#include "workbench/file_dialogs.h"
 
 #include <QFileDialog>
 #include <QHBoxLayout>
@@ -103,14 +104,14 @@ RunsPanel::RunsPanel(QWidget* parent) : QWidget(parent), model_(new QStandardIte
   layout->addWidget(split, 1);
 
   connect(open, &QPushButton::clicked, this, [this] {
-    const QString f = QFileDialog::getOpenFileName(this, tr("Open a runs database"), {}, tr("SQLite (*.sqlite *.db);;All files (*)"));
+    const QString f = remembered(QFileDialog::getOpenFileName(this, tr("Open a runs database"), startFolder(), tr("SQLite (*.sqlite *.db);;All files (*)")));
     if (!f.isEmpty()) openDatabase(f);
   });
   connect(reload, &QPushButton::clicked, this, [this] {
     if (!database_.isEmpty()) openDatabase(database_);
   });
   connect(exportButton, &QPushButton::clicked, this, [this] {
-    const QString dir = QFileDialog::getExistingDirectory(this, tr("Export the report into"));
+    const QString dir = remembered(QFileDialog::getExistingDirectory(this, tr("Export the report into"), startFolder()));
     if (!dir.isEmpty()) exportSelected(dir);
   });
   connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, &RunsPanel::compare);
