@@ -146,7 +146,7 @@ class TestLayout : public QObject {
     expect_mentions(load_error<UnsupportedError>(v2, "v2.json"), {"v2.json", "mosaic.layout/2", "mosaic.layout/1"});
     std::ofstream(scratch("text.json")) << "{\"schema\": ";
     expect_mentions(error_of<FormatError>([&] { load_layout(scratch("text.json")); }), {"text.json", "not valid JSON"});
-    expect_mentions(error_of<IoError>([&] { load_layout(scratch("absent.json")); }), {"absent.json", "cannot be read"});
+    expect_mentions(error_of<IoError>([&] { load_layout(scratch("absent.json")); }), {"absent.json", "does not exist"});
   }
 
   void wrongVariantsAndChangedCheckpointsAreRefused() {

@@ -32,6 +32,8 @@
 #include <QStandardItemModel>
 #include <QTest>
 #include <QTextEdit>
+#include <QProcess>
+#include <QFile>
 #include <QTimer>
 
 #include <nlohmann/json.hpp>
@@ -1351,6 +1353,33 @@ class WorkbenchTest : public QObject {
     chat->stripToggle()->click();
     QVERIFY(!chat->strip()->isHidden());
     window_->resize(was);
+  }
+
+  // The program says why a session it was given cannot open, on stderr as in its window: a file that
+  // is not a session names the field, a path that does not exist says so (not "is not a folder").
+  void a_session_that_cannot_open_says_why_on_stderr() {
+    QTemporaryDir dir;
+    const QString bad = dir.filePath(QStringLiteral("not-a-session.json"));
+    QFile f(bad);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(R"({"schema": "something else"})");
+    f.close();
+    auto run = [&dir](const QString& arg) {
+      QProcess p;
+      QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+      env.insert(QStringLiteral("QT_QPA_PLATFORM"), QStringLiteral("offscreen"));
+      env.insert(QStringLiteral("XDG_CONFIG_HOME"), dir.path());  // its settings, not the user's
+      p.setProcessEnvironment(env);
+      p.start(QStringLiteral(MOSAIC_GUI), {QStringLiteral("--quit-after-load"), arg});
+      p.waitForFinished(60000);
+      return std::make_pair(p.exitCode(), QString::fromUtf8(p.readAllStandardError()));
+    };
+    const auto [code, err] = run(bad);
+    QCOMPARE(code, 1);
+    QVERIFY2(err.contains(QStringLiteral("field 'schema'")) && !err.contains(QStringLiteral("could not be opened")), qPrintable(err));
+    const auto [code2, err2] = run(dir.filePath(QStringLiteral("absent.json")));
+    QCOMPARE(code2, 1);
+    QVERIFY2(err2.contains(QStringLiteral("does not exist")) && !err2.contains(QStringLiteral("is not a folder")), qPrintable(err2));
   }
 
   // File dialogs start where the last one ended, else in the user's documents, never the folder the

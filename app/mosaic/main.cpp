@@ -16,6 +16,7 @@
 #include "common/machine.h"
 #include "runtime/threads.h"
 #include "workbench/engine_host.h"
+#include "workbench/family_panel.h"
 #include "workbench/main_window.h"
 #include "workbench/serving_panel.h"
 
@@ -90,7 +91,9 @@ int main(int argc, char** argv) {
   QString sessionFileArg;
   QStringList dirs = parser.positionalArguments();
   // A file where folders go is a session (a desktop's "Open with Mosaic" passes files as arguments).
-  if (!session_arg && dirs.size() == 1 && QFileInfo(dirs.front()).isFile()) sessionFileArg = dirs.takeFirst();
+  // One named .json that does not exist is a session path mistyped: said as such, not as a folder.
+  if (!session_arg && dirs.size() == 1 && (QFileInfo(dirs.front()).isFile() || (!QFileInfo::exists(dirs.front()) && dirs.front().endsWith(QStringLiteral(".json")))))
+    sessionFileArg = dirs.takeFirst();
   // Nothing named: the sample family's ready session (chat on the bible variant).
   const std::filesystem::path shipped = mosaic::shipped_data_dir();
   const QString samples = QString::fromStdString((shipped / "sample_configs").string());
@@ -125,9 +128,10 @@ int main(int argc, char** argv) {
   bool opening = true;
   if (!sessionFile.isEmpty()) opening = window.openSession(sessionFile);
   else if (!dirs.isEmpty()) opening = window.openFamily(dirs);
-  if (!opening && parser.isSet(quitAfterLoad)) {  // refused before the engine saw it (also shown in the window)
-    std::fprintf(stderr, "mosaic: %s could not be opened\n", qPrintable(from));
-    return 1;
+  if (!opening) {  // refused before the engine saw it: the reason the window shows, on stderr too
+    const QString why = window.familyPanel()->errorText();
+    std::fprintf(stderr, "mosaic: %s\n", qPrintable(why.isEmpty() ? from + QStringLiteral(" could not be opened") : why));
+    if (parser.isSet(quitAfterLoad)) return 1;
   }
   return app.exec();
 }

@@ -28,6 +28,8 @@ std::string read_text_file(const std::filesystem::path& path, const std::string&
     throw IoError(path.string(), "", "is " + format_bytes(size) + ", more than the " + format_bytes(max_bytes) + " such a file can be",
                   hint.empty() ? "check that it is the file you meant" : hint);
   std::ifstream in(path, std::ios::binary);
+  std::error_code missing;
+  if (!in && !std::filesystem::exists(path, missing)) throw IoError(path.string(), "", "does not exist", hint);
   if (!in) throw IoError(path.string(), "", "cannot be read", hint);
   std::ostringstream ss;
   ss << in.rdbuf();
