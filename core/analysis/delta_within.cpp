@@ -6,7 +6,6 @@
 
 #include "analysis/checkpoint_folder.h"
 #include "analysis/cross_distance.h"
-#include "common/atomic_file.h"
 #include "common/error.h"
 
 namespace fs = std::filesystem;

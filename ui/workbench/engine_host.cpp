@@ -81,6 +81,17 @@ LayoutInfo describe(const ConsolidationPlan& plan, const CapacityPlan& cap) {
   return info;
 }
 
+ReserveSpec reserve_spec(const ReserveSettings& r) {
+  return {.context_tokens = r.context, .requests = r.requests, .prefill_chunk = r.prefill_chunk, .miss_slots = r.miss_slots};
+}
+
+// A policy a session plans (InvalidArgument naming it otherwise).
+Policy session_policy(const QString& name) {
+  const auto policy = parse_policy(name.toStdString());
+  if (!policy) throw InvalidArgument("layout", "policy", "'" + name.toStdString() + "' is not a policy", "use round-robin, medoid or weighted");
+  return *policy;
+}
+
 void describe_tiers(LayoutInfo& info, const CapacityPlan& cap, std::uint64_t distinct, std::optional<std::uint64_t> host_budget) {
   const TierBytes t = tier_bytes(distinct, planned_device_bytes(cap), host_budget);
   info.device_bytes = static_cast<qint64>(t.device);
@@ -250,19 +261,17 @@ void EngineHost::setDevice(const QString& name) {
 void EngineHost::serveChangedFamily(std::unique_ptr<Session> opened, qint64 budgetBytes, const QString& policyName, const ReserveSettings& reserve,
                                     const QVector<double>& shares) {
   State& st = *state_;
-  const auto policy = parse_policy(policyName.toStdString());
-  if (!policy) throw InvalidArgument("layout", "policy", "'" + policyName.toStdString() + "' is not a policy", "use round-robin, medoid or weighted");
-  const ReserveSpec spec{.context_tokens = reserve.context, .requests = reserve.requests, .prefill_chunk = reserve.prefill_chunk,
-                         .miss_slots = reserve.miss_slots};
+  const Policy policy = session_policy(policyName);
+  const ReserveSpec spec = reserve_spec(reserve);
   std::vector<server::ServedModel> models = server::served_models(opened->family(), opened->store(), !st.http_plain_chat);
   for (const Variant& v : st.session->family().variants())
     if (!opened->family().find(v.name)) st.http->withdraw(v.name, 2.0);
   const std::span<const double> weights(shares.constData(), static_cast<std::size_t>(shares.size()));
   try {
-    opened->plan_on(st.session, budgetBytes > 0 ? static_cast<std::uint64_t>(budgetBytes) : 0, *policy, spec,
+    opened->plan_on(st.session, budgetBytes > 0 ? static_cast<std::uint64_t>(budgetBytes) : 0, policy, spec,
                     shares.size() == static_cast<qsizetype>(opened->family().size()) ? weights : std::span<const double>());
   } catch (...) {  // the old family serves on: its models again, the withdrawn ones included
-    st.http->set_models(server::served_models(st.session->family(), st.session->store(), !st.http_plain_chat), st.session->engine().runtime());
+    st.follow_runtime();
     throw;
   }
   QStringList names;
@@ -283,11 +292,9 @@ void EngineHost::planLayout(qint64 budgetBytes, const QString& policyName, const
     if (!st.session) return Q_EMIT layoutFailed(tr("Open a family first."));
     if (st.sweeping) return Q_EMIT layoutFailed(tr("A sweep is serving on this engine; stop it before planning another layout."));
     try {
-      const auto policy = parse_policy(policyName.toStdString());
-      if (!policy) throw InvalidArgument("layout", "policy", "'" + policyName.toStdString() + "' is not a policy", "use round-robin, medoid or weighted");
-      const ReserveSpec spec{.context_tokens = reserve.context, .requests = reserve.requests,
-                             .prefill_chunk = reserve.prefill_chunk, .miss_slots = reserve.miss_slots};
-      st.session->plan(budgetBytes > 0 ? static_cast<std::uint64_t>(budgetBytes) : 0, *policy, spec,
+      const Policy policy = session_policy(policyName);
+      const ReserveSpec spec = reserve_spec(reserve);
+      st.session->plan(budgetBytes > 0 ? static_cast<std::uint64_t>(budgetBytes) : 0, policy, spec,
                        std::span<const double>(shares.constData(), static_cast<std::size_t>(shares.size())));
       st.follow_runtime();  // the HTTP server, if one serves, carries on under the new layout
       Q_EMIT layoutPlanned(describe(*st.session));
@@ -303,8 +310,7 @@ void EngineHost::planVirtual(qint64 budgetBytes, const ReserveSettings& reserve,
     if (!st.session) return Q_EMIT layoutFailed(tr("Open a family first."));
     if (st.sweeping) return Q_EMIT layoutFailed(tr("A sweep is serving on this engine; stop it before planning another layout."));
     try {
-      const ReserveSpec spec{.context_tokens = reserve.context, .requests = reserve.requests,
-                             .prefill_chunk = reserve.prefill_chunk, .miss_slots = reserve.miss_slots};
+      const ReserveSpec spec = reserve_spec(reserve);
       std::vector<std::int64_t> ids;
       if (!calibration.isEmpty()) {
         // Encoded as plan-virtual encodes it: with the first variant's tokenizer.
@@ -329,8 +335,7 @@ void EngineHost::planFromConfigs(const QString& dir, qint64 budgetBytes, const Q
       const auto policy = parse_policy(policyName.toStdString());
       if (!policy) throw InvalidArgument("layout", "policy", "'" + policyName.toStdString() + "' is not a policy", "use round-robin or weighted");
       const SimFamily family = load_sim_family({dir.toStdString()});
-      const ReserveSpec spec{.context_tokens = reserve.context, .requests = reserve.requests,
-                             .prefill_chunk = reserve.prefill_chunk, .miss_slots = reserve.miss_slots};
+      const ReserveSpec spec = reserve_spec(reserve);
       const ConfigLayout planned = plan_config_layout(family, budgetBytes > 0 ? static_cast<std::uint64_t>(budgetBytes) : 0, *policy, spec,
                                                       std::span<const double>(shares.constData(), static_cast<std::size_t>(shares.size())));
       LayoutInfo info = describe(planned.plan, planned.capacity);
