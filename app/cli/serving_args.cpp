@@ -153,12 +153,8 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
     std::vector<int> to_store;
     if (a.layout.empty()) {  // plan one now, as `consolidate --capacity` (or `--budget`) would
       std::int64_t capacity = a.capacity;
-      if (capacity < 0) {  // from the budget, leaving room for the sets resident_sets asks (auto: capacity.h's rule)
-        const CapacityPlan one = plan_capacity(s->family, *config.budget_bytes, config.reserve);
-        const int sets = config.resident_sets == RuntimeConfig::kAutoSets ? planned_sets(one, s->store->sets())
-                                                                          : std::min(config.resident_sets, s->store->sets());
-        capacity = with_sets(one, sets).capacity;
-      }
+      if (capacity < 0)  // from the budget, leaving room for the sets resident_sets asks (auto: capacity.h's rule)
+        capacity = with_sets_asked(plan_capacity(s->family, *config.budget_bytes, config.reserve), config.resident_sets, s->store->sets()).capacity;
       const auto analysis = analyzed(s->family, {default_cache_dir(), 0, {}});
       s->layout = make_layout(s->family, analysis->sha256, plan_consolidation(analysis->distances, capacity, Policy::RoundRobin));
       to_store = match_layout(s->layout, s->family, analysis->sha256, "planned layout");

@@ -127,6 +127,10 @@ int planned_sets(const CapacityPlan& one_set, int distinct_sets) {
   return cost * kSetShare <= one_set.capacity ? 2 : 1;
 }
 
+CapacityPlan with_sets_asked(const CapacityPlan& one_set, int asked, int distinct_sets) {
+  return with_sets(one_set, asked == kAutoSets ? planned_sets(one_set, distinct_sets) : std::min(asked, distinct_sets));
+}
+
 CapacityPlan with_sets(CapacityPlan one_set, int sets) {
   if (sets <= 1 || one_set.bytes_per_expert == 0) return one_set;
   const std::uint64_t extra = static_cast<std::uint64_t>(sets - 1) * one_set.non_expert_bytes;

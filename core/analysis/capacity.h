@@ -68,6 +68,10 @@ CapacityPlan plan_capacity(const Family& family, std::uint64_t budget_bytes, con
 constexpr std::int64_t kSetShare = 8;
 int planned_sets(const CapacityPlan& one_set, int distinct_sets);
 CapacityPlan with_sets(CapacityPlan one_set, int sets);
+// `resident_sets` as a config asks it: kAutoSets (planned_sets' choice) or K, at most the
+// `distinct_sets` the targets use; the plan with room kept for them.
+constexpr int kAutoSets = 0;
+CapacityPlan with_sets_asked(const CapacityPlan& one_set, int asked, int distinct_sets);
 
 // The three tiers a family's weights live in. The device holds what the plan keeps there (its
 // budget, at most); host RAM the distinct bytes the host tier keeps (runtime/host_tier.h: every one

@@ -47,7 +47,7 @@ struct RuntimeConfig {
   // (which then hold exactly one model's experts).
   bool whole_model_swaps = false;
   // K: non-expert sets resident at once, budget permitting; kAutoSets: every set the targets use.
-  static constexpr int kAutoSets = 0;
+  static constexpr int kAutoSets = mosaic::kAutoSets;
   int resident_sets = 1;
   double copy_slowdown = 1.0;     // space-sharing: copies take this many times as long
   double compute_slowdown = 1.0;  // space-sharing (MIG): a step's compute takes this many times as long

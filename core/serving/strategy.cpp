@@ -30,9 +30,7 @@ std::vector<PinnedExpert> pinned_where(const ModelSpec& s, const FamilyAnalysis&
 // budget holds beside `sets_used` non-expert sets' worth of room (resident_sets auto: capacity.h's rule).
 std::int64_t capacity_of(const StrategyConfig& config, const Family& family, int sets_used) {
   if (config.capacity > 0 || !config.budget_bytes) return config.capacity;
-  const CapacityPlan one = plan_capacity(family, *config.budget_bytes, config.reserve);
-  const int sets = config.resident_sets == RuntimeConfig::kAutoSets ? planned_sets(one, sets_used) : std::min(config.resident_sets, sets_used);
-  return with_sets(one, sets).capacity;
+  return with_sets_asked(plan_capacity(family, *config.budget_bytes, config.reserve), config.resident_sets, sets_used).capacity;
 }
 
 }  // namespace

@@ -32,9 +32,8 @@ std::int64_t pinned_count(const SimPartition& p) {
 // budget holds beside room for the sets resident_sets asks (auto: capacity.h's rule).
 std::int64_t capacity_of(const StrategyConfig& c, const ModelShapes& m, int sets_used) {
   if (c.capacity > 0 || !c.budget_bytes) return c.capacity;
-  const CapacityPlan one = plan_capacity(m.spec, m.non_expert_bytes(), m.expert_bytes(), *c.budget_bytes, c.reserve);
-  const int sets = c.resident_sets == RuntimeConfig::kAutoSets ? planned_sets(one, sets_used) : std::min(c.resident_sets, sets_used);
-  return with_sets(one, sets).capacity;
+  return with_sets_asked(plan_capacity(m.spec, m.non_expert_bytes(), m.expert_bytes(), *c.budget_bytes, c.reserve), c.resident_sets, sets_used)
+      .capacity;
 }
 
 }  // namespace
