@@ -59,6 +59,20 @@ class TestConsolidation : public QObject {
     QCOMPARE(all.distance, d.position);
   }
 
+  void layerCapsPassOverFullLayers() {
+    // A family changed while it serves is planned into its runtime's slots: layer 1 holds 1 copy,
+    // so ranks past it go to layer 0, and the turns count the positions kept, not the ranks.
+    const auto d = distances(2, 4, 3, {8, 7, 6, 5, 4, 3, 2, 1});  // rank r is position 7 - r
+    const std::vector<std::int64_t> caps{4, 1};
+    const auto plan = plan_consolidation(d, 3, Policy::RoundRobin, {}, caps);
+    // rank 0 = position 7 (layer 1) → variant 0; ranks 1–3 in layer 1 passed over; then positions 3, 2.
+    QCOMPARE(plan.map, (std::vector<int>{-1, -1, 2, 1, -1, -1, -1, 0}));
+    QCOMPARE(plan.capacity, std::int64_t(3));
+    QCOMPARE(plan.rank, plan_consolidation(d, 3, Policy::RoundRobin).rank);  // ranks do not change
+    QCOMPARE(plan_consolidation(d, 8, Policy::RoundRobin, {}, caps).capacity, std::int64_t(5));  // all the caps hold
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, plan_consolidation(d, 3, Policy::RoundRobin, {}, std::vector<std::int64_t>{1}));
+  }
+
   void medoidKeepsTheCopyClosestToTheOthers() {
     auto d = distances(1, 2, 3, {3, 10});
     // position 0: variant 2 sits between 0 and 1 (d02 = d12 = 1, d01 = 2) → 2 is the medoid.

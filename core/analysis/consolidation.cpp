@@ -76,7 +76,7 @@ std::vector<std::int64_t> rank_positions(const ExpertDistances& d) {
 }
 
 ConsolidationPlan plan_consolidation(const ExpertDistances& d, std::int64_t capacity, Policy policy,
-                                     std::span<const double> shares) {
+                                     std::span<const double> shares, std::span<const std::int64_t> layer_caps) {
   if (policy == Policy::Hybrid)
     throw InvalidArgument("policy", "hybrid", "is planned from the delta folders' packed bytes under a budget, not from a capacity",
                           "open delta folders with their base in the workbench and pick hybrid, or serve them with the hybrid strategy");
@@ -96,21 +96,28 @@ ConsolidationPlan plan_consolidation(const ExpertDistances& d, std::int64_t capa
 
   const std::vector<std::int64_t> order = rank_positions(d);
   plan.capacity = std::clamp<std::int64_t>(capacity, 0, static_cast<std::int64_t>(order.size()));
+  if (!layer_caps.empty() && static_cast<std::int64_t>(layer_caps.size()) != d.layers)
+    throw InvalidArgument("layer caps", std::to_string(layer_caps.size()) + " entries", "the model has " + std::to_string(d.layers) + " layers");
   std::vector<std::int64_t> given(static_cast<std::size_t>(d.variants), 0);
+  std::vector<std::int64_t> taken_in(static_cast<std::size_t>(d.layers), 0);
+  std::int64_t taken = 0;  // positions kept: their rank order, less those a full layer passed over
   for (std::size_t r = 0; r < order.size(); ++r) {
     const std::int64_t p = order[r];
     plan.rank[static_cast<std::size_t>(p)] = static_cast<std::int64_t>(r);
-    if (static_cast<std::int64_t>(r) >= plan.capacity) continue;
+    const auto layer = static_cast<std::size_t>(p / d.experts);
+    if (taken >= plan.capacity || (!layer_caps.empty() && taken_in[layer] >= layer_caps[layer])) continue;
+    ++taken_in[layer];
+    const std::int64_t turn = taken++;
     int v = 0;
     switch (policy) {
-      case Policy::RoundRobin: v = static_cast<int>(static_cast<std::int64_t>(r) % d.variants); break;
+      case Policy::RoundRobin: v = static_cast<int>(turn % d.variants); break;
       case Policy::Medoid: v = medoid(d, p / d.experts, p % d.experts); break;
       case Policy::Weighted: {
         // The variant furthest behind its share of the positions given so far takes this one; with
         // equal shares this is exactly round-robin.
         double best = -INFINITY;
         for (std::int64_t i = 0; i < d.variants; ++i) {
-          const double deficit = plan.shares[static_cast<std::size_t>(i)] * static_cast<double>(r + 1) -
+          const double deficit = plan.shares[static_cast<std::size_t>(i)] * static_cast<double>(turn + 1) -
                                  static_cast<double>(given[static_cast<std::size_t>(i)]);
           if (deficit > best + 1e-12) best = deficit, v = static_cast<int>(i);
         }
@@ -122,6 +129,7 @@ ConsolidationPlan plan_consolidation(const ExpertDistances& d, std::int64_t capa
     ++given[static_cast<std::size_t>(v)];
     plan.map[static_cast<std::size_t>(p)] = v;
   }
+  plan.capacity = taken;  // less than asked where the layers' caps hold fewer
   return plan;
 }
 

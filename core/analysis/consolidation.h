@@ -47,7 +47,9 @@ std::vector<std::int64_t> rank_positions(const ExpertDistances& d);
 // (normalized here); the others ignore shares. Throws InvalidArgument for bad shares, for Hybrid,
 // which is planned from the deltas' bytes (serving/hybrid_plan.h), and for Virtual, planned from
 // calibration text (analysis/virtual_plan.h), neither from a capacity.
+// `layer_caps` (empty: none): the most positions a layer may keep — a family changed while it serves
+// is re-planned into the slots its runtime holds, the positions taken in rank order past full layers.
 ConsolidationPlan plan_consolidation(const ExpertDistances& d, std::int64_t capacity, Policy policy,
-                                     std::span<const double> shares = {});
+                                     std::span<const double> shares = {}, std::span<const std::int64_t> layer_caps = {});
 
 }  // namespace mosaic
