@@ -17,6 +17,7 @@
 #include "analysis/family_analysis.h"
 #include "analysis/merge.h"
 #include "common/error.h"
+#include "runtime/device_plan.h"
 #include "runtime/engine.h"
 #include "runtime/forward.h"
 #include "runtime/reconfigurer.h"
@@ -41,6 +42,29 @@ class TestEngine : public QObject {
   std::shared_ptr<Runtime> runtime(RuntimeConfig c = {}) {
     c.pinned = pinned_;
     return std::make_shared<Runtime>(*store_, std::move(c));
+  }
+  // {base, ft1, ft2} and {base, ft1, ft3}, each with the layout consolidation plans at 9 a layer.
+  struct FamilyChange {
+    std::shared_ptr<Family> before_family, after_family;
+    std::shared_ptr<HostStore> before, after;
+    std::vector<PinnedExpert> before_pins, after_pins;
+  };
+  static std::vector<PinnedExpert> planned(const Family& f) {
+    const auto a = analyze_family(f);
+    const Layout l = make_layout(f, a->sha256, plan_consolidation(a->distances, 9, Policy::RoundRobin));
+    return pinned_from_layout(l, match_layout(l, f, a->sha256, "layout"));
+  }
+  static FamilyChange family_change() {
+    FamilyChange c;
+    c.before_family = std::make_shared<Family>();
+    c.after_family = std::make_shared<Family>();
+    for (const char* v : {"base", "ft1", "ft2"}) c.before_family->add(v, fixture("qwen2_moe", v));
+    for (const char* v : {"base", "ft1", "ft3"}) c.after_family->add(v, fixture("qwen2_moe", v));
+    c.before = std::make_shared<HostStore>(*c.before_family);
+    c.after = std::make_shared<HostStore>(*c.after_family);
+    c.before_pins = planned(*c.before_family);
+    c.after_pins = planned(*c.after_family);
+    return c;
   }
 
  private Q_SLOTS:
@@ -517,6 +541,73 @@ class TestEngine : public QObject {
     QCOMPARE(r.tokens.size(), std::size_t(20));
     auto after = engine.submit({"ft2", request(5)});
     QCOMPARE(after->wait().stats.counters.total().misses, std::int64_t(0));  // the new runtime pins all of ft2
+  }
+
+  // A family change served in place: ft2 removed and ft3 added while an ft1 request runs. The
+  // request keeps its KV cache (no preemption) and its tokens; only the slots whose owner changed
+  // are copied; a removed target is refused and an added one served.
+  void aFamilyChangeIsServedInPlaceWhileARequestRuns() {
+    FamilyChange change = family_change();
+    const RuntimeConfig strict{.pinned = change.before_pins, .hit = HitPolicy::Strict};
+    const std::vector<std::int64_t> alone = Engine(std::make_shared<Runtime>(*change.before, strict)).submit({"ft1", request(24)})->wait().tokens;
+
+    Engine engine(std::make_shared<Runtime>(*change.before, strict));
+    std::promise<void> started;
+    std::atomic<bool> once{false};
+    RequestCallbacks cb;
+    cb.on_token = [&](const RequestHandle&, std::int64_t, const RuntimeCounters&) {
+      if (!once.exchange(true)) started.set_value();
+    };
+    auto running = engine.submit({"ft1", request(24)}, cb);
+    started.get_future().wait();
+    std::string why_not;
+    const auto config = engine.runtime()->in_place(*change.after, {.pinned = change.after_pins, .hit = HitPolicy::Strict}, why_not);
+    QVERIFY2(config, why_not.c_str());
+    const RebaseResult moved = engine.rebase(change.after, *config).get();
+    const RequestResult& r = running->wait();
+    QCOMPARE(r.finish, Finish::Length);
+    QCOMPARE(r.stats.preemptions, std::int64_t(0));  // its KV cache stayed
+    QCOMPARE(r.tokens, alone);
+    QCOMPARE(moved.kept + moved.copies, static_cast<std::int64_t>(change.after_pins.size()));
+    QVERIFY(moved.copies > 0 && moved.kept > 0);
+    QCOMPARE(moved.copy_bytes, static_cast<std::uint64_t>(moved.copies) * pin_bytes(*change.after, change.after_pins.front(), false));
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, engine.submit({"ft2", request(4)}));
+    const std::vector<std::int64_t> ft3 = engine.submit({"ft3", request(8)})->wait().tokens;
+    QCOMPARE(ft3, Engine(std::make_shared<Runtime>(*change.after, strict)).submit({"ft3", request(8)})->wait().tokens);
+  }
+
+  // Once a change's copies have landed, every row of every layer reads the same bytes as in a
+  // runtime built afresh for the next family (consolidated hits: rows without their own expert
+  // take the position's first pinned copy), and so generates the same tokens; until then the rows
+  // of the moved slots miss.
+  void aChangeInPlaceServesWhatAFreshRuntimeWould() {
+    FamilyChange change = family_change();
+    const auto rt = std::make_shared<Runtime>(*change.before, RuntimeConfig{.pinned = change.before_pins});
+    std::string why_not;
+    const auto config = rt->in_place(*change.after, {.pinned = change.after_pins}, why_not);
+    QVERIFY2(config, why_not.c_str());
+    const RebaseResult moved = rt->rebase(change.after, *config);
+    QCOMPARE(rt->repins().pending, moved.copies);
+    const auto fresh = std::make_shared<Runtime>(*change.after, RuntimeConfig{.pinned = change.after_pins});
+    auto served = [](const Runtime& x, std::int64_t l, int row, std::int64_t e) {
+      const std::int32_t slot = x.reroute(l).at(row, e);
+      return slot == RerouteTable::kMiss ? ExpertId(-1) : x.slots(l).content(slot);
+    };
+    const ModelSpec& s = change.after->spec();
+    std::int64_t missing = 0;
+    for (std::int64_t l = 0; l < s.num_layers; ++l)
+      for (int row = 0; row < change.after->targets(); ++row)
+        for (std::int64_t e = 0; e < s.num_experts; ++e) missing += served(*rt, l, row, e) != served(*fresh, l, row, e);
+    QVERIFY(missing > 0);  // the moved slots' rows, until their copies land
+    rt->repin(std::nullopt);
+    QCOMPARE(rt->repins().pending, std::int64_t(0));
+    QCOMPARE(rt->repins().copies, moved.copies);
+    for (std::int64_t l = 0; l < s.num_layers; ++l)
+      for (int row = 0; row < change.after->targets(); ++row)
+        for (std::int64_t e = 0; e < s.num_experts; ++e)
+          QVERIFY2(served(*rt, l, row, e) == served(*fresh, l, row, e), qPrintable(QStringLiteral("layer %1 row %2 expert %3").arg(l).arg(row).arg(e)));
+    for (const char* target : {"ft1", "ft3", "base"})
+      QCOMPARE(Engine(rt).submit({target, request(8)})->wait().tokens, Engine(fresh).submit({target, request(8)})->wait().tokens);
   }
 
   // Finite weights whose products overflow float (layer 1's output projection at 3e38) make that

@@ -5,12 +5,14 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <vector>
 
 #include "runtime/host_store.h"
 #include "runtime/prefetch_gate.h"
 #include "runtime/route_plan.h"
 #include "runtime/step.h"
+#include "runtime/store_map.h"
 
 namespace mosaic {
 
@@ -68,6 +70,12 @@ class Backend {
   // as it goes), the MoE layers through `moe` (routing, misses, loads and expert compute happen
   // here), and the logits the chunks ask for.
   virtual StepResult run(const StepBatch& batch, MoeState& moe) = 0;
+  // A family change served in place (Runtime::rebase): whether this backend can take the next
+  // family's store over the memory it holds, and doing so — reading `next` from now on, each slot
+  // and buffer translated through `map` (what maps to -1 is held by nobody and never read again
+  // before it is filled). Called between steps, with no fill ahead under way.
+  virtual bool rebases() const { return false; }
+  virtual void rebase(const HostStore&, const StoreMap&) { throw std::logic_error("this backend does not change its family in place"); }
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const HostStore& store, const BackendShape& shape);

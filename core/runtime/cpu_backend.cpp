@@ -1,5 +1,7 @@
 #include "runtime/cpu_backend.h"
 
+#include <algorithm>
+
 #include "model/dtype.h"
 #include "runtime/cpu_ops.h"
 
@@ -41,7 +43,7 @@ ExpertSlots make_slots(const ModelSpec& s, std::int64_t n, std::pair<std::int64_
 
 }  // namespace
 
-CpuBackend::CpuBackend(const HostStore& store, const BackendShape& shape) : store_(store), shape_(shape) {
+CpuBackend::CpuBackend(const HostStore& store, const BackendShape& shape) : store_(&store), shape_(shape) {
   const ModelSpec& s = store.spec();
   for (std::size_t l = 0; l < shape.layer_slots.size(); ++l)
     slots_.push_back(make_slots(s, shape.layer_slots[l], l < shape.layer_delta_only.size() ? shape.layer_delta_only[l] : std::pair<std::int64_t, std::int64_t>{}));
@@ -64,7 +66,7 @@ CpuBackend::CpuBackend(const HostStore& store, const BackendShape& shape) : stor
 
 TierRead CpuBackend::load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) {
   ExpertSlots& to = slot.scratch ? scratch_ : slots_[static_cast<std::size_t>(layer)];
-  const HostExpert& e = store_.expert_tensors(expert);
+  const HostExpert& e = store_->expert_tensors(expert);
   const auto at = static_cast<std::size_t>(slot.slot);
   TierRead bytes;
   if (to.delta_only[at]) {
@@ -74,16 +76,16 @@ TierRead CpuBackend::load_expert(std::int64_t layer, SlotRef slot, ExpertId expe
     if (e.delta < 0 || base == to.held.size()) throw std::logic_error("a delta-only slot loaded without its base pinned in the layer");
     to.dense[at] = to.dense[base];
   } else {
-    const std::int64_t I = store_.spec().expert_intermediate, d = to.dense[at];
+    const std::int64_t I = store_->spec().expert_intermediate, d = to.dense[at];
     // One pass each: the copy converts from the stored dtype.
-    bytes += fill_fp32(store_, e.gate, to.gate_up[d].narrow(0, 0, I));
-    bytes += fill_fp32(store_, e.up, to.gate_up[d].narrow(0, I, I));
-    bytes += fill_fp32(store_, e.down, to.down[d]);
+    bytes += fill_fp32(*store_, e.gate, to.gate_up[d].narrow(0, 0, I));
+    bytes += fill_fp32(*store_, e.up, to.gate_up[d].narrow(0, I, I));
+    bytes += fill_fp32(*store_, e.down, to.down[d]);
   }
   to.held[at] = expert;
   to.has_delta[at] = e.delta >= 0;
   if (e.delta >= 0) {
-    to.delta[at] = store_.delta(e.delta);  // reuses the slot's arrays' capacity
+    to.delta[at] = store_->delta(e.delta);  // reuses the slot's arrays' capacity
     bytes.bytes += to.delta[at].bytes();
   }
   return bytes;
@@ -97,18 +99,26 @@ void CpuBackend::wait_set(int) {}
 
 std::uint64_t CpuBackend::load_set(int buffer, int set) {
   SetBuffer& b = buffers_[static_cast<std::size_t>(buffer)];
-  const std::vector<TensorId>& ids = store_.set_tensors(set);
+  const std::vector<TensorId>& ids = store_->set_tensors(set);
   std::uint64_t bytes = 0;
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (b.held[i] == ids[i]) continue;  // the same tensor: nothing to copy
-    const HostTensor& t = store_.tensor(ids[i]);
+    const HostTensor& t = store_->tensor(ids[i]);
     if (!b.fp32[i].defined() || b.fp32[i].sizes() != at::IntArrayRef(t.shape)) b.fp32[i] = at::empty(t.shape, at::kFloat);
-    bytes += fill_fp32(store_, ids[i], b.fp32[i]).bytes;
+    bytes += fill_fp32(*store_, ids[i], b.fp32[i]).bytes;
     b.held[i] = ids[i];
   }
-  b.weights = assemble_weights(store_.spec(), [&](const std::string& name) { return b.fp32[name_index_.at(name)]; },
+  b.weights = assemble_weights(store_->spec(), [&](const std::string& name) { return b.fp32[name_index_.at(name)]; },
                                /*with_experts=*/false);
   return bytes;
+}
+
+void CpuBackend::rebase(const HostStore& next, const StoreMap& map) {
+  store_ = &next;
+  const auto expert = [&](ExpertId e) { return map.expert_of(e); };
+  std::ranges::transform(scratch_.held, scratch_.held.begin(), expert);
+  for (ExpertSlots& slots : slots_) std::ranges::transform(slots.held, slots.held.begin(), expert);
+  for (SetBuffer& b : buffers_) std::ranges::transform(b.held, b.held.begin(), [&](TensorId t) { return map.tensor_of(t); });
 }
 
 void CpuBackend::reserve_kv(std::int64_t blocks) {

@@ -65,6 +65,8 @@ class CpuBackend final : public Backend {
   bool set_ready(int buffer) override;
   void wait_set(int buffer) override;
   StepResult run(const StepBatch& batch, MoeState& moe) override;
+  bool rebases() const override { return true; }
+  void rebase(const HostStore& next, const StoreMap& map) override;
 
  private:
   // The MoE block of `layer` over every token of the step: h [tokens, H] → [tokens, H].
@@ -84,7 +86,7 @@ class CpuBackend final : public Backend {
   void reserve_kv(std::int64_t blocks);
   const ModelWeights& weights(int buffer) const { return buffers_[static_cast<std::size_t>(buffer)].weights; }
 
-  const HostStore& store_;
+  const HostStore* store_;  // the family's, until a change served in place hands over the next
   BackendShape shape_;
   std::vector<ExpertSlots> slots_;  // [layers]
   ExpertSlots scratch_;

@@ -46,7 +46,7 @@ void CpuBackend::run_groups(std::int64_t layer, const RouteWave& wave, const at:
     std::size_t b = bundles.size();
     if (any_delta) {
       // What the backend loaded, not the pool's record: a scratch slot's record is its last wave's.
-      const HostExpert& e = store_.expert_tensors(slots_of(g.slot).held[static_cast<std::size_t>(g.slot.slot)]);
+      const HostExpert& e = store_->expert_tensors(slots_of(g.slot).held[static_cast<std::size_t>(g.slot.slot)]);
       b = bundle_of.emplace(std::make_tuple(e.gate, e.up, e.down), bundles.size()).first->second;
     }
     if (b == bundles.size()) bundles.emplace_back();

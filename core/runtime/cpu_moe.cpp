@@ -12,7 +12,7 @@ namespace mosaic::cpu {
 
 at::Tensor CpuBackend::moe(std::int64_t layer, const at::Tensor& h, const StepLayout& layout, MoeState& state,
                            StepResult& result) {
-  const ModelSpec& s = store_.spec();
+  const ModelSpec& s = store_->spec();
   const std::int64_t N = layout.tokens, k = s.top_k, E = s.num_experts;
   const auto l = static_cast<std::size_t>(layer);
   RerouteTable& table = *state.tables[l];
@@ -95,11 +95,11 @@ void CpuBackend::prefetch(std::int64_t layer, const at::Tensor& h, const StepLay
   const std::int64_t next = state.next_moe_layer(layer);
   if (next < 0) return;
   const auto n = static_cast<std::size_t>(next);
-  const std::int64_t k = store_.spec().top_k;
+  const std::int64_t k = store_->spec().top_k;
   std::vector<std::int64_t> predicted(static_cast<std::size_t>(layout.tokens * k));
   for (const auto& g : layout.groups) {
     const LayerWeights& L = weights(g.buffer).layers[n];
-    const at::Tensor ids = route_tokens(store_.spec(), project(h.narrow(0, g.begin, g.end - g.begin), L.router), L.router_bias).ids;
+    const at::Tensor ids = route_tokens(store_->spec(), project(h.narrow(0, g.begin, g.end - g.begin), L.router), L.router_bias).ids;
     std::copy_n(ids.data_ptr<std::int64_t>(), ids.numel(), predicted.begin() + g.begin * k);
   }
   const LayerSlots slots{next, *state.tables[n], *state.pools[n], *state.scratch, *state.store, *state.policy, state.recent};

@@ -123,7 +123,7 @@ CpuBackend::KvRows CpuBackend::kv_rows(const StepBatch& batch, const StepLayout&
 // (DeepSeek's inference/model.py, attn_impl "absorb"). [n, nh, hd], or [n, nh, rkv + dr].
 at::Tensor CpuBackend::project_qkv(std::int64_t layer, const LayerWeights& L, const at::Tensor& h, const at::Tensor& cos,
                                    const at::Tensor& sin, const at::Tensor& write_rows) {
-  const ModelSpec& s = store_.spec();
+  const ModelSpec& s = store_->spec();
   const at::Tensor c = cos.unsqueeze(1), sn = sin.unsqueeze(1);  // [n, 1, d]
   if (s.mla) {
     const LatentQkv p = project_latent(s, L, h, /*batched=*/true);  // [n, nh, ·], [n, rkv], [n, dr]
@@ -141,7 +141,7 @@ at::Tensor CpuBackend::project_qkv(std::int64_t layer, const LayerWeights& L, co
 // attention's values are the latent part of its pool rows.
 at::Tensor CpuBackend::attend_all(std::int64_t layer, const at::Tensor& q, const StepBatch& batch, const StepLayout& layout,
                                   const KvRows& rows) {
-  const ModelSpec& s = store_.spec();
+  const ModelSpec& s = store_->spec();
   const at::Tensor& K = k_[static_cast<std::size_t>(layer)];
   const at::Tensor V = s.mla ? K.narrow(2, 0, s.mla->kv_lora_rank) : v_[static_cast<std::size_t>(layer)];
   const std::int64_t nh = s.num_heads, kvh = K.size(1), hd = K.size(2), dv = V.size(2);
@@ -170,7 +170,7 @@ at::Tensor CpuBackend::attend_all(std::int64_t layer, const at::Tensor& q, const
 }
 
 StepResult CpuBackend::run(const StepBatch& batch, MoeState& moe_state) {
-  const ModelSpec& s = store_.spec();
+  const ModelSpec& s = store_->spec();
   c10::NoGradGuard no_grad;
   StepResult result;
   result.counts.assign(static_cast<std::size_t>(batch.sequences), std::vector<LayerCounts>(static_cast<std::size_t>(s.num_layers)));

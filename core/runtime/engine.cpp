@@ -203,6 +203,20 @@ void Engine::set_runtime(std::shared_ptr<Runtime> runtime) {
   wake_->cv.notify_all();
 }
 
+std::future<RebaseResult> Engine::rebase(std::shared_ptr<const HostStore> next, RuntimeConfig config) {
+  if (!next) throw InvalidArgument("engine", "next store", "is missing");
+  std::future<RebaseResult> done;
+  {
+    std::lock_guard lock(wake_->m);
+    if (next_rebase_) throw InvalidArgument("engine", "family change", "another is waiting for the next step", "wait for it first");
+    next_rebase_.emplace(Rebase{std::move(next), std::move(config), {}});
+    done = next_rebase_->done.get_future();
+    ++wake_->events;
+  }
+  wake_->cv.notify_all();
+  return done;
+}
+
 void Engine::set_scheduler(SchedulerOptions options) {
   Scheduler check(options, runtime()->kv_blocks(), 1);  // throws for bad values, here rather than later
   {
@@ -263,9 +277,10 @@ void Engine::apply_changes(std::unique_lock<std::mutex>& lock) {
   if (next_scheduler_) scheduler_options_ = *next_scheduler_;
   const bool reschedule = fresh || next_scheduler_;
   next_scheduler_.reset();
-  if (!reschedule) return;
   const std::shared_ptr<Runtime> old = runtime_;  // its KV pool outlives the old scheduler's hold on it
-  if (fresh) runtime_ = fresh;
+  if (fresh) runtime_ = fresh;  // before a change served in place, which was asked of it
+  if (next_rebase_) rebase_now(lock);
+  if (!reschedule) return;
   const Runtime& rt = *runtime_;
   lock.unlock();
   scheduler_->preempt_all();
@@ -286,6 +301,28 @@ void Engine::apply_changes(std::unique_lock<std::mutex>& lock) {
     }
     if (job->arrived) scheduler_->add(&job->seq);
   }
+  lock.lock();
+}
+
+void Engine::rebase_now(std::unique_lock<std::mutex>& lock) {
+  Rebase change = std::move(*next_rebase_);
+  next_rebase_.reset();
+  RebaseResult result;
+  try {
+    result = runtime_->rebase(std::move(change.store), std::move(change.config));  // under the lock: make_job reads its targets
+  } catch (...) {
+    change.done.set_exception(std::current_exception());
+    return;
+  }
+  lock.unlock();
+  const Runtime& rt = *runtime_;
+  for (auto& job : jobs_) {
+    if (job->done) continue;
+    job->target = rt.target_of(job->request.target);
+    if (job->target < 0) finish(*job, Finish::Failed, "the family changed and no longer serves '" + job->request.target + "'");
+    else job->seq.set = rt.set_of(job->target);
+  }
+  change.done.set_value(result);
   lock.lock();
 }
 
@@ -325,6 +362,10 @@ void Engine::run() {
     bool ran = false;
     try {
       ran = step(now);
+      if (!ran && runtime_->repins().pending > 0) {  // idle: a change's copies go in at once
+        runtime_->repin(std::nullopt);
+        ran = true;
+      }
     } catch (const std::exception& e) {
       // A step that fails (the device out of memory, a bug) fails what it ran, not the engine.
       for (auto& job : jobs_)

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -126,6 +127,11 @@ class Engine {
   // Take effect before the next step. Running sequences are sent back to wait and recomputed under
   // the new runtime; requests for targets it does not serve fail.
   void set_runtime(std::shared_ptr<Runtime> runtime);
+  // A family change served in place (Runtime::in_place gave `config`), before the next step: running
+  // requests keep their KV cache and resident sets and go on; every request is renamed to the next
+  // store's target of its name (one whose target is gone fails). The future holds what the change
+  // kept and queued, or what it threw (the runtime then serves as it did).
+  std::future<RebaseResult> rebase(std::shared_ptr<const HostStore> next, RuntimeConfig config);
   void set_scheduler(SchedulerOptions options);
   // Requests not yet finished keep the times they have; give a new clock between workloads.
   void set_clock(std::shared_ptr<Clock> clock);
@@ -136,6 +142,7 @@ class Engine {
   std::unique_ptr<Scheduler> make_scheduler() const;
   bool step(double now);  // false when there was nothing to run
   void apply_changes(std::unique_lock<std::mutex>& lock);
+  void rebase_now(std::unique_lock<std::mutex>& lock);  // next_rebase_, with the lock held
   void finish(Job& job, Finish finish, std::string error = {});
   std::unique_ptr<Job> make_job(ServeRequest request, RequestCallbacks callbacks);
 
@@ -144,6 +151,12 @@ class Engine {
   // guarded by its mutex.
   std::shared_ptr<RequestHandle::Wake> wake_;
   std::shared_ptr<Runtime> runtime_, next_runtime_;
+  struct Rebase {
+    std::shared_ptr<const HostStore> store;
+    RuntimeConfig config;
+    std::promise<RebaseResult> done;
+  };
+  std::optional<Rebase> next_rebase_;
   std::optional<SchedulerOptions> next_scheduler_;
   std::shared_ptr<Clock> clock_;
   std::deque<std::unique_ptr<Job>> incoming_;

@@ -25,6 +25,11 @@ class Reconfigurer {
   // when `set` is resident already or no buffer qualifies.
   int ahead(int set, std::span<const int> keep = {});
   void forget(int buffer) { held_[static_cast<std::size_t>(buffer)] = -1; }  // a fill that failed
+  // A family change: each buffer's set by its id in the next store (`next[set]`, -1: gone, so empty).
+  void renumber(std::span<const int> next) {
+    for (int& set : held_)
+      if (set >= 0) set = next[static_cast<std::size_t>(set)];
+  }
 
  private:
   // The buffer to fill: empty, else LRU; never one used at `busy` or holding one of `keep`.

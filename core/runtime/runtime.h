@@ -5,7 +5,9 @@
 // experts to slots, and the backend that runs a step over them. A strategy (serving/strategy.h) is a
 // RuntimeConfig. Used by one thread at a time: the Engine's.
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -87,6 +89,20 @@ struct SwapRecord {
   bool ahead = false;           // filled ahead (load_ahead): `seconds` is the engine's time issuing it plus what the step waited
 };
 
+// A family change served in place (Runtime::rebase): the pinned experts it kept where they were,
+// and the copies it queued for the slots whose owner changed (made over the next steps).
+struct RebaseResult {
+  std::int64_t kept = 0, copies = 0;
+  std::uint64_t copy_bytes = 0;
+};
+
+// Those copies as they are made.
+struct RepinProgress {
+  std::int64_t pending = 0, copies = 0;
+  std::uint64_t bytes = 0;
+  double seconds = 0;
+};
+
 class Runtime {
  public:
   // Throws BudgetError naming the first item that does not fit, InvalidArgument for a bad config.
@@ -95,7 +111,10 @@ class Runtime {
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
-  const HostStore& store() const { return store_; }
+  // The engine thread's, and anyone's while no change is served in place; other threads that may
+  // read it meanwhile take shared_store().
+  const HostStore& store() const { return *store_; }
+  std::shared_ptr<const HostStore> shared_store() const;
   const RuntimeConfig& config() const { return config_; }
   const MissPolicy& miss_policy() const { return *policy_; }
   const DeviceBudget& budget() const { return budget_; }
@@ -138,6 +157,26 @@ class Runtime {
   // One step; the chunks' `buffer` must come from buffer_of() after make_resident().
   StepResult run(const StepBatch& batch);
 
+  // A family change served in place — a variant, adapter or delta folder added or removed — over
+  // the device memory this runtime holds, so that running requests keep their KV cache and resident
+  // sets and go on at the next step. in_place() says whether `next` fits that memory as it is laid
+  // out (no more pinned slots a layer than it holds, the same spare slots, resident-set buffers,
+  // miss slots and KV blocks under the same budget; K stays what it is) and returns the config to
+  // rebase with, or nullopt and why not. Any thread; not while rebase() runs.
+  std::optional<RuntimeConfig> in_place(const HostStore& next, RuntimeConfig config, std::string& why_not) const;
+  // Per layer, the slots pinned dense experts may take: a layout planned within these is served in
+  // place (with the rest of in_place's terms).
+  std::vector<std::int64_t> pinned_slots() const;
+  // The engine thread's, between steps, with a config in_place() returned: every slot and buffer
+  // keeps what it holds under the next store's ids; pinned experts the next layout keeps stay in
+  // their slots, and the slots whose owner changes are queued for copies that the next steps make
+  // (each step as many as its own time allows, so that no step waits longer than itself for them).
+  // Until an expert's copy lands its rows miss. `next` is kept alive for the runtime's life.
+  RebaseResult rebase(std::shared_ptr<const HostStore> next, RuntimeConfig config);
+  const RepinProgress& repins() const { return repins_; }
+  // Makes the queued copies for up to `seconds` (at least one; all when nullopt): an idle engine's.
+  void repin(std::optional<double> seconds);
+
   // Virtual experts (RuntimeConfig::virtual_experts); null without.
   VirtualExperts* virtual_experts() { return virtual_.get(); }
   // The prefetch policy's judge of where predictions pay; null under other policies.
@@ -147,6 +186,10 @@ class Runtime {
  private:
   void load_pinned(int target, std::uint64_t& bytes);  // whole-model swaps
   void judge_prefetches(const StepResult& r);           // tells the gate what each layer's step measured
+  // Points `layer`'s reroute rows at what its slots hold: each row at its own expert's pinned copy,
+  // then (consolidated hits) at the position's first pinned copy, then at a kept miss of its own.
+  void route_layer(std::int64_t layer);
+  void index_pins();  // pins_of_layer_
 
   struct AheadFill {
     int set = -1;  // -1: none under way or unclaimed in that buffer
@@ -154,9 +197,21 @@ class Runtime {
     double issue_seconds = 0;  // the engine's time in start_set (the whole fill where it is synchronous)
   };
 
-  const HostStore& store_;
+  const HostStore* store_;
+  std::shared_ptr<const HostStore> next_store_;  // the store a change served in place handed over
+  mutable std::mutex store_m_;                   // guards next_store_ for shared_store()
   RuntimeConfig config_;
   std::vector<char> delta_only_;  // [config_.pinned]: holds only a packed delta, its base in another slot
+  std::vector<std::int32_t> pin_slot_;  // [config_.pinned]: its slot; -1 while a change's copy is queued
+  std::vector<std::vector<std::size_t>> pins_of_layer_;  // [layers]: indices into config_.pinned
+  BackendShape shape_;
+  struct QueuedPin {
+    std::size_t pin = 0;  // into config_.pinned
+    std::int32_t slot = 0;
+  };
+  std::deque<QueuedPin> queued_pins_;  // a change's copies: dense ones first, then delta-only ones
+  RepinProgress repins_;
+  double last_step_seconds_ = 0;
   DeviceBudget budget_;
   std::vector<DeviceItem> items_;
   std::unique_ptr<MissPolicy> policy_;

@@ -30,6 +30,11 @@ class SlotPool {
   bool ahead(std::int64_t slot) const { return at(slot).ahead; }
   void settle(std::int64_t slot) { slots_[static_cast<std::size_t>(slot)].ahead = false; }
   void clear(std::int64_t slot);
+  // A family change: the same bytes under the next store's ids; the use time stays.
+  void renumber(std::int64_t slot, const ExpertSource& source, ExpertId content) {
+    slots_[static_cast<std::size_t>(slot)].source = source;
+    slots_[static_cast<std::size_t>(slot)].content = content;
+  }
   // Use times: a tick per use. A step notes now() as it starts; slots with last_use() > that are
   // in use by the step and must not be evicted.
   std::uint64_t now() const { return tick_; }
