@@ -655,7 +655,7 @@ class TestServeFaults : public QObject {
     for (auto& t : streams) t.join();
     for (std::size_t i = 0; i < texts.size(); ++i) {
       QVERIFY2(whole[i], qPrintable(QString::number(i)));
-      QCOMPARE(texts[i], alone);  // recomputed under each new runtime, the same tokens
+      QCOMPARE(texts[i], alone);  // strict hits: the same tokens, wherever the experts moved
     }
 
     // Refused, each with its reason; the family is as it was.
@@ -678,6 +678,10 @@ class TestServeFaults : public QObject {
     QCOMPARE(m.at("mosaic_model_changes_total{change=\"add\"}"), 1.0);
     QCOMPARE(m.at("mosaic_model_changes_total{change=\"remove\"}"), 2.0);
     QVERIFY(m.at("mosaic_model_change_bytes_total") > 0);
+    // Each served over the runtime's memory (the streams kept their KV cache), copying only the
+    // experts whose owner changed: some, and fewer than the 3 × 16 slots.
+    QCOMPARE(m.at("mosaic_model_changes_in_place_total"), 3.0);
+    QVERIFY(m.at("mosaic_model_change_expert_copies_total") > 0 && m.at("mosaic_model_change_expert_copies_total") < 3 * 3 * 16);
     QCOMPARE(s.terminate(30), 0);
   }
 

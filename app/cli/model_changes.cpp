@@ -114,27 +114,50 @@ void FamilyChanges::apply(const Change& c) {
     for (std::size_t i = 0; i < found.size(); ++i)
       if (found[i].first == c.id) dirs.erase(dirs.begin() + static_cast<std::ptrdiff_t>(i));
   }
+  std::shared_ptr<Runtime> serving = first_.engine->runtime();
   ServingArgs args = args_;
   args.variants = dirs;
-  std::shared_ptr<ServingSession> next = open_serving(args, /*need_target=*/false, /*with_engine=*/false);
+  args.layer_slots = serving->pinned_slots();  // the layout re-planned into the slots the runtime holds
+  std::shared_ptr<ServingSession> next = open_serving(args, /*need_target=*/false, Build::Config);
   std::vector<server::ServedModel> models = server::served_models(next->family, *next->store, chat_templates_);
   const std::size_t count = models.size();
-  const std::shared_ptr<Runtime> runtime(next, next->runtime.get());  // keeps its family and store alive
-  const std::uint64_t bytes = runtime->budget().used();
-  first_.engine->set_runtime(runtime);
-  http_.set_models(std::move(models), runtime);
+  server::ModelChange done{c.add ? "add" : "remove"};
+  std::string why_not;
+  if (const std::optional<RuntimeConfig> config = serving->in_place(*next->store, next->config, why_not)) {
+    // Over the memory the runtime holds: running requests keep their KV cache and go on.
+    const RebaseResult r = first_.engine->rebase(std::shared_ptr<const HostStore>(next, next->store.get()), *config).get();
+    done.in_place = true;
+    done.copies = r.copies;
+    done.bytes = r.copy_bytes;
+    http_.set_models(std::move(models), serving);
+    // The runtime reads the next store now (and keeps it): the one it read before can go.
+    ServingSession& before = rebuilt_ ? *rebuilt_ : first_;
+    before.store.reset();
+    before.family = Family();
+  } else {
+    serving.reset();  // the wait below is for the engine's hold on it alone
+    std::cerr << "serve: " << (c.add ? "adding '" : "removing '") << c.id << "' rebuilds the runtime: " << why_not << "\n";
+    next->runtime = std::make_shared<Runtime>(*next->store, next->config);
+    const std::shared_ptr<Runtime> runtime(next, next->runtime.get());  // keeps its family and store alive
+    done.bytes = runtime->budget().used();
+    first_.engine->set_runtime(runtime);
+    http_.set_models(std::move(models), runtime);
+    rebuilt_ = next;
+    if (first_.runtime) {  // the family serve opened: let go once the engine has
+      const std::weak_ptr<Runtime> old = first_.runtime;
+      first_.runtime.reset();
+      while (!old.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      first_.store.reset();
+      first_.family = Family();
+    }
+  }
   if (!c.add) http_.set_model_state(c.id, {"removed", ""});
   applied_ = std::move(dirs);
-  if (first_.runtime) {  // the family serve opened: let go once the engine has
-    const std::weak_ptr<Runtime> old = first_.runtime;
-    first_.runtime.reset();
-    while (!old.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    first_.store.reset();
-    first_.family = Family();
-  }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  http_.record_model_change(c.add ? "add" : "remove", seconds, bytes);
-  std::cerr << "serve: " << (c.add ? "added '" : "removed '") << c.id << "' in " << seconds << " s (" << count << " models)\n";
+  done.seconds = seconds;
+  http_.record_model_change(done);
+  std::cerr << "serve: " << (c.add ? "added '" : "removed '") << c.id << "' in " << seconds << " s (" << count << " models; "
+            << (done.in_place ? std::to_string(done.copies) + " experts to copy in place" : "runtime rebuilt") << ")\n";
 }
 
 }  // namespace mosaic::cli

@@ -42,7 +42,6 @@ class FamilyChanges final : public server::ModelChanges {
   };
   void run();
   void apply(const Change& c);
-  std::vector<std::filesystem::path> without(const std::string& id) const;  // under m_
 
   ServingArgs args_;
   ServingSession& first_;
@@ -55,6 +54,7 @@ class FamilyChanges final : public server::ModelChanges {
   std::vector<std::filesystem::path> dirs_;        // the family's folders once the queued changes are done
   std::vector<std::string> names_;                 // their variants' names, in the same order
   std::vector<std::filesystem::path> applied_;     // the folders being served (the worker's)
+  std::shared_ptr<ServingSession> rebuilt_;        // whose runtime serves since a change rebuilt it (null: first_'s)
   bool stopping_ = false;
   std::thread worker_;                             // last: started once the rest is in place
 };

@@ -97,7 +97,7 @@ std::optional<std::uint64_t> host_budget_bytes(const std::string& text) {
   return bytes;
 }
 
-std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_target, bool with_engine) {
+std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_target, Build build) {
   if (a.model.empty() == a.variants.empty())
     throw InvalidArgument("arguments", "--model / --variants", a.model.empty() ? "neither was given" : "both were given",
                           "give --model DIR for one checkpoint, or --variants … --layout … to serve several");
@@ -156,7 +156,7 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
       if (capacity < 0)  // from the budget, leaving room for the sets resident_sets asks (auto: capacity.h's rule)
         capacity = with_sets_asked(plan_capacity(s->family, *config.budget_bytes, config.reserve), config.resident_sets, s->store->sets()).capacity;
       const auto analysis = analyzed(s->family, {default_cache_dir(), 0, {}});
-      s->layout = make_layout(s->family, analysis->sha256, plan_consolidation(analysis->distances, capacity, Policy::RoundRobin));
+      s->layout = make_layout(s->family, analysis->sha256, plan_consolidation(analysis->distances, capacity, Policy::RoundRobin, {}, a.layer_slots));
       to_store = match_layout(s->layout, s->family, analysis->sha256, "planned layout");
     } else {
       s->layout = load_layout(a.layout);
@@ -182,8 +182,10 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
                             "name one of: " + list);
     }
   }
+  s->config = config;
+  if (build == Build::Config) return s;
   s->runtime = std::make_shared<Runtime>(*s->store, std::move(config));
-  if (!with_engine) return s;
+  if (build == Build::Runtime) return s;
   s->engine = std::make_unique<Engine>(
       s->runtime, EngineOptions{.scheduler = {.max_sequences = a.max_sequences,
                                               .switching = a.admission == "fcfs" ? SwitchPolicy::Fcfs : SwitchPolicy::Affinity,

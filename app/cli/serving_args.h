@@ -27,6 +27,7 @@ struct ServingArgs {
   std::string target, hit = "consolidated", miss = "transient", budget;
   std::int64_t miss_slots = -1;
   std::int64_t capacity = -1;  // without --layout: plan one (round-robin) with this many resident experts
+  std::vector<std::int64_t> layer_slots;  // not a flag: a family changed while serving plans into its runtime's slots a layer
   bool no_reconfig = false;    // keep layout variant 0's non-expert weights (the paper's ablation)
   std::string resident_sets = "auto";  // K, or auto: every set the targets use, budget permitting
   std::int64_t max_sequences = 256;
@@ -48,6 +49,7 @@ struct ServingSession {
   Family family;
   std::unique_ptr<HostStore> store;
   Layout layout;
+  RuntimeConfig config;  // what the runtime was built with (or would be)
   std::shared_ptr<Runtime> runtime;
   std::unique_ptr<Engine> engine;
   std::string target;  // --target, or the --model's variant
@@ -55,8 +57,10 @@ struct ServingSession {
 
 // Throws mosaic::Error for missing or conflicting options, an unknown policy or target, or a layout
 // that does not match the variants (including changed checkpoints). `need_target`: --target must
-// name a variant (or --model be given). `with_engine` false: no engine (a runtime for one that runs).
-std::unique_ptr<ServingSession> open_serving(const ServingArgs& args, bool need_target = true, bool with_engine = true);
+// name a variant (or --model be given). `build`: how far to go — the config alone (for a change
+// served in place), a runtime (for an engine that runs), or an engine too.
+enum class Build { Config, Runtime, Engine };
+std::unique_ptr<ServingSession> open_serving(const ServingArgs& args, bool need_target = true, Build build = Build::Engine);
 
 // Submits every request at once and waits for all; throws InvalidArgument with the first failure.
 std::vector<RequestResult> serve_all(ServingSession& session, std::vector<ServeRequest> requests);

@@ -314,7 +314,8 @@ struct HttpServer::Impl {
     metrics.finished(call->model->id, status_of(result, by_text), result.stats);
     const std::shared_ptr<Runtime> rt = runtime();
     metrics.set_kv_blocks(rt->kv_blocks().used());
-    metrics.set_host_tier(rt->store().tier().stats(), rt->store().tier().budget());
+    const std::shared_ptr<const HostStore> store = rt->shared_store();  // a change served in place may hand over another
+    metrics.set_host_tier(store->tier().stats(), store->tier().budget());
     RequestRecord rec;
     rec.target = call->model->id;
     rec.outcome = by_text ? Finish::Stop : result.finish;
@@ -752,9 +753,7 @@ int HttpServer::withdraw(const std::string& id, double grace_seconds) {
   return cancelled;
 }
 
-void HttpServer::record_model_change(const std::string& change, double seconds, std::uint64_t bytes) {
-  impl_->metrics.model_changed(change, seconds, bytes);
-}
+void HttpServer::record_model_change(const ModelChange& change) { impl_->metrics.model_changed(change); }
 
 const ServerMetrics& HttpServer::metrics() const { return impl_->metrics; }
 std::int64_t HttpServer::recorded() const { return impl_->log ? impl_->log->recorded() : 0; }

@@ -16,6 +16,7 @@
 #include "model/tokenizer.h"
 #include "runtime/engine.h"
 #include "server/request_log.h"
+#include "server/server_metrics.h"
 
 namespace mosaic {
 class Recorder;
@@ -24,7 +25,6 @@ class Recorder;
 
 namespace mosaic::server {
 
-class ServerMetrics;
 
 struct ServedModel {
   std::string id;    // what `model` names: a variant's or an adapter's folder name
@@ -107,9 +107,9 @@ class HttpServer {
   // Stops admitting `id` and waits until its requests have finished, cancelling those still running
   // after `grace_seconds`. Returns how many were cancelled. Thread-safe; not from the engine's thread.
   int withdraw(const std::string& id, double grace_seconds);
-  // A change carried out ("add" or "remove"): how long from the request to serving the new family,
-  // and the device bytes its runtime filled (/metrics counts them).
-  void record_model_change(const std::string& change, double seconds, std::uint64_t bytes);
+  // A change carried out: how long from the request to serving the new family, and what it copied
+  // (/metrics counts them).
+  void record_model_change(const ModelChange& change);
 
   const ServerMetrics& metrics() const;
   std::int64_t recorded() const;  // requests written to the record so far

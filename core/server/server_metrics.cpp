@@ -95,11 +95,13 @@ std::string ServerMetrics::finished_summary() const {
   return s;
 }
 
-void ServerMetrics::model_changed(const std::string& change, double seconds, std::uint64_t bytes) {
+void ServerMetrics::model_changed(const ModelChange& c) {
   std::lock_guard lock(m_);
-  ++changes_[change];
-  change_seconds_ += seconds;
-  change_bytes_ += bytes;
+  ++changes_[c.change];
+  change_seconds_ += c.seconds;
+  change_bytes_ += c.bytes;
+  changes_in_place_ += c.in_place;
+  change_copies_ += c.copies;
 }
 
 std::string ServerMetrics::text() const {
@@ -178,7 +180,13 @@ std::string ServerMetrics::text() const {
     for (const auto& [change, n] : changes_) o << "mosaic_model_changes_total{change=\"" << change << "\"} " << n << '\n';
     head("mosaic_model_change_seconds_total", "counter", "Seconds from a change's request to its family served.");
     o << "mosaic_model_change_seconds_total " << num(change_seconds_) << '\n';
-    head("mosaic_model_change_bytes_total", "counter", "Device bytes filled by runtimes rebuilt for model changes (a change rebuilds the whole runtime).");
+    head("mosaic_model_changes_in_place_total", "counter",
+         "Changes served over the runtime's device memory: running requests kept their KV cache; only experts whose owner changed were copied.");
+    o << "mosaic_model_changes_in_place_total " << changes_in_place_ << '\n';
+    head("mosaic_model_change_expert_copies_total", "counter", "Experts copied to the device because a change moved their slot to another owner.");
+    o << "mosaic_model_change_expert_copies_total " << change_copies_ << '\n';
+    head("mosaic_model_change_bytes_total", "counter",
+         "Device bytes copied for model changes: the moved experts of a change served in place, every byte of a rebuilt runtime.");
     o << "mosaic_model_change_bytes_total " << change_bytes_ << '\n';
   }
   head("mosaic_http_connections", "gauge", "Client connections open.");

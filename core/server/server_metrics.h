@@ -16,6 +16,16 @@
 
 namespace mosaic::server {
 
+// A model added or removed while serving, and what it cost: served in place (only the experts whose
+// owner changed are copied) or by a rebuilt runtime (every device byte filled again).
+struct ModelChange {
+  std::string change;  // "add" or "remove"
+  double seconds = 0;  // from the request to the family served
+  bool in_place = false;
+  std::int64_t copies = 0;  // experts copied (in place)
+  std::uint64_t bytes = 0;  // device bytes copied
+};
+
 class ServerMetrics {
  public:
   // A request that ended: its model, its status ("ok", "cancelled", "failed") and what it cost.
@@ -26,9 +36,8 @@ class ServerMetrics {
   void set_kv_blocks(std::int64_t used);
   void set_host_tier(const TierStats& stats, std::optional<std::uint64_t> budget);
   void set_connections(const TransportCounts& c);
-  // A model added or removed while serving: the time it took and the device bytes the rebuilt
-  // runtime filled.
-  void model_changed(const std::string& change, double seconds, std::uint64_t bytes);
+  // A model added or removed while serving.
+  void model_changed(const ModelChange& change);
 
   std::string text() const;  // the exposition
   // Requests counted by status, summed over models (for tests and the closing summary).
@@ -58,6 +67,7 @@ class ServerMetrics {
   double swap_seconds_ = 0;
   std::map<std::string, std::int64_t> changes_;  // by "add" / "remove"
   double change_seconds_ = 0;
+  std::int64_t changes_in_place_ = 0, change_copies_ = 0;
   std::uint64_t change_bytes_ = 0;
 };
 
