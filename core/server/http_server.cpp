@@ -18,6 +18,7 @@
 #include "model/text_stream.h"
 #include "server/http_transport.h"
 #include "server/openai_api.h"
+#include "server/served_models.h"
 #include "server/server_metrics.h"
 #include "server/stop_text.h"
 #include "store/recorder.h"
@@ -336,18 +337,12 @@ struct HttpServer::Impl {
     --admitted;
   }
 
-  // The chat as the model's own template writes it; a template's refusal (roles out of order, a
-  // role it has no place for) is the client's to fix.
-  static std::string templated(const ServedModel& m, const ApiRequest& a) {
-    // A template walks the messages per message (some for each one): a bound keeps one request's
-    // rendering short. Far more than any context holds.
-    if (a.messages.size() > 4096) throw bad_request("messages", "more than 4096 messages in one request");
-    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-    for (const ChatMessage& msg : a.messages) messages.push_back({{"role", msg.role}, {"content", msg.content}});
+  // The chat as the model reads it; a template's refusal is the client's to fix.
+  static std::vector<std::int64_t> prompt_of_chat(const ServedModel& m, const std::vector<ChatMessage>& messages) {
     try {
-      return m.chat_template->render(messages, /*add_generation_prompt=*/true);
-    } catch (const Error& e) {
-      throw bad_request("messages", "the chat template of '" + m.id + "' refuses these messages: " + e.problem());
+      return chat_prompt_ids(m, messages);
+    } catch (const InvalidArgument& e) {
+      throw bad_request("messages", e.problem());
     }
   }
 
@@ -369,7 +364,7 @@ struct HttpServer::Impl {
       const ApiRequest& a = call->api;
       GenerationRequest g;
       if (!a.prompt_ids.empty()) g.prompt = a.prompt_ids;
-      else if (chat && m->chat_template) g.prompt = m->tokenizer.encode(templated(*m, a), /*add_special=*/false);  // the template writes BOS
+      else if (chat) g.prompt = prompt_of_chat(*m, a.messages);
       else g.prompt = m->tokenizer.encode(a.prompt_text);
       const char* prompt_param = chat ? "messages" : "prompt";
       if (g.prompt.empty()) throw bad_request(prompt_param, std::string("'") + prompt_param + "' encodes to no tokens");

@@ -25,4 +25,20 @@ std::vector<ServedModel> served_models(const Family& family, const HostStore& st
   return out;
 }
 
+std::vector<std::int64_t> chat_prompt_ids(const ServedModel& m, const std::vector<ChatMessage>& messages) {
+  if (!m.chat_template) return m.tokenizer.encode(plain_chat_prompt(messages));
+  // A template walks the messages per message (some for each one): a bound keeps one rendering
+  // short. Far more than any context holds.
+  if (messages.size() > 4096) throw InvalidArgument("messages", "", "more than 4096 messages in one conversation");
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const ChatMessage& msg : messages) list.push_back({{"role", msg.role}, {"content", msg.content}});
+  std::string text;
+  try {
+    text = m.chat_template->render(list, /*add_generation_prompt=*/true);
+  } catch (const Error& e) {
+    throw InvalidArgument("messages", "", "the chat template of '" + m.id + "' refuses these messages: " + e.problem());
+  }
+  return m.tokenizer.encode(text, /*add_special=*/false);
+}
+
 }  // namespace mosaic::server

@@ -6,6 +6,7 @@
 #include "model/family.h"
 #include "runtime/host_store.h"
 #include "server/http_server.h"
+#include "server/openai_api.h"
 
 namespace mosaic::server {
 
@@ -13,5 +14,10 @@ namespace mosaic::server {
 // base's; `chat_templates` false leaves every model on the plain format. Throws IoError when a
 // folder has no readable tokenizer.json, FormatError for a template Mosaic cannot read.
 std::vector<ServedModel> served_models(const Family& family, const HostStore& store, bool chat_templates = true);
+
+// A conversation as `m` reads it: written by its chat template where it has one (the template writes
+// BOS), else as plain "role: content" lines ending in "assistant:". Throws InvalidArgument (field
+// "messages") where the template refuses them: roles out of order, a role it has no place for.
+std::vector<std::int64_t> chat_prompt_ids(const ServedModel& m, const std::vector<ChatMessage>& messages);
 
 }  // namespace mosaic::server

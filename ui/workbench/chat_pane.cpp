@@ -5,6 +5,7 @@
 #include <QToolButton>
 
 #include <limits>
+#include <utility>
 
 #include <algorithm>
 
@@ -25,6 +26,7 @@
 #include <QTextEdit>
 
 #include "workbench/expert_trace.h"
+#include "workbench/flow_layout.h"
 #include <QVBoxLayout>
 
 namespace mosaic::ui {
@@ -113,7 +115,7 @@ ChatPane::ChatPane(QWidget* parent) : QWidget(parent) {
   target_ = new QComboBox;
   target_->setMinimumContentsLength(12);
   prompt_ = new QLineEdit;
-  prompt_->setPlaceholderText(tr("Type a prompt and press Enter"));
+  prompt_->setPlaceholderText(tr("Type a message and press Enter; the conversation so far is its context"));
   send_ = new QPushButton(tr("Send"));
   stop_ = new QPushButton(tr("Stop"));
   stop_->setEnabled(false);
@@ -138,8 +140,10 @@ ChatPane::ChatPane(QWidget* parent) : QWidget(parent) {
   seed_->setPrefix(tr("seed "));
   seed_->setToolTip(tr("At T > 0 every Send draws with a new seed (shown under the answer); set one to draw the same answer again"));
   regenerate_ = new QPushButton(tr("Regenerate"));
-  regenerate_->setToolTip(tr("The last prompt again, with a new seed unless one is set"));
+  regenerate_->setToolTip(tr("The last answer drawn again, with a new seed unless one is set"));
   regenerate_->setEnabled(false);
+  new_chat_ = new QPushButton(tr("New chat"));
+  new_chat_->setToolTip(tr("Forget the conversation: the next prompt starts a new one"));
   transcript_ = new QTextEdit;
   transcript_->setReadOnly(true);
   trace_ = new ExpertTraceModel(this);
@@ -175,19 +179,18 @@ ChatPane::ChatPane(QWidget* parent) : QWidget(parent) {
   strip_toggle_->setAutoRaise(true);
   strip_toggle_->setToolTip(tr("Show or hide the strip of hits and misses per token (hidden by itself when the pane is short)"));
 
-  auto* top = new QHBoxLayout;
-  top->addWidget(new QLabel(tr("Variant")));
-  top->addWidget(target_);
+  auto* top = new FlowLayout;  // wraps where the pane is narrow
+  top->addWidget(FlowLayout::group({new QLabel(tr("Variant")), target_}));
   top->addWidget(max_new_);
   top->addWidget(temperature_);
   top->addWidget(top_p_);
   top->addWidget(seed_);
-  top->addStretch();
   auto* input = new QHBoxLayout;
   input->addWidget(prompt_, 1);
   input->addWidget(send_);
   input->addWidget(regenerate_);
   input->addWidget(stop_);
+  input->addWidget(new_chat_);
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(top);
   layout->addWidget(tabs_, 1);
@@ -199,6 +202,7 @@ ChatPane::ChatPane(QWidget* parent) : QWidget(parent) {
 
   connect(send_, &QPushButton::clicked, this, &ChatPane::send);
   connect(regenerate_, &QPushButton::clicked, this, &ChatPane::regenerate);
+  connect(new_chat_, &QPushButton::clicked, this, &ChatPane::newChat);
   connect(strip_toggle_, &QToolButton::clicked, this, [this](bool on) {
     strip_chosen_ = true;
     showStrip(on);
@@ -245,29 +249,43 @@ QString ChatPane::summaryText() const { return summary_->text(); }
 
 void ChatPane::send() {
   if (!send_->isEnabled() || prompt_->text().isEmpty()) return;
-  submit(target_->currentText(), prompt_->text());
+  turns_.push_back({QStringLiteral("user"), prompt_->text()});
+  prompt_->clear();
+  submit(target_->currentText(), false);
 }
 
 void ChatPane::regenerate() {
-  if (!send_->isEnabled() || last_prompt_.isEmpty()) return;
-  submit(last_target_, last_prompt_);
+  if (!send_->isEnabled() || turns_.isEmpty() || turns_.back().role != QStringLiteral("assistant")) return;
+  replaced_ = turns_.takeLast();  // drawn again from the same context; back if the new draw fails
+  submit(last_target_, true);
 }
 
-void ChatPane::submit(const QString& target, const QString& prompt) {
+void ChatPane::newChat() {
+  if (answering_) return;
+  turns_.clear();
+  replaced_.reset();
+  answer_.clear();
+  transcript_->clear();
+  strip_->clear();
+  trace_->start(QString());
+  summary_->clear();
+  setBusy(false);
+}
+
+void ChatPane::submit(const QString& target, bool again) {
   answer_.clear();
   strip_->clear();
   trace_->start(target);
   summary_->clear();
   last_target_ = target;
-  last_prompt_ = prompt;
   // At T > 0 a new draw each time, unless a seed is set; greedy decoding draws nothing.
   last_seed_ = seed_->value() >= 0 ? seed_->value() : static_cast<qint64>(QRandomGenerator::global()->bounded(1u << 31));
   transcript_->moveCursor(QTextCursor::End);
-  transcript_->insertHtml(QStringLiteral("<p><b>%1 ›</b> %2</p><p>").arg(target.toHtmlEscaped(), prompt.toHtmlEscaped()));
-  transcript_->insertPlainText(prompt);
+  const QString said = again ? tr("<i>(drawn again)</i>") : turns_.back().content.toHtmlEscaped();
+  transcript_->insertHtml(QStringLiteral("<p><b>you ›</b> %1</p><p><b>%2 ›</b> ").arg(said, target.toHtmlEscaped()));
   answering_ = true;
   setBusy(true);
-  Q_EMIT chatRequested(target, prompt, max_new_->value(), temperature_->value(), top_p_->value(), static_cast<quint64>(last_seed_));
+  Q_EMIT chatRequested(target, turns_, max_new_->value(), temperature_->value(), top_p_->value(), static_cast<quint64>(last_seed_));
 }
 
 void ChatPane::appendToken(const TokenTrace& token) {
@@ -284,6 +302,8 @@ void ChatPane::finish(const QString& rest, const QString& summary) {
   transcript_->moveCursor(QTextCursor::End);
   transcript_->insertPlainText(rest + QStringLiteral("\n\n"));
   answering_ = false;
+  turns_.push_back({QStringLiteral("assistant"), answer_});
+  replaced_.reset();
   summary_->setStyleSheet(QString());
   summary_->setText(temperature_->value() > 0 ? summary + tr(" · seed %1").arg(last_seed_) : summary);
   setBusy(false);
@@ -297,13 +317,17 @@ void ChatPane::showError(const QString& what, const QString& message) {
     transcript_->insertHtml(QStringLiteral("</p><p><i style='color:#b00020'>%1</i></p><p>").arg(tr("(no answer: %1)").arg(message).toHtmlEscaped()));
     transcript_->insertPlainText(QStringLiteral("\n"));
     answering_ = false;
+    // The conversation stays as it was: a message that got no answer is not part of it.
+    if (replaced_) turns_.push_back(*std::exchange(replaced_, std::nullopt));
+    else if (!turns_.isEmpty() && turns_.back().role == QStringLiteral("user")) prompt_->setText(turns_.takeLast().content);
   }
   setBusy(false);
 }
 
 void ChatPane::setBusy(bool busy) {
   send_->setEnabled(!busy && target_->count() > 0);
-  regenerate_->setEnabled(!busy && target_->count() > 0 && !last_prompt_.isEmpty());
+  regenerate_->setEnabled(!busy && target_->count() > 0 && !turns_.isEmpty() && turns_.back().role == QStringLiteral("assistant"));
+  new_chat_->setEnabled(!busy && !turns_.isEmpty());
   stop_->setEnabled(busy);
   prompt_->setEnabled(!busy);
 }

@@ -1,10 +1,13 @@
 #pragma once
-// Chat with any variant: choose the target, type, watch the answer stream in; under it a strip
+// Chat with any variant: choose the target, type, watch the answer stream in (the conversation so
+// far is its context, until New chat); under it a strip
 // shows, per token, each MoE layer's hits (green) and misses (red) and a swap marker where the
 // non-expert weights were swapped (hover: the experts chosen). Beside the answer, its expert trace
 // (token × layer). Sampling controls and a stop button.
 #include <QVector>
 #include <QWidget>
+
+#include <optional>
 
 #include "workbench/engine_types.h"
 
@@ -62,6 +65,8 @@ class ChatPane : public QWidget {
   QDoubleSpinBox* topPBox() const { return top_p_; }
   QSpinBox* seedBox() const { return seed_; }  // −1 ("new each time"): a fresh seed per Send at T > 0
   QPushButton* regenerateButton() const { return regenerate_; }
+  QPushButton* newChatButton() const { return new_chat_; }
+  const QVector<ChatTurn>& conversation() const { return turns_; }
   // The token strip and its legend: shown when the pane has room (kStripRoom px) or when asked.
   QToolButton* stripToggle() const { return strip_toggle_; }
   static constexpr int kStripRoom = 420;
@@ -74,11 +79,13 @@ class ChatPane : public QWidget {
   void appendToken(const mosaic::ui::TokenTrace& token);
   void finish(const QString& rest, const QString& summary);
   void showError(const QString& what, const QString& message);
-  void send();
-  void regenerate();  // the last prompt again, with a new seed unless one is set
+  void send();        // the prompt as the next user turn of the conversation
+  void regenerate();  // the last answer drawn again from the same context, with a new seed unless one is set
+  void newChat();     // forgets the conversation
 
  Q_SIGNALS:
-  void chatRequested(const QString& target, const QString& prompt, int maxNewTokens, double temperature, double topP, quint64 seed);
+  void chatRequested(const QString& target, const QVector<mosaic::ui::ChatTurn>& conversation, int maxNewTokens, double temperature,
+                     double topP, quint64 seed);
   void stopRequested();
 
  protected:
@@ -87,7 +94,7 @@ class ChatPane : public QWidget {
  private:
   void setBusy(bool busy);
   void showStrip(bool on);
-  void submit(const QString& target, const QString& prompt);
+  void submit(const QString& target, bool again);  // the conversation's next answer (`again`: the last one redrawn)
   QComboBox* target_;
   QLineEdit* prompt_;
   QPushButton* send_;
@@ -97,6 +104,7 @@ class ChatPane : public QWidget {
   QDoubleSpinBox* top_p_;
   QSpinBox* seed_;
   QPushButton* regenerate_;
+  QPushButton* new_chat_;
   QToolButton* strip_toggle_;
   bool strip_chosen_ = false;  // the user toggled it: room no longer decides
   QTextEdit* transcript_;
@@ -108,7 +116,9 @@ class ChatPane : public QWidget {
   QLabel* key_;  // what the strip's colours mean
   QString answer_;
   QString preset_target_;
-  QString last_target_, last_prompt_;
+  QString last_target_;
+  QVector<ChatTurn> turns_;           // the conversation: user and assistant turns, in order
+  std::optional<ChatTurn> replaced_;  // the answer Regenerate is drawing again
   qint64 last_seed_ = 0;
   bool answering_ = false;  // a header is in the transcript whose answer has not ended
 };

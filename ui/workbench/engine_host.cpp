@@ -213,6 +213,7 @@ void EngineHost::openFamily(const QStringList& dirs, qint64 budgetBytes, const Q
         return serveChangedFamily(std::move(*opened), budgetBytes, policy, reserve, shares);
       st.session = std::move(*opened);
       st.own_models.clear();  // loaded from the old family's folders
+      st.chat_models.clear();
       Q_EMIT progress(tr("Ready"), 1, 1);
       Q_EMIT familyOpened(describe(describe_family(*st.session)));
     } catch (const std::exception& e) {
@@ -280,6 +281,7 @@ void EngineHost::serveChangedFamily(std::unique_ptr<Session> opened, qint64 budg
   st.session = std::move(opened);
   st.session->release_retired(2.0);
   st.own_models.clear();
+  st.chat_models.clear();
   Q_EMIT progress(tr("Ready"), 1, 1);
   Q_EMIT familyOpened(describe(describe_family(*st.session)));
   Q_EMIT layoutPlanned(describe(*st.session));
@@ -385,21 +387,30 @@ void EngineHost::exportLayout(const QString& file) {
   });
 }
 
-void EngineHost::chat(const QString& target, const QString& prompt, int maxNewTokens, double temperature, double topP, quint64 seed) {
-  post([this, target, prompt, maxNewTokens, temperature, topP, seed] {
+void EngineHost::chat(const QString& target, const QVector<ChatTurn>& conversation, int maxNewTokens, double temperature, double topP,
+                      quint64 seed) {
+  post([this, target, conversation, maxNewTokens, temperature, topP, seed] {
     State& st = *state_;
     if (!st.session) return Q_EMIT chatFailed(tr("Open a family first."));
     try {
       const std::string name = target.toStdString();
       const Tokenizer& tok = st.session->tokenizer(name);
+      if (st.chat_models.empty())
+        for (server::ServedModel& m : server::served_models(st.session->family(), st.session->store())) st.chat_models.emplace(m.id, std::move(m));
+      const auto model = st.chat_models.find(name);
+      if (model == st.chat_models.end()) throw InvalidArgument("chat", "target '" + name + "'", "is not a model of the open family");
+      std::vector<server::ChatMessage> messages;
+      for (const ChatTurn& turn : conversation) messages.push_back({turn.role.toStdString(), turn.content.toStdString()});
+      if (messages.empty() || messages.back().content.empty()) throw InvalidArgument("chat", "prompt", "is empty", "type something first");
       GenerationRequest req;
-      req.prompt = tok.encode(prompt.toStdString());
+      req.prompt = server::chat_prompt_ids(model->second, messages);
       if (req.prompt.empty()) throw InvalidArgument("chat", "prompt", "is empty", "type something first");
       const std::int64_t context = st.session->family().spec().max_position_embeddings;
       const auto prompt_tokens = static_cast<std::int64_t>(req.prompt.size());
       if (context > 0 && prompt_tokens >= context)
-        throw InvalidArgument("chat", "prompt", "is " + std::to_string(prompt_tokens) + " tokens; the model's context is " + std::to_string(context),
-                              "shorten it");
+        throw InvalidArgument("chat", conversation.size() > 1 ? "conversation" : "prompt",
+                              "is " + std::to_string(prompt_tokens) + " tokens; the model's context is " + std::to_string(context),
+                              conversation.size() > 1 ? "start a New chat" : "shorten it");
       req.max_new_tokens = context > 0 ? std::min<std::int64_t>(maxNewTokens, context - prompt_tokens) : maxNewTokens;
       const QString cut = req.max_new_tokens < maxNewTokens
                               ? tr(" · max tokens cut to %1: the model's context is %2 tokens").arg(req.max_new_tokens).arg(context)
@@ -501,6 +512,7 @@ void EngineHost::requestUsage(const QString& text) {
       usage.layers = static_cast<int>(spec.num_layers);
       usage.experts = static_cast<int>(spec.num_experts);
       usage.counts.fill(0, static_cast<qsizetype>(store.targets()) * usage.layers * usage.experts);
+      usage.masked = st.session->runtime().miss_policy().masks_router();
       // Windows the model's context holds; one request per window, all variants' at once: the
       // engine batches them.
       const std::int64_t window = spec.max_position_embeddings > 1 ? std::min<std::int64_t>(spec.max_position_embeddings - 1, 512) : 512;

@@ -52,10 +52,13 @@ class EngineHost : public QObject {
   // A layout file (mosaic.layout/1) served instead of the planned one, or the current one saved.
   void importLayout(const QString& file);
   void exportLayout(const QString& file);
-  // Streams a continuation of `prompt` by `target`, served with the current layout.
+  // Streams `target`'s next turn of `conversation` (user and assistant turns, the last the user's),
+  // served with the current layout: the turns written as the variant's chat template writes them
+  // where its folder (or its base's) has one, else as plain "role: content" lines — as `serve` does.
   // `seed`: the draw's at temperature > 0. max_new_tokens is cut to what the model's context leaves
-  // after the prompt (the summary says so); a prompt that fills the context fails.
-  void chat(const QString& target, const QString& prompt, int maxNewTokens, double temperature, double topP, quint64 seed = 0);
+  // after the prompt (the summary says so); a conversation that fills the context fails.
+  void chat(const QString& target, const QVector<mosaic::ui::ChatTurn>& conversation, int maxNewTokens, double temperature, double topP,
+            quint64 seed = 0);
   void stopChat();
   // One prompt to two sides at once (0: left, 1: right), each a variant served as the layout on
   // screen serves it or, `own`, through its own checkpoint alone (the single-model reference forward

@@ -37,6 +37,8 @@ struct EngineHost::State {
   }
   // Checkpoints loaded alone for a comparison's "own weights" side, by variant name (this family's).
   std::map<std::string, std::unique_ptr<Model>> own_models;
+  // The chat's view of each target (tokenizer, chat template), read once, by name (this family's).
+  std::map<std::string, server::ServedModel> chat_models;
   std::atomic<bool> stop_compare{false};  // the reference side checks it at every token
   std::vector<std::shared_ptr<RequestHandle>> compare_requests;  // the served sides'; guarded by request_mutex
   // The HTTP server on the session's engine, listening on a thread of its own; stopped (and its

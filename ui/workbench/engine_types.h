@@ -96,6 +96,11 @@ struct ExpertRoute {
   int served_expert = -1;
 };
 
+// One turn of a chat: "user" or "assistant", and what was said.
+struct ChatTurn {
+  QString role, content;
+};
+
 // One streamed token with what its forward pass did: per MoE layer hits and misses, swaps, and
 // where each router choice of the step's tokens went.
 struct TokenTrace {
@@ -116,6 +121,9 @@ struct ExpertUsage {
   int layers = 0, experts = 0;
   QVector<qint64> counts;  // [variant][layer][expert]: top-k choices
   QVector<qint64> tokens;  // per variant: the text's tokens under its tokenizer
+  // The layout serves with masked gating (virtual experts, a fixed resident set): the choices
+  // counted are among the resident experts only, not what the routers alone would choose.
+  bool masked = false;
   qint64 count(int v, int l, int e) const { return counts.value((static_cast<qsizetype>(v) * layers + l) * experts + e); }
 };
 
