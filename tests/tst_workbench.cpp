@@ -30,6 +30,8 @@
 
 #include <algorithm>
 #include <QStandardItemModel>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QTest>
 #include <QTextEdit>
 #include <QProcess>
@@ -147,6 +149,7 @@ class WorkbenchTest : public QObject {
     QCOMPARE(panel->device(), QStringLiteral("cpu"));
     QVERIFY(window_->servingPanel()->sweepJson().contains(QStringLiteral("\"device\":\"cpu\"")));
     // Still serving: a chat on the CPU answers.
+    window_->chatPane()->newChat();
     window_->chatPane()->promptEdit()->setText(QStringLiteral("In the beginning"));
     QSignalSpy finished(window_->engine(), &EngineHost::chatFinished);
     window_->chatPane()->send();
@@ -227,6 +230,7 @@ class WorkbenchTest : public QObject {
     QVERIFY2(window_->layoutPanel()->summaryText().contains(QStringLiteral("Tiers: device")), qPrintable(window_->layoutPanel()->summaryText()));
 
     QSignalSpy tokens(window_->engine(), &EngineHost::chatToken);
+    window_->chatPane()->newChat();
     window_->chatPane()->promptEdit()->setText(QStringLiteral("In the beginning"));
     QSignalSpy finished(window_->engine(), &EngineHost::chatFinished);
     window_->chatPane()->send();
@@ -296,6 +300,7 @@ class WorkbenchTest : public QObject {
     auto ask = [&](QString* out) {
       out->clear();
       const QString before = chat->summaryText();
+      chat->newChat();  // each draw from the same context
       chat->promptEdit()->setText(QStringLiteral("And God said"));
       chat->send();
       QTRY_VERIFY_WITH_TIMEOUT(chat->summaryText().contains(QStringLiteral("TTFT")) && chat->summaryText() != before, 60000);
@@ -331,15 +336,61 @@ class WorkbenchTest : public QObject {
     chat->maxNewBox()->setValue(60);
     QString longer;
     for (int i = 0; i < 400; ++i) longer += QStringLiteral("And God said ");
+    chat->newChat();
     chat->promptEdit()->setText(longer);
     chat->send();
     QTRY_VERIFY_WITH_TIMEOUT(chat->summaryText().contains(QStringLiteral("context is 512")) && !chat->summaryText().contains(QStringLiteral("TTFT")), 60000);
     QVERIFY(chat->findChild<QTextEdit*>()->toPlainText().contains(QStringLiteral("(no answer: ")));
+    QVERIFY(chat->conversation().isEmpty());            // a message with no answer is not part of it
+    QCOMPARE(chat->promptEdit()->text(), longer);  // back in the field, to shorten and send again
+    chat->temperatureBox()->setValue(0.7);
+  }
+
+  // A chat is a conversation: each message's prompt holds the turns before it (plain "role: content"
+  // lines here: the sample family has no chat template), Regenerate draws the last answer again from
+  // the same context, and New chat forgets it all.
+  void chat_keeps_the_conversation_as_context() {
+    ChatPane* chat = window_->chatPane();
+    chat->newChat();
+    chat->targetBox()->setCurrentText(QStringLiteral("bible"));
+    chat->temperatureBox()->setValue(0);
+    auto say = [&](const QString& text) {
+      const QString before = chat->summaryText();
+      chat->promptEdit()->setText(text);
+      chat->send();
+      QTRY_VERIFY_WITH_TIMEOUT(chat->summaryText().contains(QStringLiteral("TTFT")) && chat->summaryText() != before, 60000);
+    };
+    auto prompt_text = [&] { return chat->strip()->tokens().isEmpty() ? QString() : chat->strip()->tokens().front().prompt.join(QString()); };
+    say(QStringLiteral("In the beginning"));
+    const QString first = chat->answer();
+    QVERIFY(!first.isEmpty());
+    QCOMPARE(chat->conversation().size(), 2);
+    QVERIFY(chat->promptEdit()->text().isEmpty());
+    say(QStringLiteral("And then"));
+    QCOMPARE(chat->conversation().size(), 4);
+    const QString context = prompt_text();
+    QVERIFY2(context.contains(QStringLiteral("user: In the beginning")) && context.contains(QStringLiteral("assistant:")) &&
+                 context.contains(first.trimmed()) && context.contains(QStringLiteral("user: And then")),
+             qPrintable(context));
+    const QString second = chat->answer();
+    chat->regenerateButton()->click();  // greedy: the same context draws the same answer
+    QTRY_VERIFY_WITH_TIMEOUT(chat->regenerateButton()->isEnabled(), 60000);
+    QCOMPARE(chat->answer(), second);
+    QCOMPARE(chat->conversation().size(), 4);
+    QCOMPARE(chat->conversation().back().content, second);
+    chat->newChat();
+    QVERIFY(chat->conversation().isEmpty());
+    QVERIFY(chat->findChild<QTextEdit*>()->toPlainText().isEmpty());
+    QVERIFY(!chat->regenerateButton()->isEnabled());
+    say(QStringLiteral("And then"));
+    QVERIFY2(!prompt_text().contains(QStringLiteral("In the beginning")), qPrintable(prompt_text()));
+    chat->newChat();
     chat->temperatureBox()->setValue(0.7);
   }
 
   void chat_streams_tokens_with_their_hits_and_misses() {
     ChatPane* chat = window_->chatPane();
+    chat->newChat();
     chat->targetBox()->setCurrentText(QStringLiteral("bible"));
     chat->promptEdit()->setText(QStringLiteral("And God said"));
     chat->send();
@@ -426,6 +477,17 @@ class WorkbenchTest : public QObject {
     double shares = 0;
     for (auto it = bars->data()->constBegin(); it != bars->data()->constEnd(); ++it) shares += it->value;
     QVERIFY(std::abs(shares - 100.0) < 1e-6);  // a layer's choices, all of them
+    QVERIFY(!u.masked);  // consolidated: the routers choose among every expert
+    QVERIFY(usage->chart()->hasData());
+    // A layout change forgets the counts: they were of how the old layout served the text.
+    LayoutPanel* layout = window_->layoutPanel();
+    const qint64 budget = layout->budgetBytes();
+    layout->budgetBox()->setBytes(budget + (qint64{1} << 20));
+    QTRY_VERIFY2_WITH_TIMEOUT(usage->usage().variants.isEmpty() && usage->statusText().contains(QStringLiteral("layout changed")),
+                              qPrintable(usage->statusText()), 30000);
+    QVERIFY(!usage->chart()->hasData() && !usage->chart()->placeholder().isEmpty());  // says what to do, not a blank
+    layout->budgetBox()->setBytes(budget);
+    QTRY_COMPARE_WITH_TIMEOUT(layout->grid()->layoutInfo().budget, budget, 30000);
     usage->textEdit()->setPlainText(QString());
     usage->count();
     QTRY_VERIFY_WITH_TIMEOUT(usage->statusText().contains(QStringLiteral("is empty")), 30000);
@@ -632,6 +694,7 @@ class WorkbenchTest : public QObject {
     serving->start();
     QTRY_VERIFY_WITH_TIMEOUT(serving->pointsReceived() > 0, 60000);
     ChatPane* chat = window_->chatPane();
+    chat->newChat();
     chat->targetBox()->setCurrentText(QStringLiteral("jargon"));
     chat->promptEdit()->setText(QStringLiteral("hacker"));
     chat->send();
@@ -1011,10 +1074,16 @@ class WorkbenchTest : public QObject {
     const QString mixtral = QFileInfo(QStringLiteral(MOSAIC_SAMPLE_SESSION)).absolutePath() + QStringLiteral("/families/mixtral-8x7b");
     QSignalSpy followed(window_->engine(), &EngineHost::layoutPlanned);
     panel->openConfigFamily(mixtral);
-    // The sample family's budget is far below Mixtral's minimum: refused, naming it.
+    QCOMPARE(grid->layoutInfo().layers, 0);  // not the open family's grid, not even faded, while it plans
+    // It starts from its own default budget (the sample family's is far below Mixtral's minimum).
+    QTRY_VERIFY2_WITH_TIMEOUT(grid->layoutInfo().config_family == mixtral && grid->layoutInfo().layers == 32, qPrintable(panel->summaryText()), 30000);
+    QVERIFY2(panel->budgetBytes() > (qint64{1} << 30), qPrintable(QString::number(panel->budgetBytes())));
+    QVERIFY(std::abs(panel->budgetBytes() - grid->layoutInfo().budget) <= 1);  // the field holds MiB as a double
+    panel->budgetBox()->setBytes(qint64{45} << 20);  // too small: refused, naming the minimum
     QTRY_VERIFY2_WITH_TIMEOUT(panel->summaryText().contains(QStringLiteral("minimum")), qPrintable(panel->summaryText()), 30000);
     panel->budgetBox()->setBytes(qint64{80} << 30);
-    QTRY_VERIFY2_WITH_TIMEOUT(grid->layoutInfo().config_family == mixtral, qPrintable(panel->summaryText()), 30000);
+    QTRY_VERIFY2_WITH_TIMEOUT(grid->layoutInfo().config_family == mixtral && grid->layoutInfo().budget == (qint64{80} << 30),
+                              qPrintable(panel->summaryText()), 30000);
     const LayoutInfo what_if = grid->layoutInfo();
     QCOMPARE(what_if.layers, 32);
     QCOMPARE(what_if.experts, 8);
@@ -1295,6 +1364,14 @@ class WorkbenchTest : public QObject {
     QVERIFY(planned.virtual_planned_nll > 0 && planned.virtual_uniform_nll > 0);
     QVERIFY(panel->grid()->residentCells() > 0);
     QVERIFY(panel->grab().save(QStringLiteral(MOSAIC_SCREENSHOT_DIR "/layout-virtual.png")));
+    // Expert usage under it is the masked routing as served, and says so.
+    UsagePanel* usage = window_->usagePanel();
+    usage->textEdit()->setPlainText(QStringLiteral("In the beginning God created the heaven and the earth."));
+    usage->count();
+    QTRY_VERIFY_WITH_TIMEOUT(usage->statusText().contains(QStringLiteral("tokens of text")), 60000);
+    QVERIFY(usage->usage().masked);
+    QVERIFY2(usage->statusText().contains(QStringLiteral("As served, masked")), qPrintable(usage->statusText()));
+    QVERIFY(usage->chart()->title().contains(QStringLiteral("masked")));
 
     QListWidget* offered = window_->servingPanel()->strategyList();
     QList<Qt::CheckState> checked;
@@ -1332,6 +1409,22 @@ class WorkbenchTest : public QObject {
     parts += QStringLiteral(" chat %1×%2").arg(window_->chatPane()->minimumSizeHint().width()).arg(window_->chatPane()->minimumSizeHint().height());
     QVERIFY2(min.width() <= 1366 && min.height() <= 768,
              qPrintable(QStringLiteral("minimum %1×%2:%3").arg(min.width()).arg(min.height()).arg(parts)));
+    // And at both sizes no panel in view is wider than its dock: rows wrap, nothing sits behind a
+    // horizontal scroll bar.
+    const QSize was = window_->size();
+    for (const QSize screen : {QSize(1366, 768), QSize(1920, 1080)}) {
+      window_->resize(screen);
+      QTest::qWait(100);
+      QStringList clipped;
+      for (QDockWidget* d : window_->findChildren<QDockWidget*>()) {
+        auto* scroll = qobject_cast<QScrollArea*>(d->widget());
+        if (d->visibleRegion().isEmpty() || !scroll || !scroll->widget()) continue;  // a tab behind another (moved off-screen)
+        if (scroll->horizontalScrollBar()->isVisible())
+          clipped << QStringLiteral("%1 needs %2 px, has %3").arg(d->objectName()).arg(scroll->widget()->minimumSizeHint().width()).arg(scroll->viewport()->width());
+      }
+      QVERIFY2(clipped.isEmpty(), qPrintable(QStringLiteral("%1×%2: %3").arg(screen.width()).arg(screen.height()).arg(clipped.join(QStringLiteral("; ")))));
+    }
+    window_->resize(was);
   }
 
   // The conversation is the main area: on a short pane the token strip and its legend fold away;

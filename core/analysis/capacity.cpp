@@ -142,4 +142,9 @@ CapacityPlan with_sets(CapacityPlan one_set, int sets) {
   return one_set;
 }
 
+std::uint64_t half_resident_budget(const CapacityPlan& unlimited) {
+  const std::uint64_t half = checked_mul(unlimited.bytes_per_expert, static_cast<std::uint64_t>(unlimited.positions / 2), "budget", "half the positions");
+  return checked_add(unlimited.minimum_budget(), half, "budget", "the default");
+}
+
 }  // namespace mosaic

@@ -59,6 +59,10 @@ CapacityPlan plan_capacity(const ModelSpec& spec, std::uint64_t non_expert_bytes
 // slot) the largest expert plus, in a family with delta folders, the largest packed delta.
 CapacityPlan plan_capacity(const Family& family, std::uint64_t budget_bytes, const ReserveSpec& reserve = {});
 
+// The budget a family starts from when none is given: its minimum (one non-expert set and the
+// reserve) and half of its MoE positions resident. `unlimited`: a plan at a budget that bounds nothing.
+std::uint64_t half_resident_budget(const CapacityPlan& unlimited);
+
 // Resident non-expert sets under `resident_sets: auto` for a layout planned from a budget: one more
 // than the first when the targets use two sets or more and it costs at most 1/kSetShare of the
 // expert positions the budget holds with one set (a set costs ⌈set bytes / expert bytes⌉

@@ -59,8 +59,7 @@ Outcome<std::unique_ptr<Session>> Session::open(const std::vector<std::filesyste
 
 std::uint64_t Session::default_budget(Policy policy) const {
   const CapacityPlan unlimited = plan_capacity(*family_, std::numeric_limits<std::uint64_t>::max() / 4);
-  if (policy != Policy::Hybrid)
-    return unlimited.minimum_budget() + unlimited.bytes_per_expert * static_cast<std::uint64_t>(unlimited.positions / 2);
+  if (policy != Policy::Hybrid) return half_resident_budget(unlimited);
   return hybrid_floor(*store_, *family_, reserve_).minimum_budget() + packed_delta_bytes(*store_, hybrid_base(*store_)) / 2;
 }
 

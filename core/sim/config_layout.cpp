@@ -31,6 +31,9 @@ ConfigLayout plan_config_layout(const SimFamily& family, std::uint64_t budget_by
                           "plan round-robin or weighted, or open the checkpoints");
   const ModelSpec& s = family.shapes.spec;
   ConfigLayout out;
+  if (budget_bytes == 0)  // none given: the family's own start, half its positions resident
+    budget_bytes = half_resident_budget(plan_capacity(s, family.shapes.non_expert_bytes(), family.shapes.expert_bytes(),
+                                                      std::numeric_limits<std::uint64_t>::max() / 4, reserve));
   out.capacity = plan_capacity(s, family.shapes.non_expert_bytes(), family.shapes.expert_bytes(), budget_bytes, reserve);
   // The spread's rank as the "distance" the planner orders by; shown as none.
   ExpertDistances order;

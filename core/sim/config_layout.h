@@ -23,7 +23,8 @@ struct ConfigLayout {
   ConsolidationPlan plan;  // distance all NaN, rank the spread's
 };
 
-// Throws BudgetError (the minimum, as plan_capacity says it), and InvalidArgument for the medoid
+// `budget_bytes` 0: the family's own start (half_resident_budget). Throws BudgetError (the minimum,
+// as plan_capacity says it), and InvalidArgument for the medoid
 // policy (it needs the copies' distances, hence the weights), hybrid and virtual, or bad shares.
 ConfigLayout plan_config_layout(const SimFamily& family, std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve = {},
                                 std::span<const double> shares = {});

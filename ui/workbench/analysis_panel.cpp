@@ -1,5 +1,6 @@
 #include "workbench/analysis_panel.h"
 #include "workbench/file_dialogs.h"
+#include "workbench/flow_layout.h"
 
 #include <QComboBox>
 #include <QFileDialog>
@@ -49,12 +50,11 @@ AnalysisPanel::AnalysisPanel(QWidget* parent) : QWidget(parent) {
   plot_->axisRect()->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
   scale_->setMarginGroup(QCP::msBottom | QCP::msTop, margins);
 
-  auto* controls = new QHBoxLayout;
+  auto* controls = new FlowLayout;  // wraps in a narrow dock, so the plot and its colour scale fit
   controls->addWidget(kind_);
   controls->addWidget(a_);
   controls->addWidget(b_);
   controls->addWidget(layer_);
-  controls->addStretch();
   controls->addWidget(png);
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(controls);

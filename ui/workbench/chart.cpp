@@ -4,6 +4,7 @@
 #include <QContextMenuEvent>
 #include <QFileDialog>
 #include <QMenu>
+#include <QPainter>
 #include <QToolTip>
 
 #include <cmath>
@@ -127,6 +128,29 @@ void Chart::contextMenuEvent(QContextMenuEvent* event) {
     if (!file.isEmpty()) exportTo(file);
   });
   menu.exec(event->globalPos());
+}
+
+void Chart::setPlaceholder(const QString& text) {
+  placeholder_ = text;
+  update();
+}
+
+bool Chart::hasData() const {
+  auto& plot = const_cast<Chart&>(*this);  // QCustomPlot has no const access to its plottables
+  for (int i = 0; i < plot.plottableCount(); ++i)
+    if (const QCPPlottableInterface1D* data = plot.plottable(i)->interface1D(); data && data->dataCount() > 0) return true;
+  return false;
+}
+
+void Chart::paintEvent(QPaintEvent* event) {
+  QCustomPlot::paintEvent(event);
+  if (placeholder_.isEmpty() || hasData()) return;
+  QPainter p(this);
+  p.setPen(QColor(0x80, 0x80, 0x80));
+  QFont f = font();
+  f.setPointSizeF(f.pointSizeF() * 1.15);
+  p.setFont(f);
+  p.drawText(axisRect()->rect().adjusted(12, 12, -12, -12), Qt::AlignCenter | Qt::TextWordWrap, placeholder_);
 }
 
 void Chart::resizeEvent(QResizeEvent* event) {

@@ -15,6 +15,7 @@ class Chart : public QCustomPlot {
   static constexpr const char* kGroup = "mosaicGroup";
 
   QString title() const { return title_; }
+  void setTitle(const QString& title) { title_ = title; }  // what an export is titled
   // Values on a log scale (latencies spanning orders of magnitude); zeros are then left out.
   void setLogScale(bool on);
   bool logScale() const;
@@ -26,6 +27,11 @@ class Chart : public QCustomPlot {
   QString exportTo(const QString& file);
   // Fits the axes to the visible series and lays the legend out again; call after adding data.
   void fit();
+  // What the plot area says while no series holds a point ("no data yet — press Start"): an empty
+  // chart reads as waiting, not broken.
+  void setPlaceholder(const QString& text);
+  QString placeholder() const { return placeholder_; }
+  bool hasData() const;
 
  Q_SIGNALS:
   void exported(const QString& message);  // "Wrote …" or why not, for a status line
@@ -34,9 +40,11 @@ class Chart : public QCustomPlot {
   void mouseMoveEvent(QMouseEvent* event) override;
   void contextMenuEvent(QContextMenuEvent* event) override;
   void resizeEvent(QResizeEvent* event) override;
+  void paintEvent(QPaintEvent* event) override;
 
  private:
   QString title_;
+  QString placeholder_;
   QSharedPointer<QCPAxisTicker> linear_ticker_;
 };
 

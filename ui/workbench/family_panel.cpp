@@ -1,5 +1,6 @@
 #include "workbench/family_panel.h"
 #include "workbench/file_dialogs.h"
+#include "workbench/flow_layout.h"
 
 #include "workbench/byte_size_box.h"
 
@@ -84,6 +85,7 @@ FamilyPanel::FamilyPanel(QWidget* parent) : QWidget(parent), model_(new FamilyMo
   progress_->setTextVisible(true);
   progress_->hide();
   status_ = new QLabel(tr("No family open."));
+  status_->setWordWrap(true);  // a long summary wraps in a narrow dock
   error_ = new QLabel;
   error_->setWordWrap(true);
   error_->setTextInteractionFlags(Qt::TextSelectableByMouse);
@@ -112,18 +114,14 @@ FamilyPanel::FamilyPanel(QWidget* parent) : QWidget(parent), model_(new FamilyMo
   auto* hostLabel = new QLabel(tr("Host budget"));
   hostLabel->setBuddy(host_budget_);
 
-  auto* buttons = new QHBoxLayout;
+  // Rows that wrap: the dock is narrow at 1366×768.
+  auto* buttons = new FlowLayout;
   buttons->addWidget(open);
   buttons->addWidget(add);
   buttons->addWidget(remove_);
-  buttons->addStretch();
-  auto* deviceRow = new QHBoxLayout;  // a row of its own: the dock is narrow at 1366×768
-  deviceRow->addWidget(deviceLabel);
-  deviceRow->addWidget(device_);
-  deviceRow->addSpacing(12);
-  deviceRow->addWidget(hostLabel);
-  deviceRow->addWidget(host_budget_);
-  deviceRow->addStretch();
+  auto* deviceRow = new FlowLayout;
+  deviceRow->addWidget(FlowLayout::group({deviceLabel, device_}));
+  deviceRow->addWidget(FlowLayout::group({hostLabel, host_budget_}));
   auto* bar = new QHBoxLayout;
   bar->addWidget(progress_, 1);
   bar->addWidget(cancel_);

@@ -54,7 +54,7 @@ void LayoutGrid::paintEvent(QPaintEvent*) {
   QPainter p(this);
   p.fillRect(rect(), palette().base());
   if (layout_.layers == 0) {
-    p.drawText(rect(), Qt::AlignCenter, tr("No layout yet"));
+    p.drawText(rect().adjusted(8, 8, -8, -8), Qt::AlignCenter | Qt::TextWordWrap, stale_.isEmpty() ? tr("No layout yet") : stale_);
     return;
   }
   p.setPen(palette().text().color());

@@ -20,15 +20,22 @@
 #include <QVBoxLayout>
 
 #include <cmath>
+#include <filesystem>
 
+#include "common/install_paths.h"
 #include "workbench/byte_size_box.h"
 #include "workbench/family_panel.h"
+#include "workbench/flow_layout.h"
 #include "workbench/layout_grid.h"
 
 namespace mosaic::ui {
 
 LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGrid), debounce_(new QTimer(this)) {
   budget_ = new ByteSizeBox;
+  // Blank until a family's layout says what it is (0 plans the default budget, as Session does).
+  budget_->setMinimum(0);
+  budget_->setSpecialValueText(QStringLiteral(" "));
+  budget_->setValue(0);
   policy_ = new QComboBox;
   policy_->addItems({QStringLiteral("round-robin"), QStringLiteral("medoid"), QStringLiteral("weighted"), QStringLiteral("hybrid")});
   policy_->setItemData(3, tr("Delta folders over their base: the base's copy everywhere, the folders' deltas at the least similar "
@@ -98,8 +105,8 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
   fileButtons->setContentsMargins(0, 0, 0, 0);
   fileButtons->addWidget(importButton);
   fileButtons->addWidget(exportButton);
-  auto* files = new QHBoxLayout;
-  files->addWidget(policy_, 1);
+  auto* files = new FlowLayout;  // wraps in a narrow dock
+  files->addWidget(policy_);
   files->addWidget(files_);
   files->addWidget(configButton);
   config_label_ = new QLabel;
@@ -112,7 +119,10 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
   configRow->addWidget(leave);
   config_bar_->hide();
   connect(configButton, &QPushButton::clicked, this, [this] {
-    const QString dir = remembered(QFileDialog::getExistingDirectory(this, tr("A family's folder (variant folders with config.json)"), startFolder()));
+    // Where the shipped what-ifs are (Mixtral-8x7B, DeepSeek, …), else the last folder used.
+    const std::filesystem::path shipped = shipped_data_dir() / "sample_configs" / "families";
+    const QString from = std::filesystem::is_directory(shipped) ? QString::fromStdString(shipped.string()) : startFolder();
+    const QString dir = remembered(QFileDialog::getExistingDirectory(this, tr("A family's folder (variant folders with config.json)"), from));
     if (!dir.isEmpty()) openConfigFamily(dir);
   });
   connect(leave, &QPushButton::clicked, this, &LayoutPanel::leaveConfigFamily);
@@ -127,11 +137,9 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
   budgetRow->addWidget(budget_note_);
   form->addRow(tr("Device budget"), budgetRow);
   form->addRow(tr("Policy"), files);
-  auto* reserveRow = new QGridLayout;
-  reserveRow->addWidget(context_, 0, 0);
-  reserveRow->addWidget(requests_, 0, 1);
-  reserveRow->addWidget(prefill_, 1, 0);
-  reserveRow->addWidget(miss_slots_, 1, 1);
+  auto* reserveRow = new FlowLayout;
+  for (QWidget* w : {static_cast<QWidget*>(context_), static_cast<QWidget*>(requests_), static_cast<QWidget*>(prefill_), static_cast<QWidget*>(miss_slots_)})
+    reserveRow->addWidget(w);
   form->addRow(tr("Reserve"), reserveRow);
   form->addRow(shares_);
   form->addRow(calibration_row_);
@@ -240,9 +248,15 @@ QString virtualSummary(const LayoutInfo& l) {
 }  // namespace
 
 void LayoutPanel::openConfigFamily(const QString& dir) {
+  const bool entering = config_family_ != dir;
   config_family_ = dir;
   debounce_->stop();
-  Q_EMIT configPlanRequested(config_family_, budgetBytes(), policy_->currentText(), reserve(), shares());
+  if (entering) {  // the open family's grid is not this one's, not even faded
+    grid_->setLayoutInfo(LayoutInfo{});
+    grid_->setStale(tr("Planning %1 from its configs…").arg(QFileInfo(dir).fileName()));
+  }
+  // Another family needs another budget: it starts from its own default (0), shown once planned.
+  Q_EMIT configPlanRequested(config_family_, entering ? 0 : budgetBytes(), policy_->currentText(), reserve(), shares());
 }
 
 void LayoutPanel::leaveConfigFamily() {

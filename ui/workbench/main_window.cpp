@@ -110,6 +110,9 @@ MainWindow::MainWindow(QWidget* parent)
                                readme.isEmpty() ? tr("The README was not found beside this program.") : tr("Open %1 in a browser or editor.").arg(readme));
   });
   help->addAction(tr("&Command-line reference"), this, [this] {
+    const QString readme = documentationPath();
+    const QString cli = readme.isEmpty() ? QString() : QFileInfo(readme).absolutePath() + QStringLiteral("/docs/cli.md");
+    if (!cli.isEmpty() && QFileInfo::exists(cli) && QDesktopServices::openUrl(QUrl::fromLocalFile(cli))) return;
     QMessageBox::information(this, tr("Command-line reference"),
                              tr("Everything the workbench does runs from mosaic-cli too. In a terminal:<br><br><tt>man mosaic-cli</tt> — every "
                                 "command and option<br><tt>mosaic-cli --help</tt>, <tt>mosaic-cli COMMAND --help</tt> — the same, briefly"));
@@ -218,6 +221,8 @@ MainWindow::MainWindow(QWidget* parent)
   connect(engine_, &EngineHost::runsFailed, runs_, &RunsPanel::showError);
   connect(runs_, &RunsPanel::loadRequested, this, [](const QString& db) { QSettings().setValue(QStringLiteral("runs/database"), db); });
   connect(engine_, &EngineHost::layoutPlanned, layout_, &LayoutPanel::showLayout);
+  // Counts made under another layout or family say nothing of this one.
+  connect(engine_, &EngineHost::layoutPlanned, usage_, [this] { usage_->clear(tr("The layout changed: Count expert choices again to see how it serves the text.")); });
   connect(engine_, &EngineHost::layoutFailed, this, [this](const QString& m) { layout_->showError(tr("Plan layout"), m); });
   connect(layout_, &LayoutPanel::planRequested, engine_, &EngineHost::planLayout);
   connect(layout_, &LayoutPanel::planVirtualRequested, engine_, &EngineHost::planVirtual);

@@ -1,7 +1,10 @@
 #include "workbench/runs_panel.h"
 #include "workbench/file_dialogs.h"
+#include "workbench/flow_layout.h"
 
+#include <QDateTime>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QItemSelectionModel>
@@ -57,6 +60,7 @@ RunsPanel::RunsPanel(QWidget* parent) : QWidget(parent), model_(new QStandardIte
   table_->setSortingEnabled(true);
   plot_ = new Chart(tr("Hit rate per layer of two runs"), tr("layer"), tr("hit rate"));
   plot_->setMinimumHeight(160);
+  plot_->setPlaceholder(tr("Select two runs in the table to compare their hit rates per layer"));
   connect(plot_, &Chart::exported, status_, &QLabel::setText);
   details_ = new QTextEdit;
   details_->setReadOnly(true);
@@ -87,10 +91,9 @@ RunsPanel::RunsPanel(QWidget* parent) : QWidget(parent), model_(new QStandardIte
   detailTabs->addTab(tracePage, tr("Expert trace"));
   connect(traceButton, &QPushButton::clicked, this, &RunsPanel::showTraceOfSelected);
 
-  auto* buttons = new QHBoxLayout;
+  auto* buttons = new FlowLayout;
   buttons->addWidget(open);
   buttons->addWidget(reload);
-  buttons->addStretch();
   buttons->addWidget(exportButton);
   auto* compareRow = new QSplitter(Qt::Horizontal);
   compareRow->addWidget(plot_);
@@ -111,8 +114,15 @@ RunsPanel::RunsPanel(QWidget* parent) : QWidget(parent), model_(new QStandardIte
     if (!database_.isEmpty()) openDatabase(database_);
   });
   connect(exportButton, &QPushButton::clicked, this, [this] {
-    const QString dir = remembered(QFileDialog::getExistingDirectory(this, tr("Export the report into"), startFolder()));
-    if (!dir.isEmpty()) exportSelected(dir);
+    // A new folder by default (named for now, so that reports do not overwrite each other); any
+    // name typed that does not exist yet is made. An existing folder is opened in the dialog, as
+    // save dialogs do; a file is refused.
+    const QString suggested = QStringLiteral("mosaic-report-%1").arg(QDateTime::currentDateTime().toString(QStringLiteral("yyyy-MM-dd-HHmm")));
+    const QString dir = remembered(QFileDialog::getSaveFileName(this, tr("Export the report into a new folder"), inStartFolder(suggested), QString(),
+                                                                nullptr, QFileDialog::DontConfirmOverwrite));
+    if (dir.isEmpty()) return;
+    if (QFileInfo(dir).exists() && !QFileInfo(dir).isDir()) return showError(tr("%1 is a file: give a folder to write the report into").arg(dir));
+    exportSelected(dir);
   });
   connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, &RunsPanel::compare);
 }

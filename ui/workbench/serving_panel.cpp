@@ -133,6 +133,7 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   latency_ = new Chart(tr("Latency of each request"), tr("time in sweep (s)"), tr("ms (● TTFT, ○ turnaround)"));
   throughput_ = new Chart(tr("Completed requests per run"), tr("time in sweep (s)"), tr("completed requests"));
   hits_ = new Chart(tr("Expert hit rate per layer"), tr("layer"), tr("hit rate"));
+  for (Chart* c : {latency_, throughput_, hits_}) c->setPlaceholder(tr("No data yet — press Start (or start the HTTP server and send requests)"));
   hits_->yAxis->setRange(0, 1.05);
   for (Chart* c : {latency_, throughput_, hits_}) connect(c, &Chart::exported, status_, &QLabel::setText);
 

@@ -26,6 +26,7 @@ UsagePanel::UsagePanel(QWidget* parent) : QWidget(parent) {
   status_->setWordWrap(true);
   chart_ = new Chart(tr("Expert usage"), tr("expert"), tr("share of choices (%)"));
   chart_->setMinimumHeight(220);
+  chart_->setPlaceholder(tr("No data yet — paste a text above and press Count expert choices"));
   connect(chart_, &Chart::exported, status_, &QLabel::setText);
 
   auto* row = new QHBoxLayout;
@@ -58,7 +59,11 @@ void UsagePanel::showUsage(const ExpertUsage& usage) {
   tokens.removeDuplicates();
   status_->setText(tr("%1 tokens of text per variant, %2 variants: each bar is the share of a layer's top-k choices that went to that expert.")
                        .arg(tokens.join(QStringLiteral("/")))
-                       .arg(usage.variants.size()));
+                       .arg(usage.variants.size()) +
+                   (usage.masked ? tr(" <b>As served, masked:</b> the layout gates over its resident experts only, so these are the choices "
+                                      "among them, not what the routers alone would choose.")
+                                 : QString()));
+  chart_->setTitle(usage.masked ? tr("Expert usage as served (masked to the resident experts)") : tr("Expert usage"));
   layer_->setRange(0, std::max(0, usage.layers - 1));
   // Start on the first layer that routes (dense layers have no experts to count).
   for (int l = 0; l < usage.layers; ++l) {
@@ -70,6 +75,16 @@ void UsagePanel::showUsage(const ExpertUsage& usage) {
       break;
     }
   }
+}
+
+void UsagePanel::clear(const QString& why) {
+  if (usage_.variants.isEmpty()) return;  // nothing counted to forget
+  usage_ = ExpertUsage{};
+  chart_->clearPlottables();
+  chart_->legend->setVisible(false);
+  chart_->replot(QCustomPlot::rpQueuedReplot);
+  status_->setStyleSheet(QString());
+  status_->setText(why);
 }
 
 void UsagePanel::showError(const QString& message) {

@@ -28,6 +28,8 @@ class UsagePanel : public QWidget {
 
  public Q_SLOTS:
   void showUsage(const mosaic::ui::ExpertUsage& usage);
+  // Forgets the counts (they were of another layout or family), saying why.
+  void clear(const QString& why);
   void showError(const QString& message);
 
  Q_SIGNALS:
