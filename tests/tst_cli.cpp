@@ -1,4 +1,5 @@
 // mosaic-cli end to end: the real binary on the fixtures, its outputs read back, its errors.
+#include <QFile>
 #include <QProcess>
 #include <QRegularExpression>
 #include <QTemporaryDir>
@@ -49,6 +50,62 @@ class TestCli : public QObject {
   void initTestCase() {
     QVERIFY(tmp_.isValid());
     qputenv("MOSAIC_CACHE_DIR", QByteArray::fromStdString(scratch("default-cache").string()));  // not ~/.cache
+  }
+
+  // docs/cli.md, the command reference, has a section for every command `mosaic-cli --help` lists
+  // (and each subcommand's), and each section names every option that command's --help prints: an
+  // option added without its line fails here.
+  void theCommandReferenceNamesEveryCommandAndOption() {
+    QFile doc(QStringLiteral(MOSAIC_RESOURCES "/../docs/cli.md"));
+    QVERIFY2(doc.open(QIODevice::ReadOnly), qPrintable(doc.fileName()));
+    const QString text = QString::fromUtf8(doc.readAll());
+    auto section = [&](const QString& command) {
+      const QString head = QStringLiteral("\n## ") + command + QLatin1Char('\n');
+      const qsizetype at = text.indexOf(head);
+      if (at < 0) return QString();
+      const qsizetype end = text.indexOf(QStringLiteral("\n## "), at + head.size());
+      return text.mid(at, end < 0 ? -1 : end - at);
+    };
+    // The subcommands a --help lists, after "Subcommands:".
+    auto subcommands = [](const QString& help) {
+      QStringList out;
+      const qsizetype at = help.indexOf(QStringLiteral("Subcommands:"));
+      if (at < 0) return out;
+      for (const QString& line : help.mid(at).split(QLatin1Char('\n')).mid(1)) {
+        static const QRegularExpression name(QStringLiteral("^  ([a-z][a-z-]*)\\s"));
+        if (const auto m = name.match(line); m.hasMatch()) out << m.captured(1);
+      }
+      return out;
+    };
+    QStringList commands;
+    const Run top = cli({QStringLiteral("--help")});
+    QCOMPARE(top.code, 0);
+    for (const QString& c : subcommands(top.out)) {
+      const Run r = cli({c, QStringLiteral("--help")});
+      const QStringList subs = subcommands(r.out);
+      if (subs.isEmpty()) commands << c;
+      for (const QString& sub : subs) commands << c + QLatin1Char(' ') + sub;
+    }
+    QVERIFY(commands.size() >= 25);
+    static const QRegularExpression option(QStringLiteral("(?:^|[ ,])(--[a-z][a-z0-9-]*)"));
+    for (const QString& c : commands) {
+      const QString body = section(c);
+      QVERIFY2(!body.isEmpty(), qPrintable(QStringLiteral("docs/cli.md has no section '## %1'").arg(c)));
+      QStringList args = c.split(QLatin1Char(' '));
+      args << QStringLiteral("--help");
+      const Run r = cli(args);
+      QCOMPARE(r.code, 0);
+      const qsizetype options = r.out.indexOf(QStringLiteral("Options:"));
+      for (const QString& line : r.out.mid(options).split(QLatin1Char('\n'))) {
+        if (!line.startsWith(QStringLiteral("  -"))) continue;  // an option's first line; its description follows
+        for (auto it = option.globalMatch(line.section(QStringLiteral("  "), 1, 1)); it.hasNext();) {
+          const QString name = it.next().captured(1);
+          if (name == QStringLiteral("--help")) continue;
+          const QRegularExpression named(QStringLiteral("(?<![a-z0-9-])") + QRegularExpression::escape(name) + QStringLiteral("(?![a-z0-9-])"));
+          QVERIFY2(body.contains(named), qPrintable(QStringLiteral("docs/cli.md's '## %1' does not name %2").arg(c, name)));
+        }
+      }
+    }
   }
 
   void inspectFamily() {
