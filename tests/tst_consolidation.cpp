@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "analysis/capacity.h"
+#include "runtime/capacity.h"
 #include "analysis/consolidation.h"
 #include "common/byte_size.h"
 #include "common/error.h"

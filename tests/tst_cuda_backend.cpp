@@ -15,6 +15,7 @@
 
 #include "analysis/delta_folder.h"
 #include "analysis/family_analysis.h"
+#include "analysis/layout.h"
 #include "common/error.h"
 #include "gpu_suite.h"
 #include "model/synthetic.h"

@@ -15,7 +15,7 @@
 #include <tuple>
 
 #include "model/delta_codec.h"
-#include "analysis/capacity.h"
+#include "runtime/capacity.h"
 #include "analysis/delta_folder.h"
 #include "analysis/cross_distance.h"
 #include "analysis/delta_gptq.h"

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "analysis/family_analysis.h"
+#include "analysis/layout.h"
 #include "analysis/merge.h"
 #include "common/error.h"
 #include "runtime/device_plan.h"

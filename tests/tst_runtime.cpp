@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "analysis/family_analysis.h"
+#include "analysis/layout.h"
 #include "analysis/merge.h"
 #include "common/error.h"
 #include "model/mapped_file.h"

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "analysis/layout.h"
 #include "analysis/merge.h"
 #include "common/error.h"
 #include "model/variant_folders.h"

@@ -14,7 +14,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "analysis/capacity.h"
+#include "runtime/capacity.h"
 #include "analysis/routing_measure.h"
 #include "common/error.h"
 #include "common/text_file.h"

@@ -7,7 +7,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "analysis/capacity.h"
+#include "runtime/capacity.h"
 #include "analysis/consolidation.h"
 #include "analysis/cross_distance.h"
 #include "analysis/family_analysis.h"

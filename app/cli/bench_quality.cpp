@@ -21,6 +21,7 @@
 #include "analysis/delta_folder.h"
 #include "analysis/delta_within.h"
 #include "analysis/family_analysis.h"
+#include "analysis/layout.h"
 #include "analysis/merge.h"
 #include "analysis/virtual_plan.h"
 #include "cli/analyzed.h"

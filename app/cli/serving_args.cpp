@@ -4,8 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "analysis/capacity.h"
 #include "analysis/family_analysis.h"
+#include "analysis/layout.h"
 #include "analysis/resident_set.h"
 #include "analysis/virtual_plan.h"
 #include "cli/analyzed.h"
@@ -14,6 +14,7 @@
 #include "common/edit_distance.h"
 #include "common/error.h"
 #include "model/variant_folders.h"
+#include "runtime/capacity.h"
 #include "serving/hybrid_plan.h"
 
 namespace mosaic::cli {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/capacity.h"
+#include "runtime/capacity.h"
 #include "analysis/layout.h"
 #include "runtime/engine.h"
 

@@ -372,4 +372,17 @@ std::vector<int> match_layout(const Layout& layout, const Family& family, const 
   return index;
 }
 
+std::vector<PinnedExpert> pinned_from_layout(const Layout& layout, const std::vector<int>& to_store) {
+  const ConsolidationPlan& plan = layout.plan;
+  if (to_store.size() != layout.variants.size())
+    throw MismatchError("layout", "variants", "the layout names " + std::to_string(layout.variants.size()) +
+                                                  " variants but " + std::to_string(to_store.size()) + " were matched",
+                        "match the layout to the family first");
+  std::vector<PinnedExpert> out;
+  for (std::int64_t l = 0; l < plan.layers; ++l)
+    for (std::int64_t e = 0; e < plan.experts; ++e)
+      if (const int v = plan.resident(l, e); v >= 0) out.push_back({l, e, to_store[static_cast<std::size_t>(v)]});
+  return out;
+}
+
 }  // namespace mosaic

@@ -14,9 +14,10 @@
 #include <string_view>
 #include <vector>
 
-#include "analysis/capacity.h"
+#include "runtime/capacity.h"
 #include "analysis/consolidation.h"
 #include "model/family.h"
+#include "runtime/pinned_expert.h"
 
 namespace mosaic {
 
@@ -78,5 +79,8 @@ Layout parse_layout(std::string_view text, const std::string& file);
 // index in the family. Throws MismatchError saying which variant or field disagrees.
 std::vector<int> match_layout(const Layout& layout, const Family& family, const std::vector<std::string>& sha256,
                               const std::string& source);
+
+// The layout's resident copies as pinned experts; `to_store[i]` is layout variant i's target.
+std::vector<PinnedExpert> pinned_from_layout(const Layout& layout, const std::vector<int>& to_store);
 
 }  // namespace mosaic

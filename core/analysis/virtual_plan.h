@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/capacity.h"
+#include "runtime/capacity.h"
 #include "analysis/expert_distance.h"
 #include "analysis/layout.h"
 #include "model/family.h"

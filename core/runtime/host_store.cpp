@@ -6,7 +6,7 @@
 #include <map>
 #include <unordered_map>
 
-#include "analysis/capacity.h"
+#include "runtime/capacity.h"
 #include "common/byte_size.h"
 #include "common/error.h"
 #include "common/path_identity.h"

@@ -13,24 +13,18 @@
 #include <string>
 #include <vector>
 
-#include "analysis/capacity.h"
-#include "analysis/layout.h"
 #include "runtime/backend.h"
+#include "runtime/capacity.h"
 #include "runtime/device.h"
 #include "runtime/device_budget.h"
 #include "runtime/kv_blocks.h"
+#include "runtime/pinned_expert.h"
 #include "runtime/policies.h"
 #include "runtime/reconfigurer.h"
 #include "runtime/request_stats.h"
 #include "runtime/virtual_experts.h"
 
 namespace mosaic {
-
-// An expert kept in a slot for the runtime's life: `target`'s copy of (layer, expert).
-struct PinnedExpert {
-  std::int64_t layer = 0, expert = 0;
-  int target = 0;
-};
 
 struct RuntimeConfig {
   std::vector<PinnedExpert> pinned;
@@ -66,8 +60,6 @@ struct RuntimeConfig {
   int host_candidates = 0;
 };
 
-// The layout's resident copies as pinned experts; `to_store[i]` is layout variant i's target.
-std::vector<PinnedExpert> pinned_from_layout(const Layout& layout, const std::vector<int>& to_store);
 // Every MoE position, served from `target`.
 std::vector<PinnedExpert> every_position(const ModelSpec& s, int target);
 // Every delta expert of `targets`, layer by layer and round-robin over the targets, so that pins

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "analysis/consolidation.h"
+#include "analysis/layout.h"
 #include "common/error.h"
 
 namespace mosaic {

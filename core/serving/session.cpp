@@ -5,6 +5,7 @@
 #include <limits>
 #include <thread>
 
+#include "analysis/layout.h"
 #include "analysis/virtual_plan.h"
 #include "common/error.h"
 #include "model/variant_folders.h"

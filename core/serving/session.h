@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "analysis/capacity.h"
+#include "runtime/capacity.h"
 #include "analysis/consolidation.h"
 #include "analysis/family_analysis.h"
 #include "analysis/layout.h"

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "analysis/capacity.h"
+#include "runtime/capacity.h"
 #include "runtime/device.h"
 
 namespace mosaic {

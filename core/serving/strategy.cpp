@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "analysis/layout.h"
 #include "analysis/merge.h"
 #include "analysis/virtual_plan.h"
 #include "common/text_file.h"

@@ -8,7 +8,7 @@
 #include <span>
 #include <vector>
 
-#include "analysis/capacity.h"
+#include "runtime/capacity.h"
 #include "analysis/consolidation.h"
 #include "sim/sim_sweep.h"
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "analysis/capacity.h"
+#include "runtime/capacity.h"
 #include "common/byte_size.h"
 #include "common/error.h"
 #include "sim/config_layout.h"

@@ -1,4 +1,4 @@
-#include "analysis/capacity.h"
+#include "runtime/capacity.h"
 
 #include <algorithm>
 
