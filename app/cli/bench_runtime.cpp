@@ -191,6 +191,7 @@ void add_bench_runtime_command(CLI::App& app) {
     std::vector<int> concurrency{1, 4, 16, 32};
     std::vector<std::string> parts{"batching", "esft", "delta", "virtual", "hits", "memory", "copies"};
     fs::path json;
+    fs::path write_family;
   };
   auto o = std::make_shared<Opts>();
   add_count_option<std::int64_t>(cmd, "--prompt", o->prompt, "prompt tokens per request", 1, 4096);
@@ -200,12 +201,20 @@ void add_bench_runtime_command(CLI::App& app) {
   cmd->add_option("--json", o->json, "also write the measurements to this JSON file");
   cmd->add_option("--concurrency", o->concurrency, "concurrent sequences of the batching measurement")->default_str("1 4 16 32")->check(CLI::Range(1, 1024));
   cmd->add_option("--parts", o->parts, "which measurements: batching, esft, delta, virtual, hits, memory, copies")->default_str("all");
+  cmd->add_option("--write-family", o->write_family,
+                  "only write the ~50M family (4 bf16 variants in DIR/v0…v3 sharing half of each layer's experts "
+                  "byte for byte) for sweeps of your own, and stop")->check(CLI::NonexistentPath);
   cmd->callback([o] {
     const int threads = configure_threads(o->threads);
     check_output(o->json, "--json", {});
     const fs::path dir = fs::temp_directory_path() / ("mosaic-bench-" + std::to_string(std::random_device{}()));
     struct Cleanup { fs::path d; ~Cleanup() { std::error_code ec; fs::remove_all(d, ec); } } cleanup{dir};
     const ModelSpec spec = mixtral_like_spec(8000, 384, 768, 6, 8);  // bench-forward's ~50M model
+    if (!o->write_family.empty()) {
+      write_synthetic_family(o->write_family, spec, DType::BF16, 4, [&](std::int64_t, std::int64_t e) { return e < spec.num_experts / 2; }, 11);
+      std::cout << "wrote " << o->write_family.string() << "/v0 … v3 (" << parameter_count(spec) << " parameters each)\n";
+      return;
+    }
     nlohmann::ordered_json out = {{"threads", threads}, {"parameters", parameter_count(spec)},
                                   {"prompt", o->prompt}, {"decode", o->decode}};
     auto part = [&](const char* name) { return std::find(o->parts.begin(), o->parts.end(), name) != o->parts.end(); };

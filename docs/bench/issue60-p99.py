@@ -1,19 +1,22 @@
 #!/usr/bin/env python3
 # Issue 60's p99 TTFT: one Poisson run per strategy at 0.8 x its own saturation rate (as
 # issue60-saturation-a*.json measured them), through `mosaic-cli bench --json`. Run from the
-# repository root after building: python3 docs/bench/issue60-p99.py SAT.json, where SAT.json is
-# {"1": {"strategy name": rate, ...}, "0.5": {...}} copied from the two sweeps' "saturation" lines.
+# repository root after building: python3 docs/bench/issue60-p99.py SAT.json [SWEEP.json], where SAT.json
+# is {"1": {"strategy name": rate, ...}, "0.5": {...}} copied from the two sweeps' "saturation" lines and
+# SWEEP.json the sweep whose strategies and variants they were (default: issue60-saturation-a1.json).
 import json, subprocess, sys, tempfile, os
 
 cli = "build/default/app/mosaic-cli"
-family = os.path.abspath("resources/sample-family")
-strategies = json.load(open("docs/bench/issue60-saturation-a1.json"))["strategies"]
+sweep_path = sys.argv[2] if len(sys.argv) > 2 else "docs/bench/issue60-saturation-a1.json"
+sweep = json.load(open(sweep_path))
+strategies = sweep["strategies"]
+variants = [os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(sweep_path)), v)) for v in sweep["variants"]]
 saturation = json.load(open(sys.argv[1]))
 with tempfile.TemporaryDirectory() as tmp:
     for alpha, rates in saturation.items():
         for s in strategies:
             rate = round(0.8 * rates[s.get("name", s["kind"])], 2)
-            cfg = {"schema": "mosaic.sweep/1", "variants": [f"{family}/{v}" for v in ("bible", "fortunes", "jargon", "c-headers")],
+            cfg = {"schema": "mosaic.sweep/1", "variants": variants,
                    "clock": "virtual", "rates": [rate], "repeats": 1, "seed": 2, "alpha": float(alpha), "duration_seconds": 10,
                    "prompt": [20, 20], "output": [25, 25], "strategies": [s]}
             path = os.path.join(tmp, "one.json")
