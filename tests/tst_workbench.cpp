@@ -735,6 +735,9 @@ class WorkbenchTest : public QObject {
     window_->resize(1366, 768);  // a laptop screen (less the task bar on a real one)
     QTest::qWait(50);
     QVERIFY(window_->grab().save(dir + QStringLiteral("/workbench-1366x768.png")));
+    window_->resize(1920, 1080);  // a desktop screen
+    QTest::qWait(50);
+    QVERIFY(window_->grab().save(dir + QStringLiteral("/workbench-1920x1080.png")));
   }
 
   // The simulated clock: the profiles of a folder are offered, the sweep runs on the variants'
