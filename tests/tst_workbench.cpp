@@ -1505,6 +1505,23 @@ class WorkbenchTest : public QObject {
     QVERIFY2(readme.endsWith(QStringLiteral("README.md")) && QFileInfo::exists(readme), qPrintable(readme));
   }
 
+  // Start asked for while a family is still opening (its layout's plan is queued behind the open):
+  // the server starts once that plan is in, instead of failing with "no layout has been planned yet".
+  void the_http_server_asked_for_before_the_first_plan_starts_after_it() {
+    QSignalSpy started(window_->engine(), &EngineHost::httpServerStarted);
+    QSignalSpy failed(window_->engine(), &EngineHost::httpServerFailed);
+    window_->openFamily({kFamily + QStringLiteral("/base"), kFamily + QStringLiteral("/fortunes")});
+    HttpSettings settings;
+    settings.port = 0;
+    window_->engine()->startHttpServer(settings);  // queued right behind the open, before its plan
+    QTRY_VERIFY_WITH_TIMEOUT(started.count() == 1 || failed.count() > 0, 60000);
+    QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.front().front().toString()));
+    QVERIFY(window_->layoutPanel()->grid()->layoutInfo().layers > 0);
+    QSignalSpy stopped(window_->engine(), &EngineHost::httpServerStopped);
+    window_->engine()->stopHttpServer();
+    QTRY_COMPARE_WITH_TIMEOUT(stopped.count(), 1, 30000);
+  }
+
   void window_state_persists() {
     window_->close();
     QVERIFY(!QSettings().value(QStringLiteral("window/state")).toByteArray().isEmpty());

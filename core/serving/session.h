@@ -80,6 +80,7 @@ class Session {
   Device device() const { return device_; }
 
   Engine& engine();  // precondition: plan() or apply() has succeeded
+  bool planned() const { return runtime_ != nullptr; }  // whether one has
   const Runtime& runtime() const;
   // The variant's tokenizer.json, read once. Throws InvalidArgument for an unknown variant,
   // IoError when it has none.

@@ -300,6 +300,7 @@ void EngineHost::planLayout(qint64 budgetBytes, const QString& policyName, const
                        std::span<const double>(shares.constData(), static_cast<std::size_t>(shares.size())));
       st.follow_runtime();  // the HTTP server, if one serves, carries on under the new layout
       Q_EMIT layoutPlanned(describe(*st.session));
+      startPendingHttp();
     } catch (const std::exception& e) {
       Q_EMIT layoutFailed(QString::fromUtf8(e.what()));
     }
@@ -324,6 +325,7 @@ void EngineHost::planVirtual(qint64 budgetBytes, const ReserveSettings& reserve,
       LayoutInfo info = describe(*st.session);
       info.virtual_calibration = calibration;
       Q_EMIT layoutPlanned(info);
+      startPendingHttp();
     } catch (const std::exception& e) {
       Q_EMIT layoutFailed(QString::fromUtf8(e.what()));
     }
@@ -368,6 +370,7 @@ void EngineHost::importLayout(const QString& file) {
       st.session->apply(load_layout(file.toStdString()));
       st.follow_runtime();
       Q_EMIT layoutPlanned(describe(*st.session));
+      startPendingHttp();
     } catch (const std::exception& e) {
       Q_EMIT layoutFailed(QString::fromUtf8(e.what()));
     }

@@ -138,6 +138,7 @@ class EngineHost : public QObject {
  private:
   struct State;
   void post(std::function<void()> work);
+  void startPendingHttp();  // on the engine host's thread, after a plan succeeded
   void serveChangedFamily(std::unique_ptr<Session> opened, qint64 budgetBytes, const QString& policy, const ReserveSettings& reserve,
                           const QVector<double>& shares);
   QThread thread_;

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <utility>
 
 #include "server/served_models.h"
 #include "server/server_metrics.h"
@@ -37,6 +38,10 @@ void EngineHost::startHttpServer(const HttpSettings& settings) {
     if (!st.session) return Q_EMIT httpServerFailed(tr("Open a family first."));
     if (st.serving_http()) return Q_EMIT httpServerFailed(tr("The HTTP server is already running; stop it first."));
     if (st.sweeping) return Q_EMIT httpServerFailed(tr("A sweep is serving on this engine; stop it before starting the HTTP server."));
+    if (!st.session->planned()) {  // the family has just opened: its layout's plan is on its way
+      st.pending_http = settings;
+      return;
+    }
     try {
       std::vector<server::ServedModel> models = server::served_models(st.session->family(), st.session->store(), !settings.plain_chat);
       QStringList names;
@@ -81,10 +86,18 @@ void EngineHost::startHttpServer(const HttpSettings& settings) {
   });
 }
 
+void EngineHost::startPendingHttp() {
+  if (state_->pending_http) startHttpServer(*std::exchange(state_->pending_http, std::nullopt));
+}
+
 void EngineHost::stopHttpServer() {
   post([this] {
     State& st = *state_;
-    if (!st.serving_http()) return;
+    const bool pending = std::exchange(st.pending_http, std::nullopt).has_value();
+    if (!st.serving_http()) {
+      if (pending) Q_EMIT httpServerStopped(tr("Not started: it was waiting for the family's layout."), QString());
+      return;
+    }
     const QString database = st.http_database;
     Q_EMIT httpServerStopped(st.stop_http(2.0), database);
   });

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,6 +48,9 @@ struct EngineHost::State {
   std::int64_t http_run = 0;
   QString http_database;
   bool http_plain_chat = false;
+  // A start asked for before the open family's first layout was planned (the plan is queued behind
+  // the open): made once a plan succeeds, dropped by Stop.
+  std::optional<HttpSettings> pending_http;
   std::unique_ptr<server::HttpServer> http;
   std::thread http_thread;
   bool serving_http() const { return http != nullptr; }
