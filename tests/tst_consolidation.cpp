@@ -145,7 +145,17 @@ class TestConsolidation : public QObject {
     // Sizes past 64 bits are refused naming the item, never wrapped to a small reserve (2^62 tokens
     // of context gave a 0-byte KV cache and a layout with exit 0).
     constexpr std::int64_t huge = std::int64_t{1} << 62;
-    expect_mentions(error_of<InvalidArgument>([&] { plan_reserve(s, per_expert, {.context_tokens = huge}); }), {"reserve", "kv cache", "64 bits"});
+    expect_mentions(error_of<InvalidArgument>([&] { plan_reserve(s, per_expert, {.requests = huge}); }), {"reserve", "kv cache", "64 bits"});
+    // No request holds more than the model's context: a longer reserve is counted at the context
+    // (the default 4096 for a 512-token model kept 8 times the KV cache and score rows), and says so.
+    const std::int64_t context = s.max_position_embeddings;
+    QVERIFY(context > 0);
+    const auto at_context = plan_reserve(s, per_expert, {.context_tokens = context});
+    const auto past = plan_reserve(s, per_expert, {.context_tokens = huge});
+    QCOMPARE(past[0].bytes, at_context[0].bytes);  // kv cache
+    QCOMPARE(past[1].bytes, at_context[1].bytes);  // activations (a score row over the context)
+    QVERIFY2(past[0].detail.find("the model's context") != std::string::npos, past[0].detail.c_str());
+    QVERIFY(plan_reserve(s, per_expert, {.context_tokens = context / 2})[0].bytes < at_context[0].bytes);
     expect_mentions(error_of<InvalidArgument>([&] { plan_reserve(s, per_expert, {.prefill_chunk = huge}); }), {"reserve", "prefill chunk", "64 bits"});
     expect_mentions(error_of<InvalidArgument>([&] { plan_reserve(s, per_expert, {.miss_slots = huge}); }), {"reserve", "miss slots", "64 bits"});
     expect_mentions(error_of<InvalidArgument>([&] { plan_capacity(s, ~std::uint64_t{0} - 4, per_expert, ~std::uint64_t{0}, r); }), {"64 bits"});

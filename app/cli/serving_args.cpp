@@ -37,7 +37,7 @@ std::vector<std::filesystem::path> ServingArgs::inputs() const {
 
 void add_reserve_options(CLI::App* cmd, ReserveSpec& reserve, bool miss_slots) {
   // The same bounds as a session file's reserve.
-  cmd->add_option("--context", reserve.context_tokens, "reserve: KV cache tokens per request")->default_val(reserve.context_tokens)
+  cmd->add_option("--context", reserve.context_tokens, "reserve: KV cache tokens per request (at most the model's context, whatever is given)")->default_val(reserve.context_tokens)
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 24));
   cmd->add_option("--requests", reserve.requests, "reserve: requests holding a KV cache at once")->default_val(reserve.requests)
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 20));

@@ -29,9 +29,14 @@ std::vector<ReserveItem> plan_reserve(const ModelSpec& s, std::uint64_t bytes_pe
   if (r.miss_slots < -1) throw InvalidArgument("reserve", "miss slots", "is negative", "give -1 for top_k, or a count");
   const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
   std::vector<ReserveItem> items;
+  // No request holds more than the model's context: a reserve of 4096 tokens (the default) for a
+  // 512-token model would keep eight times the KV cache and score rows any request can use.
+  const std::int64_t context = s.max_position_embeddings > 0 ? std::min(r.context_tokens, s.max_position_embeddings) : r.context_tokens;
+  const std::string context_text =
+      std::to_string(context) + (context < r.context_tokens ? " tokens (the model's context) × " : " tokens × ");
 
   // Each item checked as it is multiplied out: 2^62 tokens must not wrap to a 0-byte reserve.
-  const std::uint64_t kv = checked_product({u(s.num_layers), u(s.kv_cache_width()), u(r.context_tokens), u(r.requests), u(r.kv_bytes)},
+  const std::uint64_t kv = checked_product({u(s.num_layers), u(s.kv_cache_width()), u(context), u(r.requests), u(r.kv_bytes)},
                                            "reserve", "kv cache (context tokens × requests)");
   // Latent attention caches one latent and one rotary key a token (DeepSeek: 512 + 64 values), not
   // every head's keys and values.
@@ -39,13 +44,13 @@ std::vector<ReserveItem> plan_reserve(const ModelSpec& s, std::uint64_t bytes_pe
                                             std::to_string(s.mla->rope_dim) + ")"
                                       : "2 (K,V) × " + std::to_string(s.kv_width());
   items.push_back({"kv cache", kv,
-                   kv_per_token + " × " + std::to_string(s.num_layers) + " layers × " + std::to_string(r.context_tokens) + " tokens × " +
-                       std::to_string(r.requests) + " requests × " + std::to_string(r.kv_bytes) + " B"});
+                   kv_per_token + " × " + std::to_string(s.num_layers) + " layers × " + context_text + std::to_string(r.requests) +
+                       " requests × " + std::to_string(r.kv_bytes) + " B"});
 
   // fp32 working set of one prefill step, per token: residual stream and its normed copy, attention
   // input/output, q/k/v, one row of attention scores over the context, the routed experts' gate/up/
   // down activations, the shared expert's, router logits, and the vocabulary logits.
-  const std::uint64_t scores = checked_mul(u(s.num_heads), u(r.context_tokens), "reserve", "activations (context tokens)");
+  const std::uint64_t scores = checked_mul(u(s.num_heads), u(context), "reserve", "activations (context tokens)");
   const std::uint64_t per_token = checked_add(u(4 * s.hidden_size + s.q_width() + s.kv_cache_width() + 3 * s.top_k * s.expert_intermediate +
                                                 3 * s.shared_expert_intermediate + 3 * s.dense_intermediate + s.num_experts + s.vocab_size),
                                               scores, "reserve", "activations (context tokens)");

@@ -12,7 +12,7 @@ namespace mosaic {
 
 // What the reserve must hold while serving. Defaults suit one chat session of a 4K context.
 struct ReserveSpec {
-  std::int64_t context_tokens = 4096;  // KV cache length of each request
+  std::int64_t context_tokens = 4096;  // KV cache length of each request (at most the model's context)
   std::int64_t requests = 1;           // requests holding a KV cache at once
   std::int64_t prefill_chunk = 512;    // tokens per forward step: sizes the activation workspace
   std::int64_t miss_slots = -1;        // expert slots kept free for on-demand loads; -1: top_k

@@ -144,8 +144,9 @@ std::vector<SimPartition> simulated_deployment(const StrategyConfig& c, const Mo
     decide_ahead();
     left -= static_cast<std::uint64_t>(more) * p.set_bytes;
     p.spare = p.miss == "lru" && sparse > 0 ? static_cast<std::int64_t>(left / (m.expert_bytes() * static_cast<std::uint64_t>(sparse))) : 0;
-    // The KV reserve: context × requests positions, in blocks.
-    p.kv_blocks = (c.reserve.context_tokens * c.reserve.requests + p.kv_block_tokens - 1) / p.kv_block_tokens;
+    // The KV reserve: context (at most the model's, as plan_reserve counts it) × requests positions, in blocks.
+    const std::int64_t context = s.max_position_embeddings > 0 ? std::min(c.reserve.context_tokens, s.max_position_embeddings) : c.reserve.context_tokens;
+    p.kv_blocks = (context * c.reserve.requests + p.kv_block_tokens - 1) / p.kv_block_tokens;
   }
   return parts;
 }
