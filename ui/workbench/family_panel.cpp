@@ -32,6 +32,13 @@ namespace mosaic::ui {
 QString formatBytes(qint64 bytes) { return QString::fromStdString(format_bytes(static_cast<std::uint64_t>(std::max<qint64>(bytes, 0)))); }
 
 namespace {
+// 2823296 → "2.82 M", as a narrow column shows it.
+QString compactCount(qint64 n) {
+  if (n >= 1'000'000'000) return QStringLiteral("%1 B").arg(static_cast<double>(n) / 1e9, 0, 'f', 2);
+  if (n >= 1'000'000) return QStringLiteral("%1 M").arg(static_cast<double>(n) / 1e6, 0, 'f', 2);
+  if (n >= 1'000) return QStringLiteral("%1 k").arg(static_cast<double>(n) / 1e3, 0, 'f', 1);
+  return QString::number(n);
+}
 enum Column { Name, Kind, Parameters, Bytes, NonExpert, DTypes, Folder, ColumnCount };
 }
 
@@ -47,7 +54,8 @@ int FamilyModel::columnCount(const QModelIndex& parent) const { return parent.is
 QVariant FamilyModel::data(const QModelIndex& index, int role) const {
   if (!index.isValid() || index.row() >= family_.variants.size()) return {};
   const VariantInfo& v = family_.variants[index.row()];
-  if (role == Qt::ToolTipRole) return v.architecture + QStringLiteral("\n") + v.dir;
+  if (role == Qt::ToolTipRole)
+    return v.architecture + QStringLiteral("\n") + v.dir + tr("\n%L1 parameters, %L2 active per token").arg(v.parameters).arg(v.active_parameters);
   if (role == Qt::TextAlignmentRole && (index.column() == Parameters || index.column() == Bytes || index.column() == NonExpert))
     return QVariant(Qt::AlignRight | Qt::AlignVCenter);
   if (role != Qt::DisplayRole) return {};
@@ -56,7 +64,7 @@ QVariant FamilyModel::data(const QModelIndex& index, int role) const {
     case Kind:
       if (v.adapter_experts > 0) return tr("ESFT adapter (%1 experts)").arg(v.adapter_experts);
       return v.delta.isEmpty() ? tr("full checkpoint") : tr("delta folder (%1)").arg(v.delta);
-    case Parameters: return tr("%L1 (%L2 active)").arg(v.parameters).arg(v.active_parameters);
+    case Parameters: return tr("%1 (%2 active)").arg(compactCount(v.parameters), compactCount(v.active_parameters));  // exact in the tooltip
     case Bytes: return formatBytes(v.bytes);
     case NonExpert: return formatBytes(v.non_expert_bytes);
     case DTypes: return v.dtypes;
