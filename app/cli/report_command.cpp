@@ -59,7 +59,7 @@ void add_report_command(CLI::App& app) {
   auto o = std::make_shared<Opts>();
   cmd->add_option("RUN", o->runs, "run ids to include (default: every run in the database that finished)");
   cmd->add_flag("--all", o->all, "also runs that did not finish (aborted, stopped, failed): their numbers are partial");
-  cmd->add_option("--db", o->db, "the SQLite record written by `mosaic-cli bench`")->default_val("mosaic-runs.sqlite");
+  cmd->add_option("--db", o->db, "the SQLite record written by `mosaic-cli bench`, `serve --db` or the workbench")->default_val("mosaic-runs.sqlite");
   cmd->add_option("--out", o->out, "report folder")->required();
   cmd->callback([o] {
     if (!fs::exists(o->db))
