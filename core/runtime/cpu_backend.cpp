@@ -1,6 +1,7 @@
 #include "runtime/cpu_backend.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "model/dtype.h"
 #include "runtime/cpu_ops.h"
@@ -51,6 +52,7 @@ CpuBackend::CpuBackend(const HostStore& store, const BackendShape& shape) : stor
   const auto& names = store.non_expert_names();
   for (std::size_t i = 0; i < names.size(); ++i) name_index_.emplace(names[i], i);
   buffers_.resize(static_cast<std::size_t>(shape.buffers));
+  fills_.resize(static_cast<std::size_t>(shape.buffers));
   for (SetBuffer& b : buffers_) {
     b.held.assign(names.size(), -1);
     b.fp32.resize(names.size());
@@ -93,11 +95,35 @@ TierRead CpuBackend::load_expert(std::int64_t layer, SlotRef slot, ExpertId expe
 
 // No copy engine here: a fill ahead would convert on the cores the step already keeps busy, so it is
 // done at once, before the step; look-ahead on the CPU moves a swap earlier but hides none of it.
-std::uint64_t CpuBackend::start_set(int buffer, int set) { return load_set(buffer, set); }
-bool CpuBackend::set_ready(int) { return true; }
-void CpuBackend::wait_set(int) {}
+// A fill ahead converts the set on a thread of its own, so that it overlaps the steps that run
+// meanwhile (none of which reads `buffer`); the bytes it will read are counted here, before it starts.
+std::uint64_t CpuBackend::start_set(int buffer, int set) {
+  wait_set(buffer);
+  const SetBuffer& b = buffers_[static_cast<std::size_t>(buffer)];
+  const std::vector<TensorId>& ids = store_->set_tensors(set);
+  std::uint64_t bytes = 0;
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    if (b.held[i] != ids[i]) bytes += store_->tensor(ids[i]).bytes.size();
+  fills_[static_cast<std::size_t>(buffer)] = std::async(std::launch::async, [this, buffer, set] { return fill(buffer, set); });
+  return bytes;
+}
+
+bool CpuBackend::set_ready(int buffer) {
+  const std::future<std::uint64_t>& f = fills_[static_cast<std::size_t>(buffer)];
+  return !f.valid() || f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+}
+
+void CpuBackend::wait_set(int buffer) {
+  std::future<std::uint64_t>& f = fills_[static_cast<std::size_t>(buffer)];
+  if (f.valid()) f.get();  // rethrows what the fill threw
+}
 
 std::uint64_t CpuBackend::load_set(int buffer, int set) {
+  wait_set(buffer);  // a fill ahead nobody claimed finishes first: this one overwrites it
+  return fill(buffer, set);
+}
+
+std::uint64_t CpuBackend::fill(int buffer, int set) {
   SetBuffer& b = buffers_[static_cast<std::size_t>(buffer)];
   const std::vector<TensorId>& ids = store_->set_tensors(set);
   std::uint64_t bytes = 0;
@@ -114,6 +140,7 @@ std::uint64_t CpuBackend::load_set(int buffer, int set) {
 }
 
 void CpuBackend::rebase(const HostStore& next, const StoreMap& map) {
+  for (std::size_t b = 0; b < fills_.size(); ++b) wait_set(static_cast<int>(b));  // they read the store
   store_ = &next;
   const auto expert = [&](ExpertId e) { return map.expert_of(e); };
   std::ranges::transform(scratch_.held, scratch_.held.begin(), expert);

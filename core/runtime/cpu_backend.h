@@ -4,6 +4,7 @@
 // values. Include only from the backend's own .cpp files.
 #include <ATen/ATen.h>
 
+#include <future>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -85,6 +86,7 @@ class CpuBackend final : public Backend {
                         const KvRows& rows);
   void reserve_kv(std::int64_t blocks);
   const ModelWeights& weights(int buffer) const { return buffers_[static_cast<std::size_t>(buffer)].weights; }
+  std::uint64_t fill(int buffer, int set);  // load_set's work, on whichever thread runs it
 
   const HostStore* store_;  // the family's, until a change served in place hands over the next
   BackendShape shape_;
@@ -95,6 +97,9 @@ class CpuBackend final : public Backend {
   at::Tensor inv_freq_;
   std::vector<at::Tensor> k_, v_;   // [layers]: [blocks · block_tokens + 1, kvh, hd]; the last row zeros
   std::int64_t kv_blocks_ = 0;
+  // [buffers]: a fill ahead (start_set) on a thread of its own while steps run on the others; last,
+  // so that it is joined before anything it writes goes.
+  std::vector<std::future<std::uint64_t>> fills_;
 };
 
 }  // namespace mosaic::cpu
