@@ -93,8 +93,6 @@ TierRead CpuBackend::load_expert(std::int64_t layer, SlotRef slot, ExpertId expe
   return bytes;
 }
 
-// No copy engine here: a fill ahead would convert on the cores the step already keeps busy, so it is
-// done at once, before the step; look-ahead on the CPU moves a swap earlier but hides none of it.
 // A fill ahead converts the set on a thread of its own, so that it overlaps the steps that run
 // meanwhile (none of which reads `buffer`); the bytes it will read are counted here, before it starts.
 std::uint64_t CpuBackend::start_set(int buffer, int set) {

@@ -348,9 +348,7 @@ RebaseResult Runtime::rebase(std::shared_ptr<const HostStore> next, RuntimeConfi
       for (std::int64_t slot = first; slot < end; ++slot)
         if (!claimed[static_cast<std::size_t>(slot)]) pool.clear(slot);
     }
-    tables_[i] = std::make_unique<RerouteTable>(next->targets(), s.num_experts);
-    moe_.tables[i] = tables_[i].get();
-    route_layer(l);
+    route_layer(l);  // the table anew, sized for the next store's targets
   }
   queued_pins_.insert(queued_pins_.end(), delta_copies.begin(), delta_copies.end());
   repins_.pending = static_cast<std::int64_t>(queued_pins_.size());
