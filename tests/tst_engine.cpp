@@ -44,6 +44,19 @@ class TestEngine : public QObject {
     c.pinned = pinned_;
     return std::make_shared<Runtime>(*store_, std::move(c));
   }
+  // Submits `r` and returns once its first token is out: the request is running.
+  static std::shared_ptr<RequestHandle> submit_running(Engine& engine, ServeRequest r) {
+    auto started = std::make_shared<std::promise<void>>();
+    auto once = std::make_shared<std::atomic<bool>>(false);
+    RequestCallbacks cb;
+    cb.on_token = [started, once](const RequestHandle&, std::int64_t, const RuntimeCounters&) {
+      if (!once->exchange(true)) started->set_value();
+    };
+    std::future<void> first = started->get_future();
+    auto handle = engine.submit(std::move(r), cb);
+    first.wait();
+    return handle;
+  }
   // {base, ft1, ft2} and {base, ft1, ft3}, each with the layout consolidation plans at 9 a layer.
   struct FamilyChange {
     std::shared_ptr<Family> before_family, after_family;
@@ -266,14 +279,7 @@ class TestEngine : public QObject {
   void cancellingFreesBlocksAtOnce() {
     auto rt = runtime();
     Engine engine(rt);
-    std::promise<void> started;
-    std::atomic<bool> once{false};
-    RequestCallbacks cb;
-    cb.on_token = [&](const RequestHandle&, std::int64_t, const RuntimeCounters&) {
-      if (!once.exchange(true)) started.set_value();
-    };
-    auto h = engine.submit({"ft1", {.prompt = std::vector<std::int64_t>(40, 7), .max_new_tokens = 200}}, cb);
-    started.get_future().wait();
+    auto h = submit_running(engine, {"ft1", {.prompt = std::vector<std::int64_t>(40, 7), .max_new_tokens = 200}});
     QVERIFY(rt->kv_blocks().used() >= 3);  // 40+ tokens in blocks of 16
     h->cancel();
     QCOMPARE(h->wait().finish, Finish::Cancelled);
@@ -525,14 +531,7 @@ class TestEngine : public QObject {
   void replacingTheRuntimeMidRequest() {
     // Requests in flight when the runtime changes are recomputed under the new one and finish.
     Engine engine(runtime());
-    std::promise<void> started;
-    std::atomic<bool> once{false};
-    RequestCallbacks cb;
-    cb.on_token = [&](const RequestHandle&, std::int64_t, const RuntimeCounters&) {
-      if (!once.exchange(true)) started.set_value();
-    };
-    auto h = engine.submit({"ft2", request(20)}, cb);
-    started.get_future().wait();
+    auto h = submit_running(engine, {"ft2", request(20)});
     std::vector<PinnedExpert> all;
     for (std::int64_t l = 0; l < 3; ++l)
       for (std::int64_t e = 0; e < 8; ++e) all.push_back({l, e, 2});
@@ -553,14 +552,7 @@ class TestEngine : public QObject {
     const std::vector<std::int64_t> alone = Engine(std::make_shared<Runtime>(*change.before, strict)).submit({"ft1", request(24)})->wait().tokens;
 
     Engine engine(std::make_shared<Runtime>(*change.before, strict));
-    std::promise<void> started;
-    std::atomic<bool> once{false};
-    RequestCallbacks cb;
-    cb.on_token = [&](const RequestHandle&, std::int64_t, const RuntimeCounters&) {
-      if (!once.exchange(true)) started.set_value();
-    };
-    auto running = engine.submit({"ft1", request(24)}, cb);
-    started.get_future().wait();
+    auto running = submit_running(engine, {"ft1", request(24)});
     std::string why_not;
     const auto config = engine.runtime()->in_place(*change.after, {.pinned = change.after_pins, .hit = HitPolicy::Strict}, why_not);
     QVERIFY2(config, why_not.c_str());
