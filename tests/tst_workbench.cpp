@@ -828,6 +828,7 @@ class WorkbenchTest : public QObject {
     const int port = QUrl(server->url()).port();
     QVERIFY(server->models().contains(QStringLiteral("fortunes")));
     QSignalSpy stopped(window_->engine(), &EngineHost::httpServerStopped);
+    QSignalSpy changes(window_->engine(), &EngineHost::familyChangeServed);
     const std::string request = nlohmann::json{{"model", "bible"}, {"prompt", "In the beginning"}, {"max_tokens", 480}, {"temperature", 0},
                                                {"stream", true}, {"ignore_eos", true}}.dump();
     Response across;
@@ -854,6 +855,12 @@ class WorkbenchTest : public QObject {
     QVERIFY2(across.body.find("\"error\"") == std::string::npos, across.body.c_str());
     QCOMPARE(stopped.size(), 0);  // one server throughout
     QVERIFY(serving->statusText().startsWith(QStringLiteral("Serving at")));
+    // Both changes were served over the runtime's memory, and the server counts them so.
+    QCOMPARE(changes.size(), 2);
+    for (const auto& change : changes) QVERIFY2(change.at(0).toString().contains(QStringLiteral("in place")), qPrintable(change.at(0).toString()));
+    const std::string metrics = ask(port, http_request("GET", "/metrics")).body;
+    QVERIFY2(metrics.find("mosaic_model_changes_in_place_total 2") != std::string::npos, metrics.c_str());
+    QVERIFY(metrics.find("mosaic_model_changes_total{change=\"remove\"} 1") != std::string::npos);
 
     server->stopButton()->click();
     QTRY_COMPARE_WITH_TIMEOUT(stopped.size(), 1, 30000);
@@ -861,6 +868,44 @@ class WorkbenchTest : public QObject {
     window_->openFamily({kFamily});  // folder order again, as the tests below expect
     QTRY_VERIFY_WITH_TIMEOUT(planned.size() >= 1, 120000);
     QCOMPARE(panel->model()->family().variants[0].name, QStringLiteral("base"));
+  }
+
+  // Add and Remove while a chat streams: the family changes over the runtime serving it, and the
+  // answer streams on to its end (the pane stays busy throughout: nothing to send meanwhile).
+  void a_chat_streams_on_while_the_family_changes() {
+    ChatPane* chat = window_->chatPane();
+    FamilyPanel* panel = window_->familyPanel();
+    QSignalSpy changes(window_->engine(), &EngineHost::familyChangeServed);
+    QSignalSpy finished(window_->engine(), &EngineHost::chatFinished);
+    QSignalSpy failed(window_->engine(), &EngineHost::chatFailed);
+    QSignalSpy tokens(window_->engine(), &EngineHost::chatToken);
+    chat->newChat();
+    chat->targetBox()->setCurrentText(QStringLiteral("bible"));
+    chat->temperatureBox()->setValue(0);
+    chat->maxNewBox()->setValue(400);
+    chat->promptEdit()->setText(QStringLiteral("In the beginning"));
+    QVERIFY(chat->sendButton()->isEnabled());
+    chat->send();
+    QTRY_VERIFY2_WITH_TIMEOUT(tokens.size() >= 1, qPrintable(chat->summaryText()), 60000);
+    const auto& variants = panel->model()->family().variants;
+    const auto at = std::find_if(variants.begin(), variants.end(), [](const auto& v) { return v.name == QStringLiteral("fortunes"); });
+    QVERIFY(at != variants.end());
+    panel->table()->selectRow(static_cast<int>(at - variants.begin()));
+    panel->removeSelected();
+    QTRY_COMPARE_WITH_TIMEOUT(changes.size(), 1, 60000);
+    QVERIFY2(finished.isEmpty(), "the answer ended before the change: make it longer");
+    QVERIFY(!chat->sendButton()->isEnabled());  // still streaming
+    panel->addFolders({kFamily + QStringLiteral("/fortunes")});
+    QTRY_COMPARE_WITH_TIMEOUT(changes.size(), 2, 60000);
+    for (const auto& change : changes) QVERIFY2(change.at(0).toString().contains(QStringLiteral("in place")), qPrintable(change.at(0).toString()));
+    QTRY_COMPARE_WITH_TIMEOUT(finished.size(), 1, 120000);
+    QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.front().at(0).toString()));
+    const QString summary = finished.front().at(1).toString();  // "N tokens (…) · …"
+    QCOMPARE(tokens.size(), summary.section(QLatin1Char(' '), 0, 0).toInt());  // every token streamed once
+    QTRY_VERIFY(chat->sendButton()->isEnabled());  // once the pane has taken the finish
+    QSignalSpy planned(window_->engine(), &EngineHost::layoutPlanned);
+    window_->openFamily({kFamily});  // folder order again, as the tests below expect
+    QTRY_VERIFY_WITH_TIMEOUT(planned.size() >= 1, 120000);
   }
 
   void http_server_serves_external_traffic_live() {

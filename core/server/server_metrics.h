@@ -19,7 +19,7 @@ namespace mosaic::server {
 // A model added or removed while serving, and what it cost: served in place (only the experts whose
 // owner changed are copied) or by a rebuilt runtime (every device byte filled again).
 struct ModelChange {
-  std::string change;  // "add" or "remove"
+  std::string change;  // "add" or "remove"; "replace" where the workbench reopened the family with both
   double seconds = 0;  // from the request to the family served
   bool in_place = false;
   std::int64_t copies = 0;  // experts copied (in place)

@@ -67,6 +67,12 @@ std::uint64_t Session::default_budget(Policy policy) const {
 void Session::plan(std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve, std::span<const double> given) {
   if (policy == Policy::Hybrid) return plan_hybrid(budget_bytes, reserve);
   if (policy == Policy::Virtual) return plan_virtual(budget_bytes, reserve, {});
+  auto [layout, cap] = plan_consolidated(budget_bytes, policy, reserve, given);
+  serve_planned(std::move(layout), std::move(cap), reserve);
+}
+
+std::pair<Layout, CapacityPlan> Session::plan_consolidated(std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve,
+                                                           std::span<const double> given, const std::vector<std::int64_t>& layer_caps) const {
   const std::uint64_t budget = budget_bytes ? budget_bytes : default_budget();
   // Room for a second non-expert set where it costs little (resident sets auto: capacity.h's rule).
   CapacityPlan cap = plan_capacity(*family_, budget, reserve);
@@ -75,10 +81,10 @@ void Session::plan(std::uint64_t budget_bytes, Policy policy, const ReserveSpec&
   std::vector<double> shares(given.begin(), given.end());
   if (policy != Policy::Weighted) shares.clear();
   else if (shares.empty()) shares.assign(family_->size(), 1.0);
-  Layout layout = make_layout(*family_, analysis_.sha256, plan_consolidation(analysis_.distances, cap.capacity, policy, shares));
+  Layout layout = make_layout(*family_, analysis_.sha256, plan_consolidation(analysis_.distances, cap.capacity, policy, shares, layer_caps));
   layout.budget_bytes = budget;
   layout.reserve = cap.reserve;
-  serve_planned(std::move(layout), std::move(cap), reserve);
+  return {std::move(layout), std::move(cap)};
 }
 
 void Session::plan_hybrid(std::uint64_t budget_bytes, const ReserveSpec& reserve) {
@@ -135,10 +141,19 @@ void Session::serve_planned(Layout layout, CapacityPlan cap, const ReserveSpec& 
   }
 }
 
-void Session::plan_on(std::unique_ptr<Session>& previous, std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve,
-                      std::span<const double> shares) {
+Session::Change Session::plan_on(std::unique_ptr<Session>& previous, std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve,
+                                 std::span<const double> shares) {
   if (engine_) throw std::logic_error("plan_on: the session serves on an engine of its own already");
-  if (!previous || !previous->engine_) return plan(budget_bytes, policy, reserve, shares);
+  Change out;
+  if (!previous || !previous->engine_) {
+    plan(budget_bytes, policy, reserve, shares);
+    out.why_rebuilt = "nothing was served before";
+    return out;
+  }
+  if (policy == Policy::Hybrid || policy == Policy::Virtual)
+    out.why_rebuilt = "hybrid and virtual-expert layouts are planned by a runtime of their own";
+  else if (rebase_on(*previous, budget_bytes, policy, reserve, shares, out))
+    return out;
   engine_ = std::move(previous->engine_);
   try {
     plan(budget_bytes, policy, reserve, shares);
@@ -147,6 +162,30 @@ void Session::plan_on(std::unique_ptr<Session>& previous, std::uint64_t budget_b
     throw;
   }
   retired_ = std::move(previous);
+  return out;
+}
+
+bool Session::rebase_on(Session& previous, std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve, std::span<const double> shares,
+                        Change& out) {
+  if (!previous.runtime_) return false;
+  Runtime& held = *previous.runtime_;
+  auto [layout, cap] = plan_consolidated(budget_bytes, policy, reserve, shares, held.pinned_slots());
+  std::vector<int> to_store;  // planned on this family: its variants in order
+  for (std::size_t i = 0; i < family_->size(); ++i) to_store.push_back(static_cast<int>(i));
+  const std::optional<RuntimeConfig> config = held.in_place(*store_, runtime_config(layout, to_store, cap, reserve), out.why_rebuilt);
+  if (!config) return false;
+  // The runtime reads this session's store from the change on; the session owns both, the store
+  // outliving the runtime (members' order), as for a runtime built here.
+  out.rebase = previous.engine_->rebase(std::shared_ptr<const HostStore>(std::shared_ptr<const HostStore>(), store_.get()), *config).get();
+  out.in_place = true;
+  out.why_rebuilt.clear();
+  engine_ = std::move(previous.engine_);
+  runtime_ = std::move(previous.runtime_);
+  layout_ = std::move(layout);
+  capacity_ = std::move(cap);
+  reserve_ = reserve;
+  retired_ = std::move(previous.retired_);  // a runtime it still waited for is now this session's to wait for
+  return true;
 }
 
 bool Session::release_retired(double wait_seconds) {
@@ -179,16 +218,22 @@ void Session::apply(Layout layout) {
   serve(std::move(layout), to_store, std::move(cap));
 }
 
-void Session::serve(Layout layout, const std::vector<int>& to_store, CapacityPlan cap) {
+RuntimeConfig Session::runtime_config(const Layout& layout, const std::vector<int>& to_store, const CapacityPlan& cap,
+                                     const ReserveSpec& reserve) const {
   RuntimeConfig config;
   const bool hybrid = layout.plan.policy == Policy::Hybrid;
   config.pinned = hybrid ? hybrid_pins(*store_, layout, to_store) : pinned_from_layout(layout, to_store);
   if (hybrid) config.hit = HitPolicy::Consolidated;  // rows without their delta take the base's copy
   config.budget_bytes = cap.budget_bytes;  // the session serves within the budget it was planned for
-  config.reserve = reserve_;
+  config.reserve = reserve;
   config.resident_sets = RuntimeConfig::kAutoSets;  // every set the budget holds beside the layout
   config.device = device_;
   if (layout.plan.policy == Policy::Virtual) apply_virtual_layout(config, layout, to_store, *store_);  // masked, updating
+  return config;
+}
+
+void Session::serve(Layout layout, const std::vector<int>& to_store, CapacityPlan cap) {
+  RuntimeConfig config = runtime_config(layout, to_store, cap, reserve_);
   install(std::make_shared<Runtime>(*store_, std::move(config)), std::move(layout), std::move(cap));  // throws before anything changes
 }
 
@@ -226,12 +271,12 @@ const Runtime& Session::runtime() const {
   return *runtime_;
 }
 
-const Tokenizer& Session::tokenizer(const std::string& variant) {
+std::shared_ptr<const Tokenizer> Session::tokenizer(const std::string& variant) {
   const Variant* v = family_->find(variant);
   if (!v) throw InvalidArgument("session", "variant '" + variant + "'", "is not in the family");
   auto it = tokenizers_.find(variant);
   if (it == tokenizers_.end())
-    it = tokenizers_.emplace(variant, Tokenizer::load(v->checkpoint->dir() / "tokenizer.json")).first;
+    it = tokenizers_.emplace(variant, std::make_shared<const Tokenizer>(Tokenizer::load(v->checkpoint->dir() / "tokenizer.json"))).first;
   return it->second;
 }
 

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "runtime/capacity.h"
@@ -52,12 +53,21 @@ class Session {
   // Policy::Virtual: SwapMoE's virtual experts, uniform counts (the most the budget holds), the sets
   // moving with the traffic; plan_virtual() plans them on calibration text instead.
   void plan(std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve = {}, std::span<const double> shares = {});
-  // plan(), served on `previous`'s engine instead of a new one: the engine takes the new runtime
-  // between steps, so its running requests (and an HTTP server on it) carry on, recomputed under it.
+  // What plan_on() did.
+  struct Change {
+    bool in_place = false;    // served over the runtime serving already: its slots, KV cache and sets kept
+    RebaseResult rebase;      // in place: the experts kept, and those copied into slots whose owner changed
+    std::string why_rebuilt;  // not in place: why a runtime was built anew
+  };
+  // plan(), served on `previous`'s engine instead of a new one, so that its running requests (and an
+  // HTTP server on it) carry on. Where the consolidated layout planned into the slots its runtime
+  // holds a layer fits that runtime (Runtime::in_place), the runtime is rebased onto this family
+  // between steps: running requests keep their KV cache, only experts whose owner changed are
+  // copied. Else the engine takes a new runtime and running requests are recomputed under it.
   // `previous` is kept until its runtime is let go (released_retired()). On failure nothing changes:
   // `previous` keeps its engine. Precondition: this session has no engine yet.
-  void plan_on(std::unique_ptr<Session>& previous, std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve = {},
-               std::span<const double> shares = {});
+  Change plan_on(std::unique_ptr<Session>& previous, std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve = {},
+                 std::span<const double> shares = {});
   // Frees a session replaced by plan_on() once the engine has let go of its runtime; true when none
   // is held any more. Waits up to `wait_seconds` for that.
   bool release_retired(double wait_seconds = 0);
@@ -82,13 +92,22 @@ class Session {
   Engine& engine();  // precondition: plan() or apply() has succeeded
   bool planned() const { return runtime_ != nullptr; }  // whether one has
   const Runtime& runtime() const;
-  // The variant's tokenizer.json, read once. Throws InvalidArgument for an unknown variant,
-  // IoError when it has none.
-  const Tokenizer& tokenizer(const std::string& variant);
+  // The variant's tokenizer.json, read once; shared, so that a stream decoding with it outlives a
+  // change of family. Throws InvalidArgument for an unknown variant, IoError when it has none.
+  std::shared_ptr<const Tokenizer> tokenizer(const std::string& variant);
 
  private:
   Session() = default;
   void plan_hybrid(std::uint64_t budget_bytes, const ReserveSpec& reserve);
+  // A round-robin, medoid or weighted layout for `budget_bytes` (0: the default), each sparse layer
+  // pinning at most `layer_caps` of it where given.
+  std::pair<Layout, CapacityPlan> plan_consolidated(std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve,
+                                                    std::span<const double> shares, const std::vector<std::int64_t>& layer_caps = {}) const;
+  // plan_on()'s change in place, when `previous`'s runtime holds the layout planned into its slots;
+  // false (and why in `out`) when it does not.
+  bool rebase_on(Session& previous, std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve, std::span<const double> shares,
+                 Change& out);
+  RuntimeConfig runtime_config(const Layout& layout, const std::vector<int>& to_store, const CapacityPlan& cap, const ReserveSpec& reserve) const;
   void serve(Layout layout, const std::vector<int>& to_store, CapacityPlan cap);
   // serve() a layout planned here with `reserve`, which becomes the session's only if it serves.
   void serve_planned(Layout layout, CapacityPlan cap, const ReserveSpec& reserve);
@@ -100,7 +119,7 @@ class Session {
   CapacityPlan capacity_;
   ReserveSpec reserve_;
   Device device_ = Device::Cpu;
-  std::map<std::string, Tokenizer> tokenizers_;
+  std::map<std::string, std::shared_ptr<const Tokenizer>> tokenizers_;
   std::shared_ptr<Runtime> runtime_;
   std::unique_ptr<Session> retired_;  // replaced by plan_on(), its runtime maybe still in the engine's hands
   std::unique_ptr<Engine> engine_;  // last: destroyed first

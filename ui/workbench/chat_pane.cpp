@@ -232,7 +232,7 @@ void ChatPane::setVariants(const FamilyInfo& family) {
   for (const VariantInfo& v : family.variants) target_->addItem(v.name);
   if (target_->findText(current) >= 0) target_->setCurrentText(current);
   if (target_->findText(preset_target_) >= 0) target_->setCurrentText(preset_target_);
-  send_->setEnabled(target_->count() > 0);
+  setBusy(stop_->isEnabled());  // a family changed while an answer streams: it streams on
 }
 
 void ChatPane::preset(const QString& target, const QString& prompt, int maxNew, double temperature, double topP) {

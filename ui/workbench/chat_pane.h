@@ -64,6 +64,7 @@ class ChatPane : public QWidget {
   QDoubleSpinBox* temperatureBox() const { return temperature_; }
   QDoubleSpinBox* topPBox() const { return top_p_; }
   QSpinBox* seedBox() const { return seed_; }  // −1 ("new each time"): a fresh seed per Send at T > 0
+  QPushButton* sendButton() const { return send_; }
   QPushButton* regenerateButton() const { return regenerate_; }
   QPushButton* newChatButton() const { return new_chat_; }
   const QVector<ChatTurn>& conversation() const { return turns_; }

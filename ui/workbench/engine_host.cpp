@@ -14,6 +14,7 @@
 #include <optional>
 #include <thread>
 
+#include "common/byte_size.h"
 #include "common/error.h"
 #include "common/text_file.h"
 #include "model/text_stream.h"
@@ -209,7 +210,8 @@ void EngineHost::openFamily(const QStringList& dirs, qint64 budgetBytes, const Q
           st.host_budget);
       if (opened.is_cancelled()) return Q_EMIT familyFailed(tr("Cancelled."));
       (*opened)->set_device(st.device);  // rethrows a failure; the device was usable when chosen
-      if (st.serving_http() && st.session)  // the server keeps serving: the new family is served on its engine
+      // The server and running chats keep being served: the new family is served on their engine.
+      if (st.session && st.session->planned() && (st.serving_http() || st.requests_running()))
         return serveChangedFamily(std::move(*opened), budgetBytes, policy, reserve, shares);
       st.session = std::move(*opened);
       st.own_models.clear();  // loaded from the old family's folders
@@ -256,28 +258,46 @@ void EngineHost::setDevice(const QString& name) {
   });
 }
 
-// The family changed while the HTTP server serves: models no longer in it are withdrawn (their
-// requests finish first, 2 s at most), the new family is planned onto the running engine, and the
-// server serves its models from the next step; clients keep their connections and streams.
+// The family changed while the HTTP server or a chat serves: models no longer in it are withdrawn
+// (their requests finish first, 2 s at most), the new family is planned onto the running engine
+// within the budget it serves under (unless another was asked for) — in place where the runtime
+// holds it, so that running requests keep their KV cache — and the server serves its models from
+// the next step; clients keep their connections and streams.
 void EngineHost::serveChangedFamily(std::unique_ptr<Session> opened, qint64 budgetBytes, const QString& policyName, const ReserveSettings& reserve,
                                     const QVector<double>& shares) {
   State& st = *state_;
+  const auto t0 = std::chrono::steady_clock::now();
   const Policy policy = session_policy(policyName);
   const ReserveSpec spec = reserve_spec(reserve);
-  std::vector<server::ServedModel> models = server::served_models(opened->family(), opened->store(), !st.http_plain_chat);
-  for (const Variant& v : st.session->family().variants())
-    if (!opened->family().find(v.name)) st.http->withdraw(v.name, 2.0);
+  std::vector<server::ServedModel> models;
+  bool added = false, removed = false;
+  for (const Variant& v : opened->family().variants()) added |= st.session->family().find(v.name) == nullptr;
+  for (const Variant& v : st.session->family().variants()) removed |= opened->family().find(v.name) == nullptr;
+  if (st.serving_http()) {
+    models = server::served_models(opened->family(), opened->store(), !st.http_plain_chat);
+    for (const Variant& v : st.session->family().variants())
+      if (!opened->family().find(v.name)) st.http->withdraw(v.name, 2.0);
+  }
   const std::span<const double> weights(shares.constData(), static_cast<std::size_t>(shares.size()));
+  const std::uint64_t budget = budgetBytes > 0 ? static_cast<std::uint64_t>(budgetBytes) : st.session->capacity().budget_bytes;
+  Session::Change change;
   try {
-    opened->plan_on(st.session, budgetBytes > 0 ? static_cast<std::uint64_t>(budgetBytes) : 0, policy, spec,
-                    shares.size() == static_cast<qsizetype>(opened->family().size()) ? weights : std::span<const double>());
+    change = opened->plan_on(st.session, budget, policy, spec, shares.size() == static_cast<qsizetype>(opened->family().size()) ? weights : std::span<const double>());
   } catch (...) {  // the old family serves on: its models again, the withdrawn ones included
     st.follow_runtime();
     throw;
   }
   QStringList names;
   for (const auto& m : models) names << QString::fromStdString(m.id);
-  st.http->set_models(std::move(models), opened->engine().runtime());
+  if (st.serving_http()) {
+    server::ModelChange done{added && removed ? "replace" : removed ? "remove" : "add"};
+    done.in_place = change.in_place;
+    done.copies = change.rebase.copies;
+    done.bytes = change.in_place ? change.rebase.copy_bytes : opened->runtime().budget().used();
+    st.http->set_models(std::move(models), opened->engine().runtime());
+    done.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    st.http->record_model_change(done);
+  }
   st.session = std::move(opened);
   st.session->release_retired(2.0);
   st.own_models.clear();
@@ -285,7 +305,13 @@ void EngineHost::serveChangedFamily(std::unique_ptr<Session> opened, qint64 budg
   Q_EMIT progress(tr("Ready"), 1, 1);
   Q_EMIT familyOpened(describe(describe_family(*st.session)));
   Q_EMIT layoutPlanned(describe(*st.session));
-  Q_EMIT httpServerModels(names);
+  if (st.serving_http()) Q_EMIT httpServerModels(names);
+  Q_EMIT familyChangeServed(change.in_place ? tr("Family changed in place while serving: %1 experts kept, %2 to copy (%3); running requests kept their KV cache.")
+                                                  .arg(change.rebase.kept)
+                                                  .arg(change.rebase.copies)
+                                                  .arg(QString::fromStdString(format_bytes(change.rebase.copy_bytes)))
+                                            : tr("Family changed while serving: runtime rebuilt (%1); running requests are recomputed.")
+                                                  .arg(QString::fromStdString(change.why_rebuilt)));
 }
 
 void EngineHost::planLayout(qint64 budgetBytes, const QString& policyName, const ReserveSettings& reserve, const QVector<double>& shares) {
@@ -318,7 +344,7 @@ void EngineHost::planVirtual(qint64 budgetBytes, const ReserveSettings& reserve,
       if (!calibration.isEmpty()) {
         // Encoded as plan-virtual encodes it: with the first variant's tokenizer.
         const std::string text = read_text_file(calibration.toStdString(), "choose a text file in the serving domain");
-        ids = st.session->tokenizer(st.session->family().variants().front().name).encode(text, /*add_special=*/false);
+        ids = st.session->tokenizer(st.session->family().variants().front().name)->encode(text, /*add_special=*/false);
       }
       st.session->plan_virtual(budgetBytes > 0 ? static_cast<std::uint64_t>(budgetBytes) : 0, spec, ids);
       st.follow_runtime();
@@ -397,16 +423,20 @@ void EngineHost::chat(const QString& target, const QVector<ChatTurn>& conversati
     if (!st.session) return Q_EMIT chatFailed(tr("Open a family first."));
     try {
       const std::string name = target.toStdString();
-      const Tokenizer& tok = st.session->tokenizer(name);
       if (st.chat_models.empty())
-        for (server::ServedModel& m : server::served_models(st.session->family(), st.session->store())) st.chat_models.emplace(m.id, std::move(m));
-      const auto model = st.chat_models.find(name);
-      if (model == st.chat_models.end()) throw InvalidArgument("chat", "target '" + name + "'", "is not a model of the open family");
+        for (server::ServedModel& m : server::served_models(st.session->family(), st.session->store())) {
+          std::string id = m.id;  // not m.id itself: the model is moved from before the key is made
+          st.chat_models.emplace(std::move(id), std::make_shared<const server::ServedModel>(std::move(m)));
+        }
+      const auto found = st.chat_models.find(name);
+      if (found == st.chat_models.end()) throw InvalidArgument("chat", "target '" + name + "'", "is not a model of the open family");
+      const std::shared_ptr<const server::ServedModel> model = found->second;  // the stream's, whatever the family becomes
+      const Tokenizer& tok = model->tokenizer;
       std::vector<server::ChatMessage> messages;
       for (const ChatTurn& turn : conversation) messages.push_back({turn.role.toStdString(), turn.content.toStdString()});
       if (messages.empty() || messages.back().content.empty()) throw InvalidArgument("chat", "prompt", "is empty", "type something first");
       GenerationRequest req;
-      req.prompt = server::chat_prompt_ids(model->second, messages);
+      req.prompt = server::chat_prompt_ids(*model, messages);
       if (req.prompt.empty()) throw InvalidArgument("chat", "prompt", "is empty", "type something first");
       const std::int64_t context = st.session->family().spec().max_position_embeddings;
       const auto prompt_tokens = static_cast<std::int64_t>(req.prompt.size());
@@ -424,13 +454,14 @@ void EngineHost::chat(const QString& target, const QVector<ChatTurn>& conversati
       req.stop_ids = st.session->family().spec().eos_token_ids;
       // The stream's state lives with the callbacks, on the engine's thread; this thread moves on.
       struct Stream {
+        std::shared_ptr<const server::ServedModel> model;  // its tokenizer, which `text` decodes with
         TextStream text;
         RuntimeCounters previous;
         QVector<ExpertRoute> routes;  // the step's, until its token streams
         QStringList prompt;
         int prompt_tokens = 0;
       };
-      auto stream = std::make_shared<Stream>(Stream{TextStream(tok), {}, {}, {}, static_cast<int>(req.prompt.size())});
+      auto stream = std::make_shared<Stream>(Stream{model, TextStream(tok), {}, {}, {}, static_cast<int>(req.prompt.size())});
       // Each prompt token's own text as it reads in the prompt (a Metaspace decoder drops the space only at the start).
       for (std::size_t i = 0; i < req.prompt.size(); ++i)
         stream->prompt << QString::fromStdString(tok.decode(std::span<const std::int64_t>(&req.prompt[i], 1), false, i == 0));
@@ -522,7 +553,7 @@ void EngineHost::requestUsage(const QString& text) {
       std::vector<std::shared_ptr<RequestHandle>> handles;
       for (int v = 0; v < store.targets(); ++v) {
         usage.variants << QString::fromStdString(store.name(v));
-        const std::vector<std::int64_t> ids = st.session->tokenizer(store.name(v)).encode(utf8);
+        const std::vector<std::int64_t> ids = st.session->tokenizer(store.name(v))->encode(utf8);
         usage.tokens << static_cast<qint64>(ids.size());
         for (std::size_t begin = 0; begin < ids.size(); begin += static_cast<std::size_t>(window)) {
           GenerationRequest g;

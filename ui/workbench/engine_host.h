@@ -92,6 +92,8 @@ class EngineHost : public QObject {
  Q_SIGNALS:
   void progress(const QString& stage, int done, int total);
   void familyOpened(const mosaic::ui::FamilyInfo& family);
+  // A family changed while it served (HTTP or chat): how, in a sentence (in place, or rebuilt and why).
+  void familyChangeServed(const QString& summary);
   void layoutPlanned(const mosaic::ui::LayoutInfo& layout);
   void configLayoutPlanned(const mosaic::ui::LayoutInfo& layout);
   void chatToken(const mosaic::ui::TokenTrace& token);

@@ -37,9 +37,9 @@ void EngineHost::compare(const QString& left, bool leftOwn, const QString& right
         const std::string name = names[side].toStdString();
         const Variant* variant = st.session->family().find(name);
         if (variant == nullptr) throw InvalidArgument("compare", name, "is not a variant of the open family");
-        const Tokenizer& tok = st.session->tokenizer(name);
+        const std::shared_ptr<const Tokenizer> tok = st.session->tokenizer(name);
         GenerationRequest req;
-        req.prompt = tok.encode(prompt.toStdString());
+        req.prompt = tok->encode(prompt.toStdString());
         if (req.prompt.empty()) throw InvalidArgument("compare", "prompt", "is empty", "type something first");
         req.max_new_tokens = maxNewTokens;
         req.sampling = {.temperature = temperature, .top_p = topP, .seed = 1};  // one seed for both sides
@@ -51,14 +51,18 @@ void EngineHost::compare(const QString& left, bool leftOwn, const QString& right
           reference.push_back(side);
           continue;
         }
-        auto stream = std::make_shared<TextStream>(tok);
+        struct Stream {
+          std::shared_ptr<const Tokenizer> tokenizer;  // outlives a change of family, as the stream may
+          TextStream text;
+        };
+        auto stream = std::make_shared<Stream>(Stream{tok, TextStream(*tok)});
         RequestCallbacks callbacks;
         callbacks.on_token = [this, side, stream](const RequestHandle&, std::int64_t token, const RuntimeCounters&) {
-          Q_EMIT compareToken(side, token, QString::fromStdString(stream->push(token)));
+          Q_EMIT compareToken(side, token, QString::fromStdString(stream->text.push(token)));
         };
         callbacks.on_finish = [this, side, stream](const RequestHandle&, const RequestResult& r) {
           if (r.finish == Finish::Failed) return Q_EMIT compareFailed(side, QString::fromStdString(r.error));
-          Q_EMIT compareFinished(side, QString::fromStdString(stream->finish()), tr("%1 tokens (%2) · served, the layout on screen · TTFT %3 ms · %4 ms/token")
+          Q_EMIT compareFinished(side, QString::fromStdString(stream->text.finish()), tr("%1 tokens (%2) · served, the layout on screen · TTFT %3 ms · %4 ms/token")
                                            .arg(r.tokens.size())
                                            .arg(QString::fromUtf8(finish_name(r.finish)))
                                            .arg(r.stats.ttft() * 1e3, 0, 'f', 1)
@@ -75,13 +79,13 @@ void EngineHost::compare(const QString& left, bool leftOwn, const QString& right
         const std::string name = names[side].toStdString();
         auto& model = st.own_models[name];
         if (!model) model = Model::load(*st.session->family().find(name)->checkpoint);
-        const Tokenizer& tok = st.session->tokenizer(name);
+        const std::shared_ptr<const Tokenizer> tok = st.session->tokenizer(name);
         GenerationRequest req;
-        req.prompt = tok.encode(prompt.toStdString());
+        req.prompt = tok->encode(prompt.toStdString());
         req.max_new_tokens = maxNewTokens;
         req.sampling = {.temperature = temperature, .top_p = topP, .seed = 1};
         req.stop_ids = st.session->family().spec().eos_token_ids;
-        TextStream stream(tok);
+        TextStream stream(*tok);
         const auto t0 = std::chrono::steady_clock::now();
         const GenerationResult r = generate(*model, req, [&](std::int64_t token, std::int64_t) {
           Q_EMIT compareToken(side, token, QString::fromStdString(stream.push(token)));

@@ -1,6 +1,7 @@
 #pragma once
 // What the engine host keeps on its thread: the session, the chat's request, the sweep's thread, and
 // the reference models a comparison loads. Shared by engine_host.cpp and engine_host_compare.cpp.
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -38,8 +39,9 @@ struct EngineHost::State {
   }
   // Checkpoints loaded alone for a comparison's "own weights" side, by variant name (this family's).
   std::map<std::string, std::unique_ptr<Model>> own_models;
-  // The chat's view of each target (tokenizer, chat template), read once, by name (this family's).
-  std::map<std::string, server::ServedModel> chat_models;
+  // The chat's view of each target (tokenizer, chat template), read once, by name (this family's);
+  // shared with the streams decoding with it, which may outlive a change of family.
+  std::map<std::string, std::shared_ptr<const server::ServedModel>> chat_models;
   std::atomic<bool> stop_compare{false};  // the reference side checks it at every token
   std::vector<std::shared_ptr<RequestHandle>> compare_requests;  // the served sides'; guarded by request_mutex
   // The HTTP server on the session's engine, listening on a thread of its own; stopped (and its
@@ -54,6 +56,12 @@ struct EngineHost::State {
   std::unique_ptr<server::HttpServer> http;
   std::thread http_thread;
   bool serving_http() const { return http != nullptr; }
+  // Whether a chat's or a comparison's request is still running on the session's engine.
+  bool requests_running() {
+    std::lock_guard lock(request_mutex);
+    if (request && !request->finished()) return true;
+    return std::any_of(compare_requests.begin(), compare_requests.end(), [](const auto& r) { return r && !r->finished(); });
+  }
   // Stops the server (running requests get `grace_seconds`), joins it and finishes its run;
   // returns what it served, in a sentence. Defined in engine_host_http.cpp.
   QString stop_http(double grace_seconds);

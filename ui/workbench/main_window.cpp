@@ -242,6 +242,7 @@ MainWindow::MainWindow(QWidget* parent)
     if (!family_key_.isEmpty()) QSettings().setValue(family_key_, l.budget);
     statusBar()->showMessage(tr("Layout: %1 of %2 expert positions resident").arg(l.capacity).arg(l.positions), 5000);
   });
+  connect(engine_, &EngineHost::familyChangeServed, this, [this](const QString& summary) { statusBar()->showMessage(summary, 15000); });
 
   default_state_ = saveState();
   QSettings settings;
