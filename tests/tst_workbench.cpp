@@ -870,9 +870,9 @@ class WorkbenchTest : public QObject {
     QCOMPARE(panel->model()->family().variants[0].name, QStringLiteral("base"));
   }
 
-  // Add and Remove while a chat streams: the family changes over the runtime serving it, and the
-  // answer streams on to its end (the pane stays busy throughout: nothing to send meanwhile).
-  void a_chat_streams_on_while_the_family_changes() {
+  // Remove while a chat streams: the family changes over the runtime serving it, and the answer
+  // streams on to its end (the pane stays busy throughout: nothing to send meanwhile).
+  void a_chat_streams_on_while_a_variant_is_removed() {
     ChatPane* chat = window_->chatPane();
     FamilyPanel* panel = window_->familyPanel();
     QSignalSpy changes(window_->engine(), &EngineHost::familyChangeServed);
@@ -895,9 +895,9 @@ class WorkbenchTest : public QObject {
     QTRY_COMPARE_WITH_TIMEOUT(changes.size(), 1, 60000);
     QVERIFY2(finished.isEmpty(), "the answer ended before the change: make it longer");
     QVERIFY(!chat->sendButton()->isEnabled());  // still streaming
-    panel->addFolders({kFamily + QStringLiteral("/fortunes")});
-    QTRY_COMPARE_WITH_TIMEOUT(changes.size(), 2, 60000);
-    for (const auto& change : changes) QVERIFY2(change.at(0).toString().contains(QStringLiteral("in place")), qPrintable(change.at(0).toString()));
+    QVERIFY2(changes.front().at(0).toString().contains(QStringLiteral("in place")), qPrintable(changes.front().at(0).toString()));
+    // (Adding while serving is the HTTP server's test above: an add re-analyses the family, which
+    // may outlast this answer.)
     QTRY_COMPARE_WITH_TIMEOUT(finished.size(), 1, 120000);
     QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.front().at(0).toString()));
     const QString summary = finished.front().at(1).toString();  // "N tokens (…) · …"
