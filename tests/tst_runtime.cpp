@@ -9,8 +9,10 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <future>
+#include <malloc.h>
 #include <map>
 #include <random>
 #include <utility>
@@ -23,6 +25,7 @@
 #include "model/synthetic.h"
 #include "model/tokenizer.h"
 #include "model/variant_folders.h"
+#include "runtime/cpu_gemm.h"
 #include "runtime/engine.h"
 #include "runtime/forward.h"
 #include "runtime/route_plan.h"
@@ -617,6 +620,91 @@ class TestRuntime : public QObject {
     QCOMPARE(store.source(adapter, l, e), ExpertSource::adapter(adapter, e));
     const std::int64_t other = (e + 1) % store.spec().num_experts;
     QCOMPARE(store.expert(adapter, l, other), store.expert(store.index("base"), l, other));
+  }
+
+  // The decode kernel over bf16 weights is the fp32 kernel over the widened weights, bit for bit, on
+  // ragged shapes (odd rows, K not a multiple of 8, a row range that starts odd), and within float
+  // rounding of a double-precision product.
+  void skinnyGemmOverBf16IsTheWidenedProduct() {
+    std::mt19937 gen(9);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (std::int64_t M : {1, 2, 3, 4, 5, 8, 9})
+      for (std::int64_t K : {1, 7, 8, 33, 1027})
+        for (std::int64_t N : {1, 2, 3, 65}) {
+          std::vector<float> x(static_cast<std::size_t>(M * K)), wide(static_cast<std::size_t>(N * K));
+          std::vector<std::uint16_t> w(wide.size());
+          for (float& v : x) v = normal(gen);
+          for (std::size_t i = 0; i < w.size(); ++i) {  // bf16: a float's high half
+            const float f = normal(gen);
+            std::uint32_t bits;
+            std::memcpy(&bits, &f, 4);
+            w[i] = static_cast<std::uint16_t>(bits >> 16);
+            bits = static_cast<std::uint32_t>(w[i]) << 16;
+            std::memcpy(&wide[i], &bits, 4);
+          }
+          const std::int64_t n0 = N > 2 ? 1 : 0;  // a range from an odd row, as a thread's may not be
+          std::vector<float> a(static_cast<std::size_t>(M * N), -1.0f), b = a;
+          skinny_gemm_bf16(x.data(), M, K, w.data(), n0, N, a.data(), N);
+          skinny_gemm(x.data(), M, K, wide.data(), n0, N, b.data(), N);
+          QVERIFY2(a == b, qPrintable(QStringLiteral("M %1 K %2 N %3").arg(M).arg(K).arg(N)));
+          for (std::int64_t m = 0; m < M; ++m)
+            for (std::int64_t n = 0; n < N; ++n) {
+              const float got = a[static_cast<std::size_t>(m * N + n)];
+              if (n < n0) {
+                QCOMPARE(got, -1.0f);  // rows outside the range untouched
+                continue;
+              }
+              double ref = 0, scale = 0;
+              for (std::int64_t k = 0; k < K; ++k) {
+                const double p = static_cast<double>(x[static_cast<std::size_t>(m * K + k)]) * wide[static_cast<std::size_t>(n * K + k)];
+                ref += p;
+                scale += std::abs(p);
+              }
+              QVERIFY2(std::abs(got - ref) <= 1e-5 * scale + 1e-30, qPrintable(QStringLiteral("M %1 K %2 N %3: %4 vs %5").arg(M).arg(K).arg(N).arg(got).arg(ref)));
+            }
+        }
+  }
+
+  // The CPU backend keeps bf16 weights as stored and widens them as it reads: the same logits and
+  // tokens as weights widened when loaded, bit for bit (prompts around the skinny kernel's 8 rows,
+  // decode batches of 1 and 10), on half the heap.
+  void bf16WeightsHeldAsStoredAreFp32BitForBit() {
+    Family family;
+    open_family(family, {sample_family() / "base"});
+    const HostStore store(family);
+    QCOMPARE(store.tensor(store.expert_tensors(0).gate).dtype, DType::BF16);
+    const std::int64_t vocab = store.spec().vocab_size;
+    struct Served {
+      std::vector<std::vector<float>> logits;
+      std::vector<std::vector<std::int64_t>> tokens;
+      std::size_t heap = 0;  // what the runtime allocated, loaded
+    };
+    auto serve = [&](CpuWeights weights) {
+      Served out;
+      const std::size_t before = mallinfo2().uordblks + mallinfo2().hblkhd;
+      auto runtime = std::make_shared<Runtime>(store, RuntimeConfig{.pinned = every_position(store.spec(), 0), .hit = HitPolicy::Strict,
+                                                                    .cpu_weights = weights});
+      Engine engine(runtime);
+      for (std::size_t length : {3, 8, 9, 13}) {
+        const auto handle = engine.submit({"base", {.prompt = prompt_of(length, length, vocab), .max_new_tokens = 0}, true});
+        out.logits.push_back(handle->wait().logits.values);
+      }
+      for (std::size_t batch : {1, 10}) {
+        std::vector<ServeRequest> requests;
+        for (std::size_t i = 0; i < batch; ++i) requests.push_back({"base", {.prompt = prompt_of(4 + i, 40 + i, vocab), .max_new_tokens = 6}});
+        for (const auto& h : engine.submit_all(std::move(requests))) out.tokens.push_back(h->wait().tokens);
+      }
+      out.heap = mallinfo2().uordblks + mallinfo2().hblkhd - before;
+      return out;
+    };
+    const Served stored = serve(CpuWeights::Stored), widened = serve(CpuWeights::Fp32);
+    QCOMPARE(stored.logits.size(), std::size_t(4));
+    for (std::size_t i = 0; i < stored.logits.size(); ++i)
+      QVERIFY2(stored.logits[i] == widened.logits[i],
+               qPrintable(QStringLiteral("prompt %1: relative error %2").arg(i).arg(relative_error(stored.logits[i], widened.logits[i]))));
+    QCOMPARE(stored.tokens, widened.tokens);
+    QVERIFY2(static_cast<double>(widened.heap) > 1.6 * static_cast<double>(stored.heap),
+             qPrintable(QStringLiteral("heap held: %1 widened, %2 as stored").arg(widened.heap).arg(stored.heap)));
   }
 
   void plannerAndRuntimeCountTheSameBytes() {

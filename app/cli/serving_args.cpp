@@ -88,6 +88,10 @@ void ServingArgs::add_to(CLI::App* cmd, bool with_model, bool with_target) {
                "look-ahead swaps: fill a waiting request's non-expert set into a free buffer while the batch decodes (default: on "
                "wherever two sets or more are resident)");
   cmd->add_option("--device", device, "cpu (the fp32 reference) | cuda (bf16 weights on the GPU)")->default_val("cpu");
+  cmd->add_option("--cpu-weights", cpu_weights,
+                  "stored (bf16 weights stay bf16 on the CPU, widened to fp32 as they are read: the same numbers, half the memory and "
+                  "bytes per token) | fp32 (every weight widened when loaded)")
+      ->default_val("stored");
   cmd->add_option("--stats", stats, "write hits, misses, loads, swaps, timings and engine steps to this JSON file");
 }
 
@@ -110,6 +114,9 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
   config.hit = *hit;
   config.miss = a.miss;
   config.device = checked_device(a.device);
+  const auto cpu_weights = parse_cpu_weights(a.cpu_weights);
+  if (!cpu_weights) throw InvalidArgument("--cpu-weights", "'" + a.cpu_weights + "'", "is not a weight layout", "use stored or fp32");
+  config.cpu_weights = *cpu_weights;
   config.reserve.miss_slots = a.miss_slots;
   if (a.resident_sets == "auto") {
     config.resident_sets = RuntimeConfig::kAutoSets;

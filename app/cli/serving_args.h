@@ -35,6 +35,7 @@ struct ServingArgs {
   std::string admission = "affinity";  // fcfs: the paper's arrival order
   double max_wait = SchedulerOptions::kDefaultMaxWait;
   std::string device = "cpu";
+  std::string cpu_weights = "stored";  // stored: bf16 weights stay bf16 on the CPU backend; fp32: widened when loaded
 
   // `with_target` false: no --target (a server's requests each name their model).
   void add_to(CLI::App* cmd, bool with_model = true, bool with_target = true);

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "runtime/device.h"
 #include "runtime/host_store.h"
 #include "runtime/prefetch_gate.h"
 #include "runtime/route_plan.h"
@@ -28,6 +29,7 @@ struct BackendShape {
   int buffers = 1;                        // resident-set buffers
   std::int64_t kv_block_tokens = 16;
   std::optional<std::int64_t> kv_blocks;  // nullopt: grown on demand
+  CpuWeights cpu_weights = CpuWeights::Stored;  // the CPU backend's weight dtype (device.h)
 };
 
 // Everything a step's MoE layers route through: per layer the reroute table and slots (null in dense

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/error.h"
 #include "model/dtype.h"
 #include "runtime/cpu_ops.h"
 
@@ -11,27 +12,46 @@ namespace mosaic {
 namespace cpu {
 namespace {
 
-// A host-store tensor converted into `out` (contiguous fp32 of as many elements) through the host
-// tier: from RAM, or from disk a chunk at a time.
-TierRead fill_fp32(const HostStore& store, TensorId id, at::Tensor out) {
+// A host-store tensor copied into `out` (contiguous, as many elements, fp32 or the stored dtype)
+// through the host tier: from RAM, or from disk a chunk at a time; converted where the dtypes differ.
+TierRead fill_tensor(const HostStore& store, TensorId id, at::Tensor out) {
   const DType dtype = store.tensor(id).dtype;
   const auto size = static_cast<std::int64_t>(dtype_size(dtype));
   at::Tensor flat = out.view({-1});  // `out` is contiguous (a slot, or a row block of one)
   return store.read(id, [&](std::span<const std::byte> chunk, std::size_t offset) {
-    // ATen's conversion: vectorized, and on every core (a load is on the critical path of its step).
+    // ATen's copy: vectorized, and on every core (a load is on the critical path of its step).
     const auto n = static_cast<std::int64_t>(chunk.size()) / size;
     const at::Tensor from = at::from_blob(const_cast<std::byte*>(chunk.data()), {n}, at::TensorOptions().dtype(aten_type(dtype)));
     flat.narrow(0, static_cast<std::int64_t>(offset) / size, n).copy_(from);
   });
 }
 
+// Whether every routed expert's tensors are stored in bf16: only then can slots, which any of them
+// may fill, hold bf16 without rounding one.
+bool experts_bf16(const HostStore& store) {
+  for (int e = 0; e < store.distinct_experts(); ++e) {
+    const HostExpert& x = store.expert_tensors(e);
+    for (TensorId t : {x.gate, x.up, x.down})
+      if (t >= 0 && store.tensor(t).dtype != DType::BF16) return false;
+  }
+  return store.distinct_experts() > 0;
+}
+
+// The dtype a set buffer holds a non-expert tensor in: bf16 as stored where the step only ever
+// multiplies by it through project() or looks rows up (matrices), fp32 otherwise (norms, biases,
+// and latent attention's kv_b, which batched matmuls read as fp32).
+at::ScalarType set_dtype(const HostTensor& t, const std::string& name, CpuWeights weights) {
+  const bool matrix = t.shape.size() == 2 && !name.ends_with("kv_b_proj.weight");
+  return weights == CpuWeights::Stored && t.dtype == DType::BF16 && matrix ? at::kBFloat16 : at::kFloat;
+}
+
 // `n` slots of which [delta_only.first, + .second) hold a packed delta only.
-ExpertSlots make_slots(const ModelSpec& s, std::int64_t n, std::pair<std::int64_t, std::int64_t> delta_only = {0, 0}) {
+ExpertSlots make_slots(const ModelSpec& s, std::int64_t n, at::ScalarType dtype, std::pair<std::int64_t, std::int64_t> delta_only = {0, 0}) {
   const auto [first, count] = delta_only;
   ExpertSlots out;
   // Uninitialized: a slot is read only after a load.
-  out.gate_up = at::empty({n - count, 2 * s.expert_intermediate, s.hidden_size}, at::kFloat);
-  out.down = at::empty({n - count, s.hidden_size, s.expert_intermediate}, at::kFloat);
+  out.gate_up = at::empty({n - count, 2 * s.expert_intermediate, s.hidden_size}, dtype);
+  out.down = at::empty({n - count, s.hidden_size, s.expert_intermediate}, dtype);
   for (std::int64_t i = 0; i < n; ++i) {
     out.dense.push_back(i < first ? i : i < first + count ? -1 : i - count);
     out.delta_only.push_back(out.dense.back() < 0);
@@ -46,16 +66,18 @@ ExpertSlots make_slots(const ModelSpec& s, std::int64_t n, std::pair<std::int64_
 
 CpuBackend::CpuBackend(const HostStore& store, const BackendShape& shape) : store_(&store), shape_(shape) {
   const ModelSpec& s = store.spec();
+  expert_dtype_ = shape.cpu_weights == CpuWeights::Stored && experts_bf16(store) ? at::kBFloat16 : at::kFloat;
   for (std::size_t l = 0; l < shape.layer_slots.size(); ++l)
-    slots_.push_back(make_slots(s, shape.layer_slots[l], l < shape.layer_delta_only.size() ? shape.layer_delta_only[l] : std::pair<std::int64_t, std::int64_t>{}));
-  scratch_ = make_slots(s, shape.scratch_slots);
+    slots_.push_back(make_slots(s, shape.layer_slots[l], expert_dtype_,
+                                l < shape.layer_delta_only.size() ? shape.layer_delta_only[l] : std::pair<std::int64_t, std::int64_t>{}));
+  scratch_ = make_slots(s, shape.scratch_slots, expert_dtype_);
   const auto& names = store.non_expert_names();
   for (std::size_t i = 0; i < names.size(); ++i) name_index_.emplace(names[i], i);
   buffers_.resize(static_cast<std::size_t>(shape.buffers));
   fills_.resize(static_cast<std::size_t>(shape.buffers));
   for (SetBuffer& b : buffers_) {
     b.held.assign(names.size(), -1);
-    b.fp32.resize(names.size());
+    b.tensors.resize(names.size());
   }
   inv_freq_ = inverse_frequencies(s);
   for (std::int64_t l = 0; l < s.num_layers; ++l) {
@@ -79,10 +101,10 @@ TierRead CpuBackend::load_expert(std::int64_t layer, SlotRef slot, ExpertId expe
     to.dense[at] = to.dense[base];
   } else {
     const std::int64_t I = store_->spec().expert_intermediate, d = to.dense[at];
-    // One pass each: the copy converts from the stored dtype.
-    bytes += fill_fp32(*store_, e.gate, to.gate_up[d].narrow(0, 0, I));
-    bytes += fill_fp32(*store_, e.up, to.gate_up[d].narrow(0, I, I));
-    bytes += fill_fp32(*store_, e.down, to.down[d]);
+    // One pass each: a copy as stored, or converting to fp32.
+    bytes += fill_tensor(*store_, e.gate, to.gate_up[d].narrow(0, 0, I));
+    bytes += fill_tensor(*store_, e.up, to.gate_up[d].narrow(0, I, I));
+    bytes += fill_tensor(*store_, e.down, to.down[d]);
   }
   to.held[at] = expert;
   to.has_delta[at] = e.delta >= 0;
@@ -128,17 +150,22 @@ std::uint64_t CpuBackend::fill(int buffer, int set) {
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (b.held[i] == ids[i]) continue;  // the same tensor: nothing to copy
     const HostTensor& t = store_->tensor(ids[i]);
-    if (!b.fp32[i].defined() || b.fp32[i].sizes() != at::IntArrayRef(t.shape)) b.fp32[i] = at::empty(t.shape, at::kFloat);
-    bytes += fill_fp32(*store_, ids[i], b.fp32[i]).bytes;
+    const at::ScalarType dtype = set_dtype(t, store_->non_expert_names()[i], shape_.cpu_weights);
+    at::Tensor& to = b.tensors[i];
+    if (!to.defined() || to.sizes() != at::IntArrayRef(t.shape) || to.scalar_type() != dtype) to = at::empty(t.shape, dtype);
+    bytes += fill_tensor(*store_, ids[i], to).bytes;
     b.held[i] = ids[i];
   }
-  b.weights = assemble_weights(store_->spec(), [&](const std::string& name) { return b.fp32[name_index_.at(name)]; },
+  b.weights = assemble_weights(store_->spec(), [&](const std::string& name) { return b.tensors[name_index_.at(name)]; },
                                /*with_experts=*/false);
   return bytes;
 }
 
 void CpuBackend::rebase(const HostStore& next, const StoreMap& map) {
   for (std::size_t b = 0; b < fills_.size(); ++b) wait_set(static_cast<int>(b));  // they read the store
+  if (expert_dtype_ == at::kBFloat16 && !experts_bf16(next))  // before anything changes: the runtime serves on
+    throw InvalidArgument("family", "experts", "are not all bf16, and the runtime's slots hold bf16 (as the family served so far)",
+                          "serve a family of one dtype, or serve with --cpu-weights fp32");
   store_ = &next;
   const auto expert = [&](ExpertId e) { return map.expert_of(e); };
   std::ranges::transform(scratch_.held, scratch_.held.begin(), expert);

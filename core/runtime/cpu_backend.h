@@ -1,7 +1,7 @@
 #pragma once
-// Internal (ATen): the CPU backend — fp32 copies of what a device would hold: expert slots per
-// layer and a shared scratch pool, K resident-set buffers of non-expert weights, and paged keys and
-// values. Include only from the backend's own .cpp files.
+// Internal (ATen): the CPU backend — copies of what a device would hold (bf16 weights as stored, or
+// fp32: RuntimeConfig::cpu_weights): expert slots per layer and a shared scratch pool, K resident-set
+// buffers of non-expert weights, and paged keys and values (fp32). Include only from the backend's own .cpp files.
 #include <ATen/ATen.h>
 
 #include <future>
@@ -34,9 +34,9 @@ struct ExpertSlots {
 };
 
 struct SetBuffer {
-  std::vector<TensorId> held;     // per non-expert name: the host tensor converted (-1: none)
-  std::vector<at::Tensor> fp32;   // per non-expert name
-  ModelWeights weights;           // assembled from fp32; no routed experts
+  std::vector<TensorId> held;      // per non-expert name: the host tensor copied (-1: none)
+  std::vector<at::Tensor> tensors; // per non-expert name: bf16 as stored, or fp32 (cpu_backend.cpp's set_dtype)
+  ModelWeights weights;            // assembled from them; no routed experts
 };
 
 // The token ranges of one step: chunks in order, grouped by the buffer they run through.
@@ -90,6 +90,7 @@ class CpuBackend final : public Backend {
 
   const HostStore* store_;  // the family's, until a change served in place hands over the next
   BackendShape shape_;
+  at::ScalarType expert_dtype_ = at::kFloat;  // the slots': bf16 where every expert is stored so and the config allows
   std::vector<ExpertSlots> slots_;  // [layers]
   ExpertSlots scratch_;
   std::vector<SetBuffer> buffers_;

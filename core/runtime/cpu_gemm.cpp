@@ -1,5 +1,7 @@
 #include "runtime/cpu_gemm.h"
 
+#include <cstring>
+
 #include "common/simd_clones.h"
 
 namespace mosaic {
@@ -7,27 +9,46 @@ namespace {
 
 // Eight floats, as GCC and Clang vectorize them (AVX in the x86-64-v3 clone, SSE pairs otherwise).
 typedef float v8 __attribute__((vector_size(32)));
+typedef std::uint16_t u16x8 __attribute__((vector_size(16)));
+typedef std::uint32_t u32x8 __attribute__((vector_size(32)));
 
-#define MOSAIC_LOAD8(p)             \
-  ({                                \
-    v8 v_;                          \
-    __builtin_memcpy(&v_, (p), 32); \
-    v_;                             \
-  })
+__attribute__((always_inline)) inline v8 load8(const float* p) {
+  v8 v;
+  __builtin_memcpy(&v, p, 32);
+  return v;
+}
+
+// Eight bf16 widened to fp32: the 16 bits become the float's high half (exact).
+__attribute__((always_inline)) inline v8 load8(const std::uint16_t* p) {
+  u16x8 h;
+  __builtin_memcpy(&h, p, 16);
+  const u32x8 wide = __builtin_convertvector(h, u32x8) << 16;
+  v8 v;
+  __builtin_memcpy(&v, &wide, 32);
+  return v;
+}
+
+__attribute__((always_inline)) inline float widen(float f) { return f; }
+__attribute__((always_inline)) inline float widen(std::uint16_t b) {
+  const std::uint32_t bits = static_cast<std::uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
 
 // MB rows of x against two rows of w: 2·MB accumulators of 8 lanes, K in steps of 8, then the tail.
-template <int MB>
-__attribute__((always_inline)) inline void block(const float* x, std::int64_t K, const float* w0, const float* w1, float* y,
-                                                 std::int64_t N) {
+template <int MB, class W>
+__attribute__((always_inline)) inline void block(const float* x, std::int64_t K, const W* w0, const W* w1, float* y, std::int64_t N) {
+  constexpr int kAhead = 512 / sizeof(W);  // the rows stream from memory: ask for them 512 bytes ahead
   const std::int64_t K8 = K & ~std::int64_t(7);
   v8 a0[MB], a1[MB];
   for (int i = 0; i < MB; ++i) a0[i] = a1[i] = v8{};
   for (std::int64_t k = 0; k < K8; k += 8) {
-    __builtin_prefetch(w0 + k + 128);  // the rows stream from memory: ask for them 512 bytes ahead
-    __builtin_prefetch(w1 + k + 128);
-    const v8 b0 = MOSAIC_LOAD8(w0 + k), b1 = MOSAIC_LOAD8(w1 + k);
+    __builtin_prefetch(w0 + k + kAhead);
+    __builtin_prefetch(w1 + k + kAhead);
+    const v8 b0 = load8(w0 + k), b1 = load8(w1 + k);
     for (int i = 0; i < MB; ++i) {
-      const v8 xv = MOSAIC_LOAD8(x + i * K + k);
+      const v8 xv = load8(x + i * K + k);
       a0[i] += xv * b0;
       a1[i] += xv * b1;
     }
@@ -39,22 +60,20 @@ __attribute__((always_inline)) inline void block(const float* x, std::int64_t K,
       s1 += a1[i][j];
     }
     for (std::int64_t k = K8; k < K; ++k) {
-      s0 += x[i * K + k] * w0[k];
-      s1 += x[i * K + k] * w1[k];
+      s0 += x[i * K + k] * widen(w0[k]);
+      s1 += x[i * K + k] * widen(w1[k]);
     }
     y[i * N] = s0;
     y[i * N + 1] = s1;
   }
 }
 
-}  // namespace
-
-MOSAIC_SIMD_CLONES
-void skinny_gemm(const float* x, std::int64_t M, std::int64_t K, const float* w, std::int64_t n0, std::int64_t n1, float* y,
-                 std::int64_t N) {
+template <class W>
+__attribute__((always_inline)) inline void rows(const float* x, std::int64_t M, std::int64_t K, const W* w, std::int64_t n0, std::int64_t n1,
+                                                float* y, std::int64_t N) {
   std::int64_t n = n0;
   for (; n + 2 <= n1; n += 2) {
-    const float* w0 = w + n * K;
+    const W* w0 = w + n * K;
     std::int64_t m = 0;
     for (; m + 4 <= M; m += 4) block<4>(x + m * K, K, w0, w0 + K, y + m * N + n, N);
     switch (M - m) {
@@ -67,9 +86,28 @@ void skinny_gemm(const float* x, std::int64_t M, std::int64_t K, const float* w,
   for (; n < n1; ++n)  // an odd last row
     for (std::int64_t m = 0; m < M; ++m) {
       float s = 0;
-      for (std::int64_t k = 0; k < K; ++k) s += x[m * K + k] * w[n * K + k];
+      for (std::int64_t k = 0; k < K; ++k) s += x[m * K + k] * widen(w[n * K + k]);
       y[m * N + n] = s;
     }
+}
+
+}  // namespace
+
+// The loops are vectors already (the K loop) or must stay scalar: the auto-vectorizer would pair the
+// two rows' tails into one vector and contract them into FMAs differently for the two weight types,
+// and bf16 weights would then no longer give fp32's results bit for bit.
+#define MOSAIC_SKINNY __attribute__((optimize("no-tree-vectorize")))
+
+MOSAIC_SIMD_CLONES MOSAIC_SKINNY
+void skinny_gemm(const float* x, std::int64_t M, std::int64_t K, const float* w, std::int64_t n0, std::int64_t n1, float* y,
+                 std::int64_t N) {
+  rows(x, M, K, w, n0, n1, y, N);
+}
+
+MOSAIC_SIMD_CLONES MOSAIC_SKINNY
+void skinny_gemm_bf16(const float* x, std::int64_t M, std::int64_t K, const std::uint16_t* w, std::int64_t n0, std::int64_t n1, float* y,
+                      std::int64_t N) {
+  rows(x, M, K, w, n0, n1, y, N);
 }
 
 }  // namespace mosaic

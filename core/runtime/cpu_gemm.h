@@ -10,5 +10,10 @@ namespace mosaic {
 // Rows [n0, n1) of y ([M, N], row-major) for x [M, K] and w [N, K], both row-major.
 void skinny_gemm(const float* x, std::int64_t M, std::int64_t K, const float* w, std::int64_t n0, std::int64_t n1, float* y,
                  std::int64_t N);
+// The same with w held in bf16 (the checkpoint's own dtype, half the bytes to stream), widened to
+// fp32 in registers as it is read. The widening is exact, so y is skinny_gemm's over the widened
+// weights, bit for bit.
+void skinny_gemm_bf16(const float* x, std::int64_t M, std::int64_t K, const std::uint16_t* w, std::int64_t n0, std::int64_t n1,
+                      float* y, std::int64_t N);
 
 }  // namespace mosaic

@@ -15,23 +15,37 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps) {
 }
 
 at::Tensor affine(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  return at::linear(x, w, b.defined() ? c10::optional<at::Tensor>(b) : c10::nullopt);
+  // bf16 weights (the CPU backend's, held as stored) are widened whole for LibTorch's fp32 GEMM: exact,
+  // so the product is the fp32 weights'. Measured against the alternatives (bench-forward --engine):
+  // LibTorch's bf16 GEMM is far slower; widening blocks of rows that stay in cache and multiplying
+  // each (threaded, or one block a thread) costs more in calls than it saves in bytes; the skinny
+  // kernel past 8 rows loses to the GEMM. This costs prefill 7–15 % against weights held in fp32.
+  const at::Tensor wx = w.scalar_type() == at::kBFloat16 && x.scalar_type() == at::kFloat ? w.to(at::kFloat) : w;
+  return at::linear(x, wx, b.defined() ? c10::optional<at::Tensor>(b) : c10::nullopt);
 }
 
 at::Tensor project(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
   constexpr std::int64_t kMaxRows = 8;  // beyond this OpenBLAS's packed GEMM is as fast (bench-runtime)
-  if (x.dim() != 2 || w.dim() != 2 || x.size(0) > kMaxRows || x.scalar_type() != at::kFloat || w.scalar_type() != at::kFloat)
+  const bool bf16 = w.scalar_type() == at::kBFloat16;
+  if (x.dim() != 2 || w.dim() != 2 || x.size(0) > kMaxRows || x.scalar_type() != at::kFloat || (w.scalar_type() != at::kFloat && !bf16))
     return affine(x, w, b);
   const std::int64_t M = x.size(0), K = x.size(1), N = w.size(0);
   const at::Tensor xc = x.contiguous(), wc = w.contiguous();
   at::Tensor y = at::empty({M, N}, at::kFloat);
   const float* xp = xc.data_ptr<float>();
-  const float* wp = wc.data_ptr<float>();
   float* yp = y.data_ptr<float>();
   // Row ranges of w, even-sized, split over the intra-op threads.
-  at::parallel_for(0, (N + 1) / 2, 64, [&](std::int64_t begin, std::int64_t end) {
-    skinny_gemm(xp, M, K, wp, 2 * begin, std::min(N, 2 * end), yp, N);
-  });
+  if (bf16) {
+    const auto* wp = reinterpret_cast<const std::uint16_t*>(wc.data_ptr<at::BFloat16>());
+    at::parallel_for(0, (N + 1) / 2, 64, [&](std::int64_t begin, std::int64_t end) {
+      skinny_gemm_bf16(xp, M, K, wp, 2 * begin, std::min(N, 2 * end), yp, N);
+    });
+  } else {
+    const float* wp = wc.data_ptr<float>();
+    at::parallel_for(0, (N + 1) / 2, 64, [&](std::int64_t begin, std::int64_t end) {
+      skinny_gemm(xp, M, K, wp, 2 * begin, std::min(N, 2 * end), yp, N);
+    });
+  }
   if (b.defined()) y.add_(b);
   return y;
 }

@@ -22,4 +22,12 @@ std::string device_description(Device d);
 // (nullopt where no GPU can be used).
 std::optional<std::uint64_t> device_memory_bytes(Device d);
 
+// How the CPU backend holds weights. Stored: bf16 tensors stay bf16 in its slots and set buffers,
+// widened to fp32 in registers as a decode step reads them (exact: the results are fp32's, bit for
+// bit), at half the bytes to hold, copy and stream; other dtypes are widened to fp32 when loaded.
+// Fp32: every weight widened when loaded (the reference forward's layout; twice the memory).
+enum class CpuWeights { Stored, Fp32 };
+std::string_view cpu_weights_name(CpuWeights w);
+std::optional<CpuWeights> parse_cpu_weights(std::string_view name);  // "stored" or "fp32"
+
 }  // namespace mosaic

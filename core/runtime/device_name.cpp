@@ -12,4 +12,12 @@ std::optional<Device> parse_device(std::string_view name) {
   return std::nullopt;
 }
 
+std::string_view cpu_weights_name(CpuWeights w) { return w == CpuWeights::Fp32 ? "fp32" : "stored"; }
+
+std::optional<CpuWeights> parse_cpu_weights(std::string_view name) {
+  if (name == "stored") return CpuWeights::Stored;
+  if (name == "fp32") return CpuWeights::Fp32;
+  return std::nullopt;
+}
+
 }  // namespace mosaic

@@ -61,6 +61,7 @@ BackendShape backend_shape(const ModelSpec& s, const DevicePlan& plan, const Run
   shape.scratch_slots = plan.scratch;
   shape.buffers = plan.sets;
   shape.kv_block_tokens = c.kv_block_tokens;
+  shape.cpu_weights = c.cpu_weights;
   const std::uint64_t block_bytes = static_cast<std::uint64_t>(s.num_layers * s.kv_cache_width() * c.kv_block_tokens) *
                                     static_cast<std::uint64_t>(c.reserve.kv_bytes);
   if (c.budget_bytes) shape.kv_blocks = block_bytes ? static_cast<std::int64_t>(plan.kv_bytes / block_bytes) : 0;
@@ -77,7 +78,8 @@ BackendShape backend_shape(const ModelSpec& s, const DevicePlan& plan, const Run
 // has (those a smaller layout leaves over stay allocated, empty).
 bool holds(const BackendShape& held, const BackendShape& next) {
   if (next.scratch_slots != held.scratch_slots || next.buffers != held.buffers || next.kv_block_tokens != held.kv_block_tokens ||
-      next.kv_blocks != held.kv_blocks || next.layer_slots.size() != held.layer_slots.size())
+      next.kv_blocks != held.kv_blocks || next.cpu_weights != held.cpu_weights ||
+      next.layer_slots.size() != held.layer_slots.size())
     return false;
   for (std::size_t l = 0; l < held.layer_slots.size(); ++l) {
     const auto [pinned, deltas] = next.layer_delta_only[l];

@@ -54,6 +54,7 @@ struct RuntimeConfig {
   // the traffic, through staging slots charged to the budget; needs the masked miss policy.
   std::optional<VirtualConfig> virtual_experts;
   Device device = Device::Cpu;  // the CUDA backend throws DeviceError where no GPU can be used
+  CpuWeights cpu_weights = CpuWeights::Stored;  // on the CPU: bf16 weights held as bf16, or widened (device.h)
   // > 0: rows to be drawn from that a backend returned whole are turned into this many candidates
   // (StepResult::candidates), as the CUDA backend prepares them, so that tests run the engine's
   // prepared draws on the CPU.
