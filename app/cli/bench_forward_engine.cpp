@@ -1,0 +1,182 @@
+// bench-forward --engine DIR: decode and prefill through the engine on the CPU backend (what chat,
+// serve and every CPU sweep run), on a synthetic Mixtral of about 0.6 B parameters written in bf16
+// and in fp32, with the CPU backend's weights held as stored (bf16 stays bf16) or widened to fp32.
+// Each decode row stands against its floor: the weight bytes a step reads ÷ the read bandwidth
+// measured in the same run.
+#include "cli/bench_forward_engine.h"
+
+#include <ATen/Parallel.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "cli/best_seconds.h"
+#include "common/byte_size.h"
+#include "model/synthetic.h"
+#include "model/variant_folders.h"
+#include "runtime/engine.h"
+#include "runtime/host_store.h"
+
+namespace fs = std::filesystem;
+
+namespace mosaic::cli {
+namespace {
+
+// What this process holds in RAM now (file pages mapped and touched included).
+std::uint64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::uint64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+// Reading 1 GiB with every thread, the best of 5 (a sum, so that nothing is optimised away): the rate
+// a decode step that streams its weights could reach.
+double read_gbs() {
+  const std::size_t n = std::size_t{1} << 28;  // floats: 1 GiB
+  std::vector<float> data(n, 1.0f);
+  volatile float sink = 0;
+  const double seconds = best_seconds(5, [&] {
+    std::vector<float> parts(static_cast<std::size_t>(at::get_num_threads()) * 16, 0.0f);
+    at::parallel_for(0, static_cast<std::int64_t>(n), std::int64_t{1} << 20, [&](std::int64_t b, std::int64_t e) {
+      typedef float v8 __attribute__((vector_size(32)));
+      v8 a0{}, a1{}, a2{}, a3{};
+      std::int64_t i = b;
+      for (; i + 32 <= e; i += 32) {
+        v8 x0, x1, x2, x3;
+        __builtin_memcpy(&x0, &data[static_cast<std::size_t>(i)], 32);
+        __builtin_memcpy(&x1, &data[static_cast<std::size_t>(i) + 8], 32);
+        __builtin_memcpy(&x2, &data[static_cast<std::size_t>(i) + 16], 32);
+        __builtin_memcpy(&x3, &data[static_cast<std::size_t>(i) + 24], 32);
+        a0 += x0;
+        a1 += x1;
+        a2 += x2;
+        a3 += x3;
+      }
+      float s = 0;
+      for (int j = 0; j < 8; ++j) s += a0[j] + a1[j] + a2[j] + a3[j];
+      for (; i < e; ++i) s += data[static_cast<std::size_t>(i)];
+      parts[static_cast<std::size_t>(at::get_thread_num()) * 16] += s;
+    });
+    float s = 0;
+    for (float p : parts) s += p;
+    sink = s;
+  });
+  (void)sink;
+  return static_cast<double>(n * sizeof(float)) / seconds / 1e9;
+}
+
+struct EngineRow {
+  std::string name;
+  double bytes_per_param = 0;  // as the backend holds the weights
+  std::uint64_t rss = 0;       // resident after serving, less before opening
+  std::vector<double> step_ms;  // [batches]: decode ms per step
+  std::vector<double> prefill_tps;  // [prompts]
+};
+
+// Distinct experts a decode step of `batch` sequences reads per layer, each token choosing top_k of
+// E uniformly (random weights route about so): E · (1 − C(E−1, k)/C(E, k))^... as 1 − ((E−k)/E)^batch.
+double experts_read(const ModelSpec& s, std::int64_t batch) {
+  const double e = static_cast<double>(s.num_experts), miss = (e - static_cast<double>(s.top_k)) / e;
+  double none = 1;
+  for (std::int64_t b = 0; b < batch; ++b) none *= miss;
+  return e * (1 - none);
+}
+
+EngineRow run_engine(const std::string& name, const fs::path& dir, CpuWeights weights, const std::vector<std::int64_t>& batches,
+                     const std::vector<std::int64_t>& prompts, std::int64_t decode, int reps) {
+  EngineRow row;
+  row.name = name;
+  const std::uint64_t before = resident_bytes();
+  Family family;
+  open_family(family, {dir});
+  HostStore store(family);
+  const ModelSpec& s = store.spec();
+  const DType stored = store.tensor(store.expert_tensors(0).gate).dtype;
+  row.bytes_per_param = weights == CpuWeights::Stored && stored == DType::BF16 ? 2.0 : 4.0;
+  Engine engine(std::make_shared<Runtime>(store, RuntimeConfig{.pinned = every_position(s, 0), .hit = HitPolicy::Strict, .cpu_weights = weights}),
+                EngineOptions{.scheduler = {.max_sequences = 64}});
+  const std::string target = store.name(0);
+  std::mt19937_64 rng(5);
+  auto prompt_of = [&](std::int64_t n) {
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
+    for (auto& id : ids) id = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(s.vocab_size));
+    return ids;
+  };
+  auto serve = [&](std::int64_t batch, std::int64_t prompt, std::int64_t tokens) {
+    std::vector<ServeRequest> requests;
+    for (std::int64_t b = 0; b < batch; ++b)
+      requests.push_back({target, GenerationRequest{.prompt = prompt_of(prompt), .max_new_tokens = tokens}});  // no stop ids: every token
+    std::vector<RequestResult> out;
+    for (const auto& h : engine.submit_all(std::move(requests))) out.push_back(h->wait());
+    return out;
+  };
+  serve(1, 8, 2);  // every slot and the set loaded: what the rows measure is steps
+  row.rss = resident_bytes() - std::min(before, resident_bytes());
+  for (std::int64_t batch : batches) {
+    double best = 1e30;
+    for (int r = 0; r < reps; ++r) {
+      // Every sequence starts in one step and decodes in lockstep: TPOT is the step's time.
+      double sum = 0;
+      const auto results = serve(batch, 8, decode + 1);
+      for (const RequestResult& x : results) sum += x.stats.tpot();
+      best = std::min(best, sum / static_cast<double>(results.size()));
+    }
+    row.step_ms.push_back(best * 1e3);
+  }
+  for (std::int64_t prompt : prompts) {
+    double best = 1e30;
+    for (int r = 0; r < reps; ++r) best = std::min(best, serve(1, prompt, 1).front().stats.ttft());
+    row.prefill_tps.push_back(static_cast<double>(prompt) / best);
+  }
+  return row;
+}
+
+}  // namespace
+
+void bench_engine_decode(const fs::path& dir, std::int64_t decode, int reps, int threads) {
+  // Issue 64's model: hidden 1024, 8 layers of 8 experts of 2816, top-2, vocab 32000 (about 0.6 B).
+  const ModelSpec spec = mixtral_like_spec(32000, 1024, 2816, 8, 8);
+  const fs::path bf16 = dir / "bf16", fp32 = dir / "fp32";
+  for (const auto& [where, dtype] : {std::pair{bf16, DType::BF16}, std::pair{fp32, DType::F32}})
+    if (!fs::exists(where / "model.safetensors")) write_synthetic_checkpoint(where, spec, dtype, 1);
+  const std::vector<std::int64_t> batches{1, 4, 16}, prompts{128, 512};
+  const double gbs = read_gbs();
+  std::vector<EngineRow> rows;
+  rows.push_back(run_engine("bf16 file, held bf16", bf16, CpuWeights::Stored, batches, prompts, decode, reps));
+  rows.push_back(run_engine("bf16 file, held fp32", bf16, CpuWeights::Fp32, batches, prompts, decode, reps));
+  rows.push_back(run_engine("fp32 file, held fp32", fp32, CpuWeights::Stored, batches, prompts, decode, reps));
+
+  const auto params = static_cast<double>(parameter_count(spec));
+  // A decode step reads every non-expert weight but the embedding (a row a token) and the experts its
+  // tokens chose, in each layer.
+  const double expert_params = static_cast<double>(3 * spec.hidden_size * spec.expert_intermediate);
+  const double non_expert = params - static_cast<double>(spec.num_layers * spec.num_experts) * expert_params -
+                            static_cast<double>(spec.vocab_size * spec.hidden_size);
+  std::printf("\nDecode through the engine, CPU backend, synthetic Mixtral %.2f B parameters (%s), %d threads, %lld tokens, best of %d;\n"
+              "read bandwidth %.1f GB/s (1 GiB summed, every thread). Floor: weight bytes a step reads / that bandwidth\n"
+              "(experts: those a batch touches with uniform routing, an estimate for B > 1).\n",
+              params / 1e9, dir.string().c_str(), threads, static_cast<long long>(decode), reps, gbs);
+  std::printf("%-22s %9s", "weights", "RSS held");
+  for (std::int64_t b : batches) std::printf(" | B=%-2lld ms/step  floor  x floor", static_cast<long long>(b));
+  for (std::int64_t p : prompts) std::printf(" | prefill %lld tok/s", static_cast<long long>(p));
+  std::printf("\n");
+  for (const EngineRow& r : rows) {
+    std::printf("%-22s %9s", r.name.c_str(), format_bytes(r.rss).c_str());
+    for (std::size_t i = 0; i < batches.size(); ++i) {
+      const double read = (non_expert + static_cast<double>(spec.num_layers) * experts_read(spec, batches[i]) * expert_params) * r.bytes_per_param;
+      const double floor_ms = read / (gbs * 1e9) * 1e3;
+      std::printf(" | %13.2f %6.2f %7.2fx", r.step_ms[i], floor_ms, r.step_ms[i] / floor_ms);
+    }
+    for (double tps : r.prefill_tps) std::printf(" | %17.0f", tps);
+    std::printf("\n");
+  }
+}
+
+}  // namespace mosaic::cli

@@ -1,0 +1,13 @@
+#pragma once
+// bench-forward's engine rows (issue 64): decode ms/step at batch 1, 4 and 16 and prefill tokens/s at
+// 128 and 512 through the engine's CPU backend, against the floor of the bytes a step reads.
+#include <cstdint>
+#include <filesystem>
+
+namespace mosaic::cli {
+
+// Writes the ~0.6 B synthetic Mixtral into dir/bf16 and dir/fp32 where absent (1.2 and 2.4 GB), then
+// measures and prints the rows.
+void bench_engine_decode(const std::filesystem::path& dir, std::int64_t decode, int reps, int threads);
+
+}  // namespace mosaic::cli
