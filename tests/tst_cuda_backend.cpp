@@ -188,10 +188,7 @@ class TestCudaBackend : public QObject {
     // Full fine-tunes and ESFT adapters over their base, every target's tokens in one batched step;
     // with the layers' slots on virtual memory too, pages mapped as pins and lru misses fill them.
     QFETCH(bool, vmm);
-    setenv("MOSAIC_CUDA_VMM", vmm ? "1" : "0", 1);  // read as each backend is made
-    struct Unset {
-      ~Unset() { unsetenv("MOSAIC_CUDA_VMM"); }
-    } unset;
+    const CudaOptions options{.virtual_memory = vmm};
     Family family;
     for (const char* v : {"base", "ft1", "ft2", "esft1", "esft2"}) family.add(v, fixture("qwen2_moe", v));
     const HostStore store(family);
@@ -202,7 +199,7 @@ class TestCudaBackend : public QObject {
     for (const char* t : {"ft1", "esft1", "ft2", "esft2", "base", "esft1"})
       requests.push_back({t, {.prompt = prompt_of(5 + requests.size() * 4, 50 + requests.size(), store.spec().vocab_size), .max_new_tokens = 0}, true});
     for (HitPolicy hit : {HitPolicy::Strict, HitPolicy::Consolidated}) {
-      const Compared c = compare(store, {.pinned = pinned, .hit = hit, .miss = "lru", .resident_sets = 8}, requests);
+      const Compared c = compare(store, {.pinned = pinned, .hit = hit, .miss = "lru", .resident_sets = 8, .cuda = options}, requests);
       QVERIFY2(c.worst <= 2e-2, qPrintable(QString::number(c.worst)));
     }
   }
@@ -263,10 +260,7 @@ class TestCudaBackend : public QObject {
     QFETCH(int, sequences);
     QFETCH(int, prompt);
     QFETCH(bool, pdl);
-    setenv("MOSAIC_CUDA_GRAPHS", graphs ? "1" : "0", 1);  // read as the backend is made
-    setenv("MOSAIC_CUDA_PDL", pdl ? "1" : "0", 1);
-    setenv("MOSAIC_CUDA_TILED_ATTENTION", tiled ? "1" : "0", 1);
-    setenv("MOSAIC_CUDA_FUSED", fused ? "1" : "0", 1);
+    const CudaOptions options{.graphs = graphs, .fused = fused, .tiled_attention = tiled, .programmatic_launches = pdl};
     // Two bf16 variants of 4 layers (hidden 512, 8 experts of 1024): a prefill chunk per sequence
     // (`prompt` tokens and 6: the first prompt's first tiles of 32 can be tiled), then 12 decode steps
     // of both together (or of the first alone), each step's logits compared.
@@ -286,12 +280,8 @@ class TestCudaBackend : public QObject {
     std::unique_ptr<Runtime> rt[2];
     for (int d = 0; d < 2; ++d)
       rt[d] = std::make_unique<Runtime>(store, RuntimeConfig{.pinned = pinned, .hit = HitPolicy::Strict, .resident_sets = 2,
-                                                             .device = d ? Device::Cuda : Device::Cpu});
+                                                             .device = d ? Device::Cuda : Device::Cpu, .cuda = options});
     const std::vector<int> sets{store.set_of(0), store.set_of(1)};
-    unsetenv("MOSAIC_CUDA_GRAPHS");
-    unsetenv("MOSAIC_CUDA_TILED_ATTENTION");
-    unsetenv("MOSAIC_CUDA_FUSED");
-    unsetenv("MOSAIC_CUDA_PDL");  // the flag stays as this backend set it until the next is made
     for (auto& r : rt) r->make_resident(sets);
     std::vector<std::vector<std::int64_t>> seq{prompt_of(prompt, 1, spec.vocab_size), prompt_of(6, 2, spec.vocab_size)};
     std::vector<std::int32_t> blocks0{3, 0, 5, 6, 8, 7};

@@ -18,6 +18,7 @@
 #include "runtime/cuda/delta_block.h"
 #include "runtime/cuda/grouped_plan.h"
 #include "runtime/delta_view.h"
+#include "runtime/cuda_options.h"
 #include "runtime/page_map.h"
 #include "runtime/cuda/step_inputs.h"
 #include "model/rope.h"
@@ -41,6 +42,28 @@ std::vector<float> normal_values(std::size_t n, unsigned seed, float sd = 1.0f) 
 class TestCudaPlan : public QObject {
   Q_OBJECT
  private Q_SLOTS:
+  // The CUDA backend's switches come from the runtime's configuration; an operator's MOSAIC_CUDA_*
+  // variables override them ("0" off, anything else on), read in one place, and unset ones leave
+  // what was given.
+  void cudaOptionsTakeTheEnvironmentOverWhatWasGiven() {
+    const CudaOptions given{.graphs = false, .tiled_attention = false, .virtual_memory = true};
+    CudaOptions o = with_environment(given, [](const char*) -> const char* { return nullptr; });
+    QVERIFY(!o.graphs && o.fused && !o.tiled_attention && o.prepared_draws && o.layer_times && o.l2_prefetch);
+    QCOMPARE(o.virtual_memory, std::optional<bool>(true));
+    QCOMPARE(o.programmatic_launches, std::optional<bool>());
+    o = with_environment(given, [](const char* name) -> const char* {
+      static const std::map<std::string, const char*> set{{"MOSAIC_CUDA_GRAPHS", "1"},      {"MOSAIC_CUDA_FUSED", "0"},
+                                                          {"MOSAIC_CUDA_DRAWS", "0"},       {"MOSAIC_CUDA_LAYER_TIMES", "0"},
+                                                          {"MOSAIC_CUDA_L2_PREFETCH", "0"}, {"MOSAIC_CUDA_VMM", "0"},
+                                                          {"MOSAIC_CUDA_PDL", "1"}};
+      const auto it = set.find(name);
+      return it == set.end() ? nullptr : it->second;
+    });
+    QVERIFY(o.graphs && !o.fused && !o.tiled_attention && !o.prepared_draws && !o.layer_times && !o.l2_prefetch);
+    QCOMPARE(o.virtual_memory, std::optional<bool>(false));
+    QCOMPARE(o.programmatic_launches, std::optional<bool>(true));
+  }
+
   void stepInputsDescribeEveryToken() {
     ModelSpec s = mixtral_like_spec(100, 64, 32, 2, 4);
     const std::vector<std::int64_t> prompt{1, 2, 3, 4, 5}, decode{7};

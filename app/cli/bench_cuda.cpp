@@ -78,23 +78,20 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
     const double floor = per_token / rates.read_bytes_per_s;
     std::printf("  %-56s %8.3f ms   (%.2f GB ÷ %.0f GB/s)\n", "floor", floor * 1e3, per_token / 1e9, rates.read_bytes_per_s / 1e9);
     nlohmann::ordered_json rows{{"floor_ms", floor * 1e3}, {"bytes_per_token", per_token}};
-    // Fused small kernels (the default) and one by one (MOSAIC_CUDA_FUSED=0), each way launched and
+    // Fused small kernels (the default) and one by one (CudaOptions::fused off), each way launched and
     // replayed: the fusions' gain, measured in this run; those four in plain stream order. Then the
     // fused graphs with programmatic dependent launches, the default where the GPU runs them.
-    // Last, the default without its L2 prefetches (MOSAIC_CUDA_L2_PREFETCH=0), and without its layer
-    // timing (MOSAIC_CUDA_LAYER_TIMES=0): what the timing's events between the kernels cost a lone
+    // Last, the default without its L2 prefetches (CudaOptions::l2_prefetch), and without its layer
+    // timing (CudaOptions::layer_times): what the timing's events between the kernels cost a lone
     // request's step.
     struct Way {
       bool fused, graphs, pdl, timed = true, prefetch = true;
     };
     for (const Way way : {Way{false, false, false}, Way{false, true, false}, Way{true, false, false}, Way{true, true, false}, Way{true, true, true},
                           Way{true, true, true, true, false}, Way{true, true, true, false}}) {
-      setenv("MOSAIC_CUDA_GRAPHS", way.graphs ? "1" : "0", 1);  // read when the backend is made
-      setenv("MOSAIC_CUDA_FUSED", way.fused ? "1" : "0", 1);
-      setenv("MOSAIC_CUDA_PDL", way.pdl ? "1" : "0", 1);
-      setenv("MOSAIC_CUDA_LAYER_TIMES", way.timed ? "1" : "0", 1);
-      setenv("MOSAIC_CUDA_L2_PREFETCH", way.prefetch ? "1" : "0", 1);
-      Runtime rt(store, RuntimeConfig{.pinned = pin_all({0}), .hit = HitPolicy::Strict, .device = Device::Cuda});
+      const CudaOptions options{.graphs = way.graphs, .fused = way.fused, .layer_times = way.timed, .l2_prefetch = way.prefetch,
+                                .programmatic_launches = way.pdl};
+      Runtime rt(store, RuntimeConfig{.pinned = pin_all({0}), .hit = HitPolicy::Strict, .device = Device::Cuda, .cuda = options});
       rt.make_resident(std::vector<int>{store.set_of(0)});
       StepDecoder d(rt, store, {0}, 16, 16 + steps + 8);
       d.step();  // prefill
@@ -108,11 +105,6 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
       rows[std::string(way.graphs ? "graphs_tpot_ms" : "eager_tpot_ms") + (way.fused ? "" : "_unfused") + (way.pdl ? "_pdl" : "") +
            (way.prefetch ? "" : "_no_prefetch") + (way.timed ? "" : "_untimed")] = tpot * 1e3;
     }
-    unsetenv("MOSAIC_CUDA_LAYER_TIMES");
-    unsetenv("MOSAIC_CUDA_L2_PREFETCH");
-    unsetenv("MOSAIC_CUDA_GRAPHS");
-    unsetenv("MOSAIC_CUDA_FUSED");
-    unsetenv("MOSAIC_CUDA_PDL");
     // The flag stays as the last backend set it; the kernel table times each kernel alone, plainly.
     kernels::set_programmatic_launches(false);
 
@@ -327,7 +319,7 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
   save();
 
   {  // 7. A 2048-token prompt, every expert resident: attention token by token against the tiled
-     // kernel (MOSAIC_CUDA_TILED_ATTENTION), against the flops floor at the measured GEMM peak.
+     // kernel (CudaOptions::tiled_attention), against the flops floor at the measured GEMM peak.
     const std::int64_t prompt = 2048;
     // 2 flops per bf16 weight (2 bytes) a token reads; the output projection for the last token only.
     const double head = 2.0 * double(spec.vocab_size * spec.hidden_size);
@@ -339,8 +331,7 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
                 rates.bf16_flops / 1e12, attention / (matmul + attention));
     nlohmann::ordered_json rows{{"prompt", prompt}, {"floor_ms", floor * 1e3}};
     for (const bool tiled : {false, true}) {
-      setenv("MOSAIC_CUDA_TILED_ATTENTION", tiled ? "1" : "0", 1);  // read when the backend is made
-      Runtime rt(store, RuntimeConfig{.pinned = pin_all({0}), .hit = HitPolicy::Strict, .device = Device::Cuda});
+      Runtime rt(store, RuntimeConfig{.pinned = pin_all({0}), .hit = HitPolicy::Strict, .device = Device::Cuda, .cuda = {.tiled_attention = tiled}});
       rt.make_resident(std::vector<int>{store.set_of(0)});
       double best = 0;
       for (int rep = 0; rep < 3; ++rep) {
@@ -351,21 +342,19 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
       std::printf("  %-28s %8.3f ms   %.1f× the floor\n", tiled ? "tiled attention" : "attention token by token", best * 1e3, best / floor);
       rows[tiled ? "tiled_ms" : "per_token_ms"] = best * 1e3;
     }
-    unsetenv("MOSAIC_CUDA_TILED_ATTENTION");
     out["prefill"] = rows;
   }
   save();
 
   {  // 8. The step's draws: rows copied back whole and drawn on the host, against candidates prepared
-     // on the device (kernels/token_candidates.h; MOSAIC_CUDA_DRAWS), at 1, 8 and 64 sequences of
+     // on the device (kernels/token_candidates.h; CudaOptions::prepared_draws), at 1, 8 and 64 sequences of
      // variant 0, greedy and at T 0.7. The steps include the draws, as the engine's do.
     std::printf("\ntoken draws: step ms with the rows copied back whole, and with candidates prepared on the device\n");
     std::printf("  %4s %-8s %10s %10s %8s\n", "seqs", "sampling", "whole", "prepared", "ratio");
     nlohmann::ordered_json rows = nlohmann::json::array();
     std::map<std::pair<int, double>, double> whole;
     for (const bool prepared : {false, true}) {
-      setenv("MOSAIC_CUDA_DRAWS", prepared ? "1" : "0", 1);  // read when the backend is made
-      Runtime rt(store, RuntimeConfig{.pinned = pin_all({0}), .hit = HitPolicy::Strict, .device = Device::Cuda});
+      Runtime rt(store, RuntimeConfig{.pinned = pin_all({0}), .hit = HitPolicy::Strict, .device = Device::Cuda, .cuda = {.prepared_draws = prepared}});
       rt.make_resident(std::vector<int>{store.set_of(0)});
       for (const int n : {1, 8, 64})
         for (const double t : {0.0, 0.7}) {
@@ -388,7 +377,6 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
           rows.push_back({{"sequences", n}, {"temperature", t}, {"whole_ms", before * 1e3}, {"prepared_ms", best * 1e3}});
         }
     }
-    unsetenv("MOSAIC_CUDA_DRAWS");
     out["draws"] = rows;
   }
   save();

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "runtime/cuda_options.h"
 #include "runtime/device.h"
 #include "runtime/host_store.h"
 #include "runtime/prefetch_gate.h"
@@ -30,6 +31,7 @@ struct BackendShape {
   std::int64_t kv_block_tokens = 16;
   std::optional<std::int64_t> kv_blocks;  // nullopt: grown on demand
   CpuWeights cpu_weights = CpuWeights::Stored;  // the CPU backend's weight dtype (device.h)
+  CudaOptions cuda;                             // how the CUDA backend runs (cuda_options.h)
 };
 
 // Everything a step's MoE layers route through: per layer the reroute table and slots (null in dense

@@ -62,6 +62,7 @@ BackendShape backend_shape(const ModelSpec& s, const DevicePlan& plan, const Run
   shape.buffers = plan.sets;
   shape.kv_block_tokens = c.kv_block_tokens;
   shape.cpu_weights = c.cpu_weights;
+  shape.cuda = with_environment(c.cuda);
   const std::uint64_t block_bytes = static_cast<std::uint64_t>(s.num_layers * s.kv_cache_width() * c.kv_block_tokens) *
                                     static_cast<std::uint64_t>(c.reserve.kv_bytes);
   if (c.budget_bytes) shape.kv_blocks = block_bytes ? static_cast<std::int64_t>(plan.kv_bytes / block_bytes) : 0;

@@ -55,6 +55,7 @@ struct RuntimeConfig {
   std::optional<VirtualConfig> virtual_experts;
   Device device = Device::Cpu;  // the CUDA backend throws DeviceError where no GPU can be used
   CpuWeights cpu_weights = CpuWeights::Stored;  // on the CPU: bf16 weights held as bf16, or widened (device.h)
+  CudaOptions cuda;  // on CUDA: which of the step's mechanisms run (cuda_options.h; the environment may override)
   // > 0: rows to be drawn from that a backend returned whole are turned into this many candidates
   // (StepResult::candidates), as the CUDA backend prepares them, so that tests run the engine's
   // prepared draws on the CPU.

@@ -119,13 +119,12 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
   const auto slot_bytes = static_cast<std::size_t>(slot_elements_) * sizeof(bf16_t);
   MOSAIC_CUDA_CHECK(cudaGetDevice(&device_));
   const int device = device_;
-  // Virtual memory where the driver and device take it, unless MOSAIC_CUDA_VMM=0; =1 insists (an
+  // Virtual memory where the driver and device take it, unless the options say no; yes insists (an
   // error naming what is missing rather than plain allocations).
   std::vector<std::int64_t> dense = shape.layer_slots;  // [layers]: slots with matrices of their own
   for (std::size_t l = 0; l < dense.size() && l < shape.layer_delta_only.size(); ++l) dense[l] -= shape.layer_delta_only[l].second;
-  const char* vmm = std::getenv("MOSAIC_CUDA_VMM");
-  const std::string want = vmm ? vmm : "";
-  if (want == "1" || (want != "0" && PhysicalPages::supported(device))) {
+  const CudaOptions& options = shape.cuda;
+  if (options.virtual_memory.value_or(PhysicalPages::supported(device))) {
     const std::uint64_t page = PhysicalPages::page_bytes(device);
     std::int64_t pages = 0;  // as many as every slot full needs: the budget already priced them
     for (std::int64_t n : dense) pages += PageMap(slot_bytes, n, page).pages();
@@ -152,25 +151,24 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
   v_.resize(static_cast<std::size_t>(s.num_layers));
   for (std::int64_t i = 0; i < 3 * s.num_layers; ++i) MOSAIC_CUDA_CHECK(cudaEventCreate(&layer_marks_.emplace_back()));
   if (shape.kv_blocks) reserve_kv(*shape.kv_blocks);
-  if (const char* g = std::getenv("MOSAIC_CUDA_GRAPHS")) graphs_enabled_ = std::string(g) != "0";
-  if (const char* t = std::getenv("MOSAIC_CUDA_TILED_ATTENTION")) tiled_attention_ = std::string(t) != "0";
-  if (const char* d = std::getenv("MOSAIC_CUDA_DRAWS")) prepared_draws_ = std::string(d) != "0";
-  if (const char* f = std::getenv("MOSAIC_CUDA_FUSED")) fused_ = std::string(f) != "0";
-  if (const char* t = std::getenv("MOSAIC_CUDA_LAYER_TIMES")) layer_times_ = std::string(t) != "0";
-  if (const char* p = std::getenv("MOSAIC_CUDA_L2_PREFETCH")) l2_prefetch_ = std::string(p) != "0";
+  graphs_enabled_ = options.graphs;
+  tiled_attention_ = options.tiled_attention;
+  prepared_draws_ = options.prepared_draws;
+  fused_ = options.fused;
+  layer_times_ = options.layer_times;
+  l2_prefetch_ = options.l2_prefetch;
   int l2 = 0;
   MOSAIC_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device_));
   l2_bytes_ = static_cast<std::size_t>(l2);
   // Programmatic dependent launches (kernels/launch.h): on wherever the device and the kernels allow
-  // them (the H100's graph step, 2026-11-28: 0.517 ms against 0.539). MOSAIC_CUDA_PDL=0 turns them
-  // off; =1 insists, and is refused where they cannot run. Process-wide: the backend made last decides.
-  const char* pdl = std::getenv("MOSAIC_CUDA_PDL");
-  const bool insisted = pdl && std::string(pdl) != "0";
-  const bool programmatic = pdl ? insisted : kernels::programmatic_launches_possible();
+  // them (the H100's graph step, 2026-11-28: 0.517 ms against 0.539). The options (or MOSAIC_CUDA_PDL)
+  // turn them off, or insist: refused where they cannot run. Process-wide: the backend made last decides.
+  const bool insisted = options.programmatic_launches.value_or(false);
+  const bool programmatic = options.programmatic_launches.value_or(kernels::programmatic_launches_possible());
   if (insisted && !kernels::programmatic_launches_possible())
-    throw DeviceError("device cuda", "MOSAIC_CUDA_PDL=1",
-                      "needs a GPU of compute capability 9.0 or later and kernels compiled for it (CMAKE_CUDA_ARCHITECTURES 90)",
-                      "unset MOSAIC_CUDA_PDL");
+    throw DeviceError("device cuda", "programmatic launches (CudaOptions, or MOSAIC_CUDA_PDL=1)",
+                      "need a GPU of compute capability 9.0 or later and kernels compiled for it (CMAKE_CUDA_ARCHITECTURES 90)",
+                      "leave them to the default, or unset MOSAIC_CUDA_PDL");
   kernels::set_programmatic_launches(programmatic);
   if (fused_) {
     attention_split_.resize(kernels::attention_split_bytes(static_cast<int>(s.head_dim)));

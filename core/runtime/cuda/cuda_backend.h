@@ -185,7 +185,7 @@ class CudaBackend final : public Backend {
   std::int64_t slot_elements_ = 0;  // 3 · I · H
   std::vector<DeviceBuffer> slots_;  // [layers]
   // Where the driver takes it, the layers' slots on virtual memory instead (ExpertWeave's virtual
-  // weight tensor), pages mapped as slots fill; MOSAIC_CUDA_VMM=0 keeps plain allocations. Both ways
+  // weight tensor), pages mapped as slots fill; CudaOptions::virtual_memory false keeps plain allocations. Both ways
   // match the CPU (tst_cuda_backend) and ran bench-cuda alike on the H100 (loads 0.96 vs 0.97 of peak).
   std::unique_ptr<PhysicalPages> pages_;
   std::vector<std::unique_ptr<VirtualTensor>> virtual_slots_;  // [layers]; destroyed before pages_
@@ -216,32 +216,32 @@ class CudaBackend final : public Backend {
     std::vector<std::int64_t> shape;
     cudaGraphExec_t exec = nullptr;
   };
-  // On unless MOSAIC_CUDA_GRAPHS=0 (tst_cuda_backend checks both ways against the CPU; on the H100 a
+  // On unless CudaOptions::graphs is off (tst_cuda_backend checks both ways against the CPU; on the H100 a
   // batch-1 decode step took 2.42 ms replayed against 2.70 ms launched kernel by kernel).
   bool graphs_enabled_ = true;
   std::vector<Graph> graphs_;   // dropped whenever a buffer they point into moves
   // Prompt tiles attended by the tiled kernel (kernels/paged_attention.h) unless
-  // MOSAIC_CUDA_TILED_ATTENTION=0 (tst_cuda_backend checks both ways against the CPU; on the H100 a
+  // CudaOptions::tiled_attention off (tst_cuda_backend checks both ways against the CPU; on the H100 a
   // 2048-token prefill took 19.9 ms tiled against 55.4 ms token by token).
   bool tiled_attention_ = true;
   // Rows to be drawn from come back as their draws' candidates (kernels/token_candidates.h) unless
-  // MOSAIC_CUDA_DRAWS=0, which returns them whole: tst_cuda_backend checks both take the same tokens.
+  // CudaOptions::prepared_draws off, which returns them whole: tst_cuda_backend checks both take the same tokens.
   bool prepared_draws_ = true;
   // A decode step's small kernels fused (the input norm, q, k and v, rotary and the cache write in one
   // launch; the output projection, the post-attention norm, router, mask, top-k and reroute in
   // another; for one token, the down projection with the combine), and its attention split over
-  // positions (kernels::AttentionSplit, in attention_split_), unless MOSAIC_CUDA_FUSED=0, which
+  // positions (kernels::AttentionSplit, in attention_split_), unless CudaOptions::fused is off, which
   // launches them one by one and unsplit: tst_cuda_backend checks both ways against the CPU,
   // bench-cuda times both.
   bool fused_ = true;
   DeviceBuffer attention_split_;  // zeroed once: the kernel leaves its counters zero
   // A step of one token alone times its MoE layers (time_layers_alone) unless
-  // MOSAIC_CUDA_LAYER_TIMES=0: in a graph each mark is a node of its own, and a kernel after one
+  // CudaOptions::layer_times off: in a graph each mark is a node of its own, and a kernel after one
   // starts in plain stream order, not programmatically. bench-cuda times the step both ways.
   bool layer_times_ = true;
   // A decode step's latency-bound kernels ask the L2 for the weights the next kernels read
   // (kernels/l2_prefetch.h: the attention for the output projection's, a lone token's down projection
-  // for the next layer's q, k and v) unless MOSAIC_CUDA_L2_PREFETCH=0. bench-cuda times both.
+  // for the next layer's q, k and v) unless CudaOptions::l2_prefetch is off. bench-cuda times both.
   bool l2_prefetch_ = true;
   std::size_t l2_bytes_ = 0;  // the device's L2: a prefetch asks for at most half of it
   // A group whose wanted rows are its tokens in order (a decode step's, up to kGemvRows): the head

@@ -1,0 +1,31 @@
+#pragma once
+// How the CUDA backend runs its step. Each switch is on by default (where the GPU allows it); the
+// benchmarks and tests turn them off to measure or check what each buys. Plain data, no CUDA: it
+// travels in RuntimeConfig on every build.
+#include <optional>
+
+namespace mosaic {
+
+struct CudaOptions {
+  bool graphs = true;           // decode steps replayed as CUDA graphs (captured once per batch shape)
+  bool fused = true;            // the fused small kernels, rather than one launch per operation
+  bool tiled_attention = true;  // prefill attention in tiles, rather than token by token
+  bool prepared_draws = true;   // rows to draw from turned into candidates on the device
+  bool layer_times = true;      // events between layers, for the per-layer times the recorder keeps
+  bool l2_prefetch = true;      // the next layer's weights prefetched into L2 while this one runs
+  // Expert slots on virtual memory (pages mapped as experts are pinned): nullopt where the driver and
+  // device take it; true insists (a DeviceError naming what is missing); false: plain allocations.
+  std::optional<bool> virtual_memory;
+  // Programmatic dependent launches: nullopt where the device and kernels allow them; true insists;
+  // false: off. Process-wide: the backend made last decides.
+  std::optional<bool> programmatic_launches;
+};
+
+// `options` with the MOSAIC_CUDA_* environment variables an operator set applied over them ("0" off,
+// anything else on): MOSAIC_CUDA_GRAPHS, _FUSED, _TILED_ATTENTION, _DRAWS, _LAYER_TIMES, _L2_PREFETCH,
+// _VMM, _PDL. The one place they are read; `lookup` reads a variable (null: the process's environment;
+// tests pass their own, since changing the process's environment races with threads that read it).
+using EnvironmentLookup = const char* (*)(const char* name);
+CudaOptions with_environment(CudaOptions options, EnvironmentLookup lookup = nullptr);
+
+}  // namespace mosaic
