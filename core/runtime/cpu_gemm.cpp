@@ -20,9 +20,11 @@ __attribute__((always_inline)) inline v8 load8(const float* p) {
 
 // Eight bf16 widened to fp32: the 16 bits become the float's high half (exact).
 __attribute__((always_inline)) inline v8 load8(const std::uint16_t* p) {
+  typedef std::uint16_t u16x16 __attribute__((vector_size(32)));
   u16x8 h;
   __builtin_memcpy(&h, p, 16);
-  const u32x8 wide = __builtin_convertvector(h, u32x8) << 16;
+  // Each bf16 beside a zero below it: (h << 16) as 32-bit lanes, one unpack and no shift.
+  const u16x16 wide = __builtin_shufflevector(u16x8{}, h, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15);
   v8 v;
   __builtin_memcpy(&v, &wide, 32);
   return v;
@@ -43,9 +45,12 @@ __attribute__((always_inline)) inline void block(const float* x, std::int64_t K,
   const std::int64_t K8 = K & ~std::int64_t(7);
   v8 a0[MB], a1[MB];
   for (int i = 0; i < MB; ++i) a0[i] = a1[i] = v8{};
+  constexpr std::int64_t kLine = 64 / sizeof(W);  // elements a cache line holds: one prefetch each
   for (std::int64_t k = 0; k < K8; k += 8) {
-    __builtin_prefetch(w0 + k + kAhead);
-    __builtin_prefetch(w1 + k + kAhead);
+    if (k % kLine == 0) {
+      __builtin_prefetch(w0 + k + kAhead);
+      __builtin_prefetch(w1 + k + kAhead);
+    }
     const v8 b0 = load8(w0 + k), b1 = load8(w1 + k);
     for (int i = 0; i < MB; ++i) {
       const v8 xv = load8(x + i * K + k);
