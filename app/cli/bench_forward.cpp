@@ -178,8 +178,8 @@ void add_bench_forward_command(CLI::App& app) {
   add_count_option(cmd, "--reps", o->reps, "repetitions; the best is reported", 1, 1000);
   add_threads_option(cmd, o->threads, "CPU threads (0 = all cores)");
   cmd->add_option("--engine", o->engine,
-                  "also decode through the engine's CPU backend (batch 1, 4, 16; prefill 128, 512) a ~0.6B-parameter synthetic Mixtral "
-                  "written here in bf16 and fp32 where absent (3.6 GB), weights held as stored and widened, against the floor of the "
+                  "also decode through the engine's CPU backend (batch 1, 4, 16; prefill 128, 512; batches mixed over two variants) a ~0.6B-parameter synthetic Mixtral "
+                  "written here in bf16 and fp32 where absent (6.2 GB with the two variants), weights held as stored and widened, against the floor of the "
                   "bytes a step reads");
   cmd->callback([o] {
     const int threads = configure_threads(o->threads);

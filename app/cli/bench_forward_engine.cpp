@@ -90,20 +90,38 @@ double experts_read(const ModelSpec& s, std::int64_t batch) {
   return e * (1 - none);
 }
 
-EngineRow run_engine(const std::string& name, const fs::path& dir, CpuWeights weights, const std::vector<std::int64_t>& batches,
+// `dirs`: one variant, or several served together (every expert of each pinned, every set resident),
+// the requests of a batch alternating over them.
+// The same for `variants` variants that share half of each layer's experts byte for byte (a batch's
+// requests alternate over them): the shared half read once whoever touched it, the rest per variant.
+double experts_read(const ModelSpec& s, std::int64_t batch, int variants) {
+  if (variants == 1) return experts_read(s, batch);
+  const double e = static_cast<double>(s.num_experts), miss = (e - static_cast<double>(s.top_k)) / e;
+  auto touched = [&](std::int64_t tokens) {
+    double none = 1;
+    for (std::int64_t b = 0; b < tokens; ++b) none *= miss;
+    return 1 - none;
+  };
+  return e / 2 * touched(batch) + e / 2 * variants * touched(batch / variants);
+}
+
+EngineRow run_engine(const std::string& name, const std::vector<fs::path>& dirs, CpuWeights weights, const std::vector<std::int64_t>& batches,
                      const std::vector<std::int64_t>& prompts, std::int64_t decode, int reps) {
   EngineRow row;
   row.name = name;
   const std::uint64_t before = resident_bytes();
   Family family;
-  open_family(family, {dir});
+  open_family(family, dirs);
   HostStore store(family);
   const ModelSpec& s = store.spec();
   const DType stored = store.tensor(store.expert_tensors(0).gate).dtype;
   row.bytes_per_param = weights == CpuWeights::Stored && stored == DType::BF16 ? 2.0 : 4.0;
-  Engine engine(std::make_shared<Runtime>(store, RuntimeConfig{.pinned = every_position(s, 0), .hit = HitPolicy::Strict, .cpu_weights = weights}),
+  std::vector<PinnedExpert> pinned;
+  for (int t = 0; t < store.targets(); ++t)
+    for (const PinnedExpert& p : every_position(s, t)) pinned.push_back(p);
+  Engine engine(std::make_shared<Runtime>(store, RuntimeConfig{.pinned = pinned, .hit = HitPolicy::Strict, .resident_sets = store.sets(),
+                                                               .cpu_weights = weights}),
                 EngineOptions{.scheduler = {.max_sequences = 64}});
-  const std::string target = store.name(0);
   std::mt19937_64 rng(5);
   auto prompt_of = [&](std::int64_t n) {
     std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
@@ -112,13 +130,13 @@ EngineRow run_engine(const std::string& name, const fs::path& dir, CpuWeights we
   };
   auto serve = [&](std::int64_t batch, std::int64_t prompt, std::int64_t tokens) {
     std::vector<ServeRequest> requests;
-    for (std::int64_t b = 0; b < batch; ++b)
-      requests.push_back({target, GenerationRequest{.prompt = prompt_of(prompt), .max_new_tokens = tokens}});  // no stop ids: every token
+    for (std::int64_t b = 0; b < batch; ++b)  // no stop ids: every token
+      requests.push_back({store.name(static_cast<int>(b % store.targets())), GenerationRequest{.prompt = prompt_of(prompt), .max_new_tokens = tokens}});
     std::vector<RequestResult> out;
     for (const auto& h : engine.submit_all(std::move(requests))) out.push_back(h->wait());
     return out;
   };
-  serve(1, 8, 2);  // every slot and the set loaded: what the rows measure is steps
+  serve(store.targets(), 8, 2);  // every slot and set loaded: what the rows measure is steps
   row.rss = resident_bytes() - std::min(before, resident_bytes());
   for (std::int64_t batch : batches) {
     double best = 1e30;
@@ -144,15 +162,21 @@ EngineRow run_engine(const std::string& name, const fs::path& dir, CpuWeights we
 void bench_engine_decode(const fs::path& dir, std::int64_t decode, int reps, int threads) {
   // Issue 64's model: hidden 1024, 8 layers of 8 experts of 2816, top-2, vocab 32000 (about 0.6 B).
   const ModelSpec spec = mixtral_like_spec(32000, 1024, 2816, 8, 8);
-  const fs::path bf16 = dir / "bf16", fp32 = dir / "fp32";
+  const fs::path bf16 = dir / "bf16", fp32 = dir / "fp32", pair = dir / "bf16-pair";
   for (const auto& [where, dtype] : {std::pair{bf16, DType::BF16}, std::pair{fp32, DType::F32}})
     if (!fs::exists(where / "model.safetensors")) write_synthetic_checkpoint(where, spec, dtype, 1);
+  // Two fine-tunes of one base, sharing half of each layer's experts byte for byte (#6).
+  write_synthetic_family(pair, spec, DType::BF16, 2, [&](std::int64_t, std::int64_t e) { return e < spec.num_experts / 2; }, 3);
   const std::vector<std::int64_t> batches{1, 4, 16}, prompts{128, 512};
   const double gbs = read_gbs(std::size_t{1} << 30), cached_gbs = read_gbs(std::size_t{64} << 20);
   std::vector<EngineRow> rows;
-  rows.push_back(run_engine("bf16 file, held bf16", bf16, CpuWeights::Stored, batches, prompts, decode, reps));
-  rows.push_back(run_engine("bf16 file, held fp32", bf16, CpuWeights::Fp32, batches, prompts, decode, reps));
-  rows.push_back(run_engine("fp32 file, held fp32", fp32, CpuWeights::Stored, batches, prompts, decode, reps));
+  rows.push_back(run_engine("bf16 file, held bf16", {bf16}, CpuWeights::Stored, batches, prompts, decode, reps));
+  rows.push_back(run_engine("bf16 file, held fp32", {bf16}, CpuWeights::Fp32, batches, prompts, decode, reps));
+  rows.push_back(run_engine("fp32 file, held fp32", {fp32}, CpuWeights::Stored, batches, prompts, decode, reps));
+  const std::vector<std::int64_t> mixed{4, 16};  // half of each batch a variant
+  std::vector<EngineRow> pairs;
+  pairs.push_back(run_engine("2 variants, held bf16", {pair / "v0", pair / "v1"}, CpuWeights::Stored, mixed, {}, decode, reps));
+  pairs.push_back(run_engine("2 variants, held fp32", {pair / "v0", pair / "v1"}, CpuWeights::Fp32, mixed, {}, decode, reps));
 
   const auto params = static_cast<double>(parameter_count(spec));
   // A decode step reads every non-expert weight but the embedding (a row a token) and the experts its
@@ -177,6 +201,20 @@ void bench_engine_decode(const fs::path& dir, std::int64_t decode, int reps, int
       std::printf(" | %13.2f %6.2f %7.2fx", r.step_ms[i], floor_ms, r.step_ms[i] / floor_ms);
     }
     for (double tps : r.prefill_tps) std::printf(" | %17.0f", tps);
+    std::printf("\n");
+  }
+  // Two variants: each step reads both non-expert sets, and the experts either's tokens touched.
+  std::printf("\nBatches mixed over two variants (bf16 files sharing half their experts; both sets resident, every expert pinned)\n");
+  std::printf("%-22s %9s", "weights", "RSS held");
+  for (std::int64_t b : mixed) std::printf(" | B=%-2lld ms/step  floor  x floor", static_cast<long long>(b));
+  std::printf("\n");
+  for (const EngineRow& r : pairs) {
+    std::printf("%-22s %9s", r.name.c_str(), format_bytes(r.rss).c_str());
+    for (std::size_t i = 0; i < mixed.size(); ++i) {
+      const double read = (2 * non_expert + static_cast<double>(spec.num_layers) * experts_read(spec, mixed[i], 2) * expert_params) * r.bytes_per_param;
+      const double floor_ms = read / (gbs * 1e9) * 1e3;
+      std::printf(" | %13.2f %6.2f %7.2fx", r.step_ms[i], floor_ms, r.step_ms[i] / floor_ms);
+    }
     std::printf("\n");
   }
 }
