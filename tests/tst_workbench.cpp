@@ -126,6 +126,9 @@ class WorkbenchTest : public QObject {
     QTRY_COMPARE_WITH_TIMEOUT(window_->layoutPanel()->grid()->layoutInfo().positions, qint64(32), 30000);
     const LayoutInfo& l = window_->layoutPanel()->grid()->layoutInfo();
     QCOMPARE(l.capacity, qint64(16));  // the default budget keeps half the positions
+    // 4096 tokens of context asked, a 512-token model: the box says what the plan reserves.
+    QVERIFY2(window_->layoutPanel()->contextBox()->suffix().contains(QStringLiteral("model holds 512")),
+             qPrintable(window_->layoutPanel()->contextBox()->suffix()));
     QCOMPARE(window_->layoutPanel()->grid()->residentCells(), 16);
     QCOMPARE(window_->chatPane()->targetBox()->count(), 9);
   }
@@ -1125,6 +1128,7 @@ class WorkbenchTest : public QObject {
     QCOMPARE(grid->layoutInfo().layers, 0);  // not the open family's grid, not even faded, while it plans
     // It starts from its own default budget (the sample family's is far below Mixtral's minimum).
     QTRY_VERIFY2_WITH_TIMEOUT(grid->layoutInfo().config_family == mixtral && grid->layoutInfo().layers == 32, qPrintable(panel->summaryText()), 30000);
+    QVERIFY2(!panel->contextBox()->suffix().contains(QStringLiteral("model holds")), qPrintable(panel->contextBox()->suffix()));  // Mixtral holds 32k
     QVERIFY2(panel->budgetBytes() > (qint64{1} << 30), qPrintable(QString::number(panel->budgetBytes())));
     QVERIFY(std::abs(panel->budgetBytes() - grid->layoutInfo().budget) <= 1);  // the field holds MiB as a double
     panel->budgetBox()->setBytes(qint64{45} << 20);  // too small: refused, naming the minimum

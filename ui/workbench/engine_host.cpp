@@ -111,6 +111,7 @@ LayoutInfo describe(const Session& session) {
   for (const auto& v : layout.variants) info.variants << q(v.name);
   const ReserveSpec& r = session.reserve();
   info.reserve_settings = {r.context_tokens, r.requests, r.prefill_chunk, r.miss_slots};
+  info.model_context = session.family().spec().max_position_embeddings;
   for (std::int64_t n : layout.plan.deltas) info.deltas << static_cast<int>(n);
   const DeltaLayoutView d = describe_deltas(session);
   info.can_plan_hybrid = d.can_plan;
@@ -380,6 +381,7 @@ void EngineHost::planFromConfigs(const QString& dir, qint64 budgetBytes, const Q
         if (planned.plan.rank[p] >= 0) info.distance[static_cast<qsizetype>(p)] = 0;
       for (const std::string& n : family.names) info.variants << q(n);
       info.reserve_settings = reserve;
+      info.model_context = family.shapes.spec.max_position_embeddings;
       Q_EMIT configLayoutPlanned(info);
     } catch (const std::exception& e) {
       Q_EMIT layoutFailed(QString::fromUtf8(e.what()));

@@ -62,6 +62,7 @@ struct LayoutInfo {
   qint64 budget = 0, capacity = 0, positions = 0, minimum_budget = 0, non_expert_bytes = 0, bytes_per_expert = 0;
   QList<ReserveLine> reserve;
   ReserveSettings reserve_settings;  // what the reserve was planned from
+  qint64 model_context = 0;  // the model's max_position_embeddings (0: unknown): a request's KV never holds more
   QString policy;
   QVector<double> shares;  // weighted: each variant's traffic share, normalized; else empty
   // Hybrid (delta folders over their base): per cell, how many folders' deltas are resident; else empty.

@@ -281,6 +281,13 @@ void LayoutPanel::showLayout(const LayoutInfo& l) {
                              .arg(QFileInfo(config_family_).fileName().toHtmlEscaped()));
   updating_ = true;
   setHybridEnabled(l.can_plan_hybrid);
+  // The reserve's KV is cut to the model's context (runtime/capacity.h): say so where more is asked.
+  const bool capped = l.model_context > 0 && context_->value() > l.model_context;
+  context_->setSuffix(capped ? tr(" tokens of context (the model holds %1)").arg(l.model_context) : tr(" tokens of context"));
+  context_->setToolTip(capped ? tr("KV cache length of each request: this layout reserves the model's whole context, %1 tokens, "
+                                   "and no more, whatever is asked here")
+                                    .arg(l.model_context)
+                              : tr("KV cache length of each request"));
   // A plan that arrives while an edit waits to be planned is older than the edit: it must not put
   // the boxes back, or the pending plan would be made with the old policy and budget.
   if (!debounce_->isActive()) {
