@@ -81,21 +81,11 @@ struct EngineRow {
   std::vector<double> prefill_tps;  // [prompts]
 };
 
-// Distinct experts a decode step of `batch` sequences reads per layer, each token choosing top_k of
-// E uniformly (random weights route about so): E · (1 − C(E−1, k)/C(E, k))^... as 1 − ((E−k)/E)^batch.
-double experts_read(const ModelSpec& s, std::int64_t batch) {
-  const double e = static_cast<double>(s.num_experts), miss = (e - static_cast<double>(s.top_k)) / e;
-  double none = 1;
-  for (std::int64_t b = 0; b < batch; ++b) none *= miss;
-  return e * (1 - none);
-}
-
-// `dirs`: one variant, or several served together (every expert of each pinned, every set resident),
-// the requests of a batch alternating over them.
-// The same for `variants` variants that share half of each layer's experts byte for byte (a batch's
-// requests alternate over them): the shared half read once whoever touched it, the rest per variant.
+// Distinct experts a decode step of `batch` sequences reads per layer, each token choosing top_k of E
+// uniformly (random weights route about so), its requests alternating over `variants` variants that
+// share half of each layer's experts byte for byte: the shared half read once whoever touched it,
+// the rest per variant (one variant: E · (1 − ((E − k)/E)^batch)).
 double experts_read(const ModelSpec& s, std::int64_t batch, int variants) {
-  if (variants == 1) return experts_read(s, batch);
   const double e = static_cast<double>(s.num_experts), miss = (e - static_cast<double>(s.top_k)) / e;
   auto touched = [&](std::int64_t tokens) {
     double none = 1;
@@ -105,6 +95,8 @@ double experts_read(const ModelSpec& s, std::int64_t batch, int variants) {
   return e / 2 * touched(batch) + e / 2 * variants * touched(batch / variants);
 }
 
+// `dirs`: one variant, or several served together (every expert of each pinned, every set resident),
+// the requests of a batch alternating over them.
 EngineRow run_engine(const std::string& name, const std::vector<fs::path>& dirs, CpuWeights weights, const std::vector<std::int64_t>& batches,
                      const std::vector<std::int64_t>& prompts, std::int64_t decode, int reps) {
   EngineRow row;
@@ -189,34 +181,27 @@ void bench_engine_decode(const fs::path& dir, std::int64_t decode, int reps, int
               "Floor: weight bytes a step reads / the 1 GiB bandwidth (experts: those a batch touches with uniform routing,\n"
               "an estimate for B > 1); where the last-level cache holds much of a step's weights, the floor is lower.\n",
               params / 1e9, dir.string().c_str(), threads, static_cast<long long>(decode), reps, gbs, cached_gbs);
-  std::printf("%-22s %9s", "weights", "RSS held");
-  for (std::int64_t b : batches) std::printf(" | B=%-2lld ms/step  floor  x floor", static_cast<long long>(b));
-  for (std::int64_t p : prompts) std::printf(" | prefill %lld tok/s", static_cast<long long>(p));
-  std::printf("\n");
-  for (const EngineRow& r : rows) {
-    std::printf("%-22s %9s", r.name.c_str(), format_bytes(r.rss).c_str());
-    for (std::size_t i = 0; i < batches.size(); ++i) {
-      const double read = (non_expert + static_cast<double>(spec.num_layers) * experts_read(spec, batches[i]) * expert_params) * r.bytes_per_param;
-      const double floor_ms = read / (gbs * 1e9) * 1e3;
-      std::printf(" | %13.2f %6.2f %7.2fx", r.step_ms[i], floor_ms, r.step_ms[i] / floor_ms);
-    }
-    for (double tps : r.prefill_tps) std::printf(" | %17.0f", tps);
+  // Each step reads every variant's non-expert set, and the experts its tokens touched.
+  auto table = [&](const std::vector<EngineRow>& of, const std::vector<std::int64_t>& sizes, const std::vector<std::int64_t>& prefills, int variants) {
+    std::printf("%-22s %9s", "weights", "RSS held");
+    for (std::int64_t b : sizes) std::printf(" | B=%-2lld ms/step  floor  x floor", static_cast<long long>(b));
+    for (std::int64_t p : prefills) std::printf(" | prefill %lld tok/s", static_cast<long long>(p));
     std::printf("\n");
-  }
-  // Two variants: each step reads both non-expert sets, and the experts either's tokens touched.
+    for (const EngineRow& r : of) {
+      std::printf("%-22s %9s", r.name.c_str(), format_bytes(r.rss).c_str());
+      for (std::size_t i = 0; i < sizes.size(); ++i) {
+        const double read = (variants * non_expert + static_cast<double>(spec.num_layers) * experts_read(spec, sizes[i], variants) * expert_params) *
+                            r.bytes_per_param;
+        const double floor_ms = read / (gbs * 1e9) * 1e3;
+        std::printf(" | %13.2f %6.2f %7.2fx", r.step_ms[i], floor_ms, r.step_ms[i] / floor_ms);
+      }
+      for (double tps : r.prefill_tps) std::printf(" | %17.0f", tps);
+      std::printf("\n");
+    }
+  };
+  table(rows, batches, prompts, 1);
   std::printf("\nBatches mixed over two variants (bf16 files sharing half their experts; both sets resident, every expert pinned)\n");
-  std::printf("%-22s %9s", "weights", "RSS held");
-  for (std::int64_t b : mixed) std::printf(" | B=%-2lld ms/step  floor  x floor", static_cast<long long>(b));
-  std::printf("\n");
-  for (const EngineRow& r : pairs) {
-    std::printf("%-22s %9s", r.name.c_str(), format_bytes(r.rss).c_str());
-    for (std::size_t i = 0; i < mixed.size(); ++i) {
-      const double read = (2 * non_expert + static_cast<double>(spec.num_layers) * experts_read(spec, mixed[i], 2) * expert_params) * r.bytes_per_param;
-      const double floor_ms = read / (gbs * 1e9) * 1e3;
-      std::printf(" | %13.2f %6.2f %7.2fx", r.step_ms[i], floor_ms, r.step_ms[i] / floor_ms);
-    }
-    std::printf("\n");
-  }
+  table(pairs, mixed, {}, 2);
 }
 
 }  // namespace mosaic::cli

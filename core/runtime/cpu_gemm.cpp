@@ -10,7 +10,7 @@ namespace {
 // Eight floats, as GCC and Clang vectorize them (AVX in the x86-64-v3 clone, SSE pairs otherwise).
 typedef float v8 __attribute__((vector_size(32)));
 typedef std::uint16_t u16x8 __attribute__((vector_size(16)));
-typedef std::uint32_t u32x8 __attribute__((vector_size(32)));
+typedef std::uint16_t u16x16 __attribute__((vector_size(32)));
 
 __attribute__((always_inline)) inline v8 load8(const float* p) {
   v8 v;
@@ -20,7 +20,6 @@ __attribute__((always_inline)) inline v8 load8(const float* p) {
 
 // Eight bf16 widened to fp32: the 16 bits become the float's high half (exact).
 __attribute__((always_inline)) inline v8 load8(const std::uint16_t* p) {
-  typedef std::uint16_t u16x16 __attribute__((vector_size(32)));
   u16x8 h;
   __builtin_memcpy(&h, p, 16);
   // Each bf16 beside a zero below it: (h << 16) as 32-bit lanes, one unpack and no shift.

@@ -19,7 +19,7 @@ at::Tensor affine(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b)
   // so the product is the fp32 weights'. Measured against the alternatives (bench-forward --engine):
   // LibTorch's bf16 GEMM is far slower; widening blocks of rows that stay in cache and multiplying
   // each (threaded, or one block a thread) costs more in calls than it saves in bytes; the skinny
-  // kernel past 8 rows loses to the GEMM. This costs prefill 7–15 % against weights held in fp32.
+  // kernel past 8 rows loses to the GEMM. This costs prefill about 11 % against weights held in fp32.
   const at::Tensor wx = w.scalar_type() == at::kBFloat16 && x.scalar_type() == at::kFloat ? w.to(at::kFloat) : w;
   return at::linear(x, wx, b.defined() ? c10::optional<at::Tensor>(b) : c10::nullopt);
 }

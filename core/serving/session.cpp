@@ -128,9 +128,14 @@ void Session::plan_virtual(std::uint64_t budget_bytes, const ReserveSpec& reserv
   serve_planned(std::move(layout), std::move(cap), masked);
 }
 
+std::vector<int> Session::own_targets() const {
+  std::vector<int> out;
+  for (std::size_t i = 0; i < family_->size(); ++i) out.push_back(static_cast<int>(i));
+  return out;
+}
+
 void Session::serve_planned(Layout layout, CapacityPlan cap, const ReserveSpec& reserve) {
-  std::vector<int> to_store;  // planned on this family: its variants in order
-  for (std::size_t i = 0; i < family_->size(); ++i) to_store.push_back(static_cast<int>(i));
+  const std::vector<int> to_store = own_targets();
   const ReserveSpec kept = reserve_;
   reserve_ = reserve;
   try {
@@ -170,9 +175,7 @@ bool Session::rebase_on(Session& previous, std::uint64_t budget_bytes, Policy po
   if (!previous.runtime_) return false;
   Runtime& held = *previous.runtime_;
   auto [layout, cap] = plan_consolidated(budget_bytes, policy, reserve, shares, held.pinned_slots());
-  std::vector<int> to_store;  // planned on this family: its variants in order
-  for (std::size_t i = 0; i < family_->size(); ++i) to_store.push_back(static_cast<int>(i));
-  const std::optional<RuntimeConfig> config = held.in_place(*store_, runtime_config(layout, to_store, cap, reserve), out.why_rebuilt);
+  const std::optional<RuntimeConfig> config = held.in_place(*store_, runtime_config(layout, own_targets(), cap, reserve), out.why_rebuilt);
   if (!config) return false;
   // The runtime reads this session's store from the change on; the session owns both, the store
   // outliving the runtime (members' order), as for a runtime built here.

@@ -107,6 +107,9 @@ class Session {
   // false (and why in `out`) when it does not.
   bool rebase_on(Session& previous, std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve, std::span<const double> shares,
                  Change& out);
+  // A layout planned on this family as the store's targets: its variants in order (match_layout's
+  // answer for a layout planned here).
+  std::vector<int> own_targets() const;
   RuntimeConfig runtime_config(const Layout& layout, const std::vector<int>& to_store, const CapacityPlan& cap, const ReserveSpec& reserve) const;
   void serve(Layout layout, const std::vector<int>& to_store, CapacityPlan cap);
   // serve() a layout planned here with `reserve`, which becomes the session's only if it serves.

@@ -271,13 +271,14 @@ void EngineHost::serveChangedFamily(std::unique_ptr<Session> opened, qint64 budg
   const Policy policy = session_policy(policyName);
   const ReserveSpec spec = reserve_spec(reserve);
   std::vector<server::ServedModel> models;
-  bool added = false, removed = false;
+  bool added = false;
   for (const Variant& v : opened->family().variants()) added |= st.session->family().find(v.name) == nullptr;
-  for (const Variant& v : st.session->family().variants()) removed |= opened->family().find(v.name) == nullptr;
+  std::vector<std::string> removed;
+  for (const Variant& v : st.session->family().variants())
+    if (!opened->family().find(v.name)) removed.push_back(v.name);
   if (st.serving_http()) {
     models = server::served_models(opened->family(), opened->store(), !st.http_plain_chat);
-    for (const Variant& v : st.session->family().variants())
-      if (!opened->family().find(v.name)) st.http->withdraw(v.name, 2.0);
+    for (const std::string& name : removed) st.http->withdraw(name, 2.0);
   }
   const std::span<const double> weights(shares.constData(), static_cast<std::size_t>(shares.size()));
   const std::uint64_t budget = budgetBytes > 0 ? static_cast<std::uint64_t>(budgetBytes) : st.session->capacity().budget_bytes;
@@ -291,7 +292,7 @@ void EngineHost::serveChangedFamily(std::unique_ptr<Session> opened, qint64 budg
   QStringList names;
   for (const auto& m : models) names << QString::fromStdString(m.id);
   if (st.serving_http()) {
-    server::ModelChange done{added && removed ? "replace" : removed ? "remove" : "add"};
+    server::ModelChange done{added && !removed.empty() ? "replace" : !removed.empty() ? "remove" : "add"};
     done.in_place = change.in_place;
     done.copies = change.rebase.copies;
     done.bytes = change.in_place ? change.rebase.copy_bytes : opened->runtime().budget().used();
