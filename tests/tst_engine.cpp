@@ -459,6 +459,45 @@ class TestEngine : public QObject {
     QCOMPARE(plain.plan(2, resident0).admitted, std::vector<SequenceState*>{&d});
   }
 
+  void pastTheBoundTheRunningSetsKeepJoiningWhileTheOldestsSetFills() {
+    // Two set buffers. The oldest waiting request (set 2) has waited past the bound and its set is
+    // not in: it waits for the fill ahead. Meanwhile requests of the sets already running join — but
+    // when both buffers are in use, not those of the set whose running sequences end first (set 0,
+    // 3 tokens left against set 1's 7), which drains to free a buffer for set 2. Requests of a set
+    // resident but idle do not join either: they would take the buffer the fill needs.
+    const std::vector<int> resident{0, 1};
+    {
+      KvBlockPool blocks(64, std::nullopt);
+      Scheduler s({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 1, .swap_ahead = true}, blocks, 2);
+      SequenceState a{.order = 0, .set = 0, .known = 4, .total = 8}, b{.order = 1, .set = 1, .known = 4, .total = 12};
+      s.add(&a);
+      s.add(&b);
+      QCOMPARE(s.plan(0, resident).admitted, (std::vector<SequenceState*>{&a, &b}));
+      a.computed = b.computed = 4;  // prefilled, one token sampled
+      a.known = b.known = 5;
+      SequenceState c{.order = 2, .arrival = 0.5, .set = 2, .known = 4, .total = 8}, d{.order = 3, .arrival = 0.6, .set = 0, .known = 4, .total = 8},
+          e{.order = 4, .arrival = 0.7, .set = 1, .known = 4, .total = 8};
+      for (SequenceState* x : {&c, &d, &e}) s.add(x);
+      const StepPlan p = s.plan(5, resident);
+      QCOMPARE(p.admitted, std::vector<SequenceState*>{&e});
+      QCOMPARE(p.upcoming, std::vector<int>{2});
+      QCOMPARE(p.sets, (std::vector<int>{0, 1}));
+    }
+    KvBlockPool blocks(64, std::nullopt);
+    Scheduler s({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 1, .swap_ahead = true}, blocks, 2);
+    SequenceState a{.order = 0, .set = 0, .known = 4, .total = 8};
+    s.add(&a);
+    s.plan(0, resident);
+    a.computed = 4;
+    a.known = 5;
+    SequenceState c{.order = 1, .arrival = 0.5, .set = 2, .known = 4, .total = 8}, d{.order = 2, .arrival = 0.6, .set = 1, .known = 4, .total = 8},
+        e{.order = 3, .arrival = 0.7, .set = 0, .known = 4, .total = 8};
+    for (SequenceState* x : {&c, &d, &e}) s.add(x);
+    const StepPlan p = s.plan(5, resident);  // one buffer free of running sequences: set 2 fills there
+    QCOMPARE(p.admitted, std::vector<SequenceState*>{&e});
+    QCOMPARE(p.upcoming, (std::vector<int>{2, 1}));
+  }
+
   void lookAheadSwapsFillWhileTheBatchDecodes() {
     // Two set buffers, one long ft1 request, and ft2 and ft3 arriving while it decodes: each one's set
     // is filled ahead into the buffer ft1 does not use (ft3's once ft2 has finished), so the only swap

@@ -127,6 +127,7 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
       budget -= n;
     }
   };
+  bool oldest_waits_for_fill = false;
   if (!strict) {
     admit([&](const SequenceState& s) { return std::find(resident.begin(), resident.end(), s.set) != resident.end(); });
     // Then the sets to swap in, the most queued work first (tokens still to run), each weighted up by
@@ -151,9 +152,38 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
   } else if (options_.switching == SwitchPolicy::Affinity && !waiting_.empty()) {
     // Past the bound the oldest goes first, and the requests of its set with it: its swap is paid
     // once for all of them, where arrival order would run the head of the queue alone.
-    admit([set = waiting_.front()->set](const SequenceState& s) { return s.set == set; });
+    const int oldest = waiting_.front()->set;
+    admit([oldest](const SequenceState& s) { return s.set == oldest; });
+    if (options_.ahead() && !plan.chunks.empty() && !ready(oldest)) {
+      // Its set is being filled ahead, into a buffer no running sequence uses. Meanwhile requests
+      // of the sets the step runs join (they take no buffer), but not the set to drain when every
+      // buffer is in use: the one whose running sequences end soonest, which frees a buffer for the
+      // fill. Stopping every admission instead would drain all sets, and the batch with them.
+      const int drain = static_cast<int>(plan.sets.size()) < capacity_ ? -1 : soonest_done(plan.sets);
+      admit([&](const SequenceState& s) {
+        return s.set != drain && std::find(plan.sets.begin(), plan.sets.end(), s.set) != plan.sets.end();
+      });
+      oldest_waits_for_fill = true;
+    }
   }
-  admit([](const SequenceState&) { return true; });
+  if (!oldest_waits_for_fill) admit([](const SequenceState&) { return true; });
+  list_upcoming(plan);
+  return plan;
+}
+
+int Scheduler::soonest_done(std::span<const int> sets) const {
+  int best = -1;
+  std::int64_t best_left = 0;
+  for (int set : sets) {
+    std::int64_t left = 0;  // the most tokens one of its running sequences may still run
+    for (const SequenceState* s : running_)
+      if (s->set == set) left = std::max(left, s->total - s->computed);
+    if (best < 0 || left < best_left) best = set, best_left = left;
+  }
+  return best;
+}
+
+void Scheduler::list_upcoming(StepPlan& plan) const {
   // Whatever keeps them waiting (their set, the sequence limit, the token budget), the sets the
   // waiting requests need next, for the runtime to fill ahead into buffers this step leaves free —
   // those in already too, so that a fill for a later request does not evict them.
@@ -162,7 +192,6 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
       if (std::find(plan.sets.begin(), plan.sets.end(), s->set) == plan.sets.end() &&
           std::find(plan.upcoming.begin(), plan.upcoming.end(), s->set) == plan.upcoming.end())
         plan.upcoming.push_back(s->set);
-  return plan;
 }
 
 }  // namespace mosaic

@@ -21,7 +21,9 @@ enum class SwitchPolicy {
   Affinity,  // requests of sets already resident go first, then the other sets' by queued work
              // (tokens still to run, weighted up by their oldest request's wait against the bound);
              // once the oldest has waited max_wait_seconds, it goes first with its set's other
-             // requests, and the rest in strict arrival order, until it starts
+             // requests, and the rest in strict arrival order, until it starts (while its set is
+             // filled ahead, only requests of sets already running join, and none of the set
+             // drained to free a buffer for it)
 };
 std::string_view switch_policy_name(SwitchPolicy p);  // "fcfs", "affinity"
 
@@ -87,6 +89,8 @@ class Scheduler {
   bool grow(SequenceState& s, std::int64_t tokens);  // blocks for `tokens` more; false when none are left
   void preempt(SequenceState& s);
   void wait(SequenceState& s);
+  int soonest_done(std::span<const int> sets) const;  // of `sets`, the one whose running sequences may end first
+  void list_upcoming(StepPlan& plan) const;           // StepPlan::upcoming, once the step's admissions are made
 
   SchedulerOptions options_;
   KvBlockPool& blocks_;
