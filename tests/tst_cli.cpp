@@ -709,6 +709,28 @@ class TestCli : public QObject {
     QCOMPARE(l.plan.capacity, std::int64_t(9));
     QCOMPARE(l.plan.policy, Policy::Medoid);
     QVERIFY(r.out.contains(QStringLiteral("resident per variant:")));
+    QCOMPARE(l.reserve_spec->context_tokens, std::int64_t(64));
+    QCOMPARE(l.reserve_spec->prefill_chunk, std::int64_t(16));
+    QCOMPARE(l.reserve_spec->miss_slots, std::int64_t(0));
+
+    // Served as the workbench serves it: within its budget, with the reserve it was planned with
+    // (the command's default reserve, a 4096-token context, would not fit that budget): no miss
+    // slots, so misses are masked, not loaded; --budget serves it within another.
+    const fs::path stats = scratch("layout-stats.json");
+    r = cli(args({"generate"}) + variants + args({"--layout"}) << path(layout) << args({"--target", "ft1", "--max-new", "2", "--ids", "1,2,3"}));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("miss slots")) && r.err.contains(QStringLiteral("--miss masked")), qPrintable(r.err));
+    r = cli(args({"generate"}) + variants + args({"--layout"}) << path(layout)
+            << args({"--target", "ft1", "--miss", "masked", "--max-new", "2", "--ids", "1,2,3", "--stats"}) << path(stats));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    auto served = nlohmann::json::parse(std::ifstream(stats));
+    QCOMPARE(served["budget"]["bytes"].get<std::uint64_t>(), budget);
+    QVERIFY(served["budget"]["peak"].get<std::uint64_t>() <= budget);
+    r = cli(args({"generate"}) + variants + args({"--layout"}) << path(layout)
+            << args({"--target", "ft1", "--miss", "masked", "--max-new", "2", "--ids", "1,2,3", "--budget", "1GiB", "--stats"}) << path(stats));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    served = nlohmann::json::parse(std::ifstream(stats));
+    QCOMPARE(served["budget"]["bytes"].get<std::uint64_t>(), std::uint64_t{1} << 30);
 
     const fs::path merged = scratch("merged-ft1");
     r = cli(args({"merge"}) + variants + args({"--method", "consolidated", "--target", "ft1", "--layout"}) << path(layout)

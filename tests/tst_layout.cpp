@@ -30,6 +30,7 @@ class TestLayout : public QObject {
     Layout layout = make_layout(f, a->sha256, plan_consolidation(a->distances, 10, policy, shares));
     layout.budget_bytes = 123456789;
     layout.reserve = {{"kv cache", 1000, "2 × …"}, {"miss slots", 2000, "2 experts"}};
+    layout.reserve_spec = ReserveSpec{.context_tokens = 64, .requests = 3, .prefill_chunk = 16, .miss_slots = 0, .kv_bytes = 4};
     return layout;
   }
   static void open(Family& f) {
@@ -65,6 +66,12 @@ class TestLayout : public QObject {
       QCOMPARE(b.budget_bytes, a.budget_bytes);
       QCOMPARE(b.reserve.size(), std::size_t(2));
       QCOMPARE(b.reserve[1].bytes, std::uint64_t(2000));
+      QVERIFY(b.reserve_spec);
+      QCOMPARE(b.reserve_spec->context_tokens, std::int64_t(64));
+      QCOMPARE(b.reserve_spec->requests, std::int64_t(3));
+      QCOMPARE(b.reserve_spec->prefill_chunk, std::int64_t(16));
+      QCOMPARE(b.reserve_spec->miss_slots, std::int64_t(0));
+      QCOMPARE(b.reserve_spec->kv_bytes, std::int64_t(4));
       QCOMPARE(b.plan.policy, policy);
       QCOMPARE(b.plan.capacity, std::int64_t(10));
       QCOMPARE(b.plan.shares, a.plan.shares);
@@ -80,6 +87,11 @@ class TestLayout : public QObject {
     c.budget_bytes.reset();
     QVERIFY(saved(c, "capacity.json")["budget_bytes"].is_null());
     QVERIFY(!load_layout(scratch("capacity.json")).budget_bytes);
+    // A file from before the reserve's settings were recorded reads without them.
+    json old = saved(planned(f), "old.json");
+    old.erase("reserve_spec");
+    std::ofstream(scratch("old.json")) << old.dump();
+    QVERIFY(!load_layout(scratch("old.json")).reserve_spec);
   }
 
   void denseLayersRoundTripAsNull() {
@@ -133,6 +145,11 @@ class TestLayout : public QObject {
         {"rank 2^64-1", [](json& j) { j["rank"][0][0] = std::numeric_limits<std::uint64_t>::max(); }, {"'rank[0][0]'", "-1 or a rank"}},
         {"reserve detail of another type", [](json& j) { j["reserve"] = {{{"name", "kv"}, {"bytes", 1}, {"detail", 5}}}; }, {"wrong type"}},
         {"capacity 2^64-1", [](json& j) { j["capacity"] = std::numeric_limits<std::uint64_t>::max(); }, {"'capacity'", "integer from 0"}},
+        {"reserve spec not an object", [](json& j) { j["reserve_spec"] = 4096; }, {"'reserve_spec'", "an object"}},
+        {"reserve spec without context", [](json& j) { j["reserve_spec"].erase("context_tokens"); }, {"'reserve_spec.context_tokens'", "missing"}},
+        {"reserve spec of no requests", [](json& j) { j["reserve_spec"]["requests"] = 0; }, {"'reserve_spec.requests'", "from 1"}},
+        {"reserve spec miss slots 2^64-1", [](json& j) { j["reserve_spec"]["miss_slots"] = std::numeric_limits<std::uint64_t>::max(); },
+         {"'reserve_spec.miss_slots'", "from -1"}},
     };
     for (const Case& c : cases) {
       json j = good;

@@ -633,6 +633,18 @@ class TestServing : public QObject {
     crowded.budget_bytes = s.capacity().minimum_budget();
     expect_mentions(error_of<BudgetError>([&] { s.apply(crowded); }), {"device budget", "raise the budget"});
     QCOMPARE(s.layout().plan.map, map);
+    // A layout planned with another reserve is served with it (as `mosaic-cli … --layout` serves it),
+    // within the budget it names; a file from before the reserve was recorded, with the session's.
+    QCOMPARE(s.layout().reserve_spec->context_tokens, s.reserve().context_tokens);
+    Layout small = s.layout();
+    small.reserve_spec = ReserveSpec{.context_tokens = 64, .prefill_chunk = 16};
+    s.apply(small);
+    QCOMPARE(s.reserve().context_tokens, std::int64_t(64));
+    QCOMPARE(s.runtime().config().reserve.prefill_chunk, std::int64_t(16));
+    QCOMPARE(*s.runtime().config().budget_bytes, budget);
+    small.reserve_spec.reset();
+    s.apply(small);
+    QCOMPARE(s.reserve().context_tokens, std::int64_t(64));
     // The device: the CPU is a no-op; the GPU serves the same layout where there is one, and where
     // there is none is refused with the session still serving on the CPU.
     const Runtime* before = &s.runtime();

@@ -198,6 +198,7 @@ void write_hybrid_layout(const Family& family, const FamilyOptions& options, con
   Layout layout = make_layout(family, a.sha256, hybrid_plan_from(store, a.distances, base, device.pinned));
   layout.budget_bytes = *budget;
   layout.reserve = plan_reserve(store.spec(), store.expert_bytes() + store.max_delta_bytes(), reserve);
+  layout.reserve_spec = reserve;
   std::int64_t resident = 0, positions = 0;
   for (std::int64_t n : layout.plan.deltas) {
     resident += n;
@@ -266,6 +267,7 @@ void add_consolidate_command(CLI::App& app) {
     if (from_budget) {
       layout.budget_bytes = from_budget->budget_bytes;
       layout.reserve = from_budget->reserve;
+      layout.reserve_spec = o->reserve;
     }
     const auto counts = layout.plan.resident_counts();
     std::cout << "capacity " << layout.plan.capacity << " of " << moe_positions(family.spec()) << " positions, policy "

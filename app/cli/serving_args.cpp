@@ -7,7 +7,6 @@
 #include "analysis/family_analysis.h"
 #include "analysis/layout.h"
 #include "analysis/resident_set.h"
-#include "analysis/virtual_plan.h"
 #include "cli/analyzed.h"
 #include "common/atomic_file.h"
 #include "common/byte_size.h"
@@ -15,7 +14,7 @@
 #include "common/error.h"
 #include "model/variant_folders.h"
 #include "runtime/capacity.h"
-#include "serving/hybrid_plan.h"
+#include "serving/layout_serving.h"
 
 namespace mosaic::cli {
 
@@ -170,12 +169,16 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
       s->layout = load_layout(a.layout);
       to_store = match_layout(s->layout, s->family, family_sha256(s->family, default_cache_dir()), a.layout.string());
     }
-    // A hybrid layout (consolidate --policy hybrid) also pins its deltas; rows without theirs take
-    // the base's copy under consolidated hits (the default --hit).
-    if (s->layout.plan.policy == Policy::Virtual)
-      apply_virtual_layout(config, s->layout, to_store, *s->store);  // its initial set, masked gating, updates
-    else
-      config.pinned = s->layout.plan.policy == Policy::Hybrid ? hybrid_pins(*s->store, s->layout, to_store) : pinned_from_layout(s->layout, to_store);
+    if (!a.layout.empty() && !config.budget_bytes && s->layout.reserve_spec) {
+      // A layout file is served as the workbench serves it: within the budget it was planned under,
+      // with the reserve it was planned with (--miss-slots, where given, still counts). --budget
+      // serves it within another; a file from before the reserve was recorded, without a limit.
+      const std::int64_t miss_slots = config.reserve.miss_slots;
+      config.reserve = *s->layout.reserve_spec;
+      if (a.miss_slots != -1) config.reserve.miss_slots = miss_slots;
+      config.budget_bytes = layout_budget(s->layout, *s->store, s->family, to_store, config.reserve);
+    }
+    pin_layout(config, s->layout, to_store, *s->store);
     if (a.no_reconfig) config.non_expert_of.assign(static_cast<std::size_t>(s->store->targets()), to_store.at(0));
     s->target = a.target;
     if (need_target && s->store->index(a.target) < 0) {

@@ -197,6 +197,9 @@ void save_layout(const Layout& layout, const std::filesystem::path& path) {
   j["budget_bytes"] = layout.budget_bytes ? json(*layout.budget_bytes) : json(nullptr);
   j["reserve"] = json::array();
   for (const ReserveItem& r : layout.reserve) j["reserve"].push_back({{"name", r.name}, {"bytes", r.bytes}, {"detail", r.detail}});
+  if (const auto& r = layout.reserve_spec)
+    j["reserve_spec"] = {{"context_tokens", r->context_tokens}, {"requests", r->requests}, {"prefill_chunk", r->prefill_chunk},
+                         {"miss_slots", r->miss_slots}, {"kv_bytes", r->kv_bytes}};
   j["capacity"] = p.capacity;
   j["policy"] = std::string(policy_name(p.policy));
   j["shares"] = p.shares;
@@ -249,6 +252,24 @@ Layout layout_from_json(const json& root, const std::string& file) {
                                 r.get(item, "bytes", T::number_unsigned, "a byte count").get<std::uint64_t>(),
                                 item.value("detail", std::string())});
     }
+  if (root.contains("reserve_spec")) {
+    const json& spec = r.get(root, "reserve_spec", T::object, "an object: context_tokens, requests, prefill_chunk, miss_slots, kv_bytes");
+    ReserveSpec rs;
+    // The bounds of the CLI's and a session file's reserve settings.
+    auto whole = [&](const char* key, std::int64_t min, std::int64_t max) {
+      if (!spec.contains(key)) r.fail(std::string("reserve_spec.") + key, "is missing");
+      const json& v = spec[key];
+      if (!json_int_in(v, min, max))
+        r.fail(std::string("reserve_spec.") + key, "must be an integer from " + std::to_string(min) + " to " + std::to_string(max));
+      return v.get<std::int64_t>();
+    };
+    rs.context_tokens = whole("context_tokens", 1, std::int64_t{1} << 24);
+    rs.requests = whole("requests", 1, std::int64_t{1} << 20);
+    rs.prefill_chunk = whole("prefill_chunk", 1, std::int64_t{1} << 20);
+    rs.miss_slots = whole("miss_slots", -1, std::int64_t{1} << 20);
+    rs.kv_bytes = whole("kv_bytes", 1, 8);
+    layout.reserve_spec = rs;
+  }
 
   ConsolidationPlan& p = layout.plan;
   p.variants = nvar;

@@ -2,7 +2,9 @@
 // A layout: which variant's copy of each expert is resident, and why — the file that the runtime,
 // the workbench and people exchange (JSON, schema "mosaic.layout/1"):
 //   {"schema", "variants": [{"name", "path", "sha256"}], "budget_bytes" (null when the capacity was
-//    given), "reserve": [{"name", "bytes", "detail"}], "capacity", "policy", "shares",
+//    given), "reserve": [{"name", "bytes", "detail"}], "reserve_spec": {"context_tokens", "requests",
+//    "prefill_chunk", "miss_slots", "kv_bytes"} (what sized the reserve; absent in files written
+//    before 2026-11-29), "capacity", "policy", "shares",
 //    "resident_per_variant", "map": [[variant index or -1]·E]·L, "rank": [[…]], "distance": [[…]],
 //    "deltas": [[count]·E]·L (policy "hybrid" only: how many delta folders' deltas are resident),
 //    "virtual" (policy "virtual" only): {"counts": [per layer], "initial": [[[variant, expert]…]·L],
@@ -54,6 +56,9 @@ struct Layout {
   std::vector<LayoutVariant> variants;
   std::optional<std::uint64_t> budget_bytes;
   std::vector<ReserveItem> reserve;
+  // The settings `reserve` was sized from: a layout is served with them within its budget, by the
+  // workbench and the CLI alike (serving/layout_serving.h). nullopt: a file from before they were kept.
+  std::optional<ReserveSpec> reserve_spec;
   ConsolidationPlan plan;
   std::optional<VirtualLayout> virtual_experts;  // policy "virtual" only
 

@@ -182,6 +182,7 @@ Layout virtual_layout(const Family& family, const std::vector<std::string>& sha2
   layout.virtual_experts = std::move(vl);
   layout.budget_bytes = options.budget_bytes ? std::optional<std::uint64_t>(options.budget_bytes) : std::nullopt;
   layout.reserve = plan_reserve(s, store.expert_bytes() + store.max_delta_bytes(), masked_reserve(options));
+  layout.reserve_spec = masked_reserve(options);
   // Priced as the runtime will charge it: a plan that did not fit would be a planner bug.
   if (options.budget_bytes) {
     RuntimeConfig check{.budget_bytes = options.budget_bytes, .reserve = options.reserve};

@@ -114,7 +114,8 @@ DevicePlan plan_device(const HostStore& store, const RuntimeConfig& config, cons
     if (r.name == "miss slots") plan.scratch = plan.slot_bytes ? static_cast<std::int64_t>(r.bytes / plan.slot_bytes) : 0;
   }
   if (plan.scratch < 1 && !policy.masks_router())
-    throw InvalidArgument("runtime", "miss slots", "must be at least 1: a miss needs a slot to load into");
+    throw InvalidArgument("runtime", "miss slots", "are 0, and a miss needs a slot to load into",
+                          "reserve one or more (--miss-slots; a layout planned with none serves under --miss masked)");
   take_pins_if_room(store, config, plan, charge);
   if (config.virtual_experts && config.virtual_experts->staging > 0) {
     // Virtual experts' updates copy into these while steps run on the resident ones.

@@ -41,4 +41,12 @@ ConsolidationPlan hybrid_plan_from(const HostStore& store, const ExpertDistances
 // store's targets. Throws MismatchError when a position asks for more deltas than the folders have.
 std::vector<PinnedExpert> hybrid_pins(const HostStore& store, const Layout& layout, const std::vector<int>& to_store);
 
+// A hybrid plan as the runtime prices it: the base at every position whatever the budget, and miss
+// slots with room for the largest packed delta.
+void priced_as_hybrid(CapacityPlan& cap, const HostStore& store, std::int64_t positions, const ReserveSpec& reserve);
+// The hybrid's floor: whatever the budget, the base at every MoE position and the reserve.
+CapacityPlan hybrid_floor(const HostStore& store, const Family& family, const ReserveSpec& reserve);
+// Every packed delta of the folders over `base`, each held delta-only (its base's copy is pinned).
+std::uint64_t packed_delta_bytes(const HostStore& store, int base);
+
 }  // namespace mosaic

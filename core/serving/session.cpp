@@ -12,34 +12,9 @@
 #include "common/byte_size.h"
 #include "runtime/device_plan.h"
 #include "serving/hybrid_plan.h"
+#include "serving/layout_serving.h"
 
 namespace mosaic {
-
-namespace {
-
-// A hybrid plan as the runtime prices it: the base at every position whatever the budget, and miss
-// slots with room for the largest packed delta.
-void priced_as_hybrid(CapacityPlan& cap, const HostStore& store, std::int64_t positions, const ReserveSpec& reserve) {
-  cap.reserve = plan_reserve(store.spec(), store.expert_bytes() + store.max_delta_bytes(), reserve);
-  cap.capacity = positions;
-  cap.pinned_floor = static_cast<std::uint64_t>(positions) * store.expert_bytes();
-}
-
-// The hybrid's floor: whatever the budget, the base at every MoE position and the reserve.
-CapacityPlan hybrid_floor(const HostStore& store, const Family& family, const ReserveSpec& reserve) {
-  CapacityPlan cap = plan_capacity(family, std::numeric_limits<std::uint64_t>::max() / 4, reserve);
-  priced_as_hybrid(cap, store, cap.positions, reserve);
-  return cap;
-}
-
-// Every packed delta of the folders over `base`, each held delta-only (its base's copy is pinned).
-std::uint64_t packed_delta_bytes(const HostStore& store, int base) {
-  std::uint64_t bytes = 0;
-  for (const PinnedExpert& p : deltas_layer_major(store, delta_folders_over(store, base))) bytes += pin_bytes(store, p, true);
-  return bytes;
-}
-
-}  // namespace
 
 Session::~Session() { engine_.reset(); }
 
@@ -68,7 +43,7 @@ void Session::plan(std::uint64_t budget_bytes, Policy policy, const ReserveSpec&
   if (policy == Policy::Hybrid) return plan_hybrid(budget_bytes, reserve);
   if (policy == Policy::Virtual) return plan_virtual(budget_bytes, reserve, {});
   auto [layout, cap] = plan_consolidated(budget_bytes, policy, reserve, given);
-  serve_planned(std::move(layout), std::move(cap), reserve);
+  serve_planned(std::move(layout), own_targets(), std::move(cap), reserve);
 }
 
 std::pair<Layout, CapacityPlan> Session::plan_consolidated(std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve,
@@ -84,6 +59,7 @@ std::pair<Layout, CapacityPlan> Session::plan_consolidated(std::uint64_t budget_
   Layout layout = make_layout(*family_, analysis_.sha256, plan_consolidation(analysis_.distances, cap.capacity, policy, shares, layer_caps));
   layout.budget_bytes = budget;
   layout.reserve = cap.reserve;
+  layout.reserve_spec = reserve;
   return {std::move(layout), std::move(cap)};
 }
 
@@ -107,6 +83,7 @@ void Session::plan_hybrid(std::uint64_t budget_bytes, const ReserveSpec& reserve
   Layout layout = make_layout(*family_, analysis_.sha256, hybrid_plan_from(*store_, analysis_.distances, base, runtime->config().pinned));
   layout.budget_bytes = budget;
   layout.reserve = cap.reserve;
+  layout.reserve_spec = reserve;
   install(std::move(runtime), std::move(layout), std::move(cap));  // the last step that can throw
   reserve_ = reserve;
 }
@@ -125,7 +102,7 @@ void Session::plan_virtual(std::uint64_t budget_bytes, const ReserveSpec& reserv
   const ModelSpec& s = store_->spec();
   cap.pinned_floor = cap.bytes_per_expert * static_cast<std::uint64_t>(s.num_sparse_layers()) *
                      static_cast<std::uint64_t>(layout.virtual_experts->staging + s.top_k * static_cast<std::int64_t>(family_->size()));
-  serve_planned(std::move(layout), std::move(cap), masked);
+  serve_planned(std::move(layout), own_targets(), std::move(cap), masked);
 }
 
 std::vector<int> Session::own_targets() const {
@@ -134,8 +111,7 @@ std::vector<int> Session::own_targets() const {
   return out;
 }
 
-void Session::serve_planned(Layout layout, CapacityPlan cap, const ReserveSpec& reserve) {
-  const std::vector<int> to_store = own_targets();
+void Session::serve_planned(Layout layout, const std::vector<int>& to_store, CapacityPlan cap, const ReserveSpec& reserve) {
   const ReserveSpec kept = reserve_;
   reserve_ = reserve;
   try {
@@ -207,31 +183,26 @@ bool Session::can_plan_hybrid() const {
 
 void Session::apply(Layout layout) {
   const std::vector<int> to_store = match_layout(layout, *family_, analysis_.sha256, "layout");
-  std::uint64_t budget = layout.budget_bytes.value_or(default_budget());
-  if (layout.plan.policy == Policy::Hybrid && !layout.budget_bytes) {
-    // No budget in the file: the hybrid's floor and the deltas the file pins, whatever they are.
-    budget = hybrid_floor(*store_, *family_, reserve_).minimum_budget();
-    for (const PinnedExpert& p : hybrid_pins(*store_, layout, to_store))
-      if (store_->is_delta(p.target)) budget += pin_bytes(*store_, p, true);
-  }
-  CapacityPlan cap = plan_capacity(*family_, budget, reserve_);
+  // Served as `mosaic-cli serve --layout` serves it: with the reserve it was planned with (the
+  // session's where the file predates recording it), within the budget it was planned under (a
+  // layout planned by capacity has none, and the workbench prices it at its default budget).
+  const ReserveSpec reserve = layout.reserve_spec.value_or(reserve_);
+  const std::uint64_t budget = layout_budget(layout, *store_, *family_, to_store, reserve).value_or(default_budget());
+  CapacityPlan cap = plan_capacity(*family_, budget, reserve);
   cap.capacity = layout.plan.capacity;  // what the file holds, whatever this budget would buy
-  if (layout.plan.policy == Policy::Hybrid) priced_as_hybrid(cap, *store_, layout.plan.capacity, reserve_);
+  if (layout.plan.policy == Policy::Hybrid) priced_as_hybrid(cap, *store_, layout.plan.capacity, reserve);
   layout.budget_bytes = budget;
-  serve(std::move(layout), to_store, std::move(cap));
+  serve_planned(std::move(layout), to_store, std::move(cap), reserve);
 }
 
 RuntimeConfig Session::runtime_config(const Layout& layout, const std::vector<int>& to_store, const CapacityPlan& cap,
                                      const ReserveSpec& reserve) const {
   RuntimeConfig config;
-  const bool hybrid = layout.plan.policy == Policy::Hybrid;
-  config.pinned = hybrid ? hybrid_pins(*store_, layout, to_store) : pinned_from_layout(layout, to_store);
-  if (hybrid) config.hit = HitPolicy::Consolidated;  // rows without their delta take the base's copy
   config.budget_bytes = cap.budget_bytes;  // the session serves within the budget it was planned for
   config.reserve = reserve;
   config.resident_sets = RuntimeConfig::kAutoSets;  // every set the budget holds beside the layout
   config.device = device_;
-  if (layout.plan.policy == Policy::Virtual) apply_virtual_layout(config, layout, to_store, *store_);  // masked, updating
+  pin_layout(config, layout, to_store, *store_);
   return config;
 }
 

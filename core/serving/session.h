@@ -112,8 +112,8 @@ class Session {
   std::vector<int> own_targets() const;
   RuntimeConfig runtime_config(const Layout& layout, const std::vector<int>& to_store, const CapacityPlan& cap, const ReserveSpec& reserve) const;
   void serve(Layout layout, const std::vector<int>& to_store, CapacityPlan cap);
-  // serve() a layout planned here with `reserve`, which becomes the session's only if it serves.
-  void serve_planned(Layout layout, CapacityPlan cap, const ReserveSpec& reserve);
+  // serve() a layout planned with `reserve`, which becomes the session's only if it serves.
+  void serve_planned(Layout layout, const std::vector<int>& to_store, CapacityPlan cap, const ReserveSpec& reserve);
   void install(std::shared_ptr<Runtime> runtime, Layout layout, CapacityPlan cap);  // cannot throw past set_runtime
   std::unique_ptr<Family> family_;
   FamilyAnalysis analysis_;
