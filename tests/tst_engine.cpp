@@ -498,6 +498,49 @@ class TestEngine : public QObject {
     QCOMPARE(p.upcoming, (std::vector<int>{2, 1}));
   }
 
+  void withinTheBoundASetOutweighingARunningOneGetsItsBuffer() {
+    // Two set buffers, both running (set 0's sequence ends first), and requests of both sets keep
+    // arriving. Set 2's requests, not in, outweigh set 0's queued work well within the bound: set 0
+    // drains (none of its requests join) so that set 2 can be filled into its buffer, and stays
+    // drained, whatever the weights, until set 2 is in. Before, no buffer ever freed: set 2 waited
+    // for the bound.
+    KvBlockPool blocks(256, std::nullopt);
+    Scheduler s({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 100, .swap_ahead = true}, blocks, 2);
+    SequenceState a{.order = 0, .set = 0, .known = 4, .total = 8}, b{.order = 1, .set = 1, .known = 4, .total = 40};
+    s.add(&a);
+    s.add(&b);
+    const std::vector<int> resident{0, 1};
+    QCOMPARE(s.plan(0, resident).admitted.size(), std::size_t(2));
+    a.computed = b.computed = 4;
+    a.known = b.known = 5;
+    std::vector<SequenceState> more{{.order = 2, .arrival = 0.5, .set = 2, .known = 4, .total = 40},
+                                    {.order = 3, .arrival = 0.5, .set = 2, .known = 4, .total = 40},
+                                    {.order = 4, .arrival = 0.6, .set = 0, .known = 4, .total = 8},
+                                    {.order = 5, .arrival = 0.7, .set = 1, .known = 4, .total = 8}};
+    for (SequenceState& x : more) s.add(&x);
+    StepPlan p = s.plan(1, resident);
+    QCOMPARE(p.admitted, std::vector<SequenceState*>{&more[3]});  // set 1's; set 0's waits
+    QCOMPARE(p.upcoming, std::vector<int>{2});                    // set 0 is not listed: its buffer is set 2's
+    // Set 0's queued work now outweighs set 2's: the choice holds all the same.
+    std::vector<SequenceState> zeros;
+    for (std::uint64_t i = 0; i < 8; ++i) zeros.push_back({.order = 6 + i, .arrival = 0.8, .set = 0, .known = 4, .total = 40});
+    for (SequenceState& x : zeros) s.add(&x);
+    a.computed = 5;
+    a.known = 6;
+    more[3].computed = 4;
+    more[3].known = 5;
+    p = s.plan(2, resident);
+    QVERIFY(std::none_of(p.admitted.begin(), p.admitted.end(), [](const SequenceState* x) { return x->set == 0; }));
+    QCOMPARE(p.upcoming, std::vector<int>{2});
+    // Set 0's sequence ends; set 2 is filled into its buffer, then joins; set 0's requests may join again.
+    s.remove(&a);
+    const std::vector<int> filling{2, 1}, filled{2};
+    p = s.plan(3, filling, filled);
+    QVERIFY(p.admitted.empty() || std::none_of(p.admitted.begin(), p.admitted.end(), [](const SequenceState* x) { return x->set != 1; }));
+    p = s.plan(4, filling);
+    QVERIFY(std::any_of(p.admitted.begin(), p.admitted.end(), [](const SequenceState* x) { return x->set == 2; }));
+  }
+
   void lookAheadSwapsFillWhileTheBatchDecodes() {
     // Two set buffers, one long ft1 request, and ft2 and ft3 arriving while it decodes: each one's set
     // is filled ahead into the buffer ft1 does not use (ft3's once ft2 has finished), so the only swap

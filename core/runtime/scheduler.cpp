@@ -128,11 +128,11 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
     }
   };
   bool oldest_waits_for_fill = false;
+  auto in_step = [&](int set) { return std::find(plan.sets.begin(), plan.sets.end(), set) != plan.sets.end(); };
   if (!strict) {
-    admit([&](const SequenceState& s) { return std::find(resident.begin(), resident.end(), s.set) != resident.end(); });
-    // Then the sets to swap in, the most queued work first (tokens still to run), each weighted up by
-    // how long its oldest request has waited against the bound: a set with much work waiting goes
-    // before a lone request's, and a set waiting long goes before either.
+    // The sets with requests waiting, the most queued work first (tokens still to run), each weighted
+    // up by how long its oldest request has waited against the bound: a set with much work waiting
+    // goes before a lone request's, and a set waiting long goes before either.
     struct Queued {
       int set;
       double work = 0, oldest = 0;  // tokens still to run; the oldest request's arrival
@@ -148,11 +148,34 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
       return q.work * (1.0 + (options_.max_wait_seconds > 0 ? age / options_.max_wait_seconds : age));
     };
     std::stable_sort(queued.begin(), queued.end(), [&](const Queued& a, const Queued& b) { return priority(a) > priority(b); });
-    for (const Queued& q : queued) admit([set = q.set](const SequenceState& s) { return s.set == set; });
+    if (options_.ahead()) {
+      // A set is filled ahead only into a buffer no running sequence uses. While every buffer runs a
+      // set whose requests keep joining, none ever frees, and a set not in waits for the bound. So
+      // once the first set not in outweighs the one whose running sequences end soonest (its own
+      // queued work, weighed the same way), that one drains: none of its requests join until the
+      // other is in. The choice holds until then, or else the two would trade places step by step.
+      const auto weight = [&](int set) {
+        const auto q = std::find_if(queued.begin(), queued.end(), [&](const Queued& x) { return x.set == set; });
+        return q == queued.end() ? 0.0 : priority(*q);
+      };
+      const bool waits = std::any_of(queued.begin(), queued.end(), [&](const Queued& q) { return q.set == switch_.incoming; });
+      if (switch_.incoming >= 0 && (ready(switch_.incoming) || !waits)) switch_ = {};
+      if (switch_.incoming < 0 && !plan.chunks.empty() && static_cast<int>(plan.sets.size()) >= capacity_) {
+        const auto next = std::find_if(queued.begin(), queued.end(), [&](const Queued& q) { return !ready(q.set); });
+        const int drain = soonest_done(plan.sets);
+        if (next != queued.end() && priority(*next) > weight(drain)) switch_ = {next->set, drain};
+      }
+    }
+    admit([&](const SequenceState& s) {
+      return s.set != switch_.draining && std::find(resident.begin(), resident.end(), s.set) != resident.end();
+    });
+    for (const Queued& q : queued)
+      if (q.set != switch_.draining) admit([set = q.set](const SequenceState& s) { return s.set == set; });
   } else if (options_.switching == SwitchPolicy::Affinity && !waiting_.empty()) {
     // Past the bound the oldest goes first, and the requests of its set with it: its swap is paid
     // once for all of them, where arrival order would run the head of the queue alone.
     const int oldest = waiting_.front()->set;
+    switch_ = {};  // a switch chosen by weight gives way to the oldest
     admit([oldest](const SequenceState& s) { return s.set == oldest; });
     if (options_.ahead() && !plan.chunks.empty() && !ready(oldest)) {
       // Its set is being filled ahead, into a buffer no running sequence uses. Meanwhile requests
@@ -160,13 +183,11 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
       // buffer is in use: the one whose running sequences end soonest, which frees a buffer for the
       // fill. Stopping every admission instead would drain all sets, and the batch with them.
       const int drain = static_cast<int>(plan.sets.size()) < capacity_ ? -1 : soonest_done(plan.sets);
-      admit([&](const SequenceState& s) {
-        return s.set != drain && std::find(plan.sets.begin(), plan.sets.end(), s.set) != plan.sets.end();
-      });
+      admit([&](const SequenceState& s) { return s.set != drain && in_step(s.set); });
       oldest_waits_for_fill = true;
     }
   }
-  if (!oldest_waits_for_fill) admit([](const SequenceState&) { return true; });
+  if (!oldest_waits_for_fill) admit([&](const SequenceState& s) { return s.set != switch_.draining; });
   list_upcoming(plan);
   return plan;
 }
@@ -187,11 +208,14 @@ void Scheduler::list_upcoming(StepPlan& plan) const {
   // Whatever keeps them waiting (their set, the sequence limit, the token budget), the sets the
   // waiting requests need next, for the runtime to fill ahead into buffers this step leaves free —
   // those in already too, so that a fill for a later request does not evict them.
-  if (options_.ahead())
-    for (const SequenceState* s : waiting_)
-      if (std::find(plan.sets.begin(), plan.sets.end(), s->set) == plan.sets.end() &&
-          std::find(plan.upcoming.begin(), plan.upcoming.end(), s->set) == plan.upcoming.end())
-        plan.upcoming.push_back(s->set);
+  // A switch under way lists its set first, and not the set draining for it: that buffer is its.
+  if (!options_.ahead()) return;
+  if (switch_.incoming >= 0 && std::find(plan.sets.begin(), plan.sets.end(), switch_.incoming) == plan.sets.end())
+    plan.upcoming.push_back(switch_.incoming);
+  for (const SequenceState* s : waiting_)
+    if (s->set != switch_.draining && std::find(plan.sets.begin(), plan.sets.end(), s->set) == plan.sets.end() &&
+        std::find(plan.upcoming.begin(), plan.upcoming.end(), s->set) == plan.upcoming.end())
+      plan.upcoming.push_back(s->set);
 }
 
 }  // namespace mosaic

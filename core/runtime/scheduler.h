@@ -20,10 +20,11 @@ enum class SwitchPolicy {
   Fcfs,      // strictly in arrival order: a request whose set cannot join waits, and so do all after it
   Affinity,  // requests of sets already resident go first, then the other sets' by queued work
              // (tokens still to run, weighted up by their oldest request's wait against the bound);
-             // once the oldest has waited max_wait_seconds, it goes first with its set's other
-             // requests, and the rest in strict arrival order, until it starts (while its set is
-             // filled ahead, only requests of sets already running join, and none of the set
-             // drained to free a buffer for it)
+             // with look-ahead swaps and every buffer running, the first set not in that outweighs
+             // the running set ending soonest has that one drained for it. Once the oldest has
+             // waited max_wait_seconds, it goes first with its set's other requests, and the rest in
+             // strict arrival order, until it starts (while its set is filled ahead, only requests
+             // of sets already running join, and none of the set drained to free a buffer for it)
 };
 std::string_view switch_policy_name(SwitchPolicy p);  // "fcfs", "affinity"
 
@@ -95,6 +96,11 @@ class Scheduler {
   SchedulerOptions options_;
   KvBlockPool& blocks_;
   int capacity_;
+  // Look-ahead swaps within the bound: a set chosen to come in, and the running set drained to free
+  // a buffer for it (-1, -1: none under way).
+  struct Switch {
+    int incoming = -1, draining = -1;
+  } switch_;
   std::deque<SequenceState*> waiting_;   // by (arrival, order)
   std::vector<SequenceState*> running_;  // by admission
 };
