@@ -1098,6 +1098,19 @@ class WorkbenchTest : public QObject {
     window_->engine()->importLayout(file);
     QTRY_COMPARE_WITH_TIMEOUT(grid->layoutInfo().capacity, saved, 30000);
     QCOMPARE(grid->layoutInfo().resident, resident);
+    // The reserve the file was planned with comes with it (as `mosaic-cli serve --layout` takes it).
+    const qint64 context = grid->layoutInfo().reserve_settings.context;
+    const QString smaller = dir.filePath(QStringLiteral("smaller-context.json"));
+    {
+      nlohmann::json j = nlohmann::json::parse(std::ifstream(file.toStdString()));
+      QCOMPARE(j["reserve_spec"]["context_tokens"].get<qint64>(), context);
+      j["reserve_spec"]["context_tokens"] = context / 2;
+      std::ofstream(smaller.toStdString()) << j.dump();
+    }
+    window_->engine()->importLayout(smaller);
+    QTRY_COMPARE_WITH_TIMEOUT(grid->layoutInfo().reserve_settings.context, context / 2, 30000);
+    window_->engine()->importLayout(file);
+    QTRY_COMPARE_WITH_TIMEOUT(grid->layoutInfo().reserve_settings.context, context, 30000);
 
     // A layout made for other checkpoints (the mixtral fixtures) is refused, naming why.
     {
