@@ -781,6 +781,22 @@ class TestServing : public QObject {
     expect_mentions(bad(head + R"("strategies": [{"kind": "space-sharing", "resident_sets": 2, "swap_ahead": true}]})"),
                     {"strategies[0].swap_ahead", "space-sharing"});
     expect_mentions(bad(head + R"("strategies": [{"kind": "consolidated", "resident_sets": 2, "swap_ahead": 1}]})"), {"swap_ahead", "true or false"});
+    // How the CPU backend holds weights: every strategy's, bf16 as stored unless the config (or
+    // bench --cpu-weights) says fp32, and what is recorded says so.
+    QCOMPARE(c.strategies[0].cpu_weights, CpuWeights::Stored);
+    std::ofstream(scratch("sweep.json")) << head + R"("cpu_weights": "fp32", "strategies": [{"kind": "consolidated", "capacity": 4}]})";
+    SweepConfig widened = load_sweep_config(scratch("sweep.json"));
+    QCOMPARE(widened.strategies[0].cpu_weights, CpuWeights::Fp32);
+    {
+      StrategyConfig sc = widened.strategies[0];
+      sc.capacity = 12;
+      const Deployment d(sc, family_, *store_, *analysis_, scratch(""));
+      QCOMPARE(d.partitions()[0].runtime->config().cpu_weights, CpuWeights::Fp32);
+    }
+    set_sweep_cpu_weights(widened, CpuWeights::Stored);
+    QCOMPARE(widened.strategies[0].cpu_weights, CpuWeights::Stored);
+    QCOMPARE(nlohmann::json::parse(widened.text)["cpu_weights"].get<std::string>(), std::string("stored"));
+    expect_mentions(bad(head + R"("cpu_weights": "bf16", "strategies": [{"kind": "single"}]})"), {"'cpu_weights'", "stored", "fp32"});
     const SweepConfig esft = load_sweep_config(cfg.parent_path() / "esft-skew.json");
     QCOMPARE(esft.targets.size(), std::size_t(4));
     QCOMPARE(esft.strategies.front().kind, StrategyKind::Esft);

@@ -62,13 +62,15 @@ struct SweepProgress {
 
 void add_bench_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Run a QoS sweep (strategies × arrival rates × repeats) and record it to SQLite");
-  struct Opts { fs::path config, db = "mosaic-runs.sqlite"; int threads = 0; bool json = false; std::string device, host_budget; };
+  struct Opts { fs::path config, db = "mosaic-runs.sqlite"; int threads = 0; bool json = false; std::string device, host_budget, cpu_weights; };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--config", o->config, "sweep config (mosaic.sweep/1), e.g. sample_configs/paper-qos.json")->required();
   cmd->add_option("--db", o->db, "SQLite file to record into (created or migrated)")->default_val("mosaic-runs.sqlite");
   add_threads_option(cmd, o->threads, "CPU threads (0 = all cores)");
   cmd->add_option("--device", o->device, "cpu | cuda: serve every strategy on this device, whatever the config's \"device\" says");
   cmd->add_option("--host-budget", o->host_budget, "the host tier's budget (e.g. 16GiB, or all), whatever the config's \"host_budget\" says");
+  cmd->add_option("--cpu-weights", o->cpu_weights,
+                  "stored | fp32: how the CPU backend holds every strategy's weights, whatever the config's \"cpu_weights\" says");
   cmd->add_flag("--json", o->json, "print the runs' summaries as one JSON document (times in seconds) instead of the table");
   cmd->callback([o] {
     configure_threads(o->threads);
@@ -76,7 +78,12 @@ void add_bench_command(CLI::App& app) {
     // Said before the family is read: reading a large one takes minutes.
     if (!o->device.empty()) set_sweep_device(config, checked_device(o->device));
     if (!o->host_budget.empty()) set_sweep_host_budget(config, host_budget_bytes(o->host_budget));
-    else if (config.clock != RunClock::Simulated)
+    if (!o->cpu_weights.empty()) {
+      const auto weights = parse_cpu_weights(o->cpu_weights);
+      if (!weights) throw InvalidArgument("--cpu-weights", "'" + o->cpu_weights + "'", "is not a weight layout", "use stored or fp32");
+      set_sweep_cpu_weights(config, *weights);
+    }
+    if (config.clock != RunClock::Simulated)  // whichever override was given
       if (const auto why = device_unavailable(config.device))
         throw DeviceError(o->config.string(), "field 'device'", *why, "run it with --device cpu, or on a machine with an NVIDIA GPU");
     // Opened first: a read-only path, a full disk or a file that is not a record is said at once,

@@ -51,6 +51,7 @@ Deployment::Deployment(const StrategyConfig& config, const Family& family, const
   base.resident_sets = config.resident_sets;
   base.reserve = config.reserve;
   base.device = config.device;
+  base.cpu_weights = config.cpu_weights;
   // Each partition starts warm: its first request pays only its own swap.
   auto add = [&](const HostStore& on, RuntimeConfig rc, std::vector<std::string> serves, int warm) {
     auto runtime = std::make_shared<Runtime>(on, std::move(rc));

@@ -56,6 +56,7 @@ struct StrategyConfig {
   VirtualConfig updates;
   SchedulerOptions scheduler;
   Device device = Device::Cpu;                // every partition's backend
+  CpuWeights cpu_weights = CpuWeights::Stored;  // on the CPU backend: bf16 held as stored, or fp32 copies
   std::string name;                           // what its runs are recorded as; empty: strategy_label's default
 };
 

@@ -85,7 +85,7 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
   if (!j.is_object()) throw FormatError(file, "", "is not a JSON object", hint);
   check_keys(j, {"schema", "description", "variants", "targets", "clock", "rates", "repeats", "seed", "alpha", "duration_seconds",
                  "prompt", "output", "strategies", "trace", "trace_routes", "device", "device_profile", "routing", "host_memory",
-                 "host_budget"},
+                 "host_budget", "cpu_weights"},
              file, "", hint);
   check_schema(j, "mosaic.sweep/1", file);
 
@@ -120,6 +120,12 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
     const auto d = j["device"].is_string() ? parse_device(j["device"].get<std::string>()) : std::nullopt;
     if (!d) fail("device", "must be cpu (the fp32 reference) or cuda (bf16 weights on the GPU)");
     c.device = *d;
+  }
+  if (j.contains("cpu_weights")) {
+    if (c.clock == RunClock::Simulated) fail("cpu_weights", "is how the CPU backend holds weights, and the simulated clock runs no engine");
+    const auto w = j["cpu_weights"].is_string() ? parse_cpu_weights(j["cpu_weights"].get<std::string>()) : std::nullopt;
+    if (!w) fail("cpu_weights", "must be stored (bf16 weights held as bf16) or fp32 (widened copies)");
+    c.cpu_weights = *w;
   }
   if (j.contains("host_budget")) {
     if (c.clock == RunClock::Simulated)
@@ -324,6 +330,7 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
       sc.name = s["name"].get<std::string>();
     }
     sc.device = c.device;
+    sc.cpu_weights = c.cpu_weights;
     c.strategies.push_back(sc);
   }
   name_strategies_apart(j["strategies"], c.strategies, fail);
@@ -341,6 +348,19 @@ void set_sweep_device(SweepConfig& config, Device device) {
   auto j = nlohmann::ordered_json::parse(config.text, nullptr, false);
   if (j.is_object()) {
     j["device"] = std::string(device_name(device));
+    config.text = j.dump(2);
+  }
+}
+
+void set_sweep_cpu_weights(SweepConfig& config, CpuWeights weights) {
+  if (config.clock == RunClock::Simulated)
+    throw InvalidArgument("--cpu-weights", std::string(cpu_weights_name(weights)), "is how the CPU backend holds weights, and a simulated sweep runs no engine",
+                          "leave it out");
+  config.cpu_weights = weights;
+  for (StrategyConfig& s : config.strategies) s.cpu_weights = weights;
+  auto j = nlohmann::ordered_json::parse(config.text, nullptr, false);
+  if (j.is_object()) {
+    j["cpu_weights"] = std::string(cpu_weights_name(weights));
     config.text = j.dump(2);
   }
 }

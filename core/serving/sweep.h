@@ -9,6 +9,8 @@
 //               0 for probe_requests: four times what the strategy's batches hold),
 //    "device": "cpu" | "cuda" (virtual and real clocks: the backend every strategy runs on; default cpu,
 //              the fp32 reference; `bench --device` overrides it),
+//    "cpu_weights": "stored" | "fp32" (virtual and real clocks, the CPU backend: bf16 weights held as
+//                   stored, the default, or widened to fp32 copies; `bench --cpu-weights` overrides it),
 //    "device_profile": "profile.json" (simulated only, relative to the config: the device the cost
 //                      model prices steps for, sample_configs/devices/),
 //    "routing": "model.json" (simulated only, relative to the config: how tokens choose experts,
@@ -82,6 +84,7 @@ struct SweepConfig {
   std::vector<std::string> targets;  // the names workloads draw from; empty: each strategy's own
   bool trace_routes = false;  // record each request's routes (RequestRecord::routes)
   Device device = Device::Cpu;  // every strategy's backend (StrategyConfig::device), engine clocks only
+  CpuWeights cpu_weights = CpuWeights::Stored;  // on the CPU backend (StrategyConfig::cpu_weights)
   std::optional<std::uint64_t> host_budget;  // engine clocks: the host tier's budget; nullopt: every byte in RAM
   std::filesystem::path device_profile;  // simulated clock: the profile's file
   std::filesystem::path routing;         // simulated clock: a routing model's file; empty: uniform
@@ -100,5 +103,8 @@ void set_sweep_device(SweepConfig& config, Device device);
 // The host budget every strategy's host store keeps (`bench --host-budget`), recorded likewise.
 // InvalidArgument on the simulated clock.
 void set_sweep_host_budget(SweepConfig& config, std::optional<std::uint64_t> bytes);
+// How the CPU backend holds every strategy's weights (`bench --cpu-weights`), recorded likewise.
+// InvalidArgument on the simulated clock.
+void set_sweep_cpu_weights(SweepConfig& config, CpuWeights weights);
 
 }  // namespace mosaic
