@@ -539,6 +539,31 @@ class TestEngine : public QObject {
     QVERIFY(p.admitted.empty() || std::none_of(p.admitted.begin(), p.admitted.end(), [](const SequenceState* x) { return x->set != 1; }));
     p = s.plan(4, filling);
     QVERIFY(std::any_of(p.admitted.begin(), p.admitted.end(), [](const SequenceState* x) { return x->set == 2; }));
+
+    // A family change renumbers the sets: a switch under way is given up, and the set it drained
+    // takes requests again.
+    KvBlockPool blocks2(256, std::nullopt);
+    Scheduler t({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 100, .swap_ahead = true}, blocks2, 2);
+    SequenceState c{.order = 0, .set = 0, .known = 4, .total = 8}, d{.order = 1, .set = 1, .known = 4, .total = 40};
+    t.add(&c);
+    t.add(&d);
+    t.plan(0, resident);
+    c.computed = d.computed = 4;
+    c.known = d.known = 5;
+    SequenceState twos{.order = 2, .arrival = 0.5, .set = 2, .known = 4, .total = 80}, zero{.order = 3, .arrival = 0.6, .set = 0, .known = 4, .total = 8};
+    t.add(&twos);
+    t.add(&zero);
+    QVERIFY(t.plan(1, resident).admitted.empty());  // set 0 drains for set 2
+    c.computed = 5;
+    c.known = 6;
+    // Renumbered: set 2 is now 3, and 2 another set, with little work waiting; set 0's waiting
+    // request now outweighs both. Left as it was, the switch would go on draining set 0 for "set 2".
+    twos.set = 3;
+    zero.total = 400;
+    SequenceState light{.order = 4, .arrival = 0.7, .set = 2, .known = 4, .total = 6};
+    t.add(&light);
+    t.forget_switch();
+    QCOMPARE(t.plan(2, resident).admitted, std::vector<SequenceState*>{&zero});
   }
 
   void lookAheadSwapsFillWhileTheBatchDecodes() {

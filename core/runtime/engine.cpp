@@ -263,8 +263,11 @@ std::unique_ptr<Scheduler> Engine::make_scheduler() const {
   // A step runs no more tokens than the runtime's activation workspace holds.
   SchedulerOptions o = scheduler_options_;
   o.max_batch_tokens = std::min(o.max_batch_tokens, runtime_->max_step_tokens());
-  // Look-ahead swaps unless told otherwise, wherever a second set buffer lets a swap overlap decode.
-  if (!o.swap_ahead) o.swap_ahead = runtime_->resident_capacity() >= 2 && runtime_->fills_ahead();
+  // Look-ahead swaps unless told otherwise, wherever a second set buffer lets a swap overlap decode;
+  // never where nothing is filled ahead (time-sharing, throttled copies), asked for or not: a request
+  // waiting there for a fill would wait for one that never comes.
+  if (!runtime_->fills_ahead()) o.swap_ahead = false;
+  else if (!o.swap_ahead) o.swap_ahead = runtime_->resident_capacity() >= 2;
   return std::make_unique<Scheduler>(o, runtime_->kv_blocks(), runtime_->resident_capacity());
 }
 
@@ -322,6 +325,7 @@ void Engine::rebase_now(std::unique_lock<std::mutex>& lock) {
     if (job->target < 0) finish(*job, Finish::Failed, "the family changed and no longer serves '" + job->request.target + "'");
     else job->seq.set = rt.set_of(job->target);
   }
+  scheduler_->forget_switch();  // it names sets by the ids they had
   change.done.set_value(result);
   lock.lock();
 }

@@ -159,7 +159,7 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
         return q == queued.end() ? 0.0 : priority(*q);
       };
       const bool waits = std::any_of(queued.begin(), queued.end(), [&](const Queued& q) { return q.set == switch_.incoming; });
-      if (switch_.incoming >= 0 && (ready(switch_.incoming) || !waits)) switch_ = {};
+      if (switch_.incoming >= 0 && !waits) switch_ = {};
       if (switch_.incoming < 0 && !plan.chunks.empty() && static_cast<int>(plan.sets.size()) >= capacity_) {
         const auto next = std::find_if(queued.begin(), queued.end(), [&](const Queued& q) { return !ready(q.set); });
         const int drain = soonest_done(plan.sets);
@@ -171,6 +171,9 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
     });
     for (const Queued& q : queued)
       if (q.set != switch_.draining) admit([set = q.set](const SequenceState& s) { return s.set == set; });
+    // Ended once its set runs, not once it is filled: filled but kept out (the sequence limit, the
+    // blocks), it stays listed first, or an older request's fill would take its buffer back.
+    if (switch_.incoming >= 0 && in_step(switch_.incoming)) switch_ = {};
   } else if (options_.switching == SwitchPolicy::Affinity && !waiting_.empty()) {
     // Past the bound the oldest goes first, and the requests of its set with it: its swap is paid
     // once for all of them, where arrival order would run the head of the queue alone.

@@ -81,6 +81,8 @@ class Scheduler {
   // Sends every running sequence back to wait (its blocks freed), e.g. when the runtime changes.
   void preempt_all();
   std::size_t waiting() const { return waiting_.size(); }
+  // A switch of sets under way (Affinity within the bound) is given up: the sets were renumbered.
+  void forget_switch() { switch_ = {}; }
   std::size_t running() const { return running_.size(); }
   // The next step at time `now`, with `resident` the sets the device holds now (Affinity prefers
   // them: their requests start without a swap) and `loading` those of them still being filled ahead.
