@@ -5,6 +5,11 @@
 #include "common/error.h"
 
 namespace mosaic {
+namespace {
+
+bool contains(std::span<const int> sets, int set) { return std::find(sets.begin(), sets.end(), set) != sets.end(); }
+
+}  // namespace
 
 std::string_view switch_policy_name(SwitchPolicy p) { return p == SwitchPolicy::Fcfs ? "fcfs" : "affinity"; }
 
@@ -55,7 +60,7 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
   StepPlan plan;
   std::int64_t budget = options_.max_batch_tokens;
   auto use_set = [&](int set) {
-    if (std::find(plan.sets.begin(), plan.sets.end(), set) == plan.sets.end()) plan.sets.push_back(set);
+    if (!contains(plan.sets, set)) plan.sets.push_back(set);
   };
 
   // Running sequences, oldest first: a decode token each, or their next prompt chunk. When blocks
@@ -90,9 +95,7 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
   // over those whose set has no buffer free — unless the oldest has waited too long (then it and its
   // set first, the rest as FCFS).
   auto ready = [&](int set) {
-    return std::find(plan.sets.begin(), plan.sets.end(), set) != plan.sets.end() ||
-           (std::find(resident.begin(), resident.end(), set) != resident.end() &&
-            std::find(loading.begin(), loading.end(), set) == loading.end());
+    return contains(plan.sets, set) || (contains(resident, set) && !contains(loading, set));
   };
   const bool strict = options_.switching == SwitchPolicy::Fcfs ||
                       (!waiting_.empty() && now - waiting_.front()->arrival > options_.max_wait_seconds);
@@ -110,8 +113,7 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
         ++it;
         continue;
       }
-      const bool set_fits = std::find(plan.sets.begin(), plan.sets.end(), s.set) != plan.sets.end() ||
-                            static_cast<int>(plan.sets.size()) < capacity_;
+      const bool set_fits = contains(plan.sets, s.set) || static_cast<int>(plan.sets.size()) < capacity_;
       const std::int64_t n = std::min(s.known - s.computed, budget);
       if (!set_fits || !grow(s, n)) {
         if (strict || set_fits) return;  // no blocks: later requests would not get any either
@@ -128,7 +130,6 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
     }
   };
   bool oldest_waits_for_fill = false;
-  auto in_step = [&](int set) { return std::find(plan.sets.begin(), plan.sets.end(), set) != plan.sets.end(); };
   if (!strict) {
     // The sets with requests waiting, the most queued work first (tokens still to run), each weighted
     // up by how long its oldest request has waited against the bound: a set with much work waiting
@@ -166,14 +167,12 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
         if (next != queued.end() && priority(*next) > weight(drain)) switch_ = {next->set, drain};
       }
     }
-    admit([&](const SequenceState& s) {
-      return s.set != switch_.draining && std::find(resident.begin(), resident.end(), s.set) != resident.end();
-    });
+    admit([&](const SequenceState& s) { return s.set != switch_.draining && contains(resident, s.set); });
     for (const Queued& q : queued)
       if (q.set != switch_.draining) admit([set = q.set](const SequenceState& s) { return s.set == set; });
     // Ended once its set runs, not once it is filled: filled but kept out (the sequence limit, the
     // blocks), it stays listed first, or an older request's fill would take its buffer back.
-    if (switch_.incoming >= 0 && in_step(switch_.incoming)) switch_ = {};
+    if (switch_.incoming >= 0 && contains(plan.sets, switch_.incoming)) switch_ = {};
   } else if (options_.switching == SwitchPolicy::Affinity && !waiting_.empty()) {
     // Past the bound the oldest goes first, and the requests of its set with it: its swap is paid
     // once for all of them, where arrival order would run the head of the queue alone.
@@ -186,7 +185,7 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
       // buffer is in use: the one whose running sequences end soonest, which frees a buffer for the
       // fill. Stopping every admission instead would drain all sets, and the batch with them.
       const int drain = static_cast<int>(plan.sets.size()) < capacity_ ? -1 : soonest_done(plan.sets);
-      admit([&](const SequenceState& s) { return s.set != drain && in_step(s.set); });
+      admit([&](const SequenceState& s) { return s.set != drain && contains(plan.sets, s.set); });
       oldest_waits_for_fill = true;
     }
   }
@@ -213,11 +212,10 @@ void Scheduler::list_upcoming(StepPlan& plan) const {
   // those in already too, so that a fill for a later request does not evict them.
   // A switch under way lists its set first, and not the set draining for it: that buffer is its.
   if (!options_.ahead()) return;
-  if (switch_.incoming >= 0 && std::find(plan.sets.begin(), plan.sets.end(), switch_.incoming) == plan.sets.end())
+  if (switch_.incoming >= 0 && !contains(plan.sets, switch_.incoming))
     plan.upcoming.push_back(switch_.incoming);
   for (const SequenceState* s : waiting_)
-    if (s->set != switch_.draining && std::find(plan.sets.begin(), plan.sets.end(), s->set) == plan.sets.end() &&
-        std::find(plan.upcoming.begin(), plan.upcoming.end(), s->set) == plan.upcoming.end())
+    if (s->set != switch_.draining && !contains(plan.sets, s->set) && !contains(plan.upcoming, s->set))
       plan.upcoming.push_back(s->set);
 }
 

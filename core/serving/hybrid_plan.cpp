@@ -119,22 +119,18 @@ std::vector<PinnedExpert> hybrid_pins(const HostStore& store, const Layout& layo
   return out;
 }
 
-// A hybrid plan as the runtime prices it: the base at every position whatever the budget, and miss
-// slots with room for the largest packed delta.
 void priced_as_hybrid(CapacityPlan& cap, const HostStore& store, std::int64_t positions, const ReserveSpec& reserve) {
   cap.reserve = plan_reserve(store.spec(), store.expert_bytes() + store.max_delta_bytes(), reserve);
   cap.capacity = positions;
   cap.pinned_floor = static_cast<std::uint64_t>(positions) * store.expert_bytes();
 }
 
-// The hybrid's floor: whatever the budget, the base at every MoE position and the reserve.
 CapacityPlan hybrid_floor(const HostStore& store, const Family& family, const ReserveSpec& reserve) {
   CapacityPlan cap = plan_capacity(family, std::numeric_limits<std::uint64_t>::max() / 4, reserve);
   priced_as_hybrid(cap, store, cap.positions, reserve);
   return cap;
 }
 
-// Every packed delta of the folders over `base`, each held delta-only (its base's copy is pinned).
 std::uint64_t packed_delta_bytes(const HostStore& store, int base) {
   std::uint64_t bytes = 0;
   for (const PinnedExpert& p : deltas_layer_major(store, delta_folders_over(store, base))) bytes += pin_bytes(store, p, true);

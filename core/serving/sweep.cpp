@@ -338,18 +338,25 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
 }
 }  // namespace
 
+namespace {
+
+// What is recorded with every run says what an override set, as if the config had said so.
+void record_override(SweepConfig& config, const char* key, const std::string& value) {
+  auto j = nlohmann::ordered_json::parse(config.text, nullptr, false);
+  if (!j.is_object()) return;
+  j[key] = value;
+  config.text = j.dump(2);
+}
+
+}  // namespace
+
 void set_sweep_device(SweepConfig& config, Device device) {
   if (config.clock == RunClock::Simulated)
     throw InvalidArgument("device", std::string(device_name(device)),
                           "is the engine's backend, and a simulated sweep runs no engine", "its device is the config's device_profile");
   config.device = device;
   for (StrategyConfig& s : config.strategies) s.device = device;
-  // What is recorded with every run says so too.
-  auto j = nlohmann::ordered_json::parse(config.text, nullptr, false);
-  if (j.is_object()) {
-    j["device"] = std::string(device_name(device));
-    config.text = j.dump(2);
-  }
+  record_override(config, "device", std::string(device_name(device)));
 }
 
 void set_sweep_cpu_weights(SweepConfig& config, CpuWeights weights) {
@@ -358,22 +365,14 @@ void set_sweep_cpu_weights(SweepConfig& config, CpuWeights weights) {
                           "leave it out");
   config.cpu_weights = weights;
   for (StrategyConfig& s : config.strategies) s.cpu_weights = weights;
-  auto j = nlohmann::ordered_json::parse(config.text, nullptr, false);
-  if (j.is_object()) {
-    j["cpu_weights"] = std::string(cpu_weights_name(weights));
-    config.text = j.dump(2);
-  }
+  record_override(config, "cpu_weights", std::string(cpu_weights_name(weights)));
 }
 
 void set_sweep_host_budget(SweepConfig& config, std::optional<std::uint64_t> bytes) {
   if (config.clock == RunClock::Simulated)
     throw InvalidArgument("--host-budget", "", "is the engine's host tier, and a simulated sweep runs no engine", "leave it out");
   config.host_budget = bytes;
-  auto j = nlohmann::ordered_json::parse(config.text, nullptr, false);
-  if (j.is_object()) {
-    j["host_budget"] = bytes ? std::to_string(*bytes) : std::string("all");  // exact: the record can be run again
-    config.text = j.dump(2);
-  }
+  record_override(config, "host_budget", bytes ? std::to_string(*bytes) : std::string("all"));  // exact: the record can be run again
 }
 
 SweepConfig parse_sweep_config(const std::string& text, const std::string& file, const std::filesystem::path& base_dir) {
