@@ -710,6 +710,27 @@ class TestEngine : public QObject {
       QCOMPARE(Engine(rt).submit({target, request(8)})->wait().tokens, Engine(fresh).submit({target, request(8)})->wait().tokens);
   }
 
+  // Weights read where the checkpoints are mapped (CpuWeights::Mapped) through a change of family in
+  // place: once the previous family's files are unmapped, every slot and buffer reads the next
+  // family's (a view left behind would fault), and the tokens are a fresh runtime's.
+  void aChangeInPlaceRepointsWeightsReadInPlace() {
+    FamilyChange change = family_change();
+    const RuntimeConfig before{.pinned = change.before_pins, .hit = HitPolicy::Strict, .resident_sets = 2, .cpu_weights = CpuWeights::Mapped};
+    Engine engine(std::make_shared<Runtime>(*change.before, before));
+    for (const char* target : {"ft1", "ft2"}) QCOMPARE(engine.submit({target, request(4)})->wait().finish, Finish::Length);
+    RuntimeConfig after = before;
+    after.pinned = change.after_pins;
+    std::string why_not;
+    const auto config = engine.runtime()->in_place(*change.after, after, why_not);
+    QVERIFY2(config, why_not.c_str());
+    engine.rebase(change.after, *config).get();
+    change.before.reset();
+    change.before_family.reset();  // its checkpoints unmapped
+    const auto fresh = std::make_shared<Runtime>(*change.after, RuntimeConfig{.pinned = change.after_pins, .hit = HitPolicy::Strict});
+    for (const char* target : {"ft1", "ft3", "base"})
+      QCOMPARE(engine.submit({target, request(8)})->wait().tokens, Engine(fresh).submit({target, request(8)})->wait().tokens);
+  }
+
   // Finite weights whose products overflow float (layer 1's output projection at 3e38) make that
   // variant's hidden states infinite: its request fails naming the layer, and the requests batched
   // with it are untouched (the same tokens as served alone), as are the requests after it.

@@ -81,7 +81,7 @@ class TestRuntime : public QObject {
 
   // The mixed batch on the sample family: full fine-tunes and adapters over the base, every
   // request a different prompt length; half ask for all logits, half generate greedily.
-  void mixedBatch(HitPolicy hit) {
+  void mixedBatch(HitPolicy hit, CpuWeights weights = CpuWeights::Stored) {
     Family family;
     open_family(family, {sample_family() / "bible", sample_family() / "fortunes", sample_family() / "jargon",
                          sample_family() / "esft-bible", sample_family() / "esft-c-headers"});
@@ -95,7 +95,8 @@ class TestRuntime : public QObject {
                          .hit = hit,
                          .resident_sets = 8,  // every non-expert set at once: variants mix in one step
                          .budget_bytes = budget_for(family, capacity, 4, kv_tokens),
-                         .reserve = {.context_tokens = kv_tokens, .requests = 1}};
+                         .reserve = {.context_tokens = kv_tokens, .requests = 1},
+                         .cpu_weights = weights};
     auto runtime = std::make_shared<Runtime>(store, config);
     QCOMPARE(runtime->resident_capacity(), 5);  // the budget held 4 sets beyond the first: 5 of 8 asked
     QCOMPARE(runtime->kv_blocks().capacity().value(), std::int64_t(6));
@@ -156,6 +157,8 @@ class TestRuntime : public QObject {
       // Every routed (token, expert) pair of every MoE layer of every token run is a hit or a miss.
       const auto t = r.stats.counters.total();
       QVERIFY(t.hits + t.misses >= static_cast<std::int64_t>(cases[i].prompt.size()) * 4 * store.spec().top_k);
+      // Read in place, a miss's load moves no bytes (the sample family's experts are bf16).
+      if (weights == CpuWeights::Mapped) QCOMPARE(t.load_bytes, std::uint64_t(0));
     }
     const EngineStats st = engine.stats();
     QVERIFY2(st.largest_step_sequences >= 3, qPrintable(QString::number(st.largest_step_sequences)));
@@ -168,6 +171,7 @@ class TestRuntime : public QObject {
 
   void batchingChangesNothingStrict() { mixedBatch(HitPolicy::Strict); }
   void batchingChangesNothingConsolidated() { mixedBatch(HitPolicy::Consolidated); }
+  void batchingChangesNothingReadInPlace() { mixedBatch(HitPolicy::Consolidated, CpuWeights::Mapped); }
 
   void everyMissPolicyOnEveryFixtureFamily() {
     // One request at a time and all at once give the same logits, for each hit and miss policy, on
@@ -181,9 +185,10 @@ class TestRuntime : public QObject {
       const auto pinned = pinned_from_layout(layout, match_layout(layout, family, a->sha256, "layout"));
       std::vector<std::unique_ptr<Model>> own;
       for (const Variant& v : family.variants()) own.push_back(Model::load(*v.checkpoint));
-      for (std::string miss : {"transient", "lru", "prefetch"}) {
+      for (const auto& [miss, weights] : {std::pair{"transient", CpuWeights::Stored}, {"lru", CpuWeights::Stored},
+                                          {"prefetch", CpuWeights::Stored}, {"transient", CpuWeights::Mapped}, {"prefetch", CpuWeights::Mapped}}) {
         auto rt = std::make_shared<Runtime>(store, RuntimeConfig{.pinned = pinned, .hit = HitPolicy::Strict, .miss = miss,
-                                                                 .resident_sets = 4});
+                                                                 .resident_sets = 4, .cpu_weights = weights});
         Engine engine(rt);
         std::vector<ServeRequest> requests;
         for (int t = 0; t < 4; ++t)
@@ -192,14 +197,15 @@ class TestRuntime : public QObject {
         for (int t = 0; t < 4; ++t) {
           const RequestResult& r = handles[static_cast<std::size_t>(t)]->wait();
           const double err = relative_error(r.logits.values, reference_logits(*own[static_cast<std::size_t>(t)], requests[static_cast<std::size_t>(t)].generation.prompt));
-          QVERIFY2(err <= 1e-5, qPrintable(QStringLiteral("%1 %2 %3: %4").arg(QString::fromStdString(fam), QString::fromStdString(miss)).arg(t).arg(err)));
+          QVERIFY2(err <= 1e-5, qPrintable(QStringLiteral("%1 %2 %3 %4: %5").arg(QString::fromStdString(fam), QString::fromUtf8(miss),
+                                                                            QString::fromUtf8(cpu_weights_name(weights))).arg(t).arg(err)));
           QVERIFY(r.stats.counters.total().misses > 0);
         }
         for (std::int64_t l = 0; l < 3; ++l) {
           const SlotPool& pool = rt->slots(l);
           std::int64_t kept = 0;
           for (std::int64_t s = 0; s < pool.size(); ++s) kept += pool.role(s) == SlotPool::Role::Spare && pool.content(s) >= 0;
-          QCOMPARE(kept > 0, miss != "transient");
+          QCOMPARE(kept > 0, std::string(miss) != "transient");
         }
         for (std::int64_t s = 0; s < rt->scratch().size(); ++s) QCOMPARE(rt->scratch().content(s), ExpertId(-1));
       }
@@ -667,7 +673,8 @@ class TestRuntime : public QObject {
 
   // The CPU backend keeps bf16 weights as stored and widens them as it reads: the same logits and
   // tokens as weights widened when loaded, bit for bit (prompts around the skinny kernel's 8 rows,
-  // decode batches of 1 and 10), on half the heap.
+  // decode batches of 1 and 10), on half the heap; read in place from the mapped files, the same
+  // again on less than half of that.
   void bf16WeightsHeldAsStoredAreFp32BitForBit() {
     Family family;
     open_family(family, {sample_family() / "base"});
@@ -697,16 +704,21 @@ class TestRuntime : public QObject {
       out.heap = mallinfo2().uordblks + mallinfo2().hblkhd - before;
       return out;
     };
-    const Served stored = serve(CpuWeights::Stored), widened = serve(CpuWeights::Fp32);
+    const Served stored = serve(CpuWeights::Stored), widened = serve(CpuWeights::Fp32), mapped = serve(CpuWeights::Mapped);
     QCOMPARE(stored.logits.size(), std::size_t(4));
-    for (std::size_t i = 0; i < stored.logits.size(); ++i)
-      QVERIFY2(stored.logits[i] == widened.logits[i],
-               qPrintable(QStringLiteral("prompt %1: relative error %2").arg(i).arg(relative_error(stored.logits[i], widened.logits[i]))));
-    QCOMPARE(stored.tokens, widened.tokens);
+    for (const Served* other : {&stored, &mapped}) {
+      for (std::size_t i = 0; i < other->logits.size(); ++i)
+        QVERIFY2(other->logits[i] == widened.logits[i],
+                 qPrintable(QStringLiteral("prompt %1: relative error %2").arg(i).arg(relative_error(other->logits[i], widened.logits[i]))));
+      QCOMPARE(other->tokens, widened.tokens);
+    }
     if (stored.heap == 0 && widened.heap == 0)  // a sanitizer's allocator: mallinfo2 sees none of it
       QSKIP("the bits matched; the heap held is not measurable under this build's allocator");
     QVERIFY2(static_cast<double>(widened.heap) > 1.6 * static_cast<double>(stored.heap),
              qPrintable(QStringLiteral("heap held: %1 widened, %2 as stored").arg(widened.heap).arg(stored.heap)));
+    // Read in place, the weights take no heap: what is left is the KV cache, the fp32 norms and the step's.
+    QVERIFY2(static_cast<double>(stored.heap) > 2.0 * static_cast<double>(mapped.heap),
+             qPrintable(QStringLiteral("heap held: %1 as stored, %2 read in place").arg(stored.heap).arg(mapped.heap)));
   }
 
   void plannerAndRuntimeCountTheSameBytes() {
@@ -805,6 +817,10 @@ class TestRuntime : public QObject {
     expect_mentions(error_of<InvalidArgument>([&] { Runtime(store, {.whole_model_swaps = true}); }), {"time-sharing"});
     expect_mentions(error_of<BudgetError>([&] { Runtime(store, {.budget_bytes = store.non_expert_bytes() / 2}); }),
                     {"non-expert weights"});
+    // Weights read in place cannot be paged out by a host budget.
+    const HostStore budgeted(family, std::uint64_t{1} << 30);
+    expect_mentions(error_of<InvalidArgument>([&] { Runtime(budgeted, {.cpu_weights = CpuWeights::Mapped}); }),
+                    {"--cpu-weights", "mapped", "host budget", "--cpu-weights stored"});
     // A budget past the machine's memory would bound nothing (issue 15, item 14).
     expect_mentions(error_of<InvalidArgument>([&] { Runtime(store, {.budget_bytes = std::uint64_t{1} << 60}); }),
                     {"budget", "1.00 EiB", "more than this machine's memory"});

@@ -107,7 +107,7 @@ EngineRow run_engine(const std::string& name, const std::vector<fs::path>& dirs,
   HostStore store(family);
   const ModelSpec& s = store.spec();
   const DType stored = store.tensor(store.expert_tensors(0).gate).dtype;
-  row.bytes_per_param = weights == CpuWeights::Stored && stored == DType::BF16 ? 2.0 : 4.0;
+  row.bytes_per_param = weights != CpuWeights::Fp32 && stored == DType::BF16 ? 2.0 : 4.0;
   std::vector<PinnedExpert> pinned;
   for (int t = 0; t < store.targets(); ++t)
     for (const PinnedExpert& p : every_position(s, t)) pinned.push_back(p);
@@ -164,11 +164,14 @@ void bench_engine_decode(const fs::path& dir, std::int64_t decode, int reps, int
   std::vector<EngineRow> rows;
   rows.push_back(run_engine("bf16 file, held bf16", {bf16}, CpuWeights::Stored, batches, prompts, decode, reps));
   rows.push_back(run_engine("bf16 file, held fp32", {bf16}, CpuWeights::Fp32, batches, prompts, decode, reps));
+  rows.push_back(run_engine("bf16 file, read in place", {bf16}, CpuWeights::Mapped, batches, prompts, decode, reps));
   rows.push_back(run_engine("fp32 file, held fp32", {fp32}, CpuWeights::Stored, batches, prompts, decode, reps));
+  rows.push_back(run_engine("fp32 file, read in place", {fp32}, CpuWeights::Mapped, batches, prompts, decode, reps));
   const std::vector<std::int64_t> mixed{4, 16};  // half of each batch a variant
   std::vector<EngineRow> pairs;
   pairs.push_back(run_engine("2 variants, held bf16", {pair / "v0", pair / "v1"}, CpuWeights::Stored, mixed, {}, decode, reps));
   pairs.push_back(run_engine("2 variants, held fp32", {pair / "v0", pair / "v1"}, CpuWeights::Fp32, mixed, {}, decode, reps));
+  pairs.push_back(run_engine("2 variants, in place", {pair / "v0", pair / "v1"}, CpuWeights::Mapped, mixed, {}, decode, reps));
 
   const auto params = static_cast<double>(parameter_count(spec));
   // A decode step reads every non-expert weight but the embedding (a row a token) and the experts its
@@ -183,12 +186,12 @@ void bench_engine_decode(const fs::path& dir, std::int64_t decode, int reps, int
               params / 1e9, dir.string().c_str(), threads, static_cast<long long>(decode), reps, gbs, cached_gbs);
   // Each step reads every variant's non-expert set, and the experts its tokens touched.
   auto table = [&](const std::vector<EngineRow>& of, const std::vector<std::int64_t>& sizes, const std::vector<std::int64_t>& prefills, int variants) {
-    std::printf("%-22s %9s", "weights", "RSS held");
+    std::printf("%-26s %9s", "weights", "RSS held");
     for (std::int64_t b : sizes) std::printf(" | B=%-2lld ms/step  floor  x floor", static_cast<long long>(b));
     for (std::int64_t p : prefills) std::printf(" | prefill %lld tok/s", static_cast<long long>(p));
     std::printf("\n");
     for (const EngineRow& r : of) {
-      std::printf("%-22s %9s", r.name.c_str(), format_bytes(r.rss).c_str());
+      std::printf("%-26s %9s", r.name.c_str(), format_bytes(r.rss).c_str());
       for (std::size_t i = 0; i < sizes.size(); ++i) {
         const double read = (variants * non_expert + static_cast<double>(spec.num_layers) * experts_read(spec, sizes[i], variants) * expert_params) *
                             r.bytes_per_param;

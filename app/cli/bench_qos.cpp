@@ -70,7 +70,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--device", o->device, "cpu | cuda: serve every strategy on this device, whatever the config's \"device\" says");
   cmd->add_option("--host-budget", o->host_budget, "the host tier's budget (e.g. 16GiB, or all), whatever the config's \"host_budget\" says");
   cmd->add_option("--cpu-weights", o->cpu_weights,
-                  "stored | fp32: how the CPU backend holds every strategy's weights, whatever the config's \"cpu_weights\" says");
+                  "stored | fp32 | mapped: how the CPU backend holds every strategy's weights, whatever the config's \"cpu_weights\" says");
   cmd->add_flag("--json", o->json, "print the runs' summaries as one JSON document (times in seconds) instead of the table");
   cmd->callback([o] {
     configure_threads(o->threads);
@@ -80,7 +80,7 @@ void add_bench_command(CLI::App& app) {
     if (!o->host_budget.empty()) set_sweep_host_budget(config, host_budget_bytes(o->host_budget));
     if (!o->cpu_weights.empty()) {
       const auto weights = parse_cpu_weights(o->cpu_weights);
-      if (!weights) throw InvalidArgument("--cpu-weights", "'" + o->cpu_weights + "'", "is not a weight layout", "use stored or fp32");
+      if (!weights) throw InvalidArgument("--cpu-weights", "'" + o->cpu_weights + "'", "is not a weight layout", "use stored, fp32 or mapped");
       set_sweep_cpu_weights(config, *weights);
     }
     if (config.clock != RunClock::Simulated)  // whichever override was given

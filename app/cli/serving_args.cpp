@@ -89,7 +89,8 @@ void ServingArgs::add_to(CLI::App* cmd, bool with_model, bool with_target) {
   cmd->add_option("--device", device, "cpu (the fp32 reference) | cuda (bf16 weights on the GPU)")->default_val("cpu");
   cmd->add_option("--cpu-weights", cpu_weights,
                   "stored (bf16 weights stay bf16 on the CPU, widened to fp32 as they are read: the same numbers, half the memory and "
-                  "bytes per token) | fp32 (every weight widened when loaded)")
+                  "bytes per token) | fp32 (every weight widened when loaded) | mapped (bf16 and fp32 weights read where the checkpoints are "
+                  "mapped: no copies, the files held once; loads and swaps move nothing; not with --host-budget)")
       ->default_val("stored");
   cmd->add_option("--stats", stats, "write hits, misses, loads, swaps, timings and engine steps to this JSON file");
 }
@@ -114,7 +115,7 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
   config.miss = a.miss;
   config.device = checked_device(a.device);
   const auto cpu_weights = parse_cpu_weights(a.cpu_weights);
-  if (!cpu_weights) throw InvalidArgument("--cpu-weights", "'" + a.cpu_weights + "'", "is not a weight layout", "use stored or fp32");
+  if (!cpu_weights) throw InvalidArgument("--cpu-weights", "'" + a.cpu_weights + "'", "is not a weight layout", "use stored, fp32 or mapped");
   config.cpu_weights = *cpu_weights;
   config.reserve.miss_slots = a.miss_slots;
   if (a.resident_sets == "auto") {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 
 #include "common/error.h"
 #include "model/dtype.h"
@@ -45,13 +46,39 @@ at::ScalarType set_dtype(const HostTensor& t, const std::string& name, CpuWeight
   return weights == CpuWeights::Stored && t.dtype == DType::BF16 && matrix ? at::kBFloat16 : at::kFloat;
 }
 
-// `n` slots of which [delta_only.first, + .second) hold a packed delta only.
-ExpertSlots make_slots(const ModelSpec& s, std::int64_t n, at::ScalarType dtype, std::pair<std::int64_t, std::int64_t> delta_only = {0, 0}) {
+// Whether a tensor the backend wants in `want` can be read where the checkpoint maps it: stored in
+// that dtype, and aligned for it (safetensors aligns data to 8 bytes; other files need not).
+bool readable_in_place(const HostTensor& t, at::ScalarType want) {
+  const bool kernel_dtype = t.dtype == DType::BF16 || t.dtype == DType::F32;
+  return kernel_dtype && aten_type(t.dtype) == want && reinterpret_cast<std::uintptr_t>(t.bytes.data()) % dtype_size(t.dtype) == 0;
+}
+
+// CpuWeights::Mapped: the store's tensor itself where it can be read in place (a view of the mapped
+// file, valid while the store is: a change of family re-points it, CpuBackend::rebase), else a copy
+// in `want`, counted in `read`.
+at::Tensor in_place_or_copy(const HostStore& store, TensorId id, at::ScalarType want, TierRead& read) {
+  const HostTensor& t = store.tensor(id);
+  if (readable_in_place(t, want))
+    return at::from_blob(const_cast<std::byte*>(t.bytes.data()), t.shape, at::TensorOptions().dtype(want));
+  at::Tensor copy = at::empty(t.shape, want);
+  read += fill_tensor(store, id, copy);
+  return copy;
+}
+
+// An expert tensor's dtype in a mapped slot: bf16 and fp32 as stored (the kernels read both), others fp32.
+at::ScalarType mapped_expert_dtype(const HostTensor& t) { return t.dtype == DType::BF16 ? at::kBFloat16 : at::kFloat; }
+
+// `n` slots of which [delta_only.first, + .second) hold a packed delta only; `in_place`: each slot
+// holds its own tensors (CpuWeights::Mapped) instead of a row of the stacked ones.
+ExpertSlots make_slots(const ModelSpec& s, std::int64_t n, at::ScalarType dtype, bool in_place,
+                       std::pair<std::int64_t, std::int64_t> delta_only = {0, 0}) {
   const auto [first, count] = delta_only;
   ExpertSlots out;
   // Uninitialized: a slot is read only after a load.
-  out.gate_up = at::empty({n - count, 2 * s.expert_intermediate, s.hidden_size}, dtype);
-  out.down = at::empty({n - count, s.hidden_size, s.expert_intermediate}, dtype);
+  const std::int64_t stacked = in_place ? 0 : n - count;
+  out.gate_up = at::empty({stacked, 2 * s.expert_intermediate, s.hidden_size}, dtype);
+  out.down = at::empty({stacked, s.hidden_size, s.expert_intermediate}, dtype);
+  if (in_place) out.in_place.resize(static_cast<std::size_t>(n - count));
   for (std::int64_t i = 0; i < n; ++i) {
     out.dense.push_back(i < first ? i : i < first + count ? -1 : i - count);
     out.delta_only.push_back(out.dense.back() < 0);
@@ -66,11 +93,14 @@ ExpertSlots make_slots(const ModelSpec& s, std::int64_t n, at::ScalarType dtype,
 
 CpuBackend::CpuBackend(const HostStore& store, const BackendShape& shape) : store_(&store), shape_(shape) {
   const ModelSpec& s = store.spec();
-  expert_dtype_ = shape.cpu_weights == CpuWeights::Stored && experts_bf16(store) ? at::kBFloat16 : at::kFloat;
+  if (mapped() && store.tier().budget())
+    throw InvalidArgument("--cpu-weights", "mapped", "reads every weight where its checkpoint is mapped, which a host budget pages out",
+                          "serve without --host-budget, or with --cpu-weights stored");
+  expert_dtype_ = shape.cpu_weights != CpuWeights::Fp32 && experts_bf16(store) ? at::kBFloat16 : at::kFloat;
   for (std::size_t l = 0; l < shape.layer_slots.size(); ++l)
-    slots_.push_back(make_slots(s, shape.layer_slots[l], expert_dtype_,
+    slots_.push_back(make_slots(s, shape.layer_slots[l], expert_dtype_, mapped(),
                                 l < shape.layer_delta_only.size() ? shape.layer_delta_only[l] : std::pair<std::int64_t, std::int64_t>{}));
-  scratch_ = make_slots(s, shape.scratch_slots, expert_dtype_);
+  scratch_ = make_slots(s, shape.scratch_slots, expert_dtype_, mapped());
   const auto& names = store.non_expert_names();
   for (std::size_t i = 0; i < names.size(); ++i) name_index_.emplace(names[i], i);
   buffers_.resize(static_cast<std::size_t>(shape.buffers));
@@ -99,6 +129,8 @@ TierRead CpuBackend::load_expert(std::int64_t layer, SlotRef slot, ExpertId expe
     while (base < to.held.size() && (to.held[base] != e.dense || to.delta_only[base])) ++base;
     if (e.delta < 0 || base == to.held.size()) throw std::logic_error("a delta-only slot loaded without its base pinned in the layer");
     to.dense[at] = to.dense[base];
+  } else if (mapped()) {
+    to.in_place[static_cast<std::size_t>(to.dense[at])] = expert_in_place(*store_, expert, bytes);
   } else {
     const std::int64_t I = store_->spec().expert_intermediate, d = to.dense[at];
     // One pass each: a copy as stored, or converting to fp32.
@@ -115,6 +147,17 @@ TierRead CpuBackend::load_expert(std::int64_t layer, SlotRef slot, ExpertId expe
   return bytes;
 }
 
+MlpWeights CpuBackend::expert_in_place(const HostStore& store, ExpertId id, TierRead& read) const {
+  const HostExpert& e = store.expert_tensors(id);
+  auto get = [&](TensorId t) { return in_place_or_copy(store, t, mapped_expert_dtype(store.tensor(t)), read); };
+  return {.down = get(e.down), .gate = get(e.gate), .up = get(e.up)};
+}
+
+at::ScalarType CpuBackend::buffer_dtype(const HostTensor& t, std::size_t i) const {
+  // Mapped reads what Stored would copy as stored in place, and fp32 tensors too.
+  return set_dtype(t, store_->non_expert_names()[i], mapped() ? CpuWeights::Stored : shape_.cpu_weights);
+}
+
 // A fill ahead converts the set on a thread of its own, so that it overlaps the steps that run
 // meanwhile (none of which reads `buffer`); the bytes it will read are counted here, before it starts.
 std::uint64_t CpuBackend::start_set(int buffer, int set) {
@@ -122,8 +165,10 @@ std::uint64_t CpuBackend::start_set(int buffer, int set) {
   const SetBuffer& b = buffers_[static_cast<std::size_t>(buffer)];
   const std::vector<TensorId>& ids = store_->set_tensors(set);
   std::uint64_t bytes = 0;
-  for (std::size_t i = 0; i < ids.size(); ++i)
-    if (b.held[i] != ids[i]) bytes += store_->tensor(ids[i]).bytes.size();
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const HostTensor& t = store_->tensor(ids[i]);
+    if (b.held[i] != ids[i] && !(mapped() && readable_in_place(t, buffer_dtype(t, i)))) bytes += t.bytes.size();
+  }
   fills_[static_cast<std::size_t>(buffer)] = std::async(std::launch::async, [this, buffer, set] { return fill(buffer, set); });
   return bytes;
 }
@@ -150,20 +195,31 @@ std::uint64_t CpuBackend::fill(int buffer, int set) {
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (b.held[i] == ids[i]) continue;  // the same tensor: nothing to copy
     const HostTensor& t = store_->tensor(ids[i]);
-    const at::ScalarType dtype = set_dtype(t, store_->non_expert_names()[i], shape_.cpu_weights);
+    const at::ScalarType dtype = buffer_dtype(t, i);
     at::Tensor& to = b.tensors[i];
-    if (!to.defined() || to.sizes() != at::IntArrayRef(t.shape) || to.scalar_type() != dtype) to = at::empty(t.shape, dtype);
-    bytes += fill_tensor(*store_, ids[i], to).bytes;
+    if (mapped()) {
+      TierRead read;
+      to = in_place_or_copy(*store_, ids[i], dtype, read);
+      bytes += read.bytes;
+    } else {
+      if (!to.defined() || to.sizes() != at::IntArrayRef(t.shape) || to.scalar_type() != dtype) to = at::empty(t.shape, dtype);
+      bytes += fill_tensor(*store_, ids[i], to).bytes;
+    }
     b.held[i] = ids[i];
   }
-  b.weights = assemble_weights(store_->spec(), [&](const std::string& name) { return b.tensors[name_index_.at(name)]; },
-                               /*with_experts=*/false);
+  assemble(b);
   return bytes;
+}
+
+void CpuBackend::assemble(SetBuffer& b) const {
+  // Mapped keeps gate and up apart: joining them would copy what is read in place.
+  b.weights = assemble_weights(store_->spec(), [&](const std::string& name) { return b.tensors[name_index_.at(name)]; },
+                               /*with_experts=*/false, /*join_mlps=*/!mapped());
 }
 
 void CpuBackend::rebase(const HostStore& next, const StoreMap& map) {
   for (std::size_t b = 0; b < fills_.size(); ++b) wait_set(static_cast<int>(b));  // they read the store
-  if (expert_dtype_ == at::kBFloat16 && !experts_bf16(next))  // before anything changes: the runtime serves on
+  if (!mapped() && expert_dtype_ == at::kBFloat16 && !experts_bf16(next))  // before anything changes: the runtime serves on
     throw InvalidArgument("family", "experts", "are not all bf16, and the runtime's slots hold bf16 (as the family served so far)",
                           "serve a family of one dtype, or serve with --cpu-weights fp32");
   store_ = &next;
@@ -171,6 +227,38 @@ void CpuBackend::rebase(const HostStore& next, const StoreMap& map) {
   std::ranges::transform(scratch_.held, scratch_.held.begin(), expert);
   for (ExpertSlots& slots : slots_) std::ranges::transform(slots.held, slots.held.begin(), expert);
   for (SetBuffer& b : buffers_) std::ranges::transform(b.held, b.held.begin(), [&](TensorId t) { return map.tensor_of(t); });
+  if (mapped()) repoint(next);
+}
+
+// Mapped: slots and buffers read the previous store's files, which may go with it; each now reads
+// the same tensor in the next store's (what nobody holds any more is dropped: it is filled before it
+// is read again). Copies of tensors not read in place are made again: a change of family is rare.
+void CpuBackend::repoint(const HostStore& next) {
+  TierRead unused;
+  auto slots_of = [&](ExpertSlots& to) {
+    for (std::size_t at = 0; at < to.held.size(); ++at) {
+      if (to.delta_only[at]) continue;
+      MlpWeights& w = to.in_place[static_cast<std::size_t>(to.dense[at])];
+      w = to.held[at] >= 0 ? expert_in_place(next, to.held[at], unused) : MlpWeights{};
+    }
+  };
+  slots_of(scratch_);
+  for (ExpertSlots& to : slots_) slots_of(to);
+  for (SetBuffer& b : buffers_) {
+    bool whole = true;
+    for (std::size_t i = 0; i < b.held.size(); ++i) {
+      if (b.held[i] < 0) {
+        b.tensors[i] = at::Tensor();
+        whole = false;
+        continue;
+      }
+      b.tensors[i] = in_place_or_copy(next, b.held[i], buffer_dtype(next.tensor(b.held[i]), i), unused);
+    }
+    if (whole)
+      assemble(b);
+    else
+      b.weights = {};  // filled before it runs again (fill() assembles it then)
+  }
 }
 
 void CpuBackend::reserve_kv(std::int64_t blocks) {

@@ -19,6 +19,9 @@ namespace mosaic::cpu {
 struct ExpertSlots {
   at::Tensor gate_up;  // [dense slots, 2I, H]
   at::Tensor down;     // [dense slots, H, I]
+  // CpuWeights::Mapped: [dense slots] each slot's own tensors, gate and up apart (the checkpoint's
+  // mapped bytes, or fp32 copies of a dtype the kernels do not read); gate_up and down hold none then.
+  std::vector<MlpWeights> in_place;
   // [slots]: where each slot's dense weights are; a delta-only slot's are its base's slot's (-1 until loaded).
   std::vector<std::int64_t> dense;
   std::vector<char> delta_only;  // [slots]
@@ -29,6 +32,7 @@ struct ExpertSlots {
   MlpWeights view(std::int64_t slot) const {
     const std::int64_t d = dense[static_cast<std::size_t>(slot)];
     if (d < 0) throw std::logic_error("a delta-only expert slot read before it was loaded");
+    if (!in_place.empty()) return in_place[static_cast<std::size_t>(d)];
     return {gate_up[d], down[d]};
   }
 };
@@ -87,6 +91,13 @@ class CpuBackend final : public Backend {
   void reserve_kv(std::int64_t blocks);
   const ModelWeights& weights(int buffer) const { return buffers_[static_cast<std::size_t>(buffer)].weights; }
   std::uint64_t fill(int buffer, int set);  // load_set's work, on whichever thread runs it
+  bool mapped() const { return shape_.cpu_weights == CpuWeights::Mapped; }
+  // The dtype a buffer holds non-expert tensor `i` of the store in.
+  at::ScalarType buffer_dtype(const HostTensor& t, std::size_t i) const;
+  // Mapped: a slot's tensors from the store (`id` a dense expert), in place where they can be.
+  MlpWeights expert_in_place(const HostStore& store, ExpertId id, TierRead& read) const;
+  void assemble(SetBuffer& b) const;    // its weights from its tensors
+  void repoint(const HostStore& next);  // Mapped, after a rebase: every view into the next store's files
 
   const HostStore* store_;  // the family's, until a change served in place hands over the next
   BackendShape shape_;

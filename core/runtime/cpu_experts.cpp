@@ -77,7 +77,7 @@ void CpuBackend::run_groups(std::int64_t layer, const RouteWave& wave, const at:
     const auto n = static_cast<std::int64_t>(rows.size());
     const at::Tensor idx = at::from_blob(rows.data(), {n}, at::kLong);
     const at::Tensor x = h.index_select(0, idx);  // [n, H], contiguous
-    at::Tensor gu = project(x, m.gate_up);          // [n, 2I]: the base's GEMM, once
+    at::Tensor gu = gate_up_product(x, m, /*batched=*/true);  // [n, 2I]: the base's GEMMs, once
     const std::int64_t I = gu.size(1) / 2;
     auto each_delta = [&](auto&& body) {
       for (std::size_t i = 0; i < groups.size(); ++i) {

@@ -82,7 +82,7 @@ at::Tensor CpuBackend::moe(std::int64_t layer, const at::Tensor& h, const StepLa
 
   for (const auto& g : layout.groups) {
     const LayerWeights& L = weights(g.buffer).layers[l];
-    if (!L.shared.gate_up.defined()) continue;
+    if (!L.shared.defined()) continue;
     const at::Tensor hg = h.narrow(0, g.begin, g.end - g.begin);
     const at::Tensor shared = swiglu(hg, L.shared, true);
     // Qwen2-MoE's shared expert through its sigmoid gate; DeepSeek's shared experts as they are.

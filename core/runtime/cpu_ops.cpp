@@ -121,9 +121,15 @@ Routed route_tokens(const ModelSpec& s, const at::Tensor& logits, const at::Tens
   return {weights.contiguous(), ids.contiguous()};
 }
 
+at::Tensor gate_up_product(const at::Tensor& x, const MlpWeights& m, bool batched) {
+  const auto proj = batched ? project : affine;
+  if (m.gate_up.defined()) return proj(x, m.gate_up, {});
+  return at::cat({proj(x, m.gate, {}), proj(x, m.up, {})}, -1);  // the join costs [n, 2I] floats, not weights
+}
+
 at::Tensor swiglu(const at::Tensor& x, const MlpWeights& m, bool batched) {
   const auto proj = batched ? project : affine;
-  const at::Tensor gu = proj(x, m.gate_up, {});  // [n, 2I]
+  const at::Tensor gu = gate_up_product(x, m, batched);  // [n, 2I]
   const std::int64_t I = gu.size(-1) / 2;
   return proj(at::silu(gu.narrow(-1, 0, I)) * gu.narrow(-1, I, I), m.down, {});
 }

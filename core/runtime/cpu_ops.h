@@ -46,6 +46,8 @@ struct Routed {
 Routed route_tokens(const ModelSpec& s, const at::Tensor& logits, const at::Tensor& bias = {}, const at::Tensor& absent = {});
 // SwiGLU MLP: down(silu(gate(x)) * up(x)), gate and up stacked in one weight.
 // `batched`: the projections go through project() (the batched step), else affine() (the reference).
+// x · [gate; up]ᵀ, [n, 2I], whether the MLP holds gate_up joined or gate and up apart.
+at::Tensor gate_up_product(const at::Tensor& x, const MlpWeights& m, bool batched = false);
 at::Tensor swiglu(const at::Tensor& x, const MlpWeights& m, bool batched = false);
 // out[rows] += weights · SwiGLU_m(x[rows]): one expert over the tokens routed to it.
 void add_expert(const at::Tensor& x, const std::vector<std::int64_t>& rows, const std::vector<float>& weights,

@@ -1,5 +1,5 @@
 #pragma once
-// The CPU backend's fp32 weight tensors. Internal: include only from backend .cpp files.
+// The CPU backend's weight tensors (fp32, or bf16 as stored). Internal: include only from backend .cpp files.
 #include <ATen/ATen.h>
 
 #include <functional>
@@ -13,6 +13,10 @@ namespace mosaic {
 struct MlpWeights {
   at::Tensor gate_up;  // [2*I, H]: gate rows then up rows, so one GEMM feeds SwiGLU
   at::Tensor down;     // [H, I]
+  // Apart instead of gate_up (undefined then): the checkpoint's own tensors, where the CPU backend
+  // reads them in place (CpuWeights::Mapped) and joining them would copy.
+  at::Tensor gate, up;  // [I, H] each
+  bool defined() const { return down.defined(); }
 };
 
 struct LayerWeights {
@@ -40,9 +44,10 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;
 };
 
-// A model's fp32 weights from a lookup by tensor name (a checkpoint, or a host-store set); the routed
-// experts only when asked (a device's non-expert set leaves them to the slots).
+// A model's weights from a lookup by tensor name (a checkpoint, or a host-store set); the routed
+// experts only when asked (a device's non-expert set leaves them to the slots). `join_mlps`: each
+// MLP's gate and up as one gate_up (a copy); else apart, as the lookup returned them.
 using TensorGetter = std::function<at::Tensor(const std::string& name)>;
-ModelWeights assemble_weights(const ModelSpec& spec, const TensorGetter& get, bool with_experts);
+ModelWeights assemble_weights(const ModelSpec& spec, const TensorGetter& get, bool with_experts, bool join_mlps = true);
 
 }  // namespace mosaic

@@ -26,8 +26,12 @@ std::optional<std::uint64_t> device_memory_bytes(Device d);
 // widened to fp32 in registers as a decode step reads them (exact: the results are fp32's, bit for
 // bit), at half the bytes to hold, copy and stream; other dtypes are widened to fp32 when loaded.
 // Fp32: every weight widened when loaded (the reference forward's layout; twice the memory).
-enum class CpuWeights { Stored, Fp32 };
+// Mapped: as Stored, but a bf16 or fp32 tensor is not copied at all: slots and set buffers are the
+// checkpoints' mapped bytes, read in place (the host tier must hold every tensor: no host budget).
+// Loads and swaps then cost nothing and the process holds the files once; a budget still decides
+// what the runtime plans as resident, but on a CPU nothing is moved to honour it.
+enum class CpuWeights { Stored, Fp32, Mapped };
 std::string_view cpu_weights_name(CpuWeights w);
-std::optional<CpuWeights> parse_cpu_weights(std::string_view name);  // "stored" or "fp32"
+std::optional<CpuWeights> parse_cpu_weights(std::string_view name);  // "stored", "fp32" or "mapped"
 
 }  // namespace mosaic

@@ -12,11 +12,19 @@ std::optional<Device> parse_device(std::string_view name) {
   return std::nullopt;
 }
 
-std::string_view cpu_weights_name(CpuWeights w) { return w == CpuWeights::Fp32 ? "fp32" : "stored"; }
+std::string_view cpu_weights_name(CpuWeights w) {
+  switch (w) {
+    case CpuWeights::Fp32: return "fp32";
+    case CpuWeights::Mapped: return "mapped";
+    case CpuWeights::Stored: break;
+  }
+  return "stored";
+}
 
 std::optional<CpuWeights> parse_cpu_weights(std::string_view name) {
   if (name == "stored") return CpuWeights::Stored;
   if (name == "fp32") return CpuWeights::Fp32;
+  if (name == "mapped") return CpuWeights::Mapped;
   return std::nullopt;
 }
 

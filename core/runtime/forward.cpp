@@ -122,7 +122,7 @@ at::Tensor moe(const ModelSpec& s, const LayerWeights& L, const at::Tensor& h, c
               {mid.data_ptr<float>(), static_cast<std::size_t>(mid.numel())});
     }
   if (L.shared_gate.defined()) out += at::sigmoid(affine(x, L.shared_gate)) * swiglu(x, L.shared);
-  else if (L.shared.gate_up.defined()) out += swiglu(x, L.shared);  // DeepSeek's shared experts: no gate
+  else if (L.shared.defined()) out += swiglu(x, L.shared);  // DeepSeek's shared experts: no gate
   return out.view(h.sizes());
 }
 

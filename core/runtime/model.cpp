@@ -20,11 +20,12 @@ std::unique_ptr<Model> Model::load(const Checkpoint& ck) {
   return std::unique_ptr<Model>(new Model(ck.spec(), std::move(w)));
 }
 
-ModelWeights assemble_weights(const ModelSpec& s, const TensorGetter& get, bool with_experts) {
+ModelWeights assemble_weights(const ModelSpec& s, const TensorGetter& get, bool with_experts, bool join_mlps) {
   const WeightNames n(s);
   auto mlp = [&](auto name_of) {
-    return MlpWeights{at::cat({get(name_of(ExpertRole::Gate)), get(name_of(ExpertRole::Up))}, 0),
-                      get(name_of(ExpertRole::Down))};
+    at::Tensor gate = get(name_of(ExpertRole::Gate)), up = get(name_of(ExpertRole::Up)), down = get(name_of(ExpertRole::Down));
+    if (join_mlps) return MlpWeights{.gate_up = at::cat({gate, up}, 0), .down = down};
+    return MlpWeights{.down = down, .gate = gate, .up = up};
   };
 
   ModelWeights out;

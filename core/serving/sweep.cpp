@@ -124,7 +124,7 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
   if (j.contains("cpu_weights")) {
     if (c.clock == RunClock::Simulated) fail("cpu_weights", "is how the CPU backend holds weights, and the simulated clock runs no engine");
     const auto w = j["cpu_weights"].is_string() ? parse_cpu_weights(j["cpu_weights"].get<std::string>()) : std::nullopt;
-    if (!w) fail("cpu_weights", "must be stored (bf16 weights held as bf16) or fp32 (widened copies)");
+    if (!w) fail("cpu_weights", "must be stored (bf16 weights held as bf16), fp32 (widened copies) or mapped (read in place)");
     c.cpu_weights = *w;
   }
   if (j.contains("host_budget")) {
