@@ -235,8 +235,11 @@ class TestRuntime : public QObject {
       const auto pinned = pinned_from_layout(layout, match_layout(layout, family, a->sha256, "layout"));
       std::vector<std::unique_ptr<Model>> own;
       for (const Variant& v : family.variants()) own.push_back(Model::load(*v.checkpoint));
-      for (std::string miss : {"transient", "lru", "prefetch"}) {
-        Engine engine(std::make_shared<Runtime>(store, RuntimeConfig{.pinned = pinned, .hit = HitPolicy::Strict, .miss = miss, .resident_sets = 2}));
+      // Read in place too: the dense first layer's MLP and the shared experts with gate and up apart.
+      for (const auto& [miss, weights] : {std::pair{"transient", CpuWeights::Stored}, {"lru", CpuWeights::Stored},
+                                          {"prefetch", CpuWeights::Stored}, {"lru", CpuWeights::Mapped}}) {
+        Engine engine(std::make_shared<Runtime>(store, RuntimeConfig{.pinned = pinned, .hit = HitPolicy::Strict, .miss = miss, .resident_sets = 2,
+                                                                     .cpu_weights = weights}));
         std::vector<ServeRequest> requests;
         for (int i = 0; i < 4; ++i)
           requests.push_back({store.name(i % 2), {.prompt = prompt_of(6 + 3 * i, 40 + i, spec.vocab_size), .max_new_tokens = i < 2 ? 0 : 8}, i < 2});
@@ -248,7 +251,10 @@ class TestRuntime : public QObject {
           const ServeRequest& q = requests[static_cast<std::size_t>(i)];
           if (q.prompt_logits) {
             const double err = relative_error(r.logits.values, reference_logits(m, q.generation.prompt));
-            QVERIFY2(err <= 1e-5, qPrintable(QStringLiteral("%1 %2 request %3: %4").arg(QString::fromStdString(arch), QString::fromStdString(miss)).arg(i).arg(err)));
+            QVERIFY2(err <= 1e-5, qPrintable(QStringLiteral("%1 %2 %3 request %4: %5")
+                                                 .arg(QString::fromStdString(arch), QString::fromUtf8(miss), QString::fromUtf8(cpu_weights_name(weights)))
+                                                 .arg(i)
+                                                 .arg(err)));
           } else {
             QCOMPARE(r.tokens, generate(m, {.prompt = q.generation.prompt, .max_new_tokens = 8}).tokens);
           }

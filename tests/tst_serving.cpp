@@ -665,6 +665,25 @@ class TestServing : public QObject {
       s.set_device(Device::Cpu);
       s.plan(0, Policy::RoundRobin);
     }
+    // How the CPU backend holds weights: the layout on screen served read in place gives the same
+    // tokens, and later plans keep it; refused under a host budget, with the session as it was.
+    const std::vector<std::int64_t> stored = s.engine().submit({"ft2", {.prompt = {1, 2, 3}, .max_new_tokens = 4}})->wait().tokens;
+    s.set_cpu_weights(CpuWeights::Mapped);
+    QVERIFY(s.runtime().config().cpu_weights == CpuWeights::Mapped);
+    QCOMPARE(s.layout().plan.map, map);
+    QCOMPARE(s.engine().submit({"ft2", {.prompt = {1, 2, 3}, .max_new_tokens = 4}})->wait().tokens, stored);
+    s.plan(0, Policy::Medoid);
+    QVERIFY(s.runtime().config().cpu_weights == CpuWeights::Mapped);
+    s.set_cpu_weights(CpuWeights::Stored);
+    s.plan(0, Policy::RoundRobin);
+    {
+      auto budgeted = Session::open({fixture("olmoe", "base"), fixture("olmoe", "ft2")}, {}, std::uint64_t{1} << 30);
+      QVERIFY2(budgeted.ok(), budgeted.error_message().c_str());
+      (*budgeted)->plan(0, Policy::RoundRobin);
+      const Runtime* held = &(*budgeted)->runtime();
+      expect_mentions(error_of<InvalidArgument>([&] { (*budgeted)->set_cpu_weights(CpuWeights::Mapped); }), {"mapped", "host budget"});
+      QVERIFY((*budgeted)->cpu_weights() == CpuWeights::Stored && &(*budgeted)->runtime() == held);
+    }
     // One checkpoint opens too: its distances are all 0, and it plans and serves.
     auto single = Session::open({fixture("olmoe", "ft2")});
     QVERIFY2(single.ok(), single.error_message().c_str());
@@ -875,6 +894,14 @@ class TestServing : public QObject {
     save_session_file(scratch("host-session.json"), gpu);
     QCOMPARE(load_session_file(scratch("host-session.json")).host_budget_bytes, std::optional<std::uint64_t>(3ull << 30));
     expect_mentions(error(R"({"schema": "mosaic.session/1", "variants": ["a"], "host_budget_bytes": "lots"})"), {"session.json", "host_budget_bytes", "bytes"});
+    // How the CPU backend holds weights: stored unless the file says otherwise, written back only then.
+    QVERIFY(load_session_file(scratch("cpu-session.json")).cpu_weights == CpuWeights::Stored);
+    QVERIFY(!nlohmann::json::parse(std::ifstream(scratch("cpu-session.json"))).contains("cpu_weights"));
+    gpu.cpu_weights = CpuWeights::Mapped;
+    save_session_file(scratch("mapped-session.json"), gpu);
+    QVERIFY(load_session_file(scratch("mapped-session.json")).cpu_weights == CpuWeights::Mapped);
+    expect_mentions(error(R"({"schema": "mosaic.session/1", "variants": ["a"], "cpu_weights": "int4"})"),
+                    {"session.json", "cpu_weights", "stored, fp32 or mapped"});
   }
 };
 

@@ -249,10 +249,35 @@ class WorkbenchTest : public QObject {
     QCOMPARE(panel->hostBudget(), budget);
     QCOMPARE(panel->model()->family().host_budget, budget);
 
+    // Weights read in place cannot be paged out by a host budget: refused, the box back to what serves.
+    QSignalSpy weightsFailed(window_->engine(), &EngineHost::cpuWeightsFailed);
+    Q_EMIT panel->cpuWeightsRequested(QStringLiteral("mapped"));  // as choosing in the box does
+    QVERIFY(weightsFailed.wait(30000));
+    QVERIFY2(panel->errorText().contains(QStringLiteral("host budget")) && panel->errorText().contains(QStringLiteral("CPU weights")),
+             qPrintable(panel->errorText()));
+    QCOMPARE(panel->cpuWeights(), QStringLiteral("stored"));
+
     Q_EMIT panel->hostBudgetRequested(0);
     QTRY_COMPARE_WITH_TIMEOUT(panel->model()->family().host_budget, qint64(0), 120000);
     QTRY_COMPARE_WITH_TIMEOUT(window_->layoutPanel()->grid()->layoutInfo().disk_bytes, qint64(0), 30000);
     QCOMPARE(panel->hostBudgetBox()->text(), QStringLiteral("all"));
+
+    // Without one, the family is served read in place: a chat answers, and a saved session says so.
+    QSignalSpy weightsChanged(window_->engine(), &EngineHost::cpuWeightsChanged);
+    Q_EMIT panel->cpuWeightsRequested(QStringLiteral("mapped"));
+    QVERIFY(weightsChanged.wait(30000));
+    QCOMPARE(panel->cpuWeights(), QStringLiteral("mapped"));
+    window_->chatPane()->newChat();
+    window_->chatPane()->promptEdit()->setText(QStringLiteral("In the beginning"));
+    window_->chatPane()->send();
+    QVERIFY(finished.wait(60000));
+    QTemporaryDir dir;
+    const QString file = dir.filePath(QStringLiteral("mapped.json"));
+    QVERIFY(window_->saveSession(file));
+    QVERIFY(load_session_file(file.toStdString()).cpu_weights == CpuWeights::Mapped);
+    Q_EMIT panel->cpuWeightsRequested(QStringLiteral("stored"));
+    QVERIFY(weightsChanged.wait(30000));
+    QCOMPARE(panel->cpuWeights(), QStringLiteral("stored"));
   }
 
   void distance_heatmaps_and_their_export() {

@@ -79,6 +79,7 @@ void Session::plan_hybrid(std::uint64_t budget_bytes, const ReserveSpec& reserve
   // The runtime decides what the budget holds; the layout records what it pinned.
   RuntimeConfig config = hybrid_planning_config(*store_, analysis_.distances, budget, reserve);
   config.device = device_;
+  config.cpu_weights = cpu_weights_;
   auto runtime = std::make_shared<Runtime>(*store_, std::move(config));
   Layout layout = make_layout(*family_, analysis_.sha256, hybrid_plan_from(*store_, analysis_.distances, base, runtime->config().pinned));
   layout.budget_bytes = budget;
@@ -202,6 +203,7 @@ RuntimeConfig Session::runtime_config(const Layout& layout, const std::vector<in
   config.reserve = reserve;
   config.resident_sets = RuntimeConfig::kAutoSets;  // every set the budget holds beside the layout
   config.device = device_;
+  config.cpu_weights = cpu_weights_;
   pin_layout(config, layout, to_store, *store_);
   return config;
 }
@@ -215,15 +217,21 @@ void Session::set_device(Device device) {
   if (device == device_) return;
   if (const auto why = device_unavailable(device))
     throw DeviceError("device " + std::string(device_name(device)), "", *why, "serve on the cpu on this machine");
-  if (!runtime_) {
-    device_ = device;
-    return;
-  }
-  // The runtime on screen, rebuilt on the other device: its pins, budget and policies as they are.
-  RuntimeConfig config = runtime_->config();
-  config.device = device;
-  install(std::make_shared<Runtime>(*store_, std::move(config)), layout_, capacity_);  // throws before anything changes
+  rebuild([&](RuntimeConfig& c) { c.device = device; });
   device_ = device;
+}
+
+void Session::set_cpu_weights(CpuWeights weights) {
+  if (weights == cpu_weights_) return;
+  rebuild([&](RuntimeConfig& c) { c.cpu_weights = weights; });
+  cpu_weights_ = weights;
+}
+
+void Session::rebuild(const std::function<void(RuntimeConfig&)>& change) {
+  if (!runtime_) return;
+  RuntimeConfig config = runtime_->config();
+  change(config);
+  install(std::make_shared<Runtime>(*store_, std::move(config)), layout_, capacity_);  // throws before anything changes
 }
 
 void Session::install(std::shared_ptr<Runtime> runtime, Layout layout, CapacityPlan cap) {

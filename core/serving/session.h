@@ -3,6 +3,7 @@
 // host store, a layout planned from a budget and a policy, and the one engine that serves it — the
 // chat's requests and a sweep's alike. Not thread-safe: one thread owns a Session; its Engine serves
 // on a thread of its own and accepts requests from any.
+#include <functional>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -88,6 +89,11 @@ class Session {
   // BudgetError (the layout's budget is beyond the device) and the session is then as it was.
   void set_device(Device device);
   Device device() const { return device_; }
+  // How the CPU backend holds weights (runtime/device.h: stored, fp32, or read in place); serves the
+  // layout on screen that way at once when one is served. Throws InvalidArgument (read in place
+  // under a host budget) and the session is then as it was.
+  void set_cpu_weights(CpuWeights weights);
+  CpuWeights cpu_weights() const { return cpu_weights_; }
 
   Engine& engine();  // precondition: plan() or apply() has succeeded
   bool planned() const { return runtime_ != nullptr; }  // whether one has
@@ -122,6 +128,10 @@ class Session {
   CapacityPlan capacity_;
   ReserveSpec reserve_;
   Device device_ = Device::Cpu;
+  CpuWeights cpu_weights_ = CpuWeights::Stored;
+  // The runtime on screen rebuilt with `change` made to its config (its pins, budget and policies as
+  // they are); throws before anything changes.
+  void rebuild(const std::function<void(RuntimeConfig&)>& change);
   std::map<std::string, std::shared_ptr<const Tokenizer>> tokenizers_;
   std::shared_ptr<Runtime> runtime_;
   std::unique_ptr<Session> retired_;  // replaced by plan_on(), its runtime maybe still in the engine's hands

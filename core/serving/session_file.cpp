@@ -38,7 +38,7 @@ SessionFile parse_session_file(std::string_view text, const std::string& file, c
   const std::string hint = "see sample_configs/sample-session.json";
   const json j = parse_json(text, file, hint);
   if (!j.is_object()) throw FormatError(file, "", "is not a JSON object", hint);
-  check_keys(j, {"schema", "variants", "budget_bytes", "host_budget_bytes", "policy", "shares", "layout", "reserve", "device", "serving", "chat"}, file, "", hint);
+  check_keys(j, {"schema", "variants", "budget_bytes", "host_budget_bytes", "policy", "shares", "layout", "reserve", "device", "cpu_weights", "serving", "chat"}, file, "", hint);
   if (j.contains("reserve")) check_keys(j["reserve"], {"context_tokens", "requests", "prefill_chunk", "miss_slots"}, file, "reserve", hint);
   if (j.contains("chat")) check_keys(j["chat"], {"target", "prompt", "max_new_tokens", "temperature", "top_p"}, file, "chat", hint);
   check_schema(j, SessionFile::kSchema, file, hint);
@@ -79,6 +79,11 @@ SessionFile parse_session_file(std::string_view text, const std::string& file, c
       if (!d) throw FormatError(file, "device", "must be cpu or cuda", hint);
       s.device = *d;
     }
+    if (j.contains("cpu_weights")) {
+      const auto w = j["cpu_weights"].is_string() ? parse_cpu_weights(j["cpu_weights"].get<std::string>()) : std::nullopt;
+      if (!w) throw FormatError(file, "cpu_weights", "must be stored, fp32 or mapped", hint);
+      s.cpu_weights = *w;
+    }
     if (j.contains("serving") && j["serving"].is_object()) s.serving_json = j["serving"].dump();
     if (j.contains("chat") && j["chat"].is_object()) {
       s.chat_target = j["chat"].value("target", std::string());
@@ -111,6 +116,7 @@ void save_session_file(const fs::path& path, const SessionFile& s) {
     j["reserve"] = {{"context_tokens", s.reserve->context_tokens}, {"requests", s.reserve->requests},
                     {"prefill_chunk", s.reserve->prefill_chunk}, {"miss_slots", s.reserve->miss_slots}};
   if (s.device != Device::Cpu) j["device"] = std::string(device_name(s.device));
+  if (s.cpu_weights != CpuWeights::Stored) j["cpu_weights"] = std::string(cpu_weights_name(s.cpu_weights));
   if (!s.serving_json.empty()) j["serving"] = json::parse(s.serving_json);
   json chat = json::object();
   if (!s.chat_target.empty()) chat["target"] = s.chat_target;

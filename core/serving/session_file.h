@@ -24,6 +24,7 @@ struct SessionFile {
   std::filesystem::path layout;  // empty: plan from the budget
   std::optional<ReserveSpec> reserve;  // what the budget keeps beside the experts; nullopt: defaults
   Device device = Device::Cpu;         // what the family is served on (the workbench's "Serve on")
+  CpuWeights cpu_weights = CpuWeights::Stored;  // how the CPU backend holds weights (the workbench's "CPU weights")
   std::string serving_json;      // a mosaic.sweep/1 object without variants, or empty
   std::string chat_target, chat_prompt;
   std::optional<int> chat_max_new_tokens;               // nullopt: the workbench's default

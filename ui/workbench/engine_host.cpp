@@ -211,6 +211,7 @@ void EngineHost::openFamily(const QStringList& dirs, qint64 budgetBytes, const Q
           st.host_budget);
       if (opened.is_cancelled()) return Q_EMIT familyFailed(tr("Cancelled."));
       (*opened)->set_device(st.device);  // rethrows a failure; the device was usable when chosen
+      (*opened)->set_cpu_weights(st.cpu_weights);  // nothing is planned yet: checked when it is
       // The server and running chats keep being served: the new family is served on their engine.
       if (st.session && st.session->planned() && (st.serving_http() || st.requests_running()))
         return serveChangedFamily(std::move(*opened), budgetBytes, policy, reserve, shares);
@@ -255,6 +256,26 @@ void EngineHost::setDevice(const QString& name) {
       if (st.session) Q_EMIT layoutPlanned(describe(*st.session));  // what it holds there
     } catch (const std::exception& e) {
       Q_EMIT deviceFailed(QString::fromUtf8(e.what()), current);
+    }
+  });
+}
+
+void EngineHost::setCpuWeights(const QString& name) {
+  post([this, name] {
+    State& st = *state_;
+    const QString current = QString::fromUtf8(cpu_weights_name(st.cpu_weights));
+    const auto weights = parse_cpu_weights(name.toStdString());
+    if (!weights) return Q_EMIT cpuWeightsFailed(tr("'%1' is not a way to hold weights: choose stored, fp32 or mapped.").arg(name), current);
+    if (*weights == st.cpu_weights) return Q_EMIT cpuWeightsChanged(current);
+    if (st.sweeping) return Q_EMIT cpuWeightsFailed(tr("A sweep is serving on this engine; stop it before changing how it holds weights."), current);
+    if (st.serving_http())
+      return Q_EMIT cpuWeightsFailed(tr("The HTTP server is serving on this engine; stop it before changing how it holds weights."), current);
+    try {
+      if (st.session) st.session->set_cpu_weights(*weights);  // the layout on screen, served that way now
+      st.cpu_weights = *weights;
+      Q_EMIT cpuWeightsChanged(name);
+    } catch (const std::exception& e) {
+      Q_EMIT cpuWeightsFailed(QString::fromUtf8(e.what()), current);
     }
   });
 }

@@ -34,6 +34,9 @@ class EngineHost : public QObject {
   // Serves the open family (and every family opened after) on "cpu" or "cuda": answered by
   // deviceChanged, or deviceFailed with the device still serving.
   void setDevice(const QString& device);
+  // How the CPU backend holds the open family's weights (and every family's opened after): "stored",
+  // "fp32" or "mapped". Answered by cpuWeightsChanged, or cpuWeightsFailed with the way still in use.
+  void setCpuWeights(const QString& weights);
   // The host tier's budget (bytes; 0: every weight in RAM) of every family opened after, and of the
   // what-if plans' tiers. The open family keeps its own until it is opened again.
   void setHostBudget(qint64 bytes);
@@ -127,6 +130,8 @@ class EngineHost : public QObject {
   void devicesProbed(const QString& cudaDescription, const QString& cudaUnavailable);
   void deviceChanged(const QString& device);  // "cpu" or "cuda"
   void deviceFailed(const QString& message, const QString& device);  // `device`: the one still serving
+  void cpuWeightsChanged(const QString& weights);
+  void cpuWeightsFailed(const QString& message, const QString& weights);  // `weights`: the way still in use
   // Engine errors, as messages that say what to do.
   void familyFailed(const QString& message);
   void layoutFailed(const QString& message);

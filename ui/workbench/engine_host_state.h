@@ -27,6 +27,7 @@ ServedPoint served_point(const RequestRecord& r);
 struct EngineHost::State {
   std::unique_ptr<Session> session;
   Device device = Device::Cpu;  // what every session opened serves on
+  CpuWeights cpu_weights = CpuWeights::Stored;  // and how it holds weights on the CPU
   std::optional<std::uint64_t> host_budget;  // the host tier's budget of every session opened; nullopt: all
   std::mutex request_mutex;  // guards `request`, which stopChat() reaches from the GUI thread
   std::shared_ptr<RequestHandle> request;

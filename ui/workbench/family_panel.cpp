@@ -105,13 +105,23 @@ FamilyPanel::FamilyPanel(QWidget* parent) : QWidget(parent), model_(new FamilyMo
   table_->verticalHeader()->hide();
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
   device_ = new QComboBox;
-  device_->addItem(tr("CPU (fp32 reference)"), QStringLiteral("cpu"));
+  device_->addItem(tr("CPU"), QStringLiteral("cpu"));
   device_->addItem(tr("CUDA GPU"), QStringLiteral("cuda"));
   device_->setToolTip(tr("Where the family is served: chat, comparisons, the HTTP server and engine sweeps. The CPU backend "
                          "computes in fp32 and is the reference; the CUDA backend keeps bf16 weights on the GPU"));
   showDevices(QString(), tr("looking for a GPU…"));
   auto* deviceLabel = new QLabel(tr("Serve on"));
   deviceLabel->setBuddy(device_);
+  cpu_weights_ = new QComboBox;
+  cpu_weights_->addItem(tr("as stored"), QStringLiteral("stored"));
+  cpu_weights_->addItem(tr("read in place"), QStringLiteral("mapped"));
+  cpu_weights_->addItem(tr("in fp32"), QStringLiteral("fp32"));
+  cpu_weights_->setToolTip(tr("How the CPU backend holds weights (the GPU keeps bf16); every choice computes the same numbers. As stored: bf16 weights stay "
+                              "bf16 in its slots and sets, copied from the files as a GPU would copy them. Read in place: no copies at "
+                              "all, the files are held once (for a model near the size of RAM; loads and swaps then move nothing; not "
+                              "with a host budget). In fp32: every weight widened when loaded, twice the memory"));
+  auto* weightsLabel = new QLabel(tr("CPU weights"));
+  weightsLabel->setBuddy(cpu_weights_);
   host_budget_ = new ByteSizeBox;
   host_budget_->setMinimum(0);
   host_budget_->setSpecialValueText(tr("all"));
@@ -136,6 +146,10 @@ FamilyPanel::FamilyPanel(QWidget* parent) : QWidget(parent), model_(new FamilyMo
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(buttons);
   layout->addLayout(deviceRow);
+  // A row of its own: beside the device and the host budget it would widen the dock at 1366×768.
+  auto* weightsRow = new FlowLayout;
+  weightsRow->addWidget(FlowLayout::group({weightsLabel, cpu_weights_}));
+  layout->addLayout(weightsRow);
   layout->addWidget(status_);
   layout->addWidget(error_);
   layout->addWidget(table_, 1);
@@ -158,9 +172,16 @@ FamilyPanel::FamilyPanel(QWidget* parent) : QWidget(parent), model_(new FamilyMo
   connect(cancel_, &QPushButton::clicked, this, &FamilyPanel::cancelRequested);
   // Asked of the engine; the box shows what it serves on once it answers (showDevice).
   connect(device_, &QComboBox::activated, this, [this](int index) { Q_EMIT deviceRequested(device_->itemData(index).toString()); });
+  connect(cpu_weights_, &QComboBox::activated, this, [this](int index) { Q_EMIT cpuWeightsRequested(cpu_weights_->itemData(index).toString()); });
 }
 
 QString FamilyPanel::device() const { return device_->currentData().toString(); }
+QString FamilyPanel::cpuWeights() const { return cpu_weights_->currentData().toString(); }
+
+void FamilyPanel::showCpuWeights(const QString& weights) {
+  const QSignalBlocker quiet(cpu_weights_);
+  cpu_weights_->setCurrentIndex(std::max(0, cpu_weights_->findData(weights)));
+}
 
 void FamilyPanel::showDevices(const QString& cudaDescription, const QString& cudaUnavailable) {
   auto* items = qobject_cast<QStandardItemModel*>(device_->model());
@@ -174,6 +195,7 @@ void FamilyPanel::showDevices(const QString& cudaDescription, const QString& cud
 void FamilyPanel::showDevice(const QString& device) {
   const QSignalBlocker quiet(device_);
   device_->setCurrentIndex(std::max(0, device_->findData(device)));
+  cpu_weights_->setEnabled(device == QStringLiteral("cpu"));  // the CUDA backend holds bf16 on the GPU
 }
 
 void FamilyPanel::chooseFolders() {

@@ -49,6 +49,8 @@ class FamilyPanel : public QWidget {
   QProgressBar* progressBar() const { return progress_; }  // shown only while a family opens
   QComboBox* deviceBox() const { return device_; }
   QString device() const;  // "cpu" or "cuda": what the engine serves on now
+  QComboBox* cpuWeightsBox() const { return cpu_weights_; }
+  QString cpuWeights() const;  // "stored", "fp32" or "mapped": how the CPU backend holds weights now
   ByteSizeBox* hostBudgetBox() const { return host_budget_; }
   qint64 hostBudget() const;  // bytes; 0: every weight in RAM
   void setHostBudget(qint64 bytes);  // shown only: no signal
@@ -64,10 +66,12 @@ class FamilyPanel : public QWidget {
   // Which devices can serve: the GPU's description, or empty and why there is none.
   void showDevices(const QString& cudaDescription, const QString& cudaUnavailable);
   void showDevice(const QString& device);  // what the engine serves on now ("cpu" or "cuda")
+  void showCpuWeights(const QString& weights);  // how the CPU backend holds weights now
 
  Q_SIGNALS:
   void openRequested(const QStringList& dirs);
   void deviceRequested(const QString& device);
+  void cpuWeightsRequested(const QString& weights);
   // The host budget was changed (bytes; 0: all): the family opens again under it.
   void hostBudgetRequested(qint64 bytes);
   void cancelRequested();
@@ -82,6 +86,7 @@ class FamilyPanel : public QWidget {
   QPushButton* cancel_;
   QPushButton* remove_;
   QComboBox* device_;
+  QComboBox* cpu_weights_;
   ByteSizeBox* host_budget_;
   qint64 host_budget_shown_ = 0;  // what the open family was opened with
   QLabel* status_;

@@ -141,6 +141,12 @@ MainWindow::MainWindow(QWidget* parent)
     device_error_.clear();
     statusBar()->showMessage(tr("Serving on %1").arg(family_->deviceBox()->currentText()), 5000);
   });
+  connect(family_, &FamilyPanel::cpuWeightsRequested, engine_, &EngineHost::setCpuWeights);
+  connect(engine_, &EngineHost::cpuWeightsChanged, family_, &FamilyPanel::showCpuWeights);
+  connect(engine_, &EngineHost::cpuWeightsFailed, this, [this](const QString& message, const QString& weights) {
+    family_->showCpuWeights(weights);
+    family_->showError(tr("CPU weights"), message);
+  });
   connect(engine_, &EngineHost::deviceFailed, this, [this](const QString& message, const QString& device) {
     family_->showDevice(device);
     family_->showError(tr("Serve on"), message);
@@ -323,6 +329,7 @@ bool MainWindow::openSession(const QString& file) {
     // Before the open, on the engine's queue: the family is planned on the session's device (or, where
     // that cannot be used, stays where it is and the family panel says why).
     engine_->setDevice(QString::fromUtf8(device_name(session.device)));
+    engine_->setCpuWeights(QString::fromUtf8(cpu_weights_name(session.cpu_weights)));
     engine_->setHostBudget(session.host_budget_bytes ? static_cast<qint64>(*session.host_budget_bytes) : 0);
     engine_->openFamily(dirs, session.budget_bytes ? static_cast<qint64>(*session.budget_bytes) : 0, QString::fromStdString(session.policy),
                         layout_->reserve(), shares);
@@ -350,6 +357,7 @@ bool MainWindow::saveSession(const QString& file) {
   const ReserveSettings r = layout_->reserve();
   s.reserve = ReserveSpec{.context_tokens = r.context, .requests = r.requests, .prefill_chunk = r.prefill_chunk, .miss_slots = r.miss_slots};
   s.device = parse_device(family_->device().toStdString()).value_or(Device::Cpu);
+  s.cpu_weights = parse_cpu_weights(family_->cpuWeights().toStdString()).value_or(CpuWeights::Stored);
   if (const qint64 host = family_->model()->family().host_budget; host > 0) s.host_budget_bytes = static_cast<std::uint64_t>(host);
   s.serving_json = serving_->settingsJson().toStdString();
   s.chat_target = chat_->targetBox()->currentText().toStdString();
