@@ -250,11 +250,12 @@ class WorkbenchTest : public QObject {
     QCOMPARE(panel->model()->family().host_budget, budget);
 
     // Weights read in place cannot be paged out by a host budget: refused, the box back to what serves.
+    // The spies count: the engine's thread may answer before a wait() would start.
     QSignalSpy weightsFailed(window_->engine(), &EngineHost::cpuWeightsFailed);
     Q_EMIT panel->cpuWeightsRequested(QStringLiteral("mapped"));  // as choosing in the box does
-    QVERIFY(weightsFailed.wait(30000));
-    QVERIFY2(panel->errorText().contains(QStringLiteral("host budget")) && panel->errorText().contains(QStringLiteral("CPU weights")),
-             qPrintable(panel->errorText()));
+    QTRY_COMPARE_WITH_TIMEOUT(weightsFailed.count(), 1, 30000);
+    QTRY_VERIFY2_WITH_TIMEOUT(panel->errorText().contains(QStringLiteral("host budget")) && panel->errorText().contains(QStringLiteral("CPU weights")),
+                              qPrintable(panel->errorText()), 10000);
     QCOMPARE(panel->cpuWeights(), QStringLiteral("stored"));
 
     Q_EMIT panel->hostBudgetRequested(0);
@@ -265,19 +266,20 @@ class WorkbenchTest : public QObject {
     // Without one, the family is served read in place: a chat answers, and a saved session says so.
     QSignalSpy weightsChanged(window_->engine(), &EngineHost::cpuWeightsChanged);
     Q_EMIT panel->cpuWeightsRequested(QStringLiteral("mapped"));
-    QVERIFY(weightsChanged.wait(30000));
-    QCOMPARE(panel->cpuWeights(), QStringLiteral("mapped"));
+    QTRY_COMPARE_WITH_TIMEOUT(weightsChanged.count(), 1, 30000);
+    QTRY_COMPARE_WITH_TIMEOUT(panel->cpuWeights(), QStringLiteral("mapped"), 10000);
+    const qsizetype chats = finished.count();
     window_->chatPane()->newChat();
     window_->chatPane()->promptEdit()->setText(QStringLiteral("In the beginning"));
     window_->chatPane()->send();
-    QVERIFY(finished.wait(60000));
+    QTRY_COMPARE_WITH_TIMEOUT(finished.count(), chats + 1, 60000);
     QTemporaryDir dir;
     const QString file = dir.filePath(QStringLiteral("mapped.json"));
     QVERIFY(window_->saveSession(file));
     QVERIFY(load_session_file(file.toStdString()).cpu_weights == CpuWeights::Mapped);
     Q_EMIT panel->cpuWeightsRequested(QStringLiteral("stored"));
-    QVERIFY(weightsChanged.wait(30000));
-    QCOMPARE(panel->cpuWeights(), QStringLiteral("stored"));
+    QTRY_COMPARE_WITH_TIMEOUT(weightsChanged.count(), 2, 30000);
+    QTRY_COMPARE_WITH_TIMEOUT(panel->cpuWeights(), QStringLiteral("stored"), 10000);
   }
 
   void distance_heatmaps_and_their_export() {
