@@ -8,6 +8,7 @@ set(MOSAIC_FORMAT_SOURCES
   common/byte_size.cpp
   common/edit_distance.cpp
   common/error.cpp
+  common/json_fields.cpp
   common/json_text.cpp
   common/jsonl.cpp
   common/text_file.cpp

@@ -14,6 +14,7 @@
 #include "analysis/layout.h"
 #include "analysis/merge.h"
 #include "common/error.h"
+#include "common/json_fields.h"
 #include "model/variant_folders.h"
 #include "runtime/forward.h"
 #include "serving/runner.h"
@@ -858,7 +859,31 @@ class TestServing : public QObject {
     expect_mentions(bad(head + R"("strategies": [{"kind": "consolidated", "capacity": 4, "staging": 2}]})"), {"strategies[0].staging", "virtual-experts"});
     expect_mentions(bad(head + R"("strategies": [{"kind": "virtual-experts", "calibration": "cal.txt", "capacity": 4}]})"), {"strategies[0].calibration", "budget"});
     expect_mentions(bad(head + R"("strategies": [{"kind": "virtual-experts"}]})"), {"strategies[0]", "budget", "capacity"});
-    expect_mentions(bad(head + R"("strategies": [{"kind": "virtual-experts", "capacity": 4, "shift": 2}]})"), {"strategies[0].shift", "(0, 1]"});
+    expect_mentions(bad(head + R"("strategies": [{"kind": "virtual-experts", "capacity": 4, "shift": 2}]})"), {"strategies[0].shift", "is 2", "above 0 and at most 1"});
+  }
+
+  // The typed field reader every parser uses: the value shown, the rule in words, the field named
+  // with its prefix; integers never wrap; a missing field is a MissingError, a fallback when given.
+  void typedFieldsAreReadAlikeEverywhere() {
+    const nlohmann::json j = nlohmann::json::parse(
+        R"({"n": 100, "neg": -5, "big": 18446744073709551615, "half": 0.5, "inf": "x", "name": "", "zero": 0, "list": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]})");
+    const JsonFields f(j, JsonFields::format_error("cfg.json", "see the sample"), "part.");
+    QCOMPARE(f.integer("n", 1, 100), std::int64_t(100));
+    expect_mentions(error_of<FormatError>([&] { f.integer("n", 1, 64); }), {"cfg.json", "'part.n'", "is 100", "an integer from 1 to 64", "see the sample"});
+    expect_mentions(error_of<FormatError>([&] { f.integer("neg", 0, 10); }), {"'part.neg'", "is -5"});
+    expect_mentions(error_of<FormatError>([&] { f.integer("big", 0, std::int64_t{1} << 53); }), {"is 18446744073709551615"});
+    expect_mentions(error_of<FormatError>([&] { f.integer("half", 0, 1); }), {"is 0.5", "an integer"});
+    expect_mentions(error_of<MissingError>([&] { f.integer("absent", 0, 1); }), {"'part.absent'", "is missing"});
+    QCOMPARE(f.integer("absent", 0, 1, 1), std::int64_t(1));
+    QCOMPARE(f.number("half", 0, 1), 0.5);
+    expect_mentions(error_of<FormatError>([&] { f.number("half", 0.001, 0.25); }), {"a number from 0.001 to 0.25"});
+    expect_mentions(error_of<FormatError>([&] { f.number("zero", 0, 1, std::nullopt, true); }), {"is 0", "above 0 and at most 1"});
+    expect_mentions(error_of<FormatError>([&] { f.number("inf", 0, 1); }), {"is \"x\"", "a number"});
+    expect_mentions(error_of<FormatError>([&] { f.number_from("zero", 0, true); }), {"a positive number"});
+    QCOMPARE(f.number_from("zero", 0, false), 0.0);
+    expect_mentions(error_of<FormatError>([&] { f.text("name", true); }), {"'part.name'", "a non-empty string"});
+    QCOMPARE(f.text("name", false), std::string());
+    expect_mentions(error_of<FormatError>([&] { f.text("list", false); }), {"is [1,2,3,4,5,6,7,8,9,10,11,12,13,", "...; it must be a string"});
   }
 
   // Session files with a field of another JSON type are typed errors, never the JSON library's

@@ -6,6 +6,7 @@
 
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "common/json_fields.h"
 #include "common/json_int.h"
 #include "common/json_text.h"
 #include "common/text_file.h"
@@ -67,6 +68,11 @@ class Reader {
 
   [[noreturn]] void fail(const std::string& field, const std::string& problem) const {
     throw FormatError(file_, "field '" + field + "'", problem, kRemake);
+  }
+
+  // Typed reads of `obj`'s fields (named `prefix` + key), failing as fail() does.
+  JsonFields fields(const json& obj, std::string prefix) const {
+    return JsonFields(obj, [this](const std::string& field, const std::string& problem, bool) { fail(field, problem); }, std::move(prefix));
   }
 
  private:
@@ -136,16 +142,11 @@ VirtualLayout virtual_from_json(const Reader& r, const json& v, const Consolidat
                           std::to_string(n));
   }
   if (shown != p.map) r.fail("map", "must show the virtual experts' initial set: at each position the first variant listed there");
-  const json& staging = r.get(v, "staging", T::number_integer, "an integer");
-  const json& every = r.get(v, "update_every", T::number_integer, "an integer");
-  if (!json_int_in(staging, 0, p.experts)) r.fail("virtual.staging", "must be from 0 to " + std::to_string(p.experts));
-  if (!json_int_in(every, 1, std::int64_t{1} << 40)) r.fail("virtual.update_every", "must be at least 1 step");
-  out.staging = staging.get<std::int64_t>();
-  out.update_every = every.get<std::int64_t>();
-  out.decay = r.get(v, "decay", T::number_float, "a number").get<double>();
-  out.shift = r.get(v, "shift", T::number_float, "a number").get<double>();
-  if (!(out.decay > 0 && out.decay <= 1)) r.fail("virtual.decay", "must be in (0, 1]");
-  if (!(out.shift > 0 && out.shift <= 1)) r.fail("virtual.shift", "must be in (0, 1]");
+  const JsonFields f = r.fields(v, "virtual.");
+  out.staging = f.integer("staging", 0, p.experts);
+  out.update_every = f.integer("update_every", 1, std::int64_t{1} << 40);
+  out.decay = f.number("decay", 0, 1, std::nullopt, /*min_open=*/true);
+  out.shift = f.number("shift", 0, 1, std::nullopt, /*min_open=*/true);
   if (v.contains("planner") && v["planner"].is_object()) {
     // What the planner measured: for people and reports, not needed to serve.
     const json& m = v["planner"];
@@ -256,18 +257,12 @@ Layout layout_from_json(const json& root, const std::string& file) {
     const json& spec = r.get(root, "reserve_spec", T::object, "an object: context_tokens, requests, prefill_chunk, miss_slots, kv_bytes");
     ReserveSpec rs;
     // The bounds of the CLI's and a session file's reserve settings.
-    auto whole = [&](const char* key, std::int64_t min, std::int64_t max) {
-      if (!spec.contains(key)) r.fail(std::string("reserve_spec.") + key, "is missing");
-      const json& v = spec[key];
-      if (!json_int_in(v, min, max))
-        r.fail(std::string("reserve_spec.") + key, "must be an integer from " + std::to_string(min) + " to " + std::to_string(max));
-      return v.get<std::int64_t>();
-    };
-    rs.context_tokens = whole("context_tokens", 1, std::int64_t{1} << 24);
-    rs.requests = whole("requests", 1, std::int64_t{1} << 20);
-    rs.prefill_chunk = whole("prefill_chunk", 1, std::int64_t{1} << 20);
-    rs.miss_slots = whole("miss_slots", -1, std::int64_t{1} << 20);
-    rs.kv_bytes = whole("kv_bytes", 1, 8);
+    const JsonFields f = r.fields(spec, "reserve_spec.");
+    rs.context_tokens = f.integer("context_tokens", 1, std::int64_t{1} << 24);
+    rs.requests = f.integer("requests", 1, std::int64_t{1} << 20);
+    rs.prefill_chunk = f.integer("prefill_chunk", 1, std::int64_t{1} << 20);
+    rs.miss_slots = f.integer("miss_slots", -1, std::int64_t{1} << 20);
+    rs.kv_bytes = f.integer("kv_bytes", 1, 8);
     layout.reserve_spec = rs;
   }
 

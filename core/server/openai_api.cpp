@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "common/json_fields.h"
 #include "common/json_text.h"
 
 namespace mosaic::server {
@@ -13,27 +14,6 @@ using nlohmann::json;
 
 constexpr std::int64_t kMaxTokens = std::int64_t{1} << 24;
 constexpr std::size_t kMaxStops = 4;  // OpenAI's limit
-
-double number_in(const json& j, const char* key, double lo, double hi, bool lo_open = false) {
-  const json& v = j.at(key);
-  if (!v.is_number()) throw bad_request(key, std::string("'") + key + "' must be a number");
-  const double x = v.get<double>();
-  if (!std::isfinite(x) || x > hi || (lo_open ? x <= lo : x < lo))
-    throw bad_request(key, std::string("'") + key + "' is " + v.dump() + "; it must be " + (lo_open ? "above " : "at least ") +
-                               std::to_string(lo).substr(0, 3) + " and at most " + std::to_string(hi).substr(0, 3));
-  return x;
-}
-
-std::int64_t integer_in(const json& j, const char* key, std::int64_t lo, std::int64_t hi) {
-  const json& v = j.at(key);
-  // JSON reads a non-negative integer as unsigned: both bounds are checked either way.
-  const bool ok = v.is_number_integer() &&
-                  (v.is_number_unsigned() ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(hi) && (lo <= 0 || v.get<std::uint64_t>() >= static_cast<std::uint64_t>(lo))
-                                          : v.get<std::int64_t>() >= lo && v.get<std::int64_t>() <= hi);
-  if (!ok) throw bad_request(key, std::string("'") + key + "' is " + v.dump() + "; it must be a whole number from " + std::to_string(lo) +
-                                      " to " + std::to_string(hi));
-  return v.get<std::int64_t>();
-}
 
 bool has(const json& j, const char* key) { return j.contains(key) && !j.at(key).is_null(); }
 
@@ -110,15 +90,17 @@ ApiRequest parse_request(std::string_view body, bool chat) {
     }
     if (r.prompt_text.empty() && r.prompt_ids.empty()) throw bad_request("prompt", "'prompt' is empty");
   }
+  // Each parameter's problem as a 400 naming it: "'top_p' is 0; it must be a number above 0 and at most 1".
+  const JsonFields f(j, [](const std::string& param, const std::string& problem, bool) { throw bad_request(param, "'" + param + "' " + problem); });
   const char* tokens_key = chat && has(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-  if (has(j, tokens_key)) r.max_tokens = integer_in(j, tokens_key, 1, kMaxTokens);
-  if (has(j, "temperature")) r.sampling.temperature = number_in(j, "temperature", 0, 2);
-  if (has(j, "top_p")) r.sampling.top_p = number_in(j, "top_p", 0, 1, /*lo_open=*/true);
+  if (has(j, tokens_key)) r.max_tokens = f.integer(tokens_key, 1, kMaxTokens);
+  if (has(j, "temperature")) r.sampling.temperature = f.number("temperature", 0, 2);
+  if (has(j, "top_p")) r.sampling.top_p = f.number("top_p", 0, 1, std::nullopt, /*min_open=*/true);
   if (has(j, "seed")) {
     if (!j["seed"].is_number_integer()) throw bad_request("seed", "'seed' must be a whole number");
     r.sampling.seed = j["seed"].is_number_unsigned() ? j["seed"].get<std::uint64_t>() : static_cast<std::uint64_t>(j["seed"].get<std::int64_t>());
   }
-  if (has(j, "n") && integer_in(j, "n", 1, 1) != 1) throw bad_request("n", "'n' must be 1");
+  if (has(j, "n")) f.integer("n", 1, 1);  // one completion per request
   if (has(j, "stop")) {
     const json& s = j["stop"];
     if (s.is_string()) r.stop.push_back(s.get<std::string>());

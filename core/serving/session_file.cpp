@@ -1,13 +1,12 @@
 #include "serving/session_file.h"
 
-#include "common/json_int.h"
-
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
 
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "common/json_fields.h"
 #include "common/json_text.h"
 #include "common/text_file.h"
 
@@ -15,20 +14,6 @@ namespace mosaic {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-namespace {
-
-// An integer field in [min, max], read without wrapping (−5 is not 2^64 − 5, 2^32 + 5 is not 5).
-std::int64_t bounded(const json& object, const char* key, std::int64_t fallback, std::int64_t min, std::int64_t max,
-                     const std::string& file, const std::string& where, const std::string& hint) {
-  if (!object.contains(key)) return fallback;
-  const json& v = object[key];
-  if (!json_int_in(v, min, max))
-    throw FormatError(file, where + "." + key, "must be an integer from " + std::to_string(min) + " to " + std::to_string(max), hint);
-  return v.get<std::int64_t>();
-}
-
-}  // namespace
 
 SessionFile load_session_file(const fs::path& path) {
   return parse_session_file(read_text_file(path, "see sample_configs/sample-session.json"), path.string(), path.parent_path());
@@ -66,12 +51,12 @@ SessionFile parse_session_file(std::string_view text, const std::string& file, c
     }
     if (j.contains("layout") && j["layout"].is_string() && !j["layout"].get<std::string>().empty()) s.layout = resolve(j["layout"]);
     if (j.contains("reserve") && j["reserve"].is_object()) {
-      const json& r = j["reserve"];
+      const JsonFields r(j["reserve"], JsonFields::format_error(file, hint), "reserve.");
       ReserveSpec spec;
-      spec.context_tokens = bounded(r, "context_tokens", spec.context_tokens, 1, std::int64_t{1} << 24, file, "reserve", hint);
-      spec.requests = bounded(r, "requests", spec.requests, 1, std::int64_t{1} << 20, file, "reserve", hint);
-      spec.prefill_chunk = bounded(r, "prefill_chunk", spec.prefill_chunk, 1, std::int64_t{1} << 20, file, "reserve", hint);
-      spec.miss_slots = bounded(r, "miss_slots", spec.miss_slots, -1, std::int64_t{1} << 20, file, "reserve", hint);
+      spec.context_tokens = r.integer("context_tokens", 1, std::int64_t{1} << 24, spec.context_tokens);
+      spec.requests = r.integer("requests", 1, std::int64_t{1} << 20, spec.requests);
+      spec.prefill_chunk = r.integer("prefill_chunk", 1, std::int64_t{1} << 20, spec.prefill_chunk);
+      spec.miss_slots = r.integer("miss_slots", -1, std::int64_t{1} << 20, spec.miss_slots);
       s.reserve = spec;
     }
     if (j.contains("device")) {
@@ -88,11 +73,10 @@ SessionFile parse_session_file(std::string_view text, const std::string& file, c
     if (j.contains("chat") && j["chat"].is_object()) {
       s.chat_target = j["chat"].value("target", std::string());
       s.chat_prompt = j["chat"].value("prompt", std::string());
-      const json& chat = j["chat"];
-      if (chat.contains("max_new_tokens"))
-        s.chat_max_new_tokens = static_cast<int>(bounded(chat, "max_new_tokens", 0, 1, std::int64_t{1} << 20, file, "chat", hint));
-      if (chat.contains("temperature")) s.chat_temperature = chat["temperature"].get<double>();
-      if (chat.contains("top_p")) s.chat_top_p = chat["top_p"].get<double>();
+      const JsonFields chat(j["chat"], JsonFields::format_error(file, hint), "chat.");
+      if (chat.has("max_new_tokens")) s.chat_max_new_tokens = static_cast<int>(chat.integer("max_new_tokens", 1, std::int64_t{1} << 20));
+      if (chat.has("temperature")) s.chat_temperature = chat.number_from("temperature", 0, false);
+      if (chat.has("top_p")) s.chat_top_p = chat.number("top_p", 0, 1);
     }
   } catch (const json::exception& e) {
     throw FormatError(file, "", std::string("has a field of the wrong type: ") + e.what(), hint);

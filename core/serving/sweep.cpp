@@ -1,7 +1,5 @@
 #include "serving/sweep.h"
 
-#include "common/json_int.h"
-
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -10,6 +8,8 @@
 
 #include "common/byte_size.h"
 #include "common/error.h"
+#include "common/json_fields.h"
+#include "common/json_int.h"
 #include "common/json_text.h"
 #include "common/text_file.h"
 #include "analysis/consolidation.h"
@@ -61,19 +61,6 @@ void name_strategies_apart(const nlohmann::json& written, std::vector<StrategyCo
 constexpr std::int64_t kMaxRepeats = 1000, kMaxTokens = std::int64_t{1} << 20, kMaxRequests = 1000000;
 constexpr double kMaxDuration = 1e6;
 
-// An integer field in [min, max], read as int64 without wrapping or truncation (2^32 + 5 is not 5,
-// and 2^64 − 1 is not −1).
-template <class Fail>
-std::int64_t whole(const nlohmann::json& object, const char* key, std::int64_t fallback, std::int64_t min, std::int64_t max, Fail&& fail) {
-  if (!object.contains(key)) return fallback;
-  const auto& v = object[key];
-  if (!json_int_in(v, min, max)) fail(key, "must be an integer from " + std::to_string(min) + " to " + std::to_string(max));
-  return v.get<std::int64_t>();
-}
-
-}  // namespace
-
-namespace {
 SweepConfig parse_fields(const std::string& text, const std::string& file, const std::filesystem::path& base_dir) {
   SweepConfig c;
   c.text = text;
@@ -82,6 +69,11 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
   auto fail = [&](const std::string& field, const std::string& problem) -> void {
     throw FormatError(file, "field '" + field + "'", problem, "see sample_configs/paper-qos.json");
   };
+  // Typed reads of an object's fields, named `prefix` + key, failing as fail() does.
+  auto fields = [&](const nlohmann::json& o, std::string prefix = {}) {
+    return JsonFields(o, [&](const std::string& field, const std::string& problem, bool) { fail(field, problem); }, std::move(prefix));
+  };
+  const JsonFields top = fields(j);
   if (!j.is_object()) throw FormatError(file, "", "is not a JSON object", hint);
   check_keys(j, {"schema", "description", "variants", "targets", "clock", "rates", "repeats", "seed", "alpha", "duration_seconds",
                  "prompt", "output", "strategies", "trace", "trace_routes", "device", "device_profile", "routing", "host_memory",
@@ -166,13 +158,6 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
       c.targets.push_back(t.get<std::string>());
     }
   }
-  auto number_in = [&](const nlohmann::json& o, const std::string& where, const char* key, double fallback, double min, double max) {
-    if (!o.contains(key)) return fallback;
-    if (!o[key].is_number() || !(o[key].get<double>() >= min && o[key].get<double>() <= max))
-      fail(where + key, "must be a number from " + std::to_string(min) + " to " + std::to_string(max));
-    return o[key].get<double>();
-  };
-  auto number = [&](const char* key, double fallback, double min, double max) { return number_in(j, "", key, fallback, min, max); };
   if (j.contains("rates") && j["rates"].is_object()) {
     // {"saturation": {…}}: chosen from each strategy's measured saturation rate.
     const auto& r = j["rates"];
@@ -182,11 +167,11 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
     check_keys(s, {"points", "from", "to", "probe_requests"}, file, "rates.saturation", hint);
     if (!j.value("trace", std::string()).empty()) fail("rates", "is chosen from saturation, but a trace replays its own arrivals: drop one");
     SaturationRates sat;
-    auto sat_fail = [&](const std::string& key, const std::string& problem) { fail("rates.saturation." + key, problem); };
-    sat.points = static_cast<int>(whole(s, "points", sat.points, 1, 64, sat_fail));
-    sat.probe_requests = static_cast<int>(whole(s, "probe_requests", sat.probe_requests, 0, 100000, sat_fail));
-    sat.from = number_in(s, "rates.saturation.", "from", sat.from, 1e-3, 100);
-    sat.to = number_in(s, "rates.saturation.", "to", sat.to, 1e-3, 100);
+    const JsonFields f = fields(s, "rates.saturation.");
+    sat.points = static_cast<int>(f.integer("points", 1, 64, sat.points));
+    sat.probe_requests = static_cast<int>(f.integer("probe_requests", 0, 100000, sat.probe_requests));
+    sat.from = f.number("from", 1e-3, 100, sat.from);
+    sat.to = f.number("to", 1e-3, 100, sat.to);
     if (sat.to < sat.from) fail("rates.saturation.to", "is below 'from': the rates run from 'from' × the slowest saturation to 'to' × the fastest");
     if (sat.points == 1 && sat.to != sat.from) fail("rates.saturation.points", "is 1: give 'from' and 'to' equal, or ask for more points");
     c.saturation = sat;
@@ -198,13 +183,13 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
       c.rates.push_back(r.get<double>());
     }
   }
-  c.repeats = static_cast<int>(whole(j, "repeats", 1, 1, kMaxRepeats, fail));
-  c.workload.seed = static_cast<std::uint64_t>(whole(j, "seed", 1, 0, std::int64_t{1} << 53, fail));
-  c.workload.alpha = number("alpha", 1, 0, 1);
+  c.repeats = static_cast<int>(top.integer("repeats", 1, kMaxRepeats, 1));
+  c.workload.seed = static_cast<std::uint64_t>(top.integer("seed", 0, std::int64_t{1} << 53, 1));
+  c.workload.alpha = top.number("alpha", 0, 1, 1.0);
   if (!(c.workload.alpha > 0 && c.workload.alpha <= 1))
     fail("alpha", "must be in (0, 1]: 1 spreads requests evenly over the targets, smaller values skew them towards the first "
                   "(S-LoRA's and ExpertWeave's convention)");
-  c.workload.duration_seconds = number("duration_seconds", 60, 0, kMaxDuration);
+  c.workload.duration_seconds = top.number("duration_seconds", 0, kMaxDuration, 60.0);
   if (c.saturation && !(c.workload.duration_seconds > 0))
     fail("duration_seconds", "is 0: rates chosen from saturation need an arrival window to run them in");
   // Every run ends: its arrivals are bounded, whatever the rate.
@@ -267,8 +252,9 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
     if (!make_miss_policy(sc.miss)) fail(where + ".miss", "must be " + miss_policy_choices());
     sc.single_target = s.value("single_target", "");
     // Each bounded by what it can mean (set-buffer counts and sizes are multiplied into the budget).
+    const JsonFields f = fields(s, where + ".");
     auto count = [&](const char* key, std::int64_t fallback, std::int64_t min, std::int64_t max = kMaxTokens) {
-      return whole(s, key, fallback, min, max, [&](const std::string& k, const std::string& p) { fail(where + "." + k, p); });
+      return f.integer(key, min, max, fallback);
     };
     if (s.contains("capacity")) sc.capacity = count("capacity", 0, 0, std::int64_t{1} << 31);
     if (s.contains("resident_sets") && s["resident_sets"].is_string()) {
@@ -289,11 +275,7 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
     const std::string admission = s.value(admission_key, "affinity");
     if (admission != "fcfs" && admission != "affinity") fail(where + "." + admission_key, "must be fcfs or affinity");
     sc.scheduler.switching = admission == "fcfs" ? SwitchPolicy::Fcfs : SwitchPolicy::Affinity;
-    if (s.contains("max_wait_seconds")) {
-      if (!s["max_wait_seconds"].is_number() || s["max_wait_seconds"].get<double>() < 0)
-        fail(where + ".max_wait_seconds", "must be a number of seconds ≥ 0");
-      sc.scheduler.max_wait_seconds = s["max_wait_seconds"].get<double>();
-    }
+    sc.scheduler.max_wait_seconds = f.number_from("max_wait_seconds", 0, false, sc.scheduler.max_wait_seconds);
     if (s.contains("swap_ahead")) {
       if (!s["swap_ahead"].is_boolean()) fail(where + ".swap_ahead", "must be true or false");
       if (s["swap_ahead"].get<bool>() && (sc.kind == StrategyKind::TimeSharing || sc.kind == StrategyKind::SpaceSharing))
@@ -316,11 +298,8 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
     }
     sc.updates.staging = count("staging", sc.updates.staging, 0, 1 << 16);
     sc.updates.update_every = count("update_every", sc.updates.update_every, 1, std::int64_t{1} << 30);
-    for (auto [key, field] : {std::pair<const char*, double*>{"decay", &sc.updates.decay}, {"shift", &sc.updates.shift}})
-      if (s.contains(key)) {
-        if (!s[key].is_number() || !(s[key].get<double>() > 0 && s[key].get<double>() <= 1)) fail(where + "." + key, "must be a number in (0, 1]");
-        *field = s[key].get<double>();
-      }
+    sc.updates.decay = f.number("decay", 0, 1, sc.updates.decay, /*min_open=*/true);
+    sc.updates.shift = f.number("shift", 0, 1, sc.updates.shift, /*min_open=*/true);
     if (virtual_experts && !sc.budget_bytes && sc.capacity <= 0)
       fail(where, "virtual-experts needs a budget (with calibration: planned counts) or a capacity (uniform counts)");
     if (virtual_experts) sc.miss = "masked";

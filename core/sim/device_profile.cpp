@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/json_fields.h"
 #include "common/json_text.h"
 #include "common/text_file.h"
 
@@ -23,34 +24,21 @@ DeviceProfile parse_device_profile(const std::string& text, const std::string& f
              file, "", hint);
   check_schema(j, "mosaic.device/1", file);
   DeviceProfile p;
-  auto text_of = [&](const char* key, bool required) {
-    if (!j.contains(key)) {
-      if (required) throw MissingError(file, std::string("field '") + key + "'", "is missing", hint);
-      return std::string();
-    }
-    if (!j[key].is_string() || j[key].get<std::string>().empty())
-      throw FormatError(file, std::string("field '") + key + "'", "must be a non-empty string", hint);
-    return j[key].get<std::string>();
-  };
+  const JsonFields f(j, JsonFields::format_error(file, hint));
   // Rates must be positive (a zero bandwidth is an infinite copy); overheads may be zero.
-  auto number = [&](const char* key, double scale, bool may_be_zero) {
-    if (!j.contains(key)) throw MissingError(file, std::string("field '") + key + "'", "is missing", hint);
-    const auto& v = j[key];
-    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 || (!may_be_zero && v.get<double>() == 0))
-      throw FormatError(file, std::string("field '") + key + "'", may_be_zero ? "must be a number ≥ 0" : "must be a positive number", hint);
-    return v.get<double>() * scale;
-  };
-  p.name = text_of("name", true);
-  p.source = text_of("source", false);
-  p.h2d_pinned = number("h2d_pinned_gb_per_s", 1e9, false);
-  p.h2d_pageable = number("h2d_pageable_gb_per_s", 1e9, false);
-  p.memory_bandwidth = number("memory_gb_per_s", 1e9, false);
-  p.peak_flops = number("peak_tflops", 1e12, false);
-  p.launch_seconds = number("launch_us", 1e-6, true);
-  p.sync_seconds = number("sync_us", 1e-6, true);
-  if (j.contains("row_us")) p.row_seconds = number("row_us", 1e-6, true);
-  if (j.contains("copy_setup_us")) p.copy_setup_seconds = number("copy_setup_us", 1e-6, true);
-  const std::string dtype = j.contains("compute_dtype") ? text_of("compute_dtype", true) : "bf16";
+  auto rate = [&](const char* key, double scale) { return f.number_from(key, 0, true) * scale; };
+  auto overhead = [&](const char* key, double scale) { return f.number_from(key, 0, false) * scale; };
+  p.name = f.text("name", true);
+  p.source = f.text("source", true, std::string());
+  p.h2d_pinned = rate("h2d_pinned_gb_per_s", 1e9);
+  p.h2d_pageable = rate("h2d_pageable_gb_per_s", 1e9);
+  p.memory_bandwidth = rate("memory_gb_per_s", 1e9);
+  p.peak_flops = rate("peak_tflops", 1e12);
+  p.launch_seconds = overhead("launch_us", 1e-6);
+  p.sync_seconds = overhead("sync_us", 1e-6);
+  if (f.has("row_us")) p.row_seconds = overhead("row_us", 1e-6);
+  if (f.has("copy_setup_us")) p.copy_setup_seconds = overhead("copy_setup_us", 1e-6);
+  const std::string dtype = f.text("compute_dtype", true, std::string("bf16"));
   if (dtype != "bf16" && dtype != "fp32")
     throw FormatError(file, "field 'compute_dtype'", "is '" + dtype + "'; use bf16 (the CUDA backend) or fp32 (the CPU backend)", hint);
   p.compute_bytes = dtype == "fp32" ? 4 : 2;

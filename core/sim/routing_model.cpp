@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
+#include "common/json_fields.h"
 #include "common/json_text.h"
 #include "common/text_file.h"
 
@@ -78,35 +79,18 @@ RoutingModel parse_routing_model(const std::string& text, const std::string& fil
               "concentration"},
              file, "", kRoutingHint);
   check_schema(j, "mosaic.routing/1", file);
-  auto number = [&](const char* key, double least) {
-    if (!j.contains(key)) throw MissingError(file, std::string("field '") + key + "'", "is missing", kRoutingHint);
-    const auto& v = j[key];
-    if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < least)
-      throw FormatError(file, std::string("field '") + key + "'", "must be a number ≥ " + std::to_string(static_cast<long long>(least)), kRoutingHint);
-    return v.get<double>();
-  };
-  auto count = [&](const char* key, double least) {
-    const double v = number(key, least);
-    if (v != std::floor(v) || v > 1e9)
-      throw FormatError(file, std::string("field '") + key + "'", "must be a whole number from " + std::to_string(static_cast<int>(least)), kRoutingHint);
-    return static_cast<std::int64_t>(v);
-  };
+  const JsonFields f(j, JsonFields::format_error(file, kRoutingHint));
+  constexpr std::int64_t kMaxCount = 1'000'000'000;
   RoutingModel m;
-  if (j.contains("source")) {
-    if (!j["source"].is_string()) throw FormatError(file, "field 'source'", "must be a string", kRoutingHint);
-    m.source = j["source"].get<std::string>();
-  }
-  m.experts = count("experts", 1);
-  m.top_k = count("top_k", 1);
-  m.prompt_tokens = count("prompt_tokens", 1);
-  m.windows = count("windows", 0);  // 0: fitted to a published overlap, not measured
-  m.concentration = number("concentration", 0);
-  if (j.contains("overlap")) {
-    m.overlap = number("overlap", 0);  // 1 is possible: two top-k sets always meet when 2k > E
-    if (m.overlap > 1) throw FormatError(file, "field 'overlap'", "must be a share from 0 to 1", kRoutingHint);
-  }
-  m.distinct = number("distinct", 0);
-  m.uniform_distinct = number("uniform_distinct", 0);
+  m.source = f.text("source", false, std::string());
+  m.experts = f.integer("experts", 1, kMaxCount);
+  m.top_k = f.integer("top_k", 1, kMaxCount);
+  m.prompt_tokens = f.integer("prompt_tokens", 1, kMaxCount);
+  m.windows = f.integer("windows", 0, kMaxCount);  // 0: fitted to a published overlap, not measured
+  m.concentration = f.number_from("concentration", 0, false);
+  if (f.has("overlap")) m.overlap = f.number("overlap", 0, 1);  // 1 is possible: two top-k sets always meet when 2k > E
+  m.distinct = f.number_from("distinct", 0, false);
+  m.uniform_distinct = f.number_from("uniform_distinct", 0, false);
   if (m.top_k > m.experts) throw FormatError(file, "field 'top_k'", "is more than 'experts'", kRoutingHint);
   if (j.contains("layer_distinct")) {
     if (!j["layer_distinct"].is_array()) throw FormatError(file, "field 'layer_distinct'", "must be a list of numbers", kRoutingHint);
