@@ -790,6 +790,14 @@ class TestCli : public QObject {
     r = cli(args({"generate"}) + variants + args({"--capacity", "7", "--target", "ft2", "--max-new", "5", "--ids"}) << kPrompt);
     QVERIFY2(r.code == 0, qPrintable(r.err));
     QCOMPARE(r.out.trimmed(), plain.out.trimmed());
+    // Weights read where the files are mapped: the same tokens; not under a host budget, which would page them out.
+    r = cli(args({"generate"}) + variants + args({"--capacity", "7", "--target", "ft2", "--cpu-weights", "mapped", "--max-new", "5", "--ids"}) << kPrompt);
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QCOMPARE(r.out.trimmed(), plain.out.trimmed());
+    r = cli(args({"generate"}) + variants +
+            args({"--capacity", "7", "--target", "ft2", "--cpu-weights", "mapped", "--host-budget", "1GiB", "--max-new", "5", "--ids"}) << kPrompt);
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("--cpu-weights")) && r.err.contains(QStringLiteral("host budget")) && r.err.contains(QStringLiteral("--cpu-weights stored")), qPrintable(r.err));
 
     // Refusals: no source, both sources, no layout, an unknown policy.
     for (const QStringList& bad : {args({"generate", "--ids", "1,2"}),
