@@ -884,7 +884,7 @@ class WorkbenchTest : public QObject {
     QVERIFY(events.size() >= 2 && events.back() == "[DONE]");
     QVERIFY2(across.body.find("\"error\"") == std::string::npos, across.body.c_str());
     QCOMPARE(stopped.size(), 0);  // one server throughout
-    QVERIFY(serving->statusText().startsWith(QStringLiteral("Serving at")));
+    QTRY_VERIFY2_WITH_TIMEOUT(serving->statusText().startsWith(QStringLiteral("Serving at")), qPrintable(serving->statusText()), 10000);
     // Both changes were served over the runtime's memory, and the server counts them so.
     QCOMPARE(changes.size(), 2);
     for (const auto& change : changes) QVERIFY2(change.at(0).toString().contains(QStringLiteral("in place")), qPrintable(change.at(0).toString()));
