@@ -99,7 +99,15 @@ class WorkbenchTest : public QObject {
 
   // Each function's time, shown with a failure: where a slow machine spent it.
   void init() { clock_.start(); }
-  void cleanup() { qInfo("%s took %lld ms", QTest::currentTestFunction(), static_cast<long long>(clock_.elapsed())); }
+  void cleanup() {
+    qInfo("%s took %lld ms", QTest::currentTestFunction(), static_cast<long long>(clock_.elapsed()));
+    // A test that failed with the HTTP server running leaves it stopped: one failure, not every server test after it.
+    ServerControls* server = window_->servingPanel()->serverControls();
+    if (QTest::currentTestFailed() && server->isServing()) {
+      server->stopButton()->click();
+      QTRY_VERIFY_WITH_TIMEOUT(!server->isServing(), 30000);
+    }
+  }
 
   void initTestCase() {
     QStandardPaths::setTestModeEnabled(true);  // QSettings go to a test location
