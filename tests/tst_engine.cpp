@@ -721,9 +721,15 @@ class TestEngine : public QObject {
     RuntimeConfig after = before;
     after.pinned = change.after_pins;
     std::string why_not;
+    // Not onto a store under a host budget, which a new backend reading in place would refuse too.
+    const HostStore budgeted(*change.after_family, std::uint64_t{1} << 30);
+    QVERIFY(!engine.runtime()->in_place(budgeted, after, why_not));
+    QVERIFY2(why_not.find("host budget") != std::string::npos, why_not.c_str());
     const auto config = engine.runtime()->in_place(*change.after, after, why_not);
     QVERIFY2(config, why_not.c_str());
-    engine.rebase(change.after, *config).get();
+    const RebaseResult moved = engine.rebase(change.after, *config).get();
+    QVERIFY(moved.copies > 0);
+    QCOMPARE(moved.copy_bytes, std::uint64_t(0));  // a slot that reads in place copies nothing
     change.before.reset();
     change.before_family.reset();  // its checkpoints unmapped
     const auto fresh = std::make_shared<Runtime>(*change.after, RuntimeConfig{.pinned = change.after_pins, .hit = HitPolicy::Strict});

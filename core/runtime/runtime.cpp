@@ -230,6 +230,10 @@ std::optional<RuntimeConfig> Runtime::in_place(const HostStore& next, RuntimeCon
     why_not = "the next family is served with another miss policy, device or budget";
     return std::nullopt;
   }
+  if (reads_in_place() && next.tier().budget()) {  // as a new CPU backend would refuse it
+    why_not = "weights read in place (--cpu-weights mapped) cannot be served under a host budget, which pages the files out";
+    return std::nullopt;
+  }
   config.resident_sets = reconfigurer_.buffers();  // K stays: its buffers hold the running requests' sets
   try {
     check_config(next, config);
@@ -346,7 +350,9 @@ RebaseResult Runtime::rebase(std::shared_ptr<const HostStore> next, RuntimeConfi
         if (delta) delta_copies.push_back(q);
         else queued_pins_.push_back(q);
         ++result.copies;
-        result.copy_bytes += pin_bytes(*next, config_.pinned[k], delta);
+        // Read in place, a dense expert's "copy" is a view of the file (a dtype the kernels do not
+        // read, f16, is still copied: not counted here); a packed delta is copied either way.
+        if (delta || !reads_in_place()) result.copy_bytes += pin_bytes(*next, config_.pinned[k], delta);
       }
       for (std::int64_t slot = first; slot < end; ++slot)
         if (!claimed[static_cast<std::size_t>(slot)]) pool.clear(slot);

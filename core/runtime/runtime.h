@@ -110,6 +110,8 @@ class Runtime {
   const HostStore& store() const { return *store_; }
   std::shared_ptr<const HostStore> shared_store() const;
   const RuntimeConfig& config() const { return config_; }
+  // Whether the CPU backend reads the weights where the checkpoints are mapped (CpuWeights::Mapped).
+  bool reads_in_place() const { return config_.device == Device::Cpu && config_.cpu_weights == CpuWeights::Mapped; }
   const MissPolicy& miss_policy() const { return *policy_; }
   const DeviceBudget& budget() const { return budget_; }
   const std::vector<DeviceItem>& device_items() const { return items_; }

@@ -217,13 +217,16 @@ void Session::set_device(Device device) {
   if (device == device_) return;
   if (const auto why = device_unavailable(device))
     throw DeviceError("device " + std::string(device_name(device)), "", *why, "serve on the cpu on this machine");
-  rebuild([&](RuntimeConfig& c) { c.device = device; });
+  rebuild([&](RuntimeConfig& c) {
+    c.device = device;
+    c.cpu_weights = cpu_weights_;  // chosen while on the GPU, where it does not apply
+  });
   device_ = device;
 }
 
 void Session::set_cpu_weights(CpuWeights weights) {
   if (weights == cpu_weights_) return;
-  rebuild([&](RuntimeConfig& c) { c.cpu_weights = weights; });
+  if (device_ == Device::Cpu) rebuild([&](RuntimeConfig& c) { c.cpu_weights = weights; });  // the GPU keeps bf16 either way
   cpu_weights_ = weights;
 }
 

@@ -76,7 +76,7 @@ SessionFile parse_session_file(std::string_view text, const std::string& file, c
       const JsonFields chat(j["chat"], JsonFields::format_error(file, hint), "chat.");
       if (chat.has("max_new_tokens")) s.chat_max_new_tokens = static_cast<int>(chat.integer("max_new_tokens", 1, std::int64_t{1} << 20));
       if (chat.has("temperature")) s.chat_temperature = chat.number_from("temperature", 0, false);
-      if (chat.has("top_p")) s.chat_top_p = chat.number("top_p", 0, 1);
+      if (chat.has("top_p")) s.chat_top_p = chat.number("top_p", 0, 1, std::nullopt, /*min_open=*/true);  // as the sampler takes it
     }
   } catch (const json::exception& e) {
     throw FormatError(file, "", std::string("has a field of the wrong type: ") + e.what(), hint);

@@ -9,8 +9,9 @@
 //               0 for probe_requests: four times what the strategy's batches hold),
 //    "device": "cpu" | "cuda" (virtual and real clocks: the backend every strategy runs on; default cpu,
 //              the fp32 reference; `bench --device` overrides it),
-//    "cpu_weights": "stored" | "fp32" (virtual and real clocks, the CPU backend: bf16 weights held as
-//                   stored, the default, or widened to fp32 copies; `bench --cpu-weights` overrides it),
+//    "cpu_weights": "stored" | "fp32" | "mapped" (virtual and real clocks, the CPU backend: bf16 weights
+//                   held as stored, the default, widened to fp32 copies, or read where the checkpoints
+//                   are mapped; `bench --cpu-weights` overrides it),
 //    "device_profile": "profile.json" (simulated only, relative to the config: the device the cost
 //                      model prices steps for, sample_configs/devices/),
 //    "routing": "model.json" (simulated only, relative to the config: how tokens choose experts,

@@ -329,10 +329,12 @@ bool MainWindow::openSession(const QString& file) {
     // Before the open, on the engine's queue: the family is planned on the session's device (or, where
     // that cannot be used, stays where it is and the family panel says why).
     engine_->setDevice(QString::fromUtf8(device_name(session.device)));
-    engine_->setCpuWeights(QString::fromUtf8(cpu_weights_name(session.cpu_weights)));
     engine_->setHostBudget(session.host_budget_bytes ? static_cast<qint64>(*session.host_budget_bytes) : 0);
     engine_->openFamily(dirs, session.budget_bytes ? static_cast<qint64>(*session.budget_bytes) : 0, QString::fromStdString(session.policy),
                         layout_->reserve(), shares);
+    // After the open, on the engine's queue: applied to the session's family under its host budget
+    // (read in place under one is refused there, saying why), not to the family being replaced.
+    engine_->setCpuWeights(QString::fromUtf8(cpu_weights_name(session.cpu_weights)));
     if (!session.layout.empty()) engine_->importLayout(QString::fromStdString(session.layout.string()));  // runs after the open
     return true;
   } catch (const std::exception& e) {
