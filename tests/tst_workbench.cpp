@@ -285,8 +285,19 @@ class WorkbenchTest : public QObject {
     const QString file = dir.filePath(QStringLiteral("mapped.json"));
     QVERIFY(window_->saveSession(file));
     QVERIFY(load_session_file(file.toStdString()).cpu_weights == CpuWeights::Mapped);
+    // Opened over a family served as stored under a host budget (where reading in place is refused),
+    // the session's own family, without one, is served as the session says.
     Q_EMIT panel->cpuWeightsRequested(QStringLiteral("stored"));
     QTRY_COMPARE_WITH_TIMEOUT(weightsChanged.count(), 2, 30000);
+    Q_EMIT panel->hostBudgetRequested(budget);
+    QTRY_COMPARE_WITH_TIMEOUT(panel->model()->family().host_budget, budget, 120000);
+    QVERIFY(window_->openSession(file));
+    QTRY_COMPARE_WITH_TIMEOUT(panel->model()->family().host_budget, qint64(0), 120000);
+    QTRY_COMPARE_WITH_TIMEOUT(weightsChanged.count(), 3, 120000);
+    QTRY_COMPARE_WITH_TIMEOUT(panel->cpuWeights(), QStringLiteral("mapped"), 10000);
+    QTRY_COMPARE_WITH_TIMEOUT(window_->chatPane()->targetBox()->count(), 9, 60000);
+    Q_EMIT panel->cpuWeightsRequested(QStringLiteral("stored"));
+    QTRY_COMPARE_WITH_TIMEOUT(weightsChanged.count(), 4, 30000);
     QTRY_COMPARE_WITH_TIMEOUT(panel->cpuWeights(), QStringLiteral("stored"), 10000);
   }
 
