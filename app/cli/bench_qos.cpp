@@ -78,11 +78,7 @@ void add_bench_command(CLI::App& app) {
     // Said before the family is read: reading a large one takes minutes.
     if (!o->device.empty()) set_sweep_device(config, checked_device(o->device));
     if (!o->host_budget.empty()) set_sweep_host_budget(config, host_budget_bytes(o->host_budget));
-    if (!o->cpu_weights.empty()) {
-      const auto weights = parse_cpu_weights(o->cpu_weights);
-      if (!weights) throw InvalidArgument("--cpu-weights", "'" + o->cpu_weights + "'", "is not a weight layout", "use stored, fp32 or mapped");
-      set_sweep_cpu_weights(config, *weights);
-    }
+    if (!o->cpu_weights.empty()) set_sweep_cpu_weights(config, checked_cpu_weights(o->cpu_weights));
     if (config.clock != RunClock::Simulated)  // whichever override was given
       if (const auto why = device_unavailable(config.device))
         throw DeviceError(o->config.string(), "field 'device'", *why, "run it with --device cpu, or on a machine with an NVIDIA GPU");

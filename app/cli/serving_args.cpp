@@ -25,6 +25,12 @@ Device checked_device(const std::string& name) {
   return *d;
 }
 
+CpuWeights checked_cpu_weights(const std::string& name) {
+  const auto w = parse_cpu_weights(name);
+  if (!w) throw InvalidArgument("--cpu-weights", "'" + name + "'", "is not a weight layout", "use stored, fp32 or mapped");
+  return *w;
+}
+
 std::vector<std::filesystem::path> ServingArgs::inputs() const {
   std::vector<std::filesystem::path> in = variants;
   in.push_back(model);
@@ -114,9 +120,7 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
   config.hit = *hit;
   config.miss = a.miss;
   config.device = checked_device(a.device);
-  const auto cpu_weights = parse_cpu_weights(a.cpu_weights);
-  if (!cpu_weights) throw InvalidArgument("--cpu-weights", "'" + a.cpu_weights + "'", "is not a weight layout", "use stored, fp32 or mapped");
-  config.cpu_weights = *cpu_weights;
+  config.cpu_weights = checked_cpu_weights(a.cpu_weights);
   config.reserve.miss_slots = a.miss_slots;
   if (a.resident_sets == "auto") {
     config.resident_sets = RuntimeConfig::kAutoSets;

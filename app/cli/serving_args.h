@@ -44,6 +44,8 @@ struct ServingArgs {
 
 // The device a --device names, checked to be usable here (DeviceError says why not: exit 2).
 Device checked_device(const std::string& name);
+// --cpu-weights: stored, fp32 or mapped; throws InvalidArgument for another name.
+CpuWeights checked_cpu_weights(const std::string& name);
 
 // The family, its host store, the layout, and the runtime and engine serving them.
 struct ServingSession {
