@@ -33,6 +33,12 @@ namespace mosaic::ui {
 
 namespace {
 
+// Why the engine cannot change what it serves on now, or "" when it can; `change` names what would change.
+QString busy_for(bool sweeping, bool serving_http, const QString& change) {
+  if (sweeping) return EngineHost::tr("A sweep is serving on this engine; stop it before changing %1.").arg(change);
+  if (serving_http) return EngineHost::tr("The HTTP server is serving on this engine; stop it before changing %1.").arg(change);
+  return {};
+}
 
 FamilyInfo describe(const FamilyView& f) {
   FamilyInfo info;
@@ -247,8 +253,7 @@ void EngineHost::setDevice(const QString& name) {
     const auto device = parse_device(name.toStdString());
     if (!device) return Q_EMIT deviceFailed(tr("'%1' is not a device: choose cpu or cuda.").arg(name), current);
     if (*device == st.device) return Q_EMIT deviceChanged(current);
-    if (st.sweeping) return Q_EMIT deviceFailed(tr("A sweep is serving on this engine; stop it before changing the device."), current);
-    if (st.serving_http()) return Q_EMIT deviceFailed(tr("The HTTP server is serving on this engine; stop it before changing the device."), current);
+    if (const QString busy = busy_for(st.sweeping, st.serving_http(), tr("the device")); !busy.isEmpty()) return Q_EMIT deviceFailed(busy, current);
     try {
       if (st.session) st.session->set_device(*device);  // the layout on screen, served there now
       st.device = *device;
@@ -267,9 +272,8 @@ void EngineHost::setCpuWeights(const QString& name) {
     const auto weights = parse_cpu_weights(name.toStdString());
     if (!weights) return Q_EMIT cpuWeightsFailed(tr("'%1' is not a way to hold weights: choose stored, fp32 or mapped.").arg(name), current);
     if (*weights == st.cpu_weights) return Q_EMIT cpuWeightsChanged(current);
-    if (st.sweeping) return Q_EMIT cpuWeightsFailed(tr("A sweep is serving on this engine; stop it before changing how it holds weights."), current);
-    if (st.serving_http())
-      return Q_EMIT cpuWeightsFailed(tr("The HTTP server is serving on this engine; stop it before changing how it holds weights."), current);
+    if (const QString busy = busy_for(st.sweeping, st.serving_http(), tr("how it holds weights")); !busy.isEmpty())
+      return Q_EMIT cpuWeightsFailed(busy, current);
     try {
       if (st.session) st.session->set_cpu_weights(*weights);  // the layout on screen, served that way now
       st.cpu_weights = *weights;
