@@ -87,6 +87,10 @@ void ServingArgs::add_to(CLI::App* cmd, bool with_model, bool with_target) {
   cmd->add_option("--max-wait", max_wait, "affinity's fairness bound: past it, the oldest request goes first (seconds)")
       ->default_val(SchedulerOptions::kDefaultMaxWait)
       ->check(CLI::Range(0.0, 3600.0));
+  cmd->add_option("--residency", residency,
+                  "affinity: how long a set switched in runs before another set's requests, within --max-wait, park it (seconds)")
+      ->default_val(SchedulerOptions::kDefaultResidency)
+      ->check(CLI::Range(0.0, 3600.0));
   cmd->add_option("--max-sequences", max_sequences, "sequences one engine step may run (1: one request at a time)")->default_val(256)
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 16));
   cmd->add_flag("--swap-ahead,!--no-swap-ahead", swap_ahead,
@@ -206,6 +210,7 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
       s->runtime, EngineOptions{.scheduler = {.max_sequences = a.max_sequences,
                                               .switching = a.admission == "fcfs" ? SwitchPolicy::Fcfs : SwitchPolicy::Affinity,
                                               .max_wait_seconds = a.max_wait,
+                                              .residency_seconds = a.residency,
                                               .swap_ahead = a.swap_ahead}});
   return s;
 }
@@ -263,7 +268,7 @@ void write_serving_stats(const std::filesystem::path& path, const ServingSession
                {"disk_time_hidden", tier.hidden_share()}};
   const EngineStats e = s.engine->stats();
   j["engine"] = {{"steps", e.steps}, {"tokens", e.tokens}, {"largest_step_tokens", e.largest_step_tokens},
-                 {"largest_step_sequences", e.largest_step_sequences}, {"preemptions", e.preemptions}, {"swaps", e.swaps},
+                 {"largest_step_sequences", e.largest_step_sequences}, {"preemptions", e.preemptions}, {"parks", e.parks}, {"swaps", e.swaps},
                  {"swaps_ahead", e.swaps_ahead}, {"swap_seconds_waited", e.swap_seconds}};
   RuntimeCounters all;
   all.layers.resize(static_cast<std::size_t>(s.store->spec().num_layers));

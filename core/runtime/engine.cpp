@@ -399,7 +399,12 @@ bool Engine::step(double now) {
   for (auto& job : jobs_)
     if (std::find(plan.preempted.begin(), plan.preempted.end(), &job->seq) != plan.preempted.end())
       job->result.logits = {};  // recomputed from the start
-  if (plan.empty()) return !plan.preempted.empty();
+  if (!plan.preempted.empty() || !plan.parked.empty()) {
+    std::lock_guard lock(wake_->m);
+    stats_.preemptions += static_cast<std::int64_t>(plan.preempted.size());
+    stats_.parks += static_cast<std::int64_t>(plan.parked.size());
+  }
+  if (plan.empty()) return !plan.preempted.empty() || !plan.parked.empty();
   Runtime& rt = *runtime_;
 
   // Which job each chunk belongs to, and the order the backend wants: chunks of one set adjacent.
@@ -488,7 +493,6 @@ bool Engine::step(double now) {
     stats_.tokens += tokens;
     stats_.largest_step_tokens = std::max(stats_.largest_step_tokens, tokens);
     stats_.largest_step_sequences = std::max<std::int64_t>(stats_.largest_step_sequences, batch.sequences);
-    stats_.preemptions += static_cast<std::int64_t>(plan.preempted.size());
     stats_.swaps += swaps;
     stats_.swaps_ahead += swaps_ahead;
     stats_.swap_seconds += swap_seconds;

@@ -97,6 +97,7 @@ struct EngineStats {
   std::int64_t steps = 0, tokens = 0;
   std::int64_t largest_step_tokens = 0, largest_step_sequences = 0;
   std::int64_t preemptions = 0, swaps = 0;
+  std::int64_t parks = 0;        // running sequences set aside with their KV blocks for another set
   std::int64_t swaps_ahead = 0;  // of the swaps, those filled while earlier steps ran (SchedulerOptions::swap_ahead)
   double swap_seconds = 0;       // what steps waited for swaps, ahead or not
 };

@@ -18,17 +18,21 @@ Scheduler::Scheduler(SchedulerOptions options, KvBlockPool& blocks, int resident
   if (options_.max_batch_tokens < 1) throw InvalidArgument("scheduler", "max batch tokens", "must be at least 1");
   if (options_.max_sequences < 1) throw InvalidArgument("scheduler", "max sequences", "must be at least 1");
   if (!(options_.max_wait_seconds >= 0)) throw InvalidArgument("scheduler", "max wait", "must not be negative");
+  if (!(options_.residency_seconds >= 0)) throw InvalidArgument("scheduler", "residency", "must not be negative");
 }
 
 void Scheduler::wait(SequenceState& s) {
   s.running = false;
   const auto at = std::upper_bound(waiting_.begin(), waiting_.end(), &s, [](const SequenceState* a, const SequenceState* b) {
-    return a->arrival < b->arrival || (a->arrival == b->arrival && a->order < b->order);
+    return a->waiting_since < b->waiting_since || (a->waiting_since == b->waiting_since && a->order < b->order);
   });
   waiting_.insert(at, &s);
 }
 
-void Scheduler::add(SequenceState* s) { wait(*s); }
+void Scheduler::add(SequenceState* s) {
+  s->waiting_since = s->arrival;
+  wait(*s);
+}
 
 void Scheduler::remove(SequenceState* s) {
   std::erase(running_, s);
@@ -38,15 +42,25 @@ void Scheduler::remove(SequenceState* s) {
 }
 
 void Scheduler::preempt(SequenceState& s) {
-  std::erase(running_, &s);
   blocks_.release(s.blocks);
   s.computed = 0;  // recomputed from its tokens when it runs again
   ++s.preemptions;
+  if (!s.running) return;  // parked: it waits where it did, in the order it began to
+  std::erase(running_, &s);
+  wait(s);  // where it first began to wait: ahead of those that came after it
+}
+
+void Scheduler::park(SequenceState& s, double now) {
+  std::erase(running_, &s);
+  s.waiting_since = now;
+  ++s.parks;
   wait(s);
 }
 
 void Scheduler::preempt_all() {
   while (!running_.empty()) preempt(*running_.back());
+  for (SequenceState* s : waiting_)
+    if (s->parked()) preempt(*s);
 }
 
 bool Scheduler::grow(SequenceState& s, std::int64_t tokens) {
@@ -56,15 +70,103 @@ bool Scheduler::grow(SequenceState& s, std::int64_t tokens) {
   return true;
 }
 
+bool Scheduler::reclaim(const SequenceState* keep, StepPlan& plan) {
+  // The latest parked: its set is the furthest from coming back (waiting_ is by waiting_since).
+  for (auto it = waiting_.rbegin(); it != waiting_.rend(); ++it)
+    if (*it != keep && (*it)->parked()) {
+      preempt(**it);
+      plan.preempted.push_back(*it);
+      return true;
+    }
+  return false;
+}
+
+double Scheduler::priority(double work, double since, double now) const {
+  const double age = std::max(0.0, now - since);
+  return work * (1.0 + (options_.max_wait_seconds > 0 ? age / options_.max_wait_seconds : age));
+}
+
+std::vector<Scheduler::Queued> Scheduler::queued_by_weight(double now) const {
+  // The sets with requests waiting, the most queued work first (tokens still to run), each weighted
+  // up by how long its longest waiting request has waited against the bound: a set with much work
+  // waiting goes before a lone request's, and a set waiting long goes before either.
+  std::vector<Queued> queued;  // in the order each set's longest waiting request began to wait
+  for (const SequenceState* s : waiting_) {
+    auto q = std::find_if(queued.begin(), queued.end(), [&](const Queued& x) { return x.set == s->set; });
+    if (q == queued.end()) q = queued.insert(queued.end(), {s->set, 0, s->waiting_since});
+    q->work += static_cast<double>(s->total - s->computed);
+  }
+  std::stable_sort(queued.begin(), queued.end(), [&](const Queued& a, const Queued& b) {
+    return priority(a.work, a.oldest, now) > priority(b.work, b.oldest, now);
+  });
+  return queued;
+}
+
+void Scheduler::switch_sets(double now, bool strict, const std::vector<Queued>& queued, StepPlan& plan) {
+  // Parking, not draining: a set's running sequences would hold its buffer for up to their whole
+  // output (every request of the incoming set waiting meanwhile), where parked they give it up at
+  // once and lose nothing — their blocks stay theirs, and they resume where they stopped.
+  const auto waits = [&](int set) {
+    return std::any_of(queued.begin(), queued.end(), [&](const Queued& q) { return q.set == set; });
+  };
+  const int oldest = waiting_.empty() ? -1 : waiting_.front()->set;
+  if (switch_.incoming >= 0 && !waits(switch_.incoming)) switch_ = {};
+  if (strict && switch_.incoming != oldest) switch_ = {};  // a switch chosen by weight gives way to the oldest
+  if (switch_.incoming >= 0) return;  // under way: the choice holds until its set runs
+  std::vector<int> running_sets;
+  for (const SequenceState* s : running_)
+    if (!contains(running_sets, s->set)) running_sets.push_back(s->set);
+  if (static_cast<int>(running_sets.size()) < capacity_) return;  // a buffer is free of running sequences
+  int incoming = -1;
+  if (strict) incoming = oldest;
+  else
+    for (const Queued& q : queued)
+      if (!contains(running_sets, q.set)) {
+        incoming = q.set;
+        break;
+      }
+  if (incoming < 0 || contains(running_sets, incoming)) return;
+  // The lightest running set: all the work it has left, running and queued, weighed as queued work is.
+  int victim = -1;
+  double lightest = 0;
+  for (int set : running_sets) {
+    const auto since = std::find_if(running_since_.begin(), running_since_.end(), [&](const auto& r) { return r.first == set; });
+    if (!strict && since != running_since_.end() && now - since->second < options_.residency_seconds) continue;
+    double work = 0, from = now;
+    for (const SequenceState* s : running_)
+      if (s->set == set) work += static_cast<double>(s->total - s->computed);
+    for (const Queued& q : queued)
+      if (q.set == set) work += q.work, from = q.oldest;
+    const double weight = priority(work, from, now);
+    if (victim < 0 || weight < lightest) victim = set, lightest = weight;
+  }
+  if (victim < 0) return;
+  if (!strict) {
+    const auto in = std::find_if(queued.begin(), queued.end(), [&](const Queued& q) { return q.set == incoming; });
+    if (!(priority(in->work, in->oldest, now) > lightest)) return;
+  }
+  for (std::size_t i = running_.size(); i-- > 0;)
+    if (running_[i]->set == victim) {
+      SequenceState& s = *running_[i];
+      plan.parked.push_back(&s);
+      park(s, now);
+    }
+  switch_ = {incoming, victim};
+}
+
 StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<const int> loading) {
   StepPlan plan;
   std::int64_t budget = options_.max_batch_tokens;
   auto use_set = [&](int set) {
     if (!contains(plan.sets, set)) plan.sets.push_back(set);
   };
+  const bool affinity = options_.switching == SwitchPolicy::Affinity;
+  const bool strict = !affinity || (!waiting_.empty() && now - waiting_.front()->waiting_since > options_.max_wait_seconds);
+  const std::vector<Queued> queued = affinity ? queued_by_weight(now) : std::vector<Queued>{};
+  if (affinity) switch_sets(now, strict, queued, plan);
 
   // Running sequences, oldest first: a decode token each, or their next prompt chunk. When blocks
-  // run out, the newest running sequence gives its blocks back (possibly this one).
+  // run out, parked sequences give theirs back, then the newest running one (possibly this one).
   for (std::size_t i = 0; i < running_.size() && budget > 0;) {
     SequenceState& s = *running_[i];
     const std::int64_t n = std::min(s.known - s.computed, budget);
@@ -74,6 +176,7 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
     }
     bool placed = true;
     while (!grow(s, n)) {
+      if (reclaim(nullptr, plan)) continue;
       SequenceState& victim = *running_.back();
       plan.preempted.push_back(&victim);
       preempt(victim);
@@ -90,15 +193,21 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
   }
   for (const SequenceState* s : running_) use_set(s->set);  // their sets stay resident even if idle this step
 
-  // Admission. FCFS: in arrival order, stopping at the first request that cannot start. Affinity:
-  // first the requests whose set is resident already, then the other sets' by queued work, passing
-  // over those whose set has no buffer free — unless the oldest has waited too long (then it and its
-  // set first, the rest as FCFS).
+  // Admission. FCFS: in the order they began to wait, stopping at the first request that cannot
+  // start. Affinity: first the requests whose set is resident already, then the other sets' by
+  // queued work, passing over those whose set has no buffer free — unless the oldest has waited too
+  // long (then it and its set first, the rest as FCFS). A parked set's requests wait for the set it
+  // made room for.
   auto ready = [&](int set) {
     return contains(plan.sets, set) || (contains(resident, set) && !contains(loading, set));
   };
-  const bool strict = options_.switching == SwitchPolicy::Fcfs ||
-                      (!waiting_.empty() && now - waiting_.front()->arrival > options_.max_wait_seconds);
+  auto blocks_for = [&](SequenceState& s, std::int64_t n) {
+    if (grow(s, n)) return true;
+    if (!plan.chunks.empty()) return false;  // parked blocks are taken only where nothing would run
+    while (reclaim(&s, plan))
+      if (grow(s, n)) return true;
+    return false;
+  };
   auto admit = [&](auto&& eligible) {
     for (auto it = waiting_.begin(); it != waiting_.end();) {
       if (budget <= 0 || static_cast<std::int64_t>(running_.size()) >= options_.max_sequences) return;
@@ -115,7 +224,7 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
       }
       const bool set_fits = contains(plan.sets, s.set) || static_cast<int>(plan.sets.size()) < capacity_;
       const std::int64_t n = std::min(s.known - s.computed, budget);
-      if (!set_fits || !grow(s, n)) {
+      if (!set_fits || !blocks_for(s, n)) {
         if (strict || set_fits) return;  // no blocks: later requests would not get any either
         ++it;
         continue;
@@ -129,93 +238,51 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
       budget -= n;
     }
   };
+  const int parked = switch_.parked;
   bool oldest_waits_for_fill = false;
-  if (!strict) {
-    // The sets with requests waiting, the most queued work first (tokens still to run), each weighted
-    // up by how long its oldest request has waited against the bound: a set with much work waiting
-    // goes before a lone request's, and a set waiting long goes before either.
-    struct Queued {
-      int set;
-      double work = 0, oldest = 0;  // tokens still to run; the oldest request's arrival
-    };
-    std::vector<Queued> queued;  // in order of each set's oldest request (waiting_ is by arrival)
-    for (const SequenceState* s : waiting_) {
-      auto q = std::find_if(queued.begin(), queued.end(), [&](const Queued& x) { return x.set == s->set; });
-      if (q == queued.end()) q = queued.insert(queued.end(), {s->set, 0, s->arrival});
-      q->work += static_cast<double>(s->total - s->computed);
-    }
-    auto priority = [&](const Queued& q) {
-      const double age = std::max(0.0, now - q.oldest);
-      return q.work * (1.0 + (options_.max_wait_seconds > 0 ? age / options_.max_wait_seconds : age));
-    };
-    std::stable_sort(queued.begin(), queued.end(), [&](const Queued& a, const Queued& b) { return priority(a) > priority(b); });
-    if (options_.ahead()) {
-      // A set is filled ahead only into a buffer no running sequence uses. While every buffer runs a
-      // set whose requests keep joining, none ever frees, and a set not in waits for the bound. So
-      // once the first set not in outweighs the one whose running sequences end soonest (its own
-      // queued work, weighed the same way), that one drains: none of its requests join until the
-      // other is in. The choice holds until then, or else the two would trade places step by step.
-      const auto weight = [&](int set) {
-        const auto q = std::find_if(queued.begin(), queued.end(), [&](const Queued& x) { return x.set == set; });
-        return q == queued.end() ? 0.0 : priority(*q);
-      };
-      const bool waits = std::any_of(queued.begin(), queued.end(), [&](const Queued& q) { return q.set == switch_.incoming; });
-      if (switch_.incoming >= 0 && !waits) switch_ = {};
-      if (switch_.incoming < 0 && !plan.chunks.empty() && static_cast<int>(plan.sets.size()) >= capacity_) {
-        const auto next = std::find_if(queued.begin(), queued.end(), [&](const Queued& q) { return !ready(q.set); });
-        const int drain = soonest_done(plan.sets);
-        if (next != queued.end() && priority(*next) > weight(drain)) switch_ = {next->set, drain};
-      }
-    }
-    admit([&](const SequenceState& s) { return s.set != switch_.draining && contains(resident, s.set); });
+  if (affinity && !strict) {
+    admit([&](const SequenceState& s) { return s.set != parked && contains(resident, s.set); });
     for (const Queued& q : queued)
-      if (q.set != switch_.draining) admit([set = q.set](const SequenceState& s) { return s.set == set; });
-    // Ended once its set runs, not once it is filled: filled but kept out (the sequence limit, the
-    // blocks), it stays listed first, or an older request's fill would take its buffer back.
-    if (switch_.incoming >= 0 && contains(plan.sets, switch_.incoming)) switch_ = {};
-  } else if (options_.switching == SwitchPolicy::Affinity && !waiting_.empty()) {
+      if (q.set != parked) admit([set = q.set](const SequenceState& s) { return s.set == set; });
+  } else if (affinity && !waiting_.empty()) {
     // Past the bound the oldest goes first, and the requests of its set with it: its swap is paid
     // once for all of them, where arrival order would run the head of the queue alone.
     const int oldest = waiting_.front()->set;
-    switch_ = {};  // a switch chosen by weight gives way to the oldest
     admit([oldest](const SequenceState& s) { return s.set == oldest; });
     if (options_.ahead() && !plan.chunks.empty() && !ready(oldest)) {
-      // Its set is being filled ahead, into a buffer no running sequence uses. Meanwhile requests
-      // of the sets the step runs join (they take no buffer), but not the set to drain when every
-      // buffer is in use: the one whose running sequences end soonest, which frees a buffer for the
-      // fill. Stopping every admission instead would drain all sets, and the batch with them.
-      const int drain = static_cast<int>(plan.sets.size()) < capacity_ ? -1 : soonest_done(plan.sets);
-      admit([&](const SequenceState& s) { return s.set != drain && contains(plan.sets, s.set); });
+      // Its set is being filled ahead, into the buffer parked for it. Meanwhile requests of the sets
+      // the step runs join (they take no buffer), but not those of a set resident but idle: they
+      // would take the buffer the fill needs.
+      admit([&](const SequenceState& s) { return s.set != parked && contains(plan.sets, s.set); });
       oldest_waits_for_fill = true;
     }
   }
-  if (!oldest_waits_for_fill) admit([&](const SequenceState& s) { return s.set != switch_.draining; });
+  if (!oldest_waits_for_fill) admit([&](const SequenceState& s) { return s.set != parked; });
+  // Ended once its set runs, not once it is filled: filled but kept out (the sequence limit, the
+  // blocks), it stays listed first, or an older request's fill would take its buffer back.
+  if (switch_.incoming >= 0 && contains(plan.sets, switch_.incoming)) switch_ = {};
+
+  // How long each set has run without a break, for the residency bound.
+  std::vector<std::pair<int, double>> since;
+  for (int set : plan.sets) {
+    const auto was = std::find_if(running_since_.begin(), running_since_.end(), [&](const auto& r) { return r.first == set; });
+    since.emplace_back(set, was == running_since_.end() ? now : was->second);
+  }
+  running_since_ = std::move(since);
   list_upcoming(plan);
   return plan;
-}
-
-int Scheduler::soonest_done(std::span<const int> sets) const {
-  int best = -1;
-  std::int64_t best_left = 0;
-  for (int set : sets) {
-    std::int64_t left = 0;  // the most tokens one of its running sequences may still run
-    for (const SequenceState* s : running_)
-      if (s->set == set) left = std::max(left, s->total - s->computed);
-    if (best < 0 || left < best_left) best = set, best_left = left;
-  }
-  return best;
 }
 
 void Scheduler::list_upcoming(StepPlan& plan) const {
   // Whatever keeps them waiting (their set, the sequence limit, the token budget), the sets the
   // waiting requests need next, for the runtime to fill ahead into buffers this step leaves free —
   // those in already too, so that a fill for a later request does not evict them.
-  // A switch under way lists its set first, and not the set draining for it: that buffer is its.
+  // A switch under way lists its set first, and not the set parked for it: that buffer is its.
   if (!options_.ahead()) return;
   if (switch_.incoming >= 0 && !contains(plan.sets, switch_.incoming))
     plan.upcoming.push_back(switch_.incoming);
   for (const SequenceState* s : waiting_)
-    if (s->set != switch_.draining && !contains(plan.sets, s->set) && !contains(plan.upcoming, s->set))
+    if (s->set != switch_.parked && !contains(plan.sets, s->set) && !contains(plan.upcoming, s->set))
       plan.upcoming.push_back(s->set);
 }
 

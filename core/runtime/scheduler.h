@@ -2,13 +2,17 @@
 // Iteration-level scheduling (as Orca and vLLM do it): every step, one more token for each running
 // sequence and the next prompt chunk of sequences being prefilled, within a token budget; waiting
 // sequences admitted while the budget, the sequence limit, the KV blocks and the resident-set
-// buffers allow. When KV blocks run out, the newest running sequence is preempted: its blocks are
-// freed and it waits to be recomputed from its tokens. Pure bookkeeping, no clock of its own.
+// buffers allow. When every set buffer runs a set and another set's requests outweigh one of them,
+// that set's running sequences are parked: they wait with their KV blocks and resume, nothing
+// recomputed, once their set is back. When KV blocks run out, parked sequences give theirs back
+// first (latest parked first), then the newest running one: its blocks are freed and it waits to be
+// recomputed from its tokens. Pure bookkeeping, no clock of its own.
 #include <cstdint>
 #include <deque>
 #include <optional>
 #include <span>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "runtime/kv_blocks.h"
@@ -19,12 +23,14 @@ namespace mosaic {
 enum class SwitchPolicy {
   Fcfs,      // strictly in arrival order: a request whose set cannot join waits, and so do all after it
   Affinity,  // requests of sets already resident go first, then the other sets' by queued work
-             // (tokens still to run, weighted up by their oldest request's wait against the bound);
-             // with look-ahead swaps and every buffer running, the first set not in that outweighs
-             // the running set ending soonest has that one drained for it. Once the oldest has
-             // waited max_wait_seconds, it goes first with its set's other requests, and the rest in
-             // strict arrival order, until it starts (while its set is filled ahead, only requests
-             // of sets already running join, and none of the set drained to free a buffer for it)
+             // (tokens still to run, weighted up by their oldest request's wait against the bound).
+             // With every buffer running a set, the first set not in that outweighs the lightest
+             // running one (its running and queued work, weighed the same way) that has run for
+             // residency_seconds has that one parked for it. Once the oldest has waited
+             // max_wait_seconds, it goes first with its set's other requests (the lightest running
+             // set parked for it if need be, however briefly it ran), and the rest in the order they
+             // began to wait, until it starts. A parked set's requests join again only once the set
+             // it made room for runs.
 };
 std::string_view switch_policy_name(SwitchPolicy p);  // "fcfs", "affinity"
 
@@ -36,6 +42,10 @@ struct SchedulerOptions {
   SwitchPolicy switching = SwitchPolicy::Affinity;
   double max_wait_seconds = kDefaultMaxWait;  // Affinity's bound on how long a request waits for its set
   static constexpr double kDefaultMaxWait = 2.0;
+  // Affinity: how long a set switched in runs before another within the bound may take its buffer,
+  // so that two sets of like weight do not trade places (and their swaps) step after step.
+  double residency_seconds = kDefaultResidency;
+  static constexpr double kDefaultResidency = 0.25;
   // Look-ahead swaps: while anything runs, a waiting request whose set is not resident and ready
   // does not join (its swap would stall the running batch); it joins once the set is in. The sets
   // of all waiting requests (whatever keeps them waiting: the sequence limit, too) are listed in
@@ -49,6 +59,7 @@ struct SchedulerOptions {
 struct SequenceState {
   std::uint64_t order = 0;  // submission order: ties of arrival
   double arrival = 0;
+  double waiting_since = 0;  // when it last began to wait: its arrival, or when it was parked
   int set = 0;              // the resident set its tokens need
   std::int64_t known = 0;   // tokens known so far (prompt, then generated ones)
   std::int64_t total = 0;   // the most it will ever hold (prompt + max new tokens)
@@ -56,6 +67,8 @@ struct SequenceState {
   std::vector<std::int32_t> blocks;
   bool running = false;
   std::int64_t preemptions = 0;
+  std::int64_t parks = 0;  // times it was parked: set aside with its blocks for another set
+  bool parked() const { return !running && !blocks.empty(); }
 };
 
 struct StepPlan {
@@ -67,6 +80,7 @@ struct StepPlan {
   std::vector<int> sets;                    // resident sets the step needs, in first-use order
   std::vector<SequenceState*> admitted;     // started running this step
   std::vector<SequenceState*> preempted;    // sent back to wait; their blocks are free again
+  std::vector<SequenceState*> parked;       // sent back to wait with their blocks, for another set
   std::vector<int> upcoming;                // swap_ahead: sets waiting requests need (none of `sets`), in queue order
   bool empty() const { return chunks.empty(); }
 };
@@ -78,10 +92,11 @@ class Scheduler {
   const SchedulerOptions& options() const { return options_; }
   void add(SequenceState* s);     // arrived: waits, in arrival order
   void remove(SequenceState* s);  // finished or cancelled: forgotten, its blocks freed at once
-  // Sends every running sequence back to wait (its blocks freed), e.g. when the runtime changes.
+  // Sends every running sequence back to wait and frees every sequence's blocks (parked ones' too),
+  // e.g. when the runtime changes.
   void preempt_all();
   std::size_t waiting() const { return waiting_.size(); }
-  // A switch of sets under way (Affinity within the bound) is given up: the sets were renumbered.
+  // A switch of sets under way (Affinity) is given up: the sets were renumbered.
   void forget_switch() { switch_ = {}; }
   std::size_t running() const { return running_.size(); }
   // The next step at time `now`, with `resident` the sets the device holds now (Affinity prefers
@@ -89,22 +104,32 @@ class Scheduler {
   StepPlan plan(double now, std::span<const int> resident = {}, std::span<const int> loading = {});
 
  private:
+  struct Queued {  // a set with requests waiting
+    int set;
+    double work = 0;    // tokens its waiting requests have still to run
+    double oldest = 0;  // when the longest waiting of them began to wait
+  };
   bool grow(SequenceState& s, std::int64_t tokens);  // blocks for `tokens` more; false when none are left
+  bool reclaim(const SequenceState* keep, StepPlan& plan);  // the latest parked (not `keep`) preempted
   void preempt(SequenceState& s);
+  void park(SequenceState& s, double now);
   void wait(SequenceState& s);
-  int soonest_done(std::span<const int> sets) const;  // of `sets`, the one whose running sequences may end first
-  void list_upcoming(StepPlan& plan) const;           // StepPlan::upcoming, once the step's admissions are made
+  double priority(double work, double since, double now) const;  // work weighted up by its wait
+  std::vector<Queued> queued_by_weight(double now) const;       // heaviest first
+  void switch_sets(double now, bool strict, const std::vector<Queued>& queued, StepPlan& plan);
+  void list_upcoming(StepPlan& plan) const;  // StepPlan::upcoming, once the step's admissions are made
 
   SchedulerOptions options_;
   KvBlockPool& blocks_;
   int capacity_;
-  // Look-ahead swaps within the bound: a set chosen to come in, and the running set drained to free
-  // a buffer for it (-1, -1: none under way).
+  // A set chosen to come in, and the set parked to free a buffer for it, whose requests wait until
+  // the incoming set runs (-1, -1: none under way).
   struct Switch {
-    int incoming = -1, draining = -1;
+    int incoming = -1, parked = -1;
   } switch_;
-  std::deque<SequenceState*> waiting_;   // by (arrival, order)
+  std::deque<SequenceState*> waiting_;   // by (waiting_since, order)
   std::vector<SequenceState*> running_;  // by admission
+  std::vector<std::pair<int, double>> running_since_;  // each set that ran in the last step, since when
 };
 
 }  // namespace mosaic

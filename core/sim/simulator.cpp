@@ -81,7 +81,7 @@ void simulate_lane(const ModelShapes& m, const DeviceProfile& device, const SimP
     while (next < requests.size() && requests[next]->state.arrival <= now) scheduler.add(&requests[next++]->state);
     const StepPlan plan = scheduler.plan(now, sets.resident(), loading());
     if (plan.empty()) {
-      if (!plan.preempted.empty()) continue;
+      if (!plan.preempted.empty() || !plan.parked.empty()) continue;
       if (next < requests.size()) {
         const double until = std::max(now, requests[next]->state.arrival);
         link_idle(until - now);

@@ -32,9 +32,9 @@ def run(tmp, strategy, rate):
     r = json.loads(out)["runs"][0]
     # Of the requests that arrived (a Poisson draw: not rate x seconds), those done within the window.
     kept = r["completed_in_window"] / r["requests"]
-    print("  %-40s offered %6.2f req/s  arrived %4d  completed %4d (%.3f)  TTFT p50 %.3f p99 %.3f s" %
+    print("  %-40s offered %6.2f req/s  arrived %4d  completed %4d (%.3f)  TTFT p50 %.3f p99 %.3f s  TPOT p99 %.3f s  swaps %d" %
           (strategy.get("name", strategy["kind"]), rate, r["requests"], r["completed_in_window"], kept, r["ttft_seconds"]["p50"],
-           r["ttft_seconds"]["p99"]), flush=True)
+           r["ttft_seconds"]["p99"], r["tpot_seconds"]["p99"], r["swaps"]), flush=True)
     return kept, r
 
 
@@ -48,7 +48,8 @@ with tempfile.TemporaryDirectory() as tmp:
             lo, hi = (mid, hi) if kept >= KEEP else (lo, mid)
         _, at80 = run(tmp, s, 0.8 * lo)
         summary.append((s.get("name", s["kind"]), lo, at80["ttft_seconds"]["p50"], at80["ttft_seconds"]["p99"],
-                        at80["completed_in_window"], at80["requests"]))
-    print("\nstrategy | sustained req/s (>= %.0f%% of arrivals completed) | at 0.8 x: TTFT p50 / p99 s, completed of arrived" % (100 * KEEP))
-    for name, rate, p50, p99, done, arrived in summary:
-        print("%s | %.2f | %.3f / %.3f, %d of %d" % (name, rate, p50, p99, done, arrived))
+                        at80["tpot_seconds"]["p50"], at80["tpot_seconds"]["p99"], at80["completed_in_window"], at80["requests"]))
+    print("\nstrategy | sustained req/s (>= %.0f%% of arrivals completed) | at 0.8 x: TTFT p50 / p99 s, TPOT p50 / p99 s, completed of arrived" %
+          (100 * KEEP))
+    for name, rate, p50, p99, t50, t99, done, arrived in summary:
+        print("%s | %.2f | %.3f / %.3f, %.3f / %.3f, %d of %d" % (name, rate, p50, p99, t50, t99, done, arrived))
