@@ -511,11 +511,12 @@ class TestEngine : public QObject {
     // Two set buffers, both running, and requests of both sets keep arriving. Set 2's requests, not
     // in, outweigh set 0's work (running and queued) well within the bound: set 0 is parked so that
     // set 2 can be filled into its buffer, and stays out, whatever the weights, until set 2 runs.
-    // Then set 2 keeps its buffer for the residency bound; past it, the parked set's work, now the
-    // heaviest, takes the lightest running set's buffer, and the parked sequence resumes where it
-    // stopped: the same blocks, nothing recomputed.
+    // A set keeps its buffer for its turn: at least residency_seconds, and its share of all the work
+    // left times the bound. Past it, the parked set's work, now the heaviest, takes the lightest
+    // running set's buffer, and the parked sequence resumes where it stopped: the same blocks,
+    // nothing recomputed.
     KvBlockPool blocks(256, std::nullopt);
-    Scheduler s({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 100, .residency_seconds = 1, .swap_ahead = true}, blocks, 2);
+    Scheduler s({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 10, .residency_seconds = 1, .swap_ahead = true}, blocks, 2);
     SequenceState a{.order = 0, .set = 0, .known = 4, .total = 8}, b{.order = 1, .set = 1, .known = 4, .total = 40};
     s.add(&a);
     s.add(&b);
@@ -529,7 +530,7 @@ class TestEngine : public QObject {
                                     {.order = 5, .arrival = 0.7, .set = 1, .known = 4, .total = 8}};
     s.add(&more[0]);
     s.add(&more[1]);
-    // Within the residency bound nothing is parked, however heavy set 2's queue.
+    // Within their turns (1 s at least) nothing is parked, however heavy set 2's queue.
     StepPlan p = s.plan(0.5, resident);
     QVERIFY(p.parked.empty() && p.admitted.empty());
     QCOMPARE(p.upcoming, (std::vector<int>{2}));
@@ -557,7 +558,7 @@ class TestEngine : public QObject {
     QCOMPARE(p.admitted, (std::vector<SequenceState*>{&more[0], &more[1]}));
     for (SequenceState* x : p.admitted) x->computed = 4, x->known = 5;
     // Set 0 (a, more[2], zeros: 4 + 8 + 8 × 40 tokens) outweighs set 1 (b and more[3]: 36 + 8), and
-    // set 2 came in at 4, within the residency bound: set 1 is parked for set 0.
+    // set 2 came in at 4, within its turn: set 1 is parked for set 0.
     p = s.plan(4.5, resident);
     QCOMPARE(p.parked, (std::vector<SequenceState*>{&more[3], &b}));
     QCOMPARE(p.upcoming.front(), 0);
@@ -573,7 +574,7 @@ class TestEngine : public QObject {
     // A family change renumbers the sets: a switch under way is given up, and the set parked for it
     // takes requests again.
     KvBlockPool blocks2(256, std::nullopt);
-    Scheduler t({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 100, .residency_seconds = 0, .swap_ahead = true}, blocks2, 2);
+    Scheduler t({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 10, .residency_seconds = 0, .swap_ahead = true}, blocks2, 2);
     SequenceState c{.order = 0, .set = 0, .known = 4, .total = 8}, d{.order = 1, .set = 1, .known = 4, .total = 40};
     t.add(&c);
     t.add(&d);
@@ -602,7 +603,7 @@ class TestEngine : public QObject {
     // sequence (recomputed when it runs again), not from the newest running one; a request that
     // cannot start while something runs does not take parked blocks, but with nothing running it does.
     KvBlockPool blocks(16, std::optional<std::int64_t>(4));  // 4 blocks of 16 tokens
-    Scheduler s({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 100, .residency_seconds = 0, .swap_ahead = false}, blocks, 1);
+    Scheduler s({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 5, .residency_seconds = 0, .swap_ahead = false}, blocks, 1);
     SequenceState a{.order = 0, .set = 0, .known = 16, .total = 40}, b{.order = 1, .set = 0, .known = 16, .total = 40};
     s.add(&a);
     s.add(&b);
@@ -611,7 +612,8 @@ class TestEngine : public QObject {
     a.known = b.known = 17;
     SequenceState c{.order = 2, .arrival = 0.1, .set = 1, .known = 16, .total = 400};
     s.add(&c);
-    StepPlan p = s.plan(1);  // set 1's work (400) outweighs set 0's (48): set 0 parked, c starts
+    // Set 1's work (400) outweighs set 0's (48), whose turn (5 s × 48 / 448) is over: set 0 parked, c starts.
+    StepPlan p = s.plan(1);
     QCOMPARE(p.parked, (std::vector<SequenceState*>{&b, &a}));
     QCOMPARE(p.admitted, std::vector<SequenceState*>{&c});
     QCOMPARE(blocks.free(), std::int64_t(1));

@@ -88,7 +88,7 @@ void ServingArgs::add_to(CLI::App* cmd, bool with_model, bool with_target) {
       ->default_val(SchedulerOptions::kDefaultMaxWait)
       ->check(CLI::Range(0.0, 3600.0));
   cmd->add_option("--residency", residency,
-                  "affinity: how long a set switched in runs before another set's requests, within --max-wait, park it (seconds)")
+                  "affinity: how long a set switched in runs at least before another set's requests park it; its turn is its share of the work left times --max-wait where that is longer (seconds)")
       ->default_val(SchedulerOptions::kDefaultResidency)
       ->check(CLI::Range(0.0, 3600.0));
   cmd->add_option("--max-sequences", max_sequences, "sequences one engine step may run (1: one request at a time)")->default_val(256)

@@ -126,17 +126,25 @@ void Scheduler::switch_sets(double now, bool strict, const std::vector<Queued>& 
         break;
       }
   if (incoming < 0 || contains(running_sets, incoming)) return;
-  // The lightest running set: all the work it has left, running and queued, weighed as queued work is.
+  // The lightest running set that has had its turn: all the work it has left, running and queued,
+  // weighed as queued work is.
   int victim = -1;
   double lightest = 0;
+  double all_work = 0;
+  for (const SequenceState* s : running_) all_work += static_cast<double>(s->total - s->computed);
+  for (const Queued& q : queued) all_work += q.work;
   for (int set : running_sets) {
-    const auto since = std::find_if(running_since_.begin(), running_since_.end(), [&](const auto& r) { return r.first == set; });
-    if (!strict && since != running_since_.end() && now - since->second < options_.residency_seconds) continue;
     double work = 0, from = now;
     for (const SequenceState* s : running_)
       if (s->set == set) work += static_cast<double>(s->total - s->computed);
     for (const Queued& q : queued)
       if (q.set == set) work += q.work, from = q.oldest;
+    // Its turn: its share of all the work left, of the bound — every set then waits about the bound
+    // at most between turns, and a set with much work runs long enough to batch it.
+    const double turn = all_work > 0 ? options_.max_wait_seconds * work / all_work : 0;
+    const double residency = std::max(options_.residency_seconds, turn);
+    const auto since = std::find_if(running_since_.begin(), running_since_.end(), [&](const auto& r) { return r.first == set; });
+    if (since != running_since_.end() && now - since->second < residency) continue;
     const double weight = priority(work, from, now);
     if (victim < 0 || weight < lightest) victim = set, lightest = weight;
   }

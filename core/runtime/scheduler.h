@@ -25,12 +25,12 @@ enum class SwitchPolicy {
   Affinity,  // requests of sets already resident go first, then the other sets' by queued work
              // (tokens still to run, weighted up by their oldest request's wait against the bound).
              // With every buffer running a set, the first set not in that outweighs the lightest
-             // running one (its running and queued work, weighed the same way) that has run for
-             // residency_seconds has that one parked for it. Once the oldest has waited
-             // max_wait_seconds, it goes first with its set's other requests (the lightest running
-             // set parked for it if need be, however briefly it ran), and the rest in the order they
-             // began to wait, until it starts. A parked set's requests join again only once the set
-             // it made room for runs.
+             // running one (its running and queued work, weighed the same way) that has had its turn
+             // (SchedulerOptions::residency_seconds) has that one parked for it. Once the oldest has
+             // waited max_wait_seconds, it goes first with its set's other requests (the lightest
+             // running set that has had its turn parked for it if need be), and the rest in the
+             // order they began to wait, until it starts. A parked set's requests join again only
+             // once the set it made room for runs.
 };
 std::string_view switch_policy_name(SwitchPolicy p);  // "fcfs", "affinity"
 
@@ -42,10 +42,11 @@ struct SchedulerOptions {
   SwitchPolicy switching = SwitchPolicy::Affinity;
   double max_wait_seconds = kDefaultMaxWait;  // Affinity's bound on how long a request waits for its set
   static constexpr double kDefaultMaxWait = 2.0;
-  // Affinity: how long a set switched in runs before another within the bound may take its buffer,
-  // so that two sets of like weight do not trade places (and their swaps) step after step.
+  // Affinity: how long a set switched in runs at least before another may take its buffer, so that
+  // sets of like weight do not trade places (and swaps) step after step. Its turn is longer where it
+  // has more of the work left: its share of all of it, times max_wait_seconds.
   double residency_seconds = kDefaultResidency;
-  static constexpr double kDefaultResidency = 0.25;
+  static constexpr double kDefaultResidency = 0.1;
   // Look-ahead swaps: while anything runs, a waiting request whose set is not resident and ready
   // does not join (its swap would stall the running batch); it joins once the set is in. The sets
   // of all waiting requests (whatever keeps them waiting: the sequence limit, too) are listed in

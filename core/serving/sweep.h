@@ -34,8 +34,9 @@
 //                                 with the most queued work, weighed by its oldest's wait) | "fcfs"
 //                                 (arrival order: the paper's setting); "switching" is its older name,
 //                    "max_wait_seconds": s (affinity's fairness bound, default 2),
-//                    "residency_seconds": s (affinity: how long a set switched in runs before
-//                                        another within the bound parks it, default 0.25),
+//                    "residency_seconds": s (affinity: how long a set switched in runs at least
+//                                        before another parks it, default 0.1; its turn is
+//                                        longer by its share of the work left, runtime/scheduler.h),
 //                    "swap_ahead": false | true (look-ahead swaps, runtime/scheduler.h: waiting
 //                                  requests' sets filled into free buffers while the batch decodes;
 //                                  default: on wherever two sets or more are resident; not
