@@ -1,19 +1,23 @@
 #!/usr/bin/env python3
-# Issue 60's p99 TTFT at 80 % of a *sustained* saturation rate. A burst (every request at once)
+# Issue 60's sustained saturation rate, and p99 TTFT at 80 % of it. A burst (every request at once)
 # overstates what a strategy that swaps sustains: its queue drains in set-sized runs that a steady
-# load never forms. Here a strategy's sustained rate is the highest offered Poisson rate at which it
-# completes at least KEEP (0.9) of the requests that arrived within the run's window (those still
-# running when the last one arrives do not count: with a turnaround of about a second, an engine that
-# keeps up completes about 97 % of a 30 s window), found by bisection on 30 s runs; then one run at
-# 0.8 x that rate gives the p99 TTFT.
+# load never forms. Here a strategy sustains an offered Poisson rate when, over a 60 s window and the
+# drain after it, it delivers at least KEEP (0.9) of that rate: completed / (window + drain) >=
+# 0.9 x arrived / window. (The first version counted only what completed within the window; that
+# charged a strategy's turnaround as lost throughput — a request arriving in the window's last
+# seconds cannot finish in it — and so rated a scheduler that keeps up with a longer turnaround as
+# one that does not. The window is 60 s so that a turnaround of a few seconds costs under 10 %,
+# while a backlog that grows does not drain in it.) Found by bisection from [8, 64] req/s in five
+# steps; then one run at 0.8 x that rate gives the p99 TTFT.
 # Run from the repository root after building:
 #   python3 docs/bench/issue60-sustained.py SWEEP.json [STRATEGY NAME ...]
 # SWEEP.json names the variants, workload and strategies (e.g. issue60-saturation-50m-k2.json); the
-# names pick some of its strategies (default: all). Prints one line per run and a summary per strategy.
+# names pick some of its strategies (default: all). MOSAIC_CLI names another mosaic-cli binary.
+# Prints one line per run and a summary per strategy.
 import json, os, subprocess, sys, tempfile
 
-KEEP, LO, HI, STEPS, SECONDS = 0.9, 4.0, 64.0, 5, 30
-cli = "build/default/app/mosaic-cli"
+KEEP, LO, HI, STEPS, SECONDS = 0.9, 8.0, 64.0, 5, 60
+cli = os.environ.get("MOSAIC_CLI", "build/default/app/mosaic-cli")
 sweep_path = sys.argv[1]
 sweep = json.load(open(sweep_path))
 wanted = set(sys.argv[2:])
@@ -30,9 +34,11 @@ def run(tmp, strategy, rate):
     out = subprocess.run([cli, "bench", "--config", path, "--db", os.path.join(tmp, "runs.sqlite"), "--threads", "2", "--json"],
                          capture_output=True, text=True, check=True).stdout
     r = json.loads(out)["runs"][0]
-    # Of the requests that arrived (a Poisson draw: not rate x seconds), those done within the window.
-    kept = r["completed_in_window"] / r["requests"]
-    print("  %-40s offered %6.2f req/s  arrived %4d  completed %4d (%.3f)  TTFT p50 %.3f p99 %.3f s  TPOT p99 %.3f s  swaps %d" %
+    # What it delivered over the window and the drain, against what arrived (a Poisson draw: not
+    # rate x seconds) over the window.
+    window = r["window_seconds"]
+    kept = (r["requests"] - r["failed"]) / r["requests"] * window / (window + r["drain_seconds"])
+    print("  %-40s offered %6.2f req/s  arrived %4d  in window %4d  delivered %.3f  TTFT p50 %.3f p99 %.3f s  TPOT p99 %.3f s  swaps %d" %
           (strategy.get("name", strategy["kind"]), rate, r["requests"], r["completed_in_window"], kept, r["ttft_seconds"]["p50"],
            r["ttft_seconds"]["p99"], r["tpot_seconds"]["p99"], r["swaps"]), flush=True)
     return kept, r
@@ -43,13 +49,13 @@ with tempfile.TemporaryDirectory() as tmp:
     for s in strategies:
         lo, hi = LO, HI  # lo keeps up; hi is assumed not to
         for _ in range(STEPS):
-            mid = (lo * hi) ** 0.5  # geometric: the bracket spans a factor of 16, 1.09 after five steps
+            mid = (lo * hi) ** 0.5  # geometric: the bracket spans a factor of 8, 1.07 after five steps
             kept, _ = run(tmp, s, mid)
             lo, hi = (mid, hi) if kept >= KEEP else (lo, mid)
         _, at80 = run(tmp, s, 0.8 * lo)
         summary.append((s.get("name", s["kind"]), lo, at80["ttft_seconds"]["p50"], at80["ttft_seconds"]["p99"],
                         at80["tpot_seconds"]["p50"], at80["tpot_seconds"]["p99"], at80["completed_in_window"], at80["requests"]))
-    print("\nstrategy | sustained req/s (>= %.0f%% of arrivals completed) | at 0.8 x: TTFT p50 / p99 s, TPOT p50 / p99 s, completed of arrived" %
+    print("\nstrategy | sustained req/s (>= %.0f%% of the offered rate delivered) | at 0.8 x: TTFT p50 / p99 s, TPOT p50 / p99 s, completed in the window of arrived" %
           (100 * KEEP))
     for name, rate, p50, p99, t50, t99, done, arrived in summary:
         print("%s | %.2f | %.3f / %.3f, %.3f / %.3f, %d of %d" % (name, rate, p50, p99, t50, t99, done, arrived))
