@@ -459,7 +459,114 @@ class TestEngine : public QObject {
     QCOMPARE(plain.plan(2, resident0).admitted, std::vector<SequenceState*>{&d});
   }
 
-  void pastTheBoundTheLightestRunningSetIsParkedForTheOldest() {
+  void pastTheBoundTheRunningSetsKeepJoiningWhileTheOldestsSetFills() {
+    // Two set buffers. The oldest waiting request (set 2) has waited past the bound and its set is
+    // not in: it waits for the fill ahead. Meanwhile requests of the sets already running join — but
+    // when both buffers are in use, not those of the set whose running sequences end first (set 0,
+    // 3 tokens left against set 1's 7), which drains to free a buffer for set 2. Requests of a set
+    // resident but idle do not join either: they would take the buffer the fill needs.
+    const std::vector<int> resident{0, 1};
+    {
+      KvBlockPool blocks(64, std::nullopt);
+      Scheduler s({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 1, .swap_ahead = true}, blocks, 2);
+      SequenceState a{.order = 0, .set = 0, .known = 4, .total = 8}, b{.order = 1, .set = 1, .known = 4, .total = 12};
+      s.add(&a);
+      s.add(&b);
+      QCOMPARE(s.plan(0, resident).admitted, (std::vector<SequenceState*>{&a, &b}));
+      a.computed = b.computed = 4;  // prefilled, one token sampled
+      a.known = b.known = 5;
+      SequenceState c{.order = 2, .arrival = 0.5, .set = 2, .known = 4, .total = 8}, d{.order = 3, .arrival = 0.6, .set = 0, .known = 4, .total = 8},
+          e{.order = 4, .arrival = 0.7, .set = 1, .known = 4, .total = 8};
+      for (SequenceState* x : {&c, &d, &e}) s.add(x);
+      const StepPlan p = s.plan(5, resident);
+      QCOMPARE(p.admitted, std::vector<SequenceState*>{&e});
+      QCOMPARE(p.upcoming, std::vector<int>{2});
+      QCOMPARE(p.sets, (std::vector<int>{0, 1}));
+    }
+    KvBlockPool blocks(64, std::nullopt);
+    Scheduler s({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 1, .swap_ahead = true}, blocks, 2);
+    SequenceState a{.order = 0, .set = 0, .known = 4, .total = 8};
+    s.add(&a);
+    s.plan(0, resident);
+    a.computed = 4;
+    a.known = 5;
+    SequenceState c{.order = 1, .arrival = 0.5, .set = 2, .known = 4, .total = 8}, d{.order = 2, .arrival = 0.6, .set = 1, .known = 4, .total = 8},
+        e{.order = 3, .arrival = 0.7, .set = 0, .known = 4, .total = 8};
+    for (SequenceState* x : {&c, &d, &e}) s.add(x);
+    const StepPlan p = s.plan(5, resident);  // one buffer free of running sequences: set 2 fills there
+    QCOMPARE(p.admitted, std::vector<SequenceState*>{&e});
+    QCOMPARE(p.upcoming, (std::vector<int>{2, 1}));
+  }
+
+  void withinTheBoundASetOutweighingARunningOneGetsItsBuffer() {
+    // Two set buffers, both running (set 0's sequence ends first), and requests of both sets keep
+    // arriving. Set 2's requests, not in, outweigh set 0's queued work well within the bound: set 0
+    // drains (none of its requests join) so that set 2 can be filled into its buffer, and stays
+    // drained, whatever the weights, until set 2 is in. Before, no buffer ever freed: set 2 waited
+    // for the bound.
+    KvBlockPool blocks(256, std::nullopt);
+    Scheduler s({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 100, .swap_ahead = true}, blocks, 2);
+    SequenceState a{.order = 0, .set = 0, .known = 4, .total = 8}, b{.order = 1, .set = 1, .known = 4, .total = 40};
+    s.add(&a);
+    s.add(&b);
+    const std::vector<int> resident{0, 1};
+    QCOMPARE(s.plan(0, resident).admitted.size(), std::size_t(2));
+    a.computed = b.computed = 4;
+    a.known = b.known = 5;
+    std::vector<SequenceState> more{{.order = 2, .arrival = 0.5, .set = 2, .known = 4, .total = 40},
+                                    {.order = 3, .arrival = 0.5, .set = 2, .known = 4, .total = 40},
+                                    {.order = 4, .arrival = 0.6, .set = 0, .known = 4, .total = 8},
+                                    {.order = 5, .arrival = 0.7, .set = 1, .known = 4, .total = 8}};
+    for (SequenceState& x : more) s.add(&x);
+    StepPlan p = s.plan(1, resident);
+    QCOMPARE(p.admitted, std::vector<SequenceState*>{&more[3]});  // set 1's; set 0's waits
+    QCOMPARE(p.upcoming, std::vector<int>{2});                    // set 0 is not listed: its buffer is set 2's
+    // Set 0's queued work now outweighs set 2's: the choice holds all the same.
+    std::vector<SequenceState> zeros;
+    for (std::uint64_t i = 0; i < 8; ++i) zeros.push_back({.order = 6 + i, .arrival = 0.8, .set = 0, .known = 4, .total = 40});
+    for (SequenceState& x : zeros) s.add(&x);
+    a.computed = 5;
+    a.known = 6;
+    more[3].computed = 4;
+    more[3].known = 5;
+    p = s.plan(2, resident);
+    QVERIFY(std::none_of(p.admitted.begin(), p.admitted.end(), [](const SequenceState* x) { return x->set == 0; }));
+    QCOMPARE(p.upcoming, std::vector<int>{2});
+    // Set 0's sequence ends; set 2 is filled into its buffer, then joins; set 0's requests may join again.
+    s.remove(&a);
+    const std::vector<int> filling{2, 1}, filled{2};
+    p = s.plan(3, filling, filled);
+    QVERIFY(p.admitted.empty() || std::none_of(p.admitted.begin(), p.admitted.end(), [](const SequenceState* x) { return x->set != 1; }));
+    p = s.plan(4, filling);
+    QVERIFY(std::any_of(p.admitted.begin(), p.admitted.end(), [](const SequenceState* x) { return x->set == 2; }));
+
+    // A family change renumbers the sets: a switch under way is given up, and the set it drained
+    // takes requests again.
+    KvBlockPool blocks2(256, std::nullopt);
+    Scheduler t({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 100, .swap_ahead = true}, blocks2, 2);
+    SequenceState c{.order = 0, .set = 0, .known = 4, .total = 8}, d{.order = 1, .set = 1, .known = 4, .total = 40};
+    t.add(&c);
+    t.add(&d);
+    t.plan(0, resident);
+    c.computed = d.computed = 4;
+    c.known = d.known = 5;
+    SequenceState twos{.order = 2, .arrival = 0.5, .set = 2, .known = 4, .total = 80}, zero{.order = 3, .arrival = 0.6, .set = 0, .known = 4, .total = 8};
+    t.add(&twos);
+    t.add(&zero);
+    QVERIFY(t.plan(1, resident).admitted.empty());  // set 0 drains for set 2
+    c.computed = 5;
+    c.known = 6;
+    // Renumbered: set 2 is now 3, and 2 another set, with little work waiting; set 0's waiting
+    // request now outweighs both. Left as it was, the switch would go on draining set 0 for "set 2".
+    twos.set = 3;
+    zero.total = 400;
+    SequenceState light{.order = 4, .arrival = 0.7, .set = 2, .known = 4, .total = 6};
+    t.add(&light);
+    t.forget_switch();
+    QCOMPARE(t.plan(2, resident).admitted, std::vector<SequenceState*>{&zero});
+  }
+
+  void parkingPastTheBoundTheLightestRunningSetIsParkedForTheOldest() {
     // Two set buffers, both running. The oldest waiting request (set 2) has waited past the bound
     // and its set is not in: the running set with the least work left, running and queued (set 0:
     // 4 + 4 tokens against set 1's 8 + 4), is parked — its sequence waits with its KV blocks — and
@@ -468,7 +575,7 @@ class TestEngine : public QObject {
     const std::vector<int> resident{0, 1};
     {
       KvBlockPool blocks(64, std::nullopt);
-      Scheduler s({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 1, .swap_ahead = true}, blocks, 2);
+      Scheduler s({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 1, .park = true, .swap_ahead = true}, blocks, 2);
       SequenceState a{.order = 0, .set = 0, .known = 4, .total = 8}, b{.order = 1, .set = 1, .known = 4, .total = 12};
       s.add(&a);
       s.add(&b);
@@ -492,7 +599,7 @@ class TestEngine : public QObject {
       QCOMPARE(s.waiting(), std::size_t(3));  // c, d and the parked a
     }
     KvBlockPool blocks(64, std::nullopt);
-    Scheduler s({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 1, .swap_ahead = true}, blocks, 2);
+    Scheduler s({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 1, .park = true, .swap_ahead = true}, blocks, 2);
     SequenceState a{.order = 0, .set = 0, .known = 4, .total = 8};
     s.add(&a);
     s.plan(0, resident);
@@ -507,8 +614,8 @@ class TestEngine : public QObject {
     QCOMPARE(p.upcoming, (std::vector<int>{2, 1}));
   }
 
-  void withinTheBoundASetOutweighingARunningOneGetsItsBuffer() {
-    // Two set buffers, both running, and requests of both sets keep arriving. Set 2's requests, not
+  void parkingWithinTheBoundASetOutweighingARunningOneGetsItsBuffer() {
+    // Parking: two set buffers, both running, and requests of both sets keep arriving. Set 2's requests, not
     // in, outweigh set 0's work (running and queued) well within the bound: set 0 is parked so that
     // set 2 can be filled into its buffer, and stays out, whatever the weights, until set 2 runs.
     // A set keeps its buffer for its turn: at least residency_seconds, and its share of all the work
@@ -516,7 +623,7 @@ class TestEngine : public QObject {
     // running set's buffer, and the parked sequence resumes where it stopped: the same blocks,
     // nothing recomputed.
     KvBlockPool blocks(256, std::nullopt);
-    Scheduler s({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 10, .residency_seconds = 1, .swap_ahead = true}, blocks, 2);
+    Scheduler s({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 10, .park = true, .residency_seconds = 1, .swap_ahead = true}, blocks, 2);
     SequenceState a{.order = 0, .set = 0, .known = 4, .total = 8}, b{.order = 1, .set = 1, .known = 4, .total = 40};
     s.add(&a);
     s.add(&b);
@@ -574,7 +681,7 @@ class TestEngine : public QObject {
     // A family change renumbers the sets: a switch under way is given up, and the set parked for it
     // takes requests again.
     KvBlockPool blocks2(256, std::nullopt);
-    Scheduler t({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 10, .residency_seconds = 0, .swap_ahead = true}, blocks2, 2);
+    Scheduler t({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 10, .park = true, .residency_seconds = 0, .swap_ahead = true}, blocks2, 2);
     SequenceState c{.order = 0, .set = 0, .known = 4, .total = 8}, d{.order = 1, .set = 1, .known = 4, .total = 40};
     t.add(&c);
     t.add(&d);
@@ -595,53 +702,53 @@ class TestEngine : public QObject {
     SequenceState light{.order = 4, .arrival = 0.7, .set = 2, .known = 4, .total = 6};
     t.add(&light);
     t.forget_switch();
-    QCOMPARE(t.plan(2, resident).admitted, (std::vector<SequenceState*>{&zero, &c}));
+    // (the parked sequence first: it resumes without recomputing)
+    QCOMPARE(t.plan(2, resident).admitted, (std::vector<SequenceState*>{&c, &zero}));
   }
 
-  void parkedSequencesGiveTheirBlocksBackFirst() {
-    // KV blocks run out. A running sequence that needs one more takes it from the latest parked
-    // sequence (recomputed when it runs again), not from the newest running one; a request that
-    // cannot start while something runs does not take parked blocks, but with nothing running it does.
-    KvBlockPool blocks(16, std::optional<std::int64_t>(4));  // 4 blocks of 16 tokens
-    Scheduler s({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 5, .residency_seconds = 0, .swap_ahead = false}, blocks, 1);
+  void parkingParkedSequencesKeepTheirBlocksWhileAnythingRuns() {
+    // KV blocks run out. A running sequence that needs one more takes the newest running sequence's
+    // (recomputed when it runs again), not a parked one's: a parked sequence may be most of its
+    // output from done. Only where nothing would run otherwise does a request take parked blocks.
+    KvBlockPool blocks(16, std::optional<std::int64_t>(5));  // 5 blocks of 16 tokens
+    Scheduler s({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 5, .park = true, .residency_seconds = 0, .swap_ahead = false}, blocks, 1);
     SequenceState a{.order = 0, .set = 0, .known = 16, .total = 40}, b{.order = 1, .set = 0, .known = 16, .total = 40};
     s.add(&a);
     s.add(&b);
     QCOMPARE(s.plan(0).admitted.size(), std::size_t(2));
     a.computed = b.computed = 16;
     a.known = b.known = 17;
-    SequenceState c{.order = 2, .arrival = 0.1, .set = 1, .known = 16, .total = 400};
+    SequenceState c{.order = 2, .arrival = 0.1, .set = 1, .known = 16, .total = 400}, d{.order = 3, .arrival = 0.2, .set = 1, .known = 16, .total = 400};
     s.add(&c);
-    // Set 1's work (400) outweighs set 0's (48), whose turn (5 s × 48 / 448) is over: set 0 parked, c starts.
+    s.add(&d);
+    // Set 1's work (768) outweighs set 0's (48), whose turn (5 s × 48 / 816) is over: set 0 parked.
     StepPlan p = s.plan(1);
     QCOMPARE(p.parked, (std::vector<SequenceState*>{&b, &a}));
-    QCOMPARE(p.admitted, std::vector<SequenceState*>{&c});
+    QCOMPARE(p.admitted, (std::vector<SequenceState*>{&c, &d}));
     QCOMPARE(blocks.free(), std::int64_t(1));
-    c.computed = 16;
-    c.known = 17;
-    p = s.plan(2);  // c needs a second block: the last one free
-    QVERIFY(p.preempted.empty());
-    c.computed = 17;
-    c.known = 33;  // say its next chunk is 16 tokens: a third block
-    p = s.plan(3);
-    QCOMPARE(p.preempted.size(), std::size_t(1));
-    QVERIFY(p.preempted.front() == &a || p.preempted.front() == &b);
-    QCOMPARE(p.preempted.front()->computed, std::int64_t(0));
-    QCOMPARE(p.preempted.front()->preemptions, std::int64_t(1));
-    QVERIFY(c.running && c.preemptions == 0);
-    // c ends; the other parked sequence's set comes back with nothing running: a request of set 0
-    // that needs more blocks than are free takes the parked one's.
+    c.computed = d.computed = 16;
+    c.known = d.known = 17;
+    p = s.plan(2);  // c takes the last free block; d, the newest running, gives its own back
+    QCOMPARE(p.preempted, std::vector<SequenceState*>{&d});
+    QCOMPARE(d.computed, std::int64_t(0));
+    QVERIFY(c.running && a.parked() && b.parked());
+    QCOMPARE(a.computed, std::int64_t(16));
+    QCOMPARE(a.preemptions + b.preemptions, std::int64_t(0));
+    QVERIFY(p.admitted.empty());  // d waits: the parked blocks are not taken while c runs
+    // Set 1 ends; nothing runs. A request of set 1 that needs more blocks than are free takes the
+    // latest parked sequence's.
     s.remove(&c);
-    SequenceState* kept = p.preempted.front() == &a ? &b : &a;
-    QVERIFY(kept->parked());
-    SequenceState big{.order = 3, .arrival = 0.2, .set = 0, .known = 64, .total = 64};
+    s.remove(&d);
+    SequenceState big{.order = 4, .arrival = 2.5, .set = 1, .known = 64, .total = 80};
     s.add(&big);
-    p = s.plan(4);
-    QVERIFY(std::find(p.admitted.begin(), p.admitted.end(), &big) != p.admitted.end());
-    QCOMPARE(p.preempted, std::vector<SequenceState*>{kept});
+    p = s.plan(3);
+    QCOMPARE(p.admitted, std::vector<SequenceState*>{&big});
+    QCOMPARE(p.preempted, std::vector<SequenceState*>{&b});
+    QVERIFY(a.parked());
+    QCOMPARE(b.preemptions, std::int64_t(1));
   }
 
-  void aSwitchedOutSetsSequencesAreParkedAndResumeUnchanged() {
+  void parkingASwitchedOutSetsSequencesAreParkedAndResumeUnchanged() {
     // One set buffer. A long ft1 request runs; ft2 requests arrive while it decodes and outweigh it:
     // ft1's sequence is parked (its KV blocks kept), ft2's start at once, and ft1's resumes once its
     // set is back, nothing recomputed. Every output is what arrival order (no parking) gives; drained
@@ -657,7 +764,7 @@ class TestEngine : public QObject {
     };
     EngineStats fcfs_stats, parking;
     const auto fcfs = serve({.switching = SwitchPolicy::Fcfs}, fcfs_stats);
-    const auto parked = serve({.switching = SwitchPolicy::Affinity, .residency_seconds = 0}, parking);
+    const auto parked = serve({.switching = SwitchPolicy::Affinity, .park = true, .residency_seconds = 0}, parking);
     QCOMPARE(fcfs_stats.parks, std::int64_t(0));
     QVERIFY2(parking.parks >= 1, qPrintable(QString::number(parking.parks)));
     QCOMPARE(parking.preemptions, std::int64_t(0));

@@ -87,8 +87,11 @@ void ServingArgs::add_to(CLI::App* cmd, bool with_model, bool with_target) {
   cmd->add_option("--max-wait", max_wait, "affinity's fairness bound: past it, the oldest request goes first (seconds)")
       ->default_val(SchedulerOptions::kDefaultMaxWait)
       ->check(CLI::Range(0.0, 3600.0));
+  cmd->add_flag("--park", park,
+                "affinity: a running set makes room for another by parking its sequences with their KV blocks (they resume where "
+                "they stopped), not by draining them: lower TTFT, higher TPOT");
   cmd->add_option("--residency", residency,
-                  "affinity: how long a set switched in runs at least before another set's requests park it; its turn is its share of the work left times --max-wait where that is longer (seconds)")
+                  "--park: the shortest turn of a set switched in; its turn is its share of the work left times --max-wait where that is longer (seconds)")
       ->default_val(SchedulerOptions::kDefaultResidency)
       ->check(CLI::Range(0.0, 3600.0));
   cmd->add_option("--max-sequences", max_sequences, "sequences one engine step may run (1: one request at a time)")->default_val(256)
@@ -210,6 +213,7 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
       s->runtime, EngineOptions{.scheduler = {.max_sequences = a.max_sequences,
                                               .switching = a.admission == "fcfs" ? SwitchPolicy::Fcfs : SwitchPolicy::Affinity,
                                               .max_wait_seconds = a.max_wait,
+                                              .park = a.park,
                                               .residency_seconds = a.residency,
                                               .swap_ahead = a.swap_ahead}});
   return s;

@@ -34,6 +34,7 @@ struct ServingArgs {
   std::optional<bool> swap_ahead;  // fill waiting requests' sets into free buffers while the batch decodes; nullopt: where K ≥ 2
   std::string admission = "affinity";  // fcfs: the paper's arrival order
   double max_wait = SchedulerOptions::kDefaultMaxWait;
+  bool park = false;
   double residency = SchedulerOptions::kDefaultResidency;
   std::string device = "cpu";
   std::string cpu_weights = "stored";  // stored: bf16 weights stay bf16 on the CPU backend; fp32: widened when loaded

@@ -162,6 +162,41 @@ void Scheduler::switch_sets(double now, bool strict, const std::vector<Queued>& 
   switch_ = {incoming, victim};
 }
 
+void Scheduler::drain_for_switch(double now, const std::vector<Queued>& queued, const StepPlan& plan, std::span<const int> resident,
+                                 std::span<const int> loading) {
+  // Draining (SchedulerOptions::park off), with look-ahead swaps: a set is filled ahead only into a
+  // buffer no running sequence uses. While every buffer runs a set whose requests keep joining, none
+  // ever frees, and a set not in waits for the bound. So once the first set not in outweighs the one
+  // whose running sequences end soonest (its own queued work, weighed the same way), that one
+  // drains: none of its requests join until the other is in. The choice holds until then, or else
+  // the two would trade places step by step.
+  const auto ready = [&](int set) {
+    return contains(plan.sets, set) || (contains(resident, set) && !contains(loading, set));
+  };
+  const auto weight = [&](int set) {
+    const auto q = std::find_if(queued.begin(), queued.end(), [&](const Queued& x) { return x.set == set; });
+    return q == queued.end() ? 0.0 : priority(q->work, q->oldest, now);
+  };
+  const bool waits = std::any_of(queued.begin(), queued.end(), [&](const Queued& q) { return q.set == switch_.incoming; });
+  if (switch_.incoming >= 0 && !waits) switch_ = {};
+  if (switch_.incoming >= 0 || plan.chunks.empty() || static_cast<int>(plan.sets.size()) < capacity_) return;
+  const auto next = std::find_if(queued.begin(), queued.end(), [&](const Queued& q) { return !ready(q.set); });
+  const int drain = soonest_done(plan.sets);
+  if (next != queued.end() && priority(next->work, next->oldest, now) > weight(drain)) switch_ = {next->set, drain};
+}
+
+int Scheduler::soonest_done(std::span<const int> sets) const {
+  int best = -1;
+  std::int64_t best_left = 0;
+  for (int set : sets) {
+    std::int64_t left = 0;  // the most tokens one of its running sequences may still run
+    for (const SequenceState* s : running_)
+      if (s->set == set) left = std::max(left, s->total - s->computed);
+    if (best < 0 || left < best_left) best = set, best_left = left;
+  }
+  return best;
+}
+
 StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<const int> loading) {
   StepPlan plan;
   std::int64_t budget = options_.max_batch_tokens;
@@ -171,10 +206,13 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
   const bool affinity = options_.switching == SwitchPolicy::Affinity;
   const bool strict = !affinity || (!waiting_.empty() && now - waiting_.front()->waiting_since > options_.max_wait_seconds);
   const std::vector<Queued> queued = affinity ? queued_by_weight(now) : std::vector<Queued>{};
-  if (affinity) switch_sets(now, strict, queued, plan);
+  if (affinity && options_.park) switch_sets(now, strict, queued, plan);
 
   // Running sequences, oldest first: a decode token each, or their next prompt chunk. When blocks
-  // run out, parked sequences give theirs back, then the newest running one (possibly this one).
+  // run out, the newest running one gives its blocks back (possibly this one). Not a parked one:
+  // recomputing a young sequence costs little, a parked one's may be most of its output, and taking
+  // parked blocks to admit more work feeds on itself (measured: 250 preemptions and a backlog that
+  // grew without end at a rate served without them).
   for (std::size_t i = 0; i < running_.size() && budget > 0;) {
     SequenceState& s = *running_[i];
     const std::int64_t n = std::min(s.known - s.computed, budget);
@@ -184,7 +222,6 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
     }
     bool placed = true;
     while (!grow(s, n)) {
-      if (reclaim(nullptr, plan)) continue;
       SequenceState& victim = *running_.back();
       plan.preempted.push_back(&victim);
       preempt(victim);
@@ -216,7 +253,7 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
       if (grow(s, n)) return true;
     return false;
   };
-  auto admit = [&](auto&& eligible) {
+  auto admit_one_pass = [&](auto&& eligible) {
     for (auto it = waiting_.begin(); it != waiting_.end();) {
       if (budget <= 0 || static_cast<std::int64_t>(running_.size()) >= options_.max_sequences) return;
       SequenceState& s = **it;
@@ -246,26 +283,38 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
       budget -= n;
     }
   };
-  const int parked = switch_.parked;
+  // Parked sequences first: they resume without recomputing, and their blocks are held meanwhile.
+  auto admit = [&](auto&& eligible) {
+    admit_one_pass([&](const SequenceState& s) { return s.parked() && eligible(s); });
+    admit_one_pass(eligible);
+  };
+  if (affinity && !strict && !options_.park && options_.ahead()) drain_for_switch(now, queued, plan, resident, loading);
+  const int out = switch_.out;  // parked or draining for the set switching in: its requests wait
   bool oldest_waits_for_fill = false;
   if (affinity && !strict) {
-    admit([&](const SequenceState& s) { return s.set != parked && contains(resident, s.set); });
+    admit([&](const SequenceState& s) { return s.set != out && contains(resident, s.set); });
     for (const Queued& q : queued)
-      if (q.set != parked) admit([set = q.set](const SequenceState& s) { return s.set == set; });
+      if (q.set != out) admit([set = q.set](const SequenceState& s) { return s.set == set; });
   } else if (affinity && !waiting_.empty()) {
     // Past the bound the oldest goes first, and the requests of its set with it: its swap is paid
     // once for all of them, where arrival order would run the head of the queue alone.
     const int oldest = waiting_.front()->set;
+    if (!options_.park) switch_ = {};  // a switch chosen by weight gives way to the oldest
     admit([oldest](const SequenceState& s) { return s.set == oldest; });
     if (options_.ahead() && !plan.chunks.empty() && !ready(oldest)) {
-      // Its set is being filled ahead, into the buffer parked for it. Meanwhile requests of the sets
-      // the step runs join (they take no buffer), but not those of a set resident but idle: they
-      // would take the buffer the fill needs.
-      admit([&](const SequenceState& s) { return s.set != parked && contains(plan.sets, s.set); });
+      // Its set is being filled ahead, into the buffer parked for it, or (draining) the buffer of the
+      // set whose running sequences end soonest, where every buffer is in use. Meanwhile requests of
+      // the sets the step runs join (they take no buffer), but not that set's, nor those of a set
+      // resident but idle: they would take the buffer the fill needs. Stopping every admission
+      // instead would drain all sets, and the batch with them.
+      const int drain = options_.park                                ? switch_.out
+                        : static_cast<int>(plan.sets.size()) < capacity_ ? -1
+                                                                       : soonest_done(plan.sets);
+      admit([&](const SequenceState& s) { return s.set != drain && contains(plan.sets, s.set); });
       oldest_waits_for_fill = true;
     }
   }
-  if (!oldest_waits_for_fill) admit([&](const SequenceState& s) { return s.set != parked; });
+  if (!oldest_waits_for_fill) admit([&](const SequenceState& s) { return s.set != out; });
   // Ended once its set runs, not once it is filled: filled but kept out (the sequence limit, the
   // blocks), it stays listed first, or an older request's fill would take its buffer back.
   if (switch_.incoming >= 0 && contains(plan.sets, switch_.incoming)) switch_ = {};
@@ -290,7 +339,7 @@ void Scheduler::list_upcoming(StepPlan& plan) const {
   if (switch_.incoming >= 0 && !contains(plan.sets, switch_.incoming))
     plan.upcoming.push_back(switch_.incoming);
   for (const SequenceState* s : waiting_)
-    if (s->set != switch_.parked && !contains(plan.sets, s->set) && !contains(plan.upcoming, s->set))
+    if (s->set != switch_.out && !contains(plan.sets, s->set) && !contains(plan.upcoming, s->set))
       plan.upcoming.push_back(s->set);
 }
 

@@ -4,9 +4,9 @@
 // sequences admitted while the budget, the sequence limit, the KV blocks and the resident-set
 // buffers allow. When every set buffer runs a set and another set's requests outweigh one of them,
 // that set's running sequences are parked: they wait with their KV blocks and resume, nothing
-// recomputed, once their set is back. When KV blocks run out, parked sequences give theirs back
-// first (latest parked first), then the newest running one: its blocks are freed and it waits to be
-// recomputed from its tokens. Pure bookkeeping, no clock of its own.
+// recomputed, once their set is back. When KV blocks run out, the newest running sequence is
+// preempted: its blocks are freed and it waits to be recomputed from its tokens. Parked sequences
+// keep theirs unless nothing else could run. Pure bookkeeping, no clock of its own.
 #include <cstdint>
 #include <deque>
 #include <optional>
@@ -24,13 +24,9 @@ enum class SwitchPolicy {
   Fcfs,      // strictly in arrival order: a request whose set cannot join waits, and so do all after it
   Affinity,  // requests of sets already resident go first, then the other sets' by queued work
              // (tokens still to run, weighted up by their oldest request's wait against the bound).
-             // With every buffer running a set, the first set not in that outweighs the lightest
-             // running one (its running and queued work, weighed the same way) that has had its turn
-             // (SchedulerOptions::residency_seconds) has that one parked for it. Once the oldest has
-             // waited max_wait_seconds, it goes first with its set's other requests (the lightest
-             // running set that has had its turn parked for it if need be), and the rest in the
-             // order they began to wait, until it starts. A parked set's requests join again only
-             // once the set it made room for runs.
+             // Once the oldest has waited max_wait_seconds, it goes first with its set's other
+             // requests, and the rest in the order they began to wait, until it starts. How a set
+             // running in a buffer another set needs makes room: SchedulerOptions::park.
 };
 std::string_view switch_policy_name(SwitchPolicy p);  // "fcfs", "affinity"
 
@@ -42,10 +38,21 @@ struct SchedulerOptions {
   SwitchPolicy switching = SwitchPolicy::Affinity;
   double max_wait_seconds = kDefaultMaxWait;  // Affinity's bound on how long a request waits for its set
   static constexpr double kDefaultMaxWait = 2.0;
-  // Affinity: how long a set switched in runs at least before another may take its buffer, so that
-  // sets of like weight do not trade places (and swaps) step after step. Its turn is longer where it
-  // has more of the work left: its share of all of it, times max_wait_seconds.
-  double residency_seconds = kDefaultResidency;
+  // Affinity: how a running set makes room for another.
+  //  false (drain, the default): with look-ahead swaps and every buffer running, once the first set
+  //    not in outweighs the running set whose sequences end soonest, that set takes no new requests
+  //    until the other is filled into its buffer; past the bound the same set drains while the
+  //    others' requests keep joining. Without look-ahead, a set not in waits for a free buffer.
+  //  true (park): with every buffer running, the first set not in that outweighs the lightest running
+  //    one (its running and queued work, weighed the same way) that has had its turn has that one's
+  //    running sequences parked: they wait with their KV blocks and resume where they stopped once
+  //    their set is back; past the bound the lightest running set that has had its turn is parked
+  //    for the oldest's set. A set's turn is its share of all the work left times max_wait_seconds,
+  //    and at least residency_seconds. Measured on the CPU (docs/benchmarks.md, 2026-11-29): it
+  //    halves p99 TTFT at moderate load, but multiplies TPOT and lowers the rate sustained, so it is
+  //    not the default.
+  bool park = false;
+  double residency_seconds = kDefaultResidency;  // park: the shortest turn
   static constexpr double kDefaultResidency = 0.1;
   // Look-ahead swaps: while anything runs, a waiting request whose set is not resident and ready
   // does not join (its swap would stall the running batch); it joins once the set is in. The sets
@@ -111,22 +118,25 @@ class Scheduler {
     double oldest = 0;  // when the longest waiting of them began to wait
   };
   bool grow(SequenceState& s, std::int64_t tokens);  // blocks for `tokens` more; false when none are left
-  bool reclaim(const SequenceState* keep, StepPlan& plan);  // the latest parked (not `keep`) preempted
+  bool reclaim(const SequenceState* keep, StepPlan& plan);  // the latest parked (not `keep`) preempted; false: none
   void preempt(SequenceState& s);
   void park(SequenceState& s, double now);
   void wait(SequenceState& s);
   double priority(double work, double since, double now) const;  // work weighted up by its wait
   std::vector<Queued> queued_by_weight(double now) const;       // heaviest first
-  void switch_sets(double now, bool strict, const std::vector<Queued>& queued, StepPlan& plan);
+  void switch_sets(double now, bool strict, const std::vector<Queued>& queued, StepPlan& plan);  // park
+  void drain_for_switch(double now, const std::vector<Queued>& queued, const StepPlan& plan, std::span<const int> resident,
+                        std::span<const int> loading);  // drain, with look-ahead
+  int soonest_done(std::span<const int> sets) const;  // of `sets`, the one whose running sequences may end first
   void list_upcoming(StepPlan& plan) const;  // StepPlan::upcoming, once the step's admissions are made
 
   SchedulerOptions options_;
   KvBlockPool& blocks_;
   int capacity_;
-  // A set chosen to come in, and the set parked to free a buffer for it, whose requests wait until
-  // the incoming set runs (-1, -1: none under way).
+  // A set chosen to come in, and the set parked or draining to free a buffer for it, whose requests
+  // wait until the incoming set runs (-1, -1: none under way).
   struct Switch {
-    int incoming = -1, parked = -1;
+    int incoming = -1, out = -1;
   } switch_;
   std::deque<SequenceState*> waiting_;   // by (waiting_since, order)
   std::vector<SequenceState*> running_;  // by admission

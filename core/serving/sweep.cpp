@@ -214,7 +214,7 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
     const std::string where = "strategies[" + std::to_string(i) + "]";
     if (!s.is_object()) fail(where, "must be an object with a kind");
     check_keys(s, {"kind", "capacity", "policy", "shares", "budget", "hit", "miss", "single_target", "resident_sets", "max_sequences",
-                   "max_batch_tokens", "admission", "switching", "max_wait_seconds", "residency_seconds", "kv_context", "kv_requests", "calibration", "staging",
+                   "max_batch_tokens", "admission", "switching", "max_wait_seconds", "park", "residency_seconds", "kv_context", "kv_requests", "calibration", "staging",
                    "update_every", "decay", "shift", "swap_ahead", "name"},
                file, where, hint);
     StrategyConfig sc;
@@ -276,6 +276,10 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
     if (admission != "fcfs" && admission != "affinity") fail(where + "." + admission_key, "must be fcfs or affinity");
     sc.scheduler.switching = admission == "fcfs" ? SwitchPolicy::Fcfs : SwitchPolicy::Affinity;
     sc.scheduler.max_wait_seconds = f.number_from("max_wait_seconds", 0, false, sc.scheduler.max_wait_seconds);
+    if (s.contains("park")) {
+      if (!s["park"].is_boolean()) fail(where + ".park", "must be true or false");
+      sc.scheduler.park = s["park"].get<bool>();
+    }
     sc.scheduler.residency_seconds = f.number_from("residency_seconds", 0, false, sc.scheduler.residency_seconds);
     if (s.contains("swap_ahead")) {
       if (!s["swap_ahead"].is_boolean()) fail(where + ".swap_ahead", "must be true or false");

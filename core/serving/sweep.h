@@ -34,9 +34,12 @@
 //                                 with the most queued work, weighed by its oldest's wait) | "fcfs"
 //                                 (arrival order: the paper's setting); "switching" is its older name,
 //                    "max_wait_seconds": s (affinity's fairness bound, default 2),
-//                    "residency_seconds": s (affinity: how long a set switched in runs at least
-//                                        before another parks it, default 0.1; its turn is
-//                                        longer by its share of the work left, runtime/scheduler.h),
+//                    "park": false | true (affinity: a running set makes room for another by
+//                                      draining, or by parking its sequences with their KV
+//                                      blocks; SchedulerOptions::park),
+//                    "residency_seconds": s (park: the shortest turn of a set switched in,
+//                                        default 0.1; its turn is its share of the work left
+//                                        times max_wait_seconds where that is longer),
 //                    "swap_ahead": false | true (look-ahead swaps, runtime/scheduler.h: waiting
 //                                  requests' sets filled into free buffers while the batch decodes;
 //                                  default: on wherever two sets or more are resident; not

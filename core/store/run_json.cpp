@@ -30,6 +30,7 @@ nlohmann::ordered_json summary_json(const RunSummary& s) {
           {"tpot_seconds", percentiles(s.tpot)},
           {"hit_rate", number(s.hit_rate)},
           {"swaps", s.swaps},
+          {"preemptions", s.preemptions},
           {"swap_seconds", number(s.swap_seconds)},
           {"swap_bytes", s.swap_bytes},
           {"load_bytes", s.load_bytes},
