@@ -204,8 +204,11 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
     if (!contains(plan.sets, set)) plan.sets.push_back(set);
   };
   const bool affinity = options_.switching == SwitchPolicy::Affinity;
-  const bool strict = !affinity || (!waiting_.empty() && now - waiting_.front()->waiting_since > options_.max_wait_seconds);
-  const std::vector<Queued> queued = affinity ? queued_by_weight(now) : std::vector<Queued>{};
+  const auto past_bound = [&] {
+    return !affinity || (!waiting_.empty() && now - waiting_.front()->waiting_since > options_.max_wait_seconds);
+  };
+  bool strict = past_bound();
+  std::vector<Queued> queued = affinity ? queued_by_weight(now) : std::vector<Queued>{};
   if (affinity && options_.park) switch_sets(now, strict, queued, plan);
 
   // Running sequences, oldest first: a decode token each, or their next prompt chunk. When blocks
@@ -237,6 +240,10 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
     ++i;
   }
   for (const SequenceState* s : running_) use_set(s->set);  // their sets stay resident even if idle this step
+  if (affinity && !plan.preempted.empty()) {  // they wait again
+    queued = queued_by_weight(now);
+    strict = past_bound();
+  }
 
   // Admission. FCFS: in the order they began to wait, stopping at the first request that cannot
   // start. Affinity: first the requests whose set is resident already, then the other sets' by
@@ -289,17 +296,21 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
     admit_one_pass(eligible);
   };
   if (affinity && !strict && !options_.park && options_.ahead()) drain_for_switch(now, queued, plan, resident, loading);
-  const int out = switch_.out;  // parked or draining for the set switching in: its requests wait
+  if (affinity && strict && !options_.park) switch_ = {};  // a switch chosen by weight gives way to the oldest
+  // The set parked or draining for the set switching in: its requests wait until that one runs.
+  const auto out = [&] { return switch_.out; };
   bool oldest_waits_for_fill = false;
   if (affinity && !strict) {
-    admit([&](const SequenceState& s) { return s.set != out && contains(resident, s.set); });
+    admit([&](const SequenceState& s) { return s.set != out() && contains(resident, s.set); });
     for (const Queued& q : queued)
-      if (q.set != out) admit([set = q.set](const SequenceState& s) { return s.set == set; });
+      if (q.set != out()) admit([set = q.set](const SequenceState& s) { return s.set == set; });
+    // Ended once its set runs, not once it is filled: filled but kept out (the sequence limit, the
+    // blocks), it stays listed first, or an older request's fill would take its buffer back.
+    if (switch_.incoming >= 0 && contains(plan.sets, switch_.incoming)) switch_ = {};
   } else if (affinity && !waiting_.empty()) {
     // Past the bound the oldest goes first, and the requests of its set with it: its swap is paid
     // once for all of them, where arrival order would run the head of the queue alone.
     const int oldest = waiting_.front()->set;
-    if (!options_.park) switch_ = {};  // a switch chosen by weight gives way to the oldest
     admit([oldest](const SequenceState& s) { return s.set == oldest; });
     if (options_.ahead() && !plan.chunks.empty() && !ready(oldest)) {
       // Its set is being filled ahead, into the buffer parked for it, or (draining) the buffer of the
@@ -314,9 +325,7 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
       oldest_waits_for_fill = true;
     }
   }
-  if (!oldest_waits_for_fill) admit([&](const SequenceState& s) { return s.set != out; });
-  // Ended once its set runs, not once it is filled: filled but kept out (the sequence limit, the
-  // blocks), it stays listed first, or an older request's fill would take its buffer back.
+  if (!oldest_waits_for_fill) admit([&](const SequenceState& s) { return s.set != out(); });
   if (switch_.incoming >= 0 && contains(plan.sets, switch_.incoming)) switch_ = {};
 
   // How long each set has run without a break, for the residency bound.
