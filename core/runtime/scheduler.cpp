@@ -103,9 +103,10 @@ std::vector<Scheduler::Queued> Scheduler::queued_by_weight(double now) const {
 }
 
 void Scheduler::switch_sets(double now, bool strict, const std::vector<Queued>& queued, StepPlan& plan) {
-  // Parking, not draining: a set's running sequences would hold its buffer for up to their whole
-  // output (every request of the incoming set waiting meanwhile), where parked they give it up at
-  // once and lose nothing — their blocks stay theirs, and they resume where they stopped.
+  // Parking (SchedulerOptions::park): drained, a set's running sequences would hold its buffer for up
+  // to their whole output (every request of the incoming set waiting meanwhile); parked they give it
+  // up at once and lose nothing but time — their blocks stay theirs, and they resume where they
+  // stopped. The time is the catch: they decode across turns, more are in flight, and KV runs out.
   const auto waits = [&](int set) {
     return std::any_of(queued.begin(), queued.end(), [&](const Queued& q) { return q.set == set; });
   };
