@@ -459,43 +459,63 @@ class TestEngine : public QObject {
     QCOMPARE(plain.plan(2, resident0).admitted, std::vector<SequenceState*>{&d});
   }
 
-  void pastTheBoundTheRunningSetsKeepJoiningWhileTheOldestsSetFills() {
+  void pastTheBoundTheOldestsSetGetsABufferDrainedOrParked() {
     // Two set buffers. The oldest waiting request (set 2) has waited past the bound and its set is
     // not in: it waits for the fill ahead. Meanwhile requests of the sets already running join — but
-    // when both buffers are in use, not those of the set whose running sequences end first (set 0,
-    // 3 tokens left against set 1's 7), which drains to free a buffer for set 2. Requests of a set
-    // resident but idle do not join either: they would take the buffer the fill needs.
+    // not those of the set making room for set 2, nor those of a set resident but idle: they would
+    // take the buffer the fill needs.
+    //   Draining (the default): when both buffers are in use, the set whose running sequences end
+    //   first (set 0, 3 tokens left against set 1's 7) takes no new requests until it has drained.
+    //   Parking: the running set with the least work left, running and queued (set 0: 4 + 4 tokens
+    //   against set 1's 8 + 4), is parked at once — its sequence waits with its KV blocks.
+    // With one buffer free of running sequences, set 2 fills there and nothing is parked.
     const std::vector<int> resident{0, 1};
-    {
+    for (const bool park : {false, true}) {
+      {
+        KvBlockPool blocks(64, std::nullopt);
+        Scheduler s({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 1, .park = park, .swap_ahead = true}, blocks, 2);
+        SequenceState a{.order = 0, .set = 0, .known = 4, .total = 8}, b{.order = 1, .set = 1, .known = 4, .total = 12};
+        s.add(&a);
+        s.add(&b);
+        QCOMPARE(s.plan(0, resident).admitted, (std::vector<SequenceState*>{&a, &b}));
+        a.computed = b.computed = 4;  // prefilled, one token sampled
+        a.known = b.known = 5;
+        const std::vector<std::int32_t> a_blocks = a.blocks;
+        SequenceState c{.order = 2, .arrival = 0.5, .set = 2, .known = 4, .total = 8}, d{.order = 3, .arrival = 0.6, .set = 0, .known = 4, .total = 8},
+            e{.order = 4, .arrival = 0.7, .set = 1, .known = 4, .total = 8};
+        for (SequenceState* x : {&c, &d, &e}) s.add(x);
+        const StepPlan p = s.plan(5, resident);
+        QCOMPARE(p.admitted, std::vector<SequenceState*>{&e});
+        QCOMPARE(p.upcoming, std::vector<int>{2});
+        QVERIFY(p.preempted.empty());
+        if (!park) {
+          QVERIFY(p.parked.empty());
+          QCOMPARE(p.sets, (std::vector<int>{0, 1}));  // set 0 drains in its buffer
+        } else {
+          QCOMPARE(p.parked, std::vector<SequenceState*>{&a});
+          QCOMPARE(p.sets, std::vector<int>{1});
+          QVERIFY(a.parked() && !a.running);
+          QCOMPARE(a.computed, std::int64_t(4));  // nothing to recompute: its blocks are still its own
+          QCOMPARE(a.blocks, a_blocks);
+          QCOMPARE(a.parks, std::int64_t(1));
+          QCOMPARE(s.waiting(), std::size_t(3));  // c, d and the parked a
+        }
+      }
       KvBlockPool blocks(64, std::nullopt);
-      Scheduler s({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 1, .swap_ahead = true}, blocks, 2);
-      SequenceState a{.order = 0, .set = 0, .known = 4, .total = 8}, b{.order = 1, .set = 1, .known = 4, .total = 12};
+      Scheduler s({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 1, .park = park, .swap_ahead = true}, blocks, 2);
+      SequenceState a{.order = 0, .set = 0, .known = 4, .total = 8};
       s.add(&a);
-      s.add(&b);
-      QCOMPARE(s.plan(0, resident).admitted, (std::vector<SequenceState*>{&a, &b}));
-      a.computed = b.computed = 4;  // prefilled, one token sampled
-      a.known = b.known = 5;
-      SequenceState c{.order = 2, .arrival = 0.5, .set = 2, .known = 4, .total = 8}, d{.order = 3, .arrival = 0.6, .set = 0, .known = 4, .total = 8},
-          e{.order = 4, .arrival = 0.7, .set = 1, .known = 4, .total = 8};
+      s.plan(0, resident);
+      a.computed = 4;
+      a.known = 5;
+      SequenceState c{.order = 1, .arrival = 0.5, .set = 2, .known = 4, .total = 8}, d{.order = 2, .arrival = 0.6, .set = 1, .known = 4, .total = 8},
+          e{.order = 3, .arrival = 0.7, .set = 0, .known = 4, .total = 8};
       for (SequenceState* x : {&c, &d, &e}) s.add(x);
-      const StepPlan p = s.plan(5, resident);
+      const StepPlan p = s.plan(5, resident);  // one buffer free of running sequences: set 2 fills there
+      QVERIFY(p.parked.empty());
       QCOMPARE(p.admitted, std::vector<SequenceState*>{&e});
-      QCOMPARE(p.upcoming, std::vector<int>{2});
-      QCOMPARE(p.sets, (std::vector<int>{0, 1}));
+      QCOMPARE(p.upcoming, (std::vector<int>{2, 1}));
     }
-    KvBlockPool blocks(64, std::nullopt);
-    Scheduler s({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 1, .swap_ahead = true}, blocks, 2);
-    SequenceState a{.order = 0, .set = 0, .known = 4, .total = 8};
-    s.add(&a);
-    s.plan(0, resident);
-    a.computed = 4;
-    a.known = 5;
-    SequenceState c{.order = 1, .arrival = 0.5, .set = 2, .known = 4, .total = 8}, d{.order = 2, .arrival = 0.6, .set = 1, .known = 4, .total = 8},
-        e{.order = 3, .arrival = 0.7, .set = 0, .known = 4, .total = 8};
-    for (SequenceState* x : {&c, &d, &e}) s.add(x);
-    const StepPlan p = s.plan(5, resident);  // one buffer free of running sequences: set 2 fills there
-    QCOMPARE(p.admitted, std::vector<SequenceState*>{&e});
-    QCOMPARE(p.upcoming, (std::vector<int>{2, 1}));
   }
 
   void withinTheBoundASetOutweighingARunningOneGetsItsBuffer() {
@@ -564,54 +584,6 @@ class TestEngine : public QObject {
     t.add(&light);
     t.forget_switch();
     QCOMPARE(t.plan(2, resident).admitted, std::vector<SequenceState*>{&zero});
-  }
-
-  void parkingPastTheBoundTheLightestRunningSetIsParkedForTheOldest() {
-    // Two set buffers, both running. The oldest waiting request (set 2) has waited past the bound
-    // and its set is not in: the running set with the least work left, running and queued (set 0:
-    // 4 + 4 tokens against set 1's 8 + 4), is parked — its sequence waits with its KV blocks — and
-    // set 2 is filled ahead into its buffer. Meanwhile requests of the sets still running join, but
-    // none of the parked set's: they would take the buffer the fill needs.
-    const std::vector<int> resident{0, 1};
-    {
-      KvBlockPool blocks(64, std::nullopt);
-      Scheduler s({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 1, .park = true, .swap_ahead = true}, blocks, 2);
-      SequenceState a{.order = 0, .set = 0, .known = 4, .total = 8}, b{.order = 1, .set = 1, .known = 4, .total = 12};
-      s.add(&a);
-      s.add(&b);
-      QCOMPARE(s.plan(0, resident).admitted, (std::vector<SequenceState*>{&a, &b}));
-      a.computed = b.computed = 4;  // prefilled, one token sampled
-      a.known = b.known = 5;
-      const std::vector<std::int32_t> a_blocks = a.blocks;
-      SequenceState c{.order = 2, .arrival = 0.5, .set = 2, .known = 4, .total = 8}, d{.order = 3, .arrival = 0.6, .set = 0, .known = 4, .total = 8},
-          e{.order = 4, .arrival = 0.7, .set = 1, .known = 4, .total = 8};
-      for (SequenceState* x : {&c, &d, &e}) s.add(x);
-      StepPlan p = s.plan(5, resident);
-      QCOMPARE(p.parked, std::vector<SequenceState*>{&a});
-      QVERIFY(p.preempted.empty());
-      QCOMPARE(p.admitted, std::vector<SequenceState*>{&e});
-      QCOMPARE(p.upcoming, std::vector<int>{2});
-      QCOMPARE(p.sets, std::vector<int>{1});
-      QVERIFY(a.parked() && !a.running);
-      QCOMPARE(a.computed, std::int64_t(4));  // nothing to recompute: its blocks are still its own
-      QCOMPARE(a.blocks, a_blocks);
-      QCOMPARE(a.parks, std::int64_t(1));
-      QCOMPARE(s.waiting(), std::size_t(3));  // c, d and the parked a
-    }
-    KvBlockPool blocks(64, std::nullopt);
-    Scheduler s({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 1, .park = true, .swap_ahead = true}, blocks, 2);
-    SequenceState a{.order = 0, .set = 0, .known = 4, .total = 8};
-    s.add(&a);
-    s.plan(0, resident);
-    a.computed = 4;
-    a.known = 5;
-    SequenceState c{.order = 1, .arrival = 0.5, .set = 2, .known = 4, .total = 8}, d{.order = 2, .arrival = 0.6, .set = 1, .known = 4, .total = 8},
-        e{.order = 3, .arrival = 0.7, .set = 0, .known = 4, .total = 8};
-    for (SequenceState* x : {&c, &d, &e}) s.add(x);
-    const StepPlan p = s.plan(5, resident);  // one buffer free of running sequences: set 2 fills there, nothing parked
-    QVERIFY(p.parked.empty());
-    QCOMPARE(p.admitted, std::vector<SequenceState*>{&e});
-    QCOMPARE(p.upcoming, (std::vector<int>{2, 1}));
   }
 
   void parkingWithinTheBoundASetOutweighingARunningOneGetsItsBuffer() {
