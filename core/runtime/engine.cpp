@@ -399,12 +399,13 @@ bool Engine::step(double now) {
   for (auto& job : jobs_)
     if (std::find(plan.preempted.begin(), plan.preempted.end(), &job->seq) != plan.preempted.end())
       job->result.logits = {};  // recomputed from the start
-  if (!plan.preempted.empty() || !plan.parked.empty()) {
+  const bool sent_back = !plan.preempted.empty() || !plan.parked.empty();
+  if (sent_back) {
     std::lock_guard lock(wake_->m);
     stats_.preemptions += static_cast<std::int64_t>(plan.preempted.size());
     stats_.parks += static_cast<std::int64_t>(plan.parked.size());
   }
-  if (plan.empty()) return !plan.preempted.empty() || !plan.parked.empty();
+  if (plan.empty()) return sent_back;
   Runtime& rt = *runtime_;
 
   // Which job each chunk belongs to, and the order the backend wants: chunks of one set adjacent.

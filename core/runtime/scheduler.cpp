@@ -9,6 +9,12 @@ namespace {
 
 bool contains(std::span<const int> sets, int set) { return std::find(sets.begin(), sets.end(), set) != sets.end(); }
 
+// Whether a request of `set` can join the step without waiting for a swap: its set runs in the step
+// already, or is resident and not still being filled ahead.
+bool ready(int set, const StepPlan& plan, std::span<const int> resident, std::span<const int> loading) {
+  return contains(plan.sets, set) || (contains(resident, set) && !contains(loading, set));
+}
+
 }  // namespace
 
 std::string_view switch_policy_name(SwitchPolicy p) { return p == SwitchPolicy::Fcfs ? "fcfs" : "affinity"; }
@@ -107,11 +113,7 @@ void Scheduler::switch_sets(double now, bool strict, const std::vector<Queued>& 
   // to their whole output (every request of the incoming set waiting meanwhile); parked they give it
   // up at once and lose nothing but time — their blocks stay theirs, and they resume where they
   // stopped. The time is the catch: they decode across turns, more are in flight, and KV runs out.
-  const auto waits = [&](int set) {
-    return std::any_of(queued.begin(), queued.end(), [&](const Queued& q) { return q.set == set; });
-  };
   const int oldest = waiting_.empty() ? -1 : waiting_.front()->set;
-  if (switch_.incoming >= 0 && !waits(switch_.incoming)) switch_ = {};
   if (strict && switch_.incoming != oldest) switch_ = {};  // a switch chosen by weight gives way to the oldest
   if (switch_.incoming >= 0) return;  // under way: the choice holds until its set runs
   std::vector<int> running_sets;
@@ -171,17 +173,12 @@ void Scheduler::drain_for_switch(double now, const std::vector<Queued>& queued, 
   // whose running sequences end soonest (its own queued work, weighed the same way), that one
   // drains: none of its requests join until the other is in. The choice holds until then, or else
   // the two would trade places step by step.
-  const auto ready = [&](int set) {
-    return contains(plan.sets, set) || (contains(resident, set) && !contains(loading, set));
-  };
   const auto weight = [&](int set) {
     const auto q = std::find_if(queued.begin(), queued.end(), [&](const Queued& x) { return x.set == set; });
     return q == queued.end() ? 0.0 : priority(q->work, q->oldest, now);
   };
-  const bool waits = std::any_of(queued.begin(), queued.end(), [&](const Queued& q) { return q.set == switch_.incoming; });
-  if (switch_.incoming >= 0 && !waits) switch_ = {};
   if (switch_.incoming >= 0 || plan.chunks.empty() || static_cast<int>(plan.sets.size()) < capacity_) return;
-  const auto next = std::find_if(queued.begin(), queued.end(), [&](const Queued& q) { return !ready(q.set); });
+  const auto next = std::find_if(queued.begin(), queued.end(), [&](const Queued& q) { return !ready(q.set, plan, resident, loading); });
   const int drain = soonest_done(plan.sets);
   if (next != queued.end() && priority(next->work, next->oldest, now) > weight(drain)) switch_ = {next->set, drain};
 }
@@ -210,6 +207,8 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
   };
   bool strict = past_bound();
   std::vector<Queued> queued = affinity ? queued_by_weight(now) : std::vector<Queued>{};
+  // A switch ends once its set runs, or once nothing of that set waits any more.
+  if (std::none_of(queued.begin(), queued.end(), [&](const Queued& q) { return q.set == switch_.incoming; })) switch_ = {};
   if (affinity && options_.park) switch_sets(now, strict, queued, plan);
 
   // Running sequences, oldest first: a decode token each, or their next prompt chunk. When blocks
@@ -251,9 +250,6 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
   // queued work, passing over those whose set has no buffer free — unless the oldest has waited too
   // long (then it and its set first, the rest as FCFS). A parked set's requests wait for the set it
   // made room for.
-  auto ready = [&](int set) {
-    return contains(plan.sets, set) || (contains(resident, set) && !contains(loading, set));
-  };
   auto blocks_for = [&](SequenceState& s, std::int64_t n) {
     if (grow(s, n)) return true;
     if (!plan.chunks.empty()) return false;  // parked blocks are taken only where nothing would run
@@ -269,7 +265,7 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
         ++it;
         continue;
       }
-      if (options_.ahead() && !plan.chunks.empty() && !ready(s.set)) {
+      if (options_.ahead() && !plan.chunks.empty() && !ready(s.set, plan, resident, loading)) {
         // Joining now would stall the running batch for its swap: its set is loaded ahead instead.
         if (strict) return;
         ++it;
@@ -313,7 +309,7 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
     // once for all of them, where arrival order would run the head of the queue alone.
     const int oldest = waiting_.front()->set;
     admit([oldest](const SequenceState& s) { return s.set == oldest; });
-    if (options_.ahead() && !plan.chunks.empty() && !ready(oldest)) {
+    if (options_.ahead() && !plan.chunks.empty() && !ready(oldest, plan, resident, loading)) {
       // Its set is being filled ahead, into the buffer parked for it, or (draining) the buffer of the
       // set whose running sequences end soonest, where every buffer is in use. Meanwhile requests of
       // the sets the step runs join (they take no buffer), but not that set's, nor those of a set
@@ -329,13 +325,14 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
   if (!oldest_waits_for_fill) admit([&](const SequenceState& s) { return s.set != out(); });
   if (switch_.incoming >= 0 && contains(plan.sets, switch_.incoming)) switch_ = {};
 
-  // How long each set has run without a break, for the residency bound.
-  std::vector<std::pair<int, double>> since;
-  for (int set : plan.sets) {
-    const auto was = std::find_if(running_since_.begin(), running_since_.end(), [&](const auto& r) { return r.first == set; });
-    since.emplace_back(set, was == running_since_.end() ? now : was->second);
+  if (options_.park) {  // how long each set has run without a break, for its turn
+    std::vector<std::pair<int, double>> since;
+    for (int set : plan.sets) {
+      const auto was = std::find_if(running_since_.begin(), running_since_.end(), [&](const auto& r) { return r.first == set; });
+      since.emplace_back(set, was == running_since_.end() ? now : was->second);
+    }
+    running_since_ = std::move(since);
   }
-  running_since_ = std::move(since);
   list_upcoming(plan);
   return plan;
 }

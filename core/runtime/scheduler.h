@@ -140,7 +140,7 @@ class Scheduler {
   } switch_;
   std::deque<SequenceState*> waiting_;   // by (waiting_since, order)
   std::vector<SequenceState*> running_;  // by admission
-  std::vector<std::pair<int, double>> running_since_;  // each set that ran in the last step, since when
+  std::vector<std::pair<int, double>> running_since_;  // park: each set that ran in the last step, since when
 };
 
 }  // namespace mosaic
