@@ -720,6 +720,74 @@ class TestEngine : public QObject {
     QCOMPARE(b.preemptions, std::int64_t(1));
   }
 
+  void reservedKvAdmitsOnlyWhatTheBlocksCanFinish() {
+    // Five blocks of 16 tokens; two requests of 16 prompt tokens that may grow to 40 (3 blocks each).
+    // Greedy admission starts both (a block each) and preempts the newer once their growth exhausts
+    // the pool, recomputing it later; reserving their longest, the second waits until the first ends
+    // and nothing is recomputed. Where nothing runs a request joins whatever its longest.
+    for (const KvAdmission mode : {KvAdmission::Greedy, KvAdmission::Reserve}) {
+      KvBlockPool blocks(16, std::optional<std::int64_t>(5));
+      Scheduler s({.kv_admission = mode}, blocks, 1);
+      SequenceState a{.order = 0, .set = 0, .known = 16, .total = 40}, b{.order = 1, .set = 0, .known = 16, .total = 40};
+      s.add(&a);
+      s.add(&b);
+      std::int64_t preempted = 0, computed = 0;
+      int a_ended = -1, b_started = -1;
+      for (int step = 0; step < 200 && s.running() + s.waiting() > 0; ++step) {
+        const StepPlan p = s.plan(step);
+        preempted += static_cast<std::int64_t>(p.preempted.size());
+        for (const SequenceState* x : p.admitted)
+          if (x == &b && b_started < 0) b_started = step;
+        for (const StepPlan::Chunk& c : p.chunks) {  // run the step: a token generated once the known ones are cached
+          SequenceState& x = *c.sequence;
+          x.computed += c.tokens;
+          computed += c.tokens;
+          if (x.computed < x.known) continue;
+          if (x.known < x.total) ++x.known;
+          else {
+            s.remove(&x);
+            if (&x == &a) a_ended = step;
+          }
+        }
+      }
+      QCOMPARE(s.running() + s.waiting(), std::size_t(0));
+      QCOMPARE(blocks.used(), std::int64_t(0));
+      if (mode == KvAdmission::Greedy) {
+        QVERIFY2(preempted > 0 && computed > 2 * 40, qPrintable(QString::number(preempted)));
+        QVERIFY(b_started == 0);
+      } else {
+        QCOMPARE(preempted, std::int64_t(0));
+        QCOMPARE(computed, std::int64_t(2 * 40));  // every position once
+        QCOMPARE(b_started, a_ended + 1);
+      }
+    }
+    // Reserve: a request whose longest is more than the free blocks joins where nothing runs; a
+    // parked sequence's longest stays counted while it waits.
+    KvBlockPool blocks(16, std::optional<std::int64_t>(5));
+    Scheduler s({.kv_admission = KvAdmission::Reserve}, blocks, 1);
+    SequenceState big{.order = 0, .set = 0, .known = 16, .total = 80}, small{.order = 1, .set = 0, .known = 4, .total = 8};
+    s.add(&big);
+    s.add(&small);
+    StepPlan p = s.plan(0);
+    QCOMPARE(p.admitted, std::vector<SequenceState*>{&big});  // small waits: big's 5 blocks are every block
+    QCOMPARE(blocks.used(), std::int64_t(1));
+    KvBlockPool blocks2(16, std::optional<std::int64_t>(5));
+    Scheduler t({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 5, .park = true, .residency_seconds = 0, .swap_ahead = false,
+                 .kv_admission = KvAdmission::Reserve},
+                blocks2, 1);
+    SequenceState a{.order = 0, .set = 0, .known = 16, .total = 40};
+    t.add(&a);
+    QCOMPARE(t.plan(0).admitted, std::vector<SequenceState*>{&a});
+    a.computed = 16;
+    a.known = 17;
+    SequenceState c{.order = 1, .arrival = 0.1, .set = 1, .known = 16, .total = 40}, d{.order = 2, .arrival = 0.1, .set = 1, .known = 16, .total = 32};
+    t.add(&c);
+    t.add(&d);
+    p = t.plan(2);  // set 1's work outweighs set 0's: a parked, c joins; d would need 3 + 3 + 2 blocks at the longest
+    QCOMPARE(p.parked, std::vector<SequenceState*>{&a});
+    QCOMPARE(p.admitted, std::vector<SequenceState*>{&c});
+  }
+
   void parkingASwitchedOutSetsSequencesAreParkedAndResumeUnchanged() {
     // One set buffer. A long ft1 request runs; ft2 requests arrive while it decodes and outweigh it:
     // ft1's sequence is parked (its KV blocks kept), ft2's start at once, and ft1's resumes once its

@@ -786,6 +786,16 @@ class TestRuntime : public QObject {
     QCOMPARE(alone.stats.preemptions, std::int64_t(0));
     QCOMPARE(ra.tokens, alone.tokens);
     QCOMPARE(rb.tokens, alone.tokens);
+    // Admission that reserves each sequence's longest (60 tokens: 4 of the 6 blocks) starts the
+    // second once the first has ended: none preempted, the same tokens.
+    Engine reserving(make(96), {.scheduler = {.kv_admission = KvAdmission::Reserve}});
+    const auto c = reserving.submit({"bible", g}), d = reserving.submit({"bible", g});
+    const RequestResult& rc = c->wait();
+    const RequestResult& rd = d->wait();
+    QCOMPARE(rc.stats.preemptions + rd.stats.preemptions, std::int64_t(0));
+    QVERIFY(rd.stats.first_token >= rc.stats.finish);
+    QCOMPARE(rc.tokens, alone.tokens);
+    QCOMPARE(rd.tokens, alone.tokens);
     // A request whose KV cache could never fit is refused at once.
     expect_mentions(error_of<BudgetError>([&] { tight.submit({"bible", {.prompt = g.prompt, .max_new_tokens = 200}}); }),
                     {"KV cache of 220 tokens", "6"});

@@ -94,6 +94,12 @@ void ServingArgs::add_to(CLI::App* cmd, bool with_model, bool with_target) {
                   "--park: the shortest turn of a set switched in; its turn is its share of the work left times --max-wait where that is longer (seconds)")
       ->default_val(SchedulerOptions::kDefaultResidency)
       ->check(CLI::Range(0.0, 3600.0));
+  cmd->add_option("--kv-admission", kv_admission,
+                  "greedy (a request joins when the KV blocks for its tokens so far are free; the newest running sequence is "
+                  "preempted when they run out) | reserve (it joins only when the blocks hold it and every running sequence at their "
+                  "longest, prompt + max tokens: none is preempted)")
+      ->default_val("greedy")
+      ->check(CLI::IsMember({"greedy", "reserve"}));
   cmd->add_option("--max-sequences", max_sequences, "sequences one engine step may run (1: one request at a time)")->default_val(256)
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 16));
   cmd->add_flag("--swap-ahead,!--no-swap-ahead", swap_ahead,
@@ -215,7 +221,8 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
                                               .max_wait_seconds = a.max_wait,
                                               .park = a.park,
                                               .residency_seconds = a.residency,
-                                              .swap_ahead = a.swap_ahead}});
+                                              .swap_ahead = a.swap_ahead,
+                                              .kv_admission = a.kv_admission == "reserve" ? KvAdmission::Reserve : KvAdmission::Greedy}});
   return s;
 }
 

@@ -18,6 +18,7 @@ bool ready(int set, const StepPlan& plan, std::span<const int> resident, std::sp
 }  // namespace
 
 std::string_view switch_policy_name(SwitchPolicy p) { return p == SwitchPolicy::Fcfs ? "fcfs" : "affinity"; }
+std::string_view kv_admission_name(KvAdmission a) { return a == KvAdmission::Reserve ? "reserve" : "greedy"; }
 
 Scheduler::Scheduler(SchedulerOptions options, KvBlockPool& blocks, int resident_capacity)
     : options_(options), blocks_(blocks), capacity_(resident_capacity) {
@@ -74,6 +75,18 @@ bool Scheduler::grow(SequenceState& s, std::int64_t tokens) {
   if (need > blocks_.free()) return false;
   for (std::int64_t i = 0; i < need; ++i) s.blocks.push_back(*blocks_.allocate());
   return true;
+}
+
+std::int64_t Scheduler::longest_blocks(const SequenceState& s) const {
+  return std::max(blocks_.blocks_for(s.total), static_cast<std::int64_t>(s.blocks.size()));
+}
+
+std::int64_t Scheduler::committed_blocks() const {
+  std::int64_t n = 0;
+  for (const SequenceState* s : running_) n += longest_blocks(*s);
+  for (const SequenceState* s : waiting_)
+    if (s->parked()) n += longest_blocks(*s);
+  return n;
 }
 
 bool Scheduler::reclaim(const SequenceState* keep, StepPlan& plan) {
@@ -250,11 +263,23 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
   // queued work, passing over those whose set has no buffer free — unless the oldest has waited too
   // long (then it and its set first, the rest as FCFS). A parked set's requests wait for the set it
   // made room for.
+  // Reserve: what every running and parked sequence may yet hold. A request joins only where its
+  // longest fits beside them — unless nothing runs, where waiting could not free a block.
+  const bool reserve = options_.kv_admission == KvAdmission::Reserve && blocks_.capacity();
+  std::int64_t committed = reserve ? committed_blocks() : 0;
   auto blocks_for = [&](SequenceState& s, std::int64_t n) {
-    if (grow(s, n)) return true;
+    const std::int64_t more = !reserve || s.parked() ? 0 : longest_blocks(s);  // a parked one is counted already
+    if (reserve && !running_.empty() && committed + more > *blocks_.capacity()) return false;
+    if (grow(s, n)) {
+      committed += more;
+      return true;
+    }
     if (!plan.chunks.empty()) return false;  // parked blocks are taken only where nothing would run
     while (reclaim(&s, plan))
-      if (grow(s, n)) return true;
+      if (grow(s, n)) {
+        if (reserve) committed = committed_blocks();  // less what was reclaimed; s waits with its blocks, so counted
+        return true;
+      }
     return false;
   };
   auto admit_one_pass = [&](auto&& eligible) {

@@ -30,6 +30,16 @@ enum class SwitchPolicy {
 };
 std::string_view switch_policy_name(SwitchPolicy p);  // "fcfs", "affinity"
 
+// How admission counts a request's KV blocks (where the pool is bounded).
+enum class KvAdmission {
+  Greedy,   // the blocks its tokens so far need (vLLM's): more run at once, and when the running
+            // sequences' growth exhausts the pool the newest is preempted and later recomputed
+  Reserve,  // the blocks it needs at its longest (prompt + max new tokens, as TGI admits): it joins
+            // only while the pool holds every running and parked sequence at its longest too, so
+            // none is ever preempted; a request too long for the free blocks waits, and those after it
+};
+std::string_view kv_admission_name(KvAdmission a);  // "greedy", "reserve"
+
 struct SchedulerOptions {
   std::int64_t max_batch_tokens = 512;  // tokens one step runs (the activation workspace)
   std::int64_t max_sequences = 256;     // sequences running at once (1: one request at a time)
@@ -61,6 +71,7 @@ struct SchedulerOptions {
   // nullopt: on wherever the runtime holds two sets or more and can fill one ahead (Engine decides).
   std::optional<bool> swap_ahead;
   bool ahead() const { return swap_ahead.value_or(false); }
+  KvAdmission kv_admission = KvAdmission::Greedy;
 };
 
 // What the scheduler knows of a sequence. The engine owns them.
@@ -118,6 +129,8 @@ class Scheduler {
     double oldest = 0;  // when the longest waiting of them began to wait
   };
   bool grow(SequenceState& s, std::int64_t tokens);  // blocks for `tokens` more; false when none are left
+  std::int64_t longest_blocks(const SequenceState& s) const;  // the blocks it holds at its longest
+  std::int64_t committed_blocks() const;  // KvAdmission::Reserve: what running and parked sequences may hold
   bool reclaim(const SequenceState* keep, StepPlan& plan);  // the latest parked (not `keep`) preempted; false: none
   void preempt(SequenceState& s);
   void park(SequenceState& s, double now);

@@ -214,7 +214,7 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
     const std::string where = "strategies[" + std::to_string(i) + "]";
     if (!s.is_object()) fail(where, "must be an object with a kind");
     check_keys(s, {"kind", "capacity", "policy", "shares", "budget", "hit", "miss", "single_target", "resident_sets", "max_sequences",
-                   "max_batch_tokens", "admission", "switching", "max_wait_seconds", "park", "residency_seconds", "kv_context", "kv_requests", "calibration", "staging",
+                   "max_batch_tokens", "admission", "switching", "max_wait_seconds", "park", "residency_seconds", "kv_admission", "kv_context", "kv_requests", "calibration", "staging",
                    "update_every", "decay", "shift", "swap_ahead", "name"},
                file, where, hint);
     StrategyConfig sc;
@@ -281,6 +281,11 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
       sc.scheduler.park = s["park"].get<bool>();
     }
     sc.scheduler.residency_seconds = f.number_from("residency_seconds", 0, false, sc.scheduler.residency_seconds);
+    if (s.contains("kv_admission")) {
+      const std::string a = s["kv_admission"].is_string() ? s["kv_admission"].get<std::string>() : "";
+      if (a != "greedy" && a != "reserve") fail(where + ".kv_admission", "must be greedy or reserve");
+      sc.scheduler.kv_admission = a == "reserve" ? KvAdmission::Reserve : KvAdmission::Greedy;
+    }
     if (s.contains("swap_ahead")) {
       if (!s["swap_ahead"].is_boolean()) fail(where + ".swap_ahead", "must be true or false");
       if (s["swap_ahead"].get<bool>() && (sc.kind == StrategyKind::TimeSharing || sc.kind == StrategyKind::SpaceSharing))

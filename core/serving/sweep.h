@@ -40,6 +40,8 @@
 //                    "residency_seconds": s (park: the shortest turn of a set switched in,
 //                                        default 0.1; its turn is its share of the work left
 //                                        times max_wait_seconds where that is longer),
+//                    "kv_admission": "greedy" | "reserve" (how a request's KV blocks are counted
+//                                    when it joins: SchedulerOptions::kv_admission),
 //                    "swap_ahead": false | true (look-ahead swaps, runtime/scheduler.h: waiting
 //                                  requests' sets filled into free buffers while the batch decodes;
 //                                  default: on wherever two sets or more are resident; not
