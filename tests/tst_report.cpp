@@ -19,7 +19,7 @@
 #include "serving/runner.h"
 #include "serving/sweep.h"
 #include "sim/device_profile.h"
-#include "sim/sim_sweep.h"
+#include "serving/sim_sweep.h"
 #include "store/report_data.h"
 #include "store/sweep_recording.h"
 #include "test_support.h"

@@ -20,7 +20,7 @@
 #include "serving/strategy.h"
 #include "serving/sweep.h"
 #include "serving/sweep_run.h"
-#include "sim/sim_sweep.h"
+#include "serving/sim_sweep.h"
 #include "store/recorder.h"
 #include "store/run_json.h"
 #include "store/sweep_recording.h"

@@ -111,7 +111,7 @@ class Borrowed {
 
 std::vector<RequestRecord> run_workload(const Deployment& d, const std::vector<WorkloadRequest>& w, const RunOptions& o) {
   if (o.clock == RunClock::Simulated)
-    throw InvalidArgument("run", "clock 'simulated'", "runs no engine", "simulate the workload with sim/simulator.h instead");
+    throw InvalidArgument("run", "clock 'simulated'", "runs no engine", "simulate the workload with serving/simulator.h instead");
   std::vector<std::vector<std::size_t>> by_lane(d.partitions().size());
   for (std::size_t i = 0; i < w.size(); ++i) by_lane[d.partition_of(w[i].target)].push_back(i);
   Collector c(w.size(), o);

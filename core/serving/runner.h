@@ -15,7 +15,7 @@
 
 namespace mosaic {
 
-// Simulated: no engine runs; sim/sim_sweep.h prices every step with a cost model instead.
+// Simulated: no engine runs; serving/sim_sweep.h prices every step with a cost model instead.
 enum class RunClock { Virtual, Real, Simulated };
 
 struct RunOptions {

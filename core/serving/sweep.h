@@ -60,7 +60,7 @@
 //    "trace_routes": true (optional: record where every token's router choices went, per request;
 //                    the workbench's Runs panel shows a request's expert trace from them)}
 // On the simulated clock no engine runs and no weights are read: the variants' config.json files
-// suffice (sim/sim_sweep.h), so a family too large for this machine can be swept.
+// suffice (serving/sim_sweep.h), so a family too large for this machine can be swept.
 #include <filesystem>
 #include <optional>
 #include <string>

@@ -20,7 +20,7 @@ std::string num(double v) {
   return o.str();
 }
 
-// How a simulated run's tokens chose experts, from its recorded "routing" (sim/sim_sweep.cpp):
+// How a simulated run's tokens chose experts, from its recorded "routing" (serving/sim_sweep.cpp):
 // "uniform", or the routing model's file, where it came from and how many experts a prompt touches.
 std::string routing_of(const nlohmann::json& r) {
   if (r.is_string()) return r.get<std::string>();

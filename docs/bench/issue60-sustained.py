@@ -8,7 +8,7 @@
 # seconds cannot finish in it — and so rated a scheduler that keeps up with a longer turnaround as
 # one that does not. The window is 60 s so that a turnaround of a few seconds costs under 10 %,
 # while a backlog that grows does not drain in it.) Found by bisection from [8, 64] req/s in five
-# steps; then one run at 0.8 x that rate gives the p99 TTFT.
+# steps (the strategies in lockstep); then one run at 0.8 x that rate gives the p99 TTFT.
 # Run from the repository root after building:
 #   python3 docs/bench/issue60-sustained.py SWEEP.json [STRATEGY NAME ...]
 # SWEEP.json names the variants, workload and strategies (e.g. issue60-saturation-50m-k2.json); the
@@ -45,13 +45,17 @@ def run(tmp, strategy, rate):
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    summary = []
-    for s in strategies:
-        lo, hi = LO, HI  # lo keeps up; hi is assumed not to
-        for _ in range(STEPS):
-            mid = (lo * hi) ** 0.5  # geometric: the bracket spans a factor of 8, 1.07 after five steps
+    # The strategies are bisected in lockstep, one run of each per step: a virtual clock charges
+    # measured compute, and this machine's speed drifts over an hour, so runs compared are run close
+    # together in time.
+    brackets = [[LO, HI] for _ in strategies]  # lo keeps up; hi is assumed not to
+    for _ in range(STEPS):
+        for s, b in zip(strategies, brackets):
+            mid = (b[0] * b[1]) ** 0.5  # geometric: the bracket spans a factor of 8, 1.07 after five steps
             kept, _ = run(tmp, s, mid)
-            lo, hi = (mid, hi) if kept >= KEEP else (lo, mid)
+            b[:] = [mid, b[1]] if kept >= KEEP else [b[0], mid]
+    summary = []
+    for s, (lo, _) in zip(strategies, brackets):
         _, at80 = run(tmp, s, 0.8 * lo)
         summary.append((s.get("name", s["kind"]), lo, at80["ttft_seconds"]["p50"], at80["ttft_seconds"]["p99"],
                         at80["tpot_seconds"]["p50"], at80["tpot_seconds"]["p99"], at80["completed_in_window"], at80["requests"]))

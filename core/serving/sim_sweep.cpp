@@ -1,4 +1,4 @@
-#include "sim/sim_sweep.h"
+#include "serving/sim_sweep.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -6,8 +6,8 @@
 #include "common/error.h"
 #include "model/variant_folders.h"
 #include "sim/routing_model.h"
-#include "sim/sim_deployment.h"
-#include "sim/simulator.h"
+#include "serving/sim_deployment.h"
+#include "serving/simulator.h"
 
 namespace mosaic {
 

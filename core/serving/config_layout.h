@@ -3,14 +3,14 @@
 // to load (Mixtral-8x7B on a laptop): the budget's capacity from the shapes' bytes and the reserve,
 // as analysis/capacity.h prices it, and which variant keeps each resident position by the policy's
 // turns. With no weights there are no expert distances: positions are taken in an even spread over
-// the MoE layers (the simulator's order, sim/sim_deployment.h), not by similarity.
+// the MoE layers (the simulator's order, serving/sim_deployment.h), not by similarity.
 #include <cstdint>
 #include <span>
 #include <vector>
 
 #include "runtime/capacity.h"
 #include "analysis/consolidation.h"
-#include "sim/sim_sweep.h"
+#include "serving/sim_sweep.h"
 
 namespace mosaic {
 

@@ -1,4 +1,4 @@
-#include "sim/simulator.h"
+#include "serving/simulator.h"
 
 #include <algorithm>
 #include <map>

@@ -3,13 +3,13 @@
 // the same budget order as the runtime's (one resident set, the pinned experts, the reserve; what
 // is left holds more sets, then an lru policy's spares), the same hit rules and swaps. With no
 // expert distances to rank positions by, a layout's `capacity` resident positions are spread evenly
-// over the layers (sim/config_layout.h: spread_positions); under uniform routing only a layer's
+// over the layers (serving/config_layout.h: spread_positions); under uniform routing only a layer's
 // count matters.
 #include <string>
 #include <vector>
 
 #include "serving/strategy.h"
-#include "sim/simulator.h"
+#include "serving/simulator.h"
 
 namespace mosaic {
 

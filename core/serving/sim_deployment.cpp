@@ -1,11 +1,11 @@
-#include "sim/sim_deployment.h"
+#include "serving/sim_deployment.h"
 
 #include <algorithm>
 
 #include "runtime/capacity.h"
 #include "common/byte_size.h"
 #include "common/error.h"
-#include "sim/config_layout.h"
+#include "serving/config_layout.h"
 
 namespace mosaic {
 namespace {

@@ -1,4 +1,4 @@
-#include "sim/config_layout.h"
+#include "serving/config_layout.h"
 
 #include <cmath>
 #include <limits>
