@@ -97,7 +97,7 @@ void ServingArgs::add_to(CLI::App* cmd, bool with_model, bool with_target) {
   cmd->add_option("--kv-admission", kv_admission,
                   "greedy (a request joins when the KV blocks for its tokens so far are free; the newest running sequence is "
                   "preempted when they run out) | reserve (it joins only when the blocks hold it and every running sequence at their "
-                  "longest, prompt + max tokens: none is preempted)")
+                  "longest, prompt + max tokens: no running sequence is preempted)")
       ->default_val("greedy")
       ->check(CLI::IsMember({"greedy", "reserve"}));
   cmd->add_option("--max-sequences", max_sequences, "sequences one engine step may run (1: one request at a time)")->default_val(256)

@@ -17,8 +17,6 @@ bool ready(int set, const StepPlan& plan, std::span<const int> resident, std::sp
 
 }  // namespace
 
-std::string_view switch_policy_name(SwitchPolicy p) { return p == SwitchPolicy::Fcfs ? "fcfs" : "affinity"; }
-std::string_view kv_admission_name(KvAdmission a) { return a == KvAdmission::Reserve ? "reserve" : "greedy"; }
 
 Scheduler::Scheduler(SchedulerOptions options, KvBlockPool& blocks, int resident_capacity)
     : options_(options), blocks_(blocks), capacity_(resident_capacity) {
@@ -169,6 +167,13 @@ void Scheduler::switch_sets(double now, bool strict, const std::vector<Queued>& 
     const auto in = std::find_if(queued.begin(), queued.end(), [&](const Queued& q) { return q.set == incoming; });
     if (!(priority(in->work, in->oldest, now) > lightest)) return;
   }
+  if (options_.kv_admission == KvAdmission::Reserve && blocks_.capacity()) {
+    // Parked, its sequences keep their blocks and their reservation: park them only where the incoming
+    // set's oldest request fits beside them, or admitting it would take their blocks back — the
+    // recomputation parking exists to avoid. Otherwise they run on, as draining would.
+    const auto head = std::find_if(waiting_.begin(), waiting_.end(), [&](const SequenceState* s) { return s->set == incoming; });
+    if (head != waiting_.end() && committed_blocks() + longest_blocks(**head) > *blocks_.capacity()) return;
+  }
   for (std::size_t i = running_.size(); i-- > 0;)
     if (running_[i]->set == victim) {
       SequenceState& s = *running_[i];
@@ -264,12 +269,16 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
   // long (then it and its set first, the rest as FCFS). A parked set's requests wait for the set it
   // made room for.
   // Reserve: what every running and parked sequence may yet hold. A request joins only where its
-  // longest fits beside them — unless nothing runs, where waiting could not free a block.
+  // longest fits beside them; where nothing would run, parked sequences give their blocks back until
+  // it does (as greedy takes them below: waiting would free none).
   const bool reserve = options_.kv_admission == KvAdmission::Reserve && blocks_.capacity();
   std::int64_t committed = reserve ? committed_blocks() : 0;
   auto blocks_for = [&](SequenceState& s, std::int64_t n) {
     const std::int64_t more = !reserve || s.parked() ? 0 : longest_blocks(s);  // a parked one is counted already
-    if (reserve && !running_.empty() && committed + more > *blocks_.capacity()) return false;
+    while (reserve && committed + more > *blocks_.capacity()) {
+      if (!plan.chunks.empty() || !reclaim(&s, plan)) return false;
+      committed = committed_blocks();
+    }
     if (grow(s, n)) {
       committed += more;
       return true;

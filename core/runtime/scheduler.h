@@ -11,7 +11,6 @@
 #include <deque>
 #include <optional>
 #include <span>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -28,17 +27,17 @@ enum class SwitchPolicy {
              // requests, and the rest in the order they began to wait, until it starts. How a set
              // running in a buffer another set needs makes room: SchedulerOptions::park.
 };
-std::string_view switch_policy_name(SwitchPolicy p);  // "fcfs", "affinity"
 
 // How admission counts a request's KV blocks (where the pool is bounded).
 enum class KvAdmission {
   Greedy,   // the blocks its tokens so far need (vLLM's): more run at once, and when the running
             // sequences' growth exhausts the pool the newest is preempted and later recomputed
   Reserve,  // the blocks it needs at its longest (prompt + max new tokens, as TGI admits): it joins
-            // only while the pool holds every running and parked sequence at its longest too, so
-            // none is ever preempted; a request too long for the free blocks waits, and those after it
+            // only while the pool holds every running and parked sequence at its longest too, so no
+            // running sequence is ever preempted (a parked one's blocks are taken, as under greedy,
+            // only where nothing else could run); a request too long for the free blocks waits, and
+            // those after it
 };
-std::string_view kv_admission_name(KvAdmission a);  // "greedy", "reserve"
 
 struct SchedulerOptions {
   std::int64_t max_batch_tokens = 512;  // tokens one step runs (the activation workspace)
