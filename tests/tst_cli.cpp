@@ -967,10 +967,14 @@ class TestCli : public QObject {
     QVERIFY2(r.out.contains(QStringLiteral("TTFT p50 ms")), qPrintable(r.out));  // every time with its unit
     // --json: one document, each run's summary with the recorded run id, times in seconds.
     // --device cpu says again what the config's default is.
-    r = cli(args({"bench", "--json", "--device", "cpu", "--config"}) << path(cfg) << QStringLiteral("--db") << path(scratch("sweep-json.sqlite")));
+    // --yardstick: the machine's matmul rate around each run.
+    r = cli(args({"bench", "--json", "--yardstick", "--device", "cpu", "--config"}) << path(cfg) << QStringLiteral("--db")
+                                                                                 << path(scratch("sweep-json.sqlite")));
     QVERIFY2(r.code == 0, qPrintable(r.err));
     const auto doc = nlohmann::json::parse(r.out.toStdString());
     QCOMPARE(doc["runs"].size(), std::size_t(2));
+    for (const auto& run : doc["runs"])
+      QVERIFY(run["yardstick_gflops"]["before"].get<double>() > 0 && run["yardstick_gflops"]["after"].get<double>() > 0);
     QCOMPARE(doc["runs"][1]["strategy"].get<std::string>(), std::string("time-sharing"));
     QCOMPARE(doc["runs"][1]["run"].get<int>(), 2);
     QVERIFY(doc["runs"][0]["requests"].get<int>() > 0);

@@ -16,6 +16,7 @@
 #include "cli/serving_args.h"
 #include "model/variant_folders.h"
 #include "common/error.h"
+#include "runtime/matmul_yardstick.h"
 #include "runtime/threads.h"
 #include "serving/strategy.h"
 #include "serving/sweep.h"
@@ -44,6 +45,7 @@ void draw_progress(std::size_t done, std::size_t total, const std::string& label
 // Where the whole sweep stands: "run 3/56, 1m12s, about 4m left" (the estimate from the runs done).
 struct SweepProgress {
   std::size_t runs = 0, started = 0;
+  double yardstick_before = 0;  // --yardstick: the machine's matmul rate before this run
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now(), run_t0 = t0;
   std::string label(const SweepRun& run) const {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -62,7 +64,7 @@ struct SweepProgress {
 
 void add_bench_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench", "Run a QoS sweep (strategies × arrival rates × repeats) and record it to SQLite");
-  struct Opts { fs::path config, db = "mosaic-runs.sqlite"; int threads = 0; bool json = false; std::string device, host_budget, cpu_weights; };
+  struct Opts { fs::path config, db = "mosaic-runs.sqlite"; int threads = 0; bool json = false, yardstick = false; std::string device, host_budget, cpu_weights; };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--config", o->config, "sweep config (mosaic.sweep/1), e.g. sample_configs/paper-qos.json")->required();
   cmd->add_option("--db", o->db, "SQLite file to record into (created or migrated)")->default_val("mosaic-runs.sqlite");
@@ -72,6 +74,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--cpu-weights", o->cpu_weights,
                   "stored | fp32 | mapped: how the CPU backend holds every strategy's weights, whatever the config's \"cpu_weights\" says");
   cmd->add_flag("--json", o->json, "print the runs' summaries as one JSON document (times in seconds) instead of the table");
+  cmd->add_flag("--yardstick", o->yardstick,
+                "before and after each run, time LibTorch's fp32 matmul on this machine (GFLOP/s, printed with the run): the virtual "
+                "clock charges measured compute, so runs compare only while the machine's speed holds");
   cmd->callback([o] {
     configure_threads(o->threads);
     SweepConfig config = load_sweep_config(o->config);
@@ -124,7 +129,11 @@ void add_bench_command(CLI::App& app) {
                     strategy_rates(rates, *config.saturation, p).back());
       std::fflush(stdout);
     };
-    events.run_started = [progress](SweepRun&, std::size_t) {
+    // The yardstick: a [64, 1024] × [1024, 1024] product, as a decode step's projections are shaped,
+    // for a quarter second; between runs, so that no run's clock sees it.
+    const auto yardstick = [] { return measure_matmul(64, 1024, 1024, 0.25).gflops; };
+    events.run_started = [o, progress, yardstick](SweepRun&, std::size_t) {
+      if (o->yardstick) progress->yardstick_before = yardstick();
       ++progress->started;
       progress->run_t0 = std::chrono::steady_clock::now();
     };
@@ -132,10 +141,12 @@ void add_bench_command(CLI::App& app) {
       draw_progress(done, total, progress->label(run));
       return true;
     };
-    events.run_finished = [o, results, width](const SweepRun& run, const std::vector<RequestRecord>&, const RunSummary& s, bool) {
+    events.run_finished = [o, results, width, progress, yardstick](const SweepRun& run, const std::vector<RequestRecord>&, const RunSummary& s, bool) {
+      const double after = o->yardstick ? yardstick() : 0;
       if (o->json) {
         nlohmann::ordered_json j = {{"run", run.run_id}, {"strategy", run.strategy}, {"rate", run.rate}, {"repeat", run.repeat}};
         j.update(summary_json(s));
+        if (o->yardstick) j["yardstick_gflops"] = {{"before", progress->yardstick_before}, {"after", after}};
         results->push_back(j);
         return;
       }
@@ -143,6 +154,7 @@ void add_bench_command(CLI::App& app) {
       std::printf("%-*s %7.2f %3d %6lld | %9.1f %8.1f | %11.2f %11.2f %11.2f | %11.2f %11.2f | %6.1f %9.2f\n", width, run.strategy.c_str(),
                   run.rate, run.repeat, static_cast<long long>(s.requests), s.requests_per_minute, s.tokens_per_second, ms * s.ttft.p50,
                   ms * s.ttft.p90, ms * s.ttft.p99, ms * s.turnaround.p50, ms * s.turnaround.p90, 100.0 * s.hit_rate, ms * s.swap_seconds);
+      if (o->yardstick) std::printf("%-*s yardstick: fp32 matmul %.1f GFLOP/s before the run, %.1f after\n", width, "", progress->yardstick_before, after);
       std::fflush(stdout);
     };
     // A recorder that fails mid-sweep (a full disk) stops recording, not the sweep: the results

@@ -3,7 +3,8 @@
 # run per value of FIELD, back to back on the same seed, so that this machine's drift over an hour
 # (a virtual clock charges measured compute) touches every value alike. Prints, per run, what was
 # delivered over the window and the drain after it (as issue60-sustained.py counts it), TTFT, TPOT,
-# preemptions and swaps.
+# preemptions, swaps, and the machine's matmul rate before and after the run (bench --yardstick):
+# pairs whose rates differ by more than a few percent were run on a different machine.
 # Run from the repository root after building:
 #   python3 docs/bench/issue60-interleaved.py SWEEP.json FIELD=V1,V2,... "STRATEGY@RATE" ...
 # e.g. kv_admission=greedy,reserve "single-resident@36", or max_wait_seconds=1,2 "consolidated (defaults)@18".
@@ -48,11 +49,12 @@ with tempfile.TemporaryDirectory() as tmp:
                    "strategies": [strategy]}
             path = os.path.join(tmp, "one.json")
             json.dump(cfg, open(path, "w"))
-            out = subprocess.run([cli, "bench", "--config", path, "--db", os.path.join(tmp, "runs.sqlite"), "--threads", "2", "--json"],
+            out = subprocess.run([cli, "bench", "--config", path, "--db", os.path.join(tmp, "runs.sqlite"), "--threads", "2", "--json", "--yardstick"],
                                  capture_output=True, text=True, check=True).stdout
             r = json.loads(out)["runs"][0]
             window = r["window_seconds"]
             kept = (r["requests"] - r["failed"]) / r["requests"] * window / (window + r["drain_seconds"])
-            print("%-40s %6.1f req/s  %s=%-8s  arrived %4d  delivered %.3f  drain %5.1f s  TTFT p50 %.3f p99 %.3f s  TPOT p50 %.3f p99 %.3f s  preemptions %d  swaps %d" %
+            print("%-40s %6.1f req/s  %s=%-8s  arrived %4d  delivered %.3f  drain %5.1f s  TTFT p50 %.3f p99 %.3f s  TPOT p50 %.3f p99 %.3f s  preemptions %d  swaps %d  matmul %.1f -> %.1f GFLOP/s" %
                   (name, rate, field, json.dumps(v), r["requests"], kept, r["drain_seconds"], r["ttft_seconds"]["p50"],
-                   r["ttft_seconds"]["p99"], r["tpot_seconds"]["p50"], r["tpot_seconds"]["p99"], r["preemptions"], r["swaps"]), flush=True)
+                   r["ttft_seconds"]["p99"], r["tpot_seconds"]["p50"], r["tpot_seconds"]["p99"], r["preemptions"], r["swaps"],
+                   r["yardstick_gflops"]["before"], r["yardstick_gflops"]["after"]), flush=True)

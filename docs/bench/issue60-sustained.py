@@ -8,7 +8,8 @@
 # seconds cannot finish in it — and so rated a scheduler that keeps up with a longer turnaround as
 # one that does not. The window is 60 s so that a turnaround of a few seconds costs under 10 %,
 # while a backlog that grows does not drain in it.) Found by bisection from [8, 64] req/s in five
-# steps (the strategies in lockstep); then one run at 0.8 x that rate gives the p99 TTFT.
+# steps (the strategies in lockstep); then one run at 0.8 x that rate gives the p99 TTFT. Each run
+# prints the machine's matmul rate before and after it (bench --yardstick): where it moved, so did the rates.
 # Run from the repository root after building:
 #   python3 docs/bench/issue60-sustained.py SWEEP.json [STRATEGY NAME ...]
 # SWEEP.json names the variants, workload and strategies (e.g. issue60-saturation-50m-k2.json); the
@@ -31,16 +32,17 @@ def run(tmp, strategy, rate):
            "output": sweep["output"], "strategies": [strategy]}
     path = os.path.join(tmp, "one.json")
     json.dump(cfg, open(path, "w"))
-    out = subprocess.run([cli, "bench", "--config", path, "--db", os.path.join(tmp, "runs.sqlite"), "--threads", "2", "--json"],
+    out = subprocess.run([cli, "bench", "--config", path, "--db", os.path.join(tmp, "runs.sqlite"), "--threads", "2", "--json", "--yardstick"],
                          capture_output=True, text=True, check=True).stdout
     r = json.loads(out)["runs"][0]
     # What it delivered over the window and the drain, against what arrived (a Poisson draw: not
     # rate x seconds) over the window.
     window = r["window_seconds"]
     kept = (r["requests"] - r["failed"]) / r["requests"] * window / (window + r["drain_seconds"])
-    print("  %-40s offered %6.2f req/s  arrived %4d  in window %4d  delivered %.3f  TTFT p50 %.3f p99 %.3f s  TPOT p99 %.3f s  swaps %d" %
+    print("  %-40s offered %6.2f req/s  arrived %4d  in window %4d  delivered %.3f  TTFT p50 %.3f p99 %.3f s  TPOT p99 %.3f s  swaps %d  matmul %.1f -> %.1f GFLOP/s" %
           (strategy.get("name", strategy["kind"]), rate, r["requests"], r["completed_in_window"], kept, r["ttft_seconds"]["p50"],
-           r["ttft_seconds"]["p99"], r["tpot_seconds"]["p99"], r["swaps"]), flush=True)
+           r["ttft_seconds"]["p99"], r["tpot_seconds"]["p99"], r["swaps"], r["yardstick_gflops"]["before"], r["yardstick_gflops"]["after"]),
+          flush=True)
     return kept, r
 
 
