@@ -15,34 +15,23 @@
 # SWEEP.json names the variants, workload and strategies (e.g. issue60-saturation-50m-k2.json); the
 # names pick some of its strategies (default: all). MOSAIC_CLI names another mosaic-cli binary.
 # Prints one line per run and a summary per strategy.
-import json, os, subprocess, sys, tempfile
+import os, sys, tempfile
 
-KEEP, LO, HI, STEPS, SECONDS = 0.9, 8.0, 64.0, 5, 60
-cli = os.environ.get("MOSAIC_CLI", "build/default/app/mosaic-cli")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from issue60_runs import load_sweep, run_once, yardstick
+
+KEEP, LO, HI, STEPS = 0.9, 8.0, 64.0, 5
 sweep_path = sys.argv[1]
-sweep = json.load(open(sweep_path))
+sweep, variants = load_sweep(sweep_path)
 wanted = set(sys.argv[2:])
 strategies = [s for s in sweep["strategies"] if not wanted or s.get("name", s["kind"]) in wanted]
-variants = [os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(sweep_path)), v)) for v in sweep["variants"]]
 
 
 def run(tmp, strategy, rate):
-    cfg = {"schema": "mosaic.sweep/1", "variants": variants, "clock": "virtual", "rates": [round(rate, 2)], "repeats": 1,
-           "seed": 2, "alpha": sweep.get("alpha", 1), "duration_seconds": SECONDS, "prompt": sweep["prompt"],
-           "output": sweep["output"], "strategies": [strategy]}
-    path = os.path.join(tmp, "one.json")
-    json.dump(cfg, open(path, "w"))
-    out = subprocess.run([cli, "bench", "--config", path, "--db", os.path.join(tmp, "runs.sqlite"), "--threads", "2", "--json", "--yardstick"],
-                         capture_output=True, text=True, check=True).stdout
-    r = json.loads(out)["runs"][0]
-    # What it delivered over the window and the drain, against what arrived (a Poisson draw: not
-    # rate x seconds) over the window.
-    window = r["window_seconds"]
-    kept = (r["requests"] - r["failed"]) / r["requests"] * window / (window + r["drain_seconds"])
-    print("  %-40s offered %6.2f req/s  arrived %4d  in window %4d  delivered %.3f  TTFT p50 %.3f p99 %.3f s  TPOT p99 %.3f s  swaps %d  matmul %.1f -> %.1f GFLOP/s" %
+    kept, r = run_once(tmp, sweep, variants, strategy, rate)
+    print("  %-40s offered %6.2f req/s  arrived %4d  in window %4d  delivered %.3f  TTFT p50 %.3f p99 %.3f s  TPOT p99 %.3f s  swaps %d  %s" %
           (strategy.get("name", strategy["kind"]), rate, r["requests"], r["completed_in_window"], kept, r["ttft_seconds"]["p50"],
-           r["ttft_seconds"]["p99"], r["tpot_seconds"]["p99"], r["swaps"], r["yardstick_gflops"]["before"], r["yardstick_gflops"]["after"]),
-          flush=True)
+           r["ttft_seconds"]["p99"], r["tpot_seconds"]["p99"], r["swaps"], yardstick(r)), flush=True)
     return kept, r
 
 
