@@ -974,7 +974,8 @@ class TestCli : public QObject {
     const auto doc = nlohmann::json::parse(r.out.toStdString());
     QCOMPARE(doc["runs"].size(), std::size_t(2));
     for (const auto& run : doc["runs"])
-      QVERIFY(run["yardstick_gflops"]["before"].get<double>() > 0 && run["yardstick_gflops"]["after"].get<double>() > 0);
+      QVERIFY(run["yardstick_gflops"]["before"].get<double>() > 0 && run["yardstick_gflops"]["after"].get<double>() > 0 &&
+              run["yardstick_stream_gbytes_per_s"]["before"].get<double>() > 0 && run["yardstick_stream_gbytes_per_s"]["after"].get<double>() > 0);
     QCOMPARE(doc["runs"][1]["strategy"].get<std::string>(), std::string("time-sharing"));
     QCOMPARE(doc["runs"][1]["run"].get<int>(), 2);
     QVERIFY(doc["runs"][0]["requests"].get<int>() > 0);

@@ -45,7 +45,7 @@ void draw_progress(std::size_t done, std::size_t total, const std::string& label
 // Where the whole sweep stands: "run 3/56, 1m12s, about 4m left" (the estimate from the runs done).
 struct SweepProgress {
   std::size_t runs = 0, started = 0;
-  double yardstick_before = 0;  // --yardstick: the machine's matmul rate before this run
+  MatmulRate compute_before, stream_before;  // --yardstick: the machine's rates before this run
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now(), run_t0 = t0;
   std::string label(const SweepRun& run) const {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -75,8 +75,9 @@ void add_bench_command(CLI::App& app) {
                   "stored | fp32 | mapped: how the CPU backend holds every strategy's weights, whatever the config's \"cpu_weights\" says");
   cmd->add_flag("--json", o->json, "print the runs' summaries as one JSON document (times in seconds) instead of the table");
   cmd->add_flag("--yardstick", o->yardstick,
-                "before and after each run, time LibTorch's fp32 matmul on this machine (GFLOP/s, printed with the run): the virtual "
-                "clock charges measured compute, so runs compare only while the machine's speed holds");
+                "before and after each run, time LibTorch's fp32 matmul on this machine, in cache (GFLOP/s) and streaming its weights "
+                "from memory (GB/s), printed with the run: the virtual clock charges measured compute, so runs compare only while the "
+                "machine's speed holds");
   cmd->callback([o] {
     configure_threads(o->threads);
     SweepConfig config = load_sweep_config(o->config);
@@ -129,11 +130,15 @@ void add_bench_command(CLI::App& app) {
                     strategy_rates(rates, *config.saturation, p).back());
       std::fflush(stdout);
     };
-    // The yardstick: a [64, 1024] × [1024, 1024] product, as a decode step's projections are shaped,
-    // for a quarter second; between runs, so that no run's clock sees it.
-    const auto yardstick = [] { return measure_matmul(64, 1024, 1024, 0.25).gflops; };
-    events.run_started = [o, progress, yardstick](SweepRun&, std::size_t) {
-      if (o->yardstick) progress->yardstick_before = yardstick();
+    // The yardstick, between runs so that no run's clock sees it: LibTorch's fp32 matmul as a decode
+    // step's projections are shaped ([64, 1024] × [1024, 1024]: compute, the weights in cache) and as
+    // one token's are ([1, 4096] × [4096, 8192]: 128 MiB of weights streamed from memory), 0.2 s each.
+    // The virtual clock charges measured compute, and this VM's speed moves: a run compares with
+    // another only while these hold.
+    const auto compute = [] { return measure_matmul(64, 1024, 1024, 0.2); };
+    const auto stream = [] { return measure_matmul(1, 4096, 8192, 0.2); };
+    events.run_started = [o, progress, compute, stream](SweepRun&, std::size_t) {
+      if (o->yardstick) progress->compute_before = compute(), progress->stream_before = stream();
       ++progress->started;
       progress->run_t0 = std::chrono::steady_clock::now();
     };
@@ -141,12 +146,15 @@ void add_bench_command(CLI::App& app) {
       draw_progress(done, total, progress->label(run));
       return true;
     };
-    events.run_finished = [o, results, width, progress, yardstick](const SweepRun& run, const std::vector<RequestRecord>&, const RunSummary& s, bool) {
-      const double after = o->yardstick ? yardstick() : 0;
+    events.run_finished = [o, results, width, progress, compute, stream](const SweepRun& run, const std::vector<RequestRecord>&, const RunSummary& s, bool) {
+      const MatmulRate compute_after = o->yardstick ? compute() : MatmulRate{}, stream_after = o->yardstick ? stream() : MatmulRate{};
       if (o->json) {
         nlohmann::ordered_json j = {{"run", run.run_id}, {"strategy", run.strategy}, {"rate", run.rate}, {"repeat", run.repeat}};
         j.update(summary_json(s));
-        if (o->yardstick) j["yardstick_gflops"] = {{"before", progress->yardstick_before}, {"after", after}};
+        if (o->yardstick) {
+          j["yardstick_gflops"] = {{"before", progress->compute_before.gflops}, {"after", compute_after.gflops}};
+          j["yardstick_stream_gbytes_per_s"] = {{"before", progress->stream_before.gbytes_per_s}, {"after", stream_after.gbytes_per_s}};
+        }
         results->push_back(j);
         return;
       }
@@ -154,7 +162,9 @@ void add_bench_command(CLI::App& app) {
       std::printf("%-*s %7.2f %3d %6lld | %9.1f %8.1f | %11.2f %11.2f %11.2f | %11.2f %11.2f | %6.1f %9.2f\n", width, run.strategy.c_str(),
                   run.rate, run.repeat, static_cast<long long>(s.requests), s.requests_per_minute, s.tokens_per_second, ms * s.ttft.p50,
                   ms * s.ttft.p90, ms * s.ttft.p99, ms * s.turnaround.p50, ms * s.turnaround.p90, 100.0 * s.hit_rate, ms * s.swap_seconds);
-      if (o->yardstick) std::printf("%-*s yardstick: fp32 matmul %.1f GFLOP/s before the run, %.1f after\n", width, "", progress->yardstick_before, after);
+      if (o->yardstick)
+        std::printf("%-*s yardstick: fp32 matmul %.1f GFLOP/s and %.1f GB/s streamed before the run, %.1f and %.1f after\n", width, "",
+                    progress->compute_before.gflops, progress->stream_before.gbytes_per_s, compute_after.gflops, stream_after.gbytes_per_s);
       std::fflush(stdout);
     };
     // A recorder that fails mid-sweep (a full disk) stops recording, not the sweep: the results

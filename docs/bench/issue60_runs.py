@@ -30,5 +30,6 @@ def run_once(tmp, sweep, variants, strategy, rate):
 
 
 def yardstick(r):
-    """The machine's matmul rate before and after the run, as printed beside it."""
-    return "matmul %.1f -> %.1f GFLOP/s" % (r["yardstick_gflops"]["before"], r["yardstick_gflops"]["after"])
+    """The machine's matmul rates (in cache, and streaming from memory) before and after the run."""
+    return "matmul %.0f -> %.0f GFLOP/s, %.1f -> %.1f GB/s" % (r["yardstick_gflops"]["before"], r["yardstick_gflops"]["after"],
+                                                            r["yardstick_stream_gbytes_per_s"]["before"], r["yardstick_stream_gbytes_per_s"]["after"])
