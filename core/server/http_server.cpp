@@ -47,6 +47,12 @@ void send_error(httplib::Response& res, const ApiError& e) {
   res.set_content(wire(error_body(e)), "application/json");
 }
 
+}  // namespace
+
+// Named, not anonymous: HttpServer::Impl holds these, and a class with linkage holding types without
+// it is what GCC's -Wsubobject-linkage flags (in the unity build, where this file reads as a header).
+namespace http_server_parts {
+
 // One request in flight. The engine's thread only hands it token ids and the result; turning them
 // into text, stop strings and JSON happens on the connection's thread, off the batch's critical path.
 struct Call {
@@ -180,6 +186,12 @@ class Router : public httplib::Server {
   Router() { svr_sock_ = 0; }
   bool serve(httplib::Stream& stream, bool close, bool& closed) { return process_request(stream, close, closed, nullptr); }
 };
+
+}  // namespace http_server_parts
+using http_server_parts::Call;
+using http_server_parts::Router;
+
+namespace {
 
 const char* reason_phrase(int status) {
   switch (status) {

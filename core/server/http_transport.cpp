@@ -42,6 +42,13 @@ short wait_for(int fd, short events, std::chrono::milliseconds wait) {
   }
 }
 
+}  // namespace
+
+// Named, not anonymous: HttpTransport::Impl holds these, and a class with linkage holding types
+// without it is what GCC's -Wsubobject-linkage flags (in the unity build, where this file reads as a
+// header).
+namespace http_transport_parts {
+
 // One whole request, answered through httplib: reads come from the bytes the poller read (and end
 // there), writes go to the socket, each within the write timeout.
 class BufferedStream final : public httplib::Stream {
@@ -125,7 +132,10 @@ struct Returned {
   std::string leftover;
 };
 
-}  // namespace
+}  // namespace http_transport_parts
+using http_transport_parts::BufferedStream;
+using http_transport_parts::Conn;
+using http_transport_parts::Returned;
 
 struct HttpTransport::Impl {
   TransportOptions opt;
