@@ -222,7 +222,7 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
                                               .park = a.park,
                                               .residency_seconds = a.residency,
                                               .swap_ahead = a.swap_ahead,
-                                              .kv_admission = a.kv_admission == "reserve" ? KvAdmission::Reserve : KvAdmission::Greedy}});
+                                              .kv_admission = parse_kv_admission(a.kv_admission).value()}});  // CLI checked the name
   return s;
 }
 

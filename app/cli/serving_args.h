@@ -36,7 +36,7 @@ struct ServingArgs {
   double max_wait = SchedulerOptions::kDefaultMaxWait;
   bool park = false;
   double residency = SchedulerOptions::kDefaultResidency;
-  std::string kv_admission;
+  std::string kv_admission = "greedy";
   std::string device = "cpu";
   std::string cpu_weights = "stored";  // stored: bf16 weights stay bf16 on the CPU backend; fp32: widened when loaded
 

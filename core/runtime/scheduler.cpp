@@ -17,6 +17,11 @@ bool ready(int set, const StepPlan& plan, std::span<const int> resident, std::sp
 
 }  // namespace
 
+std::optional<KvAdmission> parse_kv_admission(std::string_view name) {
+  if (name == "greedy") return KvAdmission::Greedy;
+  if (name == "reserve") return KvAdmission::Reserve;
+  return std::nullopt;
+}
 
 Scheduler::Scheduler(SchedulerOptions options, KvBlockPool& blocks, int resident_capacity)
     : options_(options), blocks_(blocks), capacity_(resident_capacity) {
@@ -274,21 +279,21 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
   const bool reserve = options_.kv_admission == KvAdmission::Reserve && blocks_.capacity();
   std::int64_t committed = reserve ? committed_blocks() : 0;
   auto blocks_for = [&](SequenceState& s, std::int64_t n) {
-    const std::int64_t more = !reserve || s.parked() ? 0 : longest_blocks(s);  // a parked one is counted already
-    while (reserve && committed + more > *blocks_.capacity()) {
-      if (!plan.chunks.empty() || !reclaim(&s, plan)) return false;
-      committed = committed_blocks();
-    }
-    if (grow(s, n)) {
+    if (reserve) {
+      // Every holder is counted at its longest, so where s's longest fits beside them its blocks are free.
+      const std::int64_t more = s.parked() ? 0 : longest_blocks(s);  // a parked one is counted already
+      while (committed + more > *blocks_.capacity()) {
+        if (!plan.chunks.empty() || !reclaim(&s, plan)) return false;
+        committed = committed_blocks();
+      }
+      if (!grow(s, n)) return false;
       committed += more;
       return true;
     }
+    if (grow(s, n)) return true;
     if (!plan.chunks.empty()) return false;  // parked blocks are taken only where nothing would run
     while (reclaim(&s, plan))
-      if (grow(s, n)) {
-        if (reserve) committed = committed_blocks();  // less what was reclaimed; s waits with its blocks, so counted
-        return true;
-      }
+      if (grow(s, n)) return true;
     return false;
   };
   auto admit_one_pass = [&](auto&& eligible) {

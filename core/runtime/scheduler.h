@@ -11,6 +11,7 @@
 #include <deque>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,7 @@ enum class KvAdmission {
             // only where nothing else could run); a request too long for the free blocks waits, and
             // those after it
 };
+std::optional<KvAdmission> parse_kv_admission(std::string_view name);  // "greedy" or "reserve"
 
 struct SchedulerOptions {
   std::int64_t max_batch_tokens = 512;  // tokens one step runs (the activation workspace)

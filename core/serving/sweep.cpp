@@ -282,9 +282,9 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
     }
     sc.scheduler.residency_seconds = f.number_from("residency_seconds", 0, false, sc.scheduler.residency_seconds);
     if (s.contains("kv_admission")) {
-      const std::string a = s["kv_admission"].is_string() ? s["kv_admission"].get<std::string>() : "";
-      if (a != "greedy" && a != "reserve") fail(where + ".kv_admission", "must be greedy or reserve");
-      sc.scheduler.kv_admission = a == "reserve" ? KvAdmission::Reserve : KvAdmission::Greedy;
+      const auto a = s["kv_admission"].is_string() ? parse_kv_admission(s["kv_admission"].get<std::string>()) : std::nullopt;
+      if (!a) fail(where + ".kv_admission", "must be greedy or reserve");
+      sc.scheduler.kv_admission = *a;
     }
     if (s.contains("swap_ahead")) {
       if (!s["swap_ahead"].is_boolean()) fail(where + ".swap_ahead", "must be true or false");

@@ -3,8 +3,8 @@
 # run per value of FIELD, back to back on the same seed, so that this machine's drift over an hour
 # (a virtual clock charges measured compute) touches every value alike. Prints, per run, what was
 # delivered over the window and the drain after it (as issue60-sustained.py counts it), TTFT, TPOT,
-# preemptions, swaps, and the machine's matmul rate before and after the run (bench --yardstick):
-# pairs whose rates differ by more than a few percent were run on a different machine.
+# preemptions, swaps, and the machine's matmul rates before and after the run (bench --yardstick):
+# where they differ, so did the machine (the converse does not hold: docs/benchmarks.md, 2026-11-29).
 # Run from the repository root after building:
 #   python3 docs/bench/issue60-interleaved.py SWEEP.json FIELD=V1,V2,... "STRATEGY@RATE" ...
 # e.g. kv_admission=greedy,reserve "single-resident@36", or max_wait_seconds=1,2 "consolidated (defaults)@18".
