@@ -10,4 +10,10 @@ std::optional<HitPolicy> parse_hit_policy(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<KvAdmission> parse_kv_admission(std::string_view name) {
+  if (name == "greedy") return KvAdmission::Greedy;
+  if (name == "reserve") return KvAdmission::Reserve;
+  return std::nullopt;
+}
+
 }  // namespace mosaic

@@ -17,12 +17,6 @@ bool ready(int set, const StepPlan& plan, std::span<const int> resident, std::sp
 
 }  // namespace
 
-std::optional<KvAdmission> parse_kv_admission(std::string_view name) {
-  if (name == "greedy") return KvAdmission::Greedy;
-  if (name == "reserve") return KvAdmission::Reserve;
-  return std::nullopt;
-}
-
 Scheduler::Scheduler(SchedulerOptions options, KvBlockPool& blocks, int resident_capacity)
     : options_(options), blocks_(blocks), capacity_(resident_capacity) {
   if (options_.max_batch_tokens < 1) throw InvalidArgument("scheduler", "max batch tokens", "must be at least 1");

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runtime/kv_blocks.h"
+#include "runtime/policies.h"
 
 namespace mosaic {
 
@@ -28,18 +29,6 @@ enum class SwitchPolicy {
              // requests, and the rest in the order they began to wait, until it starts. How a set
              // running in a buffer another set needs makes room: SchedulerOptions::park.
 };
-
-// How admission counts a request's KV blocks (where the pool is bounded).
-enum class KvAdmission {
-  Greedy,   // the blocks its tokens so far need (vLLM's): more run at once, and when the running
-            // sequences' growth exhausts the pool the newest is preempted and later recomputed
-  Reserve,  // the blocks it needs at its longest (prompt + max new tokens, as TGI admits): it joins
-            // only while the pool holds every running and parked sequence at its longest too, so no
-            // running sequence is ever preempted (a parked one's blocks are taken, as under greedy,
-            // only where nothing else could run); a request too long for the free blocks waits, and
-            // those after it
-};
-std::optional<KvAdmission> parse_kv_admission(std::string_view name);  // "greedy" or "reserve"
 
 struct SchedulerOptions {
   std::int64_t max_batch_tokens = 512;  // tokens one step runs (the activation workspace)
