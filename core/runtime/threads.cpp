@@ -2,6 +2,10 @@
 
 #include <ATen/Parallel.h>
 
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -20,4 +24,16 @@ int configure_threads(int n) {
 }
 
 int configured_threads() { return at::get_num_threads(); }
+
+int parallel_for_threads() {
+  std::mutex m;
+  std::set<std::thread::id> seen;
+  at::parallel_for(0, 64, 1, [&](std::int64_t, std::int64_t) {
+    // Long enough that no thread takes every range before the others start.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    const std::lock_guard lock(m);
+    seen.insert(std::this_thread::get_id());
+  });
+  return static_cast<int>(seen.size());
+}
 }  // namespace mosaic

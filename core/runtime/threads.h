@@ -7,4 +7,8 @@ namespace mosaic {
 int configure_threads(int n = 0);
 // The count in effect (configure_threads', else LibTorch's default), for host work beside LibTorch's too.
 int configured_threads();
+// How many distinct threads at::parallel_for, as core's kernels call it, ran 64 ranges on: the
+// configured count where core was compiled with OpenMP (ATen's template runs every range on the
+// caller otherwise), 1 under ThreadSanitizer, whose builds leave OpenMP out.
+int parallel_for_threads();
 }  // namespace mosaic
