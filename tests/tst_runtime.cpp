@@ -7,6 +7,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include <future>
 #include <malloc.h>
 #include <map>
+#include <numeric>
 #include <random>
 #include <utility>
 
@@ -25,10 +27,12 @@
 #include "model/synthetic.h"
 #include "model/tokenizer.h"
 #include "model/variant_folders.h"
+#include "runtime/cpu_attention.h"
 #include "runtime/cpu_gemm.h"
 #include "runtime/engine.h"
 #include "runtime/forward.h"
 #include "runtime/route_plan.h"
+#include "runtime/threads.h"
 #include "test_support.h"
 
 using namespace mosaic;
@@ -675,6 +679,105 @@ class TestRuntime : public QObject {
               QVERIFY2(std::abs(got - ref) <= 1e-5 * scale + 1e-30, qPrintable(QStringLiteral("M %1 K %2 N %3: %4 vs %5").arg(M).arg(K).arg(N).arg(got).arg(ref)));
             }
         }
+  }
+
+  // Core's at::parallel_for runs on LibTorch's intra-op threads. ATen's template runs every range on
+  // the calling thread unless the code that calls it is compiled with OpenMP, and the CPU backend's
+  // own kernels (skinny GEMMs, experts, decode attention) then used one core whatever --threads said.
+  void coreParallelForUsesTheIntraOpThreads() {
+#if defined(__SANITIZE_THREAD__)
+    QSKIP("ThreadSanitizer builds leave OpenMP out (libgomp's barriers are invisible to it): ranges run on the caller");
+#endif
+    const int before = configured_threads();
+    configure_threads(2);
+    const int used = parallel_for_threads();
+    configure_threads(before);
+    QCOMPARE(used, 2);
+  }
+
+  // Decode attention over the paged pool, on ragged shapes: sequences of 1, 2, 17, 40, 300 and 700
+  // positions whose rows lie in scattered blocks, grouped query heads (4 per kv head, and 1), head
+  // widths that are not multiples of 8, a latent layout (the value a prefix of the key row, one kv
+  // head), long sequences split into parts and merged — against a double-precision
+  // softmax(q·kᵀ·scale)·v. The step's other tokens' rows are left untouched.
+  void decodeAttentionReadsEachSequencesRowsWhereTheyLie() {
+    std::mt19937 gen(11);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    struct Shape { int heads, kv_heads, key_dim, value_dim; bool latent; };
+    struct Case { Shape sh; int threads; std::vector<std::int64_t> lengths; };
+    for (const auto& [sh, threads, lengths] : {Case{{8, 2, 20, 20, false}, 2, {1, 17, 2, 40}}, Case{{3, 3, 8, 8, false}, 2, {1, 17, 2, 40}},
+                                               Case{{4, 1, 37, 29, true}, 2, {1, 17, 2, 40}}, Case{{2, 2, 128, 128, false}, 2, {1, 17, 2, 40}},
+                                               // split for 3 threads: 300 rows into 2 parts (128 rows at least each); 700 into
+                                               // 2 beside a sequence of 1 row, whole
+                                               Case{{8, 2, 20, 20, false}, 3, {300}}, Case{{4, 1, 37, 29, true}, 3, {700, 1}}}) {
+      const std::int64_t B = static_cast<std::int64_t>(lengths.size()), pool = 1024, tokens = B + 2;
+      const int kvh = sh.kv_heads, rep = sh.heads / kvh;
+      const std::int64_t key_row = kvh * sh.key_dim, value_row = sh.latent ? key_row : kvh * sh.value_dim;
+      std::vector<float> keys(static_cast<std::size_t>(pool * key_row)), values(static_cast<std::size_t>(pool * value_row));
+      for (float& v : keys) v = normal(gen);
+      for (float& v : values) v = normal(gen);
+      const float* value_base = sh.latent ? keys.data() : values.data();
+      // Rows from a shuffled pool, in blocks of 4 as the block table hands them out.
+      std::vector<std::int64_t> blocks(static_cast<std::size_t>(pool / 4));
+      std::iota(blocks.begin(), blocks.end(), 0);
+      std::shuffle(blocks.begin(), blocks.end(), gen);
+      // The decode tokens' places among a step's B + 2 tokens, out of order; the last two are another chunk's.
+      std::vector<std::int64_t> token_of{1, 3, 0, 2};
+      token_of.resize(static_cast<std::size_t>(B));
+      std::vector<std::int64_t> rows, begin{0};
+      std::size_t next_block = 0;
+      for (std::int64_t b = 0; b < B; ++b) {
+        for (std::int64_t p = 0; p < lengths[static_cast<std::size_t>(b)]; ++p) {
+          if (p % 4 == 0) ++next_block;
+          rows.push_back(blocks[next_block - 1] * 4 + p % 4);
+        }
+        begin.push_back(static_cast<std::int64_t>(rows.size()));
+      }
+      std::vector<float> q(static_cast<std::size_t>(tokens * sh.heads * sh.key_dim)), out(static_cast<std::size_t>(tokens * sh.heads * sh.value_dim), -7.0f);
+      for (float& v : q) v = normal(gen);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(sh.key_dim));
+      const DecodeAttention a{.q = q.data(), .out = out.data(), .tokens = token_of.data(), .keys = keys.data(), .values = value_base,
+                              .key_row = key_row, .value_row = value_row, .rows = rows.data(), .begin = begin.data(), .heads = sh.heads,
+                              .kv_heads = kvh, .key_dim = sh.key_dim, .value_dim = sh.value_dim, .scale = scale};
+      // Two threads' ranges, run one after the other: with fewer sequences than threads the long ones
+      // split into parts that are merged (with 16, the 40 rows cannot: parts take 128 rows at least).
+      const ParallelRanges two_ranges = [](std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& f) {
+        f(0, n / 2);
+        f(n / 2, n);
+      };
+      decode_attention(a, B, threads, two_ranges);
+      const QString what = QStringLiteral("heads %1/%2, dims %3/%4").arg(sh.heads).arg(kvh).arg(sh.key_dim).arg(sh.value_dim);
+      for (std::int64_t t = 0; t < tokens; ++t) {
+        const auto at = std::find(token_of.begin(), token_of.end(), t);
+        for (int h = 0; h < sh.heads; ++h)
+          for (int d = 0; d < sh.value_dim; ++d) {
+            const float got = out[static_cast<std::size_t>((t * sh.heads + h) * sh.value_dim + d)];
+            if (at == token_of.end()) {
+              QCOMPARE(got, -7.0f);
+              continue;
+            }
+            const auto b = static_cast<std::size_t>(at - token_of.begin());
+            const int g = h / rep;
+            std::vector<double> w;
+            double m = -1e300, sum = 0;
+            for (auto i = begin[b]; i < begin[b + 1]; ++i) {
+              double dot = 0;
+              for (int k = 0; k < sh.key_dim; ++k)
+                dot += static_cast<double>(q[static_cast<std::size_t>((t * sh.heads + h) * sh.key_dim + k)]) *
+                       keys[static_cast<std::size_t>(rows[static_cast<std::size_t>(i)] * key_row + g * sh.key_dim + k)];
+              w.push_back(dot * scale);
+              m = std::max(m, w.back());
+            }
+            for (double& x : w) sum += (x = std::exp(x - m));
+            double ref = 0;
+            for (auto i = begin[b]; i < begin[b + 1]; ++i)
+              ref += w[static_cast<std::size_t>(i - begin[b])] / sum *
+                     value_base[static_cast<std::size_t>(rows[static_cast<std::size_t>(i)] * value_row + g * sh.value_dim + d)];
+            QVERIFY2(std::abs(got - ref) <= 2e-5 * (1 + std::abs(ref)),
+                     qPrintable(what + QStringLiteral(": token %1 head %2 dim %3: %4 vs %5").arg(t).arg(h).arg(d).arg(got).arg(ref)));
+          }
+      }
+    }
   }
 
   // The CPU backend keeps bf16 weights as stored and widens them as it reads: the same logits and

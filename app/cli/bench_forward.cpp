@@ -13,6 +13,7 @@
 #include <random>
 #include <thread>
 
+#include "cli/bench_attention.h"
 #include "cli/bench_forward_engine.h"
 #include "cli/best_seconds.h"
 #include "cli/commands.h"
@@ -170,7 +171,7 @@ void print_step_draws(const SamplingRow& row, unsigned threads) {
 
 void add_bench_forward_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench-forward", "CPU prefill/decode tokens/s against LibTorch's matmul, and host sampling against a full sort, same run");
-  struct Opts { std::vector<fs::path> models; fs::path engine; bool synthetic = true; std::int64_t prompt = 128, decode = 32; int reps = 3, threads = 0; };
+  struct Opts { std::vector<fs::path> models; fs::path engine; bool synthetic = true, attention = false; std::int64_t prompt = 128, decode = 32; int reps = 3, threads = 0; };
   auto o = std::make_shared<Opts>();
   cmd->add_option("--model", o->models, "checkpoint folders to measure (repeatable)");
   cmd->add_flag("--synthetic,!--no-synthetic", o->synthetic, "also measure a ~50M-parameter Mixtral-architecture model")->default_val(true);
@@ -182,8 +183,15 @@ void add_bench_forward_command(CLI::App& app) {
                   "also decode through the engine's CPU backend (batch 1, 4, 16; prefill 128, 512; batches mixed over two variants) a ~0.6B-parameter synthetic Mixtral "
                   "written here in bf16 and fp32 where absent (6.2 GB with the two variants), weights held as stored and widened, against the floor of the "
                   "bytes a step reads");
+  cmd->add_flag("--attention", o->attention,
+                "only one layer's decode attention at long contexts (Mixtral's and DeepSeek-V2-Lite's shapes, batch 1–16, context 512–8192): "
+                "the CPU backend's kernel against LibTorch's batched path and the floor of the KV bytes read");
   cmd->callback([o] {
     const int threads = configure_threads(o->threads);
+    if (o->attention) {
+      bench_decode_attention(o->reps);
+      return;
+    }
     if (!o->engine.empty()) bench_engine_decode(o->engine, o->decode, o->reps, threads);
     std::vector<BenchRow> rows;
     for (const auto& m : o->models) rows.push_back(bench_model(m.parent_path().filename().string() + "/" + m.filename().string(), m, o->prompt, o->decode, o->reps));

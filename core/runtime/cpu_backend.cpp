@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "common/error.h"
+#include "common/huge_pages.h"
 #include "model/dtype.h"
 #include "runtime/cpu_ops.h"
 
@@ -112,8 +113,8 @@ CpuBackend::CpuBackend(const HostStore& store, const BackendShape& shape) : stor
   inv_freq_ = inverse_frequencies(s);
   for (std::int64_t l = 0; l < s.num_layers; ++l) {
     // Latent attention keeps one row a token: the latent and the rotated shared key; no values apart.
-    k_.push_back(at::zeros({1, s.mla ? 1 : s.num_kv_heads, s.mla ? s.kv_cache_width() : s.head_dim}, at::kFloat));
-    v_.push_back(at::zeros({1, s.mla ? 1 : s.num_kv_heads, s.mla ? 0 : s.head_dim}, at::kFloat));
+    k_.push_back(at::zeros({0, s.mla ? 1 : s.num_kv_heads, s.mla ? s.kv_cache_width() : s.head_dim}, at::kFloat));
+    v_.push_back(at::zeros({0, s.mla ? 1 : s.num_kv_heads, s.mla ? 0 : s.head_dim}, at::kFloat));
   }
   if (shape.kv_blocks) reserve_kv(*shape.kv_blocks);
 }
@@ -268,10 +269,10 @@ void CpuBackend::reserve_kv(std::int64_t blocks) {
   const std::int64_t rows = target * shape_.kv_block_tokens;
   for (std::size_t l = 0; l < k_.size(); ++l) {
     for (at::Tensor* t : {&k_[l], &v_[l]}) {
-      // One more row, of zeros: what the batched decode reads for padding (masked, but finite).
-      at::Tensor grown = at::empty({rows + 1, t->size(1), t->size(2)}, at::kFloat);
-      if (t->size(0) > 1) grown.narrow(0, 0, t->size(0) - 1).copy_(t->narrow(0, 0, t->size(0) - 1));
-      grown[rows].zero_();
+      at::Tensor grown = at::empty({rows, t->size(1), t->size(2)}, at::kFloat);
+      // A decode step reads each sequence's rows from blocks scattered over the pool.
+      advise_huge_pages(grown.data_ptr(), grown.nbytes());
+      if (t->size(0) > 0) grown.narrow(0, 0, t->size(0)).copy_(*t);
       *t = grown;
     }
   }

@@ -3,20 +3,18 @@
 #include <cstring>
 
 #include "common/simd_clones.h"
+#include "runtime/cpu_vectors.h"
 
 namespace mosaic {
 namespace {
 
-// Eight floats, as GCC and Clang vectorize them (AVX in the x86-64-v3 clone, SSE pairs otherwise).
-typedef float v8 __attribute__((vector_size(32)));
+using cpu_vectors::v8;
+using cpu_vectors::load8;
+
+#pragma GCC diagnostic ignored "-Wpsabi"  // vectors pass between always-inline helpers only
+
 typedef std::uint16_t u16x8 __attribute__((vector_size(16)));
 typedef std::uint16_t u16x16 __attribute__((vector_size(32)));
-
-__attribute__((always_inline)) inline v8 load8(const float* p) {
-  v8 v;
-  __builtin_memcpy(&v, p, 32);
-  return v;
-}
 
 // Eight bf16 widened to fp32: the 16 bits become the float's high half (exact).
 __attribute__((always_inline)) inline v8 load8(const std::uint16_t* p) {

@@ -1,14 +1,15 @@
 // The CPU backend's batched step: every chunk's tokens through the model at once. Dense work runs
 // per resident-set group (each group's tokens through its buffer's weights); attention reads each
-// sequence's own KV blocks — the decode tokens of every sequence in one padded batch, prompt chunks
-// one by one; each MoE layer runs over all tokens of the step together (cpu_moe.cpp).
+// sequence's own KV blocks — a decode token's where they lie (cpu_attention.h), prompt chunks one
+// by one; each MoE layer runs over all tokens of the step together (cpu_moe.cpp).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <limits>
 
+#include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 #include "common/error.h"
+#include "runtime/cpu_attention.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/cpu_ops.h"
 
@@ -58,14 +59,13 @@ void fail_non_finite(at::Tensor& x, const StepBatch& batch, const StepLayout& la
 }  // namespace
 
 // Where a step's keys and values go and come from, in rows of the KV pool (block · block_tokens +
-// offset; the pool's last row is zeros, the padding of the batched decode).
+// offset).
 struct CpuBackend::KvRows {
   at::Tensor write;                        // [tokens]: the row each new token's key and value go to
   std::vector<std::size_t> decode;         // chunks of one token
-  at::Tensor decode_tokens;                // [B]: their token index in the step
-  at::Tensor decode_rows;                  // [B · Smax]: the rows each reads, padded
-  at::Tensor decode_mask;                  // [B, 1, 1, Smax]: 0, or −∞ on padding
-  std::int64_t decode_span = 0;            // Smax
+  std::vector<std::int64_t> decode_tokens; // [B]: their token index in the step
+  std::vector<std::int64_t> decode_rows;   // the rows each reads, one sequence after another
+  std::vector<std::int64_t> decode_begin;  // [B + 1]: where each sequence's rows begin in decode_rows
   std::vector<std::size_t> prefill;        // chunks of several tokens
   std::vector<at::Tensor> prefill_rows;    // per prefill chunk: [S]
 };
@@ -73,18 +73,15 @@ struct CpuBackend::KvRows {
 CpuBackend::KvRows CpuBackend::kv_rows(const StepBatch& batch, const StepLayout& layout) {
   const std::int64_t bt = shape_.kv_block_tokens;
   KvRows r;
-  std::vector<std::int64_t> write, decode_tokens, decode_rows;
-  std::int64_t highest_block = -1, span = 0;
-  for (const StepChunk& c : batch.chunks) {
+  std::vector<std::int64_t> write;
+  std::int64_t highest_block = -1;
+  for (const StepChunk& c : batch.chunks)
     for (std::int32_t b : c.blocks) highest_block = std::max<std::int64_t>(highest_block, b);
-    if (c.tokens.size() == 1) span = std::max(span, c.start + 1);
-  }
   reserve_kv(highest_block + 1);
-  const std::int64_t pad = k_.front().size(0) - 1;
   auto row = [&](const StepChunk& c, std::int64_t p) {
     return static_cast<std::int64_t>(c.blocks[static_cast<std::size_t>(p / bt)]) * bt + p % bt;
   };
-  std::vector<float> mask;
+  r.decode_begin.push_back(0);
   for (std::size_t ci = 0; ci < batch.chunks.size(); ++ci) {
     const StepChunk& c = batch.chunks[ci];
     const auto T = static_cast<std::int64_t>(c.tokens.size());
@@ -93,11 +90,9 @@ CpuBackend::KvRows CpuBackend::kv_rows(const StepBatch& batch, const StepLayout&
     for (std::int64_t p = c.start; p < c.start + T; ++p) write.push_back(row(c, p));
     if (T == 1) {
       r.decode.push_back(ci);
-      decode_tokens.push_back(layout.offset[ci]);
-      for (std::int64_t p = 0; p < span; ++p) {
-        decode_rows.push_back(p <= c.start ? row(c, p) : pad);
-        mask.push_back(p <= c.start ? 0.0f : -std::numeric_limits<float>::infinity());
-      }
+      r.decode_tokens.push_back(layout.offset[ci]);
+      for (std::int64_t p = 0; p <= c.start; ++p) r.decode_rows.push_back(row(c, p));
+      r.decode_begin.push_back(static_cast<std::int64_t>(r.decode_rows.size()));
     } else {
       r.prefill.push_back(ci);
       std::vector<std::int64_t> all;
@@ -106,13 +101,6 @@ CpuBackend::KvRows CpuBackend::kv_rows(const StepBatch& batch, const StepLayout&
     }
   }
   r.write = long_tensor(write);
-  r.decode_span = span;
-  if (!r.decode.empty()) {
-    const auto B = static_cast<std::int64_t>(r.decode.size());
-    r.decode_tokens = long_tensor(decode_tokens);
-    r.decode_rows = long_tensor(decode_rows);
-    r.decode_mask = at::from_blob(mask.data(), {B, 1, 1, span}, at::kFloat).clone();
-  }
   return r;
 }
 
@@ -148,16 +136,24 @@ at::Tensor CpuBackend::attend_all(std::int64_t layer, const at::Tensor& q, const
   const double scale = s.softmax_scale();
   at::Tensor out = at::empty({layout.tokens, nh * dv}, at::kFloat);
   if (!rows.decode.empty()) {
-    // One query per sequence against its keys, padded to the longest: the scores of padding are −∞.
-    const auto B = static_cast<std::int64_t>(rows.decode.size());
-    const std::int64_t S = rows.decode_span;
-    const std::int64_t rep = nh / kvh;
-    const at::Tensor keys = K.index_select(0, rows.decode_rows).view({B, S, kvh, hd}).permute({0, 2, 3, 1}).reshape({B * kvh, hd, S});
-    const at::Tensor values = V.index_select(0, rows.decode_rows).view({B, S, kvh, dv}).permute({0, 2, 1, 3}).reshape({B * kvh, S, dv});
-    const at::Tensor qd = q.index_select(0, rows.decode_tokens).view({B * kvh, rep, hd});
-    const at::Tensor scores = (at::bmm(qd, keys) * scale).view({B, kvh, rep, S}) + rows.decode_mask;
-    const at::Tensor o = at::bmm(at::softmax(scores, -1).view({B * kvh, rep, S}), values);  // [B·kvh, rep, dv]
-    out.index_copy_(0, rows.decode_tokens, o.reshape({B, nh * dv}));
+    // One query per sequence against its own rows, read where they lie (cpu_attention.h); q and out
+    // are the step's, indexed by token.
+    const DecodeAttention a{.q = q.data_ptr<float>(),
+                            .out = out.data_ptr<float>(),
+                            .tokens = rows.decode_tokens.data(),
+                            .keys = K.data_ptr<float>(),
+                            .values = V.data_ptr<float>(),
+                            .key_row = K.stride(0),
+                            .value_row = V.stride(0),
+                            .rows = rows.decode_rows.data(),
+                            .begin = rows.decode_begin.data(),
+                            .heads = static_cast<int>(nh),
+                            .kv_heads = static_cast<int>(kvh),
+                            .key_dim = static_cast<int>(hd),
+                            .value_dim = static_cast<int>(dv),
+                            .scale = static_cast<float>(scale)};
+    decode_attention(a, static_cast<std::int64_t>(rows.decode.size()), at::get_num_threads(),
+                     [](std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& f) { at::parallel_for(0, n, 1, f); });
   }
   for (std::size_t i = 0; i < rows.prefill.size(); ++i) {
     const std::size_t ci = rows.prefill[i];
