@@ -707,9 +707,9 @@ class TestRuntime : public QObject {
     struct Case { Shape sh; int threads; std::vector<std::int64_t> lengths; };
     for (const auto& [sh, threads, lengths] : {Case{{8, 2, 20, 20, false}, 2, {1, 17, 2, 40}}, Case{{3, 3, 8, 8, false}, 2, {1, 17, 2, 40}},
                                                Case{{4, 1, 37, 29, true}, 2, {1, 17, 2, 40}}, Case{{2, 2, 128, 128, false}, 2, {1, 17, 2, 40}},
-                                               // split for 3 threads: 300 rows into 2 parts (128 rows at least each); 700 into
-                                               // 2 beside a sequence of 1 row, whole
-                                               Case{{8, 2, 20, 20, false}, 3, {300}}, Case{{4, 1, 37, 29, true}, 3, {700, 1}}}) {
+                                               // split: 300 rows into 2 parts for 3 threads (128 rows at least each); 700 into 2
+                                               // for 4 threads, beside a sequence of 1 row, whole
+                                               Case{{8, 2, 20, 20, false}, 3, {300}}, Case{{4, 1, 37, 29, true}, 4, {700, 1}}}) {
       const std::int64_t B = static_cast<std::int64_t>(lengths.size()), pool = 1024, tokens = B + 2;
       const int kvh = sh.kv_heads, rep = sh.heads / kvh;
       const std::int64_t key_row = kvh * sh.key_dim, value_row = sh.latent ? key_row : kvh * sh.value_dim;
@@ -739,8 +739,9 @@ class TestRuntime : public QObject {
       const DecodeAttention a{.q = q.data(), .out = out.data(), .tokens = token_of.data(), .keys = keys.data(), .values = value_base,
                               .key_row = key_row, .value_row = value_row, .rows = rows.data(), .begin = begin.data(), .heads = sh.heads,
                               .kv_heads = kvh, .key_dim = sh.key_dim, .value_dim = sh.value_dim, .scale = scale};
-      // Two threads' ranges, run one after the other: with fewer sequences than threads the long ones
-      // split into parts that are merged (with 16, the 40 rows cannot: parts take 128 rows at least).
+      // Two threads' ranges, run one after the other (the split and merge, not concurrency, is what
+      // this checks). With as many sequences as threads nothing splits; with fewer, a sequence of
+      // 256 rows or more does (parts take 128 rows at least).
       const ParallelRanges two_ranges = [](std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& f) {
         f(0, n / 2);
         f(n / 2, n);

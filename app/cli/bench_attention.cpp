@@ -23,6 +23,7 @@
 #include "common/huge_pages.h"
 #include "runtime/cpu_attention.h"
 #include "runtime/matmul_yardstick.h"
+#include "runtime/threads.h"
 
 namespace mosaic::cli {
 namespace {
@@ -109,8 +110,7 @@ void bench_decode_attention(int reps) {
                               .value_dim = sh.value_dim,
                               .scale = static_cast<float>(scale)};
       const double kernel_s = best_seconds(reps, [&] {
-        decode_attention(a, B, at::get_num_threads(),
-                         [](std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& f) { at::parallel_for(0, n, 1, f); });
+        decode_attention(a, B, at::get_num_threads(), parallel_ranges);
       });
       // What must be read: every key row, and the values where they are apart from it.
       const double bytes = static_cast<double>(rows_total) * static_cast<double>(kvh) *

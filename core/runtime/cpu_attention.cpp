@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 #include "common/simd_clones.h"
@@ -17,9 +18,11 @@ using cpu_vectors::store8;
 using cpu_vectors::splat8;
 using cpu_vectors::hsum;
 
-#pragma GCC diagnostic ignored "-Wpsabi"  // vectors pass between always-inline helpers only
+// Vectors pass between always-inline helpers only: no ABI to keep. Not popped: GCC reports -Wpsabi
+// when it emits code, at the end of the (unity) translation unit, where a pop would be in force.
+#pragma GCC diagnostic ignored "-Wpsabi"
 
-typedef std::int32_t i8 __attribute__((vector_size(32)));
+typedef std::int32_t i32x8 __attribute__((vector_size(32)));
 
 // e^x for x ≤ 0, eight at a time (Cephes' expf: x = n·ln 2 + r, |r| ≤ ln 2 / 2, e^r by its degree-5
 // minimax polynomial, 2^n into the exponent bits; within 2 ulp of std::exp). Below −87.3 it returns
@@ -28,7 +31,7 @@ __attribute__((always_inline)) inline v8 exp8(v8 x) {
   const v8 lowest = {-87.3f, -87.3f, -87.3f, -87.3f, -87.3f, -87.3f, -87.3f, -87.3f};
   x = x < lowest ? lowest : x;
   const v8 t = x * 1.44269504088896341f + 0.5f;
-  i8 n = __builtin_convertvector(t, i8);  // toward zero; then down to the floor
+  i32x8 n = __builtin_convertvector(t, i32x8);  // toward zero; then down to the floor
   n += __builtin_convertvector(n, v8) > t;  // true is −1
   const v8 nf = __builtin_convertvector(n, v8);
   const v8 r = x - nf * 0.693359375f - nf * -2.12194440e-4f;
@@ -38,7 +41,7 @@ __attribute__((always_inline)) inline v8 exp8(v8 x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  const i8 bits = (n + 127) << 23;
+  const i32x8 bits = (n + 127) << 23;
   v8 scale;
   __builtin_memcpy(&scale, &bits, 32);
   return p * scale;
@@ -207,10 +210,14 @@ void run_part(const DecodeAttention& a, const Part& part, float* partial) {
 }  // namespace
 
 void decode_attention(const DecodeAttention& a, std::int64_t sequences, int threads, const ParallelRanges& parallel) {
+  if (sequences <= 0) return;
+  if (a.values == a.keys && a.kv_heads != 1)  // a latent row's value starts at the key's kv head 0
+    throw std::logic_error("decode_attention: values inside the key rows need one kv head");
   const std::int64_t heads = a.heads, vd = a.value_dim;
   // Each sequence whole where the sequences alone keep every thread busy; else split into parts of at
-  // least kMinPartRows rows, about as many parts in all as threads.
-  const std::int64_t want = sequences >= threads ? 1 : (threads + sequences - 1) / sequences;
+  // least kMinPartRows rows, no more parts in all than threads: parallel_for hands each thread one
+  // run of consecutive parts, and a run holding two parts of one sequence would share nothing.
+  const std::int64_t want = std::max<std::int64_t>(1, threads / sequences);
   std::vector<Part> parts;
   std::vector<std::int64_t> first_part;  // [sequences + 1]
   std::int64_t slots = 0;

@@ -13,7 +13,8 @@ struct DecodeAttention {
   float* out = nullptr;        // [tokens, heads · value_dim]: written at the same tokens
   const std::int64_t* tokens = nullptr;  // [B]
   // Row r's key for kv head g at keys + r · key_row + g · key_dim; its value at values + r · value_row
-  // + g · value_dim (latent attention: the value is the key row's first value_dim floats).
+  // + g · value_dim. Latent attention: values == keys, one kv head, the value the key row's first
+  // value_dim floats.
   const float* keys = nullptr;
   const float* values = nullptr;
   std::int64_t key_row = 0, value_row = 0;

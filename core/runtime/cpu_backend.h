@@ -107,7 +107,7 @@ class CpuBackend final : public Backend {
   std::vector<SetBuffer> buffers_;
   std::unordered_map<std::string, std::size_t> name_index_;  // non-expert name → position
   at::Tensor inv_freq_;
-  std::vector<at::Tensor> k_, v_;   // [layers]: [blocks · block_tokens + 1, kvh, hd]; the last row zeros
+  std::vector<at::Tensor> k_, v_;   // [layers]: [blocks · block_tokens, kvh, hd]
   std::int64_t kv_blocks_ = 0;
   // [buffers]: a fill ahead (start_set) on a thread of its own while steps run on the others; last,
   // so that it is joined before anything it writes goes.

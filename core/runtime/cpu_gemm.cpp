@@ -11,7 +11,9 @@ namespace {
 using cpu_vectors::v8;
 using cpu_vectors::load8;
 
-#pragma GCC diagnostic ignored "-Wpsabi"  // vectors pass between always-inline helpers only
+// Vectors pass between always-inline helpers only: no ABI to keep. Not popped: GCC reports -Wpsabi
+// when it emits code, at the end of the (unity) translation unit, where a pop would be in force.
+#pragma GCC diagnostic ignored "-Wpsabi"
 
 typedef std::uint16_t u16x8 __attribute__((vector_size(16)));
 typedef std::uint16_t u16x16 __attribute__((vector_size(32)));

@@ -12,6 +12,7 @@
 #include "runtime/cpu_attention.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/cpu_ops.h"
+#include "runtime/threads.h"
 
 namespace mosaic::cpu {
 namespace {
@@ -152,8 +153,7 @@ at::Tensor CpuBackend::attend_all(std::int64_t layer, const at::Tensor& q, const
                             .key_dim = static_cast<int>(hd),
                             .value_dim = static_cast<int>(dv),
                             .scale = static_cast<float>(scale)};
-    decode_attention(a, static_cast<std::int64_t>(rows.decode.size()), at::get_num_threads(),
-                     [](std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& f) { at::parallel_for(0, n, 1, f); });
+    decode_attention(a, static_cast<std::int64_t>(rows.decode.size()), at::get_num_threads(), parallel_ranges);
   }
   for (std::size_t i = 0; i < rows.prefill.size(); ++i) {
     const std::size_t ci = rows.prefill[i];

@@ -25,10 +25,12 @@ int configure_threads(int n) {
 
 int configured_threads() { return at::get_num_threads(); }
 
+void parallel_ranges(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& f) { at::parallel_for(0, n, 1, f); }
+
 int parallel_for_threads() {
   std::mutex m;
   std::set<std::thread::id> seen;
-  at::parallel_for(0, 64, 1, [&](std::int64_t, std::int64_t) {
+  parallel_ranges(64, [&](std::int64_t, std::int64_t) {
     // Long enough that no thread takes every range before the others start.
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
     const std::lock_guard lock(m);

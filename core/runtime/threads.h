@@ -1,4 +1,6 @@
 #pragma once
+#include <cstdint>
+#include <functional>
 
 namespace mosaic {
 // LibTorch uses one intra-op thread on small machines unless told; call once at start-up.
@@ -7,8 +9,11 @@ namespace mosaic {
 int configure_threads(int n = 0);
 // The count in effect (configure_threads', else LibTorch's default), for host work beside LibTorch's too.
 int configured_threads();
-// How many distinct threads at::parallel_for, as core's kernels call it, ran 64 ranges on: the
-// configured count where core was compiled with OpenMP (ATen's template runs every range on the
-// caller otherwise), 1 under ThreadSanitizer, whose builds leave OpenMP out.
+// f over ranges covering [0, n), at most one a thread (at::parallel_for, grain 1), on the intra-op
+// threads. ATen's template is compiled where it is called, in parallel only with OpenMP: callers
+// that pass their work as a std::function share this one copy, compiled in core with it.
+void parallel_ranges(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& f);
+// How many distinct threads parallel_ranges ran 64 items on: the configured count where core was
+// compiled with OpenMP, 1 under ThreadSanitizer, whose builds leave OpenMP out.
 int parallel_for_threads();
 }  // namespace mosaic
