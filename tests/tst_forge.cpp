@@ -26,7 +26,9 @@ using namespace mosaic;
 using namespace mosaic::test;
 using nlohmann::json;
 
-namespace {
+// Named, not anonymous: ForgeTest holds a Stream, and in a unity build GCC warns of a class whose
+// member's type has internal linkage (-Wsubobject-linkage).
+namespace forge_test_parts {
 
 ModelSpec tiny_spec(std::int64_t vocab) {
   json recipe = {{"format", "mosaic.forge/1"}, {"output", "unused"},
@@ -81,7 +83,8 @@ double nll_from_runtime(const fs::path& dir, const std::vector<std::int32_t>& wi
 
 std::vector<std::byte> bytes_of(const Weight& w) { return {w.data().begin(), w.data().end()}; }
 
-}  // namespace
+}  // namespace forge_test_parts
+using namespace forge_test_parts;
 
 class ForgeTest : public QObject {
   Q_OBJECT
