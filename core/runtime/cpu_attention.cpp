@@ -218,16 +218,13 @@ void decode_attention(const DecodeAttention& a, std::int64_t sequences, int thre
   // least kMinPartRows rows, no more parts in all than threads: parallel_for hands each thread one
   // run of consecutive parts, and a run holding two parts of one sequence would share nothing.
   const std::int64_t want = std::max<std::int64_t>(1, threads / sequences);
-  std::vector<Part> parts;
-  std::vector<std::int64_t> first_part;  // [sequences + 1]
+  std::vector<Part> parts;  // in sequence order: a split sequence's parts are consecutive
   std::int64_t slots = 0;
   for (std::int64_t b = 0; b < sequences; ++b) {
-    first_part.push_back(static_cast<std::int64_t>(parts.size()));
     const std::int64_t n = a.begin[b + 1] - a.begin[b];
     const std::int64_t k = std::max<std::int64_t>(1, std::min(want, n / kMinPartRows));
     for (std::int64_t i = 0; i < k; ++i) parts.push_back({b, n * i / k, n * (i + 1) / k, k == 1 ? -1 : slots++});
   }
-  first_part.push_back(static_cast<std::int64_t>(parts.size()));
   const std::int64_t width = 2 * heads + heads * vd;  // a partial result: maxima, sums, outputs
   std::vector<float> scratch(static_cast<std::size_t>(slots * width));
   parallel(static_cast<std::int64_t>(parts.size()), [&](std::int64_t p0, std::int64_t p1) {
@@ -238,11 +235,10 @@ void decode_attention(const DecodeAttention& a, std::int64_t sequences, int thre
   });
   if (slots == 0) return;
   // The parts of a split sequence added up: each rescaled to the largest of their maxima.
-  for (std::int64_t b = 0; b < sequences; ++b) {
-    const auto p0 = static_cast<std::size_t>(first_part[static_cast<std::size_t>(b)]);
-    const auto p1 = static_cast<std::size_t>(first_part[static_cast<std::size_t>(b) + 1]);
-    if (p1 - p0 < 2) continue;
-    float* out = a.out + a.tokens[b] * heads * vd;
+  for (std::size_t p0 = 0, p1 = 0; p0 < parts.size(); p0 = p1) {
+    for (p1 = p0 + 1; p1 < parts.size() && parts[p1].sequence == parts[p0].sequence;) ++p1;
+    if (parts[p0].slot < 0) continue;  // whole, written out
+    float* out = a.out + a.tokens[parts[p0].sequence] * heads * vd;
     for (std::int64_t h = 0; h < heads; ++h) {
       float m = -INFINITY;
       for (std::size_t p = p0; p < p1; ++p) m = std::max(m, scratch[static_cast<std::size_t>(parts[p].slot * width + h)]);
