@@ -1,5 +1,6 @@
 // mosaic-cli end to end: the real binary on the fixtures, its outputs read back, its errors.
 #include <QFile>
+#include <QMap>
 #include <QProcess>
 #include <QRegularExpression>
 #include <QTemporaryDir>
@@ -77,12 +78,29 @@ class TestCli : public QObject {
       }
       return out;
     };
-    QStringList commands;
+    // Every command's help from one process (--help-all: each under "# mosaic-cli COMMAND"), as
+    // --help prints it, checked for one command with subcommands and one without.
+    const Run all = cli({QStringLiteral("--help-all")});
+    QCOMPARE(all.code, 0);
+    QMap<QString, QString> help;
+    static const QRegularExpression header(QStringLiteral("^# mosaic-cli (.+)$"), QRegularExpression::MultilineOption);
+    for (auto it = header.globalMatch(all.out); it.hasNext();) {
+      const auto m = it.next();
+      const qsizetype begin = m.capturedEnd() + 1, end = all.out.indexOf(QStringLiteral("\n# mosaic-cli "), begin);
+      help.insert(m.captured(1), all.out.mid(begin, end < 0 ? -1 : end - begin));
+    }
+    for (const QString& c : {QStringLiteral("runs"), QStringLiteral("generate")}) {
+      const Run r = cli({c, QStringLiteral("--help")});
+      QCOMPARE(r.code, 0);
+      QCOMPARE(help.value(c).trimmed(), r.out.trimmed());
+    }
     const Run top = cli({QStringLiteral("--help")});
     QCOMPARE(top.code, 0);
+    QVERIFY2(top.out.contains(QStringLiteral("--help-all")), qPrintable(top.out));
+    QStringList commands;
     for (const QString& c : subcommands(top.out)) {
-      const Run r = cli({c, QStringLiteral("--help")});
-      const QStringList subs = subcommands(r.out);
+      QVERIFY2(help.contains(c), qPrintable(QStringLiteral("--help-all has no '# mosaic-cli %1'").arg(c)));
+      const QStringList subs = subcommands(help.value(c));
       if (subs.isEmpty()) commands << c;
       for (const QString& sub : subs) commands << c + QLatin1Char(' ') + sub;
     }
@@ -91,12 +109,10 @@ class TestCli : public QObject {
     for (const QString& c : commands) {
       const QString body = section(c);
       QVERIFY2(!body.isEmpty(), qPrintable(QStringLiteral("docs/cli.md has no section '## %1'").arg(c)));
-      QStringList args = c.split(QLatin1Char(' '));
-      args << QStringLiteral("--help");
-      const Run r = cli(args);
-      QCOMPARE(r.code, 0);
-      const qsizetype options = r.out.indexOf(QStringLiteral("Options:"));
-      for (const QString& line : r.out.mid(options).split(QLatin1Char('\n'))) {
+      QVERIFY2(help.contains(c), qPrintable(QStringLiteral("--help-all has no '# mosaic-cli %1'").arg(c)));
+      const QString text = help.value(c);
+      const qsizetype options = text.indexOf(QStringLiteral("Options:"));
+      for (const QString& line : text.mid(options).split(QLatin1Char('\n'))) {
         if (!line.startsWith(QStringLiteral("  -"))) continue;  // an option's first line; its description follows
         for (auto it = option.globalMatch(line.section(QStringLiteral("  "), 1, 1)); it.hasNext();) {
           const QString name = it.next().captured(1);

@@ -6,6 +6,7 @@
 #include <new>
 #include <algorithm>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/machine.h"
@@ -80,10 +81,20 @@ std::string failure_message(const CLI::App* app, const CLI::Error& e) {
   return msg + "\n  " + path + " --help describes its options\n";
 }
 
+// Every command's --help, one after another, each under a "# mosaic-cli COMMAND" line: the whole
+// reference in one call (and one process start, which LibTorch makes cost about a second).
+void print_every_help(const CLI::App& app, const std::string& path) {
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    std::cout << "# " << path << " " << sub->get_name() << "\n" << sub->help(path) << "\n";
+    print_every_help(*sub, path + " " + sub->get_name());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"mosaic-cli — serve and study fine-tuned variants of one MoE model"};
+  app.name("mosaic-cli");  // in every usage line, however the program was started
   app.require_subcommand(1);
   // Set before the commands are added: each takes its parent's at creation.
   app.failure_message(failure_message);
@@ -113,6 +124,11 @@ int main(int argc, char** argv) {
   mosaic::cli::add_bench_device_command(app);
   mosaic::cli::add_bench_delta_command(app);
   mosaic::cli::add_bench_host_command(app);
+  app.add_flag("--help-all")->description("print every command's help, one after another");
+  if (argc == 2 && std::string_view(argv[1]) == "--help-all") {
+    print_every_help(app, "mosaic-cli");
+    return 0;
+  }
   if (argc > 1 && argv[1][0] != '-') {
     const auto subs = app.get_subcommands({});
     if (std::none_of(subs.begin(), subs.end(), [&](const CLI::App* s) { return s->check_name(argv[1]); }))
