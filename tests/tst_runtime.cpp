@@ -639,14 +639,14 @@ class TestRuntime : public QObject {
   }
 
   // The decode kernel over bf16 weights is the fp32 kernel over the widened weights, bit for bit, on
-  // ragged shapes (odd rows, K not a multiple of 8, a row range that starts odd), and within float
-  // rounding of a double-precision product.
+  // ragged shapes (odd rows, K not a multiple of 16, a row range that starts odd), the same for a row
+  // of x alone as in a batch, and within float rounding of a double-precision product.
   void skinnyGemmOverBf16IsTheWidenedProduct() {
     std::mt19937 gen(9);
     std::normal_distribution<float> normal(0.0f, 1.0f);
-    for (std::int64_t M : {1, 2, 3, 4, 5, 8, 9})
-      for (std::int64_t K : {1, 7, 8, 33, 1027})
-        for (std::int64_t N : {1, 2, 3, 65}) {
+    for (std::int64_t M : {1, 2, 3, 4, 5, 7, 8, 9})
+      for (std::int64_t K : {1, 7, 8, 16, 33, 1027})
+        for (std::int64_t N : {1, 2, 3, 6, 65}) {
           std::vector<float> x(static_cast<std::size_t>(M * K)), wide(static_cast<std::size_t>(N * K));
           std::vector<std::uint16_t> w(wide.size());
           for (float& v : x) v = normal(gen);
@@ -663,6 +663,15 @@ class TestRuntime : public QObject {
           skinny_gemm_bf16(x.data(), M, K, w.data(), n0, N, a.data(), N);
           skinny_gemm(x.data(), M, K, wide.data(), n0, N, b.data(), N);
           QVERIFY2(a == b, qPrintable(QStringLiteral("M %1 K %2 N %3").arg(M).arg(K).arg(N)));
+          // Each product is the same whatever batch it is in and however the rows are split (over
+          // threads): every row of x alone, over w's rows in two ranges split at an odd row.
+          std::vector<float> c(a.size(), -1.0f);
+          const std::int64_t cut = n0 + (N - n0) / 2 + ((N - n0) / 2 % 2 == 0 ? 1 : 0);
+          for (std::int64_t m = 0; m < M; ++m) {
+            skinny_gemm_bf16(x.data() + m * K, 1, K, w.data(), n0, std::min(cut, N), c.data() + m * N, N);
+            skinny_gemm_bf16(x.data() + m * K, 1, K, w.data(), std::min(cut, N), N, c.data() + m * N, N);
+          }
+          QVERIFY2(a == c, qPrintable(QStringLiteral("one row at a time: M %1 K %2 N %3").arg(M).arg(K).arg(N)));
           for (std::int64_t m = 0; m < M; ++m)
             for (std::int64_t n = 0; n < N; ++n) {
               const float got = a[static_cast<std::size_t>(m * N + n)];

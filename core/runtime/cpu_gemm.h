@@ -2,6 +2,8 @@
 // y = x · wᵀ for the few-row products a decode step is made of (x [M, K] with M small, w [N, K]):
 // each row of w is read once from memory and multiplied against every row of x held in cache.
 // OpenBLAS packs w before every call, which for M ≥ 2 costs about as much as the product itself.
+// Each product is summed the same way whatever M is and however [n0, n1) is cut, so a sequence's
+// values do not depend on the batch it decodes in or on the thread count.
 // No LibTorch; the CPU backend splits N over its threads.
 #include <cstdint>
 
