@@ -9,6 +9,7 @@
 
 #include "runtime/cpu_backend.h"
 #include "runtime/cpu_ops.h"
+#include "runtime/cpu_rows.h"
 #include "runtime/delta_view.h"
 
 namespace mosaic::cpu {
@@ -71,7 +72,7 @@ void CpuBackend::run_groups(std::int64_t layer, const RouteWave& wave, const at:
     bool deltas = false;
     for (const SlotGroup* g : groups) deltas |= slots_of(g->slot).has_delta[static_cast<std::size_t>(g->slot.slot)] != 0;
     if (!deltas) {
-      add_expert(h, rows, ws, m, out, /*batched=*/true);
+      add_expert_rows(h, rows, ws, m, out);
       continue;
     }
     const auto n = static_cast<std::int64_t>(rows.size());

@@ -12,6 +12,7 @@
 #include "runtime/cpu_attention.h"
 #include "runtime/cpu_backend.h"
 #include "runtime/cpu_ops.h"
+#include "runtime/cpu_rows.h"
 #include "runtime/threads.h"
 
 namespace mosaic::cpu {
@@ -47,7 +48,7 @@ StepLayout layout_of(const StepBatch& batch) {
 // them so), and those rows are zeroed so that nothing after them computes on NaN. Rows of different
 // sequences never mix, so the other chunks' values are not touched.
 void fail_non_finite(at::Tensor& x, const StepBatch& batch, const StepLayout& layout, StepResult& result, const std::string& where) {
-  if (at::isfinite(x).all().item<bool>()) return;
+  if (all_finite(x)) return;
   for (std::size_t ci = 0; ci < batch.chunks.size(); ++ci) {
     at::Tensor rows = x.narrow(0, layout.offset[ci], static_cast<std::int64_t>(batch.chunks[ci].tokens.size()));
     if (at::isfinite(rows).all().item<bool>()) continue;
@@ -113,17 +114,17 @@ CpuBackend::KvRows CpuBackend::kv_rows(const StepBatch& batch, const StepLayout&
 at::Tensor CpuBackend::project_qkv(std::int64_t layer, const LayerWeights& L, const at::Tensor& h, const at::Tensor& cos,
                                    const at::Tensor& sin, const at::Tensor& write_rows) {
   const ModelSpec& s = store_->spec();
-  const at::Tensor c = cos.unsqueeze(1), sn = sin.unsqueeze(1);  // [n, 1, d]
   if (s.mla) {
+    const at::Tensor c = cos.unsqueeze(1), sn = sin.unsqueeze(1);  // [n, 1, d]
     const LatentQkv p = project_latent(s, L, h, /*batched=*/true);  // [n, nh, ·], [n, rkv], [n, dr]
     k_[static_cast<std::size_t>(layer)].index_copy_(0, write_rows, at::cat({p.latent, rotate(s, p.k_pe, cos, sin)}, -1).unsqueeze(1));
     const at::Tensor q_latent = at::bmm(p.q_nope.transpose(0, 1), L.w_uk).transpose(0, 1);  // [n, nh, rkv]
     return at::cat({q_latent, rotate(s, p.q_pe, c, sn)}, -1);
   }
   const auto [q, k, v] = project_heads(s, L, h, /*batched=*/true);  // [n, heads, hd]
-  k_[static_cast<std::size_t>(layer)].index_copy_(0, write_rows, rotate(s, k, c, sn));
+  k_[static_cast<std::size_t>(layer)].index_copy_(0, write_rows, rotate_rows(s, k, cos, sin));
   v_[static_cast<std::size_t>(layer)].index_copy_(0, write_rows, v);
-  return rotate(s, q, c, sn);  // [n, nh, hd]
+  return rotate_rows(s, q, cos, sin);  // [n, nh, hd]
 }
 
 // Attention of every chunk over its own cache; q [tokens, nh, dk] → [tokens, nh·dv]. Latent
@@ -202,7 +203,7 @@ StepResult CpuBackend::run(const StepBatch& batch, MoeState& moe_state) {
     const auto layer_start = alone ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
     for (const auto& g : layout.groups) {
       const LayerWeights& L = weights(g.buffer).layers[li];
-      part(q, g).copy_(project_qkv(l, L, rms_norm(part(x, g), L.input_norm, s.rms_norm_eps), part(cos, g), part(sin, g), part(rows.write, g)));
+      part(q, g).copy_(project_qkv(l, L, rms_norm_rows(part(x, g), L.input_norm, s.rms_norm_eps), part(cos, g), part(sin, g), part(rows.write, g)));
     }
     const at::Tensor attended = attend_all(l, q, batch, layout, rows);
     for (const auto& g : layout.groups) {
@@ -214,7 +215,7 @@ StepResult CpuBackend::run(const StepBatch& batch, MoeState& moe_state) {
         heads = at::bmm(heads.view({n, s.num_heads, s.mla->kv_lora_rank}).transpose(0, 1), L.w_uv.transpose(1, 2)).transpose(0, 1).reshape({n, s.o_width()});
       }
       xg.add_(project(heads, L.wo, L.bo));
-      part(h, g).copy_(rms_norm(xg, L.post_norm, s.rms_norm_eps));
+      part(h, g).copy_(rms_norm_rows(xg, L.post_norm, s.rms_norm_eps));
     }
     if (s.is_sparse(l)) {
       const auto block_start = alone ? std::chrono::steady_clock::now() : layer_start;
@@ -243,7 +244,7 @@ StepResult CpuBackend::run(const StepBatch& batch, MoeState& moe_state) {
     if (wanted.empty()) continue;
     const ModelWeights& W = weights(g.buffer);
     const at::Tensor logits =
-        project(rms_norm(x.index_select(0, long_tensor(wanted)), W.final_norm, s.rms_norm_eps), W.lm_head).contiguous();
+        project(rms_norm_rows(x.index_select(0, long_tensor(wanted)), W.final_norm, s.rms_norm_eps), W.lm_head).contiguous();
     const float* data = logits.data_ptr<float>();
     for (std::size_t ci = g.first_chunk; ci < g.last_chunk; ++ci) {
       const StepChunk& c = batch.chunks[ci];

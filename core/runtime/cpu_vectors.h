@@ -31,6 +31,32 @@ __attribute__((always_inline)) inline float hsum(v8 v) {
   return s[0];
 }
 
+typedef std::int32_t i32x8 __attribute__((vector_size(32)));
+
+// e^x for x ≤ 88, eight at a time (Cephes' expf: x = n·ln 2 + r, |r| ≤ ln 2 / 2, e^r by its degree-5
+// minimax polynomial, 2^n into the exponent bits; within 2 ulp of std::exp). Below −87.3 it returns
+// e^−87.3 ≈ 1e−38 rather than a subnormal: in a softmax whose largest term is 1, nothing. Above 88
+// the exponent overflows: callers clamp.
+__attribute__((always_inline)) inline v8 exp8(v8 x) {
+  const v8 lowest = {-87.3f, -87.3f, -87.3f, -87.3f, -87.3f, -87.3f, -87.3f, -87.3f};
+  x = x < lowest ? lowest : x;
+  const v8 t = x * 1.44269504088896341f + 0.5f;
+  i32x8 n = __builtin_convertvector(t, i32x8);  // toward zero; then down to the floor
+  n += __builtin_convertvector(n, v8) > t;  // true is −1
+  const v8 nf = __builtin_convertvector(n, v8);
+  const v8 r = x - nf * 0.693359375f - nf * -2.12194440e-4f;
+  v8 p = 1.9875691500e-4f * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const i32x8 bits = (n + 127) << 23;
+  v8 scale;
+  __builtin_memcpy(&scale, &bits, 32);
+  return p * scale;
+}
+
 #pragma GCC diagnostic pop
 
 }  // namespace mosaic::cpu_vectors

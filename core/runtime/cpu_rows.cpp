@@ -1,0 +1,108 @@
+#include "runtime/cpu_rows.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/cpu_ops.h"
+#include "runtime/cpu_vectors.h"
+
+namespace mosaic::cpu {
+namespace {
+
+using cpu_vectors::v8;
+
+bool plain(const at::Tensor& t) { return t.scalar_type() == at::kFloat && t.is_contiguous(); }
+
+// Σ a[k]² over n floats, eight lanes at a time.
+float sum_of_squares(const float* a, std::int64_t n) {
+  v8 acc{};
+  std::int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    const v8 v = cpu_vectors::load8(a + k);
+    acc += v * v;
+  }
+  float s = cpu_vectors::hsum(acc);
+  for (; k < n; ++k) s += a[k] * a[k];
+  return s;
+}
+
+}  // namespace
+
+at::Tensor rms_norm_rows(const at::Tensor& x, const at::Tensor& w, double eps) {
+  if (!plain(x) || !plain(w) || w.dim() != 1 || x.size(-1) != w.size(0)) return rms_norm(x, w, eps);
+  at::Tensor out = at::empty_like(x);
+  const std::int64_t H = w.size(0), rows = H == 0 ? 0 : x.numel() / H;
+  const float* wp = w.data_ptr<float>();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* a = x.data_ptr<float>() + r * H;
+    float* o = out.data_ptr<float>() + r * H;
+    const float inv = 1.0f / std::sqrt(sum_of_squares(a, H) / static_cast<float>(H) + static_cast<float>(eps));
+    for (std::int64_t k = 0; k < H; ++k) o[k] = wp[k] * (a[k] * inv);
+  }
+  return out;
+}
+
+at::Tensor rotate_rows(const ModelSpec& s, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
+  if (s.rope_interleaved || !plain(x) || !plain(cos) || !plain(sin) || x.dim() != 3 || cos.dim() != 2 || cos.sizes() != sin.sizes() ||
+      cos.size(0) != x.size(0) || cos.size(1) != x.size(2) || x.size(2) % 2 != 0)
+    return rotate(s, x, cos.unsqueeze(1), sin.unsqueeze(1));
+  at::Tensor out = at::empty_like(x);
+  const std::int64_t n = x.size(0), heads = x.size(1), d = x.size(2), half = d / 2;
+  for (std::int64_t t = 0; t < n; ++t) {
+    const float* c = cos.data_ptr<float>() + t * d;
+    const float* sn = sin.data_ptr<float>() + t * d;
+    for (std::int64_t h = 0; h < heads; ++h) {
+      const float* a = x.data_ptr<float>() + (t * heads + h) * d;
+      float* o = out.data_ptr<float>() + (t * heads + h) * d;
+      // transformers' rotate_half: the first half turns against minus the second, the second against the first.
+      for (std::int64_t i = 0; i < half; ++i) o[i] = a[i] * c[i] + (-a[i + half]) * sn[i];
+      for (std::int64_t i = half; i < d; ++i) o[i] = a[i] * c[i] + a[i - half] * sn[i];
+    }
+  }
+  return out;
+}
+
+void add_expert_rows(const at::Tensor& x, const std::vector<std::int64_t>& rows, const std::vector<float>& weights, const MlpWeights& m,
+                     at::Tensor& out) {
+  if (!plain(x) || !plain(out) || x.dim() != 2 || out.dim() != 2) return add_expert(x, rows, weights, m, out, /*batched=*/true);
+  const auto n = static_cast<std::int64_t>(rows.size());
+  const std::int64_t H = x.size(1);
+  at::Tensor picked = at::empty({n, H}, at::kFloat);
+  for (std::int64_t i = 0; i < n; ++i)
+    std::copy_n(x.data_ptr<float>() + rows[static_cast<std::size_t>(i)] * H, H, picked.data_ptr<float>() + i * H);
+  const at::Tensor gu = gate_up_product(picked, m, /*batched=*/true).contiguous();  // [n, 2I]
+  const std::int64_t I = gu.size(1) / 2;
+  at::Tensor a = at::empty({n, I}, at::kFloat);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float* g = gu.data_ptr<float>() + i * 2 * I;
+    const float* u = g + I;
+    float* o = a.data_ptr<float>() + i * I;
+    // silu(g) · u = g · u / (1 + e^−g); e^−g clamped at e^88 (g below −88: silu is −0 to float precision).
+    std::int64_t k = 0;
+    for (; k + 8 <= I; k += 8) {
+      const v8 gv = cpu_vectors::load8(g + k);
+      v8 e = -gv;
+      e = e > 88.0f ? v8{} + 88.0f : e;
+      cpu_vectors::store8(o + k, gv * cpu_vectors::load8(u + k) / (1.0f + cpu_vectors::exp8(e)));
+    }
+    for (; k < I; ++k) o[k] = g[k] * u[k] / (1.0f + std::exp(-g[k]));
+  }
+  const at::Tensor y = project(a, m.down).contiguous();  // [n, H]
+  for (std::int64_t i = 0; i < n; ++i) {
+    float* dst = out.data_ptr<float>() + rows[static_cast<std::size_t>(i)] * H;
+    const float* src = y.data_ptr<float>() + i * H;
+    const float w = weights[static_cast<std::size_t>(i)];
+    for (std::int64_t k = 0; k < H; ++k) dst[k] += w * src[k];
+  }
+}
+
+bool all_finite(const at::Tensor& x) {
+  if (!plain(x)) return at::isfinite(x).all().item<bool>();
+  const float* p = x.data_ptr<float>();
+  // Any infinity or NaN makes the sum of x·0 NaN: one vectorizable pass, no branch per value.
+  float probe = 0.0f;
+  for (std::int64_t i = 0; i < x.numel(); ++i) probe += p[i] * 0.0f;
+  return probe == 0.0f;
+}
+
+}  // namespace mosaic::cpu
