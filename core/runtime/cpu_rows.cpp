@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <ATen/Parallel.h>
+
 #include "runtime/cpu_ops.h"
 #include "runtime/cpu_vectors.h"
 
@@ -12,6 +14,15 @@ namespace {
 using cpu_vectors::v8;
 
 bool plain(const at::Tensor& t) { return t.scalar_type() == at::kFloat && t.is_contiguous(); }
+
+// A prompt's rows over the intra-op threads, 16 at least to a thread: a decode step's few rows stay on
+// the caller, as LibTorch's elementwise ops keep small tensors.
+template <class F>
+void over_rows(std::int64_t rows, const F& f) {
+  at::parallel_for(0, rows, 16, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t r = begin; r < end; ++r) f(r);
+  });
+}
 
 // Σ a[k]² over n floats, eight lanes at a time.
 float sum_of_squares(const float* a, std::int64_t n) {
@@ -33,12 +44,14 @@ at::Tensor rms_norm_rows(const at::Tensor& x, const at::Tensor& w, double eps) {
   at::Tensor out = at::empty_like(x);
   const std::int64_t H = w.size(0), rows = H == 0 ? 0 : x.numel() / H;
   const float* wp = w.data_ptr<float>();
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* a = x.data_ptr<float>() + r * H;
-    float* o = out.data_ptr<float>() + r * H;
+  const float* xp = x.data_ptr<float>();
+  float* op = out.data_ptr<float>();
+  over_rows(rows, [&](std::int64_t r) {
+    const float* a = xp + r * H;
+    float* o = op + r * H;
     const float inv = 1.0f / std::sqrt(sum_of_squares(a, H) / static_cast<float>(H) + static_cast<float>(eps));
     for (std::int64_t k = 0; k < H; ++k) o[k] = wp[k] * (a[k] * inv);
-  }
+  });
   return out;
 }
 
@@ -48,17 +61,19 @@ at::Tensor rotate_rows(const ModelSpec& s, const at::Tensor& x, const at::Tensor
     return rotate(s, x, cos.unsqueeze(1), sin.unsqueeze(1));
   at::Tensor out = at::empty_like(x);
   const std::int64_t n = x.size(0), heads = x.size(1), d = x.size(2), half = d / 2;
-  for (std::int64_t t = 0; t < n; ++t) {
-    const float* c = cos.data_ptr<float>() + t * d;
-    const float* sn = sin.data_ptr<float>() + t * d;
+  const float *xp = x.data_ptr<float>(), *cp = cos.data_ptr<float>(), *sp = sin.data_ptr<float>();
+  float* op = out.data_ptr<float>();
+  over_rows(n, [&](std::int64_t t) {
+    const float* c = cp + t * d;
+    const float* sn = sp + t * d;
     for (std::int64_t h = 0; h < heads; ++h) {
-      const float* a = x.data_ptr<float>() + (t * heads + h) * d;
-      float* o = out.data_ptr<float>() + (t * heads + h) * d;
+      const float* a = xp + (t * heads + h) * d;
+      float* o = op + (t * heads + h) * d;
       // transformers' rotate_half: the first half turns against minus the second, the second against the first.
       for (std::int64_t i = 0; i < half; ++i) o[i] = a[i] * c[i] + (-a[i + half]) * sn[i];
       for (std::int64_t i = half; i < d; ++i) o[i] = a[i] * c[i] + a[i - half] * sn[i];
     }
-  }
+  });
   return out;
 }
 
@@ -68,15 +83,18 @@ void add_expert_rows(const at::Tensor& x, const std::vector<std::int64_t>& rows,
   const auto n = static_cast<std::int64_t>(rows.size());
   const std::int64_t H = x.size(1);
   at::Tensor picked = at::empty({n, H}, at::kFloat);
-  for (std::int64_t i = 0; i < n; ++i)
-    std::copy_n(x.data_ptr<float>() + rows[static_cast<std::size_t>(i)] * H, H, picked.data_ptr<float>() + i * H);
+  const float* xp = x.data_ptr<float>();
+  float* pp = picked.data_ptr<float>();
+  over_rows(n, [&](std::int64_t i) { std::copy_n(xp + rows[static_cast<std::size_t>(i)] * H, H, pp + i * H); });
   const at::Tensor gu = gate_up_product(picked, m, /*batched=*/true).contiguous();  // [n, 2I]
   const std::int64_t I = gu.size(1) / 2;
   at::Tensor a = at::empty({n, I}, at::kFloat);
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float* g = gu.data_ptr<float>() + i * 2 * I;
+  const float* gp = gu.data_ptr<float>();
+  float* ap = a.data_ptr<float>();
+  over_rows(n, [&](std::int64_t i) {
+    const float* g = gp + i * 2 * I;
     const float* u = g + I;
-    float* o = a.data_ptr<float>() + i * I;
+    float* o = ap + i * I;
     // silu(g) · u = g · u / (1 + e^−g); e^−g clamped at e^88 (g below −88: silu is −0 to float precision).
     std::int64_t k = 0;
     for (; k + 8 <= I; k += 8) {
@@ -86,11 +104,14 @@ void add_expert_rows(const at::Tensor& x, const std::vector<std::int64_t>& rows,
       cpu_vectors::store8(o + k, gv * cpu_vectors::load8(u + k) / (1.0f + cpu_vectors::exp8(e)));
     }
     for (; k < I; ++k) o[k] = g[k] * u[k] / (1.0f + std::exp(-g[k]));
-  }
+  });
   const at::Tensor y = project(a, m.down).contiguous();  // [n, H]
+  const float* yp = y.data_ptr<float>();
+  float* outp = out.data_ptr<float>();
+  // On the caller: a row may come twice (a token's two experts served by one consolidated copy).
   for (std::int64_t i = 0; i < n; ++i) {
-    float* dst = out.data_ptr<float>() + rows[static_cast<std::size_t>(i)] * H;
-    const float* src = y.data_ptr<float>() + i * H;
+    float* dst = outp + rows[static_cast<std::size_t>(i)] * H;
+    const float* src = yp + i * H;
     const float w = weights[static_cast<std::size_t>(i)];
     for (std::int64_t k = 0; k < H; ++k) dst[k] += w * src[k];
   }
