@@ -10,6 +10,7 @@ namespace {
 
 using cpu_vectors::v8;
 using cpu_vectors::load8;
+using cpu_vectors::store8;
 
 // Vectors pass between always-inline helpers only: no ABI to keep. Not popped: GCC reports -Wpsabi
 // when it emits code, at the end of the (unity) translation unit, where a pop would be in force.
@@ -22,8 +23,6 @@ typedef std::uint32_t u32x8 __attribute__((vector_size(32)));
 // them in pairs, one vpermq puts the pairs in that order, a shift left by 16 widens the even
 // elements and a mask the odd ones (exact). fp32 weights are split the same way (two vshufps), and x
 // once per call, so both weight types sum the same products in the same lanes in the same order.
-constexpr int kEven[8] = {0, 2, 8, 10, 4, 6, 12, 14};
-
 struct Split {
   v8 even, odd;
 };
@@ -125,11 +124,11 @@ __attribute__((always_inline)) inline void rows(const float* x, std::int64_t M, 
   thread_local std::vector<float> split;
   if (split.size() < static_cast<std::size_t>(M * K16)) split.resize(static_cast<std::size_t>(M * K16));
   for (std::int64_t m = 0; m < M; ++m)
-    for (std::int64_t k = 0; k < K16; k += 16)
-      for (int j = 0; j < 8; ++j) {
-        split[static_cast<std::size_t>(m * K16 + k + j)] = x[m * K + k + kEven[j]];
-        split[static_cast<std::size_t>(m * K16 + k + 8 + j)] = x[m * K + k + kEven[j] + 1];
-      }
+    for (std::int64_t k = 0; k < K16; k += 16) {  // x split as fp32 weights are
+      const Split halves = split16(x + m * K + k);
+      store8(split.data() + m * K16 + k, halves.even);
+      store8(split.data() + m * K16 + k + 8, halves.odd);
+    }
   const float* xs = split.data();
   if (M == 1) return rows_by<1, 4>(x, xs, M, K, w, n0, n1, y, N);
   if (M == 2) return rows_by<2, 2>(x, xs, M, K, w, n0, n1, y, N);

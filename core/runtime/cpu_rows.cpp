@@ -120,7 +120,7 @@ void add_expert_rows(const at::Tensor& x, const std::vector<std::int64_t>& rows,
 bool all_finite(const at::Tensor& x) {
   if (!plain(x)) return at::isfinite(x).all().item<bool>();
   const float* p = x.data_ptr<float>();
-  // Any infinity or NaN makes the sum of x·0 NaN: one vectorizable pass, no branch per value.
+  // Any infinity or NaN makes the sum of x·0 NaN: one pass, no branch per value.
   float probe = 0.0f;
   for (std::int64_t i = 0; i < x.numel(); ++i) probe += p[i] * 0.0f;
   return probe == 0.0f;
