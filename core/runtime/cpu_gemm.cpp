@@ -51,71 +51,42 @@ __attribute__((always_inline)) inline float widen(std::uint16_t b) {
   return f;
 }
 
-// MB rows of x (split: each 16 elements as even then odd, see split16) against R rows of w: two
+// MB rows of x (split: each 16 elements as even then odd, see split16) against one row of w: two
 // accumulators each, K in steps of 16, then the tail one element at a time. Every (row of x, row of w)
-// is summed the same way whatever MB and R are, so a product depends neither on the batch it is in
-// nor on how the rows were split over threads.
-template <int MB, int R, class W>
+// is summed the same way whatever MB is, so a product depends neither on the batch it is in nor on
+// how the rows were split over threads.
+template <int MB, class W>
 __attribute__((always_inline)) inline void block(const float* x, const float* xs, std::int64_t K, const W* w, float* y, std::int64_t N) {
-  // The rows stream from memory: ask for them 2 KiB ahead (measured against 0.5, 1 and 4 KiB with
-  // the kernel alone: 0.5 KiB left bf16 rows at 60 % of one core's read rate, 2 KiB at 85 %).
+  // The row streams from memory: ask for it 2 KiB ahead (the kernel alone, against 0.5, 1 and 4 KiB:
+  // 0.5 left a core well short of its read rate, 4 lost 15-20 %, 1 and 2 were level).
   constexpr int kAhead = 2048 / sizeof(W);
   const std::int64_t K16 = K & ~std::int64_t(15);
-  v8 even[MB][R], odd[MB][R];
-  for (int i = 0; i < MB; ++i)
-    for (int r = 0; r < R; ++r) even[i][r] = odd[i][r] = v8{};
+  v8 even[MB], odd[MB];
+  for (int i = 0; i < MB; ++i) even[i] = odd[i] = v8{};
   for (std::int64_t k = 0; k < K16; k += 16) {
-    for (int r = 0; r < R; ++r) {
-      const W* row = w + r * K + k;
-      __builtin_prefetch(row + kAhead);  // each step: every other one repeats a line for bf16, at no measured cost
-      const Split b = split16(row);
-      for (int i = 0; i < MB; ++i) {
-        even[i][r] += load8(xs + i * K16 + k) * b.even;
-        odd[i][r] += load8(xs + i * K16 + k + 8) * b.odd;
-      }
+    __builtin_prefetch(w + k + kAhead);  // each step: every other one repeats a line for bf16, at no measured cost
+    const Split b = split16(w + k);
+    for (int i = 0; i < MB; ++i) {
+      even[i] += load8(xs + i * K16 + k) * b.even;
+      odd[i] += load8(xs + i * K16 + k + 8) * b.odd;
     }
   }
-  for (int i = 0; i < MB; ++i)
-    for (int r = 0; r < R; ++r) {
-      float s = 0;
-      for (int j = 0; j < 8; ++j) s += even[i][r][j];
-      for (int j = 0; j < 8; ++j) s += odd[i][r][j];
-      for (std::int64_t k = K16; k < K; ++k) s += x[i * K + k] * widen(w[r * K + k]);
-      y[i * N + r] = s;
-    }
-}
-
-// Rows [n, n + R) of w against every row of x, MB of x's at a time: w's rows are read from memory
-// once, then from cache for each group of x's rows.
-template <int MB, int R, class W>
-__attribute__((always_inline)) inline void against_x(const float* x, const float* xs, std::int64_t M, std::int64_t K, const W* w, float* y,
-                                                     std::int64_t N) {
-  const std::int64_t K16 = K & ~std::int64_t(15);
-  std::int64_t m = 0;
-  for (; m + MB <= M; m += MB) block<MB, R>(x + m * K, xs + m * K16, K, w, y + m * N, N);
-  if constexpr (MB > 1) {
-    switch (M - m) {
-      case 3: block<3, R>(x + m * K, xs + m * K16, K, w, y + m * N, N); break;
-      case 2: block<2, R>(x + m * K, xs + m * K16, K, w, y + m * N, N); break;
-      case 1: block<1, R>(x + m * K, xs + m * K16, K, w, y + m * N, N); break;
-      default: break;
-    }
+  for (int i = 0; i < MB; ++i) {
+    float s = 0;
+    for (int j = 0; j < 8; ++j) s += even[i][j];
+    for (int j = 0; j < 8; ++j) s += odd[i][j];
+    for (std::int64_t k = K16; k < K; ++k) s += x[i * K + k] * widen(w[k]);
+    y[i * N] = s;
   }
 }
 
-// Rows [n0, n1) of w, R at a time, the last few one at a time. (Helpers, not lambdas: a lambda is a
-// function of its own, compiled for the baseline target, not for the AVX2 clone that calls it.)
-template <int MB, int R, class W>
-__attribute__((always_inline)) inline void rows_by(const float* x, const float* xs, std::int64_t M, std::int64_t K, const W* w, std::int64_t n0,
-                                                   std::int64_t n1, float* y, std::int64_t N) {
-  std::int64_t n = n0;
-  for (; n + R <= n1; n += R) against_x<MB, R>(x, xs, M, K, w + n * K, y + n, N);
-  for (; n < n1; ++n) against_x<MB, 1>(x, xs, M, K, w + n * K, y + n, N);
-}
-
-// Sixteen accumulators at most (the AVX2 clone's registers), with the FMA chains independent enough
-// to hide their latency: one row of x against four rows of w (eight chains), two against two, and
-// from three rows of x on, four of them against one row of w at a time.
+// Rows [n0, n1) of w, one at a time, each against every row of x four at a time: a row of w is read
+// from memory once, then from cache for each group of x's rows. One row of w at a time, not several:
+// a thread then reads one sequential stream, which the hardware prefetcher follows at the full read
+// rate; four rows at once (four streams a row's length apart) read bf16 at 60 % of it at batch 1
+// and 2 (kernel alone, 2 threads, 2026-11-29; docs/benchmarks.md). The two FMA chains of batch 1
+// still outrun memory. (Helpers, not lambdas: a lambda is a function of its own, compiled for the
+// baseline target, not for the AVX2 clone that calls it.)
 template <class W>
 __attribute__((always_inline)) inline void rows(const float* x, std::int64_t M, std::int64_t K, const W* w, std::int64_t n0, std::int64_t n1,
                                                 float* y, std::int64_t N) {
@@ -130,9 +101,17 @@ __attribute__((always_inline)) inline void rows(const float* x, std::int64_t M, 
       store8(split.data() + m * K16 + k + 8, halves.odd);
     }
   const float* xs = split.data();
-  if (M == 1) return rows_by<1, 4>(x, xs, M, K, w, n0, n1, y, N);
-  if (M == 2) return rows_by<2, 2>(x, xs, M, K, w, n0, n1, y, N);
-  rows_by<4, 1>(x, xs, M, K, w, n0, n1, y, N);
+  for (std::int64_t n = n0; n < n1; ++n) {
+    const W* row = w + n * K;
+    std::int64_t m = 0;
+    for (; m + 4 <= M; m += 4) block<4>(x + m * K, xs + m * K16, K, row, y + m * N + n, N);
+    switch (M - m) {
+      case 3: block<3>(x + m * K, xs + m * K16, K, row, y + m * N + n, N); break;
+      case 2: block<2>(x + m * K, xs + m * K16, K, row, y + m * N + n, N); break;
+      case 1: block<1>(x + m * K, xs + m * K16, K, row, y + m * N + n, N); break;
+      default: break;
+    }
+  }
 }
 
 }  // namespace
