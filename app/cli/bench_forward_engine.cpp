@@ -1,8 +1,9 @@
 // bench-forward --engine DIR: decode and prefill through the engine on the CPU backend (what chat,
 // serve and every CPU sweep run), on a synthetic Mixtral of about 0.6 B parameters written in bf16
 // and in fp32, with the CPU backend's weights held as stored (bf16 stays bf16) or widened to fp32.
-// Each decode row stands against its floor: the weight bytes a step reads ÷ the read bandwidth
-// measured in the same run.
+// Each decode row stands against its floor, measured in the same run: the weight bytes a step reads ÷
+// the read bandwidth, or where a batch's products cost more, their flops ÷ LibTorch's in-cache GEMM
+// rate (bench-forward --attention's yardstick).
 #include "cli/bench_forward_engine.h"
 
 #include <ATen/Parallel.h>
@@ -23,6 +24,7 @@
 #include "model/variant_folders.h"
 #include "runtime/engine.h"
 #include "runtime/host_store.h"
+#include "runtime/matmul_yardstick.h"
 
 namespace fs = std::filesystem;
 
@@ -125,6 +127,7 @@ void bench_engine_decode(const fs::path& dir, std::int64_t decode, int reps, int
   write_synthetic_family(pair, spec, DType::BF16, 2, [&](std::int64_t, std::int64_t e) { return e < spec.num_experts / 2; }, 3);
   const std::vector<std::int64_t> batches{1, 4, 16}, prompts{128, 512};
   const double gbs = read_gbs(std::size_t{1} << 30), cached_gbs = read_gbs(std::size_t{64} << 20);
+  const double gemm_gflops = measure_matmul(64, 1024, 1024).gflops;
   std::vector<EngineRow> rows;
   rows.push_back(run_engine("bf16 file, held bf16", {bf16}, CpuWeights::Stored, batches, prompts, decode, reps));
   rows.push_back(run_engine("bf16 file, held fp32", {bf16}, CpuWeights::Fp32, batches, prompts, decode, reps));
@@ -144,10 +147,11 @@ void bench_engine_decode(const fs::path& dir, std::int64_t decode, int reps, int
   const double non_expert = params - static_cast<double>(spec.num_layers * spec.num_experts) * expert_params -
                             static_cast<double>(spec.vocab_size * spec.hidden_size);
   std::printf("\nDecode through the engine, CPU backend, synthetic Mixtral %.2f B parameters (%s), %d threads, %lld tokens, best of %d;\n"
-              "read bandwidth %.1f GB/s (1 GiB summed, every thread; 64 MiB: %.1f GB/s, from cache).\n"
-              "Floor: weight bytes a step reads / the 1 GiB bandwidth (experts: those a batch touches with uniform routing,\n"
-              "an estimate for B > 1); where the last-level cache holds much of a step's weights, the floor is lower.\n",
-              params / 1e9, dir.string().c_str(), threads, static_cast<long long>(decode), reps, gbs, cached_gbs);
+              "read bandwidth %.1f GB/s (1 GiB summed, every thread; 64 MiB: %.1f GB/s, from cache); LibTorch's GEMM %.1f GFLOP/s\n"
+              "([64, 1024] x [1024, 1024], in cache). Floor: the longer of the weight bytes a step reads / the 1 GiB bandwidth\n"
+              "(experts: those a batch touches with uniform routing, an estimate for B > 1) and its products' flops / the GEMM\n"
+              "rate (marked c where that is the longer); where the last-level cache holds much of a step's weights, the floor is lower.\n",
+              params / 1e9, dir.string().c_str(), threads, static_cast<long long>(decode), reps, gbs, cached_gbs, gemm_gflops);
   // Each step reads every variant's non-expert set, and the experts its tokens touched.
   auto table = [&](const std::vector<EngineRow>& of, const std::vector<std::int64_t>& sizes, const std::vector<std::int64_t>& prefills, int variants) {
     std::printf("%-26s %9s", "weights", "RSS held");
@@ -159,8 +163,13 @@ void bench_engine_decode(const fs::path& dir, std::int64_t decode, int reps, int
       for (std::size_t i = 0; i < sizes.size(); ++i) {
         const double read = (variants * non_expert + static_cast<double>(spec.num_layers) * experts_read(spec, sizes[i], variants) * expert_params) *
                             r.bytes_per_param;
-        const double floor_ms = read / (gbs * 1e9) * 1e3;
-        std::printf(" | %13.2f %6.2f %7.2fx", r.step_ms[i], floor_ms, r.step_ms[i] / floor_ms);
+        // Every token of the batch through the non-expert products (the head included: each emits
+        // logits) and its top-k experts.
+        const double flops = 2.0 * static_cast<double>(sizes[i]) *
+                             (non_expert + static_cast<double>(spec.num_layers * spec.top_k) * expert_params);
+        const double read_ms = read / (gbs * 1e9) * 1e3, compute_ms = flops / (gemm_gflops * 1e9) * 1e3;
+        const double floor_ms = std::max(read_ms, compute_ms);
+        std::printf(" | %13.2f %6.2f%s %6.2fx", r.step_ms[i], floor_ms, compute_ms > read_ms ? "c" : " ", r.step_ms[i] / floor_ms);
       }
       for (double tps : r.prefill_tps) std::printf(" | %17.0f", tps);
       std::printf("\n");
