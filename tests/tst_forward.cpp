@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <random>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +16,7 @@
 #include "model/checkpoint.h"
 #include "model/synthetic.h"
 #include "runtime/cpu_ops.h"
+#include "runtime/cpu_rows.h"
 #include "runtime/forward.h"
 #include "runtime/generation.h"
 #include "runtime/threads.h"
@@ -271,6 +273,47 @@ class TestForward : public QObject {
     const float w0 = std::max(wv[0][0].item<float>(), wv[0][1].item<float>()), w1 = std::min(wv[0][0].item<float>(), wv[0][1].item<float>());
     QVERIFY(std::abs(w0 - 0.60f / sum * 2.5f) < 1e-5);
     QVERIFY(std::abs(w1 - 0.04f / sum * 2.5f) < 1e-5);  // the unbiased score, not 0.04 + 2
+  }
+
+  // The batched step's routing loop (route_rows) chooses what route_tokens chooses, with the same
+  // weights to float rounding: Mixtral's softmax top-2 renormalized, DeepSeek-V2's greedy top-6 of 64
+  // scaled and not renormalized, each with and without masked experts; V3's sigmoid group choice
+  // goes through route_tokens itself and is equal bit for bit.
+  void routeRowsChoosesAsRouteTokens() {
+    ModelSpec v2 = parse_model_spec(deepseek_v2_config(), "v2");
+    v2.expert_choice = ExpertChoice::TopK;
+    v2.num_experts = 64;
+    v2.top_k = 6;
+    v2.n_group = 1;
+    const ModelSpec mixtral = mixtral_like_spec(64, 32, 64, 1, 8), v3 = parse_model_spec(deepseek_v3_config(), "v3");
+    std::mt19937 gen(4);
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    for (const ModelSpec* s : std::initializer_list<const ModelSpec*>{&mixtral, &v2, &v3}) {
+      const std::int64_t n = 7, E = s->num_experts, k = s->top_k;
+      std::vector<float> values(static_cast<std::size_t>(n * E));
+      for (float& v : values) v = normal(gen);
+      const at::Tensor logits = at::tensor(values, at::kFloat).view({n, E});
+      const at::Tensor bias = s->router_bias ? at::rand({E}, at::kFloat) : at::Tensor();
+      for (bool masking : {false, true}) {
+        at::Tensor absent;
+        if (masking && s->router_scoring == RouterScoring::Softmax) {  // every third expert of each token absent
+          absent = at::zeros({n, E}, at::kBool);
+          for (std::int64_t t = 0; t < n; ++t)
+            for (std::int64_t e = t % 3; e < E; e += 3) absent.data_ptr<bool>()[t * E + e] = true;
+        }
+        const cpu::Routed want = cpu::route_tokens(*s, logits, bias, absent);
+        std::vector<std::int64_t> ids(static_cast<std::size_t>(n * k));
+        std::vector<float> weights(ids.size());
+        cpu::route_rows(*s, logits, bias, absent, ids.data(), weights.data());
+        const QString what = QStringLiteral("%1 experts, top %2%3").arg(E).arg(k).arg(masking ? QStringLiteral(", masked") : QString());
+        for (std::int64_t j = 0; j < n * k; ++j) {
+          QVERIFY2(ids[static_cast<std::size_t>(j)] == want.ids.data_ptr<std::int64_t>()[j], qPrintable(what + QStringLiteral(": pair %1").arg(j)));
+          const float w = want.weights.data_ptr<float>()[j], got = weights[static_cast<std::size_t>(j)];
+          QVERIFY2(std::abs(got - w) <= 1e-6f * (1 + std::abs(w)), qPrintable(what + QStringLiteral(": weight %1 vs %2").arg(got).arg(w)));
+          if (absent.defined()) QVERIFY(!absent.data_ptr<bool>()[j / k * E + ids[static_cast<std::size_t>(j)]]);
+        }
+      }
+    }
   }
 
   void rejectsBadRequests() {

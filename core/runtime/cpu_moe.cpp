@@ -6,6 +6,7 @@
 
 #include "runtime/cpu_backend.h"
 #include "runtime/cpu_ops.h"
+#include "runtime/cpu_rows.h"
 #include "runtime/expert_importance.h"
 
 namespace mosaic::cpu {
@@ -27,10 +28,12 @@ at::Tensor CpuBackend::moe(std::int64_t layer, const at::Tensor& h, const StepLa
     const at::Tensor logits = project(hg, L.router);  // [n, E]
     if (state.importance) {
       // SwapMoE's importance, from the choices the tokens would make with every expert resident.
-      const auto [w, i] = route_tokens(s, logits, L.router_bias);  // [n, k]
+      std::vector<std::int64_t> every_i(static_cast<std::size_t>(n * k));
+      std::vector<float> every_w(every_i.size());
+      route_rows(s, logits, L.router_bias, {}, every_i.data(), every_w.data());  // [n, k]
       const at::Tensor norms = hg.norm(2, {1}).contiguous();  // [n]
-      const float* wp = w.data_ptr<float>();
-      const std::int64_t* ip = i.data_ptr<std::int64_t>();
+      const float* wp = every_w.data();
+      const std::int64_t* ip = every_i.data();
       const float* np = norms.data_ptr<float>();
       for (std::int64_t t = 0; t < n; ++t)
         for (std::int64_t j = 0; j < k; ++j)
@@ -50,9 +53,7 @@ at::Tensor CpuBackend::moe(std::int64_t layer, const at::Tensor& h, const StepLa
           for (std::int64_t e = 0; e < E; ++e) a[t * E + e] = false;
       }
     }
-    const auto [w, i] = route_tokens(s, logits, L.router_bias, absent);  // [n, k]
-    std::copy_n(i.data_ptr<std::int64_t>(), n * k, top_i.begin() + g.begin * k);
-    std::copy_n(w.data_ptr<float>(), n * k, top_w.begin() + g.begin * k);
+    route_rows(s, logits, L.router_bias, absent, top_i.data() + g.begin * k, top_w.data() + g.begin * k);  // [n, k]
   }
 
   const LayerSlots slots{layer, table, *state.pools[l], *state.scratch, *state.store, *state.policy, state.recent};
@@ -99,8 +100,9 @@ void CpuBackend::prefetch(std::int64_t layer, const at::Tensor& h, const StepLay
   std::vector<std::int64_t> predicted(static_cast<std::size_t>(layout.tokens * k));
   for (const auto& g : layout.groups) {
     const LayerWeights& L = weights(g.buffer).layers[n];
-    const at::Tensor ids = route_tokens(store_->spec(), project(h.narrow(0, g.begin, g.end - g.begin), L.router), L.router_bias).ids;
-    std::copy_n(ids.data_ptr<std::int64_t>(), ids.numel(), predicted.begin() + g.begin * k);
+    std::vector<float> unused(static_cast<std::size_t>((g.end - g.begin) * k));
+    route_rows(store_->spec(), project(h.narrow(0, g.begin, g.end - g.begin), L.router), L.router_bias, {}, predicted.data() + g.begin * k,
+               unused.data());
   }
   const LayerSlots slots{next, *state.tables[n], *state.pools[n], *state.scratch, *state.store, *state.policy, state.recent};
   for (const ExpertLoad& load : plan_prefetch(slots, predicted, k, layout.row)) {

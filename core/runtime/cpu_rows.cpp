@@ -117,6 +117,47 @@ void add_expert_rows(const at::Tensor& x, const std::vector<std::int64_t>& rows,
   }
 }
 
+void route_rows(const ModelSpec& s, const at::Tensor& logits, const at::Tensor& bias, const at::Tensor& absent, std::int64_t* ids, float* weights) {
+  const std::int64_t E = s.num_experts, k = s.top_k;
+  if (s.router_scoring != RouterScoring::Softmax || s.expert_choice != ExpertChoice::TopK || !plain(logits) || logits.dim() != 2 ||
+      logits.size(1) != E || k > E || (absent.defined() && (absent.scalar_type() != at::kBool || !absent.is_contiguous()))) {
+    const Routed r = route_tokens(s, logits, bias, absent);
+    std::copy_n(r.ids.data_ptr<std::int64_t>(), r.ids.numel(), ids);
+    std::copy_n(r.weights.data_ptr<float>(), r.weights.numel(), weights);
+    return;
+  }
+  const std::int64_t n = logits.size(0);
+  const float* lp = logits.data_ptr<float>();
+  const bool* masked = absent.defined() ? absent.data_ptr<bool>() : nullptr;
+  std::vector<float> p(static_cast<std::size_t>(E));
+  std::vector<char> taken(static_cast<std::size_t>(E));
+  for (std::int64_t t = 0; t < n; ++t) {
+    // Softmax as LibTorch computes it: e^(x − max) over the sum; masked experts at −inf take none.
+    float high = -INFINITY;
+    for (std::int64_t e = 0; e < E; ++e) {
+      p[static_cast<std::size_t>(e)] = masked && masked[t * E + e] ? -INFINITY : lp[t * E + e];
+      high = std::max(high, p[static_cast<std::size_t>(e)]);
+    }
+    float sum = 0;
+    for (float& v : p) sum += (v = std::exp(v - high));
+    for (float& v : p) v /= sum;
+    std::fill(taken.begin(), taken.end(), 0);
+    float chosen = 0;
+    for (std::int64_t j = 0; j < k; ++j) {
+      std::int64_t best = -1;
+      for (std::int64_t e = 0; e < E; ++e)
+        if (!taken[static_cast<std::size_t>(e)] && (best < 0 || p[static_cast<std::size_t>(e)] > p[static_cast<std::size_t>(best)])) best = e;
+      taken[static_cast<std::size_t>(best)] = 1;
+      ids[t * k + j] = best;
+      chosen += (weights[t * k + j] = p[static_cast<std::size_t>(best)]);
+    }
+    for (std::int64_t j = 0; j < k; ++j) {
+      if (s.norm_topk_prob) weights[t * k + j] /= chosen;
+      if (s.routed_scaling_factor != 1.0) weights[t * k + j] *= static_cast<float>(s.routed_scaling_factor);
+    }
+  }
+}
+
 bool all_finite(const at::Tensor& x) {
   if (!plain(x)) return at::isfinite(x).all().item<bool>();
   const float* p = x.data_ptr<float>();

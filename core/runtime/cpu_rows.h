@@ -21,6 +21,10 @@ at::Tensor rotate_rows(const ModelSpec& s, const at::Tensor& x, const at::Tensor
 // for the batched step, its gather, gate and weighted scatter as loops (projections through project()).
 void add_expert_rows(const at::Tensor& x, const std::vector<std::int64_t>& rows, const std::vector<float>& weights, const MlpWeights& m,
                      at::Tensor& out);
+// route_tokens' choice (cpu_ops.h) written to ids and weights ([n, k] each, row-major): softmax
+// scores and the k best (Mixtral, Qwen-MoE, OLMoE) as a loop per token, ties to the lower expert id;
+// other scorings and group-limited choices through route_tokens.
+void route_rows(const ModelSpec& s, const at::Tensor& logits, const at::Tensor& bias, const at::Tensor& absent, std::int64_t* ids, float* weights);
 // Whether every value of x is finite.
 bool all_finite(const at::Tensor& x);
 
