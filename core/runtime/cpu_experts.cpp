@@ -93,7 +93,7 @@ void CpuBackend::run_groups(std::int64_t layer, const RouteWave& wave, const at:
       add_delta(x.narrow(0, b, c), d.gate, d.format, gu.narrow(0, b, c).narrow(1, 0, I));
       add_delta(x.narrow(0, b, c), d.up, d.format, gu.narrow(0, b, c).narrow(1, I, I));
     });
-    const at::Tensor a = (at::silu(gu.narrow(1, 0, I)) * gu.narrow(1, I, I)).contiguous();  // [n, I]
+    const at::Tensor a = gate_rows(gu);  // [n, I]
     at::Tensor y = project(a, m.down);  // [n, H]: the base's GEMM, once
     each_delta([&](const HostDelta& d, std::int64_t b, std::int64_t c) {
       add_delta(a.narrow(0, b, c), d.down, d.format, y.narrow(0, b, c));

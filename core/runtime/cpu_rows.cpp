@@ -77,17 +77,12 @@ at::Tensor rotate_rows(const ModelSpec& s, const at::Tensor& x, const at::Tensor
   return out;
 }
 
-void add_expert_rows(const at::Tensor& x, const std::vector<std::int64_t>& rows, const std::vector<float>& weights, const MlpWeights& m,
-                     at::Tensor& out) {
-  if (!plain(x) || !plain(out) || x.dim() != 2 || out.dim() != 2) return add_expert(x, rows, weights, m, out, /*batched=*/true);
-  const auto n = static_cast<std::int64_t>(rows.size());
-  const std::int64_t H = x.size(1);
-  at::Tensor picked = at::empty({n, H}, at::kFloat);
-  const float* xp = x.data_ptr<float>();
-  float* pp = picked.data_ptr<float>();
-  over_rows(n, [&](std::int64_t i) { std::copy_n(xp + rows[static_cast<std::size_t>(i)] * H, H, pp + i * H); });
-  const at::Tensor gu = gate_up_product(picked, m, /*batched=*/true).contiguous();  // [n, 2I]
-  const std::int64_t I = gu.size(1) / 2;
+at::Tensor gate_rows(const at::Tensor& gu) {
+  if (!plain(gu) || gu.dim() != 2 || gu.size(1) % 2 != 0) {
+    const std::int64_t I = gu.size(-1) / 2;
+    return (at::silu(gu.narrow(-1, 0, I)) * gu.narrow(-1, I, I)).contiguous();
+  }
+  const std::int64_t n = gu.size(0), I = gu.size(1) / 2;
   at::Tensor a = at::empty({n, I}, at::kFloat);
   const float* gp = gu.data_ptr<float>();
   float* ap = a.data_ptr<float>();
@@ -105,6 +100,20 @@ void add_expert_rows(const at::Tensor& x, const std::vector<std::int64_t>& rows,
     }
     for (; k < I; ++k) o[k] = g[k] * u[k] / (1.0f + std::exp(-g[k]));
   });
+  return a;
+}
+
+void add_expert_rows(const at::Tensor& x, const std::vector<std::int64_t>& rows, const std::vector<float>& weights, const MlpWeights& m,
+                     at::Tensor& out) {
+  if (!plain(x) || !plain(out) || x.dim() != 2 || out.dim() != 2) return add_expert(x, rows, weights, m, out, /*batched=*/true);
+  const auto n = static_cast<std::int64_t>(rows.size());
+  const std::int64_t H = x.size(1);
+  at::Tensor picked = at::empty({n, H}, at::kFloat);
+  const float* xp = x.data_ptr<float>();
+  float* pp = picked.data_ptr<float>();
+  over_rows(n, [&](std::int64_t i) { std::copy_n(xp + rows[static_cast<std::size_t>(i)] * H, H, pp + i * H); });
+  const at::Tensor gu = gate_up_product(picked, m, /*batched=*/true).contiguous();  // [n, 2I]
+  const at::Tensor a = gate_rows(gu);  // [n, I]
   const at::Tensor y = project(a, m.down).contiguous();  // [n, H]
   const float* yp = y.data_ptr<float>();
   float* outp = out.data_ptr<float>();

@@ -17,6 +17,8 @@ namespace mosaic::cpu {
 at::Tensor rms_norm_rows(const at::Tensor& x, const at::Tensor& w, double eps);
 // The architecture's rotary (cpu_ops.h rotate) of x [n, heads, d] by cos, sin [n, d].
 at::Tensor rotate_rows(const ModelSpec& s, const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin);
+// silu(gate) · up of gu [n, 2I] (gate then up, as gate_up_product gives them): [n, I].
+at::Tensor gate_rows(const at::Tensor& gu);
 // out[rows[i]] += weights[i] · down(silu(gate(x[rows[i]])) · up(x[rows[i]])): cpu_ops.h's add_expert
 // for the batched step, its gather, gate and weighted scatter as loops (projections through project()).
 void add_expert_rows(const at::Tensor& x, const std::vector<std::int64_t>& rows, const std::vector<float>& weights, const MlpWeights& m,
