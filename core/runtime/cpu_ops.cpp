@@ -1,5 +1,6 @@
 #include "runtime/cpu_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -24,36 +25,64 @@ at::Tensor affine(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b)
   return at::linear(x, wx, b.defined() ? c10::optional<at::Tensor>(b) : c10::nullopt);
 }
 
+namespace {
+
+// Up to 64 rows the skinny kernel (about 50 GFLOP/s on this project's 2-core VM at any row count from
+// 3 up, OpenBLAS's in-cache GEMM 40) beats the GEMM, and for bf16 weights saves widening them whole
+// each call: batch 16 of the 0.6 B model held bf16 212 -> 155 ms a step, 128-token prefill 118 -> 137
+// tokens/s; fp32 prefill 125 -> 135. Past it the GEMM's blocking wins (a 512-token prompt's products:
+// 154 tokens/s with the limit at 64 or 8, 110 with every product skinny). bench-forward --engine,
+// 2026-11-29.
+constexpr std::int64_t kMaxRows = 64;
+
+bool skinny(const at::Tensor& x, const at::Tensor& w) {
+  return x.dim() == 2 && w.dim() == 2 && x.size(0) <= kMaxRows && x.scalar_type() == at::kFloat && x.size(1) == w.size(1) &&
+         (w.scalar_type() == at::kFloat || w.scalar_type() == at::kBFloat16);
+}
+
+// Rows [n0, n1) of y = x · wᵀ, w fp32 or bf16 (contiguous).
+void skinny_rows(const float* x, std::int64_t M, std::int64_t K, const at::Tensor& w, std::int64_t n0, std::int64_t n1, float* y) {
+  const std::int64_t N = w.size(0);
+  if (w.scalar_type() == at::kBFloat16)
+    skinny_gemm_bf16(x, M, K, reinterpret_cast<const std::uint16_t*>(w.data_ptr<at::BFloat16>()), n0, n1, y, N);
+  else
+    skinny_gemm(x, M, K, w.data_ptr<float>(), n0, n1, y, N);
+}
+
+}  // namespace
+
 at::Tensor project(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b) {
-  // Up to 64 rows the skinny kernel (about 50 GFLOP/s on this project's 2-core VM at any row count from
-  // 3 up, OpenBLAS's in-cache GEMM 40) beats the GEMM, and for bf16 weights saves widening them whole
-  // each call: batch 16 of the 0.6 B model held bf16 212 -> 155 ms a step, 128-token prefill 118 -> 137
-  // tokens/s; fp32 prefill 125 -> 135. Past it the GEMM's blocking wins (a 512-token prompt's products:
-  // 154 tokens/s with the limit at 64 or 8, 110 with every product skinny). bench-forward --engine,
-  // 2026-11-29.
-  constexpr std::int64_t kMaxRows = 64;
-  const bool bf16 = w.scalar_type() == at::kBFloat16;
-  if (x.dim() != 2 || w.dim() != 2 || x.size(0) > kMaxRows || x.scalar_type() != at::kFloat || (w.scalar_type() != at::kFloat && !bf16))
-    return affine(x, w, b);
-  const std::int64_t M = x.size(0), K = x.size(1), N = w.size(0);
-  const at::Tensor xc = x.contiguous(), wc = w.contiguous();
-  at::Tensor y = at::empty({M, N}, at::kFloat);
-  const float* xp = xc.data_ptr<float>();
-  float* yp = y.data_ptr<float>();
-  // Row ranges of w, even-sized, split over the intra-op threads.
-  if (bf16) {
-    const auto* wp = reinterpret_cast<const std::uint16_t*>(wc.data_ptr<at::BFloat16>());
-    at::parallel_for(0, (N + 1) / 2, 64, [&](std::int64_t begin, std::int64_t end) {
-      skinny_gemm_bf16(xp, M, K, wp, 2 * begin, std::min(N, 2 * end), yp, N);
-    });
-  } else {
-    const float* wp = wc.data_ptr<float>();
-    at::parallel_for(0, (N + 1) / 2, 64, [&](std::int64_t begin, std::int64_t end) {
-      skinny_gemm(xp, M, K, wp, 2 * begin, std::min(N, 2 * end), yp, N);
-    });
+  return project_each(x, {{w, b}}).front();
+}
+
+std::vector<at::Tensor> project_each(const at::Tensor& x, const std::vector<std::pair<at::Tensor, at::Tensor>>& weights) {
+  std::vector<at::Tensor> out;
+  const bool all_skinny = std::all_of(weights.begin(), weights.end(), [&](const auto& wb) { return skinny(x, wb.first); });
+  if (!all_skinny) {
+    for (const auto& [w, b] : weights) out.push_back(skinny(x, w) ? project_each(x, {{w, b}}).front() : affine(x, w, b));
+    return out;
   }
-  if (b.defined()) y.add_(b);
-  return y;
+  const std::int64_t M = x.size(0), K = x.size(1);
+  const at::Tensor xc = x.contiguous();
+  const float* xp = xc.data_ptr<float>();
+  // Each product's rows in pairs, the products one after another: ranges of this list are split over
+  // the intra-op threads (even-sized within a product, as a thread's rows of w always were).
+  std::vector<at::Tensor> wc;
+  std::vector<std::int64_t> first{0};  // per product: its first pair in the list
+  for (const auto& [w, b] : weights) {
+    wc.push_back(w.contiguous());
+    out.push_back(at::empty({M, w.size(0)}, at::kFloat));
+    first.push_back(first.back() + (w.size(0) + 1) / 2);
+  }
+  at::parallel_for(0, first.back(), 64, [&](std::int64_t begin, std::int64_t end) {
+    for (std::size_t i = 0; i < wc.size(); ++i) {
+      const std::int64_t from = std::max(begin, first[i]) - first[i], to = std::min(end, first[i + 1]) - first[i];
+      if (from < to) skinny_rows(xp, M, K, wc[i], 2 * from, std::min(wc[i].size(0), 2 * to), out[i].data_ptr<float>());
+    }
+  });
+  for (std::size_t i = 0; i < weights.size(); ++i)
+    if (weights[i].second.defined()) out[i].add_(weights[i].second);
+  return out;
 }
 
 at::Tensor rope(const at::Tensor& x, const at::Tensor& cos, const at::Tensor& sin) {
@@ -149,8 +178,13 @@ void add_expert(const at::Tensor& x, const std::vector<std::int64_t>& rows, cons
 }
 
 HeadsQkv project_heads(const ModelSpec& s, const LayerWeights& L, const at::Tensor& h, bool batched) {
-  const auto proj = batched ? project : affine;
-  at::Tensor q = proj(h, L.wq, L.bq), k = proj(h, L.wk, L.bk), v = proj(h, L.wv, L.bv);
+  at::Tensor q, k, v;
+  if (batched) {
+    const std::vector<at::Tensor> qkv = project_each(h, {{L.wq, L.bq}, {L.wk, L.bk}, {L.wv, L.bv}});
+    q = qkv[0], k = qkv[1], v = qkv[2];
+  } else {
+    q = affine(h, L.wq, L.bq), k = affine(h, L.wk, L.bk), v = affine(h, L.wv, L.bv);
+  }
   if (s.qk_norm == QkNorm::Whole) {  // OLMoE: over the whole projection, before the head split
     q = rms_norm(q, L.q_norm, s.rms_norm_eps);
     k = rms_norm(k, L.k_norm, s.rms_norm_eps);

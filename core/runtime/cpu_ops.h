@@ -15,6 +15,10 @@ at::Tensor rms_norm(const at::Tensor& x, const at::Tensor& w, double eps);
 at::Tensor affine(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {});
 // The same for the batched step's 2-D activations: few rows go through skinny_gemm (cpu_gemm.h).
 at::Tensor project(const at::Tensor& x, const at::Tensor& w, const at::Tensor& b = {});
+// project() of one x by several weights (each with its bias, or none), bit for bit, with every
+// product's rows split over the threads together: one parallel region, not one per weight (k and v
+// beside q: alone, each is too small to keep the threads streaming).
+std::vector<at::Tensor> project_each(const at::Tensor& x, const std::vector<std::pair<at::Tensor, at::Tensor>>& weights);
 // The attention inputs as transformers computes them before rotary: q, k, v projected, OLMoE's norm
 // over the whole projection and its clip, the head split (h [..., H] → [..., heads, hd]), Qwen3's
 // per-head norm. `batched`: projections through project().
