@@ -17,6 +17,7 @@
 #include <map>
 #include <numeric>
 #include <random>
+#include <thread>
 #include <utility>
 
 #include "analysis/family_analysis.h"
@@ -702,6 +703,16 @@ class TestRuntime : public QObject {
     const int used = parallel_for_threads();
     configure_threads(before);
     QCOMPARE(used, 2);
+  }
+
+  // Loading's one-off parallel work runs on a passing thread: f runs there, not on the caller, and
+  // what it throws comes back to the caller as it was thrown.
+  void onPassingThreadRunsElsewhereAndRethrows() {
+    std::thread::id ran;
+    on_passing_thread([&] { ran = std::this_thread::get_id(); });
+    QVERIFY(ran != std::thread::id() && ran != std::this_thread::get_id());
+    expect_mentions(error_of<InvalidArgument>([] { on_passing_thread([] { throw InvalidArgument("runtime", "a weight", "is bad", "fix it"); }); }),
+                    {"a weight", "is bad"});
   }
 
   // Decode attention over the paged pool, on ragged shapes: sequences of 1, 2, 17, 40, 300 and 700

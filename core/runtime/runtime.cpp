@@ -1,4 +1,5 @@
 #include "runtime/runtime.h"
+#include "runtime/threads.h"
 
 #include <algorithm>
 #include <chrono>
@@ -154,23 +155,32 @@ Runtime::Runtime(const HostStore& store, RuntimeConfig config)
   moe_.policy = policy_.get();
   moe_.recent = &recent_;
   moe_.gate = policy_->gates_prefetch() ? &gate_ : nullptr;
-  backend_ = config_.device == Device::Cuda ? make_cuda_backend(store, shape_) : make_cpu_backend(store, shape_);
+  // Loading's LibTorch and OpenMP work on a thread of its own, so that its OpenMP team does not
+  // outlive it beside the engine thread's (threads.h). The CUDA backend loads where it is made: its
+  // handles and streams were only ever tried on the constructing thread.
+  const auto load = [&] {
+    backend_ = config_.device == Device::Cuda ? make_cuda_backend(store, shape_) : make_cpu_backend(store, shape_);
 
-  // The pinned experts: dense ones first, so that a delta-only slot's base is in place when it loads.
-  std::vector<std::int32_t> next(static_cast<std::size_t>(s.num_layers), 0);
-  pin_slot_.assign(config_.pinned.size(), -1);
-  auto pin = [&](std::size_t k) {
-    const PinnedExpert& p = config_.pinned[k];
-    const auto i = static_cast<std::size_t>(p.layer);
-    const std::int32_t slot = pin_slot_[k] = next[i]++;
-    const ExpertId content = store.expert(p.target, p.layer, p.expert);
-    backend_->load_expert(p.layer, {false, slot}, content);
-    pools_[i]->fill(slot, store.source(p.target, p.layer, p.expert), content);
+    // The pinned experts: dense ones first, so that a delta-only slot's base is in place when it loads.
+    std::vector<std::int32_t> next(static_cast<std::size_t>(s.num_layers), 0);
+    pin_slot_.assign(config_.pinned.size(), -1);
+    auto pin = [&](std::size_t k) {
+      const PinnedExpert& p = config_.pinned[k];
+      const auto i = static_cast<std::size_t>(p.layer);
+      const std::int32_t slot = pin_slot_[k] = next[i]++;
+      const ExpertId content = store.expert(p.target, p.layer, p.expert);
+      backend_->load_expert(p.layer, {false, slot}, content);
+      pools_[i]->fill(slot, store.source(p.target, p.layer, p.expert), content);
+    };
+    for (std::size_t k = 0; k < config_.pinned.size(); ++k)
+      if (!delta_only_[k]) pin(k);
+    for (std::size_t k = 0; k < config_.pinned.size(); ++k)
+      if (delta_only_[k]) pin(k);
   };
-  for (std::size_t k = 0; k < config_.pinned.size(); ++k)
-    if (!delta_only_[k]) pin(k);
-  for (std::size_t k = 0; k < config_.pinned.size(); ++k)
-    if (delta_only_[k]) pin(k);
+  if (config_.device == Device::Cuda)
+    load();
+  else
+    on_passing_thread(load);
   if (config_.virtual_experts) {
     for (std::int64_t d : deltas)
       if (d > 0)

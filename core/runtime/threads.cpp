@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <mutex>
 #include <set>
 #include <string>
@@ -26,6 +27,18 @@ int configure_threads(int n) {
 int configured_threads() { return at::get_num_threads(); }
 
 void parallel_ranges(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& f) { at::parallel_for(0, n, 1, f); }
+
+void on_passing_thread(const std::function<void()>& f) {
+  std::exception_ptr thrown;
+  std::thread([&] {
+    try {
+      f();
+    } catch (...) {
+      thrown = std::current_exception();
+    }
+  }).join();
+  if (thrown) std::rethrow_exception(thrown);
+}
 
 int parallel_for_threads() {
   std::mutex m;
