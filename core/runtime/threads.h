@@ -18,7 +18,7 @@ void parallel_ranges(std::int64_t n, const std::function<void(std::int64_t, std:
 // for the thread's life, and once the threads it manages outnumber the cores it spins only briefly
 // before sleeping, so every parallel region of a decode step then starts by waking its worker
 // through the kernel (192 futex calls a step measured on the 0.6 B model; the loading's team gone,
-// 98, and 0.5-1 ms a step less; docs/benchmarks.md).
+// 98, and 0.3-1 ms a step less; docs/benchmarks.md).
 void on_passing_thread(const std::function<void()>& f);
 // How many distinct threads parallel_ranges ran 64 items on: the configured count where core was
 // compiled with OpenMP, 1 under ThreadSanitizer, whose builds leave OpenMP out.
