@@ -955,6 +955,16 @@ class TestCli : public QObject {
                             "--like"})
                       << path(fixture("olmoe", "base") / "config.json") << QStringLiteral("--check") << path(fixture("olmoe", "base"))
                       << QStringLiteral("--dir") << path(scratch("device-family")) << QStringLiteral("--out") << path(out));
+#if defined(__SANITIZE_ADDRESS__)
+    // Under AddressSanitizer Mosaic's kernels run instrumented and LibTorch's do not, so step times no
+    // longer follow bytes and flops (since the skinny kernel took products of up to 64 rows, the small
+    // models' prompts cost more than a large model's decode step). The fit must then refuse, typed,
+    // and write nothing; the measuring path has still run under the sanitizer.
+    if (r.code != 0 && r.err.contains(QStringLiteral("took no longer than the overhead fitted"))) {
+      QVERIFY(!fs::exists(out));
+      QSKIP("the fit refused this build's instrumented timings, as it should; the profile is checked in the default build");
+    }
+#endif
     QVERIFY2(r.code == 0, qPrintable(r.err + r.out));
     for (const char* row : {"2-layer tiny model, decode ×16", "6-layer tiny model, prefill 24 ×4", "large model, decode ×1",
                             "large model, prefill of 64", "olmoe/base, decode ×1"})
