@@ -28,16 +28,15 @@ at::Tensor CpuBackend::moe(std::int64_t layer, const at::Tensor& h, const StepLa
     const at::Tensor logits = project(hg, L.router);  // [n, E]
     if (state.importance) {
       // SwapMoE's importance, from the choices the tokens would make with every expert resident.
-      std::vector<std::int64_t> every_i(static_cast<std::size_t>(n * k));
-      std::vector<float> every_w(every_i.size());
-      route_rows(s, logits, L.router_bias, {}, every_i.data(), every_w.data());  // [n, k]
+      std::vector<std::int64_t> ip(static_cast<std::size_t>(n * k));
+      std::vector<float> wp(ip.size());
+      route_rows(s, logits, L.router_bias, {}, ip.data(), wp.data());  // [n, k]
       const at::Tensor norms = hg.norm(2, {1}).contiguous();  // [n]
-      const float* wp = every_w.data();
-      const std::int64_t* ip = every_i.data();
       const float* np = norms.data_ptr<float>();
       for (std::int64_t t = 0; t < n; ++t)
         for (std::int64_t j = 0; j < k; ++j)
-          state.importance->add(layer, layout.row[static_cast<std::size_t>(g.begin + t)], ip[t * k + j], np[t], wp[t * k + j]);
+          state.importance->add(layer, layout.row[static_cast<std::size_t>(g.begin + t)], ip[static_cast<std::size_t>(t * k + j)], np[t],
+                                  wp[static_cast<std::size_t>(t * k + j)]);
     }
     at::Tensor absent;
     if (state.policy->masks_router()) {

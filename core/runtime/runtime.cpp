@@ -1,5 +1,4 @@
 #include "runtime/runtime.h"
-#include "runtime/threads.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,6 +8,7 @@
 #include "common/byte_size.h"
 #include "common/error.h"
 #include "runtime/device_plan.h"
+#include "runtime/threads.h"
 #include "common/stopwatch.h"
 
 namespace mosaic {
