@@ -115,29 +115,30 @@ case $stage in
     step memcheck-backend 400 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend
     ;;
   quick)
-    # For a session lent 15 minutes of device time, start included: one call, correctness first. The
-    # gpu suites, the sanitizers on the tests written since the last GPU run only, then bench-cuda on a
-    # 4-layer family (the prefill and draw parts depend on a layer's shapes and the vocabulary, not the depth).
+    # For a session lent 15 minutes of device time, start included: one call, correctness first, then
+    # the measures. Since the fourth run (2026-11-28, H100) the following were written without a GPU and
+    # have run only on simt and the CPU: five launches a decode layer (the q/k/v launch's last block
+    # does the rotary and cache write, with OLMoE's and Qwen3's q/k norms and clamp; the output
+    # projection's last block normalizes and routes; the final norm folded into the head), L2 prefetch
+    # hints, the host tier's staging ring (issue 59 #2), YaRN and Llama 3.1 rope on CUDA, the adaptive
+    # prefetcher (issue 61 #9) and CudaOptions in place of the environment (issue 62 #4).
     # Issue 58: transformers' own DeepSeek-V2/V3 fixtures (no build needed; about 30 s), brought back as
     # one tarball to unpack into tests/data/hf-tiny/ (tst_forward deepseekMatchesTransformers then runs).
+    step nvidia-smi 20 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv
     step make-deepseek 120 python3 tests/data/hf-tiny/make_deepseek.py build-gpu/deepseek-fixtures
     tar -czf "$out/deepseek-fixtures.tar.gz" -C build-gpu/deepseek-fixtures deepseek_v2 deepseek_v3 2>/dev/null
     step ctest-gpu 200 ctest --test-dir build-gpu -L gpu --output-on-failure
-    # Since the H100 run of 2026-11-28 (docs/benchmarks.md): the decode attention stages keys and values
-    # through shared memory (paged, split and tiled rows: the kernel serves all three), the fused down
-    # and combine splits each row over 4 warps (the experts' one-token rows). Then (2026-11-28, later):
-    # the q/k/v launch's last block does the rotary and cache write and the output projection's last
-    # block normalizes and routes (last_block_done: memory ordering between blocks, which simt cannot
-    # see), and the attention and the down projection ask the L2 for the next kernels' weights. simt
-    # (CI) has run every kernel case; bench-cuda's rows ("no L2 prefetch", "untimed") and its kernel
-    # table are the measure. architecturesNoFixtureHas: Qwen3-MoE and a clipped OLMoE end to end (2026-11-28).
-    newk="routedExpertsMatchReference programmaticLaunchesComputeWhatStreamOrderDoes pagedAttentionMatchesReference tiledPromptAttentionMatchesReference splitDecodeAttentionMatchesReference projectionsEndInTheRotaryAndCacheWrite outputProjectionEndsInTheRouting"
-    step memcheck-new 200 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend decodeStepsOnASyntheticMidSizeFamily layersOfATokenAloneAreTimed shortStepsOfEveryFixtureFamily architecturesNoFixtureHas
+    newk="projectionsEndInTheRotaryAndCacheWrite outputProjectionEndsInTheRouting routedExpertsMatchReference programmaticLaunchesComputeWhatStreamOrderDoes pagedAttentionMatchesReference splitDecodeAttentionMatchesReference"
     step memcheck-new-kern 90 "$sanitizer" --tool memcheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk
     step racecheck-new-kern 90 "$sanitizer" --tool racecheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk
-    # Barriers: the attention's around its early returns, stages and last-block combine; the fused launches' tails.
-    step synccheck-new 60 "$sanitizer" --tool synccheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels splitDecodeAttentionMatchesReference pagedAttentionMatchesReference projectionsEndInTheRotaryAndCacheWrite outputProjectionEndsInTheRouting
-    step bench-cuda-4l 400 "$cli" bench-cuda --dir build-gpu/bench-cuda-4l --layers 4 --json "$out/bench-cuda-4l.json"
+    # Barriers: the fused launches' tails (last_block_done), the attention's stages and last-block combine.
+    step synccheck-new 60 "$sanitizer" --tool synccheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels projectionsEndInTheRotaryAndCacheWrite outputProjectionEndsInTheRouting splitDecodeAttentionMatchesReference
+    # A 4-layer family: the prefill and draw parts depend on a layer's shapes and the vocabulary, not the
+    # depth; transformers' generate beside it at the same depth, and at bench-cuda's default 16.
+    step bench-cuda-4l 240 "$cli" bench-cuda --dir build-gpu/bench-cuda-4l --layers 4 --json "$out/bench-cuda-4l.json"
+    step transformers-4l 90 env PYTHONUNBUFFERED=1 python3 docs/bench/transformers_decode.py 4
+    step memcheck-new 150 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend aHostBudgetCopiesThroughTheStagingRing shortStepsOfEveryFixtureFamily architecturesNoFixtureHas decodeStepsOnASyntheticMidSizeFamily
+    step transformers-16l 120 env PYTHONUNBUFFERED=1 python3 docs/bench/transformers_decode.py 16
     ;;
   bench)
     step bench-cuda 400 "$cli" bench-cuda --dir "$family" --json "$out/bench-cuda.json"

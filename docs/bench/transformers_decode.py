@@ -1,12 +1,14 @@
 """Decode time per output token of transformers' generate on the synthetic Mixtral configuration that
 `mosaic-cli bench-cuda` serves (random bf16 weights, batch 1, greedy), for the comparison in
-docs/benchmarks.md. Run on the GPU machine: python3 docs/bench/transformers_decode.py"""
+docs/benchmarks.md. Run on the GPU machine: python3 docs/bench/transformers_decode.py [LAYERS] (default 16,
+bench-cuda's default depth; give bench-cuda's --layers when it ran shallower)"""
+import sys
 import time
 
 import torch
 from transformers import MixtralConfig, MixtralForCausalLM
 
-config = MixtralConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hidden_layers=16,
+config = MixtralConfig(vocab_size=32000, hidden_size=2048, intermediate_size=5632, num_hidden_layers=int(sys.argv[1]) if len(sys.argv) > 1 else 16,
                        num_attention_heads=16, num_key_value_heads=4, num_local_experts=8, num_experts_per_tok=2,
                        max_position_embeddings=4096)
 torch.manual_seed(0)
@@ -27,4 +29,4 @@ with torch.no_grad():
     run(8)  # warm-up
     short, long = min(run(1) for _ in range(3)), min(run(65) for _ in range(3))
 print(f"transformers {__import__('transformers').__version__} torch {torch.__version__}: "
-      f"{(long - short) / 64 * 1e3:.2f} ms per output token (batch 1, bf16, {torch.cuda.get_device_name()})")
+      f"{(long - short) / 64 * 1e3:.2f} ms per output token (batch 1, bf16, {config.num_hidden_layers} layers, {torch.cuda.get_device_name()})")
