@@ -6,7 +6,6 @@
 // rate (bench-forward --attention's yardstick).
 #include "cli/bench_forward_engine.h"
 
-#include <ATen/Parallel.h>
 #include <unistd.h>
 
 #include <algorithm>
