@@ -134,8 +134,8 @@ def family(out, name, model_cls, config_cls, fields):
             ref["logits." + v] = m(ids).logits.float().contiguous()
             ref["greedy." + v] = m.generate(ids[:1, :12], max_new_tokens=10, min_new_tokens=10, do_sample=False,
                                             eos_token_id=None, pad_token_id=0).contiguous()
-    ref["logits.esft-released"] = ref["logits.esft1"]  # DeepSeek's adapter over base is esft1 itself
-    ref["greedy.esft-released"] = ref["greedy.esft1"]
+    ref["logits.esft-released"] = ref["logits.esft1"].clone()  # DeepSeek's adapter over base is esft1 itself; safetensors refuses shared storage
+    ref["greedy.esft-released"] = ref["greedy.esft1"].clone()
     save_file(ref, os.path.join(root, "reference.safetensors"),
               metadata={"transformers": transformers.__version__, "torch": torch.__version__})
     print(f"{name}: transformers {transformers.__version__}, torch {torch.__version__}; wrote {root}")
