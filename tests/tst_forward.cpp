@@ -95,9 +95,9 @@ class TestForward : public QObject {
     QVERIFY2(err <= 1e-4, qPrintable(QStringLiteral("relative error %1").arg(err)));
   }
 
-  // DeepSeek-V2 and V3 against transformers, once tests/data/hf-tiny/make_deepseek.py has made the
-  // fixtures on the GPU machine (transformers runs there): until then each row says so and skips.
-  // esft-released is DeepSeek's adapter format over base: its reference is esft1's.
+  // DeepSeek-V2 and V3 against transformers (tests/data/hf-tiny/make_deepseek.py made the fixtures with
+  // transformers 5.17 on the GPU machine). esft-released is DeepSeek's adapter format over base: its
+  // reference is esft1's.
   void deepseekMatchesTransformers_data() {
     QTest::addColumn<QString>("family");
     QTest::addColumn<QString>("variant");
@@ -108,8 +108,7 @@ class TestForward : public QObject {
     QFETCH(QString, family);
     QFETCH(QString, variant);
     const fs::path dir = fixture(family.toStdString());
-    if (!fs::exists(dir / "reference.safetensors"))
-      QSKIP("no DeepSeek fixture yet: run tests/data/hf-tiny/make_deepseek.py on the GPU machine (it needs transformers)");
+    QVERIFY2(fs::exists(dir / "reference.safetensors"), "tests/data/hf-tiny/make_deepseek.py makes it, on a machine with transformers");
     const SafetensorsFile ref(dir / "reference.safetensors");
     const auto ids = read_i64(ref, "input_ids");
     const auto model = Model::load(Checkpoint(dir / variant.toStdString(), dir / "base"));
@@ -200,8 +199,7 @@ class TestForward : public QObject {
     QVERIFY2(relative_error(all_logits(*load(tight), ids, 1), tight_logits) < 1e-5, "the clip came before the q norm");
   }
 
-  // What no fixture made by transformers has yet (tests/data/hf-tiny/make_deepseek.py makes them on
-  // the GPU machine): the parts of DeepSeek's forward pass that properties pin down.
+  // The parts of DeepSeek's forward pass that properties pin down, on configs no fixture has.
   // A synthetic checkpoint written from the config reads back as the same model.
   void deepseekConfigsRoundTrip() {
     for (const std::string& config : {deepseek_v2_config(), deepseek_v3_config()}) {
