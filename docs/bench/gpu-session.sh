@@ -136,8 +136,8 @@ case $stage in
     # A 4-layer family: the prefill and draw parts depend on a layer's shapes and the vocabulary, not the
     # depth; transformers' generate beside it at the same depth, and at bench-cuda's default 16.
     step bench-cuda-4l 240 "$cli" bench-cuda --dir build-gpu/bench-cuda-4l --layers 4 --json "$out/bench-cuda-4l.json"
-    step transformers-4l 90 env PYTHONUNBUFFERED=1 python3 docs/bench/transformers_decode.py 4
     step memcheck-new 150 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend aHostBudgetCopiesThroughTheStagingRing shortStepsOfEveryFixtureFamily architecturesNoFixtureHas decodeStepsOnASyntheticMidSizeFamily
+    step transformers-4l 90 env PYTHONUNBUFFERED=1 python3 docs/bench/transformers_decode.py 4
     step transformers-16l 120 env PYTHONUNBUFFERED=1 python3 docs/bench/transformers_decode.py 16
     ;;
   bench)
