@@ -32,6 +32,14 @@ case $stage in
     cp resources/sample-family/base/tokenizer.json .device/tokenizer.json  # 1,024 ids: valid in the family's 32,000
     git rm -r -q --cached resources
     grep -qx '/resources/' .git/info/exclude || echo '/resources/' >>.git/info/exclude
+    # A commit now would delete resources/ from the history's next tree: refuse it until restore.
+    hooks=$(git rev-parse --git-path hooks)
+    mkdir -p "$hooks"
+    if [[ ! -e $hooks/pre-commit ]]; then
+      printf '%s\n' '#!/bin/sh' 'echo "resources/ is out of the index (gpu-session.sh prepare): run bash docs/bench/gpu-session.sh restore first" >&2' 'exit 1' >"$hooks/pre-commit"
+      chmod +x "$hooks/pre-commit"
+      touch "$hooks/pre-commit.gpu-session"
+    fi
     echo "resources/ is out of the index until: bash docs/bench/gpu-session.sh restore (before any commit)"
     exit 0 ;;
   restore)
@@ -39,6 +47,8 @@ case $stage in
     cd "$(git rev-parse --show-toplevel)"
     sed -i '\#^/resources/$#d' .git/info/exclude
     git reset -q -- resources
+    hooks=$(git rev-parse --git-path hooks)
+    if [[ -e $hooks/pre-commit.gpu-session ]]; then rm -f "$hooks/pre-commit" "$hooks/pre-commit.gpu-session"; fi
     [[ -z $(git status --short -- resources) ]] && echo "resources/ is tracked again"
     exit 0 ;;
 esac
