@@ -18,6 +18,7 @@
 #include "model/variant_folders.h"
 #include "runtime/forward.h"
 #include "serving/runner.h"
+#include "serving/layout_serving.h"
 #include "serving/session.h"
 #include "serving/session_file.h"
 #include "serving/sweep.h"
@@ -646,6 +647,20 @@ class TestServing : public QObject {
     small.reserve_spec.reset();
     s.apply(small);
     QCOMPARE(s.reserve().context_tokens, std::int64_t(64));
+    // One assembly (layout_serving.h): the file as the CLI, the sweeps and bench-quality serve it,
+    // with the session's reserve, is the runtime the session built — budget, reserve and pins — and
+    // the reserve the file records wins over the caller's, unless the caller names a budget.
+    const auto same_as_session = [&](const RuntimeConfig& c) {
+      const RuntimeConfig& held = s.runtime().config();
+      return c.budget_bytes == held.budget_bytes && c.reserve.context_tokens == held.reserve.context_tokens &&
+             c.reserve.prefill_chunk == held.reserve.prefill_chunk && c.reserve.miss_slots == held.reserve.miss_slots && c.pinned == held.pinned;
+    };
+    const std::vector<int> to_store = s.store().indices(s.family());
+    QVERIFY(same_as_session(layout_config(small, to_store, s.store(), s.family(), {.reserve = s.reserve()})));
+    small.reserve_spec = ReserveSpec{.context_tokens = 64, .prefill_chunk = 16};
+    QVERIFY(same_as_session(layout_config(small, to_store, s.store(), s.family(), {.reserve = ReserveSpec{.context_tokens = 512}})));
+    const RuntimeConfig asked = layout_config(small, to_store, s.store(), s.family(), {.budget = budget + 1, .reserve = ReserveSpec{.context_tokens = 512}});
+    QVERIFY(asked.budget_bytes == budget + 1 && asked.reserve.context_tokens == 512);
     // The device: the CPU is a no-op; the GPU serves the same layout where there is one, and where
     // there is none is refused with the session still serving on the CPU.
     const Runtime* before = &s.runtime();

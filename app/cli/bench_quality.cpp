@@ -34,6 +34,7 @@
 #include "common/machine.h"
 #include "model/family.h"
 #include "runtime/threads.h"
+#include "serving/layout_serving.h"
 #include "serving/strategy.h"
 
 namespace fs = std::filesystem;
@@ -82,7 +83,7 @@ std::unique_ptr<ServingSession> open_consolidated_resident(const std::vector<fs:
   s->layout = make_layout(s->family, analysis->sha256, plan_consolidation(analysis->distances, shared, Policy::RoundRobin));
   const std::vector<int> to_store = match_layout(s->layout, s->family, analysis->sha256, "planned layout");
   s->store = std::make_unique<HostStore>(s->family);
-  RuntimeConfig config{.pinned = pinned_from_layout(s->layout, to_store)};
+  RuntimeConfig config = layout_config(s->layout, to_store, *s->store, s->family, {});
   const ModelSpec& spec = s->store->spec();
   for (std::int64_t l = 0; l < spec.num_layers; ++l)
     for (std::int64_t e = 0; e < spec.num_experts && spec.is_sparse(l); ++e)
@@ -109,11 +110,8 @@ std::unique_ptr<ServingSession> open_virtual_serving(const std::vector<fs::path>
   for (const ReserveItem& r : plan_reserve(s->store->spec(), s->store->expert_bytes() + s->store->max_delta_bytes(), o.reserve)) reserve += r.bytes;
   o.budget_bytes = weights + reserve;
   s->layout = plan_virtual(s->family, analysis->sha256, *s->store, curves, o, &analysis->distances, uniform);
-  RuntimeConfig config{.budget_bytes = o.budget_bytes, .reserve = o.reserve};
-  std::vector<int> to_store;
-  for (const Variant& v : s->family.variants()) to_store.push_back(s->store->index(v.name));
-  apply_virtual_layout(config, s->layout, to_store, *s->store);
-  s->runtime = std::make_shared<Runtime>(*s->store, std::move(config));
+  s->runtime = std::make_shared<Runtime>(*s->store, layout_config(s->layout, s->store->indices(s->family), *s->store, s->family,
+                                                                   {.budget = o.budget_bytes, .reserve = o.reserve}));
   s->engine = std::make_unique<Engine>(s->runtime);
   s->target = target;
   return s;

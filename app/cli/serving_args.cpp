@@ -126,31 +126,33 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
     throw InvalidArgument("arguments", "--model / --variants", a.model.empty() ? "neither was given" : "both were given",
                           "give --model DIR for one checkpoint, or --variants … --layout … to serve several");
   auto s = std::make_unique<ServingSession>();
-  RuntimeConfig config;
+  ServingChoices choices;
   const auto hit = parse_hit_policy(a.hit);
   if (!hit) throw InvalidArgument("--hit", "'" + a.hit + "'", "is not a hit policy", "use consolidated or strict");
   if (!make_miss_policy(a.miss)) throw InvalidArgument("--miss", "'" + a.miss + "'", "is not a miss policy", "use " + miss_policy_choices());
-  config.hit = *hit;
-  config.miss = a.miss;
-  config.device = checked_device(a.device);
-  config.cpu_weights = checked_cpu_weights(a.cpu_weights);
-  config.reserve.miss_slots = a.miss_slots;
+  choices.hit = *hit;
+  choices.miss = a.miss;
+  choices.device = checked_device(a.device);
+  choices.cpu_weights = checked_cpu_weights(a.cpu_weights);
+  choices.reserve.miss_slots = a.miss_slots;
+  choices.own_miss_slots = a.miss_slots != -1;
   if (a.resident_sets == "auto") {
-    config.resident_sets = RuntimeConfig::kAutoSets;
+    choices.resident_sets = RuntimeConfig::kAutoSets;
   } else {
     int k = 0;
     const auto [end, ec] = std::from_chars(a.resident_sets.data(), a.resident_sets.data() + a.resident_sets.size(), k);
     if (ec != std::errc() || end != a.resident_sets.data() + a.resident_sets.size() || k < 1 || k > 1024) throw InvalidArgument("--resident-sets", "'" + a.resident_sets + "'", "is not auto or a whole number from 1 to 1024", "write auto, or e.g. 2");
-    config.resident_sets = k;
+    choices.resident_sets = k;
   }
-  if (a.swap_ahead.value_or(false) && config.resident_sets == 1)
+  if (a.swap_ahead.value_or(false) && choices.resident_sets == 1)
     throw InvalidArgument("--swap-ahead", "", "fills a free set buffer ahead, and with --resident-sets 1 there is none", "add --resident-sets 2, or auto");
   if (a.admission != "fcfs" && a.admission != "affinity")
     throw InvalidArgument("--admission", "'" + a.admission + "'", "is not an admission policy", "use affinity or fcfs");
   if (!a.budget.empty()) {
-    config.budget_bytes = parse_byte_size(a.budget);
-    if (!config.budget_bytes) throw InvalidArgument("--budget", "'" + a.budget + "'", byte_size_problem(a.budget), "write e.g. 2GiB");
+    choices.budget = parse_byte_size(a.budget);
+    if (!choices.budget) throw InvalidArgument("--budget", "'" + a.budget + "'", byte_size_problem(a.budget), "write e.g. 2GiB");
   }
+  RuntimeConfig config;
 
   if (!a.base.empty() && a.model.empty())
     throw InvalidArgument("--base", a.base.string(), "is the base of the adapter --model names", "with --variants, list the base before its adapters");
@@ -164,13 +166,14 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
     const int t = s->store->index(s->target);
     const ModelSpec& spec = s->store->spec();
     const ResidentSet resident = a.resident.empty() ? ResidentSet() : load_resident_set(a.resident, spec);
+    config = served_config(choices);
     for (std::int64_t l = 0; l < spec.num_layers; ++l)
       for (std::int64_t e = 0; e < spec.num_experts && spec.is_sparse(l); ++e)
         if (resident.empty() || resident[static_cast<std::size_t>(l)][static_cast<std::size_t>(e)]) config.pinned.push_back({l, e, t});
     config.hit = HitPolicy::Strict;
     if (!resident.empty()) config.miss = "masked";  // the set is fixed: never load, never update
   } else {
-    if (a.layout.empty() && a.capacity < 0 && !config.budget_bytes)
+    if (a.layout.empty() && a.capacity < 0 && !choices.budget)
       throw InvalidArgument("--variants", "--layout / --capacity / --budget", "serving several variants needs a layout",
                             "give a layout from `mosaic-cli consolidate`, --capacity N to plan one, or --budget B to plan one that fits");
     open_family(s->family, a.variants);
@@ -179,7 +182,7 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
     if (a.layout.empty()) {  // plan one now, as `consolidate --capacity` (or `--budget`) would
       std::int64_t capacity = a.capacity;
       if (capacity < 0)  // from the budget, leaving room for the sets resident_sets asks (auto: capacity.h's rule)
-        capacity = with_sets_asked(plan_capacity(s->family, *config.budget_bytes, config.reserve), config.resident_sets, s->store->sets()).capacity;
+        capacity = with_sets_asked(plan_capacity(s->family, *choices.budget, choices.reserve), choices.resident_sets, s->store->sets()).capacity;
       const auto analysis = analyzed(s->family, {default_cache_dir(), 0, {}});
       s->layout = make_layout(s->family, analysis->sha256, plan_consolidation(analysis->distances, capacity, Policy::RoundRobin, {}, a.layer_slots));
       to_store = match_layout(s->layout, s->family, analysis->sha256, "planned layout");
@@ -187,16 +190,10 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
       s->layout = load_layout(a.layout);
       to_store = match_layout(s->layout, s->family, family_sha256(s->family, default_cache_dir()), a.layout.string());
     }
-    if (!a.layout.empty() && !config.budget_bytes && s->layout.reserve_spec) {
-      // A layout file is served as the workbench serves it: within the budget it was planned under,
-      // with the reserve it was planned with (--miss-slots, where given, still counts). --budget
-      // serves it within another; a file from before the reserve was recorded, without a limit.
-      const std::int64_t miss_slots = config.reserve.miss_slots;
-      config.reserve = *s->layout.reserve_spec;
-      if (a.miss_slots != -1) config.reserve.miss_slots = miss_slots;
-      config.budget_bytes = layout_budget(s->layout, *s->store, s->family, to_store, config.reserve);
-    }
-    pin_layout(config, s->layout, to_store, *s->store);
+    // Served as the workbench serves it (layout_serving.h): within the budget the file was planned
+    // under, with the reserve it records (--miss-slots, where given, still counts); --budget serves it
+    // within another. A layout planned here records neither: --budget, or no limit.
+    config = layout_config(s->layout, to_store, *s->store, s->family, choices);
     if (a.no_reconfig) config.non_expert_of.assign(static_cast<std::size_t>(s->store->targets()), to_store.at(0));
     s->target = a.target;
     if (need_target && s->store->index(a.target) < 0) {

@@ -18,6 +18,7 @@
 #include "model/variant_folders.h"
 #include "runtime/device_plan.h"
 #include "runtime/miss_policy.h"
+#include "serving/layout_serving.h"
 
 namespace fs = std::filesystem;
 
@@ -73,10 +74,7 @@ void add_plan_virtual_command(CLI::App& app) {
     const VirtualLayout::Planner& p = v.planner;
     const ModelSpec& s = store.spec();
     std::cout << "budget            " << format_bytes(*budget) << "\n";
-    RuntimeConfig served{.budget_bytes = *budget, .reserve = o->plan.reserve};
-    std::vector<int> to_store;
-    for (const Variant& x : family.variants()) to_store.push_back(store.index(x.name));
-    apply_virtual_layout(served, layout, to_store, store);
+    const RuntimeConfig served = layout_config(layout, store.indices(family), store, family, {.budget = *budget, .reserve = o->plan.reserve});
     const DevicePlan device = plan_device(store, served, *make_miss_policy("masked"));
     for (const DeviceItem& item : device.items) std::cout << "  " << item.name << "  " << format_bytes(item.bytes) << "\n";
     std::cout << "  used " << device.budget.used() << " of " << *budget << " bytes";

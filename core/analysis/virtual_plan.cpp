@@ -192,11 +192,6 @@ Layout virtual_layout(const Family& family, const std::vector<std::string>& sha2
   return layout;
 }
 
-std::vector<int> targets_of(const Family& family, const HostStore& store) {
-  std::vector<int> out;
-  for (const Variant& v : family.variants()) out.push_back(store.index(v.name));
-  return out;
-}
 }  // namespace
 
 std::vector<std::size_t> plan_counts(const std::vector<std::vector<std::int64_t>>& slots, const std::vector<std::vector<double>>& loss,
@@ -263,7 +258,7 @@ VirtualCurves measure_virtual(const Family& family, const HostStore& store, std:
 
   // Per variant: its importance on the text, and the NLL rise of every (layer, count).
   const auto V = family.size();
-  const std::vector<int> target = targets_of(family, store);
+  const std::vector<int> target = store.indices(family);
   c.order.resize(V);
   c.importance.assign(static_cast<std::size_t>(s.num_layers * s.num_experts), 0.0);
   c.rise.assign(c.sparse.size(), std::vector<double>(static_cast<std::size_t>(s.num_experts - k + 1), 0.0));
@@ -345,7 +340,7 @@ Layout plan_virtual(const Family& family, const std::vector<std::string>& sha256
   }
   if (uniform_only) pl.uniform_nll = pl.planned_nll;
   pl.calibration_tokens = windows_of(cal) * curves.window;
-  Layout layout = virtual_layout(family, sha256, store, targets_of(family, store), curves.order, counts, curves.importance, options, distances);
+  Layout layout = virtual_layout(family, sha256, store, store.indices(family), curves.order, counts, curves.importance, options, distances);
   layout.virtual_experts->planner = std::move(pl);
   return layout;
 }
@@ -388,7 +383,7 @@ Layout uniform_virtual_layout(const Family& family, const std::vector<std::strin
   std::iota(first.begin(), first.end(), 0);
   const std::vector<std::vector<std::vector<std::int64_t>>> order(family.size(),
                                                                    std::vector<std::vector<std::int64_t>>(static_cast<std::size_t>(s.num_layers), first));
-  return virtual_layout(family, sha256, store, targets_of(family, store), order, counts,
+  return virtual_layout(family, sha256, store, store.indices(family), order, counts,
                         std::vector<double>(static_cast<std::size_t>(s.num_layers * s.num_experts), 0.0), o, distances);
 }
 

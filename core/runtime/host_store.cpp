@@ -200,6 +200,12 @@ int HostStore::index(const std::string& name) const {
   return -1;
 }
 
+std::vector<int> HostStore::indices(const Family& family) const {
+  std::vector<int> out;
+  for (const Variant& v : family.variants()) out.push_back(index(v.name));
+  return out;
+}
+
 TensorId HostStore::set_tensor(int set, const std::string& name) const {
   for (std::size_t i = 0; i < non_expert_names_.size(); ++i)
     if (non_expert_names_[i] == name) return sets_[static_cast<std::size_t>(set)][i];

@@ -67,6 +67,7 @@ class HostStore {
   int targets() const { return static_cast<int>(targets_.size()); }
   const std::string& name(int target) const { return targets_[static_cast<std::size_t>(target)].name; }
   int index(const std::string& name) const;  // -1 when absent
+  std::vector<int> indices(const Family& family) const;  // index() of each of `family`'s variants, in order
   bool is_adapter(int target) const { return targets_[static_cast<std::size_t>(target)].adapter; }
   bool is_delta(int target) const { return targets_[static_cast<std::size_t>(target)].delta; }
   int base_of(int target) const { return targets_[static_cast<std::size_t>(target)].base; }  // -1: none in the family

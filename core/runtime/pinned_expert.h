@@ -8,6 +8,7 @@ namespace mosaic {
 struct PinnedExpert {
   std::int64_t layer = 0, expert = 0;
   int target = 0;
+  bool operator==(const PinnedExpert&) const = default;
 };
 
 }  // namespace mosaic

@@ -16,6 +16,36 @@ std::optional<std::uint64_t> layout_budget(const Layout& layout, const HostStore
   return budget;
 }
 
+RuntimeConfig served_config(const ServingChoices& c) {
+  RuntimeConfig config;
+  config.hit = c.hit;
+  config.miss = c.miss;
+  config.resident_sets = c.resident_sets;
+  config.device = c.device;
+  config.cpu_weights = c.cpu_weights;
+  config.budget_bytes = c.budget;
+  config.reserve = c.reserve;
+  return config;
+}
+
+LayoutTerms layout_terms(const Layout& layout, const std::vector<int>& to_store, const HostStore& store, const Family& family,
+                         const ServingChoices& c) {
+  if (c.budget) return {c.budget, c.reserve};
+  ReserveSpec reserve = layout.reserve_spec.value_or(c.reserve);
+  if (c.own_miss_slots) reserve.miss_slots = c.reserve.miss_slots;
+  return {layout_budget(layout, store, family, to_store, reserve), reserve};
+}
+
+RuntimeConfig layout_config(const Layout& layout, const std::vector<int>& to_store, const HostStore& store, const Family& family,
+                            const ServingChoices& choices) {
+  RuntimeConfig config = served_config(choices);
+  const LayoutTerms terms = layout_terms(layout, to_store, store, family, choices);
+  config.budget_bytes = terms.budget;
+  config.reserve = terms.reserve;
+  pin_layout(config, layout, to_store, store);
+  return config;
+}
+
 void pin_layout(RuntimeConfig& config, const Layout& layout, const std::vector<int>& to_store, const HostStore& store) {
   switch (layout.plan.policy) {
     case Policy::Virtual:

@@ -184,11 +184,12 @@ bool Session::can_plan_hybrid() const {
 
 void Session::apply(Layout layout) {
   const std::vector<int> to_store = match_layout(layout, *family_, analysis_.sha256, "layout");
-  // Served as `mosaic-cli serve --layout` serves it: with the reserve it was planned with (the
-  // session's where the file predates recording it), within the budget it was planned under (a
-  // layout planned by capacity has none, and the workbench prices it at its default budget).
-  const ReserveSpec reserve = layout.reserve_spec.value_or(reserve_);
-  const std::uint64_t budget = layout_budget(layout, *store_, *family_, to_store, reserve).value_or(default_budget());
+  // Served as `mosaic-cli serve --layout` serves it (layout_terms): with the reserve it was planned
+  // with (the session's where the file predates recording it), within the budget it was planned
+  // under (a layout planned by capacity has none, and the workbench prices it at its default budget).
+  const LayoutTerms terms = layout_terms(layout, to_store, *store_, *family_, {.reserve = reserve_});
+  const ReserveSpec& reserve = terms.reserve;
+  const std::uint64_t budget = terms.budget.value_or(default_budget());
   CapacityPlan cap = plan_capacity(*family_, budget, reserve);
   cap.capacity = layout.plan.capacity;  // what the file holds, whatever this budget would buy
   if (layout.plan.policy == Policy::Hybrid) priced_as_hybrid(cap, *store_, layout.plan.capacity, reserve);
@@ -198,14 +199,9 @@ void Session::apply(Layout layout) {
 
 RuntimeConfig Session::runtime_config(const Layout& layout, const std::vector<int>& to_store, const CapacityPlan& cap,
                                      const ReserveSpec& reserve) const {
-  RuntimeConfig config;
-  config.budget_bytes = cap.budget_bytes;  // the session serves within the budget it was planned for
-  config.reserve = reserve;
-  config.resident_sets = RuntimeConfig::kAutoSets;  // every set the budget holds beside the layout
-  config.device = device_;
-  config.cpu_weights = cpu_weights_;
-  pin_layout(config, layout, to_store, *store_);
-  return config;
+  // Within the budget it was planned for, every set the budget holds beside the layout (resident sets auto).
+  return layout_config(layout, to_store, *store_, *family_,
+                       {.budget = cap.budget_bytes, .reserve = reserve, .resident_sets = RuntimeConfig::kAutoSets, .device = device_, .cpu_weights = cpu_weights_});
 }
 
 void Session::serve(Layout layout, const std::vector<int>& to_store, CapacityPlan cap) {

@@ -9,6 +9,7 @@
 #include "common/text_file.h"
 #include "model/tokenizer.h"
 #include "serving/hybrid_plan.h"
+#include "serving/layout_serving.h"
 #include "common/error.h"
 
 namespace mosaic {
@@ -44,14 +45,10 @@ Deployment::Deployment(const StrategyConfig& config, const Family& family, const
   for (const Variant& v : family.variants()) names.push_back(v.name);
   targets_ = names;
   const int n = static_cast<int>(names.size());
-  RuntimeConfig base;
-  base.hit = config.hit;
-  base.miss = config.miss;
-  base.budget_bytes = config.budget_bytes;
-  base.resident_sets = config.resident_sets;
-  base.reserve = config.reserve;
-  base.device = config.device;
-  base.cpu_weights = config.cpu_weights;
+  // What every partition serves under; a strategy's layout is served within the strategy's budget.
+  const ServingChoices choices{.budget = config.budget_bytes, .reserve = config.reserve, .hit = config.hit, .miss = config.miss,
+                               .resident_sets = config.resident_sets, .device = config.device, .cpu_weights = config.cpu_weights};
+  const RuntimeConfig base = served_config(choices);
   // Each partition starts warm: its first request pays only its own swap.
   auto add = [&](const HostStore& on, RuntimeConfig rc, std::vector<std::string> serves, int warm) {
     auto runtime = std::make_shared<Runtime>(on, std::move(rc));
@@ -68,8 +65,7 @@ Deployment::Deployment(const StrategyConfig& config, const Family& family, const
       const int sets_used = config.kind == StrategyKind::NoReconfig ? 1 : store.sets();
       const Layout layout =
           make_layout(family, analysis.sha256, plan_consolidation(analysis.distances, capacity_of(config, family, sets_used), config.policy, shares));
-      RuntimeConfig rc = base;
-      rc.pinned = pinned_from_layout(layout, match_layout(layout, family, analysis.sha256, "strategy layout"));
+      RuntimeConfig rc = layout_config(layout, match_layout(layout, family, analysis.sha256, "strategy layout"), store, family, choices);
       if (config.kind == StrategyKind::NoReconfig) rc.non_expert_of.assign(static_cast<std::size_t>(n), 0);
       add(store, std::move(rc), names, 0);
       break;
@@ -186,11 +182,7 @@ Deployment::Deployment(const StrategyConfig& config, const Family& family, const
       } else {
         layout = uniform_virtual_layout(family, analysis.sha256, store, config.capacity, config.budget_bytes, o, &analysis.distances);
       }
-      RuntimeConfig rc = base;
-      std::vector<int> to_store;
-      for (const std::string& name : names) to_store.push_back(store.index(name));
-      apply_virtual_layout(rc, layout, to_store, store);
-      add(store, std::move(rc), names, 0);
+      add(store, layout_config(layout, store.indices(family), store, family, choices), names, 0);
       break;
     }
   }
