@@ -339,6 +339,53 @@ class TestRuntime : public QObject {
     for (std::size_t a = 1; a < 4; ++a) QVERIFY(relative_error(reference_logits(*alone[a], ids), reference_logits(*alone[0], ids)) > 1e-4);
   }
 
+  // Issue 58 #10 against transformers itself: DeepSeek-V2 and V3's base, a fine-tune, an ESFT variant
+  // and DeepSeek's released adapter of it (over the base, by rerouting) in one continuous batch
+  // through the engine, each request's logits those transformers computed for its variant alone
+  // (tests/data/hf-tiny/make_deepseek.py), and greedy tokens likewise; the fixtures' references do
+  // not pass through Mosaic's own reference forward.
+  void deepseekFixturesMixedInOneBatchAreTransformers() {
+    for (const char* name : {"deepseek_v2", "deepseek_v3"}) {
+      const fs::path dir = fixture(name);
+      // A released adapter's base is the last full checkpoint listed before it.
+      const std::vector<std::string> variants{"base", "esft-released", "ft1", "esft1"};
+      std::vector<fs::path> dirs;
+      for (const std::string& v : variants) dirs.push_back(dir / v);
+      Family family;
+      open_family(family, dirs);
+      const HostStore store(family);
+      QVERIFY(store.is_adapter(store.index("esft-released")) && store.base_of(store.index("esft-released")) == store.index("base"));
+      const SafetensorsFile ref(dir / "reference.safetensors");
+      const auto ids = read_i64(ref, "input_ids");  // [2, 24]
+      const std::size_t len = ids.size() / 2;
+      Engine engine(std::make_shared<Runtime>(store, RuntimeConfig{.hit = HitPolicy::Strict, .resident_sets = RuntimeConfig::kAutoSets}));
+      std::vector<ServeRequest> requests;
+      for (const std::string& v : variants) {
+        for (std::size_t row = 0; row < 2; ++row)
+          requests.push_back({v, {.prompt = {ids.begin() + static_cast<std::ptrdiff_t>(row * len), ids.begin() + static_cast<std::ptrdiff_t>((row + 1) * len)}, .max_new_tokens = 0}, true});
+        const auto greedy = read_i64(ref, "greedy." + v);  // 12 prompt ids, then 10 greedy ones
+        requests.push_back({v, {.prompt = {greedy.begin(), greedy.begin() + 12}, .max_new_tokens = 10}});
+      }
+      const auto handles = engine.submit_all(requests);
+      for (std::size_t i = 0; i < requests.size(); ++i) {
+        const RequestResult& r = handles[i]->wait();
+        const std::string& v = requests[i].target;
+        QVERIFY2(r.finish == Finish::Length, r.error.c_str());
+        if (requests[i].prompt_logits) {
+          const auto all = read_f32(ref, "logits." + v);  // [2, 24, vocab]
+          const std::size_t row = i % 3, width = all.size() / 2;
+          const std::vector<float> want(all.begin() + static_cast<std::ptrdiff_t>(row * width), all.begin() + static_cast<std::ptrdiff_t>((row + 1) * width));
+          const double err = relative_error(r.logits.values, want);
+          QVERIFY2(err <= 1e-4, qPrintable(QStringLiteral("%1 %2 row %3: %4").arg(QString::fromUtf8(name), QString::fromStdString(v)).arg(row).arg(err)));
+        } else {
+          const auto greedy = read_i64(ref, "greedy." + v);
+          QCOMPARE(r.tokens, std::vector<std::int64_t>(greedy.begin() + 12, greedy.end()));
+        }
+      }
+      QVERIFY(engine.stats().largest_step_sequences >= 4);
+    }
+  }
+
   // The host tier on a file of its own: tensors admitted within the budget, the least recently used
   // giving way; one larger than the whole budget streamed in chunks that arrive in order and whole;
   // the reader thread's read-ahead makes a tensor resident so that the next read costs no disk. The
