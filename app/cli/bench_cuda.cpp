@@ -114,7 +114,7 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
     double sum = 0, unfused_sum = 0;
     for (const cuda::KernelTime& k : kernels) sum += k.per_token * k.seconds;
     for (const cuda::KernelTime& k : cuda::time_decode_kernels(spec, context, /*fused=*/false)) unfused_sum += k.per_token * k.seconds;
-    std::printf("\n  each kernel alone (a graph of its launches, weights rotated past the L2; context %d)\n", context);
+    std::printf("\n  each kernel alone (a graph of its launches, weights rotated past the L2; context %d; share: of the kernels' sum, not of a step)\n", context);
     std::printf("  %-26s %9s %9s %9s %6s %8s %8s\n", "kernel", "per token", "us each", "ms/token", "share", "GB/s", "of read");
     nlohmann::ordered_json table = nlohmann::json::array();
     for (const cuda::KernelTime& k : kernels) {
