@@ -12,9 +12,14 @@
 
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "runtime/capacity.h"
+#include "runtime/engine.h"
+#include "runtime/host_store.h"
+#include "runtime/sim_backend.h"
+#include "model/family.h"
 #include "analysis/routing_measure.h"
 #include "common/error.h"
 #include "common/text_file.h"
@@ -665,6 +670,117 @@ class TestSimulator : public QObject {
     j["host_memory"]["experts"] = "mapped";
     bad(j, "pinned or pageable");
   }
+
+  // Issue 62 §1: the simulated device under the one Engine decides as the engine does. The same
+  // burst through the CPU backend and through a simulated device whose routes are those the CPU run
+  // took (its router replaced) admits, swaps, hits, misses and loads alike, request by request; and
+  // the simulated device charges its swaps and loads at its profile's link rate.
+  void the_simulated_device_decides_as_the_cpu_backend_does() {
+    Family family;
+    const std::vector<std::string> names{"base", "ft1", "ft2", "esft1"};
+    for (const std::string& v : names) family.add(v, fixture("mixtral", v));
+    const HostStore store(family);
+    const ModelSpec& s = store.spec();
+    // Half of each layer's positions pinned, from the full variants in turn; the rest miss into lru's spares.
+    RuntimeConfig config{.miss = "lru", .resident_sets = 1};
+    for (std::int64_t l = 0; l < s.num_layers; ++l)
+      for (std::int64_t e = 0; e < s.num_experts / 2 && s.is_sparse(l); ++e) config.pinned.push_back({l, e, static_cast<int>((l + e) % 3)});
+    const std::uint64_t used = Runtime(store, config).budget().used();
+    config.budget_bytes = used - static_cast<std::uint64_t>(s.num_sparse_layers()) * (static_cast<std::uint64_t>(s.num_experts * store.targets()) - 2) * store.expert_bytes();
+    {
+      const Runtime probe(store, config);
+      QVERIFY2(probe.slots(0).count(SlotPool::Role::Spare) == 2, "the budget leaves two spare slots a layer");
+    }
+    std::vector<ServeRequest> burst;
+    for (std::size_t i = 0; i < 12; ++i)
+      burst.push_back({names[(i * 7) % names.size()], {.prompt = prompt_of(4 + i % 5, i, s.vocab_size), .max_new_tokens = 3 + static_cast<std::int64_t>(i % 4)},
+                       false, 0.0});
+    const EngineOptions options{.scheduler = {.max_sequences = 3, .max_wait_seconds = 1e6, .swap_ahead = false}, .clock = make_virtual_clock()};
+
+    using Key = std::tuple<std::uint64_t, std::int64_t, std::int64_t>;  // request, position, layer
+    std::map<Key, std::vector<int>> taken;
+    std::mutex m;
+    std::vector<RequestCallbacks> recording(burst.size());
+    for (auto& cb : recording)
+      cb.on_routes = [&](const RequestHandle& h, std::int64_t position, const std::vector<RoutedExpert>& routes) {
+        const std::lock_guard lock(m);
+        for (const RoutedExpert& r : routes) {
+          std::vector<int>& experts = taken[{h.id(), position + r.token, r.layer}];
+          if (static_cast<std::int64_t>(experts.size()) == s.top_k) experts.clear();  // recomputed: routed anew
+          experts.push_back(r.expert);
+        }
+      };
+    struct Served {
+      std::vector<RequestResult> results;
+      EngineStats stats;
+    };
+    auto serve = [&](const HostStore& on, const RuntimeConfig& c, const std::vector<RequestCallbacks>& callbacks) {
+      Engine engine(std::make_shared<Runtime>(on, c), options);
+      Served out;
+      for (const auto& h : engine.submit_all(burst, callbacks)) out.results.push_back(h->wait());
+      out.stats = engine.stats();
+      return out;
+    };
+    const Served cpu = serve(store, config, recording);
+
+    class Replayed final : public RouteSource {
+     public:
+      explicit Replayed(std::map<Key, std::vector<int>> routes) : routes_(std::move(routes)) {}
+      void route(std::uint64_t request, std::int64_t position, std::int64_t layer, std::span<const int>, std::vector<int>& out) override {
+        out = routes_.at({request, position, layer});
+      }
+
+     private:
+      std::map<Key, std::vector<int>> routes_;
+    };
+    auto device = std::make_shared<SimulatedDevice>(SimulatedDevice{a100(), {}, std::make_shared<Replayed>(taken)});
+    RuntimeConfig simulated = config;
+    simulated.simulated = device;
+    const std::unique_ptr<HostStore> shapes = HostStore::shapes_of(store);
+    const Served sim = serve(*shapes, simulated, {});
+
+    QCOMPARE(sim.stats.steps, cpu.stats.steps);
+    QCOMPARE(sim.stats.swaps, cpu.stats.swaps);
+    QCOMPARE(sim.stats.preemptions, cpu.stats.preemptions);
+    QVERIFY2(cpu.stats.swaps >= 3, "the burst changes sets");
+    // Which step admitted each request, and which gave it its first token: ranks of the clocks' times.
+    auto ranks = [](const Served& run, double RequestStats::*at) {
+      std::vector<double> times;
+      for (const RequestResult& r : run.results) times.push_back(r.stats.*at);
+      std::vector<double> distinct = times;
+      std::sort(distinct.begin(), distinct.end());
+      distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+      std::vector<std::int64_t> out;
+      for (double t : times) out.push_back(std::lower_bound(distinct.begin(), distinct.end(), t) - distinct.begin());
+      return out;
+    };
+    QCOMPARE(ranks(sim, &RequestStats::start), ranks(cpu, &RequestStats::start));
+    QCOMPARE(ranks(sim, &RequestStats::first_token), ranks(cpu, &RequestStats::first_token));
+    QCOMPARE(ranks(sim, &RequestStats::finish), ranks(cpu, &RequestStats::finish));
+    const DeviceProfile& p = device->profile;
+    std::int64_t misses = 0, hits = 0;
+    for (std::size_t i = 0; i < burst.size(); ++i) {
+      const RuntimeCounters &a = cpu.results[i].stats.counters, &b = sim.results[i].stats.counters;
+      const QString who = QStringLiteral("request %1 (%2)").arg(i).arg(QString::fromStdString(burst[i].target));
+      QVERIFY2(sim.results[i].tokens.size() == cpu.results[i].tokens.size(), qPrintable(who));
+      QVERIFY2(a.swaps == b.swaps && a.swap_bytes == b.swap_bytes, qPrintable(who));
+      QVERIFY2(std::abs(b.swap_seconds - static_cast<double>(b.swaps) * p.copy_setup_seconds -
+                        static_cast<double>(b.swap_bytes) / p.h2d_pinned) < 1e-9, qPrintable(who));
+      for (std::size_t l = 0; l < a.layers.size(); ++l) {
+        const LayerCounts &x = a.layers[l], &y = b.layers[l];
+        const QString where = who + QStringLiteral(", layer %1").arg(l);
+        QVERIFY2(x.hits == y.hits && x.misses == y.misses && x.loads == y.loads && x.load_bytes == y.load_bytes, qPrintable(where));
+        QVERIFY2(std::abs(y.load_seconds - static_cast<double>(y.loads) * p.copy_setup_seconds -
+                          static_cast<double>(y.load_bytes) / p.h2d_pinned) < 1e-9, qPrintable(where));
+        misses += y.misses;
+        hits += y.hits;
+      }
+    }
+    QVERIFY2(misses > 0 && hits > 0, "the layout leaves both hits and misses");
+    // Its clock is the device's: the last request finishes after every step's and copy's priced time, not this host's.
+    QVERIFY(sim.results.back().stats.finish > 0);
+  }
+
 };
 
 QTEST_GUILESS_MAIN(TestSimulator)

@@ -74,6 +74,11 @@ class Backend {
   // as it goes), the MoE layers through `moe` (routing, misses, loads and expert compute happen
   // here), and the logits the chunks ask for.
   virtual StepResult run(const StepBatch& batch, MoeState& moe) = 0;
+  // A backend that prices its work instead of doing it (the simulated device, sim_backend.h) keeps
+  // a clock of its own: the seconds of device time it has priced so far, never decreasing. Where it
+  // has one, the runtime and the engine time its swaps, loads and steps on it (DeviceTimer) instead
+  // of on the wall clock. nullopt: a real device, timed by the wall clock.
+  virtual std::optional<double> device_seconds() const { return std::nullopt; }
   // A family change served in place (Runtime::rebase): whether this backend can take the next
   // family's store over the memory it holds, and doing so — reading `next` from now on, each slot
   // and buffer translated through `map` (what maps to -1 is held by nobody and never read again

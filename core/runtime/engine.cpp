@@ -429,7 +429,9 @@ bool Engine::step(double now) {
     return pa < pb;
   });
 
-  const auto t0 = std::chrono::steady_clock::now();
+  // The step's time: the wall clock's, or a simulated device's, which prices what it does (and
+  // nothing of this host's scheduling and sampling).
+  const DeviceTimer timer = rt.timer();
   double throttle = 0, swap_seconds = 0;
   std::int64_t swaps = 0, swaps_ahead = 0;
   for (const SwapRecord& r : rt.make_resident(plan.sets)) {
@@ -460,6 +462,7 @@ bool Engine::step(double now) {
                             job.request.prompt_logits ? Emit::All : last ? Emit::Last : Emit::Nothing,
                             static_cast<bool>(job.callbacks.on_routes)});
     if (last && !job.request.prompt_logits) batch.chunks.back().draw_temperature = job.sampler->params().temperature;
+    batch.chunks.back().request = job.handle->id();
     tokens += c.tokens;
   }
   if (ahead) rt.load_ahead(plan.upcoming);  // while this step runs
@@ -485,7 +488,7 @@ bool Engine::step(double now) {
   }
   draw_tokens(draws, static_cast<unsigned>(configured_threads()));
   const std::shared_ptr<Clock> clock = this->clock();
-  clock->worked(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  clock->worked(timer.seconds());
   clock->delay(throttle + result.throttle_seconds);
   const double done_at = clock->now();
   {

@@ -34,6 +34,34 @@ std::uint64_t HostDelta::bytes() const {
 
 HostStore::~HostStore() = default;
 
+std::uint64_t HostTensor::size_bytes() const {
+  std::uint64_t n = dtype_size(dtype);
+  for (std::int64_t d : shape) n *= static_cast<std::uint64_t>(d);
+  return n;
+}
+
+std::unique_ptr<HostStore> HostStore::shapes_of(const HostStore& from) {
+  std::unique_ptr<HostStore> s(new HostStore());
+  s->spec_ = from.spec_;
+  s->targets_ = from.targets_;
+  s->tensors_ = from.tensors_;
+  s->experts_ = from.experts_;
+  s->deltas_ = from.deltas_;
+  s->sets_ = from.sets_;
+  s->non_expert_names_ = from.non_expert_names_;
+  s->host_bytes_ = from.host_bytes_;
+  s->non_expert_bytes_ = from.non_expert_bytes_;
+  s->expert_bytes_ = from.expert_bytes_;
+  s->max_delta_bytes_ = from.max_delta_bytes_;
+  s->shapes_only_ = true;
+  s->tier_ = std::make_unique<HostTier>(std::nullopt);
+  for (HostTensor& t : s->tensors_) {
+    t.bytes = {};
+    s->tier_->add(t.bytes);
+  }
+  return s;
+}
+
 HostStore::HostStore(const Family& family, std::optional<std::uint64_t> host_budget) : spec_(family.spec()) {
   const ModelSpec& s = spec_;
   const auto positions = static_cast<std::size_t>(s.num_layers * s.num_experts);

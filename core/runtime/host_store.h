@@ -36,6 +36,7 @@ struct HostTensor {
   // Row-major, as stored in the checkpoint, in its mapped file. Read through HostStore::tier(), which
   // keeps the process within its host budget; reading these bytes directly grows it.
   std::span<const std::byte> bytes;
+  std::uint64_t size_bytes() const;  // from the shape and dtype: the size even where no bytes are held
 };
 
 // A delta folder's packed Δ for one expert (docs/delta-format.md), added to its base's matrices.
@@ -62,6 +63,11 @@ class HostStore {
   // BudgetError for a budget below one non-expert set and a staging chunk.
   explicit HostStore(const Family& family, std::optional<std::uint64_t> host_budget = std::nullopt);
   ~HostStore();
+  // The same targets, non-expert sets, experts, deltas and tensors (ids, names, dtypes, shapes) with
+  // no bytes behind the tensors: what a simulated device (sim_backend.h) serves, which prices copies
+  // by their sizes and reads nothing. A backend that computes refuses it.
+  static std::unique_ptr<HostStore> shapes_of(const HostStore& store);
+  bool has_bytes() const { return !shapes_only_; }
 
   const ModelSpec& spec() const { return spec_; }
   int targets() const { return static_cast<int>(targets_.size()); }
@@ -125,6 +131,8 @@ class HostStore {
   std::vector<std::string> non_expert_names_;
   std::uint64_t host_bytes_ = 0, non_expert_bytes_ = 0, expert_bytes_ = 0, max_delta_bytes_ = 0;
   std::unique_ptr<HostTier> tier_;
+  bool shapes_only_ = false;
+  HostStore() = default;  // shapes_of
 };
 
 }  // namespace mosaic

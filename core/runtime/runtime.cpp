@@ -1,15 +1,15 @@
 #include "runtime/runtime.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <utility>
 
 #include "common/byte_size.h"
 #include "common/error.h"
 #include "runtime/device_plan.h"
+#include "runtime/device_timer.h"
+#include "runtime/sim_backend.h"
 #include "runtime/threads.h"
-#include "common/stopwatch.h"
 
 namespace mosaic {
 namespace {
@@ -30,12 +30,22 @@ void check_config(const HostStore& store, const RuntimeConfig& c) {
   if (c.kv_block_tokens < 1) bad("KV block tokens", "must be at least 1");
   // A budget stands for the device's memory (host memory on the CPU): one beyond what the device has
   // bounds nothing, and the run would fail for memory long before the budget said no.
-  if (const auto memory = device_memory_bytes(c.device); memory && c.budget_bytes && *c.budget_bytes > *memory) {
+  if (const auto memory = device_memory_bytes(c.device); !c.simulated && memory && c.budget_bytes && *c.budget_bytes > *memory) {
     const std::string what = c.device == Device::Cpu ? "this machine's memory" : "the GPU's memory";
     throw InvalidArgument("runtime", "budget", format_bytes(*c.budget_bytes) + " is more than " + what + " (" + format_bytes(*memory) +
                                                    "), so it would bound nothing",
                           "give a budget of at most " + format_bytes(*memory) + ", or none");
   }
+  if (!store.has_bytes() && !c.simulated)
+    throw InvalidArgument("runtime", "host store", "holds the family's shapes only, no weights to compute with", "serve it on a simulated device");
+  if (c.simulated && c.miss.starts_with("prefetch"))
+    throw UnsupportedError("simulated device", "miss '" + c.miss + "'",
+                           "is not simulated: the routing model draws each layer's experts apart, so there is no next-layer choice to "
+                           "predict from this layer's",
+                           "simulate lru, or run prefetch on the virtual or the real clock");
+  if (c.simulated && c.virtual_experts)
+    throw UnsupportedError("simulated device", "virtual experts", "are not simulated yet: their importance needs router scores, which a drawn route has not",
+                           "run virtual experts on the virtual or the real clock");
   if (c.whole_model_swaps && !c.pinned_if_room.empty())
     throw InvalidArgument("runtime", "time-sharing", "reloads every pinned slot per swap, so it cannot pin while room",
                           "pin every position outright, or serve without time-sharing");
@@ -159,7 +169,9 @@ Runtime::Runtime(const HostStore& store, RuntimeConfig config)
   // outlive it beside the engine thread's (threads.h). The CUDA backend loads where it is made: its
   // handles and streams were only ever tried on the constructing thread.
   const auto load = [&] {
-    backend_ = config_.device == Device::Cuda ? make_cuda_backend(store, shape_) : make_cpu_backend(store, shape_);
+    backend_ = config_.simulated                ? make_sim_backend(store, shape_, *config_.simulated)
+               : config_.device == Device::Cuda ? make_cuda_backend(store, shape_)
+                                                : make_cpu_backend(store, shape_);
 
     // The pinned experts: dense ones first, so that a delta-only slot's base is in place when it loads.
     std::vector<std::int32_t> next(static_cast<std::size_t>(s.num_layers), 0);
@@ -376,7 +388,7 @@ RebaseResult Runtime::rebase(std::shared_ptr<const HostStore> next, RuntimeConfi
 
 void Runtime::repin(std::optional<double> seconds) {
   if (queued_pins_.empty()) return;
-  const auto t0 = std::chrono::steady_clock::now();
+  const DeviceTimer timer(*backend_);
   std::vector<char> changed(pools_.size(), 0);
   do {
     const QueuedPin q = queued_pins_.front();
@@ -388,11 +400,11 @@ void Runtime::repin(std::optional<double> seconds) {
     pin_slot_[q.pin] = q.slot;
     changed[static_cast<std::size_t>(p.layer)] = 1;
     ++repins_.copies;
-  } while (!queued_pins_.empty() && (!seconds || seconds_since(t0) < *seconds));
+  } while (!queued_pins_.empty() && (!seconds || timer.seconds() < *seconds));
   for (std::size_t l = 0; l < changed.size(); ++l)
     if (changed[l]) route_layer(static_cast<std::int64_t>(l));
   repins_.pending = static_cast<std::int64_t>(queued_pins_.size());
-  repins_.seconds += seconds_since(t0);
+  repins_.seconds += timer.seconds();
 }
 
 Runtime::~Runtime() = default;  // virtual_ goes first, joining its copy thread before the backend goes
@@ -444,7 +456,7 @@ std::vector<SwapRecord> Runtime::make_resident(std::span<const int> sets) {
     const int buffer = reconfigurer_.buffer_of(set);
     AheadFill& a = ahead_[static_cast<std::size_t>(buffer)];
     if (a.set != set) continue;
-    const auto t0 = std::chrono::steady_clock::now();
+    const DeviceTimer timer(*backend_);
     const AheadFill done = std::exchange(a, {});
     try {
       backend_->wait_set(buffer);
@@ -452,11 +464,11 @@ std::vector<SwapRecord> Runtime::make_resident(std::span<const int> sets) {
       reconfigurer_.forget(buffer);
       throw;
     }
-    out.push_back({set, done.bytes, done.issue_seconds + seconds_since(t0), 0, true});
+    out.push_back({set, done.bytes, done.issue_seconds + timer.seconds(), 0, true});
   }
   for (const auto& [buffer, set] : fills) {
     ahead_[static_cast<std::size_t>(buffer)] = {};  // a fill ahead nobody claimed: load_set waits for it, then overwrites
-    const auto t0 = std::chrono::steady_clock::now();
+    const DeviceTimer timer(*backend_);
     SwapRecord r{set, 0, 0};
     try {
       r.bytes = backend_->load_set(buffer, config_.whole_model_swaps ? store_->set_of(set) : set);
@@ -465,7 +477,7 @@ std::vector<SwapRecord> Runtime::make_resident(std::span<const int> sets) {
       reconfigurer_.forget(buffer);
       throw;
     }
-    const double wall = seconds_since(t0);
+    const double wall = timer.seconds();
     r.seconds = wall * config_.copy_slowdown;
     r.throttle_seconds = r.seconds - wall;
     out.push_back(r);
@@ -481,9 +493,9 @@ void Runtime::load_ahead(std::span<const int> upcoming) {
     const int buffer = reconfigurer_.ahead(set, upcoming.first(i));  // never over one wanted sooner
     if (buffer < 0) break;  // the step and the sets wanted sooner hold every buffer
     try {
-      const auto t0 = std::chrono::steady_clock::now();
+      const DeviceTimer timer(*backend_);
       const std::uint64_t bytes = backend_->start_set(buffer, set);
-      ahead_[static_cast<std::size_t>(buffer)] = {set, bytes, seconds_since(t0)};
+      ahead_[static_cast<std::size_t>(buffer)] = {set, bytes, timer.seconds()};
     } catch (...) {
       reconfigurer_.forget(buffer);
       throw;
@@ -556,9 +568,9 @@ StepResult Runtime::run(const StepBatch& batch) {
   if (virtual_) virtual_->before_step();
   // A change's copies, for no longer than a step takes: no running request waits more than that.
   if (!queued_pins_.empty()) repin(last_step_seconds_);
-  const auto t0 = std::chrono::steady_clock::now();
+  const DeviceTimer timer(*backend_);
   StepResult r = backend_->run(batch, moe_);
-  const double wall = last_step_seconds_ = seconds_since(t0);
+  const double wall = last_step_seconds_ = timer.seconds();
   fail_non_finite_logits(batch, r);
   if (config_.host_candidates > 0) prepare_on_host(batch, r, config_.host_candidates);
   if (virtual_) virtual_->after_step();

@@ -17,6 +17,7 @@
 #include "runtime/capacity.h"
 #include "runtime/device.h"
 #include "runtime/device_budget.h"
+#include "runtime/device_timer.h"
 #include "runtime/kv_blocks.h"
 #include "runtime/pinned_expert.h"
 #include "runtime/policies.h"
@@ -25,6 +26,8 @@
 #include "runtime/virtual_experts.h"
 
 namespace mosaic {
+
+struct SimulatedDevice;
 
 struct RuntimeConfig {
   std::vector<PinnedExpert> pinned;
@@ -60,6 +63,10 @@ struct RuntimeConfig {
   // (StepResult::candidates), as the CUDA backend prepares them, so that tests run the engine's
   // prepared draws on the CPU.
   int host_candidates = 0;
+  // Set: nothing is computed; the steps, swaps and loads are priced on this simulated device
+  // (sim_backend.h), whose clock the runtime and the engine then run on. The store may hold shapes
+  // only (HostStore::shapes_of), and the budget may exceed this machine's memory.
+  std::shared_ptr<const SimulatedDevice> simulated;
 };
 
 // Every MoE position, served from `target`.
@@ -152,6 +159,8 @@ class Runtime {
   std::vector<int> loading_sets() const;
   // One step; the chunks' `buffer` must come from buffer_of() after make_resident().
   StepResult run(const StepBatch& batch);
+  // Times what the backend does from now: wall time, or a simulated device's (device_timer.h).
+  DeviceTimer timer() const { return DeviceTimer(*backend_); }
 
   // A family change served in place — a variant, adapter or delta folder added or removed — over
   // the device memory this runtime holds, so that running requests keep their KV cache and resident

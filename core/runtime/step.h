@@ -84,6 +84,9 @@ struct StepChunk {
   // Emit::Last only: the row is drawn from at this temperature (0: greedy), so a backend may prepare
   // the draw (StepResult::candidates) instead of returning the row. nullopt: the row itself.
   std::optional<double> draw_temperature;
+  // The engine's id of the chunk's request: a simulated device (sim_backend.h) draws each token's
+  // experts from it and the token's position, so that a recomputed token routes as it did.
+  std::uint64_t request = 0;
 };
 
 struct StepBatch {

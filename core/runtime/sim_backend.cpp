@@ -1,0 +1,249 @@
+#include "runtime/sim_backend.h"
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "common/error.h"
+#include "kernels/token_candidates.h"
+#include "sim/model_shapes.h"
+#include "sim/routing_model.h"
+#include "sim/step_cost.h"
+
+namespace mosaic {
+namespace {
+
+class DrawnRoutes final : public RouteSource {
+ public:
+  DrawnRoutes(double concentration, std::uint64_t seed, std::int64_t experts, std::int64_t top_k)
+      : router_(concentration, seed, experts, top_k) {}
+  void route(std::uint64_t request, std::int64_t position, std::int64_t layer, std::span<const int> choices, std::vector<int>& out) override {
+    router_.route(request, position, layer, choices, out);
+  }
+
+ private:
+  SimRouter router_;
+};
+
+class SimBackend final : public Backend {
+ public:
+  SimBackend(const HostStore& store, const BackendShape& shape, const SimulatedDevice& device)
+      : store_(&store),
+        shape_(shape),
+        device_(device),
+        shapes_(model_shapes(store.spec(), store.distinct_tensors() > 0 ? dtype_size(store.tensor(0).dtype) : 2)),
+        buffers_(static_cast<std::size_t>(shape.buffers), std::vector<TensorId>(store.non_expert_names().size(), -1)),
+        fills_(static_cast<std::size_t>(shape.buffers), 0.0) {
+    const DeviceProfile& p = device.profile;
+    if (!device.routes) throw InvalidArgument("simulated device", "routes", "are missing", "give the device a route source");
+    for (double rate : {p.h2d_pinned, p.h2d_pageable, p.memory_bandwidth, p.peak_flops})
+      if (!(rate > 0))
+        throw InvalidArgument("simulated device '" + p.name + "'", "profile", "has a rate that is not positive", "measure it with mosaic-cli bench-device");
+  }
+
+  TierRead load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) override {
+    const HostExpert& x = store_->expert_tensors(expert);
+    std::uint64_t bytes = x.delta >= 0 ? store_->delta(x.delta).bytes() : 0;
+    if (!delta_only(layer, slot))
+      for (TensorId t : {x.gate, x.up, x.down}) bytes += store_->tensor(t).size_bytes();
+    device_seconds_ += copy(bytes, device_.host.experts_pinned);
+    return {bytes, 0, 0};
+  }
+
+  std::uint64_t load_set(int buffer, int set) override {
+    wait_set(buffer);  // a fill ahead nobody claimed: this one waits for it, then overwrites it
+    const std::uint64_t bytes = fill(buffer, set);
+    device_seconds_ += copy(bytes, device_.host.non_expert_pinned);
+    return bytes;
+  }
+
+  // The host link carries one fill ahead at a time, in the order they began, and only while no step
+  // copies: a step's own swaps and loads are its critical path (run() moves them on by its compute).
+  std::uint64_t start_set(int buffer, int set) override {
+    wait_set(buffer);
+    const std::uint64_t bytes = fill(buffer, set);
+    fills_[static_cast<std::size_t>(buffer)] = copy(bytes, device_.host.non_expert_pinned);
+    order_.push_back(buffer);
+    return bytes;
+  }
+  bool set_ready(int buffer) override { return fills_[static_cast<std::size_t>(buffer)] <= 0; }
+  void wait_set(int buffer) override {
+    // What is left of it, and of the fills ahead of it on the link.
+    double waited = 0;
+    for (int b : order_) {
+      waited += std::exchange(fills_[static_cast<std::size_t>(b)], 0.0);
+      if (b == buffer) break;
+    }
+    std::erase_if(order_, [&](int b) { return fills_[static_cast<std::size_t>(b)] <= 0; });
+    device_seconds_ += waited;
+  }
+
+  StepResult run(const StepBatch& batch, MoeState& moe) override;
+  std::optional<double> device_seconds() const override { return device_seconds_; }
+
+ private:
+  double copy(std::uint64_t bytes, bool pinned) const {
+    const DeviceProfile& p = device_.profile;
+    return copy_seconds(bytes, pinned ? p.h2d_pinned : p.h2d_pageable, 1.0, p.copy_setup_seconds);
+  }
+  std::uint64_t fill(int buffer, int set) {
+    std::vector<TensorId>& held = buffers_[static_cast<std::size_t>(buffer)];
+    const std::vector<TensorId>& ids = store_->set_tensors(set);
+    std::uint64_t bytes = 0;
+    for (std::size_t i = 0; i < ids.size(); ++i)
+      if (held[i] != ids[i]) bytes += store_->tensor(ids[i]).size_bytes();
+    held = ids;
+    return bytes;
+  }
+  bool delta_only(std::int64_t layer, SlotRef slot) const {
+    if (slot.scratch || static_cast<std::size_t>(layer) >= shape_.layer_delta_only.size()) return false;
+    const auto [first, count] = shape_.layer_delta_only[static_cast<std::size_t>(layer)];
+    return slot.slot >= first && slot.slot < first + count;
+  }
+  void link_idle(double seconds) {  // fills ahead move on while the step computes
+    for (int b : order_) {
+      double& left = fills_[static_cast<std::size_t>(b)];
+      const double used = std::min(left, seconds);
+      left -= used;
+      seconds -= used;
+    }
+  }
+
+  const HostStore* store_;
+  BackendShape shape_;
+  SimulatedDevice device_;
+  ModelShapes shapes_;
+  std::vector<std::vector<TensorId>> buffers_;  // [buffers]: the set's tensors each holds
+  std::vector<double> fills_;                   // [buffers]: seconds of a fill ahead still to copy
+  std::vector<int> order_;                      // buffers with a fill ahead, in the order they began
+  double device_seconds_ = 0;
+};
+
+StepResult SimBackend::run(const StepBatch& batch, MoeState& moe) {
+  const ModelSpec& s = store_->spec();
+  const std::int64_t k = s.top_k;
+  // The runtime refuses prefetch and virtual experts on a simulated device (runtime.cpp's check_config).
+  if (moe.policy->prefetches() || moe.importance) throw std::logic_error("a simulated device asked to prefetch or to measure importance");
+
+  // The step's tokens, flattened in chunk order.
+  std::vector<int> rows, sequence;
+  std::vector<std::uint64_t> request;
+  std::vector<std::int64_t> position, first(static_cast<std::size_t>(batch.sequences), 0);
+  std::vector<char> traced(static_cast<std::size_t>(batch.sequences), 0);
+  bool any_traced = false;
+  StepWork work;
+  std::vector<int> buffers;
+  for (const StepChunk& c : batch.chunks) {
+    first[static_cast<std::size_t>(c.sequence)] = static_cast<std::int64_t>(rows.size());
+    traced[static_cast<std::size_t>(c.sequence)] = c.trace;
+    any_traced |= c.trace;
+    const auto n = static_cast<std::int64_t>(c.tokens.size());
+    for (std::int64_t i = 0; i < n; ++i) {
+      rows.push_back(c.target);
+      sequence.push_back(c.sequence);
+      request.push_back(c.request);
+      position.push_back(c.start + i);
+    }
+    work.chunks.push_back({n, c.start + n});
+    work.emitted += c.emit == Emit::All ? n : c.emit == Emit::Last ? 1 : 0;
+    if (std::find(buffers.begin(), buffers.end(), c.buffer) == buffers.end()) buffers.push_back(c.buffer);
+  }
+  const auto T = static_cast<std::int64_t>(rows.size());
+  work.groups = static_cast<std::int64_t>(buffers.size());
+  work.expert_rows.resize(static_cast<std::size_t>(s.num_layers));
+
+  StepResult r;
+  r.counts.assign(static_cast<std::size_t>(batch.sequences), std::vector<LayerCounts>(static_cast<std::size_t>(s.num_layers)));
+  r.routes.resize(static_cast<std::size_t>(batch.sequences));
+  std::vector<double> layer_loads(static_cast<std::size_t>(s.num_layers), 0.0);
+  std::vector<std::int64_t> layer_hits(static_cast<std::size_t>(s.num_layers), 0);
+  std::vector<int> all(static_cast<std::size_t>(s.num_experts)), choices, picked;
+  for (int e = 0; e < static_cast<int>(s.num_experts); ++e) all[static_cast<std::size_t>(e)] = e;
+  const bool masked = moe.policy->masks_router();
+  for (std::size_t l = 0; l < moe.pools.size(); ++l) {
+    if (!moe.pools[l]) continue;  // a dense layer
+    const auto layer = static_cast<std::int64_t>(l);
+    RerouteTable& table = *moe.tables[l];
+    std::vector<std::int64_t> experts(static_cast<std::size_t>(T * k));
+    for (std::int64_t t = 0; t < T; ++t) {
+      // Masked gating: the experts with a slot for the token's row (every one where none has, as the
+      // CPU backend's uniform logits leave it; those pairs are then dropped).
+      std::span<const int> from = all;
+      if (masked) {
+        choices.clear();
+        for (int e : all)
+          if (table.at(rows[static_cast<std::size_t>(t)], e) != RerouteTable::kMiss) choices.push_back(e);
+        if (static_cast<std::int64_t>(choices.size()) >= k) from = choices;
+      }
+      device_.routes->route(request[static_cast<std::size_t>(t)], position[static_cast<std::size_t>(t)], layer, from, picked);
+      if (static_cast<std::int64_t>(picked.size()) != k)
+        throw std::logic_error("a route source gave " + std::to_string(picked.size()) + " experts for top-" + std::to_string(k));
+      std::copy(picked.begin(), picked.end(), experts.begin() + t * k);
+    }
+    const LayerSlots slots{layer, table, *moe.pools[l], *moe.scratch, *moe.store, *moe.policy, moe.recent};
+    const RoutePlan plan = plan_routes(slots, experts, k, rows);
+    count_outcomes(plan, k, sequence, layer, r.counts);
+    if (any_traced) trace_routes(plan, slots, experts, k, sequence, first, traced, r.routes);
+    layer_hits[l] = std::count(plan.outcome.begin(), plan.outcome.end(), PairOutcome::Hit);
+    for (const RouteWave& wave : plan.waves) {
+      for (const ExpertLoad& load : wave.loads) {
+        const double before = device_seconds_;
+        const TierRead read = load_expert(layer, load.slot, load.content);
+        const double seconds = device_seconds_ - before;
+        layer_loads[l] += seconds;
+        r.counts[static_cast<std::size_t>(sequence[static_cast<std::size_t>(load.pair / k)])][l].count_load(read, seconds);
+      }
+      for (const SlotGroup& g : wave.groups) work.expert_rows[l].push_back(static_cast<std::int64_t>(g.pairs.size()));
+      for (const ExpertLoad& load : wave.loads)
+        if (load.slot.scratch) moe.scratch->clear(load.slot.slot);  // transient: dropped after use
+    }
+  }
+
+  const StepCost cost = price_step(shapes_, device_.profile, work);
+  device_seconds_ += cost.seconds();
+  link_idle(cost.seconds());
+  if (T == 1)  // one token alone: each layer's time by its hits among the top-k (Multi-MoE's Table 1)
+    for (std::size_t l = 0; l < moe.pools.size(); ++l)
+      if (moe.pools[l])
+        r.counts[static_cast<std::size_t>(sequence[0])][l].add_alone(layer_hits[l], cost.attention[l].seconds(),
+                                                                   cost.block[l].seconds() + layer_loads[l]);
+
+  // No logits: a drawn token is token 0, with all the probability.
+  r.logits.resize(batch.chunks.size());
+  for (std::size_t ci = 0; ci < batch.chunks.size(); ++ci) {
+    const StepChunk& c = batch.chunks[ci];
+    if (c.emit == Emit::Nothing) continue;
+    if (c.emit == Emit::Last && c.draw_temperature) {
+      r.candidates.resize(batch.chunks.size());
+      TokenCandidates& d = r.candidates[ci];
+      d.vocab = s.vocab_size;
+      d.temperature = *c.draw_temperature;
+      d.normaliser = 1;  // exp(0) for token 0; the rest have no probability
+      d.keys = {kernels::token_key(0.0f, 0)};
+      d.row = [vocab = s.vocab_size] {
+        std::vector<float> row(static_cast<std::size_t>(vocab), -std::numeric_limits<float>::infinity());
+        row[0] = 0;
+        return row;
+      };
+      continue;
+    }
+    Logits& out = r.logits[ci];
+    out.vocab = s.vocab_size;
+    out.rows = c.emit == Emit::All ? static_cast<std::int64_t>(c.tokens.size()) : 1;
+    out.values.assign(static_cast<std::size_t>(out.rows * out.vocab), 0.0f);
+  }
+  return r;
+}
+
+}  // namespace
+
+std::shared_ptr<RouteSource> drawn_routes(double concentration, std::uint64_t seed, std::int64_t experts, std::int64_t top_k) {
+  return std::make_shared<DrawnRoutes>(concentration, seed, experts, top_k);
+}
+
+std::unique_ptr<Backend> make_sim_backend(const HostStore& store, const BackendShape& shape, const SimulatedDevice& device) {
+  return std::make_unique<SimBackend>(store, shape, device);
+}
+
+}  // namespace mosaic
