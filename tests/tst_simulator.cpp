@@ -31,9 +31,7 @@
 #include "serving/config_layout.h"
 #include "sim/profile_fit.h"
 #include "sim/routing_model.h"
-#include "serving/sim_deployment.h"
 #include "serving/sim_sweep.h"
-#include "serving/simulator.h"
 #include "sim/step_cost.h"
 #include "store/recorder.h"
 #include "store/sweep_recording.h"
@@ -263,8 +261,7 @@ class TestSimulator : public QObject {
       return s / n;
     };
     auto experts = [](const LayerTime& x) { return x.expert_seconds / static_cast<double>(x.steps); };
-    const auto single = table(simulate_workload(
-        f.shapes, d, simulated_deployment(strategy(StrategyKind::Single, 107), f.shapes, f.names, d, {}), f.names, workload, 3));
+    const auto single = table(simulate_workload(strategy(StrategyKind::Single, 107), *sim_store(f), d, {}, workload, 3));
     QCOMPARE(single.size(), std::size_t(3));
     QCOMPARE(single[0].steps + single[1].steps + single[2].steps, std::int64_t(10 * 24 * 32));  // every decode step, every layer
     const double miss = copy_seconds(f.shapes.expert_bytes(), d.h2d_pinned, 1, d.copy_setup_seconds);
@@ -275,7 +272,7 @@ class TestSimulator : public QObject {
 
     StrategyConfig mig = strategy(StrategyKind::SpaceSharing, 214);
     mig.budget_bytes = std::uint64_t{80} << 30;
-    const auto sliced = table(simulate_workload(f.shapes, d, simulated_deployment(mig, f.shapes, f.names, d, {}), f.names, workload, 3));
+    const auto sliced = table(simulate_workload(mig, *sim_store(f), d, {}, workload, 3));
     QCOMPARE(sliced.size(), std::size_t(3));
     QVERIFY(attention(sliced) > attention(single) && attention(sliced) < 2 * attention(single));
     QVERIFY(experts(sliced[2]) > experts(single[2]));
@@ -299,7 +296,7 @@ class TestSimulator : public QObject {
       c.resident_sets = 2;
       c.scheduler.max_sequences = max_sequences;
       c.scheduler.swap_ahead = ahead;
-      return simulate_workload(f.shapes, d, simulated_deployment(c, f.shapes, f.names, d, paper), f.names, w, 1);
+      return simulate_workload(c, *sim_store(f), d, paper, w, 1);
     };
     const auto plain = run(false), ahead = run(true);
     const double swap = copy_seconds(f.shapes.non_expert_bytes(), d.h2d_pageable, 1, d.copy_setup_seconds);
@@ -327,10 +324,8 @@ class TestSimulator : public QObject {
     const DeviceProfile d = a100();
     const HostMemory paper{.experts_pinned = true, .non_expert_pinned = false};
     const auto workload = alternating(12, 100, f.names, 3);  // base ×3, instruct ×3, …
-    const auto single = simulate_workload(f.shapes, d, simulated_deployment(strategy(StrategyKind::Single, 229), f.shapes, f.names, d, paper),
-                                          f.names, workload, 1);
-    const auto consolidated = simulate_workload(
-        f.shapes, d, simulated_deployment(strategy(StrategyKind::Consolidated, 229), f.shapes, f.names, d, paper), f.names, workload, 1);
+    const auto single = simulate_workload(strategy(StrategyKind::Single, 229), *sim_store(f), d, paper, workload, 1);
+    const auto consolidated = simulate_workload(strategy(StrategyKind::Consolidated, 229), *sim_store(f), d, paper, workload, 1);
     std::int64_t swaps = 0;
     for (const auto& r : single) QCOMPARE(r.stats.counters.swaps, std::int64_t(0));
     for (std::size_t i = 0; i < consolidated.size(); ++i) {
@@ -347,8 +342,7 @@ class TestSimulator : public QObject {
     }
     QCOMPARE(swaps, std::int64_t(3));
     // Deterministic: the same workload and seed give the same records.
-    const auto again = simulate_workload(f.shapes, d, simulated_deployment(strategy(StrategyKind::Single, 229), f.shapes, f.names, d, paper),
-                                         f.names, workload, 1);
+    const auto again = simulate_workload(strategy(StrategyKind::Single, 229), *sim_store(f), d, paper, workload, 1);
     for (std::size_t i = 0; i < again.size(); ++i) QCOMPARE(again[i].stats.finish, single[i].stats.finish);
   }
 
@@ -358,13 +352,11 @@ class TestSimulator : public QObject {
     const DeviceProfile d = a100();
     const auto workload = alternating(40, 100, f.names);
     for (std::int64_t capacity : {64, 128, 229}) {
-      const auto records = simulate_workload(
-          f.shapes, d, simulated_deployment(strategy(StrategyKind::Single, capacity), f.shapes, f.names, d, {}), f.names, workload, 3);
+      const auto records = simulate_workload(strategy(StrategyKind::Single, capacity), *sim_store(f), d, {}, workload, 3);
       const double hit = summarize(records).hit_rate, expected = static_cast<double>(capacity) / 256;
       QVERIFY2(std::abs(hit - expected) < 0.02, qPrintable(QString::number(hit) + QStringLiteral(" vs ") + QString::number(expected)));
     }
-    const auto resident = simulate_workload(f.shapes, d, simulated_deployment(strategy(StrategyKind::SingleResident), f.shapes, f.names, d, {}),
-                                            f.names, workload, 3);
+    const auto resident = simulate_workload(strategy(StrategyKind::SingleResident), *sim_store(f), d, {}, workload, 3);
     QCOMPARE(summarize(resident).hit_rate, 1.0);
     QCOMPARE(summarize(resident).load_bytes, std::uint64_t(0));
   }
@@ -376,29 +368,30 @@ class TestSimulator : public QObject {
     const DeviceProfile d = a100();
     StrategyConfig mig = strategy(StrategyKind::SpaceSharing, 214);
     mig.budget_bytes = std::uint64_t{80} << 30;
-    const auto parts = simulated_deployment(mig, f.shapes, f.names, d, {});
-    QCOMPARE(parts.size(), std::size_t(2));
-    QCOMPARE(parts[1].serves, std::vector<int>{1});
-    QCOMPARE(parts[1].copy_slowdown, 2.0);
+    const auto store = sim_store(f);
+    auto device = [&] { return std::make_shared<SimulatedDevice>(SimulatedDevice{d, {}, drawn_routes(0, 1, 8, 2)}); };
+    const Deployment parts(mig, *store, device());
+    QCOMPARE(parts.partitions().size(), std::size_t(2));
+    QCOMPARE(parts.partitions()[1].serves, std::vector<std::string>{f.names[1]});
+    QCOMPARE(parts.partitions()[1].runtime->config().copy_slowdown, 2.0);
     const auto workload = alternating(20, 200, f.names);
-    const auto sliced = simulate_workload(f.shapes, d, parts, f.names, workload, 5);
+    const auto sliced = simulate_workload(mig, *store, d, {}, workload, 5);
     for (const auto& r : sliced) QCOMPARE(r.lane, std::size_t(r.target == "base" ? 0 : 1));
-    const auto whole = simulate_workload(f.shapes, d, simulated_deployment(strategy(StrategyKind::Single, 107), f.shapes, f.names, d, {}), f.names,
-                                         workload, 5);
+    const auto whole = simulate_workload(strategy(StrategyKind::Single, 107), *sim_store(f), d, {}, workload, 5);
     QVERIFY(mean_of(sliced, &RequestStats::turnaround) > 1.8 * mean_of(whole, &RequestStats::turnaround));
     // One expert more per slice than 40 GiB holds is refused, saying how many fit.
     mig.capacity = 216;
     try {
-      simulated_deployment(mig, f.shapes, f.names, d, {});
+      Deployment(mig, *store, device());
       QFAIL("a budget too small was accepted");
     } catch (const BudgetError& e) {
       QVERIFY2(std::string(e.what()).find("it holds 107 experts") != std::string::npos, e.what());
     }
-    QVERIFY_THROWS_EXCEPTION(UnsupportedError, simulated_deployment(strategy(StrategyKind::Esft), f.shapes, f.names, d, {}));
+    QVERIFY_THROWS_EXCEPTION(UnsupportedError, Deployment(strategy(StrategyKind::Esft), *store, device()));
     // Prefetching predicts a layer's experts from the layer before's input, which the routing model does not link.
     StrategyConfig ahead = strategy(StrategyKind::Single, 107);
     ahead.miss = "prefetch";
-    const std::string why = error_of<UnsupportedError>([&] { simulated_deployment(ahead, f.shapes, f.names, d, {}); });
+    const std::string why = error_of<UnsupportedError>([&] { Deployment(ahead, *store, device()); });
     expect_mentions(why, {"miss 'prefetch'", "is not simulated", "simulate lru"});
   }
 
@@ -601,9 +594,9 @@ class TestSimulator : public QObject {
     const SimFamily f = mixtral();
     const DeviceProfile d = a100();
     const auto workload = alternating(40, 1000, f.names);
-    const auto partitions = simulated_deployment(strategy(StrategyKind::Single, 107), f.shapes, f.names, d, {});
-    const auto uniform = simulate_workload(f.shapes, d, partitions, f.names, workload, 3);
-    const auto skewed = simulate_workload(f.shapes, d, partitions, f.names, workload, 3, 0.3);
+    const auto store = sim_store(f);
+    const auto uniform = simulate_workload(strategy(StrategyKind::Single, 107), *store, d, {}, workload, 3);
+    const auto skewed = simulate_workload(strategy(StrategyKind::Single, 107), *store, d, {}, workload, 3, 0.3);
     const double ttft_u = mean_of(uniform, &RequestStats::ttft), ttft_s = mean_of(skewed, &RequestStats::ttft);
     QVERIFY2(ttft_s < 0.8 * ttft_u, qPrintable(QStringLiteral("TTFT %1 s skewed, %2 s uniform").arg(ttft_s).arg(ttft_u)));
     for (const auto* records : {&uniform, &skewed}) {

@@ -17,7 +17,8 @@ namespace mosaic {
 struct RequestHandle::Wake {
   std::mutex m;
   std::condition_variable cv;
-  std::uint64_t events = 0;  // bumped (under m) by anything the engine must look at
+  std::uint64_t events = 0;   // bumped (under m) by anything the engine must look at
+  std::uint64_t cancels = 0;  // bumped (under m) by each cancel: the engine looks for them only then
 };
 
 struct Engine::Job {
@@ -41,6 +42,7 @@ void RequestHandle::cancel() {
   if (const auto w = wake_.lock()) {
     std::lock_guard lock(w->m);
     ++w->events;
+    ++w->cancels;
     w->cv.notify_all();
   }
 }
@@ -240,6 +242,7 @@ void Engine::set_clock(std::shared_ptr<Clock> clock) {
 void Engine::finish(Job& job, Finish finish, std::string error) {
   if (job.done) return;
   job.done = true;
+  finished_ = true;
   scheduler_->remove(&job.seq);  // its blocks are free at once
   RequestResult& r = job.result;
   r.finish = finish;
@@ -257,6 +260,21 @@ void Engine::finish(Job& job, Finish finish, std::string error) {
   // The callback first: whoever waits on the handle may tear down what the callback uses.
   if (job.callbacks.on_finish) job.callbacks.on_finish(*job.handle, r);
   job.handle->finish(r);
+}
+
+void Engine::forget_finished() {
+  for (const auto& job : jobs_) {
+    if (!job->done) continue;
+    owner_.erase(&job->seq);
+    if (job->arrived) continue;
+    const auto [from, to] = pending_.equal_range(job->seq.arrival);  // cancelled before it arrived
+    for (auto it = from; it != to; ++it)
+      if (it->second == job.get()) {
+        pending_.erase(it);
+        break;
+      }
+  }
+  std::erase_if(jobs_, [](const std::unique_ptr<Job>& j) { return j->done; });
 }
 
 std::unique_ptr<Scheduler> Engine::make_scheduler() const {
@@ -336,9 +354,13 @@ void Engine::run() {
     // Noted before anything is taken in: whatever comes after (even while apply_changes lets go of
     // the lock) makes this loop go round again instead of waiting.
     const std::uint64_t seen = wake_->events;
+    const bool cancels = std::exchange(cancels_seen_, wake_->cancels) != wake_->cancels;
     while (!incoming_.empty()) {
+      Job* job = incoming_.front().get();
       jobs_.push_back(std::move(incoming_.front()));
       incoming_.pop_front();
+      owner_.emplace(&job->seq, job);
+      pending_.emplace(job->seq.arrival, job);
     }
     if (stopping_) {
       lock.unlock();
@@ -349,19 +371,24 @@ void Engine::run() {
     const std::shared_ptr<Clock> clock = clock_;
     lock.unlock();
 
-    for (auto& job : jobs_)
-      if (!job->done && job->handle->cancelled()) finish(*job, Finish::Cancelled);
+    if (cancels)
+      for (auto& job : jobs_)
+        if (!job->done && job->handle->cancelled()) finish(*job, Finish::Cancelled);
     const double now = clock->now();
+    // Arrivals in order, from those not yet arrived only: a step's work must not grow with the queue.
     double next_arrival = std::numeric_limits<double>::infinity();
-    for (auto& job : jobs_) {
-      if (job->done || job->arrived) continue;
-      if (job->seq.arrival <= now) {
-        job->arrived = true;
-        if (job->request.generation.max_new_tokens == 0 && !job->request.prompt_logits) finish(*job, Finish::Length);
-        else scheduler_->add(&job->seq);
-      } else {
-        next_arrival = std::min(next_arrival, job->seq.arrival);
+    while (!pending_.empty()) {
+      const auto first = pending_.begin();
+      Job& job = *first->second;
+      if (!job.done && job.seq.arrival > now) {
+        next_arrival = job.seq.arrival;
+        break;
       }
+      pending_.erase(first);
+      if (job.done) continue;  // cancelled before it arrived
+      job.arrived = true;
+      if (job.request.generation.max_new_tokens == 0 && !job.request.prompt_logits) finish(job, Finish::Length);
+      else scheduler_->add(&job.seq);
     }
     bool ran = false;
     try {
@@ -376,7 +403,7 @@ void Engine::run() {
         if (!job->done && job->seq.running) finish(*job, Finish::Failed, e.what());
       ran = true;
     }
-    std::erase_if(jobs_, [](const std::unique_ptr<Job>& j) { return j->done; });
+    if (std::exchange(finished_, false)) forget_finished();
 
     lock.lock();
     if (ran || wake_->events != seen) continue;
@@ -396,9 +423,7 @@ bool Engine::step(double now) {
   const std::vector<int> resident = runtime_->resident_sets();
   const bool ahead = scheduler_->options().ahead();
   StepPlan plan = scheduler_->plan(now, resident, ahead ? runtime_->loading_sets() : std::vector<int>{});
-  for (auto& job : jobs_)
-    if (std::find(plan.preempted.begin(), plan.preempted.end(), &job->seq) != plan.preempted.end())
-      job->result.logits = {};  // recomputed from the start
+  for (const SequenceState* s : plan.preempted) owner_.at(s)->result.logits = {};  // recomputed from the start
   const bool sent_back = !plan.preempted.empty() || !plan.parked.empty();
   if (sent_back) {
     std::lock_guard lock(wake_->m);
@@ -409,12 +434,10 @@ bool Engine::step(double now) {
   Runtime& rt = *runtime_;
 
   // Which job each chunk belongs to, and the order the backend wants: chunks of one set adjacent.
-  std::unordered_map<const SequenceState*, Job*> owner;
-  for (auto& job : jobs_) owner.emplace(&job->seq, job.get());
   std::vector<Job*> job_of;
-  for (const auto& c : plan.chunks) job_of.push_back(owner.at(c.sequence));
+  for (const auto& c : plan.chunks) job_of.push_back(owner_.at(c.sequence));
   for (SequenceState* s : plan.admitted) {
-    Job& job = *owner.at(s);
+    Job& job = *owner_.at(s);
     if (job.admitted) continue;  // recomputed after a preemption: its queue wait ended long ago
     job.admitted = true;
     job.result.stats.start = now;
@@ -466,7 +489,7 @@ bool Engine::step(double now) {
     tokens += c.tokens;
   }
   if (ahead) rt.load_ahead(plan.upcoming);  // while this step runs
-  {  // the host tier: what runs now stays, what waits comes in from disk
+  if (rt.reads_ahead()) {  // the host tier: what runs now stays, what waits comes in from disk
     std::vector<int> running, waiting;
     for (const auto& job : jobs_) {
       std::vector<int>& list = job->seq.running ? running : waiting;

@@ -11,12 +11,14 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "runtime/clock.h"
@@ -145,6 +147,7 @@ class Engine {
   void apply_changes(std::unique_lock<std::mutex>& lock);
   void rebase_now(std::unique_lock<std::mutex>& lock);  // next_rebase_, with the lock held
   void finish(Job& job, Finish finish, std::string error = {});
+  void forget_finished();  // drops finished jobs from jobs_, owner_ and pending_
   std::unique_ptr<Job> make_job(ServeRequest request, RequestCallbacks callbacks);
 
   // The engine's lock and wake-up, shared with its handles (a cancel wakes the engine) so that a
@@ -170,6 +173,10 @@ class Engine {
   SchedulerOptions scheduler_options_;
   std::unique_ptr<Scheduler> scheduler_;
   std::vector<std::unique_ptr<Job>> jobs_;  // not yet finished, in submission order
+  std::unordered_map<const SequenceState*, Job*> owner_;  // each of jobs_ by its sequence
+  std::multimap<double, Job*> pending_;                    // jobs_ not yet arrived, by arrival (submission order within)
+  std::uint64_t cancels_seen_ = 0;                         // Wake::cancels when jobs_ were last looked over for them
+  bool finished_ = false;                                  // some of jobs_ finished since they were last forgotten
   std::thread worker_;
 };
 

@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/path_identity.h"
 #include "model/dtype_convert.h"
+#include "model/weight_names.h"
 
 namespace mosaic {
 namespace {
@@ -58,6 +59,52 @@ std::unique_ptr<HostStore> HostStore::shapes_of(const HostStore& from) {
   for (HostTensor& t : s->tensors_) {
     t.bytes = {};
     s->tier_->add(t.bytes);
+  }
+  return s;
+}
+
+std::unique_ptr<HostStore> HostStore::of_configs(const ModelSpec& spec, DType dtype, const std::vector<std::string>& names) {
+  std::unique_ptr<HostStore> s(new HostStore());
+  s->spec_ = spec;
+  s->shapes_only_ = true;
+  s->tier_ = std::make_unique<HostTier>(std::nullopt);
+  const std::vector<ExpectedTensor> expected = expected_tensors(spec);
+  const auto positions = static_cast<std::size_t>(spec.num_layers * spec.num_experts);
+  for (const std::string& name : names) {
+    Target t;
+    t.name = name;
+    t.set = static_cast<int>(s->sets_.size());
+    t.experts.assign(positions, -1);
+    std::vector<TensorId> set;
+    std::vector<HostExpert> experts(positions);
+    for (const ExpectedTensor& x : expected) {
+      const auto id = static_cast<TensorId>(s->tensors_.size());
+      s->tensors_.push_back({x.name, dtype, x.shape, {}});
+      s->tier_->add({});
+      const std::uint64_t bytes = s->tensors_.back().size_bytes();
+      s->host_bytes_ += bytes;
+      if (!x.is_expert()) {
+        if (s->targets_.empty()) {
+          s->non_expert_names_.push_back(x.name);
+          s->non_expert_bytes_ += bytes;
+        }
+        set.push_back(id);
+        continue;
+      }
+      HostExpert& e = experts[static_cast<std::size_t>(x.layer * spec.num_experts + x.expert)];
+      (x.role == ExpertRole::Gate ? e.gate : x.role == ExpertRole::Up ? e.up : e.down) = id;
+    }
+    for (std::size_t p = 0; p < positions; ++p) {
+      if (experts[p].gate < 0) continue;  // a dense layer
+      t.experts[p] = static_cast<ExpertId>(s->experts_.size());
+      s->experts_.push_back(experts[p]);
+    }
+    s->sets_.push_back(std::move(set));
+    s->targets_.push_back(std::move(t));
+  }
+  if (!s->experts_.empty()) {
+    const HostExpert& e = s->experts_.front();
+    for (TensorId id : {e.gate, e.up, e.down}) s->expert_bytes_ += s->tensors_[static_cast<std::size_t>(id)].size_bytes();
   }
   return s;
 }

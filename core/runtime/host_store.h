@@ -67,6 +67,10 @@ class HostStore {
   // no bytes behind the tensors: what a simulated device (sim_backend.h) serves, which prices copies
   // by their sizes and reads nothing. A backend that computes refuses it.
   static std::unique_ptr<HostStore> shapes_of(const HostStore& store);
+  // A family known by its configs alone: `names` full variants of `spec`, each tensor of each its
+  // own (nothing shared byte for byte, as fine-tunes of one base are), in `dtype`, with no bytes. For
+  // a simulated device to serve a family too large for this machine.
+  static std::unique_ptr<HostStore> of_configs(const ModelSpec& spec, DType dtype, const std::vector<std::string>& names);
   bool has_bytes() const { return !shapes_only_; }
 
   const ModelSpec& spec() const { return spec_; }

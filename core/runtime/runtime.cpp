@@ -169,7 +169,7 @@ Runtime::Runtime(const HostStore& store, RuntimeConfig config)
   // outlive it beside the engine thread's (threads.h). The CUDA backend loads where it is made: its
   // handles and streams were only ever tried on the constructing thread.
   const auto load = [&] {
-    backend_ = config_.simulated                ? make_sim_backend(store, shape_, *config_.simulated)
+    backend_ = config_.simulated                ? make_sim_backend(store, shape_, *config_.simulated, config_.copy_slowdown, config_.compute_slowdown)
                : config_.device == Device::Cuda ? make_cuda_backend(store, shape_)
                                                 : make_cpu_backend(store, shape_);
 
@@ -478,7 +478,7 @@ std::vector<SwapRecord> Runtime::make_resident(std::span<const int> sets) {
       throw;
     }
     const double wall = timer.seconds();
-    r.seconds = wall * config_.copy_slowdown;
+    r.seconds = priced() ? wall : wall * config_.copy_slowdown;  // a simulated device prices its slice's link itself
     r.throttle_seconds = r.seconds - wall;
     out.push_back(r);
   }
@@ -574,6 +574,10 @@ StepResult Runtime::run(const StepBatch& batch) {
   fail_non_finite_logits(batch, r);
   if (config_.host_candidates > 0) prepare_on_host(batch, r, config_.host_candidates);
   if (virtual_) virtual_->after_step();
+  if (priced()) {  // a simulated device priced its slice's compute and link itself
+    if (moe_.gate) judge_prefetches(r);
+    return r;
+  }
   if (config_.compute_slowdown > 1.0) {
     // A MIG slice computes at 1/N of the device: the step's work beyond its copies (which the copy
     // slowdown prices) takes N times as long.

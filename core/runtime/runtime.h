@@ -155,12 +155,16 @@ class Runtime {
   // experts their earlier requests missed on read ahead from disk by the tier's reader thread, so
   // that their swaps and misses do not wait for the disk. Nothing without a budget.
   void read_ahead(std::span<const int> running_targets, std::span<const int> waiting_targets) const;
+  bool reads_ahead() const { return store_->tier().budget().has_value(); }  // whether read_ahead does anything
   // Sets being filled ahead whose fill has not finished (the scheduler admits their requests after).
   std::vector<int> loading_sets() const;
   // One step; the chunks' `buffer` must come from buffer_of() after make_resident().
   StepResult run(const StepBatch& batch);
   // Times what the backend does from now: wall time, or a simulated device's (device_timer.h).
   DeviceTimer timer() const { return DeviceTimer(*backend_); }
+  // Whether the backend prices its work (a simulated device, which charges space-sharing's slowdowns
+  // itself) rather than doing it (timed, the slowdowns charged by the runtime).
+  bool priced() const { return backend_->device_seconds().has_value(); }
 
   // A family change served in place — a variant, adapter or delta folder added or removed — over
   // the device memory this runtime holds, so that running requests keep their KV cache and resident

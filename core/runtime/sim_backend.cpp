@@ -28,13 +28,15 @@ class DrawnRoutes final : public RouteSource {
 
 class SimBackend final : public Backend {
  public:
-  SimBackend(const HostStore& store, const BackendShape& shape, const SimulatedDevice& device)
+  SimBackend(const HostStore& store, const BackendShape& shape, const SimulatedDevice& device, double copy_slowdown, double compute_slowdown)
       : store_(&store),
         shape_(shape),
         device_(device),
         shapes_(model_shapes(store.spec(), store.distinct_tensors() > 0 ? dtype_size(store.tensor(0).dtype) : 2)),
         buffers_(static_cast<std::size_t>(shape.buffers), std::vector<TensorId>(store.non_expert_names().size(), -1)),
-        fills_(static_cast<std::size_t>(shape.buffers), 0.0) {
+        fills_(static_cast<std::size_t>(shape.buffers), 0.0),
+        copy_slowdown_(copy_slowdown),
+        compute_slowdown_(compute_slowdown) {
     const DeviceProfile& p = device.profile;
     if (!device.routes) throw InvalidArgument("simulated device", "routes", "are missing", "give the device a route source");
     for (double rate : {p.h2d_pinned, p.h2d_pageable, p.memory_bandwidth, p.peak_flops})
@@ -85,7 +87,7 @@ class SimBackend final : public Backend {
  private:
   double copy(std::uint64_t bytes, bool pinned) const {
     const DeviceProfile& p = device_.profile;
-    return copy_seconds(bytes, pinned ? p.h2d_pinned : p.h2d_pageable, 1.0, p.copy_setup_seconds);
+    return copy_seconds(bytes, pinned ? p.h2d_pinned : p.h2d_pageable, copy_slowdown_, p.copy_setup_seconds);
   }
   std::uint64_t fill(int buffer, int set) {
     std::vector<TensorId>& held = buffers_[static_cast<std::size_t>(buffer)];
@@ -117,6 +119,7 @@ class SimBackend final : public Backend {
   std::vector<std::vector<TensorId>> buffers_;  // [buffers]: the set's tensors each holds
   std::vector<double> fills_;                   // [buffers]: seconds of a fill ahead still to copy
   std::vector<int> order_;                      // buffers with a fill ahead, in the order they began
+  double copy_slowdown_, compute_slowdown_;
   double device_seconds_ = 0;
 };
 
@@ -201,13 +204,13 @@ StepResult SimBackend::run(const StepBatch& batch, MoeState& moe) {
   }
 
   const StepCost cost = price_step(shapes_, device_.profile, work);
-  device_seconds_ += cost.seconds();
-  link_idle(cost.seconds());
+  device_seconds_ += cost.seconds(compute_slowdown_);
+  link_idle(cost.seconds(compute_slowdown_));
   if (T == 1)  // one token alone: each layer's time by its hits among the top-k (Multi-MoE's Table 1)
     for (std::size_t l = 0; l < moe.pools.size(); ++l)
       if (moe.pools[l])
-        r.counts[static_cast<std::size_t>(sequence[0])][l].add_alone(layer_hits[l], cost.attention[l].seconds(),
-                                                                   cost.block[l].seconds() + layer_loads[l]);
+        r.counts[static_cast<std::size_t>(sequence[0])][l].add_alone(layer_hits[l], cost.attention[l].seconds(compute_slowdown_),
+                                                                   cost.block[l].seconds(compute_slowdown_) + layer_loads[l]);
 
   // No logits: a drawn token is token 0, with all the probability.
   r.logits.resize(batch.chunks.size());
@@ -242,8 +245,9 @@ std::shared_ptr<RouteSource> drawn_routes(double concentration, std::uint64_t se
   return std::make_shared<DrawnRoutes>(concentration, seed, experts, top_k);
 }
 
-std::unique_ptr<Backend> make_sim_backend(const HostStore& store, const BackendShape& shape, const SimulatedDevice& device) {
-  return std::make_unique<SimBackend>(store, shape, device);
+std::unique_ptr<Backend> make_sim_backend(const HostStore& store, const BackendShape& shape, const SimulatedDevice& device,
+                                          double copy_slowdown, double compute_slowdown) {
+  return std::make_unique<SimBackend>(store, shape, device, copy_slowdown, compute_slowdown);
 }
 
 }  // namespace mosaic

@@ -38,7 +38,11 @@ struct SimulatedDevice {
   std::shared_ptr<RouteSource> routes;
 };
 
-// Throws InvalidArgument for a device without routes or with a link or memory rate that is not positive.
-std::unique_ptr<Backend> make_sim_backend(const HostStore& store, const BackendShape& shape, const SimulatedDevice& device);
+// `copy_slowdown`, `compute_slowdown`: space-sharing's (RuntimeConfig), as a MIG slice has them: a
+// copy's bytes take that many times as long on its share of the link, but its setup does not; a step's
+// kernels take that many times as long, but its host overhead does not. Throws InvalidArgument for a
+// device without routes or with a link or memory rate that is not positive.
+std::unique_ptr<Backend> make_sim_backend(const HostStore& store, const BackendShape& shape, const SimulatedDevice& device,
+                                          double copy_slowdown = 1, double compute_slowdown = 1);
 
 }  // namespace mosaic

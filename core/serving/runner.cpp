@@ -110,12 +110,13 @@ class Borrowed {
 }  // namespace
 
 std::vector<RequestRecord> run_workload(const Deployment& d, const std::vector<WorkloadRequest>& w, const RunOptions& o) {
-  if (o.clock == RunClock::Simulated)
-    throw InvalidArgument("run", "clock 'simulated'", "runs no engine", "simulate the workload with serving/simulator.h instead");
+  // Simulated: a virtual clock that the simulated device's priced time moves on (runtime/sim_backend.h).
+  if (o.clock == RunClock::Simulated && !d.partitions().front().runtime->priced())
+    throw InvalidArgument("run", "clock 'simulated'", "needs a deployment on a simulated device", "build it with Deployment's simulated constructor");
   std::vector<std::vector<std::size_t>> by_lane(d.partitions().size());
   for (std::size_t i = 0; i < w.size(); ++i) by_lane[d.partition_of(w[i].target)].push_back(i);
   Collector c(w.size(), o);
-  auto make_clock = [&] { return o.clock == RunClock::Virtual ? make_virtual_clock() : make_real_clock(); };
+  auto make_clock = [&] { return o.clock == RunClock::Real ? make_real_clock() : make_virtual_clock(); };
   const SchedulerOptions& scheduler = d.config().scheduler;
 
   if (o.engine && d.partitions().size() == 1) {
@@ -124,7 +125,7 @@ std::vector<RequestRecord> run_workload(const Deployment& d, const std::vector<W
     for (const auto& h : submit(*o.engine, *clock, 0, w, by_lane[0], c, o.trace_routes)) h->wait();
     return c.take();
   }
-  if (o.clock == RunClock::Virtual) {
+  if (o.clock != RunClock::Real) {
     for (std::size_t lane = 0; lane < by_lane.size() && !c.stopped(); ++lane) {
       const auto clock = make_clock();
       Engine engine(d.partitions()[lane].runtime, {scheduler, clock});

@@ -15,7 +15,8 @@
 
 namespace mosaic {
 
-// Simulated: no engine runs; serving/sim_sweep.h prices every step with a cost model instead.
+// Simulated: as virtual, on a deployment on a simulated device (serving/sim_sweep.h), whose priced
+// time is what the clock moves by.
 enum class RunClock { Virtual, Real, Simulated };
 
 struct RunOptions {

@@ -1,154 +1,128 @@
-#include "serving/sim_deployment.h"
-
+// A strategy as a Deployment on a simulated device, for a family known by its config.json files
+// alone (strategy.h). What is resident is the strategy's, as Deployment's other constructor makes it
+// from a family's distances; with none, resident positions are taken in the even spread over the
+// MoE layers (config_layout.h), and the runtime then sizes what the budget leaves (more sets, lru's
+// spares, the KV blocks) and the engine decides every step, as they do when serving.
 #include <algorithm>
 
-#include "runtime/capacity.h"
 #include "common/byte_size.h"
 #include "common/error.h"
+#include "runtime/capacity.h"
+#include "runtime/sim_backend.h"
 #include "serving/config_layout.h"
+#include "serving/strategy.h"
 
 namespace mosaic {
 namespace {
 
-// The first `count` positions in the even spread; every position when count < 0.
-std::vector<std::vector<char>> spread(const ModelSpec& s, std::int64_t count) {
-  std::vector<std::vector<char>> pinned(static_cast<std::size_t>(s.num_layers), std::vector<char>(static_cast<std::size_t>(s.num_experts), 0));
+// The first `count` positions of the even spread (every position when count < 0), the copy at each
+// taken from `owner(rank)`.
+template <class Owner>
+std::vector<PinnedExpert> spread(const ModelSpec& s, std::int64_t count, Owner&& owner) {
   const std::vector<std::int64_t> order = spread_positions(s);
   const std::int64_t n = count < 0 ? static_cast<std::int64_t>(order.size()) : std::min(count, static_cast<std::int64_t>(order.size()));
+  std::vector<PinnedExpert> out;
   for (std::int64_t r = 0; r < n; ++r) {
     const std::int64_t p = order[static_cast<std::size_t>(r)];
-    pinned[static_cast<std::size_t>(p / s.num_experts)][static_cast<std::size_t>(p % s.num_experts)] = 1;
+    out.push_back({p / s.num_experts, p % s.num_experts, owner(r)});
   }
-  return pinned;
+  return out;
 }
 
-std::int64_t pinned_count(const SimPartition& p) {
-  std::int64_t n = 0;
-  for (const auto& layer : p.pinned) n += std::count(layer.begin(), layer.end(), 1);
-  return n;
-}
-
-// As the engine's Deployment: a layout strategy's capacity, or with a budget and none given, what the
-// budget holds beside room for the sets resident_sets asks (auto: capacity.h's rule).
-std::int64_t capacity_of(const StrategyConfig& c, const ModelShapes& m, int sets_used) {
+// As Deployment's: a layout strategy's capacity, or with a budget and none given, what the budget
+// holds beside room for the sets resident_sets asks (auto: capacity.h's rule).
+std::int64_t capacity_of(const StrategyConfig& c, const HostStore& store, int sets_used) {
   if (c.capacity > 0 || !c.budget_bytes) return c.capacity;
-  return with_sets_asked(plan_capacity(m.spec, m.non_expert_bytes(), m.expert_bytes(), *c.budget_bytes, c.reserve), c.resident_sets, sets_used)
+  return with_sets_asked(plan_capacity(store.spec(), store.non_expert_bytes(), store.expert_bytes(), *c.budget_bytes, c.reserve),
+                         c.resident_sets, sets_used)
       .capacity;
+}
+
+// A partition's budget must hold one non-expert set, its pinned experts and the reserve: said in
+// experts, which is what a strategy's capacity counts (the runtime would name its first item short).
+void check_fits(const std::string& strategy, const HostStore& store, const ReserveSpec& reserve, std::uint64_t budget, std::uint64_t pinned_bytes,
+                std::size_t pins) {
+  std::uint64_t reserved = 0;
+  for (const ReserveItem& r : plan_reserve(store.spec(), store.expert_bytes(), reserve)) reserved += r.bytes;
+  const std::uint64_t floor = store.non_expert_bytes() + reserved, need = floor + pinned_bytes;
+  if (need <= budget) return;
+  const std::string fits = budget < floor ? "not even one non-expert set and the reserve (" + format_bytes(floor) + ")"
+                                          : std::to_string((budget - floor) / store.expert_bytes()) + " experts";
+  throw BudgetError(strategy, "budget " + format_bytes(budget),
+                    "does not hold " + format_bytes(need) + " (one non-expert set, " + std::to_string(pins) + " pinned experts of " +
+                        format_bytes(store.expert_bytes()) + ", reserve " + format_bytes(reserved) + "); it holds " + fits,
+                    "lower the strategy's capacity, or raise the budget");
 }
 
 }  // namespace
 
-std::vector<SimPartition> simulated_deployment(const StrategyConfig& c, const ModelShapes& m, const std::vector<std::string>& names,
-                                               const DeviceProfile& d, HostMemory host) {
-  const ModelSpec& s = m.spec;
-  const std::string strategy = "strategy " + std::string(strategy_name(c.kind));
-  if (c.miss.starts_with("prefetch"))
-    throw UnsupportedError(strategy, "miss '" + c.miss + "'",
-                           "is not simulated: the routing model draws each layer's experts apart, so there is no next-layer "
-                           "choice to predict from this layer's",
-                           "simulate lru, or run prefetch on the virtual or the real clock");
-  const int n = static_cast<int>(names.size());
-  std::vector<int> all(static_cast<std::size_t>(n));
-  for (int t = 0; t < n; ++t) all[static_cast<std::size_t>(t)] = t;
-  SimPartition base;
-  base.serves = all;
-  base.set_of = all;
-  base.resident_sets = c.resident_sets;
-  base.set_bytes = m.non_expert_bytes();
-  base.set_bandwidth = host.non_expert_pinned ? d.h2d_pinned : d.h2d_pageable;
-  base.expert_bandwidth = host.experts_pinned ? d.h2d_pinned : d.h2d_pageable;
-  base.miss = c.miss;
-  base.scheduler = c.scheduler;
-  std::vector<SimPartition> parts;
-  switch (c.kind) {
+Deployment::Deployment(const StrategyConfig& config, const HostStore& store, std::shared_ptr<const SimulatedDevice> device) : config_(config) {
+  const ModelSpec& s = store.spec();
+  const std::string strategy = "strategy " + std::string(strategy_name(config.kind));
+  const int n = store.targets();
+  for (int t = 0; t < n; ++t) targets_.push_back(store.name(t));
+  RuntimeConfig base{.hit = config.hit, .miss = config.miss, .resident_sets = config.resident_sets, .budget_bytes = config.budget_bytes,
+                     .reserve = config.reserve, .simulated = std::move(device)};
+  // Each partition starts warm: its first request pays only its own swap.
+  auto add = [&](RuntimeConfig rc, std::vector<std::string> serves, int warm) {
+    const std::uint64_t pinned_bytes = static_cast<std::uint64_t>(rc.pinned.size()) * store.expert_bytes();
+    if (rc.budget_bytes) check_fits(strategy, store, rc.reserve, *rc.budget_bytes, pinned_bytes, rc.pinned.size());
+    auto runtime = std::make_shared<Runtime>(store, std::move(rc));
+    const int set = runtime->set_of(warm);
+    runtime->make_resident(std::span<const int>(&set, 1));
+    partitions_.push_back({std::move(runtime), std::move(serves)});
+  };
+  auto round_robin = [n](std::int64_t rank) { return static_cast<int>(rank % n); };
+
+  switch (config.kind) {
     case StrategyKind::Consolidated:
-    case StrategyKind::NoReconfig:
-      base.pinned = spread(s, capacity_of(c, m, c.kind == StrategyKind::NoReconfig ? 1 : n));
-      if (c.kind == StrategyKind::NoReconfig) std::fill(base.set_of.begin(), base.set_of.end(), 0);
-      parts.push_back(base);
-      break;
-    case StrategyKind::Single:
-    case StrategyKind::SingleResident:
-    case StrategyKind::Averaging: {
-      int single = 0;
-      if (c.kind != StrategyKind::Averaging && !c.single_target.empty()) {
-        const auto at = std::find(names.begin(), names.end(), c.single_target);
-        if (at == names.end()) throw InvalidArgument(strategy, "single_target '" + c.single_target + "'", "is not a variant");
-        single = static_cast<int>(at - names.begin());
-      }
-      const std::int64_t capacity = c.kind == StrategyKind::Single ? capacity_of(c, m, 1) : 0;
-      base.pinned = spread(s, capacity > 0 ? capacity : -1);
-      std::fill(base.set_of.begin(), base.set_of.end(), single);
-      base.warm_set = single;
-      parts.push_back(base);
+    case StrategyKind::NoReconfig: {
+      const bool shared = config.kind == StrategyKind::NoReconfig;
+      RuntimeConfig rc = base;
+      rc.pinned = spread(s, capacity_of(config, store, shared ? 1 : n), round_robin);
+      if (shared) rc.non_expert_of.assign(static_cast<std::size_t>(n), 0);
+      add(std::move(rc), targets_, 0);
       break;
     }
-    case StrategyKind::TimeSharing:
-      base.pinned = spread(s, -1);
-      base.resident_sets = 1;
-      base.set_bytes = m.non_expert_bytes() + static_cast<std::uint64_t>(moe_positions(s)) * m.expert_bytes();
-      parts.push_back(base);
+    case StrategyKind::Single:
+    case StrategyKind::SingleResident:
+    case StrategyKind::Averaging: {  // the merged model has the variants' shapes: one model serving all
+      int single = 0;
+      if (config.kind != StrategyKind::Averaging && !config.single_target.empty()) {
+        single = store.index(config.single_target);
+        if (single < 0) throw InvalidArgument(strategy, "single_target '" + config.single_target + "'", "is not a variant");
+      }
+      const std::int64_t capacity = config.kind == StrategyKind::Single ? capacity_of(config, store, 1) : 0;
+      RuntimeConfig rc = base;
+      rc.pinned = spread(s, capacity > 0 ? capacity : -1, [single](std::int64_t) { return single; });
+      for (const std::string& name : targets_) rc.aliases.emplace_back(name, single);
+      add(std::move(rc), targets_, single);
       break;
+    }
+    case StrategyKind::TimeSharing: {
+      RuntimeConfig rc = base;
+      rc.hit = HitPolicy::Strict;
+      rc.whole_model_swaps = true;
+      rc.resident_sets = 1;
+      rc.pinned = every_position(s, 0);
+      add(std::move(rc), targets_, 0);
+      break;
+    }
     case StrategyKind::SpaceSharing:
       for (int i = 0; i < n; ++i) {
-        SimPartition p = base;
-        p.serves = {i};
-        p.warm_set = i;
-        p.pinned = spread(s, c.capacity / n);
-        p.copy_slowdown = p.compute_slowdown = static_cast<double>(n);
-        parts.push_back(std::move(p));
+        RuntimeConfig rc = base;
+        if (config.budget_bytes) rc.budget_bytes = *config.budget_bytes / static_cast<std::uint64_t>(n);
+        rc.copy_slowdown = rc.compute_slowdown = static_cast<double>(n);
+        rc.pinned = spread(s, config.capacity / n, [i](std::int64_t) { return i; });
+        add(std::move(rc), {targets_[static_cast<std::size_t>(i)]}, i);
       }
       break;
     default:
-      throw UnsupportedError(strategy, "clock 'simulated'", "is not simulated: the simulator models layouts, swaps and misses, not adapters, deltas or virtual experts",
+      throw UnsupportedError(strategy, "clock 'simulated'",
+                             "is not simulated yet: a family opened from its config.json files has no adapters, delta folders or "
+                             "calibration text to serve it with",
                              "run it on the virtual or the real clock");
   }
-  // The budget, in the runtime's order; what it leaves holds more sets, then spares.
-  std::uint64_t reserve = 0;
-  for (const ReserveItem& r : plan_reserve(s, m.expert_bytes(), c.reserve)) reserve += r.bytes;
-  const std::int64_t sparse = s.num_sparse_layers();
-  for (SimPartition& p : parts) {
-    if (p.resident_sets == RuntimeConfig::kAutoSets) {  // every set its targets use
-      std::vector<int> used;
-      for (int t : p.serves)
-        if (std::find(used.begin(), used.end(), p.set_of[static_cast<std::size_t>(t)]) == used.end()) used.push_back(p.set_of[static_cast<std::size_t>(t)]);
-      p.resident_sets = std::max<int>(1, static_cast<int>(used.size()));
-    }
-    const std::int64_t pins = pinned_count(p);
-    // Time-sharing's set is the whole model: its experts are what the set holds beyond the non-expert weights.
-    const std::uint64_t pinned_bytes =
-        c.kind == StrategyKind::TimeSharing ? p.set_bytes - m.non_expert_bytes() : static_cast<std::uint64_t>(pins) * m.expert_bytes();
-    // Look-ahead swaps unless the config says, as the engine decides (Engine::make_scheduler).
-    auto decide_ahead = [&] {
-      if (!p.scheduler.swap_ahead) p.scheduler.swap_ahead = p.resident_sets >= 2 && p.copy_slowdown == 1.0 && c.kind != StrategyKind::TimeSharing;
-    };
-    if (!c.budget_bytes) {
-      p.spare = s.num_experts * n;  // unbounded: every miss is kept
-      decide_ahead();
-      continue;
-    }
-    const std::uint64_t budget = *c.budget_bytes / (c.kind == StrategyKind::SpaceSharing ? static_cast<std::uint64_t>(n) : 1);
-    const std::uint64_t need = m.non_expert_bytes() + pinned_bytes + reserve;
-    if (need > budget) {
-      const std::uint64_t floor = m.non_expert_bytes() + reserve;
-      const std::string fits = budget < floor ? "not even one non-expert set and the reserve (" + format_bytes(floor) + ")"
-                                              : std::to_string((budget - floor) / m.expert_bytes()) + " experts";
-      throw BudgetError(strategy, "budget " + format_bytes(budget),
-                        "does not hold " + format_bytes(need) + " (one non-expert set, " + std::to_string(pins) + " pinned experts of " +
-                            format_bytes(m.expert_bytes()) + ", reserve " + format_bytes(reserve) + "); it holds " + fits,
-                        "lower the strategy's capacity, or raise the budget");
-    }
-    std::uint64_t left = budget - need;
-    const int more = static_cast<int>(std::min<std::uint64_t>(static_cast<std::uint64_t>(std::max(p.resident_sets - 1, 0)), left / p.set_bytes));
-    p.resident_sets = 1 + more;
-    decide_ahead();
-    left -= static_cast<std::uint64_t>(more) * p.set_bytes;
-    p.spare = p.miss == "lru" && sparse > 0 ? static_cast<std::int64_t>(left / (m.expert_bytes() * static_cast<std::uint64_t>(sparse))) : 0;
-    // The KV reserve: context (at most the model's, as plan_reserve counts it) × requests positions, in blocks.
-    const std::int64_t context = s.max_position_embeddings > 0 ? std::min(c.reserve.context_tokens, s.max_position_embeddings) : c.reserve.context_tokens;
-    p.kv_blocks = (context * c.reserve.requests + p.kv_block_tokens - 1) / p.kv_block_tokens;
-  }
-  return parts;
 }
 
 }  // namespace mosaic

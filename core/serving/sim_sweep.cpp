@@ -6,8 +6,8 @@
 #include "common/error.h"
 #include "model/variant_folders.h"
 #include "sim/routing_model.h"
-#include "serving/sim_deployment.h"
-#include "serving/simulator.h"
+#include "runtime/sim_backend.h"
+#include "serving/runner.h"
 
 namespace mosaic {
 
@@ -26,6 +26,19 @@ SimFamily load_sim_family(const std::vector<std::filesystem::path>& dirs) {
   return f;
 }
 
+std::unique_ptr<HostStore> sim_store(const SimFamily& family) {
+  const DType dtype = family.shapes.stored_bytes == 4 ? DType::F32 : family.shapes.stored_bytes == 8 ? DType::F64 : DType::BF16;
+  return HostStore::of_configs(family.shapes.spec, dtype, family.names);
+}
+
+std::vector<RequestRecord> simulate_workload(const StrategyConfig& strategy, const HostStore& store, const DeviceProfile& device, HostMemory host,
+                                             const std::vector<WorkloadRequest>& workload, std::uint64_t seed, double concentration) {
+  const ModelSpec& s = store.spec();
+  auto simulated = std::make_shared<SimulatedDevice>(SimulatedDevice{device, host, drawn_routes(concentration, seed, s.num_experts, s.top_k)});
+  const Deployment deployment(strategy, store, std::move(simulated));
+  return run_workload(deployment, workload, {.clock = RunClock::Simulated});
+}
+
 Outcome<> simulate_sweep(const SweepConfig& config, const SimFamily& family, const DeviceProfile& device, const SweepEvents& events) {
   return Outcome<>::of([&]() -> Outcome<> {
     if (config.clock != RunClock::Simulated)
@@ -33,6 +46,7 @@ Outcome<> simulate_sweep(const SweepConfig& config, const SimFamily& family, con
     const std::vector<WorkloadRequest> trace = config.trace.empty() ? std::vector<WorkloadRequest>{} : read_trace(config.trace);
     const ModelSpec& spec = family.shapes.spec;
     check_sweep_workload(config, spec, trace);
+    const std::unique_ptr<HostStore> store = sim_store(family);
     const std::vector<std::string>& targets = config.targets.empty() ? family.names : config.targets;
     for (const std::string& t : targets)
       if (std::find(family.names.begin(), family.names.end(), t) == family.names.end())
@@ -55,11 +69,10 @@ Outcome<> simulate_sweep(const SweepConfig& config, const SimFamily& family, con
     std::vector<SaturationProbe> probes;
     if (config.saturation) {
       for (const StrategyConfig& sc : config.strategies) {
-        const auto partitions = simulated_deployment(sc, family.shapes, family.names, device, config.host_memory);
-        const auto burst =
-            burst_workload(config, targets, spec.vocab_size, burst_size(*config.saturation, sc.scheduler.max_sequences, partitions.size()));
+        const std::size_t partitions = sc.kind == StrategyKind::SpaceSharing ? family.names.size() : 1;
+        const auto burst = burst_workload(config, targets, spec.vocab_size, burst_size(*config.saturation, sc.scheduler.max_sequences, partitions));
         const std::string name = strategy_label(sc);
-        const auto records = simulate_workload(family.shapes, device, partitions, family.names, burst, config.workload.seed, concentration);
+        const auto records = simulate_workload(sc, *store, device, config.host_memory, burst, config.workload.seed, concentration);
         if (events.probe_progress && !events.probe_progress(name, records.size(), records.size())) return Cancelled{};
         probes.push_back(saturation_probe(name, records));
       }
@@ -69,7 +82,6 @@ Outcome<> simulate_sweep(const SweepConfig& config, const SimFamily& family, con
     }
     for (std::size_t i = 0; i < config.strategies.size(); ++i) {
       const StrategyConfig& sc = config.strategies[i];
-      const auto partitions = simulated_deployment(sc, family.shapes, family.names, device, config.host_memory);
       const std::string name = strategy_label(sc);
       for (double rate : config.saturation ? strategy_rates(rates, *config.saturation, probes[i]) : rates)
         for (int rep = 0; rep < config.repeats; ++rep) {
@@ -82,7 +94,7 @@ Outcome<> simulate_sweep(const SweepConfig& config, const SimFamily& family, con
           if (!saturation.is_null()) run_config["saturation"] = saturation;
           SweepRun run{name, w.rate, rep, run_config.dump(), 0};
           if (events.run_started) events.run_started(run, w.requests.size());
-          const auto records = simulate_workload(family.shapes, device, partitions, family.names, w.requests, w.seed, concentration);
+          const auto records = simulate_workload(sc, *store, device, config.host_memory, w.requests, w.seed, concentration);
           // Events in finishing order, as a served run reports them.
           std::vector<std::size_t> order(records.size());
           for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;

@@ -77,6 +77,14 @@ class Deployment {
   // BudgetError / InvalidArgument when the strategy cannot be built on this family.
   Deployment(const StrategyConfig& config, const Family& family, const HostStore& store, const FamilyAnalysis& analysis,
              const std::filesystem::path& scratch);
+  // The strategy on a simulated device (runtime/sim_backend.h) over a family known by its configs
+  // alone (`store`: HostStore::of_configs, which outlives the deployment). With no expert distances
+  // to rank positions by, a strategy's resident positions are taken in an even spread over the MoE
+  // layers (config_layout.h); under uniform routing only a layer's count matters. Averaging serves
+  // the first variant's shapes as the merged model. Throws UnsupportedError for esft, delta, hybrid
+  // and virtual-experts (no adapters, deltas or calibration text in config files), BudgetError
+  // naming how many experts a partition's budget holds, and what the runtime throws.
+  Deployment(const StrategyConfig& config, const HostStore& store, std::shared_ptr<const SimulatedDevice> device);
   ~Deployment();
 
   const StrategyConfig& config() const { return config_; }

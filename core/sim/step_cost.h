@@ -1,7 +1,7 @@
 #pragma once
 // The time one engine step takes on a device, priced from the bytes it reads and the flops it does
 // (a roofline per kernel: the slower of the two, plus the host's launch overhead), and the time a
-// host → device copy takes. What the simulated clock charges (serving/simulator.h).
+// host → device copy takes. What the simulated device charges (runtime/sim_backend.h).
 #include <cstdint>
 #include <vector>
 
