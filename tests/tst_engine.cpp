@@ -287,6 +287,23 @@ class TestEngine : public QObject {
     QVERIFY(h->wait().tokens.size() < 200);
   }
 
+  // A request cancelled before it arrives ends at once, not at its arrival, and is forgotten: the
+  // requests around it, arriving before and after, are served.
+  void cancelledBeforeItArrives() {
+    Engine engine(runtime());
+    const double now = engine.now();
+    auto handles = engine.submit_all({{"base", request(2), false, now + 2}, {"ft1", request(2), false, now + 1000}, {"ft1", request(2), false, now + 3}});
+    handles[1]->cancel();
+    QVERIFY(handles[1]->wait_for(std::chrono::seconds(30)));
+    QCOMPARE(handles[1]->wait().finish, Finish::Cancelled);
+    QVERIFY(handles[1]->wait().tokens.empty());
+    for (std::size_t i : {0, 2}) {
+      QVERIFY(handles[i]->wait_for(std::chrono::seconds(60)));
+      QCOMPARE(handles[i]->wait().tokens.size(), std::size_t(2));
+    }
+    QCOMPARE(engine.queued(), std::size_t(0));
+  }
+
   void badRequestsAreRefusedAtSubmit() {
     Engine engine(runtime());
     expect_mentions(error_of<InvalidArgument>([&] { engine.submit({"ft9", request(2)}); }), {"target 'ft9'"});

@@ -147,7 +147,7 @@ class Engine {
   void apply_changes(std::unique_lock<std::mutex>& lock);
   void rebase_now(std::unique_lock<std::mutex>& lock);  // next_rebase_, with the lock held
   void finish(Job& job, Finish finish, std::string error = {});
-  void forget_finished();  // drops finished jobs from jobs_, owner_ and pending_
+  void forget_finished();  // drops finished jobs from jobs_, owner_ and pending_ (jobs_ holds them until then, done)
   std::unique_ptr<Job> make_job(ServeRequest request, RequestCallbacks callbacks);
 
   // The engine's lock and wake-up, shared with its handles (a cancel wakes the engine) so that a
@@ -176,7 +176,7 @@ class Engine {
   std::unordered_map<const SequenceState*, Job*> owner_;  // each of jobs_ by its sequence
   std::multimap<double, Job*> pending_;                    // jobs_ not yet arrived, by arrival (submission order within)
   std::uint64_t cancels_seen_ = 0;                         // Wake::cancels when jobs_ were last looked over for them
-  bool finished_ = false;                                  // some of jobs_ finished since they were last forgotten
+  std::size_t finished_ = 0;                               // of jobs_, those finished since they were last forgotten
   std::thread worker_;
 };
 
