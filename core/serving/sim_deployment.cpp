@@ -99,15 +99,9 @@ Deployment::Deployment(const StrategyConfig& config, const HostStore& store, std
       add(std::move(rc), targets_, single);
       break;
     }
-    case StrategyKind::TimeSharing: {
-      RuntimeConfig rc = base;
-      rc.hit = HitPolicy::Strict;
-      rc.whole_model_swaps = true;
-      rc.resident_sets = 1;
-      rc.pinned = every_position(s, 0);
-      add(std::move(rc), targets_, 0);
+    case StrategyKind::TimeSharing:
+      add(time_sharing_config(base, s), targets_, 0);
       break;
-    }
     case StrategyKind::SpaceSharing:
       for (int i = 0; i < n; ++i) {
         RuntimeConfig rc = base;

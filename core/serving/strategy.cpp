@@ -37,6 +37,14 @@ std::int64_t capacity_of(const StrategyConfig& config, const Family& family, int
 
 }  // namespace
 
+RuntimeConfig time_sharing_config(RuntimeConfig base, const ModelSpec& spec) {
+  base.hit = HitPolicy::Strict;
+  base.whole_model_swaps = true;
+  base.resident_sets = 1;
+  base.pinned = every_position(spec, 0);
+  return base;
+}
+
 Deployment::Deployment(const StrategyConfig& config, const Family& family, const HostStore& store,
                        const FamilyAnalysis& analysis, const std::filesystem::path& scratch)
     : config_(config) {
@@ -85,15 +93,9 @@ Deployment::Deployment(const StrategyConfig& config, const Family& family, const
       add(store, std::move(rc), names, single);
       break;
     }
-    case StrategyKind::TimeSharing: {
-      RuntimeConfig rc = base;
-      rc.hit = HitPolicy::Strict;
-      rc.whole_model_swaps = true;
-      rc.resident_sets = 1;
-      rc.pinned = every_position(s, 0);
-      add(store, std::move(rc), names, 0);
+    case StrategyKind::TimeSharing:
+      add(store, time_sharing_config(base, s), names, 0);
       break;
-    }
     case StrategyKind::SpaceSharing: {
       // Partition i pins its own copies of the best-ranked capacity/N positions; budget, copy
       // bandwidth and compute are split N ways, as MIG slices a GPU: each step's measured compute and

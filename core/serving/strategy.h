@@ -66,6 +66,10 @@ struct StrategyConfig {
 // still share a label by the settings that tell them apart (sweep.h).
 std::string strategy_label(const StrategyConfig& config);
 
+// Time-sharing's runtime from `base`: one whole model resident (every position of target 0 pinned),
+// swapped whole, experts with it, when a step needs another; a slot serves its own expert only.
+RuntimeConfig time_sharing_config(RuntimeConfig base, const ModelSpec& spec);
+
 class Deployment {
  public:
   struct Partition {
