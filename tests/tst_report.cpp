@@ -178,7 +178,7 @@ class TestReport : public QObject {
     for (const char* part : {"mixtral-8x7b-published.json", "7.78 distinct experts per MoE layer", "Jiang et al. 2024"})
       QVERIFY2(routing.contains(QString::fromUtf8(part)), qPrintable(routing));
     QVERIFY2(clock.contains(QStringLiteral("simulated")) && !clock.contains(QStringLiteral("uniformly")), qPrintable(clock));
-    for (const auto& setup : c.setup) QVERIFY2(setup.first != QStringLiteral("Device"), "no engine ran: the profile is the device");
+    for (const auto& setup : c.setup) QVERIFY2(setup.first != QStringLiteral("Device"), "nothing was computed: the profile is the device");
   }
 
   // Strategies named apart within their sweep ("single (capacity 8)", "space-sharing+ahead") keep

@@ -186,7 +186,7 @@ class TestServing : public QObject {
     expect_mentions(error_of<FormatError>([&] {
                       parse_sweep_config(sweep({{"device", "cpu"}, {"device_profile", "a100.json"}}, "simulated"), "sweep.json", scratch(""));
                     }),
-                    {"sweep.json", "'device'", "simulated clock runs no engine", "device_profile"});
+                    {"sweep.json", "'device'", "on the simulated clock that is a simulated device", "device_profile"});
 
     // What `bench --device` and the workbench's selector do: every strategy moves, and the text
     // recorded with each run says so.

@@ -793,7 +793,7 @@ class WorkbenchTest : public QObject {
   }
 
   // The simulated clock: the profiles of a folder are offered, the sweep runs on the variants'
-  // configs and the cost model (no engine, no traces), charts fill as on the other clocks, and the
+  // configs on a simulated device (no weights, no traces), charts fill as on the other clocks, and the
   // runs are recorded as simulated, naming the profile.
   void serving_panel_simulates_a_sweep() {
     ServingPanel* serving = window_->servingPanel();

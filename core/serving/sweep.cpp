@@ -108,20 +108,20 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
   }
   if (j.contains("device")) {
     if (c.clock == RunClock::Simulated)
-      fail("device", "is the engine's backend, and the simulated clock runs no engine: its device is device_profile");
+      fail("device", "is the engine's backend, and on the simulated clock that is a simulated device: its device is device_profile");
     const auto d = j["device"].is_string() ? parse_device(j["device"].get<std::string>()) : std::nullopt;
     if (!d) fail("device", "must be cpu (the fp32 reference) or cuda (bf16 weights on the GPU)");
     c.device = *d;
   }
   if (j.contains("cpu_weights")) {
-    if (c.clock == RunClock::Simulated) fail("cpu_weights", "is how the CPU backend holds weights, and the simulated clock runs no engine");
+    if (c.clock == RunClock::Simulated) fail("cpu_weights", "is how the CPU backend holds weights, and the simulated clock reads no weights");
     const auto w = j["cpu_weights"].is_string() ? parse_cpu_weights(j["cpu_weights"].get<std::string>()) : std::nullopt;
     if (!w) fail("cpu_weights", "must be stored (bf16 weights held as bf16), fp32 (widened copies) or mapped (read in place)");
     c.cpu_weights = *w;
   }
   if (j.contains("host_budget")) {
     if (c.clock == RunClock::Simulated)
-      fail("host_budget", "is the engine's host tier, and the simulated clock runs no engine (it reads no weights)");
+      fail("host_budget", "is the engine's host tier, and the simulated clock reads no weights");
     const auto& h = j["host_budget"];
     if (!(h.is_string() && h.get<std::string>() == "all")) {
       const auto b = h.is_string() ? parse_byte_size(h.get<std::string>()) : std::nullopt;
@@ -342,7 +342,7 @@ void record_override(SweepConfig& config, const char* key, const std::string& va
 void set_sweep_device(SweepConfig& config, Device device) {
   if (config.clock == RunClock::Simulated)
     throw InvalidArgument("device", std::string(device_name(device)),
-                          "is the engine's backend, and a simulated sweep runs no engine", "its device is the config's device_profile");
+                          "is the engine's backend, and a simulated sweep's is a simulated device", "its device is the config's device_profile");
   config.device = device;
   for (StrategyConfig& s : config.strategies) s.device = device;
   record_override(config, "device", std::string(device_name(device)));
@@ -350,7 +350,7 @@ void set_sweep_device(SweepConfig& config, Device device) {
 
 void set_sweep_cpu_weights(SweepConfig& config, CpuWeights weights) {
   if (config.clock == RunClock::Simulated)
-    throw InvalidArgument("--cpu-weights", std::string(cpu_weights_name(weights)), "is how the CPU backend holds weights, and a simulated sweep runs no engine",
+    throw InvalidArgument("--cpu-weights", std::string(cpu_weights_name(weights)), "is how the CPU backend holds weights, and a simulated sweep reads no weights",
                           "leave it out");
   config.cpu_weights = weights;
   for (StrategyConfig& s : config.strategies) s.cpu_weights = weights;
@@ -359,7 +359,7 @@ void set_sweep_cpu_weights(SweepConfig& config, CpuWeights weights) {
 
 void set_sweep_host_budget(SweepConfig& config, std::optional<std::uint64_t> bytes) {
   if (config.clock == RunClock::Simulated)
-    throw InvalidArgument("--host-budget", "", "is the engine's host tier, and a simulated sweep runs no engine", "leave it out");
+    throw InvalidArgument("--host-budget", "", "is the engine's host tier, and a simulated sweep reads no weights", "leave it out");
   config.host_budget = bytes;
   record_override(config, "host_budget", bytes ? std::to_string(*bytes) : std::string("all"));  // exact: the record can be run again
 }

@@ -59,8 +59,9 @@
 //              rates are then not used),
 //    "trace_routes": true (optional: record where every token's router choices went, per request;
 //                    the workbench's Runs panel shows a request's expert trace from them)}
-// On the simulated clock no engine runs and no weights are read: the variants' config.json files
-// suffice (serving/sim_sweep.h), so a family too large for this machine can be swept.
+// On the simulated clock no weights are read and nothing is computed: the engine serves the
+// variants' config.json files on a simulated device (serving/sim_sweep.h), so a family too large
+// for this machine can be swept.
 #include <filesystem>
 #include <optional>
 #include <string>

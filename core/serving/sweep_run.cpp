@@ -75,7 +75,8 @@ Outcome<> run_sweep(const SweepConfig& config, const Family& family, const HostS
                     const SweepEvents& events, Engine* shared) {
   return Outcome<>::of([&]() -> Outcome<> {
     if (config.clock == RunClock::Simulated)
-      throw InvalidArgument("sweep", "clock 'simulated'", "runs no engine", "run it with simulate_sweep (serving/sim_sweep.h)");
+      throw InvalidArgument("sweep", "clock 'simulated'", "serves the variants' config files on a simulated device, not an opened family",
+                            "run it with simulate_sweep (serving/sim_sweep.h)");
     if (const auto why = device_unavailable(config.device))
       throw DeviceError("sweep", "device '" + std::string(device_name(config.device)) + "'", *why,
                         "set \"device\": \"cpu\" in the sweep config (or --device cpu), or run it on a machine with an NVIDIA GPU");

@@ -104,7 +104,7 @@ QList<QPair<QString, QString>> setup_of(const ReportData& d) {
     for (const std::string& s : clocks) c << q(s);
     out << qMakePair(QStringLiteral("Clock"), c.join(QStringLiteral(", ")) +
                                                   (clocks.count("virtual") ? QStringLiteral(" (virtual: time moves on by each step's measured cost and jumps over idle gaps, so queueing is what it would be on an engine this fast)") : QString()) +
-                                                  (clocks.count("simulated") ? QStringLiteral(" (simulated: no engine ran; the engine's scheduler decided every step and a cost model priced it from the model's shapes — bytes moved and flops done — on the device profile below, with tokens routed as the routing below says)") : QString()));
+                                                  (clocks.count("simulated") ? QStringLiteral(" (simulated: nothing was computed; the engine served a simulated device, its scheduler and runtime deciding every step and a cost model pricing it from the model's shapes — bytes moved and flops done — on the device profile below, with tokens routed as the routing below says)") : QString()));
   }
   if (!devices.empty()) {
     QStringList v;

@@ -109,9 +109,9 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   alpha_->setToolTip(tr("Requests per target as ExpertWeave and S-LoRA draw them: 1 spreads them evenly, smaller values send most to the first targets"));
   clock_ = new QComboBox;
   clock_->addItems({QStringLiteral("virtual"), QStringLiteral("real"), QStringLiteral("simulated")});
-  clock_->setToolTip(tr("virtual: the engine's measured work, without idle waits; real: wall time; simulated: no engine runs, the "
-                        "scheduler decides each step and the cost model prices it on the device profile (a family too large for "
-                        "this machine, from its config.json files)"));
+  clock_->setToolTip(tr("virtual: the engine's measured work, without idle waits; real: wall time; simulated: the engine serves a "
+                        "simulated device that computes nothing and prices each step with the cost model on the device profile "
+                        "(a family too large for this machine, from its config.json files)"));
   profile_ = new QComboBox;
   profile_->setEditable(true);  // a profile of one's own: its path
   profile_->setEnabled(false);
