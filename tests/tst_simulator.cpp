@@ -664,6 +664,28 @@ class TestSimulator : public QObject {
     bad(j, "pinned or pageable");
   }
 
+  // The simulated device's host link: a swap costs its bytes at the profile's rate plus one setup; a
+  // fill ahead runs only while steps compute, and a swap into another buffer neither waits for it
+  // nor finishes it.
+  void the_simulated_link_carries_fills_ahead_apart() {
+    const SimFamily f = mixtral();
+    const DeviceProfile d = a100();
+    const auto store = sim_store(f);
+    const BackendShape shape{.layer_slots = std::vector<std::int64_t>(32, 8), .buffers = 3};
+    const auto backend = make_sim_backend(*store, shape, SimulatedDevice{d, {}, drawn_routes(0, 1, 8, 2)});
+    const double swap = copy_seconds(store->non_expert_bytes(), d.h2d_pinned, 1, d.copy_setup_seconds);
+    QCOMPARE(backend->start_set(1, 1), store->non_expert_bytes());
+    QCOMPARE(*backend->device_seconds(), 0.0);  // issued: the link carries it while steps compute
+    QVERIFY(!backend->set_ready(1));
+    QCOMPARE(backend->load_set(2, 0), store->non_expert_bytes());
+    QVERIFY(std::abs(*backend->device_seconds() - swap) < 1e-12);
+    QVERIFY(!backend->set_ready(1));  // the other buffer's swap did not finish it
+    QCOMPARE(backend->load_set(2, 0), std::uint64_t(0));  // already held: nothing to copy
+    backend->wait_set(1);
+    QVERIFY(std::abs(*backend->device_seconds() - 2 * swap) < 1e-12);
+    QVERIFY(backend->set_ready(1));
+  }
+
   // Issue 62 §1: the simulated device under the one Engine decides as the engine does. The same
   // burst through the CPU backend and through a simulated device whose routes are those the CPU run
   // took (its router replaced) admits, swaps, hits, misses and loads alike, request by request; and

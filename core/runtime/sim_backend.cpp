@@ -71,6 +71,7 @@ class SimBackend final : public Backend {
   }
   bool set_ready(int buffer) override { return fills_[static_cast<std::size_t>(buffer)] <= 0; }
   void wait_set(int buffer) override {
+    if (set_ready(buffer)) return;  // no fill under way there: nothing to wait for
     // What is left of it, and of the fills ahead of it on the link.
     double waited = 0;
     for (int b : order_) {
@@ -86,6 +87,7 @@ class SimBackend final : public Backend {
 
  private:
   double copy(std::uint64_t bytes, bool pinned) const {
+    if (bytes == 0) return 0;  // nothing to copy (the buffer holds the set already): no copy is made
     const DeviceProfile& p = device_.profile;
     return copy_seconds(bytes, pinned ? p.h2d_pinned : p.h2d_pageable, copy_slowdown_, p.copy_setup_seconds);
   }
