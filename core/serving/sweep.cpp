@@ -149,7 +149,7 @@ SweepConfig parse_fields(const std::string& text, const std::string& file, const
   if (j.contains("trace_routes")) {
     if (!j["trace_routes"].is_boolean()) fail("trace_routes", "must be true or false");
     c.trace_routes = j["trace_routes"].get<bool>();
-    if (c.trace_routes && c.clock == RunClock::Simulated) fail("trace_routes", "records an engine's routes; the simulated clock runs none");
+    if (c.trace_routes && c.clock == RunClock::Simulated) fail("trace_routes", "records where a model's router sent each token; on the simulated clock the routes are drawn, not a router's");
   }
   if (j.contains("targets")) {
     if (!j["targets"].is_array() || j["targets"].empty()) fail("targets", "must list variant names");
