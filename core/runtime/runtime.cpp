@@ -574,10 +574,12 @@ StepResult Runtime::run(const StepBatch& batch) {
   fail_non_finite_logits(batch, r);
   if (config_.host_candidates > 0) prepare_on_host(batch, r, config_.host_candidates);
   if (virtual_) virtual_->after_step();
-  if (priced()) {  // a simulated device priced its slice's compute and link itself
-    if (moe_.gate) judge_prefetches(r);
-    return r;
-  }
+  if (!priced()) charge_slowdowns(r, wall);  // a simulated device priced its slice's compute and link itself
+  if (moe_.gate) judge_prefetches(r);
+  return r;
+}
+
+void Runtime::charge_slowdowns(StepResult& r, double wall) const {
   if (config_.compute_slowdown > 1.0) {
     // A MIG slice computes at 1/N of the device: the step's work beyond its copies (which the copy
     // slowdown prices) takes N times as long.
@@ -602,8 +604,6 @@ StepResult Runtime::run(const StepBatch& batch) {
         c.load_seconds *= config_.copy_slowdown;
         c.prefetch_seconds *= config_.copy_slowdown;
       }
-  if (moe_.gate) judge_prefetches(r);
-  return r;
 }
 
 void Runtime::judge_prefetches(const StepResult& r) {

@@ -195,6 +195,9 @@ class Runtime {
  private:
   void load_pinned(int target, std::uint64_t& bytes);  // whole-model swaps
   void judge_prefetches(const StepResult& r);           // tells the gate what each layer's step measured
+  // Space-sharing's slowdowns on a step a backend timed (`wall` seconds): what the slice adds, as
+  // throttle time and in the step's load and per-layer times.
+  void charge_slowdowns(StepResult& r, double wall) const;
   // Points `layer`'s reroute rows at what its slots hold: each row at its own expert's pinned copy,
   // then (consolidated hits) at the position's first pinned copy, then at a kept miss of its own.
   void route_layer(std::int64_t layer);

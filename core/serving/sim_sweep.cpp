@@ -31,12 +31,21 @@ std::unique_ptr<HostStore> sim_store(const SimFamily& family) {
   return HostStore::of_configs(family.shapes.spec, dtype, family.names);
 }
 
+namespace {
+
+// The strategy on a simulated device whose tokens draw their experts from `seed`.
+Deployment simulated_deployment(const StrategyConfig& strategy, const HostStore& store, const DeviceProfile& device, HostMemory host,
+                                std::uint64_t seed, double concentration) {
+  const ModelSpec& s = store.spec();
+  return Deployment(strategy, store,
+                    std::make_shared<SimulatedDevice>(SimulatedDevice{device, host, drawn_routes(concentration, seed, s.num_experts, s.top_k)}));
+}
+
+}  // namespace
+
 std::vector<RequestRecord> simulate_workload(const StrategyConfig& strategy, const HostStore& store, const DeviceProfile& device, HostMemory host,
                                              const std::vector<WorkloadRequest>& workload, std::uint64_t seed, double concentration) {
-  const ModelSpec& s = store.spec();
-  auto simulated = std::make_shared<SimulatedDevice>(SimulatedDevice{device, host, drawn_routes(concentration, seed, s.num_experts, s.top_k)});
-  const Deployment deployment(strategy, store, std::move(simulated));
-  return run_workload(deployment, workload, {.clock = RunClock::Simulated});
+  return run_workload(simulated_deployment(strategy, store, device, host, seed, concentration), workload, {.clock = RunClock::Simulated});
 }
 
 Outcome<> simulate_sweep(const SweepConfig& config, const SimFamily& family, const DeviceProfile& device, const SweepEvents& events) {
@@ -69,10 +78,11 @@ Outcome<> simulate_sweep(const SweepConfig& config, const SimFamily& family, con
     std::vector<SaturationProbe> probes;
     if (config.saturation) {
       for (const StrategyConfig& sc : config.strategies) {
-        const std::size_t partitions = sc.kind == StrategyKind::SpaceSharing ? family.names.size() : 1;
-        const auto burst = burst_workload(config, targets, spec.vocab_size, burst_size(*config.saturation, sc.scheduler.max_sequences, partitions));
+        const Deployment deployment = simulated_deployment(sc, *store, device, config.host_memory, config.workload.seed, concentration);
+        const auto burst = burst_workload(config, targets, spec.vocab_size,
+                                          burst_size(*config.saturation, sc.scheduler.max_sequences, deployment.partitions().size()));
         const std::string name = strategy_label(sc);
-        const auto records = simulate_workload(sc, *store, device, config.host_memory, burst, config.workload.seed, concentration);
+        const auto records = run_workload(deployment, burst, {.clock = RunClock::Simulated});
         if (events.probe_progress && !events.probe_progress(name, records.size(), records.size())) return Cancelled{};
         probes.push_back(saturation_probe(name, records));
       }
