@@ -26,6 +26,7 @@
 #include "model/checkpoint.h"
 #include "model/tokenizer.h"
 #include "model/variant_folders.h"
+#include "serving/runner.h"
 #include "serving/saturation.h"
 #include "serving/sweep.h"
 #include "serving/config_layout.h"
@@ -78,6 +79,22 @@ double mean_of(const std::vector<RequestRecord>& records, double (RequestStats::
   double sum = 0;
   for (const auto& r : records) sum += (r.stats.*metric)();
   return sum / static_cast<double>(records.size());
+}
+
+// DeepSeek-V2-Lite as config files in `root`: the base, ESFT adapters `law` (DeepSeek's spelling:
+// no base named, over the base listed before it) and `code` (base named, shared experts tuned), and
+// a delta folder `chat-delta` (4-bit 2:4) over the base.
+std::vector<fs::path> deepseek_lite_family(const fs::path& root) {
+  const fs::path config = samples() / "families" / "deepseek-v2-lite" / "base" / "config.json";
+  for (const char* d : {"base", "law", "code", "chat-delta"}) {
+    fs::create_directories(root / d);
+    fs::copy_file(config, root / d / "config.json", fs::copy_options::overwrite_existing);
+  }
+  std::ofstream(root / "law" / "expert_cfg.json") << "{\"experts\": {\"1\": [0, 5], \"2\": [3]}, \"shared_experts\": false, \"non_expert_modules\": false}";
+  std::ofstream(root / "code" / "expert_cfg.json") << "{\"base_model\": \"../base\", \"experts\": {\"1\": [7]}, \"shared_experts\": true}";
+  std::ofstream(root / "chat-delta" / "delta.json")
+      << "{\"schema\": \"mosaic.delta/1\", \"base_model\": \"../base\", \"base_sha256\": \"" << std::string(64, '0') << "\", \"bits\": 4, \"sparsity\": \"2:4\", \"group\": 128}";
+  return {root / "base", root / "law", root / "chat-delta", root / "code"};
 }
 
 }  // namespace
@@ -190,7 +207,7 @@ class TestSimulator : public QObject {
   // Mixtral-8x7B from its config alone: 46.7 B parameters, as Mistral publishes; 336 MiB per expert.
   void shapes_come_from_the_config_alone() {
     const SimFamily f = mixtral();
-    QCOMPARE(f.names, (std::vector<std::string>{"base", "instruct"}));
+    QCOMPARE(f.names(), (std::vector<std::string>{"base", "instruct"}));
     const ModelShapes& m = f.shapes;
     QCOMPARE(m.expert_bytes(), std::uint64_t(352321536));
     const double total = static_cast<double>(m.non_expert_params + 256 * m.expert_params);
@@ -245,7 +262,7 @@ class TestSimulator : public QObject {
   void table_1_comes_from_steps_run_alone() {
     const SimFamily f = mixtral();
     const DeviceProfile d = a100();
-    const auto workload = alternating(10, 200, f.names);
+    const auto workload = alternating(10, 200, f.names());
     auto table = [](const std::vector<RequestRecord>& records) {
       std::vector<LayerTime> t(3);
       for (const auto& r : records)
@@ -289,8 +306,8 @@ class TestSimulator : public QObject {
     const SimFamily f = mixtral();
     const DeviceProfile d = a100();
     const HostMemory paper{.experts_pinned = true, .non_expert_pinned = false};
-    const std::vector<WorkloadRequest> w{{0, f.names[0], std::vector<std::int64_t>(20, 7), 200},
-                                         {0.5, f.names[1], std::vector<std::int64_t>(20, 7), 25}};
+    const std::vector<WorkloadRequest> w{{0, f.names()[0], std::vector<std::int64_t>(20, 7), 200},
+                                         {0.5, f.names()[1], std::vector<std::int64_t>(20, 7), 25}};
     auto run = [&](bool ahead, std::int64_t max_sequences = 8) {
       StrategyConfig c = strategy(StrategyKind::Consolidated, 229);
       c.resident_sets = 2;
@@ -323,7 +340,7 @@ class TestSimulator : public QObject {
     const SimFamily f = mixtral();
     const DeviceProfile d = a100();
     const HostMemory paper{.experts_pinned = true, .non_expert_pinned = false};
-    const auto workload = alternating(12, 100, f.names, 3);  // base ×3, instruct ×3, …
+    const auto workload = alternating(12, 100, f.names(), 3);  // base ×3, instruct ×3, …
     const auto single = simulate_workload(strategy(StrategyKind::Single, 229), *sim_store(f), d, paper, workload, 1);
     const auto consolidated = simulate_workload(strategy(StrategyKind::Consolidated, 229), *sim_store(f), d, paper, workload, 1);
     std::int64_t swaps = 0;
@@ -350,7 +367,7 @@ class TestSimulator : public QObject {
   void hits_follow_what_is_resident() {
     const SimFamily f = mixtral();
     const DeviceProfile d = a100();
-    const auto workload = alternating(40, 100, f.names);
+    const auto workload = alternating(40, 100, f.names());
     for (std::int64_t capacity : {64, 128, 229}) {
       const auto records = simulate_workload(strategy(StrategyKind::Single, capacity), *sim_store(f), d, {}, workload, 3);
       const double hit = summarize(records).hit_rate, expected = static_cast<double>(capacity) / 256;
@@ -372,9 +389,9 @@ class TestSimulator : public QObject {
     auto device = [&] { return std::make_shared<SimulatedDevice>(SimulatedDevice{d, {}, drawn_routes(0, 1, 8, 2)}); };
     const Deployment parts(mig, *store, device());
     QCOMPARE(parts.partitions().size(), std::size_t(2));
-    QCOMPARE(parts.partitions()[1].serves, std::vector<std::string>{f.names[1]});
+    QCOMPARE(parts.partitions()[1].serves, std::vector<std::string>{f.names()[1]});
     QCOMPARE(parts.partitions()[1].runtime->config().copy_slowdown, 2.0);
-    const auto workload = alternating(20, 200, f.names);
+    const auto workload = alternating(20, 200, f.names());
     const auto sliced = simulate_workload(mig, *store, d, {}, workload, 5);
     for (const auto& r : sliced) QCOMPARE(r.lane, std::size_t(r.target == "base" ? 0 : 1));
     const auto whole = simulate_workload(strategy(StrategyKind::Single, 107), *sim_store(f), d, {}, workload, 5);
@@ -387,12 +404,210 @@ class TestSimulator : public QObject {
     } catch (const BudgetError& e) {
       QVERIFY2(std::string(e.what()).find("it holds 107 experts") != std::string::npos, e.what());
     }
-    QVERIFY_THROWS_EXCEPTION(UnsupportedError, Deployment(strategy(StrategyKind::Esft), *store, device()));
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, Deployment(strategy(StrategyKind::Esft), *store, device()));  // no adapters here
     // Prefetching predicts a layer's experts from the layer before's input, which the routing model does not link.
     StrategyConfig ahead = strategy(StrategyKind::Single, 107);
     ahead.miss = "prefetch";
     const std::string why = error_of<UnsupportedError>([&] { Deployment(ahead, *store, device()); });
     expect_mentions(why, {"miss 'prefetch'", "is not simulated", "simulate lru"});
+  }
+
+  // A family of adapters and delta folders from their config files alone: an adapter holds only
+  // what it tunes (its set is its base's unless it tunes shared experts), a delta folder its own
+  // non-expert set and a packed delta at every expert over the base's; what they are built on is
+  // resolved as when serving, and a base that is missing or itself built on one is refused.
+  void adapters_and_delta_folders_are_described_by_their_configs() {
+    const fs::path root = fs::path(tmp_.path().toStdString()) / "dsl";
+    const SimFamily f = load_sim_family(deepseek_lite_family(root));
+    QCOMPARE(f.names(), (std::vector<std::string>{"base", "law", "chat-delta", "code"}));
+    const auto store = sim_store(f);
+    const ModelSpec& s = store->spec();
+    const int base = 0, law = 1, delta = 2, code = 3;
+    QCOMPARE(store->base_of(law), base);
+    QCOMPARE(store->base_of(code), base);
+    QCOMPARE(store->base_of(delta), base);
+    QVERIFY(store->is_adapter(law) && store->is_delta(delta) && !store->is_adapter(base));
+    QCOMPARE(store->tuned(law), (std::vector<std::pair<std::int64_t, std::int64_t>>{{1, 0}, {1, 5}, {2, 3}}));
+    QCOMPARE(store->set_of(law), store->set_of(base));
+    QVERIFY(store->set_of(code) != store->set_of(base) && store->set_of(delta) != store->set_of(base));
+    QCOMPARE(store->sets(), 3);
+    QVERIFY(store->expert(law, 1, 0) != store->expert(base, 1, 0));
+    QCOMPARE(store->expert(law, 1, 1), store->expert(base, 1, 1));
+    QVERIFY(store->source(law, 2, 3) == ExpertSource::adapter(law, 3));
+    QVERIFY(store->source(law, 2, 4) == ExpertSource::full(base, 4));
+    QCOMPARE(store->expert(law, 0, 0), ExpertId(-1));  // layer 0 is dense
+    // The delta: the base's tensors and dense expert, and a pack of 4-bit 2:4 codes.
+    const HostExpert& d = store->expert_tensors(store->expert(delta, 3, 9));
+    const HostExpert& b = store->expert_tensors(store->expert(base, 3, 9));
+    QVERIFY(d.delta >= 0 && d.gate == b.gate && d.down == b.down);
+    QCOMPARE(d.dense, store->expert(base, 3, 9));
+    QVERIFY(store->source(delta, 3, 9) == ExpertSource::delta(delta, 9));
+    const DeltaFormat format = store->delta(d.delta).format;
+    const std::uint64_t delta_bytes = 2 * packed_bytes(format, s.expert_intermediate, s.hidden_size) + packed_bytes(format, s.hidden_size, s.expert_intermediate);
+    QCOMPARE(store->delta(d.delta).bytes(), delta_bytes);
+    QCOMPARE(store->max_delta_bytes(), delta_bytes);
+    QVERIFY(delta_bytes * 4 < store->expert_bytes());  // 4-bit codes and 2-bit places of half the values, against 16 bits of all
+    // The code adapter's set differs from the base's at the shared experts only.
+    std::uint64_t shared_bytes = 0;
+    for (std::size_t i = 0; i < store->non_expert_names().size(); ++i) {
+      const TensorId a = store->set_tensors(store->set_of(code))[i], c = store->set_tensors(store->set_of(base))[i];
+      if (a == c) continue;
+      QVERIFY2(store->non_expert_names()[i].find("shared_experts") != std::string::npos, store->non_expert_names()[i].c_str());
+      shared_bytes += store->tensor(a).size_bytes();
+    }
+    QCOMPARE(shared_bytes, std::uint64_t(26 * 3 * 2 * 2048 * 1408 * 2));  // 26 MoE layers, 2 shared experts of 1408 each, bf16
+    const std::uint64_t positions = 26 * 64, e = store->expert_bytes();
+    QCOMPARE(store->host_bytes(), 2 * store->non_expert_bytes() + positions * (e + delta_bytes) + 4 * e + shared_bytes);
+
+    // Refused: an adapter with no base before it or named, a base_model that is no folder, a base built on a base.
+    const std::string alone = error_of<MissingError>([&] { load_sim_family({root / "law"}); });
+    expect_mentions(alone, {"expert_cfg.json", "base_model", "list the base before the adapter"});
+    std::ofstream(root / "chat-delta" / "delta.json")
+        << "{\"schema\": \"mosaic.delta/1\", \"base_model\": \"../nowhere\", \"base_sha256\": \"" << std::string(64, '0') << "\", \"bits\": 4, \"sparsity\": \"2:4\", \"group\": 128}";
+    expect_mentions(error_of<MissingError>([&] { load_sim_family({root / "chat-delta"}); }), {"delta.json", "base_model", "not a folder"});
+    std::ofstream(root / "chat-delta" / "delta.json")
+        << "{\"schema\": \"mosaic.delta/1\", \"base_model\": \"../code\", \"base_sha256\": \"" << std::string(64, '0') << "\", \"bits\": 4, \"sparsity\": \"2:4\", \"group\": 128}";
+    expect_mentions(error_of<UnsupportedError>([&] { load_sim_family({root / "base", root / "chat-delta"}); }), {"delta.json", "itself built on a base"});
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, HostStore::of_configs(s, DType::BF16, std::vector<ConfigTarget>{{.name = "a", .base = 0, .delta = format}}));
+  }
+
+  // ExpertWeave and DeltaMoE on the simulated clock. esft serves its adapters over one pinned base:
+  // every pair a hit, no load, and a change of adapter swaps only what differs from the set held (the
+  // code adapter's shared experts), where time-sharing swaps the tuned experts too. Under a budget that holds
+  // the base and half the deltas, delta loads the rest on a miss, and hybrid loads nothing (a row
+  // whose delta is not resident takes the base's copy).
+  void adapters_and_deltas_are_served_on_the_simulated_clock() {
+    const SimFamily f = load_sim_family(deepseek_lite_family(fs::path(tmp_.path().toStdString()) / "served"));
+    const auto store = sim_store(f);
+    const DeviceProfile d = a100();
+    const auto workload = alternating(8, 100, {"law", "code"});
+    const auto esft = simulate_workload(strategy(StrategyKind::Esft), *store, d, {}, workload, 1);
+    QCOMPARE(esft.size(), workload.size());
+    std::uint64_t shared_bytes = 0;
+    for (std::size_t i = 0; i < store->non_expert_names().size(); ++i)
+      if (const TensorId t = store->set_tensors(store->set_of(3))[i]; t != store->set_tensors(store->set_of(0))[i]) shared_bytes += store->tensor(t).size_bytes();
+    for (std::size_t i = 0; i < esft.size(); ++i) {
+      const LayerCounts t = esft[i].stats.counters.total();
+      QVERIFY(t.hits > 0 && t.misses == 0 && t.loads == 0);
+      if (i > 0) QCOMPARE(esft[i].stats.counters.swap_bytes, shared_bytes);  // the shared experts, either way
+    }
+    const auto whole = simulate_workload(strategy(StrategyKind::TimeSharing), *store, d, {}, workload, 1);
+    // Time-sharing swaps what differs between the two models: the shared experts and the four tuned
+    // experts (law's three, code's one), which esft holds pinned side by side.
+    QCOMPARE(whole.back().stats.counters.swap_bytes, shared_bytes + 4 * store->expert_bytes());
+    QVERIFY(mean_of(whole, &RequestStats::turnaround) > mean_of(esft, &RequestStats::turnaround));
+
+    // A budget of one non-expert set, the base's experts, the reserve and half the deltas.
+    StrategyConfig half = strategy(StrategyKind::Delta);
+    std::uint64_t reserved = 0;
+    for (const ReserveItem& r : plan_reserve(store->spec(), store->expert_bytes(), half.reserve)) reserved += r.bytes;
+    const std::uint64_t positions = 26 * 64;
+    half.budget_bytes = store->non_expert_bytes() + positions * store->expert_bytes() + reserved + positions / 2 * store->max_delta_bytes();
+    const auto chats = alternating(4, 100, {"chat-delta"});
+    const auto delta = simulate_workload(half, *store, d, {}, chats, 1);
+    half.kind = StrategyKind::Hybrid;
+    const auto hybrid = simulate_workload(half, *store, d, {}, chats, 1);
+    std::int64_t delta_loads = 0, delta_hits = 0, hybrid_loads = 0, hybrid_hits = 0, pairs = 0;
+    for (std::size_t i = 0; i < chats.size(); ++i) {
+      const LayerCounts a = delta[i].stats.counters.total(), h = hybrid[i].stats.counters.total();
+      delta_loads += a.loads, delta_hits += a.hits, hybrid_loads += h.loads, hybrid_hits += h.hits;
+      pairs += (delta[i].stats.prompt_tokens + delta[i].stats.generated_tokens - 1) * 26 * 6;
+      QCOMPARE(delta[i].stats.prompt_tokens + delta[i].stats.generated_tokens, hybrid[i].stats.prompt_tokens + hybrid[i].stats.generated_tokens);
+    }
+    QCOMPARE(hybrid_loads, std::int64_t(0));
+    QCOMPARE(hybrid_hits, pairs);
+    QVERIFY2(delta_loads > 0 && delta_hits > 0 && delta_hits < pairs, (std::to_string(delta_loads) + " loads, " + std::to_string(delta_hits) + " hits").c_str());
+    QVERIFY(mean_of(delta, &RequestStats::turnaround) > mean_of(hybrid, &RequestStats::turnaround));
+
+    // Every delta pinned: a decode step reads each routed expert's base once and its packed delta
+    // (a fifth of its bytes) beside it, so a delta folder decodes a little slower than its base, by
+    // the bytes alone on a device whose launches cost nothing (the paper's PyTorch launches, 45 µs
+    // each, would add a delta's own kernels' worth).
+    DeviceProfile lean = d;
+    lean.launch_seconds = 0;
+    const auto all_deltas = simulate_workload(strategy(StrategyKind::Delta), *store, lean, {}, chats, 1);
+    const auto base = simulate_workload(strategy(StrategyKind::SingleResident), *store, lean, {}, alternating(4, 100, {"base"}), 1);
+    const double slower = mean_of(all_deltas, &RequestStats::tpot) / mean_of(base, &RequestStats::tpot);
+    QVERIFY2(slower > 1.02 && slower < 1.25, std::to_string(slower).c_str());
+    QCOMPARE(all_deltas.front().stats.counters.total().loads, std::int64_t(0));
+  }
+
+  // Every strategy of the sample ESFT sweep runs on the simulated clock, over the adapters' configs.
+  void the_esft_sweep_runs_on_the_simulated_clock() {
+    SweepConfig config = load_sweep_config(samples() / "esft-skew.json");
+    nlohmann::json j = nlohmann::json::parse(config.text);
+    j["clock"] = "simulated";
+    j["device_profile"] = "devices/a100-pcie4-paper.json";
+    j["duration_seconds"] = 2;
+    config = parse_sweep_config(j.dump(), "esft-simulated.json", samples());
+    std::map<std::string, std::size_t> served;
+    SweepEvents events;
+    events.run_finished = [&](const SweepRun& run, const std::vector<RequestRecord>& records, const RunSummary&, bool) {
+      served[run.strategy] += records.size();
+      for (const RequestRecord& r : records) QVERIFY(r.target.starts_with("esft-") && r.stats.generated_tokens == 25);
+    };
+    const Outcome<> done = simulate_sweep(config, load_sim_family(config.variants), load_device_profile(config.device_profile), events);
+    QVERIFY2(done.ok(), done.error_message().c_str());
+    QCOMPARE(served.size(), config.strategies.size());
+    for (const auto& [name, n] : served) QVERIFY2(n > 10, name.c_str());
+
+    // At DeepSeek-V2-Lite's size, adapters in DeepSeek's spelling: esft holds base and tuned experts
+    // (every pair a hit, no swap); time-sharing swaps each adapter's tuned experts in.
+    config = load_sweep_config(samples() / "esft-deepseek-lite-simulated.json");
+    j = nlohmann::json::parse(config.text);
+    j["rates"] = {0.5};
+    j["duration_seconds"] = 10;
+    config = parse_sweep_config(j.dump(), "esft-deepseek-lite.json", samples());
+    std::map<std::string, LayerCounts> counts;
+    std::map<std::string, std::uint64_t> swapped;
+    events.run_finished = [&](const SweepRun& run, const std::vector<RequestRecord>& records, const RunSummary&, bool) {
+      QVERIFY(!records.empty());
+      for (const RequestRecord& r : records) {
+        counts[run.strategy] += r.stats.counters.total();
+        swapped[run.strategy] += r.stats.counters.swap_bytes;
+      }
+    };
+    QVERIFY(simulate_sweep(config, load_sim_family(config.variants), load_device_profile(config.device_profile), events).ok());
+    QVERIFY(counts.at("esft").hits > 0 && counts.at("esft").misses == 0);
+    QCOMPARE(swapped.at("esft"), std::uint64_t(0));
+    QVERIFY(swapped.at("time-sharing") > 0);
+    QVERIFY(counts.at("consolidated").misses > 0);  // one copy per position: the other adapters' tuned experts load
+  }
+
+  // SwapMoE on the simulated clock: importance from each token's unmasked draw, the router masked to
+  // the resident sets, and the updates' copies carried by the device's link behind the steps: they
+  // take steps to land, move the bytes of the experts they swap in, and slow no step.
+  void virtual_experts_update_behind_the_steps_on_the_simulated_clock() {
+    const SimFamily f = mixtral();
+    const auto store = sim_store(f);
+    const DeviceProfile d = a100();
+    StrategyConfig v = strategy(StrategyKind::VirtualExperts, 2 * 32 * 4);  // 4 of 8 experts per layer and variant
+    v.updates.update_every = 4;
+    v.updates.staging = 1;
+    const auto workload = alternating(4, 100, f.names());
+    auto serve = [&](const StrategyConfig& c, VirtualStats* stats) {
+      const Deployment deployment(c, *store, std::make_shared<SimulatedDevice>(SimulatedDevice{d, {}, drawn_routes(0.3, 7, 8, 2)}));
+      const auto records = run_workload(deployment, workload, {.clock = RunClock::Simulated});
+      if (stats) *stats = deployment.partitions()[0].runtime->virtual_experts()->stats();
+      return records;
+    };
+    VirtualStats stats;
+    const auto updating = serve(v, &stats);
+    QVERIFY2(stats.updates > 0 && stats.swapped >= stats.updates, std::to_string(stats.updates).c_str());
+    QCOMPARE(stats.bytes, static_cast<std::uint64_t>(stats.swapped) * store->expert_bytes());
+    QVERIFY(stats.steps_overlapped > 0);  // 28 ms of link per Mixtral expert: longer than a decode step
+    QVERIFY(stats.copy_seconds > 0);
+    for (const RequestRecord& r : updating) {
+      const LayerCounts t = r.stats.counters.total();
+      QCOMPARE(t.loads, std::int64_t(0));  // masked: never a miss
+      QCOMPARE(t.misses, std::int64_t(0));
+    }
+    v.updates.staging = 0;  // the same sets, never updated
+    const auto fixed = serve(v, nullptr);
+    const double ratio = mean_of(updating, &RequestStats::tpot) / mean_of(fixed, &RequestStats::tpot);
+    QVERIFY2(ratio > 0.95 && ratio < 1.05, std::to_string(ratio).c_str());
+    v.calibration = "calibration.txt";
+    expect_mentions(error_of<UnsupportedError>([&] { serve(v, nullptr); }), {"calibration", "is not simulated", "uniform counts"});
   }
 
   // The layout of a family too large to open, from its config.json files alone: the budget's
@@ -593,7 +808,7 @@ class TestSimulator : public QObject {
     // experts (TTFT falls); token hit rates stay the slice's share of positions either way.
     const SimFamily f = mixtral();
     const DeviceProfile d = a100();
-    const auto workload = alternating(40, 1000, f.names);
+    const auto workload = alternating(40, 1000, f.names());
     const auto store = sim_store(f);
     const auto uniform = simulate_workload(strategy(StrategyKind::Single, 107), *store, d, {}, workload, 3);
     const auto skewed = simulate_workload(strategy(StrategyKind::Single, 107), *store, d, {}, workload, 3, 0.3);

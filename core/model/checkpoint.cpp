@@ -165,20 +165,14 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir, const std::filesystem::
     // What esft.py's to_esft leaves trainable is what it saves: the listed experts, every MoE layer's
     // shared experts when "shared_experts" says so, and every other non-expert tensor when
     // "non_expert_modules" does (a router's correction bias is a buffer, saved or not).
-    std::set<std::string> required, optional, shared;
+    std::set<std::string> required, optional;
     for (const auto& [layer, ids] : cfg.experts)
       for (std::int64_t e : ids) {
         adapter_experts_.emplace_back(layer, e);
         for (ExpertRole r : {ExpertRole::Gate, ExpertRole::Up, ExpertRole::Down}) required.insert(names.expert(layer, e, r));
       }
-    for (std::int64_t l = 0; l < spec_.num_layers; ++l)
-      if (spec_.is_sparse(l) && spec_.shared_expert_intermediate > 0) {
-        for (ExpertRole r : {ExpertRole::Gate, ExpertRole::Up, ExpertRole::Down}) shared.insert(names.shared_expert(l, r));
-        if (spec_.shared_expert_gated) shared.insert(names.shared_expert_gate(l));
-      }
     for (const ExpectedTensor& e : expected_tensors(spec_)) {
-      if (e.is_expert()) continue;
-      if (shared.count(e.name) ? !cfg.shared_experts : !cfg.non_expert_modules) continue;
+      if (!adapter_stores(cfg, spec_, e)) continue;
       (spec_.router_bias && e.name == names.router_bias(e.layer) ? optional : required).insert(e.name);
     }
     const std::string tunes = std::string("its listed experts") + (cfg.shared_experts ? ", the shared experts" : "") +

@@ -21,6 +21,17 @@ std::int64_t EsftAdapterConfig::expert_count() const {
   return n;
 }
 
+bool adapter_stores(const EsftAdapterConfig& cfg, const ModelSpec& spec, const ExpectedTensor& t) {
+  if (t.is_expert()) return false;
+  bool shared = false;
+  if (t.layer >= 0 && spec.is_sparse(t.layer) && spec.shared_expert_intermediate > 0) {
+    const WeightNames names(spec);
+    for (ExpertRole r : {ExpertRole::Gate, ExpertRole::Up, ExpertRole::Down}) shared |= t.name == names.shared_expert(t.layer, r);
+    shared |= spec.shared_expert_gated && t.name == names.shared_expert_gate(t.layer);
+  }
+  return shared ? cfg.shared_experts : cfg.non_expert_modules;
+}
+
 EsftAdapterConfig read_expert_cfg(const std::filesystem::path& file, const ModelSpec& spec) {
   return parse_expert_cfg(read_text_file(file), file.string(), spec);
 }

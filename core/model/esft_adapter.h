@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "model/model_spec.h"
+#include "model/weight_names.h"
 
 namespace mosaic {
 
@@ -28,6 +29,11 @@ struct EsftAdapterConfig {
 };
 
 inline constexpr const char* kExpertCfgFile = "expert_cfg.json";
+
+// Whether an adapter of `cfg` stores the non-expert tensor `t` of `spec` (what esft.py's to_esft
+// leaves trainable beside the listed experts: every MoE layer's shared experts when "shared_experts"
+// says so, every other non-expert tensor when "non_expert_modules" does).
+bool adapter_stores(const EsftAdapterConfig& cfg, const ModelSpec& spec, const ExpectedTensor& t);
 
 // Throws IoError, FormatError (bad JSON, a layer or expert outside `spec`, a duplicate, a flag that is
 // not a boolean), MissingError (no "experts").

@@ -62,6 +62,12 @@ class Backend {
   // May be called from another thread (virtual experts' copy path) while run() executes, for a slot
   // that no reroute-table entry names.
   virtual TierRead load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) = 0;
+  // Virtual experts' updates (virtual_experts.h): copies an expert into a slot behind the steps. A
+  // real backend copies at once, as load_expert does (on the caller's copy thread); a priced one
+  // queues the copy on its link, which carries it while steps compute, and copies_landed() says when
+  // every such copy has arrived.
+  virtual TierRead copy_behind(std::int64_t layer, SlotRef slot, ExpertId expert) { return load_expert(layer, slot, expert); }
+  virtual bool copies_landed() { return true; }
   // Fills a resident-set buffer with the store's non-expert set `set`, copying only the tensors that
   // differ from what the buffer holds; returns the host bytes read.
   virtual std::uint64_t load_set(int buffer, int set) = 0;

@@ -45,7 +45,9 @@ void ExpertImportance::decay(double factor) {
 
 double ExpertImportance::norm(ExpertId expert) {
   double& n = norms_[static_cast<std::size_t>(expert)];
-  if (n < 0) {
+  if (n < 0 && !store_.has_bytes()) {
+    n = 1;  // a store of shapes (a simulated device's) has no weights to take norms of: every expert alike
+  } else if (n < 0) {
     // A delta expert's norm is its base's: the packed Δ is small beside it, and reading it whole
     // would cost what loading it does.
     const HostExpert& e = store_.expert_tensors(expert);

@@ -26,10 +26,9 @@ bool expands_to_zero(const PackedDelta& p, const DeltaFormat& f) {
 
 }  // namespace
 
-std::uint64_t HostDelta::bytes() const {
+std::uint64_t HostDelta::bytes() const {  // from the shapes: the same where the packs' arrays are held and where not
   std::uint64_t n = 0;
-  for (const PackedDelta* p : {&gate, &up, &down})
-    n += p->qweight.size() * 4 + p->meta.size() * 4 + p->scales.size() * 2 + p->zeros.size();
+  for (const PackedDelta* p : {&gate, &up, &down}) n += packed_bytes(format, p->rows, p->cols);
   return n;
 }
 
@@ -64,44 +63,100 @@ std::unique_ptr<HostStore> HostStore::shapes_of(const HostStore& from) {
 }
 
 std::unique_ptr<HostStore> HostStore::of_configs(const ModelSpec& spec, DType dtype, const std::vector<std::string>& names) {
+  std::vector<ConfigTarget> targets;
+  for (const std::string& name : names) targets.push_back({.name = name});
+  return of_configs(spec, dtype, targets);
+}
+
+std::unique_ptr<HostStore> HostStore::of_configs(const ModelSpec& spec, DType dtype, const std::vector<ConfigTarget>& targets) {
   std::unique_ptr<HostStore> s(new HostStore());
   s->spec_ = spec;
   s->shapes_only_ = true;
   s->tier_ = std::make_unique<HostTier>(std::nullopt);
   const std::vector<ExpectedTensor> expected = expected_tensors(spec);
+  for (const ExpectedTensor& x : expected)
+    if (!x.is_expert()) {
+      s->non_expert_names_.push_back(x.name);
+      s->non_expert_bytes_ += HostTensor{x.name, dtype, x.shape, {}}.size_bytes();
+    }
   const auto positions = static_cast<std::size_t>(spec.num_layers * spec.num_experts);
-  for (const std::string& name : names) {
-    Target t;
-    t.name = name;
-    t.set = static_cast<int>(s->sets_.size());
-    t.experts.assign(positions, -1);
-    std::vector<TensorId> set;
-    std::vector<HostExpert> experts(positions);
-    for (const ExpectedTensor& x : expected) {
-      const auto id = static_cast<TensorId>(s->tensors_.size());
-      s->tensors_.push_back({x.name, dtype, x.shape, {}});
-      s->tier_->add({});
-      const std::uint64_t bytes = s->tensors_.back().size_bytes();
-      s->host_bytes_ += bytes;
-      if (!x.is_expert()) {
-        if (s->targets_.empty()) {
-          s->non_expert_names_.push_back(x.name);
-          s->non_expert_bytes_ += bytes;
+  auto tensor = [&](const ExpectedTensor& x) {
+    const auto id = static_cast<TensorId>(s->tensors_.size());
+    s->tensors_.push_back({x.name, dtype, x.shape, {}});
+    s->tier_->add({});
+    s->host_bytes_ += s->tensors_.back().size_bytes();
+    return id;
+  };
+  auto tunes = [](const EsftAdapterConfig& a, std::int64_t layer, std::int64_t expert) {
+    const auto it = a.experts.find(layer);
+    return it != a.experts.end() && std::find(it->second.begin(), it->second.end(), expert) != it->second.end();
+  };
+  auto full = [&](int t) { return t >= 0 && static_cast<std::size_t>(t) < targets.size() && !targets[static_cast<std::size_t>(t)].adapter && !targets[static_cast<std::size_t>(t)].delta; };
+  s->targets_.resize(targets.size());
+  // Full targets first: adapters and delta folders are built over them.
+  for (const bool over_pass : {false, true})
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      const ConfigTarget& c = targets[i];
+      const bool over = c.adapter || c.delta;
+      if (over != over_pass) continue;
+      const std::string at = "target '" + c.name + "'";
+      if (c.adapter && c.delta) throw InvalidArgument("shape-only store", at, "is both an ESFT adapter and a delta folder", "describe it as one");
+      if (over ? !full(c.base) : c.base >= 0)
+        throw InvalidArgument("shape-only store", at, over ? "is not over a full target of the list" : "names a base but is built on none",
+                              "give an adapter or delta folder the index of its full base");
+      Target& t = s->targets_[i];
+      t.name = c.name;
+      t.adapter = c.adapter.has_value();
+      t.delta = c.delta.has_value();
+      t.base = over ? c.base : -1;
+      t.experts.assign(positions, -1);
+      const Target* base = over ? &s->targets_[static_cast<std::size_t>(c.base)] : nullptr;
+      std::vector<TensorId> set;
+      std::vector<HostExpert> experts(positions);
+      for (const ExpectedTensor& x : expected) {
+        if (!x.is_expert()) {  // a full variant's and a delta folder's own; an adapter's where it tunes them
+          const bool own = !c.adapter || adapter_stores(*c.adapter, spec, x);
+          set.push_back(own ? tensor(x) : s->sets_[static_cast<std::size_t>(base->set)][set.size()]);
+          continue;
         }
-        set.push_back(id);
-        continue;
+        if (over && !(c.adapter && tunes(*c.adapter, x.layer, x.expert))) continue;  // its base's
+        HostExpert& e = experts[static_cast<std::size_t>(x.layer * spec.num_experts + x.expert)];
+        (x.role == ExpertRole::Gate ? e.gate : x.role == ExpertRole::Up ? e.up : e.down) = tensor(x);
+        if (c.adapter) t.tuned.emplace_back(x.layer, x.expert);
       }
-      HostExpert& e = experts[static_cast<std::size_t>(x.layer * spec.num_experts + x.expert)];
-      (x.role == ExpertRole::Gate ? e.gate : x.role == ExpertRole::Up ? e.up : e.down) = id;
+      std::sort(t.tuned.begin(), t.tuned.end());
+      t.tuned.erase(std::unique(t.tuned.begin(), t.tuned.end()), t.tuned.end());
+      for (std::size_t p = 0; p < positions; ++p) {
+        HostExpert e = experts[p];
+        if (e.gate < 0 && base && base->experts[p] >= 0) {
+          if (!c.delta) {  // an adapter's untuned expert is its base's
+            t.experts[p] = base->experts[p];
+            continue;
+          }
+          e = s->experts_[static_cast<std::size_t>(base->experts[p])];
+          e.dense = base->experts[p];
+          e.delta = static_cast<DeltaId>(s->deltas_.size());
+          HostDelta d{.format = *c.delta};
+          for (auto [pack, id] : {std::pair{&d.gate, e.gate}, std::pair{&d.up, e.up}, std::pair{&d.down, e.down}}) {
+            const HostTensor& m = s->tensors_[static_cast<std::size_t>(id)];
+            pack->rows = m.shape.at(0);
+            pack->cols = m.shape.at(1);
+          }
+          s->host_bytes_ += d.bytes();
+          s->max_delta_bytes_ = std::max(s->max_delta_bytes_, d.bytes());
+          s->deltas_.push_back(std::move(d));
+        }
+        if (e.gate < 0) continue;  // a dense layer
+        t.experts[p] = static_cast<ExpertId>(s->experts_.size());
+        s->experts_.push_back(e);
+      }
+      if (base && set == s->sets_[static_cast<std::size_t>(base->set)]) {
+        t.set = base->set;
+      } else {
+        t.set = static_cast<int>(s->sets_.size());
+        s->sets_.push_back(std::move(set));
+      }
     }
-    for (std::size_t p = 0; p < positions; ++p) {
-      if (experts[p].gate < 0) continue;  // a dense layer
-      t.experts[p] = static_cast<ExpertId>(s->experts_.size());
-      s->experts_.push_back(experts[p]);
-    }
-    s->sets_.push_back(std::move(set));
-    s->targets_.push_back(std::move(t));
-  }
   if (!s->experts_.empty()) {
     const HostExpert& e = s->experts_.front();
     for (TensorId id : {e.gate, e.up, e.down}) s->expert_bytes_ += s->tensors_[static_cast<std::size_t>(id)].size_bytes();

@@ -20,6 +20,7 @@
 
 #include "model/delta_codec.h"
 #include "model/dtype.h"
+#include "model/esft_adapter.h"
 #include "model/family.h"
 #include "runtime/expert_source.h"
 #include "runtime/host_tier.h"
@@ -53,6 +54,16 @@ struct HostExpert {
   ExpertId dense = -1;                     // a delta expert's base as a dense expert, when a target has it
 };
 
+// A target as its config files describe it, for a store of shapes (HostStore::of_configs): a full
+// variant, an ESFT adapter (its expert_cfg.json) or a delta folder (its delta.json's format) over
+// the full target `base`.
+struct ConfigTarget {
+  std::string name;
+  int base = -1;                           // an adapter's or delta folder's base: its index among the targets
+  std::optional<EsftAdapterConfig> adapter;  // what the adapter tunes, and so stores
+  std::optional<DeltaFormat> delta;          // every expert a packed delta of this format over its base's
+};
+
 class HostStore {
  public:
   // Finds the distinct tensors of every variant (the same file and place, or the same bytes) and
@@ -67,9 +78,14 @@ class HostStore {
   // no bytes behind the tensors: what a simulated device (sim_backend.h) serves, which prices copies
   // by their sizes and reads nothing. A backend that computes refuses it.
   static std::unique_ptr<HostStore> shapes_of(const HostStore& store);
-  // A family known by its configs alone: `names` full variants of `spec`, each tensor of each its
-  // own (nothing shared byte for byte, as fine-tunes of one base are), in `dtype`, with no bytes. For
-  // a simulated device to serve a family too large for this machine.
+  // A family known by its configs alone, in `dtype`, with no bytes: for a simulated device to serve
+  // a family too large for this machine. A full variant's tensors are each its own (nothing shared
+  // byte for byte, as fine-tunes of one base are); an adapter holds what it tunes and its base's
+  // tensors otherwise; a delta folder its own non-expert tensors and, at every expert, its base's
+  // tensors and a packed delta (none expands to zero). Throws InvalidArgument naming a target whose
+  // base is not a full target of the list, or that is both an adapter and a delta folder.
+  static std::unique_ptr<HostStore> of_configs(const ModelSpec& spec, DType dtype, const std::vector<ConfigTarget>& targets);
+  // Full variants only.
   static std::unique_ptr<HostStore> of_configs(const ModelSpec& spec, DType dtype, const std::vector<std::string>& names);
   bool has_bytes() const { return !shapes_only_; }
 

@@ -43,9 +43,6 @@ void check_config(const HostStore& store, const RuntimeConfig& c) {
                            "is not simulated: the routing model draws each layer's experts apart, so there is no next-layer choice to "
                            "predict from this layer's",
                            "simulate lru, or run prefetch on the virtual or the real clock");
-  if (c.simulated && c.virtual_experts)
-    throw UnsupportedError("simulated device", "virtual experts", "are not simulated yet: their importance needs router scores, which a drawn route has not",
-                           "run virtual experts on the virtual or the real clock");
   if (c.whole_model_swaps && !c.pinned_if_room.empty())
     throw InvalidArgument("runtime", "time-sharing", "reloads every pinned slot per swap, so it cannot pin while room",
                           "pin every position outright, or serve without time-sharing");

@@ -1,7 +1,9 @@
 #include "runtime/sim_backend.h"
 
 #include <algorithm>
+#include <deque>
 #include <limits>
+#include <map>
 #include <stdexcept>
 #include <string>
 
@@ -9,6 +11,7 @@
 #include "kernels/token_candidates.h"
 #include "sim/model_shapes.h"
 #include "sim/routing_model.h"
+#include "runtime/expert_importance.h"
 #include "sim/step_cost.h"
 
 namespace mosaic {
@@ -34,7 +37,6 @@ class SimBackend final : public Backend {
         device_(device),
         shapes_(model_shapes(store.spec(), store.distinct_tensors() > 0 ? dtype_size(store.tensor(0).dtype) : 2)),
         buffers_(static_cast<std::size_t>(shape.buffers), std::vector<TensorId>(store.non_expert_names().size(), -1)),
-        fills_(static_cast<std::size_t>(shape.buffers), 0.0),
         copy_slowdown_(copy_slowdown),
         compute_slowdown_(compute_slowdown) {
     const DeviceProfile& p = device.profile;
@@ -45,13 +47,16 @@ class SimBackend final : public Backend {
   }
 
   TierRead load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) override {
-    const HostExpert& x = store_->expert_tensors(expert);
-    std::uint64_t bytes = x.delta >= 0 ? store_->delta(x.delta).bytes() : 0;
-    if (!delta_only(layer, slot))
-      for (TensorId t : {x.gate, x.up, x.down}) bytes += store_->tensor(t).size_bytes();
+    const std::uint64_t bytes = expert_bytes(layer, slot, expert);
     device_seconds_ += copy(bytes, device_.host.experts_pinned);
     return {bytes, 0, 0};
   }
+  TierRead copy_behind(std::int64_t layer, SlotRef slot, ExpertId expert) override {
+    const std::uint64_t bytes = expert_bytes(layer, slot, expert);
+    link_.push_back({kExperts, copy(bytes, device_.host.experts_pinned)});
+    return {bytes, 0, 0};
+  }
+  bool copies_landed() override { return !on_link(kExperts); }
 
   std::uint64_t load_set(int buffer, int set) override {
     wait_set(buffer);  // a fill ahead nobody claimed: this one waits for it, then overwrites it
@@ -60,26 +65,25 @@ class SimBackend final : public Backend {
     return bytes;
   }
 
-  // The host link carries one fill ahead at a time, in the order they began, and only while no step
-  // copies: a step's own swaps and loads are its critical path (run() moves them on by its compute).
+  // The host link carries copies behind the steps (fills ahead, virtual experts' updates) one at a
+  // time, in the order they began, and only while no step copies: a step's own swaps and loads are
+  // its critical path (run() moves the link on by its compute).
   std::uint64_t start_set(int buffer, int set) override {
     wait_set(buffer);
     const std::uint64_t bytes = fill(buffer, set);
-    fills_[static_cast<std::size_t>(buffer)] = copy(bytes, device_.host.non_expert_pinned);
-    order_.push_back(buffer);
+    if (bytes > 0) link_.push_back({buffer, copy(bytes, device_.host.non_expert_pinned)});
     return bytes;
   }
-  bool set_ready(int buffer) override { return fills_[static_cast<std::size_t>(buffer)] <= 0; }
+  bool set_ready(int buffer) override { return !on_link(buffer); }
   void wait_set(int buffer) override {
-    if (set_ready(buffer)) return;  // no fill under way there: nothing to wait for
-    // What is left of it, and of the fills ahead of it on the link.
-    double waited = 0;
-    for (int b : order_) {
-      waited += std::exchange(fills_[static_cast<std::size_t>(b)], 0.0);
-      if (b == buffer) break;
+    // What is left of its fill, and of the copies ahead of it on the link.
+    if (!on_link(buffer)) return;
+    while (!link_.empty()) {
+      const Transfer t = link_.front();
+      link_.pop_front();
+      device_seconds_ += t.left;
+      if (t.what == buffer) break;
     }
-    std::erase_if(order_, [&](int b) { return fills_[static_cast<std::size_t>(b)] <= 0; });
-    device_seconds_ += waited;
   }
 
   StepResult run(const StepBatch& batch, MoeState& moe) override;
@@ -100,27 +104,59 @@ class SimBackend final : public Backend {
     held = ids;
     return bytes;
   }
+  // A layer's slot groups as the cost model prices them: a dense expert's rows; a delta expert's
+  // packed bytes over its rows, its rows added to its base's, whose matrices run once over them all.
+  void price_groups(const std::vector<std::pair<ExpertId, std::int64_t>>& groups, std::vector<std::int64_t>& dense,
+                    std::vector<StepWork::DeltaRows>& deltas) const {
+    std::map<ExpertId, std::size_t> at;  // a dense expert's entry in `dense`
+    for (const auto& [content, rows] : groups)
+      if (store_->expert_tensors(content).delta < 0) {
+        at.emplace(content, dense.size());
+        dense.push_back(rows);
+      }
+    for (const auto& [content, rows] : groups) {
+      const HostExpert& x = store_->expert_tensors(content);
+      if (x.delta < 0) continue;
+      deltas.push_back({rows, store_->delta(x.delta).bytes()});
+      const auto [it, added] = at.emplace(x.dense >= 0 ? x.dense : content, dense.size());
+      if (added) dense.push_back(0);
+      dense[it->second] += rows;
+    }
+  }
   bool delta_only(std::int64_t layer, SlotRef slot) const {
     if (slot.scratch || static_cast<std::size_t>(layer) >= shape_.layer_delta_only.size()) return false;
     const auto [first, count] = shape_.layer_delta_only[static_cast<std::size_t>(layer)];
     return slot.slot >= first && slot.slot < first + count;
   }
-  void link_idle(double seconds) {  // fills ahead move on while the step computes
-    for (int b : order_) {
-      double& left = fills_[static_cast<std::size_t>(b)];
-      const double used = std::min(left, seconds);
-      left -= used;
-      seconds -= used;
+  void link_idle(double seconds) {  // copies behind the steps move on while a step computes
+    while (!link_.empty() && link_.front().left <= seconds) {
+      seconds -= link_.front().left;
+      link_.pop_front();
     }
+    if (!link_.empty()) link_.front().left -= seconds;
+  }
+  bool on_link(int what) const {
+    return std::any_of(link_.begin(), link_.end(), [&](const Transfer& t) { return t.what == what; });
+  }
+  std::uint64_t expert_bytes(std::int64_t layer, SlotRef slot, ExpertId expert) const {
+    const HostExpert& x = store_->expert_tensors(expert);
+    std::uint64_t bytes = x.delta >= 0 ? store_->delta(x.delta).bytes() : 0;
+    if (!delta_only(layer, slot))
+      for (TensorId t : {x.gate, x.up, x.down}) bytes += store_->tensor(t).size_bytes();
+    return bytes;
   }
 
   const HostStore* store_;
   BackendShape shape_;
   SimulatedDevice device_;
   ModelShapes shapes_;
+  struct Transfer {
+    int what;     // the buffer a fill ahead goes to, or kExperts
+    double left;  // seconds still to copy
+  };
+  static constexpr int kExperts = -1;
   std::vector<std::vector<TensorId>> buffers_;  // [buffers]: the set's tensors each holds
-  std::vector<double> fills_;                   // [buffers]: seconds of a fill ahead still to copy
-  std::vector<int> order_;                      // buffers with a fill ahead, in the order they began
+  std::deque<Transfer> link_;                   // copies behind the steps, in the order they began
   double copy_slowdown_, compute_slowdown_;
   double device_seconds_ = 0;
 };
@@ -128,8 +164,8 @@ class SimBackend final : public Backend {
 StepResult SimBackend::run(const StepBatch& batch, MoeState& moe) {
   const ModelSpec& s = store_->spec();
   const std::int64_t k = s.top_k;
-  // The runtime refuses prefetch and virtual experts on a simulated device (runtime.cpp's check_config).
-  if (moe.policy->prefetches() || moe.importance) throw std::logic_error("a simulated device asked to prefetch or to measure importance");
+  // The runtime refuses prefetch on a simulated device (runtime.cpp's check_config).
+  if (moe.policy->prefetches()) throw std::logic_error("a simulated device asked to prefetch");
 
   // The step's tokens, flattened in chunk order.
   std::vector<int> rows, sequence;
@@ -157,6 +193,8 @@ StepResult SimBackend::run(const StepBatch& batch, MoeState& moe) {
   const auto T = static_cast<std::int64_t>(rows.size());
   work.groups = static_cast<std::int64_t>(buffers.size());
   work.expert_rows.resize(static_cast<std::size_t>(s.num_layers));
+  work.delta_rows.resize(static_cast<std::size_t>(s.num_layers));
+  std::vector<std::pair<ExpertId, std::int64_t>> groups;  // a layer's slot groups: what each holds, its rows
 
   StepResult r;
   r.counts.assign(static_cast<std::size_t>(batch.sequences), std::vector<LayerCounts>(static_cast<std::size_t>(s.num_layers)));
@@ -181,11 +219,16 @@ StepResult SimBackend::run(const StepBatch& batch, MoeState& moe) {
           if (table.at(rows[static_cast<std::size_t>(t)], e) != RerouteTable::kMiss) choices.push_back(e);
         if (static_cast<std::int64_t>(choices.size()) >= k) from = choices;
       }
+      if (moe.importance) {  // SwapMoE's importance, from the choice the token would make with every expert resident
+        device_.routes->route(request[static_cast<std::size_t>(t)], position[static_cast<std::size_t>(t)], layer, all, picked);
+        for (int e : picked) moe.importance->add(layer, rows[static_cast<std::size_t>(t)], e, 1.0, 1.0 / static_cast<double>(k));
+      }
       device_.routes->route(request[static_cast<std::size_t>(t)], position[static_cast<std::size_t>(t)], layer, from, picked);
       if (static_cast<std::int64_t>(picked.size()) != k)
         throw std::logic_error("a route source gave " + std::to_string(picked.size()) + " experts for top-" + std::to_string(k));
       std::copy(picked.begin(), picked.end(), experts.begin() + t * k);
     }
+    groups.clear();
     const LayerSlots slots{layer, table, *moe.pools[l], *moe.scratch, *moe.store, *moe.policy, moe.recent};
     const RoutePlan plan = plan_routes(slots, experts, k, rows);
     count_outcomes(plan, k, sequence, layer, r.counts);
@@ -199,10 +242,18 @@ StepResult SimBackend::run(const StepBatch& batch, MoeState& moe) {
         layer_loads[l] += seconds;
         r.counts[static_cast<std::size_t>(sequence[static_cast<std::size_t>(load.pair / k)])][l].count_load(read, seconds);
       }
-      for (const SlotGroup& g : wave.groups) work.expert_rows[l].push_back(static_cast<std::int64_t>(g.pairs.size()));
+      for (const SlotGroup& g : wave.groups) {
+        // A scratch slot may be reused by a later wave (and is cleared after each): its content is the load's.
+        ExpertId content = g.slot.scratch ? -1 : moe.pools[l]->content(g.slot.slot);
+        for (const ExpertLoad& load : wave.loads)
+          if (g.slot.scratch && load.slot.scratch && load.slot.slot == g.slot.slot) content = load.content;
+        if (content < 0) throw std::logic_error("a slot group without content in layer " + std::to_string(l));
+        groups.push_back({content, static_cast<std::int64_t>(g.pairs.size())});
+      }
       for (const ExpertLoad& load : wave.loads)
         if (load.slot.scratch) moe.scratch->clear(load.slot.slot);  // transient: dropped after use
     }
+    price_groups(groups, work.expert_rows[l], work.delta_rows[l]);
   }
 
   const StepCost cost = price_step(shapes_, device_.profile, work);

@@ -21,7 +21,14 @@ void check_virtual_config(const VirtualConfig& v, const ModelSpec& spec) {
 
 VirtualExperts::VirtualExperts(const VirtualConfig& config, const HostStore& store, HitPolicy hit, Backend& backend,
                                std::vector<SlotPool*> pools, std::vector<RerouteTable*> tables)
-    : config_(config), store_(store), hit_(hit), backend_(backend), pools_(std::move(pools)), tables_(std::move(tables)), importance_(store) {
+    : config_(config),
+      store_(store),
+      hit_(hit),
+      backend_(backend),
+      pools_(std::move(pools)),
+      tables_(std::move(tables)),
+      importance_(store),
+      priced_since_(backend.device_seconds()) {
   staging_.resize(pools_.size());
   for (std::size_t l = 0; l < pools_.size(); ++l) {
     if (!pools_[l]) continue;
@@ -36,7 +43,7 @@ VirtualExperts::~VirtualExperts() {
 
 void VirtualExperts::before_step() {
   if (pending_.empty()) return;
-  if (copied_.load(std::memory_order_acquire))
+  if (copied_.load(std::memory_order_acquire) && backend_.copies_landed())
     commit();
   else
     ++stats_.steps_overlapped;
@@ -51,7 +58,8 @@ void VirtualExperts::after_step() {
   if (swaps.empty()) return;
   pending_ = std::move(swaps);
   copied_.store(false, std::memory_order_relaxed);
-  if (!config_.asynchronous) {
+  // A priced device's copies are queued on its own link, behind the steps: no thread needed.
+  if (!config_.asynchronous || priced_since_) {
     copy(pending_);
     return;
   }
@@ -70,9 +78,10 @@ void VirtualExperts::settle() {
 
 void VirtualExperts::copy(const std::vector<Swap>& swaps) {
   const auto t0 = std::chrono::steady_clock::now();
+  if (priced_since_) priced_since_ = backend_.device_seconds();
   try {
     std::uint64_t bytes = 0;
-    for (const Swap& s : swaps) bytes += backend_.load_expert(s.layer, {false, s.in}, s.content).bytes;
+    for (const Swap& s : swaps) bytes += backend_.copy_behind(s.layer, {false, s.in}, s.content).bytes;
     pending_bytes_ = bytes;
   } catch (...) {
     copy_error_ = std::current_exception();
@@ -191,7 +200,8 @@ void VirtualExperts::commit() {
   ++stats_.updates;
   stats_.swapped += static_cast<std::int64_t>(swaps.size());
   stats_.bytes += pending_bytes_;
-  stats_.copy_seconds += pending_seconds_;
+  // On a priced device: from the copies' start to the step boundary at which they had landed.
+  stats_.copy_seconds += priced_since_ ? *backend_.device_seconds() - *priced_since_ : pending_seconds_;
 }
 
 // Every row's entry for one expert, from what the layer's slots hold now: the row's own copy, or

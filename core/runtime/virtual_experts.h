@@ -6,11 +6,14 @@
 // slots — on a copy thread while steps go on — and swapped in at the next step boundary after the
 // copies finish, each replacing the least important resident one. The router is masked to what is
 // resident (the masked miss policy), so a step never waits for an update and an update never
-// changes a step already running: tables change only between steps.
+// changes a step already running: tables change only between steps. On a simulated device the
+// importance comes from the drawn routes (every expert's norm alike) and the copies ride its link
+// behind the steps (Backend::copy_behind), priced on its clock.
 #include <atomic>
 #include <cstdint>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -36,7 +39,8 @@ struct VirtualStats {
   std::int64_t updates = 0;           // committed
   std::int64_t swapped = 0;           // experts swapped in
   std::uint64_t bytes = 0;            // host bytes they copied
-  double copy_seconds = 0;            // wall time of those copies, on the copy path
+  double copy_seconds = 0;            // wall time of those copies, on the copy path (a simulated
+                                      // device: its seconds until they had landed)
   std::int64_t steps_overlapped = 0;  // steps that began while an update's copies were in flight
 };
 
@@ -84,6 +88,9 @@ class VirtualExperts {
   std::vector<SlotPool*> pools_;
   std::vector<RerouteTable*> tables_;
   ExpertImportance importance_;
+  // A priced device (Backend::device_seconds): its clock when the copies in flight began, which it
+  // carries on its own link behind the steps (copy_behind), so no copy thread runs. nullopt: a real one.
+  std::optional<double> priced_since_;
   std::vector<std::vector<std::int32_t>> staging_;  // [layers]: slots holding nothing the tables name
   std::int64_t since_update_ = 0;
   VirtualStats stats_;

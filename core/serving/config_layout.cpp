@@ -39,7 +39,7 @@ ConfigLayout plan_config_layout(const SimFamily& family, std::uint64_t budget_by
   ExpertDistances order;
   order.layers = s.num_layers;
   order.experts = s.num_experts;
-  order.variants = static_cast<std::int64_t>(family.names.size());
+  order.variants = static_cast<std::int64_t>(family.targets.size());
   order.position.assign(static_cast<std::size_t>(s.num_layers * s.num_experts), std::numeric_limits<double>::quiet_NaN());
   const std::vector<std::int64_t> spread = spread_positions(s);
   for (std::size_t r = 0; r < spread.size(); ++r) order.position[static_cast<std::size_t>(spread[r])] = static_cast<double>(r);

@@ -41,10 +41,15 @@ int hybrid_base(const HostStore& store) {
 
 std::vector<PinnedExpert> deltas_least_similar_first(const HostStore& store, const ExpertDistances& d, const std::vector<int>& folders,
                                                      std::int64_t shared) {
-  const std::vector<std::int64_t> order = rank_positions(d);  // ascending d
+  return deltas_least_similar_first(store, rank_positions(d), folders, shared);
+}
+
+std::vector<PinnedExpert> deltas_least_similar_first(const HostStore& store, const std::vector<std::int64_t>& order, const std::vector<int>& folders,
+                                                     std::int64_t shared) {
+  const std::int64_t experts = store.spec().num_experts;
   std::vector<PinnedExpert> out;
   for (std::size_t r = order.size(); r-- > static_cast<std::size_t>(std::clamp<std::int64_t>(shared, 0, static_cast<std::int64_t>(order.size())));) {
-    const std::int64_t l = order[r] / d.experts, e = order[r] % d.experts;
+    const std::int64_t l = order[r] / experts, e = order[r] % experts;
     for (int t : folders)
       if (has_delta(store, t, l, e)) out.push_back({l, e, t});
   }

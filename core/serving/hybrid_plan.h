@@ -24,6 +24,9 @@ int hybrid_base(const HostStore& store);
 // down, leaving out the `shared` most similar positions.
 std::vector<PinnedExpert> deltas_least_similar_first(const HostStore& store, const ExpertDistances& d, const std::vector<int>& folders,
                                                      std::int64_t shared = 0);
+// The same over `similar_first`, the MoE positions from the most similar (rank_positions) down.
+std::vector<PinnedExpert> deltas_least_similar_first(const HostStore& store, const std::vector<std::int64_t>& similar_first,
+                                                     const std::vector<int>& folders, std::int64_t shared = 0);
 
 // What to give a Runtime to plan a hybrid under `budget`: the base everywhere, every delta while room.
 RuntimeConfig hybrid_planning_config(const HostStore& store, const ExpertDistances& d, std::uint64_t budget, const ReserveSpec& reserve);

@@ -1,5 +1,5 @@
-// A strategy as a Deployment on a simulated device, for a family known by its config.json files
-// alone (strategy.h). What is resident is the strategy's, as Deployment's other constructor makes it
+// A strategy as a Deployment on a simulated device, for a family known by its config files alone
+// (strategy.h, sim_family.h). What is resident is the strategy's, as Deployment's other constructor makes it
 // from a family's distances; with none, resident positions are taken in the even spread over the
 // MoE layers (config_layout.h), and the runtime then sizes what the budget leaves (more sets, lru's
 // spares, the KV blocks) and the engine decides every step, as they do when serving.
@@ -111,11 +111,35 @@ Deployment::Deployment(const StrategyConfig& config, const HostStore& store, std
         add(std::move(rc), {targets_[static_cast<std::size_t>(i)]}, i);
       }
       break;
-    default:
-      throw UnsupportedError(strategy, "clock 'simulated'",
-                             "is not simulated yet: a family opened from its config.json files has no adapters, delta folders or "
-                             "calibration text to serve it with",
-                             "run it on the virtual or the real clock");
+    case StrategyKind::Esft:
+    case StrategyKind::Delta:
+    case StrategyKind::Hybrid: {
+      RuntimeConfig rc = over_base_config(config, store, base, spread_positions(s), targets_);
+      add(std::move(rc), targets_, store.index(targets_.front()));
+      break;
+    }
+    case StrategyKind::VirtualExperts: {
+      // Uniform counts, as uniform_virtual_layout plans them without a calibration text: the
+      // capacity (or what the budget holds) over every variant's MoE layers, each variant's first
+      // experts resident at first; the updates then move the sets to where the drawn traffic goes.
+      if (!config.calibration.empty())
+        throw UnsupportedError(strategy, "calibration", "is not simulated: counts planned on a text need the weights' perplexities",
+                               "leave calibration out (uniform counts), or run it on the virtual or the real clock");
+      const std::int64_t sparse = s.num_sparse_layers(), k = s.top_k;
+      const std::int64_t capacity = capacity_of(config, store, n);
+      const std::int64_t count = capacity > 0 ? std::clamp<std::int64_t>(capacity / std::max<std::int64_t>(1, sparse * n), k, s.num_experts) : s.num_experts;
+      RuntimeConfig rc = base;
+      for (int t = 0; t < n; ++t)
+        for (std::int64_t l = 0; l < s.num_layers; ++l)
+          if (s.is_sparse(l))
+            for (std::int64_t e = 0; e < count; ++e) rc.pinned.push_back({l, e, t});
+      rc.hit = HitPolicy::Strict;
+      rc.miss = "masked";
+      rc.reserve.miss_slots = 0;
+      rc.virtual_experts = config.updates;
+      add(std::move(rc), targets_, 0);
+      break;
+    }
   }
 }
 

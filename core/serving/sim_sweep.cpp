@@ -4,32 +4,11 @@
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
-#include "model/variant_folders.h"
 #include "sim/routing_model.h"
 #include "runtime/sim_backend.h"
 #include "serving/runner.h"
 
 namespace mosaic {
-
-SimFamily load_sim_family(const std::vector<std::filesystem::path>& dirs) {
-  SimFamily f;
-  for (const auto& [name, dir] : discover_variants(dirs)) {
-    ModelShapes shapes = load_model_shapes(dir / "config.json");
-    if (f.names.empty()) {
-      f.shapes = std::move(shapes);
-    } else if (const auto d = first_difference(f.shapes.spec, shapes.spec)) {
-      throw MismatchError((dir / "config.json").string(), *d, "differs from the first variant's config (" + f.names.front() + ")",
-                          "a family's variants share one architecture");
-    }
-    f.names.push_back(name);
-  }
-  return f;
-}
-
-std::unique_ptr<HostStore> sim_store(const SimFamily& family) {
-  const DType dtype = family.shapes.stored_bytes == 4 ? DType::F32 : family.shapes.stored_bytes == 8 ? DType::F64 : DType::BF16;
-  return HostStore::of_configs(family.shapes.spec, dtype, family.names);
-}
 
 namespace {
 
@@ -56,10 +35,14 @@ Outcome<> simulate_sweep(const SweepConfig& config, const SimFamily& family, con
     const ModelSpec& spec = family.shapes.spec;
     check_sweep_workload(config, spec, trace);
     const std::unique_ptr<HostStore> store = sim_store(family);
-    const std::vector<std::string>& targets = config.targets.empty() ? family.names : config.targets;
-    for (const std::string& t : targets)
-      if (std::find(family.names.begin(), family.names.end(), t) == family.names.end())
-        throw InvalidArgument("sweep config", "target '" + t + "'", "is not a variant of the family");
+    // Each strategy's targets, as a served sweep takes them: the sweep's, which every strategy must
+    // serve, or what its deployment serves (esft: the adapters, delta: the delta folders).
+    std::vector<std::vector<std::string>> targets;
+    for (const StrategyConfig& sc : config.strategies) {
+      const Deployment d = simulated_deployment(sc, *store, device, config.host_memory, config.workload.seed, 0);
+      for (const std::string& t : config.targets) d.partition_of(t);
+      targets.push_back(config.targets.empty() ? d.targets() : config.targets);
+    }
     double concentration = 0;
     nlohmann::json routing = "uniform";  // recorded with every run
     if (!config.routing.empty()) {
@@ -77,9 +60,10 @@ Outcome<> simulate_sweep(const SweepConfig& config, const SimFamily& family, con
     nlohmann::json saturation;  // how the rates were chosen, recorded with every run; null for fixed rates
     std::vector<SaturationProbe> probes;
     if (config.saturation) {
-      for (const StrategyConfig& sc : config.strategies) {
+      for (std::size_t i = 0; i < config.strategies.size(); ++i) {
+        const StrategyConfig& sc = config.strategies[i];
         const Deployment deployment = simulated_deployment(sc, *store, device, config.host_memory, config.workload.seed, concentration);
-        const auto burst = burst_workload(config, targets, spec.vocab_size,
+        const auto burst = burst_workload(config, targets[i], spec.vocab_size,
                                           burst_size(*config.saturation, sc.scheduler.max_sequences, deployment.partitions().size()));
         const std::string name = strategy_label(sc);
         const auto records = run_workload(deployment, burst, {.clock = RunClock::Simulated});
@@ -95,11 +79,11 @@ Outcome<> simulate_sweep(const SweepConfig& config, const SimFamily& family, con
       const std::string name = strategy_label(sc);
       for (double rate : config.saturation ? strategy_rates(rates, *config.saturation, probes[i]) : rates)
         for (int rep = 0; rep < config.repeats; ++rep) {
-          const SweepWorkload w = sweep_workload(config, targets, rate, rep, spec.vocab_size, trace);
+          const SweepWorkload w = sweep_workload(config, targets[i], rate, rep, spec.vocab_size, trace);
           nlohmann::json run_config = {{"strategy", name}, {"rate", w.rate}, {"repeat", rep}, {"seed", w.seed},
                                              {"capacity", sc.capacity}, {"max_sequences", sc.scheduler.max_sequences},
                                              {"trace", config.trace.string()}, {"clock", "simulated"},
-                                             {"device_profile", device.name}, {"routing", routing}, {"targets", family.names},
+                                             {"device_profile", device.name}, {"routing", routing}, {"targets", family.names()},
                                              {"sweep", nlohmann::json::parse(config.text, nullptr, false)}};
           if (!saturation.is_null()) run_config["saturation"] = saturation;
           SweepRun run{name, w.rate, rep, run_config.dump(), 0};

@@ -11,24 +11,13 @@
 
 #include "common/outcome.h"
 #include "runtime/host_store.h"
+#include "serving/sim_family.h"
 #include "serving/strategy.h"
 #include "serving/sweep_run.h"
 #include "sim/device_profile.h"
 #include "sim/model_shapes.h"
 
 namespace mosaic {
-
-struct SimFamily {
-  ModelShapes shapes;
-  std::vector<std::string> names;  // the variants, as the engine would name them (model/variant_folders.h)
-};
-
-// Reads only each variant's config.json. Throws what discover_variants and load_model_spec throw,
-// and MismatchError naming the variant whose config differs from the first's.
-SimFamily load_sim_family(const std::vector<std::filesystem::path>& dirs);
-
-// The family's variants as a store of shapes (HostStore::of_configs) in its stored dtype.
-std::unique_ptr<HostStore> sim_store(const SimFamily& family);
 
 // A workload served by a strategy on a simulated device: the engine's own scheduler, runtime and
 // miss policy decide every step over `store` (sim_store(family)), as when serving; nothing is

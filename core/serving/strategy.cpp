@@ -45,6 +45,51 @@ RuntimeConfig time_sharing_config(RuntimeConfig base, const ModelSpec& spec) {
   return base;
 }
 
+RuntimeConfig over_base_config(const StrategyConfig& config, const HostStore& store, RuntimeConfig rc,
+                               const std::vector<std::int64_t>& similar_first, std::vector<std::string>& targets) {
+  // ExpertWeave (esft): every base expert and every adapter's tuned experts pinned. DeltaMoE
+  // (delta): every base expert pinned, each delta folder's deltas pinned, packed, in delta-only
+  // slots while the budget holds them, the rest loaded on miss. Either way a slot serves the
+  // rows whose own expert it holds, so untuned experts are the base's slots.
+  // Hybrid: as delta, but the deltas go to the least similar positions first, and a row whose
+  // delta is not resident takes the base's copy at its position (a consolidated hit) rather
+  // than loading: the most similar positions are consolidated onto the base, as many as the
+  // budget needs (and at least `capacity`).
+  const ModelSpec& s = store.spec();
+  const bool esft = config.kind == StrategyKind::Esft, hybrid = config.kind == StrategyKind::Hybrid;
+  targets.clear();
+  rc.hit = hybrid ? HitPolicy::Consolidated : HitPolicy::Strict;
+  std::vector<int> bases;
+  if (hybrid) hybrid_base(store);  // one base's copy is shared: refuse folders over two bases
+  for (int t = 0; t < store.targets(); ++t) {
+    if (!(esft ? store.is_adapter(t) : store.is_delta(t)) || store.base_of(t) < 0) continue;
+    targets.push_back(store.name(t));
+    const int b = store.base_of(t);
+    if (std::find(bases.begin(), bases.end(), b) == bases.end()) {
+      bases.push_back(b);
+      // A base expert whose content is pinned in its layer already (a within-model delta
+      // folder's medoid base repeats one expert across the layer) needs no slot of its own:
+      // the deltas over it find their dense part by content.
+      std::set<std::pair<std::int64_t, ExpertId>> held;
+      for (const PinnedExpert& p : every_position(s, b))
+        if (config.kind != StrategyKind::Delta || held.emplace(p.layer, store.expert(b, p.layer, p.expert)).second) rc.pinned.push_back(p);
+    }
+    if (esft)
+      for (const auto& [l, e] : store.tuned(t)) rc.pinned.push_back({l, e, t});
+  }
+  if (targets.empty())
+    throw InvalidArgument("strategy " + std::string(strategy_name(config.kind)), "variants",
+                          esft ? "hold no ESFT adapter whose base is among them" : "hold no delta folder whose base is among them",
+                          esft ? "add adapter folders (expert_cfg.json) together with their base_model"
+                               : "add delta folders (delta.json, from `mosaic-cli delta compress`) together with their base_model");
+  if (!esft) {
+    std::vector<int> folders;
+    for (const std::string& name : targets) folders.push_back(store.index(name));
+    rc.pinned_if_room = hybrid ? deltas_least_similar_first(store, similar_first, folders, config.capacity) : deltas_layer_major(store, folders);
+  }
+  return rc;
+}
+
 Deployment::Deployment(const StrategyConfig& config, const Family& family, const HostStore& store,
                        const FamilyAnalysis& analysis, const std::filesystem::path& scratch)
     : config_(config) {
@@ -128,46 +173,7 @@ Deployment::Deployment(const StrategyConfig& config, const Family& family, const
     case StrategyKind::Esft:
     case StrategyKind::Delta:
     case StrategyKind::Hybrid: {
-      // ExpertWeave (esft): every base expert and every adapter's tuned experts pinned. DeltaMoE
-      // (delta): every base expert pinned, each delta folder's deltas pinned, packed, in delta-only
-      // slots while the budget holds them, the rest loaded on miss. Either way a slot serves the
-      // rows whose own expert it holds, so untuned experts are the base's slots.
-      // Hybrid: as delta, but the deltas go to the least similar positions first, and a row whose
-      // delta is not resident takes the base's copy at its position (a consolidated hit) rather
-      // than loading: the most similar positions are consolidated onto the base, as many as the
-      // budget needs (and at least `capacity`).
-      const bool esft = config.kind == StrategyKind::Esft, hybrid = config.kind == StrategyKind::Hybrid;
-      targets_.clear();
-      RuntimeConfig rc = base;
-      rc.hit = hybrid ? HitPolicy::Consolidated : HitPolicy::Strict;
-      std::vector<int> bases;
-      if (hybrid) hybrid_base(store);  // one base's copy is shared: refuse folders over two bases
-      for (int t = 0; t < store.targets(); ++t) {
-        if (!(esft ? store.is_adapter(t) : store.is_delta(t)) || store.base_of(t) < 0) continue;
-        targets_.push_back(store.name(t));
-        const int b = store.base_of(t);
-        if (std::find(bases.begin(), bases.end(), b) == bases.end()) {
-          bases.push_back(b);
-          // A base expert whose content is pinned in its layer already (a within-model delta
-          // folder's medoid base repeats one expert across the layer) needs no slot of its own:
-          // the deltas over it find their dense part by content.
-          std::set<std::pair<std::int64_t, ExpertId>> held;
-          for (const PinnedExpert& p : every_position(s, b))
-            if (config.kind != StrategyKind::Delta || held.emplace(p.layer, store.expert(b, p.layer, p.expert)).second) rc.pinned.push_back(p);
-        }
-        if (esft)
-          for (const auto& [l, e] : store.tuned(t)) rc.pinned.push_back({l, e, t});
-      }
-      if (!esft) {
-        std::vector<int> folders;
-        for (const std::string& name : targets_) folders.push_back(store.index(name));
-        rc.pinned_if_room = hybrid ? deltas_least_similar_first(store, analysis.distances, folders, config.capacity) : deltas_layer_major(store, folders);
-      }
-      if (targets_.empty())
-        throw InvalidArgument("strategy " + std::string(strategy_name(config.kind)), "variants",
-                              esft ? "hold no ESFT adapter whose base is among them" : "hold no delta folder whose base is among them",
-                              esft ? "add adapter folders (expert_cfg.json) together with their base_model"
-                                   : "add delta folders (delta.json, from `mosaic-cli delta compress`) together with their base_model");
+      RuntimeConfig rc = over_base_config(config, store, base, rank_positions(analysis.distances), targets_);
       add(store, std::move(rc), targets_, store.index(targets_.front()));
       break;
     }

@@ -70,6 +70,14 @@ std::string strategy_label(const StrategyConfig& config);
 // swapped whole, experts with it, when a step needs another; a slot serves its own expert only.
 RuntimeConfig time_sharing_config(RuntimeConfig base, const ModelSpec& spec);
 
+// esft, delta and hybrid's runtime from `base` over `store` (see StrategyKind), and into `targets`
+// the names it serves: the adapters, or the delta folders, whose base the store holds.
+// `similar_first`: the MoE positions from the most similar down, hybrid's order (its deltas go to
+// the least similar first). Throws InvalidArgument when the store holds none of them, or (hybrid)
+// delta folders over two bases.
+RuntimeConfig over_base_config(const StrategyConfig& config, const HostStore& store, RuntimeConfig base,
+                               const std::vector<std::int64_t>& similar_first, std::vector<std::string>& targets);
+
 class Deployment {
  public:
   struct Partition {
@@ -84,10 +92,11 @@ class Deployment {
   // The strategy on a simulated device (runtime/sim_backend.h) over a family known by its configs
   // alone (`store`: HostStore::of_configs, which outlives the deployment). With no expert distances
   // to rank positions by, a strategy's resident positions are taken in an even spread over the MoE
-  // layers (config_layout.h); under uniform routing only a layer's count matters. Averaging serves
-  // the first variant's shapes as the merged model. Throws UnsupportedError for esft, delta, hybrid
-  // and virtual-experts (no adapters, deltas or calibration text in config files), BudgetError
-  // naming how many experts a partition's budget holds, and what the runtime throws.
+  // layers (config_layout.h); under uniform routing only a layer's count matters (hybrid's deltas
+  // take the spread from its end). Averaging serves the first variant's shapes as the merged model;
+  // virtual-experts has uniform counts. Throws UnsupportedError for virtual-experts with a
+  // calibration text, BudgetError naming how many experts a partition's budget holds, and what
+  // over_base_config and the runtime throw.
   Deployment(const StrategyConfig& config, const HostStore& store, std::shared_ptr<const SimulatedDevice> device);
   ~Deployment();
 

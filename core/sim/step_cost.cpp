@@ -75,6 +75,11 @@ StepCost price_step(const ModelShapes& m, const DeviceProfile& d, const StepWork
         cost.roofline += kernel(static_cast<double>(m.expert_params) * cb, 2 * static_cast<double>(r) * static_cast<double>(m.expert_params));
         launches += kExpertKernels;
       }
+    if (layer < w.delta_rows.size())  // the packed bytes read, and (an upper bound) a dense product's flops
+      for (const StepWork::DeltaRows& d : w.delta_rows[layer]) {
+        cost.roofline += kernel(static_cast<double>(d.bytes), 2 * static_cast<double>(d.rows) * static_cast<double>(m.expert_params));
+        launches += kExpertKernels;
+      }
     end_part(cost.block[layer], t);
   }
   cost.roofline += kernel(groups * static_cast<double>(m.head_params) * cb, 2 * static_cast<double>(w.emitted) * static_cast<double>(m.head_params));

@@ -20,6 +20,14 @@ struct StepWork {
   std::int64_t emitted = 0;  // rows through the LM head (one per sequence that samples)
   // Per layer (empty in dense layers): the rows each distinct expert computes.
   std::vector<std::vector<std::int64_t>> expert_rows;
+  // Per layer, each packed delta's rows and bytes (DeltaMoE's decoupled compute: its base's dense
+  // matrices run once over the base's rows and every delta's, counted in expert_rows; each delta
+  // reads its packed bytes for its own rows). Empty without deltas.
+  struct DeltaRows {
+    std::int64_t rows = 0;
+    std::uint64_t bytes = 0;
+  };
+  std::vector<std::vector<DeltaRows>> delta_rows;
 };
 
 struct StepCost {

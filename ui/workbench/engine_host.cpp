@@ -399,13 +399,13 @@ void EngineHost::planFromConfigs(const QString& dir, qint64 budgetBytes, const Q
       // Configs say nothing of which tensors variants share: every variant counted whole.
       const CapacityPlan& c = planned.capacity;
       const std::uint64_t variant_bytes = c.non_expert_bytes + static_cast<std::uint64_t>(c.positions) * c.bytes_per_expert;
-      describe_tiers(info, c, variant_bytes * family.names.size(), state_->host_budget);
+      describe_tiers(info, c, variant_bytes * family.targets.size(), state_->host_budget);
       info.distinct_assumed = true;
       info.config_family = dir;
       // No distances: MoE positions show as 0 (the grid takes NaN for a dense layer), dense ones stay NaN.
       for (std::size_t p = 0; p < planned.plan.rank.size(); ++p)
         if (planned.plan.rank[p] >= 0) info.distance[static_cast<qsizetype>(p)] = 0;
-      for (const std::string& n : family.names) info.variants << q(n);
+      for (const std::string& n : family.names()) info.variants << q(n);
       info.reserve_settings = reserve;
       info.model_context = family.shapes.spec.max_position_embeddings;
       Q_EMIT configLayoutPlanned(info);
