@@ -18,6 +18,7 @@
 #include "model/variant_folders.h"
 #include "runtime/forward.h"
 #include "serving/runner.h"
+#include "serving/layout_planning.h"
 #include "serving/layout_serving.h"
 #include "serving/session.h"
 #include "serving/session_file.h"
@@ -612,6 +613,45 @@ class TestServing : public QObject {
     QCOMPARE(chat->wait().finish, Finish::Length);
     QCOMPARE(engine.runtime(), mine);
     QVERIFY(!engine.clock()->is_virtual());
+  }
+
+  // One budget plans one layout: the workbench's Session and plan_layout (what `consolidate`, `serve
+  // --variants --budget` and the sweeps' strategies call) keep the same positions, with the same room
+  // for a second non-expert set, and record the budget and reserve they were planned under; by
+  // capacity alone a layout records no budget. The sets counted from the folders are the store's.
+  void oneBudgetPlansOneLayout() {
+    qputenv("MOSAIC_CACHE_DIR", QByteArray::fromStdString(scratch("cache").string()));
+    auto opened = Session::open({fixture("olmoe", "base"), fixture("olmoe", "ft1"), fixture("olmoe", "ft2")});
+    QVERIFY(opened.ok());
+    Session& s = **opened;
+    QCOMPARE(non_expert_sets(s.family()), s.store().sets());
+    for (const std::uint64_t budget : {s.default_budget(), s.default_budget() * 2}) {
+      s.plan(budget, Policy::RoundRobin);
+      const PlannedLayout p = plan_layout(s.family(), s.analysis(), non_expert_sets(s.family()), {.budget = budget, .reserve = s.reserve()});
+      QCOMPARE(p.layout.plan.map, s.layout().plan.map);
+      QCOMPARE(p.capacity->capacity, s.capacity().capacity);
+      QCOMPARE(p.capacity->positions_for_sets, s.capacity().positions_for_sets);
+      QCOMPARE(*p.layout.budget_bytes, budget);
+      QCOMPARE(p.layout.reserve_spec->context_tokens, s.reserve().context_tokens);
+    }
+    // Its non-expert set costs 9 of its 24 positions, more than 1/8: auto keeps no room for a second
+    // set here; asked for two, the plan gives up the positions one costs.
+    const std::uint64_t budget = s.default_budget() * 2;
+    const PlannedLayout one = plan_layout(s.family(), s.analysis(), 3, {.budget = budget, .reserve = s.reserve()});
+    const PlannedLayout two = plan_layout(s.family(), s.analysis(), 3, {.budget = budget, .reserve = s.reserve(), .resident_sets = 2});
+    QCOMPARE(one.capacity->positions_for_sets, std::int64_t(0));
+    QVERIFY(two.capacity->positions_for_sets > 0);
+    QCOMPARE(two.layout.plan.capacity, one.layout.plan.capacity - two.capacity->positions_for_sets);
+    const PlannedLayout by_capacity = plan_layout(s.family(), s.analysis(), 3, {.capacity = 5});
+    QCOMPARE(by_capacity.layout.plan.capacity, std::int64_t(5));
+    QVERIFY(!by_capacity.layout.budget_bytes && !by_capacity.capacity);
+    QVERIFY_THROWS_EXCEPTION(InvalidArgument, plan_layout(s.family(), s.analysis(), 3, {}));
+    // Adapters share their base's set unless they store non-expert tensors.
+    Family sample;
+    const fs::path family_dir = fs::path(MOSAIC_RESOURCES) / "sample-family";
+    open_family(sample, {family_dir / "base", family_dir / "bible", family_dir / "esft-bible", family_dir / "esft-jargon"});
+    QCOMPARE(non_expert_sets(sample), HostStore(sample).sets());
+    QCOMPARE(non_expert_sets(sample), 2);
   }
 
   void sessionServesWithinItsBudget() {

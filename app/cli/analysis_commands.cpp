@@ -25,6 +25,7 @@
 #include "runtime/host_store.h"
 #include "runtime/miss_policy.h"
 #include "serving/hybrid_plan.h"
+#include "serving/layout_planning.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;  // fields in the order people read them
@@ -247,28 +248,27 @@ void add_consolidate_command(CLI::App& app) {
     Family family;
     open_family(family, o->variants);
     if (*policy == Policy::Hybrid) return write_hybrid_layout(family, *o, o->budget, o->reserve, o->out);
-    std::optional<CapacityPlan> from_budget;
-    std::int64_t capacity = o->capacity;
+    LayoutAsk ask{.policy = *policy, .shares = o->shares, .reserve = o->reserve};
+    if (o->capacity >= 0) ask.capacity = o->capacity;
+    const int sets = non_expert_sets(family);
     if (!o->budget.empty()) {
-      const auto bytes = parse_byte_size(o->budget);
-      if (!bytes) throw InvalidArgument("--budget", "'" + o->budget + "'", byte_size_problem(o->budget), "write e.g. 12GiB or 900MB");
-      const CapacityPlan plan = plan_capacity(family, *bytes, o->reserve);  // before the analysis: fail fast
+      ask.budget = parse_byte_size(o->budget);
+      if (!ask.budget) throw InvalidArgument("--budget", "'" + o->budget + "'", byte_size_problem(o->budget), "write e.g. 12GiB or 900MB");
+      // Priced before the analysis, to fail fast; the workbench plans the same budget the same way
+      // (room for a second non-expert set where it costs at most 1/8 of the experts).
+      const CapacityPlan plan = with_sets_asked(plan_capacity(family, *ask.budget, o->reserve), ask.resident_sets, sets);
       std::cout << "budget            " << format_bytes(plan.budget_bytes) << "\n"
-                << "  non-expert      " << format_bytes(plan.non_expert_bytes) << " (one variant resident at a time)\n";
+                << "  non-expert      " << format_bytes(plan.non_expert_bytes) << " (one variant's)\n";
+      if (plan.positions_for_sets > 0)
+        std::cout << "  a second set    " << format_bytes(plan.non_expert_bytes) << "  = " << plan.positions_for_sets
+                  << " expert positions, so that a swap overlaps decoding\n";
       for (const ReserveItem& r : plan.reserve)
         std::cout << "  " << std::left << std::setw(16) << r.name << std::right << format_bytes(r.bytes) << "  = " << r.detail << "\n";
       std::cout << "  experts         " << plan.capacity << " of " << plan.positions << " positions × "
                 << format_bytes(plan.bytes_per_expert) << "\n";
-      capacity = plan.capacity;
-      from_budget = plan;
     }
     const FamilyAnalysis a = analyze(family, *o);
-    Layout layout = make_layout(family, a.sha256, plan_consolidation(a.distances, capacity, *policy, o->shares));
-    if (from_budget) {
-      layout.budget_bytes = from_budget->budget_bytes;
-      layout.reserve = from_budget->reserve;
-      layout.reserve_spec = o->reserve;
-    }
+    Layout layout = plan_layout(family, a, sets, ask).layout;
     const auto counts = layout.plan.resident_counts();
     std::cout << "capacity " << layout.plan.capacity << " of " << moe_positions(family.spec()) << " positions, policy "
               << policy_name(*policy) << "\nresident per variant:";

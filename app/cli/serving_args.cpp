@@ -14,6 +14,7 @@
 #include "common/error.h"
 #include "model/variant_folders.h"
 #include "runtime/capacity.h"
+#include "serving/layout_planning.h"
 #include "serving/layout_serving.h"
 
 namespace mosaic::cli {
@@ -179,12 +180,12 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
     open_family(s->family, a.variants);
     s->store = std::make_unique<HostStore>(s->family, host_budget_bytes(a.host_budget));
     std::vector<int> to_store;
-    if (a.layout.empty()) {  // plan one now, as `consolidate --capacity` (or `--budget`) would
-      std::int64_t capacity = a.capacity;
-      if (capacity < 0)  // from the budget, leaving room for the sets resident_sets asks (auto: capacity.h's rule)
-        capacity = with_sets_asked(plan_capacity(s->family, *choices.budget, choices.reserve), choices.resident_sets, s->store->sets()).capacity;
+    if (a.layout.empty()) {  // plan one now, as `consolidate --capacity` (or `--budget`) and the workbench would
       const auto analysis = analyzed(s->family, {default_cache_dir(), 0, {}});
-      s->layout = make_layout(s->family, analysis->sha256, plan_consolidation(analysis->distances, capacity, Policy::RoundRobin, {}, a.layer_slots));
+      s->layout = plan_layout(s->family, *analysis, s->store->sets(),
+                              {.budget = choices.budget, .capacity = a.capacity >= 0 ? std::optional(a.capacity) : std::nullopt,
+                               .reserve = choices.reserve, .resident_sets = choices.resident_sets, .layer_caps = a.layer_slots})
+                      .layout;
       to_store = match_layout(s->layout, s->family, analysis->sha256, "planned layout");
     } else {
       s->layout = load_layout(a.layout);
@@ -192,7 +193,7 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
     }
     // Served as the workbench serves it (layout_serving.h): within the budget the file was planned
     // under, with the reserve it records (--miss-slots, where given, still counts); --budget serves it
-    // within another. A layout planned here records neither: --budget, or no limit.
+    // within another. A layout planned here by --capacity alone records no budget: no limit.
     config = layout_config(s->layout, to_store, *s->store, s->family, choices);
     if (a.no_reconfig) config.non_expert_of.assign(static_cast<std::size_t>(s->store->targets()), to_store.at(0));
     s->target = a.target;

@@ -8,6 +8,7 @@
 #include "analysis/layout.h"
 #include "analysis/virtual_plan.h"
 #include "common/error.h"
+#include "serving/layout_planning.h"
 #include "model/variant_folders.h"
 #include "common/byte_size.h"
 #include "runtime/device_plan.h"
@@ -48,19 +49,11 @@ void Session::plan(std::uint64_t budget_bytes, Policy policy, const ReserveSpec&
 
 std::pair<Layout, CapacityPlan> Session::plan_consolidated(std::uint64_t budget_bytes, Policy policy, const ReserveSpec& reserve,
                                                            std::span<const double> given, const std::vector<std::int64_t>& layer_caps) const {
-  const std::uint64_t budget = budget_bytes ? budget_bytes : default_budget();
   // Room for a second non-expert set where it costs little (resident sets auto: capacity.h's rule).
-  CapacityPlan cap = plan_capacity(*family_, budget, reserve);
-  cap = with_sets(cap, planned_sets(cap, store_->sets()));
-  // Weighted without traffic shares weighs every variant alike.
-  std::vector<double> shares(given.begin(), given.end());
-  if (policy != Policy::Weighted) shares.clear();
-  else if (shares.empty()) shares.assign(family_->size(), 1.0);
-  Layout layout = make_layout(*family_, analysis_.sha256, plan_consolidation(analysis_.distances, cap.capacity, policy, shares, layer_caps));
-  layout.budget_bytes = budget;
-  layout.reserve = cap.reserve;
-  layout.reserve_spec = reserve;
-  return {std::move(layout), std::move(cap)};
+  PlannedLayout planned = plan_layout(*family_, analysis_, store_->sets(),
+                                      {.budget = budget_bytes ? budget_bytes : default_budget(), .policy = policy,
+                                       .shares = std::vector<double>(given.begin(), given.end()), .reserve = reserve, .layer_caps = layer_caps});
+  return {std::move(planned.layout), std::move(*planned.capacity)};
 }
 
 void Session::plan_hybrid(std::uint64_t budget_bytes, const ReserveSpec& reserve) {

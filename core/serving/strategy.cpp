@@ -9,6 +9,7 @@
 #include "common/text_file.h"
 #include "model/tokenizer.h"
 #include "serving/hybrid_plan.h"
+#include "serving/layout_planning.h"
 #include "serving/layout_serving.h"
 #include "common/error.h"
 
@@ -113,11 +114,12 @@ Deployment::Deployment(const StrategyConfig& config, const Family& family, const
   switch (config.kind) {
     case StrategyKind::Consolidated:
     case StrategyKind::NoReconfig: {
-      std::vector<double> shares = config.shares;
-      if (config.policy == Policy::Weighted && shares.empty()) shares.assign(static_cast<std::size_t>(n), 1.0);  // equal traffic
       const int sets_used = config.kind == StrategyKind::NoReconfig ? 1 : store.sets();
-      const Layout layout =
-          make_layout(family, analysis.sha256, plan_consolidation(analysis.distances, capacity_of(config, family, sets_used), config.policy, shares));
+      const bool by_budget = config.capacity <= 0 && config.budget_bytes;
+      const Layout layout = plan_layout(family, analysis, sets_used,
+                                        {.budget = config.budget_bytes, .capacity = by_budget ? std::nullopt : std::optional(config.capacity),
+                                         .policy = config.policy, .shares = config.shares, .reserve = config.reserve, .resident_sets = config.resident_sets})
+                                .layout;
       RuntimeConfig rc = layout_config(layout, match_layout(layout, family, analysis.sha256, "strategy layout"), store, family, choices);
       if (config.kind == StrategyKind::NoReconfig) rc.non_expert_of.assign(static_cast<std::size_t>(n), 0);
       add(store, std::move(rc), names, 0);
