@@ -1,21 +1,17 @@
 #include "cli/serving_args.h"
 
 #include <charconv>
+#include <iostream>
 
 #include <nlohmann/json.hpp>
 
-#include "analysis/family_analysis.h"
 #include "analysis/layout.h"
-#include "analysis/resident_set.h"
-#include "cli/analyzed.h"
 #include "common/atomic_file.h"
 #include "common/byte_size.h"
 #include "common/edit_distance.h"
 #include "common/error.h"
-#include "model/variant_folders.h"
 #include "runtime/capacity.h"
-#include "serving/layout_planning.h"
-#include "serving/layout_serving.h"
+#include "serving/served_family.h"
 
 namespace mosaic::cli {
 
@@ -153,65 +149,32 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
     choices.budget = parse_byte_size(a.budget);
     if (!choices.budget) throw InvalidArgument("--budget", "'" + a.budget + "'", byte_size_problem(a.budget), "write e.g. 2GiB");
   }
-  RuntimeConfig config;
-
   if (!a.base.empty() && a.model.empty())
     throw InvalidArgument("--base", a.base.string(), "is the base of the adapter --model names", "with --variants, list the base before its adapters");
   if (!a.resident.empty() && a.model.empty())
     throw InvalidArgument("--resident", a.resident.string(), "fixes the resident experts of one checkpoint", "give it with --model DIR, not --variants");
-  if (!a.model.empty()) {
-    // One checkpoint: its own expert at every position (an adapter's tuned ones, its base's elsewhere).
-    open_family(s->family, {a.model}, a.base);
-    s->store = std::make_unique<HostStore>(s->family, host_budget_bytes(a.host_budget));
-    s->target = s->family.variants().front().name;
-    const int t = s->store->index(s->target);
-    const ModelSpec& spec = s->store->spec();
-    const ResidentSet resident = a.resident.empty() ? ResidentSet() : load_resident_set(a.resident, spec);
-    config = served_config(choices);
-    for (std::int64_t l = 0; l < spec.num_layers; ++l)
-      for (std::int64_t e = 0; e < spec.num_experts && spec.is_sparse(l); ++e)
-        if (resident.empty() || resident[static_cast<std::size_t>(l)][static_cast<std::size_t>(e)]) config.pinned.push_back({l, e, t});
-    config.hit = HitPolicy::Strict;
-    if (!resident.empty()) config.miss = "masked";  // the set is fixed: never load, never update
-  } else {
-    if (a.layout.empty() && a.capacity < 0 && !choices.budget)
-      throw InvalidArgument("--variants", "--layout / --capacity / --budget", "serving several variants needs a layout",
-                            "give a layout from `mosaic-cli consolidate`, --capacity N to plan one, or --budget B to plan one that fits");
-    open_family(s->family, a.variants);
-    s->store = std::make_unique<HostStore>(s->family, host_budget_bytes(a.host_budget));
-    std::vector<int> to_store;
-    if (a.layout.empty()) {  // plan one now, as `consolidate --capacity` (or `--budget`) and the workbench would
-      const auto analysis = analyzed(s->family, {default_cache_dir(), 0, {}});
-      s->layout = plan_layout(s->family, *analysis, s->store->sets(),
-                              {.budget = choices.budget, .capacity = a.capacity >= 0 ? std::optional(a.capacity) : std::nullopt,
-                               .reserve = choices.reserve, .resident_sets = choices.resident_sets, .layer_caps = a.layer_slots})
-                      .layout;
-      to_store = match_layout(s->layout, s->family, analysis->sha256, "planned layout");
-    } else {
-      s->layout = load_layout(a.layout);
-      to_store = match_layout(s->layout, s->family, family_sha256(s->family, default_cache_dir()), a.layout.string());
-    }
-    // Served as the workbench serves it (layout_serving.h): within the budget the file was planned
-    // under, with the reserve it records (--miss-slots, where given, still counts); --budget serves it
-    // within another. A layout planned here by --capacity alone records no budget: no limit.
-    config = layout_config(s->layout, to_store, *s->store, s->family, choices);
-    if (a.no_reconfig) config.non_expert_of.assign(static_cast<std::size_t>(s->store->targets()), to_store.at(0));
-    s->target = a.target;
-    if (need_target && s->store->index(a.target) < 0) {
-      std::vector<std::string> names;
-      for (int t = 0; t < s->store->targets(); ++t) names.push_back(s->store->name(t));
-      std::string list;
-      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-      const std::string_view near = nearest_name(a.target, std::vector<std::string_view>(names.begin(), names.end()));
-      throw InvalidArgument("--target", "'" + a.target + "'",
-                            a.target.empty() ? "is missing"
-                                             : "is not one of the variants given" + (near.empty() ? std::string() : " (did you mean '" + std::string(near) + "'?)"),
-                            "name one of: " + list);
-    }
+  if (!a.variants.empty() && a.layout.empty() && a.capacity < 0 && !choices.budget)
+    throw InvalidArgument("--variants", "--layout / --capacity / --budget", "serving several variants needs a layout",
+                          "give a layout from `mosaic-cli consolidate`, --capacity N to plan one, or --budget B to plan one that fits");
+  // What is served, assembled as every front end assembles it (serving/served_family.h).
+  open_served(*s, {.model = a.model, .variants = a.variants, .base = a.base, .resident = a.resident, .layout = a.layout,
+                   .capacity = a.capacity >= 0 ? std::optional(a.capacity) : std::nullopt, .layer_caps = a.layer_slots,
+                   .no_reconfig = a.no_reconfig, .host_budget = host_budget_bytes(a.host_budget), .choices = choices,
+                   .warn = [](const std::string& w) { std::cerr << "warning: " << w << "\n"; }});
+  s->target = a.model.empty() ? a.target : s->model;
+  if (!a.variants.empty() && need_target && s->store->index(a.target) < 0) {
+    std::vector<std::string> names;
+    for (int t = 0; t < s->store->targets(); ++t) names.push_back(s->store->name(t));
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    const std::string_view near = nearest_name(a.target, std::vector<std::string_view>(names.begin(), names.end()));
+    throw InvalidArgument("--target", "'" + a.target + "'",
+                          a.target.empty() ? "is missing"
+                                           : "is not one of the variants given" + (near.empty() ? std::string() : " (did you mean '" + std::string(near) + "'?)"),
+                          "name one of: " + list);
   }
-  s->config = config;
   if (build == Build::Config) return s;
-  s->runtime = std::make_shared<Runtime>(*s->store, std::move(config));
+  s->runtime = std::make_shared<Runtime>(*s->store, s->config);
   if (build == Build::Runtime) return s;
   s->engine = std::make_unique<Engine>(
       s->runtime, EngineOptions{.scheduler = {.max_sequences = a.max_sequences,

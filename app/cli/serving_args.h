@@ -14,6 +14,7 @@
 #include "runtime/capacity.h"
 #include "analysis/layout.h"
 #include "runtime/engine.h"
+#include "serving/served_family.h"
 
 namespace mosaic::cli {
 
@@ -50,12 +51,9 @@ Device checked_device(const std::string& name);
 // --cpu-weights: stored, fp32 or mapped; throws InvalidArgument for another name.
 CpuWeights checked_cpu_weights(const std::string& name);
 
-// The family, its host store, the layout, and the runtime and engine serving them.
-struct ServingSession {
-  Family family;
-  std::unique_ptr<HostStore> store;
-  Layout layout;
-  RuntimeConfig config;  // what the runtime was built with (or would be)
+// What is served (the family, its host store, the layout, the runtime's config: served_family.h),
+// and the runtime and engine serving it.
+struct ServingSession : ServedFamily {
   std::shared_ptr<Runtime> runtime;
   std::unique_ptr<Engine> engine;
   std::string target;  // --target, or the --model's variant
