@@ -13,6 +13,7 @@
 
 #include "runtime/backend.h"
 #include "runtime/cpu_weights.h"
+#include "runtime/step_layout.h"
 
 namespace mosaic::cpu {
 
@@ -41,23 +42,6 @@ struct SetBuffer {
   std::vector<TensorId> held;      // per non-expert name: the host tensor copied (-1: none)
   std::vector<at::Tensor> tensors; // per non-expert name: bf16 as stored, or fp32 (cpu_backend.cpp's set_dtype)
   ModelWeights weights;            // assembled from them; no routed experts
-};
-
-// The token ranges of one step: chunks in order, grouped by the buffer they run through.
-struct StepLayout {
-  std::int64_t tokens = 0;
-  std::vector<std::int64_t> offset;  // [chunks]: first token of each chunk
-  struct Group {
-    int buffer = 0;
-    std::int64_t begin = 0, end = 0;  // tokens
-    std::size_t first_chunk = 0, last_chunk = 0;  // [first, last)
-  };
-  std::vector<Group> groups;
-  std::vector<int> row;       // [tokens]: reroute row
-  std::vector<int> sequence;  // [tokens]: the caller's sequence index
-  std::vector<char> traced;           // [sequences]: its chunk asked for its routes
-  std::vector<std::int64_t> first;    // [sequences]: its chunk's first token
-  bool any_traced = false;
 };
 
 class CpuBackend final : public Backend {

@@ -8,6 +8,7 @@
 #include "runtime/cpu_ops.h"
 #include "runtime/cpu_rows.h"
 #include "runtime/expert_importance.h"
+#include "runtime/moe_waves.h"
 
 namespace mosaic::cpu {
 
@@ -55,25 +56,15 @@ at::Tensor CpuBackend::moe(std::int64_t layer, const at::Tensor& h, const StepLa
     route_rows(s, logits, L.router_bias, absent, top_i.data() + g.begin * k, top_w.data() + g.begin * k);  // [n, k]
   }
 
-  const LayerSlots slots{layer, table, *state.pools[l], *state.scratch, *state.store, *state.policy, state.recent};
-  const RoutePlan plan = plan_routes(slots, top_i, k, layout.row);
-  count_outcomes(plan, k, layout.sequence, layer, result.counts);
-  if (layout.any_traced) trace_routes(plan, slots, top_i, k, layout.sequence, layout.first, layout.traced, result.routes);
-  auto counts_of = [&](std::int64_t pair) -> LayerCounts& {
-    return result.counts[static_cast<std::size_t>(layout.sequence[static_cast<std::size_t>(pair / k)])][l];
-  };
-
   at::Tensor out = at::zeros_like(h);
-  for (const RouteWave& wave : plan.waves) {
-    for (const ExpertLoad& load : wave.loads) {
-      const auto t0 = std::chrono::steady_clock::now();
-      const TierRead read = load_expert(layer, load.slot, load.content);
-      counts_of(load.pair).count_load(read, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    run_groups(layer, wave, h, top_w, k, out);
-    for (const ExpertLoad& load : wave.loads)
-      if (load.slot.scratch) state.scratch->clear(load.slot.slot);  // transient: dropped after use
-  }
+  run_moe_waves(
+      layer, top_i, k, layout, state, result,
+      [&](const ExpertLoad& load) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const TierRead read = load_expert(layer, load.slot, load.content);
+        return std::pair{read, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+      },
+      [&](const RouteWave& wave) { run_groups(layer, wave, h, top_w, k, out); });
 
   if (state.policy->prefetches()) {
     const std::int64_t next = state.next_moe_layer(layer);

@@ -22,28 +22,6 @@ at::Tensor long_tensor(const std::vector<std::int64_t>& v) {
   return at::from_blob(const_cast<std::int64_t*>(v.data()), {static_cast<std::int64_t>(v.size())}, at::kLong).clone();
 }
 
-StepLayout layout_of(const StepBatch& batch) {
-  StepLayout out;
-  out.traced.assign(static_cast<std::size_t>(batch.sequences), 0);
-  out.first.assign(static_cast<std::size_t>(batch.sequences), 0);
-  for (std::size_t c = 0; c < batch.chunks.size(); ++c) {
-    const StepChunk& chunk = batch.chunks[c];
-    out.traced[static_cast<std::size_t>(chunk.sequence)] = chunk.trace;
-    out.first[static_cast<std::size_t>(chunk.sequence)] = out.tokens;
-    out.any_traced = out.any_traced || chunk.trace;
-    out.offset.push_back(out.tokens);
-    if (out.groups.empty() || out.groups.back().buffer != chunk.buffer)
-      out.groups.push_back({chunk.buffer, out.tokens, out.tokens, c, c});
-    const auto n = static_cast<std::int64_t>(chunk.tokens.size());
-    out.tokens += n;
-    out.groups.back().end = out.tokens;
-    out.groups.back().last_chunk = c + 1;
-    out.row.insert(out.row.end(), static_cast<std::size_t>(n), chunk.target);
-    out.sequence.insert(out.sequence.end(), static_cast<std::size_t>(n), chunk.sequence);
-  }
-  return out;
-}
-
 // Chunks whose rows of x hold a value that is not finite fail (once, at the first layer that made
 // them so), and those rows are zeroed so that nothing after them computes on NaN. Rows of different
 // sequences never mix, so the other chunks' values are not touched.
@@ -173,7 +151,7 @@ StepResult CpuBackend::run(const StepBatch& batch, MoeState& moe_state) {
   result.counts.assign(static_cast<std::size_t>(batch.sequences), std::vector<LayerCounts>(static_cast<std::size_t>(s.num_layers)));
   result.logits.resize(batch.chunks.size());
   result.routes.resize(static_cast<std::size_t>(batch.sequences));
-  const StepLayout layout = layout_of(batch);
+  const StepLayout layout = lay_out(batch);
   if (layout.tokens == 0) return result;
 
   std::vector<std::int64_t> ids, positions;

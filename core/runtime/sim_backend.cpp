@@ -12,6 +12,7 @@
 #include "sim/model_shapes.h"
 #include "sim/routing_model.h"
 #include "runtime/expert_importance.h"
+#include "runtime/moe_waves.h"
 #include "sim/step_cost.h"
 
 namespace mosaic {
@@ -167,30 +168,17 @@ StepResult SimBackend::run(const StepBatch& batch, MoeState& moe) {
   // The runtime refuses prefetch on a simulated device (runtime.cpp's check_config).
   if (moe.policy->prefetches()) throw std::logic_error("a simulated device asked to prefetch");
 
-  // The step's tokens, flattened in chunk order.
-  std::vector<int> rows, sequence;
-  std::vector<std::uint64_t> request;
-  std::vector<std::int64_t> position, first(static_cast<std::size_t>(batch.sequences), 0);
-  std::vector<char> traced(static_cast<std::size_t>(batch.sequences), 0);
-  bool any_traced = false;
+  const StepLayout layout = lay_out(batch);
+  const std::vector<int>& rows = layout.row;
   StepWork work;
   std::vector<int> buffers;
   for (const StepChunk& c : batch.chunks) {
-    first[static_cast<std::size_t>(c.sequence)] = static_cast<std::int64_t>(rows.size());
-    traced[static_cast<std::size_t>(c.sequence)] = c.trace;
-    any_traced |= c.trace;
     const auto n = static_cast<std::int64_t>(c.tokens.size());
-    for (std::int64_t i = 0; i < n; ++i) {
-      rows.push_back(c.target);
-      sequence.push_back(c.sequence);
-      request.push_back(c.request);
-      position.push_back(c.start + i);
-    }
     work.chunks.push_back({n, c.start + n});
     work.emitted += c.emit == Emit::All ? n : c.emit == Emit::Last ? 1 : 0;
     if (std::find(buffers.begin(), buffers.end(), c.buffer) == buffers.end()) buffers.push_back(c.buffer);
   }
-  const auto T = static_cast<std::int64_t>(rows.size());
+  const std::int64_t T = layout.tokens;
   work.groups = static_cast<std::int64_t>(buffers.size());
   work.expert_rows.resize(static_cast<std::size_t>(s.num_layers));
   work.delta_rows.resize(static_cast<std::size_t>(s.num_layers));
@@ -220,39 +208,34 @@ StepResult SimBackend::run(const StepBatch& batch, MoeState& moe) {
         if (static_cast<std::int64_t>(choices.size()) >= k) from = choices;
       }
       if (moe.importance) {  // SwapMoE's importance, from the choice the token would make with every expert resident
-        device_.routes->route(request[static_cast<std::size_t>(t)], position[static_cast<std::size_t>(t)], layer, all, picked);
+        device_.routes->route(layout.request[static_cast<std::size_t>(t)], layout.position[static_cast<std::size_t>(t)], layer, all, picked);
         for (int e : picked) moe.importance->add(layer, rows[static_cast<std::size_t>(t)], e, 1.0, 1.0 / static_cast<double>(k));
       }
-      device_.routes->route(request[static_cast<std::size_t>(t)], position[static_cast<std::size_t>(t)], layer, from, picked);
+      device_.routes->route(layout.request[static_cast<std::size_t>(t)], layout.position[static_cast<std::size_t>(t)], layer, from, picked);
       if (static_cast<std::int64_t>(picked.size()) != k)
         throw std::logic_error("a route source gave " + std::to_string(picked.size()) + " experts for top-" + std::to_string(k));
       std::copy(picked.begin(), picked.end(), experts.begin() + t * k);
     }
     groups.clear();
-    const LayerSlots slots{layer, table, *moe.pools[l], *moe.scratch, *moe.store, *moe.policy, moe.recent};
-    const RoutePlan plan = plan_routes(slots, experts, k, rows);
-    count_outcomes(plan, k, sequence, layer, r.counts);
-    if (any_traced) trace_routes(plan, slots, experts, k, sequence, first, traced, r.routes);
+    const RoutePlan plan = run_moe_waves(
+        layer, experts, k, layout, moe, r,
+        [&](const ExpertLoad& load) {
+          const double before = device_seconds_;
+          const TierRead read = load_expert(layer, load.slot, load.content);
+          layer_loads[l] += device_seconds_ - before;
+          return std::pair{read, device_seconds_ - before};
+        },
+        [&](const RouteWave& wave) {
+          for (const SlotGroup& g : wave.groups) {
+            // A scratch slot may be reused by a later wave (and is cleared after each): its content is the load's.
+            ExpertId content = g.slot.scratch ? -1 : moe.pools[l]->content(g.slot.slot);
+            for (const ExpertLoad& load : wave.loads)
+              if (g.slot.scratch && load.slot.scratch && load.slot.slot == g.slot.slot) content = load.content;
+            if (content < 0) throw std::logic_error("a slot group without content in layer " + std::to_string(l));
+            groups.push_back({content, static_cast<std::int64_t>(g.pairs.size())});
+          }
+        });
     layer_hits[l] = std::count(plan.outcome.begin(), plan.outcome.end(), PairOutcome::Hit);
-    for (const RouteWave& wave : plan.waves) {
-      for (const ExpertLoad& load : wave.loads) {
-        const double before = device_seconds_;
-        const TierRead read = load_expert(layer, load.slot, load.content);
-        const double seconds = device_seconds_ - before;
-        layer_loads[l] += seconds;
-        r.counts[static_cast<std::size_t>(sequence[static_cast<std::size_t>(load.pair / k)])][l].count_load(read, seconds);
-      }
-      for (const SlotGroup& g : wave.groups) {
-        // A scratch slot may be reused by a later wave (and is cleared after each): its content is the load's.
-        ExpertId content = g.slot.scratch ? -1 : moe.pools[l]->content(g.slot.slot);
-        for (const ExpertLoad& load : wave.loads)
-          if (g.slot.scratch && load.slot.scratch && load.slot.slot == g.slot.slot) content = load.content;
-        if (content < 0) throw std::logic_error("a slot group without content in layer " + std::to_string(l));
-        groups.push_back({content, static_cast<std::int64_t>(g.pairs.size())});
-      }
-      for (const ExpertLoad& load : wave.loads)
-        if (load.slot.scratch) moe.scratch->clear(load.slot.slot);  // transient: dropped after use
-    }
     price_groups(groups, work.expert_rows[l], work.delta_rows[l]);
   }
 
@@ -262,7 +245,7 @@ StepResult SimBackend::run(const StepBatch& batch, MoeState& moe) {
   if (T == 1)  // one token alone: each layer's time by its hits among the top-k (Multi-MoE's Table 1)
     for (std::size_t l = 0; l < moe.pools.size(); ++l)
       if (moe.pools[l])
-        r.counts[static_cast<std::size_t>(sequence[0])][l].add_alone(layer_hits[l], cost.attention[l].seconds(compute_slowdown_),
+        r.counts[static_cast<std::size_t>(layout.sequence[0])][l].add_alone(layer_hits[l], cost.attention[l].seconds(compute_slowdown_),
                                                                    cost.block[l].seconds(compute_slowdown_) + layer_loads[l]);
 
   // No logits: a drawn token is token 0, with all the probability.
