@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "serving/runner.h"
+#include "serving/sweep_loop.h"
 #include "serving/strategy.h"
 #include "serving/workload.h"
 
@@ -95,86 +96,30 @@ Outcome<> run_sweep(const SweepConfig& config, const Family& family, const HostS
     const std::vector<WorkloadRequest> trace = config.trace.empty() ? std::vector<WorkloadRequest>{} : read_trace(config.trace);
     check_sweep_workload(config, store.spec(), trace);
     const ModelSpec& spec = store.spec();
-    auto targets_of = [&](const Deployment& d) { return config.targets.empty() ? d.targets() : config.targets; };
-    // A strategy's deployment, checked against the sweep's targets and warmed up.
-    auto deploy = [&](const StrategyConfig& sc) {
-      auto deployment = std::make_unique<Deployment>(sc, family, store, analysis, scratch);
-      for (const std::string& t : config.targets) deployment->partition_of(t);  // every strategy serves them, or none runs
-      std::size_t warm_prompt = static_cast<std::size_t>(config.workload.prompt.max);  // the workload's longest prompt
-      if (!trace.empty())
-        warm_prompt = std::max_element(trace.begin(), trace.end(), [](const auto& a, const auto& b) { return a.prompt.size() < b.prompt.size(); })
-                          ->prompt.size();
-      run_workload(*deployment, warm_up_workload(targets_of(*deployment), warm_prompt, spec.vocab_size), {.clock = config.clock, .engine = shared});
-      return deployment;
-    };
-    std::vector<double> rates = config.trace.empty() ? config.rates : std::vector<double>{0.0};
-    nlohmann::json saturation;  // how the rates were chosen, recorded with every run; null for fixed rates
-    std::vector<SaturationProbe> probes;
-    if (config.saturation) {
-      for (const StrategyConfig& sc : config.strategies) {
-        const auto deployment = deploy(sc);
-        bool stopped = false;
-        const auto burst = run_workload(
-            *deployment,
-            burst_workload(config, targets_of(*deployment), spec.vocab_size,
-                           burst_size(*config.saturation, sc.scheduler.max_sequences, deployment->partitions().size())),
-            {.clock = config.clock,
-             .progress =
-                 [&](std::size_t done, std::size_t total) {
-                   stopped = stopped || (events.probe_progress && !events.probe_progress(deployment->name(), done, total));
-                   return !stopped;
-                 },
-             .engine = shared});
-        if (stopped) return Cancelled{};
-        probes.push_back(saturation_probe(deployment->name(), burst));
-      }
-      rates = saturation_sweep_rates(*config.saturation, config.workload.duration_seconds, probes);
-      saturation = saturation_json(probes);
-      if (events.rates_chosen) events.rates_chosen(probes, rates);
-    }
-    for (std::size_t i = 0; i < config.strategies.size(); ++i) {
-      const StrategyConfig& sc = config.strategies[i];
-      const auto owned = deploy(sc);
-      const Deployment& deployment = *owned;
-      // What a recorded route's served_by indexes: the targets of the store the deployment serves
-      // from (averaging serves merged checkpoints of its own).
-      std::vector<std::string> target_names;
-      const HostStore& served = deployment.partitions().front().runtime->store();
-      for (int t = 0; t < served.targets(); ++t) target_names.push_back(served.name(t));
-      for (double rate : config.saturation ? strategy_rates(rates, *config.saturation, probes[i]) : rates)
-        for (int rep = 0; rep < config.repeats; ++rep) {
-          const SweepWorkload sw = sweep_workload(config, targets_of(deployment), rate, rep, spec.vocab_size, trace);
-          const auto& workload = sw.requests;
-          const double run_rate = sw.rate;
-          nlohmann::json run_config = {{"strategy", deployment.name()}, {"rate", run_rate}, {"repeat", rep},
-                                             {"seed", sw.seed}, {"capacity", sc.capacity},
-                                             {"max_sequences", sc.scheduler.max_sequences},
-                                             {"trace", config.trace.string()},
-                                             {"clock", config.clock == RunClock::Real ? "real" : "virtual"},
-                                             {"device", device},
-                                             {"targets", target_names},  // what a route's served_by indexes
-                                             {"sweep", nlohmann::json::parse(config.text, nullptr, false)}};
-          if (!saturation.is_null()) run_config["saturation"] = saturation;
-          SweepRun run{deployment.name(), run_rate, rep, run_config.dump(), 0};
-          if (events.run_started) events.run_started(run, workload.size());
-          std::atomic<bool> stopped{false};
-          RequestRecord last;  // a copy: the runner moves its record on after on_finished
-          const auto records = run_workload(deployment, workload,
-                                            {.clock = config.clock,
-                                             .on_finished = [&](const RequestRecord& r) { last = r; },
-                                             .progress =
-                                                 [&](std::size_t done, std::size_t total) {
-                                                   if (events.request_finished && !events.request_finished(run, last, done, total))
-                                                     stopped = true;
-                                                   return !stopped.load();
-                                                 },
-                                             .engine = shared,
-                                             .trace_routes = config.trace_routes});
-          if (events.run_finished) events.run_finished(run, records, summarize(records), stopped);
-          if (stopped) return Cancelled{};
-        }
-    }
-    return std::monostate{};
+    // One deployment per strategy, warmed up before its first measured run.
+    SweepServer server{.deploy =
+                           [&](const StrategyConfig& sc, std::uint64_t) {
+                             auto deployment = std::make_unique<Deployment>(sc, family, store, analysis, scratch);
+                             for (const std::string& t : config.targets) deployment->partition_of(t);  // before its warm-up asks for them
+                             std::size_t warm_prompt = static_cast<std::size_t>(config.workload.prompt.max);  // the workload's longest prompt
+                             if (!trace.empty())
+                               warm_prompt = std::max_element(trace.begin(), trace.end(), [](const auto& a, const auto& b) {
+                                               return a.prompt.size() < b.prompt.size();
+                                             })->prompt.size();
+                             const auto& targets = config.targets.empty() ? deployment->targets() : config.targets;
+                             run_workload(*deployment, warm_up_workload(targets, warm_prompt, spec.vocab_size), {.clock = config.clock, .engine = shared});
+                             return deployment;
+                           },
+                       .options = {.clock = config.clock, .engine = shared, .trace_routes = config.trace_routes},
+                       .recorded = [&](const Deployment& deployment) {
+                         // What a recorded route's served_by indexes: the targets of the store the
+                         // deployment serves from (averaging serves merged checkpoints of its own).
+                         std::vector<std::string> targets;
+                         const HostStore& served = deployment.partitions().front().runtime->store();
+                         for (int t = 0; t < served.targets(); ++t) targets.push_back(served.name(t));
+                         return nlohmann::json{{"clock", config.clock == RunClock::Real ? "real" : "virtual"}, {"device", device}, {"targets", targets}};
+                       }};
+    return sweep_loop(config, spec, trace, server, events);
   });
 }
 

@@ -29,8 +29,8 @@ struct SweepRun {
 struct SweepEvents {
   // A sweep whose rates come from saturation: after every strategy's burst, before the first run.
   std::function<void(const std::vector<SaturationProbe>& probes, const std::vector<double>& rates)> rates_chosen;
-  // During a strategy's saturation burst, after each finished request (one thread at a time; the
-  // simulated clock calls it once per burst); returning false stops the sweep before any run.
+  // During a strategy's saturation burst, after each finished request (one thread at a time);
+  // returning false stops the sweep before any run.
   std::function<bool(const std::string& strategy, std::size_t done, std::size_t total)> probe_progress;
   std::function<void(SweepRun& run, std::size_t requests)> run_started;
   // After each finished request (one thread at a time); returning false stops the sweep.
