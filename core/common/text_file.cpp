@@ -21,6 +21,12 @@ void require_regular_file(const std::filesystem::path& path, const std::string& 
                   hint.empty() ? "point at the file itself" : hint);
 }
 
+bool file_present(const std::filesystem::path& path, const std::string& hint) {
+  require_regular_file(path, hint);
+  std::error_code ec;
+  return std::filesystem::exists(path, ec);
+}
+
 std::string read_text_file(const std::filesystem::path& path, const std::string& hint, std::uintmax_t max_bytes) {
   require_regular_file(path, hint);
   std::error_code ec;

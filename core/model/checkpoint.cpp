@@ -28,13 +28,8 @@ std::string shape_str(const std::vector<std::int64_t>& s) {
   return out + "]";
 }
 
-// Whether a checkpoint's file is there. A symbolic link loop (or a folder, a FIFO) where the file
-// should be is a typed error naming it, not a filesystem exception.
-bool present(const std::filesystem::path& path) {
-  require_regular_file(path, "point it at the checkpoint's file, or remove it");
-  std::error_code ec;
-  return std::filesystem::exists(path, ec);
-}
+// Whether a checkpoint's file is there (file_present).
+bool present(const std::filesystem::path& path) { return file_present(path, "point it at the checkpoint's file, or remove it"); }
 
 // The index after `marker` in `name` ("model.layers.7.mlp" → 7 for "layers."); nullopt when absent.
 std::optional<std::int64_t> index_after(const std::string& name, std::string_view marker) {

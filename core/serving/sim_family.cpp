@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "common/path_identity.h"
+#include "common/text_file.h"
 #include "model/delta_config.h"
 #include "model/variant_folders.h"
 #include "model/weight_names.h"
@@ -11,15 +12,6 @@
 namespace fs = std::filesystem;
 
 namespace mosaic {
-namespace {
-
-bool present(const fs::path& p) {
-  std::error_code ec;
-  return fs::exists(p, ec);
-}
-
-}  // namespace
-
 std::vector<std::string> SimFamily::names() const {
   std::vector<std::string> out;
   for (const ConfigTarget& t : targets) out.push_back(t.name);
@@ -46,7 +38,7 @@ SimFamily load_sim_family(const std::vector<fs::path>& dirs) {
   for (const auto& [name, dir] : discover_variants(dirs)) {
     ConfigTarget& t = add(name, dir);
     fs::path& base = bases.back();
-    if (present(dir / kExpertCfgFile)) {
+    if (file_present(dir / kExpertCfgFile)) {
       const fs::path file = dir / kExpertCfgFile;
       t.adapter = read_expert_cfg(file, f.shapes.spec);
       if (!t.adapter->base_model.empty()) {
@@ -57,7 +49,7 @@ SimFamily load_sim_family(const std::vector<fs::path>& dirs) {
         throw MissingError(file.string(), "base_model", "is absent, and no full variant is listed before the adapter",
                            "list the base before the adapter, or add \"base_model\": \"../base\" to expert_cfg.json");
       }
-    } else if (present(dir / kDeltaCfgFile)) {
+    } else if (file_present(dir / kDeltaCfgFile)) {
       const DeltaConfig cfg = read_delta_config(dir / kDeltaCfgFile);
       for (const ExpectedTensor& x : expected_tensors(f.shapes.spec))
         if (x.is_expert() && x.expert == 0)
@@ -85,7 +77,7 @@ SimFamily load_sim_family(const std::vector<fs::path>& dirs) {
       while (std::find(names.begin(), names.end(), name) != names.end()) name += "-base";
       add(name, base);
     }
-    if (!bases[b].empty() || present(folders[b] / kExpertCfgFile) || present(folders[b] / kDeltaCfgFile))
+    if (!bases[b].empty() || file_present(folders[b] / kExpertCfgFile) || file_present(folders[b] / kDeltaCfgFile))
       throw UnsupportedError(field_at, "base_model", "names " + base.string() + ", which is itself built on a base", "point base_model at a full checkpoint");
     f.targets[i].base = static_cast<int>(b);
   }
