@@ -28,7 +28,7 @@ VirtualExperts::VirtualExperts(const VirtualConfig& config, const HostStore& sto
       pools_(std::move(pools)),
       tables_(std::move(tables)),
       importance_(store),
-      priced_since_(backend.device_seconds()) {
+      priced_(backend.device_seconds().has_value()) {
   staging_.resize(pools_.size());
   for (std::size_t l = 0; l < pools_.size(); ++l) {
     if (!pools_[l]) continue;
@@ -59,7 +59,7 @@ void VirtualExperts::after_step() {
   pending_ = std::move(swaps);
   copied_.store(false, std::memory_order_relaxed);
   // A priced device's copies are queued on its own link, behind the steps: no thread needed.
-  if (!config_.asynchronous || priced_since_) {
+  if (!config_.asynchronous || priced_) {
     copy(pending_);
     return;
   }
@@ -78,7 +78,7 @@ void VirtualExperts::settle() {
 
 void VirtualExperts::copy(const std::vector<Swap>& swaps) {
   const auto t0 = std::chrono::steady_clock::now();
-  if (priced_since_) priced_since_ = backend_.device_seconds();
+  if (priced_) copies_began_ = *backend_.device_seconds();
   try {
     std::uint64_t bytes = 0;
     for (const Swap& s : swaps) bytes += backend_.copy_behind(s.layer, {false, s.in}, s.content).bytes;
@@ -201,7 +201,7 @@ void VirtualExperts::commit() {
   stats_.swapped += static_cast<std::int64_t>(swaps.size());
   stats_.bytes += pending_bytes_;
   // On a priced device: from the copies' start to the step boundary at which they had landed.
-  stats_.copy_seconds += priced_since_ ? *backend_.device_seconds() - *priced_since_ : pending_seconds_;
+  stats_.copy_seconds += priced_ ? *backend_.device_seconds() - copies_began_ : pending_seconds_;
 }
 
 // Every row's entry for one expert, from what the layer's slots hold now: the row's own copy, or

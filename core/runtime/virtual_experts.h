@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <exception>
 #include <memory>
-#include <optional>
 #include <thread>
 #include <vector>
 
@@ -88,9 +87,10 @@ class VirtualExperts {
   std::vector<SlotPool*> pools_;
   std::vector<RerouteTable*> tables_;
   ExpertImportance importance_;
-  // A priced device (Backend::device_seconds): its clock when the copies in flight began, which it
-  // carries on its own link behind the steps (copy_behind), so no copy thread runs. nullopt: a real one.
-  std::optional<double> priced_since_;
+  // A priced device (Backend::device_seconds) carries the copies on its own link behind the steps
+  // (copy_behind), so no copy thread runs; its clock when the copies in flight began.
+  bool priced_;
+  double copies_began_ = 0;
   std::vector<std::vector<std::int32_t>> staging_;  // [layers]: slots holding nothing the tables name
   std::int64_t since_update_ = 0;
   VirtualStats stats_;
