@@ -358,6 +358,10 @@ Layout plan_virtual(const Family& family, const std::vector<std::string>& sha256
   return plan_virtual(family, sha256, store, measure_virtual(family, store, calibration, options.window, options.max_windows), options, distances);
 }
 
+std::int64_t uniform_virtual_count(const ModelSpec& spec, std::int64_t capacity, std::int64_t variants) {
+  return std::clamp<std::int64_t>(capacity / std::max<std::int64_t>(1, spec.num_sparse_layers() * variants), spec.top_k, spec.num_experts);
+}
+
 Layout uniform_virtual_layout(const Family& family, const std::vector<std::string>& sha256, const HostStore& store, std::int64_t capacity,
                               std::optional<std::uint64_t> budget, const VirtualPlanOptions& options, const ExpertDistances* distances) {
   const ModelSpec& s = store.spec();
@@ -369,7 +373,7 @@ Layout uniform_virtual_layout(const Family& family, const std::vector<std::strin
   o.budget_bytes = budget.value_or(0);
   std::int64_t count = s.num_experts;
   if (capacity > 0) {
-    count = std::clamp<std::int64_t>(capacity / std::max<std::int64_t>(1, sparse * V), k, s.num_experts);
+    count = uniform_virtual_count(s, capacity, V);
   } else if (budget) {
     // Every variant's experts counted apart: adapters sharing their base's only leave room unused.
     const std::uint64_t fixed = fixed_bytes(store, o), slot = store.expert_bytes();

@@ -70,6 +70,10 @@ Layout plan_virtual(const Family& family, const std::vector<std::string>& sha256
                     std::span<const std::int64_t> calibration, const VirtualPlanOptions& options,
                     const ExpertDistances* distances = nullptr);
 
+// Uniform counts' experts per MoE layer and variant from `capacity`, resident experts in all over
+// `variants` variants: spread evenly, at least the router's top-k, at most the layer's experts.
+std::int64_t uniform_virtual_count(const ModelSpec& spec, std::int64_t capacity, std::int64_t variants);
+
 // Virtual experts without calibration: `count` experts per layer for every variant (its first ones;
 // the runtime's updates move the sets to where the traffic is), `count` from `capacity` (resident
 // experts in all, spread evenly) when > 0, else the most that `budget` holds. Throws BudgetError and

@@ -5,6 +5,7 @@
 // spares, the KV blocks) and the engine decides every step, as they do when serving.
 #include <algorithm>
 
+#include "analysis/virtual_plan.h"
 #include "common/byte_size.h"
 #include "common/error.h"
 #include "runtime/capacity.h"
@@ -125,9 +126,8 @@ Deployment::Deployment(const StrategyConfig& config, const HostStore& store, std
       if (!config.calibration.empty())
         throw UnsupportedError(strategy, "calibration", "is not simulated: counts planned on a text need the weights' perplexities",
                                "leave calibration out (uniform counts), or run it on the virtual or the real clock");
-      const std::int64_t sparse = s.num_sparse_layers(), k = s.top_k;
       const std::int64_t capacity = capacity_of(config, store, n);
-      const std::int64_t count = capacity > 0 ? std::clamp<std::int64_t>(capacity / std::max<std::int64_t>(1, sparse * n), k, s.num_experts) : s.num_experts;
+      const std::int64_t count = capacity > 0 ? uniform_virtual_count(s, capacity, n) : s.num_experts;
       RuntimeConfig rc = base;
       for (int t = 0; t < n; ++t)
         for (std::int64_t l = 0; l < s.num_layers; ++l)
