@@ -10,12 +10,13 @@ Outcome<> sweep_loop(const SweepConfig& config, const ModelSpec& spec, const std
                      const SweepEvents& events) {
   // A strategy's deployment for the sweep's seed, serving the sweep's targets (every strategy serves
   // them, or none runs); its targets are the sweep's, or what it serves (esft: the adapters).
+  auto targets_of = [&](const Deployment& d) { return config.targets.empty() ? d.targets() : config.targets; };
   auto deploy = [&](const StrategyConfig& sc, std::uint64_t seed) {
     std::unique_ptr<Deployment> d = server.deploy(sc, seed);
     for (const std::string& t : config.targets) d->partition_of(t);
+    if (server.warm_up) server.warm_up(*d, targets_of(*d));
     return d;
   };
-  auto targets_of = [&](const Deployment& d) { return config.targets.empty() ? d.targets() : config.targets; };
   std::vector<double> rates = config.trace.empty() ? config.rates : std::vector<double>{0.0};
   nlohmann::json saturation;  // how the rates were chosen, recorded with every run; null for fixed rates
   std::vector<SaturationProbe> probes;

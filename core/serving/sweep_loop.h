@@ -20,6 +20,9 @@ struct SweepServer {
   // A strategy's deployment whose runs draw from `seed` (a simulated device's routes; the served
   // ignore it), checked against the sweep's targets by the loop.
   std::function<std::unique_ptr<Deployment>(const StrategyConfig&, std::uint64_t seed)> deploy;
+  // Run once on a deployment just checked, before it serves anything measured, with the targets it
+  // will serve (the served: one short request each, so no run pays a fresh deployment's first loads).
+  std::function<void(const Deployment&, const std::vector<std::string>& targets)> warm_up;
   // A fresh deployment for every run, from the run's seed (the simulated device: a run's routes are
   // its own); else one per strategy for all its runs, as a server keeps one.
   bool per_run = false;

@@ -97,18 +97,15 @@ Outcome<> run_sweep(const SweepConfig& config, const Family& family, const HostS
     check_sweep_workload(config, store.spec(), trace);
     const ModelSpec& spec = store.spec();
     // One deployment per strategy, warmed up before its first measured run.
-    SweepServer server{.deploy =
-                           [&](const StrategyConfig& sc, std::uint64_t) {
-                             auto deployment = std::make_unique<Deployment>(sc, family, store, analysis, scratch);
-                             for (const std::string& t : config.targets) deployment->partition_of(t);  // before its warm-up asks for them
-                             std::size_t warm_prompt = static_cast<std::size_t>(config.workload.prompt.max);  // the workload's longest prompt
-                             if (!trace.empty())
-                               warm_prompt = std::max_element(trace.begin(), trace.end(), [](const auto& a, const auto& b) {
-                                               return a.prompt.size() < b.prompt.size();
-                                             })->prompt.size();
-                             const auto& targets = config.targets.empty() ? deployment->targets() : config.targets;
-                             run_workload(*deployment, warm_up_workload(targets, warm_prompt, spec.vocab_size), {.clock = config.clock, .engine = shared});
-                             return deployment;
+    std::size_t warm_prompt = static_cast<std::size_t>(config.workload.prompt.max);  // the workload's longest prompt
+    if (!trace.empty())
+      warm_prompt = std::max_element(trace.begin(), trace.end(), [](const auto& a, const auto& b) { return a.prompt.size() < b.prompt.size(); })
+                        ->prompt.size();
+    SweepServer server{.deploy = [&](const StrategyConfig& sc,
+                                     std::uint64_t) { return std::make_unique<Deployment>(sc, family, store, analysis, scratch); },
+                       .warm_up =
+                           [&](const Deployment& deployment, const std::vector<std::string>& targets) {
+                             run_workload(deployment, warm_up_workload(targets, warm_prompt, spec.vocab_size), {.clock = config.clock, .engine = shared});
                            },
                        .options = {.clock = config.clock, .engine = shared, .trace_routes = config.trace_routes},
                        .recorded = [&](const Deployment& deployment) {
