@@ -256,7 +256,7 @@ void add_consolidate_command(CLI::App& app) {
       if (!ask.budget) throw InvalidArgument("--budget", "'" + o->budget + "'", byte_size_problem(o->budget), "write e.g. 12GiB or 900MB");
       // Priced before the analysis, to fail fast; the workbench plans the same budget the same way
       // (room for a second non-expert set where it costs at most 1/8 of the experts).
-      const CapacityPlan plan = with_sets_asked(plan_capacity(family, *ask.budget, o->reserve), ask.resident_sets, sets);
+      const CapacityPlan plan = *budget_plan(family, sets, ask);
       std::cout << "budget            " << format_bytes(plan.budget_bytes) << "\n"
                 << "  non-expert      " << format_bytes(plan.non_expert_bytes) << " (one variant's)\n";
       if (plan.positions_for_sets > 0)

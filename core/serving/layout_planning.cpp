@@ -20,11 +20,15 @@ int non_expert_sets(const Family& family) {
   return std::max(sets, 1);
 }
 
+std::optional<CapacityPlan> budget_plan(const Family& family, int distinct_sets, const LayoutAsk& ask) {
+  if (!ask.budget) return std::nullopt;
+  return with_sets_asked(plan_capacity(family, *ask.budget, ask.reserve), ask.resident_sets, distinct_sets);
+}
+
 PlannedLayout plan_layout(const Family& family, const FamilyAnalysis& analysis, int distinct_sets, const LayoutAsk& ask) {
   if (!ask.budget && !ask.capacity)
     throw InvalidArgument("layout", "budget / capacity", "neither was given", "give a device budget, or the resident experts' count");
-  PlannedLayout out;
-  if (ask.budget) out.capacity = with_sets_asked(plan_capacity(family, *ask.budget, ask.reserve), ask.resident_sets, distinct_sets);
+  PlannedLayout out{.capacity = budget_plan(family, distinct_sets, ask)};
   std::vector<double> shares = ask.shares;
   if (ask.policy != Policy::Weighted) shares.clear();
   else if (shares.empty()) shares.assign(family.size(), 1.0);  // weighted without shares weighs every variant alike

@@ -39,6 +39,11 @@ struct PlannedLayout {
 // bytes; this counts them apart. For a planner that opens no store (`mosaic-cli consolidate`).
 int non_expert_sets(const Family& family);
 
+// The plan of `ask.budget` (nullopt without one): the capacity beside the reserve and the room kept
+// for the sets `ask.resident_sets` asks, as plan_layout plans it. Priced from the family's shapes
+// alone, so a caller can show it before the analysis. Throws what plan_capacity throws.
+std::optional<CapacityPlan> budget_plan(const Family& family, int distinct_sets, const LayoutAsk& ask);
+
 // `distinct_sets`: the non-expert sets the served targets use (1 where one set serves all). Throws
 // InvalidArgument when neither a budget nor a capacity is given, and what plan_capacity and
 // plan_consolidation throw (BudgetError for a budget below the minimum; hybrid and virtual are
