@@ -36,8 +36,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std::int64_t vocab, int steps, const fs::path& dir,
-               const fs::path& json_out, bool write_only) {
+void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std::int64_t vocab, std::int64_t heads, std::int64_t kv_heads,
+               int steps, const fs::path& dir, const fs::path& json_out, bool write_only) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines as they come, also into a file
   checked_device("cuda");
   const cuda::DeviceRates rates = cuda::measure_rates();
@@ -45,9 +45,9 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
               rates.read_bytes_per_s / 1e9, rates.pinned_h2d_bytes_per_s / 1e9, rates.bf16_flops / 1e12);
 
   ModelSpec spec = mixtral_like_spec(vocab, hidden, inter, layers, 8);
-  spec.num_heads = 16;
-  spec.num_kv_heads = 4;
-  spec.head_dim = hidden / 16;
+  spec.num_heads = heads;
+  spec.num_kv_heads = kv_heads;
+  spec.head_dim = hidden / heads;
   Family family;
   const auto t_write = Clock::now();
   for (int v = 0; v < 2; ++v) {
@@ -394,12 +394,20 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
 
 void add_bench_cuda_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench-cuda", "CUDA backend on a synthetic Mixtral family: decode TPOT against the read-bandwidth floor, batching, loads, swaps, prefetch");
-  struct Opts { std::int64_t hidden = 2048, inter = 5632, layers = 16, vocab = 32000; int steps = 64; fs::path dir = "bench-cuda-family", json; bool write_only = false; };
+  struct Opts {
+    std::int64_t hidden = 2048, inter = 5632, layers = 16, vocab = 32000, heads = 16, kv_heads = 4;
+    int steps = 64;
+    fs::path dir = "bench-cuda-family", json;
+    bool write_only = false;
+  };
   auto o = std::make_shared<Opts>();
   add_count_option<std::int64_t>(cmd, "--hidden", o->hidden, "hidden size", 64, 16384);
   add_count_option<std::int64_t>(cmd, "--intermediate", o->inter, "expert intermediate size", 64, 65536);
   add_count_option<std::int64_t>(cmd, "--layers", o->layers, "layers", 1, 256);
   add_count_option<std::int64_t>(cmd, "--vocab", o->vocab, "vocabulary", 16, 1 << 20);
+  // Mixtral-8x7B itself: --hidden 4096 --intermediate 14336 --heads 32 --kv-heads 8.
+  add_count_option<std::int64_t>(cmd, "--heads", o->heads, "attention heads (head size: hidden ÷ heads)", 1, 256);
+  add_count_option<std::int64_t>(cmd, "--kv-heads", o->kv_heads, "key/value heads (a divisor of --heads)", 1, 256);
   add_count_option(cmd, "--steps", o->steps, "decode steps timed at batch 1", 1, 100000);
   cmd->add_option("--dir", o->dir, "where the synthetic family is written (reused when present)")->default_val("bench-cuda-family");
   cmd->add_option("--json", o->json, "also write the numbers here");
@@ -407,7 +415,10 @@ void add_bench_cuda_command(CLI::App& app) {
   cmd->callback([o] {
     check_output(o->json, "--json", {});
     check_output(o->dir, "--dir", {}, OutputKind::Folder);
-    run_bench(o->hidden, o->inter, o->layers, o->vocab, o->steps, o->dir, o->json, o->write_only);
+    if (o->hidden % o->heads != 0 || o->heads % o->kv_heads != 0)
+      throw InvalidArgument("bench-cuda", "--heads / --kv-heads", "--heads must divide --hidden and --kv-heads must divide --heads",
+                            "e.g. --hidden 4096 --heads 32 --kv-heads 8");
+    run_bench(o->hidden, o->inter, o->layers, o->vocab, o->heads, o->kv_heads, o->steps, o->dir, o->json, o->write_only);
   });
 }
 

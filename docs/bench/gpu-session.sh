@@ -21,7 +21,7 @@
 # failed step does not stop the stage: one call brings back everything it can. The synthetic families
 # (2 × 9.5 GB each) are written into build-gpu/, which the device keeps between calls while warm.
 set -uo pipefail
-stage=${1:?"which stage: prepare, quick, diagnose, qos, check, bench, serve or restore"}
+stage=${1:?"which stage: prepare, quick, diagnose, mixtral, qos, check, bench, serve or restore (several run in turn in one call)"}
 
 case $stage in
   prepare)
@@ -90,7 +90,7 @@ step() {
 
 publish() {
   printf '%s\n' "${results[@]}" >"$out/summary.txt"
-  tar -czf "$out/$stage-logs.tar.gz" -C "$logs" .
+  tar -czf "$out/$(IFS=-; echo "${stages[*]}")-logs.tar.gz" -C "$logs" .
 }
 
 # qos_sweep FAMILY CAPACITY: Multi-MoE's QoS experiment on the GPU over FAMILY's two variants, CAPACITY
@@ -113,6 +113,8 @@ EOF
 
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 mkdir -p "$out"
+stages=("$@")  # e.g. `diagnose mixtral`: one call, one deadline, one summary
+for stage in "${stages[@]}"; do
 case $stage in
   check)
     step nvidia-smi 30 nvidia-smi
@@ -164,6 +166,22 @@ case $stage in
       step "compare-$layers" 90 env PYTHONUNBUFFERED=1 python3 docs/bench/bf16_error.py "$d/variant-0" "$ids" "$logs/cpu-$layers.safetensors" "$logs/cuda-$layers.safetensors"
     done
     step random-models 90 env PYTHONUNBUFFERED=1 python3 docs/bench/bf16_error.py
+    # Added 2026-11-30 (sixth run): the 1-layer checkpoint with its MoE block, its attention or both
+    # switched off, Mosaic's CUDA against its CPU beside transformers' bf16 against its fp32.
+    step ablate-1 120 env PYTHONUNBUFFERED=1 python3 docs/bench/bf16_ablate.py "$cli" build-gpu/diagnose-1/variant-0 "$ids" build-gpu/ablate-1
+    step ablate-4 120 env PYTHONUNBUFFERED=1 python3 docs/bench/bf16_ablate.py "$cli" build-gpu/diagnose-4/variant-0 "$ids" build-gpu/ablate-4
+    ;;
+  mixtral)
+    # Issue 59 #8, its first part: Mixtral-8x7B's own layer shapes (hidden 4096, 8 experts of 14336,
+    # 32 heads, 8 KV heads, vocab 32000) at 2 layers (2 × 5.9 GB), every part of bench-cuda against
+    # its floor, and transformers' generate on the same shapes and depth in the same run. The family
+    # is deleted after: the disk is 64 GB.
+    m=build-gpu/mixtral-2l
+    # transformers first: bench-cuda prints its batch-1 decode first, and whatever the deadline cuts off
+    # after that is the less wanted part.
+    step transformers-mixtral-2l 100 env PYTHONUNBUFFERED=1 python3 docs/bench/transformers_decode.py 2 4096 14336 32 8
+    step bench-mixtral-2l 240 "$cli" bench-cuda --dir "$m" --hidden 4096 --intermediate 14336 --heads 32 --kv-heads 8 --layers 2 --json "$out/bench-mixtral-2l.json"
+    rm -rf "$m"
     ;;
   bench)
     step bench-cuda 400 "$cli" bench-cuda --dir "$family" --json "$out/bench-cuda.json"
@@ -191,7 +209,8 @@ case $stage in
     for v in "$serving"/variant-*; do cp .device/tokenizer.json "$v/"; done
     qos_sweep "$serving" 24  # of a variant's 32 expert positions (4 layers × 8)
     ;;
-  *) echo "unknown stage '$stage': use prepare, quick, diagnose, qos, check, bench, serve or restore" >&2; exit 2 ;;
+  *) echo "unknown stage '$stage': use prepare, quick, diagnose, mixtral, qos, check, bench, serve or restore" >&2; exit 2 ;;
 esac
+done
 publish
 cat "$out/summary.txt"
