@@ -23,6 +23,7 @@
 #include "cli/step_decoder.h"
 #include "kernels/launch.h"
 #include "common/atomic_file.h"
+#include "common/error.h"
 #include "model/synthetic.h"
 #include "runtime/cuda/cuda_probe.h"
 #include "runtime/cuda/kernel_timing.h"
