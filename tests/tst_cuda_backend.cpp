@@ -264,7 +264,15 @@ class TestCudaBackend : public QObject {
     // Two bf16 variants of 4 layers (hidden 512, 8 experts of 1024): a prefill chunk per sequence
     // (`prompt` tokens and 6: the first prompt's first tiles of 32 can be tiled), then 12 decode steps
     // of both together (or of the first alone), each step's logits compared.
+    // Every token goes to all 8 experts: this case checks the arithmetic of the step's ways, and a top-2
+    // choice is a discrete one. In a random router about 1 % of (position, layer) pairs lie within bf16's
+    // rounding of another choice; a choice that flips at a prompt position reaches every later row
+    // through attention, and 4 layers over 70 positions hold a few. On the H200 (2026-11-30, gpu-session.sh
+    // diagnose) rows before the first flip were 0.4 % from the CPU (transformers' bf16 0.8 % from its
+    // fp32), rows after three flips 2.4 %, failing 2e-2 with no arithmetic wrong. Top-2 choices are
+    // checked by the fixture families' cases and tst_cuda_kernels.
     ModelSpec spec = mixtral_like_spec(4096, 512, 1024, 4, 8);
+    spec.top_k = spec.num_experts;
     const fs::path root(tmp_.path().toStdString());
     Family family;
     for (int v = 0; v < 2; ++v) {
