@@ -65,7 +65,11 @@ std::size_t decode_against_reference(Runtime& rt, const Model& model, int row, c
     sets.insert(s.allowed);
     const Logits want = forward(model, cache, std::span<const std::int64_t>(ids.data() + s.at, s.n), LogitsFor::AllPositions, &s.allowed);
     const double err = relative_error(s.logits, want.values);
-    if (err > 1e-5) {
+    // A step run with another set than the one read after it differs where a top-2 choice does (of
+    // order 1e-2) or not at all (Mixtral renormalizes the chosen two). Summation order alone reached
+    // 1.2e-5 at token 26 under a loaded machine, when the copies landed a step later (2 in 16 runs
+    // beside another test): numerics, not a set.
+    if (err > 5e-5) {
       QTest::qFail(("step at token " + std::to_string(s.at) + ": relative error " + std::to_string(err)).c_str(), __FILE__, __LINE__);
       return 0;
     }
