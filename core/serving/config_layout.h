@@ -3,7 +3,7 @@
 // to load (Mixtral-8x7B on a laptop): the budget's capacity from the shapes' bytes and the reserve,
 // as analysis/capacity.h prices it, and which variant keeps each resident position by the policy's
 // turns. With no weights there are no expert distances: positions are taken in an even spread over
-// the MoE layers (the simulated Deployment's order, serving/sim_deployment.cpp), not by similarity.
+// the MoE layers (the simulated Deployment's order, serving/strategy.cpp), not by similarity.
 #include <cstdint>
 #include <span>
 #include <vector>

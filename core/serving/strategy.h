@@ -109,6 +109,9 @@ class Deployment {
   const std::vector<std::string>& targets() const { return targets_; }
 
  private:
+  struct Basis;  // strategy.cpp: what the one assembly below builds on
+  void assemble(const Basis& basis);
+
   StrategyConfig config_;
   std::vector<Partition> partitions_;
   std::vector<std::string> targets_;
