@@ -720,7 +720,7 @@ void EngineHost::startServing(const QString& sweepJson, const QString& database)
           Q_EMIT servedRequest(p);
           return !stop_serving_.load();
         };
-        // The simulated clock reads no weights: the variants' config.json files and the profile suffice.
+        // The simulated clock reads no weights: the variants' config files (sim_family.h) and the profile suffice.
         const auto outcome = config.clock == RunClock::Simulated
                                  ? simulate_sweep(config, load_sim_family(config.variants), load_device_profile(config.device_profile),
                                                   recording(recorder, events))

@@ -111,7 +111,8 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   clock_->addItems({QStringLiteral("virtual"), QStringLiteral("real"), QStringLiteral("simulated")});
   clock_->setToolTip(tr("virtual: the engine's measured work, without idle waits; real: wall time; simulated: the engine serves a "
                         "simulated device that computes nothing and prices each step with the cost model on the device profile "
-                        "(a family too large for this machine, from its config.json files)"));
+                        "(a family too large for this machine, from its config files alone: config.json, and an ESFT adapter's "
+                        "expert_cfg.json or a delta folder's delta.json beside it)"));
   profile_ = new QComboBox;
   profile_->setEditable(true);  // a profile of one's own: its path
   profile_->setEnabled(false);
