@@ -83,6 +83,12 @@ int norm_route_cuda(float* x, const Projection& first, const NormRouter& nr, flo
 int expert_gate_up_cuda(const float* x, int hidden, int inter, int k, GroupedPairs g, int max_groups, float* act,
                         void* stream);
 int expert_down_cuda(const float* act, int hidden, int inter, GroupedPairs g, int max_groups, float* out, void* stream);
+// The same on tensor cores: the inputs (x's rows, then the activations) rounded to bf16 as cuBLAS's
+// path reads them, fp32 accumulation; a pass takes a group's positions 32 at a time, so a slot's
+// weights are read once for up to 32 rows. H and I multiples of 16 (cudaErrorInvalidValue else).
+// Which of the two serves a step is the backend's choice (CudaOptions::tensor_core_experts).
+int expert_gate_up_tc_cuda(const float* x, int hidden, int inter, int k, GroupedPairs g, int max_groups, float* act, void* stream);
+int expert_down_tc_cuda(const float* act, int hidden, int inter, GroupedPairs g, int max_groups, float* out, void* stream);
 // x [tokens, H] += Σ_j w[t, j] · out[pos_of[t·k + j]].
 int moe_combine_cuda(const float* out, const std::int32_t* pos_of, const float* weights, int tokens, int k, int hidden,
                      float* x, void* stream);

@@ -266,6 +266,10 @@ void report_deadlock() {
 }  // namespace
 
 unsigned lane() { return current->lane; }
+void misuse(const char* what) {
+  std::fprintf(stderr, "simt: %s: %s %s\n", launch.kernel, where(*current).c_str(), what);
+  fail(cudaErrorMisalignedAddress);
+}
 void* dynamic_shared() { return launch.shared; }
 
 const std::uint64_t* exchange(unsigned mask, std::uint64_t mine) {
@@ -442,6 +446,7 @@ const char* cudaGetErrorString(cudaError_t e) {
     case cudaErrorMemoryAllocation: return "out of memory";
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
     case cudaErrorLaunchFailure: return "unspecified launch failure (simt: a deadlock, reported above)";
+    case cudaErrorMisalignedAddress: return "misaligned address (simt: reported above)";
     default: return "unknown error";
   }
 }

@@ -67,6 +67,7 @@ enum cudaError {
   cudaErrorMemoryAllocation = 2,
   cudaErrorInvalidConfiguration = 9,
   cudaErrorInvalidDeviceFunction = 98,
+  cudaErrorMisalignedAddress = 716,
   cudaErrorLaunchFailure = 719,
 };
 typedef enum cudaError cudaError_t;
@@ -118,6 +119,9 @@ void* dynamic_shared();
 // Warp collectives over the lanes of `mask` (all of which must call them): each lane gives a
 // 64-bit word and gets the words of all lanes, after every lane of the mask has given its own.
 const std::uint64_t* exchange(unsigned mask, std::uint64_t mine);
+// A use of the API that a GPU leaves undefined (a misaligned tensor-core tile, say): reported with the
+// thread it happened in, and the launch fails with cudaErrorMisalignedAddress.
+void misuse(const char* what);
 void sync_block();
 int sync_block_or(int predicate);
 
