@@ -234,23 +234,28 @@ class TestCudaBackend : public QObject {
     QTest::addColumn<int>("sequences");
     QTest::addColumn<int>("prompt");  // the first sequence's
     QTest::addColumn<bool>("pdl");     // programmatic dependent launches (kernels/launch.h)
-    QTest::newRow("kernel by kernel") << false << false << true << 2 << 70 << false;
-    QTest::newRow("CUDA graphs") << true << false << true << 2 << 70 << false;
-    QTest::newRow("CUDA graphs, tiled prompt attention") << true << true << true << 2 << 70 << false;
-    QTest::newRow("kernel by kernel, unfused") << false << false << false << 2 << 70 << false;
-    QTest::newRow("CUDA graphs, unfused") << true << false << false << 2 << 70 << false;
+    QTest::addColumn<bool>("tensor");  // every step routed on the device, its groups on tensor cores
+    QTest::newRow("kernel by kernel") << false << false << true << 2 << 70 << false << false;
+    QTest::newRow("CUDA graphs") << true << false << true << 2 << 70 << false << false;
+    QTest::newRow("CUDA graphs, tiled prompt attention") << true << true << true << 2 << 70 << false << false;
+    QTest::newRow("kernel by kernel, unfused") << false << false << false << 2 << 70 << false << false;
+    QTest::newRow("CUDA graphs, unfused") << true << false << false << 2 << 70 << false << false;
     // One token a step: the fused down projection sums its pairs into the residual itself.
-    QTest::newRow("one sequence, kernel by kernel") << false << true << true << 1 << 70 << false;
-    QTest::newRow("one sequence, CUDA graphs") << true << true << true << 1 << 70 << false;
-    QTest::newRow("one sequence, CUDA graphs, unfused") << true << true << false << 1 << 70 << false;
+    QTest::newRow("one sequence, kernel by kernel") << false << true << true << 1 << 70 << false << false;
+    QTest::newRow("one sequence, CUDA graphs") << true << true << true << 1 << 70 << false << false;
+    QTest::newRow("one sequence, CUDA graphs, unfused") << true << true << false << 1 << 70 << false << false;
     // Past 2 · kMinSplitPositions, each decode step's attention splits over positions (and, from a
     // graph, over the parts a graph launched for 4096 positions declares).
-    QTest::newRow("a 300-token context, kernel by kernel") << false << true << true << 2 << 300 << false;
-    QTest::newRow("a 300-token context, CUDA graphs") << true << true << true << 2 << 300 << false;
+    QTest::newRow("a 300-token context, kernel by kernel") << false << true << true << 2 << 300 << false << false;
+    QTest::newRow("a 300-token context, CUDA graphs") << true << true << true << 2 << 300 << false << false;
     // Each kernel of the step launched to overlap the one before it, as MOSAIC_CUDA_PDL=1 makes them.
-    QTest::newRow("one sequence, CUDA graphs, programmatic launches") << true << true << true << 1 << 70 << true;
-    QTest::newRow("CUDA graphs, programmatic launches") << true << false << true << 2 << 70 << true;
-    QTest::newRow("kernel by kernel, programmatic launches") << false << false << true << 2 << 70 << true;
+    QTest::newRow("one sequence, CUDA graphs, programmatic launches") << true << true << true << 1 << 70 << true << false;
+    QTest::newRow("CUDA graphs, programmatic launches") << true << false << true << 2 << 70 << true << false;
+    QTest::newRow("kernel by kernel, programmatic launches") << false << false << true << 2 << 70 << true << false;
+    // The prefill's 76 × 8 pairs and the decode steps' routed on the device (CudaOptions::device_route_pairs
+    // 1024), every group through the tensor-core kernels (inputs rounded to bf16).
+    QTest::newRow("device-routed prefill, tensor cores") << false << true << true << 2 << 70 << false << true;
+    QTest::newRow("device-routed prefill, tensor cores, CUDA graphs") << true << true << true << 2 << 70 << false << true;
   }
 
   void decodeStepsOnASyntheticMidSizeFamily() {
@@ -260,7 +265,9 @@ class TestCudaBackend : public QObject {
     QFETCH(int, sequences);
     QFETCH(int, prompt);
     QFETCH(bool, pdl);
-    const CudaOptions options{.graphs = graphs, .fused = fused, .tiled_attention = tiled, .programmatic_launches = pdl};
+    QFETCH(bool, tensor);
+    const CudaOptions options{.graphs = graphs, .fused = fused, .tiled_attention = tiled, .device_route_pairs = tensor ? 1024 : 64,
+                              .tensor_core_experts = tensor, .programmatic_launches = pdl};
     // Two bf16 variants of 4 layers (hidden 512, 8 experts of 1024): a prefill chunk per sequence
     // (`prompt` tokens and 6: the first prompt's first tiles of 32 can be tiled), then 12 decode steps
     // of both together (or of the first alone), each step's logits compared.

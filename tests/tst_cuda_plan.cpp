@@ -55,13 +55,25 @@ class TestCudaPlan : public QObject {
       static const std::map<std::string, const char*> set{{"MOSAIC_CUDA_GRAPHS", "1"},      {"MOSAIC_CUDA_FUSED", "0"},
                                                           {"MOSAIC_CUDA_DRAWS", "0"},       {"MOSAIC_CUDA_LAYER_TIMES", "0"},
                                                           {"MOSAIC_CUDA_L2_PREFETCH", "0"}, {"MOSAIC_CUDA_VMM", "0"},
-                                                          {"MOSAIC_CUDA_PDL", "1"}};
+                                                          {"MOSAIC_CUDA_PDL", "1"},         {"MOSAIC_CUDA_TENSOR_CORE_EXPERTS", "1"},
+                                                          {"MOSAIC_CUDA_DEVICE_ROUTE_PAIRS", "512"}};
       const auto it = set.find(name);
       return it == set.end() ? nullptr : it->second;
     });
     QVERIFY(o.graphs && !o.fused && !o.tiled_attention && !o.prepared_draws && !o.layer_times && !o.l2_prefetch);
     QCOMPARE(o.virtual_memory, std::optional<bool>(false));
     QCOMPARE(o.programmatic_launches, std::optional<bool>(true));
+    QVERIFY(o.tensor_core_experts);
+    QCOMPARE(o.device_route_pairs, 512);
+    // A count that is not one, or past what one routing launch holds, leaves the given one.
+    for (const char* bad : {"many", "2048", "-1", "64k"}) {
+      static const char* value = nullptr;
+      value = bad;
+      o = with_environment(given, [](const char* name) -> const char* {
+        return std::string_view(name) == "MOSAIC_CUDA_DEVICE_ROUTE_PAIRS" ? value : nullptr;
+      });
+      QCOMPARE(o.device_route_pairs, given.device_route_pairs);
+    }
   }
 
   void stepInputsDescribeEveryToken() {

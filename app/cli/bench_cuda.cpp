@@ -3,7 +3,9 @@
 // layers, 8 experts, top-2, 16 heads, 4 KV heads, vocab 32000; two variants):
 //  - decode time per output token at batch 1, every expert resident, against bytes read per token ÷
 //    the read bandwidth of a kernel that only reads; and each of its kernels alone, against its bytes;
-//  - batched decode steps of 1–256 sequences mixed over the variants, against their weights-read floor;
+//  - batched decode steps of 1–256 sequences mixed over the variants, against their weights-read floor:
+//    the host planning steps past 64 pairs, against every step routed on the device, its groups on
+//    CUDA cores or on tensor cores;
 //  - expert loads (misses) and non-expert swaps against the pinned host-to-device rate;
 //  - a swap filled ahead while another variant decodes: its cost to the decode, and what is left of it;
 //  - prefetch against lru with few spare slots: the miss time it hides, the share of its copies used;
@@ -22,6 +24,7 @@
 #include "cli/serving_args.h"
 #include "cli/step_decoder.h"
 #include "kernels/launch.h"
+#include "kernels/moe_experts.h"
 #include "common/atomic_file.h"
 #include "common/error.h"
 #include "model/synthetic.h"
@@ -152,21 +155,30 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
     out["batch1"] = rows;
   }
 
-  {  // 2. Batched decode over both variants (every expert of both resident).
-    Runtime rt(store, RuntimeConfig{.pinned = pin_all({0, 1}), .hit = HitPolicy::Strict, .resident_sets = 2, .device = Device::Cuda});
-    rt.make_resident(std::vector<int>{store.set_of(0), store.set_of(1)});
-    std::printf("\nbatched decode, sequences alternating over 2 variants\n  %4s %10s %10s %12s %10s\n", "seqs", "step ms", "floor ms", "tokens/s", "ratio");
+  {  // 2. Batched decode over both variants (every expert of both resident): today's way (the host
+     // plans steps of more than 64 pairs, cuBLAS taking their large groups), and every step routed on
+     // the device with its groups on CUDA cores or on tensor cores (issue 65 #1-2), in the same run.
+    struct Way {
+      const char* name;
+      int route_pairs;
+      bool tensor_cores;
+    };
+    const Way ways[] = {{"host plans > 64 pairs", 64, false}, {"device routes, CUDA cores", kernels::kRouteMaxPairs, false},
+                        {"device routes, tensor cores", kernels::kRouteMaxPairs, true}};
+    std::printf("\nbatched decode, sequences alternating over 2 variants (step ms, × the floor)\n  %4s %10s", "seqs", "floor ms");
+    for (const Way& way : ways) std::printf(" %28s", way.name);
+    std::printf("\n");
+    std::vector<std::unique_ptr<Runtime>> runtimes;
+    for (const Way& way : ways) {
+      const CudaOptions options{.device_route_pairs = way.route_pairs, .tensor_core_experts = way.tensor_cores};
+      runtimes.push_back(std::make_unique<Runtime>(
+          store, RuntimeConfig{.pinned = pin_all({0, 1}), .hit = HitPolicy::Strict, .resident_sets = 2, .device = Device::Cuda, .cuda = options}));
+      runtimes.back()->make_resident(std::vector<int>{store.set_of(0), store.set_of(1)});
+    }
     nlohmann::ordered_json rows = nlohmann::json::array();
     for (int n : {1, 2, 4, 8, 16, 32, 64, 128, 256}) {
       std::vector<int> targets;
       for (int i = 0; i < n; ++i) targets.push_back(i % 2);
-      StepDecoder d(rt, store, targets, 16, 16 + 12);
-      d.step();
-      d.step();
-      double total = 0;
-      const int reps = 8;
-      for (int i = 0; i < reps; ++i) total += d.step();
-      const double step = total / reps;
       // Floor: each variant's non-expert weights once, and the experts its sequences are expected
       // to touch under uniform routing: E · (1 − (1 − k/E)^n_v) per layer.
       double bytes = 0;
@@ -177,8 +189,26 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
         bytes += double(store.non_expert_bytes()) - embed_bytes + double(spec.num_sparse_layers()) * E * (1 - std::pow(1 - k / E, nv)) * double(store.expert_bytes());
       }
       const double floor = bytes / rates.read_bytes_per_s;
-      std::printf("  %4d %10.3f %10.3f %12.0f %9.2f×\n", n, step * 1e3, floor * 1e3, n / step, step / floor);
-      rows.push_back({{"sequences", n}, {"step_ms", step * 1e3}, {"floor_ms", floor * 1e3}, {"tokens_per_s", n / step}});
+      std::printf("  %4d %10.3f", n, floor * 1e3);
+      nlohmann::ordered_json row{{"sequences", n}, {"floor_ms", floor * 1e3}};
+      for (std::size_t w = 0; w < runtimes.size(); ++w) {
+        StepDecoder d(*runtimes[w], store, targets, 16, 16 + 12);
+        d.step();
+        d.step();
+        double total = 0;
+        const int reps = 8;
+        for (int i = 0; i < reps; ++i) total += d.step();
+        const double step = total / reps;
+        std::printf(" %17.3f (%5.2f×)    ", step * 1e3, step / floor);
+        if (w == 0) {
+          row["step_ms"] = step * 1e3;
+          row["tokens_per_s"] = n / step;
+        } else {
+          row[w == 1 ? "device_routed_ms" : "tensor_core_ms"] = step * 1e3;
+        }
+      }
+      std::printf("\n");
+      rows.push_back(row);
     }
     out["batched"] = rows;
   }

@@ -1,5 +1,6 @@
 #include "runtime/cuda_options.h"
 
+#include <charconv>
 #include <cstdlib>
 #include <string_view>
 
@@ -17,6 +18,13 @@ CudaOptions with_environment(CudaOptions o, EnvironmentLookup lookup) {
   set("MOSAIC_CUDA_L2_PREFETCH", o.l2_prefetch);
   set("MOSAIC_CUDA_VMM", o.virtual_memory);
   set("MOSAIC_CUDA_PDL", o.programmatic_launches);
+  set("MOSAIC_CUDA_TENSOR_CORE_EXPERTS", o.tensor_core_experts);
+  if (const char* v = lookup ? lookup("MOSAIC_CUDA_DEVICE_ROUTE_PAIRS") : std::getenv("MOSAIC_CUDA_DEVICE_ROUTE_PAIRS")) {
+    int pairs = 0;
+    const std::string_view text(v);
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), pairs);
+    if (error == std::errc() && end == text.data() + text.size() && pairs >= 0 && pairs <= 1024) o.device_route_pairs = pairs;
+  }
   return o;
 }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What a session with the GPU machine runs, in stages that each fit one `run` call (10 minutes), so the
 # device time a session gets (30 minutes once, 15 since 2026-11-27, start and build included) goes to
-# measuring rather than to typing. With 15 minutes: `quick` first (about 210 s with the build), then
-# one follow-up call for whatever it found.
+# measuring rather than to typing. With 15 minutes: `quick mixtral` in one call (a fresh machine's
+# build takes about 105 s), then give the machine back.
 #
 # Here, first:   bash docs/bench/gpu-session.sh prepare
 #   gathers the build's Debian packages into .device/ (../shared/device/prepare.sh) and a tokenizer for
@@ -128,29 +128,20 @@ case $stage in
     ;;
   quick)
     # For a session lent 15 minutes of device time, start included: one call, correctness first, then
-    # the measures. Since the fourth run (2026-11-28, H100) the following were written without a GPU and
-    # have run only on simt and the CPU: five launches a decode layer (the q/k/v launch's last block
-    # does the rotary and cache write, with OLMoE's and Qwen3's q/k norms and clamp; the output
-    # projection's last block normalizes and routes; the final norm folded into the head), L2 prefetch
-    # hints, the host tier's staging ring (issue 59 #2), YaRN and Llama 3.1 rope on CUDA, the adaptive
-    # prefetcher (issue 61 #9) and CudaOptions in place of the environment (issue 62 #4).
-    # Issue 58: transformers' own DeepSeek-V2/V3 fixtures (no build needed; about 30 s), brought back as
-    # one tarball to unpack into tests/data/hf-tiny/ (tst_forward deepseekMatchesTransformers then runs).
+    # the measures. Since the sixth run (2026-11-30, H200) these were written without a GPU and have
+    # run only on simt and the CPU: the tensor-core grouped experts (kernels/moe_experts_tc.cu), every
+    # step of up to 1024 pairs routed on the device (CudaOptions::device_route_pairs, tensor_core_experts:
+    # off by default until this run measures them), and the mid-size test's family routing to all 8
+    # experts (the sixth run's diagnosis). bench-cuda-4l's batched section times the three ways.
     step nvidia-smi 20 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv
-    step make-deepseek 120 python3 tests/data/hf-tiny/make_deepseek.py build-gpu/deepseek-fixtures
-    tar -czf "$out/deepseek-fixtures.tar.gz" -C build-gpu/deepseek-fixtures deepseek_v2 deepseek_v3 2>/dev/null
     step ctest-gpu 200 ctest --test-dir build-gpu -L gpu --output-on-failure
-    newk="projectionsEndInTheRotaryAndCacheWrite outputProjectionEndsInTheRouting routedExpertsMatchReference programmaticLaunchesComputeWhatStreamOrderDoes pagedAttentionMatchesReference splitDecodeAttentionMatchesReference"
+    newk="groupedExpertsOnTensorCoresMatchTheirReference routedExpertsMatchReference"
     step memcheck-new-kern 90 "$sanitizer" --tool memcheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk
     step racecheck-new-kern 90 "$sanitizer" --tool racecheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk
-    # Barriers: the fused launches' tails (last_block_done), the attention's stages and last-block combine.
-    step synccheck-new 60 "$sanitizer" --tool synccheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels projectionsEndInTheRotaryAndCacheWrite outputProjectionEndsInTheRouting splitDecodeAttentionMatchesReference
-    # A 4-layer family: the prefill and draw parts depend on a layer's shapes and the vocabulary, not the
-    # depth; transformers' generate beside it at the same depth, and at bench-cuda's default 16.
+    step synccheck-new 60 "$sanitizer" --tool synccheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels groupedExpertsOnTensorCoresMatchTheirReference
+    # A 4-layer family: the batched section's three ways, the prefill, the draws.
     step bench-cuda-4l 240 "$cli" bench-cuda --dir build-gpu/bench-cuda-4l --layers 4 --json "$out/bench-cuda-4l.json"
-    step memcheck-new 150 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend aHostBudgetCopiesThroughTheStagingRing shortStepsOfEveryFixtureFamily architecturesNoFixtureHas decodeStepsOnASyntheticMidSizeFamily
-    step transformers-4l 90 env PYTHONUNBUFFERED=1 python3 docs/bench/transformers_decode.py 4
-    step transformers-16l 120 env PYTHONUNBUFFERED=1 python3 docs/bench/transformers_decode.py 16
+    step memcheck-new 150 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend decodeStepsOnASyntheticMidSizeFamily
     ;;
   diagnose)
     # The 2026-11-30 run: decodeStepsOnASyntheticMidSizeFamily's CUDA logits were 2.0-2.8 % from the CPU's

@@ -157,6 +157,11 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
   fused_ = options.fused;
   layer_times_ = options.layer_times;
   l2_prefetch_ = options.l2_prefetch;
+  if (options.device_route_pairs < 0 || options.device_route_pairs > kernels::kRouteMaxPairs)
+    throw InvalidArgument("device cuda", "device_route_pairs " + std::to_string(options.device_route_pairs),
+                          "must be from 0 to " + std::to_string(kernels::kRouteMaxPairs) + ", what one routing launch holds");
+  device_route_pairs_ = options.device_route_pairs;
+  tensor_core_experts_ = options.tensor_core_experts && s.hidden_size % 16 == 0 && s.expert_intermediate % 16 == 0;
   int l2 = 0;
   MOSAIC_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device_));
   l2_bytes_ = static_cast<std::size_t>(l2);

@@ -140,7 +140,8 @@ class CudaBackend final : public Backend {
   bool norm_routes(const StepInputs& in) const;
   // `next` ≥ 0: that layer's prefetch is issued once this layer's own loads are in.
   void route_on_host(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result, std::int64_t next);
-  void run_grouped(const kernels::GroupedPairs& g, int max_groups);
+  // The grouped SwiGLU over device-described groups: on tensor cores, or on CUDA cores in fp32.
+  void run_grouped(const kernels::GroupedPairs& g, int max_groups, bool tensor_cores);
   // The SwiGLU of the dense matrices `wt` over positions [begin, end) through cuBLAS; each group of
   // `deltas` marked delta adds its slot's packed Δ over its own positions (DeltaMoE's decoupled
   // compute: the base's GEMMs once for every group over it).
@@ -243,6 +244,9 @@ class CudaBackend final : public Backend {
   // (kernels/l2_prefetch.h: the attention for the output projection's, a lone token's down projection
   // for the next layer's q, k and v) unless CudaOptions::l2_prefetch is off. bench-cuda times both.
   bool l2_prefetch_ = true;
+  // CudaOptions::device_route_pairs and tensor_core_experts (where the widths allow: multiples of 16).
+  std::int64_t device_route_pairs_ = 64;
+  bool tensor_core_experts_ = false;
   std::size_t l2_bytes_ = 0;  // the device's L2: a prefetch asks for at most half of it
   // A group whose wanted rows are its tokens in order (a decode step's, up to kGemvRows): the head
   // reads x there with the final norm folded in (linear_parts_cuda's RowNorm), so the step gathers

@@ -26,8 +26,6 @@ namespace mosaic::cuda {
 namespace {
 
 constexpr std::int32_t kLargeGroup = 16;      // pairs: from here a group goes to cuBLAS
-constexpr std::int64_t kDevicePairs = 64;     // steps with more pairs (prefill) are planned on the host
-static_assert(kDevicePairs <= kernels::kRouteMaxPairs, "a step routed on the device is one route_cuda launch");
 
 }  // namespace
 
@@ -41,7 +39,7 @@ bool CudaBackend::routable_on_device(std::int64_t layer, const StepInputs& in, c
   // The reroute kernel addresses a layer's slots end to end and the grouped kernels read dense
   // matrices only: a layer with delta-only slots, or whose rows reach a slot holding a delta, routes
   // on the host (its bundles run as cpu_experts.cpp runs them).
-  if (in.tokens * spec_.top_k > kDevicePairs || has_delta_only(layer)) return false;
+  if (in.tokens * spec_.top_k > device_route_pairs_ || has_delta_only(layer)) return false;
   const bool masked = state.policy->masks_router();
   const RerouteTable& table = *state.tables[static_cast<std::size_t>(layer)];
   const std::vector<SlotRecord>& slots = records_[static_cast<std::size_t>(layer)];
@@ -68,8 +66,13 @@ RoutePlan CudaBackend::plan_on_host(std::int64_t layer, const std::int32_t* ids,
   return plan;
 }
 
-void CudaBackend::run_grouped(const kernels::GroupedPairs& g, int max_groups) {
+void CudaBackend::run_grouped(const kernels::GroupedPairs& g, int max_groups, bool tensor_cores) {
   const int H = static_cast<int>(spec_.hidden_size), I = static_cast<int>(spec_.expert_intermediate);
+  if (tensor_cores) {
+    MOSAIC_CUDA_CHECK(kernels::expert_gate_up_tc_cuda(work_.h, H, I, static_cast<int>(spec_.top_k), g, max_groups, work_.act, stream_));
+    MOSAIC_CUDA_CHECK(kernels::expert_down_tc_cuda(work_.act, H, I, g, max_groups, work_.pair_out, stream_));
+    return;
+  }
   MOSAIC_CUDA_CHECK(kernels::expert_gate_up_cuda(work_.h, H, I, static_cast<int>(spec_.top_k), g, max_groups, work_.act, stream_));
   MOSAIC_CUDA_CHECK(kernels::expert_down_cuda(work_.act, H, I, g, max_groups, work_.pair_out, stream_));
 }
@@ -179,7 +182,7 @@ void CudaBackend::moe(std::int64_t layer, const StepInputs& in, MoeState& state,
                                                           ahead_of_qkv(layer + 1, in.groups.front().buffer)));
       combined = true;
     } else {
-      run_grouped(w.groups, max_groups);
+      run_grouped(w.groups, max_groups, tensor_core_experts_);
     }
     routed_on_device_[l] = true;
   } else {
@@ -283,7 +286,7 @@ void CudaBackend::route_on_host(std::int64_t layer, const StepInputs& in, MoeSta
       g.begin += first_group;
       g.end += first_group;
       g.weights += first_group;
-      run_grouped(g, static_cast<int>(wave.small.size()));
+      run_grouped(g, static_cast<int>(wave.small.size()), /*tensor_cores=*/false);  // small groups: their large ones go to cuBLAS
       first_group += wave.small.size();
     }
     for (const PlannedGroup& g : wave.large) cublas_experts(layer, dense_weights(layer, g.slot), g.begin, g.end, {});
