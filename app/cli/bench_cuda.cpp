@@ -41,7 +41,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std::int64_t vocab, std::int64_t heads, std::int64_t kv_heads,
-               int steps, const fs::path& dir, const fs::path& json_out, bool write_only) {
+               int steps, const fs::path& dir, const fs::path& json_out, bool write_only, bool shared_experts) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines as they come, also into a file
   checked_device("cuda");
   const cuda::DeviceRates rates = cuda::measure_rates();
@@ -56,7 +56,10 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
   const auto t_write = Clock::now();
   for (int v = 0; v < 2; ++v) {
     const fs::path d = dir / ("variant-" + std::to_string(v));
-    if (!fs::exists(d / "model.safetensors")) write_synthetic_checkpoint(d, spec, DType::BF16, 90 + static_cast<std::uint64_t>(v));
+    const std::uint64_t seed = 90 + static_cast<std::uint64_t>(v);
+    // --shared-experts: the first half of every layer's experts are variant 0's, byte for byte.
+    auto seed_of = [&](const ExpectedTensor& t) { return shared_experts && t.is_expert() && t.expert < spec.num_experts / 2 ? 90 : seed; };
+    if (!fs::exists(d / "model.safetensors")) write_synthetic_checkpoint(d, spec, DType::BF16, seed, seed_of);
     family.add("v" + std::to_string(v), d);
   }
   const HostStore store(family);
@@ -429,7 +432,7 @@ void add_bench_cuda_command(CLI::App& app) {
     std::int64_t hidden = 2048, inter = 5632, layers = 16, vocab = 32000, heads = 16, kv_heads = 4;
     int steps = 64;
     fs::path dir = "bench-cuda-family", json;
-    bool write_only = false;
+    bool write_only = false, shared_experts = false;
   };
   auto o = std::make_shared<Opts>();
   add_count_option<std::int64_t>(cmd, "--hidden", o->hidden, "hidden size", 64, 16384);
@@ -443,13 +446,15 @@ void add_bench_cuda_command(CLI::App& app) {
   cmd->add_option("--dir", o->dir, "where the synthetic family is written (reused when present)")->default_val("bench-cuda-family");
   cmd->add_option("--json", o->json, "also write the numbers here");
   cmd->add_flag("--write-only", o->write_only, "write the family (unless present) and stop: for other commands to serve it");
+  cmd->add_flag("--shared-experts", o->shared_experts,
+                "the two variants share the first half of every layer's experts byte for byte (a family that differs in half its experts)");
   cmd->callback([o] {
     check_output(o->json, "--json", {});
     check_output(o->dir, "--dir", {}, OutputKind::Folder);
     if (o->hidden % o->heads != 0 || o->heads % o->kv_heads != 0)
       throw InvalidArgument("bench-cuda", "--heads / --kv-heads", "--heads must divide --hidden and --kv-heads must divide --heads",
                             "e.g. --hidden 4096 --heads 32 --kv-heads 8");
-    run_bench(o->hidden, o->inter, o->layers, o->vocab, o->heads, o->kv_heads, o->steps, o->dir, o->json, o->write_only);
+    run_bench(o->hidden, o->inter, o->layers, o->vocab, o->heads, o->kv_heads, o->steps, o->dir, o->json, o->write_only, o->shared_experts);
   });
 }
 

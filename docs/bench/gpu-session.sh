@@ -21,7 +21,7 @@
 # failed step does not stop the stage: one call brings back everything it can. The synthetic families
 # (2 × 9.5 GB each) are written into build-gpu/, which the device keeps between calls while warm.
 set -uo pipefail
-stage=${1:?"which stage: prepare, quick, diagnose, mixtral, qos, check, bench, serve or restore (several run in turn in one call)"}
+stage=${1:?"which stage: prepare, quick, diagnose, mixtral, mixtral-qos, qos, check, bench, serve or restore (several run in turn in one call)"}
 
 case $stage in
   prepare)
@@ -192,6 +192,33 @@ case $stage in
     # 96 of a variant's 128 expert positions (16 layers × 8).
     qos_sweep "$serving" 96
     ;;
+  mixtral-qos)
+    # Issue 59 #8, the rest: two variants of Mixtral-8x7B's layer shapes at 8 layers that differ in
+    # half their experts (bench-cuda --shared-experts: 33.8 GB of distinct experts, 36 GB on disk),
+    # served under a device budget that holds about 60 % of their experts and a host budget of 32 GB
+    # (so a little comes from disk): the QoS sweep one request at a time (the paper's setting) and
+    # batched; the recorder's layer_latency_by_hits (a lone token's layers, by hits) is the paper's
+    # Table 1 at this size. Then issue 59 #9: the batched consolidated run with a 16 GB host budget.
+    # About 450 s after a warm build: a session of its own. The family is deleted after.
+    m=build-gpu/mixtral-8l
+    step write-mixtral-8l 200 "$cli" bench-cuda --dir "$m" --hidden 4096 --intermediate 14336 --heads 32 --kv-heads 8 --layers 8 --shared-experts --write-only
+    for host in 32GiB 16GiB; do
+      strategies='{"kind": "consolidated", "budget": "24GiB", "name": "consolidated"}'
+      [[ $host == 32GiB ]] && strategies='{"kind": "consolidated", "budget": "24GiB", "max_sequences": 1, "name": "consolidated, one at a time"},
+        {"kind": "single", "budget": "24GiB", "max_sequences": 1, "name": "single, one at a time"},
+        {"kind": "time-sharing", "budget": "24GiB", "max_sequences": 1, "name": "time-sharing, one at a time"},
+        {"kind": "space-sharing", "capacity": 40, "budget": "24GiB", "max_sequences": 1, "name": "space-sharing, one at a time"},
+        {"kind": "consolidated", "budget": "24GiB", "name": "consolidated"}, {"kind": "single", "budget": "24GiB", "name": "single"},
+        {"kind": "time-sharing", "budget": "24GiB", "name": "time-sharing"}'
+      printf '%s\n' "{\"schema\": \"mosaic.sweep/1\", \"description\": \"Issue 59 #8-9: Mixtral-8x7B's layer shapes, 8 layers, two variants sharing half their experts, 24 GiB of device budget, host budget $host\"," \
+        "\"variants\": [\"$PWD/$m/variant-0\", \"$PWD/$m/variant-1\"], \"device\": \"cuda\", \"clock\": \"virtual\", \"host_budget\": \"$host\"," \
+        "\"rates\": [0.5, 2], \"duration_seconds\": 10, \"prompt\": [20, 20], \"output\": [25, 25], \"strategies\": [$strategies]}" >"$out/mixtral-qos-$host.json"
+      step "mixtral-qos-$host" 300 "$cli" bench --config "$out/mixtral-qos-$host.json" --db "$logs/mixtral-qos-$host.sqlite"
+      step "mixtral-table1-$host" 30 python3 -c "import sqlite3, sys; c = sqlite3.connect(sys.argv[1])
+for r in c.execute('SELECT r.strategy, l.hits, l.layer_steps, l.attention_seconds * 1e3, l.expert_seconds * 1e3 FROM layer_latency_by_hits l JOIN runs r ON r.id = l.run_id'): print('%-32s hits %d  steps %6d  attention %.3f ms  experts %.3f ms' % r)" "$logs/mixtral-qos-$host.sqlite"
+    done
+    rm -rf "$m"
+    ;;
   qos)
     # The QoS sweep alone, on a 4-layer family: what a 15-minute session can run after `quick`
     # (the 16-layer family of `serve` takes 2 × 9.5 GB and minutes to write).
@@ -200,7 +227,7 @@ case $stage in
     for v in "$serving"/variant-*; do cp .device/tokenizer.json "$v/"; done
     qos_sweep "$serving" 24  # of a variant's 32 expert positions (4 layers × 8)
     ;;
-  *) echo "unknown stage '$stage': use prepare, quick, diagnose, mixtral, qos, check, bench, serve or restore" >&2; exit 2 ;;
+  *) echo "unknown stage '$stage': use prepare, quick, diagnose, mixtral, mixtral-qos, qos, check, bench, serve or restore" >&2; exit 2 ;;
 esac
 done
 publish
