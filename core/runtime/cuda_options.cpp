@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "kernels/moe_experts.h"
+
 namespace mosaic {
 
 CudaOptions with_environment(CudaOptions o, EnvironmentLookup lookup) {
@@ -23,7 +25,7 @@ CudaOptions with_environment(CudaOptions o, EnvironmentLookup lookup) {
     int pairs = 0;
     const std::string_view text(v);
     const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), pairs);
-    if (error == std::errc() && end == text.data() + text.size() && pairs >= 0 && pairs <= 1024) o.device_route_pairs = pairs;
+    if (error == std::errc() && end == text.data() + text.size() && pairs >= 0 && pairs <= kernels::kRouteMaxPairs) o.device_route_pairs = pairs;
   }
   return o;
 }

@@ -33,7 +33,7 @@ struct CudaOptions {
 // `options` with the MOSAIC_CUDA_* environment variables an operator set applied over them ("0" off,
 // anything else on): MOSAIC_CUDA_GRAPHS, _FUSED, _TILED_ATTENTION, _DRAWS, _LAYER_TIMES, _L2_PREFETCH,
 // _VMM, _PDL, _TENSOR_CORE_EXPERTS; MOSAIC_CUDA_DEVICE_ROUTE_PAIRS a count (one that is not a number
-// from 0 to 1024 is ignored). The one place they are read; `lookup` reads a variable (null: the process's environment;
+// from 0 to kernels::kRouteMaxPairs is ignored). The one place they are read; `lookup` reads a variable (null: the process's environment;
 // tests pass their own, since changing the process's environment races with threads that read it).
 using EnvironmentLookup = const char* (*)(const char* name);
 CudaOptions with_environment(CudaOptions options, EnvironmentLookup lookup = nullptr);
