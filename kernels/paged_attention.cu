@@ -419,7 +419,7 @@ std::size_t attention_split_bytes(int head_dim) {
 
 int paged_attention_cuda(const float* q, PagedQueries pq, int tokens, int heads, int kv_heads, int head_dim,
                          int max_positions, const bf16_t* k_cache, const bf16_t* v_cache, float* out, bool tiled,
-                         void* stream, AttentionSplit split, const L2Prefetch& next) {
+                         void* stream, AttentionSplit split, const L2Prefetch& next, bool tensor_cores) {
   // Rounded up with a word to spare: the compiler may read the scores in 16-byte vectors. The
   // attributes are set on the first call, which may launch nothing (so that they are not made while
   // a stream is being captured into a graph).
@@ -436,7 +436,9 @@ int paged_attention_cuda(const float* q, PagedQueries pq, int tokens, int heads,
   // Tiles only where a tile can exist: a step of fewer tokens than a tile's least (every decode step)
   // launches the per-token kernel alone, as before.
   const bool tiles = tiled && head_dim <= kMaxTiledHeadDim && tokens >= kMinTileQueries;
-  if (tiles) {
+  if (tiles && tensor_cores && tensor_core_tiles(head_dim, pq.block_tokens)) {
+    if (const int e = tiled_attention_tc_cuda(q, pq, tokens, heads, kv_heads, head_dim, k_cache, v_cache, out, stream)) return e;
+  } else if (tiles) {
     if (const int e = launch_kernel(tiled_attention_kernel, dim3(blocks_for(tokens, kTileQueries), heads), kTiledThreads,
                                     tiled_shared_bytes(head_dim), as_stream(stream), q, pq, tokens, heads, kv_heads, head_dim, k_cache,
                                     v_cache, out))

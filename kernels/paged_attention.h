@@ -78,9 +78,17 @@ int attention_splits(int tokens, int heads, int head_dim, int max_positions, Att
 // tiles (is_query_tile) go to the tiled kernel when head_dim ≤ kMaxTiledHeadDim, the rest token by token.
 // next: asked of the L2 by the token-by-token kernel's blocks as they start (the output projection's
 // weights, for a decode step).
+// tensor_cores: the tiles on tensor cores (tiled_attention_tc_cuda) where tensor_core_tiles allows.
 int paged_attention_cuda(const float* q, PagedQueries pq, int tokens, int heads, int kv_heads, int head_dim,
                          int max_positions, const bf16_t* k_cache, const bf16_t* v_cache, float* out, bool tiled,
-                         void* stream, AttentionSplit split = {}, const L2Prefetch& next = {});
+                         void* stream, AttentionSplit split = {}, const L2Prefetch& next = {}, bool tensor_cores = false);
+// The query tiles alone (is_query_tile), each a block of two warps whose scores and weighted values
+// are wmma bf16 products with fp32 accumulation: the queries (scaled) and the softmax's weights
+// rounded to bf16, the softmax online in fp32, keys read straight from the cache 16 positions at a
+// time. Tokens outside a tile are left as they are. Needs tensor_core_tiles (cudaErrorInvalidValue else).
+bool tensor_core_tiles(int head_dim, int block_tokens);  // head_dim a multiple of 16 up to kMaxTiledHeadDim, blocks of 16k
+int tiled_attention_tc_cuda(const float* q, PagedQueries pq, int tokens, int heads, int kv_heads, int head_dim, const bf16_t* k_cache,
+                            const bf16_t* v_cache, float* out, void* stream);
 
 // CPU references over host copies of the same arrays.
 void kv_write_reference(const float* k, const float* v, PagedQueries q, int tokens, int kv_heads, int head_dim,

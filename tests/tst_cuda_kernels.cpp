@@ -1104,6 +1104,8 @@ class TestCudaKernels : public QObject {
     QTest::addColumn<bool>("fresh_first");
     QTest::newRow("head_dim 128 (the tiled kernel's most)") << 128 << false;
     QTest::newRow("head_dim 40") << 40 << false;
+    QTest::newRow("head_dim 64 (tensor cores)") << 64 << false;
+    QTest::newRow("head_dim 64, a fresh prompt first") << 64 << true;
     QTest::newRow("head_dim 66 (lanes own unequal dims)") << 66 << false;
     QTest::newRow("head_dim 160 (token by token only)") << 160 << false;
     QTest::newRow("head_dim 288 (token by token, the value sums in two passes)") << 288 << false;
@@ -1133,14 +1135,23 @@ class TestCudaKernels : public QObject {
     QCOMPARE(tokens, 117);
     const std::size_t width = std::size_t(kvh) * hd, rows = std::size_t(pool_blocks) * bt;
     std::vector<bf16_t> kc = randn_bf16(rows * width), vc = randn_bf16(rows * width);
+    // Each sequence's rows past its last position hold NaNs, as a cache may: no kernel may let them in.
+    for (const auto& [offset, last, count] : std::vector<std::tuple<int, int, int>>{{0, 94, 6}, {6, 7, 1}, {7, 3, 1}, {8, 39, 3}})
+      for (int p = last + 1; p < count * bt; ++p) {
+        const std::size_t row = std::size_t(blocks[std::size_t(offset + p / bt)]) * bt + std::size_t(p % bt);
+        std::fill_n(kc.begin() + std::ptrdiff_t(row * width), width, bf16_t(0x7fc0));
+        std::fill_n(vc.begin() + std::ptrdiff_t(row * width), width, bf16_t(0x7fc0));
+      }
     const auto q = randn(std::size_t(tokens) * heads * hd), k = randn(std::size_t(tokens) * width), v = randn(std::size_t(tokens) * width);
     Dev<std::int32_t> dpos(position), doff(block_offset), dblocks(blocks);
     Dev<bf16_t> dk(kc), dv(vc);
-    Dev<float> dq(q), dkn(k), dvn(v), tiled(std::size_t(tokens) * heads * hd), plain(std::size_t(tokens) * heads * hd);
+    Dev<float> dq(q), dkn(k), dvn(v), tiled(std::size_t(tokens) * heads * hd), plain(std::size_t(tokens) * heads * hd),
+        tensor(std::size_t(tokens) * heads * hd);
     const PagedQueries pq{dpos.p, doff.p, dblocks.p, bt};
     CHECK_LAUNCH(kv_write_cuda(dkn.p, dvn.p, pq, tokens, kvh, hd, dk.p, dv.p, nullptr));
     CHECK_LAUNCH(paged_attention_cuda(dq.p, pq, tokens, heads, kvh, hd, 95, dk.p, dv.p, tiled.p, true, nullptr));
     CHECK_LAUNCH(paged_attention_cuda(dq.p, pq, tokens, heads, kvh, hd, 95, dk.p, dv.p, plain.p, false, nullptr));
+    CHECK_LAUNCH(paged_attention_cuda(dq.p, pq, tokens, heads, kvh, hd, 95, dk.p, dv.p, tensor.p, true, nullptr, {}, {}, /*tensor_cores=*/true));
     SYNCED();
     const PagedQueries hq{position.data(), block_offset.data(), blocks.data(), bt};
     kv_write_reference(k.data(), v.data(), hq, tokens, kvh, hd, kc.data(), vc.data());
@@ -1155,6 +1166,16 @@ class TestCudaKernels : public QObject {
       const std::vector<float> a(got.begin() + at, got.begin() + at + n), b(expect.begin() + at, expect.begin() + at + n);
       QVERIFY2(rel(a, b) < 1e-4, qPrintable(QStringLiteral("token %1: %2").arg(t).arg(rel(a, b))));
     }
+    // On tensor cores where the head size allows (the queries and the softmax's weights in bf16), and
+    // as the tiles above where it does not.
+    const bool on_tensor_cores = tensor_core_tiles(hd, bt);
+    const auto tc = tensor.get();
+    for (int t = 0; t < tokens; ++t) {
+      const std::size_t at = std::size_t(t) * heads * hd, n = std::size_t(heads) * hd;
+      const std::vector<float> a(tc.begin() + at, tc.begin() + at + n), b(expect.begin() + at, expect.begin() + at + n);
+      QVERIFY2(rel(a, b) < (on_tensor_cores ? 2e-2 : 1e-4), qPrintable(QStringLiteral("tensor cores, token %1: %2").arg(t).arg(rel(a, b))));
+    }
+    if (on_tensor_cores) QVERIFY2(rel(tc, expect) > 1e-6, "the tensor-core tiles computed in fp32: were they taken?");
   }
 };
 
