@@ -234,7 +234,7 @@ class TestCudaBackend : public QObject {
     QTest::addColumn<int>("sequences");
     QTest::addColumn<int>("prompt");  // the first sequence's
     QTest::addColumn<bool>("pdl");     // programmatic dependent launches (kernels/launch.h)
-    QTest::addColumn<bool>("tensor");  // every step routed on the device, its groups on tensor cores
+    QTest::addColumn<bool>("tensor");  // every step routed on the device, its groups and prompt tiles on tensor cores
     QTest::newRow("kernel by kernel") << false << false << true << 2 << 70 << false << false;
     QTest::newRow("CUDA graphs") << true << false << true << 2 << 70 << false << false;
     QTest::newRow("CUDA graphs, tiled prompt attention") << true << true << true << 2 << 70 << false << false;
@@ -253,7 +253,7 @@ class TestCudaBackend : public QObject {
     QTest::newRow("CUDA graphs, programmatic launches") << true << false << true << 2 << 70 << true << false;
     QTest::newRow("kernel by kernel, programmatic launches") << false << false << true << 2 << 70 << true << false;
     // The prefill's 76 × 8 pairs and the decode steps' routed on the device (CudaOptions::device_route_pairs
-    // 1024), every group through the tensor-core kernels (inputs rounded to bf16).
+    // 1024), every group through the tensor-core kernels (inputs rounded to bf16), the prompt's tiles too.
     QTest::newRow("device-routed prefill, tensor cores") << false << true << true << 2 << 70 << false << true;
     QTest::newRow("device-routed prefill, tensor cores, CUDA graphs") << true << true << true << 2 << 70 << false << true;
   }
@@ -267,7 +267,7 @@ class TestCudaBackend : public QObject {
     QFETCH(bool, pdl);
     QFETCH(bool, tensor);
     const CudaOptions options{.graphs = graphs, .fused = fused, .tiled_attention = tiled, .device_route_pairs = tensor ? 1024 : 64,
-                              .tensor_core_experts = tensor, .programmatic_launches = pdl};
+                              .tensor_core_experts = tensor, .tensor_core_attention = tensor, .programmatic_launches = pdl};
     // Two bf16 variants of 4 layers (hidden 512, 8 experts of 1024): a prefill chunk per sequence
     // (`prompt` tokens and 6: the first prompt's first tiles of 32 can be tiled), then 12 decode steps
     // of both together (or of the first alone), each step's logits compared.

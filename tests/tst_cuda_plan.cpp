@@ -56,6 +56,7 @@ class TestCudaPlan : public QObject {
                                                           {"MOSAIC_CUDA_DRAWS", "0"},       {"MOSAIC_CUDA_LAYER_TIMES", "0"},
                                                           {"MOSAIC_CUDA_L2_PREFETCH", "0"}, {"MOSAIC_CUDA_VMM", "0"},
                                                           {"MOSAIC_CUDA_PDL", "1"},         {"MOSAIC_CUDA_TENSOR_CORE_EXPERTS", "1"},
+                                                          {"MOSAIC_CUDA_TENSOR_CORE_ATTENTION", "1"},
                                                           {"MOSAIC_CUDA_DEVICE_ROUTE_PAIRS", "512"}};
       const auto it = set.find(name);
       return it == set.end() ? nullptr : it->second;
@@ -63,7 +64,7 @@ class TestCudaPlan : public QObject {
     QVERIFY(o.graphs && !o.fused && !o.tiled_attention && !o.prepared_draws && !o.layer_times && !o.l2_prefetch);
     QCOMPARE(o.virtual_memory, std::optional<bool>(false));
     QCOMPARE(o.programmatic_launches, std::optional<bool>(true));
-    QVERIFY(o.tensor_core_experts);
+    QVERIFY(o.tensor_core_experts && o.tensor_core_attention);
     QCOMPARE(o.device_route_pairs, 512);
     // A count that is not one, or past what one routing launch holds, leaves the given one.
     for (const char* bad : {"many", "2048", "-1", "64k"}) {

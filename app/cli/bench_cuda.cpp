@@ -9,7 +9,8 @@
 //  - expert loads (misses) and non-expert swaps against the pinned host-to-device rate;
 //  - a swap filled ahead while another variant decodes: its cost to the decode, and what is left of it;
 //  - prefetch against lru with few spare slots: the miss time it hides, the share of its copies used;
-//  - prompts of 512, 2048 and 8192 tokens, attention token by token and tiled, against the flops floor;
+//  - prompts of 512, 2048 and 8192 tokens, attention token by token, tiled, and tiled on tensor cores
+//    (with the experts too, where the pairs fit one routing launch), against the flops floor;
 //  - a step's token draws: rows copied back whole against candidates prepared on the device.
 #include <nlohmann/json.hpp>
 
@@ -365,9 +366,22 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
       std::printf("  %lld tokens: floor %8.3f ms   (%.2f TFLOP ÷ %.0f TFLOP/s; attention %.2f of it)\n", static_cast<long long>(prompt), floor * 1e3,
                   (matmul + attention) / 1e12, rates.bf16_flops / 1e12, attention / (matmul + attention));
       nlohmann::ordered_json rows{{"prompt", prompt}, {"floor_ms", floor * 1e3}};
-      for (const bool tiled : {false, true}) {
+      // Issue 65 #2-3: the tiles on tensor cores; and with the experts too, where the prompt's pairs
+      // fit one routing launch (512 tokens × top-2), routed on the device and grouped on tensor cores.
+      struct Way {
+        const char* name;
+        const char* key;
+        CudaOptions options;
+      };
+      const Way ways[] = {{"attention token by token", "per_token", {.tiled_attention = false}},
+                          {"tiled attention", "tiled", {.tiled_attention = true}},
+                          {"tiled on tensor cores", "tensor_core_tiles", {.tiled_attention = true, .tensor_core_attention = true}},
+                          {"…, experts too", "tensor_core_all",
+                           {.tiled_attention = true, .device_route_pairs = kernels::kRouteMaxPairs, .tensor_core_experts = true,
+                            .tensor_core_attention = true}}};
+      for (const Way& way : ways) {
         try {  // one size's failure (the device's memory at 8192, say) leaves the others' rows
-          Runtime rt(store, RuntimeConfig{.pinned = pin_all({0}), .hit = HitPolicy::Strict, .device = Device::Cuda, .cuda = {.tiled_attention = tiled}});
+          Runtime rt(store, RuntimeConfig{.pinned = pin_all({0}), .hit = HitPolicy::Strict, .device = Device::Cuda, .cuda = way.options});
           rt.make_resident(std::vector<int>{store.set_of(0)});
           double best = 0;
           for (int rep = 0; rep < 3; ++rep) {
@@ -375,11 +389,11 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
             const double t = d.step();
             best = rep == 0 ? t : std::min(best, t);
           }
-          std::printf("    %-28s %8.3f ms   %.1f× the floor\n", tiled ? "tiled attention" : "attention token by token", best * 1e3, best / floor);
-          rows[tiled ? "tiled_ms" : "per_token_ms"] = best * 1e3;
+          std::printf("    %-28s %8.3f ms   %.1f× the floor\n", way.name, best * 1e3, best / floor);
+          rows[std::string(way.key) + "_ms"] = best * 1e3;
         } catch (const std::exception& e) {
-          std::printf("    %-28s failed: %s\n", tiled ? "tiled attention" : "attention token by token", e.what());
-          rows[tiled ? "tiled_error" : "per_token_error"] = e.what();
+          std::printf("    %-28s failed: %s\n", way.name, e.what());
+          rows[std::string(way.key) + "_error"] = e.what();
         }
       }
       all.push_back(rows);

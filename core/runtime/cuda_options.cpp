@@ -21,6 +21,7 @@ CudaOptions with_environment(CudaOptions o, EnvironmentLookup lookup) {
   set("MOSAIC_CUDA_VMM", o.virtual_memory);
   set("MOSAIC_CUDA_PDL", o.programmatic_launches);
   set("MOSAIC_CUDA_TENSOR_CORE_EXPERTS", o.tensor_core_experts);
+  set("MOSAIC_CUDA_TENSOR_CORE_ATTENTION", o.tensor_core_attention);
   if (const char* v = lookup ? lookup("MOSAIC_CUDA_DEVICE_ROUTE_PAIRS") : std::getenv("MOSAIC_CUDA_DEVICE_ROUTE_PAIRS")) {
     int pairs = 0;
     const std::string_view text(v);

@@ -22,6 +22,9 @@ struct CudaOptions {
   // (kernels::expert_gate_up_tc_cuda: inputs rounded to bf16, as cuBLAS's path reads them) rather
   // than CUDA cores in fp32, where the widths are multiples of 16.
   bool tensor_core_experts = false;
+  // Prompt tiles attended on tensor cores (kernels::tiled_attention_tc_cuda: queries and the softmax's
+  // weights in bf16) rather than CUDA cores in fp32, where the head size allows (a multiple of 16).
+  bool tensor_core_attention = false;
   // Expert slots on virtual memory (pages mapped as experts are pinned): nullopt where the driver and
   // device take it; true insists (a DeviceError naming what is missing); false: plain allocations.
   std::optional<bool> virtual_memory;
@@ -32,7 +35,7 @@ struct CudaOptions {
 
 // `options` with the MOSAIC_CUDA_* environment variables an operator set applied over them ("0" off,
 // anything else on): MOSAIC_CUDA_GRAPHS, _FUSED, _TILED_ATTENTION, _DRAWS, _LAYER_TIMES, _L2_PREFETCH,
-// _VMM, _PDL, _TENSOR_CORE_EXPERTS; MOSAIC_CUDA_DEVICE_ROUTE_PAIRS a count (one that is not a number
+// _VMM, _PDL, _TENSOR_CORE_EXPERTS, _TENSOR_CORE_ATTENTION; MOSAIC_CUDA_DEVICE_ROUTE_PAIRS a count (one that is not a number
 // from 0 to kernels::kRouteMaxPairs is ignored). The one place they are read; `lookup` reads a variable (null: the process's environment;
 // tests pass their own, since changing the process's environment races with threads that read it).
 using EnvironmentLookup = const char* (*)(const char* name);

@@ -131,14 +131,16 @@ case $stage in
     # the measures. Since the sixth run (2026-11-30, H200) these were written without a GPU and have
     # run only on simt and the CPU: the tensor-core grouped experts (kernels/moe_experts_tc.cu), every
     # step of up to 1024 pairs routed on the device (CudaOptions::device_route_pairs, tensor_core_experts:
-    # off by default until this run measures them), and the mid-size test's family routing to all 8
-    # experts (the sixth run's diagnosis). bench-cuda-4l's batched section times the three ways.
+    # off by default until this run measures them), prompt tiles on tensor cores
+    # (kernels/paged_attention_tc.cu, CudaOptions::tensor_core_attention, off likewise), and the
+    # mid-size test's family routing to all 8 experts (the sixth run's diagnosis). bench-cuda-4l's
+    # batched section times the three ways, its prefill section the four.
     step nvidia-smi 20 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv
     step ctest-gpu 200 ctest --test-dir build-gpu -L gpu --output-on-failure
-    newk="groupedExpertsOnTensorCoresMatchTheirReference routedExpertsMatchReference"
+    newk="groupedExpertsOnTensorCoresMatchTheirReference routedExpertsMatchReference tiledPromptAttentionMatchesReference"
     step memcheck-new-kern 90 "$sanitizer" --tool memcheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk
     step racecheck-new-kern 90 "$sanitizer" --tool racecheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk
-    step synccheck-new 60 "$sanitizer" --tool synccheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels groupedExpertsOnTensorCoresMatchTheirReference
+    step synccheck-new 60 "$sanitizer" --tool synccheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels groupedExpertsOnTensorCoresMatchTheirReference tiledPromptAttentionMatchesReference
     # A 4-layer family: the batched section's three ways, the prefill, the draws.
     step bench-cuda-4l 240 "$cli" bench-cuda --dir build-gpu/bench-cuda-4l --layers 4 --json "$out/bench-cuda-4l.json"
     step memcheck-new 150 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend decodeStepsOnASyntheticMidSizeFamily

@@ -162,6 +162,7 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
                           "must be from 0 to " + std::to_string(kernels::kRouteMaxPairs) + ", what one routing launch holds");
   device_route_pairs_ = options.device_route_pairs;
   tensor_core_experts_ = options.tensor_core_experts && s.hidden_size % 16 == 0 && s.expert_intermediate % 16 == 0;
+  tensor_core_attention_ = options.tensor_core_attention;  // paged_attention_cuda takes it where the head size allows
   int l2 = 0;
   MOSAIC_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device_));
   l2_bytes_ = static_cast<std::size_t>(l2);

@@ -247,6 +247,7 @@ class CudaBackend final : public Backend {
   // CudaOptions::device_route_pairs and tensor_core_experts (where the widths allow: multiples of 16).
   std::int64_t device_route_pairs_ = 64;
   bool tensor_core_experts_ = false;
+  bool tensor_core_attention_ = false;  // CudaOptions::tensor_core_attention
   std::size_t l2_bytes_ = 0;  // the device's L2: a prefetch asks for at most half of it
   // A group whose wanted rows are its tokens in order (a decode step's, up to kGemvRows): the head
   // reads x there with the final norm folded in (linear_parts_cuda's RowNorm), so the step gathers

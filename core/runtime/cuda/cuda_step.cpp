@@ -213,7 +213,8 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
       MOSAIC_CUDA_CHECK(kernels::kv_write_cuda(w.k, w.v, pq, T, kvh, hd, kc, vc, stream_));
     }
     MOSAIC_CUDA_CHECK(kernels::paged_attention_cuda(w.q, pq, T, nh, kvh, hd, attention_positions, kc, vc, w.attn, tiles, stream_,
-                                                    {attention_split_.get(), attention_split_.bytes()}, ahead_of_output(l, in)));
+                                                    {attention_split_.get(), attention_split_.bytes()}, ahead_of_output(l, in),
+                                                    tensor_core_attention_));
     const bool on_device = s.is_sparse(l) && routable_on_device(l, in, state);
     // A one-set decode step's output projection is made by its routing launch (moe(), norm_route_cuda
     // with a Projection). A lone token's MoE layer is timed from its post-attention norm on, or from
