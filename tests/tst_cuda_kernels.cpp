@@ -66,11 +66,36 @@ struct Routed {
   GroupedPairs g() { return {groups.p, begin.p, end.p, wptr.p, pair_at.p, pos_of.p, misses.p}; }
 };
 
+// One MoE layer's pairs on the device, grouped by reroute_cuda through `table` over `slots` slots of
+// 3 · inter · hidden bf16 weights each, and the buffers the expert kernels fill.
+struct GroupedLayer {
+  int tokens, k, hidden, inter, slots, max_groups;
+  std::size_t P;
+  Dev<std::int32_t> ids, rows, table, scratch;
+  Dev<bf16_t> weights_of_slots;
+  Dev<float> x, residual, weights;
+  Dev<int> groups, misses, begin, end;
+  Dev<std::int32_t> pair_at, pos_of;
+  Dev<const bf16_t*> wptr;
+  Dev<float> act, out;
+  GroupedLayer(const std::vector<std::int32_t>& ids_, const std::vector<std::int32_t>& rows_, const std::vector<std::int32_t>& table_,
+               int experts, int slots_, const std::vector<bf16_t>& slot_w, const std::vector<float>& x_, const std::vector<float>& residual_,
+               const std::vector<float>& weights_, int hidden_, int inter_)
+      : tokens(int(rows_.size())), k(int(ids_.size() / rows_.size())), hidden(hidden_), inter(inter_), slots(slots_),
+        max_groups(std::min<int>(int(ids_.size()), slots_)), P(ids_.size()), ids(ids_), rows(rows_), table(table_),
+        scratch(2 * std::size_t(slots_) + 1), weights_of_slots(slot_w), x(x_), residual(residual_), weights(weights_), groups(1), misses(1),
+        begin(P + 1), end(P + 1), pair_at(P + 1), pos_of(P + 1), wptr(P + 1), act(P * std::size_t(inter_)), out(P * std::size_t(hidden_)) {
+    reroute = reroute_cuda(ids.p, rows.p, tokens, k, table.p, experts, slots, weights_of_slots.p, 3LL * inter * hidden, scratch.p, g(), nullptr);
+  }
+  GroupedPairs g() { return {groups.p, begin.p, end.p, wptr.p, pair_at.p, pos_of.p, misses.p}; }
+  int reroute = 0;  // what the reroute launch returned
+};
 }  // namespace kernels_suite
 
 namespace {
 
 using kernels_suite::Dev;
+using kernels_suite::GroupedLayer;
 using kernels_suite::Routed;
 
 std::mt19937 rng(1234);
@@ -381,20 +406,17 @@ class TestCudaKernels : public QObject {
       const std::int64_t stride = 3LL * inter * hidden;
       const auto slot_w = randn_bf16(std::size_t(slots) * std::size_t(stride), 0.05f);
       const auto x = randn(std::size_t(tokens) * hidden), residual = randn(std::size_t(tokens) * hidden);
-      Dev<std::int32_t> dids(ids), drows(rows), dtable(table), scratch(2 * std::size_t(slots) + 1);
-      Dev<bf16_t> dslots(slot_w);
-      Dev<float> dx(x), dres(residual), dweights(weights);
-      const std::size_t P = ids.size();
-      Dev<int> groups(1), misses(1), begin(P + 1), end(P + 1);
-      Dev<std::int32_t> pair_at(P + 1), pos_of(P + 1);
-      Dev<const bf16_t*> wptr(P + 1);
-      Dev<float> act(P * inter), out(P * hidden);
-      GroupedPairs g{groups.p, begin.p, end.p, wptr.p, pair_at.p, pos_of.p, misses.p};
-      CHECK_LAUNCH(reroute_cuda(dids.p, drows.p, tokens, k, dtable.p, experts, slots, dslots.p, stride, scratch.p, g, nullptr));
-      const int max_groups = std::min<int>(int(P), slots);
-      CHECK_LAUNCH(expert_gate_up_cuda(dx.p, hidden, inter, k, g, max_groups, act.p, nullptr));
-      CHECK_LAUNCH(expert_down_cuda(act.p, hidden, inter, g, max_groups, out.p, nullptr));
-      CHECK_LAUNCH(moe_combine_cuda(out.p, pos_of.p, dweights.p, tokens, k, hidden, dres.p, nullptr));
+      GroupedLayer layer(ids, rows, table, experts, slots, slot_w, x, residual, weights, hidden, inter);
+      CHECK_LAUNCH(layer.reroute);
+      const std::size_t P = layer.P;
+      const GroupedPairs g = layer.g();
+      const int max_groups = layer.max_groups;
+      auto &groups = layer.groups, &misses = layer.misses;
+      auto &pos_of = layer.pos_of, &pair_at = layer.pair_at;
+      auto &act = layer.act, &dres = layer.residual, &dweights = layer.weights;
+      CHECK_LAUNCH(expert_gate_up_cuda(layer.x.p, hidden, inter, k, g, max_groups, act.p, nullptr));
+      CHECK_LAUNCH(expert_down_cuda(act.p, hidden, inter, g, max_groups, layer.out.p, nullptr));
+      CHECK_LAUNCH(moe_combine_cuda(layer.out.p, pos_of.p, dweights.p, tokens, k, hidden, dres.p, nullptr));
       SYNCED();
 
       std::vector<std::int32_t> slot_of(P);
@@ -423,7 +445,7 @@ class TestCudaKernels : public QObject {
         Dev<float> fused(residual);
         // Asking the L2 for the slots' weights as it goes (the next layer's, in a step) changes nothing.
         CHECK_LAUNCH(expert_down_combine_cuda(act.p, hidden, inter, k, g, dweights.p, fused.p, nullptr,
-                                              L2Prefetch{}.add(dslots.p, slot_w.size() * sizeof(bf16_t))));
+                                              L2Prefetch{}.add(layer.weights_of_slots.p, slot_w.size() * sizeof(bf16_t))));
         SYNCED();
         const double ef = rel(fused.get(), expect);
         QVERIFY2(ef < 1e-5, qPrintable(QStringLiteral("fused, k %1 case %2: %3").arg(k).arg(int(force)).arg(ef)));
@@ -458,20 +480,15 @@ class TestCudaKernels : public QObject {
       const std::int64_t stride = 3LL * inter * hidden;
       const auto slot_w = randn_bf16(std::size_t(slots) * std::size_t(stride), 0.05f);
       const auto x = randn(std::size_t(tokens) * hidden), residual = randn(std::size_t(tokens) * hidden);
-      Dev<std::int32_t> dids(ids), drows(rows), dtable(table), scratch(2 * std::size_t(slots) + 1);
-      Dev<bf16_t> dslots(slot_w);
-      Dev<float> dx(x), dres(residual), dweights(weights);
-      const std::size_t P = ids.size();
-      Dev<int> groups(1), misses(1), begin(P + 1), end(P + 1);
-      Dev<std::int32_t> pair_at(P + 1), pos_of(P + 1);
-      Dev<const bf16_t*> wptr(P + 1);
-      Dev<float> act(P * inter), out(P * hidden);
-      GroupedPairs g{groups.p, begin.p, end.p, wptr.p, pair_at.p, pos_of.p, misses.p};
-      CHECK_LAUNCH(reroute_cuda(dids.p, drows.p, tokens, k, dtable.p, experts, slots, dslots.p, stride, scratch.p, g, nullptr));
-      const int max_groups = std::min<int>(int(P), slots);
-      CHECK_LAUNCH(expert_gate_up_tc_cuda(dx.p, hidden, inter, k, g, max_groups, act.p, nullptr));
-      CHECK_LAUNCH(expert_down_tc_cuda(act.p, hidden, inter, g, max_groups, out.p, nullptr));
-      CHECK_LAUNCH(moe_combine_cuda(out.p, pos_of.p, dweights.p, tokens, k, hidden, dres.p, nullptr));
+      GroupedLayer layer(ids, rows, table, experts, slots, slot_w, x, residual, weights, hidden, inter);
+      CHECK_LAUNCH(layer.reroute);
+      const std::size_t P = layer.P;
+      const GroupedPairs g = layer.g();
+      auto& pos_of = layer.pos_of;
+      auto &act = layer.act, &out = layer.out, &dres = layer.residual;
+      CHECK_LAUNCH(expert_gate_up_tc_cuda(layer.x.p, hidden, inter, k, g, layer.max_groups, act.p, nullptr));
+      CHECK_LAUNCH(expert_down_tc_cuda(act.p, hidden, inter, g, layer.max_groups, out.p, nullptr));
+      CHECK_LAUNCH(moe_combine_cuda(out.p, pos_of.p, layer.weights.p, tokens, k, hidden, dres.p, nullptr));
       SYNCED();
 
       const auto pos = pos_of.get();
