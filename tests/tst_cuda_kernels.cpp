@@ -124,6 +124,27 @@ std::pair<std::vector<std::int32_t>, std::vector<std::int32_t>> routing_of(int t
   return {table, rows};
 }
 
+// Each token's table row (one of `targets`) and k distinct experts, the j-th weighted first + 0.2 j.
+struct DrawnRoutes {
+  std::vector<std::int32_t> rows, ids;
+  std::vector<float> weights;
+};
+DrawnRoutes draw_routes(int tokens, int k, int experts, int targets, float first) {
+  DrawnRoutes d{std::vector<std::int32_t>(static_cast<std::size_t>(tokens)), std::vector<std::int32_t>(std::size_t(tokens) * k),
+                std::vector<float>(std::size_t(tokens) * k)};
+  for (int t = 0; t < tokens; ++t) {
+    d.rows[std::size_t(t)] = int(rng() % targets);
+    std::vector<int> e(experts);
+    std::iota(e.begin(), e.end(), 0);
+    std::shuffle(e.begin(), e.end(), rng);
+    for (int j = 0; j < k; ++j) {
+      d.ids[std::size_t(t * k + j)] = e[std::size_t(j)];
+      d.weights[std::size_t(t * k + j)] = first + 0.2f * float(j);
+    }
+  }
+  return d;
+}
+
 double rel(const std::vector<float>& a, const std::vector<float>& b) {
   double num = 0, den = 0;
   for (std::size_t i = 0; i < a.size(); ++i) {
@@ -384,18 +405,7 @@ class TestCudaKernels : public QObject {
       std::uniform_int_distribution<int> pick(-3, slots - 1);
       for (auto& s : table) s = std::max(-1, pick(rng));  // about one entry in five misses
       if (tokens == 3) std::fill(table.begin(), table.end(), -1);  // every pair misses: no group at all
-      std::vector<std::int32_t> rows(static_cast<std::size_t>(tokens)), ids(std::size_t(tokens) * k);
-      std::vector<float> weights(ids.size());
-      for (int t = 0; t < tokens; ++t) {
-        rows[std::size_t(t)] = int(rng() % targets);
-        std::vector<int> e(experts);
-        std::iota(e.begin(), e.end(), 0);
-        std::shuffle(e.begin(), e.end(), rng);
-        for (int j = 0; j < k; ++j) {
-          ids[std::size_t(t * k + j)] = e[std::size_t(j)];
-          weights[std::size_t(t * k + j)] = 0.1f + 0.2f * float(j);
-        }
-      }
+      auto [rows, ids, weights] = draw_routes(tokens, k, experts, targets, 0.1f);
       // The forced cases, whatever the draw: the token's first two pairs' table entries.
       if (force != kDrawn) {
         std::int32_t* first = &table[std::size_t(rows[0]) * experts + std::size_t(ids[0])];
@@ -465,18 +475,7 @@ class TestCudaKernels : public QObject {
       // hundred single pairs, about 43 each.
       std::vector<std::int32_t> table(std::size_t(targets) * experts);
       for (std::size_t i = 0; i < table.size(); ++i) table[i] = i % 7 == 6 ? -1 : std::int32_t(i % experts) % slots;
-      std::vector<std::int32_t> rows(static_cast<std::size_t>(tokens)), ids(std::size_t(tokens) * k);
-      std::vector<float> weights(ids.size());
-      for (int t = 0; t < tokens; ++t) {
-        rows[std::size_t(t)] = int(rng() % targets);
-        std::vector<int> e(experts);
-        std::iota(e.begin(), e.end(), 0);
-        std::shuffle(e.begin(), e.end(), rng);
-        for (int j = 0; j < k; ++j) {
-          ids[std::size_t(t * k + j)] = e[std::size_t(j)];
-          weights[std::size_t(t * k + j)] = 0.3f + 0.2f * float(j);
-        }
-      }
+      auto [rows, ids, weights] = draw_routes(tokens, k, experts, targets, 0.3f);
       const std::int64_t stride = 3LL * inter * hidden;
       const auto slot_w = randn_bf16(std::size_t(slots) * std::size_t(stride), 0.05f);
       const auto x = randn(std::size_t(tokens) * hidden), residual = randn(std::size_t(tokens) * hidden);
