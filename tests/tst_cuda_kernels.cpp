@@ -145,6 +145,20 @@ DrawnRoutes draw_routes(int tokens, int k, int experts, int targets, float first
   return d;
 }
 
+// A MoE layer's slots (gate and up, then down, each slot 3 · inter · hidden bf16), its tokens' rows
+// and the residual they are added to.
+struct DrawnLayer {
+  std::vector<bf16_t> slots;
+  std::vector<float> x, residual;
+};
+DrawnLayer draw_layer(int slots, int tokens, int hidden, int inter) {
+  DrawnLayer d;
+  d.slots = randn_bf16(std::size_t(slots) * 3 * std::size_t(inter) * std::size_t(hidden), 0.05f);
+  d.x = randn(std::size_t(tokens) * hidden);
+  d.residual = randn(std::size_t(tokens) * hidden);
+  return d;
+}
+
 double rel(const std::vector<float>& a, const std::vector<float>& b) {
   double num = 0, den = 0;
   for (std::size_t i = 0; i < a.size(); ++i) {
@@ -414,8 +428,7 @@ class TestCudaKernels : public QObject {
         *second = force == kSecondMisses ? -1 : force == kOneSlot ? 0 : 5;
       }
       const std::int64_t stride = 3LL * inter * hidden;
-      const auto slot_w = randn_bf16(std::size_t(slots) * std::size_t(stride), 0.05f);
-      const auto x = randn(std::size_t(tokens) * hidden), residual = randn(std::size_t(tokens) * hidden);
+      const auto [slot_w, x, residual] = draw_layer(slots, tokens, hidden, inter);
       GroupedLayer layer(ids, rows, table, experts, slots, slot_w, x, residual, weights, hidden, inter);
       CHECK_LAUNCH(layer.reroute);
       const std::size_t P = layer.P;
@@ -476,19 +489,17 @@ class TestCudaKernels : public QObject {
       std::vector<std::int32_t> table(std::size_t(targets) * experts);
       for (std::size_t i = 0; i < table.size(); ++i) table[i] = i % 7 == 6 ? -1 : std::int32_t(i % experts) % slots;
       auto [rows, ids, weights] = draw_routes(tokens, k, experts, targets, 0.3f);
+      const auto [slot_w, x, residual] = draw_layer(slots, tokens, hidden, inter);
       const std::int64_t stride = 3LL * inter * hidden;
-      const auto slot_w = randn_bf16(std::size_t(slots) * std::size_t(stride), 0.05f);
-      const auto x = randn(std::size_t(tokens) * hidden), residual = randn(std::size_t(tokens) * hidden);
       GroupedLayer layer(ids, rows, table, experts, slots, slot_w, x, residual, weights, hidden, inter);
       CHECK_LAUNCH(layer.reroute);
-      const std::size_t P = layer.P;
-      const GroupedPairs g = layer.g();
-      auto& pos_of = layer.pos_of;
-      auto &act = layer.act, &out = layer.out, &dres = layer.residual;
-      CHECK_LAUNCH(expert_gate_up_tc_cuda(layer.x.p, hidden, inter, k, g, layer.max_groups, act.p, nullptr));
-      CHECK_LAUNCH(expert_down_tc_cuda(act.p, hidden, inter, g, layer.max_groups, out.p, nullptr));
-      CHECK_LAUNCH(moe_combine_cuda(out.p, pos_of.p, layer.weights.p, tokens, k, hidden, dres.p, nullptr));
+      CHECK_LAUNCH(expert_gate_up_tc_cuda(layer.x.p, hidden, inter, k, layer.g(), layer.max_groups, layer.act.p, nullptr));
+      CHECK_LAUNCH(expert_down_tc_cuda(layer.act.p, hidden, inter, layer.g(), layer.max_groups, layer.out.p, nullptr));
+      CHECK_LAUNCH(moe_combine_cuda(layer.out.p, layer.pos_of.p, layer.weights.p, tokens, k, hidden, layer.residual.p, nullptr));
       SYNCED();
+      const std::size_t P = layer.P;
+      auto &act = layer.act, &out = layer.out, &dres = layer.residual;
+      auto& pos_of = layer.pos_of;
 
       const auto pos = pos_of.get();
       const auto got_act = act.get(), got_out = out.get();
