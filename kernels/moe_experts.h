@@ -85,8 +85,10 @@ int expert_gate_up_cuda(const float* x, int hidden, int inter, int k, GroupedPai
 int expert_down_cuda(const float* act, int hidden, int inter, GroupedPairs g, int max_groups, float* out, void* stream);
 // The same on tensor cores: the inputs (x's rows, then the activations) rounded to bf16 as cuBLAS's
 // path reads them, fp32 accumulation; a pass takes a group's positions 32 at a time, so a slot's
-// weights are read once for up to 32 rows. H and I multiples of 16 (cudaErrorInvalidValue else).
-// Which of the two serves a step is the backend's choice (CudaOptions::tensor_core_experts).
+// weights are read once for up to 32 rows. H and I multiples of 16 (tensor_core_shapes;
+// cudaErrorInvalidValue else). Which of the two serves a step is the backend's choice
+// (CudaOptions::tensor_core_experts).
+bool tensor_core_shapes(int hidden, int inter);
 int expert_gate_up_tc_cuda(const float* x, int hidden, int inter, int k, GroupedPairs g, int max_groups, float* act, void* stream);
 int expert_down_tc_cuda(const float* act, int hidden, int inter, GroupedPairs g, int max_groups, float* out, void* stream);
 // x [tokens, H] += Σ_j w[t, j] · out[pos_of[t·k + j]].

@@ -92,9 +92,9 @@ __global__ void __launch_bounds__(kTcWarps * kWarp)
   }
 }
 
-bool tensor_core_shapes(int hidden, int inter) { return hidden > 0 && inter > 0 && hidden % kTile == 0 && inter % kTile == 0; }
-
 }  // namespace
+
+bool tensor_core_shapes(int hidden, int inter) { return hidden > 0 && inter > 0 && hidden % kTile == 0 && inter % kTile == 0; }
 
 int expert_gate_up_tc_cuda(const float* x, int hidden, int inter, int k, GroupedPairs g, int max_groups, float* act, void* stream) {
   if (max_groups == 0) return 0;

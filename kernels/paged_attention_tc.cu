@@ -70,9 +70,10 @@ __global__ void __launch_bounds__(kRowWarps * kWarp)
       wmma::mma_sync(s, a, b, s);
     }
     wmma::store_matrix_sync(w.scores, s, kTile, wmma::mem_row_major);
+    const auto* values = reinterpret_cast<const __nv_bfloat16*>(vc) + row_of_k0 * width + kvh * head_dim;
     for (int i = lane; i < kTile * head_dim; i += kWarp) {  // the values, zero past the warp's last position
       const int c = i / head_dim, d = i % head_dim;
-      w.v[c][d] = __float2bfloat16_rn(k0 + c <= last ? bf16_bits_to_float(vc[(row_of_k0 + c) * width + kvh * head_dim + d]) : 0.0f);
+      w.v[c][d] = k0 + c <= last ? values[static_cast<std::int64_t>(c) * width + d] : __float2bfloat16_rn(0.0f);
     }
     __syncwarp();
     if (lane < kTile) {

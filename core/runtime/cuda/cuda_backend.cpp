@@ -161,7 +161,8 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
     throw InvalidArgument("device cuda", "device_route_pairs " + std::to_string(options.device_route_pairs),
                           "must be from 0 to " + std::to_string(kernels::kRouteMaxPairs) + ", what one routing launch holds");
   device_route_pairs_ = options.device_route_pairs;
-  tensor_core_experts_ = options.tensor_core_experts && s.hidden_size % 16 == 0 && s.expert_intermediate % 16 == 0;
+  tensor_core_experts_ =
+      options.tensor_core_experts && kernels::tensor_core_shapes(static_cast<int>(s.hidden_size), static_cast<int>(s.expert_intermediate));
   tensor_core_attention_ = options.tensor_core_attention;  // paged_attention_cuda takes it where the head size allows
   int l2 = 0;
   MOSAIC_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device_));
