@@ -9,8 +9,9 @@
 namespace mosaic {
 
 CudaOptions with_environment(CudaOptions o, EnvironmentLookup lookup) {
+  auto read = [&](const char* name) { return lookup ? lookup(name) : std::getenv(name); };
   auto set = [&](const char* name, auto& field) {
-    if (const char* v = lookup ? lookup(name) : std::getenv(name)) field = std::string_view(v) != "0";
+    if (const char* v = read(name)) field = std::string_view(v) != "0";
   };
   set("MOSAIC_CUDA_GRAPHS", o.graphs);
   set("MOSAIC_CUDA_FUSED", o.fused);
@@ -22,7 +23,7 @@ CudaOptions with_environment(CudaOptions o, EnvironmentLookup lookup) {
   set("MOSAIC_CUDA_PDL", o.programmatic_launches);
   set("MOSAIC_CUDA_TENSOR_CORE_EXPERTS", o.tensor_core_experts);
   set("MOSAIC_CUDA_TENSOR_CORE_ATTENTION", o.tensor_core_attention);
-  if (const char* v = lookup ? lookup("MOSAIC_CUDA_DEVICE_ROUTE_PAIRS") : std::getenv("MOSAIC_CUDA_DEVICE_ROUTE_PAIRS")) {
+  if (const char* v = read("MOSAIC_CUDA_DEVICE_ROUTE_PAIRS")) {
     int pairs = 0;
     const std::string_view text(v);
     const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), pairs);
