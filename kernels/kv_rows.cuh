@@ -7,11 +7,6 @@
 
 namespace mosaic::kernels {
 
-__device__ __forceinline__ std::int64_t cache_row(const PagedQueries& q, int token, int p) {
-  const std::int32_t* blocks = q.blocks + q.block_offset[token];
-  return static_cast<std::int64_t>(blocks[p / q.block_tokens]) * q.block_tokens + p % q.block_tokens;
-}
-
 // Token t's k and v rows [width] into the cache row of its position, by the whole block; read past
 // L1, as rotate_pair reads.
 __device__ __forceinline__ void write_kv_row(const float* k, const float* v, const PagedQueries& q, int t, int width,

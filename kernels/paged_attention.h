@@ -37,6 +37,12 @@ constexpr int kTileQueries = 32, kMinTileQueries = 8, kMaxTiledHeadDim = 128;
 #define MOSAIC_HOST_DEVICE
 #endif
 
+// The cache row that holds position p of query token `token`'s sequence.
+MOSAIC_HOST_DEVICE inline std::int64_t cache_row(const PagedQueries& q, int token, int p) {
+  const std::int32_t* blocks = q.blocks + q.block_offset[token];
+  return static_cast<std::int64_t>(blocks[p / q.block_tokens]) * q.block_tokens + p % q.block_tokens;
+}
+
 // Whether tile `tile` of a step's `tokens` query tokens is one the tiled kernel takes.
 MOSAIC_HOST_DEVICE inline bool is_query_tile(const std::int32_t* position, const std::int32_t* block_offset, int tokens, int tile) {
   const int first = tile * kTileQueries, n = tokens - first < kTileQueries ? tokens - first : kTileQueries;

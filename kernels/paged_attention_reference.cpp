@@ -5,14 +5,6 @@
 #include "kernels/paged_attention.h"
 
 namespace mosaic::kernels {
-namespace {
-
-std::int64_t cache_row(const PagedQueries& q, int token, int p) {
-  const std::int32_t* blocks = q.blocks + q.block_offset[token];
-  return static_cast<std::int64_t>(blocks[p / q.block_tokens]) * q.block_tokens + p % q.block_tokens;
-}
-
-}  // namespace
 
 void kv_write_reference(const float* k, const float* v, PagedQueries q, int tokens, int kv_heads, int head_dim,
                         bf16_t* k_cache, bf16_t* v_cache) {

@@ -57,4 +57,126 @@ __device__ __forceinline__ void topk_of_row(const float* __restrict__ row, int e
     for (int j = 0; j < k; ++j) weights[j] /= chosen;
 }
 
+// DeepSeek's routers (RouterRule, router_topk.h) for one token's row, by one warp: lane holds
+// experts lane, lane+32, … with what each weighs if chosen and what choosing ranks; groups ranked by
+// a warp reduction each; then k rounds of a warp-wide argmax over the ranks of the kept groups.
+__device__ __forceinline__ void choose_of_row(const float* __restrict__ row, int experts, int k, const RouterRule& r,
+                                              std::int32_t* __restrict__ ids, float* __restrict__ weights) {
+  constexpr int kPerLane = kRouterMaxExperts / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  float weigh[kPerLane], rank[kPerLane];
+  float m = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    const int e = lane + i * kWarp;
+    const float x = e < experts ? (isnan(row[e]) ? -FLT_MAX : row[e]) : -INFINITY;
+    rank[i] = x;  // the logit, for now
+    m = fmaxf(m, x);
+  }
+  if (r.scores == RouterScores::Softmax) {
+    m = warp_max(m);
+    float s = 0;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      weigh[i] = lane + i * kWarp < experts ? expf(rank[i] - m) : 0.0f;
+      s += weigh[i];
+    }
+    s = warp_sum(s);
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) rank[i] = weigh[i] /= s;
+  } else {
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int e = lane + i * kWarp;
+      weigh[i] = 1.0f / (1.0f + expf(-rank[i]));
+      rank[i] = e >= experts || rank[i] == -INFINITY ? -INFINITY : weigh[i] + (r.bias ? r.bias[e] : 0.0f);
+    }
+  }
+  const bool grouped = r.groups != GroupRank::None;
+  const int per_group = grouped ? experts / r.n_group : experts;
+  if (grouped) {
+    // Lane g holds group g's score: its best rank, or the sum of its two best.
+    float mine = -INFINITY;
+    for (int g = 0; g < r.n_group; ++g) {
+      float first = -INFINITY, second = -INFINITY;
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const int e = lane + i * kWarp;
+        if (e >= experts || e / per_group != g) continue;
+        if (rank[i] > first) {
+          second = first;
+          first = rank[i];
+        } else if (rank[i] > second) {
+          second = rank[i];
+        }
+      }
+      for (int o = kWarp / 2; o > 0; o /= 2) {
+        const float of = __shfl_xor_sync(0xffffffffu, first, o), os = __shfl_xor_sync(0xffffffffu, second, o);
+        second = fmaxf(fminf(first, of), fmaxf(second, os));
+        first = fmaxf(first, of);
+      }
+      if (lane == g) mine = r.groups == GroupRank::BestScore ? first : first + second;
+    }
+    // The topk_group best groups (ties to the lower group), as a mask every lane holds.
+    unsigned kept = 0;
+    bool in_running = lane < r.n_group;
+    for (int j = 0; j < r.topk_group; ++j) {
+      float best = in_running ? mine : -INFINITY;
+      int best_g = in_running ? lane : kWarp;
+      for (int o = kWarp / 2; o > 0; o /= 2) {
+        const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+        const int og = __shfl_xor_sync(0xffffffffu, best_g, o);
+        if (og < kWarp && (best_g >= kWarp || ob > best || (ob == best && og < best_g))) {
+          best = ob;
+          best_g = og;
+        }
+      }
+      kept |= 1u << best_g;
+      if (lane == best_g) in_running = false;
+    }
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int e = lane + i * kWarp;
+      if (e >= experts || (kept >> (e / per_group)) & 1u) continue;
+      if (r.scores == RouterScores::Softmax) rank[i] = weigh[i] = 0.0f;  // V2: out of the pool, at 0
+      else rank[i] = -INFINITY;
+    }
+  }
+
+  unsigned taken = 0;  // this lane's experts already chosen, by i
+  float chosen = 0;
+  for (int j = 0; j < k; ++j) {
+    float best = -INFINITY, best_w = 0;
+    int best_e = experts;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int e = lane + i * kWarp;
+      if (e < experts && !((taken >> i) & 1u) && (best_e == experts || rank[i] > best)) {
+        best = rank[i];
+        best_w = weigh[i];
+        best_e = e;
+      }
+    }
+    for (int o = kWarp / 2; o > 0; o /= 2) {
+      const float ob = __shfl_xor_sync(0xffffffffu, best, o), ow = __shfl_xor_sync(0xffffffffu, best_w, o);
+      const int oe = __shfl_xor_sync(0xffffffffu, best_e, o);
+      if (oe < experts && (best_e == experts || ob > best || (ob == best && oe < best_e))) {
+        best = ob;
+        best_w = ow;
+        best_e = oe;
+      }
+    }
+    if (lane == 0) {
+      ids[j] = best_e;
+      weights[j] = best_w;
+    }
+    chosen += best_w;
+    if (best_e % kWarp == lane) taken |= 1u << (best_e / kWarp);
+  }
+  if (lane == 0) {
+    if (r.scores == RouterScores::Sigmoid) chosen += 1e-20f;
+    for (int j = 0; j < k; ++j) weights[j] = (r.renormalize ? weights[j] / chosen : weights[j]) * r.scale;
+  }
+}
+
 }  // namespace mosaic::kernels

@@ -16,4 +16,37 @@ constexpr int kRouterMaxExperts = 256;
 int router_topk_cuda(const float* logits, int tokens, int experts, int k, bool renormalize, std::int32_t* ids,
                      float* weights, void* stream);
 
+// DeepSeek's routers, as transformers' DeepseekV2TopkRouter and DeepseekV3TopkRouter compute them
+// (and core's route_tokens on the CPU):
+// - Softmax scores: probabilities over all experts. With BestScore groups (V2's
+//   group_limited_greedy) a token chooses among the topk_group groups of highest best probability;
+//   the other groups' experts count 0, and weigh 0 if chosen.
+// - Sigmoid scores (V3's noaux_tc): a chosen expert weighs its sigmoid score; choosing ranks that
+//   score plus `bias` (e_score_correction_bias); with TopTwoSum groups a token chooses among the
+//   topk_group groups of highest sum of their two best ranks, the others at −∞. Renormalized with
+//   1e-20 in the denominator.
+// Then weights renormalized where asked and multiplied by `scale` (routed_scaling_factor). Groups
+// are n_group contiguous runs of experts / n_group. A logit of −∞ is a masked expert (mask_router):
+// never chosen while another may be. NaN counts as the lowest finite logit. Ties go to the lower id,
+// among groups too.
+enum class RouterScores : int { Softmax, Sigmoid };
+enum class GroupRank : int { None, BestScore, TopTwoSum };
+struct RouterRule {
+  RouterScores scores = RouterScores::Softmax;
+  GroupRank groups = GroupRank::None;
+  int n_group = 1, topk_group = 1;
+  bool renormalize = false;
+  float scale = 1.0f;
+  const float* bias = nullptr;  // [experts] fp32, or none: a host pointer for the reference, a device one for CUDA
+};
+constexpr int kRouterMaxGroups = 32;
+// Whether a rule is one the kernel takes: groups dividing the experts, at most kRouterMaxGroups of
+// them, topk_group of them holding at least k experts.
+bool router_rule_valid(const RouterRule& rule, int experts, int k);
+void router_choice_reference(const float* logits, int tokens, int experts, int k, const RouterRule& rule, std::int32_t* ids,
+                             float* weights);
+// One warp per token. cudaErrorInvalidValue where router_rule_valid is false or experts > kRouterMaxExperts.
+int router_choice_cuda(const float* logits, int tokens, int experts, int k, RouterRule rule, std::int32_t* ids, float* weights,
+                       void* stream);
+
 }  // namespace mosaic::kernels

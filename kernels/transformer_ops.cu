@@ -67,6 +67,12 @@ __global__ void half_to_bf16_kernel(const __half* x, std::int64_t n, __nv_bfloat
     out[i] = __float2bfloat16_rn(__half2float(x[i]));
 }
 
+__global__ void widen_to_float_kernel(const std::uint16_t* x, std::int64_t n, bool half, float* out) {
+  wait_for_previous_grid();
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    out[i] = half ? __half2float(reinterpret_cast<const __half*>(x)[i]) : bf16_bits_to_float(x[i]);
+}
+
 __global__ void gather_rows_bf16_kernel(const float* x, int width, const std::int32_t* rows, int divisor, __nv_bfloat16* out) {
   wait_for_previous_grid();
   const float* src = x + static_cast<std::int64_t>(rows[blockIdx.x] / divisor) * width;
@@ -134,6 +140,11 @@ int half_to_bf16_cuda(const std::uint16_t* x, std::int64_t n, bf16_t* out, void*
   if (n == 0) return 0;
   return launch_kernel(half_to_bf16_kernel, stride_blocks(n), 256, 0, as_stream(stream), reinterpret_cast<const __half*>(x), n,
                        reinterpret_cast<__nv_bfloat16*>(out));
+}
+
+int widen_to_float_cuda(const std::uint16_t* x, std::int64_t n, bool half, float* out, void* stream) {
+  if (n == 0) return 0;
+  return launch_kernel(widen_to_float_kernel, stride_blocks(n), 256, 0, as_stream(stream), x, n, half, out);
 }
 
 int gather_rows_bf16_cuda(const float* x, int width, const std::int32_t* rows, int count, int divisor, bf16_t* out,

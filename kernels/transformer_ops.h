@@ -38,6 +38,8 @@ void add_gated_reference(float* x, const float* y, const float* gate, int rows, 
 // out[i] = bf16(x[i]); and the weight conversions a load needs when a checkpoint is not bf16.
 int float_to_bf16_cuda(const float* x, std::int64_t n, bf16_t* out, void* stream);
 int half_to_bf16_cuda(const std::uint16_t* x, std::int64_t n, bf16_t* out, void* stream);
+// out[i] = float(x[i]) of bf16 words, or of f16 ones where `half`: a tensor held in fp32 on the device.
+int widen_to_float_cuda(const std::uint16_t* x, std::int64_t n, bool half, float* out, void* stream);
 
 // out[i, :] = bf16(x[rows[i] / divisor, :]): the rows a grouped GEMM reads, gathered.
 int gather_rows_bf16_cuda(const float* x, int width, const std::int32_t* rows, int count, int divisor, bf16_t* out,

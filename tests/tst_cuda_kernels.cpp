@@ -16,6 +16,7 @@
 
 #include "gpu_suite.h"
 #include "kernels/delta_linear.h"
+#include "kernels/latent_attention.h"
 #include "kernels/launch.h"
 #include "kernels/linear.h"
 #include "kernels/moe_experts.h"
@@ -308,6 +309,12 @@ class TestCudaKernels : public QObject {
       QCOMPARE(dout.get(), expect);
       const auto got = narrow.get();
       for (std::size_t i = 0; i < x.size(); ++i) QCOMPARE(got[i], float_to_bf16(x[i]));
+      // And back: bf16 words widened to fp32 exactly (a tensor the backend holds in fp32).
+      Dev<float> wide(x.size());
+      CHECK_LAUNCH(widen_to_float_cuda(narrow.p, std::int64_t(x.size()), false, wide.p, nullptr));
+      SYNCED();
+      const auto widened = wide.get();
+      for (std::size_t i = 0; i < x.size(); ++i) QCOMPARE(widened[i], bf16_to_float(got[i]));
       const auto g = gathered.get();
       const auto gp = by_pair.get();
       for (int r = 0; r < 4; ++r) {
@@ -402,6 +409,162 @@ class TestCudaKernels : public QObject {
     QCOMPARE(di.get(), ids);
     for (std::int32_t id : di.get()) QVERIFY(id >= 0 && id < experts);
     for (int j = 0; j < k; ++j) QVERIFY(ids[std::size_t(k + j)] != 7);
+  }
+
+  void deepseekRoutersMatchReference_data() {
+    QTest::addColumn<int>("experts");
+    QTest::addColumn<int>("k");
+    QTest::addColumn<int>("scores");  // RouterScores
+    QTest::addColumn<int>("groups");  // GroupRank
+    QTest::addColumn<int>("n_group");
+    QTest::addColumn<int>("topk_group");
+    QTest::addColumn<bool>("renormalize");
+    QTest::addColumn<float>("scale");
+    QTest::addColumn<bool>("bias");
+    // DeepSeek-V2 (160 experts, 8 groups of 20, 3 kept, top 6, scale 16), V2-Lite (plain top 6 of 64),
+    // V3 (256 in 8 groups, 4 kept, top 8, renormalized, scale 2.5, a bias), and the fixtures' 8 in 4.
+    QTest::newRow("v2: softmax, best-score groups") << 160 << 6 << 0 << 1 << 8 << 3 << false << 16.0f << false;
+    QTest::newRow("v2-lite: softmax, no groups") << 64 << 6 << 0 << 0 << 1 << 1 << false << 1.0f << false;
+    QTest::newRow("v3: sigmoid, bias, top-two groups") << 256 << 8 << 1 << 2 << 8 << 4 << true << 2.5f << true;
+    QTest::newRow("v3 fixture: 8 experts in 4 groups") << 8 << 2 << 1 << 2 << 4 << 2 << true << 2.0f << true;
+    QTest::newRow("v2 fixture: 8 experts in 4 groups") << 8 << 2 << 0 << 1 << 4 << 2 << false << 2.0f << false;
+    QTest::newRow("sigmoid, no groups, no bias") << 64 << 6 << 1 << 0 << 1 << 1 << false << 1.0f << false;
+  }
+
+  void deepseekRoutersMatchReference() {
+    // Random rows, one of them masked but for a few experts (mask_router's −∞), one with NaNs, one
+    // with exact ties: the same ids as the reference, weights within float rounding.
+    QFETCH(int, experts);
+    QFETCH(int, k);
+    QFETCH(int, scores);
+    QFETCH(int, groups);
+    QFETCH(int, n_group);
+    QFETCH(int, topk_group);
+    QFETCH(bool, renormalize);
+    QFETCH(float, scale);
+    QFETCH(bool, bias);
+    const int tokens = 37;
+    std::vector<float> logits = randn(std::size_t(tokens) * experts, 2.0f);
+    for (int e = k + 1; e < experts; ++e) logits[std::size_t(experts) * 3 + std::size_t(e)] = -INFINITY;
+    logits[std::size_t(experts) * 5 + 1] = NAN;
+    for (int e = 0; e < experts; ++e) logits[std::size_t(experts) * 7 + std::size_t(e)] = float(e % 3);
+    const std::vector<float> correction = randn(std::size_t(experts), 0.1f);
+    Dev<float> dl(logits), dbias(correction), dw(std::size_t(tokens) * k);
+    Dev<std::int32_t> di(std::size_t(tokens) * k);
+    RouterRule rule{RouterScores(scores), GroupRank(groups), n_group, topk_group, renormalize, scale, bias ? dbias.p : nullptr};
+    QVERIFY(router_rule_valid(rule, experts, k));
+    CHECK_LAUNCH(router_choice_cuda(dl.p, tokens, experts, k, rule, di.p, dw.p, nullptr));
+    SYNCED();
+    std::vector<std::int32_t> ids(std::size_t(tokens) * k);
+    std::vector<float> w(ids.size());
+    rule.bias = bias ? correction.data() : nullptr;
+    router_choice_reference(logits.data(), tokens, experts, k, rule, ids.data(), w.data());
+    QCOMPARE(di.get(), ids);
+    const std::vector<float> got = dw.get();
+    for (std::size_t i = 0; i < w.size(); ++i) QVERIFY2(std::abs(got[i] - w[i]) <= 1e-5f * std::max(1.0f, std::abs(w[i])), qPrintable(QString::number(i)));
+    // The masked row chose among its unmasked experts only.
+    for (int j = 0; j < k; ++j) QVERIFY(ids[std::size_t(3 * k + j)] <= k);
+    // A grouped rule whose kept groups hold fewer than k experts is refused, not run.
+    if (groups != 0) {
+      RouterRule tight = rule;
+      tight.topk_group = 1;
+      tight.n_group = experts;  // groups of one expert
+      if (experts <= kRouterMaxGroups) QVERIFY(router_choice_cuda(dl.p, tokens, experts, k, tight, di.p, dw.p, nullptr) != 0);
+    }
+  }
+
+  void latentAttentionMatchesReference_data() {
+    QTest::addColumn<int>("heads");
+    QTest::addColumn<int>("nope");
+    QTest::addColumn<int>("rope");
+    QTest::addColumn<int>("v");
+    QTest::addColumn<int>("rank");
+    QTest::addColumn<bool>("interleaved");
+    QTest::newRow("the fixtures' sizes, pairs interleaved") << 4 << 16 << 8 << 16 << 32 << true;
+    QTest::newRow("DeepSeek-V2-Lite's sizes, 5 of its heads, halves") << 5 << 128 << 64 << 128 << 512 << false;
+    QTest::newRow("odd words per row (rank 34, rope 6)") << 3 << 8 << 6 << 12 << 34 << true;
+  }
+
+  void latentAttentionMatchesReference() {
+    // Two sequences in shuffled blocks of 16: a prompt chunk of 20 at positions 30–49 (crossing
+    // blocks) after cached positions, and a decode token at position 70. Rows past each sequence's
+    // last position hold NaN: nothing may read them. Each stage against its reference on the same
+    // inputs (the attention over the cache the kernel wrote).
+    QFETCH(int, heads);
+    QFETCH(int, nope);
+    QFETCH(int, rope);
+    QFETCH(int, v);
+    QFETCH(int, rank);
+    QFETCH(bool, interleaved);
+    const LatentShape s{heads, nope, rope, v, rank, interleaved};
+    QVERIFY(latent_shape_valid(s));
+    const int bt = 16, pool_blocks = 10, W = s.row();
+    const std::vector<std::int32_t> blocks{7, 2, 9, 0, 5, 1, 8, 3, 6};  // seq 0: 7 2 9 0; seq 1: 5 1 8 3 6
+    std::vector<std::int32_t> position, block_offset;
+    for (int p = 30; p < 50; ++p) { position.push_back(p); block_offset.push_back(0); }
+    position.push_back(70); block_offset.push_back(4);
+    const int tokens = int(position.size());
+    std::vector<bf16_t> cache = randn_bf16(std::size_t(pool_blocks) * bt * W);
+    auto poison = [&](const std::vector<std::int32_t>& list, int from) {
+      for (int p = from; p < int(list.size()) * bt; ++p)
+        for (int d = 0; d < W; ++d) cache[(std::size_t(list[std::size_t(p / bt)]) * bt + std::size_t(p % bt)) * W + std::size_t(d)] = 0x7fc0;
+    };
+    poison({7, 2, 9, 0}, 50);
+    poison({5, 1, 8, 3, 6}, 71);
+    const auto kv = randn(std::size_t(tokens) * W), q = randn(std::size_t(tokens) * heads * (nope + rope));
+    const auto kv_b = randn_bf16(std::size_t(heads) * (nope + v) * rank, 0.1f);
+    const auto norm = randn_bf16(std::size_t(rank), 0.2f, 1.0f);
+    std::vector<float> cos, sin;
+    for (int t = 0; t < tokens; ++t)
+      for (int half = 0; half < 2; ++half)
+        for (int i = 0; i < rope / 2; ++i) {
+          const float angle = float(position[std::size_t(t)]) * std::pow(10000.0f, -2.0f * float(i) / float(rope));
+          cos.push_back(std::cos(angle));
+          sin.push_back(std::sin(angle));
+        }
+    Dev<std::int32_t> dpos(position), doff(block_offset), dblocks(blocks);
+    Dev<bf16_t> dcache(cache), dkvb(kv_b), dnorm(norm);
+    Dev<float> dkv(kv), dq(q), dcos(cos), dsin(sin);
+    Dev<float> dqa(std::size_t(tokens) * heads * W), dlat(std::size_t(tokens) * heads * rank), dout(std::size_t(tokens) * heads * v);
+    const PagedQueries pq{dpos.p, doff.p, dblocks.p, bt}, hq{position.data(), block_offset.data(), blocks.data(), bt};
+    const float eps = 1e-6f, scale = 0.3f / std::sqrt(float(nope + rope));
+
+    CHECK_LAUNCH(latent_kv_write_cuda(dkv.p, dnorm.p, eps, dcos.p, dsin.p, pq, tokens, s, dcache.p, nullptr));
+    SYNCED();
+    std::vector<bf16_t> written = cache;
+    latent_kv_write_reference(kv.data(), norm.data(), eps, cos.data(), sin.data(), hq, tokens, s, written.data());
+    const std::vector<bf16_t> got_cache = dcache.get();
+    int off_by_more = 0;  // the kernel's float norm against the reference's double: at most a rounding apart
+    for (std::size_t i = 0; i < written.size(); ++i)
+      if (std::abs(int(got_cache[i]) - int(written[i])) > 1) ++off_by_more;
+    QCOMPARE(off_by_more, 0);
+
+    CHECK_LAUNCH(latent_queries_cuda(dq.p, dkvb.p, dcos.p, dsin.p, tokens, s, dqa.p, nullptr));
+    SYNCED();
+    std::vector<float> qa(std::size_t(tokens) * heads * W);
+    latent_queries_reference(q.data(), kv_b.data(), cos.data(), sin.data(), tokens, s, qa.data());
+    const std::vector<float> got_qa = dqa.get();
+    QVERIFY2(rel(got_qa, qa) < 1e-5, qPrintable(QString::number(rel(got_qa, qa))));
+
+    CHECK_LAUNCH(latent_attention_cuda(dqa.p, pq, tokens, s, scale, dcache.p, dlat.p, nullptr));
+    SYNCED();
+    std::vector<float> lat(std::size_t(tokens) * heads * rank);
+    latent_attention_reference(got_qa.data(), hq, tokens, s, scale, got_cache.data(), lat.data());
+    const std::vector<float> got_lat = dlat.get();
+    for (float x : got_lat) QVERIFY(std::isfinite(x));
+    QVERIFY2(rel(got_lat, lat) < 1e-5, qPrintable(QString::number(rel(got_lat, lat))));
+
+    CHECK_LAUNCH(latent_values_cuda(dlat.p, dkvb.p, tokens, s, dout.p, nullptr));
+    SYNCED();
+    std::vector<float> out(std::size_t(tokens) * heads * v);
+    latent_values_reference(got_lat.data(), kv_b.data(), tokens, s, out.data());
+    QVERIFY2(rel(dout.get(), out) < 1e-5, qPrintable(QString::number(rel(dout.get(), out))));
+
+    // A row wider than the kernel stages is refused, not overrun.
+    LatentShape wide = s;
+    wide.rank = kMaxLatentRow;
+    QVERIFY(!latent_shape_valid(wide));
+    QVERIFY(latent_attention_cuda(dqa.p, pq, tokens, wide, scale, dcache.p, dlat.p, nullptr) != 0);
   }
 
   void routedExpertsMatchReference() {
