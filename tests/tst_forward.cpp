@@ -17,6 +17,7 @@
 #include "model/synthetic.h"
 #include "runtime/cpu_ops.h"
 #include "runtime/cpu_rows.h"
+#include "runtime/cuda/step_inputs.h"
 #include "runtime/forward.h"
 #include "runtime/generation.h"
 #include "runtime/threads.h"
@@ -309,6 +310,57 @@ class TestForward : public QObject {
           const float w = want.weights.data_ptr<float>()[j], got = weights[static_cast<std::size_t>(j)];
           QVERIFY2(std::abs(got - w) <= 1e-6f * (1 + std::abs(w)), qPrintable(what + QStringLiteral(": weight %1 vs %2").arg(got).arg(w)));
           if (absent.defined()) QVERIFY(!absent.data_ptr<bool>()[j / k * E + ids[static_cast<std::size_t>(j)]]);
+        }
+      }
+    }
+  }
+
+  // The CUDA backend's router (kernels' router_choice, checked against its reference on simt and the
+  // GPU) chooses what route_tokens chooses: DeepSeek-V2's group-limited greedy, its greedy, V3's
+  // biased sigmoid groups, each on the fixtures' 8 experts and on 64 in 8 groups, masked or not.
+  void deviceRouterRuleChoosesAsRouteTokens() {
+    std::vector<ModelSpec> specs;
+    for (const std::string& config : {deepseek_v2_config(), deepseek_v3_config()}) {
+      ModelSpec s = parse_model_spec(config, "config.json");
+      specs.push_back(s);
+      s.num_experts = 64;
+      s.top_k = 6;
+      s.n_group = 8;
+      s.topk_group = 3;
+      specs.push_back(s);
+      s.expert_choice = ExpertChoice::TopK;
+      specs.push_back(s);
+    }
+    std::mt19937 gen(9);
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    for (const ModelSpec& s : specs) {
+      const std::int64_t n = 23, E = s.num_experts, k = s.top_k;
+      std::vector<float> values(static_cast<std::size_t>(n * E)), bias(static_cast<std::size_t>(E));
+      for (float& v : values) v = normal(gen);
+      for (float& v : bias) v = 0.1f * normal(gen);
+      for (bool masking : {false, true}) {
+        at::Tensor absent;
+        std::vector<float> masked = values;
+        if (masking) {  // every third expert of each token absent: the device masks with −∞
+          absent = at::zeros({n, E}, at::kBool);
+          for (std::int64_t t = 0; t < n; ++t)
+            for (std::int64_t e = t % 3; e < E; e += 3) {
+              absent.data_ptr<bool>()[t * E + e] = true;
+              masked[static_cast<std::size_t>(t * E + e)] = -INFINITY;
+            }
+        }
+        const at::Tensor b = s.router_bias ? at::tensor(bias, at::kFloat) : at::Tensor();
+        const cpu::Routed want = cpu::route_tokens(s, at::tensor(values, at::kFloat).view({n, E}), b, absent);
+        const kernels::RouterRule rule = cuda::router_rule(s, s.router_bias ? bias.data() : nullptr);
+        QVERIFY(kernels::router_rule_valid(rule, static_cast<int>(E), static_cast<int>(k)));
+        std::vector<std::int32_t> ids(static_cast<std::size_t>(n * k));
+        std::vector<float> weights(ids.size());
+        kernels::router_choice_reference(masked.data(), static_cast<int>(n), static_cast<int>(E), static_cast<int>(k), rule, ids.data(), weights.data());
+        const QString what = QStringLiteral("%1, %2 experts%3").arg(QString::fromStdString(std::string(s.model_type()))).arg(E).arg(masking ? QStringLiteral(", masked") : QString());
+        for (std::int64_t j = 0; j < n * k; ++j) {
+          QVERIFY2(ids[static_cast<std::size_t>(j)] == want.ids.data_ptr<std::int64_t>()[j], qPrintable(what + QStringLiteral(": pair %1: %2 vs %3").arg(j).arg(ids[static_cast<std::size_t>(j)]).arg(want.ids.data_ptr<std::int64_t>()[j])));
+          const float w = want.weights.data_ptr<float>()[j], got = weights[static_cast<std::size_t>(j)];
+          QVERIFY2(std::abs(got - w) <= 1e-6f * (1 + std::abs(w)), qPrintable(what + QStringLiteral(": weight %1 vs %2").arg(got).arg(w)));
         }
       }
     }

@@ -120,13 +120,24 @@ LatentQkv project_latent(const ModelSpec& s, const LayerWeights& L, const at::Te
           rms_norm(kv.narrow(-1, 0, a.kv_lora_rank), L.kv_a_norm, kLatentEps), kv.narrow(-1, a.kv_lora_rank, a.rope_dim)};
 }
 
+namespace {
+
+// The indices of the k largest along the last dim, ties to the lower index (a stable sort; topk leaves
+// ties to its implementation). Ties arise where masked gating leaves experts or whole groups at −∞ or
+// 0; the CUDA router breaks them the same way.
+at::Tensor top_indices(const at::Tensor& x, std::int64_t k) {
+  return std::get<1>(at::sort(x, /*stable=*/true, /*dim=*/-1, /*descending=*/true)).narrow(-1, 0, k);
+}
+
+}  // namespace
+
 Routed route_tokens(const ModelSpec& s, const at::Tensor& logits, const at::Tensor& bias, const at::Tensor& absent) {
   const std::int64_t n = logits.size(0), E = s.num_experts, k = s.top_k;
   constexpr float kNone = -std::numeric_limits<float>::infinity();
   at::Tensor weights, ids;
   // The groups a token may choose from: the topk_group best by `group_score`, the others masked.
   auto within_best_groups = [&](const at::Tensor& scores, const at::Tensor& group_score, float masked) {
-    const at::Tensor best = std::get<1>(group_score.topk(s.topk_group, -1));                  // [n, TG]
+    const at::Tensor best = top_indices(group_score, s.topk_group);                            // [n, TG]
     const at::Tensor keep = at::zeros({n, s.n_group}, at::kBool).scatter_(1, best, true);     // [n, G]
     return scores.masked_fill(keep.unsqueeze(-1).expand({n, s.n_group, E / s.n_group}).reshape({n, E}).logical_not(), masked);
   };
@@ -137,7 +148,8 @@ Routed route_tokens(const ModelSpec& s, const at::Tensor& logits, const at::Tens
     // DeepSeek-V2's group_limited_greedy: groups ranked by their best probability; the rest 0
     // (transformers' DeepseekV2TopkRouter, as its tmp_scores).
     if (s.expert_choice == ExpertChoice::GroupMax) pool = within_best_groups(probs, probs.view({n, s.n_group, E / s.n_group}).amax(-1), 0.0f);
-    std::tie(weights, ids) = pool.topk(k, -1);
+    ids = top_indices(pool, k);
+    weights = pool.gather(1, ids);
     if (s.norm_topk_prob) weights = weights / weights.sum(-1, /*keepdim=*/true);
   } else {
     // DeepSeek-V3's noaux_tc (DeepseekV3TopkRouter): sigmoid scores; the bias only steers which
@@ -148,7 +160,7 @@ Routed route_tokens(const ModelSpec& s, const at::Tensor& logits, const at::Tens
     if (absent.defined()) choice = choice.masked_fill(absent, kNone);
     if (s.expert_choice != ExpertChoice::TopK)
       choice = within_best_groups(choice, std::get<0>(choice.view({n, s.n_group, E / s.n_group}).topk(2, -1)).sum(-1), kNone);
-    ids = std::get<1>(choice.topk(k, -1));
+    ids = top_indices(choice, k);
     weights = scores.gather(1, ids);
     if (s.norm_topk_prob) weights = weights / (weights.sum(-1, /*keepdim=*/true) + 1e-20);
   }
