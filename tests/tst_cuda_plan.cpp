@@ -182,8 +182,8 @@ class TestCudaPlan : public QObject {
   }
 
   // The CUDA backend serves YaRN and Llama 3.1 rope scaling (host-computed frequencies, cos and sin
-  // times YaRN's attention factor) and refuses, naming what it lacks, what it has no kernels for:
-  // DeepSeek's latent attention and its routers.
+  // times YaRN's attention factor) and DeepSeek's architectures, and refuses, naming what it lacks,
+  // what its kernels cannot hold.
   void scaledRopeAndWhatCudaRefuses() {
     ModelSpec s = mixtral_like_spec(100, 64, 32, 2, 4);
     QVERIFY(!cuda::cuda_unsupported(s));
@@ -201,11 +201,22 @@ class TestCudaPlan : public QObject {
     const cuda::StepInputs in = cuda::step_inputs(batch, s, inv, 16);
     QVERIFY(std::abs(in.cos[0] - std::cos(3 * inv[0]) * 1.25f) < 1e-5 && std::abs(in.sin[1] - std::sin(3 * inv[1]) * 1.25f) < 1e-5);
     QVERIFY(!cuda::cuda_unsupported(s));
+    // DeepSeek's latent attention, routers and ungated shared experts run; what their kernels cannot
+    // hold is refused naming it.
     for (const std::string& config : {deepseek_v2_config(), deepseek_v3_config()}) {
-      const auto why = cuda::cuda_unsupported(parse_model_spec(config, "config.json"));
+      ModelSpec deepseek = parse_model_spec(config, "config.json");
+      QVERIFY2(!cuda::cuda_unsupported(deepseek), cuda::cuda_unsupported(deepseek).value_or("").c_str());
+      QCOMPARE(cuda::inverse_frequencies(deepseek).size(), std::size_t(deepseek.mla->rope_dim / 2));  // the rotary part's, not head_dim's
+      deepseek.mla->kv_lora_rank = 1024;
+      deepseek.num_experts = 512;
+      deepseek.n_group = 64;
+      const auto why = cuda::cuda_unsupported(deepseek);
       QVERIFY(why.has_value());
-      expect_mentions(*why, {"deepseek_v", "latent attention"});
+      expect_mentions(*why, {"deepseek_v", "latent attention rows wider than 576", "more than 256 experts", "expert groups"});
     }
+    ModelSpec pairs = mixtral_like_spec(100, 64, 32, 2, 4);
+    pairs.rope_interleaved = true;
+    expect_mentions(cuda::cuda_unsupported(pairs).value_or(""), {"interleaved rotary pairs outside latent attention"});
   }
 
   void badStepsAreRefused() {

@@ -33,18 +33,23 @@ SetLayout set_layout(const HostStore& store) {
   SetLayout out;
   std::unordered_map<std::string, std::int64_t> at;
   const auto& names = store.non_expert_names();
+  const WeightNames n(s);
+  std::unordered_map<std::string, bool> fp32;
+  if (s.router_bias)
+    for (std::int64_t l = 0; l < s.num_layers; ++l)
+      if (s.is_sparse(l)) fp32.emplace(n.router_bias(l), true);
   for (std::size_t i = 0; i < names.size(); ++i) {
     out.offset.push_back(out.elements);
+    out.fp32.push_back(fp32.contains(names[i]));
     at.emplace(names[i], out.elements);
-    const std::int64_t n = numel(store.tensor(store.set_tensors(0)[i]).shape);
-    out.elements += (n + kAlign - 1) / kAlign * kAlign;
+    const std::int64_t values = numel(store.tensor(store.set_tensors(0)[i]).shape), elements = out.fp32.back() ? 2 * values : values;
+    out.elements += (elements + kAlign - 1) / kAlign * kAlign;
   }
   auto off = [&](const std::string& name) {
     const auto it = at.find(name);
     if (it == at.end()) throw MissingError("host store", name, "is not among the non-expert tensors");
     return it->second;
   };
-  const WeightNames n(s);
   out.embed = off(n.embed());
   out.final_norm = off(n.final_norm());
   out.lm_head = off(n.lm_head());
@@ -52,27 +57,43 @@ SetLayout set_layout(const HostStore& store) {
     LayerOffsets L;
     L.input_norm = off(n.input_norm(l));
     L.post_norm = off(n.post_norm(l));
-    L.wq = off(n.attn(l, AttnPart::Q));
-    L.wk = off(n.attn(l, AttnPart::K));
-    L.wv = off(n.attn(l, AttnPart::V));
     L.wo = off(n.attn(l, AttnPart::O));
-    if (s.qkv_bias) {
+    if (s.o_bias) L.bo = off(n.attn(l, AttnPart::O, true));
+    if (s.mla) {
+      if (s.mla->q_lora_rank > 0) {
+        L.wq_a = off(n.mla(l, MlaPart::QA));
+        if (s.qkv_bias) L.bq_a = off(n.mla(l, MlaPart::QA, true));
+        L.q_a_norm = off(n.mla(l, MlaPart::QANorm));
+        L.wq_b = off(n.mla(l, MlaPart::QB));
+      } else {
+        L.wq = off(n.mla(l, MlaPart::Q));
+      }
+      L.wkv_a = off(n.mla(l, MlaPart::KVA));
+      if (s.qkv_bias) L.bkv_a = off(n.mla(l, MlaPart::KVA, true));
+      L.kv_a_norm = off(n.mla(l, MlaPart::KVANorm));
+      L.wkv_b = off(n.mla(l, MlaPart::KVB));
+    } else {
+      L.wq = off(n.attn(l, AttnPart::Q));
+      L.wk = off(n.attn(l, AttnPart::K));
+      L.wv = off(n.attn(l, AttnPart::V));
+    }
+    if (s.qkv_bias && !s.mla) {
       L.bq = off(n.attn(l, AttnPart::Q, true));
       L.bk = off(n.attn(l, AttnPart::K, true));
       L.bv = off(n.attn(l, AttnPart::V, true));
     }
-    if (s.o_bias) L.bo = off(n.attn(l, AttnPart::O, true));
     if (s.qk_norm != QkNorm::None) {
       L.q_norm = off(n.q_norm(l));
       L.k_norm = off(n.k_norm(l));
     }
     if (s.is_sparse(l)) {
       L.router = off(n.router(l));
+      if (s.router_bias) L.router_bias = off(n.router_bias(l));
       if (s.shared_expert_intermediate > 0) {
         L.mlp_gate = off(n.shared_expert(l, ExpertRole::Gate));
         L.mlp_up = off(n.shared_expert(l, ExpertRole::Up));
         L.mlp_down = off(n.shared_expert(l, ExpertRole::Down));
-        L.shared_gate = off(n.shared_expert_gate(l));
+        if (s.shared_expert_gated) L.shared_gate = off(n.shared_expert_gate(l));  // DeepSeek adds its shared experts ungated
       }
     } else {
       L.mlp_gate = off(n.dense_mlp(l, ExpertRole::Gate));
@@ -256,6 +277,22 @@ TierRead CudaBackend::copy_tensor(TensorId id, bf16_t* to, cudaStream_t stream, 
   return r;
 }
 
+TierRead CudaBackend::copy_tensor_fp32(TensorId id, float* to, cudaStream_t stream, DeviceBuffer& staging) {
+  const HostTensor& t = store_.tensor(id);
+  const auto n = numel(t.shape);
+  if (t.dtype == DType::F32) return upload(id, reinterpret_cast<std::byte*>(to), stream);
+  if (t.dtype != DType::BF16 && t.dtype != DType::F16)
+    throw UnsupportedError("host store", t.name, "is stored as " + std::string(dtype_name(t.dtype)) + ", which the CUDA backend does not load",
+                           "convert the checkpoint to bf16, f16 or f32");
+  if (staging.bytes() < t.bytes.size()) {
+    MOSAIC_CUDA_CHECK(cudaStreamSynchronize(stream));  // the stream may still read the smaller one
+    staging.resize(t.bytes.size());
+  }
+  const TierRead r = upload(id, staging.get<std::byte>(), stream);
+  MOSAIC_CUDA_CHECK(kernels::widen_to_float_cuda(staging.get<std::uint16_t>(), n, t.dtype == DType::F16, to, stream));
+  return r;
+}
+
 void CudaBackend::copies_done() {
   MOSAIC_CUDA_CHECK(cudaEventRecord(copied_, copy_));
   MOSAIC_CUDA_CHECK(cudaStreamWaitEvent(stream_, copied_, 0));
@@ -367,7 +404,9 @@ std::uint64_t CudaBackend::start_set(int buffer, int set) {
   std::uint64_t bytes = 0;
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (held[i] == ids[i]) continue;  // the same tensor: nothing to copy
-    bytes += copy_tensor(ids[i], base + layout_.offset[i], fill_, fill_staging_).bytes;
+    bf16_t* to = base + layout_.offset[i];
+    bytes += (layout_.fp32[i] ? copy_tensor_fp32(ids[i], reinterpret_cast<float*>(to), fill_, fill_staging_)
+                              : copy_tensor(ids[i], to, fill_, fill_staging_)).bytes;
     held[i] = ids[i];
   }
   MOSAIC_CUDA_CHECK(cudaEventRecord(filled_[static_cast<std::size_t>(buffer)], fill_));
@@ -393,10 +432,12 @@ void CudaBackend::reserve_kv(std::int64_t blocks) {
                           "is beyond the " + std::to_string(*shape_.kv_blocks) + " blocks the budget holds");
   // Unlimited pools grow by doubling; a budgeted one is allocated whole at the start.
   const std::int64_t target = shape_.kv_blocks ? std::max(blocks, *shape_.kv_blocks) : std::max(blocks, 2 * kv_blocks_);
-  const auto row_bytes = static_cast<std::size_t>(spec_.kv_width()) * sizeof(bf16_t);
-  const auto old_bytes = static_cast<std::size_t>(kv_blocks_ * shape_.kv_block_tokens) * row_bytes;
-  for (auto* pools : {&k_, &v_})
-    for (std::int64_t l = 0; l < spec_.num_layers; ++l) {
+  // Latent attention caches one row of latent and rotary key per token, in k_ alone.
+  const std::int64_t k_width = spec_.mla ? spec_.kv_cache_width() : spec_.kv_width(), v_width = spec_.mla ? 0 : spec_.kv_width();
+  for (auto [pools, width] : {std::pair{&k_, k_width}, std::pair{&v_, v_width}})
+    for (std::int64_t l = 0; l < spec_.num_layers && width > 0; ++l) {
+      const auto row_bytes = static_cast<std::size_t>(width) * sizeof(bf16_t);
+      const auto old_bytes = static_cast<std::size_t>(kv_blocks_ * shape_.kv_block_tokens) * row_bytes;
       DeviceBuffer grown(static_cast<std::size_t>(target * shape_.kv_block_tokens) * row_bytes);
       DeviceBuffer& old = (*pools)[static_cast<std::size_t>(l)];
       if (old_bytes) MOSAIC_CUDA_CHECK(cudaMemcpyAsync(grown.get(), old.get(), old_bytes, cudaMemcpyDeviceToDevice, stream_));
@@ -420,9 +461,13 @@ void CudaBackend::reserve_workspace(std::int64_t tokens, std::int64_t wanted) {
   part(&work_.x, T * H, 4);
   part(&work_.h, T * H, 4);
   part(&work_.q, T * s.q_width(), 4);
-  part(&work_.k, T * s.kv_width(), 4);
+  part(&work_.k, T * std::max(s.kv_width(), s.mla ? s.kv_cache_width() : 0), 4);  // MLA: kv_a_proj's output
   part(&work_.v, T * s.kv_width(), 4);
-  part(&work_.attn, T * s.q_width(), 4);
+  part(&work_.attn, T * std::max(s.q_width(), s.o_width()), 4);
+  const kernels::LatentShape latent = s.mla ? latent_shape(s) : kernels::LatentShape{};
+  part(&work_.q_low, s.mla ? T * std::max<std::int64_t>(s.mla->q_lora_rank, 1) : 1, 4);
+  part(&work_.latent_q, s.mla ? T * latent.heads * latent.row() : 1, 4);
+  part(&work_.latent_out, s.mla ? T * latent.heads * latent.rank : 1, 4);
   part(&work_.mlp, T * 2 * mlp_width, 4);
   part(&work_.mlp2, std::max(T * std::max(mlp_width, H), P * I), 4);  // also a large group's activations
   part(&work_.gate, T, 4);
@@ -435,7 +480,7 @@ void CudaBackend::reserve_workspace(std::int64_t tokens, std::int64_t wanted) {
   part(&work_.topk_ids, s.num_layers * P, 4);
   part(&work_.predicted_ids, P, 4);
   part(&work_.predicted_w, P, 4);
-  part(&work_.narrow, std::max({T * std::max({H, s.q_width(), mlp_width}), P * std::max(H, I)}), 2);
+  part(&work_.narrow, std::max({T * std::max({H, s.q_width(), s.o_width(), s.mla ? s.mla->q_lora_rank : 0, mlp_width}), P * std::max(H, I)}), 2);
   std::int64_t most_slots = shape_.scratch_slots;
   for (std::int64_t n : shape_.layer_slots) most_slots = std::max(most_slots, n);
   part(&work_.reroute_scratch, 2 * most_slots + 1, 4);

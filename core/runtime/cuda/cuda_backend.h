@@ -33,10 +33,17 @@ constexpr int kGraphPositions = 4096;
 struct LayerOffsets {
   std::int64_t input_norm = -1, post_norm = -1, wq = -1, wk = -1, wv = -1, wo = -1, bq = -1, bk = -1, bv = -1, bo = -1;
   std::int64_t q_norm = -1, k_norm = -1, router = -1;
-  std::int64_t mlp_gate = -1, mlp_up = -1, mlp_down = -1, shared_gate = -1;  // dense MLP or shared expert
+  std::int64_t mlp_gate = -1, mlp_up = -1, mlp_down = -1, shared_gate = -1;  // dense MLP or shared expert(s)
+  std::int64_t router_bias = -1;  // DeepSeek-V3's e_score_correction_bias, held in fp32 (SetLayout::fp32)
+  // DeepSeek's latent attention: q_proj (wq) or q_a_proj → q_a_layernorm → q_b_proj; kv_a_proj_with_mqa
+  // → kv_a_layernorm; kv_b_proj (W_UK and W_UV); o_proj (wo).
+  std::int64_t wq_a = -1, bq_a = -1, q_a_norm = -1, wq_b = -1, wkv_a = -1, bkv_a = -1, kv_a_norm = -1, wkv_b = -1;
 };
 struct SetLayout {
   std::vector<std::int64_t> offset;  // [non-expert names]
+  // [non-expert names]: held as fp32 (two bf16 elements a value), where bf16 would move a choice: the
+  // router's correction bias steers which experts are chosen by margins finer than bf16's.
+  std::vector<bool> fp32;
   std::int64_t elements = 0;
   std::int64_t embed = -1, final_norm = -1, lm_head = -1;
   std::vector<LayerOffsets> layers;
@@ -60,6 +67,9 @@ struct SlotRecord {
 struct Workspace {
   float *x, *h, *q, *k, *v, *attn, *mlp, *mlp2, *gate, *router, *topk_w, *act, *pair_out, *logits;
   float* gathered;  // [pairs, hidden] fp32: a delta bundle's activations (one row when the family has no deltas)
+  // Latent attention (one element each without it): q_a_proj's output [tokens, q_lora_rank], the
+  // absorbed queries [tokens, heads, rank + rope] and the attention's latent output [tokens, heads, rank].
+  float *q_low, *latent_q, *latent_out;
   std::int32_t *topk_ids;  // [layers][tokens · k]: kept for the host's bookkeeping after the step
   std::int32_t* predicted_ids;  // [tokens · k]: the next MoE layer's top-k over this layer's input (prefetch)
   float* predicted_w;
@@ -86,6 +96,8 @@ class CudaBackend final : public Backend {
   // Copies, converting to bf16 through `staging`, on `stream`: expert loads on the copy stream, set
   // fills on their own, so that a miss's load does not queue behind a look-ahead fill.
   TierRead copy_tensor(TensorId id, bf16_t* to, cudaStream_t stream, DeviceBuffer& staging);
+  // The same into fp32 (SetLayout::fp32): an fp32 tensor as it is, a bf16 or f16 one widened.
+  TierRead copy_tensor_fp32(TensorId id, float* to, cudaStream_t stream, DeviceBuffer& staging);
   TierRead upload(TensorId id, std::byte* to, cudaStream_t stream);
   // Issues the copies of host-store expert `expert` into `slot` of `layer` on the copy stream, mapping
   // its pages first; returns the host bytes they read. Nothing waits for them here.
@@ -128,6 +140,14 @@ class CudaBackend final : public Backend {
   // A SwiGLU MLP of a set buffer (a dense layer's, or the shared expert) over n rows of h:
   // out (+)= down(silu(gate·h) ∘ (up·h)), with gate, up and down at their set offsets.
   void swiglu(int buffer, const LayerOffsets& L, std::int64_t width, const float* h, std::int64_t n, bool accumulate, float* out);
+  // DeepSeek's latent attention of `layer` over every token (cuda_latent.cpp): each group's input norm
+  // and projections, its latents written to the cache, its queries absorbed; the attention over the
+  // cache; each group's values out through W_UV into w.attn [tokens, heads · v], for o_proj.
+  void latent_attention(std::int64_t layer, const StepInputs& in);
+  // The router of `layer` over w.router [tokens, experts] into ids and weights, by the model's rule
+  // (router_topk for the plain softmax, router_choice for DeepSeek's) — its resident set's bias read
+  // from `buffer`. Masks first where the policy masks the router.
+  void choose_experts(std::int64_t layer, const StepInputs& in, bool masks, std::int32_t* ids, float* weights);
   // The MoE block of `layer` over every token: x += experts(h) (+ the shared expert). `on_device`:
   // routable_on_device(layer, …), as forward() found it just before. `project`: the attention's
   // output projection (w.attn into x) is still to be made, in the routing launch (norm_routes).
@@ -153,6 +173,9 @@ class CudaBackend final : public Backend {
 
   const bf16_t* weight(int buffer, std::int64_t offset) const {
     return offset < 0 ? nullptr : sets_[static_cast<std::size_t>(buffer)].get<bf16_t>() + offset;
+  }
+  const float* weight_fp32(int buffer, std::int64_t offset) const {  // a SetLayout::fp32 tensor
+    return reinterpret_cast<const float*>(weight(buffer, offset));
   }
   // A slot's own dense matrices: a layer's delta-only slots have none, so the slots after them sit
   // that many places earlier in the layer's tensor (as the CPU backend lays them out).
@@ -200,7 +223,9 @@ class CudaBackend final : public Backend {
 
   std::vector<DeviceBuffer> tables_;                 // [layers]: [targets, experts] int32
   std::vector<std::vector<std::int32_t>> uploaded_;  // what each device table holds
-  std::vector<DeviceBuffer> k_, v_;                  // [layers]: [blocks · block_tokens, kvh, hd] bf16
+  // [layers]: [blocks · block_tokens, kvh, hd] bf16; under latent attention k_ holds the latent
+  // rows [blocks · block_tokens, rank + rope] and v_ nothing.
+  std::vector<DeviceBuffer> k_, v_;
   std::int64_t kv_blocks_ = 0;
 
   DeviceBuffer work_buffer_;

@@ -31,7 +31,7 @@ constexpr std::int32_t kLargeGroup = 16;      // pairs: from here a group goes t
 
 bool CudaBackend::norm_routes(const StepInputs& in) const {
   // One set's rows (one norm and one router), a router one block reads quickly, and pairs for a warp.
-  return fused_ && in.groups.size() == 1 && spec_.num_experts <= kernels::kNormRouteMaxExperts &&
+  return fused_ && plain_router(spec_) && in.groups.size() == 1 && spec_.num_experts <= kernels::kNormRouteMaxExperts &&
          in.tokens * spec_.top_k <= kernels::kNormRouteMaxPairs;
 }
 
@@ -129,13 +129,16 @@ void CudaBackend::moe(std::int64_t layer, const StepInputs& in, MoeState& state,
   std::int32_t* ids = w.topk_ids + layer * P;
 
   const auto slots = static_cast<int>(shape_.layer_slots[l]);
+  // The fused launches (route_cuda, norm_route_cuda) route and group in one; DeepSeek's routers choose
+  // in choose_experts and group in reroute_cuda.
+  const bool fused_route = fused_ && plain_router(s);
   // The router's logits, its top-k and (on the device) the groups. Before predict, which reuses w.router.
   const bool masks = state.policy->masks_router();
   if (on_device && norm_routes(in)) {  // the post-attention norm too (forward() left it): one launch
     const int b = in.groups.front().buffer;
     const kernels::NormRouter nr{weight(b, L.post_norm), static_cast<float>(s.rms_norm_eps), weight(b, L.router), static_cast<int>(H)};
     if (project) {
-      const kernels::Projection wo{w.attn, static_cast<int>(s.q_width()), weight(b, L.wo), weight(b, L.bo), tail_counter(1)};
+      const kernels::Projection wo{w.attn, static_cast<int>(s.o_width()), weight(b, L.wo), weight(b, L.bo), tail_counter(1)};
       MOSAIC_CUDA_CHECK(kernels::norm_route_cuda(w.x, wo, nr, w.h, w.router, masks, s.norm_topk_prob, ids, w.topk_w, in.device.rows,
                                                  static_cast<int>(T), static_cast<int>(k), table, static_cast<int>(E), layer_slots(l),
                                                  slot_elements_, w.groups, stream_));
@@ -147,14 +150,12 @@ void CudaBackend::moe(std::int64_t layer, const StepInputs& in, MoeState& state,
   } else {
     for (const TokenGroup& g : in.groups)
       linear(w.h + g.begin * H, g.end - g.begin, H, weight(g.buffer, L.router), E, nullptr, false, w.router + g.begin * E);
-    if (fused_ && on_device) {
+    if (fused_route && on_device) {
       MOSAIC_CUDA_CHECK(kernels::route_cuda(w.router, masks, s.norm_topk_prob, ids, w.topk_w, in.device.rows, static_cast<int>(T),
                                             static_cast<int>(k), table, static_cast<int>(E), slots, layer_slots(l), slot_elements_,
                                             w.reroute_scratch, w.groups, stream_));
     } else {
-      if (masks) MOSAIC_CUDA_CHECK(kernels::mask_router_cuda(w.router, in.device.rows, table, static_cast<int>(T), static_cast<int>(E), stream_));
-      MOSAIC_CUDA_CHECK(kernels::router_topk_cuda(w.router, static_cast<int>(T), static_cast<int>(E), static_cast<int>(k), s.norm_topk_prob,
-                                                  ids, w.topk_w, stream_));
+      choose_experts(layer, in, masks, ids, w.topk_w);
     }
   }
 
@@ -171,7 +172,7 @@ void CudaBackend::moe(std::int64_t layer, const StepInputs& in, MoeState& state,
       MOSAIC_CUDA_CHECK(cudaStreamSynchronize(stream_));  // for the predicted ids
       prefetch(next, in, state, result);
     }
-    if (!fused_)
+    if (!fused_route)
       MOSAIC_CUDA_CHECK(kernels::reroute_cuda(ids, in.device.rows, static_cast<int>(T), static_cast<int>(k), table, static_cast<int>(E),
                                               slots, layer_slots(l), slot_elements_, w.reroute_scratch, w.groups, stream_));
     const int max_groups = static_cast<int>(std::min<std::int64_t>(P, slots));
@@ -192,15 +193,41 @@ void CudaBackend::moe(std::int64_t layer, const StepInputs& in, MoeState& state,
     MOSAIC_CUDA_CHECK(kernels::moe_combine_cuda(w.pair_out, w.groups.pos_of, w.topk_w, static_cast<int>(T), static_cast<int>(k),
                                                 static_cast<int>(H), w.x, stream_));
 
-  if (L.shared_gate < 0) return;
+  if (L.mlp_gate < 0) return;  // no shared expert
   const std::int64_t Is = s.shared_expert_intermediate;
   for (const TokenGroup& g : in.groups) {
     const std::int64_t n = g.end - g.begin;
     const float* h = w.h + g.begin * H;
+    if (L.shared_gate < 0) {  // DeepSeek: added as they are
+      swiglu(g.buffer, L, Is, h, n, true, w.x + g.begin * H);
+      continue;
+    }
     swiglu(g.buffer, L, Is, h, n, false, w.pair_out);  // pair_out is free after the combine
     linear(h, n, H, weight(g.buffer, L.shared_gate), 1, nullptr, false, w.gate);
     MOSAIC_CUDA_CHECK(kernels::add_gated_cuda(w.x + g.begin * H, w.pair_out, w.gate, static_cast<int>(n), static_cast<int>(H), stream_));
   }
+}
+
+void CudaBackend::choose_experts(std::int64_t layer, const StepInputs& in, bool masks, std::int32_t* ids, float* weights) {
+  const ModelSpec& s = spec_;
+  const auto l = static_cast<std::size_t>(layer);
+  const int T = static_cast<int>(in.tokens), E = static_cast<int>(s.num_experts), k = static_cast<int>(s.top_k);
+  Workspace& w = work_;
+  if (masks) MOSAIC_CUDA_CHECK(kernels::mask_router_cuda(w.router, in.device.rows, tables_[l].get<std::int32_t>(), T, E, stream_));
+  if (plain_router(s)) {
+    MOSAIC_CUDA_CHECK(kernels::router_topk_cuda(w.router, T, E, k, s.norm_topk_prob, ids, weights, stream_));
+    return;
+  }
+  const std::int64_t bias = layout_.layers[l].router_bias;
+  if (bias < 0) {
+    MOSAIC_CUDA_CHECK(kernels::router_choice_cuda(w.router, T, E, k, router_rule(s, nullptr), ids, weights, stream_));
+    return;
+  }
+  // The correction bias is each resident set's own.
+  for (const TokenGroup& g : in.groups)
+    MOSAIC_CUDA_CHECK(kernels::router_choice_cuda(w.router + g.begin * E, static_cast<int>(g.end - g.begin), E, k,
+                                                  router_rule(s, weight_fp32(g.buffer, bias)), ids + g.begin * k, weights + g.begin * k,
+                                                  stream_));
 }
 
 void CudaBackend::route_on_host(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result, std::int64_t next) {

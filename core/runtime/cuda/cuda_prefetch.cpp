@@ -18,8 +18,7 @@ void CudaBackend::predict(std::int64_t next, const StepInputs& in) {
   for (const TokenGroup& g : in.groups)
     linear(w.h + g.begin * H, g.end - g.begin, H, weight(g.buffer, layout_.layers[static_cast<std::size_t>(next)].router), E, nullptr,
            false, w.router + g.begin * E);
-  MOSAIC_CUDA_CHECK(kernels::router_topk_cuda(w.router, static_cast<int>(T), static_cast<int>(E), static_cast<int>(k), spec_.norm_topk_prob,
-                                              w.predicted_ids, w.predicted_w, stream_));
+  choose_experts(next, in, /*masks=*/false, w.predicted_ids, w.predicted_w);
   MOSAIC_CUDA_CHECK(cudaMemcpyAsync(predicted_host_.get(), w.predicted_ids, static_cast<std::size_t>(T * k) * sizeof(std::int32_t),
                                     cudaMemcpyDeviceToHost, stream_));
 }

@@ -119,14 +119,14 @@ kernels::L2Prefetch CudaBackend::ahead_of_output(std::int64_t layer, const StepI
   kernels::L2Prefetch f;
   if (!l2_prefetch_ || !fused_) return f;
   const LayerOffsets& L = layout_.layers[static_cast<std::size_t>(layer)];
-  const std::size_t bytes = static_cast<std::size_t>(spec_.hidden_size * spec_.q_width()) * sizeof(bf16_t);
+  const std::size_t bytes = static_cast<std::size_t>(spec_.hidden_size * spec_.o_width()) * sizeof(bf16_t);
   for (const TokenGroup& g : in.groups) f.add(weight(g.buffer, L.wo), bytes);  // the first kRanges groups'
   return f.limit(l2_bytes_ / 2);
 }
 
 kernels::L2Prefetch CudaBackend::ahead_of_qkv(std::int64_t layer, int buffer) const {
   kernels::L2Prefetch f;
-  if (!l2_prefetch_ || !fused_ || layer >= spec_.num_layers) return f;
+  if (!l2_prefetch_ || !fused_ || layer >= spec_.num_layers || spec_.mla) return f;  // MLA's projections are not these
   const LayerOffsets& L = layout_.layers[static_cast<std::size_t>(layer)];
   const auto H = static_cast<std::size_t>(spec_.hidden_size);
   f.add(weight(buffer, L.wq), H * static_cast<std::size_t>(spec_.q_width()) * sizeof(bf16_t));
@@ -164,57 +164,61 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
     bf16_t* kc = k_[static_cast<std::size_t>(l)].get<bf16_t>();
     bf16_t* vc = v_[static_cast<std::size_t>(l)].get<bf16_t>();
     if (alone && s.is_sparse(l)) mark(l, 0);
-    for (const TokenGroup& g : in.groups) {
-      const std::int64_t n = g.end - g.begin;
-      const int b = g.buffer;
-      float *x = w.x + g.begin * H, *h = w.h + g.begin * H;
-      float *q = w.q + g.begin * s.q_width(), *k = w.k + g.begin * s.kv_width(), *v = w.v + g.begin * s.kv_width();
-      if (fused_ && n <= kGemvRows) {  // the input norm folded into the projections: h is not written
-        const kernels::LinearPart parts[] = {{weight(b, L.wq), static_cast<int>(s.q_width()), weight(b, L.bq), q},
-                                             {weight(b, L.wk), static_cast<int>(s.kv_width()), weight(b, L.bk), k},
-                                             {weight(b, L.wv), static_cast<int>(s.kv_width()), weight(b, L.bv), v}};
-        kernels::RotaryWrite rotary{};
-        if (rotary_in_projection) {
-          const kernels::PagedQueries group_pq{pq.position + g.begin, pq.block_offset + g.begin, pq.blocks, pq.block_tokens};
-          rotary = {in.device.cos + g.begin * hd, in.device.sin + g.begin * hd, group_pq, nh, kvh, hd, kc, vc, tail_counter(0), prepare};
-          if (s.qk_norm != QkNorm::None) {
-            rotary.prepare.q_norm = weight(b, L.q_norm);
-            rotary.prepare.k_norm = weight(b, L.k_norm);
+    if (s.mla) {
+      latent_attention(l, in);
+    } else {
+      for (const TokenGroup& g : in.groups) {
+        const std::int64_t n = g.end - g.begin;
+        const int b = g.buffer;
+        float *x = w.x + g.begin * H, *h = w.h + g.begin * H;
+        float *q = w.q + g.begin * s.q_width(), *k = w.k + g.begin * s.kv_width(), *v = w.v + g.begin * s.kv_width();
+        if (fused_ && n <= kGemvRows) {  // the input norm folded into the projections: h is not written
+          const kernels::LinearPart parts[] = {{weight(b, L.wq), static_cast<int>(s.q_width()), weight(b, L.bq), q},
+                                               {weight(b, L.wk), static_cast<int>(s.kv_width()), weight(b, L.bk), k},
+                                               {weight(b, L.wv), static_cast<int>(s.kv_width()), weight(b, L.bv), v}};
+          kernels::RotaryWrite rotary{};
+          if (rotary_in_projection) {
+            const kernels::PagedQueries group_pq{pq.position + g.begin, pq.block_offset + g.begin, pq.blocks, pq.block_tokens};
+            rotary = {in.device.cos + g.begin * hd, in.device.sin + g.begin * hd, group_pq, nh, kvh, hd, kc, vc, tail_counter(0), prepare};
+            if (s.qk_norm != QkNorm::None) {
+              rotary.prepare.q_norm = weight(b, L.q_norm);
+              rotary.prepare.k_norm = weight(b, L.k_norm);
+            }
           }
+          MOSAIC_CUDA_CHECK(kernels::linear_parts_cuda(x, static_cast<int>(n), H, parts, 3, stream_, {weight(b, L.input_norm), eps}, rotary));
+        } else {
+          MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(x, weight(b, L.input_norm), static_cast<int>(n), H, eps, h, stream_));
+          linear(h, n, H, weight(b, L.wq), s.q_width(), weight(b, L.bq), false, q);
+          linear(h, n, H, weight(b, L.wk), s.kv_width(), weight(b, L.bk), false, k);
+          linear(h, n, H, weight(b, L.wv), s.kv_width(), weight(b, L.bv), false, v);
         }
-        MOSAIC_CUDA_CHECK(kernels::linear_parts_cuda(x, static_cast<int>(n), H, parts, 3, stream_, {weight(b, L.input_norm), eps}, rotary));
-      } else {
-        MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(x, weight(b, L.input_norm), static_cast<int>(n), H, eps, h, stream_));
-        linear(h, n, H, weight(b, L.wq), s.q_width(), weight(b, L.bq), false, q);
-        linear(h, n, H, weight(b, L.wk), s.kv_width(), weight(b, L.bk), false, k);
-        linear(h, n, H, weight(b, L.wv), s.kv_width(), weight(b, L.bv), false, v);
+        if (rotary_in_projection) continue;  // the norms and the clamp too
+        if (s.qk_norm == QkNorm::Whole) {  // OLMoE: over the whole projection
+          MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(q, weight(b, L.q_norm), static_cast<int>(n), static_cast<int>(s.q_width()), eps, q, stream_));
+          MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(k, weight(b, L.k_norm), static_cast<int>(n), static_cast<int>(s.kv_width()), eps, k, stream_));
+        }
+        if (s.clip_qkv) {
+          const auto c = static_cast<float>(*s.clip_qkv);
+          MOSAIC_CUDA_CHECK(kernels::clamp_cuda(q, n * s.q_width(), c, stream_));
+          MOSAIC_CUDA_CHECK(kernels::clamp_cuda(k, n * s.kv_width(), c, stream_));
+          MOSAIC_CUDA_CHECK(kernels::clamp_cuda(v, n * s.kv_width(), c, stream_));
+        }
+        if (s.qk_norm == QkNorm::PerHead) {  // Qwen3: per head
+          MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(q, weight(b, L.q_norm), static_cast<int>(n) * nh, hd, eps, q, stream_));
+          MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(k, weight(b, L.k_norm), static_cast<int>(n) * kvh, hd, eps, k, stream_));
+        }
       }
-      if (rotary_in_projection) continue;  // the norms and the clamp too
-      if (s.qk_norm == QkNorm::Whole) {  // OLMoE: over the whole projection
-        MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(q, weight(b, L.q_norm), static_cast<int>(n), static_cast<int>(s.q_width()), eps, q, stream_));
-        MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(k, weight(b, L.k_norm), static_cast<int>(n), static_cast<int>(s.kv_width()), eps, k, stream_));
+      if (fused_ && !rotary_in_projection) {
+        MOSAIC_CUDA_CHECK(kernels::rotary_kv_write_cuda(w.q, w.k, w.v, in.device.cos, in.device.sin, pq, T, nh, kvh, hd, kc, vc, stream_));
+      } else if (!fused_) {
+        MOSAIC_CUDA_CHECK(kernels::rope_cuda(w.q, in.device.cos, in.device.sin, T, nh, hd, stream_));
+        MOSAIC_CUDA_CHECK(kernels::rope_cuda(w.k, in.device.cos, in.device.sin, T, kvh, hd, stream_));
+        MOSAIC_CUDA_CHECK(kernels::kv_write_cuda(w.k, w.v, pq, T, kvh, hd, kc, vc, stream_));
       }
-      if (s.clip_qkv) {
-        const auto c = static_cast<float>(*s.clip_qkv);
-        MOSAIC_CUDA_CHECK(kernels::clamp_cuda(q, n * s.q_width(), c, stream_));
-        MOSAIC_CUDA_CHECK(kernels::clamp_cuda(k, n * s.kv_width(), c, stream_));
-        MOSAIC_CUDA_CHECK(kernels::clamp_cuda(v, n * s.kv_width(), c, stream_));
-      }
-      if (s.qk_norm == QkNorm::PerHead) {  // Qwen3: per head
-        MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(q, weight(b, L.q_norm), static_cast<int>(n) * nh, hd, eps, q, stream_));
-        MOSAIC_CUDA_CHECK(kernels::rms_norm_cuda(k, weight(b, L.k_norm), static_cast<int>(n) * kvh, hd, eps, k, stream_));
-      }
+      MOSAIC_CUDA_CHECK(kernels::paged_attention_cuda(w.q, pq, T, nh, kvh, hd, attention_positions, kc, vc, w.attn, tiles, stream_,
+                                                      {attention_split_.get(), attention_split_.bytes()}, ahead_of_output(l, in),
+                                                      tensor_core_attention_));
     }
-    if (fused_ && !rotary_in_projection) {
-      MOSAIC_CUDA_CHECK(kernels::rotary_kv_write_cuda(w.q, w.k, w.v, in.device.cos, in.device.sin, pq, T, nh, kvh, hd, kc, vc, stream_));
-    } else if (!fused_) {
-      MOSAIC_CUDA_CHECK(kernels::rope_cuda(w.q, in.device.cos, in.device.sin, T, nh, hd, stream_));
-      MOSAIC_CUDA_CHECK(kernels::rope_cuda(w.k, in.device.cos, in.device.sin, T, kvh, hd, stream_));
-      MOSAIC_CUDA_CHECK(kernels::kv_write_cuda(w.k, w.v, pq, T, kvh, hd, kc, vc, stream_));
-    }
-    MOSAIC_CUDA_CHECK(kernels::paged_attention_cuda(w.q, pq, T, nh, kvh, hd, attention_positions, kc, vc, w.attn, tiles, stream_,
-                                                    {attention_split_.get(), attention_split_.bytes()}, ahead_of_output(l, in),
-                                                    tensor_core_attention_));
     const bool on_device = s.is_sparse(l) && routable_on_device(l, in, state);
     // A one-set decode step's output projection is made by its routing launch (moe(), norm_route_cuda
     // with a Projection). A lone token's MoE layer is timed from its post-attention norm on, or from
@@ -223,7 +227,7 @@ void CudaBackend::forward(const StepInputs& in, MoeState& state, StepResult& res
     if (alone && s.is_sparse(l) && projects) mark(l, 1);
     if (!projects)
       for (const TokenGroup& g : in.groups)
-        linear(w.attn + g.begin * s.q_width(), g.end - g.begin, s.q_width(), weight(g.buffer, L.wo), H, weight(g.buffer, L.bo), true,
+        linear(w.attn + g.begin * s.o_width(), g.end - g.begin, s.o_width(), weight(g.buffer, L.wo), H, weight(g.buffer, L.bo), true,
                w.x + g.begin * H);
     if (alone && s.is_sparse(l) && !projects) mark(l, 1);
     if (!(on_device && norm_routes(in)))  // else moe() normalizes

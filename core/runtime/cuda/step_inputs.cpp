@@ -18,25 +18,56 @@ std::vector<float> inverse_frequencies(const ModelSpec& s) {
     for (double v : rope_inverse_frequencies(s)) f.push_back(static_cast<float>(v));
     return f;
   }
-  for (std::int64_t i = 0; i < s.head_dim; i += 2)
+  const std::int64_t d = s.rope_dim();  // MLA turns only its rotary part
+  for (std::int64_t i = 0; i < d; i += 2)
     // In float, as the CPU backend's at::pow on a float tensor computes it.
-    f.push_back(1.0f / std::pow(static_cast<float>(s.rope_theta), static_cast<float>(i) / static_cast<float>(s.head_dim)));
+    f.push_back(1.0f / std::pow(static_cast<float>(s.rope_theta), static_cast<float>(i) / static_cast<float>(d)));
   return f;
 }
 
 std::optional<std::string> cuda_unsupported(const ModelSpec& s) {
   std::string missing;
-  auto lacks = [&](bool yes, const char* what) {
-    if (yes) missing += (missing.empty() ? "" : ", ") + std::string(what);
+  auto lacks = [&](bool yes, const std::string& what) {
+    if (yes) missing += (missing.empty() ? "" : ", ") + what;
   };
-  lacks(s.mla.has_value(), "multi-head latent attention");
-  lacks(s.router_scoring != RouterScoring::Softmax, "sigmoid router scores");
-  lacks(s.expert_choice != ExpertChoice::TopK, "group-limited expert choice");
-  lacks(s.routed_scaling_factor != 1.0, "routed_scaling_factor");
-  lacks(s.shared_expert_intermediate > 0 && !s.shared_expert_gated, "ungated shared experts");
-  lacks(s.rope_interleaved, "interleaved rotary pairs");
+  if (s.mla) {
+    const kernels::LatentShape shape = latent_shape(s);
+    lacks(!kernels::latent_shape_valid(shape),
+          "latent attention rows wider than " + std::to_string(kernels::kMaxLatentRow) + " or of odd widths");
+    lacks(s.clip_qkv.has_value() || s.qk_norm != QkNorm::None, "q/k norms or clipping beside latent attention");
+  }
+  lacks(s.rope_interleaved && !s.mla, "interleaved rotary pairs outside latent attention");
+  lacks(s.num_experts > kernels::kRouterMaxExperts, "more than " + std::to_string(kernels::kRouterMaxExperts) + " experts");
+  lacks(s.num_experts > 0 && !plain_router(s) && !kernels::router_rule_valid(router_rule(s, nullptr), static_cast<int>(s.num_experts), static_cast<int>(s.top_k)),
+        "expert groups the device router does not take (at most " + std::to_string(kernels::kRouterMaxGroups) + ", dividing the experts)");
   if (missing.empty()) return std::nullopt;
   return std::string(s.model_type()) + " needs what the CUDA backend does not implement yet (" + missing + ")";
+}
+
+bool plain_router(const ModelSpec& s) {
+  return s.router_scoring == RouterScoring::Softmax && s.expert_choice == ExpertChoice::TopK && s.routed_scaling_factor == 1.0;
+}
+
+kernels::RouterRule router_rule(const ModelSpec& s, const float* bias) {
+  kernels::RouterRule r;
+  const bool sigmoid = s.router_scoring == RouterScoring::Sigmoid;
+  r.scores = sigmoid ? kernels::RouterScores::Sigmoid : kernels::RouterScores::Softmax;
+  // As core's route_tokens reads the spec: sigmoid scores rank groups by their two best, softmax ones
+  // by their best (GroupMax); a softmax with any other choice takes the plain top-k.
+  if (s.expert_choice != ExpertChoice::TopK && (sigmoid || s.expert_choice == ExpertChoice::GroupMax))
+    r.groups = sigmoid ? kernels::GroupRank::TopTwoSum : kernels::GroupRank::BestScore;
+  r.n_group = static_cast<int>(s.n_group);
+  r.topk_group = static_cast<int>(s.topk_group);
+  r.renormalize = s.norm_topk_prob;
+  r.scale = static_cast<float>(s.routed_scaling_factor);
+  r.bias = sigmoid ? bias : nullptr;
+  return r;
+}
+
+kernels::LatentShape latent_shape(const ModelSpec& s) {
+  const LatentAttention& a = *s.mla;
+  return {static_cast<int>(s.num_heads), static_cast<int>(a.nope_dim), static_cast<int>(a.rope_dim), static_cast<int>(a.v_dim),
+          static_cast<int>(a.kv_lora_rank), s.rope_interleaved};
 }
 
 StepInputs step_inputs(const StepBatch& batch, const ModelSpec& s, const std::vector<float>& inv_freq,

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/latent_attention.h"
+#include "kernels/router_topk.h"
 #include "model/model_spec.h"
 #include "runtime/step.h"
 
@@ -28,7 +30,7 @@ struct StepInputs {
   std::vector<std::int32_t> ids, rows, positions, block_offset;  // [tokens]
   std::vector<std::int32_t> blocks;    // each chunk's block list, concatenated
   std::vector<std::int32_t> wanted;    // token indices whose logits return, group by group
-  std::vector<float> cos, sin;         // [tokens, head_dim]
+  std::vector<float> cos, sin;         // [tokens, rope_dim()]: the rotary part's (head_dim but for MLA)
   std::vector<double> temperature;     // [wanted]: the draw's (StepChunk::draw_temperature); −1: the row returns whole
   std::int32_t max_positions = 0;      // the longest context any token of the step sees
   std::int64_t highest_block = -1;
@@ -66,6 +68,13 @@ std::vector<float> inverse_frequencies(const ModelSpec& spec);
 // Why the CUDA backend cannot serve `spec` (what of the architecture it does not implement), or
 // nullopt. The CPU backend serves every spec Mosaic reads.
 std::optional<std::string> cuda_unsupported(const ModelSpec& spec);
+// The model's router as the device's router_choice takes it (DeepSeek's scores, groups and scale);
+// `bias`: the device copy of e_score_correction_bias, or null.
+kernels::RouterRule router_rule(const ModelSpec& spec, const float* bias);
+// Whether the router is the plain softmax top-k that router_topk and the fused routing launches make.
+bool plain_router(const ModelSpec& spec);
+// DeepSeek's latent attention's sizes (spec.mla set).
+kernels::LatentShape latent_shape(const ModelSpec& spec);
 
 // The uploaded arrays packed back to back (each 256-byte aligned): the bytes, and where each starts.
 struct PackedInputs {
