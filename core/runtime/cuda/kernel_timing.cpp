@@ -112,6 +112,9 @@ class Timer {
 
 std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context, bool fused) {
   if (const auto why = unavailable()) throw DeviceError("device cuda", "", *why);
+  if (s.mla || !plain_router(s))  // the table times a Mixtral-like step's kernels, as bench-cuda's family has them
+    throw UnsupportedError("kernel timing", std::string(s.model_type()), "times grouped-query attention and a softmax top-k router only",
+                           "time DeepSeek's step as a whole (bench-cuda's decode rows)");
   if (context < 1 || context > kGraphPositions)
     throw InvalidArgument("kernel timing", "context", "is " + std::to_string(context),
                           "give 1 … " + std::to_string(kGraphPositions) + " positions, as a decode graph takes");
@@ -299,6 +302,9 @@ std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context, boo
 
 AttentionTime time_decode_attention(const ModelSpec& s, int context) {
   if (const auto why = unavailable()) throw DeviceError("device cuda", "", *why);
+  if (s.mla)
+    throw UnsupportedError("attention timing", std::string(s.model_type()), "times the paged grouped-query kernel, not latent attention",
+                           "time DeepSeek's step as a whole");
   if (context < 1 || context > kernels::kMaxAttentionPositions)
     throw InvalidArgument("attention timing", "context", "is " + std::to_string(context),
                           "give 1 … " + std::to_string(kernels::kMaxAttentionPositions) + " positions");
