@@ -453,6 +453,40 @@ class TestCli : public QObject {
     QCOMPARE(r.code, 2);
   }
 
+  // Issue 58 #11's bench at the fixture's size, on the CPU: a DeepSeek-V2 base and two adapters
+  // written as DeepSeek releases them, then served together; the numbers' shape, the latent cache's
+  // bytes, and a second run that reuses the family rather than writing it again.
+  void benchEsftWritesDeepSeekAdaptersAndServesThem() {
+    const fs::path dir = scratch("esft-bench"), json = scratch("esft-bench.json");
+    const QStringList common = args({"bench-esft", "--config"}) << path(fixture("deepseek_v2", "base") / "config.json")
+                                                                  << args({"--adapters", "2", "--tuned", "0.25", "--steps", "2", "--batch", "4", "--dir"})
+                                                                  << path(dir);
+    Run r = cli(QStringList(common) << QStringLiteral("--json") << path(json));
+    QVERIFY2(r.code == 0, qPrintable(r.err + r.out));
+    const auto cfg = nlohmann::json::parse(read_text(dir / "adapter-1" / "expert_cfg.json"));
+    QVERIFY(!cfg.contains("base_model") && cfg["shared_experts"] == false);
+    QCOMPARE(cfg["experts"].size(), std::size_t(2));  // the fixture's two MoE layers (layer 0 is dense)
+    for (const auto& [layer, ids] : cfg["experts"].items()) QCOMPARE(ids.size(), std::size_t(2));  // a quarter of 8
+    const SafetensorsFile adapter(dir / "adapter-1" / "model.safetensors");
+    QCOMPARE(adapter.tensors().size(), std::size_t(2 * 2 * 3));  // 2 layers × 2 experts × gate, up, down
+    for (const auto& t : adapter.tensors()) QVERIFY2(t.name.starts_with("layers."), t.name.c_str());
+    const auto out = nlohmann::json::parse(read_text(json));
+    QVERIFY(out["batch1"]["tpot_ms"].get<double>() > 0 && out["batch1"]["floor_ms"].get<double>() > 0);
+    QCOMPARE(out["mixed_batches"].size(), std::size_t(3));  // the base alone, 1 and 2 adapters
+    QCOMPARE(out["mixed_batches"][2]["adapters"].get<int>(), 2);
+    // 3 layers × (latent 32 + rotary key 8) fp32 values, against 4 heads × (16 + 8 + 16) each.
+    QCOMPARE(out["kv"]["bytes_per_token"].get<double>(), 3.0 * 40 * 4);
+    QCOMPARE(out["kv"]["full_kv_bytes_per_token"].get<double>(), 3.0 * 4 * 40 * 4);
+    const auto written = fs::last_write_time(dir / "base" / "model.safetensors");
+    r = cli(QStringList(common) << QStringLiteral("--write-only"));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    QVERIFY(fs::last_write_time(dir / "base" / "model.safetensors") == written);
+    // More layers than the config has: refused, naming the option.
+    r = cli(QStringList(common) << QStringLiteral("--layers") << QStringLiteral("9"));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("--layers 9")), qPrintable(r.err));
+  }
+
   // Every mistake on the command line in one format: "error: " naming the command, and the nearest
   // valid option for an unknown one (a probe found 27 range errors without the prefix).
   void commandLineMistakesShareOneFormat() {

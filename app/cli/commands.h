@@ -16,6 +16,7 @@ void add_merge_command(CLI::App& app);
 void add_bench_analysis_command(CLI::App& app);
 void add_bench_runtime_command(CLI::App& app);
 void add_bench_cuda_command(CLI::App& app);
+void add_bench_esft_command(CLI::App& app);
 void add_bench_device_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_report_command(CLI::App& app);

@@ -121,6 +121,7 @@ int main(int argc, char** argv) {
   mosaic::cli::add_bench_runtime_command(app);
   mosaic::cli::add_bench_serve_command(app);
   mosaic::cli::add_bench_cuda_command(app);
+  mosaic::cli::add_bench_esft_command(app);
   mosaic::cli::add_bench_device_command(app);
   mosaic::cli::add_bench_delta_command(app);
   mosaic::cli::add_bench_host_command(app);

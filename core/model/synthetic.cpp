@@ -1,5 +1,6 @@
 #include "model/synthetic.h"
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -7,6 +8,7 @@
 #include "common/error.h"
 #include "common/parallel.h"
 #include "model/dtype_convert.h"
+#include "model/esft_adapter.h"
 #include "model/safetensors.h"
 #include "model/weight_names.h"
 
@@ -15,20 +17,14 @@ namespace {
 
 bool is_norm(const std::string& name) { return name.find("norm.weight") != std::string::npos; }
 
-}  // namespace
-
-void write_synthetic_checkpoint(const std::filesystem::path& dir, const ModelSpec& spec, DType dtype, std::uint64_t seed,
-                                const std::function<std::uint64_t(const ExpectedTensor&)>& seed_of) {
-  if (dtype != DType::BF16 && dtype != DType::F16 && dtype != DType::F32)
-    throw InvalidArgument(dir.string(), "dtype", "synthetic weights are written as BF16, F16 or F32");
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) throw IoError(dir.string(), "", "cannot create folder: " + ec.message());
-
-  // Chunks of 2^20 values, each from its own generator seeded by (seed, chunk), filled on every core:
-  // deterministic for a seed whatever the thread count, and fast enough for multi-GB benchmark models.
+// Random values for `expected` (each tensor's from its seed, name and place), stored under the names
+// `stored_name` gives, in `dtype`.
+// Chunks of 2^20 values, each from its own generator seeded by (seed, chunk), filled on every core:
+// deterministic for a seed whatever the thread count, and fast enough for multi-GB benchmark models.
+void write_synthetic_tensors(const std::filesystem::path& file, const std::vector<ExpectedTensor>& expected, DType dtype, std::uint64_t seed,
+                             const std::function<std::uint64_t(const ExpectedTensor&)>& seed_of,
+                             const std::function<std::string(const std::string&)>& stored_name) {
   constexpr std::int64_t kChunk = std::int64_t(1) << 20;
-  const auto expected = expected_tensors(spec);
   std::vector<std::vector<std::byte>> storage;
   std::vector<TensorBytes> tensors;
   struct Job { std::size_t tensor; std::int64_t begin, end; std::uint64_t stream; };
@@ -61,8 +57,46 @@ void write_synthetic_checkpoint(const std::filesystem::path& dir, const ModelSpe
       }
     }
   });
-  for (std::size_t i = 0; i < expected.size(); ++i) tensors.push_back({expected[i].name, dtype, expected[i].shape, storage[i]});
-  write_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
+  for (std::size_t i = 0; i < expected.size(); ++i)
+    tensors.push_back({stored_name ? stored_name(expected[i].name) : expected[i].name, dtype, expected[i].shape, storage[i]});
+  write_safetensors(file, tensors, {{"format", "pt"}});
+}
+
+void create_folder(const std::filesystem::path& dir, DType dtype) {
+  if (dtype != DType::BF16 && dtype != DType::F16 && dtype != DType::F32)
+    throw InvalidArgument(dir.string(), "dtype", "synthetic weights are written as BF16, F16 or F32");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw IoError(dir.string(), "", "cannot create folder: " + ec.message());
+}
+
+}  // namespace
+
+void write_synthetic_checkpoint(const std::filesystem::path& dir, const ModelSpec& spec, DType dtype, std::uint64_t seed,
+                                const std::function<std::uint64_t(const ExpectedTensor&)>& seed_of) {
+  create_folder(dir, dtype);
+  write_synthetic_tensors(dir / "model.safetensors", expected_tensors(spec), dtype, seed, seed_of, {});
+  const std::string config = to_config_json(spec);
+  write_file_atomically(dir / "config.json", [&](std::ostream& out) { out << config; });
+}
+
+void write_synthetic_esft_adapter(const std::filesystem::path& dir, const ModelSpec& spec, const EsftAdapterConfig& cfg, DType dtype,
+                                  std::uint64_t seed) {
+  create_folder(dir, dtype);
+  std::vector<ExpectedTensor> tuned;
+  for (const ExpectedTensor& t : expected_tensors(spec)) {
+    if (!t.is_expert()) continue;
+    const auto it = cfg.experts.find(t.layer);
+    if (it != cfg.experts.end() && std::find(it->second.begin(), it->second.end(), t.expert) != it->second.end()) tuned.push_back(t);
+  }
+  // As DeepSeek releases them: the inner model's names ("layers.N.…"), DeepSeek's expert_cfg.json, and
+  // the base's config.json beside them.
+  write_synthetic_tensors(dir / "model.safetensors", tuned, dtype, seed, {}, [](const std::string& name) {
+    static const std::string prefix = "model.";
+    return name.starts_with(prefix) ? name.substr(prefix.size()) : name;
+  });
+  const std::string text = deepseek_expert_cfg_text(cfg, spec);
+  write_file_atomically(dir / kExpertCfgFile, [&](std::ostream& out) { out << text; });
   const std::string config = to_config_json(spec);
   write_file_atomically(dir / "config.json", [&](std::ostream& out) { out << config; });
 }

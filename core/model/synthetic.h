@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "model/dtype.h"
+#include "model/esft_adapter.h"
 #include "model/model_spec.h"
 #include "model/weight_names.h"
 
@@ -17,6 +18,12 @@ namespace mosaic {
 // make checkpoints that share tensors byte for byte.
 void write_synthetic_checkpoint(const std::filesystem::path& dir, const ModelSpec& spec, DType dtype, std::uint64_t seed,
                                 const std::function<std::uint64_t(const ExpectedTensor&)>& seed_of = {});
+
+// An ESFT adapter of `spec` as DeepSeek releases them (expert_cfg.json without base_model, the tuned
+// experts' tensors named "layers.N.…", the base's config.json): random values for the experts `cfg`
+// lists, from `seed`. It is served over the base listed before it.
+void write_synthetic_esft_adapter(const std::filesystem::path& dir, const ModelSpec& spec, const EsftAdapterConfig& cfg, DType dtype,
+                                  std::uint64_t seed);
 
 // A family of `variants` checkpoints in dir/v0 … (v0 the base): every variant's non-expert tensors
 // its own, its routed experts shared byte for byte with v0's where `shared(layer, expert)` says so,

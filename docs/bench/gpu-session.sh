@@ -21,7 +21,7 @@
 # failed step does not stop the stage: one call brings back everything it can. The synthetic families
 # (2 × 9.5 GB each) are written into build-gpu/, which the device keeps between calls while warm.
 set -uo pipefail
-stage=${1:?"which stage: prepare, quick, diagnose, mixtral, mixtral-qos, qos, check, bench, serve or restore (several run in turn in one call)"}
+stage=${1:?"which stage: prepare, quick, diagnose, mixtral, mixtral-qos, deepseek, qos, check, bench, serve or restore (several run in turn in one call)"}
 
 case $stage in
   prepare)
@@ -137,13 +137,27 @@ case $stage in
     # batched section times the three ways, its prefill section the four.
     step nvidia-smi 20 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm,clocks.max.mem --format=csv
     step ctest-gpu 200 ctest --test-dir build-gpu -L gpu --output-on-failure
-    newk="groupedExpertsOnTensorCoresMatchTheirReference routedExpertsMatchReference tiledPromptAttentionMatchesReference"
+    # Since 2026-11-30's second session: DeepSeek-V2/V3 on CUDA (issue 58), also written blind — its
+    # kernels below, and tst_cuda_backend's deepseekFamiliesAsOnTheCpuAndTransformers in ctest-gpu.
+    newk="groupedExpertsOnTensorCoresMatchTheirReference routedExpertsMatchReference tiledPromptAttentionMatchesReference deepseekRoutersMatchReference latentAttentionMatchesReference"
     step memcheck-new-kern 90 "$sanitizer" --tool memcheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk
     step racecheck-new-kern 90 "$sanitizer" --tool racecheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk
     step synccheck-new 60 "$sanitizer" --tool synccheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels groupedExpertsOnTensorCoresMatchTheirReference tiledPromptAttentionMatchesReference
     # A 4-layer family: the batched section's three ways, the prefill, the draws.
     step bench-cuda-4l 240 "$cli" bench-cuda --dir build-gpu/bench-cuda-4l --layers 4 --json "$out/bench-cuda-4l.json"
     step memcheck-new 150 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend decodeStepsOnASyntheticMidSizeFamily
+    step memcheck-deepseek 120 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend deepseekFamiliesAsOnTheCpuAndTransformers
+    ;;
+  deepseek)
+    # Issue 58 #11: DeepSeek-V2-Lite's own shapes (27 layers, about 31 GB bf16) and 8 ESFT adapters in
+    # DeepSeek's released format, each tuning 10 % of every MoE layer's experts (about 2.9 GB each),
+    # written on the device and served on CUDA: batch-1 decode against its floor, TPOT of batches over
+    # 1-8 adapters against the base alone, the latent cache against full K/V. transformers' generate
+    # on the same shapes first. About 6 minutes after a warm build; the family is deleted after.
+    d=build-gpu/deepseek-lite
+    step transformers-deepseek 150 env PYTHONUNBUFFERED=1 python3 docs/bench/transformers_deepseek_decode.py
+    step bench-esft 420 "$cli" bench-esft --device cuda --dir "$d" --json "$out/bench-esft.json"
+    rm -rf "$d"
     ;;
   diagnose)
     # The 2026-11-30 run: decodeStepsOnASyntheticMidSizeFamily's CUDA logits were 2.0-2.8 % from the CPU's
@@ -229,7 +243,7 @@ for r in c.execute('SELECT r.strategy, l.hits, l.layer_steps, l.attention_second
     for v in "$serving"/variant-*; do cp .device/tokenizer.json "$v/"; done
     qos_sweep "$serving" 24  # of a variant's 32 expert positions (4 layers × 8)
     ;;
-  *) echo "unknown stage '$stage': use prepare, quick, diagnose, mixtral, mixtral-qos, qos, check, bench, serve or restore" >&2; exit 2 ;;
+  *) echo "unknown stage '$stage': use prepare, quick, diagnose, mixtral, mixtral-qos, deepseek, qos, check, bench, serve or restore" >&2; exit 2 ;;
 esac
 done
 publish
