@@ -11,6 +11,9 @@ constexpr int kThreads = 128;
 constexpr int kHeadsPerBlock = kThreads / kWarp;  // the attention: a warp per head
 constexpr int kTile = kWarp;                      // the attention: cache rows staged at a time, a lane each for the scores
 constexpr int kWordsPerLane = (kMaxLatentRow / 2 + kWarp - 1) / kWarp;
+// The projections' blocks take this many tokens each (a grid dimension of their own): a prompt's
+// tokens spread over the GPU, each block's slice of W_UK or W_UV read once for its tokens.
+constexpr int kProjectionTokens = 8;
 
 // Pair i of the rotary part x [rope], turned by cos and sin rows of the token.
 __device__ __forceinline__ void turn_pair(const float* x, const float* cos, const float* sin, const LatentShape& s, int i, float* out) {
@@ -40,14 +43,15 @@ __global__ void latent_kv_write_kernel(const float* __restrict__ kv, const std::
   for (int i = threadIdx.x; i < s.rope; i += blockDim.x) to[s.rank + i] = __float2bfloat16_rn(turned[i]);
 }
 
-// Block (head, column chunk): a thread per latent column c, every token in turn; W_UK's row d is
-// read along c, coalesced. The chunk-0 blocks turn their head's rotary parts too.
+// Block (head, column chunk, token chunk): a thread per latent column c, the chunk's tokens in turn;
+// W_UK's row d is read along c, coalesced. The column-chunk-0 blocks turn their tokens' rotary parts.
 __global__ void latent_queries_kernel(const float* __restrict__ q, const std::uint16_t* __restrict__ kv_b, const float* __restrict__ cos,
                                       const float* __restrict__ sin, int tokens, LatentShape s, float* __restrict__ out) {
   wait_for_previous_grid();
   const int h = blockIdx.x, c = blockIdx.y * blockDim.x + threadIdx.x, in = s.nope + s.rope;
   const std::uint16_t* w = kv_b + static_cast<std::int64_t>(h) * (s.nope + s.v) * s.rank;
-  for (int t = 0; t < tokens; ++t) {
+  const int first = blockIdx.z * kProjectionTokens, last = first + kProjectionTokens < tokens ? first + kProjectionTokens : tokens;
+  for (int t = first; t < last; ++t) {
     const float* x = q + (static_cast<std::int64_t>(t) * s.heads + h) * in;
     float* y = out + (static_cast<std::int64_t>(t) * s.heads + h) * s.row();
     if (c < s.rank) {
@@ -137,7 +141,7 @@ __global__ void latent_attention_kernel(const float* __restrict__ q, PagedQuerie
 }
 
 // A warp per output column (head h, value j): lanes along the latent, W_UV's row read coalesced as
-// bf16 pairs; every token in turn.
+// bf16 pairs; the block's token chunk (blockIdx.y) in turn.
 __global__ void latent_values_kernel(const float* __restrict__ o, const std::uint16_t* __restrict__ kv_b, int tokens, LatentShape s,
                                      float* __restrict__ out) {
   wait_for_previous_grid();
@@ -145,7 +149,8 @@ __global__ void latent_values_kernel(const float* __restrict__ o, const std::uin
   if (column >= s.heads * s.v) return;  // whole warps
   const int h = column / s.v, j = column % s.v, rank_words = s.rank / 2;
   const auto* w = reinterpret_cast<const unsigned*>(kv_b + (static_cast<std::int64_t>(h) * (s.nope + s.v) + s.nope + j) * s.rank);
-  for (int t = 0; t < tokens; ++t) {
+  const int first = blockIdx.y * kProjectionTokens, last = first + kProjectionTokens < tokens ? first + kProjectionTokens : tokens;
+  for (int t = first; t < last; ++t) {
     const float* x = o + (static_cast<std::int64_t>(t) * s.heads + h) * s.rank;
     float acc = 0;
     for (int wd = lane; wd < rank_words; wd += kWarp) {
@@ -175,7 +180,8 @@ int latent_queries_cuda(const float* q, const bf16_t* kv_b, const float* cos, co
                         void* stream) {
   if (!latent_shape_valid(s)) return static_cast<int>(cudaErrorInvalidValue);
   if (tokens == 0) return static_cast<int>(cudaSuccess);
-  const dim3 grid(static_cast<unsigned>(s.heads), static_cast<unsigned>((s.rank + kThreads - 1) / kThreads));
+  const dim3 grid(static_cast<unsigned>(s.heads), static_cast<unsigned>((s.rank + kThreads - 1) / kThreads),
+                  static_cast<unsigned>((tokens + kProjectionTokens - 1) / kProjectionTokens));
   return launch_kernel(latent_queries_kernel, grid, kThreads, 0, as_stream(stream), q, kv_b, cos, sin, tokens, s, out);
 }
 
@@ -190,8 +196,9 @@ int latent_attention_cuda(const float* q, PagedQueries pq, int tokens, LatentSha
 int latent_values_cuda(const float* o, const bf16_t* kv_b, int tokens, LatentShape s, float* out, void* stream) {
   if (!latent_shape_valid(s)) return static_cast<int>(cudaErrorInvalidValue);
   if (tokens == 0) return static_cast<int>(cudaSuccess);
-  const int warps = kThreads / kWarp, blocks = (s.heads * s.v + warps - 1) / warps;
-  return launch_kernel(latent_values_kernel, blocks, kThreads, 0, as_stream(stream), o, kv_b, tokens, s, out);
+  const int warps = kThreads / kWarp;
+  const dim3 grid(static_cast<unsigned>((s.heads * s.v + warps - 1) / warps), static_cast<unsigned>((tokens + kProjectionTokens - 1) / kProjectionTokens));
+  return launch_kernel(latent_values_kernel, grid, kThreads, 0, as_stream(stream), o, kv_b, tokens, s, out);
 }
 
 }  // namespace mosaic::kernels

@@ -19,7 +19,7 @@ __global__ void router_choice_kernel(const float* __restrict__ logits, int token
   wait_for_previous_grid();
   const int token = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp;
   if (token >= tokens) return;
-  choose_of_row(logits + static_cast<long long>(token) * experts, experts, k, rule, ids + token * k, weights + token * k);
+  choose_of_row(logits + static_cast<long long>(token) * experts, experts, k, rule, token, ids + token * k, weights + token * k);
 }
 
 constexpr int kWarpsPerBlock = 4;

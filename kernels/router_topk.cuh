@@ -60,10 +60,23 @@ __device__ __forceinline__ void topk_of_row(const float* __restrict__ row, int e
 // DeepSeek's routers (RouterRule, router_topk.h) for one token's row, by one warp: lane holds
 // experts lane, lane+32, … with what each weighs if chosen and what choosing ranks; groups ranked by
 // a warp reduction each; then k rounds of a warp-wide argmax over the ranks of the kept groups.
-__device__ __forceinline__ void choose_of_row(const float* __restrict__ row, int experts, int k, const RouterRule& r,
+__device__ __forceinline__ void choose_of_row(const float* __restrict__ row, int experts, int k, const RouterRule& r, int token,
                                               std::int32_t* __restrict__ ids, float* __restrict__ weights) {
   constexpr int kPerLane = kRouterMaxExperts / kWarp;
   const int lane = threadIdx.x % kWarp;
+  // Masked gating: this lane's experts not resident for the token's row, where any of the row is.
+  unsigned absent = 0;
+  if (r.table) {
+    const std::int32_t* entry = r.table + static_cast<long long>(r.rows[token]) * experts;
+    int any = 0;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int e = lane + i * kWarp;
+      if (e < experts && entry[e] < 0) absent |= 1u << i;
+      any |= e < experts && entry[e] >= 0;
+    }
+    if (!__any_sync(0xffffffffu, any)) absent = 0;
+  }
   float weigh[kPerLane], rank[kPerLane];
   float m = -INFINITY;
 #pragma unroll
@@ -71,14 +84,14 @@ __device__ __forceinline__ void choose_of_row(const float* __restrict__ row, int
     const int e = lane + i * kWarp;
     const float x = e < experts ? (isnan(row[e]) ? -FLT_MAX : row[e]) : -INFINITY;
     rank[i] = x;  // the logit, for now
-    m = fmaxf(m, x);
+    if (!((absent >> i) & 1u)) m = fmaxf(m, x);
   }
   if (r.scores == RouterScores::Softmax) {
     m = warp_max(m);
     float s = 0;
 #pragma unroll
     for (int i = 0; i < kPerLane; ++i) {
-      weigh[i] = lane + i * kWarp < experts ? expf(rank[i] - m) : 0.0f;
+      weigh[i] = lane + i * kWarp < experts && !((absent >> i) & 1u) ? expf(rank[i] - m) : 0.0f;
       s += weigh[i];
     }
     s = warp_sum(s);
@@ -89,7 +102,7 @@ __device__ __forceinline__ void choose_of_row(const float* __restrict__ row, int
     for (int i = 0; i < kPerLane; ++i) {
       const int e = lane + i * kWarp;
       weigh[i] = 1.0f / (1.0f + expf(-rank[i]));
-      rank[i] = e >= experts || rank[i] == -INFINITY ? -INFINITY : weigh[i] + (r.bias ? r.bias[e] : 0.0f);
+      rank[i] = e >= experts || ((absent >> i) & 1u) ? -INFINITY : weigh[i] + (r.bias ? r.bias[e] : 0.0f);
     }
   }
   const bool grouped = r.groups != GroupRank::None;

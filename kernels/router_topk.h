@@ -26,9 +26,11 @@ int router_topk_cuda(const float* logits, int tokens, int experts, int k, bool r
 //   topk_group groups of highest sum of their two best ranks, the others at −∞. Renormalized with
 //   1e-20 in the denominator.
 // Then weights renormalized where asked and multiplied by `scale` (routed_scaling_factor). Groups
-// are n_group contiguous runs of experts / n_group. A logit of −∞ is a masked expert (mask_router):
-// never chosen while another may be. NaN counts as the lowest finite logit. Ties go to the lower id,
-// among groups too.
+// are n_group contiguous runs of experts / n_group. Masked gating (SwapMoE, as core's route_tokens
+// takes `absent`): with `table` and `rows` given, an expert whose entry in its token's table row is
+// negative (not resident) takes no softmax probability, and is ranked −∞ among sigmoid scores while
+// still weighing its score — unless no expert of the row is resident, which masks nothing. NaN counts
+// as the lowest finite logit. Ties go to the lower id, among groups too.
 enum class RouterScores : int { Softmax, Sigmoid };
 enum class GroupRank : int { None, BestScore, TopTwoSum };
 struct RouterRule {
@@ -38,6 +40,10 @@ struct RouterRule {
   bool renormalize = false;
   float scale = 1.0f;
   const float* bias = nullptr;  // [experts] fp32, or none: a host pointer for the reference, a device one for CUDA
+  // Masked gating: [targets, experts] reroute table and each token's row of it (host or device
+  // pointers, as `bias`); none: nothing masked.
+  const std::int32_t* table = nullptr;
+  const std::int32_t* rows = nullptr;
 };
 constexpr int kRouterMaxGroups = 32;
 // Whether a rule is one the kernel takes: groups dividing the experts, at most kRouterMaxGroups of

@@ -49,17 +49,20 @@ void router_choice_reference(const float* logits, int tokens, int experts, int k
   const int per_group = r.groups == GroupRank::None ? experts : experts / r.n_group;
   for (int t = 0; t < tokens; ++t) {
     const float* row = logits + static_cast<std::ptrdiff_t>(t) * experts;
+    const std::int32_t* entry = r.table ? r.table + static_cast<std::ptrdiff_t>(r.rows[t]) * experts : nullptr;
+    const bool masking = entry && std::any_of(entry, entry + experts, [](std::int32_t x) { return x >= 0; });
+    auto masked = [&](int e) { return masking && entry[e] < 0; };
     auto logit = [&](int e) { return std::isnan(row[e]) ? -FLT_MAX : row[e]; };
     if (r.scores == RouterScores::Softmax) {
       float top = -INFINITY;
-      for (int e = 0; e < experts; ++e) top = std::max(top, logit(e));
+      for (int e = 0; e < experts; ++e) top = std::max(top, masked(e) ? -INFINITY : logit(e));
       float sum = 0;
-      for (int e = 0; e < experts; ++e) sum += weigh[e] = std::exp(logit(e) - top);
+      for (int e = 0; e < experts; ++e) sum += weigh[e] = masked(e) ? 0.0f : std::exp(logit(e) - top);
       for (int e = 0; e < experts; ++e) rank[e] = weigh[e] /= sum;
     } else {
       for (int e = 0; e < experts; ++e) {
         weigh[e] = 1.0f / (1.0f + std::exp(-logit(e)));
-        rank[e] = logit(e) == -INFINITY ? -INFINITY : weigh[e] + (r.bias ? r.bias[e] : 0.0f);
+        rank[e] = masked(e) ? -INFINITY : weigh[e] + (r.bias ? r.bias[e] : 0.0f);
       }
     }
     if (r.groups != GroupRank::None) {

@@ -432,8 +432,9 @@ class TestCudaKernels : public QObject {
   }
 
   void deepseekRoutersMatchReference() {
-    // Random rows, one of them masked but for a few experts (mask_router's −∞), one with NaNs, one
-    // with exact ties: the same ids as the reference, weights within float rounding.
+    // Random rows, one with −∞ logits, one with NaNs, one with exact ties; then the same rows under
+    // masked gating (SwapMoE), through a table whose three rows hold every expert, two of them, none:
+    // the same ids as the reference, weights within float rounding.
     QFETCH(int, experts);
     QFETCH(int, k);
     QFETCH(int, scores);
@@ -462,8 +463,35 @@ class TestCudaKernels : public QObject {
     QCOMPARE(di.get(), ids);
     const std::vector<float> got = dw.get();
     for (std::size_t i = 0; i < w.size(); ++i) QVERIFY2(std::abs(got[i] - w[i]) <= 1e-5f * std::max(1.0f, std::abs(w[i])), qPrintable(QString::number(i)));
-    // The masked row chose among its unmasked experts only.
-    for (int j = 0; j < k; ++j) QVERIFY(ids[std::size_t(3 * k + j)] <= k);
+    // The row of −∞ logits chose among its finite ones first.
+    if (groups == 0)
+      for (int j = 0; j < k; ++j) QVERIFY(ids[std::size_t(3 * k + j)] <= k);
+
+    std::vector<std::int32_t> table(3 * std::size_t(experts), -1), rows(static_cast<std::size_t>(tokens));
+    for (int e = 0; e < experts; ++e) table[std::size_t(e)] = e;                  // row 0: every expert resident
+    table[std::size_t(experts)] = 0;                                               // row 1: experts 0 and E/2 alone
+    table[std::size_t(experts + experts / 2)] = 1;
+    for (int t = 0; t < tokens; ++t) rows[std::size_t(t)] = t % 3;                 // row 2: none resident, so none masked
+    Dev<std::int32_t> dtable(table), drows(rows);
+    RouterRule masked = rule;
+    masked.bias = bias ? dbias.p : nullptr;
+    masked.table = dtable.p;
+    masked.rows = drows.p;
+    CHECK_LAUNCH(router_choice_cuda(dl.p, tokens, experts, k, masked, di.p, dw.p, nullptr));
+    SYNCED();
+    masked.bias = bias ? correction.data() : nullptr;
+    masked.table = table.data();
+    masked.rows = rows.data();
+    router_choice_reference(logits.data(), tokens, experts, k, masked, ids.data(), w.data());
+    QCOMPARE(di.get(), ids);
+    const std::vector<float> got_masked = dw.get();
+    for (std::size_t i = 0; i < w.size(); ++i) QVERIFY2(std::abs(got_masked[i] - w[i]) <= 1e-5f * std::max(1.0f, std::abs(w[i])), qPrintable(QString::number(i)));
+    for (int t = 1; t < tokens; t += 3) {  // the two resident experts come first; past them, sigmoid's masked ones weigh their scores
+      const std::set<int> first(ids.begin() + std::ptrdiff_t(t) * k, ids.begin() + std::ptrdiff_t(t) * k + 2);
+      if (groups == 0 && std::isfinite(logits[std::size_t(t) * experts]) && std::isfinite(logits[std::size_t(t) * experts + std::size_t(experts / 2)]))
+        QVERIFY(first == (std::set<int>{0, experts / 2}));
+      for (int j = 2; j < k; ++j) QCOMPARE(w[std::size_t(t) * k + std::size_t(j)] > 0.0f, scores == 1);
+    }
     // A grouped rule whose kept groups hold fewer than k experts is refused, not run.
     if (groups != 0) {
       RouterRule tight = rule;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <numeric>
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -317,7 +318,8 @@ class TestForward : public QObject {
 
   // The CUDA backend's router (kernels' router_choice, checked against its reference on simt and the
   // GPU) chooses what route_tokens chooses: DeepSeek-V2's group-limited greedy, its greedy, V3's
-  // biased sigmoid groups, each on the fixtures' 8 experts and on 64 in 8 groups, masked or not.
+  // biased sigmoid groups, each on the fixtures' 8 experts and on 64 in 8 groups, masked (SwapMoE's
+  // gating, through a reroute table as the device masks) or not.
   void deviceRouterRuleChoosesAsRouteTokens() {
     std::vector<ModelSpec> specs;
     for (const std::string& config : {deepseek_v2_config(), deepseek_v3_config()}) {
@@ -339,23 +341,31 @@ class TestForward : public QObject {
       for (float& v : values) v = normal(gen);
       for (float& v : bias) v = 0.1f * normal(gen);
       for (bool masking : {false, true}) {
+        // Masked: every third expert of each token absent, or all but two (too few for the kept
+        // groups: masked experts are chosen and weigh their own scores). One table row per token.
         at::Tensor absent;
-        std::vector<float> masked = values;
-        if (masking) {  // every third expert of each token absent: the device masks with −∞
+        std::vector<std::int32_t> table(static_cast<std::size_t>(n * E)), rows(static_cast<std::size_t>(n));
+        std::iota(rows.begin(), rows.end(), 0);
+        if (masking) {
           absent = at::zeros({n, E}, at::kBool);
           for (std::int64_t t = 0; t < n; ++t)
-            for (std::int64_t e = t % 3; e < E; e += 3) {
-              absent.data_ptr<bool>()[t * E + e] = true;
-              masked[static_cast<std::size_t>(t * E + e)] = -INFINITY;
+            for (std::int64_t e = 0; e < E; ++e) {
+              const bool out = t % 4 == 3 ? e != 1 && e != E - 1 : e % 3 == t % 3;
+              absent.data_ptr<bool>()[t * E + e] = out;
+              table[static_cast<std::size_t>(t * E + e)] = out ? -1 : 0;
             }
         }
         const at::Tensor b = s.router_bias ? at::tensor(bias, at::kFloat) : at::Tensor();
         const cpu::Routed want = cpu::route_tokens(s, at::tensor(values, at::kFloat).view({n, E}), b, absent);
-        const kernels::RouterRule rule = cuda::router_rule(s, s.router_bias ? bias.data() : nullptr);
+        kernels::RouterRule rule = cuda::router_rule(s, s.router_bias ? bias.data() : nullptr);
         QVERIFY(kernels::router_rule_valid(rule, static_cast<int>(E), static_cast<int>(k)));
+        if (masking) {
+          rule.table = table.data();
+          rule.rows = rows.data();
+        }
         std::vector<std::int32_t> ids(static_cast<std::size_t>(n * k));
         std::vector<float> weights(ids.size());
-        kernels::router_choice_reference(masked.data(), static_cast<int>(n), static_cast<int>(E), static_cast<int>(k), rule, ids.data(), weights.data());
+        kernels::router_choice_reference(values.data(), static_cast<int>(n), static_cast<int>(E), static_cast<int>(k), rule, ids.data(), weights.data());
         const QString what = QStringLiteral("%1, %2 experts%3").arg(QString::fromStdString(std::string(s.model_type()))).arg(E).arg(masking ? QStringLiteral(", masked") : QString());
         for (std::int64_t j = 0; j < n * k; ++j) {
           QVERIFY2(ids[static_cast<std::size_t>(j)] == want.ids.data_ptr<std::int64_t>()[j], qPrintable(what + QStringLiteral(": pair %1: %2 vs %3").arg(j).arg(ids[static_cast<std::size_t>(j)]).arg(want.ids.data_ptr<std::int64_t>()[j])));

@@ -461,8 +461,8 @@ void CudaBackend::reserve_workspace(std::int64_t tokens, std::int64_t wanted) {
   part(&work_.x, T * H, 4);
   part(&work_.h, T * H, 4);
   part(&work_.q, T * s.q_width(), 4);
-  part(&work_.k, T * std::max(s.kv_width(), s.mla ? s.kv_cache_width() : 0), 4);  // MLA: kv_a_proj's output
-  part(&work_.v, T * s.kv_width(), 4);
+  part(&work_.k, T * (s.mla ? s.kv_cache_width() : s.kv_width()), 4);  // MLA: kv_a_proj's output
+  part(&work_.v, s.mla ? 1 : T * s.kv_width(), 4);
   part(&work_.attn, T * std::max(s.q_width(), s.o_width()), 4);
   const kernels::LatentShape latent = s.mla ? latent_shape(s) : kernels::LatentShape{};
   part(&work_.q_low, s.mla ? T * std::max<std::int64_t>(s.mla->q_lora_rank, 1) : 1, 4);

@@ -47,7 +47,9 @@ bool CudaBackend::routable_on_device(std::int64_t layer, const StepInputs& in, c
     for (std::int64_t e = 0; e < spec_.num_experts; ++e) {
       const std::int32_t slot = table.at(row, e);
       if (slot == RerouteTable::kMiss) {
-        if (!masked) return false;  // a miss needs the host's plan; a masked router never picks it
+        // A miss needs the host's plan. A masked router picks one only where DeepSeek's kept groups hold
+        // too few resident experts, and that pair is dropped, on the device as in the host's plan.
+        if (!masked) return false;
       } else if (slots[static_cast<std::size_t>(slot)].has_delta) {
         return false;
       }
@@ -213,21 +215,31 @@ void CudaBackend::choose_experts(std::int64_t layer, const StepInputs& in, bool 
   const auto l = static_cast<std::size_t>(layer);
   const int T = static_cast<int>(in.tokens), E = static_cast<int>(s.num_experts), k = static_cast<int>(s.top_k);
   Workspace& w = work_;
-  if (masks) MOSAIC_CUDA_CHECK(kernels::mask_router_cuda(w.router, in.device.rows, tables_[l].get<std::int32_t>(), T, E, stream_));
+  const std::int32_t* table = tables_[l].get<std::int32_t>();
   if (plain_router(s)) {
+    if (masks) MOSAIC_CUDA_CHECK(kernels::mask_router_cuda(w.router, in.device.rows, table, T, E, stream_));
     MOSAIC_CUDA_CHECK(kernels::router_topk_cuda(w.router, T, E, k, s.norm_topk_prob, ids, weights, stream_));
     return;
   }
+  // DeepSeek's routers mask inside the choice: a masked sigmoid expert still weighs its own score
+  // where too few resident ones leave it chosen (its pair is then dropped), as route_tokens weighs it.
   const std::int64_t bias = layout_.layers[l].router_bias;
+  auto rule = [&](int buffer, std::int64_t first) {
+    kernels::RouterRule r = router_rule(s, bias < 0 ? nullptr : weight_fp32(buffer, bias));
+    if (masks) {
+      r.table = table;
+      r.rows = in.device.rows + first;
+    }
+    return r;
+  };
   if (bias < 0) {
-    MOSAIC_CUDA_CHECK(kernels::router_choice_cuda(w.router, T, E, k, router_rule(s, nullptr), ids, weights, stream_));
+    MOSAIC_CUDA_CHECK(kernels::router_choice_cuda(w.router, T, E, k, rule(0, 0), ids, weights, stream_));
     return;
   }
   // The correction bias is each resident set's own.
   for (const TokenGroup& g : in.groups)
-    MOSAIC_CUDA_CHECK(kernels::router_choice_cuda(w.router + g.begin * E, static_cast<int>(g.end - g.begin), E, k,
-                                                  router_rule(s, weight_fp32(g.buffer, bias)), ids + g.begin * k, weights + g.begin * k,
-                                                  stream_));
+    MOSAIC_CUDA_CHECK(kernels::router_choice_cuda(w.router + g.begin * E, static_cast<int>(g.end - g.begin), E, k, rule(g.buffer, g.begin),
+                                                  ids + g.begin * k, weights + g.begin * k, stream_));
 }
 
 void CudaBackend::route_on_host(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result, std::int64_t next) {
