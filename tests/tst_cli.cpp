@@ -459,7 +459,7 @@ class TestCli : public QObject {
   void benchEsftWritesDeepSeekAdaptersAndServesThem() {
     const fs::path dir = scratch("esft-bench"), json = scratch("esft-bench.json");
     const QStringList common = args({"bench-esft", "--config"}) << path(fixture("deepseek_v2", "base") / "config.json")
-                                                                  << args({"--adapters", "2", "--tuned", "0.25", "--steps", "2", "--batch", "4", "--dir"})
+                                                                  << args({"--adapters", "2", "--tuned", "0.25", "--steps", "2", "--batch", "4", "--repeats", "1", "--dir"})
                                                                   << path(dir);
     Run r = cli(QStringList(common) << QStringLiteral("--json") << path(json));
     QVERIFY2(r.code == 0, qPrintable(r.err + r.out));

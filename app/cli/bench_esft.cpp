@@ -43,7 +43,7 @@ namespace {
 struct EsftBench {
   fs::path config, dir, json;
   std::int64_t layers = 0;  // 0: the config's
-  int adapters = 8, steps = 32, batch = 8;
+  int adapters = 8, steps = 32, batch = 8, repeats = 3;
   double tuned = 0.1;
   std::string device = "cpu";
   bool write_only = false;
@@ -145,19 +145,33 @@ void run(const EsftBench& o) {
   out["batch1"] = {{"tpot_ms", one * 1e3}, {"floor_ms", floor * 1e3}, {"bytes_per_token", per_token}};
 
   // A batch spread over the first m adapters (m = 0: the base alone), round robin.
-  std::printf("\nbatch of %d sequences, TPOT by the adapters it spreads over (against the base alone)\n", o.batch);
+  std::printf("\nbatch of %d sequences, TPOT by the adapters it spreads over (against the base alone; median of %d, rows interleaved)\n", o.batch,
+              o.repeats);
   nlohmann::ordered_json mixed = nlohmann::json::array();
   std::vector<int> spreads{0};  // 0 (the base alone), 1, 2, 4, … and every adapter
   for (int m = 1; m < o.adapters; m *= 2) spreads.push_back(m);
   spreads.push_back(o.adapters);
-  double base_only = 0;
-  for (const int m : spreads) {
-    std::vector<int> targets;
-    for (int i = 0; i < o.batch; ++i) targets.push_back(m == 0 ? 0 : 1 + i % m);
-    const double tpot = decode_seconds(rt, store, targets, o.steps);
-    if (m == 0) base_only = tpot;
-    std::printf("  %2d adapter%s  %8.3f ms   %+.1f %%\n", m, m == 1 ? " " : "s", tpot * 1e3, 100 * (tpot / base_only - 1));
-    mixed.push_back({{"adapters", m}, {"tpot_ms", tpot * 1e3}, {"against_base", tpot / base_only}});
+  // Each repeat times every row in turn, so that a machine whose speed drifts (a shared VM) moves
+  // all rows alike; each row's median is kept.
+  std::vector<std::vector<double>> times(spreads.size());
+  for (int r = 0; r < o.repeats; ++r)
+    for (std::size_t i = 0; i < spreads.size(); ++i) {
+      std::vector<int> targets;
+      for (int q = 0; q < o.batch; ++q) targets.push_back(spreads[i] == 0 ? 0 : 1 + q % spreads[i]);
+      times[i].push_back(decode_seconds(rt, store, targets, o.steps));
+    }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  const double base_only = median(times[0]);
+  for (std::size_t i = 0; i < spreads.size(); ++i) {
+    const int m = spreads[i];
+    const double tpot = median(times[i]);
+    const auto [low, high] = std::minmax_element(times[i].begin(), times[i].end());
+    std::printf("  %2d adapter%s  %8.3f ms   %+6.1f %%   (%d runs: %.3f–%.3f ms)\n", m, m == 1 ? " " : "s", tpot * 1e3, 100 * (tpot / base_only - 1),
+                o.repeats, *low * 1e3, *high * 1e3);
+    mixed.push_back({{"adapters", m}, {"tpot_ms", tpot * 1e3}, {"against_base", tpot / base_only}, {"runs_ms", times[i]}});
   }
   out["mixed_batches"] = mixed;
 
@@ -197,6 +211,7 @@ void add_bench_esft_command(CLI::App& app) {
   cmd->add_option("--tuned", o->tuned, "share of each MoE layer's experts an adapter tunes")->default_val(0.1)->check(CLI::Range(0.0, 1.0));
   add_count_option(cmd, "--steps", o->steps, "decode steps timed per row", 1, 100000);
   add_count_option(cmd, "--batch", o->batch, "sequences of the mixed batches", 1, 256);
+  add_count_option(cmd, "--repeats", o->repeats, "times each mixed-batch row is timed, the rows in turn (the median kept)", 1, 100);
   cmd->add_option("--device", o->device, "cpu or cuda")->default_val("cpu");
   cmd->add_option("--dir", o->dir, "where the family is written (reused when present)")->default_val("bench-esft-family");
   cmd->add_option("--json", o->json, "also write the numbers here");

@@ -5,10 +5,11 @@ python3 docs/bench/transformers_deepseek_decode.py [CONFIG [LAYERS]] (default: D
 config in sample_configs/, all 27 layers; give bench-esft's --layers where it ran fewer)."""
 import json
 import sys
-import time
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
+
+from generate_timing import ms_per_token
 
 path = sys.argv[1] if len(sys.argv) > 1 else "sample_configs/families/deepseek-v2-lite-esft/base/config.json"
 raw = json.load(open(path))
@@ -22,17 +23,6 @@ with torch.device("cuda"):
 prompt = torch.randint(0, config.vocab_size, (1, 16), device="cuda")
 
 
-def run(new_tokens):
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    model.generate(prompt, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
-    torch.cuda.synchronize()
-    return time.perf_counter() - t0
-
-
-with torch.no_grad():
-    run(8)  # warm-up
-    short, long = min(run(1) for _ in range(3)), min(run(33) for _ in range(3))
 print(f"transformers {__import__('transformers').__version__} torch {torch.__version__}: "
-      f"{(long - short) / 32 * 1e3:.2f} ms per output token (batch 1, bf16, {config.model_type}, {config.num_hidden_layers} layers, "
+      f"{ms_per_token(model, prompt, 32):.2f} ms per output token (batch 1, bf16, {config.model_type}, {config.num_hidden_layers} layers, "
       f"{torch.cuda.get_device_name()})")
