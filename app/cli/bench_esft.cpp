@@ -204,7 +204,7 @@ void add_bench_esft_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench-esft", "ExpertWeave's workload on a synthetic DeepSeek family and N ESFT adapters in DeepSeek's format: "
                                                "batch-1 decode against its floor, TPOT of batches mixed over adapters, the latent KV cache");
   auto o = std::make_shared<EsftBench>();
-  cmd->add_option("--config", o->config, "a DeepSeek config.json whose shapes the family takes")
+  cmd->add_option("--config", o->config, "a DeepSeek config.json whose shapes the family takes (the default is the repository's, from its root)")
       ->default_val("sample_configs/families/deepseek-v2-lite-esft/base/config.json");
   add_count_option<std::int64_t>(cmd, "--layers", o->layers, "the config's first layers only (0: all)", 0, 256);
   add_count_option(cmd, "--adapters", o->adapters, "ESFT adapters over the base", 1, 64);
