@@ -146,7 +146,7 @@ case $stage in
     # A 4-layer family: the batched section's three ways, the prefill, the draws.
     step bench-cuda-4l 240 "$cli" bench-cuda --dir build-gpu/bench-cuda-4l --layers 4 --json "$out/bench-cuda-4l.json"
     step memcheck-new 150 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend decodeStepsOnASyntheticMidSizeFamily
-    step memcheck-deepseek 120 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend deepseekFamiliesAsOnTheCpuAndTransformers
+    step memcheck-deepseek 120 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend "deepseekFamiliesAsOnTheCpuAndTransformers:deepseek_v3, fused"
     ;;
   deepseek)
     # Issue 58 #11: DeepSeek-V2-Lite's own shapes (27 layers, about 31 GB bf16) and 8 ESFT adapters in
