@@ -473,6 +473,10 @@ class TestCli : public QObject {
     const auto out = nlohmann::json::parse(read_text(json));
     QVERIFY(out["batch1"]["tpot_ms"].get<double>() > 0 && out["batch1"]["floor_ms"].get<double>() > 0);
     QCOMPARE(out["mixed_batches"].size(), std::size_t(3));  // the base alone, 1 and 2 adapters
+    // Two adapters over one base hold the base and their 2 × 2 layers × 2 tuned experts (3 × 24 × 64
+    // bf16 values each); two merged models hold two whole models.
+    const double merged = out["memory"]["merged_models_bytes"].get<double>();
+    QCOMPARE(out["memory"]["host_bytes"].get<double>(), merged / 2 + 2 * 2 * 2 * (3 * 24 * 64 * 2.0));
     QCOMPARE(out["mixed_batches"][2]["adapters"].get<int>(), 2);
     // 3 layers × (latent 32 + rotary key 8) fp32 values, against 4 heads × (16 + 8 + 16) each.
     QCOMPARE(out["kv"]["bytes_per_token"].get<double>(), 3.0 * 40 * 4);

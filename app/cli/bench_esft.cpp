@@ -5,6 +5,7 @@
 // (ESFT tunes about 10 %). The base's experts and every adapter's tuned ones resident (the esft
 // deployment: adapters share the base's non-expert set and are served by rerouting). On the device
 // asked for:
+//  - what N adapters over one base hold, host and device, against N merged models (issue 61 #8);
 //  - decode time per token at batch 1 on the base, against bytes read per token ÷ the read rate
 //    measured in the same run;
 //  - the TPOT of a batch whose sequences are spread over 1, 2, 4 … N adapters, against the same
@@ -137,6 +138,16 @@ void run(const EsftBench& o) {
           if (t == 0 || store.expert(t, l, e) != store.expert(0, l, e)) pins.push_back({l, e, t});
   Runtime rt(store, RuntimeConfig{.pinned = pins, .hit = HitPolicy::Strict, .device = device});
   rt.make_resident(std::vector<int>{store.set_of(0)});
+
+  // What N adapters over one base hold against N merged models (issue 61 #8), in the store's own
+  // bytes: the host holds each distinct tensor once; the device the base's set, its experts and
+  // every adapter's own.
+  const double model_bytes = double(store.non_expert_bytes()) + double(spec.num_sparse_layers() * spec.num_experts) * double(store.expert_bytes());
+  const double merged = double(o.adapters) * model_bytes;
+  std::printf("memory: %d adapters over one base hold %.2f GB on the host and %.2f GB of weights on the device, against %.2f GB for %d merged "
+              "models (%.1f×)\n", o.adapters, double(store.host_bytes()) / 1e9, double(rt.weight_bytes()) / 1e9, merged / 1e9, o.adapters,
+              merged / double(rt.weight_bytes()));
+  out["memory"] = {{"host_bytes", store.host_bytes()}, {"device_weight_bytes", rt.weight_bytes()}, {"merged_models_bytes", merged}};
 
   const double floor = per_token / read_rate;
   const double one = decode_seconds(rt, store, {0}, o.steps);
