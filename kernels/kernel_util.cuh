@@ -114,7 +114,8 @@ __device__ __forceinline__ void rotate_pair(float* v, const float* c, const floa
 }
 
 // One row's RMSNorm by the whole block: out = w ∘ row / sqrt(mean(row²) + eps). rms_norm_kernel's
-// body, and norm_route_kernel's first part (with as many threads, so that the two sum alike).
+// body, norm_route_kernel's first part (with as many threads, so that the two sum alike), and the
+// latent cache write's (latent_attention.cu).
 // shared32: 32 floats of shared memory. The row is read past L1, as a launch's last block must read
 // what the others wrote (last_block_done).
 __device__ __forceinline__ void rms_norm_row(const float* row, const std::uint16_t* w, int width, float eps, float* out, float* shared32) {

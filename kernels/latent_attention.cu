@@ -28,19 +28,15 @@ __global__ void latent_kv_write_kernel(const float* __restrict__ kv, const std::
                                        __nv_bfloat16* __restrict__ cache) {
   wait_for_previous_grid();
   __shared__ float shared32[32];
-  __shared__ float turned[kMaxLatentRow];
+  __shared__ float row[kMaxLatentRow];  // the normalized latent, then the turned rotary key
   const int t = blockIdx.x;
   const float* x = kv + static_cast<std::int64_t>(t) * s.row();
-  __nv_bfloat16* to = cache + cache_row(pq, t, pq.position[t]) * s.row();
-  float ss = 0;
-  for (int i = threadIdx.x; i < s.rank; i += blockDim.x) ss += x[i] * x[i];
-  const float scale = rsqrtf(block_sum(ss, shared32) / static_cast<float>(s.rank) + eps);
-  for (int i = threadIdx.x; i < s.rank; i += blockDim.x)
-    to[i] = __float2bfloat16_rn(bf16_bits_to_float(norm[i]) * (x[i] * scale));
+  rms_norm_row(x, norm, s.rank, eps, row, shared32);
   for (int i = threadIdx.x; i < s.rope / 2; i += blockDim.x)
-    turn_pair(x + s.rank, cos + static_cast<std::int64_t>(t) * s.rope, sin + static_cast<std::int64_t>(t) * s.rope, s, i, turned);
+    turn_pair(x + s.rank, cos + static_cast<std::int64_t>(t) * s.rope, sin + static_cast<std::int64_t>(t) * s.rope, s, i, row + s.rank);
   __syncthreads();
-  for (int i = threadIdx.x; i < s.rope; i += blockDim.x) to[s.rank + i] = __float2bfloat16_rn(turned[i]);
+  __nv_bfloat16* to = cache + cache_row(pq, t, pq.position[t]) * s.row();
+  for (int i = threadIdx.x; i < s.row(); i += blockDim.x) to[i] = __float2bfloat16_rn(row[i]);
 }
 
 // Block (head, column chunk, token chunk): a thread per latent column c, the chunk's tokens in turn;

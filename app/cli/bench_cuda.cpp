@@ -101,12 +101,7 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
                                 .programmatic_launches = way.pdl};
       Runtime rt(store, RuntimeConfig{.pinned = pin_all({0}), .hit = HitPolicy::Strict, .device = Device::Cuda, .cuda = options});
       rt.make_resident(std::vector<int>{store.set_of(0)});
-      StepDecoder d(rt, store, {0}, 16, 16 + steps + 8);
-      d.step();  // prefill
-      for (int i = 0; i < 3; ++i) d.step();  // warm-up (and the graph's capture)
-      double total = 0;
-      for (int i = 0; i < steps; ++i) total += d.step();
-      const double tpot = total / steps;
+      const double tpot = StepDecoder(rt, store, {0}, 16, 16 + steps + 8).mean_decode(steps);
       const std::string name = std::string(way.graphs ? "Mosaic, CUDA graphs" : "Mosaic, kernel by kernel") + (way.fused ? "" : ", unfused") +
                                (way.pdl ? ", programmatic" : "") + (way.prefetch ? "" : ", no L2 prefetch") + (way.timed ? "" : ", untimed");
       std::printf("  %-56s %8.3f ms   %.2f× the floor\n", name.c_str(), tpot * 1e3, tpot / floor);

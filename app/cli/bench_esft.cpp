@@ -66,14 +66,9 @@ EsftAdapterConfig drawn_experts(const ModelSpec& spec, std::int64_t count, std::
   return cfg;
 }
 
-// Mean seconds of `steps` decode steps of one sequence per target, after the prefill and 3 more.
+// Mean seconds of `steps` decode steps of one sequence per target.
 double decode_seconds(Runtime& rt, const HostStore& store, const std::vector<int>& targets, int steps) {
-  StepDecoder d(rt, store, targets, 16, 16 + steps + 8);
-  d.step();
-  for (int i = 0; i < 3; ++i) d.step();
-  double total = 0;
-  for (int i = 0; i < steps; ++i) total += d.step();
-  return total / steps;
+  return StepDecoder(rt, store, targets, 16, 16 + steps + 8).mean_decode(steps);
 }
 
 void run(const EsftBench& o) {

@@ -38,6 +38,14 @@ void StepDecoder::sample(const SamplingParams& p) {
   }
 }
 
+double StepDecoder::mean_decode(int steps, int warm_up) {
+  step();
+  for (int i = 0; i < warm_up; ++i) step();
+  double total = 0;
+  for (int i = 0; i < steps; ++i) total += step();
+  return total / steps;
+}
+
 double StepDecoder::step() {
   StepBatch batch;
   batch.sequences = static_cast<int>(target_.size());

@@ -25,6 +25,9 @@ class StepDecoder {
   // One step: each sequence's uncached tokens (its prompt first, then one token at a time; the
   // drawn or greedy token is appended). Returns the step's seconds.
   double step();
+  // On a fresh decoder: the prefill and `warm_up` steps (a graph's capture among them), then the mean
+  // seconds of `steps` decode steps.
+  double mean_decode(int steps, int warm_up = 3);
   const StepResult& last() const { return last_; }
   // The last step's chunks: tokens run and positions cached after them.
   struct Chunk {

@@ -1,6 +1,6 @@
 // DeepSeek's latent attention on the CUDA backend, in the absorbed form for every step (decode and
 // prefill alike): the cache holds each token's normalized latent and rotary key (kv_cache_width()
-// values, about 1/14 of full keys and values for V2-Lite), and no per-head key or value is ever made.
+// values, 1/8.9 of full keys and values for V2-Lite: bench-esft), and no per-head key or value is ever made.
 // A prefill could expand keys and values instead (fewer flops for long prompts); this path does not.
 // The projections run per resident-set group (each variant's weights), the attention over all
 // tokens at once. q_a_layernorm and kv_a_layernorm keep eps 1e-6, as transformers builds them.
