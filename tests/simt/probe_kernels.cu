@@ -131,6 +131,10 @@ int own_arguments(int threads, int step, int* out) {
   own_arguments_kernel<<<1, threads>>>(out, step);
   return last();
 }
+int own_arguments_on(cudaStream_t stream, int threads, int step, int* out) {
+  own_arguments_kernel<<<1, threads, 0, stream>>>(out, step);
+  return last();
+}
 int dynamic_shared(int threads, std::size_t bytes, float* out) {
   dynamic_shared_kernel<<<1, threads, bytes>>>(out);
   return last();

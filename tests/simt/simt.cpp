@@ -37,6 +37,8 @@ struct Thread {
   bool done = false;
   const char* waits_at = nullptr;  // the collective it waits in, for a deadlock's report
   unsigned waits_mask = 0;
+  const unsigned* gate_generation = nullptr;  // while it waits: the generation that must pass first,
+  unsigned blocked_at = 0;                    // so that the scheduler resumes it only when it can go on
   void* fake_stack = nullptr;  // ASan's, while switched out
 };
 
@@ -113,7 +115,8 @@ struct Gate {
 struct Warp {
   unsigned present = 0;  // lanes that exist (a block's last warp may be partial)
   unsigned exited = 0;
-  std::map<unsigned, Gate> gates;  // one per mask in use
+  Gate whole;                      // the full mask's, the one most collectives use: no lookup
+  std::map<unsigned, Gate> gates;  // one per other mask in use
 };
 
 struct Launch {
@@ -238,8 +241,11 @@ void wait(Gate& g, unsigned generation, const char* what, unsigned mask) {
   Thread& t = *current;
   t.waits_at = what;
   t.waits_mask = mask;
+  t.gate_generation = &g.generation;
+  t.blocked_at = generation;
   while (g.generation == generation) to_scheduler(false);
   t.waits_at = nullptr;
+  t.gate_generation = nullptr;
 }
 
 std::string where(const Thread& t) {
@@ -279,7 +285,7 @@ const std::uint64_t* exchange(unsigned mask, std::uint64_t mine) {
     std::fprintf(stderr, "simt: %s: %s calls a warp collective whose mask 0x%08x leaves it out\n", launch.kernel, where(t).c_str(), mask);
     std::abort();
   }
-  Gate& g = w.gates[mask];
+  Gate& g = mask == 0xffffffffu ? w.whole : w.gates[mask];
   const unsigned generation = g.generation;
   g.words[generation & 1u][t.lane] = mine;
   ++progress;
@@ -305,18 +311,23 @@ cudaError_t set_max_dynamic_shared(const void* kernel, int bytes) {
   return cudaSuccess;
 }
 
-cudaError_t run(const char* name, const void* kernel, dim3 grid, dim3 block, std::size_t shared, void (*body)(void*), void* context) {
+cudaError_t launch_error(const void* kernel, dim3 grid, dim3 block, std::size_t shared) {
   std::lock_guard lock(launching);
   const std::uint64_t n = std::uint64_t(block.x) * block.y * block.z;
-  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || n == 0 || n > 1024 || block.z > 64 || grid.y > 65535 || grid.z > 65535) {
-    fail(cudaErrorInvalidConfiguration);
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || n == 0 || n > 1024 || block.z > 64 || grid.y > 65535 || grid.z > 65535)
     return cudaErrorInvalidConfiguration;
-  }
   const auto allowed = max_dynamic_shared.count(kernel) ? max_dynamic_shared[kernel] : kSharedDefault;
-  if (shared > static_cast<std::size_t>(std::max(allowed, kSharedDefault))) {
-    fail(cudaErrorInvalidValue);
-    return cudaErrorInvalidValue;
+  if (shared > static_cast<std::size_t>(std::max(allowed, kSharedDefault))) return cudaErrorInvalidValue;
+  return cudaSuccess;
+}
+
+cudaError_t run(const char* name, const void* kernel, dim3 grid, dim3 block, std::size_t shared, void (*body)(void*), void* context) {
+  if (const cudaError_t e = launch_error(kernel, grid, block, shared)) {
+    fail(e);
+    return e;
   }
+  std::lock_guard lock(launching);
+  const std::uint64_t n = std::uint64_t(block.x) * block.y * block.z;
   // Shared memory starts as garbage on the GPU: here as NaNs, so that a read before a write shows.
   void* smem = shared ? ::operator new(shared) : nullptr;
   if (smem) std::memset(smem, 0xff, shared);
@@ -340,10 +351,12 @@ cudaError_t run(const char* name, const void* kernel, dim3 grid, dim3 block, std
         for (std::size_t i = 0; i < n; ++i) {
           threads[i].done = false;
           threads[i].waits_at = nullptr;
+          threads[i].gate_generation = nullptr;
           start(threads[i], i);
         }
         for (Warp& w : warps) {
           w.exited = 0;
+          w.whole = Gate{};
           w.gates.clear();
         }
         block_gate = Gate{};
@@ -364,7 +377,8 @@ cudaError_t run(const char* name, const void* kernel, dim3 grid, dim3 block, std
               warp_before = progress;
               for (std::size_t j = 0; j < count; ++j) {
                 const std::size_t i = first + (backwards ? count - 1 - j : j);
-                if (!threads[i].done) resume(threads[i], i);
+                const Thread& t = threads[i];
+                if (!t.done && !(t.gate_generation && *t.gate_generation == t.blocked_at)) resume(threads[i], i);
               }
             }
           }
@@ -402,37 +416,9 @@ extern "C" void simt_fiber_main(simt::detail::Thread* t) {
 uint3 threadIdx{}, blockIdx{};
 dim3 blockDim, gridDim;
 
-// ---- The runtime API.
-namespace {
-constexpr std::align_val_t kAlign{256};  // cudaMalloc's alignment
-}
+// ---- The runtime API: errors and the device's attributes (memory, streams and graphs: streams.cpp).
+void simt::detail::fail_launch(cudaError_t e) { fail(e); }
 
-cudaError_t cudaMalloc(void** p, std::size_t bytes) {
-  *p = nullptr;
-  if (bytes == 0) return cudaSuccess;
-  *p = ::operator new(bytes, kAlign, std::nothrow);
-  if (!*p) return cudaErrorMemoryAllocation;
-  std::memset(*p, 0xff, bytes);  // device memory starts as garbage: NaNs, so that a read before a write shows
-  return cudaSuccess;
-}
-cudaError_t cudaFree(void* p) {
-  if (p) ::operator delete(p, kAlign);
-  return cudaSuccess;
-}
-cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind) {
-  if (bytes) std::memmove(dst, src, bytes);
-  return cudaSuccess;
-}
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
-  return cudaMemcpy(dst, src, bytes, kind);
-}
-cudaError_t cudaMemset(void* p, int value, std::size_t bytes) {
-  if (bytes) std::memset(p, value, bytes);
-  return cudaSuccess;
-}
-cudaError_t cudaMemsetAsync(void* p, int value, std::size_t bytes, cudaStream_t) { return cudaMemset(p, value, bytes); }
-cudaError_t cudaDeviceSynchronize() { return cudaPeekAtLastError(); }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaPeekAtLastError(); }
 cudaError_t cudaGetLastError() {
   const cudaError_t e = simt::detail::last_error;
   simt::detail::last_error = cudaSuccess;
@@ -445,8 +431,14 @@ const char* cudaGetErrorString(cudaError_t e) {
     case cudaErrorInvalidValue: return "invalid argument";
     case cudaErrorMemoryAllocation: return "out of memory";
     case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNotReady: return "device not ready";
     case cudaErrorLaunchFailure: return "unspecified launch failure (simt: a deadlock, reported above)";
     case cudaErrorMisalignedAddress: return "misaligned address (simt: reported above)";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureImplicit: return "operation would make the legacy stream depend on a capturing blocking stream";
     default: return "unknown error";
   }
 }
@@ -454,13 +446,6 @@ cudaError_t cudaGetDevice(int* device) {
   *device = 0;
   return cudaSuccess;
 }
-// Streams: launches run in turn whatever the stream, so one is only a name.
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned) {
-  static char names;
-  *stream = reinterpret_cast<cudaStream_t>(&names);
-  return cudaSuccess;
-}
-cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaGetDeviceCount(int* count) {
   *count = 1;
   return cudaSuccess;
@@ -468,6 +453,8 @@ cudaError_t cudaGetDeviceCount(int* count) {
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int) {
   switch (attr) {
     case cudaDevAttrMultiProcessorCount: *value = simt::kMultiprocessors; return cudaSuccess;
+    case cudaDevAttrL2CacheSize: *value = simt::kL2Bytes; return cudaSuccess;
+    case cudaDevAttrComputeCapabilityMajor: *value = 9; return cudaSuccess;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = simt::kSharedOptIn; return cudaSuccess;
   }
   return cudaErrorInvalidValue;

@@ -17,6 +17,8 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -67,14 +69,25 @@ enum cudaError {
   cudaErrorMemoryAllocation = 2,
   cudaErrorInvalidConfiguration = 9,
   cudaErrorInvalidDeviceFunction = 98,
+  cudaErrorNoDevice = 100,
+  cudaErrorInvalidResourceHandle = 400,
+  cudaErrorNotReady = 600,
   cudaErrorMisalignedAddress = 716,
   cudaErrorLaunchFailure = 719,
+  cudaErrorStreamCaptureUnsupported = 900,
+  cudaErrorStreamCaptureInvalidated = 901,
+  cudaErrorStreamCaptureImplicit = 906,
 };
 typedef enum cudaError cudaError_t;
 struct CUstream_st;
 typedef CUstream_st* cudaStream_t;
 enum cudaMemcpyKind { cudaMemcpyHostToHost = 0, cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3, cudaMemcpyDefault = 4 };
-enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
+enum cudaDeviceAttr {
+  cudaDevAttrMultiProcessorCount = 16,
+  cudaDevAttrL2CacheSize = 38,
+  cudaDevAttrComputeCapabilityMajor = 75,
+  cudaDevAttrMaxSharedMemoryPerBlockOptin = 97
+};
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 
 cudaError_t cudaMalloc(void** p, std::size_t bytes);
@@ -106,6 +119,8 @@ namespace simt {
 constexpr int kMultiprocessors = 132;
 constexpr int kSharedDefault = 48 * 1024;
 constexpr int kSharedOptIn = 227 * 1024;
+constexpr int kL2Bytes = 50 * 1024 * 1024;
+constexpr std::size_t kDeviceMemory = std::size_t(80) << 30;  // what cudaMalloc hands out in all, at most
 
 namespace detail {
 
@@ -113,6 +128,11 @@ struct Thread;
 unsigned lane();
 
 cudaError_t set_max_dynamic_shared(const void* kernel, int bytes);
+cudaError_t launch_error(const void* kernel, dim3 grid, dim3 block, std::size_t shared);  // what the GPU refuses at launch
+// Work for `stream`: queued behind what is on it, done now on the legacy stream, or kept as a node of
+// the graph the stream is capturing (streams.cpp).
+void enqueue(cudaStream_t stream, std::function<void()> work);
+void fail_launch(cudaError_t e);  // kept as the last error, as a failed launch's is
 cudaError_t run(const char* name, const void* kernel, dim3 grid, dim3 block, std::size_t shared, void (*body)(void*), void* context);
 void* dynamic_shared();
 
@@ -143,20 +163,30 @@ T from_word(std::uint64_t w) {
 
 // `kernel<<<grid, block, shared, stream>>>(args…)` as rewrite_launches.cmake writes it, named for reports. Each thread
 // gets its own copy of the arguments, converted to the kernel's parameter types as CUDA converts them.
+// The arguments are converted when the launch is made, so a launch a graph captured (simt/streams.h)
+// replays with the values it was captured with, as on the GPU.
 template <class... P>
-auto launcher(const char* name, void (*kernel)(P...), dim3 grid, dim3 block, std::size_t shared = 0, cudaStream_t = nullptr) {
+auto launcher(const char* name, void (*kernel)(P...), dim3 grid, dim3 block, std::size_t shared = 0, cudaStream_t stream = nullptr) {
   return [=](auto&&... args) {
-    std::tuple<std::decay_t<P>...> params(static_cast<P>(args)...);
-    struct Call {
-      void (*kernel)(P...);
-      std::tuple<std::decay_t<P>...>* params;
-    } call{kernel, &params};
-    detail::run(name, reinterpret_cast<const void*>(kernel), grid, block, shared,
-                [](void* c) {
-                  auto* call = static_cast<Call*>(c);
-                  std::apply(call->kernel, *call->params);
-                },
-                &call);
+    // A launch the GPU would refuse fails when it is made, not when its stream gets to it.
+    if (const cudaError_t e = detail::launch_error(reinterpret_cast<const void*>(kernel), grid, block, shared)) {
+      detail::fail_launch(e);
+      return;
+    }
+    using Params = std::tuple<std::decay_t<P>...>;
+    auto params = std::make_shared<const Params>(static_cast<P>(args)...);
+    detail::enqueue(stream, [=] {
+      struct Call {
+        void (*kernel)(P...);
+        const Params* params;
+      } call{kernel, params.get()};
+      detail::run(name, reinterpret_cast<const void*>(kernel), grid, block, shared,
+                  [](void* c) {
+                    auto* call = static_cast<Call*>(c);
+                    std::apply(call->kernel, *call->params);
+                  },
+                  &call);
+    });
   };
 }
 
@@ -191,6 +221,16 @@ cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t* config, void (*kernel)(
   simt::launcher("a kernel launched by cudaLaunchKernelEx", kernel, config->gridDim, config->blockDim, config->dynamicSmemBytes,
                  config->stream)(std::forward<A>(args)...);
   return cudaPeekAtLastError();
+}
+
+// A kernel as compiled: for sm_90 (the H100 simt stands for), so programmatic launches are possible.
+struct cudaFuncAttributes {
+  int ptxVersion = 90, binaryVersion = 90;
+};
+template <class K>
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attributes, K*) {
+  *attributes = {};
+  return cudaSuccess;
 }
 
 template <class K>
@@ -334,3 +374,6 @@ inline long min(long a, long b) { return a < b ? a : b; }
 inline long max(long a, long b) { return a < b ? b : a; }
 inline float min(float a, float b) { return std::fmin(a, b); }
 inline float max(float a, float b) { return std::fmax(a, b); }
+
+// Streams, events, graphs, pinned memory and the device's properties: what the CUDA backend calls.
+#include "simt/streams.h"
