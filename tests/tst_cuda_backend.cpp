@@ -234,7 +234,7 @@ class TestCudaBackend : public QObject {
     for (const std::string& v : variants) {
       dirs.push_back(dir / v);
       if (!lite) continue;
-      dirs.back() = copy_checkpoint(dir / v, fs::path(tmp_.path().toStdString()) / ("v2-lite-routing-" + v));
+      dirs.back() = copy_checkpoint(dir / v, fs::path(tmp_.path().toStdString()) / "v2-lite-routing" / v);
       patch_config(dirs.back(), "topk_method", "greedy");
       patch_config(dirs.back(), "routed_scaling_factor", 1.0);
     }
@@ -339,6 +339,15 @@ class TestCudaBackend : public QObject {
     QFETCH(int, prompt);
     QFETCH(bool, pdl);
     QFETCH(bool, tensor);
+#if defined(MOSAIC_SIMT)
+    // A row takes about 55 s on simt (the tensor-core ones 200 s), so there: the steps kernel by kernel,
+    // and from graphs with attention split over positions. Unfused graphs are the DeepSeek rows' too;
+    // the tensor-core kernels are tst_cuda_kernels_simt's; launches that overlap (pdl) run one after
+    // the other on simt anyway.
+    const QString row = QString::fromLatin1(QTest::currentDataTag());
+    if (row != QStringLiteral("kernel by kernel") && row != QStringLiteral("a 300-token context, CUDA graphs"))
+      QSKIP("on the GPU only (tst_cuda_backend): simt runs two rows of this case");
+#endif
     const CudaOptions options{.graphs = graphs, .fused = fused, .tiled_attention = tiled, .device_route_pairs = tensor ? 1024 : 64,
                               .tensor_core_experts = tensor, .tensor_core_attention = tensor, .programmatic_launches = pdl};
     // Two bf16 variants of 4 layers (hidden 512, 8 experts of 1024): a prefill chunk per sequence
@@ -604,7 +613,11 @@ class TestCudaBackend : public QObject {
       int launches = 0;
       double weight_bytes = 0;
       for (const cuda::KernelTime& k : times) {
+#if defined(MOSAIC_SIMT)
+        QVERIFY2(k.seconds > 0, k.name.c_str());  // the CPU's time: no bound a GPU's would keep
+#else
         QVERIFY2(k.seconds > 0 && k.seconds < 1e-2, k.name.c_str());
+#endif
         launches += k.per_token;
         if (k.name != "attention") weight_bytes += k.per_token * k.bytes;
       }
