@@ -846,7 +846,10 @@ class TestEngine : public QObject {
     };
     EngineStats fcfs_stats, parking;
     const auto fcfs = serve({.switching = SwitchPolicy::Fcfs}, fcfs_stats);
-    const auto parked = serve({.switching = SwitchPolicy::Affinity, .park = true, .residency_seconds = 0}, parking);
+    // A bound of 50 ms, so that ft1's turn (its share of the work left, of the bound) ends while it
+    // decodes whatever this machine's step time: under the default 2 s an idle machine's Release build
+    // decoded all of ft1 within its turn in 1 run of 10, and nothing was parked.
+    const auto parked = serve({.switching = SwitchPolicy::Affinity, .max_wait_seconds = 0.05, .park = true, .residency_seconds = 0}, parking);
     QCOMPARE(fcfs_stats.parks, std::int64_t(0));
     QVERIFY2(parking.parks >= 1, qPrintable(QString::number(parking.parks)));
     QCOMPARE(parking.preemptions, std::int64_t(0));
