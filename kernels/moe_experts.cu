@@ -24,6 +24,23 @@ __global__ void mask_router_kernel(float* logits, const std::int32_t* rows, cons
   mask_row(logits + static_cast<std::int64_t>(t) * experts, table + static_cast<std::int64_t>(rows[t]) * experts, experts);
 }
 
+// A block a token: its norm over the block, then a thread a pair.
+constexpr int kImportanceThreads = 128;
+__global__ void importance_add_kernel(const float* h, int hidden, int k, const std::int32_t* ids, const float* weights,
+                                      const std::int32_t* rows, int experts, float* scores) {
+  __shared__ float shared32[kWarp];
+  wait_for_previous_grid();
+  const int t = blockIdx.x;
+  const float* x = h + static_cast<std::int64_t>(t) * hidden;
+  float ss = 0.0f;
+  for (int i = threadIdx.x; i < hidden; i += blockDim.x) ss += x[i] * x[i];
+  const float norm = sqrtf(block_sum(ss, shared32));
+  if (threadIdx.x >= k) return;
+  const std::int64_t pair = static_cast<std::int64_t>(t) * k + threadIdx.x;
+  if (ids[pair] < 0) return;
+  atomicAdd(scores + static_cast<std::int64_t>(rows[t]) * experts + ids[pair], norm * weights[pair]);
+}
+
 constexpr int kRerouteThreads = 1024;
 
 // Exclusive scan of one int per thread across the block; returns this thread's prefix, total in *total.
@@ -373,6 +390,14 @@ constexpr int kGroupTok = 4;
 int mask_router_cuda(float* logits, const std::int32_t* rows, const std::int32_t* table, int tokens, int experts, void* stream) {
   if (tokens == 0) return 0;
   return launch_kernel(mask_router_kernel, tokens, kWarp, 0, as_stream(stream), logits, rows, table, experts);
+}
+
+int importance_add_cuda(const float* h, int hidden, int tokens, int k, const std::int32_t* ids, const float* weights,
+                        const std::int32_t* rows, int experts, float* scores, void* stream) {
+  if (k > kImportanceThreads || k <= 0 || hidden <= 0) return static_cast<int>(cudaErrorInvalidValue);
+  if (tokens == 0) return 0;
+  return launch_kernel(importance_add_kernel, tokens, kImportanceThreads, 0, as_stream(stream), h, hidden, k, ids, weights, rows, experts,
+                       scores);
 }
 
 int reroute_cuda(const std::int32_t* ids, const std::int32_t* rows, int tokens, int k, const std::int32_t* table,

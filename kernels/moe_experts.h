@@ -32,6 +32,15 @@ int mask_router_cuda(float* logits, const std::int32_t* rows, const std::int32_t
                      void* stream);
 void mask_router_reference(float* logits, const std::int32_t* rows, const std::int32_t* table, int tokens, int experts);
 
+// SwapMoE's importance (eq. 1) of a step, without ‖E‖ (the host multiplies each expert's in): for each
+// token t and pair j, scores[rows[t], ids[t, j]] += ‖h_t‖ · weights[t, j]. h [tokens, hidden]; ids and
+// weights [tokens, k], the router's choice with every expert resident (pairs with an id < 0 add
+// nothing); scores [targets, experts], accumulated (atomically: the order of a score's terms varies).
+int importance_add_cuda(const float* h, int hidden, int tokens, int k, const std::int32_t* ids, const float* weights,
+                        const std::int32_t* rows, int experts, float* scores, void* stream);
+void importance_add_reference(const float* h, int hidden, int tokens, int k, const std::int32_t* ids, const float* weights,
+                              const std::int32_t* rows, int experts, float* scores);
+
 // ids [tokens, k] → groups. slots: the layer's slot count; slot s's weights at base + s·stride.
 // scratch: 2 · slots ints of device memory.
 int reroute_cuda(const std::int32_t* ids, const std::int32_t* rows, int tokens, int k, const std::int32_t* table,

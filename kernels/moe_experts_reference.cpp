@@ -16,6 +16,19 @@ void mask_router_reference(float* logits, const std::int32_t* rows, const std::i
   }
 }
 
+void importance_add_reference(const float* h, int hidden, int tokens, int k, const std::int32_t* ids, const float* weights,
+                              const std::int32_t* rows, int experts, float* scores) {
+  for (int t = 0; t < tokens; ++t) {
+    double ss = 0;
+    for (int i = 0; i < hidden; ++i) ss += double(h[static_cast<std::int64_t>(t) * hidden + i]) * h[static_cast<std::int64_t>(t) * hidden + i];
+    const double norm = std::sqrt(ss);
+    for (int j = 0; j < k; ++j) {
+      const std::int64_t pair = static_cast<std::int64_t>(t) * k + j;
+      if (ids[pair] >= 0) scores[static_cast<std::int64_t>(rows[t]) * experts + ids[pair]] += static_cast<float>(norm * weights[pair]);
+    }
+  }
+}
+
 void moe_experts_reference(const float* x_in, int tokens, int hidden, int inter, int k, const std::int32_t* slot_of,
                            const float* weights, const bf16_t* const* slot_weights, float* x) {
   std::vector<double> act(static_cast<std::size_t>(inter));

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <random>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -24,6 +25,7 @@
 #include "runtime/cuda/step_inputs.h"
 #include "runtime/cuda/kernel_timing.h"
 #include "runtime/engine.h"
+#include "runtime/forward.h"
 #include "test_support.h"
 
 using namespace mosaic;
@@ -573,6 +575,74 @@ class TestCudaBackend : public QObject {
     QVERIFY2(r.error.empty(), r.error.c_str());
     QCOMPARE(static_cast<std::int64_t>(r.tokens.size()), kTokens);
     for (const LayerCounts& c : r.stats.counters.layers) QVERIFY(c.alone.empty());
+  }
+
+  // SwapMoE on CUDA (issue 61 #1–3): three of eight experts resident a layer, two staging slots, an
+  // update every other step, the importance measured on the device and the copies queued on the copy
+  // stream behind the steps. After the prompt's step (before any update, so the same set on both) the
+  // device's importance is the CPU runtime's; then each step's logits are the CPU reference's masked to
+  // the set in force during that step, while the set changes — also after an update swapped in before
+  // its copies had landed (settle: without its wait for them, 4.7 % off on simt).
+  void virtualExpertsOnTheDevice() {
+    Family family;
+    family.add("base", fixture("mixtral", "base"));
+    const HostStore store(family);
+    const ModelSpec& s = store.spec();
+    std::vector<PinnedExpert> pinned;
+    for (std::int64_t l = 0; l < s.num_layers; ++l)
+      for (std::int64_t e = 0; e < 3 && s.is_sparse(l); ++e) pinned.push_back({l, e, 0});
+    auto config = [&](Device d) {
+      return RuntimeConfig{.pinned = pinned, .hit = HitPolicy::Strict, .miss = "masked",
+                           .virtual_experts = VirtualConfig{.update_every = 2, .shift = 1.0, .decay = 0.8, .staging = 2}, .device = d};
+    };
+    Runtime cpu(store, config(Device::Cpu)), rt(store, config(Device::Cuda));
+    const std::vector<std::int64_t> ids = prompt_of(40, 11, s.vocab_size);
+    const std::size_t prompt = 8;
+    std::vector<std::int32_t> blocks[2];
+    auto step = [&](Runtime& r, std::vector<std::int32_t>& held, std::size_t at, std::size_t n) {
+      KvBlockPool& kv = r.kv_blocks();
+      while (static_cast<std::int64_t>(held.size()) * kv.block_tokens() < static_cast<std::int64_t>(at + n)) held.push_back(*kv.allocate());
+      const int buffer = (r.make_resident(std::vector<int>{r.set_of(0)}), r.buffer_of(r.set_of(0)));
+      const std::span<const std::int64_t> chunk(ids.data() + at, n);
+      return r.run(StepBatch{{StepChunk{0, 0, buffer, chunk, static_cast<std::int64_t>(at), held, Emit::All}}, 1});
+    };
+    step(cpu, blocks[0], 0, prompt);
+    const auto model = Model::load(*family.find("base")->checkpoint);
+    KvCache cache(s, 1, static_cast<std::int64_t>(ids.size()));
+    std::set<std::vector<std::vector<bool>>> sets;
+    for (std::size_t at = 0; at < ids.size();) {
+      const std::size_t n = at == 0 ? prompt : 1;
+      // Midway, an update swapped in at once (settle), whether or not its copies have landed.
+      if (at == 24 || at == 25) rt.virtual_experts()->settle();
+      const StepResult r = step(rt, blocks[1], at, n);
+      if (at == 0) {
+        double worst = 0, largest = 0;
+        for (std::int64_t l = 0; l < s.num_layers; ++l)
+          for (std::int64_t e = 0; e < s.num_experts; ++e) {
+            const double want = cpu.virtual_experts()->importance().score(l, 0, e), got = rt.virtual_experts()->importance().score(l, 0, e);
+            worst = std::max(worst, std::abs(got - want));
+            largest = std::max(largest, want);
+          }
+        QVERIFY(largest > 0);
+        QVERIFY2(worst <= 2e-2 * largest, qPrintable(QStringLiteral("importance off by %1 of %2").arg(worst).arg(largest)));
+      }
+      // Tables change only between steps: the set now is the one the step ran with.
+      const auto allowed = rt.virtual_experts()->allowed(0);
+      sets.insert(allowed);
+      const std::span<const std::int64_t> chunk(ids.data() + at, n);
+      const double err = relative_error(r.logits.front().values, forward(*model, cache, chunk, LogitsFor::AllPositions, &allowed).values);
+      QVERIFY2(err <= 2e-2, qPrintable(QStringLiteral("step at token %1: %2").arg(at).arg(err)));
+      at += n;
+    }
+    const VirtualStats& st = rt.virtual_experts()->stats();
+    qInfo("%zu distinct sets over 33 steps; %lld updates, %lld experts swapped in, %lld steps overlapped a copy", sets.size(),
+          static_cast<long long>(st.updates), static_cast<long long>(st.swapped), static_cast<long long>(st.steps_overlapped));
+    QVERIFY2(sets.size() >= 3, qPrintable(QString::number(sets.size())));
+    QVERIFY(st.updates >= 2);
+    QCOMPARE(st.bytes, static_cast<std::uint64_t>(st.swapped) * store.expert_bytes());
+    QVERIFY(st.copy_seconds > 0);
+    rt.virtual_experts()->settle();
+    for (const auto& layer : rt.virtual_experts()->allowed(0)) QCOMPARE(std::count(layer.begin(), layer.end(), true), std::ptrdiff_t(3));
   }
 
   void deviceErrorsAreTyped() {

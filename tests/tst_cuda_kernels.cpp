@@ -324,6 +324,33 @@ class TestCudaKernels : public QObject {
     }
   }
 
+  // SwapMoE's importance of a step: every pair's ‖h‖ · g added at its row and expert, onto what the
+  // scores held (pairs with id −1 add nothing); repeated experts sum atomically. Odd hidden sizes,
+  // one token, and k as large as DeepSeek-V3's 8.
+  void importanceAddMatchesReference() {
+    for (const auto& [tokens, hidden, k, experts] :
+         std::vector<std::tuple<int, int, int, int>>{{1, 64, 2, 8}, {13, 333, 2, 8}, {40, 1000, 8, 64}, {7, 31, 6, 16}}) {
+      const auto h = randn(std::size_t(tokens) * hidden);
+      std::vector<std::int32_t> ids(std::size_t(tokens) * k), rows(static_cast<std::size_t>(tokens));
+      std::vector<float> w(ids.size());
+      std::mt19937 pick(std::uint32_t(tokens * 31 + k));
+      for (std::size_t i = 0; i < ids.size(); ++i) {
+        ids[i] = i % 5 == 4 ? -1 : std::int32_t(pick() % std::uint32_t(experts));
+        w[i] = float(pick() % 1000) / 1000.0f;
+      }
+      for (int t = 0; t < tokens; ++t) rows[std::size_t(t)] = t % 3;
+      std::vector<float> scores(std::size_t(3) * experts);
+      for (std::size_t i = 0; i < scores.size(); ++i) scores[i] = float(i % 7);  // accumulated onto
+      Dev<float> dh(h), dw(w), ds(scores);
+      Dev<std::int32_t> di(ids), dr(rows);
+      CHECK_LAUNCH(importance_add_cuda(dh.p, hidden, tokens, k, di.p, dw.p, dr.p, experts, ds.p, nullptr));
+      SYNCED();
+      importance_add_reference(h.data(), hidden, tokens, k, ids.data(), w.data(), rows.data(), experts, scores.data());
+      QVERIFY2(rel(ds.get(), scores) < 1e-5, qPrintable(QStringLiteral("%1 tokens, k %2").arg(tokens).arg(k)));
+    }
+    QCOMPARE(importance_add_cuda(nullptr, 8, 1, 0, nullptr, nullptr, nullptr, 8, nullptr, nullptr), int(cudaErrorInvalidValue));
+  }
+
   void maskedRouterMatchesReference() {
     const int tokens = 9, experts = 12, k = 3;
     auto logits = randn(std::size_t(tokens) * experts, 2.0f);

@@ -68,6 +68,11 @@ class Backend {
   // every such copy has arrived.
   virtual TierRead copy_behind(std::int64_t layer, SlotRef slot, ExpertId expert) { return load_expert(layer, slot, expert); }
   virtual bool copies_landed() { return true; }
+  // Whether copy_behind only queues its copies (on a device's copy engine, say) and returns at once:
+  // then virtual experts call it on the engine's thread, needing no copy thread of their own.
+  virtual bool queues_copies() const { return false; }
+  // Waits until every copy_behind has landed (a backend that queues them; the others' have).
+  virtual void await_copies() {}
   // Fills a resident-set buffer with the store's non-expert set `set`, copying only the tensors that
   // differ from what the buffer holds; returns the host bytes read.
   virtual std::uint64_t load_set(int buffer, int set) = 0;

@@ -52,9 +52,6 @@ void check_config(const HostStore& store, const RuntimeConfig& c) {
       throw InvalidArgument("runtime", "virtual experts", "gate over the resident experts only, never loading a miss",
                             "use the masked miss policy");
     if (c.whole_model_swaps) bad("virtual experts", "cannot be combined with time-sharing");
-    if (c.device == Device::Cuda)
-      throw InvalidArgument("runtime", "virtual experts", "run on the CPU backend only: the CUDA backend does not measure importance yet",
-                            "serve them with --device cpu");
     check_virtual_config(v, s);
     if (!c.pinned_if_room.empty()) bad("virtual experts", "cannot pin while room: every pinned slot is a virtual expert that updates may swap");
   }

@@ -58,8 +58,9 @@ void VirtualExperts::after_step() {
   if (swaps.empty()) return;
   pending_ = std::move(swaps);
   copied_.store(false, std::memory_order_relaxed);
-  // A priced device's copies are queued on its own link, behind the steps: no thread needed.
-  if (!config_.asynchronous || priced_) {
+  // A priced device's copies are queued on its own link, behind the steps, and a device's that queues
+  // them on its copy engine (CUDA's) too: no thread needed.
+  if (!config_.asynchronous || priced_ || backend_.queues_copies()) {
     copy(pending_);
     return;
   }
@@ -87,6 +88,7 @@ void VirtualExperts::copy(const std::vector<Swap>& swaps) {
     copy_error_ = std::current_exception();
   }
   pending_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  copies_queued_at_ = t0;
   copied_.store(true, std::memory_order_release);
 }
 
@@ -185,6 +187,8 @@ void VirtualExperts::commit() {
   std::vector<Swap> swaps = std::move(pending_);
   pending_.clear();
   if (copy_error_) std::rethrow_exception(std::exchange(copy_error_, nullptr));
+  // Swapped in before a step found them landed (settle): the next step must not read a slot under way.
+  if (backend_.queues_copies()) backend_.await_copies();
   for (const Swap& s : swaps) {
     const auto li = static_cast<std::size_t>(s.layer);
     SlotPool& pool = *pools_[li];
@@ -201,7 +205,10 @@ void VirtualExperts::commit() {
   stats_.swapped += static_cast<std::int64_t>(swaps.size());
   stats_.bytes += pending_bytes_;
   // On a priced device: from the copies' start to the step boundary at which they had landed.
-  stats_.copy_seconds += priced_ ? *backend_.device_seconds() - copies_began_ : pending_seconds_;
+  // Copies a device queued: from their start to the step boundary that found them landed (at most that).
+  stats_.copy_seconds += priced_                    ? *backend_.device_seconds() - copies_began_
+                         : backend_.queues_copies() ? std::chrono::duration<double>(std::chrono::steady_clock::now() - copies_queued_at_).count()
+                                                    : pending_seconds_;
 }
 
 // Every row's entry for one expert, from what the layer's slots hold now: the row's own copy, or

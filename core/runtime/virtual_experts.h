@@ -10,6 +10,7 @@
 // importance comes from the drawn routes (every expert's norm alike) and the copies ride its link
 // behind the steps (Backend::copy_behind), priced on its clock.
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -39,7 +40,8 @@ struct VirtualStats {
   std::int64_t swapped = 0;           // experts swapped in
   std::uint64_t bytes = 0;            // host bytes they copied
   double copy_seconds = 0;            // wall time of those copies, on the copy path (a simulated
-                                      // device: its seconds until they had landed)
+                                      // device: its seconds until they had landed; CUDA's copy
+                                      // engine: until a step boundary found them landed)
   std::int64_t steps_overlapped = 0;  // steps that began while an update's copies were in flight
 };
 
@@ -100,6 +102,7 @@ class VirtualExperts {
   std::atomic<bool> copied_{false};
   std::uint64_t pending_bytes_ = 0;  // written by the copier before copied_, read after
   double pending_seconds_ = 0;
+  std::chrono::steady_clock::time_point copies_queued_at_;  // a backend that queues copies: when they were
   std::exception_ptr copy_error_;
 };
 

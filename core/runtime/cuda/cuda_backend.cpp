@@ -118,6 +118,7 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
   MOSAIC_CUDA_CHECK(cudaEventCreateWithFlags(&copied_, cudaEventDisableTiming));
   MOSAIC_CUDA_CHECK(cudaEventCreateWithFlags(&computed_, cudaEventDisableTiming));
   MOSAIC_CUDA_CHECK(cudaEventCreateWithFlags(&prefetched_, cudaEventDisableTiming));
+  MOSAIC_CUDA_CHECK(cudaEventCreateWithFlags(&behind_, cudaEventDisableTiming));
   MOSAIC_CUDA_CHECK(cublas().create(&cublas_));
   MOSAIC_CUDA_CHECK(cublas().set_stream(cublas_, stream_));
   // Every distinct host byte in pinned memory when the host tier holds them all in RAM (the family
@@ -164,6 +165,9 @@ CudaBackend::CudaBackend(const HostStore& store, const BackendShape& shape)
     held_.emplace_back(store.non_expert_names().size(), -1);
     MOSAIC_CUDA_CHECK(cudaEventCreateWithFlags(&filled_.emplace_back(), cudaEventDisableTiming));
   }
+  const auto importance_bytes = static_cast<std::size_t>(s.num_layers * store.targets() * s.num_experts) * sizeof(float);
+  importance_.resize(importance_bytes);
+  importance_host_.resize(importance_bytes);
   tables_.resize(static_cast<std::size_t>(s.num_layers));
   uploaded_.resize(static_cast<std::size_t>(s.num_layers));
   for (std::int64_t l = 0; l < s.num_layers; ++l)
@@ -224,6 +228,7 @@ CudaBackend::~CudaBackend() {
   if (copied_) cudaEventDestroy(copied_);
   if (computed_) cudaEventDestroy(computed_);
   if (prefetched_) cudaEventDestroy(prefetched_);
+  if (behind_) cudaEventDestroy(behind_);
   if (stream_) cudaStreamDestroy(stream_);
   if (copy_) cudaStreamDestroy(copy_);
   if (fill_) cudaStreamDestroy(fill_);
@@ -381,6 +386,23 @@ TierRead CudaBackend::issue_expert_copy(std::int64_t layer, SlotRef slot, Expert
   return bytes;
 }
 
+TierRead CudaBackend::copy_behind(std::int64_t layer, SlotRef slot, ExpertId expert) {
+  // Between steps (after_step), into a slot no table names until the update commits: the copy
+  // stream carries it while the next steps compute.
+  const TierRead bytes = issue_expert_copy(layer, slot, expert);
+  MOSAIC_CUDA_CHECK(cudaEventRecord(behind_, copy_));
+  return bytes;
+}
+
+bool CudaBackend::copies_landed() {
+  const cudaError_t e = cudaEventQuery(behind_);
+  if (e == cudaErrorNotReady) return false;
+  MOSAIC_CUDA_CHECK(e);
+  return true;
+}
+
+void CudaBackend::await_copies() { MOSAIC_CUDA_CHECK(cudaEventSynchronize(behind_)); }
+
 TierRead CudaBackend::load_expert(std::int64_t layer, SlotRef slot, ExpertId expert) {
   const TierRead bytes = issue_expert_copy(layer, slot, expert);
   // Called between steps (pinning, whole-model swaps): done when it returns, so its time is real.
@@ -480,6 +502,8 @@ void CudaBackend::reserve_workspace(std::int64_t tokens, std::int64_t wanted) {
   part(&work_.topk_ids, s.num_layers * P, 4);
   part(&work_.predicted_ids, P, 4);
   part(&work_.predicted_w, P, 4);
+  part(&work_.unmasked_ids, P, 4);
+  part(&work_.unmasked_w, P, 4);
   part(&work_.narrow, std::max({T * std::max({H, s.q_width(), s.o_width(), s.mla ? s.mla->q_lora_rank : 0, mlp_width}), P * std::max(H, I)}), 2);
   std::int64_t most_slots = shape_.scratch_slots;
   for (std::int64_t n : shape_.layer_slots) most_slots = std::max(most_slots, n);

@@ -73,6 +73,8 @@ struct Workspace {
   std::int32_t *topk_ids;  // [layers][tokens · k]: kept for the host's bookkeeping after the step
   std::int32_t* predicted_ids;  // [tokens · k]: the next MoE layer's top-k over this layer's input (prefetch)
   float* predicted_w;
+  std::int32_t* unmasked_ids;  // [tokens · k]: the router's choice with every expert resident (SwapMoE's importance)
+  float* unmasked_w;
   bf16_t* narrow;          // bf16 copies of activations for cuBLAS
   int* reroute_scratch;
   kernels::GroupedPairs groups;
@@ -91,6 +93,11 @@ class CudaBackend final : public Backend {
   bool set_ready(int buffer) override;
   void wait_set(int buffer) override;
   StepResult run(const StepBatch& batch, MoeState& moe) override;
+  // Virtual experts' updates: queued on the copy stream behind the steps, landed when its event is.
+  TierRead copy_behind(std::int64_t layer, SlotRef slot, ExpertId expert) override;
+  bool copies_landed() override;
+  bool queues_copies() const override { return true; }
+  void await_copies() override;
 
  private:
   // Copies, converting to bf16 through `staging`, on `stream`: expert loads on the copy stream, set
@@ -148,6 +155,11 @@ class CudaBackend final : public Backend {
   // (router_topk for the plain softmax, router_choice for DeepSeek's) — its resident set's bias read
   // from `buffer`. Masks first where the policy masks the router.
   void choose_experts(std::int64_t layer, const StepInputs& in, bool masks, std::int32_t* ids, float* weights);
+  // SwapMoE's importance of `layer` in this step (MoeState::importance set): the unmasked choice over
+  // w.router, and each pair's ‖h‖ · g added on the device into importance_ (kernels::importance_add_cuda).
+  void add_importance(std::int64_t layer, const StepInputs& in);
+  // After the step's last wait: what the step added, into the host's ExpertImportance (‖E‖ there).
+  void read_importance(MoeState& state) const;
   // The MoE block of `layer` over every token: x += experts(h) (+ the shared expert). `on_device`:
   // routable_on_device(layer, …), as forward() found it just before. `project`: the attention's
   // output projection (w.attn into x) is still to be made, in the routing launch (norm_routes).
@@ -203,6 +215,13 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr, copy_ = nullptr, fill_ = nullptr;
   std::vector<cudaEvent_t> filled_;  // [buffers]: recorded after a set fill's last copy
   cudaEvent_t copied_ = nullptr, computed_ = nullptr, prefetched_ = nullptr;
+  cudaEvent_t behind_ = nullptr;  // after the last copy_behind
+  // SwapMoE's importance (MoeState::importance): a step's sums of ‖h‖ · g per [layer, target, expert],
+  // zeroed before the step and copied back with its logits (no wait of its own); norm_routes is then
+  // off, as the routing launch masks the logits the importance reads.
+  bool measures_importance_ = false;
+  DeviceBuffer importance_;
+  PinnedBuffer importance_host_;
   std::vector<cudaEvent_t> layer_marks_;  // [layers][3]: layer start, expert block start, its end
   cublasHandle_t cublas_ = nullptr;
 

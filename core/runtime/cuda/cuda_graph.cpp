@@ -43,7 +43,7 @@ void CudaBackend::run_graph(StepInputs& in, MoeState& state, StepResult& result)
   // A graph per shape: the token count, which rows return whole or as draws (and how many draws'
   // keys come back: the copy's size is captured), and each buffer group's token and logit ranges
   // and whether its head reads its rows in place.
-  std::vector<std::int64_t> shape{in.tokens, in.whole_rows(), in.draws(), in.sampled_rows()};
+  std::vector<std::int64_t> shape{in.tokens, in.whole_rows(), in.draws(), in.sampled_rows(), measures_importance_ ? 1 : 0};
   for (const TokenGroup& g : in.groups)
     shape.insert(shape.end(), {g.buffer, g.begin, g.end, g.wanted_begin, g.wanted_end, head_in_place(in, g) ? 1 : 0});
   for (std::int64_t l = 0; l < spec_.num_layers; ++l) routed_on_device_[static_cast<std::size_t>(l)] = spec_.is_sparse(l);

@@ -21,6 +21,7 @@
 #include "runtime/cuda/cublas_library.h"
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/grouped_plan.h"
+#include "runtime/expert_importance.h"
 
 namespace mosaic::cuda {
 namespace {
@@ -31,7 +32,7 @@ constexpr std::int32_t kLargeGroup = 16;      // pairs: from here a group goes t
 
 bool CudaBackend::norm_routes(const StepInputs& in) const {
   // One set's rows (one norm and one router), a router one block reads quickly, and pairs for a warp.
-  return fused_ && plain_router(spec_) && in.groups.size() == 1 && spec_.num_experts <= kernels::kNormRouteMaxExperts &&
+  return fused_ && !measures_importance_ && plain_router(spec_) && in.groups.size() == 1 && spec_.num_experts <= kernels::kNormRouteMaxExperts &&
          in.tokens * spec_.top_k <= kernels::kNormRouteMaxPairs;
 }
 
@@ -152,6 +153,7 @@ void CudaBackend::moe(std::int64_t layer, const StepInputs& in, MoeState& state,
   } else {
     for (const TokenGroup& g : in.groups)
       linear(w.h + g.begin * H, g.end - g.begin, H, weight(g.buffer, L.router), E, nullptr, false, w.router + g.begin * E);
+    if (measures_importance_) add_importance(layer, in);  // before the routing masks w.router
     if (fused_route && on_device) {
       MOSAIC_CUDA_CHECK(kernels::route_cuda(w.router, masks, s.norm_topk_prob, ids, w.topk_w, in.device.rows, static_cast<int>(T),
                                             static_cast<int>(k), table, static_cast<int>(E), slots, layer_slots(l), slot_elements_,
@@ -240,6 +242,25 @@ void CudaBackend::choose_experts(std::int64_t layer, const StepInputs& in, bool 
   for (const TokenGroup& g : in.groups)
     MOSAIC_CUDA_CHECK(kernels::router_choice_cuda(w.router + g.begin * E, static_cast<int>(g.end - g.begin), E, k, rule(g.buffer, g.begin),
                                                   ids + g.begin * k, weights + g.begin * k, stream_));
+}
+
+void CudaBackend::add_importance(std::int64_t layer, const StepInputs& in) {
+  const ModelSpec& s = spec_;
+  Workspace& w = work_;
+  choose_experts(layer, in, /*masks=*/false, w.unmasked_ids, w.unmasked_w);
+  float* scores = importance_.get<float>() + layer * store_.targets() * s.num_experts;
+  MOSAIC_CUDA_CHECK(kernels::importance_add_cuda(w.h, static_cast<int>(s.hidden_size), static_cast<int>(in.tokens), static_cast<int>(s.top_k),
+                                                 w.unmasked_ids, w.unmasked_w, in.device.rows, static_cast<int>(s.num_experts), scores, stream_));
+}
+
+void CudaBackend::read_importance(MoeState& state) const {
+  const ModelSpec& s = spec_;
+  const float* sums = importance_host_.get<float>();
+  const int targets = store_.targets();
+  for (std::int64_t l = 0; l < s.num_layers; ++l)
+    for (int r = 0; r < targets; ++r)
+      for (std::int64_t e = 0; e < s.num_experts; ++e)
+        if (const float v = sums[(l * targets + r) * s.num_experts + e]; v != 0.0f) state.importance->add(l, r, e, v, 1.0);
 }
 
 void CudaBackend::route_on_host(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result, std::int64_t next) {

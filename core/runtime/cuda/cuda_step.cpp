@@ -37,6 +37,8 @@ StepResult CudaBackend::run(const StepBatch& batch, MoeState& state) {
     MOSAIC_CUDA_CHECK(cudaStreamSynchronize(copy_));
     prefetch_layer_ = -1;
   }
+  measures_importance_ = state.importance != nullptr;
+  if (measures_importance_) MOSAIC_CUDA_CHECK(cudaMemsetAsync(importance_.get(), 0, importance_.bytes(), stream_));
   if (graphable(in, state)) {
     run_graph(in, state, result);
   } else {
@@ -50,7 +52,10 @@ StepResult CudaBackend::run(const StepBatch& batch, MoeState& state) {
     in.device = device_inputs(inputs_.get<std::byte>(), packed);
     forward(in, state, result, in.max_positions);
   }
+  if (measures_importance_)
+    MOSAIC_CUDA_CHECK(cudaMemcpyAsync(importance_host_.get(), importance_.get(), importance_.bytes(), cudaMemcpyDeviceToHost, stream_));
   MOSAIC_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  if (measures_importance_) read_importance(state);
 
   // The wanted rows in the order step_inputs listed them: whole, or drawn from what the step prepared.
   const float* data = logits_host_.get<float>();
