@@ -139,7 +139,7 @@ case $stage in
     step ctest-gpu 200 ctest --test-dir build-gpu -L gpu --output-on-failure
     # Since 2026-11-30's second session: DeepSeek-V2/V3 on CUDA (issue 58), also written blind — its
     # kernels below, and tst_cuda_backend's deepseekFamiliesAsOnTheCpuAndTransformers in ctest-gpu.
-    newk="groupedExpertsOnTensorCoresMatchTheirReference routedExpertsMatchReference tiledPromptAttentionMatchesReference deepseekRoutersMatchReference latentAttentionMatchesReference"
+    newk="groupedExpertsOnTensorCoresMatchTheirReference routedExpertsMatchReference tiledPromptAttentionMatchesReference deepseekRoutersMatchReference latentAttentionMatchesReference importanceAddMatchesReference"
     step memcheck-new-kern 90 "$sanitizer" --tool memcheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk
     step racecheck-new-kern 90 "$sanitizer" --tool racecheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk
     step synccheck-new 60 "$sanitizer" --tool synccheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels groupedExpertsOnTensorCoresMatchTheirReference tiledPromptAttentionMatchesReference
@@ -147,6 +147,8 @@ case $stage in
     step bench-cuda-4l 240 "$cli" bench-cuda --dir build-gpu/bench-cuda-4l --layers 4 --json "$out/bench-cuda-4l.json"
     step memcheck-new 150 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend decodeStepsOnASyntheticMidSizeFamily
     step memcheck-deepseek 120 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend "deepseekFamiliesAsOnTheCpuAndTransformers:deepseek_v3, fused"
+    # Since 2026-11-30's third session: SwapMoE on CUDA (issue 61 #1-3), run on simt only so far.
+    step memcheck-virtual 60 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend virtualExpertsOnTheDevice
     ;;
   deepseek)
     # Issue 58 #11: DeepSeek-V2-Lite's own shapes (27 layers, about 31 GB bf16) and 8 ESFT adapters in
