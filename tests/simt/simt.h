@@ -12,7 +12,9 @@
 // A thread runs until it waits, so one thread of a block runs ahead of the others (the first, or in
 // every other block the last): a missing __syncthreads shows as a wrong result. Not checked: memory ordering (compute-sanitizer's racecheck,
 // on the GPU) and speed. A thread spinning on memory another thread of its block writes would never
-// yield (no kernel here does). One launch at a time, from any one thread.
+// yield (no kernel here does). One launch at a time, from any one thread. A launch on a stream other
+// than the legacy one waits in that stream's queue until something waits for the stream, and the
+// backend's streams, events, graphs, virtual memory and cuBLAS are simt's too (simt/streams.h).
 #include <bit>
 #include <cmath>
 #include <cstddef>
