@@ -188,7 +188,7 @@ void VirtualExperts::commit() {
   pending_.clear();
   if (copy_error_) std::rethrow_exception(std::exchange(copy_error_, nullptr));
   // Swapped in before a step found them landed (settle): the next step must not read a slot under way.
-  if (backend_.queues_copies()) backend_.await_copies();
+  backend_.await_copies();
   for (const Swap& s : swaps) {
     const auto li = static_cast<std::size_t>(s.layer);
     SlotPool& pool = *pools_[li];

@@ -149,21 +149,29 @@ cudaError_t cudaMalloc(void** p, std::size_t bytes) {
   std::memset(*p, 0xff, bytes);  // device memory starts as garbage: NaNs, so that a read before a write shows
   return cudaSuccess;
 }
-// Frees wait for the device, as CUDA's do: whatever is queued may still use the memory.
-cudaError_t cudaFree(void* p) {
+
+namespace {
+
+// cudaFree and cudaFreeHost: they wait for the device, as CUDA's do (whatever is queued may still use
+// the memory), and free only what `allocations` holds.
+cudaError_t release(std::map<const void*, std::size_t>& allocations, std::size_t& held, void* p) {
   if (const cudaError_t e = forbidden_while_capturing()) return e;
   if (!p) return cudaSuccess;
   flush_all(/*blocking_only=*/false);
   {
     const std::lock_guard lock(state);
-    const auto it = device_allocations.find(p);
-    if (it == device_allocations.end()) return cudaErrorInvalidValue;  // not cudaMalloc's
-    device_held -= it->second;
-    device_allocations.erase(it);
+    const auto it = allocations.find(p);
+    if (it == allocations.end()) return cudaErrorInvalidValue;  // not this allocator's
+    held -= it->second;
+    allocations.erase(it);
   }
   ::operator delete(p, kAlign);
   return cudaSuccess;
 }
+
+}  // namespace
+
+cudaError_t cudaFree(void* p) { return release(device_allocations, device_held, p); }
 cudaError_t cudaHostAlloc(void** p, std::size_t bytes, unsigned) {
   *p = nullptr;
   if (const cudaError_t e = forbidden_while_capturing()) return e;
@@ -175,20 +183,7 @@ cudaError_t cudaHostAlloc(void** p, std::size_t bytes, unsigned) {
   host_held += bytes;
   return cudaSuccess;
 }
-cudaError_t cudaFreeHost(void* p) {
-  if (const cudaError_t e = forbidden_while_capturing()) return e;
-  if (!p) return cudaSuccess;
-  flush_all(/*blocking_only=*/false);
-  {
-    const std::lock_guard lock(state);
-    const auto it = host_allocations.find(p);
-    if (it == host_allocations.end()) return cudaErrorInvalidValue;
-    host_held -= it->second;
-    host_allocations.erase(it);
-  }
-  ::operator delete(p, kAlign);
-  return cudaSuccess;
-}
+cudaError_t cudaFreeHost(void* p) { return release(host_allocations, host_held, p); }
 cudaError_t cudaMemGetInfo(std::size_t* free, std::size_t* total) {
   const std::lock_guard lock(state);
   *total = simt::kDeviceMemory;
@@ -197,8 +192,8 @@ cudaError_t cudaMemGetInfo(std::size_t* free, std::size_t* total) {
 }
 
 // ---- Copies and sets: on a capturing stream, nodes that read their source when the graph runs.
+// The synchronous forms are the legacy stream's, which runs at once (and refuses a capture's thread).
 cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
-  if (const cudaError_t e = forbidden_while_capturing(cudaErrorStreamCaptureImplicit)) return e;
   return cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
@@ -224,10 +219,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaM
   simt::detail::enqueue(stream, [=] { std::memmove(dst, src, bytes); });
   return cudaPeekAtLastError();
 }
-cudaError_t cudaMemset(void* p, int value, std::size_t bytes) {
-  if (const cudaError_t e = forbidden_while_capturing(cudaErrorStreamCaptureImplicit)) return e;
-  return cudaMemsetAsync(p, value, bytes, nullptr);
-}
+cudaError_t cudaMemset(void* p, int value, std::size_t bytes) { return cudaMemsetAsync(p, value, bytes, nullptr); }
 cudaError_t cudaMemsetAsync(void* p, int value, std::size_t bytes, cudaStream_t stream) {
   if (!stream)
     if (const cudaError_t e = forbidden_while_capturing(cudaErrorStreamCaptureImplicit)) return e;
