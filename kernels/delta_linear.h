@@ -26,10 +26,23 @@ void delta_linear_cpu(const float* x, int n, const DeltaView& d, bool accumulate
 void delta_linear_reference(const float* x, int n, const DeltaView& d, bool accumulate, float* y, std::int64_t ldy = 0);
 bool delta_linear_avx2(const float* x, int n, const DeltaView& d, bool accumulate, float* y, std::int64_t ldy = 0);
 
-// The CUDA kernel (delta_linear.cu): x, y and `d`'s arrays in device memory. Returns the launch's
-// cudaError_t (0: launched). Built wherever nvcc is; the gpu-labelled tst_cuda_kernels checks it
-// against delta_linear_reference.
-int delta_linear_cuda(const float* x, int n, const DeltaView& d, bool accumulate, float* y, std::int64_t ldy, void* stream);
+// The CUDA kernels (delta_linear.cu): x, y and `d`'s arrays in device memory. Return the launch's
+// cudaError_t (0: launched). tst_cuda_kernels checks both against delta_linear_reference, on the GPU
+// and on simt.
+// - rows: a warp per output row, its lanes striding over the row's words; any shape.
+// - tiles: x staged in shared memory a tile of columns at a time, each lane reading 32 consecutive
+//   columns' codes with one vector load and their x from shared memory; several rows a warp. The
+//   rows kernel's lanes read x from L1 64 bytes apart, about 16 L1 wavefronts a warp's load, which
+//   by count bounds a decode GEMV well above its packed bytes; this one should be bound by them
+//   (bench-cuda's delta table times both against the dense bf16 GEMV). Takes views that
+//   delta_tiles_fit; else the launch fails with cudaErrorInvalidValue.
+// automatic: tiles where they fit, else rows (what the backend runs).
+enum class DeltaKernel { automatic, rows, tiles };
+int delta_linear_cuda(const float* x, int n, const DeltaView& d, bool accumulate, float* y, std::int64_t ldy, void* stream,
+                      DeltaKernel kernel = DeltaKernel::automatic);
+// Columns a multiple of 32, groups a multiple of 32 columns, and the arrays aligned for the vector
+// loads (qweight to 16 bytes): true of every delta a checkpoint of usual shapes packs (group 128).
+bool delta_tiles_fit(const DeltaView& d);
 
 // Rows [r0, r1) of `d` as a view of their own (their words, places, scales and zeros).
 DeltaView delta_rows(const DeltaView& d, std::int64_t r0, std::int64_t r1);

@@ -198,13 +198,20 @@ class TestCudaKernels : public QObject {
 
   void deltaLinearMatchesReference() {
     // Random packs of every format: any code, 2:4 place and zero is a valid input to the product,
-    // and f16 scales drawn as normal numbers of moderate size. Odd token counts cross the kernel's
-    // chunk of 8; groups of 48 split a 2-bit word between groups; accumulate adds onto y.
+    // and f16 scales drawn as normal numbers of moderate size. 1, 2, 3 and 11 tokens take each of the
+    // tiles kernel's token chunks (1, 2, 4, 8), 11 crossing the chunk of 8; groups of 48 split a
+    // 2-bit word between groups; accumulate adds onto y. Both kernels where the tiles fit: 2336
+    // columns are two whole tiles of 1024 and a part (288); 33 and 70 rows leave part of a block's
+    // rows empty; 96 × 32 fits too. 4300 and 8500 rows take two and four rows a warp (a grid of at
+    // least 2 blocks an SM, simt's 132 SMs), 4300 leaving part of a warp's rows empty: one token, in
+    // one format (simt's time).
     std::uniform_int_distribution<std::uint32_t> word;
+    int tiled = 0;
     for (int bits : {4, 2})
       for (bool sparse : {true, false})
-        for (auto [rows, cols, group] : {std::tuple<int, int, int>{33, 256, 128}, {7, 96, 32}, {64, 192, 48}})
-          for (int n : {1, 3, 11}) {
+        for (auto [rows, cols, group] : {std::tuple<int, int, int>{33, 256, 128}, {7, 96, 32}, {64, 192, 48}, {70, 2336, 64}, {4300, 64, 32}, {8500, 64, 32}})
+          for (int n : {1, 2, 3, 11}) {
+            if (rows > 1000 && (bits != 4 || !sparse || n != 1)) continue;
             const int per = 32 / bits, kept = sparse ? cols / 2 : cols;
             const int vw = (kept + per - 1) / per, mw = sparse ? (kept + 15) / 16 : 0, groups = (cols + group - 1) / group;
             std::vector<std::uint32_t> q(static_cast<std::size_t>(rows) * vw), meta(static_cast<std::size_t>(rows) * mw);
@@ -228,17 +235,33 @@ class TestCudaKernels : public QObject {
             dev.meta = sparse ? dm.p : nullptr;
             dev.scales = ds.p;
             dev.zeros = dz.p;
-            for (bool accumulate : {false, true}) {
-              std::vector<float> want = y0;
-              delta_linear_reference(x.data(), n, host, accumulate, want.data(), ldy);
-              Dev<float> dy(y0);
-              CHECK_LAUNCH(delta_linear_cuda(dx.p, n, dev, accumulate, dy.p, ldy, nullptr));
-              SYNCED();
-              const double err = rel(dy.get(), want);
-              QVERIFY2(err < 1e-5, qPrintable(QStringLiteral("%1-bit %2, %3×%4 group %5, n %6, accumulate %7: %8")
-                                                  .arg(bits).arg(sparse ? QStringLiteral("2:4") : QStringLiteral("dense")).arg(rows).arg(cols).arg(group).arg(n).arg(accumulate).arg(err)));
+            const bool fits = delta_tiles_fit(dev);
+            QCOMPARE(fits, cols % 32 == 0 && group % 32 == 0);
+            tiled += fits;
+            if (fits && !(bits == 2 && sparse)) {  // a lane's codes are 2 or 4 words: their vector load wants them aligned
+              DeltaView off = dev;
+              off.qweight += 1;
+              QVERIFY(!delta_tiles_fit(off));
             }
+            for (const DeltaKernel kernel : {DeltaKernel::rows, DeltaKernel::tiles})
+              for (bool accumulate : {false, true}) {
+                Dev<float> dy(y0);
+                if (kernel == DeltaKernel::tiles && !fits) {  // refused, nothing written
+                  QCOMPARE(delta_linear_cuda(dx.p, n, dev, accumulate, dy.p, ldy, nullptr, kernel), int(cudaErrorInvalidValue));
+                  QCOMPARE(dy.get(), y0);
+                  continue;
+                }
+                std::vector<float> want = y0;
+                delta_linear_reference(x.data(), n, host, accumulate, want.data(), ldy);
+                CHECK_LAUNCH(delta_linear_cuda(dx.p, n, dev, accumulate, dy.p, ldy, nullptr, kernel));
+                SYNCED();
+                const double err = rel(dy.get(), want);
+                QVERIFY2(err < 1e-5, qPrintable(QStringLiteral("%1 kernel, %2-bit %3, %4×%5 group %6, n %7, accumulate %8: %9")
+                                                    .arg(kernel == DeltaKernel::rows ? QStringLiteral("rows") : QStringLiteral("tiles"))
+                                                    .arg(bits).arg(sparse ? QStringLiteral("2:4") : QStringLiteral("dense")).arg(rows).arg(cols).arg(group).arg(n).arg(accumulate).arg(err)));
+              }
           }
+    QCOMPARE(tiled, 4 * 3 * 4 + 2);  // 33 × 256, 7 × 96 and 70 × 2336 in each format at each n; the tall ones
   }
 
   void rowOpsMatchReference() {
