@@ -720,6 +720,35 @@ class TestCudaBackend : public QObject {
     }
     expect_mentions(error_of<InvalidArgument>([&] { cuda::time_decode_kernels(spec, 0); }), {"context", "positions"});
   }
+
+  // bench-cuda's delta table (issue 61 #5): each format at each token count, the dense GEMV and both
+  // delta kernels timed, and the bytes each has to read, as docs/delta-format.md counts a pack's.
+  void deltaKernelTimesCoverTheirFormats() {
+    const std::int64_t rows = 8, cols = 320;  // groups of 128, the last part-filled; 32 | 320: the tiles take it
+    const std::vector<int> tokens{1, 3};
+    const std::vector<cuda::DeltaKernelTime> times = cuda::time_delta_kernels(rows, cols, tokens);
+    QCOMPARE(times.size(), std::size_t(6));
+    const std::pair<int, bool> formats[] = {{4, true}, {4, false}, {2, true}};
+    for (std::size_t i = 0; i < times.size(); ++i) {
+      const cuda::DeltaKernelTime& t = times[i];
+      const auto [bits, sparse] = formats[i / 2];
+      QCOMPARE(t.bits, bits);
+      QCOMPARE(t.sparse24, sparse);
+      QCOMPARE(t.tokens, tokens[i % 2]);
+#if defined(MOSAIC_SIMT)
+      QVERIFY(t.dense > 0 && t.rows > 0 && t.tiles > 0);  // the CPU's time: no bound a GPU's would keep
+#else
+      QVERIFY(t.dense > 0 && t.rows > 0 && t.tiles > 0 && std::max({t.dense, t.rows, t.tiles}) < 1e-2);
+#endif
+      QCOMPARE(t.dense_bytes, double(rows * cols * 2));
+      const std::int64_t kept = sparse ? cols / 2 : cols, per = 32 / bits, groups = (cols + 127) / 128;
+      QCOMPARE(t.delta_bytes, double(rows * (4 * ((kept + per - 1) / per + (sparse ? (kept + 15) / 16 : 0)) + 3 * groups)));
+    }
+    // Columns the tiles do not take: the rows kernel alone.
+    for (const cuda::DeltaKernelTime& t : cuda::time_delta_kernels(8, 100, std::vector<int>{1})) QVERIFY(t.rows > 0 && t.tiles == 0);
+    expect_mentions(error_of<InvalidArgument>([&] { cuda::time_delta_kernels(8, 64, std::vector<int>{9}); }), {"tokens", "1 … 8"});
+    expect_mentions(error_of<InvalidArgument>([&] { cuda::time_delta_kernels(8, 66, std::vector<int>{1}); }), {"columns", "multiple of 4"});
+  }
 };
 
 MOSAIC_GPU_TEST_MAIN(TestCudaBackend)

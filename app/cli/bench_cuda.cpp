@@ -3,6 +3,7 @@
 // layers, 8 experts, top-2, 16 heads, 4 KV heads, vocab 32000; two variants):
 //  - decode time per output token at batch 1, every expert resident, against bytes read per token ÷
 //    the read bandwidth of a kernel that only reads; and each of its kernels alone, against its bytes;
+//  - a delta expert's three projections (DeltaMoE's packed deltas) against the bf16 GEMVs they replace;
 //  - batched decode steps of 1–256 sequences mixed over the variants, against their weights-read floor:
 //    the host planning steps past 64 pairs, against every step routed on the device, its groups on
 //    CUDA cores or on tensor cores;
@@ -151,6 +152,33 @@ void run_bench(std::int64_t hidden, std::int64_t inter, std::int64_t layers, std
       attention.push_back({{"context", positions}, {"floor_us", attention_floor * 1e6}, {"split_us", split * 1e6}, {"one_block_us", one * 1e6}});
     }
     rows["decode_attention"] = attention;
+
+    // A delta expert against the dense one (issue 61 #5: at most 0.6 × its time): the three
+    // projections of one expert as bf16 GEMVs and as packed deltas through each delta kernel, at decode
+    // sizes (a delta expert's own tokens: 1 at batch 1, a few in a batch). "floor": the delta's bytes
+    // over the dense one's, the ratio if both read at the same rate.
+    std::printf("\n  delta expert, %lld × %lld (gate, up, down), each kernel alone against the bf16 GEMV (target: ≤ 0.6× dense)\n",
+                static_cast<long long>(spec.expert_intermediate), static_cast<long long>(spec.hidden_size));
+    std::printf("  %-11s %2s %9s %9s %9s %7s %7s %7s %10s %10s %10s\n", "delta", "n", "dense us", "rows us", "tiles us", "rows ×", "tiles ×",
+                "floor ×", "dense GB/s", "rows GB/s", "tiles GB/s");
+    const std::vector<int> delta_tokens{1, 2, 4, 8};
+    const auto gate_up = cuda::time_delta_kernels(spec.expert_intermediate, spec.hidden_size, delta_tokens);
+    const auto down = cuda::time_delta_kernels(spec.hidden_size, spec.expert_intermediate, delta_tokens);
+    nlohmann::ordered_json deltas = nlohmann::json::array();
+    for (std::size_t i = 0; i < gate_up.size(); ++i) {
+      const cuda::DeltaKernelTime &g = gate_up[i], &d = down[i];
+      const double dense = 2 * g.dense + d.dense, by_rows = 2 * g.rows + d.rows, tiles = g.tiles > 0 && d.tiles > 0 ? 2 * g.tiles + d.tiles : 0;
+      const double dense_bytes = 2 * g.dense_bytes + d.dense_bytes, delta_bytes = 2 * g.delta_bytes + d.delta_bytes;
+      const std::string format = std::to_string(g.bits) + "-bit " + (g.sparse24 ? "2:4" : "dense");
+      std::printf("  %-11s %2d %9.2f %9.2f %9.2f %6.2f× %6.2f× %6.2f× %10.0f %10.0f %10.0f\n", format.c_str(), g.tokens, dense * 1e6, by_rows * 1e6,
+                  tiles * 1e6, by_rows / dense, tiles / dense, delta_bytes / dense_bytes, dense_bytes / dense / 1e9, delta_bytes / by_rows / 1e9,
+                  tiles > 0 ? delta_bytes / tiles / 1e9 : 0.0);
+      deltas.push_back({{"format", format}, {"tokens", g.tokens}, {"dense_us", dense * 1e6}, {"rows_us", by_rows * 1e6}, {"tiles_us", tiles * 1e6},
+                        {"dense_bytes", dense_bytes}, {"delta_bytes", delta_bytes}});
+    }
+    std::printf("  GB/s: the bytes each must read (bf16 matrices, packed arrays) per second; the read bandwidth is %.0f GB/s\n",
+                rates.read_bytes_per_s / 1e9);
+    rows["delta_expert"] = deltas;
     out["batch1"] = rows;
   }
 

@@ -139,10 +139,13 @@ case $stage in
     step ctest-gpu 200 ctest --test-dir build-gpu -L gpu --output-on-failure
     # Since 2026-11-30's second session: DeepSeek-V2/V3 on CUDA (issue 58), also written blind — its
     # kernels below, and tst_cuda_backend's deepseekFamiliesAsOnTheCpuAndTransformers in ctest-gpu.
-    newk="groupedExpertsOnTensorCoresMatchTheirReference routedExpertsMatchReference tiledPromptAttentionMatchesReference deepseekRoutersMatchReference latentAttentionMatchesReference importanceAddMatchesReference"
+    # Since 2026-11-30's fourth session: the delta kernel on tiles (issue 61 #5), timed by bench-cuda's
+    # "delta expert" table against the bf16 GEMV (here at the 4-layer family's shapes, in `mixtral` at
+    # Mixtral's).
+    newk="groupedExpertsOnTensorCoresMatchTheirReference routedExpertsMatchReference tiledPromptAttentionMatchesReference deepseekRoutersMatchReference latentAttentionMatchesReference importanceAddMatchesReference deltaLinearMatchesReference"
     step memcheck-new-kern 90 "$sanitizer" --tool memcheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk
     step racecheck-new-kern 90 "$sanitizer" --tool racecheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels $newk
-    step synccheck-new 60 "$sanitizer" --tool synccheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels groupedExpertsOnTensorCoresMatchTheirReference tiledPromptAttentionMatchesReference
+    step synccheck-new 60 "$sanitizer" --tool synccheck --error-exitcode 1 build-gpu/tests/tst_cuda_kernels groupedExpertsOnTensorCoresMatchTheirReference tiledPromptAttentionMatchesReference deltaLinearMatchesReference
     # A 4-layer family: the batched section's three ways, the prefill, the draws.
     step bench-cuda-4l 240 "$cli" bench-cuda --dir build-gpu/bench-cuda-4l --layers 4 --json "$out/bench-cuda-4l.json"
     step memcheck-new 150 "$sanitizer" --tool memcheck build-gpu/tests/tst_cuda_backend decodeStepsOnASyntheticMidSizeFamily

@@ -28,6 +28,8 @@ std::vector<cuda::KernelTime> cuda::time_decode_kernels(const ModelSpec&, int, b
 
 cuda::AttentionTime cuda::time_decode_attention(const ModelSpec&, int) { no_cuda(kMeasureThere); }
 
+std::vector<cuda::DeltaKernelTime> cuda::time_delta_kernels(std::int64_t, std::int64_t, std::span<const int>) { no_cuda(kMeasureThere); }
+
 std::unique_ptr<Backend> make_cuda_backend(const HostStore&, const BackendShape&) {
   no_cuda("use --device cpu, or rebuild with the CUDA toolkit installed");
 }

@@ -13,56 +13,15 @@
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_probe.h"
 #include "runtime/cuda/device_buffer.h"
-#include "runtime/cuda/event_timing.h"
-#include "runtime/cuda/graph_capture.h"
+#include "runtime/cuda/launch_timer.h"
 
 namespace mosaic::cuda {
 namespace {
 
 using kernels::bf16_t;
+using namespace launch_timing;
 
-constexpr int kLaunches = 64;  // launches per graph
-constexpr int kReplays = 5;    // the best replay counts
-// Distinct weight bytes a graph's launches cycle through: many times the L2 (50 MB on the H100).
-constexpr std::size_t kMinArena = std::size_t(512) << 20;
 constexpr int kBlockTokens = 16;
-
-// Weights read in turn by a graph's launches: launch i reads copy i.
-class Arena {
- public:
-  explicit Arena(std::size_t bytes) : buffer_(bytes) {
-    // Small values, not zeros: nothing for a memory system to compress.
-    std::vector<bf16_t> pattern(std::size_t(1) << 20);
-    for (std::size_t i = 0; i < pattern.size(); ++i)
-      pattern[i] = kernels::float_to_bf16(0.01f * static_cast<float>(static_cast<int>(i % 97) - 48) / 48.0f);
-    const std::size_t chunk = pattern.size() * sizeof(bf16_t);
-    for (std::size_t at = 0; at < bytes; at += chunk)
-      MOSAIC_CUDA_CHECK(cudaMemcpy(buffer_.get<std::byte>() + at, pattern.data(), std::min(chunk, bytes - at), cudaMemcpyHostToDevice));
-  }
-  // Copies spread over the whole arena, so that even a small weight (a norm, a router) is read from
-  // memory and not from the L2 by each launch.
-  const bf16_t* copy(int launch, std::size_t bytes) const {
-    const std::size_t spacing = (std::max(bytes, buffer_.bytes() / kLaunches) + 255) / 256 * 256;
-    const std::size_t copies = std::max<std::size_t>(1, buffer_.bytes() / spacing);
-    return reinterpret_cast<const bf16_t*>(buffer_.get<std::byte>() + (static_cast<std::size_t>(launch) % copies) * spacing);
-  }
-
- private:
-  DeviceBuffer buffer_;
-};
-
-template <class T>
-DeviceBuffer upload(const std::vector<T>& host) {
-  DeviceBuffer d(std::max<std::size_t>(1, host.size()) * sizeof(T));
-  if (!host.empty()) MOSAIC_CUDA_CHECK(cudaMemcpy(d.get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return d;
-}
-
-DeviceBuffer zeros(std::size_t bytes) {
-  DeviceBuffer d(std::max<std::size_t>(1, bytes));
-  MOSAIC_CUDA_CHECK(cudaMemset(d.get(), 0, d.bytes()));
-  return d;
-}
 
 // One sequence at `context` − 1, its blocks in order.
 struct OneSequence {
@@ -77,35 +36,6 @@ struct OneSequence {
   kernels::PagedQueries queries() const { return {position.get<std::int32_t>(), offset.get<std::int32_t>(), blocks.get<std::int32_t>(), kBlockTokens}; }
   DeviceBuffer position, offset, blocks;
   std::size_t cache_rows = 0;
-};
-
-// Seconds per launch of enqueue(i) for i < kLaunches, captured as one graph and replayed.
-class Timer {
- public:
-  Timer() { MOSAIC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }  // as the backend's stream
-  ~Timer() { cudaStreamDestroy(stream_); }
-  Timer(const Timer&) = delete;
-  Timer& operator=(const Timer&) = delete;
-  cudaStream_t stream() const { return stream_; }
-
-  template <class F>
-  double per_launch(F&& enqueue) {
-    const cudaGraphExec_t exec = capture_graph(stream_, [&] {
-      for (int i = 0; i < kLaunches; ++i) MOSAIC_CUDA_CHECK(enqueue(i));
-    });
-    try {
-      MOSAIC_CUDA_CHECK(cudaGraphLaunch(exec, stream_));  // warm-up
-      const double best = best_time(stream_, kReplays, [&] { MOSAIC_CUDA_CHECK(cudaGraphLaunch(exec, stream_)); });
-      cudaGraphExecDestroy(exec);
-      return best / kLaunches;
-    } catch (...) {
-      cudaGraphExecDestroy(exec);
-      throw;
-    }
-  }
-
- private:
-  cudaStream_t stream_ = nullptr;
 };
 
 }  // namespace

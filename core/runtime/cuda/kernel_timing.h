@@ -5,6 +5,8 @@
 // is spent outside them: the host's work on the step and its copies. Each launch's time includes
 // its gap to the next, as in a graph. Asked without CUDA headers; a build without nvcc
 // answers with DeviceError.
+#include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -36,5 +38,20 @@ struct AttentionTime {
   double split = 0, one_block = 0;
 };
 AttentionTime time_decode_attention(const ModelSpec& spec, int context);
+
+// A delta expert's matrix against the dense one it replaces (issue 61 #5; delta_timing.cpp): one
+// rows × cols projection over `tokens` rows of x, as bf16 through the dense GEMV (linear_cuda: what a
+// slot's projection runs at decode sizes) and as a packed delta (docs/delta-format.md, group 128)
+// through each delta kernel (kernels::DeltaKernel), for 4-bit 2:4, 4-bit dense and 2-bit 2:4. Every
+// launch reads its own copy of the arrays from memory, as time_decode_kernels' do.
+struct DeltaKernelTime {
+  int bits = 4;
+  bool sparse24 = true;
+  int tokens = 1;
+  double dense = 0, rows = 0, tiles = 0;  // seconds a launch; tiles 0 where the shape does not fit them
+  double dense_bytes = 0, delta_bytes = 0;  // what a launch reads: the bf16 matrix, the packed arrays
+};
+// tokens: each 1 … 8 (the dense GEMV's most rows); rows, cols: positive, cols a multiple of 4.
+std::vector<DeltaKernelTime> time_delta_kernels(std::int64_t rows, std::int64_t cols, std::span<const int> tokens);
 
 }  // namespace mosaic::cuda
