@@ -491,6 +491,39 @@ class TestCli : public QObject {
     QVERIFY2(r.err.contains(QStringLiteral("--layers 9")), qPrintable(r.err));
   }
 
+  // Issue 61 #6's bench at a small size, on the CPU: two variants served as delta folders over their
+  // base and in full, at batch 1 and 4. The deltas hold every variant's experts without a miss; the
+  // full variants under the deltas' bytes miss; the deltas were packed in a folder of the run's own.
+  void benchDeltasServesDeltaFoldersAgainstTheirVariants() {
+    const fs::path dir = scratch("deltas-bench"), json = scratch("deltas-bench.json");
+    const Run r = cli(args({"bench-deltas", "--hidden", "64", "--intermediate", "128", "--layers", "2", "--experts", "4", "--vocab", "256",
+                            "--variants", "2", "--batches", "1", "4", "--prompt", "4", "--decode", "4", "--reps", "1", "--threads", "1", "--dir"})
+                      << path(dir) << QStringLiteral("--json") << path(json));
+    QVERIFY2(r.code == 0, qPrintable(r.err + r.out));
+    const auto out = nlohmann::json::parse(read_text(json));
+    QCOMPARE(out["rows"].size(), std::size_t(6));  // 2 batch sizes × 3 setups
+    for (std::size_t b = 0; b < 2; ++b) {
+      const auto &deltas = out["rows"][3 * b], &full = out["rows"][3 * b + 1], &squeezed = out["rows"][3 * b + 2];
+      QCOMPARE(deltas["batch"].get<int>(), b == 0 ? 1 : 4);
+      QCOMPARE(deltas["requests"].get<int>(), b == 0 ? 2 : 4);  // batch 1: a request a variant, one at a time
+      QCOMPARE(deltas["setup"].get<std::string>(), std::string("delta folders, all resident"));
+      QCOMPARE(deltas["misses"].get<int>(), 0);
+      QCOMPARE(deltas["resident_sets"].get<int>(), 2);
+      QCOMPARE(full["misses"].get<int>(), 0);
+      QVERIFY(full["device_bytes"].get<double>() > deltas["device_bytes"].get<double>());
+      QVERIFY(squeezed["device_bytes"].get<double>() <= deltas["device_bytes"].get<double>());
+      QVERIFY(squeezed["misses"].get<int>() > 0);
+      for (const auto* row : {&deltas, &full, &squeezed}) QVERIFY((*row)["requests_per_s"].get<double>() > 0 && (*row)["tpot_s"].get<double>() > 0);
+    }
+    std::set<std::string> kept;
+    for (const auto& e : fs::directory_iterator(dir)) kept.insert(e.path().filename().string());
+    QCOMPARE(kept, (std::set<std::string>{"base", "variant-1", "variant-2"}));
+    for (const QStringList& bad : {args({"bench-deltas", "--batches", "0"}), args({"bench-deltas", "--device", "tpu"})}) {
+      const Run no = cli(bad);
+      QVERIFY2(no.code == 2 && no.err.startsWith(QStringLiteral("error: ")), qPrintable(no.err));
+    }
+  }
+
   // Every mistake on the command line in one format: "error: " naming the command, and the nearest
   // valid option for an unknown one (a probe found 27 range errors without the prefix).
   void commandLineMistakesShareOneFormat() {

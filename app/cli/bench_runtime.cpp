@@ -18,6 +18,8 @@
 #include <optional>
 #include <random>
 
+#include "cli/batch_serve.h"
+#include "cli/bench_deltas.h"
 #include "cli/commands.h"
 #include "cli/output_paths.h"
 #include "common/atomic_file.h"
@@ -78,104 +80,6 @@ void write_adapter(const fs::path& dir, const fs::path& base, const Checkpoint& 
   write_safetensors(dir / "model.safetensors", tensors, {{"format", "pt"}});
   fs::copy_file(base / "config.json", dir / "config.json", fs::copy_options::overwrite_existing);
   write_expert_cfg(dir / kExpertCfgFile, cfg);
-}
-
-struct Batch {
-  double seconds = 0;  // submit → every request finished
-  std::int64_t tokens = 0;
-  double tpot = 0;     // mean over the requests
-  std::int64_t steps = 0;
-};
-
-// `targets[i]` for request i, all submitted at once with their own prompt; greedy decode.
-Batch serve(const std::shared_ptr<Runtime>& runtime, const std::vector<std::string>& targets, std::int64_t prompt,
-            std::int64_t decode, std::int64_t max_sequences) {
-  Engine engine(runtime, {.scheduler = {.max_sequences = max_sequences}});
-  std::mt19937_64 rng(11);
-  std::vector<ServeRequest> requests;
-  for (const std::string& t : targets) {
-    std::vector<std::int64_t> ids(static_cast<std::size_t>(prompt));
-    for (auto& id : ids) id = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(runtime->store().spec().vocab_size));
-    requests.push_back({t, {.prompt = ids, .max_new_tokens = decode}});
-  }
-  const auto t0 = Clock::now();
-  const auto handles = engine.submit_all(std::move(requests));
-  Batch b;
-  for (const auto& h : handles) {
-    const RequestResult& r = h->wait();
-    b.tokens += static_cast<std::int64_t>(r.tokens.size());
-    b.tpot += r.stats.tpot() / static_cast<double>(handles.size());
-  }
-  b.seconds = seconds_since(t0);
-  b.steps = engine.stats().steps;
-  return b;
-}
-
-std::uint64_t device_bytes(const Runtime& rt) {
-  std::uint64_t n = 0;
-  for (const DeviceItem& item : rt.device_items()) n += item.bytes;
-  return n;
-}
-
-// 4 delta folders (4-bit 2:4, group 128) over `base` against the 4 full variants they were taken
-// from, a batch of 16 mixed over the 4: every expert resident in both, then the full variants under
-// the deltas' device bytes (pinned while room, the rest on miss). Best of `reps`, taken in turns.
-nlohmann::ordered_json delta_part(const fs::path& dir, const fs::path& base, const std::vector<fs::path>& variants, int reps,
-                                  std::int64_t prompt, std::int64_t decode) {
-  std::vector<fs::path> deltas;
-  const Checkpoint b(base);
-  for (std::size_t i = 0; i < variants.size(); ++i) {
-    deltas.push_back(dir / ("delta" + std::to_string(i)));
-    write_delta(b, Checkpoint(variants[i]), DeltaFormat{4, true, 128}, deltas.back());
-  }
-  Family packed, full;
-  open_family(packed, deltas);
-  open_family(full, variants);
-  const HostStore packed_store(packed), full_store(full);
-  const ModelSpec& s = b.spec();
-  RuntimeConfig with_deltas{.hit = HitPolicy::Strict, .resident_sets = static_cast<int>(variants.size())}, all_full = with_deltas;
-  with_deltas.pinned = every_position(s, packed_store.index(base.filename().string()));
-  std::vector<int> folders, variant_targets;
-  for (std::size_t i = 0; i < variants.size(); ++i) {
-    folders.push_back(packed_store.index(deltas[i].filename().string()));
-    variant_targets.push_back(static_cast<int>(i));
-  }
-  with_deltas.pinned_if_room = deltas_layer_major(packed_store, folders);
-  for (const PinnedExpert& p : every_position(s, 0))  // the full variants' experts, in the same order
-    for (int t : variant_targets) all_full.pinned_if_room.push_back({p.layer, p.expert, t});
-  RuntimeConfig squeezed = all_full;
-  squeezed.miss = "lru";
-  const auto delta_rt = std::make_shared<Runtime>(packed_store, with_deltas);
-  squeezed.budget_bytes = device_bytes(*delta_rt);
-  struct Setup {
-    const char* name;
-    std::shared_ptr<Runtime> rt;
-    std::vector<std::string> targets;
-    Batch best{.seconds = 1e30};
-  };
-  auto sixteen = [](const std::vector<fs::path>& dirs) {
-    std::vector<std::string> t;
-    for (std::size_t i = 0; i < 16; ++i) t.push_back(dirs[i % dirs.size()].filename().string());
-    return t;
-  };
-  std::vector<Setup> setups{{"4 delta folders, all resident", delta_rt, sixteen(deltas)},
-                            {"4 full variants, all resident", std::make_shared<Runtime>(full_store, all_full), sixteen(variants)},
-                            {"4 full variants, the deltas' bytes", std::make_shared<Runtime>(full_store, squeezed), sixteen(variants)}};
-  for (int r = 0; r < reps; ++r)
-    for (Setup& x : setups)
-      if (const Batch got = serve(x.rt, x.targets, prompt, decode, 256); got.seconds < x.best.seconds) x.best = got;
-  // Resident sets: how many variants' non-expert weights the budget holds at once (fewer: requests
-  // of different variants take turns instead of sharing steps).
-  std::printf("\n%-40s %12s %6s %12s %10s\n", "batch of 16 over 4 variants", "device MiB", "sets", "ms/token", "tok/s");
-  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-  for (const Setup& x : setups) {
-    const double tps = static_cast<double>(x.best.tokens) / x.best.seconds;
-    int sets = 0;
-    for (const DeviceItem& item : x.rt->device_items()) sets += item.name.starts_with("non-expert weights");
-    std::printf("%-40s %12.1f %6d %12.2f %10.1f\n", x.name, device_bytes(*x.rt) / 0x1p20, sets, x.best.tpot * 1e3, tps);
-    rows.push_back({{"setup", x.name}, {"device_bytes", device_bytes(*x.rt)}, {"resident_sets", sets}, {"tpot_s", x.best.tpot}, {"tokens_per_s", tps}});
-  }
-  return rows;
 }
 
 }  // namespace
@@ -298,7 +202,8 @@ void add_bench_runtime_command(CLI::App& app) {
     if (part("delta")) {
       const fs::path fifth = dir / "v4";
       write_synthetic_checkpoint(fifth, spec, DType::BF16, 5);
-      out["delta"] = delta_part(dir, full[0], {full[1], full[2], full[3], fifth}, o->reps, o->prompt, o->decode);
+      out["delta"] = deltas_against_variants(dir, full[0], {full[1], full[2], full[3], fifth},
+                                             {.batches = {16}, .reps = o->reps, .prompt = o->prompt, .decode = o->decode});
     }
 
     // 4. Virtual experts: 4 of 8 experts per layer of v0 resident, a batch of 16 decoding, with the

@@ -27,6 +27,7 @@ void add_bench_quality_command(CLI::App& app);
 void add_delta_command(CLI::App& app);
 void add_esft_command(CLI::App& app);
 void add_bench_delta_command(CLI::App& app);
+void add_bench_deltas_command(CLI::App& app);
 void add_bench_host_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 

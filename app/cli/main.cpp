@@ -124,6 +124,7 @@ int main(int argc, char** argv) {
   mosaic::cli::add_bench_esft_command(app);
   mosaic::cli::add_bench_device_command(app);
   mosaic::cli::add_bench_delta_command(app);
+  mosaic::cli::add_bench_deltas_command(app);
   mosaic::cli::add_bench_host_command(app);
   app.add_flag("--help-all")->description("print every command's help, one after another");
   if (argc == 2 && std::string_view(argv[1]) == "--help-all") {

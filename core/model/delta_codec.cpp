@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "common/error.h"
+#include "common/parallel.h"
 #include "model/dtype_convert.h"
 
 namespace mosaic {
@@ -133,26 +134,31 @@ PackedDelta compress_delta(std::span<const float> delta, std::int64_t rows, std:
   const std::int64_t groups = group_count(f, cols);
   std::vector<std::uint8_t> keep(delta.size(), f.sparse24 ? 0 : 1), codes(delta.size(), 0);
   std::vector<GroupGrid> grids(static_cast<std::size_t>(rows * groups));
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const float* row = delta.data() + r * cols;
-    std::uint8_t* kept = keep.data() + r * cols;
-    if (f.sparse24)
-      for (std::int64_t c = 0; c < cols; c += 4)
-        for (int i : kept_places(row + c)) kept[c + i] = 1;
-    for (std::int64_t g = 0; g < groups; ++g) {
-      const std::int64_t c0 = g * f.group, c1 = std::min(cols, c0 + f.group);
-      float lo = 0, hi = 0;
-      for (std::int64_t c = c0; c < c1; ++c)
-        if (kept[c]) {
-          lo = std::min(lo, row[c]);
-          hi = std::max(hi, row[c]);
-        }
-      const GroupGrid grid = group_grid(lo, hi, f, r);
-      grids[static_cast<std::size_t>(r * groups + g)] = grid;
-      for (std::int64_t c = c0; c < c1; ++c)
-        if (kept[c]) codes[static_cast<std::size_t>(r * cols + c)] = grid.code(row[c], f);
+  // Rows are decided independently, so blocks of them go to every core: a Mixtral-size family's
+  // 45 billion expert weights took half an hour on one.
+  constexpr std::int64_t kBlockRows = 64;
+  parallel_for(static_cast<std::size_t>((rows + kBlockRows - 1) / kBlockRows), thread_count(0), [&](std::size_t block, unsigned) {
+    for (std::int64_t r = static_cast<std::int64_t>(block) * kBlockRows; r < std::min(rows, static_cast<std::int64_t>(block + 1) * kBlockRows); ++r) {
+      const float* row = delta.data() + r * cols;
+      std::uint8_t* kept = keep.data() + r * cols;
+      if (f.sparse24)
+        for (std::int64_t c = 0; c < cols; c += 4)
+          for (int i : kept_places(row + c)) kept[c + i] = 1;
+      for (std::int64_t g = 0; g < groups; ++g) {
+        const std::int64_t c0 = g * f.group, c1 = std::min(cols, c0 + f.group);
+        float lo = 0, hi = 0;
+        for (std::int64_t c = c0; c < c1; ++c)
+          if (kept[c]) {
+            lo = std::min(lo, row[c]);
+            hi = std::max(hi, row[c]);
+          }
+        const GroupGrid grid = group_grid(lo, hi, f, r);
+        grids[static_cast<std::size_t>(r * groups + g)] = grid;
+        for (std::int64_t c = c0; c < c1; ++c)
+          if (kept[c]) codes[static_cast<std::size_t>(r * cols + c)] = grid.code(row[c], f);
+      }
     }
-  }
+  });
   return pack_decided(rows, cols, f, keep, codes, grids);
 }
 

@@ -21,7 +21,7 @@
 # failed step does not stop the stage: one call brings back everything it can. The synthetic families
 # (2 × 9.5 GB each) are written into build-gpu/, which the device keeps between calls while warm.
 set -uo pipefail
-stage=${1:?"which stage: prepare, quick, diagnose, mixtral, mixtral-qos, deepseek, qos, check, bench, serve or restore (several run in turn in one call)"}
+stage=${1:?"which stage: prepare, quick, diagnose, mixtral, mixtral-qos, deepseek, deltas, qos, check, bench, serve or restore (several run in turn in one call)"}
 
 case $stage in
   prepare)
@@ -168,6 +168,17 @@ case $stage in
     step bench-esft 420 "$cli" bench-esft --device cuda --adapters "$adapters" --dir "$d" --json "$out/bench-esft.json"
     rm -rf "$d"
     ;;
+  deltas)
+    # Issue 61 #6: DeltaMoE's serving claim on the GPU. A base and 4 variants of bench-cuda's default
+    # layer shapes at 4 layers (2.3 GB bf16 each, 11.5 GB on disk) served as delta folders against
+    # the full variants, all resident and under the deltas' device bytes, at batch 1 and 32; then
+    # bench-cuda's delta-expert table at Mixtral-8x7B's shapes comes from the `mixtral` stage. About
+    # 4 minutes after a warm build; the family is deleted after.
+    d=build-gpu/deltas-family
+    step bench-deltas 400 "$cli" bench-deltas --device cuda --hidden 2048 --intermediate 5632 --layers 4 --vocab 32000 --variants 4 \
+      --batches 1 32 --dir "$d" --json "$out/bench-deltas.json"
+    rm -rf "$d"
+    ;;
   diagnose)
     # The 2026-11-30 run: decodeStepsOnASyntheticMidSizeFamily's CUDA logits were 2.0-2.8 % from the CPU's
     # (bound 2 %) in every configuration, fused or not, where transformers' own bf16 lands 0.7-1.7 % from
@@ -252,7 +263,7 @@ for r in c.execute('SELECT r.strategy, l.hits, l.layer_steps, l.attention_second
     for v in "$serving"/variant-*; do cp .device/tokenizer.json "$v/"; done
     qos_sweep "$serving" 24  # of a variant's 32 expert positions (4 layers × 8)
     ;;
-  *) echo "unknown stage '$stage': use prepare, quick, diagnose, mixtral, mixtral-qos, deepseek, qos, check, bench, serve or restore" >&2; exit 2 ;;
+  *) echo "unknown stage '$stage': use prepare, quick, diagnose, mixtral, mixtral-qos, deepseek, deltas, qos, check, bench, serve or restore" >&2; exit 2 ;;
 esac
 done
 publish
