@@ -524,6 +524,34 @@ class TestCudaBackend : public QObject {
         for (const auto& r : c.cuda) misses += r.stats.counters.total().misses;
         QVERIFY2((misses == 0) == (run.config.pinned.size() == weave.size()), qPrintable(what));
       }
+      // bench-deltas' third way: the fine-tunes in full under the device bytes the delta-only slots
+      // take (pinned while room, the rest missed), their logits as the CPU's with every expert loaded.
+      Family full;
+      open_family(full, {fixture(fam, "base"), dir / "scaled-ft1", dir / "scaled-ft2"});
+      const HostStore full_store(full);
+      // The delta folders as bench-deltas serves them: every expert pinned, no miss policy's spares.
+      const Runtime weave_runtime(store, RuntimeConfig{.pinned = weave, .hit = HitPolicy::Strict, .resident_sets = 3, .device = Device::Cuda});
+      std::uint64_t delta_bytes = 0;
+      for (const DeviceItem& item : weave_runtime.device_items()) delta_bytes += item.bytes;
+      RuntimeConfig squeezed{.hit = HitPolicy::Strict, .miss = "lru", .resident_sets = 3, .budget_bytes = delta_bytes, .device = Device::Cuda};
+      for (int t = 0; t < 3; ++t)
+        for (const PinnedExpert& p : every_position(s, t)) squeezed.pinned_if_room.push_back(p);
+      std::vector<ServeRequest> full_requests = requests;
+      const std::string names[] = {"scaled-ft1", "base", "scaled-ft2", "scaled-ft1"};  // as dft1, base, dft2, dft1
+      for (std::size_t i = 0; i < full_requests.size(); ++i) full_requests[i].target = names[i];
+      std::vector<RequestResult> cpu, cuda;
+      Engine on_cpu(std::make_shared<Runtime>(full_store, RuntimeConfig{.hit = HitPolicy::Strict, .resident_sets = 3}));
+      Engine on_cuda(std::make_shared<Runtime>(full_store, squeezed));
+      for (const auto& h : on_cpu.submit_all(full_requests)) cpu.push_back(h->wait());
+      for (const auto& h : on_cuda.submit_all(full_requests)) cuda.push_back(h->wait());
+      std::int64_t misses = 0;
+      for (std::size_t i = 0; i < cuda.size(); ++i) {
+        QVERIFY2(cuda[i].error.empty() && cpu[i].error.empty(), cuda[i].error.c_str());
+        const double e = relative_error(cuda[i].logits.values, cpu[i].logits.values);
+        QVERIFY2(e <= 2e-2, qPrintable(QStringLiteral("%1, %2 under the deltas' bytes: %3").arg(QString::fromStdString(fam), QString::fromStdString(names[i])).arg(e)));
+        misses += cuda[i].stats.counters.total().misses;
+      }
+      QVERIFY2(misses > 0, fam.c_str());
     }
   }
 
