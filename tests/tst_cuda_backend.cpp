@@ -40,6 +40,14 @@ struct Compared {
   double worst = 0;
   std::vector<RequestResult> cuda;
 };
+// The timing tables' machinery with few launches: on simt the kernels run on the CPU, where 64
+// launches and 5 replays of each took most of a minute and measure nothing.
+#if defined(MOSAIC_SIMT)
+constexpr cuda::TimingRounds kRounds{.launches = 4, .replays = 1};
+#else
+constexpr cuda::TimingRounds kRounds{};
+#endif
+
 Compared compare(const HostStore& store, RuntimeConfig config, const std::vector<ServeRequest>& requests, EngineOptions options = {}) {
   std::vector<RequestResult> results[2];
   for (Device d : {Device::Cpu, Device::Cuda}) {
@@ -723,7 +731,7 @@ class TestCudaBackend : public QObject {
     spec.num_kv_heads = 2;
     spec.head_dim = 64;
     for (const bool fused : {false, true}) {
-      const std::vector<cuda::KernelTime> times = cuda::time_decode_kernels(spec, 40, fused);
+      const std::vector<cuda::KernelTime> times = cuda::time_decode_kernels(spec, 40, fused, kRounds);
       int launches = 0;
       double weight_bytes = 0;
       for (const cuda::KernelTime& k : times) {
@@ -754,7 +762,7 @@ class TestCudaBackend : public QObject {
   void deltaKernelTimesCoverTheirFormats() {
     const std::int64_t rows = 8, cols = 320;  // groups of 128, the last part-filled; 32 | 320: the tiles take it
     const std::vector<int> tokens{1, 3};
-    const std::vector<cuda::DeltaKernelTime> times = cuda::time_delta_kernels(rows, cols, tokens);
+    const std::vector<cuda::DeltaKernelTime> times = cuda::time_delta_kernels(rows, cols, tokens, kRounds);
     QCOMPARE(times.size(), std::size_t(6));
     const std::pair<int, bool> formats[] = {{4, true}, {4, false}, {2, true}};
     for (std::size_t i = 0; i < times.size(); ++i) {
@@ -773,7 +781,7 @@ class TestCudaBackend : public QObject {
       QCOMPARE(t.delta_bytes, double(rows * (4 * ((kept + per - 1) / per + (sparse ? (kept + 15) / 16 : 0)) + 3 * groups)));
     }
     // Columns the tiles do not take: the rows kernel alone.
-    for (const cuda::DeltaKernelTime& t : cuda::time_delta_kernels(8, 100, std::vector<int>{1})) QVERIFY(t.rows > 0 && t.tiles == 0);
+    for (const cuda::DeltaKernelTime& t : cuda::time_delta_kernels(8, 100, std::vector<int>{1}, kRounds)) QVERIFY(t.rows > 0 && t.tiles == 0);
     expect_mentions(error_of<InvalidArgument>([&] { cuda::time_delta_kernels(8, 64, std::vector<int>{9}); }), {"tokens", "1 … 8"});
     expect_mentions(error_of<InvalidArgument>([&] { cuda::time_delta_kernels(8, 66, std::vector<int>{1}); }), {"columns", "multiple of 4"});
   }

@@ -24,11 +24,11 @@ std::optional<std::string> cuda::description() { return std::nullopt; }
 
 cuda::DeviceRates cuda::measure_rates() { no_cuda(kMeasureThere); }
 
-std::vector<cuda::KernelTime> cuda::time_decode_kernels(const ModelSpec&, int, bool) { no_cuda(kMeasureThere); }
+std::vector<cuda::KernelTime> cuda::time_decode_kernels(const ModelSpec&, int, bool, TimingRounds) { no_cuda(kMeasureThere); }
 
 cuda::AttentionTime cuda::time_decode_attention(const ModelSpec&, int) { no_cuda(kMeasureThere); }
 
-std::vector<cuda::DeltaKernelTime> cuda::time_delta_kernels(std::int64_t, std::int64_t, std::span<const int>) { no_cuda(kMeasureThere); }
+std::vector<cuda::DeltaKernelTime> cuda::time_delta_kernels(std::int64_t, std::int64_t, std::span<const int>, TimingRounds) { no_cuda(kMeasureThere); }
 
 std::unique_ptr<Backend> make_cuda_backend(const HostStore&, const BackendShape&) {
   no_cuda("use --device cpu, or rebuild with the CUDA toolkit installed");

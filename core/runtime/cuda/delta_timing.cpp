@@ -58,7 +58,7 @@ Block random_block(const DeltaFormat& f, std::int64_t rows, std::int64_t cols) {
 
 }  // namespace
 
-std::vector<DeltaKernelTime> time_delta_kernels(std::int64_t rows, std::int64_t cols, std::span<const int> tokens) {
+std::vector<DeltaKernelTime> time_delta_kernels(std::int64_t rows, std::int64_t cols, std::span<const int> tokens, TimingRounds rounds) {
   if (const auto why = unavailable()) throw DeviceError("device cuda", "", *why);
   constexpr std::int64_t kMostSide = std::int64_t(1) << 20;
   if (rows < 1 || cols < 4 || cols % 4 != 0 || rows > kMostSide || cols > kMostSide)
@@ -68,7 +68,7 @@ std::vector<DeltaKernelTime> time_delta_kernels(std::int64_t rows, std::int64_t 
     if (n < 1 || n > 8)
       throw InvalidArgument("delta kernel timing", "tokens", "includes " + std::to_string(n), "give 1 … 8 rows of x: the dense GEMV's decode sizes");
 
-  Timer timer;
+  Timer timer(rounds);
   const cudaStream_t st = timer.stream();
   const std::size_t dense_bytes = static_cast<std::size_t>(rows * cols) * sizeof(bf16_t);
   const Arena dense(std::max(kMinArena, 2 * dense_bytes));

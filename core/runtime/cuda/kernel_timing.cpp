@@ -40,7 +40,7 @@ struct OneSequence {
 
 }  // namespace
 
-std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context, bool fused) {
+std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context, bool fused, TimingRounds rounds) {
   if (const auto why = unavailable()) throw DeviceError("device cuda", "", *why);
   if (s.mla || !plain_router(s))  // the table times a Mixtral-like step's kernels, as bench-cuda's family has them
     throw UnsupportedError("kernel timing", std::string(s.model_type()), "times grouped-query attention and a softmax top-k router only",
@@ -56,7 +56,7 @@ std::vector<KernelTime> time_decode_kernels(const ModelSpec& s, int context, boo
   auto weights = [](std::int64_t rows, std::int64_t cols) { return static_cast<std::size_t>(rows * cols) * sizeof(bf16_t); };
   const std::size_t expert = 3 * weights(I, H);  // gate_up [2I, H], then down [H, I], as a slot holds it
 
-  Timer timer;
+  Timer timer(rounds);
   const cudaStream_t st = timer.stream();
   // The attention's shared-memory attributes are set on its first call, which must not be captured.
   MOSAIC_CUDA_CHECK(kernels::paged_attention_cuda(nullptr, {}, 0, 1, 1, 1, 1, nullptr, nullptr, nullptr, false, st));
@@ -239,7 +239,7 @@ AttentionTime time_decode_attention(const ModelSpec& s, int context) {
     throw InvalidArgument("attention timing", "context", "is " + std::to_string(context),
                           "give 1 … " + std::to_string(kernels::kMaxAttentionPositions) + " positions");
   const int nh = static_cast<int>(s.num_heads), kvh = static_cast<int>(s.num_kv_heads), hd = static_cast<int>(s.head_dim);
-  Timer timer;
+  Timer timer(TimingRounds{});
   const cudaStream_t st = timer.stream();
   MOSAIC_CUDA_CHECK(kernels::paged_attention_cuda(nullptr, {}, 0, 1, 1, 1, 1, nullptr, nullptr, nullptr, false, st));  // not captured
   const OneSequence one(context);

@@ -14,6 +14,12 @@
 
 namespace mosaic::cuda {
 
+// Launches a timing graph holds (at most 64) and replays of it, the best counting: the defaults
+// measure; fewer only exercise the timing, as tst_cuda_backend does on simt (kernels on the CPU).
+struct TimingRounds {
+  int launches = 64, replays = 5;
+};
+
 struct KernelTime {
   std::string name;    // "q projection", "experts: gate and up", …
   int per_token = 0;   // launches in one decode token at batch 1
@@ -29,7 +35,7 @@ struct KernelTime {
 // the attention reads. `fused`: the kernels as the backend launches them by default (q, k and v in
 // one launch, rotary with the cache write, top-k with the reroute, the down projection with the
 // combine, the attention split over positions), else one by one as under MOSAIC_CUDA_FUSED=0.
-std::vector<KernelTime> time_decode_kernels(const ModelSpec& spec, int context, bool fused = true);
+std::vector<KernelTime> time_decode_kernels(const ModelSpec& spec, int context, bool fused = true, TimingRounds rounds = {});
 
 // One batch-1 decode attention of `spec` over `context` positions (its keys and values read from
 // memory, not the L2), launched as a graph captured for kGraphPositions (or `context` where longer)
@@ -52,6 +58,6 @@ struct DeltaKernelTime {
   double dense_bytes = 0, delta_bytes = 0;  // what a launch reads: the bf16 matrix, the packed arrays
 };
 // tokens: each 1 … 8 (the dense GEMV's most rows); rows, cols: positive, cols a multiple of 4.
-std::vector<DeltaKernelTime> time_delta_kernels(std::int64_t rows, std::int64_t cols, std::span<const int> tokens);
+std::vector<DeltaKernelTime> time_delta_kernels(std::int64_t rows, std::int64_t cols, std::span<const int> tokens, TimingRounds rounds = {});
 
 }  // namespace mosaic::cuda

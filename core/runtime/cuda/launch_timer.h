@@ -12,13 +12,13 @@
 #include "runtime/cuda/device_buffer.h"
 #include "runtime/cuda/event_timing.h"
 #include "runtime/cuda/graph_capture.h"
+#include "runtime/cuda/kernel_timing.h"
 
 namespace mosaic::cuda::launch_timing {
 
 using kernels::bf16_t;
 
-constexpr int kLaunches = 64;  // launches per graph
-constexpr int kReplays = 5;    // the best replay counts
+constexpr int kLaunches = 64;  // the most launches a graph holds (TimingRounds)
 // Distinct weight bytes a graph's launches cycle through: many times the L2 (50 MB on the H100).
 constexpr std::size_t kMinArena = std::size_t(512) << 20;
 
@@ -59,10 +59,13 @@ inline DeviceBuffer zeros(std::size_t bytes) {
   return d;
 }
 
-// Seconds per launch of enqueue(i) for i < kLaunches, captured as one graph and replayed.
+// Seconds per launch of enqueue(i) for i < the rounds' launches, captured as one graph and replayed.
 class Timer {
  public:
-  Timer() { MOSAIC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }  // as the backend's stream
+  explicit Timer(TimingRounds rounds)
+      : launches_(std::clamp(rounds.launches, 1, kLaunches)), replays_(std::max(1, rounds.replays)) {
+    MOSAIC_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));  // as the backend's stream
+  }
   ~Timer() { cudaStreamDestroy(stream_); }
   Timer(const Timer&) = delete;
   Timer& operator=(const Timer&) = delete;
@@ -71,13 +74,13 @@ class Timer {
   template <class F>
   double per_launch(F&& enqueue) {
     const cudaGraphExec_t exec = capture_graph(stream_, [&] {
-      for (int i = 0; i < kLaunches; ++i) MOSAIC_CUDA_CHECK(enqueue(i));
+      for (int i = 0; i < launches_; ++i) MOSAIC_CUDA_CHECK(enqueue(i));
     });
     try {
       MOSAIC_CUDA_CHECK(cudaGraphLaunch(exec, stream_));  // warm-up
-      const double best = best_time(stream_, kReplays, [&] { MOSAIC_CUDA_CHECK(cudaGraphLaunch(exec, stream_)); });
+      const double best = best_time(stream_, replays_, [&] { MOSAIC_CUDA_CHECK(cudaGraphLaunch(exec, stream_)); });
       cudaGraphExecDestroy(exec);
-      return best / kLaunches;
+      return best / launches_;
     } catch (...) {
       cudaGraphExecDestroy(exec);
       throw;
@@ -85,6 +88,7 @@ class Timer {
   }
 
  private:
+  int launches_, replays_;
   cudaStream_t stream_ = nullptr;
 };
 
