@@ -563,6 +563,74 @@ class TestCudaBackend : public QObject {
     }
   }
 
+  // Where each token's router choices went (a chat's expert view in the workbench, a sweep's
+  // trace_routes): on CUDA the host's plan of a layer is traced as the CPU traces its own, whether
+  // the layer routed on the host or on the device (its plan replayed after the step). Three prompts
+  // in one step, two of them traced, under pins that leave misses and a consolidated hit policy
+  // that serves other targets' experts, and with every expert resident.
+  void routesAreTracedAsOnTheCpu() {
+    Family family;
+    for (const char* v : {"base", "ft1", "ft2"}) family.add(v, fixture("mixtral", v));
+    const HostStore store(family);
+    const ModelSpec& s = store.spec();
+    std::vector<PinnedExpert> sparse, every;
+    for (std::int64_t l = 0; l < s.num_layers; ++l)
+      for (std::int64_t e = 0; e < s.num_experts; ++e) {
+        if (e % 3 != 2) sparse.push_back({l, e, static_cast<int>(e % 3)});
+        for (int t = 0; t < 3; ++t) every.push_back({l, e, t});
+      }
+    // Sparse pins route on the host (misses); with every expert resident the device routes the step.
+    for (const bool all_resident : {false, true}) {
+      struct Traced {
+        std::vector<RoutedExpert> routes;
+        int calls = 0;
+      };
+      std::vector<Traced> got[2];
+      for (const Device d : {Device::Cpu, Device::Cuda}) {
+        std::vector<Traced>& traced = got[d == Device::Cuda];
+        traced.resize(3);
+        const RuntimeConfig config{.pinned = all_resident ? every : sparse, .miss = "lru", .resident_sets = 3, .device = d};
+        Engine engine(std::make_shared<Runtime>(store, config));
+        std::vector<std::shared_ptr<RequestHandle>> handles;
+        for (int i = 0; i < 3; ++i) {
+          RequestCallbacks callbacks;
+          if (i != 1)
+            callbacks.on_routes = [&traced, i](const RequestHandle&, std::int64_t, const std::vector<RoutedExpert>& routes) {
+              Traced& t = traced[static_cast<std::size_t>(i)];
+              t.routes.insert(t.routes.end(), routes.begin(), routes.end());
+              ++t.calls;
+            };
+          const GenerationRequest prompt{.prompt = prompt_of(6 + static_cast<std::size_t>(i), 40 + static_cast<std::uint64_t>(i), s.vocab_size),
+                                         .max_new_tokens = 0};
+          handles.push_back(engine.submit({store.name(i), prompt, true}, std::move(callbacks)));
+        }
+        for (const auto& h : handles) QVERIFY2(h->wait().error.empty(), h->wait().error.c_str());
+      }
+      QCOMPARE(got[0][1].calls, 0);  // not traced, on either device
+      QCOMPARE(got[1][1].calls, 0);
+      for (int i : {0, 2}) {
+        const std::vector<RoutedExpert>&cpu = got[0][static_cast<std::size_t>(i)].routes, &cuda = got[1][static_cast<std::size_t>(i)].routes;
+        QCOMPARE(cuda.size(), std::size_t(6 + i) * std::size_t(s.num_sparse_layers()) * std::size_t(s.top_k));
+        QCOMPARE(cuda.size(), cpu.size());
+        std::size_t same = 0, misses = 0, elsewhere = 0;
+        for (std::size_t r = 0; r < cuda.size(); ++r) {
+          QCOMPARE(cuda[r].token, cpu[r].token);
+          QCOMPARE(cuda[r].layer, cpu[r].layer);
+          same += cuda[r].expert == cpu[r].expert && cuda[r].outcome == cpu[r].outcome && cuda[r].served_by == cpu[r].served_by &&
+                  cuda[r].served_expert == cpu[r].served_expert;
+          misses += cuda[r].outcome == RoutedExpert::Outcome::Miss;
+          elsewhere += cuda[r].served_by >= 0 && cuda[r].served_by != i;
+        }
+        // bf16 router logits may order a near tie otherwise than fp32's: nearly all, not all.
+        const QString what = QStringLiteral("%1, request %2: %3 of %4 routes as on the CPU, %5 misses, %6 served by another target")
+                                 .arg(all_resident ? QStringLiteral("all resident") : QStringLiteral("sparse pins"))
+                                 .arg(i).arg(same).arg(cuda.size()).arg(misses).arg(elsewhere);
+        QVERIFY2(same * 10 >= cuda.size() * 9, qPrintable(what));
+        QVERIFY2(all_resident ? misses == 0 && elsewhere == 0 : misses > 0 && elsewhere > 0, qPrintable(what));
+      }
+    }
+  }
+
   void layersOfATokenAloneAreTimed_data() {
     QTest::addColumn<bool>("graphs");
     QTest::newRow("kernel by kernel") << false;

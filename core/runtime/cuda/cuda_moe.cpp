@@ -64,8 +64,12 @@ RoutePlan CudaBackend::plan_on_host(std::int64_t layer, const std::int32_t* ids,
   const std::int64_t k = spec_.top_k;
   const std::vector<std::int64_t> experts(ids, ids + in.tokens * k);
   const std::vector<int> rows(in.rows.begin(), in.rows.end());
-  RoutePlan plan = plan_routes({layer, *state.tables[l], *state.pools[l], *state.scratch, *state.store, *state.policy, state.recent}, experts, k, rows);
+  const LayerSlots slots{layer, *state.tables[l], *state.pools[l], *state.scratch, *state.store, *state.policy, state.recent};
+  RoutePlan plan = plan_routes(slots, experts, k, rows);
   count_outcomes(plan, k, in.sequence, layer, result.counts);
+  // Traced where a chunk asked, as the CPU backend traces: a layer routed on the device is traced
+  // when its plan is replayed after the step (cuda_step.cpp).
+  if (in.any_traced) trace_routes(plan, slots, experts, k, in.sequence, in.first, in.traced, result.routes);
   return plan;
 }
 

@@ -19,7 +19,7 @@ StepResult CudaBackend::run(const StepBatch& batch, MoeState& state) {
   const ModelSpec& s = spec_;
   StepResult result;
   result.counts.assign(static_cast<std::size_t>(batch.sequences), std::vector<LayerCounts>(static_cast<std::size_t>(s.num_layers)));
-  result.routes.resize(static_cast<std::size_t>(batch.sequences));  // not traced on the device (the CPU backend traces)
+  result.routes.resize(static_cast<std::size_t>(batch.sequences));  // traced by plan_on_host (cuda_moe.cpp)
   result.logits.resize(batch.chunks.size());
   ++steps_;
   StepInputs in = step_inputs(batch, s, inv_freq_, shape_.kv_block_tokens);

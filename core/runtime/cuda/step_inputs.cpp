@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "model/rope.h"
+#include "runtime/step_layout.h"
 
 namespace mosaic::cuda {
 
@@ -73,6 +74,13 @@ kernels::LatentShape latent_shape(const ModelSpec& s) {
 StepInputs step_inputs(const StepBatch& batch, const ModelSpec& s, const std::vector<float>& inv_freq,
                        std::int64_t block_tokens) {
   StepInputs in;
+  {  // the host's view of the step, as every backend lays it out
+    StepLayout layout = lay_out(batch);
+    in.sequence = std::move(layout.sequence);
+    in.traced = std::move(layout.traced);
+    in.first = std::move(layout.first);
+    in.any_traced = layout.any_traced;
+  }
   std::set<std::int32_t> rows;
   for (const StepChunk& c : batch.chunks) {
     const auto n = static_cast<std::int64_t>(c.tokens.size());
@@ -92,7 +100,6 @@ StepInputs step_inputs(const StepBatch& batch, const ModelSpec& s, const std::ve
       in.rows.push_back(c.target);
       in.positions.push_back(static_cast<std::int32_t>(p));
       in.block_offset.push_back(block_offset);
-      in.sequence.push_back(c.sequence);
       for (float f : inv_freq) in.cos.push_back(static_cast<float>(p) * f);  // angles; cos/sin below
     }
     rows.insert(c.target);

@@ -25,7 +25,12 @@ struct StepInputs {
   std::int64_t tokens = 0;
   std::vector<TokenGroup> groups;      // consecutive tokens of one buffer
   std::vector<std::int64_t> offset;    // [chunks]: first token
-  std::vector<std::int32_t> sequence;  // [tokens]: the caller's sequence index (host only)
+  // Host only, as lay_out (step_layout.h) gives them: [tokens] the caller's sequence index; for route
+  // traces (StepChunk::trace), [sequences] whether its chunk asked and its first token.
+  std::vector<int> sequence;
+  std::vector<char> traced;
+  std::vector<std::int64_t> first;
+  bool any_traced = false;
   // Uploaded, in this order:
   std::vector<std::int32_t> ids, rows, positions, block_offset;  // [tokens]
   std::vector<std::int32_t> blocks;    // each chunk's block list, concatenated
