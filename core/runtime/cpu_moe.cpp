@@ -64,7 +64,7 @@ at::Tensor CpuBackend::moe(std::int64_t layer, const at::Tensor& h, const StepLa
         const TierRead read = load_expert(layer, load.slot, load.content);
         return std::pair{read, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
       },
-      [&](const RouteWave& wave) { run_groups(layer, wave, h, top_w, k, out); });
+      [&](const RouteWave& wave, std::size_t) { run_groups(layer, wave, h, top_w, k, out); });
 
   if (state.policy->prefetches()) {
     const std::int64_t next = state.next_moe_layer(layer);

@@ -225,7 +225,7 @@ StepResult SimBackend::run(const StepBatch& batch, MoeState& moe) {
           layer_loads[l] += device_seconds_ - before;
           return std::pair{read, device_seconds_ - before};
         },
-        [&](const RouteWave& wave) {
+        [&](const RouteWave& wave, std::size_t) {
           for (const SlotGroup& g : wave.groups) {
             // A scratch slot may be reused by a later wave (and is cleared after each): its content is the load's.
             ExpertId content = g.slot.scratch ? -1 : moe.pools[l]->content(g.slot.slot);

@@ -180,7 +180,8 @@ class CudaBackend final : public Backend {
   void cublas_experts(std::int64_t layer, const bf16_t* wt, std::int32_t begin, std::int32_t end, std::span<const PlannedGroup> deltas);
 
   // The host's routing plan of `layer` from its top-k `ids` [tokens · k] (slot use times, table
-  // updates, loads to make), its hits and misses added to the result's counts.
+  // updates, loads to make), its hits and misses added to the result's counts and its routes traced
+  // where a chunk asked: moe_waves.h's plan_moe_layer, as every backend plans.
   RoutePlan plan_on_host(std::int64_t layer, const std::int32_t* ids, const StepInputs& in, MoeState& state, StepResult& result);
 
   const bf16_t* weight(int buffer, std::int64_t offset) const {

@@ -22,6 +22,7 @@
 #include "runtime/cuda/cuda_backend.h"
 #include "runtime/cuda/grouped_plan.h"
 #include "runtime/expert_importance.h"
+#include "runtime/moe_waves.h"
 
 namespace mosaic::cuda {
 namespace {
@@ -60,17 +61,12 @@ bool CudaBackend::routable_on_device(std::int64_t layer, const StepInputs& in, c
 
 RoutePlan CudaBackend::plan_on_host(std::int64_t layer, const std::int32_t* ids, const StepInputs& in, MoeState& state,
                                     StepResult& result) {
-  const auto l = static_cast<std::size_t>(layer);
-  const std::int64_t k = spec_.top_k;
-  const std::vector<std::int64_t> experts(ids, ids + in.tokens * k);
+  // In the step's rows (StepInputs keeps the reroute rows as the device reads them, int32).
+  const std::vector<std::int64_t> experts(ids, ids + in.tokens * spec_.top_k);
   const std::vector<int> rows(in.rows.begin(), in.rows.end());
-  const LayerSlots slots{layer, *state.tables[l], *state.pools[l], *state.scratch, *state.store, *state.policy, state.recent};
-  RoutePlan plan = plan_routes(slots, experts, k, rows);
-  count_outcomes(plan, k, in.sequence, layer, result.counts);
   // Traced where a chunk asked, as the CPU backend traces: a layer routed on the device is traced
   // when its plan is replayed after the step (cuda_step.cpp).
-  if (in.any_traced) trace_routes(plan, slots, experts, k, in.sequence, in.first, in.traced, result.routes);
-  return plan;
+  return plan_moe_layer(layer, experts, spec_.top_k, {rows, in.sequence, in.first, in.traced, in.any_traced}, state, result);
 }
 
 void CudaBackend::run_grouped(const kernels::GroupedPairs& g, int max_groups, bool tensor_cores) {
@@ -269,7 +265,6 @@ void CudaBackend::read_importance(MoeState& state) const {
 
 void CudaBackend::route_on_host(std::int64_t layer, const StepInputs& in, MoeState& state, StepResult& result, std::int64_t next) {
   const ModelSpec& s = spec_;
-  const auto l = static_cast<std::size_t>(layer);
   const std::int64_t T = in.tokens, k = s.top_k, P = T * k;
   Workspace& w = work_;
 
@@ -279,9 +274,6 @@ void CudaBackend::route_on_host(std::int64_t layer, const StepInputs& in, MoeSta
   MOSAIC_CUDA_CHECK(cudaStreamSynchronize(stream_));
   const RoutePlan plan = plan_on_host(layer, ids_host, in, state, result);
   await_prefetch(layer, in, result, /*host_waited=*/true);
-  auto counts_of = [&](std::int64_t pair) -> LayerCounts& {
-    return result.counts[static_cast<std::size_t>(in.sequence[static_cast<std::size_t>(pair / k)])][l];
-  };
   // With delta folders in the family, groups over the same base matrices bundle where a delta is
   // among them: what a slot serves is what this step loaded into it last, else what it holds.
   ServesOf serves;
@@ -329,35 +321,36 @@ void CudaBackend::route_on_host(std::int64_t layer, const StepInputs& in, MoeSta
   upload(w.groups.weights, o_weights, n_groups * sizeof(void*));
 
   std::size_t first_group = 0;
-  for (std::size_t wi = 0; wi < gp.waves.size(); ++wi) {
-    const PlannedWave& wave = gp.waves[wi];
-    if (!wave.loads.empty()) {
-      // Scratch slots of the wave before may still be read: the copies start after its compute.
-      MOSAIC_CUDA_CHECK(cudaEventRecord(computed_, stream_));
-      MOSAIC_CUDA_CHECK(cudaStreamWaitEvent(copy_, computed_, 0));
-      const auto t0 = std::chrono::steady_clock::now();
-      std::vector<TierRead> bytes;
-      for (const ExpertLoad& load : wave.loads) bytes.push_back(issue_expert_copy(layer, load.slot, load.content));
-      MOSAIC_CUDA_CHECK(cudaStreamSynchronize(copy_));
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      copies_done();
-      for (std::size_t i = 0; i < wave.loads.size(); ++i)
-        counts_of(wave.loads[i].pair).count_load(bytes[i], seconds / static_cast<double>(wave.loads.size()));
-    }
-    if (!wave.small.empty()) {
-      kernels::GroupedPairs g = w.groups;
-      g.groups = w.group_counts + wi;
-      g.begin += first_group;
-      g.end += first_group;
-      g.weights += first_group;
-      run_grouped(g, static_cast<int>(wave.small.size()), /*tensor_cores=*/false);  // small groups: their large ones go to cuBLAS
-      first_group += wave.small.size();
-    }
-    for (const PlannedGroup& g : wave.large) cublas_experts(layer, dense_weights(layer, g.slot), g.begin, g.end, {});
-    for (const PlannedBundle& b : wave.bundles) cublas_experts(layer, dense_weights(layer, b.groups.front().slot), b.begin, b.end, b.groups);
-    for (const ExpertLoad& load : wave.loads)
-      if (load.slot.scratch) state.scratch->clear(load.slot.slot);  // transient: dropped after use
-  }
+  run_waves(
+      layer, plan, k, in.sequence, state, result,
+      [&](std::span<const ExpertLoad> loads) {
+        // Scratch slots of the wave before may still be read: the copies start after its compute.
+        MOSAIC_CUDA_CHECK(cudaEventRecord(computed_, stream_));
+        MOSAIC_CUDA_CHECK(cudaStreamWaitEvent(copy_, computed_, 0));
+        const auto t0 = std::chrono::steady_clock::now();
+        std::vector<TierRead> bytes;
+        for (const ExpertLoad& load : loads) bytes.push_back(issue_expert_copy(layer, load.slot, load.content));
+        MOSAIC_CUDA_CHECK(cudaStreamSynchronize(copy_));
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        copies_done();
+        std::vector<std::pair<TierRead, double>> done;  // the wave's copies overlap: each is charged an equal share
+        for (const TierRead& read : bytes) done.emplace_back(read, seconds / static_cast<double>(loads.size()));
+        return done;
+      },
+      [&](const RouteWave&, std::size_t wi) {
+        const PlannedWave& wave = gp.waves[wi];
+        if (!wave.small.empty()) {
+          kernels::GroupedPairs g = w.groups;
+          g.groups = w.group_counts + wi;
+          g.begin += first_group;
+          g.end += first_group;
+          g.weights += first_group;
+          run_grouped(g, static_cast<int>(wave.small.size()), /*tensor_cores=*/false);  // small groups: their large ones go to cuBLAS
+          first_group += wave.small.size();
+        }
+        for (const PlannedGroup& g : wave.large) cublas_experts(layer, dense_weights(layer, g.slot), g.begin, g.end, {});
+        for (const PlannedBundle& b : wave.bundles) cublas_experts(layer, dense_weights(layer, b.groups.front().slot), b.begin, b.end, b.groups);
+      });
   // After this layer's own loads, so that they do not queue behind the next layer's.
   if (next >= 0) prefetch(next, in, state, result);
   // The plan's host arrays are read by the copies above; the next layer may overwrite them.
