@@ -34,9 +34,11 @@ std::uint64_t HostDelta::bytes() const {  // from the shapes: the same where the
 
 HostStore::~HostStore() = default;
 
-std::uint64_t HostTensor::size_bytes() const {
-  std::uint64_t n = dtype_size(dtype);
-  for (std::int64_t d : shape) n *= static_cast<std::uint64_t>(d);
+std::uint64_t HostTensor::size_bytes() const { return dtype_size(dtype) * static_cast<std::uint64_t>(numel()); }
+
+std::int64_t HostTensor::numel() const {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) n *= d;
   return n;
 }
 

@@ -38,6 +38,7 @@ struct HostTensor {
   // keeps the process within its host budget; reading these bytes directly grows it.
   std::span<const std::byte> bytes;
   std::uint64_t size_bytes() const;  // from the shape and dtype: the size even where no bytes are held
+  std::int64_t numel() const;        // values, from the shape
 };
 
 // A delta folder's packed Δ for one expert (docs/delta-format.md), added to its base's matrices.
