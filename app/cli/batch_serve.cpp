@@ -3,6 +3,7 @@
 #include <chrono>
 #include <random>
 
+#include "common/error.h"
 #include "common/stopwatch.h"
 #include "runtime/engine.h"
 
@@ -22,8 +23,10 @@ Batch serve(const std::shared_ptr<Runtime>& runtime, const std::vector<std::stri
   const auto handles = engine.submit_all(std::move(requests));
   Batch b;
   b.requests = static_cast<std::int64_t>(handles.size());
-  for (const auto& h : handles) {
-    const RequestResult& r = h->wait();
+  for (std::size_t i = 0; i < handles.size(); ++i) {
+    const RequestResult& r = handles[i]->wait();
+    // A failed request would count as served: the bench stops instead, saying why.
+    if (!r.error.empty()) throw DeviceError("bench", targets[i], "a request failed: " + r.error);
     b.tokens += static_cast<std::int64_t>(r.tokens.size());
     b.tpot += r.stats.tpot() / static_cast<double>(handles.size());
     b.misses += r.stats.counters.total().misses;

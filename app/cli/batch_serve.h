@@ -18,7 +18,8 @@ struct Batch {
 };
 
 // `targets[i]` for request i, all submitted at once with their own random prompt of `prompt` ids;
-// greedy decode of `decode` tokens each, at most `max_sequences` in a step.
+// greedy decode of `decode` tokens each, at most `max_sequences` in a step. A request that fails
+// throws (DeviceError naming its target and why): a bench does not count it as served.
 Batch serve(const std::shared_ptr<Runtime>& runtime, const std::vector<std::string>& targets, std::int64_t prompt, std::int64_t decode,
             std::int64_t max_sequences);
 

@@ -134,8 +134,9 @@ PackedDelta compress_delta(std::span<const float> delta, std::int64_t rows, std:
   const std::int64_t groups = group_count(f, cols);
   std::vector<std::uint8_t> keep(delta.size(), f.sparse24 ? 0 : 1), codes(delta.size(), 0);
   std::vector<GroupGrid> grids(static_cast<std::size_t>(rows * groups));
-  // Rows are decided independently, so blocks of them go to every core: a Mixtral-size family's
-  // 45 billion expert weights took half an hour on one.
+  // Rows are decided independently, so blocks of them go to every core (whatever --threads says: this
+  // is model/, below the runtime's thread setting); a Mixtral-size family has 45 billion expert
+  // weights to pack. Where several rows fail, which one the error names may vary.
   constexpr std::int64_t kBlockRows = 64;
   parallel_for(static_cast<std::size_t>((rows + kBlockRows - 1) / kBlockRows), thread_count(0), [&](std::size_t block, unsigned) {
     for (std::int64_t r = static_cast<std::int64_t>(block) * kBlockRows; r < std::min(rows, static_cast<std::int64_t>(block + 1) * kBlockRows); ++r) {

@@ -170,7 +170,7 @@ case $stage in
     ;;
   deltas)
     # Issue 61 #6: DeltaMoE's serving claim on the GPU. A base and 4 variants of bench-cuda's default
-    # layer shapes at 4 layers (2.3 GB bf16 each, 11.5 GB on disk) served as delta folders against
+    # layer shapes at 4 layers (1.28 B parameters, 2.56 GB bf16 each, 12.8 GB on disk) served as delta folders against
     # the full variants, all resident and under the deltas' device bytes, at batch 1 and 32; then
     # bench-cuda's delta-expert table at Mixtral-8x7B's shapes comes from the `mixtral` stage. About
     # 4 minutes after a warm build; the family is deleted after.

@@ -84,6 +84,10 @@ StepResult CudaBackend::run(const StepBatch& batch, MoeState& state) {
   const std::int64_t P = in.tokens * s.top_k;
   for (std::int64_t l = 0; l < s.num_layers; ++l)
     if (routed_on_device_[static_cast<std::size_t>(l)]) plan_on_host(l, ids_host_.get<std::int32_t>() + l * P, in, state, result);
+  // Layers routed on the host were traced as they ran, those on the device just now: layer by layer again.
+  if (in.any_traced)
+    for (std::vector<RoutedExpert>& routes : result.routes)
+      std::stable_sort(routes.begin(), routes.end(), [](const RoutedExpert& a, const RoutedExpert& b) { return a.layer < b.layer; });
   if (in.tokens == 1 && layer_times_) time_layers_alone(in, result);  // after the replay: a layer's hits are counted
   return result;
 }

@@ -86,6 +86,7 @@ std::vector<DeltaKernelTime> time_delta_kernels(std::int64_t rows, std::int64_t 
     DeviceBuffer arena(copies * spacing);
     for (std::size_t c = 0; c < copies; ++c)
       MOSAIC_CUDA_CHECK(cudaMemcpy(arena.get<std::byte>() + c * spacing, block.bytes.data(), block.bytes.size(), cudaMemcpyHostToDevice));
+    MOSAIC_CUDA_CHECK(cudaDeviceSynchronize());  // a copy from pageable memory may land after it returns; the timer's stream does not wait
     std::vector<kernels::DeltaView> views;
     for (int i = 0; i < kLaunches; ++i) {
       const std::byte* at = arena.get<std::byte>() + (static_cast<std::size_t>(i) % copies) * spacing;
