@@ -76,9 +76,10 @@ __global__ void delta_rows_kernel(const float* __restrict__ x, int n, DeltaView 
 }
 
 // The tiles kernel. A block of kTileWarps warps takes kTileWarps · Rows consecutive rows and up to
-// Tokens tokens (1, 2, 4 or 8: a decode step's one token issues no work for seven absent ones); for each tile of kTileCols columns the block stages those tokens' x in shared memory,
-// then each lane takes kLaneCols consecutive columns of each of its warp's Rows rows: one vector load
-// of their codes (Rows loads in flight before any is used), one meta word, one scale and zero.
+// Tokens tokens (1, 2, 4 or 8: a decode step's one token issues no work for seven absent ones). For
+// each tile of kTileCols columns the block stages those tokens' x in shared memory, then each lane
+// takes kLaneCols consecutive columns of each of its warp's Rows rows: one vector load of their codes
+// (Rows loads in flight before any is used), one meta word, one scale and zero.
 constexpr int kTileCols = 1024;
 constexpr int kLaneCols = kTileCols / kWarp;      // 32: within one group (delta_tiles_fit)
 constexpr int kTileStride = kTileCols + kWarp;    // a token's row in shared memory, a pad word per lane

@@ -78,18 +78,13 @@ std::vector<DeltaKernelTime> time_delta_kernels(std::int64_t rows, std::int64_t 
 
   std::vector<DeltaKernelTime> times;
   for (const DeltaFormat f : {DeltaFormat{4, true, 128}, DeltaFormat{4, false, 128}, DeltaFormat{2, true, 128}}) {
-    // Copies of the block spread over an arena many times the L2, as Arena spreads the dense ones.
+    // Copies of the block spread over an arena many times the L2, as the dense ones are.
     const Block block = random_block(f, rows, cols);
-    const std::size_t arena_bytes = std::max(kMinArena, 2 * block.bytes.size());
-    const std::size_t spacing = aligned(std::max(block.bytes.size(), arena_bytes / kLaunches));
-    const std::size_t copies = std::min<std::size_t>(kLaunches, std::max<std::size_t>(1, arena_bytes / spacing));
-    DeviceBuffer arena(copies * spacing);
-    for (std::size_t c = 0; c < copies; ++c)
-      MOSAIC_CUDA_CHECK(cudaMemcpy(arena.get<std::byte>() + c * spacing, block.bytes.data(), block.bytes.size(), cudaMemcpyHostToDevice));
+    const Arena arena(std::max(kMinArena, 2 * block.bytes.size()), block.bytes);
     MOSAIC_CUDA_CHECK(cudaDeviceSynchronize());  // a copy from pageable memory may land after it returns; the timer's stream does not wait
     std::vector<kernels::DeltaView> views;
     for (int i = 0; i < kLaunches; ++i) {
-      const std::byte* at = arena.get<std::byte>() + (static_cast<std::size_t>(i) % copies) * spacing;
+      const std::byte* at = arena.place(i, block.bytes.size());
       views.push_back({.qweight = reinterpret_cast<const std::uint32_t*>(at),
                        .meta = f.sparse24 ? reinterpret_cast<const std::uint32_t*>(at + block.meta) : nullptr,
                        .scales = reinterpret_cast<const std::uint16_t*>(at + block.scales),

@@ -5,6 +5,7 @@
 // delta_timing.cpp; include only from this folder's .cpp files.
 #include <algorithm>
 #include <cstddef>
+#include <span>
 #include <vector>
 
 #include "kernels/bf16.h"
@@ -25,8 +26,8 @@ constexpr std::size_t kMinArena = std::size_t(512) << 20;
 // Weights read in turn by a graph's launches: launch i reads copy i.
 class Arena {
  public:
+  // Small bf16 values throughout, not zeros: nothing for a memory system to compress.
   explicit Arena(std::size_t bytes) : buffer_(bytes) {
-    // Small values, not zeros: nothing for a memory system to compress.
     std::vector<bf16_t> pattern(std::size_t(1) << 20);
     for (std::size_t i = 0; i < pattern.size(); ++i)
       pattern[i] = kernels::float_to_bf16(0.01f * static_cast<float>(static_cast<int>(i % 97) - 48) / 48.0f);
@@ -34,15 +35,21 @@ class Arena {
     for (std::size_t at = 0; at < bytes; at += chunk)
       MOSAIC_CUDA_CHECK(cudaMemcpy(buffer_.get<std::byte>() + at, pattern.data(), std::min(chunk, bytes - at), cudaMemcpyHostToDevice));
   }
+  // Every place a launch reads holds `each` (a packed block, say) instead.
+  Arena(std::size_t bytes, std::span<const std::byte> each) : buffer_(bytes) {
+    for (std::size_t at = 0, step = spacing(each.size()); at + step <= bytes; at += step)
+      MOSAIC_CUDA_CHECK(cudaMemcpy(buffer_.get<std::byte>() + at, each.data(), each.size(), cudaMemcpyHostToDevice));
+  }
   // Copies spread over the whole arena, so that even a small weight (a norm, a router) is read from
   // memory and not from the L2 by each launch.
-  const bf16_t* copy(int launch, std::size_t bytes) const {
-    const std::size_t spacing = (std::max(bytes, buffer_.bytes() / kLaunches) + 255) / 256 * 256;
-    const std::size_t copies = std::max<std::size_t>(1, buffer_.bytes() / spacing);
-    return reinterpret_cast<const bf16_t*>(buffer_.get<std::byte>() + (static_cast<std::size_t>(launch) % copies) * spacing);
+  const std::byte* place(int launch, std::size_t bytes) const {
+    const std::size_t copies = std::max<std::size_t>(1, buffer_.bytes() / spacing(bytes));
+    return buffer_.get<std::byte>() + (static_cast<std::size_t>(launch) % copies) * spacing(bytes);
   }
+  const bf16_t* copy(int launch, std::size_t bytes) const { return reinterpret_cast<const bf16_t*>(place(launch, bytes)); }
 
  private:
+  std::size_t spacing(std::size_t bytes) const { return (std::max(bytes, buffer_.bytes() / kLaunches) + 255) / 256 * 256; }
   DeviceBuffer buffer_;
 };
 
