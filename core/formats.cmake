@@ -36,6 +36,7 @@ set(MOSAIC_FORMAT_SOURCES
   sim/routing_model.cpp
   # what the parsers link against
   analysis/consolidation.cpp
+  common/parallel.cpp
   common/sha256.cpp
   model/checkpoint.cpp
   model/content_hash.cpp
