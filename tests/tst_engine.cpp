@@ -397,6 +397,49 @@ class TestEngine : public QObject {
     QCOMPARE(plan_after(9.0, 10.0, 8.9, 5), std::vector<int>{1});
   }
 
+  void oneBufferTakesTurnsInTheOrderSetsWaited() {
+    // One set buffer, no look-ahead (K = 1). Set 0's turn begins at t = 1 with three requests that
+    // waited for it; the token budget (8) lets two prompts (4 tokens each) in a step. Set 2's light
+    // request (waiting since 1.02) and set 1's heavy ones (since 1.05) outweigh what set 0 has left,
+    // but set 0 first runs the request that waited for its turn (else it would wait a whole round of
+    // the others' turns); then it drains: a request of set 0 that came during its turn does not join.
+    // Then set 2 comes in, the set that waited longest, not set 1, the heaviest: the sets take turns
+    // in order, and none waits for the bound (10 s) to get one.
+    KvBlockPool blocks(16, std::nullopt);
+    Scheduler s({.max_batch_tokens = 8, .max_sequences = 8, .switching = SwitchPolicy::Affinity, .max_wait_seconds = 10, .swap_ahead = false},
+                blocks, 1);
+    std::vector<SequenceState> q;
+    for (std::uint64_t i = 0; i < 3; ++i) q.push_back({.order = i, .arrival = 0.5, .set = 0, .known = 4, .total = 8});
+    q.push_back({.order = 3, .arrival = 1.02, .set = 2, .known = 4, .total = 16});
+    for (std::uint64_t i = 4; i < 8; ++i) q.push_back({.order = i, .arrival = 1.05, .set = 1, .known = 4, .total = 40});
+    q.push_back({.order = 8, .arrival = 1.15, .set = 0, .known = 4, .total = 8});
+    const auto arrive = [&](double now) {
+      for (SequenceState& x : q)
+        if (x.arrival > now - 0.1 && x.arrival <= now) s.add(&x);
+    };
+    const auto run = [](const StepPlan& p) {  // the step: its chunks computed, a token generated where a chunk ends
+      for (const StepPlan::Chunk& c : p.chunks)
+        if ((c.sequence->computed += c.tokens) == c.sequence->known) ++c.sequence->known;
+    };
+    const std::vector<int> set0{0};
+    arrive(0.5);
+    StepPlan p = s.plan(1.0, set0);
+    QCOMPARE(p.admitted, (std::vector<SequenceState*>{&q[0], &q[1]}));
+    run(p);
+    arrive(1.1);
+    p = s.plan(1.1, set0);
+    QCOMPARE(p.admitted, std::vector<SequenceState*>{&q[2]});  // it waited for this turn
+    run(p);
+    arrive(1.2);
+    p = s.plan(1.2, set0);
+    QVERIFY(p.admitted.empty());  // set 0 drains: q[8] came during its turn
+    QCOMPARE(p.chunks.size(), std::size_t(3));
+    for (int i = 0; i < 3; ++i) s.remove(&q[static_cast<std::size_t>(i)]);  // done
+    p = s.plan(1.3, set0);
+    QCOMPARE(p.admitted, std::vector<SequenceState*>{&q[3]});
+    QCOMPARE(p.sets, std::vector<int>{2});
+  }
+
   void residentSetsAutoAndLookAheadByDefault() {
     // resident_sets auto holds every set the targets use (4 here, no budget); the engine then fills
     // sets ahead without being asked, so a burst over four variants swaps ahead, with the outputs of

@@ -184,20 +184,34 @@ void Scheduler::switch_sets(double now, bool strict, const std::vector<Queued>& 
 
 void Scheduler::drain_for_switch(double now, const std::vector<Queued>& queued, const StepPlan& plan, std::span<const int> resident,
                                  std::span<const int> loading) {
-  // Draining (SchedulerOptions::park off), with look-ahead swaps: a set is filled ahead only into a
-  // buffer no running sequence uses. While every buffer runs a set whose requests keep joining, none
-  // ever frees, and a set not in waits for the bound. So once the first set not in outweighs the one
-  // whose running sequences end soonest (its own queued work, weighed the same way), that one
-  // drains: none of its requests join until the other is in. The choice holds until then, or else
-  // the two would trade places step by step.
+  // Draining (SchedulerOptions::park off): a set comes in only to a buffer no running sequence uses
+  // (filled ahead into it, or swapped in when the step starts). While every buffer runs a set whose
+  // requests keep joining, none ever frees, and a set not in waits for the bound. So once the set not
+  // in that has waited longest outweighs the one whose running sequences end soonest (its own queued
+  // work, weighed the same way), that one drains: none of its requests join until the other is in.
+  // The choice holds until then, or else the two would trade places step by step.
+  //  - Longest waiting, not heaviest: the sets then take turns in order, and a request waits at most
+  //    one round of the others' turns (heaviest first let a set with a burst queued go twice in a
+  //    round, and the others' requests reached the bound).
+  //  - Not before the set has run what waited for it when its turn began: with the token budget full,
+  //    the rest of those would wait a whole round again, and the sets' turns would be capped at one
+  //    step's admissions (measured on the simulated clock: consolidated fell behind at 56 req/s,
+  //    docs/benchmarks.md, 2026-12-01).
   const auto weight = [&](int set) {
     const auto q = std::find_if(queued.begin(), queued.end(), [&](const Queued& x) { return x.set == set; });
     return q == queued.end() ? 0.0 : priority(q->work, q->oldest, now);
   };
   if (switch_.incoming >= 0 || plan.chunks.empty() || static_cast<int>(plan.sets.size()) < capacity_) return;
-  const auto next = std::find_if(queued.begin(), queued.end(), [&](const Queued& q) { return !ready(q.set, plan, resident, loading); });
+  auto next = queued.end();
+  for (auto q = queued.begin(); q != queued.end(); ++q)
+    if (!ready(q->set, plan, resident, loading) && (next == queued.end() || q->oldest < next->oldest)) next = q;
   const int drain = soonest_done(plan.sets);
-  if (next != queued.end() && priority(next->work, next->oldest, now) > weight(drain)) switch_ = {next->set, drain};
+  if (next == queued.end() || !(priority(next->work, next->oldest, now) > weight(drain))) return;
+  const auto since = std::find_if(running_since_.begin(), running_since_.end(), [&](const auto& r) { return r.first == drain; });
+  if (since != running_since_.end())
+    for (const SequenceState* s : waiting_)
+      if (s->set == drain && s->waiting_since <= since->second) return;  // waited for this turn: it runs first
+  switch_ = {next->set, drain};
 }
 
 int Scheduler::soonest_done(std::span<const int> sets) const {
@@ -325,13 +339,15 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
     admit_one_pass([&](const SequenceState& s) { return s.parked() && eligible(s); });
     admit_one_pass(eligible);
   };
-  if (affinity && !strict && !options_.park && options_.ahead()) drain_for_switch(now, queued, plan, resident, loading);
+  if (affinity && !strict && !options_.park) drain_for_switch(now, queued, plan, resident, loading);
   if (affinity && strict && !options_.park) switch_ = {};  // a switch chosen by weight gives way to the oldest
   // The set parked or draining for the set switching in: its requests wait until that one runs.
   const auto out = [&] { return switch_.out; };
   bool oldest_waits_for_fill = false;
   if (affinity && !strict) {
     admit([&](const SequenceState& s) { return s.set != out() && contains(resident, s.set); });
+    // The set switching in takes the buffer freed for it before heavier sets do.
+    if (switch_.incoming >= 0) admit([set = switch_.incoming](const SequenceState& s) { return s.set == set; });
     for (const Queued& q : queued)
       if (q.set != out()) admit([set = q.set](const SequenceState& s) { return s.set == set; });
     // Ended once its set runs, not once it is filled: filled but kept out (the sequence limit, the
@@ -358,7 +374,7 @@ StepPlan Scheduler::plan(double now, std::span<const int> resident, std::span<co
   if (!oldest_waits_for_fill) admit([&](const SequenceState& s) { return s.set != out(); });
   if (switch_.incoming >= 0 && contains(plan.sets, switch_.incoming)) switch_ = {};
 
-  if (options_.park) {  // how long each set has run without a break, for its turn
+  {  // how long each set has run without a break: park's turns, and what waited for a drained set's turn
     std::vector<std::pair<int, double>> since;
     for (int set : plan.sets) {
       const auto was = std::find_if(running_since_.begin(), running_since_.end(), [&](const auto& r) { return r.first == set; });

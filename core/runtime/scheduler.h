@@ -27,7 +27,8 @@ enum class SwitchPolicy {
              // (tokens still to run, weighted up by their oldest request's wait against the bound).
              // Once the oldest has waited max_wait_seconds, it goes first with its set's other
              // requests, and the rest in the order they began to wait, until it starts. How a set
-             // running in a buffer another set needs makes room: SchedulerOptions::park.
+             // running in a buffer another set needs makes room, and which set comes in:
+             // SchedulerOptions::park.
 };
 
 struct SchedulerOptions {
@@ -39,10 +40,12 @@ struct SchedulerOptions {
   double max_wait_seconds = kDefaultMaxWait;  // Affinity's bound on how long a request waits for its set
   static constexpr double kDefaultMaxWait = 2.0;
   // Affinity: how a running set makes room for another.
-  //  false (drain, the default): with look-ahead swaps and every buffer running, once the first set
-  //    not in outweighs the running set whose sequences end soonest, that set takes no new requests
-  //    until the other is filled into its buffer; past the bound the same set drains while the
-  //    others' requests keep joining. Without look-ahead, a set not in waits for a free buffer.
+  //  false (drain, the default): with every buffer running, once the set not in that has waited
+  //    longest outweighs the running set whose sequences end soonest, and that set has run the
+  //    requests that waited for its turn, it takes no new requests until the other is in (filled
+  //    ahead into its buffer, or swapped in once its sequences are done); past the bound the same
+  //    set drains while the others' requests keep joining. So the sets take turns in the order they
+  //    began to wait, each turn as long as its requests' output.
   //  true (park): with every buffer running, the first set not in that outweighs the lightest running
   //    one (its running and queued work, weighed the same way) that has had its turn has that one's
   //    running sequences parked: they wait with their KV blocks and resume where they stopped once
@@ -129,7 +132,7 @@ class Scheduler {
   std::vector<Queued> queued_by_weight(double now) const;       // heaviest first
   void switch_sets(double now, bool strict, const std::vector<Queued>& queued, StepPlan& plan);  // park
   void drain_for_switch(double now, const std::vector<Queued>& queued, const StepPlan& plan, std::span<const int> resident,
-                        std::span<const int> loading);  // drain, with look-ahead
+                        std::span<const int> loading);  // drain
   int soonest_done(std::span<const int> sets) const;  // of `sets`, the one whose running sequences may end first
   void list_upcoming(StepPlan& plan) const;  // StepPlan::upcoming, once the step's admissions are made
 
@@ -143,7 +146,7 @@ class Scheduler {
   } switch_;
   std::deque<SequenceState*> waiting_;   // by (waiting_since, order)
   std::vector<SequenceState*> running_;  // by admission
-  std::vector<std::pair<int, double>> running_since_;  // park: each set that ran in the last step, since when
+  std::vector<std::pair<int, double>> running_since_;  // each set that ran in the last step, since when
 };
 
 }  // namespace mosaic
