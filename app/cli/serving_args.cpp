@@ -79,7 +79,8 @@ void ServingArgs::add_to(CLI::App* cmd, bool with_model, bool with_target) {
       ->default_val("auto");
   cmd->add_option("--admission", admission,
                   "affinity (requests of resident sets first, then the set with the most queued work, its wait weighed against "
-                  "--max-wait) | fcfs (arrival order: the paper's setting)")
+                  "--max-wait; with every set buffer busy, the sets take turns in the order they began to wait) | fcfs "
+                  "(arrival order: the paper's setting)")
       ->default_val("affinity");
   cmd->add_option("--max-wait", max_wait, "affinity's fairness bound: past it, the oldest request goes first (seconds)")
       ->default_val(SchedulerOptions::kDefaultMaxWait)

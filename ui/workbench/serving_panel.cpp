@@ -99,8 +99,8 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   admission_->addItem(tr("affinity admission"), QStringLiteral("affinity"));
   admission_->addItem(tr("arrival order (fcfs)"), QStringLiteral("fcfs"));
   admission_->setToolTip(tr("affinity: requests of resident sets first, then the set with the most queued work (its wait weighed "
-                            "against the fairness bound, after which the oldest goes first); fcfs: strictly in arrival order, "
-                            "the paper's setting"));
+                            "against the fairness bound, after which the oldest goes first); with every set buffer busy, the "
+                            "sets take turns in the order they began to wait; fcfs: strictly in arrival order, the paper's setting"));
   alpha_ = new QDoubleSpinBox;
   alpha_->setRange(0.05, 1.0);
   alpha_->setSingleStep(0.05);
