@@ -317,7 +317,16 @@ class TestCli : public QObject {
     r = cli(args({"logits", "--variants"}) << path(fixture("mixtral", "ft1")) << path(fixture("mixtral", "ft2"))
             << args({"--capacity", "4", "--requests"}) << path(scratch("who.jsonl")) << QStringLiteral("--out") << path(scratch("never.safetensors")));
     QCOMPARE(r.code, 2);
-    QVERIFY2(r.err.contains(QStringLiteral("target 'ft9'")), qPrintable(r.err));
+    // Named with its file and line (the engine takes the file as one batch, and its own message
+    // named neither).
+    QVERIFY2(r.err.contains(QStringLiteral("who.jsonl, line 1: field 'target'")) && r.err.contains(QStringLiteral("'ft9'")) &&
+                 r.err.contains(QStringLiteral("use ft1 or ft2")),
+             qPrintable(r.err));
+    std::ofstream(scratch("far.jsonl")) << R"({"target": "ft1", "ids": [1, 2]})" << "\n" << R"({"target": "ft2", "ids": [1, 99999]})" << "\n";
+    r = cli(args({"logits", "--variants"}) << path(fixture("mixtral", "ft1")) << path(fixture("mixtral", "ft2"))
+            << args({"--capacity", "4", "--requests"}) << path(scratch("far.jsonl")) << QStringLiteral("--out") << path(scratch("never.safetensors")));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("far.jsonl, line 2")) && r.err.contains(QStringLiteral("token id 99999")), qPrintable(r.err));
     QVERIFY(!fs::exists(scratch("never.safetensors")));
   }
 
@@ -668,6 +677,69 @@ class TestCli : public QObject {
     }
   }
 #endif
+
+  // What a newcomer's first hour found (2026-12-01): each refused before any output, naming the
+  // option, file or field and what to do, and nothing left behind.
+  void aNewcomersMistakes() {
+    const QString base = path(fixture("mixtral", "base"));
+    // More new tokens than the context leaves: refused before the prompt is echoed, naming --max-new.
+    for (const QString& n : {QStringLiteral("600"), QStringLiteral("-4")}) {
+      const Run r = cli(QStringList{QStringLiteral("generate"), QStringLiteral("--model"), base, QStringLiteral("--ids"), kPrompt,
+                                    QStringLiteral("--max-new"), n});
+      QCOMPARE(r.code, 2);
+      QVERIFY2(r.out.isEmpty() && r.err.contains(QStringLiteral("--max-new")), qPrintable(r.out + r.err));
+      QVERIFY2(r.err.contains(n == QStringLiteral("600") ? QStringLiteral("ask for at most") : QStringLiteral("ask for 0 or more")), qPrintable(r.err));
+    }
+    // A folder of variants given as one checkpoint: refused naming them, not served as the first.
+    const fs::path family = scratch("newcomer-family");
+    copy_checkpoint(fixture("mixtral", "base"), family / "base");
+    copy_checkpoint(fixture("mixtral", "ft1"), family / "ft1");
+    Run r = cli(QStringList{QStringLiteral("generate"), QStringLiteral("--model"), path(family), QStringLiteral("--ids"), kPrompt});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.out.isEmpty() && r.err.contains(QStringLiteral("is a folder of 2 variants (base, ft1)")), qPrintable(r.out + r.err));
+    // A path that does not exist says so.
+    r = cli(QStringList{QStringLiteral("inspect"), path(scratch("nothing-here"))});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("does not exist")), qPrintable(r.err));
+    // A misspelt choice gets the nearest one.
+    r = cli(QStringList{QStringLiteral("consolidate"), QStringLiteral("--variants"), base, path(fixture("mixtral", "ft1")), QStringLiteral("--capacity"),
+                        QStringLiteral("4"), QStringLiteral("--policy"), QStringLiteral("wieghted"), QStringLiteral("--out"), path(scratch("p.json"))});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("did you mean 'weighted'")) && r.err.contains(QStringLiteral("round-robin")), qPrintable(r.err));
+    r = cli(QStringList{QStringLiteral("generate"), QStringLiteral("--model"), base, QStringLiteral("--ids"), kPrompt, QStringLiteral("--miss"),
+                        QStringLiteral("lur")});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("did you mean 'lru'")), qPrintable(r.err));
+    // A file's path ending in '/' through an existing file: refused before the work, not after it.
+    std::ofstream(scratch("analysis.json")) << "{}";
+    r = cli(QStringList{QStringLiteral("analyze"), QStringLiteral("--variants"), base, path(fixture("mixtral", "ft1")), QStringLiteral("--out"),
+                        path(scratch("analysis.json")) + QStringLiteral("/")});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.out.isEmpty() && r.err.contains(QStringLiteral("ends in '/'")), qPrintable(r.out + r.err));
+    QCOMPARE(read_text(scratch("analysis.json")), std::string("{}"));
+    // A sweep naming a folder that is not there: its field named, and no record made.
+    const fs::path db = scratch("newcomer.sqlite");
+    nlohmann::json sweep = {{"schema", "mosaic.sweep/1"}, {"variants", {fixture("olmoe", "base").string(), scratch("gone").string()}},
+                            {"rates", {4}}, {"duration_seconds", 2}, {"prompt", {4, 6}}, {"output", {2, 3}},
+                            {"strategies", {{{"kind", "time-sharing"}}}}};
+    std::ofstream(scratch("newcomer-sweep.json")) << sweep.dump();
+    r = cli(args({"bench", "--config"}) << path(scratch("newcomer-sweep.json")) << QStringLiteral("--db") << path(db));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("field 'variants[1]'")) && r.err.contains(QStringLiteral("does not exist")), qPrintable(r.err));
+    QVERIFY(!fs::exists(db));
+    // One that exists but does not open (no config.json): the record the command made is removed.
+    fs::create_directories(scratch("gone"));
+    r = cli(args({"bench", "--config"}) << path(scratch("newcomer-sweep.json")) << QStringLiteral("--db") << path(db));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(path(scratch("gone"))), qPrintable(r.err));
+    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) QVERIFY2(!fs::exists(db.string() + suffix), suffix);
+    // A --db that is not SQLite says what it is and what to give instead.
+    std::ofstream(scratch("notes.txt")) << "my notes, not a database";
+    r = cli(args({"runs", "--db"}) << path(scratch("notes.txt")));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("is not an SQLite database")) && r.err.contains(QStringLiteral("mosaic-cli bench")), qPrintable(r.err));
+    QCOMPARE(read_text(scratch("notes.txt")), std::string("my notes, not a database"));
+  }
 
   void generatePrintsGreedyIds() {
     const Run r = cli({QStringLiteral("generate"), QStringLiteral("--model"), path(fixture("mixtral", "base")),

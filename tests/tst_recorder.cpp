@@ -198,9 +198,41 @@ class TestRecorder : public QObject {
     QVERIFY(!fs::exists(scratch("absent.sqlite")));
   }
 
+  // Written in WAL mode (concurrent readers), a record goes back to one file when its last writer
+  // closes, so reading it read-only (runs, report, the workbench) leaves no -wal and -shm beside it;
+  // while another connection holds it, the writer leaves the switch to that one.
+  void aRecordAtRestIsOneFile() {
+    const fs::path db = scratch("at-rest.sqlite");
+    auto beside = [&] { return fs::exists(db.string() + "-wal") || fs::exists(db.string() + "-shm"); };
+    {
+      Recorder rec(db);
+      rec.finish_run(rec.begin_run("consolidated", "{}"), "finished");
+      QCOMPARE(query(db, "PRAGMA journal_mode"), std::string("wal"));
+    }
+    QVERIFY(!beside());
+    QCOMPARE(Recorder(db, Recorder::Access::ReadOnly).runs().size(), std::size_t(1));
+    QVERIFY(!beside());
+    {
+      Recorder first(db);
+      {
+        Recorder second(db);
+        second.finish_run(second.begin_run("time-sharing", "{}"), "finished");
+      }
+      QVERIFY(beside());  // first still has it open
+      QCOMPARE(first.runs().size(), std::size_t(2));
+    }
+    QVERIFY(!beside());
+    QCOMPARE(query(db, "PRAGMA integrity_check"), std::string("ok"));
+  }
+
   void refusesForeignAndNewerFiles() {
     std::ofstream(scratch("text.sqlite")) << "this is not a database at all, just some text that is long enough";
-    expect_mentions(error_of<IoError>([&] { Recorder r(scratch("text.sqlite")); }), {"text.sqlite"});
+    // Said as what it is, with what to do, read or written, and left as it was.
+    for (const auto access : {Recorder::Access::ReadWrite, Recorder::Access::ReadOnly})
+      expect_mentions(error_of<FormatError>([&] { Recorder r(scratch("text.sqlite"), access); }),
+                      {"text.sqlite", "is not an SQLite database", "a path that does not exist yet"});
+    QCOMPARE(fs::file_size(scratch("text.sqlite")), std::uintmax_t(65));
+    QVERIFY(!fs::exists(scratch("text.sqlite-wal")) && !fs::exists(scratch("text.sqlite-journal")));
     const fs::path other = scratch("other.sqlite");
     {
       sqlite3* h = nullptr;

@@ -15,6 +15,8 @@
 #include <sqlite3.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+
+#include <tuple>
 #include <unistd.h>
 
 #include <chrono>
@@ -495,6 +497,13 @@ class TestServeFaults : public QObject {
     // A path that is not UTF-8 is named in the 404's message, replaced where it is not.
     const Response odd_path = ask(port, http_request("GET", "/v1/\xff\xfe"));
     QVERIFY2(is_api_error(odd_path, 404), odd_path.body.c_str());
+    // A route asked with a method it does not take: 405, and the methods it does take.
+    for (const auto& [method, path, allow] : {std::tuple<std::string, std::string, std::string>{"GET", "/v1/chat/completions", "POST"},
+                                              {"POST", "/metrics", "GET"}, {"PUT", "/v1/models/bible", "GET, DELETE"}}) {
+      const Response r = ask(port, http_request(method, path));
+      QVERIFY2(is_api_error(r, 405) && r.headers.contains("allow") && r.headers.at("allow") == allow, (method + " " + path + ": " + r.body).c_str());
+      QVERIFY2(r.body.find("use " + allow) != std::string::npos, r.body.c_str());
+    }
     // A header line longer than the server reads.
     const Response long_header = ask(port, "GET /health HTTP/1.1\r\nX-Long: " + std::string(64 * 1024, 'h') + "\r\n\r\n", 30, true);
     QVERIFY(long_header.status == 0 || (long_header.status >= 400 && long_header.status < 500));

@@ -817,6 +817,19 @@ class TestServing : public QObject {
       return error_of<Error>([&] { load_sweep_config(scratch("sweep.json")); });
     };
     const std::string head = R"({"schema": "mosaic.sweep/1", "variants": ["a", "b"], "rates": [1], )";
+    // The paths a sweep names are checked as it loads, each named by its field (before a record is
+    // opened: `bench` made an empty one and then said only the bare path).
+    expect_mentions(bad(head + R"("strategies": [{"kind": "single"}]})"), {"sweep.json", "field 'variants[0]'", "does not exist", "config's folder"});
+    fs::create_directories(scratch("a"));
+    std::ofstream(scratch("b")) << "a file";
+    expect_mentions(bad(head + R"("strategies": [{"kind": "single"}]})"), {"field 'variants[1]'", "a file, not a folder"});
+    fs::remove(scratch("b"));
+    fs::create_directories(scratch("b"));
+    expect_mentions(bad(R"({"schema": "mosaic.sweep/1", "variants": ["a", "b"], "rates": [1], "clock": "simulated", "device_profile": "nope.json", "strategies": [{"kind": "single"}]})"),
+                    {"field 'device_profile'", "nope.json", "does not exist"});
+    expect_mentions(bad(head + R"("strategies": [{"kind": "virtual-experts", "budget": "1GiB", "calibration": "cal.txt"}]})"),
+                    {"field 'strategies[0].calibration'", "cal.txt", "does not exist"});
+    std::ofstream(scratch("cal.txt")) << "calibration text";
     expect_mentions(bad(head + R"("strategies": [{"kind": "magic"}]})"), {"sweep.json", "strategies[0].kind", "magic"});
     expect_mentions(bad(head + R"("strategies": [{"kind": "consolidated", "policy": "medoidd"}]})"), {"strategies[0].policy", "medoid"});
     expect_mentions(bad(head + R"("strategies": [{"kind": "consolidated", "policy": "hybrid"}]})"), {"strategies[0].policy", "is hybrid", "kind \"hybrid\""});

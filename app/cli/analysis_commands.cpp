@@ -14,6 +14,7 @@
 #include "analysis/layout.h"
 #include "analysis/merge.h"
 #include "cli/analyzed.h"
+#include "cli/choice.h"
 #include "cli/commands.h"
 #include "cli/output_paths.h"
 #include "cli/serving_args.h"
@@ -242,7 +243,7 @@ void add_consolidate_command(CLI::App& app) {
     if (o->budget.empty() && o->capacity < 0)
       throw InvalidArgument("consolidate", "--budget / --capacity", "neither was given", "give one of them");
     const auto policy = parse_policy(o->policy);
-    if (!policy) throw InvalidArgument("--policy", "'" + o->policy + "'", "is not a policy", "use round-robin, medoid, weighted or hybrid");
+    if (!policy) refuse_choice("--policy", o->policy, "a policy", {"round-robin", "medoid", "weighted", "hybrid"});
     if (*policy == Policy::Hybrid && o->budget.empty())
       throw InvalidArgument("--policy", "hybrid", "is planned from a budget: the deltas resident are what it holds", "give --budget");
     Family family;

@@ -98,8 +98,10 @@ void add_bench_command(CLI::App& app) {
     for (const StrategyConfig& sc : config.strategies)
       if (!sc.calibration.empty()) inputs.push_back(sc.calibration);
     check_output(o->db, "--db", inputs, OutputKind::Database);
-    Recorder recorder(o->db);
-    recorder.check_writable();
+    std::error_code ec;
+    const bool db_existed = fs::exists(o->db, ec) || ec;
+    std::optional<Recorder> recorder(std::in_place, o->db);
+    recorder->check_writable();
     auto results = std::make_shared<nlohmann::ordered_json>(nlohmann::ordered_json::array());
     // The strategy column as wide as its longest name (a sweep names strategies of one kind apart).
     int width = 14;
@@ -175,16 +177,26 @@ void add_bench_command(CLI::App& app) {
                    "free space, or record to another file");
       std::fprintf(stderr, "\nerror: %s\n", lost->what());
     };
-    if (config.clock == RunClock::Simulated) {
-      // No engine and no weights: the variants' config.json files and the device profile suffice.
-      const DeviceProfile device = load_device_profile(config.device_profile);
-      simulate_sweep(config, load_sim_family(config.variants), device, recording(recorder, events, failed)).rethrow();
-    } else {
-      Family family;
-      open_family(family, config.variants);
-      const HostStore store(family, config.host_budget);
-      const auto analysis = analyzed(family, {default_cache_dir(), o->threads, {}});
-      run_sweep(config, family, store, *analysis, recording(recorder, events, failed)).rethrow();
+    try {
+      if (config.clock == RunClock::Simulated) {
+        // No engine and no weights: the variants' config.json files and the device profile suffice.
+        const DeviceProfile device = load_device_profile(config.device_profile);
+        simulate_sweep(config, load_sim_family(config.variants), device, recording(*recorder, events, failed)).rethrow();
+      } else {
+        Family family;
+        open_family(family, config.variants);
+        const HostStore store(family, config.host_budget);
+        const auto analysis = analyzed(family, {default_cache_dir(), o->threads, {}});
+        run_sweep(config, family, store, *analysis, recording(*recorder, events, failed)).rethrow();
+      }
+    } catch (...) {
+      // A record this command created and no run reached (a variant that does not open, say) is
+      // not left behind empty.
+      if (!db_existed && progress->started == 0) {
+        recorder.reset();
+        for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(o->db.string() + suffix, ec);
+      }
+      throw;
     }
     if (o->json) {
       nlohmann::ordered_json doc{{"database", o->db.string()}, {"config", o->config.string()}, {"recorded", !lost}};

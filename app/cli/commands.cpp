@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/choice.h"
 #include "cli/output_paths.h"
 #include "model/variant_folders.h"
 #include "cli/serving_args.h"
@@ -22,6 +23,7 @@
 #include "model/tokenizer.h"
 #include "runtime/forward.h"
 #include "runtime/generation.h"
+#include "runtime/request_checks.h"
 #include "runtime/sampler.h"
 #include "runtime/threads.h"
 
@@ -151,8 +153,9 @@ void print_storage(const nlohmann::ordered_json& j, bool compact) {
 
 void append(std::vector<std::int64_t>& to, const std::vector<std::int64_t>& more) { to.insert(to.end(), more.begin(), more.end()); }
 
-// FILE.jsonl for `logits --requests`: one {"target": NAME, "ids": [..]} per line.
-std::vector<ServeRequest> read_logits_requests(const fs::path& file) {
+// FILE.jsonl for `logits --requests`: one {"target": NAME, "ids": [..]} per line; `lines` gets where
+// each was ("line 3"), for what the served model refuses in it.
+std::vector<ServeRequest> read_logits_requests(const fs::path& file, std::vector<std::string>& lines) {
   const std::string hint = R"(write one {"target": "variant", "ids": [1, 2, 3]} per line)";
   std::vector<ServeRequest> out;
   read_jsonl(file, hint, [&](const std::string& where, const nlohmann::json& j) {
@@ -165,6 +168,7 @@ std::vector<ServeRequest> read_logits_requests(const fs::path& file) {
       r.generation.prompt.push_back(id.get<std::int64_t>());
     }
     out.push_back(std::move(r));
+    lines.push_back(where);
   });
   if (out.empty()) throw FormatError(file.string(), "", "holds no requests", "write one JSON object per line");
   return out;
@@ -245,6 +249,8 @@ void add_generate_command(CLI::App& app) {
       if (o->req.prompt.empty()) throw InvalidArgument("--prompt", "", "encodes to no tokens");
     }
     if (o->eos) append(o->req.stop_ids, session->store->spec().eos_token_ids);
+    // Refused before the prompt is echoed: an error would otherwise run on from the echoed text.
+    check_request(session->store->spec(), o->req.prompt, o->req.max_new_tokens, "generate", "--max-new");
     // Tokens are printed as they come: as text (characters kept whole), or as ids.
     std::optional<TextStream> text;
     if (tokenizer) text.emplace(*tokenizer), std::cout << o->prompt << std::flush;
@@ -290,9 +296,21 @@ void add_logits_command(CLI::App& app) {
     if (o->ids.empty() == o->requests.empty())
       throw InvalidArgument("logits", "--ids / --requests", "give exactly one of them", "--ids 1,2,3 for one prompt, --requests FILE.jsonl for many");
     std::vector<ServeRequest> requests;
-    if (!o->requests.empty()) requests = read_logits_requests(o->requests);  // read before loading anything
+    std::vector<std::string> lines;
+    if (!o->requests.empty()) requests = read_logits_requests(o->requests, lines);  // read before loading anything
     configure_threads(o->threads);
     const auto session = open_serving(o->serve, /*need_target=*/o->requests.empty());
+    // What the served family refuses, said with the line it is on (the engine takes them as one batch).
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+      const std::string where = o->requests.string() + ", " + lines[i];
+      const Runtime& rt = *session->engine->runtime();
+      if (rt.target_of(requests[i].target) < 0) {
+        std::vector<std::string_view> names;
+        for (int t = 0; t < rt.store().targets(); ++t) names.push_back(rt.store().name(t));
+        refuse_choice(where + ": field 'target'", requests[i].target, "a variant being served", names);
+      }
+      check_request(rt.store().spec(), requests[i].generation.prompt, 0, where);
+    }
     if (requests.empty()) requests.push_back({session->target, {.prompt = parse_ids(o->ids), .max_new_tokens = 0}, true});
     const auto results = serve_all(*session, requests);
     std::vector<TensorBytes> tensors;

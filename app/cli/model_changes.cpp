@@ -38,7 +38,10 @@ FamilyChanges::~FamilyChanges() {
 
 void FamilyChanges::add(const std::string& id, const fs::path& dir) {
   std::lock_guard lock(m_);
-  if (!fs::is_directory(dir)) throw MissingError(dir.string(), "", "is not a folder", "give the path of a variant, adapter or delta folder on the server's machine");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw MissingError(dir.string(), "", fs::exists(dir, ec) ? "is a file, not a folder" : "does not exist on the server's machine",
+                       "give the path of a variant, adapter or delta folder on the server's machine");
   const auto found = discover_variants({dir});
   if (found.size() != 1)
     throw InvalidArgument("path", dir.string(), "holds " + std::to_string(found.size()) + " variants", "add one folder holding config.json at a time");

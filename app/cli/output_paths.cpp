@@ -89,6 +89,10 @@ void check_kind(const fs::path& out, const std::string& flag, OutputKind kind) {
 
 void check_output(const fs::path& out, const std::string& flag, const std::vector<fs::path>& inputs, OutputKind kind) {
   if (out.empty()) return;
+  // A file's path ending in '/' fails only once it is written, after the work ("x.json/" when x.json
+  // exists passes every check below: nothing at that path exists).
+  if (kind != OutputKind::Folder && !out.has_filename())
+    throw InvalidArgument(flag, out.string(), "ends in '/', which names a folder, and this output is a file", "drop the '/' at the end");
   // "merged/" names the folder merged, not a file in it.
   const fs::path named = out.has_filename() ? out : out.parent_path();
   const fs::path folder = fs::absolute(named).parent_path();

@@ -6,25 +6,27 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis/layout.h"
+#include "cli/choice.h"
 #include "common/atomic_file.h"
 #include "common/byte_size.h"
 #include "common/edit_distance.h"
 #include "common/error.h"
 #include "runtime/capacity.h"
+#include "runtime/miss_policy.h"
 #include "serving/served_family.h"
 
 namespace mosaic::cli {
 
 Device checked_device(const std::string& name) {
   const auto d = parse_device(name);
-  if (!d) throw InvalidArgument("--device", "'" + name + "'", "is not a device", "use cpu or cuda");
+  if (!d) refuse_choice("--device", name, "a device", {"cpu", "cuda"});
   if (const auto why = device_unavailable(*d)) throw DeviceError("--device " + name, "", *why, "use --device cpu on this machine");
   return *d;
 }
 
 CpuWeights checked_cpu_weights(const std::string& name) {
   const auto w = parse_cpu_weights(name);
-  if (!w) throw InvalidArgument("--cpu-weights", "'" + name + "'", "is not a weight layout", "use stored, fp32 or mapped");
+  if (!w) refuse_choice("--cpu-weights", name, "a weight layout", {"stored", "fp32", "mapped"});
   return *w;
 }
 
@@ -126,8 +128,8 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
   auto s = std::make_unique<ServingSession>();
   ServingChoices choices;
   const auto hit = parse_hit_policy(a.hit);
-  if (!hit) throw InvalidArgument("--hit", "'" + a.hit + "'", "is not a hit policy", "use consolidated or strict");
-  if (!make_miss_policy(a.miss)) throw InvalidArgument("--miss", "'" + a.miss + "'", "is not a miss policy", "use " + miss_policy_choices());
+  if (!hit) refuse_choice("--hit", a.hit, "a hit policy", {"consolidated", "strict"});
+  if (!make_miss_policy(a.miss)) refuse_choice("--miss", a.miss, "a miss policy", miss_policy_names());
   choices.hit = *hit;
   choices.miss = a.miss;
   choices.device = checked_device(a.device);
@@ -145,7 +147,7 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
   if (a.swap_ahead.value_or(false) && choices.resident_sets == 1)
     throw InvalidArgument("--swap-ahead", "", "fills a free set buffer ahead, and with --resident-sets 1 there is none", "add --resident-sets 2, or auto");
   if (a.admission != "fcfs" && a.admission != "affinity")
-    throw InvalidArgument("--admission", "'" + a.admission + "'", "is not an admission policy", "use affinity or fcfs");
+    refuse_choice("--admission", a.admission, "an admission policy", {"affinity", "fcfs"});
   if (!a.budget.empty()) {
     choices.budget = parse_byte_size(a.budget);
     if (!choices.budget) throw InvalidArgument("--budget", "'" + a.budget + "'", byte_size_problem(a.budget), "write e.g. 2GiB");

@@ -91,8 +91,11 @@ std::map<std::string, std::string> read_index(const std::filesystem::path& index
 }  // namespace
 
 Checkpoint::Checkpoint(const std::filesystem::path& dir, const std::filesystem::path& base_hint) : dir_(dir) {
-  if (!std::filesystem::is_directory(dir))
-    throw MissingError(dir.string(), "", "is not a folder", "give the checkpoint folder holding config.json");
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec))
+    throw MissingError(dir.string(), "", "does not exist", "check the path: give the checkpoint folder holding config.json");
+  if (!std::filesystem::is_directory(dir, ec))
+    throw MissingError(dir.string(), "", "is a file, not a folder", "give the checkpoint folder holding config.json");
   spec_ = load_model_spec(dir / "config.json");
 
   // Where each tensor lives: one file, or the shards the index names.

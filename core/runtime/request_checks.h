@@ -11,7 +11,9 @@ namespace mosaic {
 
 // Throws InvalidArgument, `who` its subject, for an empty prompt, a token id outside the
 // vocabulary, a negative max_new_tokens, or a prompt and new tokens that pass the model's context
-// (max_position_embeddings: positions past it have no trained rotary angles).
-void check_request(const ModelSpec& spec, std::span<const std::int64_t> prompt, std::int64_t max_new_tokens, const std::string& who);
+// (max_position_embeddings: positions past it have no trained rotary angles). `new_tokens`: what the
+// caller calls max_new_tokens (a command's --max-new).
+void check_request(const ModelSpec& spec, std::span<const std::int64_t> prompt, std::int64_t max_new_tokens, const std::string& who,
+                   const std::string& new_tokens = "max_new_tokens");
 
 }  // namespace mosaic

@@ -47,6 +47,16 @@ void send_error(httplib::Response& res, const ApiError& e) {
   res.set_content(wire(error_body(e)), "application/json");
 }
 
+// The methods the server takes on `path` ("GET, POST"), as its routes below are registered; "" for a
+// path it does not serve.
+std::string methods_of(const std::string& path) {
+  if (path == "/v1/completions" || path == "/v1/chat/completions") return "POST";
+  if (path == "/v1/models") return "GET, POST";
+  if (path.starts_with("/v1/models/") && path.size() > 11) return "GET, DELETE";
+  if (path == "/health" || path == "/metrics") return "GET";
+  return "";
+}
+
 }  // namespace
 
 // Named, not anonymous: HttpServer::Impl holds these, and a class with linkage holding types without
@@ -625,6 +635,16 @@ struct HttpServer::Impl {
     // gets OpenAI's error shape too.
     http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
       if (!res.body.empty()) return;
+      // A route asked with a method it does not take (GET /v1/chat/completions) is a 405 naming the
+      // ones it does, not a 404 saying it does not exist.
+      if (res.status == 404)
+        if (const std::string allow = methods_of(req.path); !allow.empty()) {
+          res.status = 405;
+          res.set_header("Allow", allow);
+          res.set_content(wire(error_body(ApiError(405, "invalid_request_error", "", req.method + " " + req.path + " is not served: use " + allow))),
+                          "application/json");
+          return;
+        }
       const std::string what = res.status == 404   ? "no route " + req.method + " " + req.path + " (see /v1/models, /v1/completions, /v1/chat/completions)"
                                : res.status == 413 ? "the body is larger than the server accepts"
                                                    : "the request could not be read";

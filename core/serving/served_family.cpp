@@ -16,6 +16,13 @@ void open_served(ServedFamily& out, const ServeAsk& ask) {
   const std::optional<std::filesystem::path> cache = ask.cache_dir ? ask.cache_dir : std::optional(default_cache_dir());
   if (!ask.model.empty()) {
     // One checkpoint: its own expert at every position (an adapter's tuned ones, its base's elsewhere).
+    // A folder of several (a family) is refused rather than served as whichever sorts first.
+    if (const auto found = discover_variants({ask.model}); found.size() > 1) {
+      std::string names;
+      for (const auto& [name, dir] : found) names += (names.empty() ? "" : ", ") + name;
+      throw InvalidArgument(ask.model.string(), "", "is a folder of " + std::to_string(found.size()) + " variants (" + names + "), not one checkpoint",
+                            "give one of them, e.g. " + found.front().second.string() + ", or serve the folder's variants together");
+    }
     open_family(out.family, {ask.model}, ask.base);
     out.store = std::make_unique<HostStore>(out.family, ask.host_budget);
     out.model = out.family.variants().front().name;

@@ -18,8 +18,34 @@
 
 namespace mosaic {
 
+namespace {
+
+// The paths a sweep names, checked as it is loaded: a missing one is said naming its field, before a
+// record is opened or anything read, not later as a bare path.
+void check_named_paths(const SweepConfig& c, const std::string& file) {
+  const auto check = [&](const std::filesystem::path& p, const std::string& field, bool folder) {
+    std::error_code ec;
+    const auto st = std::filesystem::status(p, ec);
+    std::string problem;
+    if (!std::filesystem::exists(st)) problem = "names " + p.string() + ", which does not exist";
+    else if (folder != std::filesystem::is_directory(st)) problem = "names " + p.string() + (folder ? ", a file, not a folder" : ", a folder, not a file");
+    if (!problem.empty())
+      throw MissingError(file, "field '" + field + "'", problem, "fix the path (a relative one is read from the config's folder)");
+  };
+  for (std::size_t i = 0; i < c.variants.size(); ++i) check(c.variants[i], "variants[" + std::to_string(i) + "]", true);
+  if (!c.device_profile.empty()) check(c.device_profile, "device_profile", false);
+  if (!c.routing.empty()) check(c.routing, "routing", false);
+  if (!c.trace.empty()) check(c.trace, "trace", false);
+  for (std::size_t i = 0; i < c.strategies.size(); ++i)
+    if (!c.strategies[i].calibration.empty()) check(c.strategies[i].calibration, "strategies[" + std::to_string(i) + "].calibration", false);
+}
+
+}  // namespace
+
 SweepConfig load_sweep_config(const std::filesystem::path& path) {
-  return parse_sweep_config(read_text_file(path, "check the path of the sweep config"), path.string(), path.parent_path());
+  SweepConfig c = parse_sweep_config(read_text_file(path, "check the path of the sweep config"), path.string(), path.parent_path());
+  check_named_paths(c, path.string());
+  return c;
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -185,6 +186,19 @@ std::string uri_path(const std::filesystem::path& p) {
   return out;
 }
 
+// Whether a file that exists and holds bytes is something other than SQLite (its header is not
+// "SQLite format 3"): said as such, not as the step that fails on it ("file is not a database").
+bool foreign_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec) || std::filesystem::file_size(path, ec) == 0 || ec) return false;
+  char head[16] = {};
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return false;  // unreadable: the open says so
+  const std::size_t got = std::fread(head, 1, sizeof head, f);
+  std::fclose(f);
+  return got < sizeof head || std::memcmp(head, "SQLite format 3", sizeof head) != 0;
+}
+
 }  // namespace
 
 // A record read, not written: mode=ro first. A WAL record on a read-only mount cannot be opened so
@@ -209,6 +223,9 @@ void Recorder::open_read_only() {
 Recorder::Recorder(const std::filesystem::path& path, Access access) : path_(path), access_(access) {
   std::error_code ec;
   const bool existed = std::filesystem::exists(path, ec) || ec;
+  if (foreign_file(path))
+    throw FormatError(path.string(), "", "is not an SQLite database, so not a Mosaic record",
+                      "give a record `mosaic-cli bench` wrote, or (to record) a path that does not exist yet");
   if (access == Access::ReadOnly) {
     if (!existed) throw MissingError(path.string(), "", "does not exist", "record runs with `mosaic-cli bench --db FILE` first");
     open_read_only();
@@ -290,7 +307,16 @@ void Recorder::check_writable() const {
   exec("BEGIN IMMEDIATE; COMMIT;");  // the write lock: a read-only folder (no -wal file) or a stuck writer says so here
 }
 
-Recorder::~Recorder() { sqlite3_close(db_); }
+Recorder::~Recorder() {
+  // Back to a rollback journal as the last writer closes (while another connection has the file open
+  // the switch fails, and that one's close does it): a record at rest is one file, and reading it
+  // read-only (runs, report, the workbench) leaves no -wal and -shm beside it.
+  if (db_ && access_ == Access::ReadWrite) {
+    sqlite3_busy_timeout(db_, 0);
+    sqlite3_exec(db_, "PRAGMA journal_mode = DELETE", nullptr, nullptr, nullptr);
+  }
+  sqlite3_close(db_);
+}
 
 // Switching the journal mode needs the file to itself, and SQLite answers "database is locked" at
 // once rather than through the busy handler while another process holds it (as when several
