@@ -185,7 +185,9 @@ class TestCheckpoint : public QObject {
   }
 
   void folderProblems() {
-    expect_mentions(error_of<MissingError>([&] { Checkpoint c(scratch("nowhere")); }), {"nowhere", "not a folder"});
+    expect_mentions(error_of<MissingError>([&] { Checkpoint c(scratch("nowhere")); }), {"nowhere", "does not exist"});
+    std::ofstream(scratch("a-file")) << "not a checkpoint";
+    expect_mentions(error_of<MissingError>([&] { Checkpoint c(scratch("a-file")); }), {"a-file", "is a file, not a folder"});
     const fs::path dir = copy_checkpoint(fixture("mixtral", "base"), scratch("noweights"));
     fs::remove(dir / "model.safetensors");
     expect_mentions(error_of<MissingError>([&] { Checkpoint c(dir); }), {"noweights", "neither model.safetensors"});

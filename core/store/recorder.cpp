@@ -281,7 +281,10 @@ Recorder::Recorder(const std::filesystem::path& path, Access access) : path_(pat
       read_as_aborted_.insert(gone.begin(), gone.end());
       return;
     }
-    set_wal_mode();
+    // A file this process may only read (its permissions) is read as it is: since a record at rest is
+    // in rollback mode again, the switch would be its first write, and fail before check_writable()
+    // says why.
+    if (sqlite3_db_readonly(db_, "main") != 1) set_wal_mode();
     exec("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;");
     if (version < kSchemaVersion) migrate();  // the write lock only when there is something to write: read-only files open
     try {
