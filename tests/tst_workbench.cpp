@@ -138,7 +138,7 @@ class WorkbenchTest : public QObject {
     const LayoutInfo& l = window_->layoutPanel()->grid()->layoutInfo();
     QCOMPARE(l.capacity, qint64(16));  // the default budget keeps half the positions
     // 4096 tokens of context asked, a 512-token model: the box says what the plan reserves.
-    QVERIFY2(window_->layoutPanel()->contextBox()->suffix().contains(QStringLiteral("model holds 512")),
+    QVERIFY2(window_->layoutPanel()->contextBox()->suffix().contains(QStringLiteral("capped at 512")),
              qPrintable(window_->layoutPanel()->contextBox()->suffix()));
     QCOMPARE(window_->layoutPanel()->grid()->residentCells(), 16);
     QCOMPARE(window_->chatPane()->targetBox()->count(), 9);
@@ -595,6 +595,50 @@ class WorkbenchTest : public QObject {
     const QString hover = strip.describe(499);
     QVERIFY2(hover.contains(QStringLiteral("tok499")) && hover.contains(QStringLiteral("layer 2: 0 hit, 2 missed")), qPrintable(hover));
     QVERIFY(!strip.grab().isNull());
+  }
+
+  // A chart with nothing in it lays its axes over its width, as with series and once cleared again:
+  // an empty legend left in the layout capped the column at its margins, and every empty chart drew
+  // as a sliver with its placeholder a column of single words (found by a newcomer, 2026-12-01).
+  void an_empty_chart_keeps_its_axes_wide() {
+    Chart c(QStringLiteral("t"), QStringLiteral("time (s)"), QStringLiteral("ms"));
+    c.setPlaceholder(QStringLiteral("No data yet"));
+    c.resize(700, 300);
+    c.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&c));
+    auto wide = [&] {
+      c.replot();
+      return c.axisRect()->width() > 500;
+    };
+    QVERIFY2(wide(), qPrintable(QString::number(c.axisRect()->width())));
+    QVERIFY(!c.legend->visible());
+    QCPGraph* g = c.addGraph();
+    g->setName(QStringLiteral("run 1"));
+    g->addData(1, 2);
+    c.fit();
+    QVERIFY2(wide() && c.legend->visible(), qPrintable(QString::number(c.axisRect()->width())));
+    c.clearGraphs();
+    c.layOutLegend();
+    QVERIFY2(wide() && !c.legend->visible(), qPrintable(QString::number(c.axisRect()->width())));
+  }
+
+  // A budget typed as no size ("abc") says so beside the box, and the budget stays what it was (the
+  // box went back to its value without a word, 2026-12-01).
+  void a_budget_that_is_no_size_says_so() {
+    ByteSizeBox* box = window_->layoutPanel()->budgetBox();
+    const qint64 before = box->bytes();
+    box->setFocus();
+    QTest::keyClick(box, Qt::Key_A, Qt::ControlModifier);
+    QTest::keyClicks(box, QStringLiteral("abc"));
+    QTest::keyClick(box, Qt::Key_Return);
+    QTRY_VERIFY2_WITH_TIMEOUT(window_->layoutPanel()->budgetNote().contains(QStringLiteral("“abc” is not a size")),
+                              qPrintable(window_->layoutPanel()->budgetNote()), 5000);
+    QCOMPARE(box->bytes(), before);
+    // The next plan clears the note (and the screenshots later show none).
+    box->setBytes(before + (qint64{1} << 20));
+    QTRY_VERIFY_WITH_TIMEOUT(window_->layoutPanel()->budgetNote().isEmpty(), 30000);
+    box->setBytes(before);
+    QTRY_COMPARE_WITH_TIMEOUT(window_->layoutPanel()->grid()->layoutInfo().budget, before, 30000);
   }
 
   void runs_panel_lists_compares_and_exports_recorded_runs() {

@@ -1,5 +1,7 @@
 #include "workbench/byte_size_box.h"
 
+#include <QToolTip>
+
 #include <cmath>
 
 #include "common/byte_size.h"
@@ -40,6 +42,17 @@ double ByteSizeBox::valueFromText(const QString& text) const {
   if (!specialValueText().isEmpty() && text.trimmed() == specialValueText()) return minimum();
   const auto b = typed_bytes(text);
   return b ? *b / kMiB : value();
+}
+
+void ByteSizeBox::fixup(QString& text) const {
+  // Called with what was entered when it is no size: the box then shows its value again, which read
+  // as the entry silently ignored.
+  if (text.trimmed().isEmpty() || typed_bytes(text)) return;
+  if (!specialValueText().isEmpty() && text.trimmed() == specialValueText()) return;
+  const QString why = tr("“%1” is not a size: type one with its unit, e.g. 12 MiB or 1.5 GB").arg(text.trimmed());
+  auto* self = const_cast<ByteSizeBox*>(this);  // fixup() is const in Qt's signature; the signal is not
+  QToolTip::showText(mapToGlobal(QPoint(0, height())), why, self);
+  QMetaObject::invokeMethod(self, [self, why] { Q_EMIT self->refused(why); }, Qt::QueuedConnection);
 }
 
 QString ByteSizeBox::textFromValue(double mib) const {

@@ -13,7 +13,13 @@ class ByteSizeBox : public QDoubleSpinBox {
   qint64 bytes() const;
   void setBytes(qint64 bytes);
 
+ Q_SIGNALS:
+  // Text that is no size ("abc") was entered and the box went back to its value: why, for a note
+  // beside it (a tooltip says it at the box too). Queued: emitted after the box has gone back.
+  void refused(const QString& why);
+
  protected:
+  void fixup(QString& text) const override;
   QValidator::State validate(QString& text, int& pos) const override;
   double valueFromText(const QString& text) const override;
   QString textFromValue(double mib) const override;

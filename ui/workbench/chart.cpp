@@ -19,8 +19,8 @@ Chart::Chart(const QString& title, const QString& xLabel, const QString& yLabel,
   xAxis->setLabel(xLabel);
   yAxis->setLabel(yLabel);
   legend->setFont(QFont(font().family(), 8));
-  placeLegendBelow(*this, width());
-  legend->setVisible(false);  // shown once a series is drawn: an empty legend is a stray box
+  placeLegendBelow(*this, width());  // styled and moved under the axes once
+  layOutLegend();
   setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   setMouseTracking(true);
   setToolTip(QString());
@@ -95,12 +95,28 @@ void Chart::fit() {
     if (xAxis->range().lower > 0) xAxis->setRangeLower(0);  // times and counts read from zero
     yAxis->setRangeUpper(logScale() ? yAxis->range().upper * 1.5 : yAxis->range().upper * 1.06);
   }
-  // Shown only with entries (the legend's grid counts empty cells among its items).
+  layOutLegend();
+  replot(QCustomPlot::rpQueuedReplot);
+}
+
+void Chart::layOutLegend() {
+  // Only with entries (the legend's grid counts empty cells among its items). And an empty legend
+  // is taken out of the layout, not only hidden: QCustomPlot's grid caps a column at the smallest
+  // largest size of what it holds, hidden or not, and an empty legend's largest is its margins, so
+  // an empty chart drew its axes a few pixels wide, the placeholder a column of single words
+  // (found at 1366×768 and 1920×1080, 2026-12-01).
   bool entries = false;
   for (int i = 0; i < plottableCount(); ++i) entries = entries || legend->hasItemWithPlottable(plottable(i));
-  placeLegendBelow(*this, width());
+  const bool placed = plotLayout()->elements(false).contains(legend);
+  if (entries && !placed) {
+    plotLayout()->addElement(plotLayout()->rowCount(), 0, legend);
+    plotLayout()->setRowStretchFactor(plotLayout()->rowCount() - 1, 0.001);
+  } else if (!entries && placed) {
+    plotLayout()->take(legend);
+    plotLayout()->simplify();
+  }
+  if (entries) placeLegendBelow(*this, width());
   legend->setVisible(entries);
-  replot(QCustomPlot::rpQueuedReplot);
 }
 
 void Chart::mouseMoveEvent(QMouseEvent* event) {
@@ -155,9 +171,7 @@ void Chart::paintEvent(QPaintEvent* event) {
 
 void Chart::resizeEvent(QResizeEvent* event) {
   QCustomPlot::resizeEvent(event);
-  const bool shown = legend->visible();
-  placeLegendBelow(*this, width());
-  legend->setVisible(shown);
+  layOutLegend();  // its entries wrap to the new width
 }
 
 }  // namespace mosaic::ui

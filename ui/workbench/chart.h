@@ -27,6 +27,9 @@ class Chart : public QCustomPlot {
   QString exportTo(const QString& file);
   // Fits the axes to the visible series and lays the legend out again; call after adding data.
   void fit();
+  // The legend in its row under the axes while any series has an entry, out of the layout while
+  // none has (so an empty chart's axes take its whole width); call after adding or clearing series.
+  void layOutLegend();
   // What the plot area says while no series holds a point ("no data yet — press Start"): an empty
   // chart reads as waiting, not broken.
   void setPlaceholder(const QString& text);

@@ -131,16 +131,26 @@ LayoutPanel::LayoutPanel(QWidget* parent) : QWidget(parent), grid_(new LayoutGri
   budget_note_->setWordWrap(true);
   budget_note_->setStyleSheet(QStringLiteral("QLabel { color: #b00020; }"));
   budget_note_->hide();
+  connect(budget_, &ByteSizeBox::refused, this, [this](const QString& why) {
+    budget_note_->setText(why);
+    budget_note_->show();
+  });
   auto* budgetRow = new QVBoxLayout;
   budgetRow->setContentsMargins(0, 0, 0, 0);
   budgetRow->addWidget(budget_);
   budgetRow->addWidget(budget_note_);
   form->addRow(tr("Device budget"), budgetRow);
-  form->addRow(tr("Policy"), files);
+  // Each wrapping row in a widget of its own: as a bare layout in the form, its lines were counted at
+  // some widths from its one-line size hint, and the next row was drawn over its second line.
+  auto* filesBox = new QWidget;
+  filesBox->setLayout(files);
+  form->addRow(tr("Policy"), filesBox);
   auto* reserveRow = new FlowLayout;
   for (QWidget* w : {static_cast<QWidget*>(context_), static_cast<QWidget*>(requests_), static_cast<QWidget*>(prefill_), static_cast<QWidget*>(miss_slots_)})
     reserveRow->addWidget(w);
-  form->addRow(tr("Reserve"), reserveRow);
+  auto* reserveBox = new QWidget;
+  reserveBox->setLayout(reserveRow);
+  form->addRow(tr("Reserve"), reserveBox);
   form->addRow(shares_);
   form->addRow(calibration_row_);
   connect(importButton, &QPushButton::clicked, this, [this] {
@@ -283,7 +293,8 @@ void LayoutPanel::showLayout(const LayoutInfo& l) {
   setHybridEnabled(l.can_plan_hybrid);
   // The reserve's KV is cut to the model's context (runtime/capacity.h): say so where more is asked.
   const bool capped = l.model_context > 0 && context_->value() > l.model_context;
-  context_->setSuffix(capped ? tr(" tokens of context (the model holds %1)").arg(l.model_context) : tr(" tokens of context"));
+  // (Said as a cap: "the model holds 512" beside 4096 read as two contradicting settings.)
+  context_->setSuffix(capped ? tr(" tokens of context, capped at %1").arg(l.model_context) : tr(" tokens of context"));
   context_->setToolTip(capped ? tr("KV cache length of each request: this layout reserves the model's whole context, %1 tokens, "
                                    "and no more, whatever is asked here")
                                     .arg(l.model_context)

@@ -183,7 +183,7 @@ void RunsPanel::compare() {
   const QList<qint64> ids = selectedRuns();
   if (ids.size() != 2) {
     details_->setPlainText(ids.size() < 2 ? tr("Select two runs to compare them.") : tr("Select exactly two runs."));
-    plot_->legend->setVisible(false);
+    plot_->layOutLegend();
     plot_->replot();
     return;
   }
@@ -205,8 +205,7 @@ void RunsPanel::compare() {
   }
   plot_->xAxis->setRange(-0.6, static_cast<double>(std::max(a->summary.hit_rate_per_layer.size(), b->summary.hit_rate_per_layer.size())) - 0.4);
   plot_->yAxis->setRange(0, 1.05);
-  plot_->legend->setVisible(true);
-  placeLegendBelow(*plot_, plot_->width());
+  plot_->layOutLegend();
   plot_->replot();
   auto line = [&](const QString& name, double x, double y, int decimals) {
     const bool comparable = std::abs(x) > 1e-9 && !std::isnan(x) && !std::isnan(y);

@@ -15,6 +15,8 @@
 #include <QLineEdit>
 #include <QListWidget>
 #include <QPushButton>
+#include <QScrollArea>
+#include <QScrollBar>
 #include <QSet>
 #include <QSpinBox>
 #include <QTabWidget>
@@ -134,7 +136,10 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   latency_ = new Chart(tr("Latency of each request"), tr("time in sweep (s)"), tr("ms (● TTFT, ○ turnaround)"));
   throughput_ = new Chart(tr("Completed requests per run"), tr("time in sweep (s)"), tr("completed requests"));
   hits_ = new Chart(tr("Expert hit rate per layer"), tr("layer"), tr("hit rate"));
-  for (Chart* c : {latency_, throughput_, hits_}) c->setPlaceholder(tr("No data yet — press Start (or start the HTTP server and send requests)"));
+  for (Chart* c : {latency_, throughput_, hits_}) {
+    c->setPlaceholder(tr("No data yet — press Start (or start the HTTP server and send requests)"));
+    c->setMinimumHeight(140);  // two rows of them fit the dock's share of a 1366×768 screen without scrolling
+  }
   hits_->yAxis->setRange(0, 1.05);
   for (Chart* c : {latency_, throughput_, hits_}) connect(c, &Chart::exported, status_, &QLabel::setText);
 
@@ -171,12 +176,21 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   auto* buttons = new QHBoxLayout;
   buttons->addWidget(start_);
   buttons->addWidget(stop_);
+  // Start and Stop above the form, which scrolls within the tab: in a dock of half a 1366×768 screen
+  // (or a third of 1920×1080) the whole form was taller than the dock, and Start lay below the fold.
+  auto* formWidget = new QWidget;
+  formWidget->setLayout(form);
+  auto* formScroll = new QScrollArea;
+  formScroll->setWidget(formWidget);
+  formScroll->setWidgetResizable(true);
+  formScroll->setFrameShape(QFrame::NoFrame);
+  formScroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  formScroll->setMinimumWidth(formWidget->sizeHint().width() + formScroll->verticalScrollBar()->sizeHint().width());
   auto* sweep = new QWidget;
   auto* sweepLayout = new QVBoxLayout(sweep);
   sweepLayout->setContentsMargins(0, 0, 0, 0);
-  sweepLayout->addLayout(form);
   sweepLayout->addLayout(buttons);
-  sweepLayout->addStretch();
+  sweepLayout->addWidget(formScroll, 1);
   server_ = new ServerControls;
   tabs_ = new QTabWidget;
   tabs_->addTab(sweep, tr("Sweep"));
@@ -185,10 +199,9 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   auto* record = new QFormLayout;
   record->addRow(tr("Record to"), database_);
   auto* left = new QVBoxLayout;
-  left->addWidget(tabs_);
+  left->addWidget(tabs_, 1);
   left->addLayout(record);
   left->addWidget(status_);
-  left->addStretch();
   auto* charts = new QGridLayout;
   charts->addWidget(latency_, 0, 0, 1, 2);
   charts->addWidget(throughput_, 1, 0);
@@ -421,10 +434,11 @@ void ServingPanel::start() {
 }
 
 void ServingPanel::clearCharts() {
-  for (QCustomPlot* p : {latency_, throughput_, hits_}) {
+  for (Chart* p : {latency_, throughput_, hits_}) {
     p->clearGraphs();
     p->clearPlottables();
     p->clearItems();
+    p->layOutLegend();
   }
   points_ = completed_ = 0;
   run_index_ = -1;
@@ -576,9 +590,7 @@ void ServingPanel::refresh() {
   for (int i = 0; i < hits_->plottableCount(); ++i)
     if (hidden.contains(hits_->plottable(i)->name())) hits_->setSeriesVisible(i, false);
   hits_->xAxis->setRange(-0.6, layers - 0.4);
-  hits_->legend->setVisible(!run_hits_.isEmpty());
-  placeLegendBelow(*hits_, hits_->width());
-  hits_->legend->setVisible(!run_hits_.isEmpty());
+  hits_->layOutLegend();
   hits_->replot(QCustomPlot::rpQueuedReplot);
   latency_->fit();
   throughput_->fit();

@@ -81,7 +81,7 @@ void UsagePanel::clear(const QString& why) {
   if (usage_.variants.isEmpty()) return;  // nothing counted to forget
   usage_ = ExpertUsage{};
   chart_->clearPlottables();
-  chart_->legend->setVisible(false);
+  chart_->layOutLegend();
   chart_->replot(QCustomPlot::rpQueuedReplot);
   status_->setStyleSheet(QString());
   status_->setText(why);
@@ -122,8 +122,7 @@ void UsagePanel::draw() {
   chart_->xAxis->setRange(-0.6, usage_.experts - 0.4);
   chart_->yAxis->rescale();
   chart_->yAxis->setRange(0, std::max(1.0, chart_->yAxis->range().upper * 1.1));
-  chart_->legend->setVisible(true);
-  placeLegendBelow(*chart_, chart_->width());
+  chart_->layOutLegend();
   chart_->replot(QCustomPlot::rpQueuedReplot);
 }
 
