@@ -116,7 +116,7 @@ void ComparePane::render(int side) {
     const QString piece = pieces_[side][i].toHtmlEscaped();
     if (at < 0 || i < at) html += piece;
     else if (i == at) html += QStringLiteral("<span style='background:#f6c9c9;color:#8b0000;font-weight:bold'>%1</span>").arg(piece);
-    else html += QStringLiteral("<span style='color:#999'>%1</span>").arg(piece);
+    else html += QStringLiteral("<span style='color:#666'>%1</span>").arg(piece);  // dimmed, still readable (#999 on white was 2.8:1)
   }
   column_[side]->setHtml(html + QStringLiteral("</p>"));
   column_[side]->verticalScrollBar()->setValue(column_[side]->verticalScrollBar()->maximum());
