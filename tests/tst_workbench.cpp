@@ -1627,7 +1627,7 @@ class WorkbenchTest : public QObject {
     QVERIFY(chat->strip()->isHidden() && !chat->stripToggle()->isChecked());
     window_->resize(1920, 1080);
     QTRY_VERIFY_WITH_TIMEOUT(chat->height() >= ChatPane::kStripRoom, 5000);
-    QVERIFY(!chat->strip()->isHidden());
+    QVERIFY(!chat->strip()->isHidden() && !chat->stripKey()->isHidden());
     chat->stripToggle()->click();  // hidden by hand
     QVERIFY(chat->strip()->isHidden());
     window_->resize(1920, 1050);
@@ -1635,6 +1635,10 @@ class WorkbenchTest : public QObject {
     QVERIFY(chat->strip()->isHidden());  // stays as the user left it
     chat->stripToggle()->click();
     QVERIFY(!chat->strip()->isHidden());
+    // Shown by hand on a short pane: the strip, not its legend (which left the answer one line).
+    window_->resize(1366, 500);
+    QTRY_VERIFY_WITH_TIMEOUT(chat->height() < ChatPane::kStripRoom, 5000);
+    QVERIFY(!chat->strip()->isHidden() && chat->stripKey()->isHidden());
     window_->resize(was);
   }
 

@@ -177,7 +177,9 @@ ChatPane::ChatPane(QWidget* parent) : QWidget(parent) {
   strip_toggle_->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
   strip_toggle_->setArrowType(Qt::DownArrow);
   strip_toggle_->setAutoRaise(true);
-  strip_toggle_->setToolTip(tr("Show or hide the strip of hits and misses per token (hidden by itself when the pane is short)"));
+  strip_toggle_->setToolTip(tr("Show or hide the strip of hits and misses per token (hidden by itself when the pane is short; shown "
+                               "there by hand, without its legend: green all hits, orange hits and misses, red all misses, brown "
+                               "misses read from disk, a purple bar a non-expert swap before the token)"));
 
   auto* top = new FlowLayout;  // wraps where the pane is narrow
   top->addWidget(FlowLayout::group({new QLabel(tr("Variant")), target_}));
@@ -215,7 +217,9 @@ ChatPane::ChatPane(QWidget* parent) : QWidget(parent) {
 
 void ChatPane::showStrip(bool on) {
   strip_->setVisible(on);
-  key_->setVisible(on);
+  // The legend (three lines on a narrow pane) only where there is room: opened by hand on a short
+  // pane, strip and legend left the answer one line (1366×768); the toggle's tooltip says the colours.
+  key_->setVisible(on && height() >= kStripRoom);
   strip_toggle_->setChecked(on);
   strip_toggle_->setArrowType(on ? Qt::DownArrow : Qt::RightArrow);
 }
@@ -223,7 +227,7 @@ void ChatPane::showStrip(bool on) {
 // The conversation is the main area: on a short pane the strip and its legend give it their room.
 void ChatPane::resizeEvent(QResizeEvent* event) {
   QWidget::resizeEvent(event);
-  if (!strip_chosen_) showStrip(height() >= kStripRoom);
+  showStrip(strip_chosen_ ? strip_toggle_->isChecked() : height() >= kStripRoom);
 }
 
 void ChatPane::setVariants(const FamilyInfo& family) {

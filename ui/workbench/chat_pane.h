@@ -70,6 +70,7 @@ class ChatPane : public QWidget {
   const QVector<ChatTurn>& conversation() const { return turns_; }
   // The token strip and its legend: shown when the pane has room (kStripRoom px) or when asked.
   QToolButton* stripToggle() const { return strip_toggle_; }
+  QLabel* stripKey() const { return key_; }  // the strip's legend: shown with it where the pane has room
   static constexpr int kStripRoom = 420;
   qint64 lastSeed() const { return last_seed_; }  // the seed the last Send drew with
   // Chosen once the family's variants arrive (a session reopening); negative numbers keep the current value.
