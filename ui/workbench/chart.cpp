@@ -36,6 +36,12 @@ Chart::Chart(const QString& title, const QString& xLabel, const QString& yLabel,
   });
 }
 
+Chart::~Chart() {
+  // An empty chart's legend is out of the layout (layOutLegend): back in it, QCustomPlot deletes it
+  // with the layout as it always does, rather than as a plain child after the plot is gone.
+  if (!plotLayout()->elements(false).contains(legend)) plotLayout()->addElement(plotLayout()->rowCount(), 0, legend);
+}
+
 void Chart::setLogScale(bool on) {
   yAxis->setScaleType(on ? QCPAxis::stLogarithmic : QCPAxis::stLinear);
   if (on) yAxis->setTicker(QSharedPointer<QCPAxisTickerLog>::create());

@@ -11,6 +11,7 @@ class Chart : public QCustomPlot {
   Q_OBJECT
  public:
   Chart(const QString& title, const QString& xLabel, const QString& yLabel, QWidget* parent = nullptr);
+  ~Chart() override;
   // Plottables whose property kGroup is equal are shown and hidden together from the legend.
   static constexpr const char* kGroup = "mosaicGroup";
 
