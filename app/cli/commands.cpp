@@ -301,9 +301,10 @@ void add_logits_command(CLI::App& app) {
     configure_threads(o->threads);
     const auto session = open_serving(o->serve, /*need_target=*/o->requests.empty());
     // What the served family refuses, said with the line it is on (the engine takes them as one batch).
+    const auto runtime = session->engine->runtime();
+    const Runtime& rt = *runtime;
     for (std::size_t i = 0; i < lines.size(); ++i) {
       const std::string where = o->requests.string() + ", " + lines[i];
-      const Runtime& rt = *session->engine->runtime();
       if (rt.target_of(requests[i].target) < 0) {
         std::vector<std::string_view> names;
         for (int t = 0; t < rt.store().targets(); ++t) names.push_back(rt.store().name(t));

@@ -49,13 +49,16 @@ QString exportPlot(QCustomPlot& plot, const QString& file, const QString& title,
 
 void placeLegendBelow(QCustomPlot& plot, int width) {
   plot.legend->setVisible(true);
-  if (plot.axisRect()->insetLayout()->elements(false).contains(plot.legend)) {
+  const bool inside = plot.axisRect()->insetLayout()->elements(false).contains(plot.legend);
+  if (inside) {  // where QCustomPlot puts it: styled for a row once
     plot.axisRect()->insetLayout()->take(plot.legend);
-    plot.plotLayout()->addElement(plot.plotLayout()->rowCount(), 0, plot.legend);
-    plot.plotLayout()->setRowStretchFactor(plot.plotLayout()->rowCount() - 1, 0.001);
     plot.legend->setBorderPen(Qt::NoPen);
     plot.legend->setMargins(QMargins(4, 0, 4, 0));
     plot.legend->setIconSize(24, 12);
+  }
+  if (!plot.plotLayout()->elements(false).contains(plot.legend)) {  // from inside, or out of every layout
+    plot.plotLayout()->addElement(plot.plotLayout()->rowCount(), 0, plot.legend);
+    plot.plotLayout()->setRowStretchFactor(plot.plotLayout()->rowCount() - 1, 0.001);
   }
   const QFontMetrics metrics(plot.legend->font());
   int widest = 0;

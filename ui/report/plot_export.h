@@ -15,8 +15,9 @@ bool savePlotSvg(QCustomPlot& plot, const QString& file, int width, int height, 
 // else why not (an extension that is no such format, a file that could not be written).
 QString exportPlot(QCustomPlot& plot, const QString& file, const QString& title, int width = 1200, int height = 900);
 
-// Moves the legend (shown) from inside the axes to a row of its own under them, in as many columns
-// as its entries fit across `width` pixels; call again when entries are added or the width changes.
+// Moves the legend (shown) from inside the axes, or from out of every layout, to a row of its own
+// under them, in as many columns as its entries fit across `width` pixels; call again when entries
+// are added or the width changes.
 void placeLegendBelow(QCustomPlot& plot, int width);
 
 }  // namespace mosaic::ui

@@ -39,7 +39,7 @@ Chart::Chart(const QString& title, const QString& xLabel, const QString& yLabel,
 Chart::~Chart() {
   // An empty chart's legend is out of the layout (layOutLegend): back in it, QCustomPlot deletes it
   // with the layout as it always does, rather than as a plain child after the plot is gone.
-  if (!plotLayout()->elements(false).contains(legend)) plotLayout()->addElement(plotLayout()->rowCount(), 0, legend);
+  placeLegendBelow(*this, width());
 }
 
 void Chart::setLogScale(bool on) {
@@ -113,15 +113,12 @@ void Chart::layOutLegend() {
   // (found at 1366×768 and 1920×1080, 2026-12-01).
   bool entries = false;
   for (int i = 0; i < plottableCount(); ++i) entries = entries || legend->hasItemWithPlottable(plottable(i));
-  const bool placed = plotLayout()->elements(false).contains(legend);
-  if (entries && !placed) {
-    plotLayout()->addElement(plotLayout()->rowCount(), 0, legend);
-    plotLayout()->setRowStretchFactor(plotLayout()->rowCount() - 1, 0.001);
-  } else if (!entries && placed) {
+  if (entries) {
+    placeLegendBelow(*this, width());
+  } else if (plotLayout()->elements(false).contains(legend)) {
     plotLayout()->take(legend);
     plotLayout()->simplify();
   }
-  if (entries) placeLegendBelow(*this, width());
   legend->setVisible(entries);
 }
 
