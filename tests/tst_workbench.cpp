@@ -92,6 +92,12 @@ class WorkbenchTest : public QObject {
   std::unique_ptr<MainWindow> window_;
   QElapsedTimer clock_;
 
+  // The status bar's permanent part.
+  QString engineStatus() const {
+    const auto* status = window_->statusBar()->findChild<QLabel*>(QStringLiteral("engineStatus"));
+    return status ? status->text() : QStringLiteral("(no engine status)");
+  }
+
  private Q_SLOTS:
   // What the window says about the family and its layout, for a failure's message.
   QString shown() const {
@@ -142,6 +148,8 @@ class WorkbenchTest : public QObject {
              qPrintable(window_->layoutPanel()->contextBox()->suffix()));
     QCOMPARE(window_->layoutPanel()->grid()->residentCells(), 16);
     QCOMPARE(window_->chatPane()->targetBox()->count(), 9);
+    // The status bar says what is served, where, and under which layout, after its messages have gone.
+    QCOMPARE(engineStatus(), QStringLiteral("9 variants · on CPU · 16 of 32 expert positions resident"));
   }
 
   // The family is served on the device chosen in the family panel; the GPU is offered only where one
@@ -692,7 +700,9 @@ class WorkbenchTest : public QObject {
     connect(&ticker, &QTimer::timeout, [&] { ++ticks; });
     ticker.start(5);
     serving->start();  // consolidated and time-sharing, checked by default, on the nine variants
+    QTRY_VERIFY2_WITH_TIMEOUT(engineStatus().endsWith(QStringLiteral(" · sweep running")), qPrintable(engineStatus()), 30000);
     QTRY_VERIFY_WITH_TIMEOUT(serving->statusText().startsWith(QStringLiteral("Sweep finished")), 120000);
+    QVERIFY2(!engineStatus().contains(QStringLiteral("sweep")), qPrintable(engineStatus()));
     ticker.stop();
     QVERIFY(ticks > 0);
     QVERIFY(serving->pointsReceived() > 10);
@@ -1055,6 +1065,7 @@ class WorkbenchTest : public QObject {
     QVERIFY(server->stopButton()->isEnabled() && !server->startButton()->isEnabled());
     QVERIFY(!server->portBox()->isEnabled());
     const int port = url.port();
+    QVERIFY2(engineStatus().endsWith(QStringLiteral(" · serving at ") + server->url()), qPrintable(engineStatus()));
 
     // A whole answer, a streamed one on another variant, and a model the session does not serve.
     const Response models = ask(port, http_request("GET", "/v1/models"));

@@ -32,6 +32,7 @@
 #include "workbench/compare_pane.h"
 #include "workbench/engine_types.h"
 #include "workbench/engine_host.h"
+#include "workbench/engine_status.h"
 #include "workbench/family_panel.h"
 #include "workbench/layout_panel.h"
 #include "workbench/runs_panel.h"
@@ -249,6 +250,19 @@ MainWindow::MainWindow(QWidget* parent)
     statusBar()->showMessage(tr("Layout: %1 of %2 expert positions resident").arg(l.capacity).arg(l.positions), 5000);
   });
   connect(engine_, &EngineHost::familyChangeServed, this, [this](const QString& summary) { statusBar()->showMessage(summary, 15000); });
+  // What the engine serves and runs, always shown (the messages on the left are transient).
+  auto* engineStatus = new EngineStatus;
+  statusBar()->addPermanentWidget(engineStatus);
+  engineStatus->setDevice(family_->deviceBox()->currentText());
+  connect(engine_, &EngineHost::deviceChanged, engineStatus, [this, engineStatus] { engineStatus->setDevice(family_->deviceBox()->currentText()); });
+  connect(engine_, &EngineHost::familyOpened, engineStatus, [engineStatus](const FamilyInfo& f) { engineStatus->setFamily(static_cast<int>(f.variants.size())); });
+  connect(engine_, &EngineHost::layoutPlanned, engineStatus, [engineStatus](const LayoutInfo& l) { engineStatus->setLayout(l.capacity, l.positions); });
+  connect(engine_, &EngineHost::servingRunStarted, engineStatus, [engineStatus] { engineStatus->setSweepRunning(true); });
+  connect(engine_, &EngineHost::servingFinished, engineStatus, [engineStatus] { engineStatus->setSweepRunning(false); });
+  connect(engine_, &EngineHost::servingFailed, engineStatus, [engineStatus] { engineStatus->setSweepRunning(false); });
+  connect(engine_, &EngineHost::httpServerStarted, engineStatus, [engineStatus](const QString& url) { engineStatus->setServerUrl(url); });
+  connect(engine_, &EngineHost::httpServerStopped, engineStatus, [engineStatus] { engineStatus->setServerUrl({}); });
+  connect(engine_, &EngineHost::httpServerFailed, engineStatus, [engineStatus] { engineStatus->setServerUrl({}); });
 
   default_state_ = saveState();
   QSettings settings;
