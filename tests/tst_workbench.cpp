@@ -37,6 +37,8 @@
 #include <QProcess>
 #include <QFile>
 #include <QTimer>
+#include <QLabel>
+#include <QVBoxLayout>
 
 #include <nlohmann/json.hpp>
 
@@ -71,6 +73,7 @@
 #include "workbench/layout_grid.h"
 #include "workbench/layout_panel.h"
 #include "workbench/file_dialogs.h"
+#include "workbench/fit_scroll_area.h"
 #include "workbench/main_window.h"
 #include "workbench/runs_panel.h"
 #include "workbench/server_controls.h"
@@ -628,10 +631,55 @@ class WorkbenchTest : public QObject {
     c.clearGraphs();
     c.layOutLegend();
     QVERIFY2(wide() && !c.legend->visible(), qPrintable(QString::number(c.axisRect()->width())));
+    // A marker's name, read along its line, shows only where the plot is tall enough for it.
+    c.addMarker(1, QStringLiteral("consolidated @ 40 req/s"), Qt::blue);
+    c.replot();
+    QCOMPARE(c.visibleMarkerNames(), 1);
+    c.setMinimumSize(0, 0);
+    c.resize(700, 110);  // as a dock squeezes it
+    c.replot();
+    QCOMPARE(c.visibleMarkerNames(), 0);
+    c.resize(700, 300);
+    c.replot();
+    QCOMPARE(c.visibleMarkerNames(), 1);
+    c.clearItems();  // QCustomPlot deletes them: nothing dangles
+    c.replot();
+    QCOMPARE(c.visibleMarkerNames(), 0);
   }
 
   // A budget typed as no size ("abc") says so beside the box, and the budget stays what it was (the
   // box went back to its value without a word, 2026-12-01).
+  // A dock's panel fills the dock whenever its minimum fits, though it holds a wrapping label (which
+  // made QScrollArea size it from its items' preferred heights and scroll), and scrolls below it.
+  void a_dock_scrolls_only_below_its_panels_minimum() {
+    auto* panel = new QWidget;
+    auto* layout = new QVBoxLayout(panel);
+    auto* note = new QLabel(QStringLiteral("A note long enough to wrap onto a second line in a narrow dock, as panels' notes do."));
+    note->setWordWrap(true);
+    auto* table = new QTableView;  // prefers about 190 px, needs far less
+    auto* chart = new QWidget;
+    chart->setMinimumHeight(100);
+    layout->addWidget(note);
+    layout->addWidget(table, 1);
+    layout->addWidget(chart, 1);
+    FitScrollArea area(panel);
+    area.setFrameShape(QFrame::NoFrame);
+    area.resize(300, 260);
+    area.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&area));
+    QVERIFY2(layout->totalHeightForWidth(300) > 260, "the preferred height must not fit, or this shows nothing");
+    QCOMPARE(panel->height(), 260);  // fills, no scrolling
+    QVERIFY(!area.verticalScrollBar()->isVisible());
+    QVERIFY2(table->height() < table->sizeHint().height() && chart->height() >= 100, qPrintable(QStringLiteral("table %1, chart %2").arg(table->height()).arg(chart->height())));
+    area.resize(300, 120);  // below the minimum: it scrolls, and nothing is squeezed under its minimum
+    QTRY_VERIFY(area.verticalScrollBar()->isVisible());
+    QCOMPARE(panel->height(), area.minimumContentHeight(panel->width()));
+    QVERIFY(chart->height() >= 100);
+    area.resize(300, 600);  // and fills again
+    QTRY_COMPARE(panel->height(), 600);
+    QTRY_VERIFY2(!area.verticalScrollBar()->isVisible(), qPrintable(QStringLiteral("viewport %1x%2, panel %3x%4").arg(area.viewport()->width()).arg(area.viewport()->height()).arg(panel->width()).arg(panel->height())));
+  }
+
   void a_budget_that_is_no_size_says_so() {
     ByteSizeBox* box = window_->layoutPanel()->budgetBox();
     const qint64 before = box->bytes();

@@ -7,6 +7,7 @@
 #include <QPainter>
 #include <QToolTip>
 
+#include <algorithm>
 #include <cmath>
 
 #include "report/plot_export.h"
@@ -23,6 +24,12 @@ Chart::Chart(const QString& title, const QString& xLabel, const QString& yLabel,
   layOutLegend();
   setInteractions(QCP::iRangeDrag | QCP::iRangeZoom);
   setMouseTracking(true);
+  // A marker's name reads along its line: shown only where the plot's height holds all of it.
+  connect(this, &QCustomPlot::afterLayout, this, [this] {
+    const int room = axisRect()->height();
+    for (const QPointer<QCPItemText>& name : marker_names_)
+      if (name) name->setVisible(QFontMetrics(name->font()).horizontalAdvance(name->text()) <= room);
+  });
   setToolTip(QString());
   // A click toggles the entry's series, and the series of its group with it (a run's TTFT and
   // turnaround share one entry).
@@ -40,6 +47,28 @@ Chart::~Chart() {
   // An empty chart's legend is out of the layout (layOutLegend): back in it, QCustomPlot deletes it
   // with the layout as it always does, rather than as a plain child after the plot is gone.
   placeLegendBelow(*this, width());
+}
+
+void Chart::addMarker(double x, const QString& name, const QColor& color) {
+  auto* line = new QCPItemStraightLine(this);
+  line->point1->setCoords(x, 0);
+  line->point2->setCoords(x, 1);
+  line->setPen(QPen(QColor(0x99, 0x99, 0x99), 1, Qt::DashLine));
+  auto* label = new QCPItemText(this);
+  label->position->setTypeX(QCPItemPosition::ptPlotCoords);
+  label->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
+  label->position->setCoords(x, 0.97);
+  label->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);  // rotated: reads upwards from the foot, right of the line
+  label->setRotation(-90);
+  label->setFont(QFont(font().family(), 7));
+  label->setColor(color);
+  label->setText(QStringLiteral(" %1 ").arg(name));
+  marker_names_.removeAll(nullptr);
+  marker_names_.push_back(label);
+}
+
+int Chart::visibleMarkerNames() const {
+  return static_cast<int>(std::count_if(marker_names_.begin(), marker_names_.end(), [](const QPointer<QCPItemText>& n) { return n && n->visible(); }));
 }
 
 void Chart::setLogScale(bool on) {

@@ -5,6 +5,8 @@
 // PDF (titled). Drag to pan and wheel to zoom, as QCustomPlot does.
 #include "report/qcustomplot_include.h"
 
+#include <QPointer>
+
 namespace mosaic::ui {
 
 class Chart : public QCustomPlot {
@@ -36,6 +38,11 @@ class Chart : public QCustomPlot {
   void setPlaceholder(const QString& text);
   QString placeholder() const { return placeholder_; }
   bool hasData() const;
+  // A dashed vertical line at x named along it (a run's start on a sweep's time axis); the name
+  // shows only while the plot is tall enough to hold it, the line always.
+  void addMarker(double x, const QString& name, const QColor& color);
+  // The marker names shown now (for tests).
+  int visibleMarkerNames() const;
 
  Q_SIGNALS:
   void exported(const QString& message);  // "Wrote …" or why not, for a status line
@@ -50,6 +57,7 @@ class Chart : public QCustomPlot {
   QString title_;
   QString placeholder_;
   QSharedPointer<QCPAxisTicker> linear_ticker_;
+  QList<QPointer<QCPItemText>> marker_names_;  // QCustomPlot owns them: clearItems() deletes them
 };
 
 }  // namespace mosaic::ui

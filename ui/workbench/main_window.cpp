@@ -1,5 +1,6 @@
 #include "workbench/main_window.h"
 #include "workbench/file_dialogs.h"
+#include "workbench/fit_scroll_area.h"
 #include <QCoreApplication>
 #include <QUrl>
 #include <QDesktopServices>
@@ -61,10 +62,9 @@ MainWindow::MainWindow(QWidget* parent)
     auto* d = new QDockWidget(title, this);
     d->setObjectName(name);  // saveState() keys docks by object name
     // Each panel scrolls inside its dock, so no panel's natural size (a one-line legend, a row of
-    // controls) sets the window's minimum: the window fits a 1366×768 screen.
-    auto* scroll = new QScrollArea;
-    scroll->setWidget(w);
-    scroll->setWidgetResizable(true);
+    // controls) sets the window's minimum: the window fits a 1366×768 screen. It scrolls only
+    // below its minimum: above it, the panel fills the dock.
+    auto* scroll = new FitScrollArea(w);
     scroll->setFrameShape(QFrame::NoFrame);
     d->setWidget(scroll);
     addDockWidget(area, d);

@@ -98,9 +98,13 @@ RunsPanel::RunsPanel(QWidget* parent) : QWidget(parent), model_(new QStandardIte
   auto* compareRow = new QSplitter(Qt::Horizontal);
   compareRow->addWidget(plot_);
   compareRow->addWidget(detailTabs);
+  // The chart and its text share the row (setSizes gives proportions: the splitter scales them to
+  // the room it gets), and the row takes more of the height than the table, which scrolls.
+  compareRow->setSizes({1000, 1000});
   auto* split = new QSplitter(Qt::Vertical);
   split->addWidget(table_);
   split->addWidget(compareRow);
+  split->setSizes({2000, 3000});
   auto* layout = new QVBoxLayout(this);
   layout->addLayout(buttons);
   layout->addWidget(status_);

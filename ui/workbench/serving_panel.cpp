@@ -133,8 +133,8 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   stop_ = new QPushButton(tr("Stop"));
   status_ = new QLabel(tr("Open a family, choose strategies and rates, then Start."));
   status_->setWordWrap(true);
-  latency_ = new Chart(tr("Latency of each request"), tr("time in sweep (s)"), tr("ms (● TTFT, ○ turnaround)"));
-  throughput_ = new Chart(tr("Completed requests per run"), tr("time in sweep (s)"), tr("completed requests"));
+  latency_ = new Chart(tr("Latency of each request"), tr("time in sweep (s) · ● TTFT, ○ turnaround"), tr("latency (ms)"));
+  throughput_ = new Chart(tr("Completed requests per run"), tr("time in sweep (s)"), tr("requests done"));
   hits_ = new Chart(tr("Expert hit rate per layer"), tr("layer"), tr("hit rate"));
   for (Chart* c : {latency_, throughput_, hits_}) {
     c->setPlaceholder(tr("No data yet — press Start (or start the HTTP server and send requests)"));
@@ -498,21 +498,7 @@ void ServingPanel::beginRun(const QString& label) {
   ++run_index_;
   // Runs follow one another on the sweep's time axis, each starting at a named line.
   run_offset_ = sweep_end_;
-  for (Chart* c : {latency_, throughput_}) {
-    auto* line = new QCPItemStraightLine(c);
-    line->point1->setCoords(run_offset_, 0);
-    line->point2->setCoords(run_offset_, 1);
-    line->setPen(QPen(QColor(0x99, 0x99, 0x99), 1, Qt::DashLine));
-    auto* label = new QCPItemText(c);
-    label->position->setTypeX(QCPItemPosition::ptPlotCoords);
-    label->position->setTypeY(QCPItemPosition::ptAxisRectRatio);
-    label->position->setCoords(run_offset_, 0.97);
-    label->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);  // rotated: reads upwards from the foot, right of the line
-    label->setRotation(-90);
-    label->setFont(QFont(font().family(), 7));
-    label->setColor(variantColor(run_index_));
-    label->setText(QStringLiteral(" %1 ").arg(run_label_));
-  }
+  for (Chart* c : {latency_, throughput_}) c->addMarker(run_offset_, run_label_, variantColor(run_index_));
   run_hits_.push_back({run_label_, {}, {}});
 }
 
