@@ -604,11 +604,78 @@ class TestServeFaults : public QObject {
     QCOMPARE(json::parse(longer.body)["error"]["param"].get<std::string>(), std::string("model"));
     const Response scrape = ask(s.port(), http_request("GET", "/metrics"));
     QVERIFY2(scrape.body.size() < 64 * 1024, qPrintable(QString::number(scrape.body.size())));
+    // A served model's bad parameter is counted under its own name, not as an unknown model.
+    QCOMPARE(ask(s.port(), http_request("POST", "/v1/completions", json{{"model", "bible"}, {"prompt", "x"}, {"temperature", -1}}.dump())).status, 400);
     const auto m = metrics(s.port());
     QCOMPARE(m.at("mosaic_requests_total{model=\"unknown\",status=\"invalid\"}"), 101.0);
+    QCOMPARE(m.at("mosaic_requests_total{model=\"bible\",status=\"invalid\"}"), 1.0);
     for (const auto& [key, v] : m)
       if (key.starts_with("mosaic_requests_total{"))
         QVERIFY2(key.find("no-such-model") == std::string::npos && key.find("mmmm") == std::string::npos, key.c_str());
+  }
+
+  // A burst from one client past both caps (a newcomer's Promise.all of 65 requests with the openai
+  // client left one hanging: the connection that gave way at the per-address cap was one accepted in
+  // the same burst, its request unread, and was closed without a word). Every request gets an
+  // answer: served, or refused with Retry-After.
+  void aBurstPastTheCapsIsAnsweredEveryTime() {
+    Server s({QStringLiteral("--max-per-client"), QStringLiteral("8"), QStringLiteral("--max-requests"), QStringLiteral("4")});
+    QVERIFY2(s.port() > 0, qPrintable(s.errors()));
+    constexpr int clients = 40;
+    std::vector<Response> answers(clients);
+    std::latch start(clients);
+    {
+      std::vector<std::jthread> threads;
+      for (int i = 0; i < clients; ++i)
+        threads.emplace_back([&, i] {
+          const std::string req = http_request("POST", "/v1/completions", completion(models[i % models.size()], 4, false));
+          start.arrive_and_wait();
+          answers[i] = ask(s.port(), req, 60, /*then_close=*/true);
+        });
+    }
+    int served = 0, refusals = 0;
+    for (int i = 0; i < clients; ++i) {
+      if (answers[i].status == 200) ++served;
+      else if (refused(answers[i])) ++refusals;
+      else QFAIL(qPrintable(QStringLiteral("client %1: no answer (status %2: %3)").arg(i).arg(answers[i].status).arg(QString::fromStdString(answers[i].body.substr(0, 200)))));
+    }
+    qInfo("%d requests at once against --max-per-client 8 --max-requests 4: %d served, %d refused with Retry-After", clients, served, refusals);
+    QVERIFY(served >= 4);
+    stillServes(s.port());
+  }
+
+  // The answer's tokens end at its stop string: usage (and /metrics, the record) counts no token the
+  // engine sampled after it before the cancel landed. The key's scheme is case-insensitive, and a
+  // 401 says which scheme it wants.
+  void usageEndsAtTheStopAndKeysAreBearer() {
+    Server s({QStringLiteral("--api-key"), QStringLiteral("sekret")});
+    QVERIFY2(s.port() > 0, qPrintable(s.errors()));
+    auto with_key = [](std::string request, const std::string& auth) { return request.insert(request.find("\r\n") + 2, "Authorization: " + auth + "\r\n"); };
+    const Response denied = ask(s.port(), http_request("GET", "/v1/models"));
+    QCOMPARE(denied.status, 401);
+    QVERIFY(denied.headers.contains("www-authenticate") && denied.headers.at("www-authenticate") == "Bearer");
+    QCOMPARE(ask(s.port(), with_key(http_request("GET", "/v1/models"), "bearer sekret")).status, 200);
+    QCOMPARE(ask(s.port(), with_key(http_request("GET", "/v1/models"), "Bearer sekreT")).status, 401);
+    // The greedy answer's first three tokens, then the same request stopped where they end.
+    auto ask_greedy = [&](int max_tokens, const json& stop) {
+      json body{{"model", "bible"}, {"prompt", "And God said"}, {"max_tokens", max_tokens}, {"temperature", 0}};
+      if (!stop.is_null()) body["stop"] = stop;
+      const Response r = ask(s.port(), with_key(http_request("POST", "/v1/completions", body.dump()), "Bearer sekret"));
+      return r.status == 200 ? json::parse(r.body) : json{{"status", r.status}, {"body", r.body}};
+    };
+    const json three = ask_greedy(3, nullptr);
+    QVERIFY2(three.contains("choices"), three.dump().c_str());
+    QCOMPARE(three["usage"]["completion_tokens"].get<int>(), 3);
+    const std::string text = three["choices"][0]["text"];
+    const json stopped = ask_greedy(40, text);
+    QVERIFY2(stopped.contains("choices"), stopped.dump().c_str());
+    QCOMPARE(stopped["choices"][0]["finish_reason"].get<std::string>(), std::string("stop"));
+    QCOMPARE(stopped["choices"][0]["text"].get<std::string>(), std::string());
+    QCOMPARE(stopped["usage"]["completion_tokens"].get<int>(), 3);
+    // An empty key (`--api-key "$KEY"` with KEY unset) is refused, not taken as no key.
+    Server open({QStringLiteral("--api-key"), QString()});
+    QCOMPARE(open.port(), 0);
+    QVERIFY2(open.errors().contains(QStringLiteral("--api-key")), "the refusal names the option");
   }
 
   // serve --allow-model-changes: a model added, used and removed while streams of another run; the

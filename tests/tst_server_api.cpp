@@ -49,6 +49,26 @@ class ServerApiTest : public QObject {
     QCOMPARE(*chat.max_tokens, std::int64_t(4));
   }
 
+  // OpenAI's defaults: temperature 1, and a request naming no seed draws anew (a newcomer's calls
+  // at T = 1 without a seed had all returned the same text); a seed given repeats.
+  void defaults_are_openais() {
+    const char* body = R"({"model": "m", "prompt": "x"})";
+    const ApiRequest a = parse_request(body, false), b = parse_request(body, false);
+    QCOMPARE(a.sampling.temperature, 1.0);
+    QCOMPARE(a.sampling.top_p, 1.0);
+    QVERIFY(a.sampling.seed != b.sampling.seed);
+    QCOMPARE(parse_request(R"({"model": "m", "prompt": "x", "seed": 9})", false).sampling.seed, std::uint64_t(9));
+    // What does nothing is accepted as OpenAI's clients send it.
+    for (const char* quiet : {R"({"model": "m", "prompt": "x", "logprobs": null, "echo": false, "suffix": "", "best_of": 1, "logit_bias": {},
+                                  "presence_penalty": 0, "frequency_penalty": 0.0, "user": "u"})"}) {
+      QVERIFY(parse_request(quiet, false).model == "m");
+    }
+    QVERIFY(parse_request(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "logprobs": false, "tools": [], "tool_choice": "none",
+                              "response_format": {"type": "text"}})",
+                          true)
+                .model == "m");
+  }
+
   void bad_requests_name_the_parameter_data() {
     QTest::addColumn<QString>("body");
     QTest::addColumn<bool>("chat");
@@ -73,6 +93,19 @@ class ServerApiTest : public QObject {
     QTest::newRow("role missing") << R"({"model": "m", "messages": [{"content": "x"}]})" << true << "messages[0].role";
     QTest::newRow("an image") << R"({"model": "m", "messages": [{"role": "user", "content": [{"type": "image_url"}]}]})" << true
                               << "messages[0].content";
+    // OpenAI parameters not served are refused, not ignored: the client would get something else.
+    QTest::newRow("logprobs") << R"({"model": "m", "prompt": "x", "logprobs": 2})" << false << "logprobs";
+    QTest::newRow("echo") << R"({"model": "m", "prompt": "x", "echo": true})" << false << "echo";
+    QTest::newRow("suffix") << R"({"model": "m", "prompt": "x", "suffix": "tail"})" << false << "suffix";
+    QTest::newRow("best_of") << R"({"model": "m", "prompt": "x", "best_of": 2})" << false << "best_of";
+    QTest::newRow("presence_penalty") << R"({"model": "m", "prompt": "x", "presence_penalty": 0.5})" << false << "presence_penalty";
+    QTest::newRow("frequency_penalty") << R"({"model": "m", "prompt": "x", "frequency_penalty": -1})" << false << "frequency_penalty";
+    QTest::newRow("logit_bias") << R"({"model": "m", "prompt": "x", "logit_bias": {"5": 100}})" << false << "logit_bias";
+    QTest::newRow("chat logprobs") << R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 2})" << true
+                                   << "logprobs";
+    QTest::newRow("tools") << R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})" << true << "tools";
+    QTest::newRow("json mode") << R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})"
+                               << true << "response_format";
     QTest::newRow("too deep") << QString::fromStdString(std::string(200, '[') + std::string(200, ']')) << false << "";
   }
   void bad_requests_name_the_parameter() {

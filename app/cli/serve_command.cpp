@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <thread>
@@ -40,7 +41,7 @@ void add_serve_command(CLI::App& app) {
   o->serve.add_to(cmd, /*with_model=*/true, /*with_target=*/false);
   cmd->add_option("--host", o->http.host, "address to listen on (127.0.0.1: this machine only)")->default_val("127.0.0.1");
   cmd->add_option("--port", o->http.port, "port (0: any free one, printed)")->default_val(8000)->check(CLI::Range(0, 65535));
-  cmd->add_option("--api-key", o->http.api_key, "require 'Authorization: Bearer KEY' (also read from MOSAIC_API_KEY)")->envname("MOSAIC_API_KEY");
+  CLI::Option* api_key = cmd->add_option("--api-key", o->http.api_key, "require 'Authorization: Bearer KEY' (also read from MOSAIC_API_KEY)")->envname("MOSAIC_API_KEY");
   cmd->add_option("--max-requests", o->http.max_requests, "requests admitted at once; past it 429 with Retry-After")
       ->default_val(64)->check(CLI::Range(1, 4096));
   cmd->add_option("--db", o->db, "record every request to this SQLite file (a run of strategy 'serve')");
@@ -51,7 +52,7 @@ void add_serve_command(CLI::App& app) {
                   "client connections open at once; at the cap the slowest reader gives way, or the new one gets 503")
       ->default_val(512)->check(CLI::Range(1, 900));
   cmd->add_option("--max-per-client", o->http.max_per_client, "connections from one address (raise it behind a reverse proxy)")
-      ->default_val(64)->check(CLI::Range(1, 900));
+      ->default_val(256)->check(CLI::Range(1, 900));
   add_threads_option(cmd, o->threads, "CPU threads (0 = all cores)");
   cmd->add_option("--stream-interval", o->http.stream_interval,
                   "tokens per streamed event after the first: fewer wake-ups and writes per token, text in larger steps")
@@ -62,7 +63,12 @@ void add_serve_command(CLI::App& app) {
                 "--capacity or --budget)");
   cmd->add_flag("--plain-chat", o->plain_chat,
                 "format chat requests as 'role: content' lines even where a model's tokenizer_config.json has a chat template");
-  cmd->callback([o] {
+  cmd->callback([o, api_key] {
+    // A key given empty (`--api-key "$KEY"` with KEY unset, or MOSAIC_API_KEY=) would serve with no key at all.
+    const char* env_key = std::getenv("MOSAIC_API_KEY");
+    if (o->http.api_key.empty() && (api_key->count() > 0 || env_key != nullptr))
+      throw InvalidArgument(api_key->count() > 0 ? "--api-key" : "MOSAIC_API_KEY", "", "is empty, which would serve without a key",
+                            "give the key, or leave out --api-key and MOSAIC_API_KEY to serve without one");
     check_output(o->db, "--db", o->serve.inputs(), OutputKind::Database);
     // The signals are waited for on a thread of their own: blocked here, before any thread starts,
     // so that every thread inherits the mask.
@@ -98,7 +104,14 @@ void add_serve_command(CLI::App& app) {
       std::cerr << "serve: " << (sig == SIGTERM ? "SIGTERM" : "interrupted") << ": finishing running requests (up to " << o->grace << " s)\n";
       http.stop(o->grace);
     });
-    std::cout << "serving on http://" << o->http.host << ":" << port << "/v1 (" << model_count << " models)" << std::endl;
+    // An IPv6 address is bracketed in a URL; 0.0.0.0 and :: listen everywhere but are no address to ask.
+    const std::string& host = o->http.host;
+    const std::string url_host = host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host.find(':') != std::string::npos ? "[" + host + "]" : host;
+    std::cout << "serving on http://" << url_host << ":" << port << "/v1 (" << model_count << " models"
+              << (url_host != host ? ", listening on every address" : "") << ")" << std::endl;
+    if (o->allow_model_changes && o->http.api_key.empty() && host != "127.0.0.1" && host != "::1" && host != "localhost")
+      std::cerr << "serve: warning: --allow-model-changes without --api-key on " << host
+                << ": anyone who reaches this port may add any folder this machine can read as a model\n";
     http.run();
     // run() returns when stopped: by the watcher, or by the listening socket failing.
     over = true;

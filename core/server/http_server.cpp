@@ -4,7 +4,9 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <iostream>
@@ -15,6 +17,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "common/json_text.h"
 #include "model/text_stream.h"
 #include "server/http_transport.h"
 #include "server/openai_api.h"
@@ -44,6 +47,7 @@ std::string sse(const json& j) { return "data: " + wire(j) + "\n\n"; }
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
   if (e.status == 429 || e.status == 503) res.set_header("Retry-After", "1");
+  if (e.status == 401) res.set_header("WWW-Authenticate", "Bearer");
   res.set_content(wire(error_body(e)), "application/json");
 }
 
@@ -81,6 +85,9 @@ struct Call {
   bool done = false;
   RequestResult result;
   std::atomic<bool> stopped_by_text{false};  // set before the cancel it causes
+  // The tokens that made the text up to its stop string, set before stopped_by_text: the engine may
+  // sample a few more before the cancel lands, and those are not the answer's.
+  std::atomic<std::size_t> tokens_to_stop{0};
   std::atomic<bool> withdrawn{false};        // cancelled because its model was removed
   std::string text_error;  // under m: why its text could not be made, set before the cancel it causes
 
@@ -97,6 +104,7 @@ struct Call {
   TextStream text;
   StopText stop;
   bool first = true, closed = false;
+  std::size_t tokens_read = 0;  // made into text so far
   std::string whole;  // not streamed: the text so far
   std::optional<TextEvents> events;  // streamed: every text event after the first
 
@@ -134,7 +142,9 @@ struct Call {
     for (std::int64_t t : got) {
       if (stopped_by_text) break;
       pieces += stop.push(text.push(t));
+      ++tokens_read;
       if (stop.stopped()) {
+        tokens_to_stop = tokens_read;
         stopped_by_text = true;
         handle->cancel();
       }
@@ -313,9 +323,26 @@ struct HttpServer::Impl {
   void authorize(const httplib::Request& req) const {
     if (opt.api_key.empty()) return;
     const std::string h = req.get_header_value("Authorization");
-    const std::string prefix = "Bearer ";
-    if (!h.starts_with(prefix) || !same_key(h.substr(prefix.size()), opt.api_key))
+    // The scheme's name is case-insensitive (RFC 9110 §11.1); the key is compared exactly.
+    constexpr std::string_view scheme = "bearer ";
+    const bool bearer = h.size() > scheme.size() && std::equal(scheme.begin(), scheme.end(), h.begin(), [](char a, char b) {
+                          return a == static_cast<char>(std::tolower(static_cast<unsigned char>(b)));
+                        });
+    if (!bearer || !same_key(h.substr(scheme.size()), opt.api_key))
       throw ApiError(401, "invalid_request_error", "", "Incorrect API key provided (send it as 'Authorization: Bearer KEY')", "invalid_api_key");
+  }
+
+  // The served model a body names, when it is JSON naming one; else `otherwise`.
+  std::string served_name_in(const std::string& body, const std::string& otherwise) const {
+    nlohmann::json j;
+    try {
+      j = parse_json_bounded(body, "request body");
+    } catch (const std::exception&) {
+      return otherwise;
+    }
+    if (!j.is_object() || !j.contains("model") || !j["model"].is_string()) return otherwise;
+    const std::shared_ptr<const ServedModel> m = find(j["model"].get<std::string>());
+    return m ? m->id : otherwise;
   }
 
   void update_gauges() {
@@ -327,6 +354,11 @@ struct HttpServer::Impl {
   void finished(const std::shared_ptr<Call>& call, const RequestHandle& handle, const RequestResult& original) {
     const bool by_text = call->stopped_by_text;
     RequestResult result = original;
+    if (by_text && call->tokens_to_stop > 0 && call->tokens_to_stop < result.tokens.size()) {
+      // Counted as the answer's tokens (usage, /metrics, the record): those up to the stop string.
+      result.tokens.resize(call->tokens_to_stop);
+      result.stats.generated_tokens = static_cast<std::int64_t>(result.tokens.size());
+    }
     {
       std::lock_guard lock(call->m);
       if (!call->text_error.empty()) {  // cancelled because its text failed: it failed
@@ -375,7 +407,13 @@ struct HttpServer::Impl {
     try {
       authorize(req);
       if (draining) throw ApiError(503, "server_error", "", "the server is shutting down; retry on another instance");
-      ApiRequest api = parse_request(req.body, chat);
+      ApiRequest api;
+      try {
+        api = parse_request(req.body, chat);
+      } catch (const ApiError&) {
+        model_id = served_name_in(req.body, model_id);  // a served model's bad parameter is counted under its name
+        throw;
+      }
       const std::shared_ptr<const ServedModel> m = find(api.model);
       if (m) model_id = m->id;
       if (!m) throw not_served(api.model);
@@ -397,7 +435,8 @@ struct HttpServer::Impl {
       if (n + g.max_new_tokens > m->context)
         throw bad_request(chat && !a.max_tokens ? "messages" : "max_tokens",
                           "the prompt's " + std::to_string(n) + " tokens and max_tokens " + std::to_string(g.max_new_tokens) +
-                              " pass the model's context of " + std::to_string(m->context) + " tokens");
+                              (a.max_tokens ? "" : " (its default, as OpenAI's)") + " pass the model's context of " + std::to_string(m->context) +
+                              " tokens" + (a.max_tokens ? "" : ": send a smaller max_tokens, or a shorter prompt"));
       g.sampling = a.sampling;
       if (!a.ignore_eos) g.stop_ids = m->eos_ids;
       call->prompt_tokens = n;

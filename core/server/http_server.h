@@ -46,7 +46,7 @@ struct ServerOptions {
   int threads = 0;                     // HTTP worker threads (0: max_requests + 8, so streams never starve)
   double read_timeout_seconds = 10;    // a request's head and body must arrive within this (408 past it)
   std::size_t max_connections = 512;   // open at once, in total
-  std::size_t max_per_client = 64;     // from one address (at either cap the slowest reader gives way)
+  std::size_t max_per_client = 256;     // from one address (at either cap the slowest reader gives way)
   std::size_t stream_interval = 1;     // tokens per streamed event after the first (vLLM's --stream-interval)
 };
 

@@ -168,11 +168,26 @@ struct HttpTransport::Impl {
     [[maybe_unused]] const auto n = ::write(wake_fd, &one, sizeof one);
   }
 
-  // What a refusal says, sent without waiting: a client too slow to take it loses it.
+  // What a refusal says, sent without waiting: a client too slow to take it loses it. What the client
+  // has sent is read and dropped first, as far as it has come: closing a socket with unread bytes
+  // resets the connection, and a reset can reach the client before the answer does.
   void refuse(int fd, int status, const std::string& why) const {
     const std::string r = refusal(status, why);
     [[maybe_unused]] const auto n = ::send(fd, r.data(), r.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     ::shutdown(fd, SHUT_WR);
+    char sink[1 << 14];
+    for (std::size_t dropped = 0; dropped < opt.max_head_bytes + opt.max_body_bytes;) {
+      const ssize_t got = ::recv(fd, sink, sizeof sink, MSG_DONTWAIT);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;
+      dropped += static_cast<std::size_t>(got);
+    }
+  }
+
+  // A request's bytes have come on `fd` and are not read yet.
+  static bool pending(int fd) {
+    char byte;
+    return ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
   }
 
   void close_conn(int fd) {
@@ -186,12 +201,17 @@ struct HttpTransport::Impl {
     --open;
   }
 
-  // At a cap: the connection that has waited longest for its request (one not yet begun first), of
-  // `addr` when given, gives way. False when every one is with a worker.
+  // At a cap, of `addr` when given: a connection idle between requests gives way, else the request
+  // that has been arriving longest (told so with a 503). Only one settled for a second: a fresh
+  // connection's request may be on the wire (a client's burst is accepted before any of it is read),
+  // and closing it unanswered would lose that request, so the newcomer is refused instead, with an
+  // answer. False when none can give way.
   bool evict(const std::string* addr) {
+    const auto settled = Clock::now() - std::chrono::seconds(1);
     const Conn* victim = nullptr;
     for (const auto& [fd, c] : conns) {
-      if (c.busy || (addr && c.addr != *addr)) continue;
+      if (c.busy || (addr && c.addr != *addr) || c.since > settled) continue;
+      if (!c.started && pending(fd)) continue;  // a request came, unread yet: the next poll reads it
       if (!victim || (c.started < victim->started) || (c.started == victim->started && c.since < victim->since)) victim = &c;
     }
     if (!victim) return false;

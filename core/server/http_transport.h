@@ -28,7 +28,7 @@ struct TransportOptions {
   double idle_timeout_seconds = 5;      // a connection with no request begun
   double write_timeout_seconds = 10;    // each write of a response
   std::size_t max_connections = 512;    // in total (each an open file)
-  std::size_t max_per_client = 64;      // from one address
+  std::size_t max_per_client = 256;      // from one address
 };
 
 struct TransportCounts {

@@ -1,6 +1,8 @@
 #include "server/openai_api.h"
 
 #include <algorithm>
+#include <atomic>
+#include <random>
 #include <cmath>
 
 #include "common/error.h"
@@ -29,6 +31,43 @@ std::string content_text(const json& c, const std::string& param) {
     out += part["text"].get<std::string>();
   }
   return out;
+}
+
+// A seed for a request that names none: each such request draws anew, as OpenAI's do.
+std::uint64_t fresh_seed() {
+  static std::atomic<std::uint64_t> next{std::random_device{}() ^ (std::uint64_t{std::random_device{}()} << 32)};
+  std::uint64_t z = next.fetch_add(0x9e3779b97f4a7c15ULL) + 0x9e3779b97f4a7c15ULL;  // splitmix64
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// OpenAI parameters this server does not implement, refused when set to anything but what does
+// nothing, so a client relying on one is told rather than served without it.
+void refuse_unserved(const json& j, bool chat) {
+  auto refuse = [](const std::string& param, const std::string& what) {
+    throw bad_request(param, "'" + param + "' is not served here (" + what + "); leave it out");
+  };
+  auto zero = [&](const char* p) {
+    if (has(j, p) && !(j[p].is_number() && j[p].get<double>() == 0)) refuse(p, "penalties are not applied");
+  };
+  zero("presence_penalty");
+  zero("frequency_penalty");
+  if (has(j, "logit_bias") && !(j["logit_bias"].is_object() && j["logit_bias"].empty())) refuse("logit_bias", "no bias is applied to logits");
+  if (has(j, "best_of") && !(j["best_of"].is_number_integer() && j["best_of"].get<std::int64_t>() == 1)) refuse("best_of", "one completion per request");
+  if (chat) {
+    if (has(j, "logprobs") && !(j["logprobs"].is_boolean() && !j["logprobs"].get<bool>())) refuse("logprobs", "no log probabilities are returned");
+    if (has(j, "top_logprobs")) refuse("top_logprobs", "no log probabilities are returned");
+    if (has(j, "tools") && !(j["tools"].is_array() && j["tools"].empty())) refuse("tools", "no tool calls");
+    if (has(j, "tool_choice") && !(j["tool_choice"].is_string() && j["tool_choice"] == "none")) refuse("tool_choice", "no tool calls");
+    if (has(j, "functions")) refuse("functions", "no function calls");
+    if (has(j, "response_format") && !(j["response_format"].is_object() && j["response_format"].value("type", "") == "text"))
+      refuse("response_format", "output is not constrained to a format");
+  } else {
+    if (has(j, "logprobs")) refuse("logprobs", "no log probabilities are returned");
+    if (has(j, "echo") && !(j["echo"].is_boolean() && !j["echo"].get<bool>())) refuse("echo", "the prompt is not echoed");
+    if (has(j, "suffix") && !(j["suffix"].is_string() && j["suffix"].get<std::string>().empty())) refuse("suffix", "no insertion");
+  }
 }
 
 json base_body(const ApiRequest& r, const std::string& id, std::int64_t created, bool chunk) {
@@ -93,12 +132,15 @@ ApiRequest parse_request(std::string_view body, bool chat) {
   // Each parameter's problem as a 400 naming it: "'top_p' is 0; it must be a number above 0 and at most 1".
   const JsonFields f(j, [](const std::string& param, const std::string& problem, bool) { throw bad_request(param, "'" + param + "' " + problem); });
   const char* tokens_key = chat && has(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  refuse_unserved(j, chat);
   if (has(j, tokens_key)) r.max_tokens = f.integer(tokens_key, 1, kMaxTokens);
-  if (has(j, "temperature")) r.sampling.temperature = f.number("temperature", 0, 2);
+  r.sampling.temperature = has(j, "temperature") ? f.number("temperature", 0, 2) : 1.0;
   if (has(j, "top_p")) r.sampling.top_p = f.number("top_p", 0, 1, std::nullopt, /*min_open=*/true);
   if (has(j, "seed")) {
     if (!j["seed"].is_number_integer()) throw bad_request("seed", "'seed' must be a whole number");
     r.sampling.seed = j["seed"].is_number_unsigned() ? j["seed"].get<std::uint64_t>() : static_cast<std::uint64_t>(j["seed"].get<std::int64_t>());
+  } else {
+    r.sampling.seed = fresh_seed();
   }
   if (has(j, "n")) f.integer("n", 1, 1);  // one completion per request
   if (has(j, "stop")) {

@@ -40,14 +40,16 @@ struct ApiRequest {
   std::vector<std::int64_t> prompt_ids;   // completions only: a prompt given as token ids
   std::vector<ChatMessage> messages;      // chat only
   std::optional<std::int64_t> max_tokens;  // absent: 16 for completions, the context for chat
-  SamplingParams sampling;
+  SamplingParams sampling;               // OpenAI's defaults: temperature 1, top_p 1, a fresh seed each request
   std::vector<std::string> stop;
   bool stream = false, include_usage = false;
   bool ignore_eos = false;  // vLLM's extension: generate max_tokens whatever the model says
 };
 
 // Throws ApiError (400) naming the parameter for malformed JSON, fields of the wrong type or out of
-// range (temperature in [0, 2], top_p in (0, 1], max_tokens ≥ 1, n = 1, at most 4 non-empty stops).
+// range (temperature in [0, 2], top_p in (0, 1], max_tokens ≥ 1, n = 1, at most 4 non-empty stops),
+// and for OpenAI parameters set to something this server does not do (logprobs, echo, penalties,
+// logit_bias, tools, …): a client relying on them is told, not served something else.
 ApiRequest parse_request(std::string_view body, bool chat);
 
 // The plain role-prefixed prompt of a chat, for models without a chat template: "role: content"

@@ -138,6 +138,28 @@ test('errors surface as the client library\'s typed exceptions', async () => {
   );
 });
 
+// A program's burst through the client as it comes (retries on): past --max-requests the server
+// answers 429 with Retry-After, which the client waits out, so every request settles, served. (A
+// burst past the per-address connection cap had left requests hanging: closed without an answer.)
+test('a burst of 100 requests at once all settle, served', async () => {
+  const patient = new OpenAI({ baseURL: client.baseURL, apiKey: key, maxRetries: 6, timeout: 60_000 });
+  const started = Date.now();
+  const all = await Promise.allSettled(
+    Array.from({ length: 100 }, (_, i) => patient.completions.create({ model: ['bible', 'fortunes'][i % 2], prompt, max_tokens: 4, temperature: 0 })),
+  );
+  const failed = all.filter((r) => r.status === 'rejected').map((r) => `${r.reason?.status ?? ''} ${r.reason?.message}`);
+  assert.deepEqual(failed, [], 'every request of the burst is served');
+  assert.ok(Date.now() - started < 50_000, `the burst took ${Date.now() - started} ms`);
+});
+
+test('sampling without a seed draws anew; a seed repeats', async () => {
+  const draw = (extra) => complete('bible', { temperature: 1, max_tokens: 24, ...extra }).then((r) => r.choices[0].text);
+  const unseeded = new Set(await Promise.all([draw({}), draw({}), draw({})]));
+  assert.ok(unseeded.size > 1, 'three unseeded draws at temperature 1 were all the same');
+  assert.equal(await draw({ seed: 5 }), await draw({ seed: 5 }));
+  await assert.rejects(complete('bible', { logprobs: 1 }), (e) => e instanceof OpenAI.BadRequestError && e.param === 'logprobs');
+});
+
 // Model management (--allow-model-changes) is not in the OpenAI API: plain HTTP adds and removes,
 // and the client sees the change.
 test('a model added while another streams is served, then 404 once removed', async () => {
