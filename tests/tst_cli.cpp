@@ -1224,9 +1224,11 @@ class TestCli : public QObject {
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains(QStringLiteral("one of this command's inputs")), qPrintable(r.err));
     QCOMPARE(read_text(folder / "runs.csv"), record);
-    QVERIFY(std::none_of(fs::directory_iterator(scratch("")), fs::directory_iterator(), [](const auto& e) {
-      return e.path().filename().string().starts_with(".report-over-db.tmp-");
-    }));
+    for (const fs::path& where : {scratch(""), folder})  // staged inside the folder that exists: nothing left in either
+      QVERIFY(std::none_of(fs::directory_iterator(where), fs::directory_iterator(), [](const auto& e) {
+        const std::string name = e.path().filename().string();
+        return name.starts_with(".report-over-db.tmp-") || name.starts_with(".mosaic.tmp-");
+      }));
     // Beside it, the same report lands whole.
     r = cli({QStringLiteral("report"), QStringLiteral("--db"), path(folder / "runs.csv"), QStringLiteral("--out"), path(scratch("report-whole"))});
     QVERIFY2(r.code == 0, qPrintable(r.err));

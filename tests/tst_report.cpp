@@ -179,6 +179,56 @@ class TestReport : public QObject {
       QVERIFY2(routing.contains(QString::fromUtf8(part)), qPrintable(routing));
     QVERIFY2(clock.contains(QStringLiteral("simulated")) && !clock.contains(QStringLiteral("uniformly")), qPrintable(clock));
     for (const auto& setup : c.setup) QVERIFY2(setup.first != QStringLiteral("Device"), "nothing was computed: the profile is the device");
+
+    // Mixtral's 32 layers make Table 2 wider than the page: the PDF sets it in parts, the strategy
+    // repeated in each, and every layer is there (it had stopped at layer 18, the rest off the page).
+    const ReportData d = load_report_data(rec, {}, "simulated.sqlite");
+    QCOMPARE(d.layer_hit_rates.begin()->second.size(), std::size_t(32));
+    ui::render_report(d, scratch("wide"));
+    QProcess text;
+    text.start(QStringLiteral("pdftotext"), {QStringLiteral("-layout"), QString::fromStdString(scratch("wide/report.pdf").string()), QStringLiteral("-")});
+    QVERIFY2(text.waitForFinished(30000) && text.exitCode() == 0, "pdftotext is missing: run installer/setup-debian.sh");
+    const QString page = QString::fromUtf8(text.readAllStandardOutput());
+    QVERIFY2(page.contains(QStringLiteral("Table 2, continued: layer ")) && page.contains(QStringLiteral(" to layer 31.")), qPrintable(page));
+    // Rates below 0.1 keep their digits.
+    QCOMPARE(format_rate(0.002), std::string("0.002"));
+    QCOMPARE(format_rate(0.05), std::string("0.05"));
+    QCOMPARE(format_rate(2), std::string("2.00"));
+    QCOMPARE(format_rate(0), std::string("0.00"));
+  }
+
+  // Runs of two families (or clocks) recorded into one file are not reported as one experiment: their
+  // points would be averaged together under one Setup. Named apart, each reports.
+  void runsOfTwoSetupsAreNotReportedAsOne() {
+    const fs::path db = scratch("mixed.sqlite");
+    {
+      Recorder rec(db);
+      auto run = [&](const char* strategy, const std::vector<std::string>& variants, const char* clock) {
+        const auto id = rec.begin_run(strategy, nlohmann::json{{"rate", 1}, {"clock", clock}, {"sweep", {{"variants", variants}}}}.dump());
+        rec.finish_run(id, "finished");
+      };
+      run("consolidated", {"olmoe/base", "olmoe/ft1"}, "virtual");
+      run("time-sharing", {"/elsewhere/olmoe/base/", "olmoe/ft1"}, "virtual");  // the same folders, written otherwise
+      run("consolidated", {"deepseek/base", "deepseek/law"}, "simulated");
+    }
+    const Recorder rec(db, Recorder::Access::ReadOnly);
+    try {
+      check_one_setup(load_report_data(rec, {}, "mixed.sqlite"), "mixed.sqlite");
+      QFAIL("runs of two families were accepted as one report");
+    } catch (const InvalidArgument& e) {
+      const QString m = QString::fromUtf8(e.what());
+      QVERIFY2(m.contains(QStringLiteral("2 setups")) && m.contains(QStringLiteral("runs 1 2:")) && m.contains(QStringLiteral("runs 3:")) &&
+                   m.contains(QStringLiteral("law")) && m.contains(QStringLiteral("simulated clock")),
+               qPrintable(m));
+    }
+    check_one_setup(load_report_data(rec, {1, 2}, "mixed.sqlite"), "mixed.sqlite");  // one setup: no complaint
+    QProcess report;
+    report.start(QStringLiteral(MOSAIC_CLI), {QStringLiteral("report"), QStringLiteral("--db"), QString::fromStdString(db.string()),
+                                               QStringLiteral("--out"), QString::fromStdString(scratch("mixed-report").string())});
+    QVERIFY(report.waitForFinished(60000));
+    QCOMPARE(report.exitCode(), 2);
+    QVERIFY2(QString::fromUtf8(report.readAllStandardError()).contains(QStringLiteral("report each setup on its own")), "the CLI says what to do");
+    QVERIFY(!fs::exists(scratch("mixed-report")));
   }
 
   // Strategies named apart within their sweep ("single (capacity 8)", "space-sharing+ahead") keep
@@ -222,20 +272,25 @@ class TestReport : public QObject {
       for (double a : {0.0, 2.0}) rec.record(served, request(a, a + 0.5));
       rec.finish_run(served, "finished");
       rec.finish_run(rec.begin_run("serve", nlohmann::json{{"kind", "serve"}}.dump()), "empty");
+      // One request alone cannot finish within a window that ends at its arrival: not "saturated".
+      const auto lone = rec.begin_run("single", nlohmann::json{{"rate", 0.1}, {"clock", "virtual"}}.dump());
+      rec.record(lone, request(3.0, 3.5));
+      rec.finish_run(lone, "finished");
     }  // closed: the file holds it all
     const Recorder rec(scratch("kinds.sqlite"), Recorder::Access::ReadOnly);
     const ReportData d = load_report_data(rec, {}, "kinds.sqlite");
-    QCOMPARE(d.runs.size(), std::size_t(2));
+    QCOMPARE(d.runs.size(), std::size_t(3));
     QCOMPARE(d.left_out.size(), std::size_t(1));
     QCOMPARE(d.left_out[0].status, std::string("empty"));
     QCOMPARE(d.runs[0].status(), std::string("saturated"));
     QVERIFY(d.runs[1].external && d.runs[1].status() == "finished");
+    QCOMPARE(d.runs[2].status(), std::string("finished"));
     const auto content = ui::report_content(d);
     QString arrivals;
     for (const auto& [what, value] : content.setup)
       if (what == QStringLiteral("Arrivals")) arrivals = value;
-    QVERIFY2(arrivals.contains(QStringLiteral("Poisson at 2 requests/s")) && arrivals.contains(QStringLiteral("external requests")), qPrintable(arrivals));
-    QVERIFY2(content.subtitle.startsWith(QStringLiteral("2 runs of 2 strategies")), qPrintable(content.subtitle));
+    QVERIFY2(arrivals.contains(QStringLiteral("Poisson at 0.1 and 2 requests/s")) && arrivals.contains(QStringLiteral("external requests")), qPrintable(arrivals));
+    QVERIFY2(content.subtitle.startsWith(QStringLiteral("3 runs of 3 strategies")), qPrintable(content.subtitle));
     bool dash = false, saturated = false;
     for (const auto& table : content.tables)
       for (const QStringList& row : table.rows) {

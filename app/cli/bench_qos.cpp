@@ -23,6 +23,7 @@
 #include "serving/sweep_run.h"
 #include "serving/sim_sweep.h"
 #include "store/recorder.h"
+#include "store/report_data.h"
 #include "store/run_json.h"
 #include "store/sweep_recording.h"
 
@@ -161,8 +162,8 @@ void add_bench_command(CLI::App& app) {
         return;
       }
       constexpr double ms = 1e3;
-      std::printf("%-*s %7.2f %3d %6lld | %9.1f %8.1f | %11.2f %11.2f %11.2f | %11.2f %11.2f | %6.1f %9.2f\n", width, run.strategy.c_str(),
-                  run.rate, run.repeat, static_cast<long long>(s.requests), s.requests_per_minute, s.tokens_per_second, ms * s.ttft.p50,
+      std::printf("%-*s %7s %3d %6lld | %9.1f %8.1f | %11.2f %11.2f %11.2f | %11.2f %11.2f | %6.1f %9.2f\n", width, run.strategy.c_str(),
+                  format_rate(run.rate).c_str(), run.repeat, static_cast<long long>(s.requests), s.requests_per_minute, s.tokens_per_second, ms * s.ttft.p50,
                   ms * s.ttft.p90, ms * s.ttft.p99, ms * s.turnaround.p50, ms * s.turnaround.p90, 100.0 * s.hit_rate, ms * s.swap_seconds);
       if (o->yardstick)
         std::printf("%-*s yardstick: fp32 matmul %.1f GFLOP/s and %.1f GB/s streamed before the run, %.1f and %.1f after\n", width, "",

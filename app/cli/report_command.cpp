@@ -38,10 +38,9 @@ void add_runs_command(CLI::App& app) {
     std::printf("%5s  %-*s %-9s %8s %4s %6s  %11s %12s  %s\n", "run", width, "strategy", "status", "req/s", "rep", "reqs", "TTFT p50 ms",
                 "turn p50 ms", "started (UTC)");
     for (const auto& r : data.runs) {
-      char rate[16];
-      std::snprintf(rate, sizeof rate, "%8.2f", r.rate);
+      const std::string rate = format_rate(r.rate);
       std::printf("%5lld  %-*s %-9s %8s %4d %6lld  %11.2f %12.2f  %s\n", static_cast<long long>(r.info.id), width, r.info.strategy.c_str(),
-                  r.status().c_str(), r.external ? "—" : rate, r.repeat, static_cast<long long>(r.summary.requests), 1e3 * r.summary.ttft.p50,
+                  r.status().c_str(), r.external ? "—" : rate.c_str(), r.repeat, static_cast<long long>(r.summary.requests), 1e3 * r.summary.ttft.p50,
                   1e3 * r.summary.turnaround.p50, r.info.started_at.c_str());
     }
     // The path as a shell reads it back: quoted (a workbench record's folder may hold a space).
@@ -73,6 +72,7 @@ void add_report_command(CLI::App& app) {
       throw InvalidArgument(o->db.string(), "", data.left_out.empty() ? "holds no runs" : "holds no finished runs",
                             data.left_out.empty() ? "record runs with `mosaic-cli bench --db FILE` first"
                                                   : "pass --all, or the ids of the runs to report, to report unfinished ones");
+    check_one_setup(data, o->db.string());
     if (!data.left_out.empty()) {
       std::cerr << "left out " << data.left_out.size() << " run(s) that did not finish:";
       for (const RunInfo& r : data.left_out) std::cerr << " " << r.id << " (" << r.status << ")";
@@ -108,11 +108,11 @@ void add_report_command(CLI::App& app) {
     QApplication qt(argc, argv);
     const auto files = ui::render_report(data, staged.path());
     staged.publish("--out", inputs);
-    std::cout << "wrote " << data.runs.size() << " runs: tables, " << files.size() << " chart and report files in "
+    std::cout << "wrote " << data.runs.size() << (data.runs.size() == 1 ? " run" : " runs") << ": tables, " << files.size() << " chart and report files in "
               << o->out.string() << " (open report.html)\n";
 #else
     staged.publish("--out", inputs);
-    std::cout << "wrote " << data.runs.size() << " runs as CSV and JSON in " << o->out.string()
+    std::cout << "wrote " << data.runs.size() << (data.runs.size() == 1 ? " run" : " runs") << " as CSV and JSON in " << o->out.string()
               << " (this build has no GUI: configure with -DMOSAIC_GUI=ON for the charts and the HTML/PDF report)\n";
 #endif
   });

@@ -98,11 +98,16 @@ void write_file_atomically(const fs::path& path, const std::function<void(std::o
 }
 
 StagedFolder::StagedFolder(const fs::path& dir) : dir_(dir.has_filename() ? dir : dir.parent_path()) {
-  staging_ = dir_.parent_path() / ("." + dir_.filename().string() + ".tmp-" + unique_suffix());
+  // Staged on the file system its files end on, so that moving them in is a rename: inside a folder
+  // that exists (it may be a mount point: a USB stick's root, a container's volume, whose parent is
+  // on another device), beside one that does not.
   std::error_code ec;
+  const bool inside = fs::is_directory(dir_, ec);
+  const fs::path where = inside ? dir_ : dir_.parent_path();
+  staging_ = where / ("." + (inside ? std::string("mosaic") : dir_.filename().string()) + ".tmp-" + unique_suffix());
   if (!fs::create_directory(staging_, ec))
     throw IoError(staging_.string(), "", "cannot create the staging folder: " + (ec ? ec.message() : std::string("it exists")),
-                  "check that " + (dir_.parent_path().empty() ? std::string(".") : dir_.parent_path().string()) + " is writable");
+                  "check that " + (where.empty() ? std::string(".") : where.string()) + " is writable");
 }
 
 StagedFolder::~StagedFolder() {
@@ -124,6 +129,7 @@ void StagedFolder::publish(const std::string& flag, const std::vector<fs::path>&
   std::vector<std::pair<fs::path, fs::path>> moves;  // staged file, where it goes
   for (const auto& entry : fs::directory_iterator(staging_)) {
     const fs::path dest = dir_ / entry.path().filename();
+    // (The staging folder itself may lie inside dir_: it is not among its own entries.)
     for (const fs::path& k : keep)
       if (!k.empty() && (same_file(dest, k) || canonical_or_self(dest) == canonical_or_self(k)))
         throw InvalidArgument(flag, dir_.string(), "would write " + entry.path().filename().string() + " over " + k.string() + ", one of this command's inputs",

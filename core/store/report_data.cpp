@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -155,8 +157,62 @@ ReportData load_report_data(const Recorder& recorder, const std::vector<std::int
   return d;
 }
 
+std::string format_rate(double per_second) {
+  char text[32];
+  std::snprintf(text, sizeof text, per_second == 0 || std::abs(per_second) >= 0.1 ? "%.2f" : "%.2g", per_second);
+  return text;
+}
+
+void check_one_setup(const ReportData& data, const std::string& database) {
+  // A setup: the clock and the variants' folder names (a run's paths as the sweep wrote them may
+  // differ in form). Serve runs take clients' requests on the real clock: only their family counts.
+  struct Setup {
+    std::string clock;
+    std::vector<std::string> variants;
+    std::vector<std::int64_t> runs;
+  };
+  std::vector<Setup> setups;
+  for (const ReportRun& r : data.runs) {
+    std::vector<std::string> names;
+    for (const std::string& v : r.variants) {
+      const std::filesystem::path folder = std::filesystem::path(v).lexically_normal();
+      names.push_back((folder.has_filename() ? folder : folder.parent_path()).filename().string());  // "base/" is base
+    }
+    std::sort(names.begin(), names.end());
+    const std::string clock = r.external ? std::string() : r.clock;
+    auto same = [&](const Setup& s) {
+      return (names.empty() || s.variants.empty() || s.variants == names) && (clock.empty() || s.clock.empty() || s.clock == clock);
+    };
+    auto it = std::find_if(setups.begin(), setups.end(), same);
+    if (it == setups.end()) it = setups.insert(setups.end(), Setup{clock, names, {}});
+    if (it->clock.empty()) it->clock = clock;
+    if (it->variants.empty()) it->variants = names;
+    it->runs.push_back(r.info.id);
+  }
+  if (setups.size() < 2) return;
+  std::string which;
+  for (const Setup& s : setups) {
+    std::string ids;
+    for (std::size_t i = 0; i < s.runs.size() && i < 6; ++i) {
+      if (i) ids += ' ';
+      ids += std::to_string(s.runs[i]);
+    }
+    if (s.runs.size() > 6) ids += " … (" + std::to_string(s.runs.size()) + " runs)";
+    std::string family;
+    for (std::size_t i = 0; i < s.variants.size() && i < 4; ++i) {
+      if (i) family += ", ";
+      family += s.variants[i];
+    }
+    if (s.variants.size() > 4) family += ", …";
+    which += "; runs " + ids + ": " + std::to_string(s.variants.size()) + " variants (" + family + ")" + (s.clock.empty() ? "" : ", " + s.clock + " clock");
+  }
+  throw InvalidArgument(database, "", "holds runs of " + std::to_string(setups.size()) + " setups, which one report would average together" + which,
+                        "report each setup on its own: name its run ids (`mosaic-cli runs --db FILE` lists them)");
+}
+
 std::string ReportRun::status() const {
-  if (info.status == "finished" && !external && summary.requests > 0 && summary.completed_in_window == 0) return "saturated";
+  // One request cannot complete within a window that ends at its own arrival: that says nothing of load.
+  if (info.status == "finished" && !external && summary.requests > 1 && summary.completed_in_window == 0) return "saturated";
   return info.status;
 }
 

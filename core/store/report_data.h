@@ -55,6 +55,14 @@ struct ReportData {
   std::vector<RunInfo> left_out;  // runs that did not finish (aborted, stopped, failed, running), not asked for
 };
 
+// An arrival rate as tables print it: two decimals, or two significant digits below 0.1 (0.002
+// req/s is not 0.00).
+std::string format_rate(double per_second);
+
+// Throws InvalidArgument naming `database` when the runs come from more than one setup (another
+// family, or another clock): one report would average their points and state one setup for all.
+void check_one_setup(const ReportData& data, const std::string& database);
+
 // `run_ids` empty: every run in the file that finished, or every run at all with `incomplete`
 // (their partial numbers would read as complete ones); runs named in `run_ids` are always included.
 // Throws InvalidArgument for an id that is not there.

@@ -17,6 +17,15 @@ namespace {
 
 QString fmt(double v, int digits) { return std::isnan(v) ? QStringLiteral("–") : QString::number(v, 'f', digits); }
 QString ms(double seconds) { return fmt(1e3 * seconds, 2); }
+// A layer's time, to three significant digits: tens of microseconds on a small model, tens of
+// milliseconds on a large one, and the differences between hits show either way.
+QString ms_layer(double seconds) {
+  const double v = 1e3 * seconds;
+  if (std::isnan(v)) return QStringLiteral("–");
+  if (v >= 100) return QString::number(v, 'f', 1);
+  if (v >= 1) return QString::number(v, 'f', 2);
+  return QString::number(v, 'f', std::max(3, 2 - static_cast<int>(std::floor(std::log10(std::max(v, 1e-9))))));
+}
 QString percent(double fraction) { return std::isnan(fraction) ? QStringLiteral("–") : fmt(100 * fraction, 1); }
 
 // "5, 20 and 40"
@@ -70,7 +79,7 @@ QList<QPair<QString, QString>> setup_of(const ReportData& d) {
   std::set<double> rates;
   bool external = false;
   std::set<std::string> clocks, devices, profiles, routings;
-  int repeats = 0;
+  std::map<std::pair<std::string, double>, std::set<int>> repeat_count;  // the repeats each point holds
   double asked = 0, window_min = INFINITY, window_max = 0, drain_max = 0, makespan = 0;
   for (const ReportRun& r : d.runs) {
     if (r.external) external = true;
@@ -79,7 +88,7 @@ QList<QPair<QString, QString>> setup_of(const ReportData& d) {
     if (!r.device.empty()) devices.insert(r.device);
     if (!r.device_profile.empty()) profiles.insert(r.device_profile);
     if (!r.routing.empty()) routings.insert(r.routing);
-    repeats = std::max(repeats, r.repeat + 1);
+    if (!r.external) repeat_count[{r.info.strategy, r.rate}].insert(r.repeat);
     asked = std::max(asked, r.duration_seconds);
     window_min = std::min(window_min, r.summary.window_seconds);
     window_max = std::max(window_max, r.summary.window_seconds);
@@ -88,9 +97,12 @@ QList<QPair<QString, QString>> setup_of(const ReportData& d) {
   }
   QStringList rate_text;
   for (double r : rates) rate_text << QLocale::c().toString(r, 'g', 4);
+  std::set<std::size_t> repeats;
+  for (const auto& [point, indices] : repeat_count) repeats.insert(indices.size());
+  const QString repeat_text = repeats.size() == 1 ? QStringLiteral("%1 repeat%2 each").arg(*repeats.begin()).arg(*repeats.begin() == 1 ? QString() : QStringLiteral("s"))
+                                                  : QStringLiteral("%1–%2 repeats each").arg(*repeats.begin()).arg(*repeats.rbegin());
   QStringList arrivals;
-  if (!rates.empty())
-    arrivals << QStringLiteral("Poisson at %1 requests/s, %2 repeat%3 each").arg(joined(rate_text)).arg(repeats).arg(repeats == 1 ? QString() : QStringLiteral("s"));
+  if (!rates.empty()) arrivals << QStringLiteral("Poisson at %1 requests/s, %2").arg(joined(rate_text), repeat_text);
   if (external) arrivals << QStringLiteral("serve runs: external requests from HTTP clients, at no arrival rate of their own (not plotted against one)");
   if (!arrivals.isEmpty()) out << qMakePair(QStringLiteral("Arrivals"), arrivals.join(QStringLiteral("; ")));
   if (!d.runs.empty()) {
@@ -103,8 +115,8 @@ QList<QPair<QString, QString>> setup_of(const ReportData& d) {
     QStringList c;
     for (const std::string& s : clocks) c << q(s);
     out << qMakePair(QStringLiteral("Clock"), c.join(QStringLiteral(", ")) +
-                                                  (clocks.count("virtual") ? QStringLiteral(" (virtual: time moves on by each step's measured cost and jumps over idle gaps, so queueing is what it would be on an engine this fast)") : QString()) +
-                                                  (clocks.count("simulated") ? QStringLiteral(" (simulated: nothing was computed; the engine served a simulated device, its scheduler and runtime deciding every step and a cost model pricing it from the model's shapes — bytes moved and flops done — on the device profile below, with tokens routed as the routing below says)") : QString()));
+                                                  (clocks.count("virtual") ? QStringLiteral(" (time moves on by each step's measured cost and jumps over idle gaps, so queueing is what it would be on an engine this fast)") : QString()) +
+                                                  (clocks.count("simulated") ? QStringLiteral(" (nothing was computed; the engine served a simulated device, its scheduler and runtime deciding every step and a cost model pricing it from the model's shapes — bytes moved and flops done — on the device profile below, with tokens routed as the routing below says)") : QString()));
   }
   if (!devices.empty()) {
     QStringList v;
@@ -124,10 +136,12 @@ QList<QPair<QString, QString>> setup_of(const ReportData& d) {
   if (!d.runs.empty()) {
     out << qMakePair(QStringLiteral("Machine"), q(d.runs.front().info.machine));
     out << qMakePair(QStringLiteral("Build"), q(d.runs.front().info.build));
-    out << qMakePair(QStringLiteral("Recorded"), QStringLiteral("%1 run%2 in %3, from %4 to %5")
+    const std::string& until = d.runs.back().info.finished_at;  // empty for a run that never finished (aborted)
+    out << qMakePair(QStringLiteral("Recorded"), QStringLiteral("%1 run%2 in %3, from %4 %5")
                                                      .arg(d.runs.size())
                                                      .arg(d.runs.size() == 1 ? QString() : QStringLiteral("s"))
-                                                     .arg(q(d.database), q(d.runs.front().info.started_at), q(d.runs.back().info.finished_at)));
+                                                     .arg(q(d.database), q(d.runs.front().info.started_at),
+                                                          until.empty() ? QStringLiteral("(the last run did not finish)") : QStringLiteral("to ") + q(until)));
   }
   return out;
 }
@@ -135,10 +149,11 @@ QList<QPair<QString, QString>> setup_of(const ReportData& d) {
 std::vector<ChartSpec> charts_of(const ReportData& d) {
   ChartSpec throughput{QStringLiteral("throughput"), QStringLiteral("Throughput against arrival rate (Multi-MoE Fig. 4)"),
                        QStringLiteral("Requests completed within the arrival window per minute of it, against the rate offered. "
-                                      "The dashed line is throughput equal to the arrival rate, which no strategy can exceed."),
+                                      "The dashed line is throughput equal to the arrival rate: a strategy that keeps up lies on it (above it by the chance of "
+                                      "Poisson arrivals), one that saturates falls below."),
                        QStringLiteral("arrival rate (requests/min)"), QStringLiteral("throughput (requests/min)"), {}, true, false};
   ChartSpec ttft{QStringLiteral("ttft"), QStringLiteral("Mean time to first token"),
-                 QStringLiteral("Mean TTFT per arrival rate, over all requests of the runs at that rate."),
+                 QStringLiteral("Mean TTFT per arrival rate: the mean of each run's mean, over the repeats at that rate."),
                  QStringLiteral("arrival rate (requests/min)"), QStringLiteral("TTFT (ms)"), {}, false, false};
   ChartSpec turnaround{QStringLiteral("turnaround"), QStringLiteral("Mean turnaround"),
                        QStringLiteral("Mean time from arrival to last token per arrival rate."),
@@ -196,10 +211,10 @@ ReportTable layer_latency_table(const ReportData& d) {
     const auto& times = d.alone_layer_times.at(s);
     LayerTime all;
     for (const LayerTime& t : times) all += t;
-    QStringList row{q(s), all.steps ? ms(all.attention_seconds / static_cast<double>(all.steps)) : QStringLiteral("–")};
+    QStringList row{q(s), all.steps ? ms_layer(all.attention_seconds / static_cast<double>(all.steps)) : QStringLiteral("–")};
     for (std::size_t h = 0; h < columns; ++h) {
       const bool some = h < times.size() && times[h].steps > 0;
-      row << (some ? QStringLiteral("%1 (%2)").arg(ms(times[h].expert_seconds / static_cast<double>(times[h].steps))).arg(times[h].steps)
+      row << (some ? QStringLiteral("%1 (%2)").arg(ms_layer(times[h].expert_seconds / static_cast<double>(times[h].steps))).arg(times[h].steps)
                    : QStringLiteral("–"));
     }
     table.rows << row;
@@ -214,9 +229,10 @@ std::vector<ReportTable> tables_of(const ReportData& d) {
                        QStringLiteral("turnaround mean (ms)"), QStringLiteral("turnaround p90 (ms)"), QStringLiteral("hit rate (%)"),
                        QStringLiteral("swap time (ms)")},
                       {},
-                      {true, false, false, false, false, false, false, false, false, false, false}};
+                      {true, false, false, false, false, false, false, false, false, false, false},
+                      2};
   for (const ReportPoint& p : d.points)
-    latency.rows << QStringList{q(p.strategy), p.external ? QStringLiteral("—") : fmt(p.rate, 2), QString::number(p.runs), fmt(p.requests_per_minute, 1),
+    latency.rows << QStringList{q(p.strategy), p.external ? QStringLiteral("—") : q(format_rate(p.rate)), QString::number(p.runs), fmt(p.requests_per_minute, 1),
                                 fmt(p.tokens_per_second, 1), ms(p.ttft_mean), ms(p.ttft_p90), ms(p.turnaround_mean),
                                 ms(p.turnaround_p90), percent(p.hit_rate), ms(p.swap_seconds)};
 
@@ -245,9 +261,10 @@ std::vector<ReportTable> tables_of(const ReportData& d) {
                     QStringLiteral("TTFT p50 (ms)"), QStringLiteral("TTFT p99 (ms)"), QStringLiteral("turnaround p99 (ms)"),
                     QStringLiteral("loads RAM / disk"), QStringLiteral("started (UTC)")},
                    {},
-                   {false, true, true, false, false, false, false, false, false, false, false, false, false, true}};
+                   {false, true, true, false, false, false, false, false, false, false, false, false, false, true},
+                   2};
   for (const ReportRun& r : d.runs)
-    runs.rows << QStringList{QString::number(r.info.id), q(r.info.strategy), q(r.status()), r.external ? QStringLiteral("—") : fmt(r.rate, 2), QString::number(r.repeat),
+    runs.rows << QStringList{QString::number(r.info.id), q(r.info.strategy), q(r.status()), r.external ? QStringLiteral("—") : q(format_rate(r.rate)), QString::number(r.repeat),
                              QString::number(r.summary.requests), QString::number(r.summary.failed), fmt(r.summary.window_seconds, 2),
                              fmt(r.summary.drain_seconds, 2), ms(r.summary.ttft.p50), ms(r.summary.ttft.p99),
                              ms(r.summary.turnaround.p99),
@@ -291,11 +308,16 @@ ReportContent report_content(const ReportData& d) {
     c.throughput_definition += QStringLiteral(
         " Space-sharing models MIG: each of N partitions holds 1/N of the budget and serves its own variant, and every step it "
         "runs is charged N times its measured compute and copies, as a slice with 1/N of the device's compute and copy "
-        "bandwidth would take (added to the virtual clock, slept on the real one).");
+        "bandwidth would take (%1).")
+                                      .arg(std::all_of(d.runs.begin(), d.runs.end(), [](const ReportRun& r) { return r.clock == "simulated"; })
+                                               ? QStringLiteral("priced so by the simulated device")
+                                               : QStringLiteral("added to the virtual clock, slept on the real one"));
   if (has("single"))
     c.throughput_definition += QStringLiteral(
         " Single is the paper's single model: one variant serves every request, offloaded to the same resident capacity as the "
-        "layouts (misses load the rest); single-resident keeps all of its experts and is the upper reference.");
+        "layouts (misses load the rest)%1.")
+                                  .arg(has("single-resident") ? QStringLiteral("; single-resident keeps all of its experts and is the upper reference")
+                                                              : QString());
   c.charts = charts_of(d);
   c.tables = tables_of(d);
   return c;

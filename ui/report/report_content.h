@@ -32,6 +32,7 @@ struct ReportTable {
   QStringList header;
   QList<QStringList> rows;
   QVector<bool> left;  // per column: text left-aligned (names), else numbers right-aligned
+  int key_columns = 1;  // the leading columns that name a row: repeated in each part of a table too wide for a page
 };
 
 struct ReportContent {

@@ -239,7 +239,70 @@ void draw_table(Flow& flow, const ReportTable& t, const TableLayout& l, double x
   flow.advance(14);
 }
 
-void table(Flow& flow, const ReportTable& t) { draw_table(flow, t, measure(flow, t, flow.width()), kMargin, flow.width()); }
+// The columns `columns` of `t` (its key columns first), captioned as a part of it after the first.
+ReportTable columns_of(const ReportTable& t, const std::vector<int>& columns, bool first) {
+  ReportTable part;
+  part.key_columns = t.key_columns;
+  const QString number = t.caption.section(QLatin1Char('.'), 0, 0);  // "Table 2"
+  part.caption = first ? t.caption
+                       : QStringLiteral("%1, continued: %2 to %3.").arg(number, t.header.value(columns[static_cast<std::size_t>(t.key_columns)]),
+                                                                          t.header.value(columns.back()));
+  for (int c : columns) {
+    part.header << t.header.value(c);
+    part.left << t.left.value(c);
+  }
+  for (const QStringList& row : t.rows) {
+    QStringList cells;
+    for (int c : columns) cells << row.value(c);
+    part.rows << cells;
+  }
+  return part;
+}
+
+// A table wider than the page even in small type (a 32-layer model's hit rates, large latencies)
+// is set in parts, one under the other: its key columns, then as many of the rest as fit at a
+// readable size. Nothing runs off the page.
+void table(Flow& flow, const ReportTable& t) {
+  TableLayout whole = measure(flow, t, flow.width());
+  const int columns = static_cast<int>(t.header.size());
+  const int keys = std::clamp(t.key_columns, 0, columns - 1);
+  if (whole.width <= flow.width() || columns <= keys + 1) return draw_table(flow, t, whole, kMargin, flow.width());
+  constexpr double kReadable = 6.5;  // points: the smallest type a part is set in
+  auto fits = [&](const std::vector<int>& cols) {
+    const TableLayout l = measure(flow, columns_of(t, cols, true), flow.width(), /*spread=*/false);
+    return l.width <= flow.width() && l.body.pointSizeF() >= kReadable;
+  };
+  std::vector<int> key_cols(static_cast<std::size_t>(keys));
+  std::iota(key_cols.begin(), key_cols.end(), 0);
+  // As many columns a part as fit, first; then the same number of parts made even (15 + 15 + 2
+  // layers read worse than 11 + 11 + 10), where each even part fits too.
+  std::vector<std::vector<int>> parts;
+  for (int c = keys; c < columns;) {
+    std::vector<int> cols = key_cols;
+    cols.push_back(c++);  // at least one column a part, however wide
+    while (c < columns) {
+      cols.push_back(c);
+      if (!fits(cols)) {
+        cols.pop_back();
+        break;
+      }
+      ++c;
+    }
+    parts.push_back(cols);
+  }
+  const int rest = columns - keys, count = static_cast<int>(parts.size());
+  std::vector<std::vector<int>> even;
+  for (int i = 0, c = keys; i < count; ++i) {
+    std::vector<int> cols = key_cols;
+    for (int n = rest / count + (i < rest % count ? 1 : 0); n > 0; --n) cols.push_back(c++);
+    even.push_back(cols);
+  }
+  if (std::all_of(even.begin(), even.end(), fits)) parts = even;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const ReportTable part = columns_of(t, parts[i], i == 0);
+    draw_table(flow, part, measure(flow, part, flow.width()), kMargin, flow.width());
+  }
+}
 
 // A narrow table with its figure beside it, so that neither leaves half the page empty; one under
 // the other when the table is too wide for that.

@@ -662,6 +662,7 @@ void EngineHost::exportReport(const QString& database, const QList<qint64>& runs
       const Recorder recorder(database.toStdString(), Recorder::Access::ReadOnly);
       const ReportData data = load_report_data(recorder, std::vector<std::int64_t>(runs.begin(), runs.end()),
                                                QFileInfo(database).fileName().toStdString());
+      check_one_setup(data, QFileInfo(database).fileName().toStdString());  // runs of two families would be averaged together
       std::filesystem::create_directories(dir.toStdString());
       write_report_tables(data, dir.toStdString());
       Q_EMIT reportDataReady(data, dir);
