@@ -225,7 +225,8 @@ Recorder::Recorder(const std::filesystem::path& path, Access access) : path_(pat
   const bool existed = std::filesystem::exists(path, ec) || ec;
   if (foreign_file(path))
     throw FormatError(path.string(), "", "is not an SQLite database, so not a Mosaic record",
-                      "give a record `mosaic-cli bench` wrote, or (to record) a path that does not exist yet");
+                      access == Access::ReadOnly ? "give a record `mosaic-cli bench`, `serve --db` or the workbench wrote"
+                                                 : "give a record `mosaic-cli bench` wrote, or (to record) a path that does not exist yet");
   if (access == Access::ReadOnly) {
     if (!existed) throw MissingError(path.string(), "", "does not exist", "record runs with `mosaic-cli bench --db FILE` first");
     open_read_only();

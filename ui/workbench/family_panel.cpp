@@ -21,6 +21,7 @@
 #include <QLocale>
 #include <QProgressBar>
 #include <QPushButton>
+#include <QScrollBar>
 #include <QTableView>
 #include <QVBoxLayout>
 
@@ -104,6 +105,9 @@ FamilyPanel::FamilyPanel(QWidget* parent) : QWidget(parent), model_(new FamilyMo
   table_->horizontalHeader()->setStretchLastSection(true);
   table_->verticalHeader()->hide();
   table_->setSelectionBehavior(QAbstractItemView::SelectRows);
+  // A short dock scrolls before the table shows fewer than three variants (its own scroll is for the rest).
+  table_->setMinimumHeight(table_->horizontalHeader()->sizeHint().height() + 3 * table_->verticalHeader()->defaultSectionSize() +
+                           2 * table_->frameWidth() + table_->horizontalScrollBar()->sizeHint().height());
   device_ = new QComboBox;
   device_->addItem(tr("CPU"), QStringLiteral("cpu"));
   device_->addItem(tr("CUDA GPU"), QStringLiteral("cuda"));

@@ -133,9 +133,10 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   stop_ = new QPushButton(tr("Stop"));
   status_ = new QLabel(tr("Open a family, choose strategies and rates, then Start."));
   status_->setWordWrap(true);
-  latency_ = new Chart(tr("Latency of each request"), tr("time in sweep (s) · ● TTFT, ○ turnaround"), tr("latency (ms)"));
+  latency_ = new Chart(tr("Latency of each request"), QString(), tr("latency (ms)"));
   throughput_ = new Chart(tr("Completed requests per run"), tr("time in sweep (s)"), tr("requests done"));
   hits_ = new Chart(tr("Expert hit rate per layer"), tr("layer"), tr("hit rate"));
+  setTimeAxis(tr("time in sweep (s)"));
   for (Chart* c : {latency_, throughput_, hits_}) {
     c->setPlaceholder(tr("No data yet — press Start (or start the HTTP server and send requests)"));
     c->setMinimumHeight(140);  // two rows of them fit the dock's share of a 1366×768 screen without scrolling
@@ -426,11 +427,17 @@ void ServingPanel::start() {
   rates_note_.clear();
   QDir().mkpath(QFileInfo(database_->text()).absolutePath());
   clearCharts();
-  for (Chart* c : {latency_, throughput_}) c->xAxis->setLabel(tr("time in sweep (s)"));
+  setTimeAxis(tr("time in sweep (s)"));
   setRunning(true);
   status_->setStyleSheet(QString());
   status_->setText(tr("Starting…"));
   Q_EMIT startRequested(json, database_->text());
+}
+
+// The time axes' label; the latency chart's says what its two markers are (its y label is too short for it).
+void ServingPanel::setTimeAxis(const QString& label) {
+  latency_->xAxis->setLabel(label + tr(" · ● TTFT, ○ turnaround"));
+  throughput_->xAxis->setLabel(label);
 }
 
 void ServingPanel::clearCharts() {
@@ -465,7 +472,7 @@ void ServingPanel::httpStarted(const QString& url, qint64 runId, const QStringLi
   server_->started(url, runId, models);
   start_->setEnabled(false);
   clearCharts();  // a serve run on charts of its own: the last sweep's axes would hide its first requests
-  for (Chart* c : {latency_, throughput_}) c->xAxis->setLabel(tr("time serving (s)"));
+  setTimeAxis(tr("time serving (s)"));
   beginRun(tr("HTTP %1").arg(QUrl(url).port() > 0 ? QStringLiteral(":%1").arg(QUrl(url).port()) : url));
   timer_->start();
   status_->setText(runId > 0 ? tr("Serving at %1; every request is recorded as run %2 and charted here.").arg(url).arg(runId)

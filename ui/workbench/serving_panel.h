@@ -95,6 +95,7 @@ class ServingPanel : public QWidget {
   void refresh();
   void setRunning(bool running);
   void clearCharts();
+  void setTimeAxis(const QString& label);
   void beginRun(const QString& label);  // a named line on the time axis; what follows is this run's
   QListWidget* strategies_;
   QLineEdit* rates_;
