@@ -619,7 +619,8 @@ class TestServeFaults : public QObject {
   // the same burst, its request unread, and was closed without a word). Every request gets an
   // answer: served, or refused with Retry-After.
   void aBurstPastTheCapsIsAnsweredEveryTime() {
-    Server s({QStringLiteral("--max-per-client"), QStringLiteral("8"), QStringLiteral("--max-requests"), QStringLiteral("4")});
+    Server s({QStringLiteral("--max-per-client"), QStringLiteral("8"), QStringLiteral("--max-requests"), QStringLiteral("4"),
+              QStringLiteral("--read-timeout"), QStringLiteral("3")});
     QVERIFY2(s.port() > 0, qPrintable(s.errors()));
     constexpr int clients = 40;
     std::vector<Response> answers(clients);
@@ -642,6 +643,23 @@ class TestServeFaults : public QObject {
     qInfo("%d requests at once against --max-per-client 8 --max-requests 4: %d served, %d refused with Retry-After", clients, served, refusals);
     QVERIFY(served >= 4);
     stillServes(s.port());
+    // Slow clients that filled the address's cap and have settled give way to what comes next (each
+    // told so with a 503): /health is answered, not refused.
+    std::vector<int> slow;
+    for (int i = 0; i < 8; ++i) {
+      const int fd = connect_to(s.port(), 10);
+      QVERIFY(fd >= 0 && send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"));
+      slow.push_back(fd);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1300));
+    QCOMPARE(ask(s.port(), http_request("GET", "/health"), 10).status, 200);
+    int told = 0;
+    for (int fd : slow) {
+      if (parse_response(read_all(fd)).status == 503) ++told;
+      ::close(fd);
+    }
+    QVERIFY2(told >= 1, "a settled slow request gave way with a 503");
+    QVERIFY(metrics(s.port()).at("mosaic_http_connections_closed_total{reason=\"evicted\"}") >= 1);
   }
 
   // The answer's tokens end at its stop string: usage (and /metrics, the record) counts no token the

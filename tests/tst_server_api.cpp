@@ -63,7 +63,7 @@ class ServerApiTest : public QObject {
                                   "presence_penalty": 0, "frequency_penalty": 0.0, "user": "u"})"}) {
       QVERIFY(parse_request(quiet, false).model == "m");
     }
-    QVERIFY(parse_request(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "logprobs": false, "tools": [], "tool_choice": "none",
+    QVERIFY(parse_request(R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "logprobs": false, "top_logprobs": 0, "tools": [], "functions": [], "tool_choice": "auto", "function_call": "none",
                               "response_format": {"type": "text"}})",
                           true)
                 .model == "m");
@@ -104,6 +104,10 @@ class ServerApiTest : public QObject {
     QTest::newRow("chat logprobs") << R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 2})" << true
                                    << "logprobs";
     QTest::newRow("tools") << R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})" << true << "tools";
+    QTest::newRow("format of no type") << R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "response_format": {"type": 5}})" << true
+                                       << "response_format";
+    QTest::newRow("a tool chosen") << R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "tool_choice": {"type": "function"}})" << true
+                                   << "tool_choice";
     QTest::newRow("json mode") << R"({"model": "m", "messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})"
                                << true << "response_format";
     QTest::newRow("too deep") << QString::fromStdString(std::string(200, '[') + std::string(200, ']')) << false << "";

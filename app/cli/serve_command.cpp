@@ -49,7 +49,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--read-timeout", o->http.read_timeout_seconds, "seconds a client has to send a request's head and body (408 past it)")
       ->default_val(10)->check(CLI::Range(0.1, 3600.0));
   cmd->add_option("--max-connections", o->http.max_connections,
-                  "client connections open at once; at the cap the slowest reader gives way, or the new one gets 503")
+                  "client connections open at once; at the cap one idle for a second gives way, else the slowest request arriving, else the new one gets 503")
       ->default_val(512)->check(CLI::Range(1, 900));
   cmd->add_option("--max-per-client", o->http.max_per_client, "connections from one address (raise it behind a reverse proxy)")
       ->default_val(256)->check(CLI::Range(1, 900));
@@ -88,8 +88,11 @@ void add_serve_command(CLI::App& app) {
     const auto session = open_serving(o->serve, /*need_target=*/false);
     std::vector<server::ServedModel> models = server::served_models(session->family, *session->store, !o->plain_chat);
     const std::size_t model_count = models.size();
+    std::vector<std::string> served;  // the family, as a report tells setups apart
+    for (const server::ServedModel& m : models) served.push_back(m.id);
     server::HttpServer http(*session->engine, std::move(models), o->http,
-                            {.recorder = recorder.get(), .config_json = nlohmann::json{{"kind", "serve"}, {"host", o->http.host}, {"port", o->http.port}}.dump()});
+                            {.recorder = recorder.get(),
+                             .config_json = nlohmann::json{{"kind", "serve"}, {"host", o->http.host}, {"port", o->http.port}, {"variants", served}}.dump()});
     std::unique_ptr<FamilyChanges> changes;  // destroyed before the server: its thread calls it
     if (o->allow_model_changes) {
       changes = std::make_unique<FamilyChanges>(o->serve, *session, http, !o->plain_chat, o->grace);

@@ -154,6 +154,14 @@ struct Call {
     return out;
   }
 
+  // The answer's tokens, as usage counts them: up to its stop string. The engine may have sampled a
+  // few more before the cancel landed, or run on to its end when this thread saw the stop late;
+  // /metrics and the record count those too (they took the engine's time).
+  std::int64_t answer_tokens() const {
+    const std::size_t all = result.tokens.size();
+    return static_cast<std::int64_t>(stopped_by_text && tokens_to_stop > 0 ? std::min<std::size_t>(tokens_to_stop, all) : all);
+  }
+
   // OpenAI's finish_reason of a request that ended with its text whole.
   std::string finish_reason() const { return stopped_by_text || result.finish == Finish::Stop ? "stop" : "length"; }
 
@@ -177,7 +185,10 @@ struct Call {
     if (!stopped_by_text) {
       // The decoder's held-back bytes can complete a stop string too: then the answer stopped.
       const std::string tail = stop.push(text.finish());
-      if (stop.stopped()) stopped_by_text = true;
+      if (stop.stopped()) {
+        tokens_to_stop = tokens_read;
+        stopped_by_text = true;
+      }
       add_text(tail + stop.finish(), out);
     }
     closed = true;
@@ -191,7 +202,7 @@ struct Call {
                                       : ApiError(503, "server_error", "", "the server shut down before the request finished; retry on another instance")));
     } else {
       out += sse(stream_chunk(api, id, created, "", finish_reason(), false));
-      if (api.include_usage) out += sse(usage_chunk(api, id, created, {prompt_tokens, static_cast<std::int64_t>(result.tokens.size())}));
+      if (api.include_usage) out += sse(usage_chunk(api, id, created, {prompt_tokens, answer_tokens()}));
     }
     out += "data: [DONE]\n\n";
   }
@@ -354,11 +365,6 @@ struct HttpServer::Impl {
   void finished(const std::shared_ptr<Call>& call, const RequestHandle& handle, const RequestResult& original) {
     const bool by_text = call->stopped_by_text;
     RequestResult result = original;
-    if (by_text && call->tokens_to_stop > 0 && call->tokens_to_stop < result.tokens.size()) {
-      // Counted as the answer's tokens (usage, /metrics, the record): those up to the stop string.
-      result.tokens.resize(call->tokens_to_stop);
-      result.stats.generated_tokens = static_cast<std::int64_t>(result.tokens.size());
-    }
     {
       std::lock_guard lock(call->m);
       if (!call->text_error.empty()) {  // cancelled because its text failed: it failed
@@ -486,7 +492,7 @@ struct HttpServer::Impl {
       if (r.finish == Finish::Cancelled && !call->stopped_by_text && call->withdrawn)
         throw ApiError(404, "invalid_request_error", "model", "the model '" + m->id + "' was removed before the request finished", "model_not_found");
       if (r.finish == Finish::Cancelled && !call->stopped_by_text) throw ApiError(503, "server_error", "", "the request was cancelled: the server is shutting down");
-      res.set_content(wire(completion_body(a, call->id, call->created, call->whole, call->finish_reason(), {n, static_cast<std::int64_t>(r.tokens.size())})),
+      res.set_content(wire(completion_body(a, call->id, call->created, call->whole, call->finish_reason(), {n, call->answer_tokens()})),
                       "application/json");
     } catch (const ApiError& e) {
       if (e.status != 429 && e.status != 503 && e.status != 401) metrics.rejected(model_id, "invalid");

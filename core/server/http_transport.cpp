@@ -240,8 +240,9 @@ struct HttpTransport::Impl {
       char host[NI_MAXHOST] = "", serv[NI_MAXSERV] = "0";
       ::getnameinfo(reinterpret_cast<sockaddr*>(&sa), len, host, sizeof host, serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV);
       const std::string addr = host;
-      const bool full = conns.size() >= opt.max_connections && !evict(nullptr);
-      const bool client_full = !full && per_addr[addr] >= opt.max_per_client && !evict(&addr);
+      // The client's own cap first: a connection of another client gives way only to a newcomer that will be taken.
+      const bool client_full = per_addr[addr] >= opt.max_per_client && !evict(&addr);
+      const bool full = !client_full && conns.size() >= opt.max_connections && !evict(nullptr);
       if (per_addr[addr] == 0 && (full || client_full)) per_addr.erase(addr);
       if (full || client_full) {
         ++refused;

@@ -57,12 +57,20 @@ void refuse_unserved(const json& j, bool chat) {
   if (has(j, "best_of") && !(j["best_of"].is_number_integer() && j["best_of"].get<std::int64_t>() == 1)) refuse("best_of", "one completion per request");
   if (chat) {
     if (has(j, "logprobs") && !(j["logprobs"].is_boolean() && !j["logprobs"].get<bool>())) refuse("logprobs", "no log probabilities are returned");
-    if (has(j, "top_logprobs")) refuse("top_logprobs", "no log probabilities are returned");
-    if (has(j, "tools") && !(j["tools"].is_array() && j["tools"].empty())) refuse("tools", "no tool calls");
-    if (has(j, "tool_choice") && !(j["tool_choice"].is_string() && j["tool_choice"] == "none")) refuse("tool_choice", "no tool calls");
-    if (has(j, "functions")) refuse("functions", "no function calls");
-    if (has(j, "response_format") && !(j["response_format"].is_object() && j["response_format"].value("type", "") == "text"))
-      refuse("response_format", "output is not constrained to a format");
+    if (has(j, "top_logprobs") && !(j["top_logprobs"].is_number_integer() && j["top_logprobs"].get<std::int64_t>() == 0))
+      refuse("top_logprobs", "no log probabilities are returned");
+    // With no tool offered, "auto" and "none" choose none: what clients send by default.
+    const auto empty_list = [&](const char* p) { return !has(j, p) || (j[p].is_array() && j[p].empty()); };
+    const auto no_choice = [&](const char* p) { return !has(j, p) || (j[p].is_string() && (j[p] == "none" || j[p] == "auto")); };
+    if (!empty_list("tools")) refuse("tools", "no tool calls");
+    if (!empty_list("functions")) refuse("functions", "no function calls");
+    if (!no_choice("tool_choice")) refuse("tool_choice", "no tool calls");
+    if (!no_choice("function_call")) refuse("function_call", "no function calls");
+    if (has(j, "response_format")) {
+      const json& f = j["response_format"];
+      if (!(f.is_object() && f.contains("type") && f["type"].is_string() && f["type"] == "text"))
+        refuse("response_format", "output is not constrained to a format");
+    }
   } else {
     if (has(j, "logprobs")) refuse("logprobs", "no log probabilities are returned");
     if (has(j, "echo") && !(j["echo"].is_boolean() && !j["echo"].get<bool>())) refuse("echo", "the prompt is not echoed");

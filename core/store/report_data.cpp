@@ -95,6 +95,9 @@ ReportData load_report_data(const Recorder& recorder, const std::vector<std::int
       // Sweeps ran on the CPU backend alone before they recorded a device.
       if (config.contains("device") && config["device"].is_string()) run.device = config["device"].get<std::string>();
       else if (run.clock == "virtual" || run.clock == "real") run.device = "cpu";
+      if (config.contains("variants") && config["variants"].is_array())  // serve runs: the models served
+        for (const auto& v : config["variants"])
+          if (v.is_string()) run.variants.push_back(v.get<std::string>());
       if (config.contains("sweep") && config["sweep"].is_object()) {
         const auto& sweep = config["sweep"];
         if (sweep.contains("duration_seconds") && sweep["duration_seconds"].is_number())
@@ -179,7 +182,9 @@ void check_one_setup(const ReportData& data, const std::string& database) {
       names.push_back((folder.has_filename() ? folder : folder.parent_path()).filename().string());  // "base/" is base
     }
     std::sort(names.begin(), names.end());
-    const std::string clock = r.external ? std::string() : r.clock;
+    // The device is part of the setup too (the CPU and a GPU are not averaged), as is a simulated device's profile.
+    const std::string where = r.device_profile.empty() ? r.device : r.device_profile;
+    const std::string clock = r.external || r.clock.empty() ? std::string() : r.clock + " clock" + (where.empty() ? "" : " on " + where);
     auto same = [&](const Setup& s) {
       return (names.empty() || s.variants.empty() || s.variants == names) && (clock.empty() || s.clock.empty() || s.clock == clock);
     };
@@ -204,7 +209,7 @@ void check_one_setup(const ReportData& data, const std::string& database) {
       family += s.variants[i];
     }
     if (s.variants.size() > 4) family += ", …";
-    which += "; runs " + ids + ": " + std::to_string(s.variants.size()) + " variants (" + family + ")" + (s.clock.empty() ? "" : ", " + s.clock + " clock");
+    which += "; runs " + ids + ": " + std::to_string(s.variants.size()) + " variants (" + family + ")" + (s.clock.empty() ? "" : ", " + s.clock);
   }
   throw InvalidArgument(database, "", "holds runs of " + std::to_string(setups.size()) + " setups, which one report would average together" + which,
                         "report each setup on its own: name its run ids (`mosaic-cli runs --db FILE` lists them)");

@@ -22,6 +22,7 @@ QString ms(double seconds) { return fmt(1e3 * seconds, 2); }
 QString ms_layer(double seconds) {
   const double v = 1e3 * seconds;
   if (std::isnan(v)) return QStringLiteral("–");
+  if (v <= 0) return QStringLiteral("0");
   if (v >= 100) return QString::number(v, 'f', 1);
   if (v >= 1) return QString::number(v, 'f', 2);
   return QString::number(v, 'f', std::max(3, 2 - static_cast<int>(std::floor(std::log10(std::max(v, 1e-9))))));

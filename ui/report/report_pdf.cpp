@@ -242,10 +242,10 @@ void draw_table(Flow& flow, const ReportTable& t, const TableLayout& l, double x
 // The columns `columns` of `t` (its key columns first), captioned as a part of it after the first.
 ReportTable columns_of(const ReportTable& t, const std::vector<int>& columns, bool first) {
   ReportTable part;
-  part.key_columns = t.key_columns;
+  part.key_columns = std::min(t.key_columns, static_cast<int>(columns.size()));
   const QString number = t.caption.section(QLatin1Char('.'), 0, 0);  // "Table 2"
   part.caption = first ? t.caption
-                       : QStringLiteral("%1, continued: %2 to %3.").arg(number, t.header.value(columns[static_cast<std::size_t>(t.key_columns)]),
+                       : QStringLiteral("%1, continued: %2 to %3.").arg(number, t.header.value(columns[std::min(static_cast<std::size_t>(std::max(t.key_columns, 0)), columns.size() - 1)]),
                                                                           t.header.value(columns.back()));
   for (int c : columns) {
     part.header << t.header.value(c);
@@ -265,8 +265,8 @@ ReportTable columns_of(const ReportTable& t, const std::vector<int>& columns, bo
 void table(Flow& flow, const ReportTable& t) {
   TableLayout whole = measure(flow, t, flow.width());
   const int columns = static_cast<int>(t.header.size());
+  if (whole.width <= flow.width() || columns < 2) return draw_table(flow, t, whole, kMargin, flow.width());
   const int keys = std::clamp(t.key_columns, 0, columns - 1);
-  if (whole.width <= flow.width() || columns <= keys + 1) return draw_table(flow, t, whole, kMargin, flow.width());
   constexpr double kReadable = 6.5;  // points: the smallest type a part is set in
   auto fits = [&](const std::vector<int>& cols) {
     const TableLayout l = measure(flow, columns_of(t, cols, true), flow.width(), /*spread=*/false);

@@ -66,7 +66,10 @@ void EngineHost::startHttpServer(const HttpSettings& settings) {
         p.done = static_cast<int>(r.index + 1);
         Q_EMIT servedRequest(p);
       };
-      const std::string config = nlohmann::json{{"kind", "serve"}, {"source", "workbench"}, {"host", options.host}, {"port", options.port}}.dump();
+      std::vector<std::string> served;  // the family, as a report tells setups apart
+      for (const server::ServedModel& m : models) served.push_back(m.id);
+      const std::string config =
+          nlohmann::json{{"kind", "serve"}, {"source", "workbench"}, {"host", options.host}, {"port", options.port}, {"variants", served}}.dump();
       auto http = std::make_unique<server::HttpServer>(st.session->engine(), std::move(models), options,
                                                        server::ServerRecording{recorder.get(), config, observer});
       const int port = http->bind();

@@ -18,7 +18,7 @@ int FitScrollArea::minimumContentHeight(int width) const {
   const QWidget* w = widget();
   if (!w) return 0;
   const QLayout* layout = w->layout();
-  if (!layout) return w->minimumSizeHint().height();
+  if (!layout) return std::max(w->minimumSizeHint().height(), w->minimumHeight());
   const int fromLayout = layout->hasHeightForWidth() ? layout->totalMinimumHeightForWidth(width) : layout->totalMinimumSize().height();
   return std::max(fromLayout, w->minimumHeight());
 }
@@ -28,7 +28,7 @@ void FitScrollArea::fit() {
   if (!w || fitting_) return;
   fitting_ = true;  // resizing the content can post another layout request
   const QSize room = contentsRect().size();  // the viewport without scroll bars
-  const int minWidth = w->layout() ? w->layout()->totalMinimumSize().width() : w->minimumSizeHint().width();
+  const int minWidth = std::max(w->layout() ? w->layout()->totalMinimumSize().width() : w->minimumSizeHint().width(), w->minimumWidth());
   int width = std::max(room.width(), minWidth);
   int height = room.height();
   if (width > room.width()) height -= horizontalScrollBar()->sizeHint().height();
