@@ -17,7 +17,6 @@
 #include <thread>
 
 #include "common/error.h"
-#include "common/json_text.h"
 #include "model/text_stream.h"
 #include "server/http_transport.h"
 #include "server/openai_api.h"
@@ -343,19 +342,6 @@ struct HttpServer::Impl {
       throw ApiError(401, "invalid_request_error", "", "Incorrect API key provided (send it as 'Authorization: Bearer KEY')", "invalid_api_key");
   }
 
-  // The served model a body names, when it is JSON naming one; else `otherwise`.
-  std::string served_name_in(const std::string& body, const std::string& otherwise) const {
-    nlohmann::json j;
-    try {
-      j = parse_json_bounded(body, "request body");
-    } catch (const std::exception&) {
-      return otherwise;
-    }
-    if (!j.is_object() || !j.contains("model") || !j["model"].is_string()) return otherwise;
-    const std::shared_ptr<const ServedModel> m = find(j["model"].get<std::string>());
-    return m ? m->id : otherwise;
-  }
-
   void update_gauges() {
     const std::size_t waiting = engine->queued(), in = admitted.load();
     metrics.set_sequences(static_cast<std::int64_t>(in > waiting ? in - waiting : 0), static_cast<std::int64_t>(waiting));
@@ -414,10 +400,11 @@ struct HttpServer::Impl {
       authorize(req);
       if (draining) throw ApiError(503, "server_error", "", "the server is shutting down; retry on another instance");
       ApiRequest api;
+      std::string named;
       try {
-        api = parse_request(req.body, chat);
+        api = parse_request(req.body, chat, &named);
       } catch (const ApiError&) {
-        model_id = served_name_in(req.body, model_id);  // a served model's bad parameter is counted under its name
+        if (const auto m = find(named)) model_id = m->id;  // a served model's bad parameter is counted under its name
         throw;
       }
       const std::shared_ptr<const ServedModel> m = find(api.model);

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "common/splitmix.h"
 #include "common/json_fields.h"
 #include "common/json_text.h"
 
@@ -36,10 +37,7 @@ std::string content_text(const json& c, const std::string& param) {
 // A seed for a request that names none: each such request draws anew, as OpenAI's do.
 std::uint64_t fresh_seed() {
   static std::atomic<std::uint64_t> next{std::random_device{}() ^ (std::uint64_t{std::random_device{}()} << 32)};
-  std::uint64_t z = next.fetch_add(0x9e3779b97f4a7c15ULL) + 0x9e3779b97f4a7c15ULL;  // splitmix64
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
+  return splitmix64(next.fetch_add(0x9e3779b97f4a7c15ULL));
 }
 
 // OpenAI parameters this server does not implement, refused when set to anything but what does
@@ -89,7 +87,7 @@ ApiError bad_request(const std::string& param, const std::string& message) {
   return ApiError(400, "invalid_request_error", param, message);
 }
 
-ApiRequest parse_request(std::string_view body, bool chat) {
+ApiRequest parse_request(std::string_view body, bool chat, std::string* model) {
   json j;
   try {
     j = parse_json_bounded(body, "request body");
@@ -104,6 +102,7 @@ ApiRequest parse_request(std::string_view body, bool chat) {
   if (!has(j, "model") || !j["model"].is_string() || j["model"].get<std::string>().empty())
     throw bad_request("model", "'model' must name a served model (GET /v1/models lists them)");
   r.model = j["model"].get<std::string>();
+  if (model) *model = r.model;
   // No served name is this long (folder names); a longer one is refused before anything keeps it.
   if (r.model.size() > kMaxModelName)
     throw bad_request("model", "'model' is " + std::to_string(r.model.size()) + " bytes long; no served model's name is longer than " +

@@ -50,7 +50,9 @@ struct ApiRequest {
 // range (temperature in [0, 2], top_p in (0, 1], max_tokens ≥ 1, n = 1, at most 4 non-empty stops),
 // and for OpenAI parameters set to something this server does not do (logprobs, echo, penalties,
 // logit_bias, tools, …): a client relying on them is told, not served something else.
-ApiRequest parse_request(std::string_view body, bool chat);
+// `model`, when given, holds the request's `model` as soon as it is read: a refusal of a later field
+// can then be counted under it.
+ApiRequest parse_request(std::string_view body, bool chat, std::string* model = nullptr);
 
 // The plain role-prefixed prompt of a chat, for models without a chat template: "role: content"
 // lines, then "assistant:" for the reply.

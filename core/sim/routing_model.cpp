@@ -7,23 +7,17 @@
 #include "common/error.h"
 #include "common/json_fields.h"
 #include "common/json_text.h"
+#include "common/splitmix.h"
 #include "common/text_file.h"
 
 namespace mosaic {
 namespace {
 
-std::uint64_t mix(std::uint64_t x) {  // splitmix64's finalizer
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // Uniform doubles in (0, 1] from a key.
 struct Stream {
   std::uint64_t state;
   double next() {
-    state = mix(state);
+    state = splitmix64(state);
     return static_cast<double>((state >> 11) + 1) * 0x1.0p-53;
   }
   double normal() {  // Box–Muller
@@ -176,20 +170,20 @@ SimRouter::SimRouter(double concentration, std::uint64_t seed, std::int64_t expe
     : concentration_(concentration), seed_(seed), experts_(experts), top_k_(top_k) {}
 
 void SimRouter::route(std::uint64_t request, std::int64_t position, std::int64_t layer, std::span<const int> choices, std::vector<int>& out) {
-  std::uint64_t key = mix(seed_ ^ mix(request + 1) ^ mix(static_cast<std::uint64_t>(position) << 20 | static_cast<std::uint64_t>(layer)));
+  std::uint64_t key = splitmix64(seed_ ^ splitmix64(request + 1) ^ splitmix64(static_cast<std::uint64_t>(position) << 20 | static_cast<std::uint64_t>(layer)));
   out.clear();
   pool_.assign(choices.begin(), choices.end());
   const auto k = std::min<std::size_t>(static_cast<std::size_t>(top_k_), pool_.size());
   if (concentration_ <= 0) {  // uniform: a partial Fisher–Yates shuffle
     for (std::size_t i = 0; i < k; ++i) {
-      key = mix(key);
+      key = splitmix64(key);
       const std::size_t j = i + static_cast<std::size_t>(key % (pool_.size() - i));
       std::swap(pool_[i], pool_[j]);
       out.push_back(pool_[i]);
     }
     return;
   }
-  const std::uint64_t prompt = mix(seed_ ^ mix(request + 1) ^ mix(0xd1ce0000ULL | static_cast<std::uint64_t>(layer)));
+  const std::uint64_t prompt = splitmix64(seed_ ^ splitmix64(request + 1) ^ splitmix64(0xd1ce0000ULL | static_cast<std::uint64_t>(layer)));
   if (cached_ != prompt) {  // this (request, layer)'s preferences: Dirichlet(a) via normalized Gammas
     Stream s{prompt};
     preferences_.resize(static_cast<std::size_t>(experts_));
@@ -213,7 +207,7 @@ void SimRouter::route(std::uint64_t request, std::int64_t position, std::int64_t
           break;
         }
     } else {  // every remaining weight underflowed: any of them
-      at = i + static_cast<std::size_t>(mix(key + i) % (pool_.size() - i));
+      at = i + static_cast<std::size_t>(splitmix64(key + i) % (pool_.size() - i));
     }
     std::swap(pool_[i], pool_[at]);
     std::swap(weights_[i], weights_[at]);

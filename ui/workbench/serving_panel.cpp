@@ -134,7 +134,7 @@ ServingPanel::ServingPanel(QWidget* parent) : QWidget(parent), timer_(new QTimer
   status_ = new QLabel(tr("Open a family, choose strategies and rates, then Start."));
   status_->setWordWrap(true);
   latency_ = new Chart(tr("Latency of each request"), QString(), tr("latency (ms)"));
-  throughput_ = new Chart(tr("Completed requests per run"), tr("time in sweep (s)"), tr("requests done"));
+  throughput_ = new Chart(tr("Completed requests per run"), QString(), tr("requests done"));
   hits_ = new Chart(tr("Expert hit rate per layer"), tr("layer"), tr("hit rate"));
   setTimeAxis(tr("time in sweep (s)"));
   for (Chart* c : {latency_, throughput_, hits_}) {
