@@ -457,7 +457,7 @@ class TestServeFaults : public QObject {
     stillServes(s.port());
   }
 
-  // Bodies over 1 MB, malformed and truncated requests and random bytes get a 4xx in OpenAI's
+  // Bodies over 1 MB (and over 10), malformed and truncated requests and random bytes get a 4xx in OpenAI's
   // shape, or the connection closed; the server goes on serving.
   void oversizedAndGarbageRequests() {
     Server s({});
@@ -472,6 +472,10 @@ class TestServeFaults : public QObject {
     const std::string big = json{{"model", "bible"}, {"prompt", std::string((1 << 20) - 20, 'a')}}.dump();
     QVERIFY(big.size() > (1u << 20));
     QVERIFY(is_api_error(ask(port, http_request("POST", "/v1/completions", big)), 413));
+    // Ten times the limit: the server refuses at the head and drops the rest as it comes, so the 413
+    // reaches the client instead of a reset (closing with the body still arriving had reset it).
+    const std::string huge = json{{"model", "bible"}, {"prompt", std::string(10 << 20, 'a')}}.dump();
+    for (int i = 0; i < 3; ++i) QVERIFY(is_api_error(ask(port, http_request("POST", "/v1/completions", huge)), 413));
     // Just under it: read whole, and refused for its length, not its size.
     const std::string under = json{{"model", "bible"}, {"prompt", std::string((1 << 20) - 64, 'a')}}.dump();
     QVERIFY(under.size() <= (1u << 20));

@@ -256,7 +256,7 @@ ApiError not_served(const std::string& id) {
 }
 
 json model_object(const ServedModel& m) {
-  return {{"id", m.id}, {"object", "model"}, {"created", 0}, {"owned_by", "mosaic"}, {"root", m.base.empty() ? m.id : m.base},
+  return {{"id", m.id}, {"object", "model"}, {"created", m.created}, {"owned_by", "mosaic"}, {"root", m.base.empty() ? m.id : m.base},
           {"parent", m.base.empty() ? json() : json(m.base)}};
 }
 

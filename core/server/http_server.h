@@ -35,6 +35,7 @@ struct ServedModel {
   std::optional<ChatTemplate> chat_template;
   std::vector<std::int64_t> eos_ids;
   std::int64_t context = 0;  // max_position_embeddings
+  std::int64_t created = 0;  // Unix seconds its config.json (or folder) was written: OpenAI's `created`
 };
 
 struct ServerOptions {

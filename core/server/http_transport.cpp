@@ -122,7 +122,8 @@ struct Conn {
   bool started = false;        // a byte of the next request has come
   bool peer_closed = false;    // the client sent all it will
   bool continue_sent = false;  // "100 Continue" answered for the request being read
-  Clock::time_point since;     // idle since, or the request's first byte
+  bool lingering = false;      // refused and answered: what still comes is dropped until the client closes
+  Clock::time_point since;     // idle since, the request's first byte, or the refusal
 };
 
 // A connection a worker is done with: back to reading (with what came after the request), or closed.
@@ -201,6 +202,30 @@ struct HttpTransport::Impl {
     --open;
   }
 
+  // Refuses the request on `c` and keeps reading what the client still sends, dropping it, until the
+  // client closes or kLinger passes (nginx's lingering close). Closing at once would reset a
+  // connection whose client is still sending (a body over the limit, still arriving), and the reset
+  // can overtake the answer: the client would see "connection reset" instead of a 413.
+  static constexpr auto kLinger = std::chrono::seconds(2);
+  void refuse_and_linger(Conn& c, int status, const std::string& why) {
+    refuse(c.fd, status, why);
+    c.lingering = true;
+    c.buf.clear();
+    c.since = Clock::now();
+  }
+
+  // Drops what a lingering connection's client sends; closes it at the client's end or an error.
+  void drop_from(Conn& c) {
+    char sink[1 << 16];
+    for (;;) {
+      const ssize_t n = ::recv(c.fd, sink, sizeof sink, 0);
+      if (n > 0) continue;
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      return close_conn(c.fd);
+    }
+  }
+
   // At a cap, of `addr` when given: a connection idle between requests gives way, else the request
   // that has been arriving longest (told so with a 503). Only one settled for a second: a fresh
   // connection's request may be on the wire (a client's burst is accepted before any of it is read),
@@ -210,12 +235,16 @@ struct HttpTransport::Impl {
     const auto settled = Clock::now() - std::chrono::seconds(1);
     const Conn* victim = nullptr;
     for (const auto& [fd, c] : conns) {
+      if (c.lingering && (!addr || c.addr == *addr)) {  // answered already: it gives way first
+        victim = &c;
+        break;
+      }
       if (c.busy || (addr && c.addr != *addr) || c.since > settled) continue;
       if (!c.started && pending(fd)) continue;  // a request came, unread yet: the next poll reads it
       if (!victim || (c.started < victim->started) || (c.started == victim->started && c.since < victim->since)) victim = &c;
     }
     if (!victim) return false;
-    if (victim->started) refuse(victim->fd, 503, "the server is at its connection limit and closed the slowest request in progress; retry");
+    if (victim->started && !victim->lingering) refuse(victim->fd, 503, "the server is at its connection limit and closed the slowest request in progress; retry");
     ++evicted;
     close_conn(victim->fd);
     return true;
@@ -268,6 +297,7 @@ struct HttpTransport::Impl {
   }
 
   void read_from(Conn& c) {
+    if (c.lingering) return drop_from(c);
     char chunk[1 << 16];
     const std::size_t most = opt.max_head_bytes + opt.max_body_bytes + (1 << 16);
     for (;;) {
@@ -295,8 +325,7 @@ struct HttpTransport::Impl {
     const Framed f = frame_request(c.buf, limits);
     if (f.state == Framed::State::Refused) {
       ++malformed;
-      refuse(c.fd, f.status, f.why);
-      return close_conn(c.fd);
+      return refuse_and_linger(c, f.status, f.why);
     }
     if (f.state == Framed::State::Incomplete) {
       if (c.peer_closed) return close_conn(c.fd);
@@ -364,8 +393,8 @@ struct HttpTransport::Impl {
     }
   }
 
-  // Requests that did not arrive whole in time get 408; idle connections are closed. Returns how
-  // long until the next deadline.
+  // Requests that did not arrive whole in time get 408 (and linger); idle connections, and lingering
+  // ones past kLinger, are closed. Returns how long until the next deadline.
   std::chrono::milliseconds expire() {
     const auto now = Clock::now();
     auto next = now + std::chrono::seconds(1);
@@ -379,14 +408,17 @@ struct HttpTransport::Impl {
     std::vector<int> late;
     for (const auto& [fd, c] : conns) {
       if (c.busy) continue;
-      const auto due = c.since + ms(c.started ? opt.read_timeout_seconds : opt.idle_timeout_seconds);
+      const auto due = c.since + (c.lingering ? kLinger : ms(c.started ? opt.read_timeout_seconds : opt.idle_timeout_seconds));
       if (due <= now) late.push_back(fd);
       else next = std::min(next, due);
     }
     for (int fd : late) {
-      if (conns[fd].started) {
+      Conn& c = conns[fd];
+      if (c.started && !c.lingering) {
         ++timed_out;
-        refuse(fd, 408, "the request did not arrive whole within " + std::to_string(static_cast<int>(opt.read_timeout_seconds)) + " s");
+        refuse_and_linger(c, 408, "the request did not arrive whole within " + std::to_string(static_cast<int>(opt.read_timeout_seconds)) + " s");
+        next = std::min(next, c.since + kLinger);
+        continue;
       }
       close_conn(fd);
     }

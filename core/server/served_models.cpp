@@ -1,8 +1,24 @@
 #include "server/served_models.h"
 
+#include <chrono>
+#include <filesystem>
+
 #include "common/error.h"
 
 namespace mosaic::server {
+namespace {
+
+// When the model was made, as far as the folder says: its config.json's last write, else the
+// folder's (an adapter folder may have no config.json); 0 if neither can be read.
+std::int64_t written_at(const std::filesystem::path& dir) {
+  std::error_code ec;
+  auto t = std::filesystem::last_write_time(dir / "config.json", ec);
+  if (ec) t = std::filesystem::last_write_time(dir, ec);
+  if (ec) return 0;
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::file_clock::to_sys(t).time_since_epoch()).count();
+}
+
+}  // namespace
 
 std::vector<ServedModel> served_models(const Family& family, const HostStore& store, bool chat_templates) {
   std::vector<ServedModel> out;
@@ -10,7 +26,8 @@ std::vector<ServedModel> served_models(const Family& family, const HostStore& st
     const Variant* v = family.find(store.name(t));
     if (!v) continue;
     ServedModel m{.id = v->name, .base = {}, .tokenizer = Tokenizer::load(v->checkpoint->dir() / "tokenizer.json"),
-                  .eos_ids = store.spec().eos_token_ids, .context = store.spec().max_position_embeddings};
+                  .eos_ids = store.spec().eos_token_ids, .context = store.spec().max_position_embeddings,
+                  .created = written_at(v->checkpoint->dir())};
     const bool over_base = v->checkpoint->is_adapter() || v->checkpoint->is_delta();
     if (over_base) m.base = v->checkpoint->base_dir().filename().string();
     if (chat_templates) try {

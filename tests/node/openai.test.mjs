@@ -66,6 +66,8 @@ test('lists every variant and the adapter, with its base', async () => {
   for await (const m of client.models.list()) {
     ids.push(m.id);
     parents[m.id] = m.parent;
+    // When its folder was written: a Unix time in seconds, not 0 and not in the future.
+    assert.ok(m.created > 1.5e9 && m.created <= Date.now() / 1000 + 1, `${m.id} created ${m.created}`);
   }
   assert.deepEqual(ids.sort(), ['base', 'bible', 'esft-bible', 'fortunes']);
   assert.equal(parents['esft-bible'], 'base');
@@ -130,6 +132,9 @@ test('errors surface as the client library\'s typed exceptions', async () => {
   await assert.rejects(complete('bible', { temperature: 5 }), (e) => e instanceof OpenAI.BadRequestError && e.param === 'temperature');
   await assert.rejects(complete('bible', { max_tokens: 1000000 }), (e) => e instanceof OpenAI.BadRequestError && /context/.test(e.message));
   await assert.rejects(complete('bible', { n: 2 }), (e) => e instanceof OpenAI.BadRequestError && e.param === 'n');
+  // A body ten times the limit: the 413 reaches the client (a server that closed while the body was
+  // still coming reset the connection, and the client saw only a connection error).
+  await assert.rejects(complete('bible', { prompt: 'a'.repeat(10 << 20) }), (e) => e instanceof OpenAI.APIError && e.status === 413);
   const stranger = new OpenAI({ baseURL: client.baseURL, apiKey: 'wrong', maxRetries: 0 });
   await assert.rejects(stranger.completions.create({ model: 'bible', prompt }), (e) => e instanceof OpenAI.AuthenticationError && e.status === 401);
   await assert.rejects(
