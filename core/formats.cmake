@@ -1,4 +1,5 @@
-# The parsers of every file a user hands Mosaic, and what they need: no LibTorch, no sqlite, no Qt.
+# The parsers of every file a user hands Mosaic, and what they need: no LibTorch, no sqlite, no Qt
+# (PCRE2 for tokenizer.json's patterns, ICU for its Unicode normalizers).
 # mosaic_core compiles them with the rest of the engine; the fuzz build (MOSAIC_FUZZ, tests/fuzz)
 # compiles only these, with clang's libFuzzer instrumentation.
 set(MOSAIC_FORMAT_SOURCES
@@ -26,8 +27,11 @@ set(MOSAIC_FORMAT_SOURCES
   model/jinja/render.cpp
   model/mapped_file.cpp
   model/model_spec.cpp
+  model/pre_tokenizer.cpp
+  model/regex.cpp
   model/safetensors.cpp
   model/tokenizer.cpp
+  model/unicode_form.cpp
   model/utf8.cpp
   serving/session_file.cpp
   serving/sweep.cpp

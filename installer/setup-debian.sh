@@ -15,6 +15,9 @@ packages=(
   libcpp-httplib-dev
   # checkpoint content hashes (SHA-256); forge's gzip corpora
   libssl-dev zlib1g-dev
+  # tokenizer.json's Split patterns (DeepSeek, Llama 3, Qwen): Unicode properties and look-ahead;
+  # its NFC normalizer (Qwen)
+  libpcre2-dev libicu-dev
   # forge's sample family trains on public-domain text that Debian ships: the King James Bible
   # (with the `bible` reader), fortunes, the Jargon File; C headers come with libc6-dev
   bible-kjv bible-kjv-text fortunes fortunes-min jargon-text

@@ -9,14 +9,17 @@
 
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <random>
 #include <sstream>
 
 #include "common/error.h"
 #include "forge/bpe_trainer.h"
 #include "model/byte_level.h"
+#include "model/pre_tokenizer.h"
 #include "model/text_stream.h"
 #include "model/tokenizer.h"
+#include "model/unicode_form.h"
 #include "test_support.h"
 
 using namespace mosaic;
@@ -70,6 +73,48 @@ class TokenizerTest : public QObject {
     const auto tail = split_gpt2("a  \t");  // trailing whitespace stays one word
     QCOMPARE(tail.size(), std::size_t(2));
     QCOMPARE(std::string(tail[1]), std::string("  \t"));
+  }
+
+  // Every released pre-tokenizer chain Mosaic reads, against HF tokenizers itself: the cases are
+  // written by tests/node/tokenizer_cases.mjs with HF's Rust library (ctest's hf_tokenizer_cases,
+  // into MOSAIC_HF_TOKENIZER_CASES), hand-picked and seeded random texts in many scripts, and must
+  // come out id for id.
+  void released_pre_tokenizers_match_hf_tokenizers() {
+    const char* dir = std::getenv("MOSAIC_HF_TOKENIZER_CASES");
+    if (!dir) QSKIP("MOSAIC_HF_TOKENIZER_CASES is not set: ctest runs this as tst_tokenizer_hf, after npm installs HF's tokenizers");
+    int chains = 0;
+    std::string differ;  // every chain's first difference, so one run shows them all
+    for (const char* name : {"deepseek_v2", "deepseek_v3", "llama3", "qwen2", "starcoder", "gpt2", "gpt2_prefixed", "gpt2_nfkc", "behaviours"}) {
+      // The chains that normalize first (as tokenizer_cases.mjs sets them): HF's pieces are of the normalized text.
+      const std::string chain = name;
+      const std::optional<UnicodeForm> form = chain == "qwen2" ? std::optional(UnicodeForm::NFC)
+                                              : chain == "gpt2_nfkc" ? std::optional(UnicodeForm::NFKC) : std::nullopt;
+      const fs::path cases_file = fs::path(dir) / (std::string(name) + ".cases.json");
+      QVERIFY2(fs::exists(cases_file), cases_file.c_str());
+      const Tokenizer tok = Tokenizer::load(fs::path(dir) / (std::string(name) + ".tokenizer.json"));
+      const json cases = json::parse(read_text(cases_file));
+      int wrong = 0;
+      std::string first;
+      for (const json& c : cases) {
+        const std::string text = c.at("text");
+        const std::vector<std::int64_t> want = c.at("ids").get<std::vector<std::int64_t>>();
+        const std::vector<std::int64_t> got = tok.encode(text, /*add_special=*/false);
+        if (got != want) {
+          if (wrong++ == 0) first = "'" + text + "': HF " + json(want).dump() + ", Mosaic " + json(got).dump();
+          continue;
+        }
+        if (c.at("words").is_null()) continue;  // the text holds an added token
+        std::vector<std::string> pieces;
+        for (const std::string& p : tok.pre_tokenizer()->split(form ? normalize(text, *form) : text)) pieces.push_back(to_byte_symbols(p));
+        const std::vector<std::string> words = c.at("words").get<std::vector<std::string>>();
+        if (pieces != words && wrong++ == 0) first = "'" + text + "' cut as HF " + json(words).dump() + ", Mosaic " + json(pieces).dump();
+      }
+      if (wrong) differ += "\n" + std::string(name) + ": " + std::to_string(wrong) + " of " + std::to_string(cases.size()) + " texts differ; first " + first;
+      QVERIFY(cases.size() > 400);
+      ++chains;
+    }
+    QVERIFY2(differ.empty(), differ.c_str());
+    QCOMPARE(chains, 9);
   }
 
   void byte_level_encoding_is_hand_checked() {
@@ -237,6 +282,47 @@ class TokenizerTest : public QObject {
                                       {{"type", "ByteFallback"}}, {{"type", "Fuse"}}, {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}};
     llama["truncation"] = nullptr;
     QCOMPARE(Tokenizer::parse(llama.dump(), "llama").decode(std::vector<std::int64_t>{268}), std::string("hello"));
+  }
+
+  // A chain Mosaic cannot run as HF does is refused, naming the step; a bad pattern or behaviour is
+  // a format error naming the field.
+  void pre_tokenizer_chains_are_checked() {
+    const json split = {{"type", "Split"}, {"pattern", {{"Regex", "\\p{N}+"}}}, {"behavior", "Isolated"}, {"invert", false}};
+    const json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}};
+    auto with = [](json pre) {
+      json j = json::parse(Tokenizer::byte_level({"<|end|>"}, {}).to_json());
+      j["pre_tokenizer"] = std::move(pre);
+      return j.dump();
+    };
+    auto seq = [](std::vector<json> steps) { return json{{"type", "Sequence"}, {"pretokenizers", steps}}; };
+    struct Case { const char* name; json pre; std::vector<std::string> mentions; bool unsupported; };
+    json bad_regex = split, bad_behavior = split, no_pattern = split;
+    bad_regex["pattern"]["Regex"] = "[a-";
+    bad_behavior["behavior"] = "Sideways";
+    no_pattern.erase("pattern");
+    const std::vector<Case> cases = {
+        {"a chain without ByteLevel", seq({split}), {"pre_tokenizer.pretokenizers[0].type", "ends the chain"}, true},
+        {"ByteLevel before a Split", seq({byte_level, split}), {"pre_tokenizer.pretokenizers[0]", "ByteLevel before"}, true},
+        {"a step not implemented", seq({{{"type", "Punctuation"}, {"behavior", "Isolated"}}, byte_level}),
+         {"pre_tokenizer.pretokenizers[0].type", "'Punctuation' is not implemented"}, true},
+        {"a pattern that does not compile", seq({bad_regex, byte_level}), {"pre_tokenizer.pretokenizers[0].pattern", "regular expression"}, false},
+        {"an unknown behaviour", seq({bad_behavior, byte_level}), {"pre_tokenizer.pretokenizers[0].behavior", "Sideways"}, false},
+        {"a Split without a pattern", seq({no_pattern, byte_level}), {"pre_tokenizer.pretokenizers[0].pattern"}, false},
+        {"an empty Sequence", seq({}), {"pre_tokenizer.pretokenizers"}, false},
+    };
+    for (const Case& c : cases) {
+      const std::string msg = c.unsupported ? error_of<UnsupportedError>([&] { Tokenizer::parse(with(c.pre), "tok.json"); })
+                                            : error_of<FormatError>([&] { Tokenizer::parse(with(c.pre), "tok.json"); });
+      QVERIFY2(msg.find("tok.json") != std::string::npos, (std::string(c.name) + ": " + msg).c_str());
+      for (const auto& m : c.mentions) QVERIFY2(msg.find(m) != std::string::npos, (std::string(c.name) + ": " + msg).c_str());
+    }
+    // Text that is not UTF-8 is encoded whole, its bad bytes never inside a match, as before.
+    const Tokenizer t = Tokenizer::parse(with(seq({split, byte_level})), "tok.json");
+    const std::string bad = std::string("ab\xff" "12\xc3") + "3";
+    std::string back;
+    for (const std::string& piece : t.pre_tokenizer()->split(bad)) back += piece;
+    QCOMPARE(back, bad);
+    QCOMPARE(t.decode(t.encode(bad, false)), bad);
   }
 
   // A probe's crash: a post_processor of 100k nested Sequences overflowed the stack in Mosaic's own

@@ -16,6 +16,8 @@
 #include "common/text_file.h"
 #include "model/bpe.h"
 #include "model/byte_level.h"
+#include "model/pre_tokenizer.h"
+#include "model/unicode_form.h"
 #include "model/utf8.h"
 
 namespace mosaic {
@@ -41,8 +43,9 @@ struct Tokenizer::Impl {
   std::vector<bool> is_added;                             // by id: an added token, special or not
   bool byte_fallback = false, fuse_unk = false, ignore_merges = false;
   std::optional<std::int64_t> unk;
-  // ByteLevel
-  bool add_prefix_space = false, use_regex = true;
+  std::optional<UnicodeForm> form;                        // an NFC or NFKC normalizer (Qwen's NFC)
+  // ByteLevel: the pre-tokenizer's chain (ByteLevel alone, or Split/Digits steps before it).
+  std::optional<PreTokenizer> pre;
   // Metaspace: where "▁" is prepended, and whether words split before each "▁".
   enum class Prepend { Never, First, Always } prepend = Prepend::First;
   bool split = false;
@@ -67,7 +70,8 @@ struct Tokenizer::Impl {
 namespace {
 
 [[noreturn]] void unsupported(const std::string& source, const std::string& field, const std::string& what) {
-  throw UnsupportedError(source, field, what, "Mosaic reads byte-level BPE and Metaspace BPE (Llama/Mixtral) tokenizers");
+  throw UnsupportedError(source, field, what,
+                         "Mosaic reads byte-level BPE (GPT-2, DeepSeek, Llama 3, Qwen) and Metaspace BPE (Llama 2, Mixtral) tokenizers");
 }
 
 std::string type_of(const json& j) { return j.is_object() ? j.value("type", std::string()) : std::string(); }
@@ -143,14 +147,19 @@ Tokenizer::Impl::Prepend prepend_scheme(const json& j) {
   return j.value("add_prefix_space", true) ? Tokenizer::Impl::Prepend::Always : Tokenizer::Impl::Prepend::Never;
 }
 
-// Llama/Mixtral's normalizer: Sequence[Prepend("▁"), Replace(" ", "▁")]; null is also accepted.
+// Llama/Mixtral's normalizer: Sequence[Prepend("▁"), Replace(" ", "▁")]; Qwen's NFC (and NFKC);
+// null and an empty Sequence (DeepSeek's) are also accepted. Returns whether it writes "▁" for spaces.
 bool read_normalizer(Tokenizer::Impl& t, const json& n, const std::string& source) {
   if (n.is_null()) return false;
   const json parts = type_of(n) == "Sequence" ? n.at("normalizers") : json::array({n});
   bool metaspace = false;
   for (const json& p : parts) {
     const std::string type = type_of(p);
-    if (type == "Prepend" && p.value("prepend", std::string()) == kMetaspace) {
+    if (type == "NFC" || type == "NFKC") {
+      // Applied before the rest (where the others are Metaspace's spaces, which no form changes).
+      if (t.form) unsupported(source, "normalizer", "has two Unicode normalization forms");
+      t.form = type == "NFC" ? UnicodeForm::NFC : UnicodeForm::NFKC;
+    } else if (type == "Prepend" && p.value("prepend", std::string()) == kMetaspace) {
       t.prepend = Tokenizer::Impl::Prepend::Always;
       metaspace = true;
     } else if (type == "Replace" && p.contains("pattern") && p["pattern"].value("String", std::string()) == " " &&
@@ -172,10 +181,9 @@ void read_pre_tokenizer(Tokenizer::Impl& t, const json& p, bool normalized_metas
     return;
   }
   const std::string type = type_of(p);
-  if (type == "ByteLevel") {
+  if (type == "ByteLevel" || type == "Sequence") {
     t.kind = Tokenizer::Kind::ByteLevel;
-    t.add_prefix_space = p.value("add_prefix_space", false);
-    t.use_regex = p.value("use_regex", true);
+    t.pre = PreTokenizer::byte_level(p, source);
   } else if (type == "Metaspace") {
     if (p.value("replacement", std::string(kMetaspace)) != kMetaspace)
       unsupported(source, "pre_tokenizer.replacement", "is not U+2581");
@@ -281,6 +289,11 @@ void Tokenizer::Impl::emit_symbols(const std::vector<std::string>& symbols, std:
 
 void Tokenizer::Impl::encode_segment(std::string_view text, bool first, std::vector<std::int64_t>& out) const {
   if (text.empty()) return;
+  std::string formed;  // the normalizer's form, per segment between added tokens, as HF applies it
+  if (form) {
+    formed = normalize(text, *form);
+    text = formed;
+  }
   auto symbols_of = [](std::string_view word) {  // one symbol per code point
     std::vector<std::string> s;
     for (std::size_t i = 0; i < word.size();) {
@@ -295,15 +308,10 @@ void Tokenizer::Impl::encode_segment(std::string_view text, bool first, std::vec
     return merges.apply(symbols_of(word));
   };
   if (kind == Kind::ByteLevel) {
-    std::string prefixed;
-    if (add_prefix_space && text.front() != ' ') {
-      prefixed = " " + std::string(text);
-      text = prefixed;
-    }
     // Repeated words are common in real text: their encoding is computed once per call.
     std::unordered_map<std::string_view, std::vector<std::int64_t>> memo;
-    const std::vector<std::string_view> words = use_regex ? split_gpt2(text) : std::vector<std::string_view>{text};
-    for (std::string_view w : words) {
+    const std::vector<std::string> words = pre->split(text);
+    for (const std::string& w : words) {
       auto [it, fresh] = memo.try_emplace(w);
       if (fresh) emit_symbols(run_bpe(to_byte_symbols(w)), it->second);
       out.insert(out.end(), it->second.begin(), it->second.end());
@@ -481,6 +489,7 @@ std::string Tokenizer::decode(std::span<const std::int64_t> ids, bool keep_speci
 }
 
 Tokenizer::Kind Tokenizer::kind() const { return impl_->kind; }
+const PreTokenizer* Tokenizer::pre_tokenizer() const { return impl_->pre ? &*impl_->pre : nullptr; }
 std::int64_t Tokenizer::vocab_size() const { return static_cast<std::int64_t>(impl_->tokens.size()); }
 
 std::optional<std::int64_t> Tokenizer::id(std::string_view token) const {

@@ -1,7 +1,8 @@
 #pragma once
-// HF tokenizer.json files: byte-level BPE (GPT-2, and what forge trains) and the Metaspace BPE with
-// byte fallback that Llama and Mixtral ship. Encodes and decodes exactly as HF tokenizers does for
-// these pipelines; anything else in the file is refused with UnsupportedError naming the field.
+// HF tokenizer.json files: byte-level BPE (GPT-2 and what forge trains; DeepSeek-V2/V3, Llama 3 and
+// Qwen with their chains of Split and Digits steps) and the Metaspace BPE with byte fallback that
+// Llama 2 and Mixtral ship. Encodes and decodes exactly as HF tokenizers does for these pipelines;
+// anything else in the file is refused with UnsupportedError naming the field.
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -13,6 +14,8 @@
 #include <vector>
 
 namespace mosaic {
+
+class PreTokenizer;
 
 class Tokenizer {
  public:
@@ -35,6 +38,8 @@ class Tokenizer {
   std::string decode(std::span<const std::int64_t> ids, bool keep_special = false, bool text_start = true) const;
 
   Kind kind() const;
+  // A byte-level tokenizer's pre-tokenizer (null for Metaspace): the pieces BPE runs on.
+  const PreTokenizer* pre_tokenizer() const;
   std::int64_t vocab_size() const;  // one past the largest id
   std::optional<std::int64_t> id(std::string_view token) const;
   const std::string& token(std::int64_t id) const;  // throws InvalidArgument outside the vocabulary

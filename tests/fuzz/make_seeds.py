@@ -84,6 +84,45 @@ metaspace = {
               "merges": ["\u2581 h", "l l", "\u2581h e", "ll o", "\u2581he llo"]}}
 seed("tokenizer", "llama-like-metaspace.json", json.dumps(metaspace, ensure_ascii=False))
 
+
+def byte_symbols():
+    """GPT-2's bytes_to_unicode: each byte's printable stand-in."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    out, n = {}, 0
+    for b in range(256):
+        if b in keep:
+            out[b] = chr(b)
+        else:
+            out[b] = chr(256 + n)
+            n += 1
+    return out
+
+
+# Byte-level chains as released models ship them (tests/node/tokenizer_cases.mjs has the full set).
+sym = byte_symbols()
+byte_vocab = {"<|end|>": 0}
+byte_vocab.update({sym[b]: 1 + b for b in range(256)})
+byte_vocab.update({"he": 257, "ll": 258, "Ġt": 259})
+byte_level_base = {"added_tokens": [{"id": 0, "content": "<|end|>", "special": True}],
+                   "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+                   "model": {"type": "BPE", "vocab": byte_vocab, "merges": [["h", "e"], ["l", "l"], ["Ġ", "t"]]}}
+split = lambda rx, behavior="Isolated", invert=False: {"type": "Split", "pattern": {"Regex": rx}, "behavior": behavior, "invert": invert}
+byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
+chains = {
+    "deepseek-v3-chain.json": (None, [split("\\p{N}{1,3}"), split("[一-龥぀-ゟ゠-ヿ]+"),
+                                      split("[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\r\n]*|\\s*[\r\n]+|\\s+(?!\\S)|\\s+"),
+                                      byte_level]),
+    "qwen2-nfc-chain.json": ({"type": "NFC"}, [split("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"),
+                                               byte_level]),
+    "split-behaviours-chain.json": ({"type": "NFKC"}, [{"type": "Split", "pattern": {"String": "--"}, "behavior": "Removed", "invert": False},
+                                                       split("[,;]", "MergedWithPrevious"), split("[(\\[]", "MergedWithNext"),
+                                                       split("[.!?]", "Contiguous"), split("\\p{Lu}\\p{Ll}*", "Isolated", True),
+                                                       {"type": "Digits", "individual_digits": True}, byte_level]),
+}
+for name, (normalizer, steps) in chains.items():
+    seed("tokenizer", name, json.dumps(dict(byte_level_base, normalizer=normalizer,
+                                            pre_tokenizer={"type": "Sequence", "pretokenizers": steps}), ensure_ascii=False))
+
 for name in ("paper-qos.json", "paper-qos-ridge.json", "esft-skew.json", "paper-table2.json",
              "devices/a100-pcie4-paper.json", "routing/sample-family-base.json"):
     seed("sweep", name.replace("/", "-"), (root / "sample_configs" / name).read_text())
