@@ -244,7 +244,7 @@ void add_generate_command(CLI::App& app) {
     if (o->prompt.empty()) {
       o->req.prompt = parse_ids(o->ids);
     } else {
-      tokenizer = Tokenizer::load(session->family.find(session->target)->checkpoint->dir() / "tokenizer.json");
+      tokenizer = Tokenizer::load(session->family.find(session->target)->checkpoint->tokenizer_file());
       o->req.prompt = tokenizer->encode(o->prompt);
       if (o->req.prompt.empty()) throw InvalidArgument("--prompt", "", "encodes to no tokens");
     }

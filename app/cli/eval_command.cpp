@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "cli/quality.h"
 #include "common/error.h"
+#include "model/checkpoint.h"
 #include "runtime/threads.h"
 
 namespace fs = std::filesystem;
@@ -27,8 +28,8 @@ void add_eval_command(CLI::App& app) {
     if (o->domain.empty() && o->text.empty()) throw InvalidArgument("eval ppl", "--domain / --text", "give a domain or a text file");
     configure_threads(o->threads);
     const auto session = open_serving(o->serve);
-    const fs::path dir = session->family.find(session->target)->checkpoint->dir();
-    const Perplexity p = served_perplexity(*session, heldout_ids(dir, o->domain, o->text), o->window, o->max_windows);
+    const Checkpoint& target = *session->family.find(session->target)->checkpoint;
+    const Perplexity p = served_perplexity(*session, heldout_ids(target.dir(), o->domain, o->text, target.tokenizer_file()), o->window, o->max_windows);
     const std::string what = o->serve.model.empty()
                                  ? session->target + " served with " + std::to_string(session->family.size()) + " variants" +
                                        (o->serve.no_reconfig ? ", no reconfiguration" : "")

@@ -13,7 +13,7 @@ namespace fs = std::filesystem;
 
 namespace mosaic::cli {
 
-std::vector<std::int64_t> heldout_ids(const fs::path& model_dir, const std::string& domain, const fs::path& text) {
+std::vector<std::int64_t> heldout_ids(const fs::path& model_dir, const std::string& domain, const fs::path& text, const fs::path& tokenizer) {
   const fs::path file = !text.empty() ? text : model_dir.parent_path() / "heldout" / (domain + ".txt");
   if (!fs::exists(file)) {
     if (!text.empty()) throw MissingError(file.string(), "", "does not exist", "give the path of a text file");
@@ -32,7 +32,7 @@ std::vector<std::int64_t> heldout_ids(const fs::path& model_dir, const std::stri
                                        : "the family has: " + list + "; or give --text FILE");
   }
   const std::string body = read_text_file(file, {}, UINTMAX_MAX);  // an evaluation text is as large as it is
-  const fs::path tok = model_dir / "tokenizer.json";
+  const fs::path tok = tokenizer.empty() ? model_dir / "tokenizer.json" : tokenizer;
   if (!fs::exists(tok))
     throw MissingError(tok.string(), "", "is absent: perplexity needs the variant's tokenizer", "copy the family's tokenizer.json beside config.json");
   return Tokenizer::load(tok).encode(body, /*add_special=*/false);

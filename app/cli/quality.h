@@ -12,10 +12,10 @@
 namespace mosaic::cli {
 
 // The text is `text` when given, else <family>/heldout/<domain>.txt beside the model folder (what
-// forge writes); it is encoded with the model folder's tokenizer.json. Throws MissingError naming
-// the file and what to give instead.
+// forge writes); it is encoded with `tokenizer`, by default the model folder's tokenizer.json.
+// Throws MissingError naming the file and what to give instead.
 std::vector<std::int64_t> heldout_ids(const std::filesystem::path& model_dir, const std::string& domain,
-                                      const std::filesystem::path& text = {});
+                                      const std::filesystem::path& text = {}, const std::filesystem::path& tokenizer = {});
 
 // `weight_bytes`, when given, receives what the checkpoint's weights take on the device.
 Perplexity checkpoint_perplexity(const std::filesystem::path& dir, const std::vector<std::int64_t>& ids,

@@ -315,6 +315,13 @@ std::uint64_t Checkpoint::expert_bytes(std::int64_t layer, std::int64_t expert) 
   return expert_bytes_.at(static_cast<std::size_t>(layer * spec_.num_experts + expert));
 }
 
+std::filesystem::path Checkpoint::tokenizer_file() const {
+  const std::filesystem::path own = dir_ / "tokenizer.json";
+  if (kind_ == Kind::Full || std::filesystem::exists(own)) return own;
+  const std::filesystem::path base = base_dir_ / "tokenizer.json";
+  return std::filesystem::exists(base) ? base : own;  // neither: the error names the folder's own
+}
+
 std::uint64_t Checkpoint::total_bytes() const {
   std::uint64_t n = 0;
   for (const Weight& w : weights_) n += w.bytes();

@@ -79,6 +79,9 @@ class Checkpoint {
   // For an ESFT adapter or a delta folder: the folder of the checkpoint it builds on (base_model,
   // resolved); else empty.
   const std::filesystem::path& base_dir() const { return base_dir_; }
+  // The tokenizer.json that encodes this variant's text: the folder's own, else, for an adapter or a
+  // delta folder without one (DeepSeek's released adapters carry none), its base's.
+  std::filesystem::path tokenizer_file() const;
   bool is_adapter() const { return kind_ == Kind::Adapter; }
   // A delta folder: weights() lists its base's expert tensors, to which delta_pack()'s delta is added.
   bool is_delta() const { return kind_ == Kind::Delta; }

@@ -25,7 +25,7 @@ std::vector<ServedModel> served_models(const Family& family, const HostStore& st
   for (int t = 0; t < store.targets(); ++t) {
     const Variant* v = family.find(store.name(t));
     if (!v) continue;
-    ServedModel m{.id = v->name, .base = {}, .tokenizer = Tokenizer::load(v->checkpoint->dir() / "tokenizer.json"),
+    ServedModel m{.id = v->name, .base = {}, .tokenizer = Tokenizer::load(v->checkpoint->tokenizer_file()),
                   .eos_ids = store.spec().eos_token_ids, .context = store.spec().max_position_embeddings,
                   .created = written_at(v->checkpoint->dir())};
     const bool over_base = v->checkpoint->is_adapter() || v->checkpoint->is_delta();

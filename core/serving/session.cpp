@@ -250,7 +250,7 @@ std::shared_ptr<const Tokenizer> Session::tokenizer(const std::string& variant) 
   if (!v) throw InvalidArgument("session", "variant '" + variant + "'", "is not in the family");
   auto it = tokenizers_.find(variant);
   if (it == tokenizers_.end())
-    it = tokenizers_.emplace(variant, std::make_shared<const Tokenizer>(Tokenizer::load(v->checkpoint->dir() / "tokenizer.json"))).first;
+    it = tokenizers_.emplace(variant, std::make_shared<const Tokenizer>(Tokenizer::load(v->checkpoint->tokenizer_file()))).first;
   return it->second;
 }
 

@@ -268,7 +268,7 @@ void Deployment::assemble(const Basis& b) {
           throw InvalidArgument("strategy virtual-experts", "calibration", "plans counts for a budget", "give the strategy a budget");
         o.budget_bytes = *config.budget_bytes;
         const std::string text = read_text_file(config.calibration, "give a text file in the serving domain");
-        const auto ids = Tokenizer::load(b.family->variants().front().checkpoint->dir() / "tokenizer.json").encode(text, /*add_special=*/false);
+        const auto ids = Tokenizer::load(b.family->variants().front().checkpoint->tokenizer_file()).encode(text, /*add_special=*/false);
         layout = plan_virtual(*b.family, b.analysis->sha256, store, ids, o, &b.analysis->distances);
       } else {
         layout = uniform_virtual_layout(*b.family, b.analysis->sha256, store, config.capacity, config.budget_bytes, o, &b.analysis->distances);
