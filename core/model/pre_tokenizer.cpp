@@ -145,6 +145,8 @@ PreTokenizer PreTokenizer::byte_level(const json& j, const std::string& source) 
       step.kind = Step::Kind::ByteLevel;
       step.add_prefix_space = s.value("add_prefix_space", false);
       if (s.value("use_regex", true)) step.pattern.emplace(kGpt2, false, source, field);
+    } else if (type == "Metaspace" || type == "Sequence") {
+      unsupported_step(source, field + ".type", "'" + type + "' inside a Sequence is not implemented (Metaspace alone is)");
     } else {
       unsupported_step(source, field + ".type", "'" + type + "' is not implemented");
     }
