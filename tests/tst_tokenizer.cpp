@@ -73,6 +73,13 @@ class TokenizerTest : public QObject {
     const auto tail = split_gpt2("a  \t");  // trailing whitespace stays one word
     QCOMPARE(tail.size(), std::size_t(2));
     QCOMPARE(std::string(tail[1]), std::string("  \t"));
+    // Unicode's classes, exactly: a currency sign is neither letter nor number, Arabic-Indic digits
+    // are numbers (both read as letters before the split was PCRE2's), and a byte that is not UTF-8
+    // stands alone between the matches around it.
+    const auto unicode = split_gpt2("a\u20ac7 x\u0661\u0662 ok\xff!");
+    const std::vector<std::string> pieces{"a", "\u20ac", "7", " x", "\u0661\u0662", " ok", "\xff", "!"};
+    QCOMPARE(unicode.size(), pieces.size());
+    for (std::size_t i = 0; i < pieces.size(); ++i) QCOMPARE(std::string(unicode[i]), pieces[i]);
   }
 
   // Every released pre-tokenizer chain Mosaic reads, against HF tokenizers itself: the cases are

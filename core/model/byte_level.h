@@ -8,10 +8,11 @@
 
 namespace mosaic {
 
-// GPT-2's split: 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+.
-// ASCII is classified exactly; beyond ASCII, Unicode White_Space is whitespace, Latin-1 and
-// General Punctuation symbols are "other", ²³¹¼½¾ are numbers, every other code point a letter
-// (no Unicode tables are linked, so rare scripts' digits and symbols count as letters).
+// GPT-2's split, which HF's ByteLevel pre-tokenizer applies when use_regex is set (byte_level.rs).
+inline constexpr std::string_view kGpt2Split = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+// `text` cut by kGpt2Split, as HF tokenizers cuts it (Unicode properties exact); joined, the
+// pieces are `text`.
 std::vector<std::string_view> split_gpt2(std::string_view text);
 
 // The printable stand-in of each byte (bytes_to_unicode in GPT-2), UTF-8 encoded.

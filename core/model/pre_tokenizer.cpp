@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "common/error.h"
+#include "model/byte_level.h"
 #include "model/regex.h"
 
 namespace mosaic {
@@ -13,9 +14,6 @@ using nlohmann::json;
 
 // Named, not anonymous: Step holds a Behavior, and the unity build reads this file beside others.
 namespace pre_tokenizer_parts {
-
-// GPT-2's split, which HF's ByteLevel applies when use_regex is set (byte_level.rs).
-constexpr std::string_view kGpt2 = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 // SplitDelimiterBehavior: what becomes of a match and the text around it.
 enum class Behavior { Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous };
@@ -144,7 +142,7 @@ PreTokenizer PreTokenizer::byte_level(const json& j, const std::string& source) 
       if (!last) unsupported_step(source, field, "is ByteLevel before other steps; Mosaic maps bytes last, as every released file does");
       step.kind = Step::Kind::ByteLevel;
       step.add_prefix_space = s.value("add_prefix_space", false);
-      if (s.value("use_regex", true)) step.pattern.emplace(kGpt2, false, source, field);
+      if (s.value("use_regex", true)) step.pattern.emplace(kGpt2Split, false, source, field);
     } else if (type == "Metaspace" || type == "Sequence") {
       unsupported_step(source, field + ".type", "'" + type + "' inside a Sequence is not implemented (Metaspace alone is)");
     } else {
