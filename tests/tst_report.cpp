@@ -9,6 +9,7 @@
 #include <QTemporaryDir>
 #include <QTest>
 
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -33,6 +34,12 @@ std::size_t lines_of(const fs::path& p) {
   std::size_t n = 0;
   for (std::string line; std::getline(in, line);) ++n;
   return n;
+}
+std::string first_line(const fs::path& p) {
+  std::ifstream in(p);
+  std::string line;
+  std::getline(in, line);
+  return line;
 }
 QByteArray head_of(const fs::path& p, int n) {
   QFile f(QString::fromStdString(p.string()));
@@ -85,6 +92,22 @@ class TestReport : public QObject {
     QVERIFY(std::any_of(consolidated.begin(), consolidated.end(), [](double h) { return h < 1; }));
     QVERIFY(d.points[0].hit_rate > 0 && d.points[0].hit_rate < 1);
 
+    // The spread between repeats: each run's figure, not a blend of their requests.
+    std::vector<double> ttft, throughput;
+    for (const ReportRun& r : d.runs)
+      if (r.info.strategy == d.points[1].strategy && r.rate == d.points[1].rate) {
+        ttft.push_back(r.summary.ttft.mean);
+        throughput.push_back(r.summary.requests_per_minute);
+      }
+    QCOMPARE(ttft.size(), std::size_t(2));
+    QVERIFY(ttft[0] != ttft[1]);  // seeds differ per repeat
+    QCOMPARE(d.points[1].ttft_mean, (ttft[0] + ttft[1]) / 2);
+    QVERIFY(std::abs(d.points[1].ttft_mean_sd - std::abs(ttft[0] - ttft[1]) / std::sqrt(2.0)) < 1e-12);
+    QVERIFY(std::abs(d.points[1].requests_per_minute_sd - std::abs(throughput[0] - throughput[1]) / std::sqrt(2.0)) < 1e-12);
+    // One run at a point has no spread to give.
+    const ReportData one = load_report_data(rec, {1}, "runs.sqlite");
+    QVERIFY(std::isnan(one.points[0].ttft_mean_sd) && std::isnan(one.points[0].requests_per_minute_sd));
+
     write_report_tables(d, scratch("report"));
     std::size_t requests = 0;
     for (const auto& r : d.runs) requests += static_cast<std::size_t>(r.summary.requests);
@@ -96,6 +119,20 @@ class TestReport : public QObject {
     QCOMPARE(j["runs"].size(), std::size_t(8));
     QCOMPARE(j["points"][3]["strategy"].get<std::string>(), std::string("time-sharing"));
     QCOMPARE(j["layer_hit_rates"]["time-sharing"][2].get<double>(), 1.0);
+    QCOMPARE(j["points"][1]["ttft_mean_seconds_sd"].get<double>(), d.points[1].ttft_mean_sd);
+    QVERIFY(nlohmann::json::parse(std::ifstream(scratch("report/report.json")))["runs"][0].contains("rate_per_second"));
+    // Every column with a unit names it.
+    QCOMPARE(first_line(scratch("report/points.csv")),
+             std::string("strategy,rate_per_s,runs,requests_per_min,requests_per_min_sd,tokens_per_s,tokens_per_s_sd,ttft_mean_s,"
+                         "ttft_mean_s_sd,ttft_p90_s,turnaround_mean_s,turnaround_mean_s_sd,turnaround_p90_s,hit_rate,swap_s"));
+    for (const char* table : {"runs.csv", "requests.csv"})
+      for (const char* column : {"ttft", "turnaround", "arrival", "tpot", "queue_wait", "rate"}) {
+        const std::string header = "," + first_line(scratch(std::string("report/") + table)) + ",";
+        for (std::size_t at = header.find("," + std::string(column)); at != std::string::npos; at = header.find("," + std::string(column), at + 1)) {
+          const std::string name = header.substr(at + 1, header.find(',', at + 1) - at - 1);
+          QVERIFY2(name.ends_with("_s") || name.ends_with("_per_s"), (std::string(table) + ": " + name).c_str());
+        }
+      }
     // Multi-MoE's Table 1: served one at a time, every decode step ran alone. Time-sharing holds
     // every expert, so each of its layer-steps had all k resident; consolidated's had fewer too.
     const auto& whole = d.alone_layer_times.at("time-sharing");
@@ -155,6 +192,12 @@ class TestReport : public QObject {
                  qPrintable(QStringLiteral("'%1' broken after '%2'").arg(w, w.left(cut))));
     }
     QVERIFY2(page.count(QStringLiteral("consolidated")) >= 4 + 1 + 4, qPrintable(page));  // Tables 1 to 4's rows
+    // Two repeats a rate: Table 1 gives their spread, and the charts draw it and say so.
+    const ui::ReportContent content = ui::report_content(d);
+    QVERIFY2(content.tables[0].rows[1][7].contains(QStringLiteral(" ± ")), qPrintable(content.tables[0].rows[1].join(QLatin1Char('|'))));
+    QCOMPARE(content.charts[1].series[0].error.size(), content.charts[1].series[0].y.size());
+    QVERIFY(content.charts[1].series[0].error[1] > 0);
+    QVERIFY2(page.contains(QStringLiteral("Bars: ± one standard deviation between the repeats")), qPrintable(page));
   }
 
   // A simulated sweep's report says how its tokens chose experts: the routing model's file, how many

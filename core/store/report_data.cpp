@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "common/atomic_file.h"
 #include "common/error.h"
@@ -36,6 +38,17 @@ std::string routing_of(const nlohmann::json& r) {
   }
   if (r.contains("source") && r["source"].is_string() && !r["source"].get<std::string>().empty()) out += ": " + r["source"].get<std::string>();
   return out;
+}
+
+// The mean of `v`, and its sample standard deviation (n − 1; NaN below two values).
+std::pair<double, double> mean_and_sd(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  const double mean = v.empty() ? std::nan("") : sum / static_cast<double>(v.size());
+  if (v.size() < 2) return {mean, std::nan("")};
+  double squares = 0;
+  for (double x : v) squares += (x - mean) * (x - mean);
+  return {mean, std::sqrt(squares / static_cast<double>(v.size() - 1))};
 }
 
 std::string csv_field(const std::string& s) {
@@ -134,22 +147,25 @@ ReportData load_report_data(const Recorder& recorder, const std::vector<std::int
       p.strategy = s;
       p.rate = rate;
       p.external = std::any_of(d.runs.begin(), d.runs.end(), [&](const ReportRun& r) { return r.info.strategy == s && r.rate == rate && r.external; });
+      std::vector<double> throughput, tokens, ttft, turnaround;  // each run's, for the spread
       for (const ReportRun& r : d.runs) {
         if (r.info.strategy != s || r.rate != rate) continue;
         ++p.runs;
         const RunSummary& m = r.summary;
-        p.requests_per_minute += m.requests_per_minute;
-        p.tokens_per_second += m.tokens_per_second;
-        p.ttft_mean += m.ttft.mean;
+        throughput.push_back(m.requests_per_minute);
+        tokens.push_back(m.tokens_per_second);
+        ttft.push_back(m.ttft.mean);
+        turnaround.push_back(m.turnaround.mean);
         p.ttft_p90 += m.ttft.p90;
-        p.turnaround_mean += m.turnaround.mean;
         p.turnaround_p90 += m.turnaround.p90;
         p.hit_rate += std::isnan(m.hit_rate) ? 0 : m.hit_rate;
         p.swap_seconds += m.swap_seconds;
       }
-      for (double* v : {&p.requests_per_minute, &p.tokens_per_second, &p.ttft_mean, &p.ttft_p90, &p.turnaround_mean,
-                        &p.turnaround_p90, &p.hit_rate, &p.swap_seconds})
-        *v /= p.runs;
+      for (double* v : {&p.ttft_p90, &p.turnaround_p90, &p.hit_rate, &p.swap_seconds}) *v /= p.runs;
+      std::tie(p.requests_per_minute, p.requests_per_minute_sd) = mean_and_sd(throughput);
+      std::tie(p.tokens_per_second, p.tokens_per_second_sd) = mean_and_sd(tokens);
+      std::tie(p.ttft_mean, p.ttft_mean_sd) = mean_and_sd(ttft);
+      std::tie(p.turnaround_mean, p.turnaround_mean_sd) = mean_and_sd(turnaround);
       d.points.push_back(p);
     }
     const auto& [hits, totals] = layer_counts[s];
@@ -237,7 +253,7 @@ void write_report_tables(const ReportData& d, const std::filesystem::path& dir) 
                     std::to_string(s.swap_bytes), std::to_string(s.load_bytes), std::to_string(s.loads), std::to_string(s.disk_loads),
                     num(s.disk_seconds), r.info.machine, r.info.started_at});
     nlohmann::ordered_json run = {{"id", r.info.id}, {"strategy", r.info.strategy}, {"status", r.status()},
-                                  {"rate", r.external ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.rate)}, {"repeat", r.repeat}};
+                                  {"rate_per_second", r.external ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.rate)}, {"repeat", r.repeat}};
     run.update(summary_json(s));
     run.update(nlohmann::ordered_json{{"machine", r.info.machine}, {"build", r.info.build}, {"started_at", r.info.started_at}});
     j["runs"].push_back(run);
@@ -253,13 +269,19 @@ void write_report_tables(const ReportData& d, const std::filesystem::path& dir) 
   }
   j["points"] = nlohmann::ordered_json::array();
   for (const ReportPoint& p : d.points) {
-    points.push_back({p.strategy, p.external ? std::string() : num(p.rate), std::to_string(p.runs), num(p.requests_per_minute), num(p.tokens_per_second),
-                      num(p.ttft_mean), num(p.ttft_p90), num(p.turnaround_mean), num(p.turnaround_p90), num(p.hit_rate),
-                      num(p.swap_seconds)});
-    j["points"].push_back({{"strategy", p.strategy}, {"rate", p.external ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(p.rate)}, {"runs", p.runs},
-                           {"requests_per_minute", p.requests_per_minute}, {"tokens_per_second", p.tokens_per_second},
-                           {"ttft_mean", p.ttft_mean}, {"ttft_p90", p.ttft_p90}, {"turnaround_mean", p.turnaround_mean},
-                           {"turnaround_p90", p.turnaround_p90}, {"hit_rate", p.hit_rate}, {"swap_seconds", p.swap_seconds}});
+    points.push_back({p.strategy, p.external ? std::string() : num(p.rate), std::to_string(p.runs), num(p.requests_per_minute),
+                      num(p.requests_per_minute_sd), num(p.tokens_per_second), num(p.tokens_per_second_sd), num(p.ttft_mean),
+                      num(p.ttft_mean_sd), num(p.ttft_p90), num(p.turnaround_mean), num(p.turnaround_mean_sd), num(p.turnaround_p90),
+                      num(p.hit_rate), num(p.swap_seconds)});
+    // Keys as a run's: the unit in each, rates as fractions, _sd the spread over the repeats.
+    j["points"].push_back({{"strategy", p.strategy}, {"rate_per_second", p.external ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(p.rate)},
+                           {"runs", p.runs}, {"requests_per_minute", json_number(p.requests_per_minute)},
+                           {"requests_per_minute_sd", json_number(p.requests_per_minute_sd)}, {"tokens_per_second", json_number(p.tokens_per_second)},
+                           {"tokens_per_second_sd", json_number(p.tokens_per_second_sd)}, {"ttft_mean_seconds", json_number(p.ttft_mean)},
+                           {"ttft_mean_seconds_sd", json_number(p.ttft_mean_sd)}, {"ttft_p90_seconds", json_number(p.ttft_p90)},
+                           {"turnaround_mean_seconds", json_number(p.turnaround_mean)}, {"turnaround_mean_seconds_sd", json_number(p.turnaround_mean_sd)},
+                           {"turnaround_p90_seconds", json_number(p.turnaround_p90)}, {"hit_rate", json_number(p.hit_rate)},
+                           {"swap_seconds", json_number(p.swap_seconds)}});
   }
   j["layer_hit_rates"] = nlohmann::ordered_json::object();
   for (const auto& s : d.strategies) {
@@ -287,21 +309,26 @@ void write_report_tables(const ReportData& d, const std::filesystem::path& dir) 
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw IoError(dir.string(), "", "cannot create the report folder: " + ec.message());
+  // Every column that has a unit says it: _s seconds, _per_s and _per_min rates, _bytes; hit rates
+  // are fractions (0 to 1); _sd the sample standard deviation over a point's repeats, in the unit
+  // of the column before it.
   write_csv(dir / "runs.csv",
-            {"run", "strategy", "status", "rate", "repeat", "requests", "failed", "makespan_s", "window_s", "drain_s", "requests_per_minute", "tokens_per_s",
-             "ttft_p50", "ttft_p90", "ttft_p99", "ttft_mean", "turnaround_p50", "turnaround_p90", "turnaround_p99",
-             "turnaround_mean", "queue_wait_mean", "tpot_mean", "hit_rate", "swaps", "swap_s", "swap_bytes", "load_bytes",
-             "loads", "disk_loads", "disk_s", "machine", "started_at"},
+            {"run", "strategy", "status", "rate_per_s", "repeat", "requests", "failed", "makespan_s", "window_s", "drain_s",
+             "requests_per_min", "tokens_per_s", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s", "ttft_mean_s", "turnaround_p50_s",
+             "turnaround_p90_s", "turnaround_p99_s", "turnaround_mean_s", "queue_wait_mean_s", "tpot_mean_s", "hit_rate", "swaps",
+             "swap_s", "swap_bytes", "load_bytes", "loads", "disk_loads", "disk_s", "machine", "started_at"},
             runs);
   write_csv(dir / "points.csv",
-            {"strategy", "rate", "runs", "requests_per_minute", "tokens_per_s", "ttft_mean", "ttft_p90", "turnaround_mean",
-             "turnaround_p90", "hit_rate", "swap_s"},
+            {"strategy", "rate_per_s", "runs", "requests_per_min", "requests_per_min_sd", "tokens_per_s", "tokens_per_s_sd",
+             "ttft_mean_s", "ttft_mean_s_sd", "ttft_p90_s", "turnaround_mean_s", "turnaround_mean_s_sd", "turnaround_p90_s",
+             "hit_rate", "swap_s"},
             points);
   write_csv(dir / "layer_hit_rates.csv", {"strategy", "layer", "hit_rate"}, layers);
   write_csv(dir / "layer_latency.csv", {"strategy", "hits", "layer_steps", "attention_s", "experts_s"}, latency);
   write_csv(dir / "requests.csv",
-            {"run", "index", "target", "lane", "arrival", "start", "first_token", "finish", "queue_wait", "ttft", "tpot",
-             "turnaround", "output_tokens", "hits", "misses", "ram_loads", "disk_loads", "swap_s", "bytes_moved", "outcome"},
+            {"run", "index", "target", "lane", "arrival_s", "start_s", "first_token_s", "finish_s", "queue_wait_s", "ttft_s",
+             "tpot_s", "turnaround_s", "output_tokens", "hits", "misses", "ram_loads", "disk_loads", "swap_s", "bytes_moved",
+             "outcome"},
             requests);
   const std::string text = j.dump(1);
   write_file_atomically(dir / "report.json", [&](std::ostream& out) { out << text << "\n"; });

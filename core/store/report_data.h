@@ -2,6 +2,7 @@
 // The numbers a QoS report shows, read back from the SQLite record: one row per run, the runs of a
 // (strategy, arrival rate) averaged over repeats — the paper's Figure 4 and Table 2 — and per-layer
 // hit rates and per-layer latency by hits per strategy (its Table 1). CSV and JSON writers for all of it.
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -41,6 +42,9 @@ struct ReportPoint {
   double requests_per_minute = 0, tokens_per_second = 0;
   double ttft_mean = 0, ttft_p90 = 0, turnaround_mean = 0, turnaround_p90 = 0;
   double hit_rate = 0, swap_seconds = 0;
+  // How far the repeats disagree: the sample standard deviation of each run's figure (n − 1), NaN
+  // for a point of one run. A mean without it cannot tell a difference between strategies from noise.
+  double requests_per_minute_sd = NAN, tokens_per_second_sd = NAN, ttft_mean_sd = NAN, turnaround_mean_sd = NAN;
 };
 
 struct ReportData {

@@ -9,4 +9,7 @@ namespace mosaic {
 
 nlohmann::ordered_json summary_json(const RunSummary& s);
 
+// `v`, or null for NaN (a figure with nothing to measure).
+nlohmann::ordered_json json_number(double v);
+
 }  // namespace mosaic

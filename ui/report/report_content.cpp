@@ -27,6 +27,10 @@ QString ms_layer(double seconds) {
   if (v >= 1) return QString::number(v, 'f', 2);
   return QString::number(v, 'f', std::max(3, 2 - static_cast<int>(std::floor(std::log10(std::max(v, 1e-9))))));
 }
+// "mean ± sd", or the mean alone where a point had one run.
+QString spread(double mean, double sd, int digits, double scale = 1) {
+  return std::isnan(sd) ? fmt(scale * mean, digits) : QStringLiteral("%1 ± %2").arg(fmt(scale * mean, digits), fmt(scale * sd, digits));
+}
 QString percent(double fraction) { return std::isnan(fraction) ? QStringLiteral("–") : fmt(100 * fraction, 1); }
 
 // "5, 20 and 40"
@@ -163,15 +167,17 @@ std::vector<ChartSpec> charts_of(const ReportData& d) {
                  QStringLiteral("Share of routed experts found resident, per MoE layer, over every run of each strategy."),
                  QStringLiteral("layer"), QStringLiteral("hit rate (%)"), {}, false, true};
   for (const std::string& s : d.strategies) {
-    ChartSeries t{q(s), {}, {}}, f{q(s), {}, {}}, a{q(s), {}, {}}, h{q(s), {}, {}};
+    ChartSeries t{q(s), {}, {}, {}}, f{q(s), {}, {}, {}}, a{q(s), {}, {}, {}}, h{q(s), {}, {}, {}};
+    auto add = [](ChartSeries& c, double x, double y, double sd) {
+      c.x << x;
+      c.y << y;
+      c.error << (std::isnan(sd) ? 0.0 : sd);
+    };
     for (const ReportPoint& p : d.points) {
       if (p.strategy != s || p.external) continue;
-      t.x << p.rate * 60;
-      t.y << p.requests_per_minute;
-      f.x << p.rate * 60;
-      f.y << 1e3 * p.ttft_mean;
-      a.x << p.rate * 60;
-      a.y << 1e3 * p.turnaround_mean;
+      add(t, p.rate * 60, p.requests_per_minute, p.requests_per_minute_sd);
+      add(f, p.rate * 60, 1e3 * p.ttft_mean, 1e3 * p.ttft_mean_sd);
+      add(a, p.rate * 60, 1e3 * p.turnaround_mean, 1e3 * p.turnaround_mean_sd);
     }
     const auto& rates = d.layer_hit_rates.at(s);
     for (std::size_t l = 0; l < rates.size(); ++l)
@@ -183,6 +189,13 @@ std::vector<ChartSpec> charts_of(const ReportData& d) {
     ttft.series.push_back(f);
     turnaround.series.push_back(a);
     hits.series.push_back(h);
+  }
+  // Say what the bars are where some point has them.
+  for (ChartSpec* c : {&throughput, &ttft, &turnaround}) {
+    const bool bars = std::any_of(c->series.begin(), c->series.end(), [](const ChartSeries& s) {
+      return std::any_of(s.error.begin(), s.error.end(), [](double e) { return e > 0; });
+    });
+    if (bars) c->caption += QStringLiteral(" Bars: ± one standard deviation between the repeats at a rate.");
   }
   return {throughput, ttft, turnaround, hits};
 }
@@ -224,7 +237,8 @@ ReportTable layer_latency_table(const ReportData& d) {
 }
 
 std::vector<ReportTable> tables_of(const ReportData& d) {
-  ReportTable latency{QStringLiteral("Table 1. Throughput and latency per strategy and arrival rate, means over repeats (Multi-MoE Table 2)."),
+  ReportTable latency{QStringLiteral("Table 1. Throughput and latency per strategy and arrival rate, means over repeats (Multi-MoE Table 2), "
+                                     "± the standard deviation between the repeats where a rate has several."),
                       {QStringLiteral("strategy"), QStringLiteral("rate (req/s)"), QStringLiteral("runs"), QStringLiteral("throughput (req/min)"),
                        QStringLiteral("tokens/s"), QStringLiteral("TTFT mean (ms)"), QStringLiteral("TTFT p90 (ms)"),
                        QStringLiteral("turnaround mean (ms)"), QStringLiteral("turnaround p90 (ms)"), QStringLiteral("hit rate (%)"),
@@ -233,8 +247,9 @@ std::vector<ReportTable> tables_of(const ReportData& d) {
                       {true, false, false, false, false, false, false, false, false, false, false},
                       2};
   for (const ReportPoint& p : d.points)
-    latency.rows << QStringList{q(p.strategy), p.external ? QStringLiteral("—") : q(format_rate(p.rate)), QString::number(p.runs), fmt(p.requests_per_minute, 1),
-                                fmt(p.tokens_per_second, 1), ms(p.ttft_mean), ms(p.ttft_p90), ms(p.turnaround_mean),
+    latency.rows << QStringList{q(p.strategy), p.external ? QStringLiteral("—") : q(format_rate(p.rate)), QString::number(p.runs),
+                                spread(p.requests_per_minute, p.requests_per_minute_sd, 1), spread(p.tokens_per_second, p.tokens_per_second_sd, 1),
+                                spread(p.ttft_mean, p.ttft_mean_sd, 2, 1e3), ms(p.ttft_p90), spread(p.turnaround_mean, p.turnaround_mean_sd, 2, 1e3),
                                 ms(p.turnaround_p90), percent(p.hit_rate), ms(p.swap_seconds)};
 
   std::size_t layers = 0;
@@ -324,6 +339,12 @@ ReportContent report_content(const ReportData& d) {
   return c;
 }
 
+QString tables_note() {
+  return QStringLiteral("every number as CSV and JSON (runs.csv, points.csv, layer_hit_rates.csv, layer_latency.csv, requests.csv, "
+                        "report.json), each column and key naming its unit: _s seconds, _per_s and _per_min rates, _bytes, hit "
+                        "rates as fractions, and _sd the standard deviation between a rate's repeats.");
+}
+
 void draw_chart(QCustomPlot& plot, const ChartSpec& chart, int width) {
   // Shapes and dashes as well as colours: strategies that tie draw on top of one another, and a
   // hollow marker of another shape still shows around the one beneath it.
@@ -331,7 +352,7 @@ void draw_chart(QCustomPlot& plot, const ChartSpec& chart, int width) {
                                                          QCPScatterStyle::ssDiamond, QCPScatterStyle::ssCross, QCPScatterStyle::ssPlus,
                                                          QCPScatterStyle::ssTriangleInverted, QCPScatterStyle::ssStar};
   static const Qt::PenStyle dashes[] = {Qt::SolidLine, Qt::DashLine, Qt::DotLine, Qt::DashDotLine};
-  plot.clearGraphs();
+  plot.clearPlottables();  // graphs and their error bars
   plot.xAxis->setLabel(chart.xlabel);
   plot.yAxis->setLabel(chart.ylabel);
   double xmax = 0, ymax = 0;
@@ -342,8 +363,20 @@ void draw_chart(QCustomPlot& plot, const ChartSpec& chart, int width) {
     g->setData(chart.series[i].x, chart.series[i].y);
     g->setPen(QPen(color_of(n), 1.6, dashes[n % 4]));
     g->setScatterStyle(QCPScatterStyle(shapes[n % 8], QPen(color_of(n), 1.4), Qt::NoBrush, 7 + 1.5 * (n % 3)));
-    for (double v : chart.series[i].x) xmax = std::max(xmax, v);
-    for (double v : chart.series[i].y) ymax = std::isnan(v) ? ymax : std::max(ymax, v);
+    const ChartSeries& series = chart.series[i];
+    for (double v : series.x) xmax = std::max(xmax, v);
+    for (qsizetype p = 0; p < series.y.size(); ++p) {
+      const double top = series.y[p] + (p < series.error.size() ? series.error[p] : 0);
+      if (!std::isnan(top)) ymax = std::max(ymax, top);
+    }
+    if (std::any_of(series.error.begin(), series.error.end(), [](double e) { return e > 0; })) {
+      auto* bars = new QCPErrorBars(plot.xAxis, plot.yAxis);
+      bars->removeFromLegend();
+      bars->setDataPlottable(g);
+      bars->setData(series.error);
+      bars->setPen(QPen(color_of(n), 1.2));
+      bars->setWhiskerWidth(8);
+    }
   }
   if (chart.diagonal) {
     QCPGraph* g = plot.addGraph();

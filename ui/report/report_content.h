@@ -18,6 +18,7 @@ namespace mosaic::ui {
 struct ChartSeries {
   QString name;
   QVector<double> x, y;
+  QVector<double> error;  // per point, ± one standard deviation over its repeats (0: one run); empty: none at all
 };
 
 struct ChartSpec {
@@ -44,6 +45,10 @@ struct ReportContent {
 };
 
 ReportContent report_content(const ReportData& data);
+
+// What the report's CSV and JSON files are and how their columns say units, for the last line of
+// both pages.
+QString tables_note();
 
 // Draws `chart` into `plot`: each series with its own colour, marker and dash so that series lying
 // on one another stay told apart, and the legend below the axes, never over the data, in as many

@@ -366,8 +366,7 @@ void write_report_pdf(const ReportContent& c, const std::filesystem::path& file)
     table(flow, c.tables[2]);
     flow.heading(QStringLiteral("Runs"));
     table(flow, c.tables[3]);
-    flow.paragraph(QStringLiteral("Beside this file: report.html (the same report), the charts as PNG, SVG and PDF, and every number "
-                                  "as CSV and JSON (runs.csv, points.csv, layer_hit_rates.csv, layer_latency.csv, requests.csv, report.json; times in seconds)."),
+    flow.paragraph(QStringLiteral("Beside this file: report.html (the same report), the charts as PNG, SVG and PDF, and ") + tables_note(),
                    font(7.5), 0, QColor(0x55, 0x55, 0x55));
     painter.end();
   }

@@ -81,9 +81,8 @@ QString html_page(const ReportContent& c) {
   html += QStringLiteral("<h2>Expert hit rates</h2>") + html_table(c.tables[1]) + html_figure(c.charts[3], 4, 600);
   html += QStringLiteral("<h2>Latency of a layer by hits</h2>") + html_table(c.tables[2]);
   html += QStringLiteral("<h2>Runs</h2>") + html_table(c.tables[3]);
-  html += QStringLiteral("<p class='sub'>Beside this page: report.pdf (the same report), the charts as PNG, SVG and PDF, and every "
-                         "number as CSV and JSON (runs.csv, points.csv, layer_hit_rates.csv, layer_latency.csv, requests.csv, report.json; times in "
-                         "seconds).</p></body></html>");
+  html += QStringLiteral("<p class='sub'>Beside this page: report.pdf (the same report), the charts as PNG, SVG and PDF, and ") +
+          tables_note().toHtmlEscaped() + QStringLiteral("</p></body></html>");
   return html;
 }
 
