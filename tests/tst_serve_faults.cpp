@@ -666,6 +666,46 @@ class TestServeFaults : public QObject {
     QVERIFY(metrics(s.port()).at("mosaic_http_connections_closed_total{reason=\"evicted\"}") >= 1);
   }
 
+  // An address at its cap still gets /health, /metrics and /v1/models answered (a monitor shares the
+  // address of the load it watches behind a reverse proxy or on localhost; it was told 503, "full",
+  // exactly while the server was busy), on a few connections past the cap that serve nothing else.
+  void aMonitorIsAnsweredPastItsAddressCap() {
+    Server s({QStringLiteral("--max-per-client"), QStringLiteral("2"), QStringLiteral("--read-timeout"), QStringLiteral("8")});
+    QVERIFY2(s.port() > 0, qPrintable(s.errors()));
+    // The cap, held by two requests still arriving: too fresh to give way (a second settles one).
+    std::vector<int> held;
+    for (int i = 0; i < 2; ++i) {
+      const int fd = connect_to(s.port(), 10);
+      QVERIFY(fd >= 0 && send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"));
+      held.push_back(fd);
+    }
+    const auto t0 = Clock::now();
+    QCOMPARE(ask(s.port(), http_request("GET", "/health"), 5).status, 200);
+    QCOMPARE(ask(s.port(), http_request("GET", "/v1/models"), 5).status, 200);
+    const Response scrape = ask(s.port(), http_request("GET", "/metrics"), 5);
+    QCOMPARE(scrape.status, 200);
+    QVERIFY(scrape.body.find("\nmosaic_http_connections ") != std::string::npos);
+    // Anything else past the cap is refused, saying why, with Retry-After.
+    const Response work = ask(s.port(), http_request("POST", "/v1/completions", completion("bible", 4, false)), 5);
+    QVERIFY2(refused(work) && work.status == 503, work.body.c_str());
+    QVERIFY2(work.body.find("address") != std::string::npos, work.body.c_str());
+    QVERIFY2(Clock::now() - t0 < std::chrono::milliseconds(900), "the held requests settled before the checks ended: this machine is too slow for the test");
+    // The room is bounded: with four connections past the cap open, a fifth is refused at once.
+    std::vector<int> idle;
+    for (int i = 0; i < 4; ++i) {
+      const int fd = connect_to(s.port(), 10);
+      QVERIFY(fd >= 0);
+      idle.push_back(fd);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    QVERIFY(refused(ask(s.port(), http_request("GET", "/health"), 5)));
+    for (int fd : idle) ::close(fd);
+    for (int fd : held) ::close(fd);
+    const auto open = metrics_when(s.port(), [](const auto& m) { return m.at("mosaic_http_connections") <= 1; });  // the scrape's own
+    QCOMPARE(open.at("mosaic_http_connections"), 1.0);
+    stillServes(s.port());
+  }
+
   // The answer's tokens end at its stop string: usage (and /metrics, the record) counts no token the
   // engine sampled after it before the cancel landed. The key's scheme is case-insensitive, and a
   // 401 says which scheme it wants.

@@ -51,7 +51,7 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-connections", o->http.max_connections,
                   "client connections open at once; at the cap one idle for a second gives way, else the slowest request arriving, else the new one gets 503")
       ->default_val(512)->check(CLI::Range(1, 900));
-  cmd->add_option("--max-per-client", o->http.max_per_client, "connections from one address (raise it behind a reverse proxy)")
+  cmd->add_option("--max-per-client", o->http.max_per_client, "connections from one address (raise it behind a reverse proxy; /health, /metrics and /v1/models get 4 more)")
       ->default_val(256)->check(CLI::Range(1, 900));
   add_threads_option(cmd, o->threads, "CPU threads (0 = all cores)");
   cmd->add_option("--stream-interval", o->http.stream_interval,

@@ -123,6 +123,7 @@ struct Conn {
   bool peer_closed = false;    // the client sent all it will
   bool continue_sent = false;  // "100 Continue" answered for the request being read
   bool lingering = false;      // refused and answered: what still comes is dropped until the client closes
+  bool over_cap = false;       // taken past its address's cap, for light requests alone (kMonitorRoom)
   Clock::time_point since;     // idle since, the request's first byte, or the refusal
 };
 
@@ -148,7 +149,7 @@ struct HttpTransport::Impl {
 
   // The poller's own.
   std::unordered_map<int, Conn> conns;
-  std::map<std::string, std::size_t> per_addr;
+  std::map<std::string, std::size_t> per_addr, over_cap_per_addr;
   std::size_t busy = 0;
   bool accepting = true;
   Clock::time_point accept_again;
@@ -191,11 +192,18 @@ struct HttpTransport::Impl {
     return ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
   }
 
+  // Past an address's cap, this many more of its connections are taken for light requests alone
+  // (/health, /metrics, /v1/models): a monitor that shares the address of the load it watches (a
+  // reverse proxy's, or localhost) is answered while that load holds the cap, instead of being told
+  // the server is full exactly when it is busy. Any other request on them is refused with a 503.
+  static constexpr std::size_t kMonitorRoom = 4;
+
   void close_conn(int fd) {
     const auto it = conns.find(fd);
     if (it == conns.end()) return;
     if (it->second.busy) --busy;
-    if (auto a = per_addr.find(it->second.addr); a != per_addr.end() && --a->second == 0) per_addr.erase(a);
+    auto& counted = it->second.over_cap ? over_cap_per_addr : per_addr;
+    if (auto a = counted.find(it->second.addr); a != counted.end() && --a->second == 0) counted.erase(a);
     ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
     ::close(fd);
     conns.erase(it);
@@ -230,16 +238,18 @@ struct HttpTransport::Impl {
   // that has been arriving longest (told so with a 503). Only one settled for a second: a fresh
   // connection's request may be on the wire (a client's burst is accepted before any of it is read),
   // and closing it unanswered would lose that request, so the newcomer is refused instead, with an
-  // answer. False when none can give way.
+  // answer. False when none can give way. At an address's cap only a connection within it gives way
+  // (one taken past it frees no room there).
   bool evict(const std::string* addr) {
     const auto settled = Clock::now() - std::chrono::seconds(1);
     const Conn* victim = nullptr;
     for (const auto& [fd, c] : conns) {
-      if (c.lingering && (!addr || c.addr == *addr)) {  // answered already: it gives way first
+      if (addr && (c.addr != *addr || c.over_cap)) continue;
+      if (c.lingering) {  // answered already: it gives way first
         victim = &c;
         break;
       }
-      if (c.busy || (addr && c.addr != *addr) || c.since > settled) continue;
+      if (c.busy || c.since > settled) continue;
       if (!c.started && pending(fd)) continue;  // a request came, unread yet: the next poll reads it
       if (!victim || (c.started < victim->started) || (c.started == victim->started && c.since < victim->since)) victim = &c;
     }
@@ -270,7 +280,12 @@ struct HttpTransport::Impl {
       ::getnameinfo(reinterpret_cast<sockaddr*>(&sa), len, host, sizeof host, serv, sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV);
       const std::string addr = host;
       // The client's own cap first: a connection of another client gives way only to a newcomer that will be taken.
-      const bool client_full = per_addr[addr] >= opt.max_per_client && !evict(&addr);
+      bool client_full = per_addr[addr] >= opt.max_per_client && !evict(&addr), over_cap = false;
+      if (client_full) {
+        const auto room = over_cap_per_addr.find(addr);
+        over_cap = room == over_cap_per_addr.end() || room->second < kMonitorRoom;
+        client_full = !over_cap;
+      }
       const bool full = !client_full && conns.size() >= opt.max_connections && !evict(nullptr);
       if (per_addr[addr] == 0 && (full || client_full)) per_addr.erase(addr);
       if (full || client_full) {
@@ -287,7 +302,8 @@ struct HttpTransport::Impl {
       c.addr = addr;
       c.port = std::atoi(serv);
       c.since = Clock::now();
-      ++per_addr[addr];
+      c.over_cap = over_cap;
+      ++(over_cap ? over_cap_per_addr : per_addr)[addr];
       ++open;
       epoll_event ev{};
       ev.events = EPOLLIN | EPOLLRDHUP;
@@ -326,6 +342,10 @@ struct HttpTransport::Impl {
     if (f.state == Framed::State::Refused) {
       ++malformed;
       return refuse_and_linger(c, f.status, f.why);
+    }
+    if (f.state == Framed::State::Complete && c.over_cap && !light(f.method, f.target)) {
+      ++refused;
+      return refuse_and_linger(c, 503, "this address holds as many connections as one client may; retry shortly");
     }
     if (f.state == Framed::State::Incomplete) {
       if (c.peer_closed) return close_conn(c.fd);
