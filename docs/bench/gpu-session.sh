@@ -28,7 +28,9 @@ case $stage in
     set -e
     cd "$(git rev-parse --show-toplevel)"
     git diff --cached --quiet || { echo "commit or unstage what is staged first: prepare changes git's index" >&2; exit 1; }
-    bash ../shared/device/prepare.sh libbrotli-dev libbrotli1  # cpp-httplib.pc requires libbrotli*
+    # cpp-httplib.pc requires libbrotli*; tokenizer.json's Split patterns need PCRE2's and ICU's
+    # headers, .pc files and .so links (their runtime libraries are in prepare.sh's list).
+    bash ../shared/device/prepare.sh libbrotli-dev libbrotli1 libpcre2-dev libicu-dev
     cp resources/sample-family/base/tokenizer.json .device/tokenizer.json  # 1,024 ids: valid in the family's 32,000
     git rm -r -q --cached resources
     grep -qx '/resources/' .git/info/exclude || echo '/resources/' >>.git/info/exclude
