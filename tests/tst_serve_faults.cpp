@@ -668,42 +668,85 @@ class TestServeFaults : public QObject {
 
   // An address at its cap still gets /health, /metrics and /v1/models answered (a monitor shares the
   // address of the load it watches behind a reverse proxy or on localhost; it was told 503, "full",
-  // exactly while the server was busy), on a few connections past the cap that serve nothing else.
+  // exactly while the server was busy), on a few connections past the cap that serve nothing else
+  // while the cap holds, and anything once it no longer does.
   void aMonitorIsAnsweredPastItsAddressCap() {
     Server s({QStringLiteral("--max-per-client"), QStringLiteral("2"), QStringLiteral("--read-timeout"), QStringLiteral("8")});
     QVERIFY2(s.port() > 0, qPrintable(s.errors()));
-    // The cap, held by two requests still arriving: too fresh to give way (a second settles one).
+    const int port = s.port();
+    auto open_count = [&] { return metrics_when(port, [](const auto& m) { return m.at("mosaic_http_connections") <= 1; }).at("mosaic_http_connections"); };
+    // The cap is held by two requests still arriving, which give way once settled for a second: the
+    // checks must end within it (tried again on a machine too busy for that).
+    struct Seen {
+      int health = 0, models = 0, scrape = 0, fifth = 0;
+      Response work;
+      double seconds = 0;
+    } seen;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      std::vector<int> held, idle;
+      for (int i = 0; i < 2; ++i) {
+        const int fd = connect_to(port, 10);
+        QVERIFY(fd >= 0 && send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"));
+        held.push_back(fd);
+      }
+      const auto t0 = Clock::now();
+      seen.health = ask(port, http_request("GET", "/health"), 5).status;
+      seen.models = ask(port, http_request("GET", "/v1/models"), 5).status;
+      const Response scrape = ask(port, http_request("GET", "/metrics"), 5);
+      seen.scrape = scrape.body.find("\nmosaic_http_connections ") != std::string::npos ? scrape.status : -1;
+      // Anything else past the cap is refused, saying why, with Retry-After.
+      seen.work = ask(port, http_request("POST", "/v1/completions", completion("bible", 4, false)), 5);
+      // The room is bounded: with four connections past the cap open, a fifth is refused at once
+      // (accepted in the order they connected).
+      for (int i = 0; i < 4; ++i) {
+        const int fd = connect_to(port, 10);
+        QVERIFY(fd >= 0);
+        idle.push_back(fd);
+      }
+      const Response fifth = ask(port, http_request("GET", "/health"), 5);
+      seen.fifth = refused(fifth) ? 503 : fifth.status;
+      seen.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+      for (int fd : idle) ::close(fd);
+      for (int fd : held) ::close(fd);
+      QCOMPARE(open_count(), 1.0);  // the scrape's own
+      if (seen.seconds < 0.9) break;
+    }
+    QVERIFY2(seen.seconds < 0.9, qPrintable(QStringLiteral("three tries took over 0.9 s each (last %1 s): too busy a machine for this test").arg(seen.seconds)));
+    QCOMPARE(seen.health, 200);
+    QCOMPARE(seen.models, 200);
+    QCOMPARE(seen.scrape, 200);
+    QVERIFY2(refused(seen.work) && seen.work.status == 503, seen.work.body.c_str());
+    QVERIFY2(seen.work.body.find("address") != std::string::npos, seen.work.body.c_str());
+    QCOMPARE(seen.fifth, 503);
+
+    // A monitor's kept-alive connection, once the address is under its cap again, serves anything.
     std::vector<int> held;
     for (int i = 0; i < 2; ++i) {
-      const int fd = connect_to(s.port(), 10);
+      const int fd = connect_to(port, 10);
       QVERIFY(fd >= 0 && send_all(fd, "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"));
       held.push_back(fd);
     }
-    const auto t0 = Clock::now();
-    QCOMPARE(ask(s.port(), http_request("GET", "/health"), 5).status, 200);
-    QCOMPARE(ask(s.port(), http_request("GET", "/v1/models"), 5).status, 200);
-    const Response scrape = ask(s.port(), http_request("GET", "/metrics"), 5);
-    QCOMPARE(scrape.status, 200);
-    QVERIFY(scrape.body.find("\nmosaic_http_connections ") != std::string::npos);
-    // Anything else past the cap is refused, saying why, with Retry-After.
-    const Response work = ask(s.port(), http_request("POST", "/v1/completions", completion("bible", 4, false)), 5);
-    QVERIFY2(refused(work) && work.status == 503, work.body.c_str());
-    QVERIFY2(work.body.find("address") != std::string::npos, work.body.c_str());
-    QVERIFY2(Clock::now() - t0 < std::chrono::milliseconds(900), "the held requests settled before the checks ended: this machine is too slow for the test");
-    // The room is bounded: with four connections past the cap open, a fifth is refused at once.
-    std::vector<int> idle;
-    for (int i = 0; i < 4; ++i) {
-      const int fd = connect_to(s.port(), 10);
-      QVERIFY(fd >= 0);
-      idle.push_back(fd);
+    const int monitor = connect_to(port, 10);
+    QVERIFY(monitor >= 0 && send_all(monitor, "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+    std::string head;
+    char c;
+    while (head.find("\r\n\r\n") == std::string::npos && ::recv(monitor, &c, 1, 0) == 1) head += c;
+    QVERIFY2(head.starts_with("HTTP/1.1 200"), head.c_str());
+    const auto length = head.find("Content-Length: ");
+    QVERIFY(length != std::string::npos);
+    std::string body(static_cast<std::size_t>(std::stoi(head.substr(length + 16))), '\0');
+    for (std::size_t got = 0; got < body.size();) {
+      const ssize_t n = ::recv(monitor, body.data() + got, body.size() - got, 0);
+      QVERIFY(n > 0);
+      got += static_cast<std::size_t>(n);
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    QVERIFY(refused(ask(s.port(), http_request("GET", "/health"), 5)));
-    for (int fd : idle) ::close(fd);
     for (int fd : held) ::close(fd);
-    const auto open = metrics_when(s.port(), [](const auto& m) { return m.at("mosaic_http_connections") <= 1; });  // the scrape's own
-    QCOMPARE(open.at("mosaic_http_connections"), 1.0);
-    stillServes(s.port());
+    QCOMPARE(metrics_when(port, [](const auto& m) { return m.at("mosaic_http_connections") <= 2; }).at("mosaic_http_connections"), 2.0);
+    QVERIFY(send_all(monitor, http_request("POST", "/v1/completions", completion("fortunes", 4, false))));
+    const Response served = parse_response(read_all(monitor));
+    ::close(monitor);
+    QVERIFY2(served.status == 200, served.body.c_str());
+    stillServes(port);
   }
 
   // The answer's tokens end at its stop string: usage (and /metrics, the record) counts no token the

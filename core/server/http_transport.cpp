@@ -198,6 +198,30 @@ struct HttpTransport::Impl {
   // the server is full exactly when it is busy. Any other request on them is refused with a 503.
   static constexpr std::size_t kMonitorRoom = 4;
 
+  // Whether `addr` may open one more connection past its cap: within kMonitorRoom, or once one of
+  // those it has that was refused and lingers gives way (else a burst's refused overflow would hold
+  // the room the monitor needs).
+  bool monitor_room(const std::string& addr) {
+    const auto n = over_cap_per_addr.find(addr);
+    if (n == over_cap_per_addr.end() || n->second < kMonitorRoom) return true;
+    for (const auto& [fd, c] : conns)
+      if (c.over_cap && c.lingering && c.addr == addr) {
+        const int victim = fd;
+        ++evicted;
+        close_conn(victim);
+        return true;
+      }
+    return false;
+  }
+
+  // An over-cap connection whose address has room again is an ordinary one from now on (a proxy
+  // keeps the connection its health check opened, and sends it anything next).
+  void within_cap(Conn& c) {
+    if (auto a = over_cap_per_addr.find(c.addr); a != over_cap_per_addr.end() && --a->second == 0) over_cap_per_addr.erase(a);
+    ++per_addr[c.addr];
+    c.over_cap = false;
+  }
+
   void close_conn(int fd) {
     const auto it = conns.find(fd);
     if (it == conns.end()) return;
@@ -281,12 +305,9 @@ struct HttpTransport::Impl {
       const std::string addr = host;
       // The client's own cap first: a connection of another client gives way only to a newcomer that will be taken.
       bool client_full = per_addr[addr] >= opt.max_per_client && !evict(&addr), over_cap = false;
-      if (client_full) {
-        const auto room = over_cap_per_addr.find(addr);
-        over_cap = room == over_cap_per_addr.end() || room->second < kMonitorRoom;
-        client_full = !over_cap;
-      }
-      const bool full = !client_full && conns.size() >= opt.max_connections && !evict(nullptr);
+      if (client_full) client_full = !(over_cap = monitor_room(addr));
+      // A connection past its address's cap makes no other client's give way at the total cap.
+      const bool full = !client_full && conns.size() >= opt.max_connections && (over_cap || !evict(nullptr));
       if (per_addr[addr] == 0 && (full || client_full)) per_addr.erase(addr);
       if (full || client_full) {
         ++refused;
@@ -343,9 +364,17 @@ struct HttpTransport::Impl {
       ++malformed;
       return refuse_and_linger(c, f.status, f.why);
     }
-    if (f.state == Framed::State::Complete && c.over_cap && !light(f.method, f.target)) {
-      ++refused;
-      return refuse_and_linger(c, 503, "this address holds as many connections as one client may; retry shortly");
+    // Past its address's cap a connection serves light requests alone, refused as soon as the head
+    // says otherwise (before a "100 Continue" asks for the body).
+    if (f.head_whole && c.over_cap) {
+      if (per_addr.contains(c.addr) && per_addr[c.addr] >= opt.max_per_client) {
+        if (!light(f.method, f.target)) {
+          ++refused;
+          return refuse_and_linger(c, 503, "this address holds as many connections as one client may; retry shortly");
+        }
+      } else {
+        within_cap(c);
+      }
     }
     if (f.state == Framed::State::Incomplete) {
       if (c.peer_closed) return close_conn(c.fd);

@@ -21,7 +21,7 @@ struct Framed {
   std::size_t bytes = 0;  // Complete: the request's bytes after `skip`, head and body
   int status = 0;         // Refused: 400, 413, 431 or 501
   std::string why;        // Refused: what is wrong, for the client
-  std::string method, target;  // Complete: from the request line
+  std::string method, target;  // from the request line, once the head is whole
   // The head is whole (the body may not be yet), and it asks for `Expect: 100-continue`: the server
   // answers "100 Continue" itself so that the client sends its body at once, and drops the header
   // (expect_at, expect_bytes: its line, CRLF included, after `skip`) before the request is handled.

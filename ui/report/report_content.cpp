@@ -341,8 +341,9 @@ ReportContent report_content(const ReportData& d) {
 
 QString tables_note() {
   return QStringLiteral("every number as CSV and JSON (runs.csv, points.csv, layer_hit_rates.csv, layer_latency.csv, requests.csv, "
-                        "report.json), each column and key naming its unit: _s seconds, _per_s and _per_min rates, _bytes, hit "
-                        "rates as fractions, and _sd the standard deviation between a rate's repeats.");
+                        "report.json), each CSV column naming its unit (_s seconds, _per_s and _per_min rates, _bytes; report.json's "
+                        "keys spell them out: _seconds, _per_second, _per_minute), hit rates as fractions, and _sd the standard "
+                        "deviation between a rate's repeats.");
 }
 
 void draw_chart(QCustomPlot& plot, const ChartSpec& chart, int width) {
