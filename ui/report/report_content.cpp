@@ -171,7 +171,7 @@ std::vector<ChartSpec> charts_of(const ReportData& d) {
     auto add = [](ChartSeries& c, double x, double y, double sd) {
       c.x << x;
       c.y << y;
-      c.error << (std::isnan(sd) ? 0.0 : sd);
+      c.error << sd;  // NaN (one run) draws no bar, not a flat tick
     };
     for (const ReportPoint& p : d.points) {
       if (p.strategy != s || p.external) continue;
@@ -367,7 +367,7 @@ void draw_chart(QCustomPlot& plot, const ChartSpec& chart, int width) {
     const ChartSeries& series = chart.series[i];
     for (double v : series.x) xmax = std::max(xmax, v);
     for (qsizetype p = 0; p < series.y.size(); ++p) {
-      const double top = series.y[p] + (p < series.error.size() ? series.error[p] : 0);
+      const double top = series.y[p] + (p < series.error.size() && !std::isnan(series.error[p]) ? series.error[p] : 0);
       if (!std::isnan(top)) ymax = std::max(ymax, top);
     }
     if (std::any_of(series.error.begin(), series.error.end(), [](double e) { return e > 0; })) {

@@ -18,7 +18,7 @@ namespace mosaic::ui {
 struct ChartSeries {
   QString name;
   QVector<double> x, y;
-  QVector<double> error;  // per point, ± one standard deviation over its repeats (0: one run); empty: none at all
+  QVector<double> error;  // per point, ± one standard deviation over its repeats (NaN: one run); empty: none at all
 };
 
 struct ChartSpec {
