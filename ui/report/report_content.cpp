@@ -238,7 +238,9 @@ ReportTable layer_latency_table(const ReportData& d) {
 
 std::vector<ReportTable> tables_of(const ReportData& d) {
   ReportTable latency{QStringLiteral("Table 1. Throughput and latency per strategy and arrival rate, means over repeats (Multi-MoE Table 2), "
-                                     "± the standard deviation between the repeats where a rate has several."),
+                                     "± the standard deviation between the repeats where a rate has several. In a sweep every strategy serves "
+                                     "the same arrivals in a repeat (seed + repeat), so the spread is between workloads, and strategies "
+                                     "compared at one rate can differ by less than it and still differ."),
                       {QStringLiteral("strategy"), QStringLiteral("rate (req/s)"), QStringLiteral("runs"), QStringLiteral("throughput (req/min)"),
                        QStringLiteral("tokens/s"), QStringLiteral("TTFT mean (ms)"), QStringLiteral("TTFT p90 (ms)"),
                        QStringLiteral("turnaround mean (ms)"), QStringLiteral("turnaround p90 (ms)"), QStringLiteral("hit rate (%)"),
