@@ -198,6 +198,13 @@ struct HttpTransport::Impl {
   // the server is full exactly when it is busy. Any other request on them is refused with a 503.
   static constexpr std::size_t kMonitorRoom = 4;
 
+  static constexpr char kAddressFull[] = "this address holds as many connections as one client may; retry shortly";
+
+  // One connection of `addr` fewer in `counts` (per_addr or over_cap_per_addr).
+  static void uncount(std::map<std::string, std::size_t>& counts, const std::string& addr) {
+    if (auto a = counts.find(addr); a != counts.end() && --a->second == 0) counts.erase(a);
+  }
+
   // Whether `addr` may open one more connection past its cap: within kMonitorRoom, or once one of
   // those it has that was refused and lingers gives way (else a burst's refused overflow would hold
   // the room the monitor needs).
@@ -217,7 +224,7 @@ struct HttpTransport::Impl {
   // An over-cap connection whose address has room again is an ordinary one from now on (a proxy
   // keeps the connection its health check opened, and sends it anything next).
   void within_cap(Conn& c) {
-    if (auto a = over_cap_per_addr.find(c.addr); a != over_cap_per_addr.end() && --a->second == 0) over_cap_per_addr.erase(a);
+    uncount(over_cap_per_addr, c.addr);
     ++per_addr[c.addr];
     c.over_cap = false;
   }
@@ -226,8 +233,7 @@ struct HttpTransport::Impl {
     const auto it = conns.find(fd);
     if (it == conns.end()) return;
     if (it->second.busy) --busy;
-    auto& counted = it->second.over_cap ? over_cap_per_addr : per_addr;
-    if (auto a = counted.find(it->second.addr); a != counted.end() && --a->second == 0) counted.erase(a);
+    uncount(it->second.over_cap ? over_cap_per_addr : per_addr, it->second.addr);
     ::epoll_ctl(epoll_fd, EPOLL_CTL_DEL, fd, nullptr);
     ::close(fd);
     conns.erase(it);
@@ -311,8 +317,7 @@ struct HttpTransport::Impl {
       if (per_addr[addr] == 0 && (full || client_full)) per_addr.erase(addr);
       if (full || client_full) {
         ++refused;
-        refuse(fd, 503, full ? "the server holds as many connections as it takes; retry shortly"
-                             : "this address holds as many connections as one client may; retry shortly");
+        refuse(fd, 503, full ? "the server holds as many connections as it takes; retry shortly" : kAddressFull);
         ::close(fd);
         continue;
       }
@@ -367,13 +372,12 @@ struct HttpTransport::Impl {
     // Past its address's cap a connection serves light requests alone, refused as soon as the head
     // says otherwise (before a "100 Continue" asks for the body).
     if (f.head_whole && c.over_cap) {
-      if (per_addr.contains(c.addr) && per_addr[c.addr] >= opt.max_per_client) {
-        if (!light(f.method, f.target)) {
-          ++refused;
-          return refuse_and_linger(c, 503, "this address holds as many connections as one client may; retry shortly");
-        }
-      } else {
+      const auto held = per_addr.find(c.addr);
+      if (held == per_addr.end() || held->second < opt.max_per_client) {
         within_cap(c);
+      } else if (!light(f.method, f.target)) {
+        ++refused;
+        return refuse_and_linger(c, 503, kAddressFull);
       }
     }
     if (f.state == Framed::State::Incomplete) {

@@ -4,9 +4,10 @@
 // buffer, not a thread — with a time limit on each request's head and body (408 past it) and on an idle
 // connection; connections are capped per client address and in total, and at a cap the slowest reader
 // gives way to the new connection (past an address's cap a few more are taken for light requests
-// alone, so that a monitor behind the same proxy as the load is answered). A whole request goes to a worker, which answers it through the HTTP
-// library (cpp-httplib's parser and routing), then hands the connection back. Cheap requests (/health,
-// /metrics) have workers of their own, so they answer while every other worker streams.
+// alone, so that a monitor behind the same proxy as the load is answered). A whole request goes to a
+// worker, which answers it through the HTTP library (cpp-httplib's parser and routing), then hands the
+// connection back. Cheap requests (/health, /metrics) have workers of their own, so they answer while
+// every other worker streams.
 #include <chrono>
 #include <cstdint>
 #include <functional>

@@ -31,6 +31,10 @@ QString ms_layer(double seconds) {
 QString spread(double mean, double sd, int digits, double scale = 1) {
   return std::isnan(sd) ? fmt(scale * mean, digits) : QStringLiteral("%1 ± %2").arg(fmt(scale * mean, digits), fmt(scale * sd, digits));
 }
+// Whether a series has a spread to draw: a point of several runs that disagree.
+bool has_spread(const ChartSeries& s) {
+  return std::any_of(s.error.begin(), s.error.end(), [](double e) { return e > 0; });
+}
 QString percent(double fraction) { return std::isnan(fraction) ? QStringLiteral("–") : fmt(100 * fraction, 1); }
 
 // "5, 20 and 40"
@@ -192,10 +196,7 @@ std::vector<ChartSpec> charts_of(const ReportData& d) {
   }
   // Say what the bars are where some point has them.
   for (ChartSpec* c : {&throughput, &ttft, &turnaround}) {
-    const bool bars = std::any_of(c->series.begin(), c->series.end(), [](const ChartSeries& s) {
-      return std::any_of(s.error.begin(), s.error.end(), [](double e) { return e > 0; });
-    });
-    if (bars) c->caption += QStringLiteral(" Bars: ± one standard deviation between the repeats at a rate.");
+    if (std::any_of(c->series.begin(), c->series.end(), has_spread)) c->caption += QStringLiteral(" Bars: ± one standard deviation between the repeats at a rate.");
   }
   return {throughput, ttft, turnaround, hits};
 }
@@ -361,18 +362,18 @@ void draw_chart(QCustomPlot& plot, const ChartSpec& chart, int width) {
   double xmax = 0, ymax = 0;
   for (std::size_t i = 0; i < chart.series.size(); ++i) {
     const int n = static_cast<int>(i);
+    const ChartSeries& series = chart.series[i];
     QCPGraph* g = plot.addGraph();
-    g->setName(chart.series[i].name);
-    g->setData(chart.series[i].x, chart.series[i].y);
+    g->setName(series.name);
+    g->setData(series.x, series.y);
     g->setPen(QPen(color_of(n), 1.6, dashes[n % 4]));
     g->setScatterStyle(QCPScatterStyle(shapes[n % 8], QPen(color_of(n), 1.4), Qt::NoBrush, 7 + 1.5 * (n % 3)));
-    const ChartSeries& series = chart.series[i];
     for (double v : series.x) xmax = std::max(xmax, v);
     for (qsizetype p = 0; p < series.y.size(); ++p) {
       const double top = series.y[p] + (p < series.error.size() && !std::isnan(series.error[p]) ? series.error[p] : 0);
       if (!std::isnan(top)) ymax = std::max(ymax, top);
     }
-    if (std::any_of(series.error.begin(), series.error.end(), [](double e) { return e > 0; })) {
+    if (has_spread(series)) {
       auto* bars = new QCPErrorBars(plot.xAxis, plot.yAxis);
       bars->removeFromLegend();
       bars->setDataPlottable(g);
