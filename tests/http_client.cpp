@@ -1,5 +1,6 @@
 #include "http_client.h"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -10,7 +11,7 @@
 
 namespace mosaic::test {
 
-int connect_to(int port, int timeout_s, int receive_buffer) {
+int connect_to(int port, int timeout_s, int receive_buffer, const char* from) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -1;
   timeval tv{timeout_s, 0};
@@ -18,6 +19,10 @@ int connect_to(int port, int timeout_s, int receive_buffer) {
   if (receive_buffer > 0) ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer, sizeof receive_buffer);
   sockaddr_in a{};
   a.sin_family = AF_INET;
+  if (from && (::inet_pton(AF_INET, from, &a.sin_addr) != 1 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)) {
+    ::close(fd);
+    return -1;
+  }
   a.sin_port = htons(static_cast<std::uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {

@@ -8,7 +8,8 @@
 namespace mosaic::test {
 
 // A TCP connection to 127.0.0.1:port that gives up reading after `timeout_s` (-1 when it fails).
-int connect_to(int port, int timeout_s = 60, int receive_buffer = 0);
+// `from`: the loopback address it comes from (e.g. "127.0.0.2": another client to the server's caps).
+int connect_to(int port, int timeout_s = 60, int receive_buffer = 0, const char* from = nullptr);
 bool send_all(int fd, const std::string& bytes);
 // Reads until the server closes (or the read times out), `chunk` bytes per call.
 std::string read_all(int fd, std::size_t chunk = 65536);

@@ -200,25 +200,20 @@ struct HttpTransport::Impl {
 
   static constexpr char kAddressFull[] = "this address holds as many connections as one client may; retry shortly";
 
+  // Where an address's connection was taken: within its cap, or past it (kMonitorRoom).
+  enum class Room { within_cap, over_cap };
+
   // One connection of `addr` fewer in `counts` (per_addr or over_cap_per_addr).
   static void uncount(std::map<std::string, std::size_t>& counts, const std::string& addr) {
     if (auto a = counts.find(addr); a != counts.end() && --a->second == 0) counts.erase(a);
   }
 
   // Whether `addr` may open one more connection past its cap: within kMonitorRoom, or once one of
-  // those it has that was refused and lingers gives way (else a burst's refused overflow would hold
-  // the room the monitor needs).
+  // those it has gives way as `evict` chooses (refused and lingering, idle, or the slowest to arrive):
+  // else a burst's overflow, refused or idle, would hold the room the monitor needs.
   bool monitor_room(const std::string& addr) {
     const auto n = over_cap_per_addr.find(addr);
-    if (n == over_cap_per_addr.end() || n->second < kMonitorRoom) return true;
-    for (const auto& [fd, c] : conns)
-      if (c.over_cap && c.lingering && c.addr == addr) {
-        const int victim = fd;
-        ++evicted;
-        close_conn(victim);
-        return true;
-      }
-    return false;
+    return n == over_cap_per_addr.end() || n->second < kMonitorRoom || evict(&addr, Room::over_cap);
   }
 
   // An over-cap connection whose address has room again is an ordinary one from now on (a proxy
@@ -268,13 +263,13 @@ struct HttpTransport::Impl {
   // that has been arriving longest (told so with a 503). Only one settled for a second: a fresh
   // connection's request may be on the wire (a client's burst is accepted before any of it is read),
   // and closing it unanswered would lose that request, so the newcomer is refused instead, with an
-  // answer. False when none can give way. At an address's cap only a connection within it gives way
-  // (one taken past it frees no room there).
-  bool evict(const std::string* addr) {
+  // answer. False when none can give way. At an address's cap only a connection of the same room
+  // gives way (one taken past the cap frees no room within it, and the other way round).
+  bool evict(const std::string* addr, Room room = Room::within_cap) {
     const auto settled = Clock::now() - std::chrono::seconds(1);
     const Conn* victim = nullptr;
     for (const auto& [fd, c] : conns) {
-      if (addr && (c.addr != *addr || c.over_cap)) continue;
+      if (addr && (c.addr != *addr || c.over_cap != (room == Room::over_cap))) continue;
       if (c.lingering) {  // answered already: it gives way first
         victim = &c;
         break;
