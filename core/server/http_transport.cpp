@@ -285,8 +285,12 @@ struct HttpTransport::Impl {
     return true;
   }
 
-  void accept_all() {
-    for (;;) {
+  // Takes what connections wait, at most kAcceptsPerWake (the listener is level-triggered: the rest
+  // wake the next poll), so that a flood of connects cannot hold the poller away from the requests
+  // and timeouts of the connections it has.
+  static constexpr int kAcceptsPerWake = 64;
+  void accept_waiting() {
+    for (int taken = 0; taken < kAcceptsPerWake; ++taken) {
       sockaddr_storage sa{};
       socklen_t len = sizeof sa;
       const int fd = ::accept4(listen_fd, reinterpret_cast<sockaddr*>(&sa), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -480,7 +484,7 @@ struct HttpTransport::Impl {
       const int n = ::epoll_wait(epoll_fd, events, 64, static_cast<int>(wait.count()));
       for (int i = 0; i < n && !stop_flag; ++i) {
         const int fd = events[i].data.fd;
-        if (fd == listen_fd) accept_all();
+        if (fd == listen_fd) accept_waiting();
         else if (fd == wake_fd) {
           std::uint64_t count = 0;
           [[maybe_unused]] const auto r = ::read(wake_fd, &count, sizeof count);
