@@ -30,6 +30,7 @@
 
 #include <algorithm>
 #include <QStandardItemModel>
+#include <QScopeGuard>
 #include <QScrollArea>
 #include <QScrollBar>
 #include <QTest>
@@ -1061,37 +1062,61 @@ class WorkbenchTest : public QObject {
   void a_chat_streams_on_while_a_variant_is_removed() {
     ChatPane* chat = window_->chatPane();
     FamilyPanel* panel = window_->familyPanel();
-    QSignalSpy changes(window_->engine(), &EngineHost::familyChangeServed);
-    QSignalSpy finished(window_->engine(), &EngineHost::chatFinished);
-    QSignalSpy failed(window_->engine(), &EngineHost::chatFailed);
-    QSignalSpy tokens(window_->engine(), &EngineHost::chatToken);
-    chat->newChat();
-    chat->targetBox()->setCurrentText(QStringLiteral("bible"));
-    chat->temperatureBox()->setValue(0);
-    chat->maxNewBox()->setValue(400);
-    chat->promptEdit()->setText(QStringLiteral("In the beginning"));
-    QVERIFY(chat->sendButton()->isEnabled());
-    chat->send();
-    QTRY_VERIFY2_WITH_TIMEOUT(tokens.size() >= 1, qPrintable(chat->summaryText()), 60000);
-    const auto& variants = panel->model()->family().variants;
-    const auto at = std::find_if(variants.begin(), variants.end(), [](const auto& v) { return v.name == QStringLiteral("fortunes"); });
-    QVERIFY(at != variants.end());
-    panel->table()->selectRow(static_cast<int>(at - variants.begin()));
-    panel->removeSelected();
-    QTRY_COMPARE_WITH_TIMEOUT(changes.size(), 1, 60000);
-    QVERIFY2(finished.isEmpty(), "the answer ended before the change: make it longer");
-    QVERIFY(!chat->sendButton()->isEnabled());  // still streaming
-    QVERIFY2(changes.front().at(0).toString().contains(QStringLiteral("in place")), qPrintable(changes.front().at(0).toString()));
-    // (Adding while serving is the HTTP server's test above: an add re-analyses the family, which
-    // may outlast this answer.)
-    QTRY_COMPARE_WITH_TIMEOUT(finished.size(), 1, 120000);
-    QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.front().at(0).toString()));
-    const QString summary = finished.front().at(1).toString();  // "N tokens (…) · …"
-    QCOMPARE(tokens.size(), summary.section(QLatin1Char(' '), 0, 0).toInt());  // every token streamed once
-    QTRY_VERIFY(chat->sendButton()->isEnabled());  // once the pane has taken the finish
-    QSignalSpy planned(window_->engine(), &EngineHost::layoutPlanned);
-    window_->openFamily({kFamily});  // folder order again, as the tests below expect
-    QTRY_VERIFY_WITH_TIMEOUT(planned.size() >= 1, 120000);
+    // The family whole again, in folder order, as the tests below expect: also when this one fails.
+    const auto reopen_family = [this] {
+      QSignalSpy planned(window_->engine(), &EngineHost::layoutPlanned);
+      window_->openFamily({kFamily});
+      return QTest::qWaitFor([&] { return planned.size() >= 1; }, 120000);
+    };
+    auto reopen_on_failure = qScopeGuard([&] { reopen_family(); });
+    // The change must land while the answer streams. The context bounds the answer's length (a few
+    // hundred milliseconds here), so a machine busy enough to finish it first tries again.
+    constexpr int kTries = 4;
+    for (int attempt = 1;; ++attempt) {
+      QSignalSpy changes(window_->engine(), &EngineHost::familyChangeServed);
+      QSignalSpy finished(window_->engine(), &EngineHost::chatFinished);
+      QSignalSpy failed(window_->engine(), &EngineHost::chatFailed);
+      QSignalSpy tokens(window_->engine(), &EngineHost::chatToken);
+      chat->newChat();
+      chat->targetBox()->setCurrentText(QStringLiteral("bible"));
+      chat->temperatureBox()->setValue(0);
+      chat->maxNewBox()->setValue(400);
+      chat->promptEdit()->setText(QStringLiteral("In the beginning"));
+      QVERIFY(chat->sendButton()->isEnabled());
+      chat->send();
+      QTRY_VERIFY2_WITH_TIMEOUT(tokens.size() >= 1, qPrintable(chat->summaryText()), 60000);
+      if (finished.isEmpty()) {
+        const auto& variants = panel->model()->family().variants;
+        const auto at = std::find_if(variants.begin(), variants.end(), [](const auto& v) { return v.name == QStringLiteral("fortunes"); });
+        QVERIFY(at != variants.end());
+        QSignalSpy planned(window_->engine(), &EngineHost::layoutPlanned);
+        panel->table()->selectRow(static_cast<int>(at - variants.begin()));
+        panel->removeSelected();
+        // Planned either way: served in place (familyChangeServed follows), or planned anew where
+        // the answer had ended when the engine took the change (the answer's end arrives first).
+        QTRY_VERIFY_WITH_TIMEOUT(!planned.isEmpty(), 60000);
+      }
+      if (!finished.isEmpty() && attempt < kTries) {
+        qInfo("try %d: the answer ended before the change; again", attempt);
+        QTRY_VERIFY(chat->sendButton()->isEnabled());
+        QVERIFY(reopen_family());
+        continue;
+      }
+      QVERIFY2(finished.isEmpty(), "the answer ended before the change, every try: make it longer");
+      QVERIFY(!chat->sendButton()->isEnabled());  // still streaming
+      QTRY_COMPARE_WITH_TIMEOUT(changes.size(), 1, 10000);
+      QVERIFY2(changes.front().at(0).toString().contains(QStringLiteral("in place")), qPrintable(changes.front().at(0).toString()));
+      // (Adding while serving is the HTTP server's test above: an add re-analyses the family, which
+      // may outlast this answer.)
+      QTRY_COMPARE_WITH_TIMEOUT(finished.size(), 1, 120000);
+      QVERIFY2(failed.isEmpty(), failed.isEmpty() ? "" : qPrintable(failed.front().at(0).toString()));
+      const QString summary = finished.front().at(1).toString();  // "N tokens (…) · …"
+      QCOMPARE(tokens.size(), summary.section(QLatin1Char(' '), 0, 0).toInt());  // every token streamed once
+      QTRY_VERIFY(chat->sendButton()->isEnabled());  // once the pane has taken the finish
+      break;
+    }
+    reopen_on_failure.dismiss();
+    QVERIFY(reopen_family());
   }
 
   void http_server_serves_external_traffic_live() {
