@@ -527,6 +527,7 @@ class TestServing : public QObject {
   }
 
   void virtualExpertsServeTheirPlanAndUpdate() {
+    MOSAIC_RELEASE_BUILD_ONLY("virtual experts are served in tst_virtual_experts and tst_cli's planVirtualThenServeIt");
     // Planned on calibration text at a budget: the deployment pins the plan's initial set, the router
     // masked to it; serving a skewed workload updates the sets, and every request finishes.
     Family family;

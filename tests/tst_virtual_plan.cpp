@@ -122,6 +122,7 @@ class TestVirtualPlan : public QObject {
   }
 
   void thePlanFitsItsBudgetToTheByte() {
+    MOSAIC_RELEASE_BUILD_ONLY("one plan is made in theLayoutRoundTrips; this one makes five");
     const ModelSpec& s = bible_.store->spec();
     const std::uint64_t slot = bible_.store->expert_bytes(), fixed = fixed_bytes();
     const std::uint64_t least = fixed + static_cast<std::uint64_t>(s.top_k * s.num_sparse_layers()) * slot;
@@ -150,6 +151,7 @@ class TestVirtualPlan : public QObject {
   }
 
   void thePlanBeatsUniformCounts() {
+    MOSAIC_RELEASE_BUILD_ONLY("one plan is made in theLayoutRoundTrips; this one makes four and compares their quality");
     const ModelSpec& s = bible_.store->spec();
     const std::uint64_t slot = bible_.store->expert_bytes();
     bool strictly = false;
