@@ -401,7 +401,6 @@ class TestCli : public QObject {
   }
 
   void commandLineMistakes() {
-    MOSAIC_RELEASE_BUILD_ONLY("the other cases' typed errors take the same formatting; these check what is said about arguments");
     Run r = cli(args({"genrate", "--model", "x"}));
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains(QStringLiteral("'genrate' is not a mosaic-cli command")) && r.err.contains(QStringLiteral("did you mean 'generate'")),
@@ -546,7 +545,7 @@ class TestCli : public QObject {
   // Every mistake on the command line in one format: "error: " naming the command, and the nearest
   // valid option for an unknown one (a probe found 27 range errors without the prefix).
   void commandLineMistakesShareOneFormat() {
-    MOSAIC_RELEASE_BUILD_ONLY("the other cases' typed errors take the same formatting; these check what is said about arguments");
+    MOSAIC_RELEASE_BUILD_ONLY("commandLineMistakes takes the argument parser's error paths (an unknown command, an unknown option); this case checks what more mistakes say");
     const QString model = path(fixture("mixtral", "ft1"));
     Run r = cli(QStringList{QStringLiteral("serve"), QStringLiteral("--variants"), model, QStringLiteral("--capacity"), QStringLiteral("4"),
                             QStringLiteral("--port"), QStringLiteral("70000")});
@@ -692,7 +691,7 @@ class TestCli : public QObject {
   // What a newcomer's first hour found (2026-12-01): each refused before any output, naming the
   // option, file or field and what to do, and nothing left behind.
   void aNewcomersMistakes() {
-    MOSAIC_RELEASE_BUILD_ONLY("the other cases' typed errors take the same formatting; these check what is said about arguments");
+    MOSAIC_RELEASE_BUILD_ONLY("commandLineMistakes takes the argument parser's error paths (an unknown command, an unknown option); this case checks what more mistakes say");
     const QString base = path(fixture("mixtral", "base"));
     // More new tokens than the context leaves: refused before the prompt is echoed, naming --max-new.
     for (const QString& n : {QStringLiteral("600"), QStringLiteral("-4")}) {

@@ -76,7 +76,7 @@ class SampleFamilyTest : public QObject {
   }
 
   void each_variant_beats_the_base_on_its_own_domain() {
-    MOSAIC_RELEASE_BUILD_ONLY("the same forward passes run in tst_cli's forgeGenerateEvalAndQuality; here they are perplexities over four domains");
+    MOSAIC_RELEASE_BUILD_ONLY("tst_cli's forgeGenerateEvalAndQuality evaluates with the same forward passes (on a forged family); here they are perplexities over four domains");
     const Tokenizer t = Tokenizer::load(kFamily / "base" / "tokenizer.json");
     for (const auto& d : kDomains) {
       const auto ids = t.encode(read_text(kFamily / "heldout" / (d + ".txt")), false);

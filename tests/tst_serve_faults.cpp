@@ -4,6 +4,7 @@
 // each the server still serves, what /metrics counts is what the record holds, and the record is
 // intact. (The openai client's view of the same server is tests/node/openai.test.mjs.)
 #include <QProcess>
+#include <QScopeGuard>
 #include <QTemporaryDir>
 #include <QTest>
 
@@ -762,36 +763,39 @@ class TestServeFaults : public QObject {
     Server s({QStringLiteral("--max-per-client"), QStringLiteral("1"), QStringLiteral("--max-sequences"), QStringLiteral("1")});
     QVERIFY2(s.port() > 0, qPrintable(s.errors()));
     const int port = s.port();
+    std::vector<int> ahead, idle;
+    int held = -1;
+    const auto close_all = qScopeGuard([&] {
+      for (int fd : idle) ::close(fd);
+      for (int fd : ahead) ::close(fd);  // their streams are cancelled
+      if (held >= 0) ::close(held);
+    });
     // Other clients' requests run first, one sequence at a time, so that this address's one request
     // within its cap stays with a worker (which no newcomer evicts) while the rest happens.
-    std::vector<int> ahead;
     for (int i = 0; i < 16; ++i) {
-      const int fd = connect_to(port, 60, 0, ("127.0.0." + std::to_string(2 + i)).c_str());
-      QVERIFY(fd >= 0 && send_all(fd, http_request("POST", "/v1/completions", completion("bible", 480, true))));
-      ahead.push_back(fd);
+      ahead.push_back(connect_to(port, 60, 0, ("127.0.0." + std::to_string(2 + i)).c_str()));
+      QVERIFY(ahead.back() >= 0 && send_all(ahead.back(), http_request("POST", "/v1/completions", completion("bible", 480, true))));
     }
-    const int held = connect_to(port, 60);
+    held = connect_to(port, 60);
     QVERIFY(held >= 0 && send_all(held, http_request("POST", "/v1/completions", completion("bible", 4, false))));
-    std::vector<int> idle;
     for (int i = 0; i < 4; ++i) {
-      const int fd = connect_to(port, 10);
-      QVERIFY(fd >= 0);
-      idle.push_back(fd);
+      idle.push_back(connect_to(port, 10));
+      QVERIFY(idle.back() >= 0);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(1300));
     const Response monitor = ask(port, http_request("GET", "/health"), 5);
     char byte;
     const bool held_waiting = ::recv(held, &byte, 1, MSG_PEEK | MSG_DONTWAIT) < 0 && errno == EAGAIN;
-    std::vector<int> given_way;
-    for (int fd : idle)
-      if (::recv(fd, &byte, 1, MSG_DONTWAIT) == 0) given_way.push_back(fd);
+    std::size_t given_way = 0;  // closed by the server, unanswered, as an idle connection may be
+    for (int fd : idle) given_way += ::recv(fd, &byte, 1, MSG_DONTWAIT) == 0 ? 1 : 0;
     for (int fd : idle) ::close(fd);
-    for (int fd : ahead) ::close(fd);  // their streams are cancelled
+    idle.clear();
+    for (int fd : ahead) ::close(fd);
+    ahead.clear();
     const Response answered = parse_response(read_all(held));
-    ::close(held);
-    QVERIFY2(held_waiting, "the request within the cap was answered before the monitor asked: too fast a machine for this test");
+    if (!held_waiting) QSKIP("the request within the cap was answered before the monitor asked (16 x 480 tokens in 1.3 s): too fast a machine for this test");
     QVERIFY2(monitor.status == 200, monitor.body.c_str());
-    QCOMPARE(given_way.size(), std::size_t{1});  // closed by the server, unanswered, as an idle connection may be
+    QCOMPARE(given_way, std::size_t{1});
     QVERIFY2(answered.status == 200, answered.body.c_str());
     stillServes(port);
   }

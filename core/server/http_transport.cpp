@@ -264,7 +264,8 @@ struct HttpTransport::Impl {
   // connection's request may be on the wire (a client's burst is accepted before any of it is read),
   // and closing it unanswered would lose that request, so the newcomer is refused instead, with an
   // answer. False when none can give way. At an address's cap only a connection of the same room
-  // gives way (one taken past the cap frees no room within it, and the other way round).
+  // gives way (one taken past the cap frees no room within it, and the other way round); at the
+  // total cap (no `addr`) any connection may, whatever `room` says.
   bool evict(const std::string* addr, Room room = Room::within_cap) {
     const auto settled = Clock::now() - std::chrono::seconds(1);
     const Conn* victim = nullptr;
