@@ -137,6 +137,10 @@ class TestModelSpec : public QObject {
     QTest::newRow("rope type v5") << "olmoe" << R"({"rope_parameters": {"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0}})" << "rope_type";
     QTest::newRow("partial rotary") << "mixtral" << R"({"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5}})" << "partial_rotary_factor";
     QTest::newRow("gelu") << "mixtral" << R"({"hidden_act": "gelu"})" << "'hidden_act'";
+    // As DeepSeek-V3 and Qwen3-30B-A3B-FP8 release them, and as GPTQ writes it.
+    QTest::newRow("fp8 blocks") << "mixtral" << R"({"quantization_config": {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]}})" << "quant_method 'fp8'";
+    QTest::newRow("gptq") << "qwen2_moe" << R"({"quantization_config": {"bits": 4, "group_size": 128, "quant_method": "gptq"}})" << "quant_method 'gptq'";
+    QTest::newRow("no method") << "olmoe" << R"({"quantization_config": {}})" << "'quantization_config'";
   }
   void refusesUnimplemented() {
     QFETCH(QString, family);

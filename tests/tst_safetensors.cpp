@@ -177,9 +177,18 @@ class TestSafetensors : public QObject {
   }
 
   void unknownDtype() {
-    const auto p = with_header("dtype.safetensors", [](nlohmann::json& h) { h["model.norm.weight"]["dtype"] = "F8_E4M3"; });
+    const auto p = with_header("dtype.safetensors", [](nlohmann::json& h) { h["model.norm.weight"]["dtype"] = "Q4_K"; });
     expect_mentions(error_of<FormatError>([&] { SafetensorsFile f(p); }),
-                    {p.string(), "tensor 'model.norm.weight'", "unknown dtype 'F8_E4M3'"});
+                    {p.string(), "tensor 'model.norm.weight'", "unknown dtype 'Q4_K'", "BF16"});
+  }
+
+  // DeepSeek-V3's and Kimi-K2's releases, Qwen3's -FP8: said to be quantized, with what to do.
+  void quantizedDtype() {
+    for (const char* dtype : {"F8_E4M3", "F8_E5M2", "F4"}) {
+      const auto p = with_header("fp8.safetensors", [&](nlohmann::json& h) { h["model.norm.weight"]["dtype"] = dtype; });
+      expect_mentions(error_of<UnsupportedError>([&] { SafetensorsFile f(p); }),
+                      {p.string(), "tensor 'model.norm.weight'", std::string("is ") + dtype + ", a quantized format", "BF16 release"});
+    }
   }
 
   void byteLengthDisagreesWithShape() {

@@ -33,8 +33,13 @@ TensorInfo parse_entry(const std::string& file, const std::string& name, const j
   const auto dt = e.find("dtype");
   if (dt == e.end() || !dt->is_string()) throw bad("missing or non-string 'dtype'");
   const auto parsed = parse_dtype(dt->get<std::string>());
+  const std::string dtype_name = dt->get<std::string>();
+  if (!parsed && (dtype_name.starts_with("F8") || dtype_name.starts_with("F6") || dtype_name.starts_with("F4")))
+    throw UnsupportedError(file, "tensor '" + name + "'", "is " + dtype_name + ", a quantized format",
+                           "Mosaic serves unquantized BF16, F16 or F32 weights: use the model's BF16 release, or "
+                           "dequantize the checkpoint first; DeepSeek-V3's inference/fp8_cast_bf16.py does so for FP8 blocks");
   if (!parsed)
-    throw FormatError(file, "tensor '" + name + "'", "unknown dtype '" + dt->get<std::string>() + "'",
+    throw FormatError(file, "tensor '" + name + "'", "unknown dtype '" + dtype_name + "'",
                       "Mosaic reads BF16, F16, F32, F64, I64, I32, I16, I8, U8 and BOOL; convert the "
                       "checkpoint to one of them");
   t.dtype = *parsed;
