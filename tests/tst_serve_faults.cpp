@@ -145,6 +145,12 @@ std::map<std::string, double> metrics_when(int port, const std::function<bool(co
   return m;
 }
 
+}  // namespace
+
+// Outside the anonymous namespace: the cases' lambdas capture it, and a unity build includes this
+// file, where GCC warns of a captured type with internal linkage (-Wsubobject-linkage).
+namespace serve_faults {
+
 // `mosaic-cli serve` on a free port, serving the sample family's variants and an adapter.
 class Server {
  public:
@@ -191,7 +197,8 @@ class Server {
   int port_ = 0;
 };
 
-}  // namespace
+}  // namespace serve_faults
+using serve_faults::Server;
 
 class TestServeFaults : public QObject {
   Q_OBJECT

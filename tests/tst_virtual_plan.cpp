@@ -39,14 +39,16 @@ double brute_force(const std::vector<std::vector<std::int64_t>>& slots, const st
   return best;
 }
 
+}  // namespace
+
+// A family planned once for the cases; outside the anonymous namespace because the test class holds
+// one (GCC's -Wsubobject-linkage, in the unity build that includes this file).
 struct Planned {
   Family family;
   std::unique_ptr<HostStore> store;
   std::vector<std::string> sha256;
   std::vector<std::int64_t> calibration;
 };
-
-}  // namespace
 
 class TestVirtualPlan : public QObject {
   Q_OBJECT

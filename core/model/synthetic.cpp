@@ -104,7 +104,8 @@ void write_synthetic_esft_adapter(const std::filesystem::path& dir, const ModelS
 void write_synthetic_family(const std::filesystem::path& dir, const ModelSpec& spec, DType dtype, int variants,
                             const std::function<bool(std::int64_t, std::int64_t)>& shared, std::uint64_t seed) {
   for (int v = 0; v < variants; ++v) {
-    const std::filesystem::path d = dir / ("v" + std::to_string(v));
+    // Appended, not "v" + to_string(v): GCC 12 warns of that operator+ (-Wrestrict, its PR 105329).
+    const std::filesystem::path d = dir / std::string("v").append(std::to_string(v));
     std::error_code ec;
     if (std::filesystem::exists(d / "config.json", ec) && std::filesystem::exists(d / "model.safetensors", ec)) continue;
     const std::uint64_t own = seed + 1000 * static_cast<std::uint64_t>(v);
