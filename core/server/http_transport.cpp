@@ -280,7 +280,10 @@ struct HttpTransport::Impl {
       if (!victim || (c.started < victim->started) || (c.started == victim->started && c.since < victim->since)) victim = &c;
     }
     if (!victim) return false;
-    if (victim->started && !victim->lingering) refuse(victim->fd, 503, "the server is at its connection limit and closed the slowest request in progress; retry");
+    if (victim->started && !victim->lingering)
+      refuse(victim->fd, 503,
+             std::string(addr ? "this address holds as many connections as one client may" : "the server holds as many connections as it takes") +
+                 ", and the slowest request in progress gave way to a new connection; retry");
     ++evicted;
     close_conn(victim->fd);
     return true;
