@@ -407,6 +407,20 @@ class TestCli : public QObject {
              qPrintable(r.err));
     r = cli(args({"generate", "--model", "x", "--no-such-flag"}));
     QCOMPARE(r.code, 2);
+    // A command's own commands: named with their path, the nearest suggested (it said only that one
+    // is required), and a mistake within one names the whole path (it said "mosaic-cli export").
+    r = cli(args({"esft", "exprt", "--adapter", "x"}));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("'exprt' is not a mosaic-cli esft command")) && r.err.contains(QStringLiteral("did you mean 'export'")),
+             qPrintable(r.err));
+    r = cli(args({"delta", "compress", "--bogus"}));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.startsWith(QStringLiteral("error: mosaic-cli delta compress: ")) && r.err.contains(QStringLiteral("mosaic-cli delta compress --help")),
+             qPrintable(r.err));
+    // Options other tools spell otherwise lead to the one meant.
+    r = cli(args({"generate", "--model", "x", "--ids", "1", "--max-tokens", "4"}));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("'--max-new' for '--max-tokens'")), qPrintable(r.err));
     r = cli(args({"--version"}));
     QCOMPARE(r.code, 0);
     QVERIFY2(r.out.startsWith(QStringLiteral("mosaic-cli ")), qPrintable(r.out));
@@ -471,6 +485,43 @@ class TestCli : public QObject {
     QCOMPARE(r.code, 2);
   }
 
+  // DeepSeek's released adapter (no base_model) opens in inspect as in every other command: over the
+  // full checkpoint listed before it, or --base. --base is refused where it would be ignored, and a
+  // wrong one is named as --base, not as a field of expert_cfg.json.
+  void releasedAdaptersAndTheirBase() {
+    const fs::path base = fixture("deepseek_v2", "base"), released = fixture("deepseek_v2", "esft-released");
+    Run r = cli(QStringList{QStringLiteral("inspect"), path(base), path(released), QStringLiteral("--json")});
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+    const auto doc = nlohmann::json::parse(r.out.toStdString());
+    QVERIFY(fs::equivalent(doc["variants"][1]["esft"]["base"].get<std::string>(), base));
+    r = cli(QStringList{QStringLiteral("inspect"), path(released), QStringLiteral("--base"), path(base)});
+    QVERIFY2(r.code == 0 && r.out.contains(QStringLiteral("ESFT adapter")), qPrintable(r.err));
+    r = cli(QStringList{QStringLiteral("inspect"), path(released)});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("no full checkpoint is listed before the adapter")), qPrintable(r.err));
+    const QStringList gen{QStringLiteral("generate"), QStringLiteral("--ids"), QStringLiteral("1,2"), QStringLiteral("--model")};
+    r = cli(QStringList(gen) << path(released) << QStringLiteral("--base") << path(scratch("no-such-base")));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.startsWith(QStringLiteral("error: --base: ")) && r.err.contains(QStringLiteral("does not exist")), qPrintable(r.err));
+    r = cli(QStringList(gen) << path(released) << QStringLiteral("--base") << path(released));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.startsWith(QStringLiteral("error: --base: ")) && r.err.contains(QStringLiteral("itself built on a base")), qPrintable(r.err));
+    r = cli(QStringList(gen) << path(fixture("deepseek_v2", "ft1")) << QStringLiteral("--base") << path(base));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("no ESFT adapter is among the folders")), qPrintable(r.err));
+    // An adapter that names its base, given another one: which would be served over is said.
+    const fs::path named = scratch("named-adapter");
+    fs::copy(released, named, fs::copy_options::recursive);
+    auto cfg = nlohmann::json::parse(read_text(named / "expert_cfg.json"));
+    cfg["base_model"] = base.string();
+    std::ofstream(named / "expert_cfg.json") << cfg.dump();
+    r = cli(QStringList(gen) << path(named) << QStringLiteral("--base") << path(fixture("deepseek_v2", "ft1")));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("names the adapter's base (base_model)")), qPrintable(r.err));
+    r = cli(QStringList(gen) << path(named));
+    QVERIFY2(r.code == 0, qPrintable(r.err));
+  }
+
   // Issue 58 #11's bench at the fixture's size, on the CPU: a DeepSeek-V2 base and two adapters
   // written as DeepSeek releases them, then served together; the numbers' shape, the latent cache's
   // bytes, and a second run that reuses the family rather than writing it again.
@@ -507,6 +558,18 @@ class TestCli : public QObject {
     r = cli(QStringList(common) << QStringLiteral("--layers") << QStringLiteral("9"));
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains(QStringLiteral("--layers 9")), qPrintable(r.err));
+    QCOMPARE(out["mixed_batches"][0]["runs_ms"][0].get<double>(), out["mixed_batches"][0]["tpot_ms"].get<double>());  // one repeat, in ms
+    // The family in --dir is another model's, or tunes another share: refused before a third adapter
+    // of another model is written beside it (which left the folder unusable).
+    r = cli(args({"bench-esft", "--config"}) << path(fixture("deepseek_v3", "base") / "config.json")
+                                            << args({"--adapters", "3", "--write-only", "--dir"}) << path(dir));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("another model")) && r.err.contains(QStringLiteral("model_type")), qPrintable(r.err));
+    QVERIFY(!fs::exists(dir / "adapter-2"));
+    r = cli(args({"bench-esft", "--config"}) << path(fixture("deepseek_v2", "base") / "config.json")
+                                            << args({"--adapters", "2", "--tuned", "0.5", "--write-only", "--dir"}) << path(dir));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("where --tuned asks for 4 per MoE layer")), qPrintable(r.err));
   }
 
   // Issue 61 #6's bench at a small size, on the CPU: two variants served as delta folders over their

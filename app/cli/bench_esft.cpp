@@ -30,11 +30,14 @@
 #include "cli/step_decoder.h"
 #include "common/atomic_file.h"
 #include "common/error.h"
+#include "common/install_paths.h"
 #include "common/stopwatch.h"
+#include "model/checkpoint.h"
 #include "model/esft_adapter.h"
 #include "model/synthetic.h"
 #include "model/variant_folders.h"
 #include "runtime/cuda/cuda_probe.h"
+#include "runtime/threads.h"
 
 namespace fs = std::filesystem;
 
@@ -44,6 +47,7 @@ namespace {
 struct EsftBench {
   fs::path config, dir, json;
   std::int64_t layers = 0;  // 0: the config's
+  int threads = 0;
   int adapters = 8, steps = 32, batch = 8, repeats = 3;
   double tuned = 0.1;
   std::string device = "cpu";
@@ -89,6 +93,12 @@ void run(const EsftBench& o) {
   // The family: written where absent, the same every time for the same options.
   const auto t_write = std::chrono::steady_clock::now();
   const fs::path base = o.dir / "base";
+  // A family already there is reused only if it is the one these options write: checked before
+  // anything is added to it, so that other options cannot leave it half one model and half another.
+  if (fs::exists(base / "model.safetensors"))
+    if (const auto diff = first_difference(Checkpoint(base).spec(), spec))
+      throw MismatchError((base / "config.json").string(), "", "holds a family of another model than --config and --layers ask for (" + *diff + ")",
+                          "give another --dir, or delete it");
   if (!fs::exists(base / "model.safetensors")) write_synthetic_checkpoint(base, spec, DType::BF16, 58);
   std::vector<fs::path> dirs{base};
   for (int a = 0; a < o.adapters; ++a) {
@@ -98,9 +108,13 @@ void run(const EsftBench& o) {
   }
   Family family;
   open_family(family, dirs);
+  for (const Variant& v : family.variants())
+    if (v.checkpoint->is_adapter() && static_cast<std::int64_t>(v.checkpoint->adapter_experts().size()) != per_layer * spec.num_sparse_layers())
+      throw MismatchError((v.checkpoint->dir() / kExpertCfgFile).string(), "experts",
+                          "tunes " + std::to_string(v.checkpoint->adapter_experts().size()) + " experts, where --tuned asks for " +
+                              std::to_string(per_layer) + " per MoE layer (" + std::to_string(per_layer * spec.num_sparse_layers()) + ")",
+                          "give another --dir, or delete it");
   const HostStore store(family);
-  if (store.spec().num_layers != spec.num_layers)
-    throw MismatchError(o.dir.string(), "config.json", "holds a family of another depth than --layers asks for", "give another --dir, or delete it");
   std::printf("family: %s, %lld layers (%lld MoE), base %.2f GB bf16 and %d adapters of %lld experts per MoE layer (%.2f GB each); %.0f s to write and read\n",
               std::string(spec.model_type()).c_str(), static_cast<long long>(spec.num_layers), static_cast<long long>(spec.num_sparse_layers()),
               double(store.non_expert_bytes() + spec.num_sparse_layers() * spec.num_experts * store.expert_bytes()) / 1e9, o.adapters,
@@ -177,7 +191,9 @@ void run(const EsftBench& o) {
     const auto [low, high] = std::minmax_element(times[i].begin(), times[i].end());
     std::printf("  %2d adapter%s  %8.3f ms   %+6.1f %%   (%d runs: %.3f–%.3f ms)\n", m, m == 1 ? " " : "s", tpot * 1e3, 100 * (tpot / base_only - 1),
                 o.repeats, *low * 1e3, *high * 1e3);
-    mixed.push_back({{"adapters", m}, {"tpot_ms", tpot * 1e3}, {"against_base", tpot / base_only}, {"runs_ms", times[i]}});
+    std::vector<double> runs_ms;
+    for (double t : times[i]) runs_ms.push_back(t * 1e3);
+    mixed.push_back({{"adapters", m}, {"tpot_ms", tpot * 1e3}, {"against_base", tpot / base_only}, {"runs_ms", runs_ms}});
   }
   out["mixed_batches"] = mixed;
 
@@ -187,8 +203,9 @@ void run(const EsftBench& o) {
   const double kv_token = double(spec.num_layers * spec.kv_cache_width() * element);
   const double full_token = spec.mla ? double(spec.num_layers * spec.num_heads * (spec.mla->nope_dim + spec.mla->rope_dim + spec.mla->v_dim) * element)
                                      : kv_token;
-  nlohmann::ordered_json kv{{"bytes_per_token", kv_token}, {"full_kv_bytes_per_token", full_token}};
-  std::printf("\nKV cache: %.0f bytes a token (latent and rotary key), %.0f for full keys and values: %.1f× less\n", kv_token, full_token, full_token / kv_token);
+  nlohmann::ordered_json kv{{"bytes_per_token", kv_token}, {"full_kv_bytes_per_token", full_token}, {"element_bytes", element}};
+  std::printf("\nKV cache: %.0f bytes a token (latent and rotary key, %s as the %s backend holds it), %.0f for full keys and values: %.1f× less\n",
+              kv_token, element == 2 ? "bf16" : "fp32", device == Device::Cuda ? "CUDA" : "CPU", full_token, full_token / kv_token);
   if (device == Device::Cuda) {
     if (const auto memory = cuda::memory_bytes()) {
       const double weights = double(rt.weight_bytes());
@@ -210,8 +227,7 @@ void add_bench_esft_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("bench-esft", "ExpertWeave's workload on a synthetic DeepSeek family and N ESFT adapters in DeepSeek's format: "
                                                "batch-1 decode against its floor, TPOT of batches mixed over adapters, the latent KV cache");
   auto o = std::make_shared<EsftBench>();
-  cmd->add_option("--config", o->config, "a DeepSeek config.json whose shapes the family takes (the default is the repository's, from its root)")
-      ->default_val("sample_configs/families/deepseek-v2-lite-esft/base/config.json");
+  cmd->add_option("--config", o->config, "a DeepSeek config.json whose shapes the family takes (default: DeepSeek-V2-Lite's, shipped in sample_configs)");
   add_count_option<std::int64_t>(cmd, "--layers", o->layers, "the config's first layers only (0: all)", 0, 256);
   add_count_option(cmd, "--adapters", o->adapters, "ESFT adapters over the base", 1, 64);
   cmd->add_option("--tuned", o->tuned, "share of each MoE layer's experts an adapter tunes")->default_val(0.1)->check(CLI::Range(0.0, 1.0));
@@ -222,9 +238,12 @@ void add_bench_esft_command(CLI::App& app) {
   cmd->add_option("--dir", o->dir, "where the family is written (reused when present)")->default_val("bench-esft-family");
   cmd->add_option("--json", o->json, "also write the numbers here");
   cmd->add_flag("--write-only", o->write_only, "write the family (unless present) and stop");
+  add_threads_option(cmd, o->threads, "CPU threads (0 = all cores)");
   cmd->callback([o] {
+    if (o->config.empty()) o->config = shipped_data_dir() / "sample_configs/families/deepseek-v2-lite-esft/base/config.json";
     check_output(o->json, "--json", {});
     check_output(o->dir, "--dir", {}, OutputKind::Folder);
+    configure_threads(o->threads);
     run(*o);
   });
 }

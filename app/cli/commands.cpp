@@ -182,12 +182,19 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_option("DIR", *dirs, "checkpoint folders, or a folder of variant folders")->required();
   auto json = std::make_shared<bool>(false);
   cmd->add_flag("--json", *json, "print one JSON document (variants, their facts, whether they match) instead of text");
-  cmd->callback([dirs, json] {
+  auto base = std::make_shared<fs::path>();
+  cmd->add_option("--base", *base, "the base of an ESFT adapter whose expert_cfg.json names none (DeepSeek's), where none is listed before it");
+  cmd->callback([dirs, json, base] {
+    check_base_option(*base, *dirs);
     Family family;  // added one by one, so each variant is printed before a later one is refused
     nlohmann::ordered_json doc{{"variants", nlohmann::ordered_json::array()}};
     const auto found = discover_variants(*dirs);
+    // As every command opens a family (open_family): an adapter that names no base is over the full
+    // checkpoint listed last before it, else over --base.
+    fs::path last_full = *base;
     for (const auto& [name, dir] : found) {
-      const Variant& v = family.add(name, dir);
+      const Variant& v = family.add(name, dir, last_full);
+      if (!v.checkpoint->is_adapter() && !v.checkpoint->is_delta()) last_full = v.checkpoint->dir();
       nlohmann::ordered_json facts = describe_checkpoint(*v.checkpoint);
       if (*json) {
         nlohmann::ordered_json entry{{"name", v.name}, {"dir", dir.string()}, {"adapter", v.checkpoint->is_adapter()}, {"delta", v.checkpoint->is_delta()}};

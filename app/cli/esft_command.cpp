@@ -16,6 +16,7 @@
 #include "model/checkpoint.h"
 #include "model/esft_adapter.h"
 #include "model/safetensors.h"
+#include "model/variant_folders.h"
 #include "model/weight_names.h"
 
 namespace fs = std::filesystem;
@@ -85,6 +86,7 @@ void add_esft_command(CLI::App& app) {
   exp->add_option("--base", o->base, "its base, where its expert_cfg.json names none");
   exp->add_option("--out", o->out, "the folder to write (must not exist, or be empty)")->required();
   exp->callback([o] {
+    check_base_option(o->base, {o->adapter});
     check_output(o->out, "--out", {o->adapter, o->base}, OutputKind::Folder);
     std::error_code ec;
     if (fs::exists(o->out, ec) && !fs::is_empty(o->out, ec))

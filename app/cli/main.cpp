@@ -4,6 +4,8 @@
 #include <iostream>
 #include <sstream>
 #include <new>
+#include <optional>
+#include <utility>
 #include <algorithm>
 #include <string>
 #include <string_view>
@@ -16,8 +18,9 @@
 
 namespace {
 
-// The first argument names no command: say so, with the commands and the nearest one.
-int unknown_command(const CLI::App& app, const std::string& name) {
+// An argument that names no command of `app` (the tool's, or a command's own such as `esft`'s):
+// say so, with its commands and the nearest one. `path`: how `app` is called ("mosaic-cli esft").
+int unknown_command(const CLI::App& app, const std::string& name, const std::string& path) {
   std::string list;
   std::vector<std::string> names;
   for (const CLI::App* sub : app.get_subcommands({})) {
@@ -25,18 +28,43 @@ int unknown_command(const CLI::App& app, const std::string& name) {
     names.push_back(sub->get_name());
   }
   const std::string_view nearest = mosaic::nearest_name(name, std::vector<std::string_view>(names.begin(), names.end()));
-  std::cerr << "error: '" << name << "' is not a mosaic-cli command";
+  std::cerr << "error: '" << name << "' is not a " << path << " command";
   if (!nearest.empty()) std::cerr << " (did you mean '" << nearest << "'?)";
-  std::cerr << "\n  commands: " << list << "\n  mosaic-cli COMMAND --help describes one\n";
+  std::cerr << "\n  commands: " << list << "\n  " << path << " COMMAND --help describes one\n";
   return 2;
 }
 
-// The command a mistake was made in: the deepest subcommand parsed, else the tool itself.
-const CLI::App* command_of(const CLI::App* app) {
+// Where argv names a command that does not exist, at any depth (`mosaic-cli esft exprt`): the exit
+// code of saying so, else nullopt. Checked before parsing, which would say only that one is required.
+std::optional<int> check_command_names(const CLI::App& app, int argc, char** argv) {
+  const CLI::App* at = &app;
+  std::string path = "mosaic-cli";
+  for (int i = 1; i < argc && argv[i][0] != '-'; ++i) {
+    const auto subs = at->get_subcommands({});
+    if (subs.empty()) break;  // a command's own arguments from here
+    const auto next = std::find_if(subs.begin(), subs.end(), [&](const CLI::App* s) { return s->check_name(argv[i]); });
+    if (next == subs.end()) return unknown_command(*at, argv[i], path);
+    at = *next;
+    path += " " + at->get_name();
+  }
+  return std::nullopt;
+}
+
+// The command a mistake was made in: the deepest subcommand parsed, else the tool itself; and how it
+// is called ("mosaic-cli esft export").
+const CLI::App* command_of(const CLI::App* app, std::string& path) {
   for (const CLI::App* sub : app->get_subcommands())
-    if (sub->parsed()) return command_of(sub);
+    if (sub->parsed()) {
+      path += " " + sub->get_name();
+      return command_of(sub, path);
+    }
   return app;
 }
+
+// Options users bring from elsewhere (OpenAI's max_tokens, transformers' max_new_tokens) that no edit
+// distance leads to the option meant.
+constexpr std::pair<std::string_view, std::string_view> kSynonyms[] = {
+    {"--max-tokens", "--max-new"}, {"--max_tokens", "--max-new"}, {"--max-new-tokens", "--max-new"}, {"--max_new_tokens", "--max-new"}};
 
 // The option nearest to an unknown one, among the command's own ("" when none is near).
 std::string nearest_option(const CLI::App& cmd, std::string_view given) {
@@ -46,14 +74,16 @@ std::string nearest_option(const CLI::App& cmd, std::string_view given) {
     for (const std::string& l : o->get_lnames()) names.push_back("--" + l);
     for (const std::string& s : o->get_snames()) names.push_back("-" + s);
   }
+  for (const auto& [synonym, meant] : kSynonyms)
+    if (name == synonym && std::find(names.begin(), names.end(), meant) != names.end()) return std::string(meant);
   return std::string(mosaic::nearest_name(name, std::vector<std::string_view>(names.begin(), names.end())));
 }
 
 // Every mistake on the command line in the one format of every user error: "error: …", the nearest
 // valid option when one is unknown, and where the options are described.
 std::string failure_message(const CLI::App* app, const CLI::Error& e) {
-  const CLI::App* cmd = command_of(app);
-  const std::string path = cmd == app ? "mosaic-cli" : "mosaic-cli " + cmd->get_name();
+  std::string path = "mosaic-cli";
+  const CLI::App* cmd = command_of(app, path);
   std::string msg = "error: ";
   if (dynamic_cast<const CLI::ExtrasError*>(&e)) {
     // CLI11 lists the arguments it did not expect after a colon, separated by spaces.
@@ -131,11 +161,7 @@ int main(int argc, char** argv) {
     print_every_help(app, "mosaic-cli");
     return 0;
   }
-  if (argc > 1 && argv[1][0] != '-') {
-    const auto subs = app.get_subcommands({});
-    if (std::none_of(subs.begin(), subs.end(), [&](const CLI::App* s) { return s->check_name(argv[1]); }))
-      return unknown_command(app, argv[1]);
-  }
+  if (const auto code = check_command_names(app, argc, argv)) return *code;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -11,6 +11,7 @@
 #include "common/byte_size.h"
 #include "common/edit_distance.h"
 #include "common/error.h"
+#include "model/variant_folders.h"
 #include "runtime/capacity.h"
 #include "runtime/miss_policy.h"
 #include "serving/served_family.h"
@@ -154,6 +155,7 @@ std::unique_ptr<ServingSession> open_serving(const ServingArgs& a, bool need_tar
   }
   if (!a.base.empty() && a.model.empty())
     throw InvalidArgument("--base", a.base.string(), "is the base of the adapter --model names", "with --variants, list the base before its adapters");
+  check_base_option(a.base, {a.model});
   if (!a.resident.empty() && a.model.empty())
     throw InvalidArgument("--resident", a.resident.string(), "fixes the resident experts of one checkpoint", "give it with --model DIR, not --variants");
   if (!a.variants.empty() && a.layout.empty() && a.capacity < 0 && !choices.budget)

@@ -128,20 +128,25 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir, const std::filesystem::
 
   // A folder over a base checkpoint (an ESFT adapter, a delta folder) opens the base, which must be
   // a full checkpoint of the same model; this checkpoint then owns the base's files too.
-  auto open_base = [&](const std::filesystem::path& base_model, const std::string& cfg_file, const std::string& what) {
+  // `given`: the base came from beside the folder (--base, or the full checkpoint listed before it),
+  // as its config names none: a refusal then names that base, not a field the file does not have.
+  auto open_base = [&](const std::filesystem::path& base_model, const std::string& cfg_file, const std::string& what, bool given = false) {
     const auto base_dir = (base_model.is_absolute() ? base_model : dir / base_model).lexically_normal();
-    const std::string field_at = (dir / cfg_file).string();
+    const std::string field_at = given ? base_dir.string() : (dir / cfg_file).string();
+    const std::string field = given ? "the base given for " + dir.string() : "base_model";
     if (!std::filesystem::is_directory(base_dir))
-      throw MissingError(field_at, "base_model", "names " + base_dir.string() + ", which is not a folder",
-                         "put the base checkpoint the " + what + " was made from there, or correct base_model");
+      throw MissingError(field_at, field, given ? "is not a folder" : "names " + base_dir.string() + ", which is not a folder",
+                         given ? "give the folder of the full checkpoint the " + what + " was made from"
+                               : "put the base checkpoint the " + what + " was made from there, or correct base_model");
     std::error_code ec;
     if (std::filesystem::equivalent(base_dir, dir, ec))
-      throw UnsupportedError(field_at, "base_model", "names this folder itself", "point base_model at the full checkpoint the " + what + " was made from");
+      throw UnsupportedError(field_at, field, given ? "is the " + what + " itself" : "names this folder itself",
+                             given ? "give the full checkpoint the " + what + " was made from" : "point base_model at the full checkpoint the " + what + " was made from");
     // Checked before opening: a base that is itself built on a base could lead back here.
     for (const char* own : {kExpertCfgFile, kDeltaCfgFile})
       if (present(base_dir / own))
-        throw UnsupportedError(field_at, "base_model", "names " + base_dir.string() + ", which is itself built on a base (it holds " + own + ")",
-                               "point base_model at a full checkpoint");
+        throw UnsupportedError(field_at, field, (given ? "is" : "names " + base_dir.string() + ", which is") + std::string(" itself built on a base (it holds ") + own + ")",
+                               given ? "give a full checkpoint" : "point base_model at a full checkpoint");
     Checkpoint base(base_dir);
     base_dir_ = base_dir;
     if (const auto diff = first_difference(base.spec(), spec_))
@@ -156,8 +161,10 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir, const std::filesystem::
     const EsftAdapterConfig cfg = read_expert_cfg(dir / kExpertCfgFile, spec_);
     if (cfg.base_model.empty() && base_hint.empty())
       throw MissingError((dir / kExpertCfgFile).string(), "base_model",
-                         "is absent, and no base was given beside the adapter (DeepSeek's adapters name their base only in their README)",
-                         "list the base before the adapter (--variants BASE ADAPTER …), give --base DIR with --model, or add "
+                         "is absent, and no full checkpoint is listed before the adapter or given with --base (DeepSeek's "
+                         "adapters name their base only in their README)",
+                         "list the base before the adapter (--variants BASE ADAPTER …; in a folder of variants, the base's "
+                         "folder name must sort before the adapter's), give --base DIR with --model, or add "
                          "\"base_model\": \"../base\" to expert_cfg.json");
     const WeightNames names(spec_);
     // What esft.py's to_esft leaves trainable is what it saves: the listed experts, every MoE layer's
@@ -189,7 +196,8 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir, const std::filesystem::
       if (!own.count(name))
         throw MissingError(dir.string(), "tensor '" + name + "'", "is tuned by expert_cfg.json (" + tunes + ") but absent from the adapter");
     location = std::move(own);
-    Checkpoint base = open_base(cfg.base_model.empty() ? std::filesystem::absolute(base_hint) : cfg.base_model, kExpertCfgFile, "adapter");
+    Checkpoint base = open_base(cfg.base_model.empty() ? std::filesystem::absolute(base_hint) : cfg.base_model, kExpertCfgFile, "adapter",
+                                cfg.base_model.empty());
     kind_ = Kind::Adapter;
     for (const Weight& w : base.weights()) location.emplace(w.expected.name, w.file);  // keeps the adapter's own
     for (const auto& [name, stored] : base.stored_names_) stored_names_.emplace(name, stored);

@@ -4,8 +4,13 @@
 #include <optional>
 #include <system_error>
 
+#include <nlohmann/json.hpp>
+
 #include "common/error.h"
 #include "common/path_identity.h"
+#include "common/text_file.h"
+#include "model/delta_config.h"
+#include "model/esft_adapter.h"
 
 namespace fs = std::filesystem;
 
@@ -69,6 +74,35 @@ void open_family(Family& family, const std::vector<fs::path>& dirs, const fs::pa
     while (family.find(name)) name += "-base";
     family.add(name, base);
   }
+}
+
+void check_base_option(const fs::path& base, const std::vector<fs::path>& dirs) {
+  if (base.empty()) return;
+  const std::string what = base.string();
+  const auto folder = is_folder(base);
+  if (!folder) throw MissingError("--base", what, "does not exist", "give the folder of the full checkpoint the adapter was made from");
+  if (!*folder || is_folder(base / "config.json") != false)
+    throw InvalidArgument("--base", what, *folder ? "is not a checkpoint folder (it holds no config.json)" : "is a file, not a folder",
+                          "give the folder of the full checkpoint the adapter was made from");
+  for (const char* own : {kExpertCfgFile, kDeltaCfgFile})
+    if (is_folder(base / own).has_value())
+      throw InvalidArgument("--base", what, std::string("is itself built on a base (it holds ") + own + ")", "give the full checkpoint the adapter was made from");
+  std::string named;  // an adapter among dirs that names its own base, for the refusal below
+  for (const auto& [name, dir] : discover_variants(dirs)) {
+    if (!is_folder(dir / kExpertCfgFile).has_value()) continue;
+    nlohmann::json cfg;
+    try {
+      cfg = nlohmann::json::parse(read_text_file(dir / kExpertCfgFile));
+    } catch (const nlohmann::json::exception&) {
+      return;  // malformed: opening the adapter says how
+    }
+    if (!cfg.is_object() || !cfg.contains("base_model") || cfg["base_model"].is_null()) return;  // used: an adapter that names none
+    named = (dir / kExpertCfgFile).string();
+  }
+  throw InvalidArgument("--base", what,
+                        named.empty() ? "is given, but no ESFT adapter is among the folders: a full checkpoint is served as it is"
+                                      : "is given, but " + named + " names the adapter's base (base_model), which is the one served over",
+                        named.empty() ? "drop --base" : "drop --base, or remove base_model from expert_cfg.json to serve it over this one");
 }
 
 }  // namespace mosaic

@@ -20,4 +20,9 @@ std::vector<std::pair<std::string, std::filesystem::path>> discover_variants(con
 // full checkpoint listed last before it (BASE ADAPTER …), else over `base` (--base with --model).
 void open_family(Family& family, const std::vector<std::filesystem::path>& dirs, const std::filesystem::path& base = {});
 
+// `--base DIR` beside the folders `dirs`, checked before anything opens: a full checkpoint's folder,
+// given where it is used (an ESFT adapter among `dirs` whose expert_cfg.json names no base) and
+// nowhere it would be ignored (a full checkpoint, an adapter that names its own). Nothing when empty.
+void check_base_option(const std::filesystem::path& base, const std::vector<std::filesystem::path>& dirs);
+
 }  // namespace mosaic
