@@ -417,6 +417,10 @@ class TestCli : public QObject {
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.startsWith(QStringLiteral("error: mosaic-cli delta compress: ")) && r.err.contains(QStringLiteral("mosaic-cli delta compress --help")),
              qPrintable(r.err));
+    // A required option misspelt is the mistake named, not the option it left missing alone.
+    r = cli(args({"delta", "compress", "--varient", "x", "--out", "y"}));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("'--varient' is not an option it takes (did you mean '--variant'?)")), qPrintable(r.err));
     // Options other tools spell otherwise lead to the one meant.
     r = cli(args({"generate", "--model", "x", "--ids", "1", "--max-tokens", "4"}));
     QCOMPARE(r.code, 2);
@@ -1069,6 +1073,12 @@ class TestCli : public QObject {
     std::int64_t experts = 0;
     for (std::int64_t c : plan.virtual_experts->counts) experts += c;
     QCOMPARE(experts, std::int64_t(4 * 2 + 5));
+    // A virtual layout masks experts as traffic moves: merging it into one checkpoint is refused.
+    r = cli(args({"merge", "--variants"}) << path(bible) << args({"--method", "consolidated", "--target", "bible", "--layout"}) << path(layout)
+                                          << QStringLiteral("--out") << path(scratch("never-merged")));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("is virtual")), qPrintable(r.err));
+    QVERIFY(!fs::exists(scratch("never-merged")));
 
     // The prompt runs in one step, with the initial set.
     const fs::path served = scratch("virtual.safetensors"), stats = scratch("virtual-stats.json");
@@ -1135,6 +1145,16 @@ class TestCli : public QObject {
     QVERIFY2(r.err.contains(QStringLiteral("tiny-prompts.txt")) && r.err.contains(QStringLiteral("fewer than a prompt")), qPrintable(r.err));
     QVERIFY(!fs::exists(scratch("never-routing.json")));
     QVERIFY2(m.overlap > expected_overlap(0, 8, 2) && m.overlap < 1, qPrintable(QString::number(m.overlap)));
+    // Prompts past the model's context (512) are refused, not measured; a family folder is named as one.
+    r = cli(args({"routing", "--variant"}) << path(family / "base") << QStringLiteral("--text") << path(family / "heldout" / "bible.txt")
+                                           << args({"--prompt-tokens", "600", "--out"}) << path(scratch("never-routing.json")));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("more than the model's context of 512")), qPrintable(r.err));
+    r = cli(args({"routing", "--variant"}) << path(family) << QStringLiteral("--text") << path(family / "heldout" / "bible.txt")
+                                           << QStringLiteral("--out") << path(scratch("never-routing.json")));
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("not a checkpoint folder")), qPrintable(r.err));
+    QVERIFY(!fs::exists(scratch("never-routing.json")));
 
     // Fitted to a published neighbour overlap alone: no checkpoint, no text.
     const fs::path published = scratch("published-routing.json");

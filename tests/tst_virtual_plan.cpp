@@ -149,6 +149,10 @@ class TestVirtualPlan : public QObject {
         }
       QCOMPARE(layout.plan.capacity, experts);
       for (std::int64_t l = 0; l < s.num_layers; ++l) QVERIFY(v.counts[static_cast<std::size_t>(l)] >= s.top_k);
+      // Room for every expert: all are resident, whatever masking some scored on the calibration text.
+      if (budget >= fixed + static_cast<std::uint64_t>(s.num_experts * s.num_sparse_layers()) * slot)
+        for (std::int64_t l = 0; l < s.num_layers; ++l)
+          if (s.is_sparse(l)) QCOMPARE(v.counts[static_cast<std::size_t>(l)], s.num_experts);
     }
   }
 

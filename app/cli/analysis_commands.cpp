@@ -305,6 +305,9 @@ void add_merge_command(CLI::App& app) {
         throw InvalidArgument(o->layout.string(), "policy", "is hybrid: its positions serve each folder's delta on the base's copy",
                               "write a delta folder's dense checkpoint with `mosaic-cli delta expand`, or plan a round-robin, medoid or "
                               "weighted layout to merge");
+      if (layout.plan.policy == Policy::Virtual)  // it masks experts per request, as traffic moves: no checkpoint holds that
+        throw InvalidArgument(o->layout.string(), "policy", "is virtual: it serves a changing subset of each variant's own experts, which a merged checkpoint cannot hold",
+                              "serve it with --layout, or plan a round-robin, medoid or weighted layout to merge");
       match_layout(layout, family, family_sha256(family, o->cache()), o->layout.string());
       write_consolidated(family, layout, o->target, o->out);
     }

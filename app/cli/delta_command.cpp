@@ -136,6 +136,7 @@ void add_delta_command(CLI::App& app) {
   expand->add_option("--delta", e->delta, "a folder `delta compress` wrote")->required();
   expand->add_option("--out", e->out, "output checkpoint folder (must not exist, or be empty)")->required();
   expand->callback([e] {
+    if (!fs::exists(e->delta)) throw MissingError("--delta", e->delta.string(), "does not exist", "give a folder `delta compress` wrote");
     std::vector<fs::path> inputs{e->delta};
     if (fs::exists(e->delta / kDeltaCfgFile)) {
       const DeltaConfig config = read_delta_config(e->delta / kDeltaCfgFile);

@@ -106,7 +106,17 @@ std::string failure_message(const CLI::App* app, const CLI::Error& e) {
       msg += "?)";
     }
   } else {
-    msg += path + ": " + e.what();
+    // A required option misspelt (--varient) is left over, unparsed, when the parser finds the
+    // required one missing: name it as the mistake, with the option meant, before what is missing.
+    std::string misspelt;
+    if (dynamic_cast<const CLI::RequiredError*>(&e))
+      for (const std::string& a : cmd->remaining())
+        if (a.size() > 2 && a.starts_with("--"))
+          if (const std::string near = nearest_option(*cmd, a); !near.empty()) {
+            misspelt = "'" + a + "' is not an option it takes (did you mean '" + near + "'?); ";
+            break;
+          }
+    msg += path + ": " + misspelt + e.what();
   }
   return msg + "\n  " + path + " --help describes its options\n";
 }

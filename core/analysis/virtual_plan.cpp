@@ -313,7 +313,15 @@ Layout plan_virtual(const Family& family, const std::vector<std::string>& sha256
     for (const auto& x : slots) used += x[o];
     if (used <= available) uniform = o;
   }
-  const std::vector<std::size_t> choice = uniform_only ? std::vector<std::size_t>(sparse.size(), uniform) : plan_counts(slots, rise, available);
+  // A budget that holds every expert of every layer leaves nothing to plan: all are resident, though
+  // masking some may have scored a little lower on the calibration text (its noise, not a gain).
+  std::int64_t most = 0;
+  for (const auto& o : slots) most += o.back();
+  std::vector<std::size_t> all(sparse.size());
+  for (std::size_t i = 0; i < sparse.size(); ++i) all[i] = slots[i].size() - 1;
+  const std::vector<std::size_t> choice = uniform_only ? std::vector<std::size_t>(sparse.size(), uniform)
+                                          : most <= available ? all
+                                                              : plan_counts(slots, rise, available);
 
   std::vector<std::int64_t> counts(static_cast<std::size_t>(s.num_layers), 0);
   VirtualLayout::Planner pl;
