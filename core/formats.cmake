@@ -12,7 +12,6 @@ set(MOSAIC_FORMAT_SOURCES
   common/json_fields.cpp
   common/json_text.cpp
   common/jsonl.cpp
-  common/pending_outputs.cpp
   common/text_file.cpp
   model/arch.cpp
   model/chat_template.cpp

@@ -16,7 +16,6 @@
 #include <sstream>
 #include <thread>
 
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -525,31 +524,6 @@ class TestCli : public QObject {
     QVERIFY2(r.err.contains(QStringLiteral("names the adapter's base (base_model)")), qPrintable(r.err));
     r = cli(QStringList(gen) << path(named));
     QVERIFY2(r.code == 0, qPrintable(r.err));
-  }
-
-  // Ctrl-C in the middle of writing an output: the staging folder goes with the command, which says
-  // it stopped and exits as a shell reports SIGINT (it stayed, half written, until the next run).
-  void anInterruptedCommandLeavesNothingHalfWritten() {
-    const fs::path out = scratch("within-interrupted"), staging = scratch(".within-interrupted.within-tmp");
-    QProcess p;
-    p.start(QStringLiteral(MOSAIC_CLI), {QStringLiteral("delta"), QStringLiteral("compress"), QStringLiteral("--within"), QStringLiteral("--variant"),
-                                         path(fs::path(MOSAIC_RESOURCES) / "sample-family" / "bible"), QStringLiteral("--out"), path(out)});
-    QVERIFY(p.waitForStarted());
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (!fs::exists(staging) && p.state() != QProcess::NotRunning && std::chrono::steady_clock::now() < give_up)
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    if (!fs::exists(staging)) {
-      p.waitForFinished(60000);
-      QSKIP("the command ended before its staging folder was seen: nothing to interrupt on this machine");
-    }
-    ::kill(static_cast<pid_t>(p.processId()), SIGINT);
-    QVERIFY(p.waitForFinished(30000));
-    const QString err = QString::fromUtf8(p.readAllStandardError());
-    QCOMPARE(p.exitStatus(), QProcess::NormalExit);
-    QCOMPARE(p.exitCode(), 128 + SIGINT);
-    QVERIFY2(err.contains(QStringLiteral("interrupted: stopped, unfinished outputs removed")), qPrintable(err));
-    QVERIFY(!fs::exists(staging));
-    QVERIFY(!fs::exists(out));
   }
 
   // Issue 58 #11's bench at the fixture's size, on the CPU: a DeepSeek-V2 base and two adapters

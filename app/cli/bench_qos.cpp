@@ -16,7 +16,6 @@
 #include "cli/serving_args.h"
 #include "model/variant_folders.h"
 #include "common/error.h"
-#include "common/pending_outputs.h"
 #include "runtime/matmul_yardstick.h"
 #include "runtime/threads.h"
 #include "serving/strategy.h"
@@ -102,11 +101,6 @@ void add_bench_command(CLI::App& app) {
     check_output(o->db, "--db", inputs, OutputKind::Database);
     std::error_code ec;
     const bool db_existed = fs::exists(o->db, ec) || ec;
-    // A record this command creates is removed if it is interrupted before a run is recorded
-    // (pending_outputs.h); the first finished run keeps it.
-    auto unrecorded = std::make_shared<std::vector<std::unique_ptr<PendingOutput>>>();
-    if (!db_existed)
-      for (const char* suffix : {"", "-wal", "-shm", "-journal"}) unrecorded->push_back(std::make_unique<PendingOutput>(o->db.string() + suffix));
     std::optional<Recorder> recorder(std::in_place, o->db);
     recorder->check_writable();
     auto results = std::make_shared<nlohmann::ordered_json>(nlohmann::ordered_json::array());
@@ -155,8 +149,7 @@ void add_bench_command(CLI::App& app) {
       draw_progress(done, total, progress->label(run));
       return true;
     };
-    events.run_finished = [o, results, width, progress, compute, stream, unrecorded](const SweepRun& run, const std::vector<RequestRecord>&, const RunSummary& s, bool) {
-      unrecorded->clear();
+    events.run_finished = [o, results, width, progress, compute, stream](const SweepRun& run, const std::vector<RequestRecord>&, const RunSummary& s, bool) {
       const MatmulRate compute_after = o->yardstick ? compute() : MatmulRate{}, stream_after = o->yardstick ? stream() : MatmulRate{};
       if (o->json) {
         nlohmann::ordered_json j = {{"run", run.run_id}, {"strategy", run.strategy}, {"rate", run.rate}, {"repeat", run.repeat}};

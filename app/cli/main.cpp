@@ -1,8 +1,5 @@
 // mosaic-cli: the headless face of the engine. Exit codes: 0 done, 2 a mistake of the caller's
 // (bad arguments, bad input files), 3 an internal error.
-#include <csignal>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -12,14 +9,12 @@
 #include <algorithm>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <vector>
 
 #include "common/machine.h"
 #include "cli/commands.h"
 #include "common/edit_distance.h"
 #include "common/error.h"
-#include "common/pending_outputs.h"
 
 namespace {
 
@@ -135,27 +130,6 @@ void print_every_help(const CLI::App& app, const std::string& path) {
   }
 }
 
-// Ctrl-C, SIGTERM or SIGHUP: what the command was still writing (pending_outputs.h) is removed before
-// it exits with 128 + the signal, as a shell reports it. Waited for on a thread of its own, the
-// signals blocked before any other thread starts so that every thread inherits the mask. Not for
-// serve, which finishes its running requests, nor forge, which saves what it trained: each handles
-// the signals itself.
-void remove_pending_outputs_on_signals(std::string_view command) {
-  if (command == "serve" || command == "forge") return;
-  sigset_t signals;
-  sigemptyset(&signals);
-  for (const int s : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&signals, s);
-  if (pthread_sigmask(SIG_BLOCK, &signals, nullptr) != 0) return;
-  std::thread([signals] {
-    int sig = 0;
-    if (sigwait(&signals, &sig) != 0) return;
-    const std::size_t removed = mosaic::discard_pending_outputs();
-    std::fprintf(stderr, "\n%s: stopped%s\n", sig == SIGINT ? "interrupted" : sig == SIGTERM ? "SIGTERM" : "SIGHUP",
-                 removed ? ", unfinished outputs removed" : "");
-    std::_Exit(128 + sig);
-  }).detach();
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -198,7 +172,6 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (const auto code = check_command_names(app, argc, argv)) return *code;
-  remove_pending_outputs_on_signals(argc > 1 ? argv[1] : "");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

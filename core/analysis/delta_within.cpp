@@ -7,7 +7,6 @@
 #include "analysis/checkpoint_folder.h"
 #include "analysis/cross_distance.h"
 #include "common/error.h"
-#include "common/pending_outputs.h"
 
 namespace fs = std::filesystem;
 
@@ -46,7 +45,6 @@ WithinReport write_delta_within(const Checkpoint& variant, const DeltaFormat& fo
   std::error_code ec;
   fs::remove_all(tmp, ec);
   fs::create_directories(tmp);
-  const PendingOutput pending(tmp);  // removed by a front end that is interrupted meanwhile
   try {
     std::map<std::tuple<std::int64_t, std::int64_t, ExpertRole>, const Weight*> experts;
     std::vector<TensorEntry> entries;

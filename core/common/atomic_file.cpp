@@ -9,7 +9,6 @@
 #include <random>
 
 #include "common/error.h"
-#include "common/pending_outputs.h"
 #include "common/path_identity.h"
 
 namespace fs = std::filesystem;
@@ -78,7 +77,6 @@ void write_file_atomically(const fs::path& path, const std::function<void(std::o
   }
   fs::path tmp = place.file;
   tmp += ".tmp-" + unique_suffix();
-  const PendingOutput pending(tmp);  // removed by a front end that is interrupted meanwhile
   try {
     {
       std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -110,7 +108,6 @@ StagedFolder::StagedFolder(const fs::path& dir) : dir_(dir.has_filename() ? dir 
   if (!fs::create_directory(staging_, ec))
     throw IoError(staging_.string(), "", "cannot create the staging folder: " + (ec ? ec.message() : std::string("it exists")),
                   "check that " + (where.empty() ? std::string(".") : where.string()) + " is writable");
-  pending_ = std::make_unique<PendingOutput>(staging_);
 }
 
 StagedFolder::~StagedFolder() {

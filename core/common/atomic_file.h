@@ -6,11 +6,8 @@
 // points at is replaced, and the link stays a link.
 #include <filesystem>
 #include <functional>
-#include <memory>
 #include <ostream>
 #include <vector>
-
-#include "common/pending_outputs.h"
 
 namespace mosaic {
 
@@ -48,7 +45,6 @@ class StagedFolder {
  private:
   std::filesystem::path dir_, staging_;
   bool published_ = false;
-  std::unique_ptr<PendingOutput> pending_;  // the staging folder, for an interrupted front end to remove
 };
 
 }  // namespace mosaic
