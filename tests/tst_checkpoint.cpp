@@ -76,6 +76,20 @@ class TestCheckpoint : public QObject {
     expect_mentions(error_of<InvalidArgument>([&] { family.add("base", fixture("mixtral", "ft1")); }), {"'base'", "already"});
   }
 
+  // As DeepSeek-V3 and Qwen3-30B-A3B-FP8 release them, and as GPTQ writes it: refused by the method,
+  // naming the field and what to do (they failed as an unknown dtype or a missing tensor name).
+  void quantizedReleasesRefused() {
+    const fs::path dir = copy_checkpoint(fixture("mixtral", "base"), scratch("quantized"));
+    patch_config(dir, "quantization_config",
+                 nlohmann::json::parse(R"({"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]})"));
+    expect_mentions(error_of<UnsupportedError>([&] { Checkpoint c(dir); }),
+                    {(dir / "config.json").string(), "quantization_config", "quant_method 'fp8'", "BF16 release"});
+    patch_config(dir, "quantization_config", nlohmann::json::parse(R"({"bits": 4, "group_size": 128, "quant_method": "gptq"})"));
+    expect_mentions(error_of<UnsupportedError>([&] { Checkpoint c(dir); }), {"quant_method 'gptq'"});
+    patch_config(dir, "quantization_config", nullptr);  // null: not quantized
+    Checkpoint unquantized(dir);
+  }
+
   void missingTensor() {
     const fs::path dir = copy_checkpoint(fixture("qwen2_moe", "esft1"), scratch("missing"));
     rewrite_weights(dir, [](const TensorInfo& t) { return t.name != "model.layers.2.mlp.experts.5.up_proj.weight"; });

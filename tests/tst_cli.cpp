@@ -512,7 +512,11 @@ class TestCli : public QObject {
     QVERIFY2(r.err.startsWith(QStringLiteral("error: --base: ")) && r.err.contains(QStringLiteral("itself built on a base")), qPrintable(r.err));
     r = cli(QStringList(gen) << path(fixture("deepseek_v2", "ft1")) << QStringLiteral("--base") << path(base));
     QCOMPARE(r.code, 2);
-    QVERIFY2(r.err.contains(QStringLiteral("no ESFT adapter is among the folders")), qPrintable(r.err));
+    QVERIFY2(r.err.contains(QStringLiteral("is a full checkpoint, served as it is")), qPrintable(r.err));
+    // Listed after a full checkpoint, the adapter is served over that one: --base would be ignored.
+    r = cli(QStringList{QStringLiteral("inspect"), path(base), path(released), QStringLiteral("--base"), path(fixture("deepseek_v2", "ft1"))});
+    QCOMPARE(r.code, 2);
+    QVERIFY2(r.err.contains(QStringLiteral("served over the full checkpoint listed before it")), qPrintable(r.err));
     // An adapter that names its base, given another one: which would be served over is said.
     const fs::path named = scratch("named-adapter");
     fs::copy(released, named, fs::copy_options::recursive);
@@ -571,9 +575,10 @@ class TestCli : public QObject {
     QVERIFY2(r.err.contains(QStringLiteral("another model")) && r.err.contains(QStringLiteral("model_type")), qPrintable(r.err));
     QVERIFY(!fs::exists(dir / "adapter-2"));
     r = cli(args({"bench-esft", "--config"}) << path(fixture("deepseek_v2", "base") / "config.json")
-                                            << args({"--adapters", "2", "--tuned", "0.5", "--write-only", "--dir"}) << path(dir));
+                                            << args({"--adapters", "3", "--tuned", "0.5", "--write-only", "--dir"}) << path(dir));
     QCOMPARE(r.code, 2);
     QVERIFY2(r.err.contains(QStringLiteral("where --tuned asks for 4 per MoE layer")), qPrintable(r.err));
+    QVERIFY(!fs::exists(dir / "adapter-2"));
   }
 
   // Issue 61 #6's bench at a small size, on the CPU: two variants served as delta folders over their

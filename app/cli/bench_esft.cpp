@@ -99,6 +99,17 @@ void run(const EsftBench& o) {
     if (const auto diff = first_difference(Checkpoint(base).spec(), spec))
       throw MismatchError((base / "config.json").string(), "", "holds a family of another model than --config and --layers ask for (" + *diff + ")",
                           "give another --dir, or delete it");
+  for (int a = 0; a < o.adapters; ++a) {
+    const fs::path cfg = o.dir / ("adapter-" + std::to_string(a)) / kExpertCfgFile;
+    if (!fs::exists(cfg)) continue;
+    std::size_t tuned = 0;
+    for (const auto& [layer, ids] : read_expert_cfg(cfg, spec).experts) tuned += ids.size();
+    if (static_cast<std::int64_t>(tuned) != per_layer * spec.num_sparse_layers())
+      throw MismatchError(cfg.string(), "experts",
+                          "tunes " + std::to_string(tuned) + " experts, where --tuned asks for " + std::to_string(per_layer) + " per MoE layer (" +
+                              std::to_string(per_layer * spec.num_sparse_layers()) + ")",
+                          "give another --dir, or delete it");
+  }
   if (!fs::exists(base / "model.safetensors")) write_synthetic_checkpoint(base, spec, DType::BF16, 58);
   std::vector<fs::path> dirs{base};
   for (int a = 0; a < o.adapters; ++a) {
@@ -108,12 +119,6 @@ void run(const EsftBench& o) {
   }
   Family family;
   open_family(family, dirs);
-  for (const Variant& v : family.variants())
-    if (v.checkpoint->is_adapter() && static_cast<std::int64_t>(v.checkpoint->adapter_experts().size()) != per_layer * spec.num_sparse_layers())
-      throw MismatchError((v.checkpoint->dir() / kExpertCfgFile).string(), "experts",
-                          "tunes " + std::to_string(v.checkpoint->adapter_experts().size()) + " experts, where --tuned asks for " +
-                              std::to_string(per_layer) + " per MoE layer (" + std::to_string(per_layer * spec.num_sparse_layers()) + ")",
-                          "give another --dir, or delete it");
   const HostStore store(family);
   std::printf("family: %s, %lld layers (%lld MoE), base %.2f GB bf16 and %d adapters of %lld experts per MoE layer (%.2f GB each); %.0f s to write and read\n",
               std::string(spec.model_type()).c_str(), static_cast<long long>(spec.num_layers), static_cast<long long>(spec.num_sparse_layers()),

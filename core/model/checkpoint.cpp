@@ -97,6 +97,15 @@ Checkpoint::Checkpoint(const std::filesystem::path& dir, const std::filesystem::
   if (!std::filesystem::is_directory(dir, ec))
     throw MissingError(dir.string(), "", "is a file, not a folder", "give the checkpoint folder holding config.json");
   spec_ = load_model_spec(dir / "config.json");
+  // A quantized release (DeepSeek-V3/R1's FP8 blocks, Qwen3's -FP8, GPTQ, AWQ, MXFP4, …) stores codes
+  // and scales, not the weights: refused by its method, rather than later by a tensor's dtype or a
+  // name the architecture does not have.
+  if (!spec_.quantization.empty())
+    throw UnsupportedError((dir / "config.json").string(), "field 'quantization_config'",
+                           (spec_.quantization == "unnamed" ? std::string("says") : "quant_method '" + spec_.quantization + "' says") +
+                               " the weights are quantized; Mosaic serves unquantized BF16, F16, F32 or F64 weights",
+                           "use the model's BF16 release, or dequantize the checkpoint first and drop quantization_config; "
+                           "DeepSeek-V3's inference/fp8_cast_bf16.py does so for FP8 blocks");
 
   // Where each tensor lives: one file, or the shards the index names.
   std::map<std::string, const SafetensorsFile*> location;

@@ -85,10 +85,6 @@ class ConfigReader {
   FormatError bad(const std::string& key, const std::string& what) const {
     return FormatError(source_, "field '" + key + "'", what, "fix the value in config.json");
   }
-  // A field whose value means a model Mosaic does not serve, with what the user can do instead.
-  UnsupportedError unsupported(const std::string& key, const std::string& what, const std::string& to_do) const {
-    return UnsupportedError(source_, "field '" + key + "'", what, to_do);
-  }
   UnsupportedError unsupported(const std::string& key, const std::string& what) const {
     return UnsupportedError(source_, "field '" + key + "'", what,
                             "Mosaic implements this model without it; an engine that ignored it would "
@@ -114,19 +110,6 @@ constexpr std::int64_t kMaxVocab = std::int64_t{1} << 24, kMaxHidden = std::int6
 
 // Options that change the computation and that the engine does not implement are refused.
 void refuse_unimplemented(const ConfigReader& c, const ArchInfo& arch) {
-  // A quantized release (DeepSeek-V3/R1's and Kimi-K2's FP8 blocks, Qwen3's -FP8, GPTQ, AWQ, MXFP4, …)
-  // stores codes and scales, not the weights: refused here by its method, rather than later by a
-  // tensor's dtype or a name the architecture does not have.
-  if (c.has("quantization_config")) {
-    const json& q = c.raw("quantization_config");
-    const auto m = q.is_object() ? q.find("quant_method") : q.end();
-    const std::string method = m != q.end() && m->is_string() ? m->get<std::string>() : "";
-    throw c.unsupported("quantization_config",
-                        (method.empty() ? std::string("says") : "quant_method '" + method + "' says") +
-                            " the weights are quantized; Mosaic serves unquantized BF16, F16 or F32 weights",
-                        "use the model's BF16 release, or dequantize the checkpoint first and drop "
-                        "quantization_config; DeepSeek-V3's inference/fp8_cast_bf16.py does so for FP8 blocks");
-  }
   if (c.string("hidden_act", "silu") != "silu")
     throw c.unsupported("hidden_act", "is '" + c.string("hidden_act", "") + "'; only 'silu' (SwiGLU) is implemented");
 
@@ -405,6 +388,11 @@ ModelSpec parse_model_spec(std::string_view text, const std::string& source) {
                 "must be positive and at most 1e12 (models use 1e4 to 1e7)");
   s.max_position_embeddings = c.positive_int_or("max_position_embeddings", arch->default_max_positions, kMaxPositions);
   s.rope_scaling = read_rope_scaling(c, s.max_position_embeddings);
+  if (c.has("quantization_config")) {
+    const json& q = c.raw("quantization_config");
+    const auto m = q.is_object() ? q.find("quant_method") : q.end();
+    s.quantization = m != q.end() && m->is_string() && !m->get<std::string>().empty() ? m->get<std::string>() : "unnamed";
+  }
   // DeepSeek's attention sharpens its softmax by yarn's mscale(factor, mscale_all_dim)² where the rope
   // is scaled (transformers' yarn_apply_mscale; DeepSeek's own DeepseekV2Attention).
   if (arch->latent_attention && s.rope_scaling.kind != RopeKind::Default && s.rope_scaling.mscale_all_dim != 0) {

@@ -61,6 +61,9 @@ struct ModelSpec {
   bool router_bias = false;                  // DeepSeek-V3: e_score_correction_bias, for choosing only
   std::optional<LatentAttention> mla;        // DeepSeek's attention; q/k/v/o projections otherwise
   std::int64_t mtp_layers = 0;               // DeepSeek-V3's multi-token-prediction layers after the last: stored, unused
+  // A quantized release's quantization_config.quant_method ("fp8", "gptq", …; "unnamed" without one),
+  // empty for unquantized weights: a Checkpoint refuses it, the simulated clock needs only shapes.
+  std::string quantization;
   bool qkv_bias = false, o_bias = false;
   QkNorm qk_norm = QkNorm::None;
   std::optional<double> clip_qkv;            // OLMoE: clamp q, k, v to ±clip_qkv

@@ -36,7 +36,7 @@ TensorInfo parse_entry(const std::string& file, const std::string& name, const j
   const std::string dtype_name = dt->get<std::string>();
   if (!parsed && (dtype_name.starts_with("F8") || dtype_name.starts_with("F6") || dtype_name.starts_with("F4")))
     throw UnsupportedError(file, "tensor '" + name + "'", "is " + dtype_name + ", a quantized format",
-                           "Mosaic serves unquantized BF16, F16 or F32 weights: use the model's BF16 release, or "
+                           "Mosaic serves unquantized BF16, F16, F32 or F64 weights: use the model's BF16 release, or "
                            "dequantize the checkpoint first; DeepSeek-V3's inference/fp8_cast_bf16.py does so for FP8 blocks");
   if (!parsed)
     throw FormatError(file, "tensor '" + name + "'", "unknown dtype '" + dtype_name + "'",

@@ -87,22 +87,32 @@ void check_base_option(const fs::path& base, const std::vector<fs::path>& dirs) 
   for (const char* own : {kExpertCfgFile, kDeltaCfgFile})
     if (is_folder(base / own).has_value())
       throw InvalidArgument("--base", what, std::string("is itself built on a base (it holds ") + own + ")", "give the full checkpoint the adapter was made from");
-  std::string named;  // an adapter among dirs that names its own base, for the refusal below
+  // Used only by an adapter that names no base and has no full checkpoint listed before it (the one
+  // it is otherwise served over, as open_family does).
+  std::string ignored_for;  // why --base would be ignored, for the refusal below
+  bool full_before = false;
   for (const auto& [name, dir] : discover_variants(dirs)) {
-    if (!is_folder(dir / kExpertCfgFile).has_value()) continue;
+    if (is_folder(dir / "config.json") != false) return;  // not a checkpoint: opening it says so
+    if (is_folder(dir / kDeltaCfgFile).has_value()) continue;  // over the base its delta.json names
+    if (!is_folder(dir / kExpertCfgFile).has_value()) {
+      full_before = true;
+      if (ignored_for.empty()) ignored_for = dir.string() + " is a full checkpoint, served as it is";
+      continue;
+    }
     nlohmann::json cfg;
     try {
       cfg = nlohmann::json::parse(read_text_file(dir / kExpertCfgFile));
     } catch (const nlohmann::json::exception&) {
       return;  // malformed: opening the adapter says how
     }
-    if (!cfg.is_object() || !cfg.contains("base_model") || cfg["base_model"].is_null()) return;  // used: an adapter that names none
-    named = (dir / kExpertCfgFile).string();
+    const auto base_model = cfg.is_object() ? cfg.find("base_model") : cfg.end();
+    const bool names_base = base_model != cfg.end() && base_model->is_string() && !base_model->get<std::string>().empty();
+    if (!names_base && !full_before) return;  // used
+    ignored_for = names_base ? (dir / kExpertCfgFile).string() + " names the adapter's base (base_model), which is the one served over"
+                             : dir.string() + " is served over the full checkpoint listed before it";
   }
-  throw InvalidArgument("--base", what,
-                        named.empty() ? "is given, but no ESFT adapter is among the folders: a full checkpoint is served as it is"
-                                      : "is given, but " + named + " names the adapter's base (base_model), which is the one served over",
-                        named.empty() ? "drop --base" : "drop --base, or remove base_model from expert_cfg.json to serve it over this one");
+  throw InvalidArgument("--base", what, "is given, but " + (ignored_for.empty() ? std::string("no ESFT adapter needs it") : ignored_for),
+                        "drop --base");
 }
 
 }  // namespace mosaic
