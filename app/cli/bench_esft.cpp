@@ -32,7 +32,6 @@
 #include "common/error.h"
 #include "common/install_paths.h"
 #include "common/stopwatch.h"
-#include "model/checkpoint.h"
 #include "model/esft_adapter.h"
 #include "model/synthetic.h"
 #include "model/variant_folders.h"
@@ -96,7 +95,7 @@ void run(const EsftBench& o) {
   // A family already there is reused only if it is the one these options write: checked before
   // anything is added to it, so that other options cannot leave it half one model and half another.
   if (fs::exists(base / "model.safetensors"))
-    if (const auto diff = first_difference(Checkpoint(base).spec(), spec))
+    if (const auto diff = first_difference(load_model_spec(base / "config.json"), spec))
       throw MismatchError((base / "config.json").string(), "", "holds a family of another model than --config and --layers ask for (" + *diff + ")",
                           "give another --dir, or delete it");
   for (int a = 0; a < o.adapters; ++a) {

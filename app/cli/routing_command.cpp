@@ -125,15 +125,15 @@ void add_routing_command(CLI::App& app) {
       throw InvalidArgument("--variant", o->variant.string(), "is not a checkpoint folder (it holds no config.json)",
                             "give one variant's folder: routing measures one checkpoint");
     const Checkpoint checkpoint(o->variant);
+    if (o->prompt_tokens > checkpoint.spec().max_position_embeddings)
+      throw InvalidArgument("--prompt-tokens", std::to_string(o->prompt_tokens),
+                            "is more than the model's context of " + std::to_string(checkpoint.spec().max_position_embeddings) + " tokens",
+                            "give prompts the model was made to read");
     const fs::path tok = o->variant / "tokenizer.json";
     if (!fs::exists(tok)) throw MissingError(tok.string(), "", "is absent: --text is encoded with the variant's tokenizer", "copy the tokenizer.json beside config.json");
     const Tokenizer tokenizer = Tokenizer::load(tok);
     std::vector<std::vector<std::int64_t>> ids;
     for (const fs::path& t : o->texts) ids.push_back(tokenizer.encode(read_text_file(t, "give a text file"), /*add_special=*/false));
-    if (o->prompt_tokens > checkpoint.spec().max_position_embeddings)
-      throw InvalidArgument("--prompt-tokens", std::to_string(o->prompt_tokens),
-                            "is more than the model's context of " + std::to_string(checkpoint.spec().max_position_embeddings) + " tokens",
-                            "give prompts the model was made to read");
     const auto model = Model::load(checkpoint);
     const ModelSpec& s = model->spec();
     // Every text's prompts, its share of --windows, pooled: counts weighted by prompts.
