@@ -189,12 +189,9 @@ void add_inspect_command(CLI::App& app) {
     Family family;  // added one by one, so each variant is printed before a later one is refused
     nlohmann::ordered_json doc{{"variants", nlohmann::ordered_json::array()}};
     const auto found = discover_variants(*dirs);
-    // As every command opens a family (open_family): an adapter that names no base is over the full
-    // checkpoint listed last before it, else over --base.
-    fs::path last_full = *base;
+    fs::path last_full = *base;  // as open_family opens a family
     for (const auto& [name, dir] : found) {
-      const Variant& v = family.add(name, dir, last_full);
-      if (!v.checkpoint->is_adapter() && !v.checkpoint->is_delta()) last_full = v.checkpoint->dir();
+      const Variant& v = add_variant(family, name, dir, last_full);
       nlohmann::ordered_json facts = describe_checkpoint(*v.checkpoint);
       if (*json) {
         nlohmann::ordered_json entry{{"name", v.name}, {"dir", dir.string()}, {"adapter", v.checkpoint->is_adapter()}, {"delta", v.checkpoint->is_delta()}};

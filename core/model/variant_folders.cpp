@@ -56,12 +56,15 @@ std::vector<std::pair<std::string, fs::path>> discover_variants(const std::vecto
   return out;
 }
 
+const Variant& add_variant(Family& family, const std::string& name, const fs::path& dir, fs::path& last_full) {
+  const Variant& v = family.add(name, dir, last_full);
+  if (!v.checkpoint->is_adapter() && !v.checkpoint->is_delta()) last_full = v.checkpoint->dir();
+  return v;
+}
+
 void open_family(Family& family, const std::vector<fs::path>& dirs, const fs::path& base) {
   fs::path last_full = base;
-  for (const auto& [name, dir] : discover_variants(dirs)) {
-    const Variant& v = family.add(name, dir, last_full);
-    if (!v.checkpoint->is_adapter() && !v.checkpoint->is_delta()) last_full = v.checkpoint->dir();
-  }
+  for (const auto& [name, dir] : discover_variants(dirs)) add_variant(family, name, dir, last_full);
   std::vector<fs::path> bases;
   for (const Variant& v : family.variants())
     if (!v.checkpoint->base_dir().empty()) bases.push_back(v.checkpoint->base_dir());  // an adapter's or a delta's

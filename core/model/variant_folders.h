@@ -20,6 +20,11 @@ std::vector<std::pair<std::string, std::filesystem::path>> discover_variants(con
 // full checkpoint listed last before it (BASE ADAPTER …), else over `base` (--base with --model).
 void open_family(Family& family, const std::vector<std::filesystem::path>& dirs, const std::filesystem::path& base = {});
 
+// One discovered variant added as open_family adds each (for a front end that reports each as it
+// opens): an adapter that names no base is over `last_full` (the full checkpoint listed last before
+// it, else --base), which moves on past each full checkpoint.
+const Variant& add_variant(Family& family, const std::string& name, const std::filesystem::path& dir, std::filesystem::path& last_full);
+
 // `--base DIR` beside the folders `dirs`, checked before anything opens: a full checkpoint's folder,
 // given where it is used (an ESFT adapter among `dirs` whose expert_cfg.json names no base) and
 // nowhere it would be ignored (a full checkpoint, an adapter that names its own). Nothing when empty.
